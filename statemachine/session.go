@@ -1,0 +1,161 @@
+package statemachine
+
+// SessionState is the state of a session (one agent run or CI pipeline).
+type SessionState string
+
+// The session states of the design.
+const (
+	SessionActive           SessionState = "active"
+	SessionAwaitingApproval SessionState = "awaiting_approval"
+	SessionCompleted        SessionState = "completed"
+	SessionFailed           SessionState = "failed"
+	SessionHalted           SessionState = "halted"
+	SessionCompensating     SessionState = "compensating"
+	SessionCompensated      SessionState = "compensated"
+)
+
+// SessionStates lists every session state.
+var SessionStates = []SessionState{SessionActive, SessionAwaitingApproval, SessionCompleted, SessionFailed, SessionHalted, SessionCompensating, SessionCompensated}
+
+// Valid reports whether s is a known session state.
+func (s SessionState) Valid() bool {
+	for _, v := range SessionStates {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// AcceptsEffects reports whether new effects may be registered in a session in
+// this state: a waiting session still accepts the other calls of a live agent.
+func (s SessionState) AcceptsEffects() bool {
+	return s == SessionActive || s == SessionAwaitingApproval
+}
+
+// IsTerminal reports whether no transition leaves s.
+func (s SessionState) IsTerminal() bool { return s == SessionCompleted || s == SessionCompensated }
+
+// ParseSessionState turns a name into a SessionState.
+func ParseSessionState(name string) (SessionState, error) {
+	s := SessionState(name)
+	if !s.Valid() {
+		names := make([]string, len(SessionStates))
+		for i, v := range SessionStates {
+			names[i] = string(v)
+		}
+		return "", unknown("session state", name, names)
+	}
+	return s, nil
+}
+
+// SessionTransition is one row of the session table.
+type SessionTransition struct {
+	From, To SessionState
+	Trigger  string
+}
+
+// sessionTransitions is the session table of the design.
+var sessionTransitions = []SessionTransition{
+	{SessionActive, SessionAwaitingApproval, "Irreversible effect awaits approval"},
+	{SessionAwaitingApproval, SessionActive, "Last waiting effect approved"},
+	{SessionActive, SessionHalted, "Effect rejected"},
+	{SessionAwaitingApproval, SessionHalted, "Effect rejected"},
+	{SessionActive, SessionCompleted, "Caller completes the session"},
+	{SessionAwaitingApproval, SessionCompleted, "Caller completes the session"},
+	{SessionActive, SessionFailed, "Caller fails the session"},
+	{SessionAwaitingApproval, SessionFailed, "Caller fails the session"},
+	{SessionActive, SessionCompensating, "Undo starts"},
+	{SessionFailed, SessionCompensating, "Undo starts"},
+	{SessionHalted, SessionCompensating, "Undo starts"},
+	{SessionAwaitingApproval, SessionCompensating, "Undo starts"},
+	{SessionCompensating, SessionCompensated, "Undo stack empty"},
+	{SessionCompensating, SessionHalted, "Compensation failed permanently"},
+}
+
+// SessionTransitions returns a copy of the session table.
+func SessionTransitions() []SessionTransition {
+	return append([]SessionTransition(nil), sessionTransitions...)
+}
+
+// Reasons for refused session transitions.
+const (
+	ReasonSessionTerminal = "Terminal session state. No further transitions."
+	ReasonSessionNoSuch   = "Not a transition of the session table."
+)
+
+// ValidateSession checks a session transition against the table.
+func ValidateSession(from, to SessionState) (SessionTransition, error) {
+	fail := func(reason string) (SessionTransition, error) {
+		return SessionTransition{}, &TransitionError{Machine: "session", From: string(from), To: string(to), Reason: reason}
+	}
+	if !from.Valid() || !to.Valid() {
+		return fail(ReasonUnknownState)
+	}
+	if from.IsTerminal() {
+		return fail(ReasonSessionTerminal)
+	}
+	for _, t := range sessionTransitions {
+		if t.From == from && t.To == to {
+			return t, nil
+		}
+	}
+	return fail(ReasonSessionNoSuch)
+}
+
+// EntryState is the state of an undo-stack entry. An entry mirrors its effect
+// where the spec allows and carries the compensation where it does not (a
+// committed effect stays committed; its entry records the undo).
+type EntryState string
+
+// Undo-entry states. EntryResolved records an operator's manual fix of a failed
+// compensation, so that the next undo walks on.
+const (
+	EntryPending            EntryState = "pending"
+	EntryCompensating       EntryState = "compensating"
+	EntryCompensated        EntryState = "compensated"
+	EntryCompensationFailed EntryState = "compensation_failed"
+	EntrySkipped            EntryState = "skipped"
+	EntryResolved           EntryState = "resolved"
+)
+
+// EntryStates lists every undo-entry state.
+var EntryStates = []EntryState{EntryPending, EntryCompensating, EntryCompensated, EntryCompensationFailed, EntrySkipped, EntryResolved}
+
+// Valid reports whether s is a known entry state.
+func (s EntryState) Valid() bool {
+	for _, v := range EntryStates {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Done reports whether the LIFO walk may pass over this entry.
+func (s EntryState) Done() bool {
+	return s == EntryCompensated || s == EntrySkipped || s == EntryResolved
+}
+
+var entryTransitions = map[[2]EntryState]string{
+	{EntryPending, EntryCompensating}:            "Undo walk reaches the entry",
+	{EntryPending, EntrySkipped}:                 "Effect never ran",
+	{EntryCompensating, EntryCompensated}:        "Compensation succeeds",
+	{EntryCompensating, EntryCompensationFailed}: "Compensation exhausted retries",
+	{EntryCompensationFailed, EntryResolved}:     "Operator resolved by hand",
+}
+
+// ValidateEntry checks an undo-entry transition.
+func ValidateEntry(from, to EntryState) error {
+	if !from.Valid() || !to.Valid() {
+		return &TransitionError{Machine: "undo entry", From: string(from), To: string(to), Reason: ReasonUnknownState}
+	}
+	if _, ok := entryTransitions[[2]EntryState{from, to}]; ok {
+		return nil
+	}
+	reason := "Not a transition of the undo-entry table."
+	if from.Done() {
+		reason = "Terminal entry state. No further transitions."
+	}
+	return &TransitionError{Machine: "undo entry", From: string(from), To: string(to), Reason: reason}
+}
