@@ -1,0 +1,394 @@
+// Package jcs owns JSON canonicalization as RFC 8785 (JCS) defines it: object
+// members sorted by the UTF-16 code units of their names, no whitespace, strings
+// with the minimal escapes, and numbers in ECMAScript's shortest form. Input that
+// is not I-JSON (duplicate names, lone surrogates, invalid UTF-8, numbers out of
+// the double range) is refused rather than silently changed, so two different
+// inputs never share one canonical form.
+package jcs
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// ErrInvalid is matched by every error Canonicalize returns.
+var ErrInvalid = errors.New("invalid JSON")
+
+// maxDepth bounds nesting so hostile input cannot exhaust the stack.
+const maxDepth = 1000
+
+// Canonicalize returns the RFC 8785 canonical form of the JSON text in.
+func Canonicalize(in []byte) ([]byte, error) {
+	p := parser{in: in}
+	p.skipSpace()
+	var out []byte
+	out, err := p.value(out, 0)
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.in) {
+		return nil, p.errorf("unexpected %q after the JSON value", p.in[p.pos])
+	}
+	return out, nil
+}
+
+type parser struct {
+	in  []byte
+	pos int
+}
+
+func (p *parser) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w at byte %d: %s", ErrInvalid, p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(out []byte, depth int) ([]byte, error) {
+	if depth > maxDepth {
+		return nil, p.errorf("nesting deeper than %d", maxDepth)
+	}
+	if p.pos >= len(p.in) {
+		return nil, p.errorf("unexpected end of input")
+	}
+	switch c := p.in[p.pos]; {
+	case c == '{':
+		return p.object(out, depth)
+	case c == '[':
+		return p.array(out, depth)
+	case c == '"':
+		s, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		return appendString(out, s), nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number(out)
+	default:
+		for _, lit := range []string{"true", "false", "null"} {
+			if strings.HasPrefix(string(p.in[p.pos:min(len(p.in), p.pos+len(lit))]), lit) {
+				p.pos += len(lit)
+				return append(out, lit...), nil
+			}
+		}
+		return nil, p.errorf("unexpected character %q", c)
+	}
+}
+
+type member struct {
+	key   string
+	units []uint16
+	value []byte
+}
+
+func (p *parser) object(out []byte, depth int) ([]byte, error) {
+	p.pos++ // '{'
+	var members []member
+	seen := map[string]bool{}
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		return append(out, "{}"...), nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+			return nil, p.errorf("expected a member name")
+		}
+		key, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if seen[key] {
+			return nil, p.errorf("duplicate member name %q", key)
+		}
+		seen[key] = true
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+			return nil, p.errorf("expected ':' after member name")
+		}
+		p.pos++
+		p.skipSpace()
+		v, err := p.value(nil, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		members = append(members, member{key: key, units: utf16.Encode([]rune(key)), value: v})
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return nil, p.errorf("unexpected end of input in object")
+		}
+		if p.in[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.in[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		return nil, p.errorf("expected ',' or '}' in object")
+	}
+	sort.Slice(members, func(i, j int) bool { return lessUTF16(members[i].units, members[j].units) })
+	out = append(out, '{')
+	for i, m := range members {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendString(out, m.key)
+		out = append(out, ':')
+		out = append(out, m.value...)
+	}
+	return append(out, '}'), nil
+}
+
+func lessUTF16(a, b []uint16) bool {
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return len(a) < len(b)
+}
+
+func (p *parser) array(out []byte, depth int) ([]byte, error) {
+	p.pos++ // '['
+	out = append(out, '[')
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == ']' {
+		p.pos++
+		return append(out, ']'), nil
+	}
+	for first := true; ; first = false {
+		if !first {
+			out = append(out, ',')
+		}
+		p.skipSpace()
+		var err error
+		if out, err = p.value(out, depth+1); err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return nil, p.errorf("unexpected end of input in array")
+		}
+		if p.in[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.in[p.pos] == ']' {
+			p.pos++
+			return append(out, ']'), nil
+		}
+		return nil, p.errorf("expected ',' or ']' in array")
+	}
+}
+
+// str parses a JSON string at p.pos and returns its decoded value.
+func (p *parser) str() (string, error) {
+	p.pos++ // opening quote
+	var b strings.Builder
+	for {
+		if p.pos >= len(p.in) {
+			return "", p.errorf("unterminated string")
+		}
+		c := p.in[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			return b.String(), nil
+		case c == '\\':
+			if p.pos+1 >= len(p.in) {
+				return "", p.errorf("unterminated escape")
+			}
+			e := p.in[p.pos+1]
+			p.pos += 2
+			switch e {
+			case '"', '\\', '/':
+				b.WriteByte(e)
+			case 'b':
+				b.WriteByte('\b')
+			case 'f':
+				b.WriteByte('\f')
+			case 'n':
+				b.WriteByte('\n')
+			case 'r':
+				b.WriteByte('\r')
+			case 't':
+				b.WriteByte('\t')
+			case 'u':
+				r, err := p.hex4()
+				if err != nil {
+					return "", err
+				}
+				if utf16.IsSurrogate(r) {
+					if r >= 0xDC00 || p.pos+1 >= len(p.in) || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' {
+						return "", p.errorf("lone surrogate \\u%04x", r)
+					}
+					p.pos += 2
+					r2, err := p.hex4()
+					if err != nil {
+						return "", err
+					}
+					if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+						return "", p.errorf("invalid surrogate pair")
+					}
+				}
+				b.WriteRune(r)
+			default:
+				return "", p.errorf("invalid escape \\%c", e)
+			}
+		case c < 0x20:
+			return "", p.errorf("control character 0x%02x in string", c)
+		case c < utf8.RuneSelf:
+			b.WriteByte(c)
+			p.pos++
+		default:
+			r, size := utf8.DecodeRune(p.in[p.pos:])
+			if r == utf8.RuneError && size <= 1 {
+				return "", p.errorf("invalid UTF-8")
+			}
+			b.WriteString(string(p.in[p.pos : p.pos+size]))
+			p.pos += size
+		}
+	}
+}
+
+func (p *parser) hex4() (rune, error) {
+	if p.pos+4 > len(p.in) {
+		return 0, p.errorf("short \\u escape")
+	}
+	v, err := strconv.ParseUint(string(p.in[p.pos:p.pos+4]), 16, 32)
+	if err != nil {
+		return 0, p.errorf("invalid \\u escape")
+	}
+	p.pos += 4
+	return rune(v), nil
+}
+
+func (p *parser) number(out []byte) ([]byte, error) {
+	start := p.pos
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	if p.in[p.pos] == '-' {
+		p.pos++
+	}
+	intStart := p.pos
+	if n := digits(); n == 0 {
+		return nil, p.errorf("invalid number")
+	} else if n > 1 && p.in[intStart] == '0' {
+		return nil, p.errorf("leading zero in number")
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return nil, p.errorf("invalid number fraction")
+		}
+	}
+	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return nil, p.errorf("invalid number exponent")
+		}
+	}
+	f, err := strconv.ParseFloat(string(p.in[start:p.pos]), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil, p.errorf("number %s is outside the IEEE 754 double range", p.in[start:p.pos])
+	}
+	return append(out, FormatNumber(f)...), nil
+}
+
+// FormatNumber writes f as ECMAScript's Number.prototype.toString does, which
+// is the form RFC 8785 requires. NaN and infinities have no JSON form; they are
+// never passed here.
+func FormatNumber(f float64) string {
+	if f == 0 {
+		return "0" // also for -0
+	}
+	sign := ""
+	if f < 0 {
+		sign, f = "-", -f
+	}
+	// Shortest round-trip digits, as ECMAScript requires.
+	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	e, _ := strconv.Atoi(exp)
+	k, n := len(digits), e+1 // value = 0.digits × 10^n
+	switch {
+	case k <= n && n <= 21:
+		return sign + digits + strings.Repeat("0", n-k)
+	case 0 < n && n <= 21:
+		return sign + digits[:n] + "." + digits[n:]
+	case -6 < n && n <= 0:
+		return sign + "0." + strings.Repeat("0", -n) + digits
+	}
+	expSign := "+"
+	if n-1 < 0 {
+		expSign = "-"
+	}
+	frac := ""
+	if k > 1 {
+		frac = "." + digits[1:]
+	}
+	return sign + digits[:1] + frac + "e" + expSign + strconv.Itoa(abs(n-1))
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func appendString(out []byte, s string) []byte {
+	out = append(out, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '"':
+			out = append(out, '\\', '"')
+		case '\\':
+			out = append(out, '\\', '\\')
+		case '\b':
+			out = append(out, '\\', 'b')
+		case '\f':
+			out = append(out, '\\', 'f')
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '\r':
+			out = append(out, '\\', 'r')
+		case '\t':
+			out = append(out, '\\', 't')
+		default:
+			if c < 0x20 {
+				out = append(out, fmt.Sprintf("\\u%04x", c)...)
+			} else {
+				out = append(out, c)
+			}
+		}
+	}
+	return append(out, '"')
+}

@@ -1,0 +1,274 @@
+package jcs
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// RFC 8785 section 3.2.2, the example of the whole process.
+func TestRFC8785Example(t *testing.T) {
+	in := `{
+  "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+  "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+  "literals": [null, true, false]
+}`
+	want := `{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`
+	got, err := Canonicalize([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// RFC 8785 section 3.2.3, sorting by UTF-16 code units.
+func TestRFC8785Sorting(t *testing.T) {
+	in := `{
+  "\u20ac": "Euro Sign",
+  "\r": "Carriage Return",
+  "\ufb33": "Hebrew Letter Dalet With Dagesh",
+  "1": "One",
+  "\ud83d\ude00": "Emoji: Grinning Face",
+  "\u0080": "Control",
+  "\u00f6": "Latin Small Letter O With Diaeresis"
+}`
+	got, err := Canonicalize([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, part := range strings.Split(string(got), `","`) {
+		_, v, _ := strings.Cut(part, `":"`)
+		order = append(order, strings.Trim(v, `"}`))
+	}
+	want := []string{"Carriage Return", "One", "Control", "Latin Small Letter O With Diaeresis", "Euro Sign", "Emoji: Grinning Face", "Hebrew Letter Dalet With Dagesh"}
+	if !reflect.DeepEqual(order, want) {
+		t.Fatalf("order %q\nwant  %q\n(%s)", order, want, got)
+	}
+	if !strings.HasPrefix(string(got), `{"\r":"Carriage Return","1":"One","`+"\u0080"+`":"Control"`) {
+		t.Fatalf("escaping of names: %s", got)
+	}
+}
+
+// RFC 8785 appendix B: IEEE 754 doubles and their ECMAScript form.
+func TestRFC8785Numbers(t *testing.T) {
+	cases := map[string]string{
+		"0000000000000000": "0",
+		"8000000000000000": "0",
+		"0000000000000001": "5e-324",
+		"8000000000000001": "-5e-324",
+		"7fefffffffffffff": "1.7976931348623157e+308",
+		"ffefffffffffffff": "-1.7976931348623157e+308",
+		"4340000000000000": "9007199254740992",
+		"c340000000000000": "-9007199254740992",
+		"4430000000000000": "295147905179352830000",
+		"44b52d02c7e14af5": "9.999999999999997e+22",
+		"44b52d02c7e14af6": "1e+23",
+		"44b52d02c7e14af7": "1.0000000000000001e+23",
+		"444b1ae4d6e2ef4e": "999999999999999700000",
+		"444b1ae4d6e2ef4f": "999999999999999900000",
+		"444b1ae4d6e2ef50": "1e+21",
+		"3eb0c6f7a0b5ed8c": "9.999999999999997e-7",
+		"3eb0c6f7a0b5ed8d": "0.000001",
+		"41b3de4355555553": "333333333.3333332",
+		"41b3de4355555554": "333333333.33333325",
+		"41b3de4355555555": "333333333.3333333",
+		"41b3de4355555556": "333333333.3333334",
+		"41b3de4355555557": "333333333.33333343",
+		"becbf647612f3696": "-0.0000033333333333333333",
+		"43143ff3c1cb0959": "1424953923781206.2",
+	}
+	for h, want := range cases {
+		b, _ := hex.DecodeString(h)
+		f := math.Float64frombits(binary.BigEndian.Uint64(b))
+		if got := FormatNumber(f); got != want {
+			t.Errorf("%s: got %s want %s", h, got, want)
+		}
+		// The same value written as JSON text canonicalizes to the same form.
+		text, _ := json.Marshal(f)
+		if got, err := Canonicalize(text); err != nil || string(got) != want {
+			t.Errorf("%s via text %s: got %s %v", h, text, got, err)
+		}
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	for _, in := range []string{
+		``, `{`, `{"a":1,}`, `[1,]`, `{"a":1,"a":2}`, `"\ud800"`, `"\udc00x"`, "\"\xff\"",
+		`01`, `1.`, `-`, `1e`, `1e999`, `nul`, `{"a" 1}`, `[1 2]`, `1 2`, "\"a\x01\"", `"\x"`,
+		strings.Repeat("[", 2000) + strings.Repeat("]", 2000),
+	} {
+		if out, err := Canonicalize([]byte(in)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%.40q: got %s, %v; want ErrInvalid", in, out, err)
+		}
+	}
+}
+
+// jsonValue generates arbitrary JSON values as Go values.
+func jsonValue(depth int) *rapid.Generator[any] {
+	return rapid.Custom(func(t *rapid.T) any {
+		kind := rapid.IntRange(0, 6).Draw(t, "kind")
+		if depth > 3 && kind >= 5 {
+			kind = 3
+		}
+		switch kind {
+		case 0:
+			return nil
+		case 1:
+			return rapid.Bool().Draw(t, "b")
+		case 2:
+			return rapid.Float64().Filter(func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }).Draw(t, "f")
+		case 3:
+			return rapid.String().Draw(t, "s")
+		case 4:
+			return float64(rapid.Int64Range(-1<<53, 1<<53).Draw(t, "i"))
+		case 5:
+			return rapid.SliceOfN(jsonValue(depth+1), 0, 4).Draw(t, "arr")
+		default:
+			return rapid.MapOfN(rapid.String(), jsonValue(depth+1), 0, 4).Draw(t, "obj")
+		}
+	})
+}
+
+// write serializes v with a random member order and random whitespace.
+func write(t *rapid.T, v any, sb *strings.Builder) {
+	ws := func() { sb.WriteString(rapid.SampledFrom([]string{"", " ", "\n\t", "  \r\n"}).Draw(t, "ws")) }
+	ws()
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		perm := rapid.Permutation(keys).Draw(t, "perm")
+		sb.WriteByte('{')
+		for i, k := range perm {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			kb, _ := json.Marshal(k)
+			sb.Write(kb)
+			ws()
+			sb.WriteByte(':')
+			write(t, x[k], sb)
+		}
+		sb.WriteByte('}')
+	case []any:
+		sb.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			write(t, e, sb)
+		}
+		sb.WriteByte(']')
+	default:
+		b, _ := json.Marshal(x)
+		sb.Write(b)
+	}
+	ws()
+}
+
+func TestPropertyOrderAndSpaceNeverMatter(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v := jsonValue(0).Draw(t, "v")
+		var a, b strings.Builder
+		write(t, v, &a)
+		write(t, v, &b)
+		ca, err := Canonicalize([]byte(a.String()))
+		if err != nil {
+			t.Fatalf("%s: %v", a.String(), err)
+		}
+		cb, err := Canonicalize([]byte(b.String()))
+		if err != nil {
+			t.Fatalf("%s: %v", b.String(), err)
+		}
+		if string(ca) != string(cb) {
+			t.Fatalf("same value, different forms:\n%s\n%s", ca, cb)
+		}
+		// Canonical output is valid JSON, a fixed point, and means the same value.
+		again, err := Canonicalize(ca)
+		if err != nil || string(again) != string(ca) {
+			t.Fatalf("not a fixed point: %s -> %s %v", ca, again, err)
+		}
+		var back any
+		if err := json.Unmarshal(ca, &back); err != nil || !reflect.DeepEqual(normalize(back), normalize(v)) {
+			t.Fatalf("value changed: %s (%v)", ca, err)
+		}
+	})
+}
+
+func TestPropertyDifferentValuesDiffer(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		v1 := jsonValue(0).Draw(t, "v1")
+		v2 := jsonValue(0).Draw(t, "v2")
+		b1, _ := json.Marshal(v1)
+		b2, _ := json.Marshal(v2)
+		c1, err1 := Canonicalize(b1)
+		c2, err2 := Canonicalize(b2)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%v %v", err1, err2)
+		}
+		same := reflect.DeepEqual(normalize(v1), normalize(v2))
+		if same != (string(c1) == string(c2)) {
+			t.Fatalf("values equal=%v but forms %s vs %s", same, c1, c2)
+		}
+	})
+}
+
+// normalize maps -0 to 0 (JSON and JCS do not tell them apart).
+func normalize(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if x == 0 {
+			return 0.0
+		}
+		return x
+	case []any:
+		out := make([]any, len(x))
+		for i := range x {
+			out[i] = normalize(x[i])
+		}
+		return out
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = normalize(e)
+		}
+		return out
+	}
+	return v
+}
+
+func FuzzCanonicalize(f *testing.F) {
+	for _, s := range []string{`{"b":1,"a":[true,null,"x"]}`, `1e30`, `"\u20ac"`, `{"a":{"b":{}}}`, `[]`, `-0.0`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := Canonicalize(in)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		if !json.Valid(out) {
+			t.Fatalf("invalid output %q", out)
+		}
+		again, err := Canonicalize(out)
+		if err != nil || string(again) != string(out) {
+			t.Fatalf("not a fixed point: %q -> %q %v", out, again, err)
+		}
+	})
+}
