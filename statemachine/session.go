@@ -145,17 +145,17 @@ var entryTransitions = map[[2]EntryState]string{
 	{EntryCompensationFailed, EntryResolved}:     "Operator resolved by hand",
 }
 
-// ValidateEntry checks an undo-entry transition.
-func ValidateEntry(from, to EntryState) error {
+// ValidateEntry checks an undo-entry transition and returns its trigger.
+func ValidateEntry(from, to EntryState) (string, error) {
 	if !from.Valid() || !to.Valid() {
-		return &TransitionError{Machine: "undo entry", From: string(from), To: string(to), Reason: ReasonUnknownState}
+		return "", &TransitionError{Machine: "undo entry", From: string(from), To: string(to), Reason: ReasonUnknownState}
 	}
-	if _, ok := entryTransitions[[2]EntryState{from, to}]; ok {
-		return nil
+	if trigger, ok := entryTransitions[[2]EntryState{from, to}]; ok {
+		return trigger, nil
 	}
 	reason := "Not a transition of the undo-entry table."
 	if from.Done() {
 		reason = "Terminal entry state. No further transitions."
 	}
-	return &TransitionError{Machine: "undo entry", From: string(from), To: string(to), Reason: reason}
+	return "", &TransitionError{Machine: "undo entry", From: string(from), To: string(to), Reason: reason}
 }

@@ -258,7 +258,7 @@ func TestValidateEntry(t *testing.T) {
 	}
 	for _, from := range EntryStates {
 		for _, to := range EntryStates {
-			err := ValidateEntry(from, to)
+			_, err := ValidateEntry(from, to)
 			if valid[string(from)+"->"+string(to)] != (err == nil) {
 				t.Errorf("%s->%s: %v", from, to, err)
 			}

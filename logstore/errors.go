@@ -1,0 +1,26 @@
+package logstore
+
+import "errors"
+
+// Sentinel errors. Every error the package returns matches one of these (or
+// statemachine.ErrInvalidStateTransition) with errors.Is, and its message is
+// one line that names what was wrong.
+var (
+	// ErrNotFound: no effect, session or undo entry with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrBusy: another process held the log for longer than the lock timeout.
+	ErrBusy = errors.New("log busy")
+	// ErrInProgress: the call's owner effect is executing or awaiting a decision,
+	// or a decision was already made.
+	ErrInProgress = errors.New("in progress")
+	// ErrSessionNotActive: the session no longer accepts new effects.
+	ErrSessionNotActive = errors.New("session not active")
+	// ErrCorrupt: the file is not an undolog log, or is damaged or truncated.
+	ErrCorrupt = errors.New("not a valid undolog log")
+	// ErrNewerSchema: the log was written by a newer undolog.
+	ErrNewerSchema = errors.New("log from a newer version")
+	// ErrInvalidInput: a request was malformed (bad JSON, empty name, ...).
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrConflict: the request contradicts the log (a second decision, a name taken).
+	ErrConflict = errors.New("conflict")
+)

@@ -1,0 +1,287 @@
+package logstore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/undolog/undolog/internal/jcs"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// signatureVersion tags the signature layout, so a future change cannot
+// collide with signatures already in a log.
+const signatureVersion = "undolog-call-v1"
+
+// Signature is the hex SHA-256 over the length-prefixed tuple (version,
+// session, tool, canonical args, key). canonicalArgs must be RFC 8785 output.
+func Signature(session, tool string, canonicalArgs []byte, key string) string {
+	h := sha256.New()
+	for _, f := range []string{signatureVersion, session, tool, string(canonicalArgs), key} {
+		writeField(h, f)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// CanonicalArgs validates JSON args and returns their canonical form; empty
+// args mean {}.
+func CanonicalArgs(args []byte) ([]byte, error) {
+	if len(args) == 0 {
+		return []byte("{}"), nil
+	}
+	out, err := jcs.Canonicalize(args)
+	if err != nil {
+		return nil, fmt.Errorf("%w: args: %v", ErrInvalidInput, err)
+	}
+	return out, nil
+}
+
+// InterceptRequest registers one tool call.
+type InterceptRequest struct {
+	Session string
+	Tool    string
+	Tier    sm.Tier
+	Args    json.RawMessage
+	Key     string
+	// Compensation is stored with a compensable effect before anything runs;
+	// nil means a manual compensation.
+	Compensation *Compensation
+	// ApprovalTimeout bounds an irreversible call's wait; zero: no expiry.
+	ApprovalTimeout time.Duration
+	// CreateSession creates the session if it does not exist yet.
+	CreateSession bool
+	Actor         string
+	Reason        string
+}
+
+// InterceptResult says what happened to the call.
+type InterceptResult struct {
+	Outcome   Outcome `json:"outcome"`
+	Signature string  `json:"call_signature"`
+	// Effect is the new effect, the replay record (with the cached result), or
+	// the owner effect for retry, in_progress and rejected. Zero for safe calls.
+	Effect Effect `json:"effect"`
+}
+
+func validCompensation(c *Compensation) error {
+	switch c.Kind {
+	case CompensationCommand:
+		if len(c.Argv) == 0 || c.Argv[0] == "" {
+			return fmt.Errorf("%w: a command compensation needs an argv", ErrInvalidInput)
+		}
+	case CompensationMCP:
+		if c.Tool == "" {
+			return fmt.Errorf("%w: an mcp compensation needs a tool", ErrInvalidInput)
+		}
+	case CompensationManual:
+	default:
+		return fmt.Errorf("%w: compensation kind %q: use command, mcp or manual", ErrInvalidInput, c.Kind)
+	}
+	if c.MaxRetries < 0 || c.InitialBackoffMS < 0 {
+		return fmt.Errorf("%w: compensation retries and backoff must not be negative", ErrInvalidInput)
+	}
+	return nil
+}
+
+// Intercept registers a call before it runs. In one transaction it either
+// writes a new pending effect with its history record, signature index entry,
+// undo-stack entry (compensable) or approval request (irreversible) and the
+// session update; or resolves a repeated call against the owner of its
+// signature (replay, retry, in progress, rejected). Safe calls write nothing.
+func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
+	if !req.Tier.Valid() {
+		_, err := sm.ParseTier(string(req.Tier))
+		return InterceptResult{}, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+	}
+	if err := ValidSessionID(req.Session); err != nil {
+		return InterceptResult{}, err
+	}
+	if err := validToolName(req.Tool); err != nil {
+		return InterceptResult{}, err
+	}
+	args, err := CanonicalArgs(req.Args)
+	if err != nil {
+		return InterceptResult{}, err
+	}
+	sig := Signature(req.Session, req.Tool, args, req.Key)
+	if req.Tier == sm.Safe {
+		return InterceptResult{Outcome: OutcomeSafe, Signature: sig}, nil
+	}
+	if req.Compensation != nil {
+		if err := validCompensation(req.Compensation); err != nil {
+			return InterceptResult{}, err
+		}
+	}
+	if req.ApprovalTimeout < 0 {
+		return InterceptResult{}, fmt.Errorf("%w: approval timeout must not be negative", ErrInvalidInput)
+	}
+	res := InterceptResult{Signature: sig}
+	err = s.update(func(tx *bolt.Tx) error {
+		now := s.now()
+		sess, err := getSession(tx, req.Session)
+		if err != nil {
+			if !req.CreateSession {
+				return err
+			}
+			if sess, err = createSession(tx, NewSession{ID: req.Session, Actor: req.Actor}, now); err != nil {
+				return err
+			}
+		}
+		if err := expireApprovals(tx, &sess, 0, now); err != nil {
+			return err
+		}
+		if v := tx.Bucket(bSignatures).Get([]byte(sig)); v != nil {
+			return s.repeat(tx, &sess, btoi(v), req, args, &res, now)
+		}
+		if !sess.State.AcceptsEffects() {
+			return putAnd(tx, &sess, fmt.Errorf("%w: session %q is %s and accepts no new effects", ErrSessionNotActive, sess.ID, sess.State))
+		}
+		e, err := newEffect(tx, &sess, req, args, sig, now)
+		if err != nil {
+			return err
+		}
+		if err := tx.Bucket(bSignatures).Put([]byte(sig), itob(e.ID)); err != nil {
+			return err
+		}
+		switch req.Tier {
+		case sm.Compensable:
+			comp := Compensation{Kind: CompensationManual}
+			if req.Compensation != nil {
+				comp = *req.Compensation
+			}
+			e.Compensation = &comp
+			u := UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
+				Compensation: comp, CreatedAt: now, UpdatedAt: now}
+			if err := putJSON(tx.Bucket(bUndo), nameKey(sess.ID, e.ID), u); err != nil {
+				return err
+			}
+		case sm.Irreversible:
+			a := Approval{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, Args: e.Args, Reason: req.Reason,
+				RequestedAt: now, Outcome: ApprovalPending}
+			if req.ApprovalTimeout > 0 {
+				exp := now.Add(req.ApprovalTimeout)
+				a.ExpiresAt = &exp
+			}
+			if err := putJSON(tx.Bucket(bApprovals), itob(e.ID), a); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), nil); err != nil {
+				return err
+			}
+			sess.PendingApprovals++
+			if sess.State == sm.SessionActive {
+				if err := setSessionState(tx, &sess, sm.SessionAwaitingApproval, Change{Actor: req.Actor}, now); err != nil {
+					return err
+				}
+			}
+		}
+		if err := putEffect(tx, &e, ""); err != nil {
+			return err
+		}
+		res.Outcome, res.Effect = OutcomeNew, e
+		return putSession(tx, &sess)
+	})
+	return res, err
+}
+
+// putAnd saves the session (expired approvals may have changed it) and then
+// reports err. Because update rolls back on error, such refusals are
+// returned through errAfterCommit.
+func putAnd(tx *bolt.Tx, sess *Session, err error) error {
+	if perr := putSession(tx, sess); perr != nil {
+		return perr
+	}
+	return &errAfterCommit{err}
+}
+
+// newEffect writes a pending effect with its first history record and the
+// session, tool and tier index entries; the caller adds the rest and puts it.
+func newEffect(tx *bolt.Tx, sess *Session, req InterceptRequest, args []byte, sig string, now time.Time) (Effect, error) {
+	id, err := tx.Bucket(bEffects).NextSequence()
+	if err != nil {
+		return Effect{}, err
+	}
+	e := Effect{ID: id, Session: sess.ID, Tool: req.Tool, Tier: req.Tier, State: sm.Pending,
+		CallSignature: sig, Args: args, Key: req.Key, CreatedAt: now, UpdatedAt: now}
+	if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, To: string(sm.Pending),
+		Trigger: "Intercept", Actor: actorOr(req.Actor), Reason: req.Reason, At: now}); err != nil {
+		return Effect{}, err
+	}
+	for _, idx := range []struct {
+		bucket []byte
+		name   string
+	}{{bBySession, sess.ID}, {bByTool, req.Tool}, {bByTier, string(req.Tier)}} {
+		if err := tx.Bucket(idx.bucket).Put(nameKey(idx.name, id), nil); err != nil {
+			return Effect{}, err
+		}
+	}
+	countMove(sess, "", sm.Pending)
+	sess.Effects++
+	sess.UpdatedAt = now
+	return e, nil
+}
+
+// repeat resolves a call whose signature already has an owner effect.
+func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult, now time.Time) error {
+	owner, err := getEffect(tx, ownerID)
+	if err != nil {
+		return err
+	}
+	res.Effect = owner
+	if owner.State == sm.Rejected {
+		res.Outcome = OutcomeRejected // the answer stands; nobody is asked twice
+		return putSession(tx, sess)
+	}
+	if !sess.State.AcceptsEffects() {
+		return putAnd(tx, sess, fmt.Errorf("%w: session %q is %s and accepts no new effects", ErrSessionNotActive, sess.ID, sess.State))
+	}
+	switch owner.State {
+	case sm.Committed:
+		rep, err := newEffect(tx, sess, InterceptRequest{Tool: owner.Tool, Tier: owner.Tier, Key: req.Key,
+			Actor: req.Actor, Reason: req.Reason}, args, owner.CallSignature, now)
+		if err != nil {
+			return err
+		}
+		t, err := sm.Validate(rep.Tier, sm.Pending, sm.Replayed)
+		if err != nil {
+			return err
+		}
+		if err := appendEffectHistory(tx, &rep, HistoryRecord{Kind: KindEffect, From: string(sm.Pending),
+			To: string(sm.Replayed), Trigger: t.Trigger, Actor: actorOr(req.Actor),
+			Reason: fmt.Sprintf("replay of effect %d", owner.ID), At: now}); err != nil {
+			return err
+		}
+		rep.State, rep.Result = sm.Replayed, owner.Result
+		ownerID := owner.ID
+		rep.ReplayOf = &ownerID
+		countMove(sess, sm.Pending, sm.Replayed)
+		if err := putEffect(tx, &rep, ""); err != nil {
+			return err
+		}
+		owner.ReplayCount++
+		owner.LastReplayedAt = &now
+		if err := putEffect(tx, &owner, owner.State); err != nil {
+			return err
+		}
+		res.Outcome, res.Effect = OutcomeReplayed, rep
+	case sm.Pending:
+		res.Outcome = OutcomeRetry
+		if owner.Tier == sm.Irreversible {
+			if a, err := getApproval(tx, owner.ID); err != nil {
+				return err
+			} else if a != nil && a.Outcome == ApprovalPending {
+				res.Outcome = OutcomeInProgress // still awaiting a decision
+			}
+		}
+	case sm.Executing, sm.Approved:
+		res.Outcome = OutcomeInProgress
+	default:
+		return putAnd(tx, sess, fmt.Errorf("%w: effect %d for this call is %s; give the call a new --key to run it again",
+			ErrConflict, owner.ID, owner.State))
+	}
+	return putSession(tx, sess)
+}

@@ -1,0 +1,222 @@
+package logstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// GetEffect returns an effect with its full history, undo entry and approval.
+func (s *Store) GetEffect(id uint64) (EffectDetail, error) {
+	var out EffectDetail
+	found := false
+	err := s.view(func(tx *bolt.Tx) error {
+		e, err := getEffect(tx, id)
+		if err != nil {
+			return err
+		}
+		found = true
+		out.Effect = e
+		if out.History, err = effectHistory(tx, id); err != nil {
+			return err
+		}
+		if out.Undo, err = getUndo(tx, e.Session, id); err != nil {
+			return err
+		}
+		out.Approval, err = getApproval(tx, id)
+		return err
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%w: no effect %d", ErrNotFound, id)
+	}
+	return out, err
+}
+
+func effectHistory(tx *bolt.Tx, id uint64) ([]HistoryRecord, error) {
+	return readHistory(tx.Bucket(bHistory), itob(id))
+}
+
+func readHistory(b *bolt.Bucket, prefix []byte) ([]HistoryRecord, error) {
+	var out []HistoryRecord
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+4; k, v = c.Next() {
+		var r HistoryRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, fmt.Errorf("%w: history record %x: %v", ErrCorrupt, k, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// SessionHistory returns the session's own transitions.
+func (s *Store) SessionHistory(id string) ([]HistoryRecord, error) {
+	var out []HistoryRecord
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		out, err = readHistory(tx.Bucket(bSessionHistory), namePrefix(id))
+		return err
+	})
+	return out, err
+}
+
+// EffectFilter selects effects. The most selective index among the filters
+// given is walked (session, tool, state, tier); no filter walks the effects
+// themselves. Results are newest first unless Ascending.
+type EffectFilter struct {
+	Session   string
+	State     sm.State
+	Tier      sm.Tier
+	Tool      string
+	Since     time.Time
+	Limit     int
+	Cursor    uint64 // id of the last effect of the previous page
+	Ascending bool
+}
+
+// ListEffects returns the effects matching f and the cursor of the next page
+// (0 when there is none).
+func (s *Store) ListEffects(f EffectFilter) ([]Effect, uint64, error) {
+	var out []Effect
+	var next uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		b, prefix := tx.Bucket(bEffects), []byte(nil)
+		switch {
+		case f.Session != "":
+			b, prefix = tx.Bucket(bBySession), namePrefix(f.Session)
+		case f.Tool != "":
+			b, prefix = tx.Bucket(bByTool), namePrefix(f.Tool)
+		case f.State != "":
+			b, prefix = tx.Bucket(bByState), namePrefix(string(f.State))
+		case f.Tier != "":
+			b, prefix = tx.Bucket(bByTier), namePrefix(string(f.Tier))
+		}
+		return scan(b, prefix, f.Ascending, f.Cursor, func(id uint64) (bool, error) {
+			e, err := getEffect(tx, id)
+			if err != nil {
+				return false, err
+			}
+			if !f.Since.IsZero() && e.CreatedAt.Before(f.Since) {
+				// Ids grow with time: going back, nothing older follows.
+				return f.Ascending, nil
+			}
+			if (f.Session != "" && e.Session != f.Session) || (f.Tool != "" && e.Tool != f.Tool) ||
+				(f.State != "" && e.State != f.State) || (f.Tier != "" && e.Tier != f.Tier) {
+				return true, nil
+			}
+			if f.Limit > 0 && len(out) == f.Limit {
+				next = out[len(out)-1].ID
+				return false, nil
+			}
+			out = append(out, e)
+			return true, nil
+		})
+	})
+	return out, next, err
+}
+
+// PendingApproval is a request awaiting a decision, with its effect.
+type PendingApproval struct {
+	Approval
+	Effect Effect `json:"effect"`
+}
+
+// PendingApprovals lists requests awaiting a decision, oldest first. Expired
+// requests are not waiting: they are left out (and rejected as timed out by
+// the next write that touches their session).
+func (s *Store) PendingApprovals(session string) ([]PendingApproval, error) {
+	var out []PendingApproval
+	now := s.now()
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bApprovalsOpen).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			id := btoi(k)
+			a, err := getApproval(tx, id)
+			if err != nil {
+				return err
+			}
+			if a == nil || (session != "" && a.Session != session) || (a.ExpiresAt != nil && !now.Before(*a.ExpiresAt)) {
+				continue
+			}
+			e, err := getEffect(tx, id)
+			if err != nil {
+				return err
+			}
+			out = append(out, PendingApproval{Approval: *a, Effect: e})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// UndoStack returns the session's undo entries last-in-first-out.
+func (s *Store) UndoStack(session string) ([]UndoEntry, error) {
+	var out []UndoEntry
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bUndo)
+		return scan(b, namePrefix(session), false, 0, func(id uint64) (bool, error) {
+			u, err := getUndo(tx, session, id)
+			if err != nil || u == nil {
+				return false, err
+			}
+			out = append(out, *u)
+			return true, nil
+		})
+	})
+	return out, err
+}
+
+// ChangeRecord is one history record in the order the log recorded it.
+type ChangeRecord struct {
+	Position uint64        `json:"position"`
+	Record   HistoryRecord `json:"record"`
+}
+
+// Changes returns up to limit history records (effects and sessions) recorded
+// after position `after`, oldest first, and the position of the newest one.
+// Followers poll it.
+func (s *Store) Changes(after uint64, limit int) ([]ChangeRecord, uint64, error) {
+	var out []ChangeRecord
+	last := after
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bChanges).Cursor()
+		for k, v := c.Seek(itob(after + 1)); k != nil; k, v = c.Next() {
+			if limit > 0 && len(out) == limit {
+				break
+			}
+			if len(v) < 1 {
+				return fmt.Errorf("%w: change %x is empty", ErrCorrupt, k)
+			}
+			b := tx.Bucket(bHistory)
+			if v[0] == changeSession {
+				b = tx.Bucket(bSessionHistory)
+			}
+			var r HistoryRecord
+			if ok, err := getJSON(b, v[1:], &r); err != nil {
+				return err
+			} else if !ok {
+				continue // dropped by gc
+			}
+			last = btoi(k)
+			out = append(out, ChangeRecord{Position: last, Record: r})
+		}
+		return nil
+	})
+	return out, last, err
+}
+
+// LastChange is the position of the newest history record: a cheap way for a
+// viewer to tell whether anything changed since it last looked.
+func (s *Store) LastChange() (uint64, error) {
+	var last uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		last = tx.Bucket(bChanges).Sequence()
+		return nil
+	})
+	return last, err
+}

@@ -1,0 +1,263 @@
+package logstore
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Key layouts. Names used inside composite keys never contain NUL (validated
+// on the way in), so name+NUL is an unambiguous prefix.
+
+func nameKey(name string, id uint64) []byte {
+	k := make([]byte, 0, len(name)+9)
+	k = append(k, name...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, id)
+}
+
+func namePrefix(name string) []byte { return append([]byte(name), 0) }
+
+func historyKey(id uint64, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(itob(id), seq)
+}
+
+func sessionHistoryKey(session string, seq uint32) []byte {
+	return binary.BigEndian.AppendUint32(namePrefix(session), seq)
+}
+
+// Change-feed values: a kind byte, then the history key of the record.
+const (
+	changeEffect  = 'e'
+	changeSession = 's'
+)
+
+func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
+	data := b.Get(key)
+	if data == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(data, v); err != nil { // copies out of the mmap
+		return true, fmt.Errorf("%w: record %s/%x: %v", ErrCorrupt, bucketName(b), key, err)
+	}
+	return true, nil
+}
+
+func bucketName(b *bolt.Bucket) string {
+	for _, name := range allBuckets {
+		if b.Tx().Bucket(name) == b {
+			return string(name)
+		}
+	}
+	return "?"
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, data)
+}
+
+func getEffect(tx *bolt.Tx, id uint64) (Effect, error) {
+	var e Effect
+	ok, err := getJSON(tx.Bucket(bEffects), itob(id), &e)
+	if err != nil {
+		return e, err
+	}
+	if !ok {
+		return e, fmt.Errorf("%w: no effect %d", ErrNotFound, id)
+	}
+	return e, nil
+}
+
+func getSession(tx *bolt.Tx, id string) (Session, error) {
+	var s Session
+	ok, err := getJSON(tx.Bucket(bSessions), []byte(id), &s)
+	if err != nil {
+		return s, err
+	}
+	if !ok {
+		return s, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	return s, nil
+}
+
+func getUndo(tx *bolt.Tx, session string, id uint64) (*UndoEntry, error) {
+	var u UndoEntry
+	ok, err := getJSON(tx.Bucket(bUndo), nameKey(session, id), &u)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &u, nil
+}
+
+func getApproval(tx *bolt.Tx, id uint64) (*Approval, error) {
+	var a Approval
+	ok, err := getJSON(tx.Bucket(bApprovals), itob(id), &a)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &a, nil
+}
+
+func putSession(tx *bolt.Tx, s *Session) error {
+	return putJSON(tx.Bucket(bSessions), []byte(s.ID), s)
+}
+
+// putEffect writes the effect record and moves its state index entry.
+func putEffect(tx *bolt.Tx, e *Effect, oldState sm.State) error {
+	if oldState != e.State {
+		idx := tx.Bucket(bByState)
+		if oldState != "" {
+			if err := idx.Delete(nameKey(string(oldState), e.ID)); err != nil {
+				return err
+			}
+		}
+		if err := idx.Put(nameKey(string(e.State), e.ID), nil); err != nil {
+			return err
+		}
+	}
+	return putJSON(tx.Bucket(bEffects), itob(e.ID), e)
+}
+
+func writeField(h hash.Hash, s string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	h.Write(n[:])
+	h.Write([]byte(s))
+}
+
+// recordHash covers every field of the record and the previous hash.
+func recordHash(r *HistoryRecord) string {
+	h := sha256.New()
+	for _, f := range []string{"undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
+		strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
+		r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash} {
+		writeField(h, f)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// appendEffectHistory chains rec onto the effect's history and records it in
+// the change feed. The caller writes the effect afterwards.
+func appendEffectHistory(tx *bolt.Tx, e *Effect, rec HistoryRecord) error {
+	rec.EffectID, rec.Session = e.ID, e.Session
+	rec.Seq, rec.PrevHash = e.HistoryLen+1, e.HistoryHead
+	rec.Hash = recordHash(&rec)
+	key := historyKey(e.ID, rec.Seq)
+	if err := putJSON(tx.Bucket(bHistory), key, rec); err != nil {
+		return err
+	}
+	e.HistoryLen, e.HistoryHead = rec.Seq, rec.Hash
+	return addChange(tx, changeEffect, key)
+}
+
+func appendSessionHistory(tx *bolt.Tx, s *Session, rec HistoryRecord) error {
+	rec.Kind, rec.Session = KindSession, s.ID
+	rec.Seq, rec.PrevHash = s.HistoryLen+1, s.HistoryHead
+	rec.Hash = recordHash(&rec)
+	key := sessionHistoryKey(s.ID, rec.Seq)
+	if err := putJSON(tx.Bucket(bSessionHistory), key, rec); err != nil {
+		return err
+	}
+	s.HistoryLen, s.HistoryHead = rec.Seq, rec.Hash
+	return addChange(tx, changeSession, key)
+}
+
+func addChange(tx *bolt.Tx, kind byte, key []byte) error {
+	b := tx.Bucket(bChanges)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	return b.Put(itob(seq), append([]byte{kind}, key...))
+}
+
+// setSessionState moves a session through the session table and records it.
+func setSessionState(tx *bolt.Tx, s *Session, to sm.SessionState, c Change, now time.Time) error {
+	t, err := sm.ValidateSession(s.State, to)
+	if err != nil {
+		return err
+	}
+	from := s.State
+	s.State, s.UpdatedAt = to, now
+	if c.Reason != "" {
+		s.Reason = c.Reason
+	}
+	return appendSessionHistory(tx, s, HistoryRecord{From: string(from), To: string(to), Trigger: t.Trigger,
+		Actor: actorOr(c.Actor), Reason: c.Reason, At: now})
+}
+
+// countMove keeps the session's per-state counts in step with an effect.
+func countMove(s *Session, from, to sm.State) {
+	if s.Counts == nil {
+		s.Counts = map[sm.State]int{}
+	}
+	if from != "" {
+		if s.Counts[from]--; s.Counts[from] <= 0 {
+			delete(s.Counts, from)
+		}
+	}
+	s.Counts[to]++
+}
+
+func actorOr(a string) string {
+	if a == "" {
+		return "unknown"
+	}
+	return a
+}
+
+// scan walks the keys of b that start with prefix and end in an 8-byte id, in
+// id order (descending unless asc), strictly after/before the cursor id (0: from
+// the start), until fn returns false.
+func scan(b *bolt.Bucket, prefix []byte, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error {
+	c := b.Cursor()
+	var k []byte
+	if asc {
+		k, _ = c.Seek(append(append([]byte{}, prefix...), itob(cursor+1)...))
+		if cursor == 0 {
+			k, _ = c.Seek(prefix)
+		}
+	} else {
+		start := itob(^uint64(0))
+		if cursor != 0 {
+			start = itob(cursor)
+		}
+		k, _ = c.Seek(append(append([]byte{}, prefix...), start...))
+		if k == nil {
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k = step(c, asc) {
+		more, err := fn(btoi(k[len(prefix):]))
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func step(c *bolt.Cursor, asc bool) []byte {
+	var k []byte
+	if asc {
+		k, _ = c.Next()
+	} else {
+		k, _ = c.Prev()
+	}
+	return k
+}

@@ -1,0 +1,170 @@
+package logstore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@+/-]{0,127}$`)
+
+// ValidSessionID reports whether id can name a session: 1 to 128 characters,
+// letters, digits and . _ : @ + / -, starting with a letter or digit.
+func ValidSessionID(id string) error {
+	if !sessionIDPattern.MatchString(id) {
+		return fmt.Errorf("%w: session id %q: use 1-128 letters, digits and . _ : @ + / -, starting with a letter or digit", ErrInvalidInput, id)
+	}
+	return nil
+}
+
+func validToolName(name string) error {
+	if name == "" || len(name) > 256 || !utf8.ValidString(name) {
+		return fmt.Errorf("%w: tool name %q: must be 1-256 bytes of UTF-8", ErrInvalidInput, name)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: tool name %q contains a control character", ErrInvalidInput, name)
+		}
+	}
+	return nil
+}
+
+// NewSessionID makes a readable, unique session id such as sess-20261130-3fa2c1.
+func NewSessionID(now time.Time) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return "sess-" + now.UTC().Format("20060102") + "-" + hex.EncodeToString(b[:])
+}
+
+// NewSession describes a session to create.
+type NewSession struct {
+	ID       string // empty: generated
+	Meta     map[string]string
+	Upstream []string
+	Actor    string
+}
+
+// CreateSession creates an active session. A taken id is ErrConflict.
+func (s *Store) CreateSession(req NewSession) (Session, error) {
+	if req.ID == "" {
+		req.ID = NewSessionID(s.now())
+	}
+	if err := ValidSessionID(req.ID); err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err := s.update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bSessions).Get([]byte(req.ID)) != nil {
+			return fmt.Errorf("%w: session %q already exists", ErrConflict, req.ID)
+		}
+		var err error
+		out, err = createSession(tx, req, s.now())
+		return err
+	})
+	return out, err
+}
+
+func createSession(tx *bolt.Tx, req NewSession, now time.Time) (Session, error) {
+	byTime := tx.Bucket(bSessionsByTime)
+	seq, err := byTime.NextSequence()
+	if err != nil {
+		return Session{}, err
+	}
+	sess := Session{ID: req.ID, State: sm.SessionActive, Meta: req.Meta, Upstream: req.Upstream,
+		CreatedAt: now, UpdatedAt: now, Counts: map[sm.State]int{}, Seq: seq}
+	if sess.Meta == nil {
+		sess.Meta = map[string]string{}
+	}
+	if err := appendSessionHistory(tx, &sess, HistoryRecord{To: string(sm.SessionActive),
+		Trigger: "Session created", Actor: actorOr(req.Actor), At: now}); err != nil {
+		return Session{}, err
+	}
+	if err := byTime.Put(itob(seq), []byte(sess.ID)); err != nil {
+		return Session{}, err
+	}
+	return sess, putSession(tx, &sess)
+}
+
+// GetSession returns one session.
+func (s *Store) GetSession(id string) (Session, error) {
+	var out Session
+	err := s.view(func(tx *bolt.Tx) error {
+		var err error
+		out, err = getSession(tx, id)
+		return err
+	})
+	if err == nil && out.ID == "" {
+		err = fmt.Errorf("%w: no session %q", ErrNotFound, id)
+	}
+	return out, err
+}
+
+// SessionFilter selects sessions, newest first.
+type SessionFilter struct {
+	State  sm.SessionState
+	Since  time.Time
+	Limit  int
+	Cursor uint64 // Seq of the last session of the previous page
+}
+
+// ListSessions returns sessions newest first and the cursor of the next page
+// (0 when there is none).
+func (s *Store) ListSessions(f SessionFilter) ([]Session, uint64, error) {
+	var out []Session
+	var next uint64
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bSessionsByTime).Cursor()
+		var k, v []byte
+		if f.Cursor == 0 {
+			k, v = c.Last()
+		} else {
+			c.Seek(itob(f.Cursor))
+			k, v = c.Prev()
+		}
+		for ; k != nil; k, v = c.Prev() {
+			sess, err := getSession(tx, string(v))
+			if err != nil {
+				return err
+			}
+			if !f.Since.IsZero() && sess.CreatedAt.Before(f.Since) {
+				break
+			}
+			if f.State != "" && sess.State != f.State {
+				continue
+			}
+			if f.Limit > 0 && len(out) == f.Limit {
+				next = out[len(out)-1].Seq
+				break
+			}
+			out = append(out, sess)
+		}
+		return nil
+	})
+	return out, next, err
+}
+
+// SetSessionState moves a session through the session table (complete, fail,
+// halt, compensating, compensated) and records who and why.
+func (s *Store) SetSessionState(id string, to sm.SessionState, c Change) (Session, error) {
+	var out Session
+	err := s.update(func(tx *bolt.Tx) error {
+		sess, err := getSession(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := setSessionState(tx, &sess, to, c, s.now()); err != nil {
+			return err
+		}
+		out = sess
+		return putSession(tx, &sess)
+	})
+	return out, err
+}

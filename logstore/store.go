@@ -1,0 +1,343 @@
+// Package logstore owns the durable effect log: sessions, effects, their
+// append-only hash-chained history, the call-signature index, undo stacks and
+// approval requests, kept in one bbolt file.
+//
+// No process keeps the log open between operations: every call opens the file,
+// runs one transaction and closes it, so that `undolog approve` in another
+// shell always gets through. All writes of one logical step are one transaction.
+package logstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SchemaVersion is the layout this build writes. A log with a higher version is
+// refused; lower versions would be migrated on open.
+const SchemaVersion = 1
+
+// DefaultLockTimeout is how long an operation waits for another process to
+// release the log before giving up with ErrBusy.
+const DefaultLockTimeout = 5 * time.Second
+
+// Options tune a Store.
+type Options struct {
+	// LockTimeout bounds the wait for the file lock; zero means DefaultLockTimeout.
+	LockTimeout time.Duration
+	// Now returns the current time; nil means time.Now. Tests set it.
+	Now func() time.Time
+}
+
+// Store is the bbolt-backed effect log at one path. It holds no open file; it
+// is safe for concurrent use by many goroutines.
+type Store struct {
+	path string
+	opts Options
+	mu   *sync.Mutex // serializes this process's writers to the file
+}
+
+var (
+	writersMu sync.Mutex
+	writers   = map[string]*sync.Mutex{}
+)
+
+// New returns the Store for the log at path. It does no I/O: the file is
+// created by the first write.
+func New(path string, opts Options) *Store {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	writersMu.Lock()
+	mu, ok := writers[abs]
+	if !ok {
+		mu = &sync.Mutex{}
+		writers[abs] = mu
+	}
+	writersMu.Unlock()
+	return &Store{path: path, opts: opts, mu: mu}
+}
+
+// Path is the log file's path.
+func (s *Store) Path() string { return s.path }
+
+func (s *Store) now() time.Time { return s.opts.Now().UTC() }
+
+// Bucket names.
+var (
+	bMeta           = []byte("meta")
+	bSessions       = []byte("sessions")
+	bSessionsByTime = []byte("sessions_by_time")
+	bSessionHistory = []byte("session_history")
+	bEffects        = []byte("effects")
+	bHistory        = []byte("history")
+	bSignatures     = []byte("signatures")
+	bBySession      = []byte("idx_session")
+	bByState        = []byte("idx_state")
+	bByTool         = []byte("idx_tool")
+	bByTier         = []byte("idx_tier")
+	bUndo           = []byte("undo")
+	bApprovals      = []byte("approvals")
+	bApprovalsOpen  = []byte("approvals_pending")
+	bChanges        = []byte("changes")
+
+	allBuckets = [][]byte{bMeta, bSessions, bSessionsByTime, bSessionHistory, bEffects, bHistory,
+		bSignatures, bBySession, bByState, bByTool, bByTier, bUndo, bApprovals, bApprovalsOpen, bChanges}
+
+	keySchema = []byte("schema_version")
+)
+
+// update runs fn in one write transaction on a freshly opened log, creating
+// the log if it does not exist yet.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
+		if err := s.create(); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	db, err := s.open(false)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var after error
+	err = db.Update(func(tx *bolt.Tx) error {
+		if err := checkSchema(tx, s.path); err != nil {
+			return err
+		}
+		err := fn(tx)
+		var ac *errAfterCommit
+		if errors.As(err, &ac) {
+			after = ac.err
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return after
+}
+
+// errAfterCommit lets a transaction refuse a request yet keep what it wrote
+// before deciding (an approval that expired on the way is still recorded).
+type errAfterCommit struct{ err error }
+
+func (e *errAfterCommit) Error() string { return e.err.Error() }
+
+// view runs fn in a read-only transaction. A log that does not exist yet reads
+// as empty: fn is not called and nothing is created.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	db, err := s.open(true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		if err := checkSchema(tx, s.path); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+func (s *Store) open(readOnly bool) (*bolt.DB, error) {
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout, ReadOnly: readOnly})
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", ErrBusy, s.path, s.opts.LockTimeout)
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
+	default:
+		return nil, fmt.Errorf("open log %s: %w", s.path, err)
+	}
+}
+
+// create writes a new, fully initialized log beside path and links it into
+// place, so that the log never exists half made: an empty or partial file at
+// path is always damage, never a log being born.
+func (s *Store) create() error {
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create log directory %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".undolog-new-*")
+	if err != nil {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	tmpPath := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpPath)
+	// bbolt must create the file itself (mode 0600); CreateTemp only reserved the name.
+	if err := os.Remove(tmpPath); err != nil {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	db, err := bolt.Open(tmpPath, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout})
+	if err != nil {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	if err := os.Link(tmpPath, s.path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	// Make the new directory entry durable.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+func checkSchema(tx *bolt.Tx, path string) error {
+	meta := tx.Bucket(bMeta)
+	if meta == nil {
+		return fmt.Errorf("%w: %s is a bbolt file without undolog's records", ErrCorrupt, path)
+	}
+	v := meta.Get(keySchema)
+	if len(v) != 8 {
+		return fmt.Errorf("%w: %s has no schema version record", ErrCorrupt, path)
+	}
+	if n := btoi(v); n > SchemaVersion {
+		return fmt.Errorf("%w: %s has schema version %d; this undolog reads up to %d, upgrade undolog", ErrNewerSchema, path, n, SchemaVersion)
+	} else if n == 0 {
+		return fmt.Errorf("%w: %s has schema version 0", ErrCorrupt, path)
+	}
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return fmt.Errorf("%w: %s lacks the %s bucket", ErrCorrupt, path, name)
+		}
+	}
+	return nil
+}
+
+// bbolt's meta page layout (see bbolt's internal/common/meta.go): a 16-byte
+// page header, then magic, version, page size, flags, root bucket (root page
+// and sequence), freelist page, high-water page id, txid and an FNV-64a checksum
+// of everything before it.
+const (
+	boltMagic      = 0xED0CDAED
+	metaOffset     = 16
+	metaChecksumAt = metaOffset + 56
+)
+
+// checkFile refuses, before bbolt maps it, a file that is empty, not a bbolt
+// file, or shorter than its own meta page says: bbolt would initialize an empty
+// file and may fault on a truncated one. It returns os.ErrNotExist (wrapped)
+// when there is no file.
+func (s *Store) checkFile() error {
+	f, err := os.Open(s.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return fmt.Errorf("open log %s: %w", s.path, err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", s.path, err)
+	}
+	if info.IsDir() {
+		return fmt.Errorf("%w: %s is a directory", ErrCorrupt, s.path)
+	}
+	size := info.Size()
+	if size == 0 {
+		return fmt.Errorf("%w: %s is empty", ErrCorrupt, s.path)
+	}
+	var best struct {
+		ok                   bool
+		txid, pgid, pageSize uint64
+	}
+	head := make([]byte, metaChecksumAt+8)
+	for i := 0; i < 2; i++ {
+		off := int64(0)
+		if i == 1 {
+			if !best.ok {
+				break // the page size comes from meta 0; without it, give up
+			}
+			off = int64(best.pageSize)
+		}
+		if _, err := f.ReadAt(head, off); err != nil {
+			if err == io.EOF {
+				continue
+			}
+			return fmt.Errorf("read log %s: %w", s.path, err)
+		}
+		le := binary.LittleEndian
+		if le.Uint32(head[metaOffset:]) != boltMagic {
+			continue
+		}
+		h := fnv.New64a()
+		h.Write(head[metaOffset:metaChecksumAt])
+		if h.Sum64() != le.Uint64(head[metaChecksumAt:]) {
+			continue
+		}
+		txid := le.Uint64(head[metaOffset+48:])
+		if !best.ok || txid > best.txid {
+			best.ok, best.txid = true, txid
+			best.pageSize = uint64(le.Uint32(head[metaOffset+8:]))
+			best.pgid = le.Uint64(head[metaOffset+40:])
+		}
+	}
+	if !best.ok || best.pageSize < 512 {
+		return fmt.Errorf("%w: %s is not a bbolt file", ErrCorrupt, s.path)
+	}
+	if need := best.pgid * best.pageSize; uint64(size) < need {
+		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", ErrCorrupt, s.path, size, need)
+	}
+	return nil
+}
+
+func itob(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+// btoi reads an 8-byte id; a malformed (damaged) key reads as 0, which no
+// record uses, so damage is reported as missing rather than panicking.
+func btoi(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}

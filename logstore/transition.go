@@ -1,0 +1,336 @@
+package logstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Start moves an effect to executing (from pending, or approved for an
+// irreversible one). An irreversible effect never starts without approval.
+func (s *Store) Start(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Executing, c) }
+
+// Commit records the result and moves an executing effect to committed.
+func (s *Store) Commit(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Committed, c) }
+
+// Fail records the error and moves an executing effect back to pending, so
+// that the same call retries it.
+func (s *Store) Fail(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Pending, c) }
+
+// Approve decides an irreversible effect's approval request: pending -> approved.
+func (s *Store) Approve(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Approved, c) }
+
+// Reject decides an irreversible effect's approval request: pending ->
+// rejected, and halts the session.
+func (s *Store) Reject(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Rejected, c) }
+
+// Transition moves effect id to state `to` in one transaction: it validates
+// through statemachine and the log's own preconditions, appends the history
+// record, and updates indexes, the session, the approval or the undo entry.
+// A refused request changes nothing (except an approval found expired on the
+// way, which is recorded as timed out).
+func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
+	if !to.Valid() {
+		_, err := sm.ParseState(string(to))
+		return Effect{}, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+	}
+	var result json.RawMessage
+	if to == sm.Committed {
+		var err error
+		if result, err = canonicalResult(c.Result); err != nil {
+			return Effect{}, err
+		}
+	}
+	var out Effect
+	err := s.update(func(tx *bolt.Tx) error {
+		now := s.now()
+		e, err := getEffect(tx, id)
+		if err != nil {
+			return err
+		}
+		sess, err := getSession(tx, e.Session)
+		if err != nil {
+			return err
+		}
+		if e.Tier == sm.Irreversible && e.State == sm.Pending {
+			if err := expireApprovals(tx, &sess, e.ID, now); err != nil {
+				return err
+			}
+			if e, err = getEffect(tx, id); err != nil {
+				return err
+			}
+		}
+		refuse := func(err error) error { return putAnd(tx, &sess, err) }
+		switch to {
+		case sm.Compensating, sm.Compensated, sm.CompensationFailed:
+			if _, err := sm.Validate(e.Tier, e.State, to); err != nil {
+				return refuse(err)
+			}
+			step := map[sm.State]sm.EntryState{sm.Compensating: sm.EntryCompensating,
+				sm.Compensated: sm.EntryCompensated, sm.CompensationFailed: sm.EntryCompensationFailed}[to]
+			_, eff, err := compensationStep(tx, &sess, e, step, c, now)
+			if err != nil {
+				return refuse(err)
+			}
+			out = eff
+			return putSession(tx, &sess)
+		case sm.Approved, sm.Rejected:
+			if a, err := getApproval(tx, e.ID); err != nil {
+				return err
+			} else if a != nil && a.Outcome != ApprovalPending {
+				return refuse(fmt.Errorf("%w: effect %d was already decided: %s by %s", ErrConflict, e.ID, a.Outcome, a.DecidedBy))
+			}
+		}
+		t, err := sm.Validate(e.Tier, e.State, to)
+		if err != nil {
+			return refuse(err)
+		}
+		if err := preconditions(tx, &sess, &e, to); err != nil {
+			return refuse(err)
+		}
+		from := e.State
+		rec := HistoryRecord{Kind: KindEffect, From: string(from), To: string(to), Trigger: t.Trigger,
+			Actor: actorOr(c.Actor), Reason: c.Reason, At: now}
+		switch to {
+		case sm.Executing:
+			e.Owner, e.Error = c.Owner, ""
+		case sm.Committed:
+			e.Result, e.Owner = result, nil
+		case sm.Pending:
+			e.Error, e.Owner = c.Error, nil
+			if e.Error == "" {
+				e.Error = "failed"
+			}
+			rec.Error = e.Error
+		case sm.Approved, sm.Rejected:
+			if err := decide(tx, &sess, e.ID, to, c, now); err != nil {
+				return err
+			}
+		}
+		if err := appendEffectHistory(tx, &e, rec); err != nil {
+			return err
+		}
+		e.State, e.UpdatedAt = to, now
+		countMove(&sess, from, to)
+		sess.UpdatedAt = now
+		if err := putEffect(tx, &e, from); err != nil {
+			return err
+		}
+		out = e
+		return putSession(tx, &sess)
+	})
+	return out, err
+}
+
+func canonicalResult(r json.RawMessage) (json.RawMessage, error) {
+	if len(r) == 0 {
+		return json.RawMessage("null"), nil
+	}
+	out, err := CanonicalArgs(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: result is not valid JSON", ErrInvalidInput)
+	}
+	return out, nil
+}
+
+// preconditions are the log's rules on top of the spec's table.
+func preconditions(tx *bolt.Tx, sess *Session, e *Effect, to sm.State) error {
+	switch to {
+	case sm.Executing:
+		if !sess.State.AcceptsEffects() {
+			return fmt.Errorf("%w: session %q is %s; effect %d cannot start", ErrSessionNotActive, sess.ID, sess.State, e.ID)
+		}
+		if e.Tier == sm.Irreversible && e.State == sm.Pending {
+			a, err := getApproval(tx, e.ID)
+			if err != nil {
+				return err
+			}
+			if a == nil || a.Outcome != ApprovalApproved {
+				return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", ErrInProgress, e.ID, e.ID)
+			}
+		}
+	case sm.Replayed:
+		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", ErrConflict, e.ID)
+	}
+	return nil
+}
+
+// decide records the approval outcome, clears the pending request, and moves
+// the session: back to active when nothing else waits, halted on a rejection.
+func decide(tx *bolt.Tx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
+	a, err := getApproval(tx, id)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		return fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
+	}
+	a.Outcome = ApprovalApproved
+	if to == sm.Rejected {
+		a.Outcome = ApprovalRejected
+		if c.Actor == TimeoutActor {
+			a.Outcome = ApprovalTimedOut
+		}
+	}
+	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
+	if err := putJSON(tx.Bucket(bApprovals), itob(id), a); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bApprovalsOpen).Delete(itob(id)); err != nil {
+		return err
+	}
+	if sess.PendingApprovals > 0 {
+		sess.PendingApprovals--
+	}
+	next := sm.SessionHalted
+	if to == sm.Approved {
+		if sess.PendingApprovals > 0 {
+			return nil
+		}
+		next = sm.SessionActive
+	}
+	if _, err := sm.ValidateSession(sess.State, next); err != nil {
+		return nil // e.g. a session already failed: its state stands
+	}
+	return setSessionState(tx, sess, next, Change{Actor: c.Actor, Reason: c.Reason}, now)
+}
+
+// expireApprovals rejects, as system:timeout, the session's pending approval
+// requests whose time is up (only effect `only` when it is not zero).
+func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) error {
+	if sess.PendingApprovals == 0 {
+		return nil
+	}
+	var due []uint64
+	c := tx.Bucket(bApprovalsOpen).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		id := btoi(k)
+		if only != 0 && id != only {
+			continue
+		}
+		a, err := getApproval(tx, id)
+		if err != nil {
+			return err
+		}
+		if a != nil && a.Session == sess.ID && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt) {
+			due = append(due, id)
+		}
+	}
+	for _, id := range due {
+		e, err := getEffect(tx, id)
+		if err != nil {
+			return err
+		}
+		if e.State != sm.Pending {
+			continue
+		}
+		c := Change{Actor: TimeoutActor, Reason: "approval request expired"}
+		t, err := sm.Validate(e.Tier, e.State, sm.Rejected)
+		if err != nil {
+			return err
+		}
+		if err := decide(tx, sess, id, sm.Rejected, c, now); err != nil {
+			return err
+		}
+		if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, From: string(e.State),
+			To: string(sm.Rejected), Trigger: t.Trigger, Actor: c.Actor, Reason: c.Reason, At: now}); err != nil {
+			return err
+		}
+		countMove(sess, e.State, sm.Rejected)
+		from := e.State
+		e.State, e.UpdatedAt = sm.Rejected, now
+		if err := putEffect(tx, &e, from); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// UndoStep moves the undo entry of effect id (the undo runner's steps:
+// compensating, compensated, compensation_failed, skipped, resolved). Where
+// the spec allows, the effect follows (executing -> compensating -> ...); a
+// committed effect keeps its state and the entry carries the undo.
+func (s *Store) UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, error) {
+	var out UndoEntry
+	err := s.update(func(tx *bolt.Tx) error {
+		now := s.now()
+		e, err := getEffect(tx, id)
+		if err != nil {
+			return err
+		}
+		sess, err := getSession(tx, e.Session)
+		if err != nil {
+			return err
+		}
+		u, _, err := compensationStep(tx, &sess, e, to, c, now)
+		if err != nil {
+			return err
+		}
+		out = u
+		return putSession(tx, &sess)
+	})
+	return out, err
+}
+
+func compensationStep(tx *bolt.Tx, sess *Session, e Effect, to sm.EntryState, c Change, now time.Time) (UndoEntry, Effect, error) {
+	u, err := getUndo(tx, e.Session, e.ID)
+	if err != nil {
+		return UndoEntry{}, e, err
+	}
+	if u == nil {
+		return UndoEntry{}, e, fmt.Errorf("%w: effect %d has no undo entry (tier %s)", ErrNotFound, e.ID, e.Tier)
+	}
+	trigger, err := sm.ValidateEntry(u.State, to)
+	if err != nil {
+		return UndoEntry{}, e, err
+	}
+	// The effect's own move, where the spec has one.
+	var effTo sm.State
+	switch {
+	case to == sm.EntryCompensating && e.State != sm.Committed:
+		effTo = sm.Compensating
+	case to == sm.EntryCompensated && e.State == sm.Compensating:
+		effTo = sm.Compensated
+	case to == sm.EntryCompensationFailed && e.State == sm.Compensating:
+		effTo = sm.CompensationFailed
+	case to == sm.EntrySkipped && e.State != sm.Pending:
+		return UndoEntry{}, e, fmt.Errorf("%w: effect %d is %s; only an effect that never ran is skipped", ErrConflict, e.ID, e.State)
+	}
+	fromEntry, oldState := u.State, e.State
+	u.State, u.UpdatedAt = to, now
+	if c.Error != "" {
+		u.LastError = c.Error
+	}
+	if c.Attempts > 0 {
+		u.Attempts = c.Attempts
+	}
+	if effTo != "" {
+		t, err := sm.Validate(e.Tier, e.State, effTo)
+		if err != nil {
+			return UndoEntry{}, e, err
+		}
+		from := e.State
+		if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, From: string(from), To: string(effTo),
+			Trigger: t.Trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}); err != nil {
+			return UndoEntry{}, e, err
+		}
+		e.State, e.UpdatedAt = effTo, now
+		countMove(sess, from, effTo)
+	}
+	if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindUndo, From: string(fromEntry), To: string(to),
+		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}); err != nil {
+		return UndoEntry{}, e, err
+	}
+	if err := putEffect(tx, &e, oldState); err != nil {
+		return UndoEntry{}, e, err
+	}
+	if err := putJSON(tx.Bucket(bUndo), nameKey(e.Session, e.ID), u); err != nil {
+		return UndoEntry{}, e, err
+	}
+	sess.UpdatedAt = now
+	return *u, e, nil
+}

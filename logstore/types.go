@@ -1,0 +1,179 @@
+package logstore
+
+import (
+	"encoding/json"
+	"time"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Effect is one intercepted call. JSON names are part of undolog's stable output.
+type Effect struct {
+	ID             uint64          `json:"id"`
+	Session        string          `json:"session"`
+	Tool           string          `json:"tool"`
+	Tier           sm.Tier         `json:"tier"`
+	State          sm.State        `json:"state"`
+	CallSignature  string          `json:"call_signature"`
+	Args           json.RawMessage `json:"args"`
+	Result         json.RawMessage `json:"result"`
+	Error          string          `json:"error"`
+	ReplayOf       *uint64         `json:"replay_of"`
+	ReplayCount    int             `json:"replay_count"`
+	LastReplayedAt *time.Time      `json:"last_replayed_at"`
+	Compensation   *Compensation   `json:"compensation"`
+	Key            string          `json:"key,omitempty"`
+	Owner          *Owner          `json:"owner,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	// HistoryLen and HistoryHead pin the end of the hash chain, so that
+	// dropping the newest history records is detected too.
+	HistoryLen  uint32 `json:"history_len"`
+	HistoryHead string `json:"history_head"`
+}
+
+// Compensation describes how to undo an effect.
+type Compensation struct {
+	// Kind is "command" (Argv run without a shell), "mcp" (Tool called on the
+	// session's upstream server with Args) or "manual" (an operator confirms).
+	Kind string   `json:"kind"`
+	Argv []string `json:"argv,omitempty"`
+	Tool string   `json:"tool,omitempty"`
+	// Args is a template for the mcp call's arguments.
+	Args json.RawMessage `json:"args,omitempty"`
+	Note string          `json:"note,omitempty"`
+	// MaxRetries and InitialBackoffMS tune the undo runner; zero means its defaults.
+	MaxRetries       int `json:"max_retries,omitempty"`
+	InitialBackoffMS int `json:"initial_backoff_ms,omitempty"`
+}
+
+// Compensation kinds.
+const (
+	CompensationCommand = "command"
+	CompensationMCP     = "mcp"
+	CompensationManual  = "manual"
+)
+
+// Owner records which process is executing an effect, so that a later caller
+// can tell a live owner from one that died (an effect in doubt).
+type Owner struct {
+	PID       int       `json:"pid"`
+	Host      string    `json:"host"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Record kinds of the history.
+const (
+	KindEffect  = "effect"
+	KindUndo    = "undo"
+	KindSession = "session"
+)
+
+// HistoryRecord is one append-only entry of an effect's (or a session's)
+// history. Hash covers every field and PrevHash, chaining the records.
+type HistoryRecord struct {
+	Seq      uint32    `json:"seq"`
+	Kind     string    `json:"kind"`
+	EffectID uint64    `json:"effect_id,omitempty"`
+	Session  string    `json:"session"`
+	From     string    `json:"from"`
+	To       string    `json:"to"`
+	Trigger  string    `json:"trigger"`
+	Actor    string    `json:"actor"`
+	Reason   string    `json:"reason"`
+	Error    string    `json:"error,omitempty"`
+	At       time.Time `json:"at"`
+	PrevHash string    `json:"prev_hash"`
+	Hash     string    `json:"hash"`
+}
+
+// Session groups the effects of one agent run or CI pipeline.
+type Session struct {
+	ID        string            `json:"id"`
+	State     sm.SessionState   `json:"state"`
+	Meta      map[string]string `json:"meta"`
+	Reason    string            `json:"reason"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
+	// Counts holds the number of the session's effects in each state.
+	Counts           map[sm.State]int `json:"counts"`
+	Effects          int              `json:"effects"`
+	PendingApprovals int              `json:"pending_approvals"`
+	// Upstream is the MCP server command a proxy session runs behind.
+	Upstream    []string `json:"upstream,omitempty"`
+	HistoryLen  uint32   `json:"history_len"`
+	HistoryHead string   `json:"history_head"`
+	// Seq orders sessions by creation (the sessions_by_time index key).
+	Seq uint64 `json:"seq"`
+}
+
+// UndoEntry is one entry of a session's undo stack.
+type UndoEntry struct {
+	EffectID     uint64        `json:"effect_id"`
+	Session      string        `json:"session"`
+	Tool         string        `json:"tool"`
+	State        sm.EntryState `json:"state"`
+	Compensation Compensation  `json:"compensation"`
+	Attempts     int           `json:"attempts"`
+	LastError    string        `json:"last_error"`
+	CreatedAt    time.Time     `json:"created_at"`
+	UpdatedAt    time.Time     `json:"updated_at"`
+}
+
+// Approval outcomes.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalRejected = "rejected"
+	ApprovalTimedOut = "timed_out"
+)
+
+// TimeoutActor is the actor that rejects expired approval requests.
+const TimeoutActor = "system:timeout"
+
+// Approval is the request for a human decision on an irreversible effect.
+type Approval struct {
+	EffectID    uint64          `json:"effect_id"`
+	Session     string          `json:"session"`
+	Tool        string          `json:"tool"`
+	Args        json.RawMessage `json:"args"`
+	Reason      string          `json:"reason"`
+	RequestedAt time.Time       `json:"requested_at"`
+	ExpiresAt   *time.Time      `json:"expires_at"`
+	Outcome     string          `json:"outcome"`
+	DecidedBy   string          `json:"decided_by"`
+	DecidedAt   *time.Time      `json:"decided_at"`
+	Decision    string          `json:"decision_reason"`
+}
+
+// Outcome says what Intercept did with a call.
+type Outcome string
+
+// Intercept outcomes.
+const (
+	OutcomeNew        Outcome = "new"         // a new effect, pending
+	OutcomeReplayed   Outcome = "replayed"    // owner committed: cached result, nothing to run
+	OutcomeRetry      Outcome = "retry"       // owner pending again after a failure: run it again
+	OutcomeInProgress Outcome = "in_progress" // owner executing or awaiting a decision
+	OutcomeRejected   Outcome = "rejected"    // owner rejected: the answer stands
+	OutcomeSafe       Outcome = "safe"        // safe tier: nothing written, run directly
+)
+
+// Change carries who asks for a transition, why, and what it brings.
+type Change struct {
+	Actor  string
+	Reason string
+	Result json.RawMessage // commit: the result snapshot (JSON)
+	Error  string          // fail, compensation failure: what went wrong
+	Owner  *Owner          // start: the executing process
+	// Attempts is how many times the undo runner tried the compensation.
+	Attempts int
+}
+
+// EffectDetail is an effect with everything recorded about it.
+type EffectDetail struct {
+	Effect   Effect          `json:"effect"`
+	History  []HistoryRecord `json:"history"`
+	Undo     *UndoEntry      `json:"undo"`
+	Approval *Approval       `json:"approval"`
+}

@@ -1,0 +1,324 @@
+package logstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Problem is one inconsistency Verify found.
+type Problem struct {
+	Kind    string `json:"kind"`
+	Effect  uint64 `json:"effect,omitempty"`
+	Session string `json:"session,omitempty"`
+	Detail  string `json:"detail"`
+}
+
+func (p Problem) String() string {
+	where := ""
+	switch {
+	case p.Effect != 0:
+		where = fmt.Sprintf("effect %d: ", p.Effect)
+	case p.Session != "":
+		where = fmt.Sprintf("session %s: ", p.Session)
+	}
+	return fmt.Sprintf("%s: %s%s", p.Kind, where, p.Detail)
+}
+
+// VerifyReport sums up a verification.
+type VerifyReport struct {
+	Sessions int       `json:"sessions"`
+	Effects  int       `json:"effects"`
+	Records  int       `json:"history_records"`
+	Problems []Problem `json:"problems"`
+}
+
+// Verify walks the whole log: bbolt's page consistency, every hash chain,
+// every index entry against its record (both ways), signature uniqueness, the
+// per-session counts, and that each effect's state equals its last history
+// record. It reports every problem it finds; it changes nothing.
+func (s *Store) Verify() (VerifyReport, error) {
+	rep := VerifyReport{Problems: []Problem{}}
+	err := s.view(func(tx *bolt.Tx) error {
+		v := verifier{tx: tx, rep: &rep, effects: map[uint64]*Effect{}, sessions: map[string]*Session{}}
+		return v.run()
+	})
+	return rep, err
+}
+
+type verifier struct {
+	tx       *bolt.Tx
+	rep      *VerifyReport
+	effects  map[uint64]*Effect
+	sessions map[string]*Session
+}
+
+func (v *verifier) add(kind string, effect uint64, session, format string, args ...any) {
+	v.rep.Problems = append(v.rep.Problems, Problem{Kind: kind, Effect: effect, Session: session, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (v *verifier) run() error {
+	for err := range v.tx.Check() {
+		v.add("storage", 0, "", "%v", err)
+	}
+	// Sessions and their own history chains.
+	err := v.tx.Bucket(bSessions).ForEach(func(k, val []byte) error {
+		var sess Session
+		if err := json.Unmarshal(val, &sess); err != nil {
+			v.add("record", 0, string(k), "unreadable session record: %v", err)
+			return nil
+		}
+		v.sessions[sess.ID] = &sess
+		v.rep.Sessions++
+		if got := v.tx.Bucket(bSessionsByTime).Get(itob(sess.Seq)); string(got) != sess.ID {
+			v.add("index", 0, sess.ID, "sessions_by_time entry %d is missing or names %q", sess.Seq, got)
+		}
+		hist, err := readHistory(v.tx.Bucket(bSessionHistory), namePrefix(sess.ID))
+		if err != nil {
+			v.add("history", 0, sess.ID, "%v", err)
+			return nil
+		}
+		v.chain(hist, 0, sess.ID, sess.HistoryLen, sess.HistoryHead)
+		if n := len(hist); n > 0 && hist[n-1].To != string(sess.State) {
+			v.add("state", 0, sess.ID, "state is %s but the last history record says %s", sess.State, hist[n-1].To)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	v.tx.Bucket(bSessionsByTime).ForEach(func(k, val []byte) error {
+		if v.sessions[string(val)] == nil {
+			v.add("index", 0, string(val), "sessions_by_time entry %x names a missing session", k)
+		}
+		return nil
+	})
+	// Effects, their history chains and the state they claim.
+	counts := map[string]map[sm.State]int{}
+	err = v.tx.Bucket(bEffects).ForEach(func(k, val []byte) error {
+		var e Effect
+		if err := json.Unmarshal(val, &e); err != nil || len(k) != 8 || btoi(k) != e.ID {
+			v.add("record", 0, "", "unreadable effect record %x", k)
+			return nil
+		}
+		v.effects[e.ID] = &e
+		v.rep.Effects++
+		if counts[e.Session] == nil {
+			counts[e.Session] = map[sm.State]int{}
+		}
+		counts[e.Session][e.State]++
+		if v.sessions[e.Session] == nil {
+			v.add("reference", e.ID, "", "belongs to missing session %q", e.Session)
+		}
+		hist, err := effectHistory(v.tx, e.ID)
+		if err != nil {
+			v.add("history", e.ID, "", "%v", err)
+			return nil
+		}
+		v.chain(hist, e.ID, "", e.HistoryLen, e.HistoryHead)
+		v.effectHistory(&e, hist)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for id, sess := range v.sessions {
+		total := 0
+		for st, n := range counts[id] {
+			total += n
+			if sess.Counts[st] != n {
+				v.add("count", 0, id, "counts %d %s effects, the log holds %d", sess.Counts[st], st, n)
+			}
+		}
+		for st, n := range sess.Counts {
+			if counts[id][st] == 0 && n != 0 {
+				v.add("count", 0, id, "counts %d %s effects, the log holds 0", n, st)
+			}
+		}
+		if sess.Effects != total {
+			v.add("count", 0, id, "counts %d effects, the log holds %d", sess.Effects, total)
+		}
+	}
+	v.orphanHistory()
+	v.indexes()
+	v.undoAndApprovals()
+	return nil
+}
+
+// chain checks sequence numbers and hashes of one history, and its pinned end.
+func (v *verifier) chain(hist []HistoryRecord, effect uint64, session string, wantLen uint32, wantHead string) {
+	prev := ""
+	for i, r := range hist {
+		v.rep.Records++
+		if r.Seq != uint32(i+1) {
+			v.add("history", effect, session, "record %d has sequence %d: a record is missing", i+1, r.Seq)
+			return
+		}
+		if r.PrevHash != prev {
+			v.add("history", effect, session, "record %d does not chain to record %d", r.Seq, r.Seq-1)
+		}
+		if got := recordHash(&r); got != r.Hash {
+			v.add("history", effect, session, "record %d was altered (hash mismatch)", r.Seq)
+		}
+		prev = r.Hash
+	}
+	if uint32(len(hist)) != wantLen || prev != wantHead {
+		v.add("history", effect, session, "history has %d records ending %.12s; the record pins %d ending %.12s", len(hist), prev, wantLen, wantHead)
+	}
+}
+
+// effectHistory replays the records through the state machine.
+func (v *verifier) effectHistory(e *Effect, hist []HistoryRecord) {
+	state, entry := "", ""
+	for _, r := range hist {
+		switch r.Kind {
+		case KindEffect:
+			if r.From != state {
+				v.add("history", e.ID, "", "record %d moves from %q but the effect was %q", r.Seq, r.From, state)
+			}
+			if state == "" {
+				if r.To != string(sm.Pending) {
+					v.add("history", e.ID, "", "first record enters %q, not pending", r.To)
+				}
+			} else if _, err := sm.Validate(e.Tier, sm.State(r.From), sm.State(r.To)); err != nil {
+				v.add("history", e.ID, "", "record %d: %v", r.Seq, err)
+			}
+			state = r.To
+		case KindUndo:
+			if entry == "" {
+				entry = string(sm.EntryPending)
+			}
+			if r.From != entry {
+				v.add("history", e.ID, "", "undo record %d moves from %q but the entry was %q", r.Seq, r.From, entry)
+			}
+			entry = r.To
+		default:
+			v.add("history", e.ID, "", "record %d has unknown kind %q", r.Seq, r.Kind)
+		}
+	}
+	if state != string(e.State) {
+		v.add("state", e.ID, "", "state is %s but the last history record says %q", e.State, state)
+	}
+	if entry != "" {
+		if u, err := getUndo(v.tx, e.Session, e.ID); err == nil && u != nil && string(u.State) != entry {
+			v.add("state", e.ID, "", "undo entry is %s but its last history record says %s", u.State, entry)
+		}
+	}
+}
+
+func (v *verifier) orphanHistory() {
+	v.tx.Bucket(bHistory).ForEach(func(k, _ []byte) error {
+		if len(k) != 12 || v.effects[btoi(k[:8])] == nil {
+			v.add("history", 0, "", "history record %x belongs to no effect", k)
+		}
+		return nil
+	})
+	v.tx.Bucket(bSessionHistory).ForEach(func(k, _ []byte) error {
+		i := bytes.IndexByte(k, 0)
+		if i < 0 || v.sessions[string(k[:i])] == nil {
+			v.add("history", 0, "", "session history record %q belongs to no session", k)
+		}
+		return nil
+	})
+}
+
+// indexes checks every index entry against its record and every record
+// against its index entries.
+func (v *verifier) indexes() {
+	owners := map[string]uint64{}
+	for id, e := range v.effects {
+		if e.ReplayOf != nil {
+			if o := v.effects[*e.ReplayOf]; o == nil || o.CallSignature != e.CallSignature {
+				v.add("reference", id, "", "replay_of %d is missing or has another signature", *e.ReplayOf)
+			}
+			continue
+		}
+		if other, dup := owners[e.CallSignature]; dup {
+			v.add("signature", id, "", "signature %.16s is also owned by effect %d", e.CallSignature, other)
+		}
+		owners[e.CallSignature] = id
+		if got := v.tx.Bucket(bSignatures).Get([]byte(e.CallSignature)); got == nil || btoi(got) != id {
+			v.add("index", id, "", "signature index does not point at the effect")
+		}
+	}
+	v.tx.Bucket(bSignatures).ForEach(func(k, val []byte) error {
+		if len(val) != 8 {
+			v.add("index", 0, "", "signature index entry %.16s is malformed", k)
+			return nil
+		}
+		if e := v.effects[btoi(val)]; e == nil || e.CallSignature != string(k) || e.ReplayOf != nil {
+			v.add("index", btoi(val), "", "signature index entry %.16s is dangling", k)
+		}
+		return nil
+	})
+	fields := []struct {
+		bucket []byte
+		name   string
+		of     func(*Effect) string
+	}{
+		{bBySession, "session", func(e *Effect) string { return e.Session }},
+		{bByState, "state", func(e *Effect) string { return string(e.State) }},
+		{bByTool, "tool", func(e *Effect) string { return e.Tool }},
+		{bByTier, "tier", func(e *Effect) string { return string(e.Tier) }},
+	}
+	for _, f := range fields {
+		b := v.tx.Bucket(f.bucket)
+		for id, e := range v.effects {
+			if b.Get(nameKey(f.of(e), id)) == nil {
+				v.add("index", id, "", "%s index lacks the effect", f.name)
+			}
+		}
+		b.ForEach(func(k, _ []byte) error {
+			if len(k) < 9 {
+				v.add("index", 0, "", "%s index key %x is malformed", f.name, k)
+				return nil
+			}
+			id := btoi(k[len(k)-8:])
+			if e := v.effects[id]; e == nil || f.of(e) != string(k[:len(k)-9]) {
+				v.add("index", id, "", "%s index entry %q is dangling", f.name, k[:len(k)-9])
+			}
+			return nil
+		})
+	}
+}
+
+func (v *verifier) undoAndApprovals() {
+	for id, e := range v.effects {
+		if e.ReplayOf != nil {
+			continue
+		}
+		u, _ := getUndo(v.tx, e.Session, id)
+		if (e.Tier == sm.Compensable) != (u != nil) {
+			v.add("undo", id, "", "a %s effect with undo entry=%v", e.Tier, u != nil)
+		}
+		a, _ := getApproval(v.tx, id)
+		if (e.Tier == sm.Irreversible) != (a != nil) {
+			v.add("approval", id, "", "a %s effect with approval request=%v", e.Tier, a != nil)
+		}
+		open := v.tx.Bucket(bApprovalsOpen).Get(itob(id)) != nil
+		if a != nil && (a.Outcome == ApprovalPending) != open {
+			v.add("index", id, "", "approval is %s but pending index entry=%v", a.Outcome, open)
+		}
+	}
+	v.tx.Bucket(bUndo).ForEach(func(k, _ []byte) error {
+		if len(k) < 9 {
+			v.add("undo", 0, "", "undo key %x is malformed", k)
+			return nil
+		}
+		id := btoi(k[len(k)-8:])
+		if e := v.effects[id]; e == nil || e.Session != string(k[:len(k)-9]) {
+			v.add("undo", id, "", "undo entry belongs to no effect of session %q", k[:len(k)-9])
+		}
+		return nil
+	})
+	v.tx.Bucket(bApprovalsOpen).ForEach(func(k, _ []byte) error {
+		if len(k) != 8 || v.effects[btoi(k)] == nil {
+			v.add("index", btoi(k), "", "pending approval entry is dangling")
+		}
+		return nil
+	})
+}
