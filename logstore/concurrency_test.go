@@ -1,0 +1,207 @@
+package logstore
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// TestMain lets the test binary act as a separate writer process: the
+// concurrency tests re-execute it with UNDOLOG_TEST_WRITER set.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("UNDOLOG_TEST_WRITER"); mode != "" {
+		os.Exit(writer(mode, os.Getenv("UNDOLOG_TEST_LOG"), os.Getenv("UNDOLOG_TEST_SESSION")))
+	}
+	os.Exit(m.Run())
+}
+
+// writer runs full lifecycles and prints each effect id once its commit
+// returned (acknowledged). "count:N" stops after N; "loop" never stops.
+func writer(mode, path, session string) int {
+	s := New(path, Options{LockTimeout: 20 * time.Second})
+	n := -1
+	if c, ok := strings.CutPrefix(mode, "count:"); ok {
+		n, _ = strconv.Atoi(c)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	for i := 0; n < 0 || i < n; i++ {
+		res, err := s.Intercept(InterceptRequest{Session: session, Tool: "write", Tier: sm.Compensable,
+			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"pid":%d}`, i, os.Getpid())), CreateSession: true})
+		if err == nil {
+			_, err = s.Start(res.Effect.ID, Change{})
+		}
+		if err == nil {
+			_, err = s.Commit(res.Effect.ID, Change{Result: json.RawMessage(strconv.Itoa(i))})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Fprintln(out, res.Effect.ID)
+		out.Flush()
+	}
+	return 0
+}
+
+func writerCmd(t *testing.T, mode, path, session string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "UNDOLOG_TEST_WRITER="+mode, "UNDOLOG_TEST_LOG="+path, "UNDOLOG_TEST_SESSION="+session)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func TestSameSignatureFromManyGoroutines(t *testing.T) {
+	s, _ := newStore(t)
+	const n = 32
+	var wg sync.WaitGroup
+	results := make([]InterceptResult, n)
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i], errs[i] = s.Intercept(InterceptRequest{Session: "race", Tool: "charge", Tier: sm.Compensable,
+				Args: json.RawMessage(`{"amount":5}`), CreateSession: true})
+		}(i)
+	}
+	wg.Wait()
+	owners := map[uint64]bool{}
+	count := map[Outcome]int{}
+	for i := range results {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		count[results[i].Outcome]++
+		owners[results[i].Effect.ID] = true
+	}
+	// One call creates the owner; the rest find it pending and may retry it.
+	if count[OutcomeNew] != 1 || count[OutcomeRetry] != n-1 || len(owners) != 1 {
+		t.Fatalf("outcomes %v, owners %v", count, owners)
+	}
+
+	// Now full lifecycles racing on one signature: exactly one execution.
+	var executed sync.Map
+	var mu sync.Mutex
+	count = map[Outcome]int{}
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := s.Intercept(InterceptRequest{Session: "race", Tool: "ship", Tier: sm.Compensable, CreateSession: true})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			count[res.Outcome]++
+			mu.Unlock()
+			if res.Outcome == OutcomeNew || res.Outcome == OutcomeRetry {
+				if _, err := s.Start(res.Effect.ID, Change{}); err != nil {
+					return // another goroutine claimed it first: the state machine refused the second start
+				}
+				executed.Store(i, true)
+				if _, err := s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`"shipped"`)}); err != nil {
+					t.Error(err)
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	runs := 0
+	executed.Range(func(_, _ any) bool { runs++; return true })
+	list, _, _ := s.ListEffects(EffectFilter{Session: "race", Tool: "ship"})
+	replays := 0
+	for _, e := range list {
+		if e.State == sm.Replayed {
+			replays++
+		}
+	}
+	if runs != 1 || count[OutcomeNew] != 1 || replays != count[OutcomeReplayed] || len(list) != 1+replays {
+		t.Fatalf("runs %d, outcomes %v, %d effects, %d replays", runs, count, len(list), replays)
+	}
+	verifyClean(t, s)
+}
+
+func TestTwoProcessesWriteConcurrently(t *testing.T) {
+	s, _ := newStore(t)
+	if _, err := s.CreateSession(NewSession{ID: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	const each = 60
+	var wg sync.WaitGroup
+	acked := make([][]string, 2)
+	for p := 0; p < 2; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			out, err := writerCmd(t, fmt.Sprintf("count:%d", each), s.Path(), fmt.Sprintf("proc-%d", p)).Output()
+			if err != nil {
+				t.Errorf("writer %d: %v", p, err)
+			}
+			acked[p] = strings.Fields(string(out))
+		}(p)
+	}
+	wg.Wait()
+	for p := range acked {
+		if len(acked[p]) != each {
+			t.Fatalf("writer %d acknowledged %d of %d", p, len(acked[p]), each)
+		}
+		for _, f := range acked[p] {
+			id, _ := strconv.ParseUint(f, 10, 64)
+			d, err := s.GetEffect(id)
+			if err != nil || d.Effect.State != sm.Committed || d.Effect.Session != fmt.Sprintf("proc-%d", p) {
+				t.Fatalf("acknowledged effect %d: %+v %v", id, d.Effect, err)
+			}
+		}
+	}
+	rep := verifyClean(t, s)
+	if rep.Effects != 2*each {
+		t.Fatalf("%d effects in the log, want %d", rep.Effects, 2*each)
+	}
+}
+
+func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
+	s, _ := newStore(t)
+	for round := 0; round < 3; round++ {
+		cmd := writerCmd(t, "loop", s.Path(), fmt.Sprintf("kill-%d", round))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var acked []uint64
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			id, _ := strconv.ParseUint(sc.Text(), 10, 64)
+			acked = append(acked, id)
+			if len(acked) == 25+round*10 {
+				cmd.Process.Signal(syscall.SIGKILL) // mid-loop, usually mid-transaction
+				break
+			}
+		}
+		for sc.Scan() { // lines already written before the kill are acknowledged too
+			id, _ := strconv.ParseUint(sc.Text(), 10, 64)
+			acked = append(acked, id)
+		}
+		cmd.Wait()
+		for _, id := range acked {
+			d, err := s.GetEffect(id)
+			if err != nil || d.Effect.State != sm.Committed {
+				t.Fatalf("round %d: acknowledged effect %d lost: %+v %v", round, id, d.Effect, err)
+			}
+		}
+		verifyClean(t, s)
+	}
+}

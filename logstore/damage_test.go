@@ -1,0 +1,200 @@
+package logstore
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// expectRefused checks that every operation on the file fails with want and
+// leaves the file byte for byte as it was.
+func expectRefused(t *testing.T, path string, want error, mention string) {
+	t.Helper()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(path, Options{})
+	ops := map[string]func() error{
+		"intercept": func() error {
+			_, err := s.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true})
+			return err
+		},
+		"list":    func() error { _, _, err := s.ListEffects(EffectFilter{}); return err },
+		"verify":  func() error { _, err := s.Verify(); return err },
+		"session": func() error { _, err := s.CreateSession(NewSession{ID: "x"}); return err },
+	}
+	for name, op := range ops {
+		err := op()
+		if !errors.Is(err, want) {
+			t.Errorf("%s: got %v, want %v", name, err, want)
+			continue
+		}
+		if strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), mention) {
+			t.Errorf("%s: message %q should be one line naming %s and %q", name, err, path, mention)
+		}
+	}
+	after, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatalf("the file was modified")
+	}
+}
+
+func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	t.Run("text file", func(t *testing.T) {
+		expectRefused(t, write("notes.db", bytes.Repeat([]byte("hello world\n"), 2000)), ErrCorrupt, "not a bbolt file")
+	})
+	t.Run("empty file", func(t *testing.T) {
+		expectRefused(t, write("empty.db", nil), ErrCorrupt, "empty")
+	})
+	t.Run("truncated log", func(t *testing.T) {
+		s := New(filepath.Join(dir, "full.db"), Options{})
+		for i := 0; i < 300; i++ {
+			if _, err := s.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true,
+				Args: json.RawMessage(`{"i":` + strings.Repeat("1", 1+i%10) + `,"pad":"` + strings.Repeat("x", 200) + `"}`)}); err != nil && !errors.Is(err, ErrInvalidInput) {
+				t.Fatal(err)
+			}
+		}
+		data, _ := os.ReadFile(s.Path())
+		expectRefused(t, write("truncated.db", data[:len(data)/2]), ErrCorrupt, "truncated")
+	})
+	t.Run("foreign bbolt file", func(t *testing.T) {
+		p := filepath.Join(dir, "foreign.db")
+		db, err := bolt.Open(p, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("other")); return err })
+		db.Close()
+		expectRefused(t, p, ErrCorrupt, "without undolog's records")
+	})
+	t.Run("newer schema", func(t *testing.T) {
+		s := New(filepath.Join(dir, "newer.db"), Options{})
+		if _, err := s.CreateSession(NewSession{ID: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		db, err := bolt.Open(s.Path(), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion+1)) })
+		db.Close()
+		expectRefused(t, s.Path(), ErrNewerSchema, "upgrade undolog")
+	})
+	t.Run("directory", func(t *testing.T) {
+		p := filepath.Join(dir, "adir")
+		os.Mkdir(p, 0o700)
+		if _, _, err := New(p, Options{}).ListEffects(EffectFilter{}); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%v", err)
+		}
+	})
+}
+
+// tamper edits the log behind the store's back.
+func tamper(t *testing.T, s *Store, fn func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(s.Path(), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seeded(t *testing.T) (*Store, uint64) {
+	s, _ := newStore(t)
+	id := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`).Effect.ID
+	must[Effect](t)(s.Start(id, Change{}))
+	must[Effect](t)(s.Commit(id, Change{Result: json.RawMessage(`1`)}))
+	intercept(t, s, "s", "pay", sm.Irreversible, `{"b":2}`)
+	verifyClean(t, s)
+	return s, id
+}
+
+func expectProblem(t *testing.T, s *Store, kind, detail string) {
+	t.Helper()
+	rep := must[VerifyReport](t)(s.Verify())
+	for _, p := range rep.Problems {
+		if p.Kind == kind && strings.Contains(p.Detail, detail) {
+			return
+		}
+	}
+	t.Fatalf("verify did not report %s %q; got %v", kind, detail, rep.Problems)
+}
+
+func TestVerifyDetectsTampering(t *testing.T) {
+	t.Run("edited history record", func(t *testing.T) {
+		s, id := seeded(t)
+		tamper(t, s, func(tx *bolt.Tx) error {
+			b := tx.Bucket(bHistory)
+			var r HistoryRecord
+			json.Unmarshal(b.Get(historyKey(id, 2)), &r)
+			r.Actor = "mallory"
+			return putJSON(b, historyKey(id, 2), r)
+		})
+		expectProblem(t, s, "history", "altered")
+	})
+	t.Run("deleted history record", func(t *testing.T) {
+		s, id := seeded(t)
+		tamper(t, s, func(tx *bolt.Tx) error { return tx.Bucket(bHistory).Delete(historyKey(id, 2)) })
+		expectProblem(t, s, "history", "missing")
+	})
+	t.Run("deleted newest record", func(t *testing.T) {
+		s, id := seeded(t)
+		tamper(t, s, func(tx *bolt.Tx) error { return tx.Bucket(bHistory).Delete(historyKey(id, 3)) })
+		expectProblem(t, s, "history", "pins 3")
+	})
+	t.Run("dangling index entry", func(t *testing.T) {
+		s, _ := seeded(t)
+		tamper(t, s, func(tx *bolt.Tx) error { return tx.Bucket(bByTool).Put(nameKey("write", 77), nil) })
+		expectProblem(t, s, "index", "dangling")
+	})
+	t.Run("missing index entry", func(t *testing.T) {
+		s, id := seeded(t)
+		tamper(t, s, func(tx *bolt.Tx) error { return tx.Bucket(bByState).Delete(nameKey("committed", id)) })
+		expectProblem(t, s, "index", "state index lacks")
+	})
+	t.Run("state disagrees with history", func(t *testing.T) {
+		s, id := seeded(t)
+		tamper(t, s, func(tx *bolt.Tx) error {
+			var e Effect
+			getJSON(tx.Bucket(bEffects), itob(id), &e)
+			e.State = sm.Executing
+			return putJSON(tx.Bucket(bEffects), itob(id), e)
+		})
+		expectProblem(t, s, "state", "last history record")
+	})
+	t.Run("duplicate signature owner", func(t *testing.T) {
+		s, id := seeded(t)
+		tamper(t, s, func(tx *bolt.Tx) error {
+			var e Effect
+			getJSON(tx.Bucket(bEffects), itob(id+1), &e)
+			var owner Effect
+			getJSON(tx.Bucket(bEffects), itob(id), &owner)
+			e.CallSignature = owner.CallSignature
+			return putJSON(tx.Bucket(bEffects), itob(id+1), e)
+		})
+		expectProblem(t, s, "signature", "also owned")
+	})
+}
