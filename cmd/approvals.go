@@ -1,0 +1,69 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+)
+
+type approvalsOptions struct {
+	session string
+	output  string
+}
+
+func newCmdApprovals(f *Factory) *cobra.Command {
+	opts := &approvalsOptions{}
+	c := &cobra.Command{
+		Use:   "approvals",
+		Short: "List irreversible effects awaiting a decision, oldest first",
+		Example: `  undolog approvals
+  undolog approvals -o ids | undolog approve -`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, true); err != nil {
+				return err
+			}
+			list, err := f.Store().PendingApprovals(opts.session)
+			if err != nil {
+				return err
+			}
+			switch opts.output {
+			case formatJSON, formatJSONL:
+				return writeList(f.Out, opts.output, list)
+			case formatIDs:
+				for _, a := range list {
+					fmt.Fprintln(f.Out, a.EffectID)
+				}
+				return nil
+			}
+			return renderApprovals(f, list)
+		},
+	}
+	c.Flags().StringVar(&opts.session, "session", "", "only requests of this session")
+	addFormatFlag(c, &opts.output, true)
+	return c
+}
+
+func renderApprovals(f *Factory, list []logstore.PendingApproval) error {
+	now := f.Now()
+	rows := make([][]cell, 0, len(list))
+	for _, a := range list {
+		expires := "never"
+		if a.ExpiresAt != nil {
+			expires = "in " + compactDuration(a.ExpiresAt.Sub(now))
+		}
+		rows = append(rows, []cell{idCell(a.EffectID), plain(a.Session), plain(a.Tool), plain(ago(now, a.RequestedAt)),
+			plain(expires), plain(truncate(string(a.Args), 60))})
+	}
+	return renderTable(f, []string{"ID", "SESSION", "TOOL", "WAITING", "EXPIRES", "ARGS"}, rows)
+}
+
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,107 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+)
+
+// Factory carries what every command needs: the I/O streams, the environment
+// and the log. Tests build one over buffers.
+type Factory struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+	Getenv func(string) string
+	Now    func() time.Time
+
+	// Set by the root command's persistent flags.
+	LogFlag     string
+	LockTimeout time.Duration
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// DefaultLogPath is $XDG_STATE_HOME/undolog/undolog.db, or
+// ~/.local/state/undolog/undolog.db when XDG_STATE_HOME is unset.
+func DefaultLogPath(getenv func(string) string) string {
+	if dir := getenv("XDG_STATE_HOME"); dir != "" {
+		return filepath.Join(dir, "undolog", "undolog.db")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, ".local", "state", "undolog", "undolog.db")
+}
+
+// LogPath is --log, else UNDOLOG_LOG, else the default path.
+func (f *Factory) LogPath() string {
+	if f.LogFlag != "" {
+		return f.LogFlag
+	}
+	if p := f.Getenv("UNDOLOG_LOG"); p != "" {
+		return p
+	}
+	return DefaultLogPath(f.Getenv)
+}
+
+// Store opens nothing: it returns the log, which each operation opens and closes.
+func (f *Factory) Store() *logstore.Store {
+	return logstore.New(f.LogPath(), logstore.Options{LockTimeout: f.LockTimeout, Now: f.Now})
+}
+
+// Actor is --as, else UNDOLOG_ACTOR, else user@host.
+func (f *Factory) Actor(as string) string {
+	if as != "" {
+		return as
+	}
+	if a := f.Getenv("UNDOLOG_ACTOR"); a != "" {
+		return a
+	}
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	} else if n := f.Getenv("USER"); n != "" {
+		name = n
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return name + "@" + host
+}
+
+func isTerminal(v any) bool {
+	file, ok := v.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := file.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
+// StdoutIsTerminal reports whether output goes to a person rather than a pipe.
+func (f *Factory) StdoutIsTerminal() bool { return isTerminal(f.Out) }
+
+// StdinIsTerminal reports whether a person can answer questions.
+func (f *Factory) StdinIsTerminal() bool { return isTerminal(f.In) }
+
+// Color reports whether to colour output: a terminal, NO_COLOR unset, TERM not dumb.
+func (f *Factory) Color() bool {
+	if _, set := lookupEnv(f.Getenv, "NO_COLOR"); set {
+		return false
+	}
+	return f.StdoutIsTerminal() && f.Getenv("TERM") != "dumb"
+}
+
+// lookupEnv treats an empty NO_COLOR as unset, as no-color.org asks.
+func lookupEnv(getenv func(string) string, key string) (string, bool) {
+	v := getenv(key)
+	return v, v != ""
+}

@@ -1,0 +1,129 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+type interceptOptions struct {
+	session         string
+	tool            string
+	tier            string
+	args            string
+	key             string
+	compensateCmd   string
+	approvalTimeout time.Duration
+	as              string
+	reason          string
+	output          string
+}
+
+func newCmdIntercept(f *Factory) *cobra.Command {
+	opts := &interceptOptions{}
+	c := &cobra.Command{
+		Use:   "intercept --session S --tool NAME --tier TIER",
+		Short: "Register a tool call before it runs, and learn what to do with it",
+		Long: `Register a tool call in the effect log before it runs. The outcome says what to do:
+
+  new          a new effect, pending: start it, run the call, then commit or fail it
+  retry        the same call failed before and is pending again: run it again
+  replayed     the same call already committed: do not run it, use the cached result
+  in_progress  the same call is executing or awaiting approval (exit code 6)
+  rejected     the same call was rejected (exit code 8)
+  safe         a safe call: nothing is logged, run it directly
+
+The session is created if it does not exist.`,
+		Example: `  undolog intercept --session deploy-117 --tool write_file --tier compensable \
+    --args '{"path":"/tmp/x"}' --compensate-cmd 'rm -f /tmp/x'`,
+		Args: exactArgs(0, "no arguments (use flags)"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			tier, err := sm.ParseTier(opts.tier)
+			if err != nil {
+				return err
+			}
+			req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Key: opts.key,
+				ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Reason: opts.reason}
+			if opts.args != "" {
+				data, err := readInput(f, opts.args)
+				if err != nil {
+					return err
+				}
+				req.Args = json.RawMessage(data)
+			}
+			if opts.compensateCmd != "" {
+				if tier != sm.Compensable {
+					return usagef("--compensate-cmd is for compensable calls; this one is %s", tier)
+				}
+				argv, err := splitArgv(opts.compensateCmd)
+				if err != nil {
+					return err
+				}
+				req.Compensation = &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: argv}
+			}
+			res, err := f.Store().Intercept(req)
+			if err != nil {
+				return err
+			}
+			if opts.output != formatText {
+				if err := writeJSON(f.Out, res); err != nil {
+					return err
+				}
+			} else {
+				printIntercept(f, res)
+			}
+			switch res.Outcome {
+			case logstore.OutcomeInProgress:
+				return &exitError{code: ExitInProgress, msg: inProgressMessage(res.Effect)}
+			case logstore.OutcomeRejected:
+				return &exitError{code: ExitRejected, msg: fmt.Sprintf("effect %d for this call was rejected; it will not run", res.Effect.ID)}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&opts.session, "session", "", "session id (created if new)")
+	c.Flags().StringVar(&opts.tool, "tool", "", "tool name")
+	c.Flags().StringVar(&opts.tier, "tier", "", "safe, compensable or irreversible")
+	c.Flags().StringVar(&opts.args, "args", "", "call arguments: `JSON`, @FILE, or - for stdin (default {})")
+	c.Flags().StringVar(&opts.key, "key", "", "idempotency key: the same call with another key is a new call")
+	c.Flags().StringVar(&opts.compensateCmd, "compensate-cmd", "", "command that undoes the call, run without a shell ('ARGV...' or a JSON array)")
+	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", 0, "irreversible: reject the request after this long (0: never)")
+	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
+	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history and the approval request")
+	addFormatFlag(c, &opts.output, false)
+	for _, name := range []string{"session", "tool", "tier"} {
+		c.MarkFlagRequired(name)
+	}
+	return c
+}
+
+func printIntercept(f *Factory, res logstore.InterceptResult) {
+	e := res.Effect
+	switch res.Outcome {
+	case logstore.OutcomeSafe:
+		fmt.Fprintln(f.Out, "safe: not logged; run the call directly")
+	case logstore.OutcomeReplayed:
+		fmt.Fprintf(f.Out, "replayed effect %d (replay of %d): do not run the call\n", e.ID, *e.ReplayOf)
+		fmt.Fprintf(f.Out, "result: %s\n", e.Result)
+	default:
+		fmt.Fprintf(f.Out, "%s effect %d: %s %s %s\n", res.Outcome, e.ID, e.Tool, e.Tier, paint(f, stateCell(string(e.State))))
+		if res.Outcome == logstore.OutcomeNew && e.Tier == sm.Irreversible {
+			fmt.Fprintf(f.Out, "waiting for approval: undolog approve %d\n", e.ID)
+		}
+	}
+}
+
+func inProgressMessage(e logstore.Effect) string {
+	if e.State == sm.Pending && e.Tier == sm.Irreversible {
+		return fmt.Sprintf("effect %d for this call is awaiting approval: undolog approve %d", e.ID, e.ID)
+	}
+	return fmt.Sprintf("effect %d for this call is %s", e.ID, e.State)
+}

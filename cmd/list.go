@@ -1,0 +1,217 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+type listOptions struct {
+	session string
+	state   string
+	tier    string
+	tool    string
+	since   string
+	limit   int
+	follow  bool
+	output  string
+}
+
+// followInterval is how often --follow polls the log's change feed.
+const followInterval = 200 * time.Millisecond
+
+func newCmdList(f *Factory) *cobra.Command {
+	opts := &listOptions{}
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List effects, newest first",
+		Example: `  undolog list --session deploy-117
+  undolog list --state pending --tier irreversible -o json | jq '.[].id'
+  undolog list --follow`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, true); err != nil {
+				return err
+			}
+			filter, err := opts.filter(f)
+			if err != nil {
+				return err
+			}
+			store := f.Store()
+			var position uint64
+			if opts.follow {
+				// Take the position first: nothing recorded after the listing is missed.
+				if position, err = store.LastChange(); err != nil {
+					return err
+				}
+			}
+			list, _, err := store.ListEffects(filter)
+			if err != nil {
+				return err
+			}
+			if err := printEffects(f, opts.output, list); err != nil {
+				return err
+			}
+			if !opts.follow {
+				return nil
+			}
+			return follow(c.Context(), f, store, opts, position)
+		},
+	}
+	c.Flags().StringVar(&opts.session, "session", "", "only effects of this session")
+	c.Flags().StringVar(&opts.state, "state", "", "only effects in this state")
+	c.Flags().StringVar(&opts.tier, "tier", "", "only effects of this tier")
+	c.Flags().StringVar(&opts.tool, "tool", "", "only effects of this tool")
+	c.Flags().StringVar(&opts.since, "since", "", "only effects created since a time (RFC 3339) or duration (1h, 7d)")
+	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects (0: all)")
+	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "then print transitions as they happen, until interrupted")
+	addFormatFlag(c, &opts.output, true)
+	return c
+}
+
+func (o *listOptions) filter(f *Factory) (logstore.EffectFilter, error) {
+	filter := logstore.EffectFilter{Session: o.session, Tool: o.tool, Limit: o.limit}
+	if o.limit < 0 {
+		return filter, usagef("--limit must not be negative")
+	}
+	if o.state != "" {
+		st, err := sm.ParseState(o.state)
+		if err != nil {
+			return filter, err
+		}
+		filter.State = st
+	}
+	if o.tier != "" {
+		t, err := sm.ParseTier(o.tier)
+		if err != nil {
+			return filter, err
+		}
+		filter.Tier = t
+	}
+	since, err := parseSince(f.Now(), o.since)
+	filter.Since = since
+	return filter, err
+}
+
+func printEffects(f *Factory, format string, list []logstore.Effect) error {
+	switch format {
+	case formatJSON, formatJSONL:
+		return writeList(f.Out, format, list)
+	case formatIDs:
+		for _, e := range list {
+			if _, err := fmt.Fprintln(f.Out, e.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return renderEffects(f, list, nil)
+}
+
+// renderEffects prints the effects table; entries, when given, adds each
+// effect's undo-entry state.
+func renderEffects(f *Factory, list []logstore.Effect, entries map[uint64]logstore.UndoEntry) error {
+	now := f.Now()
+	rows := make([][]cell, 0, len(list))
+	for _, e := range list {
+		undo := "-"
+		if u, ok := entries[e.ID]; ok {
+			undo = string(u.State)
+		}
+		rows = append(rows, []cell{idCell(e.ID), plain(e.Session), plain(e.Tool), plain(string(e.Tier)),
+			stateCell(string(e.State)), plain(ago(now, e.CreatedAt)), plain(strconv.Itoa(e.ReplayCount)), stateCell(undo)})
+	}
+	header := []string{"ID", "SESSION", "TOOL", "TIER", "STATE", "AGE", "REPLAYS", "UNDO"}
+	if entries == nil {
+		header, rows = header[:7], trimColumns(rows, 7)
+	}
+	return renderTable(f, header, rows)
+}
+
+func trimColumns(rows [][]cell, n int) [][]cell {
+	for i := range rows {
+		rows[i] = rows[i][:n]
+	}
+	return rows
+}
+
+// follow prints each effect transition recorded after position that matches
+// the filter, until the context ends (Ctrl-C).
+func follow(ctx context.Context, f *Factory, store *logstore.Store, opts *listOptions, position uint64) error {
+	filter, _ := opts.filter(f)
+	tick := time.NewTicker(followInterval)
+	defer tick.Stop()
+	for {
+		changes, last, err := store.Changes(position, 1000)
+		if err != nil {
+			return err
+		}
+		position = last
+		for _, ch := range changes {
+			r := ch.Record
+			if r.Kind == logstore.KindSession {
+				continue
+			}
+			d, err := store.GetEffect(r.EffectID)
+			if err != nil {
+				continue // dropped since
+			}
+			e := d.Effect
+			if (filter.Session != "" && e.Session != filter.Session) || (filter.Tool != "" && e.Tool != filter.Tool) ||
+				(filter.Tier != "" && e.Tier != filter.Tier) || (filter.State != "" && sm.State(r.To) != filter.State) {
+				continue
+			}
+			if err := printChange(f, opts.output, e, r); err != nil {
+				return err
+			}
+		}
+		if len(changes) == 1000 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// followedChange is one line of --follow's JSON output.
+type followedChange struct {
+	Effect logstore.Effect        `json:"effect"`
+	Record logstore.HistoryRecord `json:"transition"`
+}
+
+func printChange(f *Factory, format string, e logstore.Effect, r logstore.HistoryRecord) error {
+	switch format {
+	case formatJSON, formatJSONL:
+		return writeJSONLine(f.Out, followedChange{Effect: e, Record: r})
+	case formatIDs:
+		_, err := fmt.Fprintln(f.Out, e.ID)
+		return err
+	}
+	what := "effect"
+	if r.Kind == logstore.KindUndo {
+		what = "undo entry"
+	}
+	from := r.From
+	if from == "" {
+		from = "(new)"
+	}
+	_, err := fmt.Fprintf(f.Out, "%s  %s %d %s %s: %s -> %s  by %s%s\n", r.At.Local().Format("15:04:05"), what, e.ID,
+		e.Session, e.Tool, from, paint(f, stateCell(r.To)), r.Actor, reasonSuffix(r.Reason))
+	return err
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
+}

@@ -1,0 +1,242 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+)
+
+// Output formats.
+const (
+	formatText  = "text"
+	formatJSON  = "json"
+	formatJSONL = "jsonl"
+	formatIDs   = "ids"
+)
+
+// addFormatFlag adds -o; listing commands also offer ids (one id a line).
+func addFormatFlag(c *cobra.Command, p *string, ids bool) {
+	allowed := "text, json or jsonl"
+	if ids {
+		allowed = "text, json, jsonl or ids"
+	}
+	c.Flags().StringVarP(p, "output", "o", formatText, "output format: "+allowed)
+}
+
+func checkFormat(v string, ids bool) error {
+	switch v {
+	case formatText, formatJSON, formatJSONL:
+		return nil
+	case formatIDs:
+		if ids {
+			return nil
+		}
+	}
+	if ids {
+		return usagef("unknown output format %q: use text, json, jsonl or ids", v)
+	}
+	return usagef("unknown output format %q: use text, json or jsonl", v)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// writeList writes items as one JSON array (json) or one object a line (jsonl).
+func writeList[T any](w io.Writer, format string, items []T) error {
+	if format == formatJSON {
+		if items == nil {
+			items = []T{}
+		}
+		return writeJSON(w, items)
+	}
+	for _, it := range items {
+		if err := writeJSONLine(w, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ANSI colours for states.
+const (
+	colRed     = "31"
+	colGreen   = "32"
+	colYellow  = "33"
+	colBlue    = "34"
+	colMagenta = "35"
+	colCyan    = "36"
+	colDim     = "2"
+	colBold    = "1"
+)
+
+var stateColors = map[string]string{
+	"pending": colYellow, "executing": colCyan, "committed": colGreen, "compensating": colMagenta,
+	"compensated": colBlue, "compensation_failed": colRed, "approved": colGreen, "rejected": colRed,
+	"replayed": colDim, "skipped": colDim, "resolved": colBlue,
+	"active": colCyan, "awaiting_approval": colYellow, "completed": colGreen, "failed": colRed,
+	"halted": colRed,
+}
+
+type cell struct {
+	text  string
+	color string
+}
+
+func plain(s string) cell     { return cell{text: s} }
+func stateCell(s string) cell { return cell{text: s, color: stateColors[s]} }
+func idCell(id uint64) cell   { return cell{text: strconv.FormatUint(id, 10)} }
+func paint(f *Factory, c cell) string {
+	if c.color == "" || !f.Color() {
+		return c.text
+	}
+	return "\x1b[" + c.color + "m" + c.text + "\x1b[0m"
+}
+
+// renderTable prints aligned columns with a header on a terminal, and
+// tab-separated rows without a header when piped (as gh does).
+func renderTable(f *Factory, header []string, rows [][]cell) error {
+	w := f.Out
+	if !f.StdoutIsTerminal() {
+		for _, r := range rows {
+			parts := make([]string, len(r))
+			for i, c := range r {
+				parts[i] = strings.ReplaceAll(c.text, "\t", " ")
+			}
+			if _, err := fmt.Fprintln(w, strings.Join(parts, "\t")); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	widths := make([]int, len(header))
+	for i, h := range header {
+		widths[i] = utf8.RuneCountInString(h)
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			if n := utf8.RuneCountInString(c.text); i < len(widths) && n > widths[i] {
+				widths[i] = n
+			}
+		}
+	}
+	line := func(cells []cell) string {
+		var b strings.Builder
+		for i, c := range cells {
+			b.WriteString(paint(f, c))
+			if i < len(cells)-1 {
+				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c.text)+2))
+			}
+		}
+		return b.String()
+	}
+	hc := make([]cell, len(header))
+	for i, h := range header {
+		hc[i] = cell{text: h, color: colBold}
+	}
+	fmt.Fprintln(w, line(hc))
+	for _, r := range rows {
+		if _, err := fmt.Fprintln(w, line(r)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ago renders the time since t compactly: 45s, 12m, 3h, 2d.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return compactDuration(now.Sub(t))
+}
+
+func compactDuration(d time.Duration) string {
+	neg := ""
+	if d < 0 {
+		neg, d = "-", -d
+	}
+	switch {
+	case d < time.Minute:
+		return neg + strconv.Itoa(int(d/time.Second)) + "s"
+	case d < time.Hour:
+		return neg + strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 48*time.Hour:
+		return neg + strconv.Itoa(int(d/time.Hour)) + "h"
+	}
+	return neg + strconv.Itoa(int(d/(24*time.Hour))) + "d"
+}
+
+// parseSince accepts RFC 3339 or a duration back from now (90s, 1h, 7d).
+func parseSince(now time.Time, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, usagef("--since %q: use RFC 3339 (2026-11-30T09:00:00Z) or a duration (90s, 1h, 7d)", s)
+}
+
+// parseID reads an effect id.
+func parseID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
+	if err != nil || id == 0 {
+		return 0, usagef("%q is not an effect id (a positive integer)", s)
+	}
+	return id, nil
+}
+
+// collectIDs reads ids from the arguments, or from stdin when the only
+// argument is "-" (so `undolog approvals -o ids | undolog approve -` works).
+func collectIDs(f *Factory, args []string) ([]uint64, error) {
+	if len(args) == 1 && args[0] == "-" {
+		data, err := io.ReadAll(f.In)
+		if err != nil {
+			return nil, err
+		}
+		args = strings.Fields(string(data))
+		if len(args) == 0 {
+			return nil, usagef("no effect ids on standard input")
+		}
+	}
+	ids := make([]uint64, 0, len(args))
+	for _, a := range args {
+		id, err := parseID(a)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,139 @@
+// Package cmd owns undolog's command line: one file per command, output
+// formats, and the mapping of errors to exit codes (exitcodes.go).
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+)
+
+// Main runs undolog with the process's arguments and streams and returns the
+// exit code.
+func Main() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f := &Factory{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv, Now: time.Now}
+	return Execute(ctx, f, os.Args[1:])
+}
+
+// Execute runs the command line over f and returns the exit code. Errors are
+// printed once, on one line, to f.ErrOut.
+func Execute(ctx context.Context, f *Factory, args []string) int {
+	root := NewRootCmd(f)
+	root.SetArgs(args)
+	root.SetIn(f.In)
+	root.SetOut(f.Out)
+	root.SetErr(f.ErrOut)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	err = classifyCobraError(err)
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintln(f.ErrOut, "undolog: "+oneLine(msg))
+	}
+	return ExitCode(err)
+}
+
+// NewRootCmd builds the command tree.
+func NewRootCmd(f *Factory) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "undolog",
+		Short: "Make tool calls transactional: log, replay, approve and undo them",
+		Long: `undolog puts every tool call of an AI agent or CI script through a durable local
+effect log: classified by tier (safe, compensable, irreversible), recorded before
+it runs, replayed from the log when repeated, held for a person when it cannot be
+undone, and undone last-in-first-out when the session fails.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `file` (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db)")
+	root.PersistentFlags().DurationVar(&f.LockTimeout, "lock-timeout", logstore.DefaultLockTimeout, "how long to wait for another process holding the log")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usagef("%v (see '%s --help')", err, c.CommandPath())
+	})
+	root.AddCommand(
+		newCmdSession(f),
+		newCmdIntercept(f),
+		newCmdStart(f),
+		newCmdCommit(f),
+		newCmdFail(f),
+		newCmdApprove(f),
+		newCmdReject(f),
+		newCmdTransition(f),
+		newCmdList(f),
+		newCmdShow(f),
+		newCmdApprovals(f),
+		newCmdVerify(f),
+		newCmdVersion(f),
+	)
+	return root
+}
+
+// classifyCobraError turns cobra's own argument errors into usage errors.
+func classifyCobraError(err error) error {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand", "required flag", "accepts ", "requires at least", "invalid argument", "flag needs"} {
+		if strings.HasPrefix(msg, prefix) {
+			return usagef("%s", msg)
+		}
+	}
+	return err
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// exactArgs is cobra.ExactArgs with a usage error naming the arguments.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %s (see '%s --help')", c.CommandPath(), names, c.CommandPath())
+		}
+		return nil
+	}
+}
+
+func maxArgs(n int, names string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) > n {
+			return usagef("%s takes at most %s (see '%s --help')", c.CommandPath(), names, c.CommandPath())
+		}
+		return nil
+	}
+}
+
+// readInput returns s, or the contents of FILE for "@FILE", or stdin for "-".
+func readInput(f *Factory, s string) ([]byte, error) {
+	switch {
+	case s == "-":
+		return io.ReadAll(f.In)
+	case strings.HasPrefix(s, "@"):
+		data, err := os.ReadFile(s[1:])
+		if err != nil {
+			return nil, usagef("read %s: %v", s[1:], errors.Unwrap(err))
+		}
+		return data, nil
+	}
+	return []byte(s), nil
+}

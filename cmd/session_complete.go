@@ -1,0 +1,47 @@
+package cmd
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+type sessionEndOptions struct {
+	as     string
+	reason string
+	output string
+}
+
+func newCmdSessionComplete(f *Factory) *cobra.Command {
+	return newSessionEndCmd(f, "complete", "Mark a session completed: it takes no new effects", sm.SessionCompleted)
+}
+
+// newSessionEndCmd builds `session complete` and `session fail`, which differ
+// only in the state they move the session to.
+func newSessionEndCmd(f *Factory, name, short string, to sm.SessionState) *cobra.Command {
+	opts := &sessionEndOptions{}
+	c := &cobra.Command{
+		Use:   name + " NAME",
+		Short: short,
+		Args:  exactArgs(1, "one session name"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			sess, err := f.Store().SetSessionState(args[0], to, logstore.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+			if err != nil {
+				return err
+			}
+			if opts.output != formatText {
+				return writeJSON(f.Out, sess)
+			}
+			_, err = f.Out.Write([]byte(sess.ID + " " + string(sess.State) + "\n"))
+			return err
+		},
+	}
+	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
+	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history")
+	addFormatFlag(c, &opts.output, false)
+	return c
+}

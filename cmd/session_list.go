@@ -1,0 +1,88 @@
+package cmd
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+type sessionListOptions struct {
+	state  string
+	since  string
+	limit  int
+	output string
+}
+
+func newCmdSessionList(f *Factory) *cobra.Command {
+	opts := &sessionListOptions{}
+	c := &cobra.Command{
+		Use:   "list",
+		Short: "List sessions, newest first",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, true); err != nil {
+				return err
+			}
+			filter := logstore.SessionFilter{Limit: opts.limit}
+			if opts.state != "" {
+				st, err := sm.ParseSessionState(opts.state)
+				if err != nil {
+					return err
+				}
+				filter.State = st
+			}
+			since, err := parseSince(f.Now(), opts.since)
+			if err != nil {
+				return err
+			}
+			filter.Since = since
+			if opts.limit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			list, _, err := f.Store().ListSessions(filter)
+			if err != nil {
+				return err
+			}
+			switch opts.output {
+			case formatJSON, formatJSONL:
+				return writeList(f.Out, opts.output, list)
+			case formatIDs:
+				for _, s := range list {
+					fmt.Fprintln(f.Out, s.ID)
+				}
+				return nil
+			}
+			rows := make([][]cell, 0, len(list))
+			for _, s := range list {
+				approvals := ""
+				if s.PendingApprovals > 0 {
+					approvals = fmt.Sprintf("%d waiting", s.PendingApprovals)
+				}
+				rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(ago(f.Now(), s.CreatedAt)),
+					plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)), {text: approvals, color: colYellow}})
+			}
+			return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
+		},
+	}
+	c.Flags().StringVar(&opts.state, "state", "", "only sessions in this state")
+	c.Flags().StringVar(&opts.since, "since", "", "only sessions created since a time (RFC 3339) or duration (1h, 7d)")
+	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many sessions (0: all)")
+	addFormatFlag(c, &opts.output, true)
+	return c
+}
+
+// countsSummary renders per-state counts in the spec's state order.
+func countsSummary(counts map[sm.State]int) string {
+	var parts []string
+	for _, st := range sm.States {
+		if n := counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s:%d", st, n))
+		}
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,144 @@
+package cmd
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+)
+
+type sessionShowOptions struct {
+	output string
+}
+
+// sessionView is session show's JSON form.
+type sessionView struct {
+	Session   logstore.Session           `json:"session"`
+	Effects   []logstore.Effect          `json:"effects"`
+	UndoStack []logstore.UndoEntry       `json:"undo_stack"`
+	Approvals []logstore.PendingApproval `json:"approvals"`
+}
+
+func newCmdSessionShow(f *Factory) *cobra.Command {
+	opts := &sessionShowOptions{}
+	c := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a session: its effects in order, undo stack and waiting approvals",
+		Args:  exactArgs(1, "one session name"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			v, err := loadSessionView(f.Store(), args[0])
+			if err != nil {
+				return err
+			}
+			switch opts.output {
+			case formatJSON:
+				return writeJSON(f.Out, v)
+			case formatJSONL:
+				return writeJSONLine(f.Out, v)
+			}
+			return printSessionView(f, v)
+		},
+	}
+	addFormatFlag(c, &opts.output, false)
+	return c
+}
+
+func loadSessionView(store *logstore.Store, id string) (sessionView, error) {
+	var v sessionView
+	var err error
+	if v.Session, err = store.GetSession(id); err != nil {
+		return v, err
+	}
+	if v.Effects, _, err = store.ListEffects(logstore.EffectFilter{Session: id, Ascending: true}); err != nil {
+		return v, err
+	}
+	if v.UndoStack, err = store.UndoStack(id); err != nil {
+		return v, err
+	}
+	if v.Approvals, err = store.PendingApprovals(id); err != nil {
+		return v, err
+	}
+	if v.Effects == nil {
+		v.Effects = []logstore.Effect{}
+	}
+	if v.UndoStack == nil {
+		v.UndoStack = []logstore.UndoEntry{}
+	}
+	if v.Approvals == nil {
+		v.Approvals = []logstore.PendingApproval{}
+	}
+	return v, nil
+}
+
+func printSessionView(f *Factory, v sessionView) error {
+	s := v.Session
+	now := f.Now()
+	fmt.Fprintf(f.Out, "session %s  %s  created %s ago  %d effects\n", s.ID, paint(f, stateCell(string(s.State))), ago(now, s.CreatedAt), s.Effects)
+	if len(s.Meta) > 0 {
+		keys := make([]string, 0, len(s.Meta))
+		for k := range s.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			keys[i] = k + "=" + s.Meta[k]
+		}
+		fmt.Fprintf(f.Out, "meta: %s\n", strings.Join(keys, " "))
+	}
+	if s.Reason != "" {
+		fmt.Fprintf(f.Out, "reason: %s\n", s.Reason)
+	}
+	entries := map[uint64]logstore.UndoEntry{}
+	for _, u := range v.UndoStack {
+		entries[u.EffectID] = u
+	}
+	fmt.Fprintln(f.Out, "\nEffects:")
+	if err := renderEffects(f, v.Effects, entries); err != nil {
+		return err
+	}
+	fmt.Fprintln(f.Out, "\nUndo stack (last in, first out):")
+	rows := make([][]cell, 0, len(v.UndoStack))
+	for _, u := range v.UndoStack {
+		rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(describeCompensation(u.Compensation))})
+	}
+	if err := renderTable(f, []string{"EFFECT", "TOOL", "ENTRY", "COMPENSATION"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(f.Out, "\nWaiting for approval:")
+	return renderApprovals(f, v.Approvals)
+}
+
+func describeCompensation(c logstore.Compensation) string {
+	switch c.Kind {
+	case logstore.CompensationCommand:
+		return "command: " + shellQuote(c.Argv)
+	case logstore.CompensationMCP:
+		return "mcp: " + c.Tool + " " + string(c.Args)
+	}
+	if c.Note != "" {
+		return "manual: " + c.Note
+	}
+	return "manual"
+}
+
+// shellQuote renders argv so that a person can paste it into a shell.
+func shellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && strings.IndexFunc(a, func(r rune) bool {
+			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
+				(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'))
+		}) < 0 {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}

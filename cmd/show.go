@@ -1,0 +1,130 @@
+package cmd
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+)
+
+type showOptions struct {
+	output string
+}
+
+func newCmdShow(f *Factory) *cobra.Command {
+	opts := &showOptions{}
+	c := &cobra.Command{
+		Use:   "show ID... | -",
+		Short: "Show effects: fields, full history with actors and reasons, undo entry, approval",
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("%s takes effect ids, or - to read them from stdin", c.CommandPath())
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			ids, err := collectIDs(f, args)
+			if err != nil {
+				return err
+			}
+			store := f.Store()
+			details := make([]logstore.EffectDetail, 0, len(ids))
+			for _, id := range ids {
+				d, err := store.GetEffect(id)
+				if err != nil {
+					return err
+				}
+				details = append(details, d)
+			}
+			switch {
+			case opts.output == formatJSON && len(args) == 1 && args[0] != "-":
+				return writeJSON(f.Out, details[0])
+			case opts.output != formatText:
+				return writeList(f.Out, opts.output, details)
+			}
+			for i, d := range details {
+				if i > 0 {
+					fmt.Fprintln(f.Out)
+				}
+				if err := printEffectDetail(f, d); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	addFormatFlag(c, &opts.output, false)
+	return c
+}
+
+func printEffectDetail(f *Factory, d logstore.EffectDetail) error {
+	now := f.Now()
+	e := d.Effect
+	out := f.Out
+	fmt.Fprintf(out, "effect %d  %s\n", e.ID, paint(f, stateCell(string(e.State))))
+	field := func(name, value string) { fmt.Fprintf(out, "%-13s %s\n", name+":", value) }
+	field("session", e.Session)
+	field("tool", e.Tool+" ("+string(e.Tier)+")")
+	field("signature", e.CallSignature)
+	if e.Key != "" {
+		field("key", e.Key)
+	}
+	field("args", string(e.Args))
+	if len(e.Result) > 0 {
+		field("result", string(e.Result))
+	}
+	if e.Error != "" {
+		field("error", e.Error)
+	}
+	if e.ReplayOf != nil {
+		field("replay of", strconv.FormatUint(*e.ReplayOf, 10))
+	}
+	if e.ReplayCount > 0 {
+		field("replays", fmt.Sprintf("%d (last %s ago)", e.ReplayCount, ago(now, *e.LastReplayedAt)))
+	}
+	if e.Compensation != nil {
+		field("compensation", describeCompensation(*e.Compensation))
+	}
+	if e.Owner != nil {
+		field("owner", fmt.Sprintf("pid %d on %s since %s", e.Owner.PID, e.Owner.Host, e.Owner.StartedAt.Format("2006-01-02T15:04:05Z07:00")))
+	}
+	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
+	if d.Approval != nil {
+		a := d.Approval
+		line := a.Outcome
+		if a.DecidedAt != nil {
+			line += fmt.Sprintf(" by %s %s ago%s", a.DecidedBy, ago(now, *a.DecidedAt), reasonSuffix(a.Decision))
+		} else if a.ExpiresAt != nil {
+			line += ", expires in " + compactDuration(a.ExpiresAt.Sub(now))
+		}
+		field("approval", line)
+	}
+	if d.Undo != nil {
+		u := d.Undo
+		line := fmt.Sprintf("%s, %d attempts", u.State, u.Attempts)
+		if u.LastError != "" {
+			line += ", last error: " + u.LastError
+		}
+		field("undo entry", line)
+	}
+	fmt.Fprintln(out, "\nHistory:")
+	rows := make([][]cell, 0, len(d.History))
+	for _, r := range d.History {
+		what := r.To
+		if r.Kind == logstore.KindUndo {
+			what = "undo:" + r.To
+		}
+		detail := r.Reason
+		if r.Error != "" {
+			detail = "error: " + r.Error + reasonSuffix(r.Reason)
+		}
+		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
+			plain(orDash(r.From)), stateCell(what), plain(r.Trigger), plain(r.Actor), plain(orDash(detail))})
+	}
+	return renderTable(f, []string{"SEQ", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON"}, rows)
+}

@@ -1,0 +1,105 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// stepOptions are the flags shared by the commands that move an effect.
+type stepOptions struct {
+	as     string
+	reason string
+	output string
+	result string // commit
+	errMsg string // fail
+}
+
+func addStepFlags(c *cobra.Command, opts *stepOptions) {
+	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
+	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history")
+	addFormatFlag(c, &opts.output, false)
+}
+
+// newStepCmd builds a command that moves effects to one state. With multi,
+// it takes several ids, or - to read them from stdin.
+func newStepCmd(f *Factory, use, short string, to sm.State, multi bool) (*cobra.Command, *stepOptions) {
+	opts := &stepOptions{}
+	args := exactArgs(1, "one effect id")
+	if multi {
+		args = func(c *cobra.Command, a []string) error {
+			if len(a) == 0 {
+				return usagef("%s takes effect ids, or - to read them from stdin", c.CommandPath())
+			}
+			return nil
+		}
+	}
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(c *cobra.Command, args []string) error {
+			ids, err := collectIDs(f, args)
+			if err != nil {
+				return err
+			}
+			return runSteps(f, opts, ids, to)
+		},
+	}
+	addStepFlags(c, opts)
+	return c, opts
+}
+
+// runSteps applies the transition to each id. With several ids it goes on
+// past a failure, reports each, and exits with the first failure's code.
+func runSteps(f *Factory, opts *stepOptions, ids []uint64, to sm.State) error {
+	if err := checkFormat(opts.output, false); err != nil {
+		return err
+	}
+	change := logstore.Change{Actor: f.Actor(opts.as), Reason: opts.reason, Error: opts.errMsg}
+	if opts.result != "" {
+		data, err := readInput(f, opts.result)
+		if err != nil {
+			return err
+		}
+		change.Result = json.RawMessage(data)
+	}
+	store := f.Store()
+	firstCode := ExitOK
+	var done []logstore.Effect
+	for _, id := range ids {
+		e, err := store.Transition(id, to, change)
+		if err != nil {
+			if len(ids) == 1 {
+				return err
+			}
+			fmt.Fprintf(f.ErrOut, "undolog: effect %d: %s\n", id, oneLine(err.Error()))
+			if firstCode == ExitOK {
+				firstCode = ExitCode(err)
+			}
+			continue
+		}
+		done = append(done, e)
+		if opts.output == formatText {
+			fmt.Fprintf(f.Out, "effect %d %s\n", e.ID, paint(f, stateCell(string(e.State))))
+		}
+	}
+	switch {
+	case opts.output == formatJSON && len(ids) == 1 && len(done) == 1:
+		if err := writeJSON(f.Out, done[0]); err != nil {
+			return err
+		}
+	case opts.output != formatText:
+		if err := writeList(f.Out, opts.output, done); err != nil {
+			return err
+		}
+	}
+	if firstCode != ExitOK {
+		return &exitError{code: firstCode}
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+type verifyOptions struct {
+	output string
+}
+
+func newCmdVerify(f *Factory) *cobra.Command {
+	opts := &verifyOptions{}
+	c := &cobra.Command{
+		Use:   "verify",
+		Short: "Check the whole log: hash chains, indexes, signatures, states",
+		Long: `Walk the whole log and check every history hash chain, every index entry
+against its record, signature uniqueness, per-session counts, and that each
+effect's state equals its last history record. Exit code 1 when anything is wrong.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			rep, err := f.Store().Verify()
+			if err != nil {
+				return err
+			}
+			if opts.output != formatText {
+				if err := writeJSON(f.Out, rep); err != nil {
+					return err
+				}
+			} else {
+				for _, p := range rep.Problems {
+					fmt.Fprintln(f.Out, p.String())
+				}
+				if len(rep.Problems) == 0 {
+					fmt.Fprintf(f.Out, "ok: %d sessions, %d effects, %d history records\n", rep.Sessions, rep.Effects, rep.Records)
+				}
+			}
+			if n := len(rep.Problems); n > 0 {
+				return &exitError{code: ExitError, msg: fmt.Sprintf("verify: %d problems in %s", n, f.LogPath())}
+			}
+			return nil
+		},
+	}
+	addFormatFlag(c, &opts.output, false)
+	return c
+}

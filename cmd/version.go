@@ -1,0 +1,57 @@
+package cmd
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// Set by -ldflags "-X github.com/undolog/undolog/cmd.version=..." at release.
+var (
+	version = ""
+	commit  = ""
+	date    = ""
+)
+
+// BuildInfo returns version, commit and date: the ldflags values, else what
+// the Go toolchain recorded in the binary.
+func BuildInfo() (v, c, d string) {
+	v, c, d = version, commit, date
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if v == "" && info.Main.Version != "" {
+			v = info.Main.Version
+		}
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision" && c == "":
+				c = s.Value
+			case s.Key == "vcs.time" && d == "":
+				d = s.Value
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	if d == "" {
+		d = "unknown"
+	}
+	return v, c, d
+}
+
+func newCmdVersion(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print version, commit and build date",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, args []string) error {
+			v, cm, d := BuildInfo()
+			_, err := fmt.Fprintf(f.Out, "undolog %s\ncommit: %s\nbuilt:  %s\n", v, cm, d)
+			return err
+		},
+	}
+}
