@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/undolog/undolog/logstore"
 )
 
@@ -79,11 +81,7 @@ func (f *Factory) Actor(as string) string {
 
 func isTerminal(v any) bool {
 	file, ok := v.(*os.File)
-	if !ok {
-		return false
-	}
-	info, err := file.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(file.Fd()))
 }
 
 // StdoutIsTerminal reports whether output goes to a person rather than a pipe.

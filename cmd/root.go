@@ -76,6 +76,9 @@ undone, and undone last-in-first-out when the session fails.`,
 		newCmdShow(f),
 		newCmdApprovals(f),
 		newCmdVerify(f),
+		newCmdExport(f),
+		newCmdUndo(f),
+		newCmdResolve(f),
 		newCmdVersion(f),
 	)
 	return root

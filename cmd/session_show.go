@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/saga"
 )
 
 type sessionShowOptions struct {
@@ -115,30 +116,5 @@ func printSessionView(f *Factory, v sessionView) error {
 }
 
 func describeCompensation(c logstore.Compensation) string {
-	switch c.Kind {
-	case logstore.CompensationCommand:
-		return "command: " + shellQuote(c.Argv)
-	case logstore.CompensationMCP:
-		return "mcp: " + c.Tool + " " + string(c.Args)
-	}
-	if c.Note != "" {
-		return "manual: " + c.Note
-	}
-	return "manual"
-}
-
-// shellQuote renders argv so that a person can paste it into a shell.
-func shellQuote(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
-				(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'))
-		}) < 0 {
-			out[i] = a
-			continue
-		}
-		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(out, " ")
+	return c.Kind + ": " + saga.DescribeCall(c)
 }

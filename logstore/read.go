@@ -220,3 +220,87 @@ func (s *Store) LastChange() (uint64, error) {
 	})
 	return last, err
 }
+
+// ExportRecord is one line of an export: what kind of record, and the record.
+type ExportRecord struct {
+	Type   string `json:"type"` // meta, session, session_history, effect, history, undo, approval
+	Record any    `json:"record"`
+}
+
+// Export calls fn with every record of the log (or of one session), in an
+// order that rebuilds it: meta, then per session its record and history, its
+// effects each followed by their history, undo entry and approval.
+func (s *Store) Export(session string, fn func(ExportRecord) error) error {
+	return s.view(func(tx *bolt.Tx) error {
+		if err := fn(ExportRecord{Type: "meta", Record: map[string]any{"schema_version": btoi(tx.Bucket(bMeta).Get(keySchema))}}); err != nil {
+			return err
+		}
+		var ids []string
+		if session != "" {
+			if _, err := getSession(tx, session); err != nil {
+				return err
+			}
+			ids = []string{session}
+		} else {
+			tx.Bucket(bSessionsByTime).ForEach(func(_, v []byte) error {
+				ids = append(ids, string(v))
+				return nil
+			})
+		}
+		for _, id := range ids {
+			sess, err := getSession(tx, id)
+			if err != nil {
+				return err
+			}
+			if err := fn(ExportRecord{Type: "session", Record: sess}); err != nil {
+				return err
+			}
+			hist, err := readHistory(tx.Bucket(bSessionHistory), namePrefix(id))
+			if err != nil {
+				return err
+			}
+			for _, r := range hist {
+				if err := fn(ExportRecord{Type: "session_history", Record: r}); err != nil {
+					return err
+				}
+			}
+			err = scan(tx.Bucket(bBySession), namePrefix(id), true, 0, func(eid uint64) (bool, error) {
+				e, err := getEffect(tx, eid)
+				if err != nil {
+					return false, err
+				}
+				if err := fn(ExportRecord{Type: "effect", Record: e}); err != nil {
+					return false, err
+				}
+				hist, err := effectHistory(tx, eid)
+				if err != nil {
+					return false, err
+				}
+				for _, r := range hist {
+					if err := fn(ExportRecord{Type: "history", Record: r}); err != nil {
+						return false, err
+					}
+				}
+				if u, err := getUndo(tx, id, eid); err != nil {
+					return false, err
+				} else if u != nil {
+					if err := fn(ExportRecord{Type: "undo", Record: u}); err != nil {
+						return false, err
+					}
+				}
+				if a, err := getApproval(tx, eid); err != nil {
+					return false, err
+				} else if a != nil {
+					if err := fn(ExportRecord{Type: "approval", Record: a}); err != nil {
+						return false, err
+					}
+				}
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

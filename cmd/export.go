@@ -1,0 +1,39 @@
+package cmd
+
+import (
+	"bufio"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+)
+
+type exportOptions struct {
+	session string
+}
+
+func newCmdExport(f *Factory) *cobra.Command {
+	opts := &exportOptions{}
+	c := &cobra.Command{
+		Use:   "export",
+		Short: "Write every record of the log as JSON Lines, to audit or rebuild elsewhere",
+		Long: `Write every record of the log (or of one session) as JSON Lines:
+{"type": "meta|session|session_history|effect|history|undo|approval", "record": {...}}.
+History records carry their hash chain, so an export can be checked elsewhere.`,
+		Example: `  undolog export > undolog-$(date +%F).jsonl
+  undolog export --session deploy-117 | jq 'select(.type=="history")'`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, args []string) error {
+			w := bufio.NewWriter(f.Out)
+			err := f.Store().Export(opts.session, func(r logstore.ExportRecord) error {
+				return writeJSONLine(w, r)
+			})
+			if ferr := w.Flush(); err == nil {
+				err = ferr
+			}
+			return err
+		},
+	}
+	c.Flags().StringVar(&opts.session, "session", "", "only this session's records")
+	return c
+}

@@ -1,0 +1,52 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+type resolveOptions struct {
+	as     string
+	reason string
+	output string
+}
+
+func newCmdResolve(f *Factory) *cobra.Command {
+	opts := &resolveOptions{}
+	c := &cobra.Command{
+		Use:   "resolve ID --reason R",
+		Short: "Record a manual fix of a failed compensation, so the next undo walks on",
+		Example: `  undolog resolve 42 --reason "deleted the bucket by hand"
+  undolog undo deploy-117 --yes`,
+		Args: exactArgs(1, "one effect id"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			if opts.reason == "" {
+				return usagef("resolve needs --reason: say what was done by hand")
+			}
+			u, err := f.Store().UndoStep(id, sm.EntryResolved, logstore.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+			if err != nil {
+				return err
+			}
+			if opts.output != formatText {
+				return writeJSON(f.Out, u)
+			}
+			_, err = fmt.Fprintf(f.Out, "effect %d undo entry %s\n", id, paint(f, stateCell(string(u.State))))
+			return err
+		},
+	}
+	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
+	c.Flags().StringVar(&opts.reason, "reason", "", "what was done by hand (required)")
+	addFormatFlag(c, &opts.output, false)
+	return c
+}

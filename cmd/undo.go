@@ -1,0 +1,134 @@
+package cmd
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/saga"
+)
+
+type undoOptions struct {
+	dryRun bool
+	yes    bool
+	as     string
+	output string
+}
+
+func newCmdUndo(f *Factory) *cobra.Command {
+	opts := &undoOptions{}
+	c := &cobra.Command{
+		Use:   "undo SESSION",
+		Short: "Undo a session: run its compensations last-in-first-out",
+		Long: `Walk the session's undo stack last-in-first-out. Each compensable effect that ran
+is compensated (a command descriptor runs its argv without a shell, with the
+effect in UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS,
+UNDOLOG_RESULT and the file UNDOLOG_EFFECT_FILE; a manual one asks the operator),
+retried with exponential backoff; effects that never ran are skipped.
+
+When a compensation fails for good the walk stops, the session is halted and
+the exit code is 9: fix it by hand, 'undolog resolve ID --reason R', and run
+undo again to resume. Irreversible effects cannot be undone and are listed.`,
+		Example: `  undolog undo deploy-117 --dry-run
+  undolog undo deploy-117 --yes`,
+		Args: exactArgs(1, "one session name"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			store := f.Store()
+			plan, err := saga.MakePlan(store, args[0])
+			if err != nil {
+				return err
+			}
+			if opts.dryRun {
+				if opts.output != formatText {
+					return writeJSON(f.Out, plan)
+				}
+				printPlan(f, plan)
+				return nil
+			}
+			interactive := f.StdinIsTerminal()
+			if !opts.yes {
+				if !interactive {
+					return usagef("undo acts on the world: pass --yes (standard input is not a terminal to ask)")
+				}
+				printPlan(f, plan)
+				ok, err := ask(f, fmt.Sprintf("Undo session %s (%d steps)? [y/N] ", plan.Session, plan.Work()))
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return &exitError{code: ExitError, msg: "undo cancelled; nothing changed"}
+				}
+			}
+			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut}
+			if opts.output == formatText {
+				runner.Progress = f.Out
+			}
+			if interactive {
+				runner.ConfirmManual = func(s saga.Step) (bool, error) {
+					return ask(f, fmt.Sprintf("Effect %d %s needs a manual compensation (%s). Done? [y/N] ", s.Effect.ID, s.Effect.Tool, s.Call))
+				}
+			}
+			res, err := runner.Run(c.Context(), plan.Session)
+			if opts.output != formatText {
+				if werr := writeJSON(f.Out, res); werr != nil {
+					return werr
+				}
+			} else if err == nil {
+				fmt.Fprintf(f.Out, "session %s %s: %d compensated, %d skipped\n", res.Session, paint(f, stateCell(res.State)), len(res.Compensated), len(res.Skipped))
+			}
+			if errors.Is(err, saga.ErrCompensationFailed) {
+				return &exitError{code: ExitCompensation, msg: err.Error()}
+			}
+			return err
+		},
+	}
+	c.Flags().BoolVar(&opts.dryRun, "dry-run", false, "print the exact compensation calls in order; change nothing")
+	c.Flags().BoolVarP(&opts.yes, "yes", "y", false, "do not ask (required when standard input is not a terminal)")
+	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
+	addFormatFlag(c, &opts.output, false)
+	return c
+}
+
+func printPlan(f *Factory, plan saga.Plan) {
+	fmt.Fprintf(f.Out, "undo plan for session %s, last in first out:\n", plan.Session)
+	n := 0
+	for _, s := range plan.Steps {
+		e := s.Effect
+		switch s.Action {
+		case saga.ActionDone:
+			fmt.Fprintf(f.Out, "   -  effect %d %s: already %s\n", e.ID, e.Tool, s.Entry.State)
+		case saga.ActionSkip:
+			n++
+			fmt.Fprintf(f.Out, "  %2d. effect %d %s (%s): skip, it never ran\n", n, e.ID, e.Tool, e.State)
+		case saga.ActionBlocked:
+			n++
+			fmt.Fprintf(f.Out, "  %2d. effect %d %s: BLOCKED, failed before (%s): undolog resolve %d --reason ...\n", n, e.ID, e.Tool, s.Entry.LastError, e.ID)
+		default:
+			n++
+			fmt.Fprintf(f.Out, "  %2d. effect %d %s (%s): %s\n", n, e.ID, e.Tool, e.State, s.Call)
+		}
+	}
+	if len(plan.Steps) == 0 {
+		fmt.Fprintln(f.Out, "  (nothing to undo)")
+	}
+	for _, e := range plan.NotUndoable {
+		fmt.Fprintf(f.Out, "not undoable: effect %d %s (irreversible, %s)\n", e.ID, e.Tool, e.State)
+	}
+}
+
+// ask reads a yes/no answer from stdin; anything but y or yes is no.
+func ask(f *Factory, prompt string) (bool, error) {
+	fmt.Fprint(f.ErrOut, prompt)
+	line, err := bufio.NewReader(f.In).ReadString('\n')
+	if err != nil && line == "" {
+		return false, nil
+	}
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return answer == "y" || answer == "yes", nil
+}

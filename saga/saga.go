@@ -1,0 +1,395 @@
+// Package saga owns the undo walk: it plans and runs a session's
+// compensations last-in-first-out, with retries and exponential backoff, and
+// records every step in the effect log.
+package saga
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// ErrCompensationFailed: the walk stopped at a compensation that failed for
+// good (or awaits an operator); the session is halted.
+var ErrCompensationFailed = errors.New("compensation failed")
+
+// Defaults for a descriptor that sets none.
+const (
+	DefaultMaxRetries     = 3
+	DefaultInitialBackoff = 100 * time.Millisecond
+	MaxBackoff            = 5 * time.Second
+)
+
+// Actions of a plan step.
+const (
+	ActionCompensate = "compensate" // run the compensation
+	ActionResume     = "resume"     // a compensation was interrupted: run it again
+	ActionSkip       = "skip"       // the effect never ran
+	ActionDone       = "done"       // already compensated, skipped or resolved
+	ActionBlocked    = "blocked"    // failed before: resolve it by hand first
+)
+
+// Step is one entry of the walk, in walk order.
+type Step struct {
+	Action string             `json:"action"`
+	Entry  logstore.UndoEntry `json:"entry"`
+	Effect logstore.Effect    `json:"effect"`
+	// Call is the exact compensation call, as a person would type it.
+	Call string `json:"call"`
+}
+
+// Plan is what undo would do.
+type Plan struct {
+	Session string `json:"session"`
+	Steps   []Step `json:"steps"`
+	// NotUndoable lists effects that ran but have no undo entry (irreversible).
+	NotUndoable []logstore.Effect `json:"not_undoable"`
+}
+
+// Work counts the steps that would act.
+func (p Plan) Work() int {
+	n := 0
+	for _, s := range p.Steps {
+		if s.Action != ActionDone {
+			n++
+		}
+	}
+	return n
+}
+
+// MakePlan reads the session's undo stack (LIFO) and decides each step. It
+// changes nothing.
+func MakePlan(store *logstore.Store, session string) (Plan, error) {
+	if _, err := store.GetSession(session); err != nil {
+		return Plan{}, err
+	}
+	stack, err := store.UndoStack(session)
+	if err != nil {
+		return Plan{}, err
+	}
+	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []logstore.Effect{}}
+	for _, u := range stack {
+		d, err := store.GetEffect(u.EffectID)
+		if err != nil {
+			return Plan{}, err
+		}
+		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation)}
+		switch {
+		case u.State.Done():
+			step.Action = ActionDone
+		case u.State == sm.EntryCompensationFailed:
+			step.Action = ActionBlocked
+		case u.State == sm.EntryCompensating:
+			step.Action = ActionResume
+		case d.Effect.State == sm.Pending:
+			step.Action = ActionSkip
+		default:
+			step.Action = ActionCompensate
+		}
+		plan.Steps = append(plan.Steps, step)
+	}
+	effects, _, err := store.ListEffects(logstore.EffectFilter{Session: session})
+	if err != nil {
+		return Plan{}, err
+	}
+	for _, e := range effects {
+		if e.Tier == sm.Irreversible && (e.State == sm.Committed || e.State == sm.Executing) {
+			plan.NotUndoable = append(plan.NotUndoable, e)
+		}
+	}
+	return plan, nil
+}
+
+// DescribeCall renders a compensation as the call undo will make.
+func DescribeCall(c logstore.Compensation) string {
+	switch c.Kind {
+	case logstore.CompensationCommand:
+		return ShellQuote(c.Argv)
+	case logstore.CompensationMCP:
+		return "mcp " + c.Tool + " " + string(c.Args)
+	}
+	if c.Note != "" {
+		return "manual: " + c.Note
+	}
+	return "manual (an operator confirms it was done)"
+}
+
+// ShellQuote renders argv so that a person can paste it into a shell.
+func ShellQuote(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		safe := a != ""
+		for _, r := range a {
+			if !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
+				(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')) {
+				safe = false
+				break
+			}
+		}
+		if safe {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// Runner walks undo stacks.
+type Runner struct {
+	Store *logstore.Store
+	Actor string
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+	// Output receives what compensation commands print; nil discards.
+	Output io.Writer
+	// ConfirmManual asks an operator whether a manual compensation was done.
+	// Nil means nobody can answer: manual steps fail and halt the session.
+	ConfirmManual func(Step) (bool, error)
+	// Sleep waits between retries; nil uses a timer that honours ctx.
+	Sleep func(context.Context, time.Duration) error
+}
+
+// Result sums up a run.
+type Result struct {
+	Session     string   `json:"session"`
+	Compensated []uint64 `json:"compensated"`
+	Skipped     []uint64 `json:"skipped"`
+	Failed      *uint64  `json:"failed"`
+	State       string   `json:"state"`
+}
+
+func (r *Runner) progress(format string, args ...any) {
+	if r.Progress != nil {
+		fmt.Fprintf(r.Progress, format+"\n", args...)
+	}
+}
+
+// Run walks the session's undo stack last-in-first-out. The session moves to
+// compensating, then to compensated when every entry is done, or to halted
+// when a compensation fails for good (ErrCompensationFailed); running again
+// resumes the walk.
+func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
+	res := Result{Session: session, Compensated: []uint64{}, Skipped: []uint64{}}
+	sess, err := r.Store.GetSession(session)
+	if err != nil {
+		return res, err
+	}
+	if sess.State != sm.SessionCompensating {
+		if _, err := r.Store.SetSessionState(session, sm.SessionCompensating, logstore.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
+			return res, err
+		}
+	}
+	plan, err := MakePlan(r.Store, session)
+	if err != nil {
+		return res, err
+	}
+	for _, step := range plan.Steps {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		id := step.Effect.ID
+		switch step.Action {
+		case ActionDone:
+			continue
+		case ActionSkip:
+			if _, err := r.Store.UndoStep(id, sm.EntrySkipped, logstore.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
+				return res, err
+			}
+			res.Skipped = append(res.Skipped, id)
+			r.progress("effect %d %s: skipped (never ran)", id, step.Effect.Tool)
+			continue
+		case ActionBlocked:
+			return r.halt(res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: undolog resolve %d --reason ...",
+				ErrCompensationFailed, id, step.Effect.Tool, step.Entry.LastError, id))
+		case ActionCompensate:
+			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "undo"}); err != nil {
+				return res, err
+			}
+		}
+		attempts, cerr := r.compensate(ctx, step)
+		if cerr != nil && ctx.Err() != nil {
+			return res, ctx.Err() // interrupted: the entry stays compensating and the next run resumes it
+		}
+		to := sm.EntryCompensated
+		change := logstore.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts}
+		if cerr != nil {
+			to, change.Error = sm.EntryCompensationFailed, oneLine(cerr.Error())
+		}
+		if _, err := r.Store.UndoStep(id, to, change); err != nil {
+			return res, err
+		}
+		if cerr != nil {
+			r.progress("effect %d %s: compensation failed after %d attempts: %s", id, step.Effect.Tool, attempts, change.Error)
+			return r.halt(res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: undolog resolve %d --reason ...",
+				ErrCompensationFailed, id, step.Effect.Tool, change.Error, id))
+		}
+		res.Compensated = append(res.Compensated, id)
+		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, step.Call, attempts, plural(attempts))
+	}
+	if _, err := r.Store.SetSessionState(session, sm.SessionCompensated, logstore.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
+		return res, err
+	}
+	res.State = string(sm.SessionCompensated)
+	return res, nil
+}
+
+func (r *Runner) halt(res Result, id uint64, cause error) (Result, error) {
+	res.Failed = &id
+	if _, err := r.Store.SetSessionState(res.Session, sm.SessionHalted, logstore.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
+		return res, err
+	}
+	res.State = string(sm.SessionHalted)
+	return res, cause
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// compensate runs one compensation with retries and exponential backoff and
+// returns the number of attempts made.
+func (r *Runner) compensate(ctx context.Context, step Step) (int, error) {
+	c := step.Entry.Compensation
+	if c.Kind == logstore.CompensationManual {
+		if r.ConfirmManual == nil {
+			return 1, errors.New("manual compensation needs an operator at a terminal")
+		}
+		ok, err := r.ConfirmManual(step)
+		if err != nil {
+			return 1, err
+		}
+		if !ok {
+			return 1, errors.New("the operator did not confirm the manual compensation")
+		}
+		return 1, nil
+	}
+	retries := c.MaxRetries
+	if retries == 0 {
+		retries = DefaultMaxRetries
+	}
+	backoff := time.Duration(c.InitialBackoffMS) * time.Millisecond
+	if backoff == 0 {
+		backoff = DefaultInitialBackoff
+	}
+	var err error
+	attempt := 0
+	for attempt = 1; attempt <= retries+1; attempt++ {
+		if err = r.execute(ctx, step, attempt); err == nil {
+			return attempt, nil
+		}
+		if ctx.Err() != nil || attempt == retries+1 {
+			break
+		}
+		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, oneLine(err.Error()), backoff)
+		if serr := r.sleep(ctx, backoff); serr != nil {
+			return attempt, serr
+		}
+		backoff = min(backoff*2, MaxBackoff)
+	}
+	return min(attempt, retries+1), err
+}
+
+func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
+	if r.Sleep != nil {
+		return r.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// execute runs one attempt of a compensation.
+func (r *Runner) execute(ctx context.Context, step Step, attempt int) error {
+	c := step.Entry.Compensation
+	switch c.Kind {
+	case logstore.CompensationCommand:
+		return r.runCommand(ctx, step, attempt)
+	case logstore.CompensationMCP:
+		return fmt.Errorf("mcp compensations run through undolog proxy sessions; effect %d has no upstream server here", step.Effect.ID)
+	}
+	return fmt.Errorf("unknown compensation kind %q", c.Kind)
+}
+
+// runCommand runs the argv without a shell. The effect reaches it through
+// UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS,
+// UNDOLOG_RESULT, UNDOLOG_ATTEMPT and UNDOLOG_EFFECT_FILE (the whole effect as JSON).
+func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
+	e := step.Effect
+	file, err := os.CreateTemp("", "undolog-effect-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(file.Name())
+	if err := json.NewEncoder(file).Encode(e); err != nil {
+		file.Close()
+		return err
+	}
+	file.Close()
+	result := string(e.Result)
+	if result == "" {
+		result = "null"
+	}
+	argv := step.Entry.Compensation.Argv
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(),
+		"UNDOLOG_EFFECT_ID="+strconv.FormatUint(e.ID, 10),
+		"UNDOLOG_SESSION="+e.Session,
+		"UNDOLOG_TOOL="+e.Tool,
+		"UNDOLOG_ARGS="+string(e.Args),
+		"UNDOLOG_RESULT="+result,
+		"UNDOLOG_ATTEMPT="+strconv.Itoa(attempt),
+		"UNDOLOG_EFFECT_FILE="+file.Name(),
+	)
+	var tail bytes.Buffer
+	out := io.Writer(&tail)
+	if r.Output != nil {
+		out = io.MultiWriter(r.Output, &tail)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		if last := lastLine(tail.String()); last != "" {
+			return fmt.Errorf("%s: %v: %s", argv[0], err, last)
+		}
+		return fmt.Errorf("%s: %v", argv[0], err)
+	}
+	return nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
