@@ -1,0 +1,156 @@
+package cmd
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+	bolt "go.etcd.io/bbolt"
+)
+
+// TestMain makes the test binary double as the undolog binary, so that the
+// scripts run the real command line in separate processes.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"undolog": func() { os.Exit(Main()) },
+	})
+}
+
+// TestScripts runs the end-to-end scripts in testdata/script.
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("UNDOLOG_LOG", filepath.Join(env.WorkDir, "state", "undolog.db"))
+			env.Setenv("UNDOLOG_ACTOR", "tester")
+			env.Setenv("NO_COLOR", "")
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"exit":  cmdExit,
+			"json":  cmdJSON,
+			"sleep": cmdSleep,
+			"hold":  cmdHold,
+		},
+	})
+}
+
+// exit N prog args...: run prog and require exit code N (stdout and stderr
+// are kept for the next stdout/stderr checks).
+func cmdExit(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exit CODE program [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exit: bad code %q", args[0])
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("exit: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", strings.Join(args[1:], " "), got, want)
+	}
+}
+
+// json FILE PATH WANT: the JSON value at PATH (dot-separated keys and array
+// indexes, "." for the root) in FILE (or stdout) renders as WANT; "len(PATH)"
+// checks an array's or object's length. For JSON Lines, the first key is the line number.
+func cmdJSON(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: json FILE PATH WANT")
+	}
+	data := ts.ReadFile(args[0])
+	path, wantLen := args[1], false
+	if inner, ok := strings.CutPrefix(path, "len("); ok {
+		path, wantLen = strings.TrimSuffix(inner, ")"), true
+	}
+	var doc any
+	if err := json.Unmarshal([]byte(data), &doc); err != nil {
+		var lines []any
+		for _, l := range strings.Split(strings.TrimSpace(data), "\n") {
+			var v any
+			if err := json.Unmarshal([]byte(l), &v); err != nil {
+				ts.Fatalf("json: %s is neither JSON nor JSON Lines: %v", args[0], err)
+			}
+			lines = append(lines, v)
+		}
+		doc = lines
+	}
+	cur := doc
+	if path != "." {
+		for _, key := range strings.Split(path, ".") {
+			switch v := cur.(type) {
+			case map[string]any:
+				var ok bool
+				if cur, ok = v[key]; !ok {
+					ts.Fatalf("json: no key %q in %s", key, path)
+				}
+			case []any:
+				i, err := strconv.Atoi(key)
+				if err != nil || i < 0 || i >= len(v) {
+					ts.Fatalf("json: bad index %q in %s (length %d)", key, path, len(v))
+				}
+				cur = v[i]
+			default:
+				ts.Fatalf("json: cannot index %T with %q", cur, key)
+			}
+		}
+	}
+	var got string
+	if wantLen {
+		switch v := cur.(type) {
+		case []any:
+			got = strconv.Itoa(len(v))
+		case map[string]any:
+			got = strconv.Itoa(len(v))
+		default:
+			ts.Fatalf("json: len of %T", cur)
+		}
+	} else if s, ok := cur.(string); ok {
+		got = s
+	} else {
+		b, _ := json.Marshal(cur)
+		got = string(b)
+	}
+	if (got == args[2]) == neg {
+		ts.Fatalf("json %s: got %s, want %s%s", args[1], got, map[bool]string{true: "not ", false: ""}[neg], args[2])
+	}
+}
+
+func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
+	d, err := time.ParseDuration(args[0])
+	if err != nil {
+		ts.Fatalf("sleep: %v", err)
+	}
+	time.Sleep(d)
+}
+
+// hold DURATION: this process (not undolog) opens the log and keeps it locked
+// for DURATION, as a slow or hung writer would.
+func cmdHold(ts *testscript.TestScript, neg bool, args []string) {
+	d, err := time.ParseDuration(args[0])
+	if err != nil {
+		ts.Fatalf("hold: %v", err)
+	}
+	db, err := bolt.Open(ts.Getenv("UNDOLOG_LOG"), 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		ts.Fatalf("hold: %v", err)
+	}
+	go func() {
+		time.Sleep(d)
+		db.Close()
+	}()
+}
