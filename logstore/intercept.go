@@ -131,14 +131,26 @@ func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
 				return err
 			}
 		}
-		if err := expireApprovals(tx, &sess, 0, now); err != nil {
+		expired, err := expireApprovals(tx, &sess, 0, now)
+		if err != nil {
 			return err
 		}
+		// A refusal writes nothing, unless an expiry was found on the way.
+		refuse := func(err error) error {
+			if !expired {
+				return err
+			}
+			return putAnd(tx, &sess, err)
+		}
 		if v := tx.Bucket(bSignatures).Get([]byte(sig)); v != nil {
-			return s.repeat(tx, &sess, btoi(v), req, args, &res, now)
+			err := s.repeat(tx, &sess, btoi(v), req, args, &res, now, refuse)
+			if err == errNothingToWrite && expired {
+				return putSession(tx, &sess)
+			}
+			return err
 		}
 		if !sess.State.AcceptsEffects() {
-			return putAnd(tx, &sess, fmt.Errorf("%w: session %q is %s and accepts no new effects", ErrSessionNotActive, sess.ID, sess.State))
+			return refuse(notAccepting(&sess))
 		}
 		e, err := newEffect(tx, &sess, req, args, sig, now)
 		if err != nil {
@@ -188,6 +200,10 @@ func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
 	return res, err
 }
 
+func notAccepting(sess *Session) error {
+	return fmt.Errorf("%w: session %q is %s and accepts no new effects", ErrSessionNotActive, sess.ID, sess.State)
+}
+
 // putAnd saves the session (expired approvals may have changed it) and then
 // reports err. Because update rolls back on error, such refusals are
 // returned through errAfterCommit.
@@ -226,7 +242,8 @@ func newEffect(tx *bolt.Tx, sess *Session, req InterceptRequest, args []byte, si
 }
 
 // repeat resolves a call whose signature already has an owner effect.
-func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult, now time.Time) error {
+func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
+	now time.Time, refuse func(error) error) error {
 	owner, err := getEffect(tx, ownerID)
 	if err != nil {
 		return err
@@ -234,10 +251,10 @@ func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req Intercept
 	res.Effect = owner
 	if owner.State == sm.Rejected {
 		res.Outcome = OutcomeRejected // the answer stands; nobody is asked twice
-		return putSession(tx, sess)
+		return errNothingToWrite
 	}
 	if !sess.State.AcceptsEffects() {
-		return putAnd(tx, sess, fmt.Errorf("%w: session %q is %s and accepts no new effects", ErrSessionNotActive, sess.ID, sess.State))
+		return refuse(notAccepting(sess))
 	}
 	switch owner.State {
 	case sm.Committed:
@@ -280,8 +297,11 @@ func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req Intercept
 	case sm.Executing, sm.Approved:
 		res.Outcome = OutcomeInProgress
 	default:
-		return putAnd(tx, sess, fmt.Errorf("%w: effect %d for this call is %s; give the call a new --key to run it again",
+		return refuse(fmt.Errorf("%w: effect %d for this call is %s; give the call a new --key to run it again",
 			ErrConflict, owner.ID, owner.State))
 	}
-	return putSession(tx, sess)
+	if res.Outcome == OutcomeReplayed {
+		return putSession(tx, sess)
+	}
+	return errNothingToWrite // retry and in progress only read
 }

@@ -132,11 +132,18 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 		}
 		return err
 	})
+	if errors.Is(err, errNothingToWrite) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	return after
 }
+
+// errNothingToWrite rolls back a transaction that found nothing to change,
+// so that a read-only outcome leaves the file as it was.
+var errNothingToWrite = errors.New("nothing to write")
 
 // errAfterCommit lets a transaction refuse a request yet keep what it wrote
 // before deciding (an approval that expired on the way is still recorded).

@@ -56,15 +56,22 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 		if err != nil {
 			return err
 		}
+		expired := false
 		if e.Tier == sm.Irreversible && e.State == sm.Pending {
-			if err := expireApprovals(tx, &sess, e.ID, now); err != nil {
+			if expired, err = expireApprovals(tx, &sess, e.ID, now); err != nil {
 				return err
 			}
 			if e, err = getEffect(tx, id); err != nil {
 				return err
 			}
 		}
-		refuse := func(err error) error { return putAnd(tx, &sess, err) }
+		// A refusal writes nothing, unless an expiry was found on the way.
+		refuse := func(err error) error {
+			if !expired {
+				return err
+			}
+			return putAnd(tx, &sess, err)
+		}
 		switch to {
 		case sm.Compensating, sm.Compensated, sm.CompensationFailed:
 			if _, err := sm.Validate(e.Tier, e.State, to); err != nil {
@@ -79,6 +86,11 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 			out = eff
 			return putSession(tx, &sess)
 		case sm.Approved, sm.Rejected:
+			// A second decision is a conflict, not a state-machine question,
+			// while the effect still stands where decisions are made.
+			if e.State != sm.Pending && e.State != sm.Approved && e.State != sm.Rejected {
+				break
+			}
 			if a, err := getApproval(tx, e.ID); err != nil {
 				return err
 			} else if a != nil && a.Outcome != ApprovalPending {
@@ -201,9 +213,9 @@ func decide(tx *bolt.Tx, sess *Session, id uint64, to sm.State, c Change, now ti
 
 // expireApprovals rejects, as system:timeout, the session's pending approval
 // requests whose time is up (only effect `only` when it is not zero).
-func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) error {
+func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) (bool, error) {
 	if sess.PendingApprovals == 0 {
-		return nil
+		return false, nil
 	}
 	var due []uint64
 	c := tx.Bucket(bApprovalsOpen).Cursor()
@@ -214,7 +226,7 @@ func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) err
 		}
 		a, err := getApproval(tx, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if a != nil && a.Session == sess.ID && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt) {
 			due = append(due, id)
@@ -223,7 +235,7 @@ func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) err
 	for _, id := range due {
 		e, err := getEffect(tx, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if e.State != sm.Pending {
 			continue
@@ -231,23 +243,23 @@ func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) err
 		c := Change{Actor: TimeoutActor, Reason: "approval request expired"}
 		t, err := sm.Validate(e.Tier, e.State, sm.Rejected)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := decide(tx, sess, id, sm.Rejected, c, now); err != nil {
-			return err
+			return false, err
 		}
 		if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, From: string(e.State),
 			To: string(sm.Rejected), Trigger: t.Trigger, Actor: c.Actor, Reason: c.Reason, At: now}); err != nil {
-			return err
+			return false, err
 		}
 		countMove(sess, e.State, sm.Rejected)
 		from := e.State
 		e.State, e.UpdatedAt = sm.Rejected, now
 		if err := putEffect(tx, &e, from); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return len(due) > 0, nil
 }
 
 // UndoStep moves the undo entry of effect id (the undo runner's steps:
