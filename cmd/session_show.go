@@ -99,20 +99,28 @@ func printSessionView(f *Factory, v sessionView) error {
 	for _, u := range v.UndoStack {
 		entries[u.EffectID] = u
 	}
-	fmt.Fprintln(f.Out, "\nEffects:")
-	if err := renderEffects(f, v.Effects, entries); err != nil {
+	section := func(title string, n int, render func() error) error {
+		fmt.Fprintf(f.Out, "\n%s:\n", title)
+		if n == 0 {
+			_, err := fmt.Fprintln(f.Out, "  (none)")
+			return err
+		}
+		return render()
+	}
+	if err := section("Effects", len(v.Effects), func() error { return renderEffects(f, v.Effects, entries) }); err != nil {
 		return err
 	}
-	fmt.Fprintln(f.Out, "\nUndo stack (last in, first out):")
-	rows := make([][]cell, 0, len(v.UndoStack))
-	for _, u := range v.UndoStack {
-		rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(describeCompensation(u.Compensation))})
-	}
-	if err := renderTable(f, []string{"EFFECT", "TOOL", "ENTRY", "COMPENSATION"}, rows); err != nil {
+	err := section("Undo stack (last in, first out)", len(v.UndoStack), func() error {
+		rows := make([][]cell, 0, len(v.UndoStack))
+		for _, u := range v.UndoStack {
+			rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(describeCompensation(u.Compensation))})
+		}
+		return renderTable(f, []string{"EFFECT", "TOOL", "ENTRY", "COMPENSATION"}, rows)
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintln(f.Out, "\nWaiting for approval:")
-	return renderApprovals(f, v.Approvals)
+	return section("Waiting for approval", len(v.Approvals), func() error { return renderApprovals(f, v.Approvals) })
 }
 
 func describeCompensation(c logstore.Compensation) string {

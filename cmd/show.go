@@ -106,7 +106,7 @@ func printEffectDetail(f *Factory, d logstore.EffectDetail) error {
 	}
 	if d.Undo != nil {
 		u := d.Undo
-		line := fmt.Sprintf("%s, %d attempts", u.State, u.Attempts)
+		line := fmt.Sprintf("%s, %d attempt%s", u.State, u.Attempts, map[bool]string{true: "", false: "s"}[u.Attempts == 1])
 		if u.LastError != "" {
 			line += ", last error: " + u.LastError
 		}
