@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -25,6 +26,17 @@ type Factory struct {
 	// Set by the root command's persistent flags.
 	LogFlag     string
 	LockTimeout time.Duration
+
+	lines *bufio.Reader
+}
+
+// stdinLines is one buffered reader over stdin for every question asked, so
+// that an answer typed ahead is not lost between two questions.
+func (f *Factory) stdinLines() *bufio.Reader {
+	if f.lines == nil {
+		f.lines = bufio.NewReader(f.In)
+	}
+	return f.lines
 }
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }

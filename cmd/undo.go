@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"strings"
@@ -125,7 +124,7 @@ func printPlan(f *Factory, plan saga.Plan) {
 // ask reads a yes/no answer from stdin; anything but y or yes is no.
 func ask(f *Factory, prompt string) (bool, error) {
 	fmt.Fprint(f.ErrOut, prompt)
-	line, err := bufio.NewReader(f.In).ReadString('\n')
+	line, err := f.stdinLines().ReadString('\n')
 	if err != nil && line == "" {
 		return false, nil
 	}
