@@ -66,7 +66,7 @@ func (f *Factory) LogPath() string {
 }
 
 // Store opens nothing: it returns the log, which each operation opens and closes.
-func (f *Factory) Store() *logstore.Store {
+func (f *Factory) Store() logstore.Log {
 	return logstore.New(f.LogPath(), logstore.Options{LockTimeout: f.LockTimeout, Now: f.Now})
 }
 

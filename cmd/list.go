@@ -143,7 +143,7 @@ func trimColumns(rows [][]cell, n int) [][]cell {
 
 // follow prints each effect transition recorded after position that matches
 // the filter, until the context ends (Ctrl-C).
-func follow(ctx context.Context, f *Factory, store *logstore.Store, opts *listOptions, position uint64) error {
+func follow(ctx context.Context, f *Factory, store logstore.Log, opts *listOptions, position uint64) error {
 	filter, _ := opts.filter(f)
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()

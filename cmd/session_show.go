@@ -50,7 +50,7 @@ func newCmdSessionShow(f *Factory) *cobra.Command {
 	return c
 }
 
-func loadSessionView(store *logstore.Store, id string) (sessionView, error) {
+func loadSessionView(store logstore.Log, id string) (sessionView, error) {
 	var v sessionView
 	var err error
 	if v.Session, err = store.GetSession(id); err != nil {

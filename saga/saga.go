@@ -70,7 +70,7 @@ func (p Plan) Work() int {
 
 // MakePlan reads the session's undo stack (LIFO) and decides each step. It
 // changes nothing.
-func MakePlan(store *logstore.Store, session string) (Plan, error) {
+func MakePlan(store logstore.Log, session string) (Plan, error) {
 	if _, err := store.GetSession(session); err != nil {
 		return Plan{}, err
 	}
@@ -148,7 +148,7 @@ func ShellQuote(argv []string) string {
 
 // Runner walks undo stacks.
 type Runner struct {
-	Store *logstore.Store
+	Store logstore.Log
 	Actor string
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer

@@ -1,0 +1,37 @@
+package logstore
+
+import sm "github.com/undolog/undolog/statemachine"
+
+// Log is the effect log's whole API. Store keeps it in one bbolt file; a
+// backend shared across machines (PostgreSQL) is to implement the same
+// operations, so nothing outside this package depends on bbolt.
+type Log interface {
+	Path() string
+
+	CreateSession(NewSession) (Session, error)
+	GetSession(id string) (Session, error)
+	ListSessions(SessionFilter) ([]Session, uint64, error)
+	SetSessionState(id string, to sm.SessionState, c Change) (Session, error)
+	SessionHistory(id string) ([]HistoryRecord, error)
+
+	Intercept(InterceptRequest) (InterceptResult, error)
+	Transition(id uint64, to sm.State, c Change) (Effect, error)
+	Start(id uint64, c Change) (Effect, error)
+	Commit(id uint64, c Change) (Effect, error)
+	Fail(id uint64, c Change) (Effect, error)
+	Approve(id uint64, c Change) (Effect, error)
+	Reject(id uint64, c Change) (Effect, error)
+	UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, error)
+
+	GetEffect(id uint64) (EffectDetail, error)
+	ListEffects(EffectFilter) ([]Effect, uint64, error)
+	PendingApprovals(session string) ([]PendingApproval, error)
+	UndoStack(session string) ([]UndoEntry, error)
+	Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
+	LastChange() (uint64, error)
+
+	Verify() (VerifyReport, error)
+	Export(session string, fn func(ExportRecord) error) error
+}
+
+var _ Log = (*Store)(nil)
