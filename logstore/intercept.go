@@ -112,6 +112,9 @@ func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
 		return InterceptResult{Outcome: OutcomeSafe, Signature: sig}, nil
 	}
 	if req.Compensation != nil {
+		if req.Tier != sm.Compensable {
+			return InterceptResult{}, fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", ErrInvalidInput, req.Tier)
+		}
 		if err := validCompensation(req.Compensation); err != nil {
 			return InterceptResult{}, err
 		}

@@ -357,6 +357,7 @@ func TestBadInterceptInput(t *testing.T) {
 		{Session: "s", Tool: "t", Tier: sm.Compensable, Args: json.RawMessage(`{"a":1,"a":2}`)},
 		{Session: "s", Tool: "t", Tier: sm.Compensable, Compensation: &Compensation{Kind: "command"}},
 		{Session: "s", Tool: "t", Tier: sm.Compensable, Compensation: &Compensation{Kind: "teleport"}},
+		{Session: "s", Tool: "t", Tier: sm.Irreversible, Compensation: &Compensation{Kind: "manual"}},
 	}
 	for _, req := range bad {
 		req.CreateSession = true
