@@ -48,11 +48,7 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 	var out Effect
 	err := s.update(func(tx *bolt.Tx) error {
 		now := s.now()
-		e, err := getEffect(tx, id)
-		if err != nil {
-			return err
-		}
-		sess, err := getSession(tx, e.Session)
+		e, sess, err := getEffectAndSession(tx, id)
 		if err != nil {
 			return err
 		}
@@ -136,6 +132,15 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 		return putSession(tx, &sess)
 	})
 	return out, err
+}
+
+func getEffectAndSession(tx *bolt.Tx, id uint64) (Effect, Session, error) {
+	e, err := getEffect(tx, id)
+	if err != nil {
+		return e, Session{}, err
+	}
+	sess, err := getSession(tx, e.Session)
+	return e, sess, err
 }
 
 func canonicalResult(r json.RawMessage) (json.RawMessage, error) {
@@ -270,11 +275,7 @@ func (s *Store) UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, erro
 	var out UndoEntry
 	err := s.update(func(tx *bolt.Tx) error {
 		now := s.now()
-		e, err := getEffect(tx, id)
-		if err != nil {
-			return err
-		}
-		sess, err := getSession(tx, e.Session)
+		e, sess, err := getEffectAndSession(tx, id)
 		if err != nil {
 			return err
 		}

@@ -29,14 +29,7 @@ func (s State) IsTerminal() bool {
 }
 
 // Valid reports whether s is one of the spec's states.
-func (s State) Valid() bool {
-	for _, v := range States {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func (s State) Valid() bool { return contains(States, s) }
 
 // ParseState turns a DB value into a State.
 func ParseState(name string) (State, error) {

@@ -18,14 +18,7 @@ const (
 var SessionStates = []SessionState{SessionActive, SessionAwaitingApproval, SessionCompleted, SessionFailed, SessionHalted, SessionCompensating, SessionCompensated}
 
 // Valid reports whether s is a known session state.
-func (s SessionState) Valid() bool {
-	for _, v := range SessionStates {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func (s SessionState) Valid() bool { return contains(SessionStates, s) }
 
 // AcceptsEffects reports whether new effects may be registered in a session in
 // this state: a waiting session still accepts the other calls of a live agent.
@@ -123,14 +116,7 @@ const (
 var EntryStates = []EntryState{EntryPending, EntryCompensating, EntryCompensated, EntryCompensationFailed, EntrySkipped, EntryResolved}
 
 // Valid reports whether s is a known entry state.
-func (s EntryState) Valid() bool {
-	for _, v := range EntryStates {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func (s EntryState) Valid() bool { return contains(EntryStates, s) }
 
 // Done reports whether the LIFO walk may pass over this entry.
 func (s EntryState) Done() bool {

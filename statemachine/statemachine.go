@@ -41,6 +41,15 @@ func (e *TransitionError) Error() string {
 // Is makes errors.Is(err, ErrInvalidStateTransition) true.
 func (e *TransitionError) Is(target error) bool { return target == ErrInvalidStateTransition }
 
+func contains[T comparable](list []T, v T) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
 func unknown(kind, name string, valid []string) error {
 	return fmt.Errorf("%w: unknown %s %q (valid: %s)", ErrUnknownName, kind, name, strings.Join(valid, ", "))
 }
