@@ -1,0 +1,46 @@
+package logstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// BenchmarkLifecycle is one durable intercept+start+commit: three write
+// transactions, each opening and closing the log.
+func BenchmarkLifecycle(b *testing.B) {
+	s := New(filepath.Join(b.TempDir(), "u.db"), Options{})
+	for i := 0; b.Loop(); i++ {
+		res, err := s.Intercept(InterceptRequest{Session: "bench", Tool: "write", Tier: sm.Compensable, CreateSession: true,
+			Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Start(res.Effect.ID, Change{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGetEffect reads one effect with its history from a log of 10,000.
+func BenchmarkGetEffect(b *testing.B) {
+	s := New(filepath.Join(b.TempDir(), "u.db"), Options{})
+	const n = 10000
+	for i := 0; i < n; i++ {
+		if _, err := s.Intercept(InterceptRequest{Session: fmt.Sprintf("s%d", i%50), Tool: "write", Tier: sm.Compensable,
+			CreateSession: true, Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := 0; b.Loop(); i++ {
+		if _, err := s.GetEffect(uint64(i%n + 1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
