@@ -66,6 +66,7 @@ undone, and undone last-in-first-out when the session fails.`,
 	root.AddCommand(
 		newCmdSession(f),
 		newCmdIntercept(f),
+		newCmdExec(f),
 		newCmdStart(f),
 		newCmdCommit(f),
 		newCmdFail(f),

@@ -34,10 +34,11 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exit":  cmdExit,
-			"json":  cmdJSON,
-			"sleep": cmdSleep,
-			"hold":  cmdHold,
+			"exit":    cmdExit,
+			"json":    cmdJSON,
+			"sleep":   cmdSleep,
+			"hold":    cmdHold,
+			"waitfor": cmdWaitFor,
 		},
 	})
 }
@@ -153,4 +154,20 @@ func cmdHold(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(d)
 		db.Close()
 	}()
+}
+
+// waitfor FILE [PATTERN]: wait up to 10s for FILE to exist (and to contain PATTERN).
+func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 {
+		ts.Fatalf("usage: waitfor FILE [PATTERN]")
+	}
+	path := ts.MkAbs(args[0])
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(path); err == nil && (len(args) < 2 || strings.Contains(string(data), args[1])) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("waitfor: %s did not appear in 10s", args[0])
 }

@@ -22,6 +22,7 @@ type Log interface {
 	Approve(id uint64, c Change) (Effect, error)
 	Reject(id uint64, c Change) (Effect, error)
 	UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, error)
+	ExpireApprovals(session string) (int, error)
 
 	GetEffect(id uint64) (EffectDetail, error)
 	ListEffects(EffectFilter) ([]Effect, uint64, error)

@@ -267,6 +267,33 @@ func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) (bo
 	return len(due) > 0, nil
 }
 
+// ExpireApprovals rejects, as system:timeout, the session's approval requests
+// whose time is up, and returns how many there were.
+func (s *Store) ExpireApprovals(session string) (int, error) {
+	n := 0
+	err := s.update(func(tx *bolt.Tx) error {
+		sess, err := getSession(tx, session)
+		if err != nil {
+			return err
+		}
+		before := sess.PendingApprovals
+		expired, err := expireApprovals(tx, &sess, 0, s.now())
+		if err != nil || !expired {
+			return errOr(err, errNothingToWrite)
+		}
+		n = before - sess.PendingApprovals
+		return putSession(tx, &sess)
+	})
+	return n, err
+}
+
+func errOr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
+}
+
 // UndoStep moves the undo entry of effect id (the undo runner's steps:
 // compensating, compensated, compensation_failed, skipped, resolved). Where
 // the spec allows, the effect follows (executing -> compensating -> ...); a

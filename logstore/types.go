@@ -38,7 +38,9 @@ type Compensation struct {
 	// session's upstream server with Args) or "manual" (an operator confirms).
 	Kind string   `json:"kind"`
 	Argv []string `json:"argv,omitempty"`
-	Tool string   `json:"tool,omitempty"`
+	// Dir is the working directory for Argv; empty: the undo runner's own.
+	Dir  string `json:"dir,omitempty"`
+	Tool string `json:"tool,omitempty"`
 	// Args is a template for the mcp call's arguments.
 	Args json.RawMessage `json:"args,omitempty"`
 	Note string          `json:"note,omitempty"`

@@ -338,9 +338,13 @@ func (r *Runner) execute(ctx context.Context, step Step, attempt int) error {
 	return fmt.Errorf("unknown compensation kind %q", c.Kind)
 }
 
+// maxEnvValue is the largest args or result passed in the environment.
+const maxEnvValue = 64 << 10
+
 // runCommand runs the argv without a shell. The effect reaches it through
-// UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS,
-// UNDOLOG_RESULT, UNDOLOG_ATTEMPT and UNDOLOG_EFFECT_FILE (the whole effect as JSON).
+// UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS and
+// UNDOLOG_RESULT (when under 64 KiB), UNDOLOG_ATTEMPT and UNDOLOG_EFFECT_FILE
+// (the whole effect as JSON).
 func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
 	e := step.Effect
 	file, err := os.CreateTemp("", "undolog-effect-*.json")
@@ -359,15 +363,21 @@ func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
 	}
 	argv := step.Entry.Compensation.Argv
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = step.Entry.Compensation.Dir
 	cmd.Env = append(os.Environ(),
 		"UNDOLOG_EFFECT_ID="+strconv.FormatUint(e.ID, 10),
 		"UNDOLOG_SESSION="+e.Session,
 		"UNDOLOG_TOOL="+e.Tool,
-		"UNDOLOG_ARGS="+string(e.Args),
-		"UNDOLOG_RESULT="+result,
 		"UNDOLOG_ATTEMPT="+strconv.Itoa(attempt),
 		"UNDOLOG_EFFECT_FILE="+file.Name(),
 	)
+	// The kernel caps one environment string (128 KiB on Linux): large args or
+	// results reach the command through the effect file only.
+	for name, value := range map[string]string{"UNDOLOG_ARGS": string(e.Args), "UNDOLOG_RESULT": result} {
+		if len(value) <= maxEnvValue {
+			cmd.Env = append(cmd.Env, name+"="+value)
+		}
+	}
 	var tail bytes.Buffer
 	out := io.Writer(&tail)
 	if r.Output != nil {

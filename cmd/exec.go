@@ -1,0 +1,418 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Exit codes of undolog exec's own outcomes, chosen where commands rarely
+// tread (as env, nohup and timeout do); the command's own code otherwise.
+const (
+	ExitExecRejected   = 121 // the call was rejected by a person
+	ExitExecTimedOut   = 122 // the approval request expired
+	ExitExecInProgress = 123 // the same call is executing elsewhere (a live owner)
+	ExitExecInDoubt    = 124 // the same call's owner died mid-run: --retry-in-doubt reclaims it
+	ExitExecError      = 125 // undolog itself failed (usage, log busy, session not active, ...)
+)
+
+// captureLimit bounds how much of each output stream is kept in the log.
+const captureLimit = 1 << 20
+
+// approvalPoll is how often a waiting exec looks at the log; it opens the log
+// only for each look, so approvals from other shells always get through.
+const approvalPoll = 50 * time.Millisecond
+
+type execOptions struct {
+	session         string
+	tier            string
+	tool            string
+	key             string
+	undo            string
+	approvalTimeout time.Duration
+	quiet           bool
+	retryInDoubt    bool
+	as              string
+}
+
+// ExecResult is the result snapshot of a command run by exec. Output that is
+// not UTF-8 is kept in the *_base64 fields instead, so replay is byte for byte.
+type ExecResult struct {
+	ExitCode        int    `json:"exit_code"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutBase64    []byte `json:"stdout_base64,omitempty"`
+	StderrBase64    []byte `json:"stderr_base64,omitempty"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	DurationMS      int64  `json:"duration_ms"`
+}
+
+func newCmdExec(f *Factory) *cobra.Command {
+	opts := &execOptions{}
+	c := &cobra.Command{
+		Use:   "exec --session S [flags] -- CMD [ARGS...]",
+		Short: "Run a command exactly once, behind approval, with its undo recorded",
+		Long: `Run a command as one effect of the session. The call is the argv and the working
+directory. It is registered (with its --undo command) before it runs; its exit
+code, stdout and stderr (up to 1 MiB each) are recorded.
+
+  - A repeat of a call that succeeded does not run again: its output is replayed
+    byte for byte and its exit code returned.
+  - A call that failed (non-zero exit) is retried by the next identical exec.
+  - An irreversible call (the default without --undo: fail closed) waits for
+    'undolog approve ID' from any shell, and does not run if rejected or expired.
+
+Exit codes: the command's own, or 121 rejected, 122 approval timed out, 123 in
+progress elsewhere, 124 in doubt (owner died; see --retry-in-doubt), 125 undolog error.`,
+		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
+  undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
+  undolog exec --session $RUN --tier safe -- kubectl get pods`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("exec needs a command to run: undolog exec --session S -- CMD [ARGS...]")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			err := runExec(c.Context(), f, opts, args)
+			var ee *exitError
+			if err != nil && !errors.As(err, &ee) {
+				return &exitError{code: ExitExecError, msg: err.Error()}
+			}
+			return err
+		},
+	}
+	c.Flags().SetInterspersed(false) // everything after CMD belongs to CMD
+	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION; created if new)")
+	c.Flags().StringVar(&opts.tier, "tier", "", "compensable, irreversible or safe (default: compensable with --undo, else irreversible)")
+	c.Flags().StringVar(&opts.tool, "tool", "", "tool name (default: the command's base name)")
+	c.Flags().StringVar(&opts.key, "key", "", "idempotency key: the same command with another key is a new call")
+	c.Flags().StringVar(&opts.undo, "undo", "", "command that undoes this one, run without a shell by 'undolog undo' ('ARGV...' or a JSON array)")
+	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", time.Hour, "irreversible: give up waiting for approval after this long")
+	c.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "no notes on stderr about replays and waiting")
+	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run (fail it, then run it)")
+	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
+	return c
+}
+
+func (o *execOptions) note(f *Factory, format string, args ...any) {
+	if !o.quiet {
+		fmt.Fprintf(f.ErrOut, "undolog: "+format+"\n", args...)
+	}
+}
+
+func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) error {
+	if opts.session == "" {
+		opts.session = f.Getenv("UNDOLOG_SESSION")
+	}
+	if opts.session == "" {
+		return usagef("exec needs --session (or $UNDOLOG_SESSION)")
+	}
+	tier := sm.Irreversible
+	if opts.undo != "" {
+		tier = sm.Compensable
+	}
+	if opts.tier != "" {
+		t, err := sm.ParseTier(opts.tier)
+		if err != nil {
+			return err
+		}
+		tier = t
+	}
+	if tier == sm.Safe {
+		if opts.undo != "" {
+			return usagef("--undo is for compensable calls; a safe call is not logged")
+		}
+		code, _, err := runCommand(f, argv, nil, nil)
+		if err != nil {
+			return err
+		}
+		return exitWith(code)
+	}
+	if opts.tool == "" {
+		opts.tool = filepath.Base(argv[0])
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	args, _ := json.Marshal(map[string]any{"argv": argv, "cwd": cwd})
+	req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
+		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as)}
+	if opts.undo != "" {
+		if tier != sm.Compensable {
+			return usagef("--undo is for compensable calls; this one is %s", tier)
+		}
+		undo, err := splitArgv(opts.undo)
+		if err != nil {
+			return err
+		}
+		req.Compensation = &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: undo, Dir: cwd}
+	}
+	store := f.Store()
+	res, err := store.Intercept(req)
+	if err != nil {
+		return err
+	}
+	e := res.Effect
+	switch res.Outcome {
+	case logstore.OutcomeReplayed:
+		opts.note(f, "replayed effect %d (replay of %d): %s did not run again", e.ID, *e.ReplayOf, opts.tool)
+		return replayOutput(f, e.Result)
+	case logstore.OutcomeRejected:
+		return rejection(store, e.ID)
+	case logstore.OutcomeInProgress:
+		if e.State == sm.Executing {
+			if err := reclaimInDoubt(f, store, opts, e); err != nil {
+				return err
+			}
+			break
+		}
+		fallthrough // awaiting a decision: wait for it like the first caller
+	case logstore.OutcomeNew, logstore.OutcomeRetry:
+		if e.Tier == sm.Irreversible {
+			if err := waitForApproval(ctx, f, store, opts, e); err != nil {
+				return err
+			}
+		}
+	}
+	return runEffect(f, store, opts, e.ID, argv)
+}
+
+// reclaimInDoubt handles a call whose owner is executing: a live owner is
+// never overtaken; a dead one's effect is in doubt, and --retry-in-doubt fails
+// it back to pending so that this call can run it.
+func reclaimInDoubt(f *Factory, store logstore.Log, opts *execOptions, e logstore.Effect) error {
+	host, _ := os.Hostname()
+	switch {
+	case e.Owner == nil:
+		return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is executing with no recorded owner: in doubt; check what happened, then rerun with --retry-in-doubt", e.ID)}
+	case e.Owner.Host != host:
+		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d)", e.ID, e.Owner.Host, e.Owner.PID)}
+	case processAlive(e.Owner.PID):
+		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing (pid %d, since %s)", e.ID, e.Owner.PID, e.Owner.StartedAt.Format(time.RFC3339))}
+	case !opts.retryInDoubt:
+		return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt, owner process gone (pid %d on %s died mid-run); it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.PID, e.Owner.Host)}
+	}
+	_, err := store.Fail(e.ID, logstore.Change{Actor: f.Actor(opts.as), Error: fmt.Sprintf("in doubt: owner pid %d on %s gone", e.Owner.PID, e.Owner.Host),
+		Reason: "reclaimed with --retry-in-doubt"})
+	if err != nil {
+		return err
+	}
+	opts.note(f, "effect %d was in doubt (owner pid %d gone); running it again", e.ID, e.Owner.PID)
+	return nil
+}
+
+// waitForApproval polls the log until the effect is approved (nil), rejected
+// or expired (exit 121 or 122), or the wait is interrupted.
+func waitForApproval(ctx context.Context, f *Factory, store logstore.Log, opts *execOptions, e logstore.Effect) error {
+	announced := false
+	for {
+		d, err := store.GetEffect(e.ID)
+		if err != nil {
+			return err
+		}
+		a := d.Approval
+		switch {
+		case d.Effect.State == sm.Approved, d.Effect.State == sm.Pending && a != nil && a.Outcome == logstore.ApprovalApproved:
+			return nil
+		case d.Effect.State == sm.Rejected:
+			return rejection(store, e.ID)
+		case d.Effect.State != sm.Pending:
+			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was taken by another process (%s)", e.ID, d.Effect.State)}
+		case a != nil && a.ExpiresAt != nil && !f.Now().Before(*a.ExpiresAt):
+			if _, err := store.ExpireApprovals(e.Session); err != nil {
+				return err
+			}
+			continue
+		}
+		if !announced {
+			expiry := ""
+			if a != nil && a.ExpiresAt != nil {
+				expiry = " (expires in " + compactDuration(a.ExpiresAt.Sub(f.Now())) + ")"
+			}
+			opts.note(f, "effect %d (%s, irreversible) awaits approval%s: undolog approve %d", e.ID, e.Tool, expiry, e.ID)
+			announced = true
+		}
+		select {
+		case <-ctx.Done():
+			return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
+		case <-time.After(approvalPoll):
+		}
+	}
+}
+
+func rejection(store logstore.Log, id uint64) error {
+	d, err := store.GetEffect(id)
+	if err != nil {
+		return err
+	}
+	if a := d.Approval; a != nil && a.Outcome == logstore.ApprovalTimedOut {
+		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: the approval request expired; the command did not run", id)}
+	}
+	who := ""
+	if a := d.Approval; a != nil {
+		who = " by " + a.DecidedBy + reasonSuffix(a.Decision)
+	}
+	return &exitError{code: ExitExecRejected, msg: fmt.Sprintf("effect %d was rejected%s; the command did not run", id, who)}
+}
+
+// runEffect starts the effect, runs the command, and commits or fails it.
+func runEffect(f *Factory, store logstore.Log, opts *execOptions, id uint64, argv []string) error {
+	host, _ := os.Hostname()
+	actor := f.Actor(opts.as)
+	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: f.Now().UTC()}
+	if _, err := store.Start(id, logstore.Change{Actor: actor, Owner: owner}); err != nil {
+		if errors.Is(err, sm.ErrInvalidStateTransition) {
+			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was started by another process", id)}
+		}
+		return err
+	}
+	stdout, stderr := &capture{limit: captureLimit}, &capture{limit: captureLimit}
+	began := time.Now()
+	code, interrupted, runErr := runCommand(f, argv, stdout, stderr)
+	if runErr != nil {
+		code = 127
+		if errors.Is(runErr, os.ErrPermission) {
+			code = 126
+		}
+		if _, err := store.Fail(id, logstore.Change{Actor: actor, Error: runErr.Error()}); err != nil {
+			return err
+		}
+		return &exitError{code: code, msg: runErr.Error()}
+	}
+	if code != 0 || interrupted != nil {
+		msg := fmt.Sprintf("exit status %d", code)
+		if interrupted != nil {
+			msg = fmt.Sprintf("interrupted by %v (exit status %d)", interrupted, code)
+		}
+		if _, err := store.Fail(id, logstore.Change{Actor: actor, Error: msg}); err != nil {
+			return fmt.Errorf("the command ended (%s) but recording it failed; effect %d is in doubt: %w", msg, id, err)
+		}
+		return exitWith(code)
+	}
+	result, _ := json.Marshal(stdout.into(stderr, 0, time.Since(began)))
+	if _, err := store.Commit(id, logstore.Change{Actor: actor, Result: result}); err != nil {
+		return fmt.Errorf("the command succeeded but its commit failed; effect %d is in doubt: %w", id, err)
+	}
+	return nil
+}
+
+// runCommand runs argv with the streams passed through (and copied into the
+// captures when given), forwarding SIGINT and SIGTERM to it. It returns the
+// exit code, the signal that interrupted it, or an error if it did not start.
+func runCommand(f *Factory, argv []string, stdout, stderr *capture) (int, os.Signal, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = f.In
+	cmd.Stdout, cmd.Stderr = f.Out, f.ErrOut
+	if stdout != nil {
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(f.Out, stdout), io.MultiWriter(f.ErrOut, stderr)
+	}
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	if err := cmd.Start(); err != nil {
+		return 0, nil, fmt.Errorf("cannot run %s: %w", argv[0], errors.Unwrap(err))
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var interrupted os.Signal
+	for {
+		select {
+		case sig := <-signals:
+			interrupted = sig
+			cmd.Process.Signal(sig)
+		case err := <-done:
+			code := cmd.ProcessState.ExitCode()
+			if code < 0 { // killed by a signal
+				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					code = 128 + int(ws.Signal())
+				} else {
+					code = 128
+				}
+			}
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				return code, interrupted, err
+			}
+			return code, interrupted, nil
+		}
+	}
+}
+
+func exitWith(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
+}
+
+// replayOutput writes a cached result's output and returns its exit code.
+func replayOutput(f *Factory, result json.RawMessage) error {
+	var r ExecResult
+	if len(result) == 0 || json.Unmarshal(result, &r) != nil {
+		return nil // not an exec result: nothing to write
+	}
+	out, errOut := []byte(r.Stdout), []byte(r.Stderr)
+	if r.StdoutBase64 != nil {
+		out = r.StdoutBase64
+	}
+	if r.StderrBase64 != nil {
+		errOut = r.StderrBase64
+	}
+	if _, err := f.Out.Write(out); err != nil {
+		return err
+	}
+	if _, err := f.ErrOut.Write(errOut); err != nil {
+		return err
+	}
+	return exitWith(r.ExitCode)
+}
+
+// capture keeps the first limit bytes written to it and notes the rest.
+type capture struct {
+	limit     int
+	buf       []byte
+	truncated bool
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := c.limit - len(c.buf); n > room {
+		c.truncated = true
+		p = p[:max(room, 0)]
+	}
+	c.buf = append(c.buf, p...)
+	return n, nil
+}
+
+// into builds the result from the stdout capture c and the stderr capture e.
+func (c *capture) into(e *capture, code int, d time.Duration) ExecResult {
+	r := ExecResult{ExitCode: code, StdoutTruncated: c.truncated, StderrTruncated: e.truncated, DurationMS: d.Milliseconds()}
+	if utf8.Valid(c.buf) {
+		r.Stdout = string(c.buf)
+	} else {
+		r.StdoutBase64 = c.buf
+	}
+	if utf8.Valid(e.buf) {
+		r.Stderr = string(e.buf)
+	} else {
+		r.StderrBase64 = e.buf
+	}
+	return r
+}

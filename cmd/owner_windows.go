@@ -1,0 +1,15 @@
+//go:build windows
+
+package cmd
+
+import "os"
+
+// processAlive reports whether a process with this pid exists on this host.
+func processAlive(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	p.Release()
+	return true
+}
