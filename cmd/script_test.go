@@ -13,6 +13,8 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/undolog/undolog/logstore"
 )
 
 // TestMain makes the test binary double as the undolog binary, so that the
@@ -34,11 +36,12 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"exit":    cmdExit,
-			"json":    cmdJSON,
-			"sleep":   cmdSleep,
-			"hold":    cmdHold,
-			"waitfor": cmdWaitFor,
+			"exit":         cmdExit,
+			"json":         cmdJSON,
+			"sleep":        cmdSleep,
+			"hold":         cmdHold,
+			"waitfor":      cmdWaitFor,
+			"waitapproval": cmdWaitApproval,
 		},
 	})
 }
@@ -170,4 +173,24 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("waitfor: %s did not appear in 10s", args[0])
+}
+
+// waitapproval ID: wait up to 10s until effect ID's approval request is waiting.
+func cmdWaitApproval(ts *testscript.TestScript, neg bool, args []string) {
+	id, err := strconv.ParseUint(args[0], 10, 64)
+	if err != nil {
+		ts.Fatalf("waitapproval: %v", err)
+	}
+	store := logstore.New(ts.Getenv("UNDOLOG_LOG"), logstore.Options{})
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		list, _ := store.PendingApprovals("")
+		for _, a := range list {
+			if a.EffectID == id {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("waitapproval: effect %d is not waiting after 10s", id)
 }

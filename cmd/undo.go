@@ -24,8 +24,9 @@ func newCmdUndo(f *Factory) *cobra.Command {
 		Short: "Undo a session: run its compensations last-in-first-out",
 		Long: `Walk the session's undo stack last-in-first-out. Each compensable effect that ran
 is compensated (a command descriptor runs its argv without a shell, with the
-effect in UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS,
-UNDOLOG_RESULT and the file UNDOLOG_EFFECT_FILE; a manual one asks the operator),
+effect in UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS and
+UNDOLOG_RESULT (under 64 KiB), and always in the file UNDOLOG_EFFECT_FILE; a
+manual one asks the operator),
 retried with exponential backoff; effects that never ran are skipped.
 
 When a compensation fails for good the walk stops, the session is halted and
