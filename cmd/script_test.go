@@ -27,9 +27,14 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs the end-to-end scripts in testdata/script.
 func TestScripts(t *testing.T) {
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
+			env.Setenv("REPO", repo)
 			env.Setenv("UNDOLOG_LOG", filepath.Join(env.WorkDir, "state", "undolog.db"))
 			env.Setenv("UNDOLOG_ACTOR", "tester")
 			env.Setenv("NO_COLOR", "")

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A CI pipeline whose risky steps run through `undolog exec`: re-running a
+# failed pipeline does not redo the steps that succeeded, the deploy waits for a
+# person, and the last failed attempt rolls everything back in reverse order.
+#
+#   RUN=ci-$BUILD_ID bash examples/ci-pipeline.sh
+#
+# RUN names the undolog session (keep it across re-runs of the same pipeline).
+# WORKDIR is where this demo "deploys" (default ./pipeline-work).
+# FINAL_ATTEMPT=1 makes a failure roll the session back instead of leaving it
+# for a re-run. The smoke test fails while $WORKDIR/break-smoke exists.
+set -euo pipefail
+
+: "${RUN:?set RUN to the pipeline run id}"
+W=${WORKDIR:-./pipeline-work}
+mkdir -p "$W"
+step() { echo "--- $*" >&2; }
+
+on_failure() {
+  local code=$?
+  if [ "${FINAL_ATTEMPT:-0}" = 1 ]; then
+    echo "pipeline failed (exit $code) on its final attempt: rolling back" >&2
+    undolog session fail "$RUN" --reason "pipeline failed with exit $code"
+    undolog undo "$RUN" --yes
+  else
+    echo "pipeline failed (exit $code): re-run it to retry; finished steps will be replayed" >&2
+  fi
+  exit "$code"
+}
+trap on_failure ERR
+
+step "1. build"
+undolog exec --session "$RUN" --tool build --undo "sh -c 'echo undo-build >> $W/journal; rm -f $W/app.tar'" -- \
+  sh -c "echo build >> $W/journal; echo app-v2 > $W/app.tar"
+
+step "2. migrate the database"
+undolog exec --session "$RUN" --tool migrate --undo "sh -c 'echo undo-migrate >> $W/journal; rm -f $W/schema-v2'" -- \
+  sh -c "echo migrate >> $W/journal; touch $W/schema-v2"
+
+step "3. smoke test"
+undolog exec --session "$RUN" --tier safe -- \
+  sh -c "echo smoke >> $W/journal; test ! -e $W/break-smoke"
+
+step "4. deploy (irreversible: waits for 'undolog approve')"
+undolog exec --session "$RUN" --tool deploy --tier irreversible --approval-timeout 30m -- \
+  sh -c "echo deploy >> $W/journal; cp $W/app.tar $W/live.tar"
+
+undolog session complete "$RUN" >/dev/null
+echo "pipeline $RUN done" >&2
