@@ -1,0 +1,83 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+)
+
+// BenchmarkExecApprovalLatency measures, with the real binary, the time from
+// `undolog approve ID` returning in one process to the command of an
+// `undolog exec` waiting in another process starting. It reports the median
+// (p50-ms), p90-ms and max-ms over the iterations; run it with a fixed count:
+//
+//	go test ./cmd -run '^$' -bench ExecApprovalLatency -benchtime 30x
+func BenchmarkExecApprovalLatency(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "undolog")
+	build := exec.Command("go", "build", "-o", bin, "..")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	logPath := filepath.Join(dir, "undolog.db")
+	env := append(os.Environ(), "UNDOLOG_LOG="+logPath, "UNDOLOG_ACTOR=bench")
+	store := logstore.New(logPath, logstore.Options{})
+	var latencies []time.Duration
+	for i := 0; b.Loop(); i++ {
+		started := filepath.Join(dir, fmt.Sprintf("started-%d", i))
+		waiter := exec.Command(bin, "exec", "--session", fmt.Sprintf("bench-%d", i), "--tool", "deploy", "--quiet",
+			"--", "sh", "-c", "date +%s%N > "+started)
+		waiter.Env = env
+		if err := waiter.Start(); err != nil {
+			b.Fatal(err)
+		}
+		id := waitForRequest(b, store, fmt.Sprintf("bench-%d", i))
+		approve := exec.Command(bin, "approve", strconv.FormatUint(id, 10))
+		approve.Env = env
+		if out, err := approve.CombinedOutput(); err != nil {
+			b.Fatalf("approve: %v\n%s", err, out)
+		}
+		returned := time.Now()
+		if err := waiter.Wait(); err != nil {
+			b.Fatalf("exec: %v", err)
+		}
+		data, err := os.ReadFile(started)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		latencies = append(latencies, time.Unix(0, ns).Sub(returned))
+	}
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	q := func(p float64) float64 {
+		return float64(latencies[int(p*float64(len(latencies)-1))]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(q(0.5), "p50-ms")
+	b.ReportMetric(q(0.9), "p90-ms")
+	b.ReportMetric(q(1), "max-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+func waitForRequest(b *testing.B, store logstore.Log, session string) uint64 {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if list, _ := store.PendingApprovals(session); len(list) == 1 {
+			return list[0].EffectID
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	b.Fatalf("no approval request for %s", session)
+	return 0
+}
