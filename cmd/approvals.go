@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/logstore"
@@ -29,16 +27,8 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch opts.output {
-			case formatJSON, formatJSONL:
-				return writeList(f.Out, opts.output, list)
-			case formatIDs:
-				for _, a := range list {
-					fmt.Fprintln(f.Out, a.EffectID)
-				}
-				return nil
-			}
-			return renderApprovals(f, list)
+			return printListing(f, opts.output, list, func(a logstore.PendingApproval) any { return a.EffectID },
+				func() error { return renderApprovals(f, list) })
 		},
 	}
 	c.Flags().StringVar(&opts.session, "session", "", "only requests of this session")

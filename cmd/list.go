@@ -100,18 +100,8 @@ func (o *listOptions) filter(f *Factory) (logstore.EffectFilter, error) {
 }
 
 func printEffects(f *Factory, format string, list []logstore.Effect) error {
-	switch format {
-	case formatJSON, formatJSONL:
-		return writeList(f.Out, format, list)
-	case formatIDs:
-		for _, e := range list {
-			if _, err := fmt.Fprintln(f.Out, e.ID); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return renderEffects(f, list, nil)
+	return printListing(f, format, list, func(e logstore.Effect) any { return e.ID },
+		func() error { return renderEffects(f, list, nil) })
 }
 
 // renderEffects prints the effects table; entries, when given, adds each

@@ -73,6 +73,23 @@ func writeList[T any](w io.Writer, format string, items []T) error {
 	return nil
 }
 
+// printListing writes a listing in the chosen format: a JSON array, JSON
+// Lines, one id a line, or the text table that text() renders.
+func printListing[T any](f *Factory, format string, items []T, id func(T) any, text func() error) error {
+	switch format {
+	case formatJSON, formatJSONL:
+		return writeList(f.Out, format, items)
+	case formatIDs:
+		for _, it := range items {
+			if _, err := fmt.Fprintln(f.Out, id(it)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return text()
+}
+
 // ANSI colours for states.
 const (
 	colRed     = "31"

@@ -48,25 +48,19 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			switch opts.output {
-			case formatJSON, formatJSONL:
-				return writeList(f.Out, opts.output, list)
-			case formatIDs:
+			text := func() error {
+				rows := make([][]cell, 0, len(list))
 				for _, s := range list {
-					fmt.Fprintln(f.Out, s.ID)
+					approvals := ""
+					if s.PendingApprovals > 0 {
+						approvals = fmt.Sprintf("%d waiting", s.PendingApprovals)
+					}
+					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(ago(f.Now(), s.CreatedAt)),
+						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)), {text: approvals, color: colYellow}})
 				}
-				return nil
+				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
 			}
-			rows := make([][]cell, 0, len(list))
-			for _, s := range list {
-				approvals := ""
-				if s.PendingApprovals > 0 {
-					approvals = fmt.Sprintf("%d waiting", s.PendingApprovals)
-				}
-				rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(ago(f.Now(), s.CreatedAt)),
-					plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)), {text: approvals, color: colYellow}})
-			}
-			return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
+			return printListing(f, opts.output, list, func(s logstore.Session) any { return s.ID }, text)
 		},
 	}
 	c.Flags().StringVar(&opts.state, "state", "", "only sessions in this state")
