@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // Output formats.
@@ -175,29 +177,11 @@ func renderTable(f *Factory, header []string, rows [][]cell) error {
 	return nil
 }
 
-// ago renders the time since t compactly: 45s, 12m, 3h, 2d.
-func ago(now, t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return compactDuration(now.Sub(t))
-}
-
-func compactDuration(d time.Duration) string {
-	neg := ""
-	if d < 0 {
-		neg, d = "-", -d
-	}
-	switch {
-	case d < time.Minute:
-		return neg + strconv.Itoa(int(d/time.Second)) + "s"
-	case d < time.Hour:
-		return neg + strconv.Itoa(int(d/time.Minute)) + "m"
-	case d < 48*time.Hour:
-		return neg + strconv.Itoa(int(d/time.Hour)) + "h"
-	}
-	return neg + strconv.Itoa(int(d/(24*time.Hour))) + "d"
-}
+// ago and compactDuration render times compactly (45s, 12m, 3h, 2d).
+var (
+	ago             = textfmt.Ago
+	compactDuration = textfmt.Duration
+)
 
 // parseSince accepts RFC 3339 or a duration back from now (90s, 1h, 7d).
 func parseSince(now time.Time, s string) (time.Time, error) {

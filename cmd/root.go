@@ -80,6 +80,8 @@ undone, and undone last-in-first-out when the session fails.`,
 		newCmdExport(f),
 		newCmdUndo(f),
 		newCmdResolve(f),
+		newCmdTUI(f),
+		newCmdDemo(f),
 		newCmdVersion(f),
 	)
 	return root

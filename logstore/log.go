@@ -28,6 +28,7 @@ type Log interface {
 	ListEffects(EffectFilter) ([]Effect, uint64, error)
 	PendingApprovals(session string) ([]PendingApproval, error)
 	UndoStack(session string) ([]UndoEntry, error)
+	UndoEntries(session string, ids []uint64) (map[uint64]UndoEntry, error)
 	Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 	LastChange() (uint64, error)
 

@@ -304,3 +304,22 @@ func (s *Store) Export(session string, fn func(ExportRecord) error) error {
 		return nil
 	})
 }
+
+// UndoEntries returns the undo entries of the given effects of a session
+// (those that have one), for views that show a page of effects.
+func (s *Store) UndoEntries(session string, ids []uint64) (map[uint64]UndoEntry, error) {
+	out := map[uint64]UndoEntry{}
+	err := s.view(func(tx *bolt.Tx) error {
+		for _, id := range ids {
+			u, err := getUndo(tx, session, id)
+			if err != nil {
+				return err
+			}
+			if u != nil {
+				out[id] = *u
+			}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -300,7 +300,8 @@ func (r *Runner) compensate(ctx context.Context, step Step) (int, error) {
 		if err = r.execute(ctx, step, attempt); err == nil {
 			return attempt, nil
 		}
-		if ctx.Err() != nil || attempt == retries+1 {
+		var p *permanentError
+		if ctx.Err() != nil || attempt == retries+1 || errors.As(err, &p) {
 			break
 		}
 		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, oneLine(err.Error()), backoff)
@@ -333,10 +334,16 @@ func (r *Runner) execute(ctx context.Context, step Step, attempt int) error {
 	case logstore.CompensationCommand:
 		return r.runCommand(ctx, step, attempt)
 	case logstore.CompensationMCP:
-		return fmt.Errorf("mcp compensations run through undolog proxy sessions; effect %d has no upstream server here", step.Effect.ID)
+		return &permanentError{fmt.Errorf("mcp compensations run through undolog proxy sessions; effect %d has no upstream server here", step.Effect.ID)}
 	}
-	return fmt.Errorf("unknown compensation kind %q", c.Kind)
+	return &permanentError{fmt.Errorf("unknown compensation kind %q", c.Kind)}
 }
+
+// permanentError is a failure that retrying cannot change.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
 
 // maxEnvValue is the largest args or result passed in the environment.
 const maxEnvValue = 64 << 10

@@ -1,0 +1,180 @@
+// Package demo owns the demo log: a few realistic agent and CI sessions with
+// every kind of outcome, written through the real log API and the real undo
+// runner, for newcomers and for tests of the views.
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/saga"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Clock is a time source that moves forward by a step on each reading, so
+// the demo has the spread of times a real log has.
+type Clock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+// NewClock starts at start and advances step per reading.
+func NewClock(start time.Time, step time.Duration) *Clock { return &Clock{t: start, step: step} }
+
+// Now returns the current time and advances the clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(c.step)
+	return c.t
+}
+
+// Write fills the log at path (which must not hold sessions of these names)
+// with the demo sessions, as if they had happened over the three hours before
+// `end`.
+func Write(path string, end time.Time) error {
+	clock := NewClock(end.Add(-3*time.Hour), 150*time.Second)
+	store := logstore.New(path, logstore.Options{Now: clock.Now})
+	w := &writer{store: store}
+	w.researchAgent()
+	w.deployPipeline()
+	w.cleanupAgent()
+	w.opsAgent()
+	w.nightly()
+	return w.err
+}
+
+// writer records the first error and skips the rest.
+type writer struct {
+	store logstore.Log
+	err   error
+}
+
+func (w *writer) check(err error) {
+	if w.err == nil && err != nil {
+		w.err = err
+	}
+}
+
+func (w *writer) intercept(session, tool string, tier sm.Tier, args string, comp *logstore.Compensation, actor string) uint64 {
+	if w.err != nil {
+		return 0
+	}
+	res, err := w.store.Intercept(logstore.InterceptRequest{Session: session, Tool: tool, Tier: tier,
+		Args: json.RawMessage(args), Compensation: comp, CreateSession: true, Actor: actor, ApprovalTimeout: 4 * time.Hour})
+	w.check(err)
+	return res.Effect.ID
+}
+
+func (w *writer) step(id uint64, to sm.State, c logstore.Change) {
+	if w.err != nil {
+		return
+	}
+	_, err := w.store.Transition(id, to, c)
+	w.check(err)
+}
+
+func (w *writer) run(id uint64, actor, result string) {
+	w.step(id, sm.Executing, logstore.Change{Actor: actor})
+	w.step(id, sm.Committed, logstore.Change{Actor: actor, Result: json.RawMessage(result)})
+}
+
+func cmd(argv ...string) *logstore.Compensation {
+	return &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: argv, MaxRetries: 2, InitialBackoffMS: 10}
+}
+
+// failing is a compensation that always fails, as a locked resource would.
+func failing(msg string) *logstore.Compensation {
+	return cmd("sh", "-c", fmt.Sprintf("echo %q >&2; exit 1", msg))
+}
+
+func (w *writer) undo(session, actor string) {
+	if w.err != nil {
+		return
+	}
+	r := &saga.Runner{Store: w.store, Actor: actor, Sleep: func(context.Context, time.Duration) error { return nil }}
+	_, err := r.Run(context.Background(), session)
+	if err != nil && !errors.Is(err, saga.ErrCompensationFailed) {
+		w.check(err)
+	}
+}
+
+// researchAgent: a live agent run, replayed and retried calls, one email waiting for approval.
+func (w *writer) researchAgent() {
+	const s, agent = "agent-research-42", "agent:claude"
+	_, err := w.store.CreateSession(logstore.NewSession{ID: s, Meta: map[string]string{"agent": "research", "model": "claude"}, Actor: agent})
+	w.check(err)
+	report := w.intercept(s, "write_file", sm.Compensable, `{"path":"reports/q3.md","bytes":4812}`, cmd("rm", "-f", "reports/q3.md"), agent)
+	w.run(report, agent, `{"written":4812}`)
+	w.intercept(s, "write_file", sm.Compensable, `{"bytes":4812,"path":"reports/q3.md"}`, nil, agent) // the agent repeats itself: replayed
+	ticket := w.intercept(s, "create_ticket", sm.Compensable, `{"project":"FIN","title":"Q3 variance in EMEA"}`,
+		&logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "close_ticket", Args: json.RawMessage(`{"id":"{{result.id}}"}`)}, agent)
+	w.step(ticket, sm.Executing, logstore.Change{Actor: agent})
+	w.step(ticket, sm.Pending, logstore.Change{Actor: agent, Error: "HTTP 503 from tracker"})
+	w.intercept(s, "create_ticket", sm.Compensable, `{"project":"FIN","title":"Q3 variance in EMEA"}`, nil, agent) // the retry
+	w.run(ticket, agent, `{"id":"FIN-2231"}`)
+	w.intercept(s, "send_email", sm.Irreversible, `{"to":"cfo@example.com","subject":"Q3 report","attachments":["reports/q3.md"]}`, nil, agent)
+}
+
+// deployPipeline: a CI run that failed at its smoke test and was rolled back,
+// with one compensation that failed for good.
+func (w *writer) deployPipeline() {
+	const s, ci = "ci-deploy-117", "ci:github-actions"
+	_, err := w.store.CreateSession(logstore.NewSession{ID: s, Meta: map[string]string{"pipeline": "api", "commit": "9f2c1e7"}, Actor: ci})
+	w.check(err)
+	build := w.intercept(s, "docker", sm.Compensable, `{"argv":["docker","push","registry/api:9f2c1e7"]}`, cmd("true"), ci)
+	w.run(build, ci, `{"exit_code":0,"stdout":"pushed registry/api:9f2c1e7\n","stderr":""}`)
+	migrate := w.intercept(s, "migrate", sm.Compensable, `{"argv":["./migrate","up","42"]}`, failing("down migration 42: lock held by another session"), ci)
+	w.run(migrate, ci, `{"exit_code":0,"stdout":"applied 42\n","stderr":""}`)
+	deploy := w.intercept(s, "kubectl", sm.Irreversible, `{"argv":["kubectl","apply","-f","api.yaml"]}`, nil, ci)
+	w.step(deploy, sm.Approved, logstore.Change{Actor: "alice@laptop", Reason: "release notes read"})
+	w.run(deploy, ci, `{"exit_code":0,"stdout":"deployment.apps/api configured\n","stderr":""}`)
+	warm := w.intercept(s, "warm_cache", sm.Compensable, `{"argv":["./warm-cache","--all"]}`, cmd("true"), ci)
+	w.step(warm, sm.Executing, logstore.Change{Actor: ci})
+	_, err = w.store.SetSessionState(s, sm.SessionFailed, logstore.Change{Actor: ci, Reason: "smoke test failed: 502 on /health"})
+	w.check(err)
+	w.undo(s, ci)
+}
+
+// cleanupAgent: an agent whose in-flight branch deletion could not be undone.
+func (w *writer) cleanupAgent() {
+	const s, agent = "agent-cleanup-7", "agent:gpt"
+	branch := w.intercept(s, "git_push", sm.Compensable, `{"remote":"origin","delete":"feature/old-ui"}`,
+		failing("cannot restore branch: ref was garbage collected"), agent)
+	w.step(branch, sm.Executing, logstore.Change{Actor: agent})
+	_, err := w.store.SetSessionState(s, sm.SessionFailed, logstore.Change{Actor: agent, Reason: "agent crashed"})
+	w.check(err)
+	w.undo(s, "bob@workstation")
+}
+
+// opsAgent: an irreversible call a person rejected, which halted the session.
+func (w *writer) opsAgent() {
+	const s, agent = "agent-ops-3", "agent:ops"
+	note := w.intercept(s, "append_runbook", sm.Compensable, `{"page":"db-maintenance","line":"vacuum nightly"}`, cmd("true"), agent)
+	w.run(note, agent, `{"ok":true}`)
+	drop := w.intercept(s, "drop_database", sm.Irreversible, `{"database":"orders_prod"}`, nil, agent)
+	w.step(drop, sm.Rejected, logstore.Change{Actor: "alice@laptop", Reason: "wrong environment: this is production"})
+}
+
+// nightly: a completed CI run whose re-run replayed every step.
+func (w *writer) nightly() {
+	const s, ci = "ci-nightly-88", "ci:cron"
+	steps := []string{`{"argv":["make","test"]}`, `{"argv":["make","bench"]}`, `{"argv":["./publish-report"]}`}
+	for _, args := range steps {
+		id := w.intercept(s, "make", sm.Compensable, args, cmd("true"), ci)
+		w.run(id, ci, `{"exit_code":0,"stdout":"ok\n","stderr":""}`)
+	}
+	for _, args := range steps {
+		w.intercept(s, "make", sm.Compensable, args, nil, ci)
+	}
+	if w.err == nil {
+		_, err := w.store.SetSessionState(s, sm.SessionCompleted, logstore.Change{Actor: ci})
+		w.check(err)
+	}
+}

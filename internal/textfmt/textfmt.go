@@ -1,0 +1,33 @@
+// Package textfmt owns the small text renderings that the command line and
+// the terminal view share: compact ages and durations.
+package textfmt
+
+import (
+	"strconv"
+	"time"
+)
+
+// Ago renders the time since t compactly: 45s, 12m, 3h, 2d; "-" for no time.
+func Ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return Duration(now.Sub(t))
+}
+
+// Duration renders d compactly: 45s, 12m, 3h (below two days), 2d.
+func Duration(d time.Duration) string {
+	neg := ""
+	if d < 0 {
+		neg, d = "-", -d
+	}
+	switch {
+	case d < time.Minute:
+		return neg + strconv.Itoa(int(d/time.Second)) + "s"
+	case d < time.Hour:
+		return neg + strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 48*time.Hour:
+		return neg + strconv.Itoa(int(d/time.Hour)) + "h"
+	}
+	return neg + strconv.Itoa(int(d/(24*time.Hour))) + "d"
+}

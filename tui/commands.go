@@ -1,0 +1,118 @@
+package tui
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/saga"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// All I/O happens here, in tea.Cmds: each opens the log for one operation and
+// closes it, so the view never holds the log between refreshes.
+
+const pageSize = 200
+
+func loadSessions(store logstore.Log) tea.Cmd {
+	return func() tea.Msg {
+		list, _, err := store.ListSessions(logstore.SessionFilter{Limit: pageSize})
+		return sessionsMsg{sessions: list, err: err}
+	}
+}
+
+// loadEffects loads one page of a session's effects, oldest first, starting
+// after the effect id `after`.
+func loadEffects(store logstore.Log, session string, filter logstore.EffectFilter, page int, after uint64) tea.Cmd {
+	return func() tea.Msg {
+		sess, err := store.GetSession(session)
+		if err != nil {
+			return effectsMsg{err: err}
+		}
+		filter.Session, filter.Ascending, filter.Limit, filter.Cursor = session, true, pageSize, after
+		list, next, err := store.ListEffects(filter)
+		if err != nil {
+			return effectsMsg{err: err}
+		}
+		ids := make([]uint64, len(list))
+		for i, e := range list {
+			ids[i] = e.ID
+		}
+		entries, err := store.UndoEntries(session, ids)
+		return effectsMsg{session: sess, effects: list, entries: entries, page: page, next: next, err: err}
+	}
+}
+
+func loadDetail(store logstore.Log, id uint64) tea.Cmd {
+	return func() tea.Msg {
+		d, err := store.GetEffect(id)
+		return detailMsg{detail: d, err: err}
+	}
+}
+
+func tick(d time.Duration) tea.Cmd {
+	return tea.Tick(d, func(t time.Time) tea.Msg { return tickMsg(t) })
+}
+
+func checkChanges(store logstore.Log) tea.Cmd {
+	return func() tea.Msg {
+		pos, err := store.LastChange()
+		return changeMsg{position: pos, err: err}
+	}
+}
+
+func decide(store logstore.Log, id uint64, to sm.State, actor, reason string) tea.Cmd {
+	return func() tea.Msg {
+		e, err := store.Transition(id, to, logstore.Change{Actor: actor, Reason: reason})
+		if err != nil {
+			return actionMsg{err: err}
+		}
+		return actionMsg{text: "effect " + itoa(e.ID) + " " + string(e.State) + " by " + actor}
+	}
+}
+
+func makePlan(store logstore.Log, session string) tea.Cmd {
+	return func() tea.Msg {
+		plan, err := saga.MakePlan(store, session)
+		return planMsg{plan: plan, err: err}
+	}
+}
+
+// runUndo starts the undo walk in the background and streams its progress
+// lines as messages, one listen at a time.
+func runUndo(store logstore.Log, session, actor string) tea.Cmd {
+	ch := make(chan undoEvent, 16)
+	go func() {
+		r := &saga.Runner{Store: store, Actor: actor, Progress: lineWriter(ch)}
+		res, err := r.Run(context.Background(), session)
+		ch <- undoEvent{done: &undoDoneMsg{result: res, err: err}}
+		close(ch)
+	}()
+	return listenUndo(ch)
+}
+
+func listenUndo(ch <-chan undoEvent) tea.Cmd {
+	return func() tea.Msg {
+		ev, ok := <-ch
+		if !ok {
+			return nil
+		}
+		if ev.done != nil {
+			return *ev.done
+		}
+		return undoLineMsg{line: ev.line, ch: ch}
+	}
+}
+
+// lineWriter turns the runner's progress output into events.
+type lineWriter chan<- undoEvent
+
+func (w lineWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w <- undoEvent{line: line}
+	}
+	return len(p), nil
+}

@@ -1,0 +1,47 @@
+package tui
+
+import "github.com/charmbracelet/bubbles/key"
+
+// keyMap is every key the view answers to; `?` shows them all.
+type keyMap struct {
+	Up, Down, PageUp, PageDown key.Binding
+	Open, Back, Tab            key.Binding
+	Approve, Reject            key.Binding
+	Transition, Undo           key.Binding
+	Filter, Follow             key.Binding
+	Help, Quit                 key.Binding
+}
+
+func newKeyMap() keyMap {
+	return keyMap{
+		Up:         key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:       key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		PageUp:     key.NewBinding(key.WithKeys("pgup", "b"), key.WithHelp("pgup", "page up")),
+		PageDown:   key.NewBinding(key.WithKeys("pgdown", " "), key.WithHelp("pgdn", "page down")),
+		Open:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
+		Back:       key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
+		Tab:        key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "switch pane")),
+		Approve:    key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "approve")),
+		Reject:     key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reject")),
+		Transition: key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "transition")),
+		Undo:       key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "undo session")),
+		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Follow:     key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "follow on/off")),
+		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+	}
+}
+
+// ShortHelp is the one-line help at the bottom.
+func (k keyMap) ShortHelp() []key.Binding {
+	return []key.Binding{k.Open, k.Back, k.Approve, k.Reject, k.Transition, k.Undo, k.Help, k.Quit}
+}
+
+// FullHelp is the `?` screen.
+func (k keyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Open, k.Back, k.Tab},
+		{k.Approve, k.Reject, k.Transition, k.Undo},
+		{k.Filter, k.Follow, k.Help, k.Quit},
+	}
+}

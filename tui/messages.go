@@ -1,0 +1,63 @@
+package tui
+
+import (
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/saga"
+)
+
+// Messages carry the results of I/O done in tea.Cmds back to Update.
+
+type sessionsMsg struct {
+	sessions []logstore.Session
+	err      error
+}
+
+type effectsMsg struct {
+	session logstore.Session
+	effects []logstore.Effect
+	entries map[uint64]logstore.UndoEntry
+	page    int
+	next    uint64
+	err     error
+}
+
+type detailMsg struct {
+	detail logstore.EffectDetail
+	err    error
+}
+
+type tickMsg time.Time
+
+type changeMsg struct {
+	position uint64
+	err      error
+}
+
+// actionMsg reports a decision or transition made from the view.
+type actionMsg struct {
+	text string
+	err  error
+}
+
+type planMsg struct {
+	plan saga.Plan
+	err  error
+}
+
+type undoLineMsg struct {
+	line string
+	ch   <-chan undoEvent
+}
+
+type undoDoneMsg struct {
+	result saga.Result
+	err    error
+}
+
+// undoEvent is what the undo goroutine sends: a progress line or the end.
+type undoEvent struct {
+	line string
+	done *undoDoneMsg
+}

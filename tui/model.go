@@ -1,0 +1,427 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/cursor"
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/textinput"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/saga"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+type screen int
+
+const (
+	screenSessions screen = iota
+	screenSession
+)
+
+type overlay int
+
+const (
+	overlayNone overlay = iota
+	overlayHelp
+	overlayMenu
+	overlayPrompt
+	overlayConfirmUndo
+	overlayUndo
+	overlayFilter
+)
+
+// Model is the root model: it routes keys to the screen or the open overlay,
+// and results of I/O to the view they belong to.
+type Model struct {
+	opts Options
+	st   styles
+	keys keyMap
+	help help.Model
+
+	width, height int
+	screen        screen
+	sessions      sessionsView
+	session       sessionView
+
+	overlay overlay
+	menu    menuState
+	prompt  promptState
+	plan    saga.Plan
+	undo    undoState
+	filter  textinput.Model
+
+	status     string
+	statusErr  bool
+	follow     bool
+	lastChange uint64
+}
+
+type menuState struct {
+	effect  logstore.Effect
+	options []sm.State
+	cursor  int
+}
+
+type promptState struct {
+	title    string
+	input    textinput.Model
+	required bool
+	submit   func(reason string) tea.Cmd
+}
+
+type undoState struct {
+	session string
+	lines   []string
+	done    bool
+}
+
+// Init loads the first screen and starts watching for changes.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(m.reload(), tick(m.opts.Refresh), checkChanges(m.opts.Store))
+}
+
+// reload fetches what the current screen shows.
+func (m *Model) reload() tea.Cmd {
+	if m.screen == screenSessions {
+		return loadSessions(m.opts.Store)
+	}
+	s := &m.session
+	return loadEffects(m.opts.Store, s.id, s.effectFilter(), s.page, s.pageStart(s.page))
+}
+
+func (m *Model) setStatus(text string, err error) {
+	if err != nil {
+		m.status, m.statusErr = oneLine(err.Error()), true
+		return
+	}
+	m.status, m.statusErr = text, false
+}
+
+func oneLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// Update handles one message.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.help.Width = msg.Width
+		return m, nil
+	case tickMsg:
+		if !m.follow {
+			return m, tick(m.opts.Refresh)
+		}
+		return m, tea.Batch(tick(m.opts.Refresh), checkChanges(m.opts.Store))
+	case changeMsg:
+		if msg.err != nil {
+			m.setStatus("", msg.err)
+			return m, nil
+		}
+		if msg.position == m.lastChange {
+			return m, nil
+		}
+		m.lastChange = msg.position
+		return m, m.reload()
+	case sessionsMsg:
+		if msg.err != nil {
+			m.setStatus("", msg.err)
+			return m, nil
+		}
+		m.sessions.set(msg.sessions)
+		return m, nil
+	case effectsMsg:
+		if msg.err != nil {
+			m.setStatus("", msg.err)
+			return m, nil
+		}
+		return m, m.session.set(msg, m.opts.Store)
+	case detailMsg:
+		if msg.err != nil {
+			m.setStatus("", msg.err)
+			return m, nil
+		}
+		if e := m.session.selected(); e != nil && e.ID == msg.detail.Effect.ID {
+			d := msg.detail
+			m.session.detail = &d
+		}
+		return m, nil
+	case actionMsg:
+		m.setStatus(msg.text, msg.err)
+		return m, m.reload()
+	case planMsg:
+		if msg.err != nil {
+			m.setStatus("", msg.err)
+			return m, nil
+		}
+		m.plan, m.overlay = msg.plan, overlayConfirmUndo
+		return m, nil
+	case undoLineMsg:
+		m.undo.lines = append(m.undo.lines, msg.line)
+		return m, listenUndo(msg.ch)
+	case undoDoneMsg:
+		m.undo.done = true
+		if msg.err != nil {
+			m.undo.lines = append(m.undo.lines, "stopped: "+oneLine(msg.err.Error()))
+			m.setStatus("", msg.err)
+		} else {
+			line := fmt.Sprintf("session %s %s: %d compensated, %d skipped", msg.result.Session, msg.result.State, len(msg.result.Compensated), len(msg.result.Skipped))
+			m.undo.lines = append(m.undo.lines, line)
+			m.setStatus(line, nil)
+		}
+		return m, m.reload()
+	case tea.KeyMsg:
+		return m, m.handleKey(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
+	if msg.Type == tea.KeyCtrlC {
+		return tea.Quit
+	}
+	// Keys typed faster than the terminal is read arrive as one message of
+	// several runes; outside text inputs, each is a key of its own.
+	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && m.overlay != overlayPrompt && m.overlay != overlayFilter {
+		var cmds []tea.Cmd
+		for _, r := range msg.Runes {
+			cmds = append(cmds, m.handleKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+		}
+		return tea.Batch(cmds...)
+	}
+	switch m.overlay {
+	case overlayHelp:
+		m.overlay = overlayNone
+		return nil
+	case overlayMenu:
+		return m.menuKey(msg)
+	case overlayPrompt:
+		return m.promptKey(msg)
+	case overlayFilter:
+		return m.filterKey(msg)
+	case overlayConfirmUndo:
+		switch msg.String() {
+		case "y", "Y":
+			m.overlay = overlayUndo
+			m.undo = undoState{session: m.plan.Session}
+			return runUndo(m.opts.Store, m.plan.Session, m.opts.Actor)
+		case "n", "N", "esc", "q":
+			m.overlay = overlayNone
+			m.setStatus("undo cancelled; nothing changed", nil)
+		}
+		return nil
+	case overlayUndo:
+		if m.undo.done {
+			m.overlay = overlayNone
+		}
+		return nil
+	}
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Quit):
+		return tea.Quit
+	case key.Matches(msg, k.Help):
+		m.overlay = overlayHelp
+		return nil
+	case key.Matches(msg, k.Follow):
+		m.follow = !m.follow
+		m.setStatus(map[bool]string{true: "follow on", false: "follow off"}[m.follow], nil)
+		return nil
+	}
+	if m.screen == screenSessions {
+		return m.sessionsKey(msg)
+	}
+	return m.sessionKey(msg)
+}
+
+func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
+	k, v := m.keys, &m.sessions
+	switch {
+	case key.Matches(msg, k.Up):
+		v.move(-1)
+	case key.Matches(msg, k.Down):
+		v.move(1)
+	case key.Matches(msg, k.PageUp):
+		v.move(-m.bodyHeight())
+	case key.Matches(msg, k.PageDown):
+		v.move(m.bodyHeight())
+	case key.Matches(msg, k.Open):
+		if s := v.selected(); s != nil {
+			m.screen = screenSession
+			m.session = sessionView{id: s.ID}
+			m.setStatus("", nil)
+			return m.reload()
+		}
+	case key.Matches(msg, k.Undo):
+		if s := v.selected(); s != nil {
+			return makePlan(m.opts.Store, s.ID)
+		}
+	case key.Matches(msg, k.Filter):
+		m.openFilter(v.filter)
+	}
+	return nil
+}
+
+func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
+	k, v := m.keys, &m.session
+	switch {
+	case key.Matches(msg, k.Back):
+		m.screen = screenSessions
+		m.setStatus("", nil)
+		return m.reload()
+	case key.Matches(msg, k.Tab):
+		v.focusDetail = !v.focusDetail
+	case key.Matches(msg, k.Up):
+		return v.move(-1, m.opts.Store)
+	case key.Matches(msg, k.Down):
+		return v.move(1, m.opts.Store)
+	case key.Matches(msg, k.PageUp):
+		return v.move(-m.tableHeight(), m.opts.Store)
+	case key.Matches(msg, k.PageDown):
+		return v.move(m.tableHeight(), m.opts.Store)
+	case key.Matches(msg, k.Approve), key.Matches(msg, k.Reject):
+		e := v.selected()
+		if e == nil {
+			return nil
+		}
+		to, verb := sm.Approved, "Approve"
+		if key.Matches(msg, k.Reject) {
+			to, verb = sm.Rejected, "Reject"
+		}
+		if e.Tier != sm.Irreversible || e.State != sm.Pending {
+			m.setStatus("", fmt.Errorf("effect %d is %s %s: only a pending irreversible effect awaits a decision", e.ID, e.Tier, e.State))
+			return nil
+		}
+		m.openPrompt(fmt.Sprintf("%s effect %d (%s)? Reason:", verb, e.ID, e.Tool), to == sm.Rejected, func(reason string) tea.Cmd {
+			return decide(m.opts.Store, e.ID, to, m.opts.Actor, reason)
+		})
+	case key.Matches(msg, k.Transition):
+		e := v.selected()
+		if e == nil {
+			return nil
+		}
+		options := sm.Next(e.Tier, e.State)
+		if len(options) == 0 {
+			m.setStatus("", fmt.Errorf("effect %d is %s (%s): no transition leaves it", e.ID, e.State, e.Tier))
+			return nil
+		}
+		m.menu = menuState{effect: *e, options: options}
+		m.overlay = overlayMenu
+	case key.Matches(msg, k.Undo):
+		return makePlan(m.opts.Store, v.id)
+	case key.Matches(msg, k.Filter):
+		m.openFilter(v.filter)
+	}
+	return nil
+}
+
+func (m *Model) menuKey(msg tea.KeyMsg) tea.Cmd {
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Back), msg.String() == "q":
+		m.overlay = overlayNone
+	case key.Matches(msg, k.Up):
+		m.menu.cursor = max(0, m.menu.cursor-1)
+	case key.Matches(msg, k.Down):
+		m.menu.cursor = min(len(m.menu.options)-1, m.menu.cursor+1)
+	case key.Matches(msg, k.Open):
+		e, to := m.menu.effect, m.menu.options[m.menu.cursor]
+		m.openPrompt(fmt.Sprintf("Move effect %d (%s) %s -> %s? Reason:", e.ID, e.Tool, e.State, to), to == sm.Rejected, func(reason string) tea.Cmd {
+			return decide(m.opts.Store, e.ID, to, m.opts.Actor, reason)
+		})
+	}
+	return nil
+}
+
+func newInput(placeholder string) textinput.Model {
+	in := textinput.New()
+	in.Placeholder = placeholder
+	in.Prompt = "> "
+	in.CharLimit = 500
+	in.Cursor.SetMode(cursor.CursorStatic)
+	in.Focus()
+	return in
+}
+
+func (m *Model) openPrompt(title string, required bool, submit func(string) tea.Cmd) {
+	ph := "optional"
+	if required {
+		ph = "required"
+	}
+	m.prompt = promptState{title: title, input: newInput(ph), required: required, submit: submit}
+	m.overlay = overlayPrompt
+}
+
+func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
+	switch msg.Type {
+	case tea.KeyEsc:
+		m.overlay = overlayNone
+		m.setStatus("cancelled; nothing changed", nil)
+		return nil
+	case tea.KeyEnter:
+		reason := strings.TrimSpace(m.prompt.input.Value())
+		if reason == "" && m.prompt.required {
+			m.setStatus("", fmt.Errorf("a reason is required"))
+			return nil
+		}
+		m.overlay = overlayNone
+		return m.prompt.submit(reason)
+	}
+	return typeInto(&m.prompt.input, msg)
+}
+
+// typeInto feeds a key to a text input. A burst of runes goes in one rune at
+// a time: as one message, a typed word such as "right" would read as a key name.
+func typeInto(in *textinput.Model, msg tea.KeyMsg) tea.Cmd {
+	if msg.Type != tea.KeyRunes || len(msg.Runes) < 2 {
+		var cmd tea.Cmd
+		*in, cmd = in.Update(msg)
+		return cmd
+	}
+	var cmds []tea.Cmd
+	for _, r := range msg.Runes {
+		var cmd tea.Cmd
+		*in, cmd = in.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+		cmds = append(cmds, cmd)
+	}
+	return tea.Batch(cmds...)
+}
+
+func (m *Model) openFilter(current string) {
+	m.filter = newInput("tool name or state; empty clears")
+	m.filter.SetValue(current)
+	m.overlay = overlayFilter
+}
+
+func (m *Model) filterKey(msg tea.KeyMsg) tea.Cmd {
+	switch msg.Type {
+	case tea.KeyEsc:
+		m.overlay = overlayNone
+		return nil
+	case tea.KeyEnter:
+		m.overlay = overlayNone
+		text := strings.TrimSpace(m.filter.Value())
+		if m.screen == screenSessions {
+			m.sessions.filter = text
+			m.sessions.cursor, m.sessions.offset = 0, 0
+			return nil
+		}
+		m.session.filter = text
+		m.session.page, m.session.pageStarts, m.session.cursor, m.session.offset = 0, nil, 0, 0
+		return m.reload()
+	}
+	return typeInto(&m.filter, msg)
+}
+
+// bodyHeight is the number of lines between the title and the status line.
+func (m *Model) bodyHeight() int { return max(3, m.height-3) }
+
+// tableHeight is the number of effect rows the session screen shows.
+func (m *Model) tableHeight() int { return max(3, (m.bodyHeight()-3)/2) }

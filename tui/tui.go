@@ -1,0 +1,65 @@
+// Package tui owns `undolog tui`: an interactive Bubble Tea view of the effect
+// log to review sessions, approve or reject waiting calls, step effects through
+// the transitions their tier allows, and undo sessions.
+package tui
+
+import (
+	"context"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/undolog/undolog/logstore"
+)
+
+// Options configure the view.
+type Options struct {
+	Store   logstore.Log
+	Session string // open this session first; empty: the sessions screen
+	Actor   string // recorded in history for decisions made here
+	Now     func() time.Time
+	Color   bool
+	// Refresh is how often the view looks for changes made by other
+	// processes; zero means 500ms.
+	Refresh time.Duration
+	// Output is where the renderer writes (for colour detection).
+	Output io.Writer
+}
+
+// Run shows the view on the terminal until the user quits.
+func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
+	opts.Output = out
+	p := tea.NewProgram(New(opts), tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
+	_, err := p.Run()
+	if err == tea.ErrProgramKilled && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// New builds the root model.
+func New(opts Options) *Model {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = 500 * time.Millisecond
+	}
+	r := lipgloss.DefaultRenderer()
+	if opts.Output != nil {
+		r = lipgloss.NewRenderer(opts.Output)
+	}
+	m := &Model{opts: opts, st: newStyles(r, opts.Color), keys: newKeyMap(), help: help.New(), follow: true, width: 80, height: 24}
+	m.help.Width = m.width
+	if opts.Session != "" {
+		m.screen = screenSession
+		m.session = sessionView{id: opts.Session}
+	}
+	return m
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -1,0 +1,268 @@
+package tui
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/undolog/undolog/internal/demo"
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// demoEnd is the fixed "now" of the demo log the tests view.
+var demoEnd = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func demoStore(t *testing.T) *logstore.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "undolog.db")
+	if err := demo.Write(path, demoEnd); err != nil {
+		t.Fatal(err)
+	}
+	return logstore.New(path, logstore.Options{Now: func() time.Time { return demoEnd }})
+}
+
+func start(t *testing.T, store logstore.Log, session string) *teatest.TestModel {
+	t.Helper()
+	m := New(Options{Store: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
+		Refresh: 100 * time.Millisecond})
+	return teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
+}
+
+// waitFor waits until the screen shows every one of texts.
+func waitFor(t *testing.T, tm *teatest.TestModel, texts ...string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		for _, s := range texts {
+			if !bytes.Contains(b, []byte(s)) {
+				return false
+			}
+		}
+		return true
+	}, teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
+}
+
+func press(s string) tea.KeyMsg {
+	switch s {
+	case "enter":
+		return tea.KeyMsg{Type: tea.KeyEnter}
+	case "esc":
+		return tea.KeyMsg{Type: tea.KeyEsc}
+	case "tab":
+		return tea.KeyMsg{Type: tea.KeyTab}
+	}
+	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)}
+}
+
+// finalView quits and returns the last frame the model renders.
+func finalView(t *testing.T, tm *teatest.TestModel) []byte {
+	t.Helper()
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).View())
+}
+
+func TestGoldenSessions(t *testing.T) {
+	tm := start(t, demoStore(t), "")
+	waitFor(t, tm, "agent-research-42", "ci-nightly-88")
+	golden.RequireEqual(t, finalView(t, tm))
+}
+
+func TestGoldenSession(t *testing.T) {
+	tm := start(t, demoStore(t), "agent-research-42")
+	waitFor(t, tm, "send_email")
+	tm.Send(press("jjj"))
+	waitFor(t, tm, "expires in")
+	golden.RequireEqual(t, finalView(t, tm))
+}
+
+func TestGoldenHelp(t *testing.T) {
+	tm := start(t, demoStore(t), "")
+	waitFor(t, tm, "agent-research-42")
+	tm.Send(press("?"))
+	waitFor(t, tm, "switch pane")
+	golden.RequireEqual(t, finalView(t, tm))
+}
+
+func TestGoldenTransitionMenu(t *testing.T) {
+	tm := start(t, demoStore(t), "agent-research-42")
+	waitFor(t, tm, "send_email")
+	tm.Send(press("jjj"))
+	waitFor(t, tm, "expires in")
+	tm.Send(press("t"))
+	waitFor(t, tm, "Move effect 4")
+	golden.RequireEqual(t, finalView(t, tm))
+}
+
+func TestGoldenUndoConfirmation(t *testing.T) {
+	tm := start(t, demoStore(t), "")
+	waitFor(t, tm, "ci-nightly-88")
+	tm.Send(press("jjj")) // ci-deploy-117: resumes at its failed entry
+	tm.Send(press("u"))
+	waitFor(t, tm, "(y/n)")
+	golden.RequireEqual(t, finalView(t, tm))
+}
+
+// The transition menu offers exactly the valid next states of the effect's
+// tier and state, for effects in every state the demo and a few steps reach.
+func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
+	store := demoStore(t)
+	mk := func(tier sm.Tier, args string, steps ...sm.State) {
+		res, err := store.Intercept(logstore.InterceptRequest{Session: "menu", Tool: "t", Tier: tier, Args: json.RawMessage(args), CreateSession: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range steps {
+			if _, err := store.Transition(res.Effect.ID, to, logstore.Change{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mk(sm.Compensable, `1`)
+	mk(sm.Compensable, `2`, sm.Executing)
+	mk(sm.Compensable, `3`, sm.Executing, sm.Compensating)
+	mk(sm.Irreversible, `4`, sm.Approved)
+	mk(sm.Irreversible, `5`, sm.Approved, sm.Executing)
+	effects, _, err := store.ListEffects(logstore.EffectFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, e := range effects {
+		m := New(Options{Store: store, Session: e.Session, Actor: "tester", Now: func() time.Time { return demoEnd }})
+		m.Update(loadEffects(store, e.Session, logstore.EffectFilter{}, 0, 0)())
+		for m.session.selected() != nil && m.session.selected().ID != e.ID {
+			m.session.cursor++
+		}
+		m.Update(press("t"))
+		want := sm.Next(e.Tier, e.State)
+		if len(want) == 0 {
+			if m.overlay == overlayMenu || !m.statusErr {
+				t.Errorf("effect %d (%s %s): menu opened with no valid state", e.ID, e.Tier, e.State)
+			}
+			continue
+		}
+		if m.overlay != overlayMenu || !reflect.DeepEqual(m.menu.options, want) {
+			t.Errorf("effect %d (%s %s): menu %v, want %v", e.ID, e.Tier, e.State, m.menu.options, want)
+		}
+		var shown []sm.State
+		for _, line := range strings.Split(m.View(), "\n") {
+			item := strings.TrimSpace(strings.Trim(line, "│ "))
+			item = strings.TrimPrefix(item, "> ")
+			if st, err := sm.ParseState(item); err == nil {
+				shown = append(shown, st)
+			}
+		}
+		if !reflect.DeepEqual(shown, want) {
+			t.Errorf("effect %d (%s %s): menu shows %v, want %v", e.ID, e.Tier, e.State, shown, want)
+		}
+		checked++
+	}
+	if checked != 6 {
+		t.Fatalf("%d effects had a menu, want 6", checked)
+	}
+}
+
+func TestApproveWritesHistoryWithActor(t *testing.T) {
+	store := demoStore(t)
+	tm := start(t, store, "agent-research-42")
+	waitFor(t, tm, "send_email")
+	tm.Send(press("jjj"))
+	waitFor(t, tm, "expires in")
+	tm.Send(press("a"))
+	waitFor(t, tm, "Approve effect 4")
+	tm.Type("right after review")
+	tm.Send(press("enter"))
+	waitFor(t, tm, "effect 4 approved by tester")
+	d, err := store.GetEffect(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := d.History[len(d.History)-1]
+	if d.Effect.State != sm.Approved || last.Actor != "tester" || last.Reason != "right after review" || d.Approval.DecidedBy != "tester" {
+		t.Fatalf("%+v %+v", d.Effect, last)
+	}
+	tm.Quit()
+}
+
+func TestRejectAsksForAReason(t *testing.T) {
+	store := demoStore(t)
+	tm := start(t, store, "agent-research-42")
+	waitFor(t, tm, "send_email")
+	tm.Send(press("jjj"))
+	waitFor(t, tm, "expires in")
+	tm.Send(press("r"))
+	waitFor(t, tm, "Reject effect 4")
+	tm.Send(press("enter"))
+	waitFor(t, tm, "a reason is required")
+	if d, _ := store.GetEffect(4); d.Effect.State != sm.Pending {
+		t.Fatalf("rejected without a reason: %s", d.Effect.State)
+	}
+	tm.Type("wrong recipient")
+	tm.Send(press("enter"))
+	waitFor(t, tm, "effect 4 rejected by tester")
+	d, _ := store.GetEffect(4)
+	last := d.History[len(d.History)-1]
+	if d.Effect.State != sm.Rejected || last.Reason != "wrong recipient" || last.Actor != "tester" {
+		t.Fatalf("%+v", last)
+	}
+	if s, _ := store.GetSession("agent-research-42"); s.State != sm.SessionHalted {
+		t.Fatalf("session %s", s.State)
+	}
+	tm.Quit()
+}
+
+func TestUndoRunsCompensationsLIFO(t *testing.T) {
+	dir := t.TempDir()
+	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+	order := filepath.Join(dir, "order")
+	for i := 1; i <= 3; i++ {
+		res, err := store.Intercept(logstore.InterceptRequest{Session: "lifo", Tool: "step", Tier: sm.Compensable, CreateSession: true,
+			Args:         json.RawMessage(`{"n":` + string(rune('0'+i)) + `}`),
+			Compensation: &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"sh", "-c", "echo " + string(rune('0'+i)) + " >> " + order}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.Start(res.Effect.ID, logstore.Change{})
+		store.Commit(res.Effect.ID, logstore.Change{})
+	}
+	tm := start(t, store, "")
+	waitFor(t, tm, "lifo")
+	tm.Send(press("u"))
+	waitFor(t, tm, "Undo 3 steps of session lifo? (y/n)")
+	tm.Send(press("y"))
+	waitFor(t, tm, "3 compensated, 0 skipped")
+	data, _ := os.ReadFile(order)
+	if got := strings.Fields(string(data)); !reflect.DeepEqual(got, []string{"3", "2", "1"}) {
+		t.Fatalf("compensations ran in order %v", got)
+	}
+	tm.Quit()
+}
+
+// What another process does shows without a key press, and the view does not
+// hold the log: the other writer gets through at once.
+func TestLiveRefreshAndNoLockHeld(t *testing.T) {
+	store := demoStore(t)
+	tm := start(t, store, "agent-research-42")
+	waitFor(t, tm, "send_email")
+	other := logstore.New(store.Path(), logstore.Options{LockTimeout: 300 * time.Millisecond})
+	began := time.Now()
+	if _, err := other.Approve(4, logstore.Change{Actor: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, tm, "approved")
+	if d := time.Since(began); d > time.Second {
+		t.Fatalf("the change showed after %v", d)
+	}
+	tm.Quit()
+}

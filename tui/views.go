@@ -1,0 +1,157 @@
+package tui
+
+import (
+	"strings"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// sessionsView is the list of sessions, newest first.
+type sessionsView struct {
+	all            []logstore.Session
+	list           []logstore.Session // after the filter
+	filter         string
+	cursor, offset int
+	loaded         bool
+}
+
+func (v *sessionsView) set(list []logstore.Session) {
+	var keep string
+	if s := v.selected(); s != nil {
+		keep = s.ID
+	}
+	v.all, v.loaded = list, true
+	v.list = v.list[:0]
+	for _, s := range list {
+		if v.filter == "" || strings.Contains(s.ID, v.filter) || string(s.State) == v.filter {
+			v.list = append(v.list, s)
+		}
+	}
+	v.cursor = 0
+	for i, s := range v.list {
+		if s.ID == keep {
+			v.cursor = i
+		}
+	}
+}
+
+func (v *sessionsView) selected() *logstore.Session {
+	if v.cursor < 0 || v.cursor >= len(v.list) {
+		return nil
+	}
+	return &v.list[v.cursor]
+}
+
+func (v *sessionsView) move(n int) {
+	v.cursor = max(0, min(len(v.list)-1, v.cursor+n))
+}
+
+// sessionView is one session: a page of its effects, oldest first, and the
+// detail of the selected one. Pages are read through the session index, so a
+// session of any size costs one page of memory.
+type sessionView struct {
+	id          string
+	sess        logstore.Session
+	effects     []logstore.Effect
+	entries     map[uint64]logstore.UndoEntry
+	cursor      int
+	offset      int
+	page        int
+	pageStarts  []uint64 // pageStarts[i]: the id page i starts after
+	next        uint64   // cursor of the page after this one; 0: last page
+	filter      string
+	detail      *logstore.EffectDetail
+	detailTop   int
+	focusDetail bool
+	loaded      bool
+	// wantLast selects the last row once a previous page arrives.
+	wantLast bool
+}
+
+func (v *sessionView) pageStart(page int) uint64 {
+	if page < len(v.pageStarts) {
+		return v.pageStarts[page]
+	}
+	return 0
+}
+
+func (v *sessionView) effectFilter() logstore.EffectFilter {
+	var f logstore.EffectFilter
+	if v.filter == "" {
+		return f
+	}
+	if st, err := sm.ParseState(v.filter); err == nil {
+		f.State = st
+	} else {
+		f.Tool = v.filter
+	}
+	return f
+}
+
+// set takes a loaded page and asks for the selected effect's detail.
+func (v *sessionView) set(msg effectsMsg, store logstore.Log) tea.Cmd {
+	var keep uint64
+	if e := v.selected(); e != nil && msg.page == v.page {
+		keep = e.ID
+	}
+	v.sess, v.effects, v.entries, v.page, v.next, v.loaded = msg.session, msg.effects, msg.entries, msg.page, msg.next, true
+	for len(v.pageStarts) <= v.page+1 {
+		v.pageStarts = append(v.pageStarts, 0)
+	}
+	v.pageStarts[v.page+1] = msg.next
+	switch {
+	case v.wantLast:
+		v.cursor, v.wantLast = len(v.effects)-1, false
+	case keep != 0:
+		for i, e := range v.effects {
+			if e.ID == keep {
+				v.cursor = i
+			}
+		}
+	}
+	v.cursor = max(0, min(len(v.effects)-1, v.cursor))
+	if e := v.selected(); e != nil {
+		return loadDetail(store, e.ID)
+	}
+	v.detail = nil
+	return nil
+}
+
+func (v *sessionView) selected() *logstore.Effect {
+	if v.cursor < 0 || v.cursor >= len(v.effects) {
+		return nil
+	}
+	return &v.effects[v.cursor]
+}
+
+// move moves the selection (or scrolls the detail pane when it has the
+// focus), crossing into the next or previous page at the ends.
+func (v *sessionView) move(n int, store logstore.Log) tea.Cmd {
+	if v.focusDetail {
+		v.detailTop = max(0, v.detailTop+n)
+		return nil
+	}
+	target := v.cursor + n
+	switch {
+	case target >= len(v.effects) && v.next != 0:
+		v.page++
+		v.cursor, v.offset = 0, 0
+		return loadEffects(store, v.id, v.effectFilter(), v.page, v.pageStart(v.page))
+	case target < 0 && v.page > 0:
+		v.page--
+		v.wantLast, v.offset = true, 0
+		return loadEffects(store, v.id, v.effectFilter(), v.page, v.pageStart(v.page))
+	}
+	target = max(0, min(len(v.effects)-1, target))
+	if target == v.cursor {
+		return nil
+	}
+	v.cursor, v.detailTop = target, 0
+	if e := v.selected(); e != nil {
+		return loadDetail(store, e.ID)
+	}
+	return nil
+}
