@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,120 +88,184 @@ func validCompensation(c *Compensation) error {
 	return nil
 }
 
+// prepared is a validated request with its canonical args and signature.
+type prepared struct {
+	req  InterceptRequest
+	args []byte
+	sig  string
+}
+
+func prepare(req InterceptRequest) (prepared, error) {
+	if !req.Tier.Valid() {
+		_, err := sm.ParseTier(string(req.Tier))
+		return prepared{}, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+	}
+	if err := ValidSessionID(req.Session); err != nil {
+		return prepared{}, err
+	}
+	if err := validToolName(req.Tool); err != nil {
+		return prepared{}, err
+	}
+	args, err := CanonicalArgs(req.Args)
+	if err != nil {
+		return prepared{}, err
+	}
+	p := prepared{req: req, args: args, sig: Signature(req.Session, req.Tool, args, req.Key)}
+	if req.Tier == sm.Safe {
+		return p, nil
+	}
+	if req.Compensation != nil {
+		if req.Tier != sm.Compensable {
+			return prepared{}, fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", ErrInvalidInput, req.Tier)
+		}
+		if err := validCompensation(req.Compensation); err != nil {
+			return prepared{}, err
+		}
+	}
+	if req.ApprovalTimeout < 0 {
+		return prepared{}, fmt.Errorf("%w: approval timeout must not be negative", ErrInvalidInput)
+	}
+	return p, nil
+}
+
 // Intercept registers a call before it runs. In one transaction it either
 // writes a new pending effect with its history record, signature index entry,
 // undo-stack entry (compensable) or approval request (irreversible) and the
 // session update; or resolves a repeated call against the owner of its
 // signature (replay, retry, in progress, rejected). Safe calls write nothing.
 func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
-	if !req.Tier.Valid() {
-		_, err := sm.ParseTier(string(req.Tier))
-		return InterceptResult{}, fmt.Errorf("%w: %v", ErrInvalidInput, err)
-	}
-	if err := ValidSessionID(req.Session); err != nil {
-		return InterceptResult{}, err
-	}
-	if err := validToolName(req.Tool); err != nil {
-		return InterceptResult{}, err
-	}
-	args, err := CanonicalArgs(req.Args)
+	p, err := prepare(req)
 	if err != nil {
 		return InterceptResult{}, err
 	}
-	sig := Signature(req.Session, req.Tool, args, req.Key)
 	if req.Tier == sm.Safe {
-		return InterceptResult{Outcome: OutcomeSafe, Signature: sig}, nil
+		return InterceptResult{Outcome: OutcomeSafe, Signature: p.sig}, nil
 	}
-	if req.Compensation != nil {
-		if req.Tier != sm.Compensable {
-			return InterceptResult{}, fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", ErrInvalidInput, req.Tier)
-		}
-		if err := validCompensation(req.Compensation); err != nil {
-			return InterceptResult{}, err
-		}
-	}
-	if req.ApprovalTimeout < 0 {
-		return InterceptResult{}, fmt.Errorf("%w: approval timeout must not be negative", ErrInvalidInput)
-	}
-	res := InterceptResult{Signature: sig}
+	var res InterceptResult
 	err = s.update(func(tx *bolt.Tx) error {
-		now := s.now()
-		sess, err := getSession(tx, req.Session)
-		if err != nil {
-			if !req.CreateSession {
-				return err
-			}
-			if sess, err = createSession(tx, NewSession{ID: req.Session, Actor: req.Actor}, now); err != nil {
-				return err
-			}
-		}
-		expired, err := expireApprovals(tx, &sess, 0, now)
-		if err != nil {
-			return err
-		}
-		// A refusal writes nothing, unless an expiry was found on the way.
-		refuse := func(err error) error {
-			if !expired {
-				return err
-			}
-			return putAnd(tx, &sess, err)
-		}
-		if v := tx.Bucket(bSignatures).Get([]byte(sig)); v != nil {
-			err := s.repeat(tx, &sess, btoi(v), req, args, &res, now, refuse)
-			if err == errNothingToWrite && expired {
-				return putSession(tx, &sess)
-			}
-			return err
-		}
-		if !sess.State.AcceptsEffects() {
-			return refuse(notAccepting(&sess))
-		}
-		e, err := newEffect(tx, &sess, req, args, sig, now)
-		if err != nil {
-			return err
-		}
-		if err := tx.Bucket(bSignatures).Put([]byte(sig), itob(e.ID)); err != nil {
-			return err
-		}
-		switch req.Tier {
-		case sm.Compensable:
-			comp := Compensation{Kind: CompensationManual}
-			if req.Compensation != nil {
-				comp = *req.Compensation
-			}
-			e.Compensation = &comp
-			u := UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
-				Compensation: comp, CreatedAt: now, UpdatedAt: now}
-			if err := putJSON(tx.Bucket(bUndo), nameKey(sess.ID, e.ID), u); err != nil {
-				return err
-			}
-		case sm.Irreversible:
-			a := Approval{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, Args: e.Args, Reason: req.Reason,
-				RequestedAt: now, Outcome: ApprovalPending}
-			if req.ApprovalTimeout > 0 {
-				exp := now.Add(req.ApprovalTimeout)
-				a.ExpiresAt = &exp
-			}
-			if err := putJSON(tx.Bucket(bApprovals), itob(e.ID), a); err != nil {
-				return err
-			}
-			if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), nil); err != nil {
-				return err
-			}
-			sess.PendingApprovals++
-			if sess.State == sm.SessionActive {
-				if err := setSessionState(tx, &sess, sm.SessionAwaitingApproval, Change{Actor: req.Actor}, now); err != nil {
-					return err
-				}
-			}
-		}
-		if err := putEffect(tx, &e, ""); err != nil {
-			return err
-		}
-		res.Outcome, res.Effect = OutcomeNew, e
-		return putSession(tx, &sess)
+		var err error
+		res, err = s.interceptTx(tx, p)
+		return err
 	})
 	return res, err
+}
+
+// InterceptMany registers many calls in one transaction, in order, as
+// Intercept would one by one: one fsync for the lot. It is all or nothing: a
+// refused call refuses the batch, and nothing is written.
+func (s *Store) InterceptMany(reqs []InterceptRequest) ([]InterceptResult, error) {
+	ps := make([]prepared, len(reqs))
+	for i, req := range reqs {
+		p, err := prepare(req)
+		if err != nil {
+			return nil, fmt.Errorf("call %d: %w", i+1, err)
+		}
+		ps[i] = p
+	}
+	out := make([]InterceptResult, len(reqs))
+	err := s.update(func(tx *bolt.Tx) error {
+		for i, p := range ps {
+			if p.req.Tier == sm.Safe {
+				out[i] = InterceptResult{Outcome: OutcomeSafe, Signature: p.sig}
+				continue
+			}
+			res, err := s.interceptTx(tx, p)
+			var ac *errAfterCommit
+			switch {
+			case errors.As(err, &ac):
+				return fmt.Errorf("call %d: %w", i+1, ac.err)
+			case err != nil && err != errNothingToWrite:
+				return fmt.Errorf("call %d: %w", i+1, err)
+			}
+			out[i] = res
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// interceptTx is Intercept's transaction.
+func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
+	req, args, sig := p.req, p.args, p.sig
+	res := InterceptResult{Signature: sig}
+	now := s.now()
+	sess, err := getSession(tx, req.Session)
+	if err != nil {
+		if !req.CreateSession {
+			return res, err
+		}
+		if sess, err = createSession(tx, NewSession{ID: req.Session, Actor: req.Actor}, now); err != nil {
+			return res, err
+		}
+	}
+	expired, err := expireApprovals(tx, &sess, 0, now)
+	if err != nil {
+		return res, err
+	}
+	// A refusal writes nothing, unless an expiry was found on the way.
+	refuse := func(err error) error {
+		if !expired {
+			return err
+		}
+		return putAnd(tx, &sess, err)
+	}
+	if v := tx.Bucket(bSignatures).Get([]byte(sig)); v != nil {
+		err := s.repeat(tx, &sess, btoi(v), req, args, &res, now, refuse)
+		if err == errNothingToWrite && expired {
+			return res, putSession(tx, &sess)
+		}
+		return res, err
+	}
+	if !sess.State.AcceptsEffects() {
+		return res, refuse(notAccepting(&sess))
+	}
+	e, err := newEffect(tx, &sess, req, args, sig, now)
+	if err != nil {
+		return res, err
+	}
+	if err := tx.Bucket(bSignatures).Put([]byte(sig), itob(e.ID)); err != nil {
+		return res, err
+	}
+	switch req.Tier {
+	case sm.Compensable:
+		comp := Compensation{Kind: CompensationManual}
+		if req.Compensation != nil {
+			comp = *req.Compensation
+		}
+		e.Compensation = &comp
+		u := UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
+			Compensation: comp, CreatedAt: now, UpdatedAt: now}
+		if err := putJSON(tx.Bucket(bUndo), nameKey(sess.ID, e.ID), u); err != nil {
+			return res, err
+		}
+	case sm.Irreversible:
+		a := Approval{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, Args: e.Args, Reason: req.Reason,
+			RequestedAt: now, Outcome: ApprovalPending}
+		if req.ApprovalTimeout > 0 {
+			exp := now.Add(req.ApprovalTimeout)
+			a.ExpiresAt = &exp
+		}
+		if err := putJSON(tx.Bucket(bApprovals), itob(e.ID), a); err != nil {
+			return res, err
+		}
+		if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), nil); err != nil {
+			return res, err
+		}
+		sess.PendingApprovals++
+		if sess.State == sm.SessionActive {
+			if err := setSessionState(tx, &sess, sm.SessionAwaitingApproval, Change{Actor: req.Actor}, now); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := putEffect(tx, &e, ""); err != nil {
+		return res, err
+	}
+	res.Outcome, res.Effect = OutcomeNew, e
+	return res, putSession(tx, &sess)
 }
 
 func notAccepting(sess *Session) error {

@@ -15,6 +15,7 @@ type Log interface {
 	SessionHistory(id string) ([]HistoryRecord, error)
 
 	Intercept(InterceptRequest) (InterceptResult, error)
+	InterceptMany([]InterceptRequest) ([]InterceptResult, error)
 	Transition(id uint64, to sm.State, c Change) (Effect, error)
 	Start(id uint64, c Change) (Effect, error)
 	Commit(id uint64, c Change) (Effect, error)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -541,4 +542,31 @@ func TestBusyLog(t *testing.T) {
 	if _, err := patient.Intercept(InterceptRequest{Session: "s", Tool: "t2", Tier: sm.Compensable}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestInterceptManyIsOneAllOrNothingTransaction(t *testing.T) {
+	s, _ := newStore(t)
+	req := func(session, args string) InterceptRequest {
+		return InterceptRequest{Session: session, Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(args), CreateSession: true}
+	}
+	res, err := s.InterceptMany([]InterceptRequest{req("a", `1`), req("a", `2`), req("a", `1`), {Session: "a", Tool: "r", Tier: sm.Safe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []Outcome{res[0].Outcome, res[1].Outcome, res[2].Outcome, res[3].Outcome}
+	if !reflect.DeepEqual(got, []Outcome{OutcomeNew, OutcomeNew, OutcomeRetry, OutcomeSafe}) || res[2].Effect.ID != res[0].Effect.ID {
+		t.Fatalf("%v", got)
+	}
+	must[Session](t)(s.SetSessionState("a", sm.SessionCompleted, Change{}))
+	before := must[uint64](t)(s.LastChange())
+	if _, err := s.InterceptMany([]InterceptRequest{req("b", `1`), req("a", `3`)}); !errors.Is(err, ErrSessionNotActive) || !strings.Contains(err.Error(), "call 2") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := s.GetSession("b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused batch wrote its first call: %v", err)
+	}
+	if after := must[uint64](t)(s.LastChange()); after != before {
+		t.Fatal("a refused batch wrote history")
+	}
+	verifyClean(t, s)
 }
