@@ -1,0 +1,151 @@
+package tui
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+const (
+	largeSessions = 1000
+	largePer      = 1000 // effects per session: 1,000,000 in all
+)
+
+// largeLog returns a log of 1,000,000 effects (1,000 sessions of 1,000, args
+// of about 200 bytes, one call in 1,000 irreversible), made once and kept in
+// the temp directory (or at $UNDOLOG_BENCH_1M) for later runs.
+func largeLog(tb testing.TB) string {
+	path := os.Getenv("UNDOLOG_BENCH_1M")
+	if path == "" {
+		path = filepath.Join(os.TempDir(), "undolog-bench-1m-v1.db")
+	}
+	store := logstore.New(path, logstore.Options{})
+	if s, err := store.GetSession(fmt.Sprintf("load-%04d", largeSessions-1)); err == nil && s.Effects == largePer {
+		return path
+	}
+	os.Remove(path)
+	pad := strings.Repeat("x", 150)
+	batch := make([]logstore.InterceptRequest, 0, 10*largePer)
+	for s := 0; s < largeSessions; s++ {
+		for i := 0; i < largePer; i++ {
+			tier := sm.Compensable
+			if i%1000 == 999 {
+				tier = sm.Irreversible
+			}
+			batch = append(batch, logstore.InterceptRequest{Session: fmt.Sprintf("load-%04d", s), Tool: "write_file", Tier: tier,
+				Args: json.RawMessage(fmt.Sprintf(`{"path":"/srv/data/%d/%d.json","pad":"%s"}`, s, i, pad)), CreateSession: true, Actor: "bench"})
+		}
+		if len(batch) == cap(batch) || s == largeSessions-1 {
+			if _, err := store.InterceptMany(batch); err != nil {
+				tb.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	return path
+}
+
+// BenchmarkFirstPaint1M is the sessions screen's first frame on 1M effects:
+// building the model, its first load and its first render.
+func BenchmarkFirstPaint1M(b *testing.B) {
+	store := logstore.New(largeLog(b), logstore.Options{})
+	for b.Loop() {
+		m := New(Options{Store: store, Actor: "bench"})
+		m.Update(loadSessions(store)())
+		if !strings.Contains(m.View(), "load-0999") {
+			b.Fatal("first screen lacks the newest session")
+		}
+	}
+}
+
+// BenchmarkSessionScreen1M is a session of 1,000 effects opened, with the
+// selected effect's detail, on 1M effects.
+func BenchmarkSessionScreen1M(b *testing.B) {
+	store := logstore.New(largeLog(b), logstore.Options{})
+	for b.Loop() {
+		m := New(Options{Store: store, Session: "load-0500", Actor: "bench"})
+		m.Update(loadEffects(store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+		m.Update(loadDetail(store, m.session.selected().ID)())
+		if !strings.Contains(m.View(), "history:") {
+			b.Fatal("no detail")
+		}
+	}
+}
+
+// BenchmarkScrollPage1M is one step down that crosses into the next page of
+// a session (the costliest key press), with its render.
+func BenchmarkScrollPage1M(b *testing.B) {
+	store := logstore.New(largeLog(b), logstore.Options{})
+	m := New(Options{Store: store, Session: "load-0500", Actor: "bench"})
+	m.Update(loadEffects(store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+	for b.Loop() {
+		m.session.cursor = len(m.session.effects) - 1
+		if m.session.next == 0 { // wrap to the first page
+			m.session.page, m.session.next = 0, 0
+			m.Update(loadEffects(store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+			continue
+		}
+		cmd := m.session.move(1, store)
+		m.Update(cmd())
+		_ = m.View()
+	}
+}
+
+// TestMemoryProbe runs only as the helper of BenchmarkMaxRSS1M: in a fresh
+// process it opens the view on the 1M log, opens a session and pages through
+// all of it, then prints its peak resident set size.
+func TestMemoryProbe(t *testing.T) {
+	path := os.Getenv("UNDOLOG_MEMORY_PROBE")
+	if path == "" {
+		t.Skip("helper process of BenchmarkMaxRSS1M")
+	}
+	store := logstore.New(path, logstore.Options{})
+	m := New(Options{Store: store, Actor: "probe"})
+	m.Update(loadSessions(store)())
+	_ = m.View()
+	for _, session := range []string{"load-0999", "load-0500", "load-0000"} {
+		m.screen, m.session = screenSession, sessionView{id: session}
+		m.Update(loadEffects(store, session, logstore.EffectFilter{}, 0, 0)())
+		for i := 0; i < largePer; i++ {
+			if cmd := m.session.move(1, store); cmd != nil {
+				m.Update(cmd())
+			}
+			_ = m.View()
+		}
+	}
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	fmt.Printf("maxrss-kib %d\n", ru.Maxrss)
+}
+
+// BenchmarkMaxRSS1M reports the peak RSS of a process that views the 1M log
+// and scrolls through 3,000 effects of it (the probe above, in a fresh process
+// so that making the log does not count).
+func BenchmarkMaxRSS1M(b *testing.B) {
+	path := largeLog(b)
+	var kib float64
+	for b.Loop() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMemoryProbe$", "-test.v")
+		cmd.Env = append(os.Environ(), "UNDOLOG_MEMORY_PROBE="+path)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.Fatalf("%v\n%s", err, out)
+		}
+		_, after, ok := strings.Cut(string(out), "maxrss-kib ")
+		if !ok {
+			b.Fatalf("no measure in %s", out)
+		}
+		v, _ := strconv.ParseFloat(strings.Fields(after)[0], 64)
+		kib = max(kib, v)
+	}
+	b.ReportMetric(kib/1024, "max-rss-MiB")
+}
