@@ -1,12 +1,14 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/proxy"
 	"github.com/undolog/undolog/saga"
 )
 
@@ -65,7 +67,8 @@ undo again to resume. Irreversible effects cannot be undone and are listed.`,
 					return &exitError{code: ExitError, msg: "undo cancelled; nothing changed"}
 				}
 			}
-			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut}
+			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut,
+				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) { return proxy.Dial(ctx, upstream) }}
 			if opts.output == formatText {
 				runner.Progress = f.Out
 			}

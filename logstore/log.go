@@ -13,6 +13,7 @@ type Log interface {
 	ListSessions(SessionFilter) ([]Session, uint64, error)
 	SetSessionState(id string, to sm.SessionState, c Change) (Session, error)
 	SessionHistory(id string) ([]HistoryRecord, error)
+	SetUpstream(id string, upstream []string) (Session, error)
 
 	Intercept(InterceptRequest) (InterceptResult, error)
 	InterceptMany([]InterceptRequest) ([]InterceptResult, error)

@@ -168,3 +168,19 @@ func (s *Store) SetSessionState(id string, to sm.SessionState, c Change) (Sessio
 	})
 	return out, err
 }
+
+// SetUpstream records the MCP server command a proxy session runs behind, so
+// that undo can start it again.
+func (s *Store) SetUpstream(id string, upstream []string) (Session, error) {
+	var out Session
+	err := s.update(func(tx *bolt.Tx) error {
+		sess, err := getSession(tx, id)
+		if err != nil {
+			return err
+		}
+		sess.Upstream, sess.UpdatedAt = upstream, s.now()
+		out = sess
+		return putSession(tx, &sess)
+	})
+	return out, err
+}

@@ -43,6 +43,8 @@ type Compensation struct {
 	Tool string `json:"tool,omitempty"`
 	// Args is a template for the mcp call's arguments.
 	Args json.RawMessage `json:"args,omitempty"`
+	// Capture is the pre-image an mcp capture call returned before the call.
+	Capture json.RawMessage `json:"capture,omitempty"`
 	Note string          `json:"note,omitempty"`
 	// MaxRetries and InitialBackoffMS tune the undo runner; zero means its defaults.
 	MaxRetries       int `json:"max_retries,omitempty"`

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -85,6 +86,11 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 			return Plan{}, err
 		}
 		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation)}
+		if u.Compensation.Kind == logstore.CompensationMCP {
+			if args, err := MCPArgs(d.Effect, u.Compensation); err == nil {
+				step.Call = "mcp " + u.Compensation.Tool + " " + string(args)
+			}
+		}
 		switch {
 		case u.State.Done():
 			step.Action = ActionDone
@@ -146,6 +152,12 @@ func ShellQuote(argv []string) string {
 	return strings.Join(out, " ")
 }
 
+// ToolCaller calls tools on an MCP server: how mcp compensations run.
+type ToolCaller interface {
+	CallTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error)
+	Close() error
+}
+
 // Runner walks undo stacks.
 type Runner struct {
 	Store logstore.Log
@@ -159,6 +171,11 @@ type Runner struct {
 	ConfirmManual func(Step) (bool, error)
 	// Sleep waits between retries; nil uses a timer that honours ctx.
 	Sleep func(context.Context, time.Duration) error
+	// Tools connects to the session's upstream MCP server for mcp
+	// compensations; nil means they cannot run here.
+	Tools func(ctx context.Context, upstream []string) (ToolCaller, error)
+
+	caller ToolCaller
 }
 
 // Result sums up a run.
@@ -195,6 +212,13 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	defer func() {
+		if r.caller != nil {
+			r.caller.Close()
+			r.caller = nil
+		}
+	}()
+	upstream := sess.Upstream
 	for _, step := range plan.Steps {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -218,7 +242,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				return res, err
 			}
 		}
-		attempts, cerr := r.compensate(ctx, step)
+		attempts, cerr := r.compensate(ctx, step, upstream)
 		if cerr != nil && ctx.Err() != nil {
 			return res, ctx.Err() // interrupted: the entry stays compensating and the next run resumes it
 		}
@@ -271,7 +295,7 @@ func oneLine(s string) string {
 
 // compensate runs one compensation with retries and exponential backoff and
 // returns the number of attempts made.
-func (r *Runner) compensate(ctx context.Context, step Step) (int, error) {
+func (r *Runner) compensate(ctx context.Context, step Step, upstream []string) (int, error) {
 	c := step.Entry.Compensation
 	if c.Kind == logstore.CompensationManual {
 		if r.ConfirmManual == nil {
@@ -297,7 +321,7 @@ func (r *Runner) compensate(ctx context.Context, step Step) (int, error) {
 	var err error
 	attempt := 0
 	for attempt = 1; attempt <= retries+1; attempt++ {
-		if err = r.execute(ctx, step, attempt); err == nil {
+		if err = r.execute(ctx, step, attempt, upstream); err == nil {
 			return attempt, nil
 		}
 		var p *permanentError
@@ -328,15 +352,47 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
 }
 
 // execute runs one attempt of a compensation.
-func (r *Runner) execute(ctx context.Context, step Step, attempt int) error {
+func (r *Runner) execute(ctx context.Context, step Step, attempt int, upstream []string) error {
 	c := step.Entry.Compensation
 	switch c.Kind {
 	case logstore.CompensationCommand:
 		return r.runCommand(ctx, step, attempt)
 	case logstore.CompensationMCP:
-		return &permanentError{fmt.Errorf("mcp compensations run through undolog proxy sessions; effect %d has no upstream server here", step.Effect.ID)}
+		return r.callTool(ctx, step, upstream)
 	}
 	return &permanentError{fmt.Errorf("unknown compensation kind %q", c.Kind)}
+}
+
+// callTool runs an mcp compensation on the session's upstream server, its
+// arguments filled from the effect's args, result and capture.
+func (r *Runner) callTool(ctx context.Context, step Step, upstream []string) error {
+	c := step.Entry.Compensation
+	args, err := MCPArgs(step.Effect, c)
+	if err != nil {
+		return &permanentError{err}
+	}
+	if r.caller == nil {
+		switch {
+		case len(upstream) == 0:
+			return &permanentError{fmt.Errorf("effect %d needs an MCP server, and its session recorded none (it did not run behind undolog proxy)", step.Effect.ID)}
+		case r.Tools == nil:
+			return &permanentError{fmt.Errorf("effect %d needs its MCP server, which cannot be started here", step.Effect.ID)}
+		}
+		if r.caller, err = r.Tools(ctx, upstream); err != nil {
+			return err
+		}
+	}
+	_, err = r.caller.CallTool(ctx, c.Tool, args)
+	return err
+}
+
+// MCPArgs fills an mcp compensation's argument template.
+func MCPArgs(e logstore.Effect, c logstore.Compensation) (json.RawMessage, error) {
+	args := c.Args
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	return template.Eval(args, template.Input{Args: e.Args, Result: e.Result, Capture: c.Capture})
 }
 
 // permanentError is a failure that retrying cannot change.

@@ -1,0 +1,112 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/proxy"
+)
+
+func newCmdPolicy(f *Factory) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "policy <command>",
+		Short: "Check or write a proxy policy",
+	}
+	c.AddCommand(newCmdPolicyCheck(f), newCmdPolicyInit(f))
+	return c
+}
+
+func newCmdPolicyCheck(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "check FILE",
+		Short: "Validate a policy: tiers, globs, capture and compensate templates",
+		Args:  exactArgs(1, "one policy file"),
+		RunE: func(c *cobra.Command, args []string) error {
+			p, err := proxy.LoadPolicy(args[0])
+			if err != nil {
+				return usagef("%v", err)
+			}
+			for _, r := range p.Rules {
+				line := fmt.Sprintf("%-24s %s", r.Pattern, r.Tier)
+				if r.Capture != nil {
+					line += "  capture " + r.Capture.Tool
+				}
+				if r.Compensate != nil {
+					line += "  undo " + r.Compensate.Tool + " " + string(r.Compensate.Args)
+				}
+				fmt.Fprintln(f.Out, line)
+			}
+			fmt.Fprintf(f.Out, "ok: %d rules in %s\n", len(p.Rules), args[0])
+			return nil
+		},
+	}
+}
+
+type policyInitOptions struct {
+	output string
+}
+
+func newCmdPolicyInit(f *Factory) *cobra.Command {
+	opts := &policyInitOptions{}
+	c := &cobra.Command{
+		Use:   "init [-o FILE] -- SERVER_CMD [ARGS...]",
+		Short: "Write a starting policy from a server's tools and their annotations",
+		Long: `Start the MCP server, list its tools and write a starting policy: tools annotated
+readOnlyHint are safe, the others irreversible until you give them a compensate
+call (the policy shows where). Review it before use.`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("policy init needs the MCP server command: undolog policy init -- SERVER_CMD [ARGS...]")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(c.Context(), 60*time.Second)
+			defer cancel()
+			client, err := proxy.Dial(ctx, args)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			tools, err := client.Tools(ctx)
+			if err != nil {
+				return err
+			}
+			var b strings.Builder
+			fmt.Fprintf(&b, "# undolog policy for: %s\n# Written by 'undolog policy init'; review it. Check it with 'undolog policy check FILE'.\n", strings.Join(args, " "))
+			b.WriteString("# A compensable tool names the call that undoes it; its args are JSON in which\n")
+			b.WriteString("# \"{{ jq }}\" is evaluated over .args (the call's), .result and .capture.\ntools:\n")
+			for _, t := range tools {
+				a := t.Annotations
+				switch {
+				case a != nil && a.ReadOnlyHint:
+					fmt.Fprintf(&b, "  %s:\n    tier: safe            # readOnlyHint\n", t.Name)
+				case a != nil && a.DestructiveHint != nil && *a.DestructiveHint:
+					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # destructiveHint\n", t.Name)
+				default:
+					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable with:\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT\n    #   args: {}\n", t.Name)
+				}
+			}
+			if opts.output == "" || opts.output == "-" {
+				_, err = fmt.Fprint(f.Out, b.String())
+				return err
+			}
+			if _, err := os.Stat(opts.output); err == nil {
+				return usagef("%s exists; not overwriting it", opts.output)
+			}
+			if err := os.WriteFile(opts.output, []byte(b.String()), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.ErrOut, "wrote %s: %d tools\n", opts.output, len(tools))
+			return nil
+		},
+	}
+	c.Flags().SetInterspersed(false)
+	c.Flags().StringVarP(&opts.output, "output", "o", "", "write to `FILE` instead of standard output")
+	return c
+}

@@ -1,0 +1,81 @@
+package cmd
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/proxy"
+)
+
+type proxyOptions struct {
+	session      string
+	policy       string
+	approvalWait time.Duration
+}
+
+func newCmdProxy(f *Factory) *cobra.Command {
+	opts := &proxyOptions{}
+	c := &cobra.Command{
+		Use:   "proxy [--session S] [--policy FILE] -- SERVER_CMD [ARGS...]",
+		Short: "Put an MCP server behind the effect log (MCP over stdio on both sides)",
+		Long: `Start an MCP server and speak MCP over stdio to both the client and the server.
+Everything but tools/call passes through unchanged. Each tools/call is classified
+by the policy (a YAML file of tool names or globs, each with a tier, an optional
+capture call and a compensate call); a tool with no entry is safe when the server
+annotates it readOnlyHint, else irreversible (fail closed).
+
+Compensable calls are logged before they run, with their compensation, and a
+repeat is answered from the log without reaching the server. Irreversible calls
+wait up to --approval-wait for 'undolog approve ID'; if no decision comes, the
+client gets a tool error naming the effect and asking to retry the same call.
+'undolog undo SESSION' starts the recorded server again and runs the
+compensations last-in-first-out.`,
+		Example: `  undolog proxy --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("proxy needs the MCP server command: undolog proxy -- SERVER_CMD [ARGS...]")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			var policy *proxy.Policy
+			if opts.policy != "" {
+				p, err := proxy.LoadPolicy(opts.policy)
+				if err != nil {
+					return usagef("%v", err)
+				}
+				policy = p
+			}
+			store := f.Store()
+			session := opts.session
+			if session == "" {
+				session = f.Getenv("UNDOLOG_SESSION")
+			}
+			if session == "" {
+				s, err := store.CreateSession(logstore.NewSession{Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}})
+				if err != nil {
+					return err
+				}
+				session = s.ID
+			} else if _, err := store.GetSession(session); err != nil {
+				if _, err := store.CreateSession(logstore.NewSession{ID: session, Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}}); err != nil {
+					return err
+				}
+			}
+			if _, err := store.SetUpstream(session, args); err != nil {
+				return err
+			}
+			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s (undo it with: undolog undo %s)\n", session, session)
+			p := &proxy.Proxy{Store: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Diagnostics: f.ErrOut}
+			return p.Run(c.Context(), args, f.In, f.Out)
+		},
+	}
+	c.Flags().SetInterspersed(false)
+	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION, else a new one printed on stderr)")
+	c.Flags().StringVar(&opts.policy, "policy", "", "policy `file` (YAML); without one, read-only tools are safe and the rest irreversible")
+	c.Flags().DurationVar(&opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
+	return c
+}

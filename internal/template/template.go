@@ -1,0 +1,158 @@
+// Package template owns the argument templates of MCP compensations and
+// captures: JSON in which a string "{{ EXPR }}" is replaced by the value of the
+// jq expression EXPR, evaluated over {"args": ..., "result": ..., "capture": ...}.
+// A string with text around "{{ EXPR }}" interpolates the value as text.
+package template
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/itchyny/gojq"
+)
+
+// ErrTemplate is matched by every error of this package.
+var ErrTemplate = errors.New("template")
+
+var placeholder = regexp.MustCompile(`\{\{(.*?)\}\}`)
+
+// Check parses every expression of tmpl without evaluating it.
+func Check(tmpl json.RawMessage) error {
+	var v any
+	if err := json.Unmarshal(tmpl, &v); err != nil {
+		return fmt.Errorf("%w: not JSON: %v", ErrTemplate, err)
+	}
+	return walk(v, func(expr string) error {
+		_, err := gojq.Parse(expr)
+		if err != nil {
+			return fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
+		}
+		return nil
+	})
+}
+
+func walk(v any, fn func(string) error) error {
+	switch x := v.(type) {
+	case string:
+		for _, m := range placeholder.FindAllStringSubmatch(x, -1) {
+			if err := fn(strings.TrimSpace(m[1])); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := walk(e, fn); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for _, e := range x {
+			if err := walk(e, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Input is what expressions see.
+type Input struct {
+	Args    json.RawMessage
+	Result  json.RawMessage
+	Capture json.RawMessage
+}
+
+// Eval fills tmpl from in and returns the JSON.
+func Eval(tmpl json.RawMessage, in Input) (json.RawMessage, error) {
+	var v any
+	if err := json.Unmarshal(tmpl, &v); err != nil {
+		return nil, fmt.Errorf("%w: not JSON: %v", ErrTemplate, err)
+	}
+	input := map[string]any{}
+	for name, raw := range map[string]json.RawMessage{"args": in.Args, "result": in.Result, "capture": in.Capture} {
+		var x any
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &x); err != nil {
+				return nil, fmt.Errorf("%w: %s is not JSON", ErrTemplate, name)
+			}
+		}
+		input[name] = x
+	}
+	out, err := fill(v, input)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+func fill(v any, input map[string]any) (any, error) {
+	switch x := v.(type) {
+	case string:
+		ms := placeholder.FindAllStringSubmatchIndex(x, -1)
+		if len(ms) == 0 {
+			return x, nil
+		}
+		if len(ms) == 1 && ms[0][0] == 0 && ms[0][1] == len(x) {
+			return run(strings.TrimSpace(x[ms[0][2]:ms[0][3]]), input)
+		}
+		var b strings.Builder
+		last := 0
+		for _, m := range ms {
+			b.WriteString(x[last:m[0]])
+			val, err := run(strings.TrimSpace(x[m[2]:m[3]]), input)
+			if err != nil {
+				return nil, err
+			}
+			if s, ok := val.(string); ok {
+				b.WriteString(s)
+			} else {
+				j, _ := json.Marshal(val)
+				b.Write(j)
+			}
+			last = m[1]
+		}
+		b.WriteString(x[last:])
+		return b.String(), nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			f, err := fill(e, input)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = f
+		}
+		return out, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			f, err := fill(e, input)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = f
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// run evaluates one jq expression and returns its single value.
+func run(expr string, input map[string]any) (any, error) {
+	q, err := gojq.Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
+	}
+	iter := q.Run(input)
+	v, ok := iter.Next()
+	if !ok {
+		return nil, fmt.Errorf("%w: %q gave no value", ErrTemplate, expr)
+	}
+	if err, isErr := v.(error); isErr {
+		return nil, fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,575 @@
+// Package proxy owns `undolog proxy`: an MCP stdio proxy that puts an MCP
+// server behind the effect log. Everything but tools/call passes through
+// unchanged; each tools/call is classified by the policy, logged before it
+// runs, replayed when repeated, held for approval when irreversible, and
+// recorded with the compensation that undoes it.
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// maxLine bounds one JSON-RPC message.
+const maxLine = 64 << 20
+
+// DefaultApprovalWait stays below the 60 s most MCP clients wait for a call.
+const DefaultApprovalWait = 45 * time.Second
+
+// JSON-RPC error codes.
+const (
+	codeParse          = -32700
+	codeInvalidRequest = -32600
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+)
+
+var errUpstreamGone = errors.New("the upstream MCP server exited")
+
+// message is a JSON-RPC 2.0 message; raw keeps the bytes it came as, so that
+// what is passed through is passed through unchanged.
+type message struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method,omitempty"`
+	Params  json.RawMessage `json:"params,omitempty"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *rpcError       `json:"error,omitempty"`
+	raw     []byte
+}
+
+type rpcError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (m *message) isResponse() bool { return m.Method == "" && len(m.ID) > 0 }
+
+// Proxy is one proxy run between a client (on in and out) and an upstream
+// server it starts.
+type Proxy struct {
+	Store        logstore.Log
+	Session      string
+	Policy       *Policy
+	ApprovalWait time.Duration
+	// Diagnostics receives the proxy's own notes and the server's stderr.
+	Diagnostics io.Writer
+
+	clientMu sync.Mutex
+	client   io.Writer
+	upMu     sync.Mutex
+	up       io.WriteCloser
+	upGone   chan struct{}
+
+	waitMu  sync.Mutex
+	waiting map[string]chan message
+	seq     atomic.Int64
+
+	infoMu      sync.Mutex
+	clientName  string
+	listIDs     map[string]bool
+	annotations map[string]bool // tool -> readOnlyHint
+	annotated   bool
+	calls       sync.WaitGroup
+}
+
+// Run starts the upstream server, serves the client until it closes its
+// input, then stops the server.
+func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io.Writer) error {
+	if p.ApprovalWait <= 0 {
+		p.ApprovalWait = DefaultApprovalWait
+	}
+	if p.Diagnostics == nil {
+		p.Diagnostics = io.Discard
+	}
+	p.client, p.upGone = out, make(chan struct{})
+	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
+	cmd := exec.Command(upstream[0], upstream[1:]...)
+	cmd.Stderr = p.Diagnostics
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start upstream server %s: %w", upstream[0], err)
+	}
+	p.up = stdin
+	go p.readUpstream(stdout)
+	p.readClient(ctx, in)
+	p.calls.Wait()
+	stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		cmd.Process.Kill()
+		<-done
+	}
+	return nil
+}
+
+func (p *Proxy) note(format string, args ...any) {
+	fmt.Fprintf(p.Diagnostics, "undolog proxy: "+format+"\n", args...)
+}
+
+func (p *Proxy) writeClient(b []byte) {
+	p.clientMu.Lock()
+	defer p.clientMu.Unlock()
+	p.client.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
+}
+
+func (p *Proxy) writeUpstream(b []byte) error {
+	select {
+	case <-p.upGone:
+		return errUpstreamGone
+	default:
+	}
+	p.upMu.Lock()
+	defer p.upMu.Unlock()
+	_, err := p.up.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
+	return err
+}
+
+func encode(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func errorResponse(id json.RawMessage, code int, msg string) []byte {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	return encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcError{Code: code, Message: msg}})
+}
+
+func resultResponse(id json.RawMessage, result json.RawMessage) []byte {
+	return encode(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+// toolError answers a tools/call with a tool error result: the agent sees it
+// and can act on it.
+func toolError(id json.RawMessage, text string) []byte {
+	return resultResponse(id, encode(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}, "isError": true}))
+}
+
+func parse(line []byte) (message, error) {
+	var m message
+	if err := json.Unmarshal(line, &m); err != nil {
+		return m, err
+	}
+	m.raw = line
+	return m, nil
+}
+
+func scanner(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	return sc
+}
+
+// readClient handles the client's messages until it closes its input.
+func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
+	sc := scanner(in)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		line = append([]byte(nil), line...)
+		m, err := parse(line)
+		switch {
+		case err != nil:
+			p.writeClient(errorResponse(nil, codeParse, "parse error: "+err.Error()))
+			continue
+		case m.JSONRPC != "2.0":
+			p.writeClient(errorResponse(m.ID, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
+			continue
+		}
+		switch m.Method {
+		case "initialize":
+			var params struct {
+				ClientInfo struct{ Name string } `json:"clientInfo"`
+			}
+			json.Unmarshal(m.Params, &params)
+			p.infoMu.Lock()
+			p.clientName = params.ClientInfo.Name
+			p.infoMu.Unlock()
+		case "tools/list":
+			p.infoMu.Lock()
+			p.listIDs[string(m.ID)] = true
+			p.infoMu.Unlock()
+		case "tools/call":
+			if len(m.ID) > 0 {
+				p.calls.Add(1)
+				go func() {
+					defer p.calls.Done()
+					p.toolCall(ctx, m)
+				}()
+				continue
+			}
+		}
+		if err := p.writeUpstream(line); err != nil && len(m.ID) > 0 && m.Method != "" {
+			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		p.note("reading the client: %v", err)
+	}
+}
+
+// readUpstream handles the server's messages until it exits.
+func (p *Proxy) readUpstream(r io.Reader) {
+	sc := scanner(r)
+	for sc.Scan() {
+		line := bytes.TrimSpace(sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		line = append([]byte(nil), line...)
+		m, err := parse(line)
+		if err != nil || m.JSONRPC != "2.0" {
+			p.note("malformed message from the server: %.200s", line)
+			if err != nil {
+				p.writeUpstream(errorResponse(nil, codeParse, "parse error: "+err.Error()))
+			} else {
+				p.writeUpstream(errorResponse(m.ID, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
+			}
+			continue
+		}
+		if m.isResponse() {
+			key := string(m.ID)
+			p.waitMu.Lock()
+			ch, ours := p.waiting[key]
+			delete(p.waiting, key)
+			p.waitMu.Unlock()
+			if ours {
+				ch <- m
+				continue
+			}
+			p.infoMu.Lock()
+			isList := p.listIDs[key]
+			delete(p.listIDs, key)
+			p.infoMu.Unlock()
+			if isList {
+				p.learnAnnotations(m.Result, false)
+			}
+		}
+		p.writeClient(line)
+	}
+	close(p.upGone)
+	p.waitMu.Lock()
+	for key, ch := range p.waiting {
+		close(ch)
+		delete(p.waiting, key)
+	}
+	p.waitMu.Unlock()
+}
+
+// learnAnnotations keeps each tool's readOnlyHint from a tools/list result.
+func (p *Proxy) learnAnnotations(result json.RawMessage, complete bool) string {
+	var r struct {
+		Tools []struct {
+			Name        string `json:"name"`
+			Annotations *struct {
+				ReadOnlyHint bool `json:"readOnlyHint"`
+			} `json:"annotations"`
+		} `json:"tools"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return ""
+	}
+	p.infoMu.Lock()
+	defer p.infoMu.Unlock()
+	for _, t := range r.Tools {
+		p.annotations[t.Name] = t.Annotations != nil && t.Annotations.ReadOnlyHint
+	}
+	if complete || r.NextCursor == "" {
+		p.annotated = true
+	}
+	return r.NextCursor
+}
+
+// request sends the proxy's own request upstream and waits for the answer.
+func (p *Proxy) request(ctx context.Context, method string, params any) (message, error) {
+	id := json.RawMessage(strconv.Quote("undolog-" + strconv.FormatInt(p.seq.Add(1), 10)))
+	ch := p.expect(id)
+	if err := p.writeUpstream(encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})); err != nil {
+		p.forget(id)
+		return message{}, err
+	}
+	select {
+	case m, ok := <-ch:
+		if !ok {
+			return message{}, errUpstreamGone
+		}
+		if m.Error != nil {
+			return m, fmt.Errorf("%s: %s (code %d)", method, m.Error.Message, m.Error.Code)
+		}
+		return m, nil
+	case <-ctx.Done():
+		p.forget(id)
+		return message{}, ctx.Err()
+	}
+}
+
+func (p *Proxy) expect(id json.RawMessage) chan message {
+	ch := make(chan message, 1)
+	p.waitMu.Lock()
+	p.waiting[string(id)] = ch
+	p.waitMu.Unlock()
+	return ch
+}
+
+func (p *Proxy) forget(id json.RawMessage) {
+	p.waitMu.Lock()
+	delete(p.waiting, string(id))
+	p.waitMu.Unlock()
+}
+
+// readOnly tells whether the server annotates the tool readOnlyHint, asking
+// for the tool list once if the client has not yet.
+func (p *Proxy) readOnly(ctx context.Context, tool string) (readOnly, known bool) {
+	p.infoMu.Lock()
+	annotated := p.annotated
+	p.infoMu.Unlock()
+	if !annotated {
+		cursor := ""
+		for {
+			params := map[string]any{}
+			if cursor != "" {
+				params["cursor"] = cursor
+			}
+			m, err := p.request(ctx, "tools/list", params)
+			if err != nil {
+				p.note("tools/list for annotations: %v", err)
+				break
+			}
+			if cursor = p.learnAnnotations(m.Result, false); cursor == "" {
+				break
+			}
+		}
+	}
+	p.infoMu.Lock()
+	defer p.infoMu.Unlock()
+	ro, ok := p.annotations[tool]
+	return ro, ok
+}
+
+func (p *Proxy) actor() string {
+	p.infoMu.Lock()
+	defer p.infoMu.Unlock()
+	if p.clientName == "" {
+		return "mcp-client"
+	}
+	return "mcp:" + p.clientName
+}
+
+// toolCall runs one tools/call through the effect log.
+func (p *Proxy) toolCall(ctx context.Context, m message) {
+	var params struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
+		p.writeClient(errorResponse(m.ID, codeInvalidParams, "invalid params: tools/call needs a name"))
+		return
+	}
+	readOnly, known := p.readOnly(ctx, params.Name)
+	cls := p.Policy.Classify(params.Name, readOnly, known)
+	if cls.Tier == sm.Safe {
+		if err := p.writeUpstream(m.raw); err != nil {
+			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
+		}
+		return
+	}
+	args := params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	req := logstore.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
+		CreateSession: true, Actor: p.actor(), Reason: cls.Reason}
+	if r := cls.Rule; r != nil && r.Compensate != nil {
+		comp := &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
+		if r.Capture != nil {
+			capture, err := p.capture(ctx, r.Capture, args)
+			if err != nil {
+				p.writeClient(toolError(m.ID, fmt.Sprintf("undolog: the capture call %s before %s failed, so the call was not made: %v", r.Capture.Tool, params.Name, err)))
+				return
+			}
+			comp.Capture = capture
+		}
+		req.Compensation = comp
+	}
+	res, err := p.Store.Intercept(req)
+	if err != nil {
+		p.writeClient(toolError(m.ID, "undolog: the call was not made: "+err.Error()))
+		return
+	}
+	e := res.Effect
+	switch res.Outcome {
+	case logstore.OutcomeReplayed:
+		p.writeClient(resultResponse(m.ID, e.Result))
+		return
+	case logstore.OutcomeRejected:
+		p.writeClient(toolError(m.ID, p.rejection(e.ID, params.Name)))
+		return
+	case logstore.OutcomeInProgress:
+		if e.State == sm.Executing {
+			p.writeClient(toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)))
+			return
+		}
+	}
+	if e.Tier == sm.Irreversible {
+		if msg := p.awaitApproval(ctx, e); msg != "" {
+			p.writeClient(toolError(m.ID, msg))
+			return
+		}
+	}
+	p.execute(e, m)
+}
+
+func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
+	capArgs, err := template.Eval(c.Args, template.Input{Args: args})
+	if err != nil {
+		return nil, err
+	}
+	r, err := p.request(ctx, "tools/call", map[string]any{"name": c.Tool, "arguments": capArgs})
+	if err != nil {
+		return nil, err
+	}
+	if toolFailed(r.Result) {
+		return nil, errors.New(resultText(r.Result))
+	}
+	return r.Result, nil
+}
+
+func (p *Proxy) rejection(id uint64, tool string) string {
+	d, err := p.Store.GetEffect(id)
+	if err == nil && d.Approval != nil {
+		a := d.Approval
+		if a.Outcome == logstore.ApprovalTimedOut {
+			return fmt.Sprintf("undolog: %s (effect %d) was not approved in time; it will not run", tool, id)
+		}
+		why := ""
+		if a.Decision != "" {
+			why = ": " + a.Decision
+		}
+		return fmt.Sprintf("undolog: %s (effect %d) was rejected by %s%s; it will not run, and the session is halted", tool, id, a.DecidedBy, why)
+	}
+	return fmt.Sprintf("undolog: %s (effect %d) was rejected; it will not run", tool, id)
+}
+
+// awaitApproval waits up to ApprovalWait for a decision. It returns "" once
+// approved, or the text of the tool error to answer with.
+func (p *Proxy) awaitApproval(ctx context.Context, e logstore.Effect) string {
+	deadline := time.Now().Add(p.ApprovalWait)
+	p.note("effect %d (%s, irreversible) awaits approval: undolog approve %d", e.ID, e.Tool, e.ID)
+	for {
+		d, err := p.Store.GetEffect(e.ID)
+		if err != nil {
+			return "undolog: " + err.Error()
+		}
+		a := d.Approval
+		switch {
+		case d.Effect.State == sm.Approved, d.Effect.State == sm.Pending && a != nil && a.Outcome == logstore.ApprovalApproved:
+			return ""
+		case d.Effect.State == sm.Rejected:
+			return p.rejection(e.ID, e.Tool)
+		case d.Effect.State != sm.Pending:
+			return fmt.Sprintf("undolog: the same call (effect %d) is %s elsewhere; retry it later", e.ID, d.Effect.State)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("undolog: %s is irreversible and waits for a person's approval (effect %d). "+
+				"Ask them to run `undolog approve %d` (or reject it), then call %s again with the same arguments: "+
+				"the retry goes ahead once approved.", e.Tool, e.ID, e.ID, e.Tool)
+		}
+		select {
+		case <-ctx.Done():
+			return "undolog: the proxy is stopping"
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// execute starts the effect, forwards the call and records its outcome.
+func (p *Proxy) execute(e logstore.Effect, m message) {
+	host, _ := os.Hostname()
+	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()}
+	actor := p.actor()
+	if _, err := p.Store.Start(e.ID, logstore.Change{Actor: actor, Owner: owner}); err != nil {
+		p.writeClient(toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
+		return
+	}
+	ch := p.expect(m.ID)
+	if err := p.writeUpstream(m.raw); err != nil {
+		p.forget(m.ID)
+		p.writeClient(errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
+		return
+	}
+	resp, ok := <-ch
+	if !ok {
+		p.writeClient(errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): check it, then fail or undo it", e.Tool, e.ID)))
+		return
+	}
+	var err error
+	switch {
+	case resp.Error != nil:
+		_, err = p.Store.Fail(e.ID, logstore.Change{Actor: actor, Error: fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message)})
+	case toolFailed(resp.Result):
+		_, err = p.Store.Fail(e.ID, logstore.Change{Actor: actor, Error: "tool error: " + resultText(resp.Result)})
+	default:
+		_, err = p.Store.Commit(e.ID, logstore.Change{Actor: actor, Result: resp.Result})
+	}
+	if err != nil {
+		p.note("effect %d: recording the outcome failed, it stays in doubt: %v", e.ID, err)
+	}
+	p.writeClient(resp.raw)
+}
+
+func toolFailed(result json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	json.Unmarshal(result, &r)
+	return r.IsError
+}
+
+func resultText(result json.RawMessage) string {
+	var r struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	json.Unmarshal(result, &r)
+	var b bytes.Buffer
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	s := b.String()
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}

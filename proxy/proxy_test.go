@@ -1,0 +1,405 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// TestMain lets the test binary act as a small fake MCP server (for the
+// failure tests) when UNDOLOG_FAKE_SERVER is set.
+func TestMain(m *testing.M) {
+	if os.Getenv("UNDOLOG_FAKE_SERVER") != "" {
+		fakeServer()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// fakeServer answers initialize, tools/list and tools/call; the tool "die"
+// exits mid-call and "garble" writes a malformed line before its answer.
+func fakeServer() {
+	sc := bufio.NewScanner(os.Stdin)
+	out := bufio.NewWriter(os.Stdout)
+	reply := func(id json.RawMessage, result string) {
+		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
+		out.Flush()
+	}
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil || len(m.ID) == 0 || m.Method == "" {
+			continue // notifications and our parse errors
+		}
+		switch m.Method {
+		case "initialize":
+			reply(m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`)
+		case "tools/list":
+			reply(m.ID, `{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"die","inputSchema":{"type":"object"}},{"name":"garble","inputSchema":{"type":"object"}}]}`)
+		case "tools/call":
+			switch m.Params.Name {
+			case "die":
+				os.Exit(3)
+			case "garble":
+				fmt.Fprintln(out, "this is not JSON-RPC")
+				out.Flush()
+			}
+			reply(m.ID, `{"content":[{"type":"text","text":"ok"}]}`)
+		default:
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`+"\n", m.ID)
+			out.Flush()
+		}
+	}
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// undolog builds the real binary once.
+func undolog(t testing.TB) string {
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "undolog-proxy-test")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "undolog")
+		out, err := exec.Command("go", "build", "-o", binPath, "..").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// memoryServer is the real @modelcontextprotocol/server-memory, installed by
+// .ci/run (UNDOLOG_MCP_MEMORY names its executable).
+func memoryServer(t testing.TB) string {
+	path := os.Getenv("UNDOLOG_MCP_MEMORY")
+	if path == "" {
+		if os.Getenv("UNDOLOG_REQUIRE_MCP") != "" {
+			t.Fatal("UNDOLOG_MCP_MEMORY is not set but UNDOLOG_REQUIRE_MCP is")
+		}
+		t.Skip("UNDOLOG_MCP_MEMORY not set: the real MCP server is not installed")
+	}
+	return path
+}
+
+type harness struct {
+	t       testing.TB
+	dir     string
+	logPath string
+	env     []string
+	policy  string
+}
+
+func newHarness(t testing.TB) *harness {
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, logPath: filepath.Join(dir, "undolog.db")}
+	h.env = append(os.Environ(), "UNDOLOG_LOG="+h.logPath, "MEMORY_FILE_PATH="+filepath.Join(dir, "memory.jsonl"), "UNDOLOG_ACTOR=tester")
+	policy, err := filepath.Abs("../examples/memory-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.policy = policy
+	return h
+}
+
+func (h *harness) connect(argv []string, env ...string) *mcp.ClientSession {
+	h.t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(append([]string{}, h.env...), env...)
+	cmd.Stderr = os.Stderr
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
+	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func (h *harness) direct() *mcp.ClientSession { return h.connect([]string{memoryServer(h.t)}) }
+
+func (h *harness) proxied(session string, extra ...string) *mcp.ClientSession {
+	argv := append([]string{undolog(h.t), "proxy", "--session", session, "--policy", h.policy}, extra...)
+	return h.connect(append(append(argv, "--"), memoryServer(h.t)))
+}
+
+func (h *harness) cli(args ...string) string {
+	h.t.Helper()
+	cmd := exec.Command(undolog(h.t), args...)
+	cmd.Env = h.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		h.t.Fatalf("undolog %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+func call(t testing.TB, s *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func text(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func graph(t testing.TB, s *mcp.ClientSession) string {
+	r := call(t, s, "read_graph", map[string]any{})
+	b, _ := json.Marshal(r.StructuredContent)
+	return string(b)
+}
+
+type entity struct {
+	Name         string   `json:"name"`
+	EntityType   string   `json:"entityType"`
+	Observations []string `json:"observations"`
+}
+
+func TestProxyInFrontOfMemoryServer(t *testing.T) {
+	h := newHarness(t)
+	store := logstore.New(h.logPath, logstore.Options{})
+
+	// The graph before the session: one entity made without undolog.
+	direct := h.direct()
+	call(t, direct, "create_entities", map[string]any{"entities": []entity{{Name: "pre", EntityType: "thing", Observations: []string{"old"}}}})
+	before := graph(t, direct)
+	directTools, err := direct.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct.Close()
+
+	agent := h.proxied("agent-1")
+	proxiedTools, err := agent.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(directTools, proxiedTools) {
+		t.Fatalf("tools/list changed through the proxy")
+	}
+
+	alice := map[string]any{"entities": []entity{{Name: "alice", EntityType: "person", Observations: []string{"likes tea"}}}}
+	first := call(t, agent, "create_entities", alice)
+	again := call(t, agent, "create_entities", alice)
+	if first.IsError || again.IsError || text(first) != text(again) || !strings.Contains(text(again), "alice") {
+		t.Fatalf("the repeat was not answered from the log:\n%s\n%s", text(first), text(again))
+	}
+	call(t, agent, "add_observations", map[string]any{"observations": []map[string]any{{"entityName": "pre", "contents": []string{"old", "new"}}}})
+	call(t, agent, "create_relations", map[string]any{"relations": []map[string]string{{"from": "alice", "to": "pre", "relationType": "knows"}}})
+	if g := graph(t, agent); !strings.Contains(g, `"alice"`) || !strings.Contains(g, `"new"`) || !strings.Contains(g, `"knows"`) {
+		t.Fatalf("graph after the calls: %s", g)
+	}
+
+	effects, _, _ := store.ListEffects(logstore.EffectFilter{Session: "agent-1", Ascending: true})
+	var states []string
+	for _, e := range effects {
+		states = append(states, e.Tool+":"+string(e.State))
+	}
+	want := []string{"create_entities:committed", "create_entities:replayed", "add_observations:committed", "create_relations:committed"}
+	if !reflect.DeepEqual(states, want) {
+		t.Fatalf("logged %v, want %v (safe read_graph is never logged)", states, want)
+	}
+	if effects[0].ReplayCount != 1 || effects[0].Compensation.Kind != logstore.CompensationMCP || effects[0].Compensation.Tool != "delete_entities" {
+		t.Fatalf("%+v", effects[0])
+	}
+	if effects[0].CreatedAt.IsZero() || !strings.HasPrefix(h.cli("show", "1", "-o", "json"), "{") {
+		t.Fatal("show")
+	}
+	sess, _ := store.GetSession("agent-1")
+	if len(sess.Upstream) != 1 || sess.Upstream[0] != memoryServer(t) {
+		t.Fatalf("upstream not recorded: %v", sess.Upstream)
+	}
+	agent.Close()
+
+	// Undo starts the recorded server and runs the compensations LIFO.
+	plan := h.cli("undo", "agent-1", "--dry-run")
+	if !strings.Contains(plan, `mcp delete_relations {"relations":[{"from":"alice","relationType":"knows","to":"pre"}]}`) ||
+		!strings.Contains(plan, `mcp delete_observations {"deletions":[{"entityName":"pre","observations":["new"]}]}`) ||
+		!strings.Contains(plan, `mcp delete_entities {"entityNames":["alice"]}`) {
+		t.Fatalf("plan:\n%s", plan)
+	}
+	out := h.cli("undo", "agent-1", "--yes")
+	if !strings.Contains(out, "3 compensated") {
+		t.Fatalf("undo: %s", out)
+	}
+	direct = h.direct()
+	if after := graph(t, direct); after != before {
+		t.Fatalf("the graph is not back to what it was:\nbefore %s\nafter  %s", before, after)
+	}
+	if rep, _ := store.Verify(); len(rep.Problems) != 0 {
+		t.Fatal(rep.Problems)
+	}
+}
+
+func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
+	h := newHarness(t)
+	store := logstore.New(h.logPath, logstore.Options{})
+	direct := h.direct()
+	call(t, direct, "create_entities", map[string]any{"entities": []entity{{Name: "a", EntityType: "t", Observations: []string{}}, {Name: "b", EntityType: "t", Observations: []string{}}}})
+	direct.Close()
+
+	agent := h.proxied("agent-2", "--approval-wait", "300ms")
+	// No decision within the wait: a tool error that names the effect and asks for a retry.
+	held := call(t, agent, "delete_entities", map[string]any{"entityNames": []string{"a"}})
+	if !held.IsError || !strings.Contains(text(held), "undolog approve 1") || !strings.Contains(text(held), "call delete_entities again") {
+		t.Fatalf("held call: %s", text(held))
+	}
+	if g := graph(t, agent); !strings.Contains(g, `"a"`) {
+		t.Fatal("the irreversible call ran without approval")
+	}
+	// Approved from another process: the retry of the same call goes ahead.
+	h.cli("approve", "1", "--as", "alice")
+	done := call(t, agent, "delete_entities", map[string]any{"entityNames": []string{"a"}})
+	if done.IsError {
+		t.Fatalf("approved retry: %s", text(done))
+	}
+	if g := graph(t, agent); strings.Contains(g, `"name":"a"`) {
+		t.Fatalf("not deleted: %s", g)
+	}
+	d, _ := store.GetEffect(1)
+	if d.Effect.State != sm.Committed || d.Approval.DecidedBy != "alice" {
+		t.Fatalf("%+v %+v", d.Effect, d.Approval)
+	}
+
+	// A call waiting when the decision comes goes ahead at once; a rejected one never runs.
+	var wg sync.WaitGroup
+	var rejected *mcp.CallToolResult
+	agent3 := h.proxied("agent-3", "--approval-wait", "20s")
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rejected = call(t, agent3, "delete_entities", map[string]any{"entityNames": []string{"b"}})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if list, _ := store.PendingApprovals("agent-3"); len(list) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no approval request")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.cli("reject", "2", "--as", "bob", "--reason", "b is still needed")
+	wg.Wait()
+	if !rejected.IsError || !strings.Contains(text(rejected), "rejected by bob: b is still needed") {
+		t.Fatalf("rejected call: %s", text(rejected))
+	}
+	if g := graph(t, agent3); !strings.Contains(g, `"b"`) {
+		t.Fatal("a rejected call ran")
+	}
+	if s, _ := store.GetSession("agent-3"); s.State != sm.SessionHalted {
+		t.Fatalf("session %s", s.State)
+	}
+	// The agent cannot approve anything: whatever it sends, the call stays rejected.
+	again := call(t, agent3, "delete_entities", map[string]any{"entityNames": []string{"b"}})
+	if !again.IsError || !strings.Contains(text(again), "rejected") {
+		t.Fatalf("repeat of a rejected call: %s", text(again))
+	}
+}
+
+// rawProxy runs the proxy in front of the fake server with raw pipes, so a
+// test can send what no SDK would.
+func rawProxy(t *testing.T, h *harness) (io.WriteCloser, *bufio.Scanner, *exec.Cmd) {
+	policy := filepath.Join(h.dir, "fake.yaml")
+	os.WriteFile(policy, []byte("tools:\n  die: {tier: compensable}\n  garble: {tier: compensable}\n  echo: {tier: compensable}\n"), 0o644)
+	cmd := exec.Command(undolog(t), "proxy", "--session", "fake-1", "--policy", policy, "--", os.Args[0])
+	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1")
+	in, _ := cmd.StdinPipe()
+	outPipe, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	return in, bufio.NewScanner(outPipe), cmd
+}
+
+func next(t *testing.T, sc *bufio.Scanner) map[string]any {
+	t.Helper()
+	if !sc.Scan() {
+		t.Fatalf("the proxy closed its output: %v", sc.Err())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+		t.Fatalf("the proxy wrote a malformed line %q", sc.Text())
+	}
+	return m
+}
+
+func TestProxyMalformedInputAndDyingServer(t *testing.T) {
+	h := newHarness(t)
+	in, out, _ := rawProxy(t, h)
+	send := func(s string) { io.WriteString(in, s+"\n") }
+
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := next(t, out); m["id"] != 1.0 || m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`this is not json`)
+	if m := next(t, out); m["error"].(map[string]any)["code"] != -32700.0 {
+		t.Fatalf("garbage: %v", m)
+	}
+	send(`{"jsonrpc":"1.0","id":2,"method":"ping"}`)
+	if m := next(t, out); m["id"] != 2.0 || m["error"].(map[string]any)["code"] != -32600.0 {
+		t.Fatalf("bad version: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"garble","arguments":{}}}`)
+	if m := next(t, out); m["id"] != 3.0 || m["result"] == nil {
+		t.Fatalf("a malformed line from the server broke the call: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"die","arguments":{}}}`)
+	m := next(t, out)
+	msg, _ := m["error"].(map[string]any)["message"].(string)
+	if m["id"] != 4.0 || !strings.Contains(msg, "exited during die") || !strings.Contains(msg, "effect 2 stays executing") {
+		t.Fatalf("dying server: %v", m)
+	}
+	store := logstore.New(h.logPath, logstore.Options{})
+	d, err := store.GetEffect(2)
+	if err != nil || d.Effect.State != sm.Executing || d.Effect.Tool != "die" {
+		t.Fatalf("%+v %v", d.Effect, err)
+	}
+	send(`{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+	if m := next(t, out); m["id"] != 5.0 || m["error"] == nil {
+		t.Fatalf("request after the server died: %v", m)
+	}
+}
