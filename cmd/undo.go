@@ -68,7 +68,9 @@ undo again to resume. Irreversible effects cannot be undone and are listed.`,
 				}
 			}
 			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut,
-				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) { return proxy.Dial(ctx, upstream) }}
+				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
+					return proxy.Dial(ctx, upstream)
+				}}
 			if opts.output == formatText {
 				runner.Progress = f.Out
 			}

@@ -45,7 +45,7 @@ type Compensation struct {
 	Args json.RawMessage `json:"args,omitempty"`
 	// Capture is the pre-image an mcp capture call returned before the call.
 	Capture json.RawMessage `json:"capture,omitempty"`
-	Note string          `json:"note,omitempty"`
+	Note    string          `json:"note,omitempty"`
 	// MaxRetries and InitialBackoffMS tune the undo runner; zero means its defaults.
 	MaxRetries       int `json:"max_retries,omitempty"`
 	InitialBackoffMS int `json:"initial_backoff_ms,omitempty"`
