@@ -3,6 +3,7 @@ package logstore
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -204,4 +205,75 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 		}
 		verifyClean(t, s)
 	}
+}
+
+// Concurrent writers in one process share transactions: far fewer commits
+// than calls, and every call sees its own outcome.
+func TestGroupCommit(t *testing.T) {
+	s, _ := newStore(t)
+	if _, err := s.CreateSession(NewSession{ID: "warm"}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	before := s.group.commits.Load()
+	var wg sync.WaitGroup
+	ids := make([]uint64, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res, err := s.Intercept(InterceptRequest{Session: fmt.Sprintf("g%d", i%8), Tool: "w", Tier: sm.Compensable,
+				Args: json.RawMessage(strconv.Itoa(i)), CreateSession: true})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = res.Effect.ID
+			if _, err := s.Start(res.Effect.ID, Change{}); err != nil {
+				t.Error(err)
+			}
+			if _, err := s.Commit(res.Effect.ID, Change{Result: json.RawMessage(strconv.Itoa(i))}); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	commits := s.group.commits.Load() - before
+	if commits >= 3*n {
+		t.Fatalf("%d calls took %d commits: no grouping", 3*n, commits)
+	}
+	seen := map[uint64]bool{}
+	for i, id := range ids {
+		d, err := s.GetEffect(id)
+		if err != nil || seen[id] || d.Effect.State != sm.Committed || string(d.Effect.Result) != strconv.Itoa(i) {
+			t.Fatalf("call %d: effect %d %+v %v", i, id, d.Effect, err)
+		}
+		seen[id] = true
+	}
+	verifyClean(t, s)
+	t.Logf("%d calls in %d transactions", 3*n, commits)
+
+	// A failing call in a batch fails alone.
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if i%2 == 0 {
+				_, errs[i] = s.Commit(ids[i], Change{}) // already committed: refused
+			} else {
+				_, errs[i] = s.Intercept(InterceptRequest{Session: "h", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(strconv.Itoa(i)), CreateSession: true})
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i%2 == 0) != errors.Is(err, sm.ErrInvalidStateTransition) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if sess, _ := s.GetSession("h"); sess.Effects != n/2 {
+		t.Fatalf("session h has %d effects, want %d", sess.Effects, n/2)
+	}
+	verifyClean(t, s)
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -40,14 +41,14 @@ type Options struct {
 // Store is the bbolt-backed effect log at one path. It holds no open file; it
 // is safe for concurrent use by many goroutines.
 type Store struct {
-	path string
-	opts Options
-	mu   *sync.Mutex // serializes this process's writers to the file
+	path  string
+	opts  Options
+	group *writeGroup // this process's writers to the file
 }
 
 var (
-	writersMu sync.Mutex
-	writers   = map[string]*sync.Mutex{}
+	groupsMu sync.Mutex
+	groups   = map[string]*writeGroup{}
 )
 
 // New returns the Store for the log at path. It does no I/O: the file is
@@ -63,14 +64,14 @@ func New(path string, opts Options) *Store {
 	if err != nil {
 		abs = path
 	}
-	writersMu.Lock()
-	mu, ok := writers[abs]
+	groupsMu.Lock()
+	g, ok := groups[abs]
 	if !ok {
-		mu = &sync.Mutex{}
-		writers[abs] = mu
+		g = &writeGroup{}
+		groups[abs] = g
 	}
-	writersMu.Unlock()
-	return &Store{path: path, opts: opts, mu: mu}
+	groupsMu.Unlock()
+	return &Store{path: path, opts: opts, group: g}
 }
 
 // Path is the log file's path.
@@ -102,43 +103,130 @@ var (
 	keySchema = []byte("schema_version")
 )
 
-// update runs fn in one write transaction on a freshly opened log, creating
-// the log if it does not exist yet.
+// update runs fn in a write transaction on a freshly opened log, creating
+// the log if it does not exist yet. Writes that arrive while another is being
+// committed are grouped into the next transaction (group commit): concurrent
+// callers share one open, one transaction and one fsync, yet each sees only
+// its own outcome.
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
-		if err := s.create(); err != nil {
-			return err
-		}
-	} else if err != nil {
-		return err
+	c := &writeCall{fn: fn}
+	g := s.group
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	if g.leading {
+		c.done = make(chan struct{})
+		g.mu.Unlock()
+		<-c.done
+		return c.err
 	}
-	db, err := s.open(false)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	var after error
-	err = db.Update(func(tx *bolt.Tx) error {
-		if err := checkSchema(tx, s.path); err != nil {
-			return err
+	g.leading = true
+	g.mu.Unlock()
+	for {
+		g.mu.Lock()
+		batch := g.queue
+		g.queue = nil
+		if len(batch) == 0 {
+			g.leading = false
+			g.mu.Unlock()
+			return c.err
 		}
-		err := fn(tx)
-		var ac *errAfterCommit
-		if errors.As(err, &ac) {
-			after = ac.err
+		g.mu.Unlock()
+		s.commit(batch)
+		for _, b := range batch {
+			if b.done != nil {
+				close(b.done)
+			}
+		}
+	}
+}
+
+// writeGroup queues the writers of one log file in this process.
+type writeGroup struct {
+	mu      sync.Mutex
+	queue   []*writeCall
+	leading bool         // a writer is committing batches
+	commits atomic.Int64 // transactions committed, for tests and benchmarks
+}
+
+type writeCall struct {
+	fn   func(tx *bolt.Tx) error
+	err  error
+	done chan struct{} // nil for the leader's own call
+}
+
+// errBatchMember marks a transaction rolled back because one call failed.
+var errBatchMember = errors.New("a call of the batch failed")
+
+// commit runs the calls in one transaction. A call that fails is taken out
+// and the rest run again in a new transaction, so that no call's writes
+// depend on another's failure.
+func (s *Store) commit(pending []*writeCall) {
+	for len(pending) > 0 {
+		fail := func(err error) {
+			for _, c := range pending {
+				c.err = err
+			}
+		}
+		if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
+			if err := s.create(); err != nil {
+				fail(err)
+				return
+			}
+		} else if err != nil {
+			fail(err)
+			return
+		}
+		db, err := s.open(false)
+		if err != nil {
+			fail(err)
+			return
+		}
+		var failed *writeCall
+		err = db.Update(func(tx *bolt.Tx) error {
+			if err := checkSchema(tx, s.path); err != nil {
+				return err
+			}
+			wrote := false
+			for _, c := range pending {
+				err := c.fn(tx)
+				var ac *errAfterCommit
+				switch {
+				case err == nil:
+					c.err, wrote = nil, true
+				case errors.As(err, &ac):
+					c.err, wrote = ac.err, true
+				case err == errNothingToWrite:
+					c.err = nil
+				default:
+					c.err, failed = err, c
+					return errBatchMember
+				}
+			}
+			if !wrote {
+				return errNothingToWrite
+			}
 			return nil
+		})
+		db.Close()
+		switch {
+		case err == nil:
+			s.group.commits.Add(1)
+			return
+		case err == errNothingToWrite:
+			return
+		case err == errBatchMember:
+			rest := pending[:0:0]
+			for _, c := range pending {
+				if c != failed {
+					rest = append(rest, c)
+				}
+			}
+			pending = rest
+		default:
+			fail(err)
+			return
 		}
-		return err
-	})
-	if errors.Is(err, errNothingToWrite) {
-		return nil
 	}
-	if err != nil {
-		return err
-	}
-	return after
 }
 
 // errNothingToWrite rolls back a transaction that found nothing to change,
