@@ -65,11 +65,27 @@ func LoadPolicy(file string) (*Policy, error) {
 
 // ParsePolicy parses and checks a policy.
 func ParsePolicy(data []byte) (*Policy, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPolicy, oneLine(err.Error()))
+	}
+	if len(root.Content) == 0 {
+		return &Policy{}, nil
+	}
+	top := root.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%w: line %d: a policy is a mapping with the keys tools and redact", ErrPolicy, top.Line)
+	}
+	for i := 0; i < len(top.Content); i += 2 {
+		if k := top.Content[i].Value; k != "tools" && k != "redact" {
+			return nil, fmt.Errorf("%w: line %d: unknown key %q (a policy has tools and redact)", ErrPolicy, top.Content[i].Line, k)
+		}
+	}
 	var doc struct {
 		Tools  yaml.Node `yaml:"tools"`
 		Redact []string  `yaml:"redact"`
 	}
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := top.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPolicy, oneLine(err.Error()))
 	}
 	p := &Policy{Redact: doc.Redact}
@@ -162,8 +178,8 @@ type Classification struct {
 
 // Classify finds the rule for a tool: its exact name, else the first glob
 // that matches, else its readOnlyHint annotation (safe), else irreversible:
-// undolog fails closed.
-func (p *Policy) Classify(tool string, readOnly bool, annotated bool) Classification {
+// undolog fails closed. annotation is asked only when no rule matches.
+func (p *Policy) Classify(tool string, annotation func() (readOnly, known bool)) Classification {
 	if p != nil {
 		for i := range p.Rules {
 			if p.Rules[i].Pattern == tool {
@@ -176,7 +192,7 @@ func (p *Policy) Classify(tool string, readOnly bool, annotated bool) Classifica
 			}
 		}
 	}
-	if annotated && readOnly {
+	if readOnly, known := annotation(); known && readOnly {
 		return Classification{Tier: sm.Safe, Reason: "annotation readOnlyHint"}
 	}
 	return Classification{Tier: sm.Irreversible, Reason: "no policy entry: irreversible (fail closed)"}

@@ -396,8 +396,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		p.writeClient(errorResponse(m.ID, codeInvalidParams, "invalid params: tools/call needs a name"))
 		return
 	}
-	readOnly, known := p.readOnly(ctx, params.Name)
-	cls := p.Policy.Classify(params.Name, readOnly, known)
+	cls := p.Policy.Classify(params.Name, func() (bool, bool) { return p.readOnly(ctx, params.Name) })
 	if cls.Tier == sm.Safe {
 		if err := p.writeUpstream(m.raw); err != nil {
 			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))

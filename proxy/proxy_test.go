@@ -135,7 +135,9 @@ func (h *harness) connect(argv []string, env ...string) *mcp.ClientSession {
 	h.t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(append([]string{}, h.env...), env...)
-	cmd.Stderr = os.Stderr
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)
 	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -346,7 +348,9 @@ func rawProxy(t *testing.T, h *harness) (io.WriteCloser, *bufio.Scanner, *exec.C
 	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1")
 	in, _ := cmd.StdinPipe()
 	outPipe, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
