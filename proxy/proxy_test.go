@@ -407,3 +407,40 @@ func TestProxyMalformedInputAndDyingServer(t *testing.T) {
 		t.Fatalf("request after the server died: %v", m)
 	}
 }
+
+func TestPolicyInitFromTheServer(t *testing.T) {
+	h := newHarness(t)
+	out := h.cli("policy", "init", "--", memoryServer(t))
+	for _, want := range []string{"read_graph:\n    tier: safe", "delete_entities:\n    tier: irreversible    # destructiveHint",
+		"create_entities:\n    tier: irreversible    # make it compensable with:"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("policy init lacks %q:\n%s", want, out)
+		}
+	}
+	file := filepath.Join(h.dir, "init.yaml")
+	os.WriteFile(file, []byte(out), 0o644)
+	if check := h.cli("policy", "check", file); !strings.Contains(check, "ok: 9 rules") {
+		t.Fatalf("check: %s", check)
+	}
+}
+
+// Requests other than tools/call (here resources/list and prompts/list) get
+// exactly what the server says, whatever that is.
+func TestProxyPassesOtherRequestsThrough(t *testing.T) {
+	h := newHarness(t)
+	direct, proxied := h.direct(), h.proxied("pass")
+	ctx := context.Background()
+	res1, err1 := direct.ListResources(ctx, nil)
+	res2, err2 := proxied.ListResources(ctx, nil)
+	if fmt.Sprint(err1) != fmt.Sprint(err2) || !reflect.DeepEqual(res1, res2) {
+		t.Fatalf("resources/list: %v %v / %v %v", res1, err1, res2, err2)
+	}
+	p1, err1 := direct.ListPrompts(ctx, nil)
+	p2, err2 := proxied.ListPrompts(ctx, nil)
+	if fmt.Sprint(err1) != fmt.Sprint(err2) || !reflect.DeepEqual(p1, p2) {
+		t.Fatalf("prompts/list: %v %v / %v %v", p1, err1, p2, err2)
+	}
+	if err := proxied.Ping(ctx, nil); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+}
