@@ -228,14 +228,14 @@ func waitForApproval(ctx context.Context, f *Factory, store logstore.Log, opts *
 			return err
 		}
 		a := d.Approval
-		switch {
-		case d.Effect.State == sm.Approved, d.Effect.State == sm.Pending && a != nil && a.Outcome == logstore.ApprovalApproved:
+		switch d.Decision(f.Now()) {
+		case logstore.DecisionApproved:
 			return nil
-		case d.Effect.State == sm.Rejected:
+		case logstore.DecisionRejected:
 			return rejection(store, e.ID)
-		case d.Effect.State != sm.Pending:
+		case logstore.DecisionTaken:
 			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was taken by another process (%s)", e.ID, d.Effect.State)}
-		case a != nil && a.ExpiresAt != nil && !f.Now().Before(*a.ExpiresAt):
+		case logstore.DecisionExpired:
 			if _, err := store.ExpireApprovals(e.Session); err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // SchemaVersion is the layout this build writes. A log with a higher version is
@@ -265,9 +266,9 @@ func (s *Store) open(readOnly bool) (*bolt.DB, error) {
 	switch {
 	case err == nil:
 		return db, nil
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", ErrBusy, s.path, s.opts.LockTimeout)
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
 	default:
 		return nil, fmt.Errorf("open log %s: %w", s.path, err)

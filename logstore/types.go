@@ -181,3 +181,31 @@ type EffectDetail struct {
 	Undo     *UndoEntry      `json:"undo"`
 	Approval *Approval       `json:"approval"`
 }
+
+// Decision is where an irreversible effect stands with its approval request.
+type Decision int
+
+// Decisions, as a waiting caller sees them.
+const (
+	DecisionWaiting  Decision = iota // pending, still in time
+	DecisionApproved                 // go ahead (approved, or approved before and failed since)
+	DecisionRejected                 // rejected by a person or by system:timeout
+	DecisionExpired                  // time is up, not yet recorded: ExpireApprovals records it
+	DecisionTaken                    // another caller has moved the effect on
+)
+
+// Decision reads the effect's approval as a waiting caller needs it.
+func (d EffectDetail) Decision(now time.Time) Decision {
+	a := d.Approval
+	switch {
+	case d.Effect.State == sm.Approved, d.Effect.State == sm.Pending && a != nil && a.Outcome == ApprovalApproved:
+		return DecisionApproved
+	case d.Effect.State == sm.Rejected:
+		return DecisionRejected
+	case d.Effect.State != sm.Pending:
+		return DecisionTaken
+	case a != nil && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt):
+		return DecisionExpired
+	}
+	return DecisionWaiting
+}

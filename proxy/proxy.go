@@ -490,14 +490,18 @@ func (p *Proxy) awaitApproval(ctx context.Context, e logstore.Effect) string {
 		if err != nil {
 			return "undolog: " + err.Error()
 		}
-		a := d.Approval
-		switch {
-		case d.Effect.State == sm.Approved, d.Effect.State == sm.Pending && a != nil && a.Outcome == logstore.ApprovalApproved:
+		switch d.Decision(time.Now()) {
+		case logstore.DecisionApproved:
 			return ""
-		case d.Effect.State == sm.Rejected:
+		case logstore.DecisionRejected:
 			return p.rejection(e.ID, e.Tool)
-		case d.Effect.State != sm.Pending:
+		case logstore.DecisionTaken:
 			return fmt.Sprintf("undolog: the same call (effect %d) is %s elsewhere; retry it later", e.ID, d.Effect.State)
+		case logstore.DecisionExpired:
+			if _, err := p.Store.ExpireApprovals(e.Session); err != nil {
+				return "undolog: " + err.Error()
+			}
+			continue
 		}
 		if time.Now().After(deadline) {
 			return fmt.Sprintf("undolog: %s is irreversible and waits for a person's approval (effect %d). "+

@@ -235,7 +235,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			r.progress("effect %d %s: skipped (never ran)", id, step.Effect.Tool)
 			continue
 		case ActionBlocked:
-			return r.halt(res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: undolog resolve %d --reason ...",
+			return r.halt(res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, step.Entry.LastError, id))
 		case ActionCompensate:
 			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "undo"}); err != nil {
@@ -256,7 +256,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		}
 		if cerr != nil {
 			r.progress("effect %d %s: compensation failed after %d attempts: %s", id, step.Effect.Tool, attempts, change.Error)
-			return r.halt(res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: undolog resolve %d --reason ...",
+			return r.halt(res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, id))
 		}
 		res.Compensated = append(res.Compensated, id)
