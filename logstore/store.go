@@ -155,6 +155,20 @@ type writeCall struct {
 	done chan struct{} // nil for the leader's own call
 }
 
+// appendBuckets grow mostly at their end (keys are increasing ids, or ids
+// under a prefix): their pages can be filled, where bbolt's default leaves
+// half of every split page empty for inserts that never come.
+var appendBuckets = [][]byte{bEffects, bHistory, bChanges, bUndo, bBySession, bByTool, bByTier,
+	bSessionsByTime, bSessionHistory, bApprovals}
+
+// packAppendBuckets sets the fill of the append buckets for this transaction
+// (bbolt keeps the handle, and the setting, for the rest of the transaction).
+func packAppendBuckets(tx *bolt.Tx) {
+	for _, name := range appendBuckets {
+		tx.Bucket(name).FillPercent = 0.95
+	}
+}
+
 // errBatchMember marks a transaction rolled back because one call failed.
 var errBatchMember = errors.New("a call of the batch failed")
 
@@ -187,6 +201,7 @@ func (s *Store) commit(pending []*writeCall) {
 			if err := checkSchema(tx, s.path); err != nil {
 				return err
 			}
+			packAppendBuckets(tx)
 			wrote := false
 			for _, c := range pending {
 				err := c.fn(tx)
