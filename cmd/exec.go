@@ -152,8 +152,11 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		return err
 	}
 	args, _ := json.Marshal(map[string]any{"argv": argv, "cwd": cwd})
+	host, _ := os.Hostname()
+	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: f.Now().UTC()}
+	// A call that may run now starts in its intercept: one transaction fewer.
 	req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
-		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as)}
+		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Start: true, Owner: owner}
 	if opts.undo != "" {
 		if tier != sm.Compensable {
 			return usagef("--undo is for compensable calls; this one is %s", tier)
@@ -170,28 +173,24 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		return err
 	}
 	e := res.Effect
-	switch res.Outcome {
-	case logstore.OutcomeReplayed:
+	started := (res.Outcome == logstore.OutcomeNew || res.Outcome == logstore.OutcomeRetry) && e.State == sm.Executing
+	switch {
+	case started:
+	case res.Outcome == logstore.OutcomeReplayed:
 		opts.note(f, "replayed effect %d (replay of %d): %s did not run again", e.ID, *e.ReplayOf, opts.tool)
 		return replayOutput(f, e.Result)
-	case logstore.OutcomeRejected:
+	case res.Outcome == logstore.OutcomeRejected:
 		return rejection(store, e.ID)
-	case logstore.OutcomeInProgress:
-		if e.State == sm.Executing {
-			if err := reclaimInDoubt(f, store, opts, e); err != nil {
-				return err
-			}
-			break
+	case res.Outcome == logstore.OutcomeInProgress && e.State == sm.Executing:
+		if err := reclaimInDoubt(f, store, opts, e); err != nil {
+			return err
 		}
-		fallthrough // awaiting a decision: wait for it like the first caller
-	case logstore.OutcomeNew, logstore.OutcomeRetry:
-		if e.Tier == sm.Irreversible {
-			if err := waitForApproval(ctx, f, store, opts, e); err != nil {
-				return err
-			}
+	case e.Tier == sm.Irreversible: // new, retried, or awaiting a decision: wait for it
+		if err := waitForApproval(ctx, f, store, opts, e); err != nil {
+			return err
 		}
 	}
-	return runEffect(f, store, opts, e.ID, argv)
+	return runEffect(f, store, opts, e.ID, argv, owner, started)
 }
 
 // reclaimInDoubt handles a call whose owner is executing: a live owner is
@@ -272,16 +271,18 @@ func rejection(store logstore.Log, id uint64) error {
 	return &exitError{code: ExitExecRejected, msg: fmt.Sprintf("effect %d was rejected%s; the command did not run", id, who)}
 }
 
-// runEffect starts the effect, runs the command, and commits or fails it.
-func runEffect(f *Factory, store logstore.Log, opts *execOptions, id uint64, argv []string) error {
-	host, _ := os.Hostname()
+// runEffect starts the effect (unless its intercept did), runs the command,
+// and commits or fails it.
+func runEffect(f *Factory, store logstore.Log, opts *execOptions, id uint64, argv []string, owner *logstore.Owner, started bool) error {
 	actor := f.Actor(opts.as)
-	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: f.Now().UTC()}
-	if _, err := store.Start(id, logstore.Change{Actor: actor, Owner: owner}); err != nil {
-		if errors.Is(err, sm.ErrInvalidStateTransition) {
-			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was started by another process", id)}
+	if !started {
+		owner.StartedAt = f.Now().UTC()
+		if _, err := store.Start(id, logstore.Change{Actor: actor, Owner: owner}); err != nil {
+			if errors.Is(err, sm.ErrInvalidStateTransition) {
+				return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was started by another process", id)}
+			}
+			return err
 		}
-		return err
 	}
 	stdout, stderr := &capture{limit: captureLimit}, &capture{limit: captureLimit}
 	began := time.Now()

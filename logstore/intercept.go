@@ -55,8 +55,14 @@ type InterceptRequest struct {
 	ApprovalTimeout time.Duration
 	// CreateSession creates the session if it does not exist yet.
 	CreateSession bool
-	Actor         string
-	Reason        string
+	// Start moves a call that may run now (new or retried, and approved if
+	// irreversible) to executing in the same transaction, owned by Owner: a
+	// whole lifecycle is then two write transactions. Check the returned
+	// effect's state to see whether it started.
+	Start  bool
+	Owner  *Owner
+	Actor  string
+	Reason string
 }
 
 // InterceptResult says what happened to the call.
@@ -264,6 +270,11 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 	if err := putEffect(tx, &e, ""); err != nil {
 		return res, err
 	}
+	if req.Start && e.Tier == sm.Compensable {
+		if err := applyTransition(tx, &sess, &e, sm.Executing, Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+			return res, err
+		}
+	}
 	res.Outcome, res.Effect = OutcomeNew, e
 	return res, putSession(tx, &sess)
 }
@@ -355,12 +366,23 @@ func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req Intercept
 		res.Outcome, res.Effect = OutcomeReplayed, rep
 	case sm.Pending:
 		res.Outcome = OutcomeRetry
+		ready := true
 		if owner.Tier == sm.Irreversible {
-			if a, err := getApproval(tx, owner.ID); err != nil {
+			a, err := getApproval(tx, owner.ID)
+			if err != nil {
 				return err
-			} else if a != nil && a.Outcome == ApprovalPending {
+			}
+			if a != nil && a.Outcome == ApprovalPending {
 				res.Outcome = OutcomeInProgress // still awaiting a decision
 			}
+			ready = a != nil && a.Outcome == ApprovalApproved
+		}
+		if req.Start && ready {
+			if err := applyTransition(tx, sess, &owner, sm.Executing, Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+				return err
+			}
+			res.Effect = owner
+			return putSession(tx, sess)
 		}
 	case sm.Executing, sm.Approved:
 		res.Outcome = OutcomeInProgress

@@ -570,3 +570,32 @@ func TestInterceptManyIsOneAllOrNothingTransaction(t *testing.T) {
 	}
 	verifyClean(t, s)
 }
+
+// A lifecycle that starts with the intercept is two write transactions.
+func TestInterceptAndStartIsOneTransaction(t *testing.T) {
+	s, _ := newStore(t)
+	must[Session](t)(s.CreateSession(NewSession{ID: "two"}))
+	before := s.group.commits.Load()
+	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`1`), Start: true, Owner: &Owner{PID: 7, Host: "h"}}))
+	if res.Outcome != OutcomeNew || res.Effect.State != sm.Executing || res.Effect.Owner == nil || res.Effect.Owner.PID != 7 {
+		t.Fatalf("%+v", res)
+	}
+	must[Effect](t)(s.Commit(res.Effect.ID, Change{}))
+	if n := s.group.commits.Load() - before; n != 2 {
+		t.Fatalf("a lifecycle took %d transactions", n)
+	}
+	// A retry starts in its intercept too.
+	again := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))
+	must[Effect](t)(s.Fail(again.Effect.ID, Change{Error: "boom"}))
+	retry := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))
+	if retry.Outcome != OutcomeRetry || retry.Effect.ID != again.Effect.ID || retry.Effect.State != sm.Executing {
+		t.Fatalf("%+v", retry)
+	}
+	// An irreversible call is not started by its intercept: it waits for approval.
+	irr := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "pay", Tier: sm.Irreversible, Start: true}))
+	if irr.Effect.State != sm.Pending {
+		t.Fatalf("%+v", irr.Effect)
+	}
+	verifyClean(t, s)
+}

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -93,45 +94,56 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 				return refuse(fmt.Errorf("%w: effect %d was already decided: %s by %s", ErrConflict, e.ID, a.Outcome, a.DecidedBy))
 			}
 		}
-		t, err := sm.Validate(e.Tier, e.State, to)
-		if err != nil {
-			return refuse(err)
-		}
-		if err := preconditions(tx, &sess, &e, to); err != nil {
-			return refuse(err)
-		}
-		from := e.State
-		rec := HistoryRecord{Kind: KindEffect, From: string(from), To: string(to), Trigger: t.Trigger,
-			Actor: actorOr(c.Actor), Reason: c.Reason, At: now}
-		switch to {
-		case sm.Executing:
-			e.Owner, e.Error = c.Owner, ""
-		case sm.Committed:
-			e.Result, e.Owner = result, nil
-		case sm.Pending:
-			e.Error, e.Owner = c.Error, nil
-			if e.Error == "" {
-				e.Error = "failed"
+		if err := applyTransition(tx, &sess, &e, to, c, result, now); err != nil {
+			var te *sm.TransitionError
+			if errors.As(err, &te) || errors.Is(err, ErrInProgress) || errors.Is(err, ErrSessionNotActive) || errors.Is(err, ErrConflict) {
+				return refuse(err)
 			}
-			rec.Error = e.Error
-		case sm.Approved, sm.Rejected:
-			if err := decide(tx, &sess, e.ID, to, c, now); err != nil {
-				return err
-			}
-		}
-		if err := appendEffectHistory(tx, &e, rec); err != nil {
-			return err
-		}
-		e.State, e.UpdatedAt = to, now
-		countMove(&sess, from, to)
-		sess.UpdatedAt = now
-		if err := putEffect(tx, &e, from); err != nil {
 			return err
 		}
 		out = e
 		return putSession(tx, &sess)
 	})
 	return out, err
+}
+
+// applyTransition validates and makes one effect transition inside a
+// transaction: the history record, the effect's fields, its state index, the
+// approval and the session's counts. The caller saves the session.
+func applyTransition(tx *bolt.Tx, sess *Session, e *Effect, to sm.State, c Change, result json.RawMessage, now time.Time) error {
+	t, err := sm.Validate(e.Tier, e.State, to)
+	if err != nil {
+		return err
+	}
+	if err := preconditions(tx, sess, e, to); err != nil {
+		return err
+	}
+	from := e.State
+	rec := HistoryRecord{Kind: KindEffect, From: string(from), To: string(to), Trigger: t.Trigger,
+		Actor: actorOr(c.Actor), Reason: c.Reason, At: now}
+	switch to {
+	case sm.Executing:
+		e.Owner, e.Error = c.Owner, ""
+	case sm.Committed:
+		e.Result, e.Owner = result, nil
+	case sm.Pending:
+		e.Error, e.Owner = c.Error, nil
+		if e.Error == "" {
+			e.Error = "failed"
+		}
+		rec.Error = e.Error
+	case sm.Approved, sm.Rejected:
+		if err := decide(tx, sess, e.ID, to, c, now); err != nil {
+			return err
+		}
+	}
+	if err := appendEffectHistory(tx, e, rec); err != nil {
+		return err
+	}
+	e.State, e.UpdatedAt = to, now
+	countMove(sess, from, to)
+	sess.UpdatedAt = now
+	return putEffect(tx, e, from)
 }
 
 func getEffectAndSession(tx *bolt.Tx, id uint64) (Effect, Session, error) {

@@ -407,8 +407,11 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
+	host, _ := os.Hostname()
+	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()}
+	// A call that may run now starts in its intercept: one transaction fewer.
 	req := logstore.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
-		CreateSession: true, Actor: p.actor(), Reason: cls.Reason}
+		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Start: true, Owner: owner}
 	if r := cls.Rule; r != nil && r.Compensate != nil {
 		comp := &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
 		if r.Capture != nil {
@@ -427,6 +430,10 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		return
 	}
 	e := res.Effect
+	if (res.Outcome == logstore.OutcomeNew || res.Outcome == logstore.OutcomeRetry) && e.State == sm.Executing {
+		p.execute(e, m, owner, true)
+		return
+	}
 	switch res.Outcome {
 	case logstore.OutcomeReplayed:
 		p.writeClient(resultResponse(m.ID, e.Result))
@@ -446,7 +453,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 			return
 		}
 	}
-	p.execute(e, m)
+	p.execute(e, m, owner, false)
 }
 
 func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
@@ -516,14 +523,16 @@ func (p *Proxy) awaitApproval(ctx context.Context, e logstore.Effect) string {
 	}
 }
 
-// execute starts the effect, forwards the call and records its outcome.
-func (p *Proxy) execute(e logstore.Effect, m message) {
-	host, _ := os.Hostname()
-	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()}
+// execute starts the effect (unless its intercept did), forwards the call
+// and records its outcome.
+func (p *Proxy) execute(e logstore.Effect, m message, owner *logstore.Owner, started bool) {
 	actor := p.actor()
-	if _, err := p.Store.Start(e.ID, logstore.Change{Actor: actor, Owner: owner}); err != nil {
-		p.writeClient(toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
-		return
+	if !started {
+		owner.StartedAt = time.Now().UTC()
+		if _, err := p.Store.Start(e.ID, logstore.Change{Actor: actor, Owner: owner}); err != nil {
+			p.writeClient(toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
+			return
+		}
 	}
 	ch := p.expect(m.ID)
 	if err := p.writeUpstream(m.raw); err != nil {
