@@ -9,17 +9,15 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// BenchmarkLifecycle is one durable intercept+start+commit: three write
-// transactions, each opening and closing the log.
+// BenchmarkLifecycle is one durable lifecycle as exec and the proxy make
+// it: intercept-and-start, then commit; two write transactions, each opening
+// and closing the log.
 func BenchmarkLifecycle(b *testing.B) {
 	s := New(filepath.Join(b.TempDir(), "u.db"), Options{})
 	for i := 0; b.Loop(); i++ {
 		res, err := s.Intercept(InterceptRequest{Session: "bench", Tool: "write", Tier: sm.Compensable, CreateSession: true,
-			Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+			Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Start: true})
 		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Start(res.Effect.ID, Change{}); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
