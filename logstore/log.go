@@ -1,6 +1,10 @@
 package logstore
 
-import sm "github.com/undolog/undolog/statemachine"
+import (
+	"time"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
 
 // Log is the effect log's whole API. Store keeps it in one bbolt file; a
 // backend shared across machines (PostgreSQL) is to implement the same
@@ -35,6 +39,8 @@ type Log interface {
 	LastChange() (uint64, error)
 
 	Verify() (VerifyReport, error)
+	Compact() (before, after int64, err error)
+	GC(before time.Time, states []sm.SessionState) (GCReport, error)
 	Export(session string, fn func(ExportRecord) error) error
 }
 

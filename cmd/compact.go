@@ -1,0 +1,50 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+type compactOptions struct {
+	output string
+}
+
+func newCmdCompact(f *Factory) *cobra.Command {
+	opts := &compactOptions{}
+	c := &cobra.Command{
+		Use:   "compact",
+		Short: "Rewrite the log without its free space, atomically",
+		Long: `Rewrite the log into a new file without the pages it no longer uses, and rename
+it into place atomically. Refused (exit 5) while another process holds the log.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			before, after, err := f.Store().Compact()
+			if err != nil {
+				return err
+			}
+			if opts.output != formatText {
+				return writeJSON(f.Out, map[string]int64{"bytes_before": before, "bytes_after": after})
+			}
+			_, err = fmt.Fprintf(f.Out, "compacted %s: %s -> %s\n", f.LogPath(), byteSize(before), byteSize(after))
+			return err
+		},
+	}
+	addFormatFlag(c, &opts.output, false)
+	return c
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,168 @@
+package logstore
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Compact rewrites the log into a new file without its free pages and renames
+// it into place atomically. It holds the log's lock throughout, so it is
+// refused (ErrBusy) while another process holds the log, and no write can be
+// lost in between. It returns the file's size before and after.
+func (s *Store) Compact() (before, after int64, err error) {
+	g := s.group
+	g.mu.Lock() // no writer of this process runs meanwhile
+	defer g.mu.Unlock()
+	if err := s.checkFile(); err != nil {
+		return 0, 0, err
+	}
+	src, err := s.open(false)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer src.Close()
+	if err := src.View(func(tx *bolt.Tx) error { return checkSchema(tx, s.path) }); err != nil {
+		return 0, 0, err
+	}
+	info, err := os.Stat(s.path)
+	if err != nil {
+		return 0, 0, err
+	}
+	before = info.Size()
+	tmp := filepath.Join(filepath.Dir(s.path), fmt.Sprintf(".undolog-compact-%d", os.Getpid()))
+	os.Remove(tmp)
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout})
+	if err != nil {
+		return 0, 0, fmt.Errorf("compact %s: %w", s.path, err)
+	}
+	err = bolt.Compact(dst, src, 64<<20)
+	if err == nil {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return 0, 0, fmt.Errorf("compact %s: %w", s.path, err)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		os.Remove(tmp)
+		return 0, 0, fmt.Errorf("compact %s: %w", s.path, err)
+	}
+	if d, err := os.Open(filepath.Dir(s.path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	info, err = os.Stat(s.path)
+	if err != nil {
+		return 0, 0, err
+	}
+	return before, info.Size(), nil
+}
+
+// GCReport says what GC dropped.
+type GCReport struct {
+	Sessions []string `json:"sessions"`
+	Effects  int      `json:"effects"`
+}
+
+// GC drops the sessions in one of the given states whose last change is
+// older than `before`, with everything recorded about them: effects, history,
+// indexes, undo entries and approvals. Each session goes in one transaction,
+// so the log stays consistent (verify stays clean) whatever happens.
+func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error) {
+	rep := GCReport{Sessions: []string{}}
+	want := map[sm.SessionState]bool{}
+	for _, st := range states {
+		want[st] = true
+	}
+	var victims []string
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket(bSessions).ForEach(func(k, v []byte) error {
+			var sess Session
+			if ok, err := getJSON(tx.Bucket(bSessions), k, &sess); err != nil || !ok {
+				return err
+			}
+			if want[sess.State] && sess.UpdatedAt.Before(before) {
+				victims = append(victims, sess.ID)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return rep, err
+	}
+	for _, id := range victims {
+		n := 0
+		err := s.update(func(tx *bolt.Tx) error {
+			var err error
+			n, err = dropSession(tx, id)
+			return err
+		})
+		if err != nil {
+			return rep, err
+		}
+		rep.Sessions = append(rep.Sessions, id)
+		rep.Effects += n
+	}
+	return rep, nil
+}
+
+func dropSession(tx *bolt.Tx, id string) (int, error) {
+	sess, err := getSession(tx, id)
+	if err != nil {
+		return 0, err
+	}
+	var ids []uint64
+	if err := scan(tx.Bucket(bBySession), namePrefix(id), true, 0, func(eid uint64) (bool, error) {
+		ids = append(ids, eid)
+		return true, nil
+	}); err != nil {
+		return 0, err
+	}
+	del := func(bucket []byte, key []byte) error { return tx.Bucket(bucket).Delete(key) }
+	for _, eid := range ids {
+		e, err := getEffect(tx, eid)
+		if err != nil {
+			return 0, err
+		}
+		for seq := uint32(1); seq <= e.HistoryLen; seq++ {
+			if err := del(bHistory, historyKey(eid, seq)); err != nil {
+				return 0, err
+			}
+		}
+		if e.ReplayOf == nil {
+			if err := del(bSignatures, []byte(e.CallSignature)); err != nil {
+				return 0, err
+			}
+		}
+		for _, k := range []struct {
+			b   []byte
+			key []byte
+		}{
+			{bBySession, nameKey(id, eid)}, {bByState, nameKey(string(e.State), eid)}, {bByTool, nameKey(e.Tool, eid)},
+			{bByTier, nameKey(string(e.Tier), eid)}, {bUndo, nameKey(id, eid)}, {bApprovals, itob(eid)},
+			{bApprovalsOpen, itob(eid)}, {bEffects, itob(eid)},
+		} {
+			if err := del(k.b, k.key); err != nil {
+				return 0, err
+			}
+		}
+	}
+	for seq := uint32(1); seq <= sess.HistoryLen; seq++ {
+		if err := del(bSessionHistory, sessionHistoryKey(id, seq)); err != nil {
+			return 0, err
+		}
+	}
+	if err := del(bSessionsByTime, itob(sess.Seq)); err != nil {
+		return 0, err
+	}
+	return len(ids), del(bSessions, []byte(id))
+}

@@ -1,0 +1,83 @@
+package logstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+func TestGCDropsOldFinishedSessionsAndCompactShrinks(t *testing.T) {
+	s, clk := newStore(t)
+	fill := func(session string, n int) {
+		for i := 0; i < n; i++ {
+			res := intercept(t, s, session, "w", sm.Compensable, fmt.Sprintf(`{"i":%d,"pad":"%0200d"}`, i, i))
+			must[Effect](t)(s.Start(res.Effect.ID, Change{}))
+			must[Effect](t)(s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`1`)}))
+			intercept(t, s, session, "w", sm.Compensable, fmt.Sprintf(`{"i":%d,"pad":"%0200d"}`, i, i)) // a replay
+		}
+		irr := intercept(t, s, session, "pay", sm.Irreversible, `{}`)
+		must[Effect](t)(s.Approve(irr.Effect.ID, Change{}))
+	}
+	fill("old-done", 300)
+	must[Session](t)(s.SetSessionState("old-done", sm.SessionCompleted, Change{}))
+	fill("old-live", 5)
+	clk.add(48 * time.Hour)
+	fill("new-done", 5)
+	must[Session](t)(s.SetSessionState("new-done", sm.SessionCompleted, Change{}))
+
+	rep := must[GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
+	if len(rep.Sessions) != 1 || rep.Sessions[0] != "old-done" || rep.Effects != 601 {
+		t.Fatalf("%+v", rep)
+	}
+	if _, err := s.GetSession("old-done"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dropped session still there: %v", err)
+	}
+	if _, err := s.GetEffect(1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dropped effect still there: %v", err)
+	}
+	for _, id := range []string{"old-live", "new-done"} {
+		if sess := must[Session](t)(s.GetSession(id)); sess.Effects != 11 {
+			t.Fatalf("%s: %+v", id, sess)
+		}
+	}
+	// The dropped call is a new call again.
+	if res := intercept(t, s, "old-live", "w", sm.Compensable, `{"fresh":1}`); res.Outcome != OutcomeNew {
+		t.Fatalf("%+v", res)
+	}
+	verifyClean(t, s)
+
+	before, after, err := s.Compact()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after >= before*2/3 {
+		t.Fatalf("compaction shrank %d to %d bytes only", before, after)
+	}
+	rep2 := verifyClean(t, s)
+	if rep2.Sessions != 2 || rep2.Effects != 23 {
+		t.Fatalf("after compaction: %+v", rep2)
+	}
+	if res := intercept(t, s, "old-live", "w", sm.Compensable, `{"after":1}`); res.Outcome != OutcomeNew {
+		t.Fatal("the compacted log does not take writes")
+	}
+}
+
+func TestCompactRefusedWhileHeld(t *testing.T) {
+	s, _ := newStore(t)
+	intercept(t, s, "a", "w", sm.Compensable, `{}`)
+	held, err := bolt.Open(s.Path(), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	quick := New(s.Path(), Options{LockTimeout: 100 * time.Millisecond})
+	if _, _, err := quick.Compact(); !errors.Is(err, ErrBusy) {
+		t.Fatalf("%v", err)
+	}
+}
