@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,45 +10,21 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/undolog/undolog/internal/demo"
 	"github.com/undolog/undolog/logstore"
-	sm "github.com/undolog/undolog/statemachine"
 )
 
-const (
-	largeSessions = 1000
-	largePer      = 1000 // effects per session: 1,000,000 in all
-)
+const largePer = demo.LargePer
 
-// largeLog returns a log of 1,000,000 effects (1,000 sessions of 1,000, args
-// of about 200 bytes, one call in 1,000 irreversible), made once and kept in
-// the temp directory (or at $UNDOLOG_BENCH_1M) for later runs.
+// largeLog returns the log of 1,000,000 effects (demo.WriteLarge), made once
+// and kept in the temp directory (or at $UNDOLOG_BENCH_1M) for later runs.
 func largeLog(tb testing.TB) string {
 	path := os.Getenv("UNDOLOG_BENCH_1M")
 	if path == "" {
 		path = filepath.Join(os.TempDir(), "undolog-bench-1m-v1.db")
 	}
-	store := logstore.New(path, logstore.Options{})
-	if s, err := store.GetSession(fmt.Sprintf("load-%04d", largeSessions-1)); err == nil && s.Effects == largePer {
-		return path
-	}
-	os.Remove(path)
-	pad := strings.Repeat("x", 150)
-	batch := make([]logstore.InterceptRequest, 0, 10*largePer)
-	for s := 0; s < largeSessions; s++ {
-		for i := 0; i < largePer; i++ {
-			tier := sm.Compensable
-			if i%1000 == 999 {
-				tier = sm.Irreversible
-			}
-			batch = append(batch, logstore.InterceptRequest{Session: fmt.Sprintf("load-%04d", s), Tool: "write_file", Tier: tier,
-				Args: json.RawMessage(fmt.Sprintf(`{"path":"/srv/data/%d/%d.json","pad":"%s"}`, s, i, pad)), CreateSession: true, Actor: "bench"})
-		}
-		if len(batch) == cap(batch) || s == largeSessions-1 {
-			if _, err := store.InterceptMany(batch); err != nil {
-				tb.Fatal(err)
-			}
-			batch = batch[:0]
-		}
+	if err := demo.WriteLarge(path); err != nil {
+		tb.Fatal(err)
 	}
 	return path
 }

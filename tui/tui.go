@@ -5,6 +5,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strconv"
 	"time"
@@ -63,3 +64,24 @@ func New(opts Options) *Model {
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// FirstFrame builds the view, loads its first screen and renders it once,
+// synchronously: what a person waits for when the view opens.
+func FirstFrame(opts Options) (string, error) {
+	m := New(opts)
+	var msg tea.Msg
+	if m.screen == screenSessions {
+		msg = loadSessions(opts.Store)()
+	} else {
+		msg = loadEffects(opts.Store, m.session.id, logstore.EffectFilter{}, 0, 0)()
+	}
+	if _, cmd := m.Update(msg); cmd != nil {
+		if next := cmd(); next != nil {
+			m.Update(next)
+		}
+	}
+	if m.statusErr {
+		return "", errors.New(m.status)
+	}
+	return m.View(), nil
+}

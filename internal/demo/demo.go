@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,4 +179,41 @@ func (w *writer) nightly() {
 		_, err := w.store.SetSessionState(s, sm.SessionCompleted, logstore.Change{Actor: ci})
 		w.check(err)
 	}
+}
+
+// Large shape: the benchmarks' log of 1,000,000 effects.
+const (
+	LargeSessions = 1000
+	LargePer      = 1000
+)
+
+// WriteLarge makes (once) a log of LargeSessions sessions named load-0000...
+// of LargePer pending effects each, with about 200 bytes of args, one call in
+// 1,000 irreversible, in batches of 10,000 per transaction. A log already
+// complete at path is kept.
+func WriteLarge(path string) error {
+	store := logstore.New(path, logstore.Options{})
+	if s, err := store.GetSession(fmt.Sprintf("load-%04d", LargeSessions-1)); err == nil && s.Effects == LargePer {
+		return nil
+	}
+	os.Remove(path)
+	pad := strings.Repeat("x", 150)
+	batch := make([]logstore.InterceptRequest, 0, 10*LargePer)
+	for s := 0; s < LargeSessions; s++ {
+		for i := 0; i < LargePer; i++ {
+			tier := sm.Compensable
+			if i%1000 == 999 {
+				tier = sm.Irreversible
+			}
+			batch = append(batch, logstore.InterceptRequest{Session: fmt.Sprintf("load-%04d", s), Tool: "write_file", Tier: tier,
+				Args: json.RawMessage(fmt.Sprintf(`{"path":"/srv/data/%d/%d.json","pad":"%s"}`, s, i, pad)), CreateSession: true, Actor: "bench"})
+		}
+		if len(batch) == cap(batch) || s == LargeSessions-1 {
+			if _, err := store.InterceptMany(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	return nil
 }

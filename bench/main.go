@@ -1,0 +1,398 @@
+// Command bench measures undolog against the physical limit of the disk and
+// against what a user would build instead (SQLite in WAL mode), in one run,
+// on the same disk, and prints one table of medians with ratios.
+//
+//	go run -C bench .              # from the repository root
+//	go run -C bench . -large=false # without the 1,000,000-effect part
+//
+// It is a module of its own so that SQLite (modernc.org/sqlite) never
+// becomes a dependency of undolog.
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/undolog/undolog/internal/demo"
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/tui"
+)
+
+var (
+	runs   = flag.Int("runs", 5, "runs of each measure; the table shows medians")
+	serial = flag.Int("n", 200, "lifecycles per serial run")
+	large  = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
+	dir    = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
+)
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type row struct {
+	what, value, ratio string
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// measure runs fn *runs times and returns the median.
+func measure(fn func() (float64, error)) (float64, error) {
+	var xs []float64
+	for i := 0; i < *runs; i++ {
+		x, err := fn()
+		if err != nil {
+			return 0, err
+		}
+		xs = append(xs, x)
+	}
+	return median(xs), nil
+}
+
+func run() error {
+	work := *dir
+	if work == "" {
+		d, err := os.MkdirTemp("", "undolog-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		work = d
+	}
+	var rows []row
+	add := func(what, value, ratio string) {
+		rows = append(rows, row{what, value, ratio})
+		fmt.Fprintf(os.Stderr, "  %s: %s %s\n", what, value, ratio)
+	}
+	seq := 0
+	fresh := func(name string) string {
+		seq++
+		return filepath.Join(work, fmt.Sprintf("%s-%d.db", name, seq))
+	}
+
+	fsync, err := measure(func() (float64, error) { return fsyncRate(fresh("raw"), 300) })
+	if err != nil {
+		return err
+	}
+	add("raw 4 KiB write+fsync", fmt.Sprintf("%.0f /s", fsync), "1.00 (the physical limit)")
+
+	ours, err := measure(func() (float64, error) { return undologSerial(fresh("undolog"), *serial) })
+	if err != nil {
+		return err
+	}
+	add("undolog serial lifecycles (durable)", fmt.Sprintf("%.0f /s", ours), fmt.Sprintf("%.2f of raw fsync", ours/fsync))
+	theirs, err := measure(func() (float64, error) { return sqliteSerial(fresh("sqlite"), *serial) })
+	if err != nil {
+		return err
+	}
+	add("SQLite WAL serial lifecycles (synchronous=FULL)", fmt.Sprintf("%.0f /s", theirs), fmt.Sprintf("undolog %.2fx", ours/theirs))
+
+	for _, n := range []int{1, 8, 64} {
+		u, err := measure(func() (float64, error) { return undologConcurrent(fresh("undolog-c"), n, 2000/max(n, 8)*max(n, 8)/n) })
+		if err != nil {
+			return err
+		}
+		q, err := measure(func() (float64, error) { return sqliteConcurrent(fresh("sqlite-c"), n, 2000/max(n, 8)*max(n, 8)/n) })
+		if err != nil {
+			return err
+		}
+		add(fmt.Sprintf("%d concurrent sessions: undolog", n), fmt.Sprintf("%.0f /s", u), fmt.Sprintf("%.2f of raw fsync", u/fsync))
+		add(fmt.Sprintf("%d concurrent sessions: SQLite", n), fmt.Sprintf("%.0f /s", q), fmt.Sprintf("undolog %.2fx", u/q))
+	}
+
+	perEffect, err := bytesPerEffect(fresh("size"), 20000)
+	if err != nil {
+		return err
+	}
+	add("log bytes per effect (200-byte args, compacted)", fmt.Sprintf("%.0f B", perEffect), fmt.Sprintf("%.2f of 1 KiB", perEffect/1024))
+
+	if *large {
+		if err := largeRows(add); err != nil {
+			return err
+		}
+	}
+
+	fmt.Printf("\nundolog benchmark: medians of %d runs, %s\n\n", *runs, time.Now().Format("2006-01-02"))
+	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "measure\tvalue\tratio")
+	fmt.Fprintln(tw, "-------\t-----\t-----")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.what, r.value, r.ratio)
+	}
+	return tw.Flush()
+}
+
+// fsyncRate is how many 4 KiB appends with fsync the disk takes per second.
+func fsyncRate(path string, n int) (float64, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	buf := make([]byte, 4096)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if _, err := f.Write(buf); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+var pad = strings.Repeat("x", 150)
+
+func args(session string, i int) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"path":"/srv/%s/%d.json","pad":"%s"}`, session, i, pad))
+}
+
+// lifecycle is what exec and the proxy do: intercept-and-start, then commit.
+func lifecycle(s *logstore.Store, session string, i int) error {
+	res, err := s.Intercept(logstore.InterceptRequest{Session: session, Tool: "write_file", Tier: sm.Compensable,
+		Args: args(session, i), CreateSession: true, Start: true})
+	if err != nil {
+		return err
+	}
+	_, err = s.Commit(res.Effect.ID, logstore.Change{Result: json.RawMessage(`{"ok":true}`)})
+	return err
+}
+
+func undologSerial(path string, n int) (float64, error) {
+	defer os.Remove(path)
+	s := logstore.New(path, logstore.Options{})
+	if err := lifecycle(s, "warm", 0); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := lifecycle(s, "serial", i); err != nil {
+			return 0, err
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func undologConcurrent(path string, sessions, each int) (float64, error) {
+	defer os.Remove(path)
+	s := logstore.New(path, logstore.Options{LockTimeout: time.Minute})
+	if err := lifecycle(s, "warm", 0); err != nil {
+		return 0, err
+	}
+	return concurrently(sessions, each, func(g, i int) error { return lifecycle(s, fmt.Sprintf("s%d", g), i) })
+}
+
+func concurrently(sessions, each int, fn func(g, i int) error) (float64, error) {
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	start := time.Now()
+	for g := 0; g < sessions; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if err := fn(g, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	return float64(sessions*each) / time.Since(start).Seconds(), nil
+}
+
+// The SQLite baseline keeps the same records: effects with a unique
+// signature, their history, in the same two transactions.
+const sqliteSchema = `
+CREATE TABLE effects (id INTEGER PRIMARY KEY, session TEXT NOT NULL, tool TEXT NOT NULL, tier TEXT NOT NULL,
+  state TEXT NOT NULL, call_signature TEXT NOT NULL UNIQUE, args TEXT NOT NULL, result TEXT,
+  created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+CREATE INDEX effects_session ON effects(session, id);
+CREATE INDEX effects_state ON effects(state, id);
+CREATE TABLE history (effect_id INTEGER NOT NULL, seq INTEGER NOT NULL, from_state TEXT, to_state TEXT NOT NULL,
+  trigger TEXT NOT NULL, actor TEXT NOT NULL, at TEXT NOT NULL, prev_hash TEXT, hash TEXT, PRIMARY KEY (effect_id, seq));`
+
+func openSQLite(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(60000)")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(sqliteSchema); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+func sqliteLifecycle(db *sql.DB, session string, i int) error {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	sig := logstore.Signature(session, "write_file", args(session, i), "")
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	res, err := tx.Exec(`INSERT INTO effects(session, tool, tier, state, call_signature, args, created_at, updated_at)
+		VALUES (?, 'write_file', 'compensable', 'executing', ?, ?, ?, ?)`, session, sig, string(args(session, i)), now, now)
+	if err != nil {
+		tx.Rollback()
+		return err
+	}
+	id, _ := res.LastInsertId()
+	for seq, st := range []string{"pending", "executing"} {
+		if _, err := tx.Exec(`INSERT INTO history VALUES (?, ?, ?, ?, 'intercept', 'bench', ?, '', '')`, id, seq+1, "", st, now); err != nil {
+			tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	tx, err = db.Begin()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(`UPDATE effects SET state = 'committed', result = '{"ok":true}', updated_at = ? WHERE id = ?`, now, id); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if _, err := tx.Exec(`INSERT INTO history VALUES (?, 3, 'executing', 'committed', 'commit', 'bench', ?, '', '')`, id, now); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func sqliteSerial(path string, n int) (float64, error) {
+	defer removeSQLite(path)
+	db, err := openSQLite(path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		if err := sqliteLifecycle(db, "serial", i); err != nil {
+			return 0, err
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func sqliteConcurrent(path string, sessions, each int) (float64, error) {
+	defer removeSQLite(path)
+	db, err := openSQLite(path)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(sessions)
+	return concurrently(sessions, each, func(g, i int) error { return sqliteLifecycle(db, fmt.Sprintf("s%d", g), i) })
+}
+
+func removeSQLite(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+}
+
+// bytesPerEffect writes n committed effects with 200-byte args, compacts
+// the log and divides its size by n.
+func bytesPerEffect(path string, n int) (float64, error) {
+	defer os.Remove(path)
+	s := logstore.New(path, logstore.Options{})
+	var batch []logstore.InterceptRequest
+	for i := 0; i < n; i++ {
+		batch = append(batch, logstore.InterceptRequest{Session: fmt.Sprintf("s%03d", i/1000), Tool: "write_file", Tier: sm.Compensable,
+			Args: args("size", i), CreateSession: true})
+		if len(batch) == 1000 {
+			if _, err := s.InterceptMany(batch); err != nil {
+				return 0, err
+			}
+			batch = batch[:0]
+		}
+	}
+	_, after, err := s.Compact()
+	if err != nil {
+		return 0, err
+	}
+	return float64(after) / float64(n), nil
+}
+
+// largeRows times whole undolog processes on a log of 1,000,000 effects.
+func largeRows(add func(what, value, ratio string)) error {
+	path := filepath.Join(os.TempDir(), "undolog-bench-1m-v1.db")
+	if err := demo.WriteLarge(path); err != nil {
+		return err
+	}
+	bin := filepath.Join(os.TempDir(), "undolog-bench-bin")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = ".."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build undolog: %v\n%s", err, out)
+	}
+	timeProcess := func(args ...string) (float64, error) {
+		return measure(func() (float64, error) {
+			cmd := exec.Command(bin, append([]string{"--log", path}, args...)...)
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return 0, fmt.Errorf("undolog %v: %v\n%.300s", args, err, out)
+			}
+			return float64(time.Since(start).Microseconds()) / 1000, nil
+		})
+	}
+	for _, c := range []struct {
+		args   []string
+		target float64
+	}{
+		{[]string{"list", "--limit", "50"}, 20}, {[]string{"show", "500000"}, 20},
+		{[]string{"session", "show", "load-0500"}, 20}, {[]string{"approvals"}, 20}, {[]string{"version"}, 10},
+	} {
+		ms, err := timeProcess(c.args...)
+		if err != nil {
+			return err
+		}
+		add("1M effects, whole process: undolog "+strings.Join(c.args, " "), fmt.Sprintf("%.1f ms", ms), fmt.Sprintf("%.2f of %.0f ms", ms/c.target, c.target))
+	}
+	store := logstore.New(path, logstore.Options{})
+	paint, err := measure(func() (float64, error) {
+		start := time.Now()
+		if _, err := tui.FirstFrame(tui.Options{Store: store}); err != nil {
+			return 0, err
+		}
+		return float64(time.Since(start).Microseconds()) / 1000, nil
+	})
+	if err != nil {
+		return err
+	}
+	add("1M effects: TUI first paint (in process)", fmt.Sprintf("%.1f ms", paint), fmt.Sprintf("%.2f of 200 ms", paint/200))
+	return nil
+}
