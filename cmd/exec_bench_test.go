@@ -22,12 +22,7 @@ import (
 //	go test ./cmd -run '^$' -bench ExecApprovalLatency -benchtime 30x
 func BenchmarkExecApprovalLatency(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "undolog")
-	build := exec.Command("go", "build", "-o", bin, "..")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := realBinary(b)
 	logPath := filepath.Join(dir, "undolog.db")
 	env := append(os.Environ(), "UNDOLOG_LOG="+logPath, "UNDOLOG_ACTOR=bench")
 	store := logstore.New(logPath, logstore.Options{})

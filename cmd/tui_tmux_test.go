@@ -24,10 +24,7 @@ func TestTUIInTmux(t *testing.T) {
 		t.Skip("tmux not installed")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "undolog")
-	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := realBinary(t)
 	logPath := filepath.Join(dir, "undolog.db")
 	env := append(os.Environ(), "UNDOLOG_LOG="+logPath)
 

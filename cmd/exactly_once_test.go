@@ -1,0 +1,116 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+var (
+	binOnce sync.Once
+	binFile string
+	binErr  error
+)
+
+// realBinary builds undolog once for the tests that run it outside testscript.
+func realBinary(t testing.TB) string {
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "undolog-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binFile = filepath.Join(dir, "undolog")
+		if out, err := exec.Command("go", "build", "-o", binFile, "..").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binFile
+}
+
+// Eight processes each make 50 `undolog exec` calls over 20 shared
+// signatures, at once. Every signature's command runs exactly once, and every
+// call that did not run it got its original output back.
+func TestExactlyOnceAcrossProcesses(t *testing.T) {
+	bin := realBinary(t)
+	dir := t.TempDir()
+	lines := filepath.Join(dir, "lines.txt")
+	const procs, calls, sigs = 8, 50, 20
+	// Each process walks the signatures in its own order; a call that finds the
+	// same call executing in another process (exit 123) tries again.
+	script := `
+i=0
+while [ $i -lt ` + fmt.Sprint(calls) + ` ]; do
+  k=$(( (i * (P + 3) + P) % ` + fmt.Sprint(sigs) + ` ))
+  while :; do
+    out=$(undolog exec --session shared --tool step -q --undo true -- sh -c "echo sig-$k >> $LINES; echo out-$k")
+    code=$?
+    [ $code -eq 123 ] && continue
+    echo "$k $code $out"
+    break
+  done
+  i=$((i + 1))
+done`
+	var wg sync.WaitGroup
+	outputs := make([]string, procs)
+	errs := make([]error, procs)
+	for p := 0; p < procs; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "UNDOLOG_LOG="+filepath.Join(dir, "u.db"),
+				"LINES="+lines, fmt.Sprintf("P=%d", p))
+			out, err := cmd.Output()
+			outputs[p], errs[p] = string(out), err
+		}(p)
+	}
+	wg.Wait()
+	for p := range errs {
+		if errs[p] != nil {
+			t.Fatalf("process %d: %v", p, errs[p])
+		}
+	}
+	for p, out := range outputs {
+		results := strings.Split(strings.TrimSpace(out), "\n")
+		if len(results) != calls {
+			t.Fatalf("process %d made %d calls, want %d:\n%s", p, len(results), calls, out)
+		}
+		for _, r := range results {
+			var k, code int
+			var got string
+			if n, _ := fmt.Sscanf(r, "%d %d %s", &k, &code, &got); n != 3 || code != 0 || got != fmt.Sprintf("out-%d", k) {
+				t.Fatalf("process %d: call %q did not return the original output", p, r)
+			}
+		}
+	}
+	data, err := os.ReadFile(lines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, l := range strings.Fields(string(data)) {
+		count[l]++
+	}
+	if len(count) != sigs {
+		t.Fatalf("%d signatures ran, want %d", len(count), sigs)
+	}
+	for sig, n := range count {
+		if n != 1 {
+			t.Errorf("%s ran %d times", sig, n)
+		}
+	}
+	verify := exec.Command(bin, "verify")
+	verify.Env = append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(dir, "u.db"))
+	if out, err := verify.CombinedOutput(); err != nil {
+		t.Fatalf("verify: %v\n%s", err, out)
+	}
+}
