@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,31 +198,33 @@ func (s *Store) commit(pending []*writeCall) {
 			return
 		}
 		var failed *writeCall
-		err = db.Update(func(tx *bolt.Tx) error {
-			if err := checkSchema(tx, s.path); err != nil {
-				return err
-			}
-			packAppendBuckets(tx)
-			wrote := false
-			for _, c := range pending {
-				err := c.fn(tx)
-				var ac *errAfterCommit
-				switch {
-				case err == nil:
-					c.err, wrote = nil, true
-				case errors.As(err, &ac):
-					c.err, wrote = ac.err, true
-				case err == errNothingToWrite:
-					c.err = nil
-				default:
-					c.err, failed = err, c
-					return errBatchMember
+		err = s.guard(func() error {
+			return db.Update(func(tx *bolt.Tx) error {
+				if err := checkSchema(tx, s.path); err != nil {
+					return err
 				}
-			}
-			if !wrote {
-				return errNothingToWrite
-			}
-			return nil
+				packAppendBuckets(tx)
+				wrote := false
+				for _, c := range pending {
+					err := c.fn(tx)
+					var ac *errAfterCommit
+					switch {
+					case err == nil:
+						c.err, wrote = nil, true
+					case errors.As(err, &ac):
+						c.err, wrote = ac.err, true
+					case err == errNothingToWrite:
+						c.err = nil
+					default:
+						c.err, failed = err, c
+						return errBatchMember
+					}
+				}
+				if !wrote {
+					return errNothingToWrite
+				}
+				return nil
+			})
 		})
 		db.Close()
 		switch {
@@ -268,12 +271,26 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 		return err
 	}
 	defer db.Close()
-	return db.View(func(tx *bolt.Tx) error {
-		if err := checkSchema(tx, s.path); err != nil {
-			return err
-		}
-		return fn(tx)
+	return s.guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if err := checkSchema(tx, s.path); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
 	})
+}
+
+// guard turns a panic or a memory fault inside bbolt, which a damaged page
+// can cause, into ErrCorrupt: a damaged log is reported, never a crash.
+func (s *Store) guard(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s has a damaged page (%v)", ErrCorrupt, s.path, r)
+		}
+	}()
+	return fn()
 }
 
 func (s *Store) open(readOnly bool) (*bolt.DB, error) {

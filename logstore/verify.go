@@ -37,7 +37,7 @@ type VerifyReport struct {
 	Problems []Problem `json:"problems"`
 }
 
-// Verify walks the whole log: bbolt's page consistency, every hash chain,
+// Verify walks the whole log: every record, every hash chain,
 // every index entry against its record (both ways), signature uniqueness, the
 // per-session counts, and that each effect's state equals its last history
 // record. It reports every problem it finds; it changes nothing.
@@ -62,9 +62,9 @@ func (v *verifier) add(kind string, effect uint64, session, format string, args 
 }
 
 func (v *verifier) run() error {
-	for err := range v.tx.Check() {
-		v.add("storage", 0, "", "%v", err)
-	}
+	// bbolt's own tx.Check is not used: it walks pages in a goroutine of its
+	// own, where a damaged page panics beyond any recover. The walk below
+	// reaches every page that holds a record, under the store's guard.
 	// Sessions and their own history chains.
 	err := v.tx.Bucket(bSessions).ForEach(func(k, val []byte) error {
 		var sess Session
