@@ -46,6 +46,7 @@ type execOptions struct {
 	approvalTimeout time.Duration
 	quiet           bool
 	retryInDoubt    bool
+	redact          []string
 	as              string
 }
 
@@ -106,6 +107,7 @@ progress elsewhere, 124 in doubt (owner died; see --retry-in-doubt), 125 undolog
 	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", time.Hour, "irreversible: give up waiting for approval after this long")
 	c.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "no notes on stderr about replays and waiting")
 	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run (fail it, then run it)")
+	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields out of the log: a glob over dotted paths of the call (argv.3) and result (stdout); repeatable")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	return c
 }
@@ -156,7 +158,7 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: f.Now().UTC()}
 	// A call that may run now starts in its intercept: one transaction fewer.
 	req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
-		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Start: true, Owner: owner}
+		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Start: true, Owner: owner, Redact: opts.redact}
 	if opts.undo != "" {
 		if tier != sm.Compensable {
 			return usagef("--undo is for compensable calls; this one is %s", tier)

@@ -27,7 +27,8 @@ type Factory struct {
 	LogFlag     string
 	LockTimeout time.Duration
 
-	lines *bufio.Reader
+	lines  *bufio.Reader
+	warned bool
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so
@@ -65,9 +66,18 @@ func (f *Factory) LogPath() string {
 	return DefaultLogPath(f.Getenv)
 }
 
-// Store opens nothing: it returns the log, which each operation opens and closes.
+// Store opens nothing: it returns the log, which each operation opens and
+// closes. A log that others can read gets a warning, once.
 func (f *Factory) Store() logstore.Log {
-	return logstore.New(f.LogPath(), logstore.Options{LockTimeout: f.LockTimeout, Now: f.Now})
+	path := f.LogPath()
+	if !f.warned {
+		f.warned = true
+		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 {
+			fmt.Fprintf(f.ErrOut, "undolog: warning: %s can be read by others (mode %04o) and holds call arguments and results: chmod 600 %s\n",
+				path, info.Mode().Perm(), path)
+		}
+	}
+	return logstore.New(path, logstore.Options{LockTimeout: f.LockTimeout, Now: f.Now})
 }
 
 // Actor is --as, else UNDOLOG_ACTOR, else user@host.

@@ -19,6 +19,7 @@ type interceptOptions struct {
 	key             string
 	compensateCmd   string
 	approvalTimeout time.Duration
+	redact          []string
 	as              string
 	reason          string
 	output          string
@@ -51,7 +52,7 @@ The session is created if it does not exist.`,
 				return err
 			}
 			req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Key: opts.key,
-				ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Reason: opts.reason}
+				ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Reason: opts.reason, Redact: opts.redact}
 			if opts.args != "" {
 				data, err := readInput(f, opts.args)
 				if err != nil {
@@ -96,6 +97,7 @@ The session is created if it does not exist.`,
 	c.Flags().StringVar(&opts.key, "key", "", "idempotency key: the same call with another key is a new call")
 	c.Flags().StringVar(&opts.compensateCmd, "compensate-cmd", "", "command that undoes the call, run without a shell ('ARGV...' or a JSON array)")
 	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", 0, "irreversible: reject the request after this long (0: never)")
+	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of args and result out of the log: a glob over dotted paths (*.password, *token*); repeatable")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history and the approval request")
 	addFormatFlag(c, &opts.output, false)

@@ -14,6 +14,7 @@ type proxyOptions struct {
 	session      string
 	policy       string
 	approvalWait time.Duration
+	redact       []string
 }
 
 func newCmdProxy(f *Factory) *cobra.Command {
@@ -69,7 +70,11 @@ compensations last-in-first-out.`,
 				return err
 			}
 			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s (undo it with: undolog undo %s)\n", session, session)
-			p := &proxy.Proxy{Store: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Diagnostics: f.ErrOut}
+			redact := opts.redact
+			if policy != nil {
+				redact = append(redact, policy.Redact...)
+			}
+			p := &proxy.Proxy{Store: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut}
 			return p.Run(c.Context(), args, f.In, f.Out)
 		},
 	}
@@ -77,5 +82,6 @@ compensations last-in-first-out.`,
 	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION, else a new one printed on stderr)")
 	c.Flags().StringVar(&opts.policy, "policy", "", "policy `file` (YAML); without one, read-only tools are safe and the rest irreversible")
 	c.Flags().DurationVar(&opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
+	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of arguments and results out of the log (*.password, *token*); adds to the policy's redact list")
 	return c
 }

@@ -59,8 +59,12 @@ type InterceptRequest struct {
 	// irreversible) to executing in the same transaction, owned by Owner: a
 	// whole lifecycle is then two write transactions. Check the returned
 	// effect's state to see whether it started.
-	Start  bool
-	Owner  *Owner
+	Start bool
+	Owner *Owner
+	// Redact lists globs over dotted field paths (*.password, *token*) whose
+	// values are replaced before the args, and later the result, reach the
+	// log. The signature is computed first, so a repeat is still replayed.
+	Redact []string
 	Actor  string
 	Reason string
 }
@@ -119,6 +123,12 @@ func prepare(req InterceptRequest) (prepared, error) {
 	p := prepared{req: req, args: args, sig: Signature(req.Session, req.Tool, args, req.Key)}
 	if req.Tier == sm.Safe {
 		return p, nil
+	}
+	if err := validRedactions(req.Redact); err != nil {
+		return prepared{}, err
+	}
+	if p.args, err = redact(args, req.Redact); err != nil {
+		return prepared{}, err
 	}
 	if req.Compensation != nil {
 		if req.Tier != sm.Compensable {
@@ -301,7 +311,7 @@ func newEffect(tx *bolt.Tx, sess *Session, req InterceptRequest, args []byte, si
 		return Effect{}, err
 	}
 	e := Effect{ID: id, Session: sess.ID, Tool: req.Tool, Tier: req.Tier, State: sm.Pending,
-		CallSignature: sig, Args: args, Key: req.Key, CreatedAt: now, UpdatedAt: now}
+		CallSignature: sig, Args: args, Key: req.Key, Redact: req.Redact, CreatedAt: now, UpdatedAt: now}
 	if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, To: string(sm.Pending),
 		Trigger: "Intercept", Actor: actorOr(req.Actor), Reason: req.Reason, At: now}); err != nil {
 		return Effect{}, err

@@ -125,7 +125,11 @@ func applyTransition(tx *bolt.Tx, sess *Session, e *Effect, to sm.State, c Chang
 	case sm.Executing:
 		e.Owner, e.Error = c.Owner, ""
 	case sm.Committed:
-		e.Result, e.Owner = result, nil
+		r, err := redact(result, e.Redact)
+		if err != nil {
+			return err
+		}
+		e.Result, e.Owner = r, nil
 	case sm.Pending:
 		e.Error, e.Owner = c.Error, nil
 		if e.Error == "" {

@@ -23,9 +23,11 @@ type Effect struct {
 	LastReplayedAt *time.Time      `json:"last_replayed_at"`
 	Compensation   *Compensation   `json:"compensation"`
 	Key            string          `json:"key,omitempty"`
-	Owner          *Owner          `json:"owner,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	// Redact is the redaction patterns applied to args and result.
+	Redact    []string  `json:"redact,omitempty"`
+	Owner     *Owner    `json:"owner,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// HistoryLen and HistoryHead pin the end of the hash chain, so that
 	// dropping the newest history records is detected too.
 	HistoryLen  uint32 `json:"history_len"`

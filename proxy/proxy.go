@@ -68,6 +68,8 @@ type Proxy struct {
 	Session      string
 	Policy       *Policy
 	ApprovalWait time.Duration
+	// Redact keeps matching fields of arguments and results out of the log.
+	Redact []string
 	// Diagnostics receives the proxy's own notes and the server's stderr.
 	Diagnostics io.Writer
 
@@ -411,7 +413,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()}
 	// A call that may run now starts in its intercept: one transaction fewer.
 	req := logstore.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
-		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Start: true, Owner: owner}
+		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Start: true, Owner: owner, Redact: p.Redact}
 	if r := cls.Rule; r != nil && r.Compensate != nil {
 		comp := &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
 		if r.Capture != nil {
