@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,9 +39,14 @@ func writer(mode, path, session string) int {
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; n < 0 || i < n; i++ {
 		res, err := s.Intercept(InterceptRequest{Session: session, Tool: "write", Tier: sm.Compensable,
-			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"pid":%d}`, i, os.Getpid())), CreateSession: true})
-		if err == nil {
+			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"pid":%d}`, i, os.Getpid())), CreateSession: true, Start: i%2 == 0})
+		if err == nil && i%2 == 1 { // mixed lifecycles: a separate start, and a failure retried
 			_, err = s.Start(res.Effect.ID, Change{})
+			if err == nil && i%3 == 0 {
+				if _, err = s.Fail(res.Effect.ID, Change{Error: "flaky"}); err == nil {
+					_, err = s.Start(res.Effect.ID, Change{})
+				}
+			}
 		}
 		if err == nil {
 			_, err = s.Commit(res.Effect.ID, Change{Result: json.RawMessage(strconv.Itoa(i))})
@@ -276,4 +283,91 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("session h has %d effects, want %d", sess.Effects, n/2)
 	}
 	verifyClean(t, s)
+}
+
+// TestCrashTorture repeats: a writer process (the library, or the CLI's
+// undolog exec in a shell loop) runs mixed lifecycles and is SIGKILLed at a
+// random moment; the log must then verify clean and hold every operation the
+// writer acknowledged. UNDOLOG_TORTURE_CYCLES sets the number of cycles
+// (default 6; the long run is 200).
+func TestCrashTorture(t *testing.T) {
+	cycles := 6
+	if v, err := strconv.Atoi(os.Getenv("UNDOLOG_TORTURE_CYCLES")); err == nil && v > 0 {
+		cycles = v
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "undolog")
+	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	s, _ := newStore(t)
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	for cycle := 0; cycle < cycles; cycle++ {
+		session := fmt.Sprintf("torture-%d", cycle)
+		cli := cycle%2 == 1
+		var cmd *exec.Cmd
+		if cli {
+			cmd = exec.Command("sh", "-c", `i=0; while :; do "$UNDOLOG" exec --session "$SESSION" -q --undo true -- sh -c "echo step-$i" >/dev/null || exit 1; echo "$i"; i=$((i+1)); done`)
+			cmd.Env = append(os.Environ(), "UNDOLOG="+bin, "UNDOLOG_LOG="+s.Path(), "SESSION="+session)
+			cmd.Stderr = os.Stderr
+		} else {
+			cmd = writerCmd(t, "loop", s.Path(), session)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var acked []string
+		done := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				mu.Lock()
+				acked = append(acked, sc.Text())
+				mu.Unlock()
+			}
+			close(done)
+		}()
+		time.Sleep(time.Duration(150+rng.Intn(500)) * time.Millisecond)
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the whole group, mid-whatever
+		cmd.Wait()
+		<-done
+		rep, err := s.Verify()
+		if err != nil || len(rep.Problems) != 0 {
+			t.Fatalf("cycle %d (cli=%v): verify: %v %v", cycle, cli, err, rep.Problems)
+		}
+		if len(acked) == 0 {
+			t.Fatalf("cycle %d: the writer acknowledged nothing", cycle)
+		}
+		effects, _, err := s.ListEffects(EffectFilter{Session: session})
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed := map[string]bool{}
+		for _, e := range effects {
+			if e.State != sm.Committed {
+				continue
+			}
+			if cli {
+				var a struct{ Argv []string }
+				json.Unmarshal(e.Args, &a)
+				if len(a.Argv) == 3 {
+					committed[strings.TrimPrefix(a.Argv[2], "echo step-")] = true
+				}
+			} else {
+				committed[strconv.FormatUint(e.ID, 10)] = true
+			}
+		}
+		for _, a := range acked {
+			if !committed[a] {
+				t.Fatalf("cycle %d (cli=%v): acknowledged %s is not committed", cycle, cli, a)
+			}
+		}
+		t.Logf("cycle %d (cli=%v): %d acknowledged, all present", cycle, cli, len(acked))
+	}
 }
