@@ -599,3 +599,26 @@ func TestInterceptAndStartIsOneTransaction(t *testing.T) {
 	}
 	verifyClean(t, s)
 }
+
+// A clock that goes backwards changes no outcome: ids, signatures and hash
+// chains do not depend on time order.
+func TestClockGoingBackwards(t *testing.T) {
+	s, clk := newStore(t)
+	a := intercept(t, s, "c", "w", sm.Compensable, `1`)
+	clk.add(-3 * time.Hour)
+	b := intercept(t, s, "c", "w", sm.Compensable, `2`)
+	must[Effect](t)(s.Start(b.Effect.ID, Change{}))
+	clk.add(-time.Hour)
+	must[Effect](t)(s.Commit(b.Effect.ID, Change{}))
+	if b.Effect.ID <= a.Effect.ID {
+		t.Fatalf("ids %d then %d", a.Effect.ID, b.Effect.ID)
+	}
+	if r := intercept(t, s, "c", "w", sm.Compensable, `2`); r.Outcome != OutcomeReplayed {
+		t.Fatalf("%+v", r)
+	}
+	list, _, _ := s.ListEffects(EffectFilter{Session: "c"})
+	if len(list) != 3 || list[0].ID < list[2].ID {
+		t.Fatalf("order by id: %+v", list)
+	}
+	verifyClean(t, s)
+}

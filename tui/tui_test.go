@@ -266,3 +266,25 @@ func TestLiveRefreshAndNoLockHeld(t *testing.T) {
 	}
 	tm.Quit()
 }
+
+// The log replaced under a running view (here by garbage) shows as an error in
+// the status line; the view keeps running and recovers when the log is back.
+func TestLogReplacedWhileRunning(t *testing.T) {
+	store := demoStore(t)
+	good, err := os.ReadFile(store.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := start(t, store, "")
+	waitFor(t, tm, "agent-research-42")
+	if err := os.WriteFile(store.Path()+".tmp", []byte("garbage, not a log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Rename(store.Path()+".tmp", store.Path())
+	waitFor(t, tm, "error: not a valid undolog log")
+	os.WriteFile(store.Path()+".tmp", good, 0o600)
+	os.Rename(store.Path()+".tmp", store.Path())
+	tm.Send(press("?"))
+	waitFor(t, tm, "switch pane")
+	tm.Quit()
+}
