@@ -132,7 +132,9 @@ func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io
 }
 
 func (p *Proxy) note(format string, args ...any) {
-	fmt.Fprintf(p.Diagnostics, "undolog proxy: "+format+"\n", args...)
+	if p.Diagnostics != nil {
+		fmt.Fprintf(p.Diagnostics, "undolog proxy: "+format+"\n", args...)
+	}
 }
 
 func (p *Proxy) writeClient(b []byte) {
