@@ -154,26 +154,26 @@ func recordHash(r *HistoryRecord) string {
 // the change feed. The caller writes the effect afterwards.
 func appendEffectHistory(tx *bolt.Tx, e *Effect, rec HistoryRecord) error {
 	rec.EffectID, rec.Session = e.ID, e.Session
-	rec.Seq, rec.PrevHash = e.HistoryLen+1, e.HistoryHead
-	rec.Hash = recordHash(&rec)
-	key := historyKey(e.ID, rec.Seq)
-	if err := putJSON(tx.Bucket(bHistory), key, rec); err != nil {
-		return err
-	}
-	e.HistoryLen, e.HistoryHead = rec.Seq, rec.Hash
-	return addChange(tx, changeEffect, key)
+	return chain(tx, bHistory, changeEffect, rec, &e.HistoryLen, &e.HistoryHead, func(seq uint32) []byte { return historyKey(e.ID, seq) })
 }
 
+// appendSessionHistory is the same for a session's own transitions.
 func appendSessionHistory(tx *bolt.Tx, s *Session, rec HistoryRecord) error {
 	rec.Kind, rec.Session = KindSession, s.ID
-	rec.Seq, rec.PrevHash = s.HistoryLen+1, s.HistoryHead
+	return chain(tx, bSessionHistory, changeSession, rec, &s.HistoryLen, &s.HistoryHead, func(seq uint32) []byte { return sessionHistoryKey(s.ID, seq) })
+}
+
+// chain links rec to the end of a history (length n, last hash head), writes
+// it, moves n and head on, and records it in the change feed.
+func chain(tx *bolt.Tx, bucket []byte, kind byte, rec HistoryRecord, n *uint32, head *string, key func(uint32) []byte) error {
+	rec.Seq, rec.PrevHash = *n+1, *head
 	rec.Hash = recordHash(&rec)
-	key := sessionHistoryKey(s.ID, rec.Seq)
-	if err := putJSON(tx.Bucket(bSessionHistory), key, rec); err != nil {
+	k := key(rec.Seq)
+	if err := putJSON(tx.Bucket(bucket), k, rec); err != nil {
 		return err
 	}
-	s.HistoryLen, s.HistoryHead = rec.Seq, rec.Hash
-	return addChange(tx, changeSession, key)
+	*n, *head = rec.Seq, rec.Hash
+	return addChange(tx, kind, k)
 }
 
 func addChange(tx *bolt.Tx, kind byte, key []byte) error {
