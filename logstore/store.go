@@ -303,7 +303,7 @@ func (s *Store) open(readOnly bool) (*bolt.DB, error) {
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
 	default:
-		return nil, fmt.Errorf("open log %s: %w", s.path, err)
+		return nil, fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
 }
 
@@ -397,12 +397,12 @@ func (s *Store) checkFile() error {
 		if errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		return fmt.Errorf("open log %s: %w", s.path, err)
+		return fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("open log %s: %w", s.path, err)
+		return fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
 	if info.IsDir() {
 		return fmt.Errorf("%w: %s is a directory", ErrCorrupt, s.path)
@@ -453,6 +453,15 @@ func (s *Store) checkFile() error {
 		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", ErrCorrupt, s.path, size, need)
 	}
 	return nil
+}
+
+// bare drops the path an *os.PathError repeats, keeping what went wrong.
+func bare(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 func itob(v uint64) []byte {

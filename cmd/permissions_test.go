@@ -1,0 +1,71 @@
+package cmd
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A log that the user may not write, or not read at all, gets a clear
+// one-line error naming the file, exit 1, and stays as it was. Root reads
+// and writes anything, so the commands run as nobody (setpriv).
+func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run commands as another user")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not installed")
+	}
+	bin := realBinary(t)
+	os.Chmod(filepath.Dir(bin), 0o755)
+	dir, err := os.MkdirTemp("", "undolog-perm-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755)
+	logPath := filepath.Join(dir, "undolog.db")
+	run := func(asNobody bool, args ...string) (string, int) {
+		argv := append([]string{bin}, args...)
+		if asNobody {
+			argv = append([]string{setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"}, argv...)
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+logPath, "HOME=/nonexistent")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	if out, code := run(false, "intercept", "--session", "s", "--tool", "t", "--tier", "compensable"); code != 0 {
+		t.Fatalf("setup: %s", out)
+	}
+	before, _ := os.ReadFile(logPath)
+
+	// 0600, owned by root: nobody may not read it.
+	out, code := run(true, "list")
+	if code != 1 || !strings.Contains(out, logPath) || !strings.Contains(out, "permission denied") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("unreadable log: exit %d: %q", code, out)
+	}
+	// 0644: nobody may read it but not write it.
+	os.Chmod(logPath, 0o644)
+	out, code = run(true, "list", "-o", "ids")
+	if code != 0 || strings.TrimSpace(strings.Split(out, "\n")[len(strings.Split(strings.TrimSpace(out), "\n"))-1]) != "1" {
+		t.Fatalf("read-only log, read: exit %d: %q", code, out)
+	}
+	out, code = run(true, "intercept", "--session", "s", "--tool", "t2", "--tier", "compensable")
+	if code != 1 || !strings.Contains(out, logPath) || !strings.Contains(out, "permission denied") {
+		t.Fatalf("read-only log, write: exit %d: %q", code, out)
+	}
+	after, _ := os.ReadFile(logPath)
+	if string(before) != string(after) {
+		t.Fatal("the log changed")
+	}
+}
