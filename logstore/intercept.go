@@ -217,7 +217,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 			return res, err
 		}
 	}
-	expired, err := expireApprovals(tx, &sess, 0, now)
+	expired, err := expireApprovals(tx, &sess, now)
 	if err != nil {
 		return res, err
 	}

@@ -53,11 +53,12 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 		if err != nil {
 			return err
 		}
-		expired := false
-		if e.Tier == sm.Irreversible && e.State == sm.Pending {
-			if expired, err = expireApprovals(tx, &sess, e.ID, now); err != nil {
-				return err
-			}
+		// Any command that touches the session rejects its expired requests.
+		expired, err := expireApprovals(tx, &sess, now)
+		if err != nil {
+			return err
+		}
+		if expired {
 			if e, err = getEffect(tx, id); err != nil {
 				return err
 			}
@@ -233,8 +234,8 @@ func decide(tx *bolt.Tx, sess *Session, id uint64, to sm.State, c Change, now ti
 }
 
 // expireApprovals rejects, as system:timeout, the session's pending approval
-// requests whose time is up (only effect `only` when it is not zero).
-func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) (bool, error) {
+// requests whose time is up, and says whether there were any.
+func expireApprovals(tx *bolt.Tx, sess *Session, now time.Time) (bool, error) {
 	if sess.PendingApprovals == 0 {
 		return false, nil
 	}
@@ -242,9 +243,6 @@ func expireApprovals(tx *bolt.Tx, sess *Session, only uint64, now time.Time) (bo
 	c := tx.Bucket(bApprovalsOpen).Cursor()
 	for k, _ := c.First(); k != nil; k, _ = c.Next() {
 		id := btoi(k)
-		if only != 0 && id != only {
-			continue
-		}
 		a, err := getApproval(tx, id)
 		if err != nil {
 			return false, err
@@ -293,7 +291,7 @@ func (s *Store) ExpireApprovals(session string) (int, error) {
 			return err
 		}
 		before := sess.PendingApprovals
-		expired, err := expireApprovals(tx, &sess, 0, s.now())
+		expired, err := expireApprovals(tx, &sess, s.now())
 		if err != nil || !expired {
 			return errOr(err, errNothingToWrite)
 		}
