@@ -186,29 +186,30 @@ func parse(line []byte) (message, error) {
 	return m, nil
 }
 
-func scanner(r io.Reader) *bufio.Scanner {
+// eachLine calls fn with each non-blank line of r (a copy, trimmed): one
+// JSON-RPC message of the stdio transport.
+func eachLine(r io.Reader, fn func(line []byte)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
-	return sc
+	for sc.Scan() {
+		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
+			fn(append([]byte(nil), line...))
+		}
+	}
+	return sc.Err()
 }
 
 // readClient handles the client's messages until it closes its input.
 func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
-	sc := scanner(in)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		line = append([]byte(nil), line...)
+	err := eachLine(in, func(line []byte) {
 		m, err := parse(line)
 		switch {
 		case err != nil:
 			p.writeClient(errorResponse(nil, codeParse, "parse error: "+err.Error()))
-			continue
+			return
 		case m.JSONRPC != "2.0":
 			p.writeClient(errorResponse(m.ID, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
-			continue
+			return
 		}
 		switch m.Method {
 		case "initialize":
@@ -230,27 +231,21 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 					defer p.calls.Done()
 					p.toolCall(ctx, m)
 				}()
-				continue
+				return
 			}
 		}
 		if err := p.writeUpstream(line); err != nil && len(m.ID) > 0 && m.Method != "" {
 			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
 		}
-	}
-	if err := sc.Err(); err != nil {
+	})
+	if err != nil {
 		p.note("reading the client: %v", err)
 	}
 }
 
 // readUpstream handles the server's messages until it exits.
 func (p *Proxy) readUpstream(r io.Reader) {
-	sc := scanner(r)
-	for sc.Scan() {
-		line := bytes.TrimSpace(sc.Bytes())
-		if len(line) == 0 {
-			continue
-		}
-		line = append([]byte(nil), line...)
+	eachLine(r, func(line []byte) {
 		m, err := parse(line)
 		if err != nil || m.JSONRPC != "2.0" {
 			p.note("malformed message from the server: %.200s", line)
@@ -259,7 +254,7 @@ func (p *Proxy) readUpstream(r io.Reader) {
 			} else {
 				p.writeUpstream(errorResponse(m.ID, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
 			}
-			continue
+			return
 		}
 		if m.isResponse() {
 			key := string(m.ID)
@@ -269,7 +264,7 @@ func (p *Proxy) readUpstream(r io.Reader) {
 			p.waitMu.Unlock()
 			if ours {
 				ch <- m
-				continue
+				return
 			}
 			p.infoMu.Lock()
 			isList := p.listIDs[key]
@@ -280,7 +275,7 @@ func (p *Proxy) readUpstream(r io.Reader) {
 			}
 		}
 		p.writeClient(line)
-	}
+	})
 	close(p.upGone)
 	p.waitMu.Lock()
 	for key, ch := range p.waiting {
