@@ -267,7 +267,9 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 		if err := putJSON(tx.Bucket(bApprovals), itob(e.ID), a); err != nil {
 			return res, err
 		}
-		if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), nil); err != nil {
+		// The value names the session, so that a session's waiting requests
+		// are found without decoding everyone else's.
+		if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), []byte(sess.ID)); err != nil {
 			return res, err
 		}
 		sess.PendingApprovals++

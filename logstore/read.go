@@ -134,7 +134,10 @@ func (s *Store) PendingApprovals(session string) ([]PendingApproval, error) {
 	now := s.now()
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bApprovalsOpen).Cursor()
-		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		for k, v := c.First(); k != nil; k, v = c.Next() {
+			if session != "" && !openFor(v, session) {
+				continue
+			}
 			id := btoi(k)
 			a, err := getApproval(tx, id)
 			if err != nil {

@@ -241,7 +241,10 @@ func expireApprovals(tx *bolt.Tx, sess *Session, now time.Time) (bool, error) {
 	}
 	var due []uint64
 	c := tx.Bucket(bApprovalsOpen).Cursor()
-	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if !openFor(v, sess.ID) {
+			continue
+		}
 		id := btoi(k)
 		a, err := getApproval(tx, id)
 		if err != nil {
@@ -306,6 +309,12 @@ func errOr(err, otherwise error) error {
 		return err
 	}
 	return otherwise
+}
+
+// openFor reports whether a pending-approval index value may belong to the
+// session: it names its session (an empty value names none, so it may).
+func openFor(value []byte, session string) bool {
+	return len(value) == 0 || string(value) == session
 }
 
 // UndoStep moves the undo entry of effect id (the undo runner's steps:

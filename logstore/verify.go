@@ -315,8 +315,8 @@ func (v *verifier) undoAndApprovals() {
 		}
 		return nil
 	})
-	v.tx.Bucket(bApprovalsOpen).ForEach(func(k, _ []byte) error {
-		if len(k) != 8 || v.effects[btoi(k)] == nil {
+	v.tx.Bucket(bApprovalsOpen).ForEach(func(k, val []byte) error {
+		if e := v.effects[btoi(k)]; len(k) != 8 || e == nil || !openFor(val, e.Session) {
 			v.add("index", btoi(k), "", "pending approval entry is dangling")
 		}
 		return nil
