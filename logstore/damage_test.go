@@ -2,8 +2,10 @@ package logstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,6 +109,33 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 		db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion+1)) })
 		db.Close()
 		expectRefused(t, s.Path(), ErrNewerSchema, "upgrade undolog")
+	})
+	t.Run("meta page pointing at the wrong pages", func(t *testing.T) {
+		// As a buggy writer would leave it: fields wrong, checksum right.
+		seed, err := seedLog()
+		if err != nil {
+			t.Fatal(err)
+		}
+		le := binary.LittleEndian
+		pageSize := int(le.Uint32(seed[metaOffset+8:]))
+		newest := 0
+		if le.Uint64(seed[pageSize+metaOffset+48:]) > le.Uint64(seed[metaOffset+48:]) {
+			newest = 1
+		}
+		edit := func(name string, field int, value uint64) string {
+			data := append([]byte(nil), seed...)
+			m := data[newest*pageSize+metaOffset : newest*pageSize+metaChecksumAt+8]
+			le.PutUint64(m[field:], value)
+			h := fnv.New64a()
+			h.Write(m[:metaChecksumAt-metaOffset])
+			le.PutUint64(m[metaChecksumAt-metaOffset:], h.Sum64())
+			return write(name, data)
+		}
+		m := seed[newest*pageSize+metaOffset:]
+		root, freelist := le.Uint64(m[16:]), le.Uint64(m[32:])
+		expectRefused(t, edit("freelist-at-root.db", 32, root), ErrCorrupt, "damaged freelist page")
+		expectRefused(t, edit("root-at-freelist.db", 16, freelist), ErrCorrupt, "damaged root page")
+		expectRefused(t, edit("root-past-end.db", 16, 1<<40), ErrCorrupt, "outside the file's pages")
 	})
 	t.Run("directory", func(t *testing.T) {
 		p := filepath.Join(dir, "adir")

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,9 +27,12 @@ func (s *Store) Compact() (before, after int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer src.Close()
-	if err := src.View(func(tx *bolt.Tx) error { return checkSchema(tx, s.path) }); err != nil {
-		return 0, 0, err
+	var srcErr error
+	defer func() { closeDB(src, srcErr) }()
+	if srcErr = s.guard(func() error {
+		return src.View(func(tx *bolt.Tx) error { return checkSchema(tx, s.path) })
+	}); srcErr != nil {
+		return 0, 0, srcErr
 	}
 	info, err := os.Stat(s.path)
 	if err != nil {
@@ -41,11 +45,14 @@ func (s *Store) Compact() (before, after int64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("compact %s: %w", s.path, err)
 	}
-	err = bolt.Compact(dst, src, 64<<20)
+	err = s.guard(func() error { return bolt.Compact(dst, src, 64<<20) })
+	srcErr = err
 	if err == nil {
 		err = dst.Sync()
 	}
-	if cerr := dst.Close(); err == nil {
+	if errors.As(err, new(damagedPage)) {
+		closeDB(dst, err)
+	} else if cerr := dst.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {

@@ -226,7 +226,7 @@ func (s *Store) commit(pending []*writeCall) {
 				return nil
 			})
 		})
-		db.Close()
+		closeDB(db, err)
 		switch {
 		case err == nil:
 			s.group.commits.Add(1)
@@ -270,8 +270,7 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	return s.guard(func() error {
+	err = s.guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
 			if err := checkSchema(tx, s.path); err != nil {
 				return err
@@ -279,6 +278,8 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 			return fn(tx)
 		})
 	})
+	closeDB(db, err)
+	return err
 }
 
 // guard turns a panic or a memory fault inside bbolt, which a damaged page
@@ -287,17 +288,42 @@ func (s *Store) guard(fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %s has a damaged page (%v)", ErrCorrupt, s.path, r)
+			err = damagedPage{fmt.Errorf("%w: %s has a damaged page (%v)", ErrCorrupt, s.path, r)}
 		}
 	}()
 	return fn()
 }
 
+// damagedPage marks an error recovered from a panic inside bbolt.
+type damagedPage struct{ error }
+
+func (d damagedPage) Unwrap() error { return d.error }
+
+// closeDB closes db after an operation that ended with err. After a panic
+// inside bbolt, its transaction may still hold the locks Close waits for, so
+// the close is left to a goroutine: the damage is reported now, and a hang, if
+// any, costs a goroutine and a file descriptor rather than the caller.
+func closeDB(db *bolt.DB, err error) {
+	if errors.As(err, new(damagedPage)) {
+		go db.Close()
+		return
+	}
+	db.Close()
+}
+
 func (s *Store) open(readOnly bool) (*bolt.DB, error) {
-	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout, ReadOnly: readOnly})
+	var db *bolt.DB
+	// checkFile catches the damage known to make bbolt.Open panic; the guard is
+	// for the rest, so that a damaged log is an error and never a crash.
+	err := s.guard(func() (err error) {
+		db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout, ReadOnly: readOnly})
+		return err
+	})
 	switch {
 	case err == nil:
 		return db, nil
+	case errors.Is(err, ErrCorrupt):
+		return nil, err
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", ErrBusy, s.path, s.opts.LockTimeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
@@ -383,6 +409,7 @@ func checkSchema(tx *bolt.Tx, path string) error {
 // of everything before it.
 const (
 	boltMagic      = 0xED0CDAED
+	boltVersion    = 2
 	metaOffset     = 16
 	metaChecksumAt = metaOffset + 56
 )
@@ -411,46 +438,131 @@ func (s *Store) checkFile() error {
 	if size == 0 {
 		return fmt.Errorf("%w: %s is empty", ErrCorrupt, s.path)
 	}
-	var best struct {
-		ok                   bool
-		txid, pgid, pageSize uint64
+	// bbolt uses the newest meta page that is valid and skips one failing its
+	// checksum (a torn write); the older one may describe pages reused since,
+	// so only the one bbolt will use is checked.
+	first, err := s.readMeta(f, 0)
+	if err != nil {
+		return err
 	}
-	head := make([]byte, metaChecksumAt+8)
-	for i := 0; i < 2; i++ {
-		off := int64(0)
-		if i == 1 {
-			if !best.ok {
-				break // the page size comes from meta 0; without it, give up
-			}
-			off = int64(best.pageSize)
-		}
-		if _, err := f.ReadAt(head, off); err != nil {
-			if err == io.EOF {
-				continue
-			}
-			return fmt.Errorf("read log %s: %w", s.path, err)
-		}
-		le := binary.LittleEndian
-		if le.Uint32(head[metaOffset:]) != boltMagic {
-			continue
-		}
-		h := fnv.New64a()
-		h.Write(head[metaOffset:metaChecksumAt])
-		if h.Sum64() != le.Uint64(head[metaChecksumAt:]) {
-			continue
-		}
-		txid := le.Uint64(head[metaOffset+48:])
-		if !best.ok || txid > best.txid {
-			best.ok, best.txid = true, txid
-			best.pageSize = uint64(le.Uint32(head[metaOffset+8:]))
-			best.pgid = le.Uint64(head[metaOffset+40:])
+	var second *metaPage
+	if first != nil {
+		second, err = s.readMeta(f, int64(first.pageSize))
+	} else {
+		for ps := int64(1024); ps <= 1<<24 && ps < size && second == nil && err == nil; ps <<= 1 {
+			second, err = s.readMeta(f, ps)
 		}
 	}
-	if !best.ok || best.pageSize < 512 {
+	if err != nil {
+		return err
+	}
+	if first == nil && second == nil {
 		return fmt.Errorf("%w: %s is not a bbolt file", ErrCorrupt, s.path)
 	}
-	if need := best.pgid * best.pageSize; uint64(size) < need {
-		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", ErrCorrupt, s.path, size, need)
+	m := first
+	if m == nil || second != nil && second.txid > m.txid {
+		m = second
+	}
+	if m.pageSize < 512 || m.pageSize > 1<<16 || m.pageSize&(m.pageSize-1) != 0 {
+		return fmt.Errorf("%w: %s has a damaged meta page (page size %d)", ErrCorrupt, s.path, m.pageSize)
+	}
+	if m.pgid > uint64(size)/m.pageSize {
+		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", ErrCorrupt, s.path, size, m.pgid*m.pageSize)
+	}
+	pages := pageChecker{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid}
+	if err := pages.check("root", m.root, branchPageFlag|leafPageFlag); err != nil {
+		return err
+	}
+	if m.freelist != noFreelist {
+		if err := pages.check("freelist", m.freelist, freelistPageFlag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metaPage holds the fields of a bbolt meta page that checkFile checks.
+type metaPage struct {
+	pageSize, root, freelist, pgid, txid uint64
+}
+
+// readMeta reads the meta page at off; nil when there is none there or it
+// fails bbolt's own validation (magic, version, checksum).
+func (s *Store) readMeta(f *os.File, off int64) (*metaPage, error) {
+	head := make([]byte, metaChecksumAt+8)
+	if _, err := f.ReadAt(head, off); err != nil {
+		if err == io.EOF {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read log %s: %w", s.path, bare(err))
+	}
+	le := binary.LittleEndian
+	if le.Uint32(head[metaOffset:]) != boltMagic || le.Uint32(head[metaOffset+4:]) != boltVersion {
+		return nil, nil
+	}
+	h := fnv.New64a()
+	h.Write(head[metaOffset:metaChecksumAt])
+	if h.Sum64() != le.Uint64(head[metaChecksumAt:]) {
+		return nil, nil
+	}
+	return &metaPage{
+		pageSize: uint64(le.Uint32(head[metaOffset+8:])),
+		root:     le.Uint64(head[metaOffset+16:]),
+		freelist: le.Uint64(head[metaOffset+32:]),
+		pgid:     le.Uint64(head[metaOffset+40:]),
+		txid:     le.Uint64(head[metaOffset+48:]),
+	}, nil
+}
+
+// bbolt's page header: id (8 bytes), flags (2), count (2), overflow (4).
+const (
+	pageHeaderSize   = 16
+	branchPageFlag   = 0x01
+	leafPageFlag     = 0x02
+	freelistPageFlag = 0x10
+	// noFreelist is the freelist page id of a log that does not store one.
+	noFreelist = ^uint64(0)
+)
+
+// pageChecker checks the pages the meta page points at, which bbolt reads
+// without bounds checks when it opens the log: a page of the wrong type, past
+// the file's pages, or with more entries than it has room for would make it
+// panic or read outside the file.
+type pageChecker struct {
+	f                   *os.File
+	path                string
+	pageSize, highWater uint64
+}
+
+func (c pageChecker) check(what string, id uint64, flags uint16) error {
+	damaged := func(why string) error {
+		return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", ErrCorrupt, c.path, what, id, why)
+	}
+	if id < 2 || id >= c.highWater {
+		return damaged("outside the file's pages")
+	}
+	head := make([]byte, pageHeaderSize+8)
+	if _, err := c.f.ReadAt(head, int64(id*c.pageSize)); err != nil {
+		return damaged("unreadable")
+	}
+	le := binary.LittleEndian
+	if le.Uint16(head[8:])&flags == 0 {
+		return damaged("wrong page type")
+	}
+	overflow := uint64(le.Uint32(head[12:]))
+	if overflow >= c.highWater-id {
+		return damaged("runs past the file's pages")
+	}
+	count := uint64(le.Uint16(head[10:]))
+	if flags == freelistPageFlag && count == 0xFFFF { // a large count sits in the first id slot
+		count = le.Uint64(head[pageHeaderSize:])
+		if count < ^uint64(0) {
+			count++
+		}
+	}
+	// Every entry takes at least 8 bytes (a freelist id; a leaf or branch element is 16).
+	if count > ((overflow+1)*c.pageSize-pageHeaderSize)/8 {
+		return damaged("more entries than the page holds")
 	}
 	return nil
 }
