@@ -348,7 +348,7 @@ func bytesPerEffect(path string, n int) (float64, error) {
 
 // largeRows times whole undolog processes on a log of 1,000,000 effects.
 func largeRows(add func(what, value, ratio string)) error {
-	path := filepath.Join(os.TempDir(), "undolog-bench-1m-v1.db")
+	path := filepath.Join(os.TempDir(), "undolog-bench-1m-v2.db")
 	if err := demo.WriteLarge(path); err != nil {
 		return err
 	}
@@ -375,6 +375,8 @@ func largeRows(add func(what, value, ratio string)) error {
 	}{
 		{[]string{"list", "--limit", "50"}, 20}, {[]string{"show", "500000"}, 20},
 		{[]string{"session", "show", "load-0500"}, 20}, {[]string{"approvals"}, 20}, {[]string{"version"}, 10},
+		// Without the default limit of 50: all 1,000 effects, undo entries and waiting requests.
+		{[]string{"session", "show", "load-0500", "--limit", "0"}, 20}, {[]string{"approvals", "--limit", "0"}, 20},
 	} {
 		ms, err := timeProcess(c.args...)
 		if err != nil {

@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/logstore"
@@ -9,6 +11,7 @@ import (
 type approvalsOptions struct {
 	session string
 	output  string
+	limit   int
 }
 
 func newCmdApprovals(f *Factory) *cobra.Command {
@@ -17,21 +20,33 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 		Use:   "approvals",
 		Short: "List irreversible effects awaiting a decision, oldest first",
 		Example: `  undolog approvals
-  undolog approvals -o ids | undolog approve -`,
+  undolog approvals --limit 0 -o ids | undolog approve -`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}
-			list, err := f.Store().PendingApprovals(opts.session)
+			if opts.limit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			list, waiting, err := f.Store().PendingApprovals(opts.session, opts.limit)
 			if err != nil {
 				return err
 			}
 			return printListing(f, opts.output, list, func(a logstore.PendingApproval) any { return a.EffectID },
-				func() error { return renderApprovals(f, list) })
+				func() error {
+					if err := renderApprovals(f, list); err != nil {
+						return err
+					}
+					if waiting > len(list) {
+						fmt.Fprintf(f.ErrOut, "the oldest %d of %d waiting; --limit 0 lists all\n", len(list), waiting)
+					}
+					return nil
+				})
 		},
 	}
 	c.Flags().StringVar(&opts.session, "session", "", "only requests of this session")
+	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many requests (0: all)")
 	addFormatFlag(c, &opts.output, true)
 	return c
 }

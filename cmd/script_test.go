@@ -189,7 +189,7 @@ func cmdWaitApproval(ts *testscript.TestScript, neg bool, args []string) {
 	store := logstore.New(ts.Getenv("UNDOLOG_LOG"), logstore.Options{})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		list, _ := store.PendingApprovals("")
+		list, _, _ := store.PendingApprovals("", 0)
 		for _, a := range list {
 			if a.EffectID == id {
 				return

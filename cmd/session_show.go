@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,14 +14,19 @@ import (
 
 type sessionShowOptions struct {
 	output string
+	limit  int
 }
 
-// sessionView is session show's JSON form.
+// sessionView is session show's JSON form. Each list holds at most the
+// limit; the totals say how many there are.
 type sessionView struct {
-	Session   logstore.Session           `json:"session"`
-	Effects   []logstore.Effect          `json:"effects"`
-	UndoStack []logstore.UndoEntry       `json:"undo_stack"`
-	Approvals []logstore.PendingApproval `json:"approvals"`
+	Session        logstore.Session           `json:"session"`
+	Effects        []logstore.Effect          `json:"effects"`
+	EffectsTotal   int                        `json:"effects_total"`
+	UndoStack      []logstore.UndoEntry       `json:"undo_stack"`
+	UndoTotal      int                        `json:"undo_stack_total"`
+	Approvals      []logstore.PendingApproval `json:"approvals"`
+	ApprovalsTotal int                        `json:"approvals_total"`
 }
 
 func newCmdSessionShow(f *Factory) *cobra.Command {
@@ -28,12 +34,18 @@ func newCmdSessionShow(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show a session: its effects in order, undo stack and waiting approvals",
-		Args:  exactArgs(1, "one session name"),
+		Long: `Show a session: its newest effects in order, the top of its undo stack and its
+oldest waiting approval requests, each up to --limit (0: all), with how many
+there are in all.`,
+		Args: exactArgs(1, "one session name"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			v, err := loadSessionView(f.Store(), args[0])
+			if opts.limit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			v, err := loadSessionView(f.Store(), args[0], opts.limit)
 			if err != nil {
 				return err
 			}
@@ -46,23 +58,27 @@ func newCmdSessionShow(f *Factory) *cobra.Command {
 			return printSessionView(f, v)
 		},
 	}
+	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects, undo entries and approvals (0: all)")
 	addFormatFlag(c, &opts.output, false)
 	return c
 }
 
-func loadSessionView(store logstore.Log, id string) (sessionView, error) {
+func loadSessionView(store logstore.Log, id string, limit int) (sessionView, error) {
 	var v sessionView
 	var err error
 	if v.Session, err = store.GetSession(id); err != nil {
 		return v, err
 	}
-	if v.Effects, _, err = store.ListEffects(logstore.EffectFilter{Session: id, Ascending: true}); err != nil {
+	// The newest effects, shown oldest first.
+	if v.Effects, _, err = store.ListEffects(logstore.EffectFilter{Session: id, Limit: limit}); err != nil {
 		return v, err
 	}
-	if v.UndoStack, err = store.UndoStack(id); err != nil {
+	slices.Reverse(v.Effects)
+	v.EffectsTotal = v.Session.Effects
+	if v.UndoStack, v.UndoTotal, err = store.UndoStack(id, limit); err != nil {
 		return v, err
 	}
-	if v.Approvals, err = store.PendingApprovals(id); err != nil {
+	if v.Approvals, v.ApprovalsTotal, err = store.PendingApprovals(id, limit); err != nil {
 		return v, err
 	}
 	if v.Effects == nil {
@@ -99,18 +115,24 @@ func printSessionView(f *Factory, v sessionView) error {
 	for _, u := range v.UndoStack {
 		entries[u.EffectID] = u
 	}
-	section := func(title string, n int, render func() error) error {
+	section := func(title string, shown, total int, which string, render func() error) error {
 		fmt.Fprintf(f.Out, "\n%s:\n", title)
-		if n == 0 {
+		if shown == 0 {
 			_, err := fmt.Fprintln(f.Out, "  (none)")
 			return err
 		}
-		return render()
+		if err := render(); err != nil {
+			return err
+		}
+		if total > shown {
+			fmt.Fprintf(f.Out, "  (%s %d of %d; --limit 0 shows all)\n", which, shown, total)
+		}
+		return nil
 	}
-	if err := section("Effects", len(v.Effects), func() error { return renderEffects(f, v.Effects, entries) }); err != nil {
+	if err := section("Effects", len(v.Effects), v.EffectsTotal, "the newest", func() error { return renderEffects(f, v.Effects, entries) }); err != nil {
 		return err
 	}
-	err := section("Undo stack (last in, first out)", len(v.UndoStack), func() error {
+	err := section("Undo stack (last in, first out)", len(v.UndoStack), v.UndoTotal, "the top", func() error {
 		rows := make([][]cell, 0, len(v.UndoStack))
 		for _, u := range v.UndoStack {
 			rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(describeCompensation(u.Compensation))})
@@ -120,7 +142,7 @@ func printSessionView(f *Factory, v sessionView) error {
 	if err != nil {
 		return err
 	}
-	return section("Waiting for approval", len(v.Approvals), func() error { return renderApprovals(f, v.Approvals) })
+	return section("Waiting for approval", len(v.Approvals), v.ApprovalsTotal, "the oldest", func() error { return renderApprovals(f, v.Approvals) })
 }
 
 func describeCompensation(c logstore.Compensation) string {

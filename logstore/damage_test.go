@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -233,5 +234,13 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			return putJSON(tx.Bucket(bEffects), itob(id+1), e)
 		})
 		expectProblem(t, s, "signature", "also owned")
+	})
+	t.Run("pending index entry with another expiry", func(t *testing.T) {
+		s, id := seeded(t) // id+1 is an irreversible call waiting for approval
+		later := time.Now().Add(time.Hour)
+		tamper(t, s, func(tx *bolt.Tx) error {
+			return tx.Bucket(bApprovalsOpen).Put(itob(id+1), pendingValue("s", &later))
+		})
+		expectProblem(t, s, "index", "pending index entry expires")
 	})
 }

@@ -267,9 +267,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 		if err := putJSON(tx.Bucket(bApprovals), itob(e.ID), a); err != nil {
 			return res, err
 		}
-		// The value names the session, so that a session's waiting requests
-		// are found without decoding everyone else's.
-		if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), []byte(sess.ID)); err != nil {
+		if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), pendingValue(sess.ID, a.ExpiresAt)); err != nil {
 			return res, err
 		}
 		sess.PendingApprovals++

@@ -32,8 +32,8 @@ type Log interface {
 
 	GetEffect(id uint64) (EffectDetail, error)
 	ListEffects(EffectFilter) ([]Effect, uint64, error)
-	PendingApprovals(session string) ([]PendingApproval, error)
-	UndoStack(session string) ([]UndoEntry, error)
+	PendingApprovals(session string, limit int) ([]PendingApproval, int, error)
+	UndoStack(session string, limit int) ([]UndoEntry, int, error)
 	UndoEntries(session string, ids []uint64) (map[uint64]UndoEntry, error)
 	Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 	LastChange() (uint64, error)

@@ -3,6 +3,7 @@ package logstore
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -44,6 +45,32 @@ func must[T any](t *testing.T) func(T, error) T {
 		}
 		return v
 	}
+}
+
+// pending lists every waiting approval request and checks the count agrees.
+func pending(t *testing.T, s *Store) []PendingApproval {
+	t.Helper()
+	list, waiting, err := s.PendingApprovals("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiting != len(list) {
+		t.Fatalf("%d requests listed, %d counted as waiting", len(list), waiting)
+	}
+	return list
+}
+
+// undoStack lists a session's whole undo stack and checks the count agrees.
+func undoStack(t *testing.T, s *Store, session string) []UndoEntry {
+	t.Helper()
+	stack, total, err := s.UndoStack(session, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != len(stack) {
+		t.Fatalf("%d entries listed, %d counted", len(stack), total)
+	}
+	return stack
 }
 
 func intercept(t *testing.T, s *Store, session, tool string, tier sm.Tier, args string) InterceptResult {
@@ -126,7 +153,7 @@ func TestCompensableLifecycleAndReplay(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	id := res.Effect.ID
-	stack := must[[]UndoEntry](t)(s.UndoStack("agent-1"))
+	stack := undoStack(t, s, "agent-1")
 	if len(stack) != 1 || stack[0].EffectID != id || stack[0].State != sm.EntryPending || stack[0].Compensation.Kind != CompensationManual {
 		t.Fatalf("undo entry not written ahead: %+v", stack)
 	}
@@ -206,7 +233,7 @@ func TestIrreversibleApprovePath(t *testing.T) {
 	if sess := must[Session](t)(s.GetSession("agent")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
 		t.Fatalf("session %+v", sess)
 	}
-	pend := must[[]PendingApproval](t)(s.PendingApprovals(""))
+	pend := pending(t, s)
 	if len(pend) != 1 || pend[0].EffectID != id || pend[0].Outcome != ApprovalPending || string(pend[0].Args) != `{"amount":100}` {
 		t.Fatalf("approvals %+v", pend)
 	}
@@ -238,7 +265,7 @@ func TestIrreversibleApprovePath(t *testing.T) {
 	}
 	must[Effect](t)(s.Start(id, Change{}))
 	must[Effect](t)(s.Commit(id, Change{Result: json.RawMessage(`{"ok":true}`)}))
-	if n := len(must[[]PendingApproval](t)(s.PendingApprovals(""))); n != 0 {
+	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("%d approvals still listed", n)
 	}
 	verifyClean(t, s)
@@ -272,11 +299,11 @@ func TestApprovalExpiry(t *testing.T) {
 	s, clk := newStore(t)
 	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "ci", Tool: "deploy", Tier: sm.Irreversible,
 		CreateSession: true, ApprovalTimeout: time.Minute}))
-	if n := len(must[[]PendingApproval](t)(s.PendingApprovals(""))); n != 1 {
+	if n := len(pending(t, s)); n != 1 {
 		t.Fatalf("%d waiting", n)
 	}
 	clk.add(2 * time.Minute)
-	if n := len(must[[]PendingApproval](t)(s.PendingApprovals(""))); n != 0 {
+	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("expired request still listed as waiting")
 	}
 	if _, err := s.Approve(res.Effect.ID, Change{Actor: "late"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "timed_out") {
@@ -486,7 +513,7 @@ func TestUndoSteps(t *testing.T) {
 	must[Effect](t)(s.Commit(committed, Change{}))
 	must[Effect](t)(s.Start(executing, Change{}))
 
-	stack := must[[]UndoEntry](t)(s.UndoStack("u"))
+	stack := undoStack(t, s, "u")
 	if len(stack) != 3 || stack[0].EffectID != never || stack[2].EffectID != committed || stack[0].Compensation.Argv[0] != "rm" {
 		t.Fatalf("LIFO stack %+v", stack)
 	}
@@ -621,4 +648,27 @@ func TestClockGoingBackwards(t *testing.T) {
 		t.Fatalf("order by id: %+v", list)
 	}
 	verifyClean(t, s)
+}
+
+// TestReadLimits: a limited read returns the first entries in order and still
+// counts them all, so that a view can say how many it left out.
+func TestReadLimits(t *testing.T) {
+	s, _ := newStore(t)
+	var waiting, undoable []uint64
+	for i := 0; i < 5; i++ {
+		waiting = append(waiting, intercept(t, s, fmt.Sprintf("agent-%d", i), "pay", sm.Irreversible, fmt.Sprintf(`{"n":%d}`, i)).Effect.ID)
+		undoable = append(undoable, intercept(t, s, "ci", "write", sm.Compensable, fmt.Sprintf(`{"n":%d}`, i)).Effect.ID)
+	}
+	list, n, err := s.PendingApprovals("", 2)
+	if err != nil || n != 5 || len(list) != 2 || list[0].EffectID != waiting[0] || list[1].EffectID != waiting[1] {
+		t.Fatalf("approvals limit 2: %d waiting, %+v, %v", n, list, err)
+	}
+	list, n, err = s.PendingApprovals("agent-3", 2)
+	if err != nil || n != 1 || len(list) != 1 || list[0].EffectID != waiting[3] {
+		t.Fatalf("approvals of one session: %d waiting, %+v, %v", n, list, err)
+	}
+	stack, n, err := s.UndoStack("ci", 3)
+	if err != nil || n != 5 || len(stack) != 3 || stack[0].EffectID != undoable[4] || stack[2].EffectID != undoable[2] {
+		t.Fatalf("undo stack limit 3: %d entries, %+v, %v", n, stack, err)
+	}
 }

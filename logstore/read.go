@@ -126,16 +126,26 @@ type PendingApproval struct {
 	Effect Effect `json:"effect"`
 }
 
-// PendingApprovals lists requests awaiting a decision, oldest first. Expired
+// PendingApprovals returns up to limit (0: all) approval requests awaiting a
+// decision, oldest first, and how many are waiting in all. Only the requests
+// returned are read with their effects; the rest are only counted. Expired
 // requests are not waiting: they are left out (and rejected as timed out by
 // the next write that touches their session).
-func (s *Store) PendingApprovals(session string) ([]PendingApproval, error) {
+func (s *Store) PendingApprovals(session string, limit int) ([]PendingApproval, int, error) {
 	var out []PendingApproval
+	var waiting int
 	now := s.now()
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bApprovalsOpen).Cursor()
 		for k, v := c.First(); k != nil; k, v = c.Next() {
 			if session != "" && !openFor(v, session) {
+				continue
+			}
+			full := limit > 0 && len(out) == limit
+			if name, expires, known := parsePending(v); full && known && name != "" {
+				if expires == 0 || now.UnixNano() < expires {
+					waiting++ // counted from the index alone
+				}
 				continue
 			}
 			id := btoi(k)
@@ -146,6 +156,10 @@ func (s *Store) PendingApprovals(session string) ([]PendingApproval, error) {
 			if a == nil || (session != "" && a.Session != session) || (a.ExpiresAt != nil && !now.Before(*a.ExpiresAt)) {
 				continue
 			}
+			waiting++
+			if full {
+				continue
+			}
 			e, err := getEffect(tx, id)
 			if err != nil {
 				return err
@@ -154,15 +168,21 @@ func (s *Store) PendingApprovals(session string) ([]PendingApproval, error) {
 		}
 		return nil
 	})
-	return out, err
+	return out, waiting, err
 }
 
-// UndoStack returns the session's undo entries last-in-first-out.
-func (s *Store) UndoStack(session string) ([]UndoEntry, error) {
+// UndoStack returns up to limit (0: all) of the session's undo entries, last
+// in first out, and how many entries the session has.
+func (s *Store) UndoStack(session string, limit int) ([]UndoEntry, int, error) {
 	var out []UndoEntry
+	var total int
 	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bUndo)
 		return scan(b, namePrefix(session), false, 0, func(id uint64) (bool, error) {
+			total++
+			if limit > 0 && len(out) == limit {
+				return true, nil // count the rest without reading them
+			}
 			u, err := getUndo(tx, session, id)
 			if err != nil || u == nil {
 				return false, err
@@ -171,7 +191,7 @@ func (s *Store) UndoStack(session string) ([]UndoEntry, error) {
 			return true, nil
 		})
 	})
-	return out, err
+	return out, total, err
 }
 
 // ChangeRecord is one history record in the order the log recorded it.

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -245,6 +246,9 @@ func expireApprovals(tx *bolt.Tx, sess *Session, now time.Time) (bool, error) {
 		if !openFor(v, sess.ID) {
 			continue
 		}
+		if _, expires, known := parsePending(v); known && (expires == 0 || now.UnixNano() < expires) {
+			continue
+		}
 		id := btoi(k)
 		a, err := getApproval(tx, id)
 		if err != nil {
@@ -311,10 +315,32 @@ func errOr(err, otherwise error) error {
 	return otherwise
 }
 
+// pendingValue is a pending-approval index value: a zero byte, when the
+// request expires (Unix nanoseconds, big-endian; 0: never) and its session,
+// so that waiting requests are found and counted without decoding them.
+// Logs written before held only the session (or nothing).
+func pendingValue(session string, expires *time.Time) []byte {
+	v := make([]byte, 9, 9+len(session))
+	if expires != nil {
+		binary.BigEndian.PutUint64(v[1:], uint64(expires.UnixNano()))
+	}
+	return append(v, session...)
+}
+
+// parsePending reads a pending-approval index value. known is false for the
+// older forms, whose expiry is only in the approval record.
+func parsePending(value []byte) (session string, expires int64, known bool) {
+	if len(value) >= 9 && value[0] == 0 {
+		return string(value[9:]), int64(binary.BigEndian.Uint64(value[1:9])), true
+	}
+	return string(value), 0, false
+}
+
 // openFor reports whether a pending-approval index value may belong to the
 // session: it names its session (an empty value names none, so it may).
 func openFor(value []byte, session string) bool {
-	return len(value) == 0 || string(value) == session
+	name, _, _ := parsePending(value)
+	return name == "" || name == session
 }
 
 // UndoStep moves the undo entry of effect id (the undo runner's steps:

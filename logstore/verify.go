@@ -299,9 +299,19 @@ func (v *verifier) undoAndApprovals() {
 		if (e.Tier == sm.Irreversible) != (a != nil) {
 			v.add("approval", id, "", "a %s effect with approval request=%v", e.Tier, a != nil)
 		}
-		open := v.tx.Bucket(bApprovalsOpen).Get(itob(id)) != nil
+		openValue := v.tx.Bucket(bApprovalsOpen).Get(itob(id))
+		open := openValue != nil
 		if a != nil && (a.Outcome == ApprovalPending) != open {
 			v.add("index", id, "", "approval is %s but pending index entry=%v", a.Outcome, open)
+		}
+		if a != nil && open {
+			var want int64
+			if a.ExpiresAt != nil {
+				want = a.ExpiresAt.UnixNano()
+			}
+			if _, expires, known := parsePending(openValue); known && expires != want {
+				v.add("index", id, "", "pending index entry expires at %d, the request at %d", expires, want)
+			}
 		}
 	}
 	v.tx.Bucket(bUndo).ForEach(func(k, _ []byte) error {

@@ -313,7 +313,7 @@ func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if list, _ := store.PendingApprovals("agent-3"); len(list) == 1 {
+		if list, _, _ := store.PendingApprovals("agent-3", 0); len(list) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -75,7 +75,7 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 	if _, err := store.GetSession(session); err != nil {
 		return Plan{}, err
 	}
-	stack, err := store.UndoStack(session)
+	stack, _, err := store.UndoStack(session, 0)
 	if err != nil {
 		return Plan{}, err
 	}
