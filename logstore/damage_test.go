@@ -187,9 +187,9 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		tamper(t, s, func(tx *bolt.Tx) error {
 			b := tx.Bucket(bHistory)
 			var r HistoryRecord
-			json.Unmarshal(b.Get(historyKey(id, 2)), &r)
+			getRecord(b, historyKey(id, 2), &r)
 			r.Actor = "mallory"
-			return putJSON(b, historyKey(id, 2), r)
+			return putRecord(b, historyKey(id, 2), r)
 		})
 		expectProblem(t, s, "history", "altered")
 	})
@@ -217,9 +217,9 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		s, id := seeded(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
 			var e Effect
-			getJSON(tx.Bucket(bEffects), itob(id), &e)
+			getRecord(tx.Bucket(bEffects), itob(id), &e)
 			e.State = sm.Executing
-			return putJSON(tx.Bucket(bEffects), itob(id), e)
+			return putRecord(tx.Bucket(bEffects), itob(id), e)
 		})
 		expectProblem(t, s, "state", "last history record")
 	})
@@ -227,11 +227,11 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		s, id := seeded(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
 			var e Effect
-			getJSON(tx.Bucket(bEffects), itob(id+1), &e)
+			getRecord(tx.Bucket(bEffects), itob(id+1), &e)
 			var owner Effect
-			getJSON(tx.Bucket(bEffects), itob(id), &owner)
+			getRecord(tx.Bucket(bEffects), itob(id), &owner)
 			e.CallSignature = owner.CallSignature
-			return putJSON(tx.Bucket(bEffects), itob(id+1), e)
+			return putRecord(tx.Bucket(bEffects), itob(id+1), e)
 		})
 		expectProblem(t, s, "signature", "also owned")
 	})

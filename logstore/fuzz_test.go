@@ -156,6 +156,20 @@ func FuzzLogRecords(f *testing.F) {
 		f.Add(uint8(i), uint8(1), []byte(`{"state":"committed","tier":"safe"}`))
 	}
 	f.Add(uint8(4), uint8(3), []byte{0xff, 0x00})
+	// Binary records of each type, to mutate.
+	for i, rec := range []any{
+		Effect{ID: 2, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Committed, Args: json.RawMessage(`{}`),
+			Compensation: &Compensation{Kind: CompensationCommand, Argv: []string{"rm", "x"}}, HistoryLen: 3},
+		HistoryRecord{Seq: 2, Kind: KindEffect, EffectID: 2, Session: "s", From: "pending", To: "executing", At: time.Unix(1, 0)},
+		UndoEntry{EffectID: 2, Session: "s", Tool: "t", State: sm.EntryPending},
+		Approval{EffectID: 5, Session: "s", Outcome: ApprovalPending},
+	} {
+		data, err := encodeRecord(rec)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8([]int{4, 5, 11, 12}[i]), uint8(1), data)
+	}
 	f.Fuzz(func(t *testing.T, bucket, record uint8, value []byte) {
 		path := writeFuzzLog(t, seed)
 		db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true}) // the file is thrown away

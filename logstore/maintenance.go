@@ -45,7 +45,8 @@ func (s *Store) Compact() (before, after int64, err error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("compact %s: %w", s.path, err)
 	}
-	err = s.guard(func() error { return bolt.Compact(dst, src, 64<<20) })
+	dst.AllocSize = 0 // grow the new file to exactly what it holds, not in 16 MiB steps
+	err = s.guard(func() error { return compactInto(dst, src) })
 	srcErr = err
 	if err == nil {
 		err = dst.Sync()
@@ -74,6 +75,50 @@ func (s *Store) Compact() (before, after int64, err error) {
 	return before, info.Size(), nil
 }
 
+// compactInto copies every bucket of src into dst in key order, filling pages
+// to 95% (bolt.Compact leaves them half full: keys put in order split at the
+// default fill), and commits every 32 MiB so that memory stays bounded.
+func compactInto(dst, src *bolt.DB) error {
+	tx, err := dst.Begin(true)
+	if err != nil {
+		return err
+	}
+	defer func() { tx.Rollback() }() // after a commit, a no-op
+	size := 0
+	err = src.View(func(stx *bolt.Tx) error {
+		return stx.ForEach(func(name []byte, sb *bolt.Bucket) error {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+			c := sb.Cursor()
+			for k, v := c.First(); k != nil; k, v = c.Next() {
+				if v == nil {
+					return fmt.Errorf("%w: bucket %s holds a nested bucket %x", ErrCorrupt, name, k)
+				}
+				b := tx.Bucket(name)
+				b.FillPercent = 0.95
+				if err := b.Put(k, v); err != nil {
+					return err
+				}
+				if size += len(k) + len(v); size >= 32<<20 {
+					if err := tx.Commit(); err != nil {
+						return err
+					}
+					if tx, err = dst.Begin(true); err != nil {
+						return err
+					}
+					size = 0
+				}
+			}
+			return tx.Bucket(name).SetSequence(sb.Sequence())
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 // GCReport says what GC dropped.
 type GCReport struct {
 	Sessions []string `json:"sessions"`
@@ -94,7 +139,7 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bSessions).ForEach(func(k, v []byte) error {
 			var sess Session
-			if ok, err := getJSON(tx.Bucket(bSessions), k, &sess); err != nil || !ok {
+			if ok, err := getRecord(tx.Bucket(bSessions), k, &sess); err != nil || !ok {
 				return err
 			}
 			if want[sess.State] && sess.UpdatedAt.Before(before) {

@@ -2,7 +2,6 @@ package logstore
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -46,7 +45,7 @@ func readHistory(b *bolt.Bucket, prefix []byte) ([]HistoryRecord, error) {
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+4; k, v = c.Next() {
 		var r HistoryRecord
-		if err := json.Unmarshal(v, &r); err != nil {
+		if err := decodeRecord(v, &r); err != nil {
 			return nil, fmt.Errorf("%w: history record %x: %v", ErrCorrupt, k, err)
 		}
 		out = append(out, r)
@@ -220,7 +219,7 @@ func (s *Store) Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 				b = tx.Bucket(bSessionHistory)
 			}
 			var r HistoryRecord
-			if ok, err := getJSON(b, v[1:], &r); err != nil {
+			if ok, err := getRecord(b, v[1:], &r); err != nil {
 				return err
 			} else if !ok {
 				continue // dropped by gc

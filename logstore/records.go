@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash"
 	"strconv"
@@ -42,12 +41,12 @@ const (
 	changeSession = 's'
 )
 
-func getJSON(b *bolt.Bucket, key []byte, v any) (bool, error) {
+func getRecord(b *bolt.Bucket, key []byte, v any) (bool, error) {
 	data := b.Get(key)
 	if data == nil {
 		return false, nil
 	}
-	if err := json.Unmarshal(data, v); err != nil { // copies out of the mmap
+	if err := decodeRecord(data, v); err != nil { // copies out of the mmap
 		return true, fmt.Errorf("%w: record %s/%x: %v", ErrCorrupt, bucketName(b), key, err)
 	}
 	return true, nil
@@ -62,8 +61,8 @@ func bucketName(b *bolt.Bucket) string {
 	return "?"
 }
 
-func putJSON(b *bolt.Bucket, key []byte, v any) error {
-	data, err := json.Marshal(v)
+func putRecord(b *bolt.Bucket, key []byte, v any) error {
+	data, err := encodeRecord(v)
 	if err != nil {
 		return err
 	}
@@ -72,7 +71,7 @@ func putJSON(b *bolt.Bucket, key []byte, v any) error {
 
 func getEffect(tx *bolt.Tx, id uint64) (Effect, error) {
 	var e Effect
-	ok, err := getJSON(tx.Bucket(bEffects), itob(id), &e)
+	ok, err := getRecord(tx.Bucket(bEffects), itob(id), &e)
 	if err != nil {
 		return e, err
 	}
@@ -84,7 +83,7 @@ func getEffect(tx *bolt.Tx, id uint64) (Effect, error) {
 
 func getSession(tx *bolt.Tx, id string) (Session, error) {
 	var s Session
-	ok, err := getJSON(tx.Bucket(bSessions), []byte(id), &s)
+	ok, err := getRecord(tx.Bucket(bSessions), []byte(id), &s)
 	if err != nil {
 		return s, err
 	}
@@ -96,7 +95,7 @@ func getSession(tx *bolt.Tx, id string) (Session, error) {
 
 func getUndo(tx *bolt.Tx, session string, id uint64) (*UndoEntry, error) {
 	var u UndoEntry
-	ok, err := getJSON(tx.Bucket(bUndo), nameKey(session, id), &u)
+	ok, err := getRecord(tx.Bucket(bUndo), nameKey(session, id), &u)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -105,7 +104,7 @@ func getUndo(tx *bolt.Tx, session string, id uint64) (*UndoEntry, error) {
 
 func getApproval(tx *bolt.Tx, id uint64) (*Approval, error) {
 	var a Approval
-	ok, err := getJSON(tx.Bucket(bApprovals), itob(id), &a)
+	ok, err := getRecord(tx.Bucket(bApprovals), itob(id), &a)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -113,7 +112,7 @@ func getApproval(tx *bolt.Tx, id uint64) (*Approval, error) {
 }
 
 func putSession(tx *bolt.Tx, s *Session) error {
-	return putJSON(tx.Bucket(bSessions), []byte(s.ID), s)
+	return putRecord(tx.Bucket(bSessions), []byte(s.ID), s)
 }
 
 // putEffect writes the effect record and moves its state index entry.
@@ -129,7 +128,7 @@ func putEffect(tx *bolt.Tx, e *Effect, oldState sm.State) error {
 			return err
 		}
 	}
-	return putJSON(tx.Bucket(bEffects), itob(e.ID), e)
+	return putRecord(tx.Bucket(bEffects), itob(e.ID), e)
 }
 
 func writeField(h hash.Hash, s string) {
@@ -169,7 +168,7 @@ func chain(tx *bolt.Tx, bucket []byte, kind byte, rec HistoryRecord, n *uint32, 
 	rec.Seq, rec.PrevHash = *n+1, *head
 	rec.Hash = recordHash(&rec)
 	k := key(rec.Seq)
-	if err := putJSON(tx.Bucket(bucket), k, rec); err != nil {
+	if err := putRecord(tx.Bucket(bucket), k, rec); err != nil {
 		return err
 	}
 	*n, *head = rec.Seq, rec.Hash

@@ -212,7 +212,7 @@ func decide(tx *bolt.Tx, sess *Session, id uint64, to sm.State, c Change, now ti
 		}
 	}
 	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
-	if err := putJSON(tx.Bucket(bApprovals), itob(id), a); err != nil {
+	if err := putRecord(tx.Bucket(bApprovals), itob(id), a); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bApprovalsOpen).Delete(itob(id)); err != nil {
@@ -417,7 +417,7 @@ func compensationStep(tx *bolt.Tx, sess *Session, e Effect, to sm.EntryState, c 
 	if err := putEffect(tx, &e, oldState); err != nil {
 		return UndoEntry{}, e, err
 	}
-	if err := putJSON(tx.Bucket(bUndo), nameKey(e.Session, e.ID), u); err != nil {
+	if err := putRecord(tx.Bucket(bUndo), nameKey(e.Session, e.ID), u); err != nil {
 		return UndoEntry{}, e, err
 	}
 	sess.UpdatedAt = now

@@ -101,7 +101,7 @@ func (v *verifier) run() error {
 	counts := map[string]map[sm.State]int{}
 	err = v.tx.Bucket(bEffects).ForEach(func(k, val []byte) error {
 		var e Effect
-		if err := json.Unmarshal(val, &e); err != nil || len(k) != 8 || btoi(k) != e.ID {
+		if err := decodeRecord(val, &e); err != nil || len(k) != 8 || btoi(k) != e.ID {
 			v.add("record", 0, "", "unreadable effect record %x", k)
 			return nil
 		}
