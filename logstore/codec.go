@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	sm "github.com/undolog/undolog/statemachine"
@@ -14,9 +16,8 @@ import (
 // Records are stored in a compact binary form: a format byte, a record-type
 // byte, then the fields in a fixed order (varints, length-prefixed strings,
 // hashes as 32 raw bytes, well-known words as one-byte tokens). It takes half
-// the room of JSON and decodes several times faster. Sessions, which are
-// few, stay JSON, and so do the records of logs written before the binary
-// form: a record starting with '{' is JSON and is read as such.
+// the room of JSON and decodes several times faster. Records of logs written
+// before the binary form are JSON: a record starting with '{' is read as such.
 
 const recordBinary = 0x01
 
@@ -26,6 +27,7 @@ const (
 	recHistory = 'H'
 	recUndo    = 'U'
 	recApprove = 'A'
+	recSession = 'S'
 )
 
 // tokens are the words records repeat: states, tiers, kinds, triggers of the
@@ -51,8 +53,8 @@ var tokenIndex = func() map[string]uint64 {
 	return m
 }()
 
-// encodeRecord encodes a record for the log: the binary form for effects,
-// history records, undo entries and approvals, JSON for anything else.
+// encodeRecord encodes a record for the log: the binary form for sessions,
+// effects, history records, undo entries and approvals, JSON for anything else.
 func encodeRecord(v any) ([]byte, error) {
 	w := recordWriter{buf: make([]byte, 0, 256)}
 	switch r := v.(type) {
@@ -72,6 +74,10 @@ func encodeRecord(v any) ([]byte, error) {
 		w.approval(&r)
 	case *Approval:
 		w.approval(r)
+	case Session:
+		w.session(&r)
+	case *Session:
+		w.session(r)
 	default:
 		return json.Marshal(v)
 	}
@@ -106,6 +112,10 @@ func decodeRecord(data []byte, v any) error {
 		want = recApprove
 		*x = Approval{}
 		r.approval(x)
+	case *Session:
+		want = recSession
+		*x = Session{}
+		r.session(x)
 	default:
 		return fmt.Errorf("no binary form for %T", v)
 	}
@@ -284,6 +294,41 @@ func (w *recordWriter) approval(a *Approval) {
 	w.token(a.DecidedBy)
 	w.timePtr(a.DecidedAt)
 	w.str(a.Decision)
+}
+
+func (w *recordWriter) session(s *Session) {
+	w.head(recSession)
+	w.str(s.ID)
+	w.token(string(s.State))
+	// Maps: 0 for nil, else 1 + their size, then the pairs in key order so
+	// that equal sessions encode equally.
+	if s.Meta == nil {
+		w.uint(0)
+	} else {
+		w.uint(uint64(len(s.Meta)) + 1)
+		for _, k := range slices.Sorted(maps.Keys(s.Meta)) {
+			w.str(k)
+			w.str(s.Meta[k])
+		}
+	}
+	w.str(s.Reason)
+	w.time(s.CreatedAt)
+	w.time(s.UpdatedAt)
+	if s.Counts == nil {
+		w.uint(0)
+	} else {
+		w.uint(uint64(len(s.Counts)) + 1)
+		for _, k := range slices.Sorted(maps.Keys(s.Counts)) {
+			w.token(string(k))
+			w.int(s.Counts[k])
+		}
+	}
+	w.int(s.Effects)
+	w.int(s.PendingApprovals)
+	w.strs(s.Upstream)
+	w.uint(uint64(s.HistoryLen))
+	w.hash(s.HistoryHead)
+	w.uint(s.Seq)
 }
 
 // recordReader reads fields until the first error, which it keeps; every
@@ -489,6 +534,48 @@ func (r *recordReader) undo(u *UndoEntry) {
 	u.LastError = r.str()
 	u.CreatedAt = r.time()
 	u.UpdatedAt = r.time()
+}
+
+// mapSize reads a map's 0-for-nil size and checks it against what is left
+// (each pair takes at least two bytes).
+func (r *recordReader) mapSize() (n uint64, isNil bool) {
+	v := r.uint()
+	if v == 0 || r.err != nil {
+		return 0, true
+	}
+	if v-1 > uint64(len(r.buf))/2 {
+		r.fail("map size")
+		return 0, true
+	}
+	return v - 1, false
+}
+
+func (r *recordReader) session(s *Session) {
+	s.ID = r.str()
+	s.State = sm.SessionState(r.token())
+	if n, isNil := r.mapSize(); !isNil {
+		s.Meta = make(map[string]string, n)
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			k := r.str()
+			s.Meta[k] = r.str()
+		}
+	}
+	s.Reason = r.str()
+	s.CreatedAt = r.time()
+	s.UpdatedAt = r.time()
+	if n, isNil := r.mapSize(); !isNil {
+		s.Counts = make(map[sm.State]int, n)
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			k := sm.State(r.token())
+			s.Counts[k] = r.int()
+		}
+	}
+	s.Effects = r.int()
+	s.PendingApprovals = r.int()
+	s.Upstream = r.strs()
+	s.HistoryLen = r.uint32()
+	s.HistoryHead = r.hash()
+	s.Seq = r.uint()
 }
 
 func (r *recordReader) approval(a *Approval) {

@@ -123,6 +123,22 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 			DecidedAt: drawTimePtr(t, "decided"), Decision: rapid.String().Draw(t, "decision")}
 		roundTrip(t, a, &Approval{})
 	}))
+	t.Run("session", rapid.MakeCheck(func(t *rapid.T) {
+		s := &Session{ID: rapid.String().Draw(t, "id"), State: sm.SessionState(word(t, "state")), Reason: rapid.String().Draw(t, "reason"),
+			CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated"), Effects: rapid.Int().Draw(t, "effects"),
+			PendingApprovals: rapid.Int().Draw(t, "pending"), Upstream: drawStrings(t, "upstream"),
+			HistoryLen: rapid.Uint32().Draw(t, "hlen"), HistoryHead: drawHash(t, "head"), Seq: rapid.Uint64().Draw(t, "seq")}
+		if rapid.Bool().Draw(t, "meta?") {
+			s.Meta = rapid.MapOf(rapid.String(), rapid.String()).Draw(t, "meta")
+		}
+		if rapid.Bool().Draw(t, "counts?") {
+			s.Counts = map[sm.State]int{}
+			for _, st := range rapid.SliceOfN(rapid.SampledFrom(tokens), 0, 5).Draw(t, "counted") {
+				s.Counts[sm.State(st)] = rapid.Int().Draw(t, "count")
+			}
+		}
+		roundTrip(t, s, &Session{})
+	}))
 }
 
 // TestRecordCodecReadsJSON: records of logs written before the binary form
@@ -198,6 +214,7 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 		}{
 			{bEffects, func() any { return &Effect{} }}, {bHistory, func() any { return &HistoryRecord{} }},
 			{bUndo, func() any { return &UndoEntry{} }}, {bApprovals, func() any { return &Approval{} }},
+			{bSessions, func() any { return &Session{} }},
 		} {
 			if err := rewrite(step.bucket, decodeAs(step.rec)); err != nil {
 				return err

@@ -163,12 +163,13 @@ func FuzzLogRecords(f *testing.F) {
 		HistoryRecord{Seq: 2, Kind: KindEffect, EffectID: 2, Session: "s", From: "pending", To: "executing", At: time.Unix(1, 0)},
 		UndoEntry{EffectID: 2, Session: "s", Tool: "t", State: sm.EntryPending},
 		Approval{EffectID: 5, Session: "s", Outcome: ApprovalPending},
+		Session{ID: "s", State: sm.SessionActive, Meta: map[string]string{"a": "b"}, Counts: map[sm.State]int{sm.Pending: 1}},
 	} {
 		data, err := encodeRecord(rec)
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(uint8([]int{4, 5, 11, 12}[i]), uint8(1), data)
+		f.Add(uint8([]int{4, 5, 11, 12, 1}[i]), uint8(0), data)
 	}
 	f.Fuzz(func(t *testing.T, bucket, record uint8, value []byte) {
 		path := writeFuzzLog(t, seed)

@@ -2,7 +2,6 @@ package logstore
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -68,7 +67,7 @@ func (v *verifier) run() error {
 	// Sessions and their own history chains.
 	err := v.tx.Bucket(bSessions).ForEach(func(k, val []byte) error {
 		var sess Session
-		if err := json.Unmarshal(val, &sess); err != nil {
+		if err := decodeRecord(val, &sess); err != nil {
 			v.add("record", 0, string(k), "unreadable session record: %v", err)
 			return nil
 		}
