@@ -377,7 +377,7 @@ func bytesPerEffect(path string, n int) (float64, error) {
 
 // largeRows times whole undolog processes on a log of 1,000,000 effects.
 func largeRows(add func(what, value, ratio string)) error {
-	path := filepath.Join(os.TempDir(), "undolog-bench-1m-v3.db")
+	path := filepath.Join(os.TempDir(), "undolog-bench-1m-v4.db")
 	if err := demo.WriteLarge(path); err != nil {
 		return err
 	}

@@ -251,12 +251,13 @@ func (w *recordWriter) effect(e *Effect) {
 	w.hash(e.HistoryHead)
 }
 
+// history stores neither the effect id and session, which its key gives
+// (see placeHistory), nor PrevHash, the hash of the record before it (see
+// linkHistory). The record's hash covers all three.
 func (w *recordWriter) history(h *HistoryRecord) {
 	w.head(recHistory)
 	w.uint(uint64(h.Seq))
 	w.token(h.Kind)
-	w.uint(h.EffectID)
-	w.str(h.Session)
 	w.token(h.From)
 	w.token(h.To)
 	w.token(h.Trigger)
@@ -264,17 +265,15 @@ func (w *recordWriter) history(h *HistoryRecord) {
 	w.str(h.Reason)
 	w.str(h.Error)
 	w.time(h.At)
-	w.hash(h.PrevHash)
 	w.hash(h.Hash)
 }
 
+// undo stores only what the entry adds to its effect: the effect id and
+// session are its key, and the tool and compensation are the effect's (see
+// getUndo).
 func (w *recordWriter) undo(u *UndoEntry) {
 	w.head(recUndo)
-	w.uint(u.EffectID)
-	w.str(u.Session)
-	w.str(u.Tool)
 	w.token(string(u.State))
-	w.compensation(&u.Compensation)
 	w.int(u.Attempts)
 	w.str(u.LastError)
 	w.time(u.CreatedAt)
@@ -511,8 +510,6 @@ func (r *recordReader) uint32() uint32 {
 func (r *recordReader) history(h *HistoryRecord) {
 	h.Seq = r.uint32()
 	h.Kind = r.token()
-	h.EffectID = r.uint()
-	h.Session = r.str()
 	h.From = r.token()
 	h.To = r.token()
 	h.Trigger = r.token()
@@ -520,16 +517,11 @@ func (r *recordReader) history(h *HistoryRecord) {
 	h.Reason = r.str()
 	h.Error = r.str()
 	h.At = r.time()
-	h.PrevHash = r.hash()
 	h.Hash = r.hash()
 }
 
 func (r *recordReader) undo(u *UndoEntry) {
-	u.EffectID = r.uint()
-	u.Session = r.str()
-	u.Tool = r.str()
 	u.State = sm.EntryState(r.token())
-	r.compensation(&u.Compensation)
 	u.Attempts = r.int()
 	u.LastError = r.str()
 	u.CreatedAt = r.time()

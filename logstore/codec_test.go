@@ -104,15 +104,15 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		roundTrip(t, e, &Effect{ReplayCount: 99})
 	}))
 	t.Run("history", rapid.MakeCheck(func(t *rapid.T) {
-		h := &HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), EffectID: rapid.Uint64().Draw(t, "id"),
-			Session: rapid.String().Draw(t, "session"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
+		// The effect id, session and prev_hash are implied by where the record is, not stored.
+		h := &HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
 			Actor: word(t, "actor"), Reason: rapid.String().Draw(t, "reason"), Error: rapid.String().Draw(t, "error"),
-			At: drawTime(t, "at"), PrevHash: drawHash(t, "prev"), Hash: drawHash(t, "hash")}
+			At: drawTime(t, "at"), Hash: drawHash(t, "hash")}
 		roundTrip(t, h, &HistoryRecord{})
 	}))
 	t.Run("undo", rapid.MakeCheck(func(t *rapid.T) {
-		u := &UndoEntry{EffectID: rapid.Uint64().Draw(t, "id"), Session: rapid.String().Draw(t, "session"), Tool: rapid.String().Draw(t, "tool"),
-			State: sm.EntryState(word(t, "state")), Compensation: drawCompensation(t), Attempts: rapid.Int().Draw(t, "attempts"),
+		// The effect id, session, tool and compensation are the effect's, not stored.
+		u := &UndoEntry{State: sm.EntryState(word(t, "state")), Attempts: rapid.Int().Draw(t, "attempts"),
 			LastError: rapid.String().Draw(t, "error"), CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated")}
 		roundTrip(t, u, &UndoEntry{})
 	}))
@@ -220,6 +220,38 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 				return err
 			}
 		}
+		// Signature keys as hex, as older logs have them.
+		sigs := tx.Bucket(bSignatures)
+		var keys [][]byte
+		sigs.ForEach(func(k, _ []byte) error { keys = append(keys, append([]byte{}, k...)); return nil })
+		for _, k := range keys {
+			v := append([]byte{}, sigs.Get(k)...)
+			if err := sigs.Delete(k); err != nil {
+				return err
+			}
+			if err := sigs.Put([]byte(hex.EncodeToString(k)), v); err != nil {
+				return err
+			}
+		}
+		// Change-feed entries naming the history key, as older logs have them.
+		changes := tx.Bucket(bChanges)
+		var entries [][2][]byte
+		changes.ForEach(func(k, v []byte) error {
+			entries = append(entries, [2][]byte{append([]byte{}, k...), append([]byte{}, v...)})
+			return nil
+		})
+		for _, kv := range entries {
+			if kv[1][0] != changeEffect {
+				continue
+			}
+			bucket, key, err := changeLocation(kv[1])
+			if err != nil || string(bucket) != string(bHistory) {
+				return fmt.Errorf("change %x: %v", kv[0], err)
+			}
+			if err := changes.Put(kv[0], append([]byte{changeEffectKey}, key...)); err != nil {
+				return err
+			}
+		}
 		if v := tx.Bucket(bEffects).Get(itob(id)); len(v) == 0 || v[0] != '{' {
 			return fmt.Errorf("effect %d not rewritten as JSON: %q", id, v)
 		}
@@ -237,4 +269,59 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	}
 	must[Effect](t)(s.Approve(id+1, Change{Actor: "alice"}))
 	verifyClean(t, s)
+	// The change feed reads old and new entries alike, in order.
+	changes, _, err := s.Changes(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var effectRecords int
+	for _, c := range changes {
+		if c.Record.Kind == KindEffect && c.Record.EffectID == id {
+			effectRecords++
+		}
+	}
+	if effectRecords != len(after.History) || changes[len(changes)-1].Record.To != string(sm.Approved) {
+		t.Fatalf("change feed: %d records of effect %d (want %d), last %+v", effectRecords, id, len(after.History), changes[len(changes)-1].Record)
+	}
+}
+
+// TestHistoryLinksWithoutStoredPrevHash: binary history records store
+// neither prev_hash nor their effect and session, yet every reader (show, the
+// change feed) sees them.
+func TestHistoryLinksWithoutStoredPrevHash(t *testing.T) {
+	s, id := seeded(t)
+	hist := must[EffectDetail](t)(s.GetEffect(id)).History
+	if len(hist) != 3 {
+		t.Fatalf("history %+v", hist)
+	}
+	byHash := map[string]string{}
+	for i, r := range hist {
+		if r.EffectID != id || r.Session != "s" {
+			t.Fatalf("record %d: effect %d of session %q, want %d of s", r.Seq, r.EffectID, r.Session, id)
+		}
+		want := ""
+		if i > 0 {
+			want = hist[i-1].Hash
+		}
+		if r.PrevHash != want || r.Hash == "" {
+			t.Fatalf("record %d: prev_hash %q, want %q", r.Seq, r.PrevHash, want)
+		}
+		byHash[r.Hash] = r.PrevHash
+	}
+	changes, _, err := s.Changes(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, c := range changes {
+		if prev, ok := byHash[c.Record.Hash]; ok {
+			seen++
+			if c.Record.PrevHash != prev || c.Record.EffectID != id || c.Record.Session != "s" {
+				t.Fatalf("change %d: %+v, want prev_hash %q, effect %d of session s", c.Position, c.Record, prev, id)
+			}
+		}
+	}
+	if seen != 3 {
+		t.Fatalf("the change feed holds %d of the effect's 3 records", seen)
+	}
 }

@@ -228,7 +228,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 		}
 		return putAnd(tx, &sess, err)
 	}
-	if v := tx.Bucket(bSignatures).Get([]byte(sig)); v != nil {
+	if v := signatureOwner(tx, sig); v != nil {
 		err := s.repeat(tx, &sess, btoi(v), req, args, &res, now, refuse)
 		if err == errNothingToWrite && expired {
 			return res, putSession(tx, &sess)
@@ -242,7 +242,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := tx.Bucket(bSignatures).Put([]byte(sig), itob(e.ID)); err != nil {
+	if err := tx.Bucket(bSignatures).Put(signatureKey(sig), itob(e.ID)); err != nil {
 		return res, err
 	}
 	switch req.Tier {
@@ -404,4 +404,31 @@ func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req Intercept
 		return putSession(tx, sess)
 	}
 	return errNothingToWrite // retry and in progress only read
+}
+
+// signatureKey is a signature's key in the signatures index: its 32 bytes
+// (logs written before kept the 64 hex digits, which signatureOwner also
+// finds).
+func signatureKey(sig string) []byte {
+	if b, err := hex.DecodeString(sig); err == nil && len(b) == 32 && hex.EncodeToString(b) == sig {
+		return b
+	}
+	return []byte(sig)
+}
+
+// signatureOwner returns the id (8 bytes) of the effect owning sig, or nil.
+func signatureOwner(tx *bolt.Tx, sig string) []byte {
+	b := tx.Bucket(bSignatures)
+	if v := b.Get(signatureKey(sig)); v != nil {
+		return v
+	}
+	return b.Get([]byte(sig))
+}
+
+// signatureOfKey reads a signatures-index key back as the signature.
+func signatureOfKey(k []byte) string {
+	if len(k) == 32 {
+		return hex.EncodeToString(k)
+	}
+	return string(k)
 }

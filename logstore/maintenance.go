@@ -76,7 +76,7 @@ func (s *Store) Compact() (before, after int64, err error) {
 }
 
 // compactInto copies every bucket of src into dst in key order, filling pages
-// to 95% (bolt.Compact leaves them half full: keys put in order split at the
+// (bolt.Compact leaves them half full: keys put in order split at the
 // default fill), and commits every 32 MiB so that memory stays bounded.
 func compactInto(dst, src *bolt.DB) error {
 	tx, err := dst.Begin(true)
@@ -96,7 +96,7 @@ func compactInto(dst, src *bolt.DB) error {
 					return fmt.Errorf("%w: bucket %s holds a nested bucket %x", ErrCorrupt, name, k)
 				}
 				b := tx.Bucket(name)
-				b.FillPercent = 0.95
+				b.FillPercent = 1.0
 				if err := b.Put(k, v); err != nil {
 					return err
 				}
@@ -191,8 +191,10 @@ func dropSession(tx *bolt.Tx, id string) (int, error) {
 			}
 		}
 		if e.ReplayOf == nil {
-			if err := del(bSignatures, []byte(e.CallSignature)); err != nil {
-				return 0, err
+			for _, k := range [][]byte{signatureKey(e.CallSignature), []byte(e.CallSignature)} {
+				if err := del(bSignatures, k); err != nil {
+					return 0, err
+				}
 			}
 		}
 		for _, k := range []struct {

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -21,7 +22,7 @@ func (s *Store) GetEffect(id uint64) (EffectDetail, error) {
 		}
 		found = true
 		out.Effect = e
-		if out.History, err = effectHistory(tx, id); err != nil {
+		if out.History, err = effectHistory(tx, id, e.Session); err != nil {
 			return err
 		}
 		if out.Undo, err = getUndo(tx, e.Session, id); err != nil {
@@ -36,11 +37,17 @@ func (s *Store) GetEffect(id uint64) (EffectDetail, error) {
 	return out, err
 }
 
-func effectHistory(tx *bolt.Tx, id uint64) ([]HistoryRecord, error) {
-	return readHistory(tx.Bucket(bHistory), itob(id))
+func effectHistory(tx *bolt.Tx, id uint64, session string) ([]HistoryRecord, error) {
+	return readHistory(tx.Bucket(bHistory), itob(id), id, session)
 }
 
-func readHistory(b *bolt.Bucket, prefix []byte) ([]HistoryRecord, error) {
+func sessionHistory(tx *bolt.Tx, session string) ([]HistoryRecord, error) {
+	return readHistory(tx.Bucket(bSessionHistory), namePrefix(session), 0, session)
+}
+
+// readHistory reads the history under prefix, which belongs to effectID (0
+// for a session's own history) of session.
+func readHistory(b *bolt.Bucket, prefix []byte, effectID uint64, session string) ([]HistoryRecord, error) {
 	var out []HistoryRecord
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+4; k, v = c.Next() {
@@ -48,9 +55,30 @@ func readHistory(b *bolt.Bucket, prefix []byte) ([]HistoryRecord, error) {
 		if err := decodeRecord(v, &r); err != nil {
 			return nil, fmt.Errorf("%w: history record %x: %v", ErrCorrupt, k, err)
 		}
+		placeHistory(&r, effectID, session)
+		if n := len(out); n > 0 && out[n-1].Seq == r.Seq-1 {
+			linkHistory(&r, out[n-1].Hash)
+		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// placeHistory fills in the effect id and session a binary history record
+// does not store: where it is kept says them.
+func placeHistory(r *HistoryRecord, effectID uint64, session string) {
+	if r.EffectID == 0 && r.Session == "" {
+		r.EffectID, r.Session = effectID, session
+	}
+}
+
+// linkHistory fills in the PrevHash a binary history record does not store:
+// the hash of the record before it. The record's own hash covers it, so a
+// record edited, dropped or moved still fails verification.
+func linkHistory(r *HistoryRecord, prevHash string) {
+	if r.PrevHash == "" && r.Seq > 1 {
+		r.PrevHash = prevHash
+	}
 }
 
 // SessionHistory returns the session's own transitions.
@@ -58,7 +86,7 @@ func (s *Store) SessionHistory(id string) ([]HistoryRecord, error) {
 	var out []HistoryRecord
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
-		out, err = readHistory(tx.Bucket(bSessionHistory), namePrefix(id))
+		out, err = sessionHistory(tx, id)
 		return err
 	})
 	return out, err
@@ -211,18 +239,27 @@ func (s *Store) Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 			if limit > 0 && len(out) == limit {
 				break
 			}
-			if len(v) < 1 {
-				return fmt.Errorf("%w: change %x is empty", ErrCorrupt, k)
+			bucket, hkey, err := changeLocation(v)
+			if err != nil {
+				return fmt.Errorf("%w: change %x: %v", ErrCorrupt, k, err)
 			}
-			b := tx.Bucket(bHistory)
-			if v[0] == changeSession {
-				b = tx.Bucket(bSessionHistory)
-			}
+			b := tx.Bucket(bucket)
 			var r HistoryRecord
-			if ok, err := getRecord(b, v[1:], &r); err != nil {
+			if ok, err := getRecord(b, hkey, &r); err != nil {
 				return err
 			} else if !ok {
 				continue // dropped by gc
+			}
+			if err := placeChange(tx, &r, bucket, hkey); err != nil {
+				return err
+			}
+			if r.PrevHash == "" && r.Seq > 1 && len(hkey) > 4 {
+				prevKey := binary.BigEndian.AppendUint32(append([]byte{}, hkey[:len(hkey)-4]...), r.Seq-1)
+				var prev HistoryRecord
+				if _, err := getRecord(b, prevKey, &prev); err != nil {
+					return err
+				}
+				linkHistory(&r, prev.Hash)
 			}
 			last = btoi(k)
 			out = append(out, ChangeRecord{Position: last, Record: r})
@@ -230,6 +267,25 @@ func (s *Store) Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 		return nil
 	})
 	return out, last, err
+}
+
+// placeChange fills in the effect id and session of a record of the change
+// feed from its key: the session of an effect's record is the effect's.
+func placeChange(tx *bolt.Tx, r *HistoryRecord, bucket, key []byte) error {
+	if r.EffectID != 0 || r.Session != "" || len(key) < 5 {
+		return nil
+	}
+	if string(bucket) == string(bSessionHistory) {
+		placeHistory(r, 0, string(key[:len(key)-5]))
+		return nil
+	}
+	id := btoi(key[:8])
+	e, err := getEffect(tx, id)
+	if err != nil {
+		return err
+	}
+	placeHistory(r, id, e.Session)
+	return nil
 }
 
 // LastChange is the position of the newest history record: a cheap way for a
@@ -277,7 +333,7 @@ func (s *Store) Export(session string, fn func(ExportRecord) error) error {
 			if err := fn(ExportRecord{Type: "session", Record: sess}); err != nil {
 				return err
 			}
-			hist, err := readHistory(tx.Bucket(bSessionHistory), namePrefix(id))
+			hist, err := sessionHistory(tx, id)
 			if err != nil {
 				return err
 			}
@@ -294,7 +350,7 @@ func (s *Store) Export(session string, fn func(ExportRecord) error) error {
 				if err := fn(ExportRecord{Type: "effect", Record: e}); err != nil {
 					return false, err
 				}
-				hist, err := effectHistory(tx, eid)
+				hist, err := effectHistory(tx, eid, e.Session)
 				if err != nil {
 					return false, err
 				}

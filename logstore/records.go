@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"strconv"
@@ -35,11 +36,45 @@ func sessionHistoryKey(session string, seq uint32) []byte {
 	return binary.BigEndian.AppendUint32(namePrefix(session), seq)
 }
 
-// Change-feed values: a kind byte, then the history key of the record.
+// Change-feed values: a kind byte, then where the record is. changeEffect
+// is followed by the effect id and sequence as varints; changeEffectKey (in
+// logs written before) and changeSession by the history key itself.
 const (
-	changeEffect  = 'e'
-	changeSession = 's'
+	changeEffect    = 'E'
+	changeEffectKey = 'e'
+	changeSession   = 's'
 )
+
+// changeValue is the change-feed value for the history record at key.
+func changeValue(kind byte, key []byte) []byte {
+	if kind == changeEffect && len(key) == 12 {
+		v := binary.AppendUvarint([]byte{changeEffect}, binary.BigEndian.Uint64(key))
+		return binary.AppendUvarint(v, uint64(binary.BigEndian.Uint32(key[8:])))
+	}
+	return append([]byte{kind}, key...)
+}
+
+// changeLocation reads a change-feed value: the history bucket and key it
+// points at.
+func changeLocation(v []byte) (bucket, key []byte, err error) {
+	if len(v) < 2 {
+		return nil, nil, errors.New("too short")
+	}
+	switch v[0] {
+	case changeEffect:
+		id, n := binary.Uvarint(v[1:])
+		seq, m := binary.Uvarint(v[1+max(n, 0):])
+		if n <= 0 || m <= 0 || 1+n+m != len(v) || seq > 1<<32-1 {
+			return nil, nil, errors.New("malformed")
+		}
+		return bHistory, historyKey(id, uint32(seq)), nil
+	case changeEffectKey:
+		return bHistory, v[1:], nil
+	case changeSession:
+		return bSessionHistory, v[1:], nil
+	}
+	return nil, nil, fmt.Errorf("unknown kind %q", v[0])
+}
 
 func getRecord(b *bolt.Bucket, key []byte, v any) (bool, error) {
 	data := b.Get(key)
@@ -98,6 +133,17 @@ func getUndo(tx *bolt.Tx, session string, id uint64) (*UndoEntry, error) {
 	ok, err := getRecord(tx.Bucket(bUndo), nameKey(session, id), &u)
 	if err != nil || !ok {
 		return nil, err
+	}
+	u.EffectID, u.Session = id, session
+	if u.Tool == "" && u.Compensation.Kind == "" { // the binary form: the effect has them
+		e, err := getEffect(tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if e.Compensation == nil {
+			return nil, fmt.Errorf("%w: undo entry of effect %d, which has no compensation", ErrCorrupt, id)
+		}
+		u.Tool, u.Compensation = e.Tool, *e.Compensation
 	}
 	return &u, nil
 }
@@ -181,7 +227,7 @@ func addChange(tx *bolt.Tx, kind byte, key []byte) error {
 	if err != nil {
 		return err
 	}
-	return b.Put(itob(seq), append([]byte{kind}, key...))
+	return b.Put(itob(seq), changeValue(kind, key))
 }
 
 // setSessionState moves a session through the session table and records it.

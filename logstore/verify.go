@@ -76,7 +76,7 @@ func (v *verifier) run() error {
 		if got := v.tx.Bucket(bSessionsByTime).Get(itob(sess.Seq)); string(got) != sess.ID {
 			v.add("index", 0, sess.ID, "sessions_by_time entry %d is missing or names %q", sess.Seq, got)
 		}
-		hist, err := readHistory(v.tx.Bucket(bSessionHistory), namePrefix(sess.ID))
+		hist, err := sessionHistory(v.tx, sess.ID)
 		if err != nil {
 			v.add("history", 0, sess.ID, "%v", err)
 			return nil
@@ -113,7 +113,7 @@ func (v *verifier) run() error {
 		if v.sessions[e.Session] == nil {
 			v.add("reference", e.ID, "", "belongs to missing session %q", e.Session)
 		}
-		hist, err := effectHistory(v.tx, e.ID)
+		hist, err := effectHistory(v.tx, e.ID, e.Session)
 		if err != nil {
 			v.add("history", e.ID, "", "%v", err)
 			return nil
@@ -240,17 +240,17 @@ func (v *verifier) indexes() {
 			v.add("signature", id, "", "signature %.16s is also owned by effect %d", e.CallSignature, other)
 		}
 		owners[e.CallSignature] = id
-		if got := v.tx.Bucket(bSignatures).Get([]byte(e.CallSignature)); got == nil || btoi(got) != id {
+		if got := signatureOwner(v.tx, e.CallSignature); got == nil || btoi(got) != id {
 			v.add("index", id, "", "signature index does not point at the effect")
 		}
 	}
 	v.tx.Bucket(bSignatures).ForEach(func(k, val []byte) error {
 		if len(val) != 8 {
-			v.add("index", 0, "", "signature index entry %.16s is malformed", k)
+			v.add("index", 0, "", "signature index entry %.16s is malformed", signatureOfKey(k))
 			return nil
 		}
-		if e := v.effects[btoi(val)]; e == nil || e.CallSignature != string(k) || e.ReplayOf != nil {
-			v.add("index", btoi(val), "", "signature index entry %.16s is dangling", k)
+		if e := v.effects[btoi(val)]; e == nil || e.CallSignature != signatureOfKey(k) || e.ReplayOf != nil {
+			v.add("index", btoi(val), "", "signature index entry %.16s is dangling", signatureOfKey(k))
 		}
 		return nil
 	})

@@ -21,7 +21,7 @@ const largePer = demo.LargePer
 func largeLog(tb testing.TB) string {
 	path := os.Getenv("UNDOLOG_BENCH_1M")
 	if path == "" {
-		path = filepath.Join(os.TempDir(), "undolog-bench-1m-v3.db")
+		path = filepath.Join(os.TempDir(), "undolog-bench-1m-v4.db")
 	}
 	if err := demo.WriteLarge(path); err != nil {
 		tb.Fatal(err)
