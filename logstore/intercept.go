@@ -277,13 +277,14 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 			}
 		}
 	}
-	if err := putEffect(tx, &e, ""); err != nil {
-		return res, err
-	}
 	if req.Start && e.Tier == sm.Compensable {
+		// The effect and its state index are written once, as executing; its
+		// history holds both records, pending and then executing.
 		if err := applyTransition(tx, &sess, &e, sm.Executing, Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
 			return res, err
 		}
+	} else if err := putEffect(tx, &e, ""); err != nil {
+		return res, err
 	}
 	res.Outcome, res.Effect = OutcomeNew, e
 	return res, putSession(tx, &sess)
