@@ -178,9 +178,10 @@ func TestRecordCodecRefusesDamage(t *testing.T) {
 	}
 }
 
-// TestJSONRecordsOfOlderLogs: a log whose records were written as JSON (as
-// before the binary form) reads, verifies and moves on as before; new writes
-// to it are binary, and the two live side by side.
+// TestJSONRecordsOfOlderLogs: a schema 1 log, whose records are JSON, reads,
+// verifies and moves on as before; its first write moves it to schema 2 (so
+// that older undologs refuse it), new records are binary, and the two forms
+// live side by side.
 func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	s, id := seeded(t) // effect id committed, id+1 waiting for approval
 	before := must[EffectDetail](t)(s.GetEffect(id))
@@ -252,12 +253,28 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 				return err
 			}
 		}
+		if err := tx.Bucket(bMeta).Put(keySchema, itob(1)); err != nil {
+			return err
+		}
 		if v := tx.Bucket(bEffects).Get(itob(id)); len(v) == 0 || v[0] != '{' {
 			return fmt.Errorf("effect %d not rewritten as JSON: %q", id, v)
 		}
 		return nil
 	})
 	verifyClean(t, s)
+	schema := func() uint64 {
+		var v uint64
+		db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.View(func(tx *bolt.Tx) error { v = btoi(tx.Bucket(bMeta).Get(keySchema)); return nil })
+		return v
+	}
+	if v := schema(); v != 1 {
+		t.Fatalf("reading moved the schema to %d", v)
+	}
 	after := must[EffectDetail](t)(s.GetEffect(id))
 	if after.Effect.CallSignature != before.Effect.CallSignature || len(after.History) != len(before.History) ||
 		after.History[2].Hash != before.History[2].Hash || string(after.Effect.Result) != string(before.Effect.Result) {
@@ -269,6 +286,9 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	}
 	must[Effect](t)(s.Approve(id+1, Change{Actor: "alice"}))
 	verifyClean(t, s)
+	if v := schema(); v != SchemaVersion {
+		t.Fatalf("after a write the schema is %d, want %d", v, SchemaVersion)
+	}
 	// The change feed reads old and new entries alike, in order.
 	changes, _, err := s.Changes(0, 0)
 	if err != nil {

@@ -25,8 +25,10 @@ import (
 )
 
 // SchemaVersion is the layout this build writes. A log with a higher version is
-// refused; lower versions would be migrated on open.
-const SchemaVersion = 1
+// refused (ErrNewerSchema); a lower one is read and moved up on its next write.
+// Version 2 stores records in a binary form (see codec.go); the JSON records of
+// version 1 stay readable, so moving up rewrites nothing but the version.
+const SchemaVersion = 2
 
 // DefaultLockTimeout is how long an operation waits for another process to
 // release the log before giving up with ErrBusy.
@@ -202,6 +204,13 @@ func (s *Store) commit(pending []*writeCall) {
 			return db.Update(func(tx *bolt.Tx) error {
 				if err := checkSchema(tx, s.path); err != nil {
 					return err
+				}
+				// Binary records are about to be written: older undologs must
+				// refuse the log rather than misread it.
+				if btoi(tx.Bucket(bMeta).Get(keySchema)) < SchemaVersion {
+					if err := tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion)); err != nil {
+						return err
+					}
 				}
 				packAppendBuckets(tx)
 				wrote := false
