@@ -345,3 +345,29 @@ func TestHistoryLinksWithoutStoredPrevHash(t *testing.T) {
 		t.Fatalf("the change feed holds %d of the effect's 3 records", seen)
 	}
 }
+
+// TestTokensOnlyGrow pins the token table: records on disk name tokens by
+// index, so an entry may be added at the end but never moved or changed.
+func TestTokensOnlyGrow(t *testing.T) {
+	frozen := []string{
+		"pending", "executing", "committed", "compensating", "compensated", "compensation_failed",
+		"approved", "rejected", "replayed", "safe", "compensable", "irreversible",
+		"effect", "undo", "session", "skipped", "resolved",
+		"active", "awaiting_approval", "completed", "failed", "halted",
+		"command", "mcp", "manual", "timed_out", "unknown", "system:timeout",
+		"Intercept", "Session created", "Intercept → Execute", "Human approves via dashboard",
+		"Human rejects via dashboard", "Intercept → Replay", "Commit RPC", "Fail RPC",
+		"Saga orchestrator on session failure", "Proxy resumes tool call", "Compensation succeeds",
+		"Compensation exhausted retries",
+	}
+	if len(tokens) < len(frozen) || !reflect.DeepEqual(tokens[:len(frozen)], frozen) {
+		t.Fatalf("the token table changed; add new tokens at its end only:\n%q", tokens)
+	}
+	seen := map[string]bool{}
+	for _, tok := range tokens {
+		if seen[tok] {
+			t.Fatalf("token %q is listed twice", tok)
+		}
+		seen[tok] = true
+	}
+}
