@@ -89,7 +89,15 @@ type Proxy struct {
 	annotations map[string]bool // tool -> readOnlyHint
 	annotated   bool
 	calls       sync.WaitGroup
+
+	cancelMu sync.Mutex
+	cancels  map[string]context.CancelCauseFunc // tools/call id -> its cancel
 }
+
+// errCancelledByClient is the cause of a call's context when the client sent
+// notifications/cancelled for it: the call stops waiting, and nothing more
+// is written to the client for it (the MCP rule for cancelled requests).
+var errCancelledByClient = errors.New("cancelled by the client")
 
 // Run starts the upstream server, serves the client until it closes its
 // input, then stops the server.
@@ -102,6 +110,7 @@ func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io
 	}
 	p.client, p.upGone = out, make(chan struct{})
 	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
+	p.cancels = map[string]context.CancelCauseFunc{}
 	cmd := exec.Command(upstream[0], upstream[1:]...)
 	cmd.Stderr = p.Diagnostics
 	stdin, err := cmd.StdinPipe()
@@ -141,6 +150,14 @@ func (p *Proxy) writeClient(b []byte) {
 	p.clientMu.Lock()
 	defer p.clientMu.Unlock()
 	p.client.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
+}
+
+// reply answers a tools/call, unless the client has cancelled it.
+func (p *Proxy) reply(ctx context.Context, b []byte) {
+	if errors.Is(context.Cause(ctx), errCancelledByClient) {
+		return
+	}
+	p.writeClient(b)
 }
 
 func (p *Proxy) writeUpstream(b []byte) error {
@@ -226,13 +243,36 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 			p.infoMu.Unlock()
 		case "tools/call":
 			if len(m.ID) > 0 {
+				callCtx, cancel := context.WithCancelCause(ctx)
+				key := string(m.ID)
+				p.cancelMu.Lock()
+				p.cancels[key] = cancel
+				p.cancelMu.Unlock()
 				p.calls.Add(1)
 				go func() {
 					defer p.calls.Done()
-					p.toolCall(ctx, m)
+					defer func() {
+						p.cancelMu.Lock()
+						delete(p.cancels, key)
+						p.cancelMu.Unlock()
+						cancel(nil)
+					}()
+					p.toolCall(callCtx, m)
 				}()
 				return
 			}
+		case "notifications/cancelled":
+			// Stop a call still waiting here (for approval, say); the
+			// notification goes on to the server too, which may be running it.
+			var params struct {
+				RequestID json.RawMessage `json:"requestId"`
+			}
+			json.Unmarshal(m.Params, &params)
+			p.cancelMu.Lock()
+			if cancel := p.cancels[string(params.RequestID)]; cancel != nil {
+				cancel(errCancelledByClient)
+			}
+			p.cancelMu.Unlock()
 		}
 		if err := p.writeUpstream(line); err != nil && len(m.ID) > 0 && m.Method != "" {
 			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
@@ -392,13 +432,13 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
-		p.writeClient(errorResponse(m.ID, codeInvalidParams, "invalid params: tools/call needs a name"))
+		p.reply(ctx, errorResponse(m.ID, codeInvalidParams, "invalid params: tools/call needs a name"))
 		return
 	}
 	cls := p.Policy.Classify(params.Name, func() (bool, bool) { return p.readOnly(ctx, params.Name) })
 	if cls.Tier == sm.Safe {
 		if err := p.writeUpstream(m.raw); err != nil {
-			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
+			p.reply(ctx, errorResponse(m.ID, codeInternal, err.Error()))
 		}
 		return
 	}
@@ -416,7 +456,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		if r.Capture != nil {
 			capture, err := p.capture(ctx, r.Capture, args)
 			if err != nil {
-				p.writeClient(toolError(m.ID, fmt.Sprintf("undolog: the capture call %s before %s failed, so the call was not made: %v", r.Capture.Tool, params.Name, err)))
+				p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the capture call %s before %s failed, so the call was not made: %v", r.Capture.Tool, params.Name, err)))
 				return
 			}
 			comp.Capture = capture
@@ -425,34 +465,37 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	}
 	res, err := p.Store.Intercept(req)
 	if err != nil {
-		p.writeClient(toolError(m.ID, "undolog: the call was not made: "+err.Error()))
+		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
 		return
 	}
 	e := res.Effect
 	if (res.Outcome == logstore.OutcomeNew || res.Outcome == logstore.OutcomeRetry) && e.State == sm.Executing {
-		p.execute(e, m, owner, true)
+		p.execute(ctx, e, m, owner, true)
 		return
 	}
 	switch res.Outcome {
 	case logstore.OutcomeReplayed:
-		p.writeClient(resultResponse(m.ID, e.Result))
+		p.reply(ctx, resultResponse(m.ID, e.Result))
 		return
 	case logstore.OutcomeRejected:
-		p.writeClient(toolError(m.ID, p.rejection(e.ID, params.Name)))
+		p.reply(ctx, toolError(m.ID, p.rejection(e.ID, params.Name)))
 		return
 	case logstore.OutcomeInProgress:
 		if e.State == sm.Executing {
-			p.writeClient(toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)))
+			p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)))
 			return
 		}
 	}
 	if e.Tier == sm.Irreversible {
 		if msg := p.awaitApproval(ctx, e); msg != "" {
-			p.writeClient(toolError(m.ID, msg))
+			if errors.Is(context.Cause(ctx), errCancelledByClient) {
+				p.note("the client cancelled %s (effect %d); its approval request stands", e.Tool, e.ID)
+			}
+			p.reply(ctx, toolError(m.ID, msg))
 			return
 		}
 	}
-	p.execute(e, m, owner, false)
+	p.execute(ctx, e, m, owner, false)
 }
 
 func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
@@ -516,6 +559,9 @@ func (p *Proxy) awaitApproval(ctx context.Context, e logstore.Effect) string {
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errCancelledByClient) {
+				return "undolog: cancelled by the client"
+			}
 			return "undolog: the proxy is stopping"
 		case <-time.After(100 * time.Millisecond):
 		}
@@ -523,25 +569,26 @@ func (p *Proxy) awaitApproval(ctx context.Context, e logstore.Effect) string {
 }
 
 // execute starts the effect (unless its intercept did), forwards the call
-// and records its outcome.
-func (p *Proxy) execute(e logstore.Effect, m message, owner *logstore.Owner, started bool) {
+// and records its outcome, also for a call the client has cancelled since:
+// the server may have run it all the same.
+func (p *Proxy) execute(ctx context.Context, e logstore.Effect, m message, owner *logstore.Owner, started bool) {
 	actor := p.actor()
 	if !started {
 		owner.StartedAt = time.Now().UTC()
 		if _, err := p.Store.Start(e.ID, logstore.Change{Actor: actor, Owner: owner}); err != nil {
-			p.writeClient(toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
+			p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
 			return
 		}
 	}
 	ch := p.expect(m.ID)
 	if err := p.writeUpstream(m.raw); err != nil {
 		p.forget(m.ID)
-		p.writeClient(errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
+		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
 		return
 	}
 	resp, ok := <-ch
 	if !ok {
-		p.writeClient(errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): check it, then fail or undo it", e.Tool, e.ID)))
+		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): check it, then fail or undo it", e.Tool, e.ID)))
 		return
 	}
 	var err error
@@ -556,7 +603,7 @@ func (p *Proxy) execute(e logstore.Effect, m message, owner *logstore.Owner, sta
 	if err != nil {
 		p.note("effect %d: recording the outcome failed, it stays in doubt: %v", e.ID, err)
 	}
-	p.writeClient(resp.raw)
+	p.reply(ctx, resp.raw)
 }
 
 func toolFailed(result json.RawMessage) bool {

@@ -311,16 +311,7 @@ func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 		defer wg.Done()
 		rejected = call(t, agent3, "delete_entities", map[string]any{"entityNames": []string{"b"}})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if list, _, _ := store.PendingApprovals("agent-3", 0); len(list) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no approval request")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, "the approval request", func() bool { list, _, _ := store.PendingApprovals("agent-3", 0); return len(list) == 1 })
 	h.cli("reject", "2", "--as", "bob", "--reason", "b is still needed")
 	wg.Wait()
 	if !rejected.IsError || !strings.Contains(text(rejected), "rejected by bob: b is still needed") {
@@ -339,12 +330,27 @@ func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 	}
 }
 
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 // rawProxy runs the proxy in front of the fake server with raw pipes, so a
 // test can send what no SDK would.
 func rawProxy(t *testing.T, h *harness) (io.WriteCloser, *bufio.Scanner, *exec.Cmd) {
+	return rawProxyWith(t, h, "tools:\n  die: {tier: compensable}\n  garble: {tier: compensable}\n  echo: {tier: compensable}\n")
+}
+
+func rawProxyWith(t *testing.T, h *harness, policyYAML string, flags ...string) (io.WriteCloser, *bufio.Scanner, *exec.Cmd) {
 	policy := filepath.Join(h.dir, "fake.yaml")
-	os.WriteFile(policy, []byte("tools:\n  die: {tier: compensable}\n  garble: {tier: compensable}\n  echo: {tier: compensable}\n"), 0o644)
-	cmd := exec.Command(undolog(t), "proxy", "--session", "fake-1", "--policy", policy, "--", os.Args[0])
+	os.WriteFile(policy, []byte(policyYAML), 0o644)
+	args := append([]string{"proxy", "--session", "fake-1", "--policy", policy}, flags...)
+	cmd := exec.Command(undolog(t), append(args, "--", os.Args[0])...)
 	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1")
 	in, _ := cmd.StdinPipe()
 	outPipe, _ := cmd.StdoutPipe()
@@ -405,6 +411,60 @@ func TestProxyMalformedInputAndDyingServer(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":5,"method":"ping"}`)
 	if m := next(t, out); m["id"] != 5.0 || m["error"] == nil {
 		t.Fatalf("request after the server died: %v", m)
+	}
+}
+
+// TestProxyClientCancelsAWaitingCall: a client that cancels a call waiting
+// for approval gets no answer for it and the proxy stops waiting (it exits at
+// once when the client leaves), while the approval request stands: approved
+// later, the same call goes ahead.
+func TestProxyClientCancelsAWaitingCall(t *testing.T) {
+	h := newHarness(t)
+	const policy = "tools:\n  echo: {tier: irreversible}\n"
+	in, out, cmd := rawProxyWith(t, h, policy, "--approval-wait", "40s")
+	send := func(s string) { io.WriteString(in, s+"\n") }
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := next(t, out); m["id"] != 1.0 {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`)
+	store := logstore.New(h.logPath, logstore.Options{})
+	waitFor(t, "the call to wait for approval", func() bool { list, _, _ := store.PendingApprovals("fake-1", 0); return len(list) == 1 })
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user stopped it"}}`)
+	send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+	if m := next(t, out); m["id"] != 8.0 {
+		t.Fatalf("after the cancellation the proxy answered %v, want the ping's answer", m)
+	}
+
+	// Nothing waits any more: the proxy ends as soon as the client leaves,
+	// and writes nothing for the cancelled call.
+	in.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the proxy still waits on the cancelled call")
+	}
+	for out.Scan() {
+		t.Errorf("the proxy wrote %s after the cancellation", out.Text())
+	}
+
+	// The request stands: approved in a shell, the same call goes ahead.
+	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Pending || d.Approval == nil || d.Approval.Outcome != logstore.ApprovalPending {
+		t.Fatalf("effect 1 after the cancellation: %+v %v", d, err)
+	}
+	h.cli("approve", "1", "--as", "alice")
+	in, out, _ = rawProxyWith(t, h, policy)
+	send = func(s string) { io.WriteString(in, s+"\n") }
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	next(t, out)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`)
+	if m := next(t, out); m["id"] != 2.0 || m["result"] == nil {
+		t.Fatalf("the approved call: %v", m)
+	}
+	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Committed {
+		t.Fatalf("effect 1: %+v %v", d.Effect, err)
 	}
 }
 
