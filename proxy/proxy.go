@@ -110,7 +110,6 @@ func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io
 	}
 	p.client, p.upGone = out, make(chan struct{})
 	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
-	p.cancels = map[string]context.CancelCauseFunc{}
 	cmd := exec.Command(upstream[0], upstream[1:]...)
 	cmd.Stderr = p.Diagnostics
 	stdin, err := cmd.StdinPipe()
@@ -246,6 +245,9 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 				callCtx, cancel := context.WithCancelCause(ctx)
 				key := string(m.ID)
 				p.cancelMu.Lock()
+				if p.cancels == nil {
+					p.cancels = map[string]context.CancelCauseFunc{}
+				}
 				p.cancels[key] = cancel
 				p.cancelMu.Unlock()
 				p.calls.Add(1)
