@@ -53,33 +53,23 @@ var tokenIndex = func() map[string]uint64 {
 	return m
 }()
 
-// encodeRecord encodes a record for the log: the binary form for sessions,
-// effects, history records, undo entries and approvals, JSON for anything else.
+// encodeRecord encodes a record (a pointer to one of the record types) in
+// the binary form.
 func encodeRecord(v any) ([]byte, error) {
 	w := recordWriter{buf: make([]byte, 0, 256)}
 	switch r := v.(type) {
-	case Effect:
-		w.effect(&r)
 	case *Effect:
 		w.effect(r)
-	case HistoryRecord:
-		w.history(&r)
 	case *HistoryRecord:
 		w.history(r)
-	case UndoEntry:
-		w.undo(&r)
 	case *UndoEntry:
 		w.undo(r)
-	case Approval:
-		w.approval(&r)
 	case *Approval:
 		w.approval(r)
-	case Session:
-		w.session(&r)
 	case *Session:
 		w.session(r)
 	default:
-		return json.Marshal(v)
+		return nil, fmt.Errorf("no binary form for %T", v)
 	}
 	return w.buf, nil
 }
@@ -177,15 +167,23 @@ func (w *recordWriter) token(s string) {
 
 // hash stores a lower-case hex SHA-256 as 32 bytes, anything else as text.
 func (w *recordWriter) hash(h string) {
-	if len(h) == 64 {
-		if b, err := hex.DecodeString(h); err == nil && hex.EncodeToString(b) == h {
-			w.buf = append(w.buf, 1)
-			w.buf = append(w.buf, b...)
-			return
-		}
+	if b, ok := rawHash(h); ok {
+		w.buf = append(w.buf, 1)
+		w.buf = append(w.buf, b...)
+		return
 	}
 	w.buf = append(w.buf, 0)
 	w.str(h)
+}
+
+// rawHash is the 32 bytes of a lower-case hex SHA-256 (signatures, history
+// hashes); ok is false for anything else, which is then kept as text.
+func rawHash(h string) (b []byte, ok bool) {
+	if len(h) != 64 {
+		return nil, false
+	}
+	b, err := hex.DecodeString(h)
+	return b, err == nil && hex.EncodeToString(b) == h
 }
 
 func (w *recordWriter) time(t time.Time) {

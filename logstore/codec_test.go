@@ -157,7 +157,7 @@ func TestRecordCodecReadsJSON(t *testing.T) {
 // TestRecordCodecRefusesDamage: truncated, extended or mistyped records are
 // errors, never panics or silent garbage.
 func TestRecordCodecRefusesDamage(t *testing.T) {
-	data, err := encodeRecord(Effect{ID: 1, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Pending,
+	data, err := encodeRecord(&Effect{ID: 1, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Pending,
 		Args: json.RawMessage(`{"a":1}`), CreatedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)

@@ -189,7 +189,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			var r HistoryRecord
 			getRecord(b, historyKey(id, 2), &r)
 			r.Actor = "mallory"
-			return putRecord(b, historyKey(id, 2), r)
+			return putRecord(b, historyKey(id, 2), &r)
 		})
 		expectProblem(t, s, "history", "altered")
 	})
@@ -219,7 +219,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			var e Effect
 			getRecord(tx.Bucket(bEffects), itob(id), &e)
 			e.State = sm.Executing
-			return putRecord(tx.Bucket(bEffects), itob(id), e)
+			return putRecord(tx.Bucket(bEffects), itob(id), &e)
 		})
 		expectProblem(t, s, "state", "last history record")
 	})
@@ -231,7 +231,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			var owner Effect
 			getRecord(tx.Bucket(bEffects), itob(id), &owner)
 			e.CallSignature = owner.CallSignature
-			return putRecord(tx.Bucket(bEffects), itob(id+1), e)
+			return putRecord(tx.Bucket(bEffects), itob(id+1), &e)
 		})
 		expectProblem(t, s, "signature", "also owned")
 	})

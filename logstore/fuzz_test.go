@@ -158,12 +158,12 @@ func FuzzLogRecords(f *testing.F) {
 	f.Add(uint8(4), uint8(3), []byte{0xff, 0x00})
 	// Binary records of each type, to mutate.
 	for i, rec := range []any{
-		Effect{ID: 2, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Committed, Args: json.RawMessage(`{}`),
+		&Effect{ID: 2, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Committed, Args: json.RawMessage(`{}`),
 			Compensation: &Compensation{Kind: CompensationCommand, Argv: []string{"rm", "x"}}, HistoryLen: 3},
-		HistoryRecord{Seq: 2, Kind: KindEffect, EffectID: 2, Session: "s", From: "pending", To: "executing", At: time.Unix(1, 0)},
-		UndoEntry{EffectID: 2, Session: "s", Tool: "t", State: sm.EntryPending},
-		Approval{EffectID: 5, Session: "s", Outcome: ApprovalPending},
-		Session{ID: "s", State: sm.SessionActive, Meta: map[string]string{"a": "b"}, Counts: map[sm.State]int{sm.Pending: 1}},
+		&HistoryRecord{Seq: 2, Kind: KindEffect, EffectID: 2, Session: "s", From: "pending", To: "executing", At: time.Unix(1, 0)},
+		&UndoEntry{EffectID: 2, Session: "s", Tool: "t", State: sm.EntryPending},
+		&Approval{EffectID: 5, Session: "s", Outcome: ApprovalPending},
+		&Session{ID: "s", State: sm.SessionActive, Meta: map[string]string{"a": "b"}, Counts: map[sm.State]int{sm.Pending: 1}},
 	} {
 		data, err := encodeRecord(rec)
 		if err != nil {

@@ -254,7 +254,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 		e.Compensation = &comp
 		u := UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
 			Compensation: comp, CreatedAt: now, UpdatedAt: now}
-		if err := putRecord(tx.Bucket(bUndo), nameKey(sess.ID, e.ID), u); err != nil {
+		if err := putRecord(tx.Bucket(bUndo), nameKey(sess.ID, e.ID), &u); err != nil {
 			return res, err
 		}
 	case sm.Irreversible:
@@ -264,7 +264,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 			exp := now.Add(req.ApprovalTimeout)
 			a.ExpiresAt = &exp
 		}
-		if err := putRecord(tx.Bucket(bApprovals), itob(e.ID), a); err != nil {
+		if err := putRecord(tx.Bucket(bApprovals), itob(e.ID), &a); err != nil {
 			return res, err
 		}
 		if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), pendingValue(sess.ID, a.ExpiresAt)); err != nil {
@@ -411,7 +411,7 @@ func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req Intercept
 // (logs written before kept the 64 hex digits, which signatureOwner also
 // finds).
 func signatureKey(sig string) []byte {
-	if b, err := hex.DecodeString(sig); err == nil && len(b) == 32 && hex.EncodeToString(b) == sig {
+	if b, ok := rawHash(sig); ok {
 		return b
 	}
 	return []byte(sig)

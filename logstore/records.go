@@ -214,7 +214,7 @@ func chain(tx *bolt.Tx, bucket []byte, kind byte, rec HistoryRecord, n *uint32, 
 	rec.Seq, rec.PrevHash = *n+1, *head
 	rec.Hash = recordHash(&rec)
 	k := key(rec.Seq)
-	if err := putRecord(tx.Bucket(bucket), k, rec); err != nil {
+	if err := putRecord(tx.Bucket(bucket), k, &rec); err != nil {
 		return err
 	}
 	*n, *head = rec.Seq, rec.Hash
