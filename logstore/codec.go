@@ -268,7 +268,7 @@ func (w *recordWriter) history(h *HistoryRecord) {
 
 // undo stores only what the entry adds to its effect: the effect id and
 // session are its key, and the tool and compensation are the effect's (see
-// getUndo).
+// readUndo).
 func (w *recordWriter) undo(u *UndoEntry) {
 	w.head(recUndo)
 	w.token(string(u.State))

@@ -418,10 +418,15 @@ func signatureKey(sig string) []byte {
 }
 
 // signatureOwner returns the id (8 bytes) of the effect owning sig, or nil.
+// Only a log from schema 1 can hold the signature as hex digits too.
 func signatureOwner(tx *bolt.Tx, sig string) []byte {
 	b := tx.Bucket(bSignatures)
 	if v := b.Get(signatureKey(sig)); v != nil {
 		return v
+	}
+	meta := tx.Bucket(bMeta)
+	if meta.Get(keyHexSignatures) == nil && btoi(meta.Get(keySchema)) >= 2 {
+		return nil
 	}
 	return b.Get([]byte(sig))
 }

@@ -30,7 +30,7 @@ func (s *Store) Compact() (before, after int64, err error) {
 	var srcErr error
 	defer func() { closeDB(src, srcErr) }()
 	if srcErr = s.guard(func() error {
-		return src.View(func(tx *bolt.Tx) error { return checkSchema(tx, s.path) })
+		return src.View(func(tx *bolt.Tx) error { _, err := checkSchema(tx, s.path); return err })
 	}); srcErr != nil {
 		return 0, 0, srcErr
 	}

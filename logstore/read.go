@@ -25,7 +25,7 @@ func (s *Store) GetEffect(id uint64) (EffectDetail, error) {
 		if out.History, err = effectHistory(tx, id, e.Session); err != nil {
 			return err
 		}
-		if out.Undo, err = getUndo(tx, e.Session, id); err != nil {
+		if out.Undo, err = getUndo(tx, &e); err != nil {
 			return err
 		}
 		out.Approval, err = getApproval(tx, id)
@@ -210,7 +210,7 @@ func (s *Store) UndoStack(session string, limit int) ([]UndoEntry, int, error) {
 			if limit > 0 && len(out) == limit {
 				return true, nil // count the rest without reading them
 			}
-			u, err := getUndo(tx, session, id)
+			u, err := getUndoOf(tx, session, id)
 			if err != nil || u == nil {
 				return false, err
 			}
@@ -359,7 +359,7 @@ func (s *Store) Export(session string, fn func(ExportRecord) error) error {
 						return false, err
 					}
 				}
-				if u, err := getUndo(tx, id, eid); err != nil {
+				if u, err := getUndo(tx, &e); err != nil {
 					return false, err
 				} else if u != nil {
 					if err := fn(ExportRecord{Type: "undo", Record: u}); err != nil {
@@ -389,7 +389,7 @@ func (s *Store) UndoEntries(session string, ids []uint64) (map[uint64]UndoEntry,
 	out := map[uint64]UndoEntry{}
 	err := s.view(func(tx *bolt.Tx) error {
 		for _, id := range ids {
-			u, err := getUndo(tx, session, id)
+			u, err := getUndoOf(tx, session, id)
 			if err != nil {
 				return err
 			}

@@ -128,15 +128,31 @@ func getSession(tx *bolt.Tx, id string) (Session, error) {
 	return s, nil
 }
 
-func getUndo(tx *bolt.Tx, session string, id uint64) (*UndoEntry, error) {
+// getUndo reads the undo entry of e (nil if it has none).
+func getUndo(tx *bolt.Tx, e *Effect) (*UndoEntry, error) {
+	return readUndo(tx, e.Session, e.ID, func() (*Effect, error) { return e, nil })
+}
+
+// getUndoOf reads the undo entry of effect id of session, and the effect only
+// if the entry needs it.
+func getUndoOf(tx *bolt.Tx, session string, id uint64) (*UndoEntry, error) {
+	return readUndo(tx, session, id, func() (*Effect, error) {
+		e, err := getEffect(tx, id)
+		return &e, err
+	})
+}
+
+// readUndo reads an undo entry; the binary form leaves its tool and
+// compensation to the effect, which effect supplies.
+func readUndo(tx *bolt.Tx, session string, id uint64, effect func() (*Effect, error)) (*UndoEntry, error) {
 	var u UndoEntry
 	ok, err := getRecord(tx.Bucket(bUndo), nameKey(session, id), &u)
 	if err != nil || !ok {
 		return nil, err
 	}
 	u.EffectID, u.Session = id, session
-	if u.Tool == "" && u.Compensation.Kind == "" { // the binary form: the effect has them
-		e, err := getEffect(tx, id)
+	if u.Tool == "" && u.Compensation.Kind == "" {
+		e, err := effect()
 		if err != nil {
 			return nil, err
 		}

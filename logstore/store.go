@@ -105,6 +105,9 @@ var (
 		bSignatures, bBySession, bByState, bByTool, bByTier, bUndo, bApprovals, bApprovalsOpen, bChanges}
 
 	keySchema = []byte("schema_version")
+	// keyHexSignatures marks a log upgraded from schema 1, whose signatures
+	// index may hold keys as 64 hex digits.
+	keyHexSignatures = []byte("hex_signatures")
 )
 
 // update runs fn in a write transaction on a freshly opened log, creating
@@ -202,13 +205,12 @@ func (s *Store) commit(pending []*writeCall) {
 		var failed *writeCall
 		err = s.guard(func() error {
 			return db.Update(func(tx *bolt.Tx) error {
-				if err := checkSchema(tx, s.path); err != nil {
+				version, err := checkSchema(tx, s.path)
+				if err != nil {
 					return err
 				}
-				// Binary records are about to be written: older undologs must
-				// refuse the log rather than misread it.
-				if btoi(tx.Bucket(bMeta).Get(keySchema)) < SchemaVersion {
-					if err := tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion)); err != nil {
+				if version < SchemaVersion {
+					if err := upgradeSchema(tx, version); err != nil {
 						return err
 					}
 				}
@@ -281,7 +283,7 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	}
 	err = s.guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
-			if err := checkSchema(tx, s.path); err != nil {
+			if _, err := checkSchema(tx, s.path); err != nil {
 				return err
 			}
 			return fn(tx)
@@ -390,26 +392,44 @@ func (s *Store) create() error {
 	return nil
 }
 
-func checkSchema(tx *bolt.Tx, path string) error {
+// checkSchema checks that tx is an undolog log this build can read and
+// returns its schema version.
+func checkSchema(tx *bolt.Tx, path string) (uint64, error) {
 	meta := tx.Bucket(bMeta)
 	if meta == nil {
-		return fmt.Errorf("%w: %s is a bbolt file without undolog's records", ErrCorrupt, path)
+		return 0, fmt.Errorf("%w: %s is a bbolt file without undolog's records", ErrCorrupt, path)
 	}
 	v := meta.Get(keySchema)
 	if len(v) != 8 {
-		return fmt.Errorf("%w: %s has no schema version record", ErrCorrupt, path)
+		return 0, fmt.Errorf("%w: %s has no schema version record", ErrCorrupt, path)
 	}
-	if n := btoi(v); n > SchemaVersion {
-		return fmt.Errorf("%w: %s has schema version %d; this undolog reads up to %d, upgrade undolog", ErrNewerSchema, path, n, SchemaVersion)
+	n := btoi(v)
+	if n > SchemaVersion {
+		return 0, fmt.Errorf("%w: %s has schema version %d; this undolog reads up to %d, upgrade undolog", ErrNewerSchema, path, n, SchemaVersion)
 	} else if n == 0 {
-		return fmt.Errorf("%w: %s has schema version 0", ErrCorrupt, path)
+		return 0, fmt.Errorf("%w: %s has schema version 0", ErrCorrupt, path)
 	}
 	for _, name := range allBuckets {
 		if tx.Bucket(name) == nil {
-			return fmt.Errorf("%w: %s lacks the %s bucket", ErrCorrupt, path, name)
+			return 0, fmt.Errorf("%w: %s lacks the %s bucket", ErrCorrupt, path, name)
 		}
 	}
-	return nil
+	return n, nil
+}
+
+// upgradeSchema moves a log written by an older undolog to this schema, in
+// the transaction that is about to write binary records, so that older
+// undologs refuse the log rather than misread it. Nothing is rewritten: a
+// schema 1 log keeps its JSON records and hex signature keys, which are
+// still read; keyHexSignatures says the latter may be there.
+func upgradeSchema(tx *bolt.Tx, from uint64) error {
+	meta := tx.Bucket(bMeta)
+	if from < 2 {
+		if err := meta.Put(keyHexSignatures, []byte{1}); err != nil {
+			return err
+		}
+	}
+	return meta.Put(keySchema, itob(SchemaVersion))
 }
 
 // bbolt's meta page layout (see bbolt's internal/common/meta.go): a 16-byte

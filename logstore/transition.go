@@ -366,7 +366,7 @@ func (s *Store) UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, erro
 }
 
 func compensationStep(tx *bolt.Tx, sess *Session, e Effect, to sm.EntryState, c Change, now time.Time) (UndoEntry, Effect, error) {
-	u, err := getUndo(tx, e.Session, e.ID)
+	u, err := getUndo(tx, &e)
 	if err != nil {
 		return UndoEntry{}, e, err
 	}

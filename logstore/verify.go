@@ -203,7 +203,7 @@ func (v *verifier) effectHistory(e *Effect, hist []HistoryRecord) {
 		v.add("state", e.ID, "", "state is %s but the last history record says %q", e.State, state)
 	}
 	if entry != "" {
-		if u, err := getUndo(v.tx, e.Session, e.ID); err == nil && u != nil && string(u.State) != entry {
+		if u, err := getUndo(v.tx, e); err == nil && u != nil && string(u.State) != entry {
 			v.add("state", e.ID, "", "undo entry is %s but its last history record says %s", u.State, entry)
 		}
 	}
@@ -290,7 +290,7 @@ func (v *verifier) undoAndApprovals() {
 		if e.ReplayOf != nil {
 			continue
 		}
-		u, _ := getUndo(v.tx, e.Session, id)
+		u, _ := getUndo(v.tx, e)
 		if (e.Tier == sm.Compensable) != (u != nil) {
 			v.add("undo", id, "", "a %s effect with undo entry=%v", e.Tier, u != nil)
 		}
