@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,25 +117,14 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		le := binary.LittleEndian
-		pageSize := int(le.Uint32(seed[metaOffset+8:]))
-		newest := 0
-		if le.Uint64(seed[pageSize+metaOffset+48:]) > le.Uint64(seed[metaOffset+48:]) {
-			newest = 1
-		}
+		var root, freelist uint64
+		withMeta(seed, func(m []byte) { root, freelist = le.Uint64(m[metaRoot:]), le.Uint64(m[metaFreelist:]) })
 		edit := func(name string, field int, value uint64) string {
-			data := append([]byte(nil), seed...)
-			m := data[newest*pageSize+metaOffset : newest*pageSize+metaChecksumAt+8]
-			le.PutUint64(m[field:], value)
-			h := fnv.New64a()
-			h.Write(m[:metaChecksumAt-metaOffset])
-			le.PutUint64(m[metaChecksumAt-metaOffset:], h.Sum64())
-			return write(name, data)
+			return write(name, withMeta(seed, func(m []byte) { le.PutUint64(m[field:], value) }))
 		}
-		m := seed[newest*pageSize+metaOffset:]
-		root, freelist := le.Uint64(m[16:]), le.Uint64(m[32:])
-		expectRefused(t, edit("freelist-at-root.db", 32, root), ErrCorrupt, "damaged freelist page")
-		expectRefused(t, edit("root-at-freelist.db", 16, freelist), ErrCorrupt, "damaged root page")
-		expectRefused(t, edit("root-past-end.db", 16, 1<<40), ErrCorrupt, "outside the file's pages")
+		expectRefused(t, edit("freelist-at-root.db", metaFreelist, root), ErrCorrupt, "damaged freelist page")
+		expectRefused(t, edit("root-at-freelist.db", metaRoot, freelist), ErrCorrupt, "damaged root page")
+		expectRefused(t, edit("root-past-end.db", metaRoot, 1<<40), ErrCorrupt, "outside the file's pages")
 	})
 	t.Run("directory", func(t *testing.T) {
 		p := filepath.Join(dir, "adir")

@@ -110,35 +110,49 @@ func FuzzOpenLog(f *testing.F) {
 	})
 }
 
+// withMeta returns a copy of log whose newest meta page (the one bbolt uses)
+// edit has changed, with its checksum made right again: the damage a buggy
+// writer would leave. edit gets the meta from its magic to its checksum.
+func withMeta(log []byte, edit func(meta []byte)) []byte {
+	le := binary.LittleEndian
+	pageSize := int(le.Uint32(log[metaOffset+metaPageSize:]))
+	at := metaOffset
+	if le.Uint64(log[pageSize+metaOffset+metaTxid:]) > le.Uint64(log[metaOffset+metaTxid:]) {
+		at += pageSize
+	}
+	data := append([]byte(nil), log...)
+	m := data[at : at+metaChecksumAt-metaOffset+8]
+	edit(m)
+	h := fnv.New64a()
+	h.Write(m[:metaChecksumAt-metaOffset])
+	le.PutUint64(m[metaChecksumAt-metaOffset:], h.Sum64())
+	return data
+}
+
 // FuzzLogMeta gives a real log's newest meta page arbitrary root, freelist,
-// high-water and page-size fields with a valid checksum, as a bug or a bad
-// tool might write them.
+// high-water and page-size fields with a valid checksum.
 func FuzzLogMeta(f *testing.F) {
 	seed, err := seedLog()
 	if err != nil {
 		f.Fatal(err)
 	}
 	le := binary.LittleEndian
-	pageSize := int(le.Uint32(seed[metaOffset+8:]))
-	meta := func(i int) []byte { return seed[i*pageSize+metaOffset : i*pageSize+metaChecksumAt+8] }
-	newest := 0
-	if le.Uint64(meta(1)[48:]) > le.Uint64(meta(0)[48:]) {
-		newest = 1
-	}
-	m := meta(newest)
-	f.Add(le.Uint64(m[16:]), le.Uint64(m[32:]), le.Uint64(m[40:]), le.Uint32(m[8:]))
-	f.Add(le.Uint64(m[32:]), le.Uint64(m[16:]), le.Uint64(m[40:]), le.Uint32(m[8:]))
+	var root, freelist, highWater uint64
+	var pageSize uint32
+	withMeta(seed, func(m []byte) {
+		root, freelist = le.Uint64(m[metaRoot:]), le.Uint64(m[metaFreelist:])
+		highWater, pageSize = le.Uint64(m[metaHighWater:]), le.Uint32(m[metaPageSize:])
+	})
+	f.Add(root, freelist, highWater, pageSize)
+	f.Add(freelist, root, highWater, pageSize)
 	f.Add(uint64(3), uint64(4), uint64(1)<<40, uint32(4096))
-	f.Fuzz(func(t *testing.T, root, freelist, highWater uint64, newPageSize uint32) {
-		data := append([]byte(nil), seed...)
-		m := data[newest*pageSize+metaOffset : newest*pageSize+metaChecksumAt+8]
-		le.PutUint32(m[8:], newPageSize)
-		le.PutUint64(m[16:], root)
-		le.PutUint64(m[32:], freelist)
-		le.PutUint64(m[40:], highWater)
-		h := fnv.New64a()
-		h.Write(m[:metaChecksumAt-metaOffset])
-		le.PutUint64(m[metaChecksumAt-metaOffset:], h.Sum64())
+	f.Fuzz(func(t *testing.T, root, freelist, highWater uint64, pageSize uint32) {
+		data := withMeta(seed, func(m []byte) {
+			le.PutUint32(m[metaPageSize:], pageSize)
+			le.PutUint64(m[metaRoot:], root)
+			le.PutUint64(m[metaFreelist:], freelist)
+			le.PutUint64(m[metaHighWater:], highWater)
+		})
 		exerciseLog(t, writeFuzzLog(t, data))
 	})
 }

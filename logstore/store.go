@@ -441,6 +441,13 @@ const (
 	boltVersion    = 2
 	metaOffset     = 16
 	metaChecksumAt = metaOffset + 56
+	// Field offsets within the meta, after the page header.
+	metaVersion   = 4
+	metaPageSize  = 8
+	metaRoot      = 16
+	metaFreelist  = 32
+	metaHighWater = 40
+	metaTxid      = 48
 )
 
 // checkFile refuses, before bbolt maps it, a file that is empty, not a bbolt
@@ -526,7 +533,7 @@ func (s *Store) readMeta(f *os.File, off int64) (*metaPage, error) {
 		return nil, fmt.Errorf("read log %s: %w", s.path, bare(err))
 	}
 	le := binary.LittleEndian
-	if le.Uint32(head[metaOffset:]) != boltMagic || le.Uint32(head[metaOffset+4:]) != boltVersion {
+	if le.Uint32(head[metaOffset:]) != boltMagic || le.Uint32(head[metaOffset+metaVersion:]) != boltVersion {
 		return nil, nil
 	}
 	h := fnv.New64a()
@@ -535,11 +542,11 @@ func (s *Store) readMeta(f *os.File, off int64) (*metaPage, error) {
 		return nil, nil
 	}
 	return &metaPage{
-		pageSize: uint64(le.Uint32(head[metaOffset+8:])),
-		root:     le.Uint64(head[metaOffset+16:]),
-		freelist: le.Uint64(head[metaOffset+32:]),
-		pgid:     le.Uint64(head[metaOffset+40:]),
-		txid:     le.Uint64(head[metaOffset+48:]),
+		pageSize: uint64(le.Uint32(head[metaOffset+metaPageSize:])),
+		root:     le.Uint64(head[metaOffset+metaRoot:]),
+		freelist: le.Uint64(head[metaOffset+metaFreelist:]),
+		pgid:     le.Uint64(head[metaOffset+metaHighWater:]),
+		txid:     le.Uint64(head[metaOffset+metaTxid:]),
 	}, nil
 }
 
