@@ -8,38 +8,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-var (
-	binOnce sync.Once
-	binFile string
-	binErr  error
+	"github.com/undolog/undolog/internal/testbin"
 )
-
-// realBinary builds undolog once for the tests that run it outside testscript.
-func realBinary(t testing.TB) string {
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "undolog-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binFile = filepath.Join(dir, "undolog")
-		if out, err := exec.Command("go", "build", "-o", binFile, "..").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binFile
-}
 
 // Eight processes each make 50 `undolog exec` calls over 20 shared
 // signatures, at once. Every signature's command runs exactly once, and every
 // call that did not run it got its original output back.
 func TestExactlyOnceAcrossProcesses(t *testing.T) {
-	bin := realBinary(t)
+	bin := testbin.Undolog(t)
 	dir := t.TempDir()
 	lines := filepath.Join(dir, "lines.txt")
 	const procs, calls, sigs = 8, 50, 20

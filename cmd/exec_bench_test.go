@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logstore"
 )
 
@@ -22,7 +23,7 @@ import (
 //	go test ./cmd -run '^$' -bench ExecApprovalLatency -benchtime 30x
 func BenchmarkExecApprovalLatency(b *testing.B) {
 	dir := b.TempDir()
-	bin := realBinary(b)
+	bin := testbin.Undolog(b)
 	logPath := filepath.Join(dir, "undolog.db")
 	env := append(os.Environ(), "UNDOLOG_LOG="+logPath, "UNDOLOG_ACTOR=bench")
 	store := logstore.New(logPath, logstore.Options{})

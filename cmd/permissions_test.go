@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/undolog/undolog/internal/testbin"
 )
 
 // A log that the user may not write, or not read at all, gets a clear
@@ -19,7 +21,7 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 	if err != nil {
 		t.Skip("setpriv not installed")
 	}
-	bin := realBinary(t)
+	bin := testbin.Undolog(t)
 	os.Chmod(filepath.Dir(bin), 0o755)
 	dir, err := os.MkdirTemp("", "undolog-perm-")
 	if err != nil {

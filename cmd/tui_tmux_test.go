@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logstore"
 )
 
@@ -24,7 +25,7 @@ func TestTUIInTmux(t *testing.T) {
 		t.Skip("tmux not installed")
 	}
 	dir := t.TempDir()
-	bin := realBinary(t)
+	bin := testbin.Undolog(t)
 	logPath := filepath.Join(dir, "undolog.db")
 	env := append(os.Environ(), "UNDOLOG_LOG="+logPath)
 

@@ -8,7 +8,6 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/undolog/undolog/internal/testbin"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -295,11 +295,7 @@ func TestCrashTorture(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("UNDOLOG_TORTURE_CYCLES")); err == nil && v > 0 {
 		cycles = v
 	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "undolog")
-	if out, err := exec.Command("go", "build", "-o", bin, "..").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := testbin.Undolog(t)
 	s, _ := newStore(t)
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for cycle := 0; cycle < cycles; cycle++ {

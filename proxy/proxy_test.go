@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -72,32 +73,6 @@ func fakeServer() {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// undolog builds the real binary once.
-func undolog(t testing.TB) string {
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "undolog-proxy-test")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "undolog")
-		out, err := exec.Command("go", "build", "-o", binPath, "..").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
 // memoryServer is the real @modelcontextprotocol/server-memory, installed by
 // .ci/run (UNDOLOG_MCP_MEMORY names its executable).
 func memoryServer(t testing.TB) string {
@@ -150,13 +125,13 @@ func (h *harness) connect(argv []string, env ...string) *mcp.ClientSession {
 func (h *harness) direct() *mcp.ClientSession { return h.connect([]string{memoryServer(h.t)}) }
 
 func (h *harness) proxied(session string, extra ...string) *mcp.ClientSession {
-	argv := append([]string{undolog(h.t), "proxy", "--session", session, "--policy", h.policy}, extra...)
+	argv := append([]string{testbin.Undolog(h.t), "proxy", "--session", session, "--policy", h.policy}, extra...)
 	return h.connect(append(append(argv, "--"), memoryServer(h.t)))
 }
 
 func (h *harness) cli(args ...string) string {
 	h.t.Helper()
-	cmd := exec.Command(undolog(h.t), args...)
+	cmd := exec.Command(testbin.Undolog(h.t), args...)
 	cmd.Env = h.env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -350,7 +325,7 @@ func rawProxyWith(t *testing.T, h *harness, policyYAML string, flags ...string) 
 	policy := filepath.Join(h.dir, "fake.yaml")
 	os.WriteFile(policy, []byte(policyYAML), 0o644)
 	args := append([]string{"proxy", "--session", "fake-1", "--policy", policy}, flags...)
-	cmd := exec.Command(undolog(t), append(args, "--", os.Args[0])...)
+	cmd := exec.Command(testbin.Undolog(t), append(args, "--", os.Args[0])...)
 	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1")
 	in, _ := cmd.StdinPipe()
 	outPipe, _ := cmd.StdoutPipe()
