@@ -129,19 +129,13 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 		members = append(members, member{key: key, units: utf16.Encode([]rune(key)), value: v})
-		p.skipSpace()
-		if p.pos >= len(p.in) {
-			return nil, p.errorf("unexpected end of input in object")
+		more, err := p.next('}', "object")
+		if err != nil {
+			return nil, err
 		}
-		if p.in[p.pos] == ',' {
-			p.pos++
-			continue
-		}
-		if p.in[p.pos] == '}' {
-			p.pos++
+		if !more {
 			break
 		}
-		return nil, p.errorf("expected ',' or '}' in object")
 	}
 	sort.Slice(members, func(i, j int) bool { return lessUTF16(members[i].units, members[j].units) })
 	out = append(out, '{')
@@ -182,20 +176,32 @@ func (p *parser) array(out []byte, depth int) ([]byte, error) {
 		if out, err = p.value(out, depth+1); err != nil {
 			return nil, err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.in) {
-			return nil, p.errorf("unexpected end of input in array")
+		more, err := p.next(']', "array")
+		if err != nil {
+			return nil, err
 		}
-		if p.in[p.pos] == ',' {
-			p.pos++
-			continue
-		}
-		if p.in[p.pos] == ']' {
-			p.pos++
+		if !more {
 			return append(out, ']'), nil
 		}
-		return nil, p.errorf("expected ',' or ']' in array")
 	}
+}
+
+// next reads what follows a member or an element: a comma (more to come) or
+// the closing bracket of the object or array.
+func (p *parser) next(closing byte, in string) (more bool, err error) {
+	p.skipSpace()
+	if p.pos >= len(p.in) {
+		return false, p.errorf("unexpected end of input in %s", in)
+	}
+	switch p.in[p.pos] {
+	case ',':
+		p.pos++
+		return true, nil
+	case closing:
+		p.pos++
+		return false, nil
+	}
+	return false, p.errorf("expected ',' or '%c' in %s", closing, in)
 }
 
 // str parses a JSON string at p.pos and returns its decoded value.
