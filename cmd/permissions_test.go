@@ -49,15 +49,23 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 	if out, code := run(false, "intercept", "--session", "s", "--tool", "t", "--tier", "compensable"); code != 0 {
 		t.Fatalf("setup: %s", out)
 	}
-	before, _ := os.ReadFile(logPath)
-
 	// 0600, owned by root: nobody may not read it.
 	out, code := run(true, "list")
 	if code != 1 || !strings.Contains(out, logPath) || !strings.Contains(out, "permission denied") || strings.Count(out, "\n") != 1 {
 		t.Fatalf("unreadable log: exit %d: %q", code, out)
 	}
-	// 0644: nobody may read it but not write it.
+	// 0644: nobody may read it but not write it, so nobody cannot apply the
+	// write still in its journal, and says so.
 	os.Chmod(logPath, 0o644)
+	out, code = run(true, "list", "-o", "ids")
+	if code != 1 || !strings.Contains(out, logPath+"-journal: permission denied") {
+		t.Fatalf("read-only log with a journal: exit %d: %q", code, out)
+	}
+	// Once its owner has read it (which applies the journal), nobody can too.
+	if out, code := run(false, "list"); code != 0 {
+		t.Fatalf("owner's read: %s", out)
+	}
+	before, _ := os.ReadFile(logPath)
 	out, code = run(true, "list", "-o", "ids")
 	if code != 0 || strings.TrimSpace(strings.Split(out, "\n")[len(strings.Split(strings.TrimSpace(out), "\n"))-1]) != "1" {
 		t.Fatalf("read-only log, read: exit %d: %q", code, out)

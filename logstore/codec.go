@@ -131,6 +131,11 @@ func (w *recordWriter) str(s string) {
 	w.buf = append(w.buf, s...)
 }
 
+func (w *recordWriter) bytes(b []byte) {
+	w.uint(uint64(len(b)))
+	w.buf = append(w.buf, b...)
+}
+
 func (w *recordWriter) flag(b bool) {
 	if b {
 		w.buf = append(w.buf, 1)

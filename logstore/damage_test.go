@@ -138,6 +138,9 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 // tamper edits the log behind the store's back.
 func tamper(t *testing.T, s *Store, fn func(tx *bolt.Tx) error) {
 	t.Helper()
+	if err := s.checkpoint(); err != nil { // bbolt must hold every write first
+		t.Fatal(err)
+	}
 	db, err := bolt.Open(s.Path(), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +180,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			var r HistoryRecord
 			getRecord(b, historyKey(id, 2), &r)
 			r.Actor = "mallory"
-			return putRecord(b, historyKey(id, 2), &r)
+			return putRecord(&writeTx{Tx: tx}, bHistory, historyKey(id, 2), &r)
 		})
 		expectProblem(t, s, "history", "altered")
 	})
@@ -207,7 +210,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			var e Effect
 			getRecord(tx.Bucket(bEffects), itob(id), &e)
 			e.State = sm.Executing
-			return putRecord(tx.Bucket(bEffects), itob(id), &e)
+			return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
 		})
 		expectProblem(t, s, "state", "last history record")
 	})
@@ -219,7 +222,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			var owner Effect
 			getRecord(tx.Bucket(bEffects), itob(id), &owner)
 			e.CallSignature = owner.CallSignature
-			return putRecord(tx.Bucket(bEffects), itob(id+1), &e)
+			return putRecord(&writeTx{Tx: tx}, bEffects, itob(id+1), &e)
 		})
 		expectProblem(t, s, "signature", "also owned")
 	})

@@ -158,7 +158,7 @@ func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
 		return InterceptResult{Outcome: OutcomeSafe, Signature: p.sig}, nil
 	}
 	var res InterceptResult
-	err = s.update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *writeTx) error {
 		var err error
 		res, err = s.interceptTx(tx, p)
 		return err
@@ -179,7 +179,7 @@ func (s *Store) InterceptMany(reqs []InterceptRequest) ([]InterceptResult, error
 		ps[i] = p
 	}
 	out := make([]InterceptResult, len(reqs))
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *writeTx) error {
 		for i, p := range ps {
 			if p.req.Tier == sm.Safe {
 				out[i] = InterceptResult{Outcome: OutcomeSafe, Signature: p.sig}
@@ -204,11 +204,11 @@ func (s *Store) InterceptMany(reqs []InterceptRequest) ([]InterceptResult, error
 }
 
 // interceptTx is Intercept's transaction.
-func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
+func (s *Store) interceptTx(tx *writeTx, p prepared) (InterceptResult, error) {
 	req, args, sig := p.req, p.args, p.sig
 	res := InterceptResult{Signature: sig}
 	now := s.now()
-	sess, err := getSession(tx, req.Session)
+	sess, err := getSession(tx.Tx, req.Session)
 	if err != nil {
 		if !req.CreateSession {
 			return res, err
@@ -228,7 +228,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 		}
 		return putAnd(tx, &sess, err)
 	}
-	if v := signatureOwner(tx, sig); v != nil {
+	if v := signatureOwner(tx.Tx, sig); v != nil {
 		err := s.repeat(tx, &sess, btoi(v), req, args, &res, now, refuse)
 		if err == errNothingToWrite && expired {
 			return res, putSession(tx, &sess)
@@ -242,7 +242,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := tx.Bucket(bSignatures).Put(signatureKey(sig), itob(e.ID)); err != nil {
+	if err := tx.put(bSignatures, signatureKey(sig), itob(e.ID)); err != nil {
 		return res, err
 	}
 	switch req.Tier {
@@ -254,7 +254,7 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 		e.Compensation = &comp
 		u := UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
 			Compensation: comp, CreatedAt: now, UpdatedAt: now}
-		if err := putRecord(tx.Bucket(bUndo), nameKey(sess.ID, e.ID), &u); err != nil {
+		if err := putRecord(tx, bUndo, nameKey(sess.ID, e.ID), &u); err != nil {
 			return res, err
 		}
 	case sm.Irreversible:
@@ -264,10 +264,10 @@ func (s *Store) interceptTx(tx *bolt.Tx, p prepared) (InterceptResult, error) {
 			exp := now.Add(req.ApprovalTimeout)
 			a.ExpiresAt = &exp
 		}
-		if err := putRecord(tx.Bucket(bApprovals), itob(e.ID), &a); err != nil {
+		if err := putRecord(tx, bApprovals, itob(e.ID), &a); err != nil {
 			return res, err
 		}
-		if err := tx.Bucket(bApprovalsOpen).Put(itob(e.ID), pendingValue(sess.ID, a.ExpiresAt)); err != nil {
+		if err := tx.put(bApprovalsOpen, itob(e.ID), pendingValue(sess.ID, a.ExpiresAt)); err != nil {
 			return res, err
 		}
 		sess.PendingApprovals++
@@ -297,7 +297,7 @@ func notAccepting(sess *Session) error {
 // putAnd saves the session (expired approvals may have changed it) and then
 // reports err. Because update rolls back on error, such refusals are
 // returned through errAfterCommit.
-func putAnd(tx *bolt.Tx, sess *Session, err error) error {
+func putAnd(tx *writeTx, sess *Session, err error) error {
 	if perr := putSession(tx, sess); perr != nil {
 		return perr
 	}
@@ -306,8 +306,8 @@ func putAnd(tx *bolt.Tx, sess *Session, err error) error {
 
 // newEffect writes a pending effect with its first history record and the
 // session, tool and tier index entries; the caller adds the rest and puts it.
-func newEffect(tx *bolt.Tx, sess *Session, req InterceptRequest, args []byte, sig string, now time.Time) (Effect, error) {
-	id, err := tx.Bucket(bEffects).NextSequence()
+func newEffect(tx *writeTx, sess *Session, req InterceptRequest, args []byte, sig string, now time.Time) (Effect, error) {
+	id, err := tx.nextSequence(bEffects)
 	if err != nil {
 		return Effect{}, err
 	}
@@ -321,7 +321,7 @@ func newEffect(tx *bolt.Tx, sess *Session, req InterceptRequest, args []byte, si
 		bucket []byte
 		name   string
 	}{{bBySession, sess.ID}, {bByTool, req.Tool}, {bByTier, string(req.Tier)}} {
-		if err := tx.Bucket(idx.bucket).Put(nameKey(idx.name, id), nil); err != nil {
+		if err := tx.put(idx.bucket, nameKey(idx.name, id), nil); err != nil {
 			return Effect{}, err
 		}
 	}
@@ -332,9 +332,9 @@ func newEffect(tx *bolt.Tx, sess *Session, req InterceptRequest, args []byte, si
 }
 
 // repeat resolves a call whose signature already has an owner effect.
-func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
+func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
 	now time.Time, refuse func(error) error) error {
-	owner, err := getEffect(tx, ownerID)
+	owner, err := getEffect(tx.Tx, ownerID)
 	if err != nil {
 		return err
 	}
@@ -379,7 +379,7 @@ func (s *Store) repeat(tx *bolt.Tx, sess *Session, ownerID uint64, req Intercept
 		res.Outcome = OutcomeRetry
 		ready := true
 		if owner.Tier == sm.Irreversible {
-			a, err := getApproval(tx, owner.ID)
+			a, err := getApproval(tx.Tx, owner.ID)
 			if err != nil {
 				return err
 			}

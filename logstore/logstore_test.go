@@ -602,15 +602,15 @@ func TestInterceptManyIsOneAllOrNothingTransaction(t *testing.T) {
 func TestInterceptAndStartIsOneTransaction(t *testing.T) {
 	s, _ := newStore(t)
 	must[Session](t)(s.CreateSession(NewSession{ID: "two"}))
-	before := s.group.commits.Load()
+	before := s.group.durableWrites()
 	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable,
 		Args: json.RawMessage(`1`), Start: true, Owner: &Owner{PID: 7, Host: "h"}}))
 	if res.Outcome != OutcomeNew || res.Effect.State != sm.Executing || res.Effect.Owner == nil || res.Effect.Owner.PID != 7 {
 		t.Fatalf("%+v", res)
 	}
 	must[Effect](t)(s.Commit(res.Effect.ID, Change{}))
-	if n := s.group.commits.Load() - before; n != 2 {
-		t.Fatalf("a lifecycle took %d transactions", n)
+	if n := s.group.durableWrites() - before; n != 2 {
+		t.Fatalf("a lifecycle took %d durable writes", n)
 	}
 	// A retry starts in its intercept too.
 	again := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))

@@ -29,9 +29,26 @@ func (s *Store) Compact() (before, after int64, err error) {
 	}
 	var srcErr error
 	defer func() { closeDB(src, srcErr) }()
+	j, err := readJournal(s.journalPath())
+	if err != nil {
+		srcErr = err
+		return 0, 0, err
+	}
 	if srcErr = s.guard(func() error {
-		return src.View(func(tx *bolt.Tx) error { _, err := checkSchema(tx, s.path); return err })
+		// The journal's records go into the copy: commit them first.
+		return src.Update(func(tx *bolt.Tx) error {
+			if _, err := j.replay(tx); err != nil {
+				return err
+			}
+			_, err := checkSchema(tx, s.path)
+			return err
+		})
 	}); srcErr != nil {
+		return 0, 0, srcErr
+	}
+	// The compacted file numbers its transactions anew, so the journal's old
+	// records must be gone for good before it takes the log's place.
+	if srcErr = j.empty(true); srcErr != nil {
 		return 0, 0, srcErr
 	}
 	info, err := os.Stat(s.path)
@@ -153,7 +170,7 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 	}
 	for _, id := range victims {
 		n := 0
-		err := s.update(func(tx *bolt.Tx) error {
+		err := s.update(func(tx *writeTx) error {
 			var err error
 			n, err = dropSession(tx, id)
 			return err
@@ -167,8 +184,8 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 	return rep, nil
 }
 
-func dropSession(tx *bolt.Tx, id string) (int, error) {
-	sess, err := getSession(tx, id)
+func dropSession(tx *writeTx, id string) (int, error) {
+	sess, err := getSession(tx.Tx, id)
 	if err != nil {
 		return 0, err
 	}
@@ -179,20 +196,19 @@ func dropSession(tx *bolt.Tx, id string) (int, error) {
 	}); err != nil {
 		return 0, err
 	}
-	del := func(bucket []byte, key []byte) error { return tx.Bucket(bucket).Delete(key) }
 	for _, eid := range ids {
-		e, err := getEffect(tx, eid)
+		e, err := getEffect(tx.Tx, eid)
 		if err != nil {
 			return 0, err
 		}
 		for seq := uint32(1); seq <= e.HistoryLen; seq++ {
-			if err := del(bHistory, historyKey(eid, seq)); err != nil {
+			if err := tx.delete(bHistory, historyKey(eid, seq)); err != nil {
 				return 0, err
 			}
 		}
 		if e.ReplayOf == nil {
 			for _, k := range [][]byte{signatureKey(e.CallSignature), []byte(e.CallSignature)} {
-				if err := del(bSignatures, k); err != nil {
+				if err := tx.delete(bSignatures, k); err != nil {
 					return 0, err
 				}
 			}
@@ -205,18 +221,18 @@ func dropSession(tx *bolt.Tx, id string) (int, error) {
 			{bByTier, nameKey(string(e.Tier), eid)}, {bUndo, nameKey(id, eid)}, {bApprovals, itob(eid)},
 			{bApprovalsOpen, itob(eid)}, {bEffects, itob(eid)},
 		} {
-			if err := del(k.b, k.key); err != nil {
+			if err := tx.delete(k.b, k.key); err != nil {
 				return 0, err
 			}
 		}
 	}
 	for seq := uint32(1); seq <= sess.HistoryLen; seq++ {
-		if err := del(bSessionHistory, sessionHistoryKey(id, seq)); err != nil {
+		if err := tx.delete(bSessionHistory, sessionHistoryKey(id, seq)); err != nil {
 			return 0, err
 		}
 	}
-	if err := del(bSessionsByTime, itob(sess.Seq)); err != nil {
+	if err := tx.delete(bSessionsByTime, itob(sess.Seq)); err != nil {
 		return 0, err
 	}
-	return len(ids), del(bSessions, []byte(id))
+	return len(ids), tx.delete(bSessions, []byte(id))
 }

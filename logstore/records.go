@@ -96,12 +96,12 @@ func bucketName(b *bolt.Bucket) string {
 	return "?"
 }
 
-func putRecord(b *bolt.Bucket, key []byte, v any) error {
+func putRecord(tx *writeTx, bucket, key []byte, v any) error {
 	data, err := encodeRecord(v)
 	if err != nil {
 		return err
 	}
-	return b.Put(key, data)
+	return tx.put(bucket, key, data)
 }
 
 func getEffect(tx *bolt.Tx, id uint64) (Effect, error) {
@@ -173,24 +173,23 @@ func getApproval(tx *bolt.Tx, id uint64) (*Approval, error) {
 	return &a, nil
 }
 
-func putSession(tx *bolt.Tx, s *Session) error {
-	return putRecord(tx.Bucket(bSessions), []byte(s.ID), s)
+func putSession(tx *writeTx, s *Session) error {
+	return putRecord(tx, bSessions, []byte(s.ID), s)
 }
 
 // putEffect writes the effect record and moves its state index entry.
-func putEffect(tx *bolt.Tx, e *Effect, oldState sm.State) error {
+func putEffect(tx *writeTx, e *Effect, oldState sm.State) error {
 	if oldState != e.State {
-		idx := tx.Bucket(bByState)
 		if oldState != "" {
-			if err := idx.Delete(nameKey(string(oldState), e.ID)); err != nil {
+			if err := tx.delete(bByState, nameKey(string(oldState), e.ID)); err != nil {
 				return err
 			}
 		}
-		if err := idx.Put(nameKey(string(e.State), e.ID), nil); err != nil {
+		if err := tx.put(bByState, nameKey(string(e.State), e.ID), nil); err != nil {
 			return err
 		}
 	}
-	return putRecord(tx.Bucket(bEffects), itob(e.ID), e)
+	return putRecord(tx, bEffects, itob(e.ID), e)
 }
 
 func writeField(h hash.Hash, s string) {
@@ -213,41 +212,40 @@ func recordHash(r *HistoryRecord) string {
 
 // appendEffectHistory chains rec onto the effect's history and records it in
 // the change feed. The caller writes the effect afterwards.
-func appendEffectHistory(tx *bolt.Tx, e *Effect, rec HistoryRecord) error {
+func appendEffectHistory(tx *writeTx, e *Effect, rec HistoryRecord) error {
 	rec.EffectID, rec.Session = e.ID, e.Session
 	return chain(tx, bHistory, changeEffect, rec, &e.HistoryLen, &e.HistoryHead, func(seq uint32) []byte { return historyKey(e.ID, seq) })
 }
 
 // appendSessionHistory is the same for a session's own transitions.
-func appendSessionHistory(tx *bolt.Tx, s *Session, rec HistoryRecord) error {
+func appendSessionHistory(tx *writeTx, s *Session, rec HistoryRecord) error {
 	rec.Kind, rec.Session = KindSession, s.ID
 	return chain(tx, bSessionHistory, changeSession, rec, &s.HistoryLen, &s.HistoryHead, func(seq uint32) []byte { return sessionHistoryKey(s.ID, seq) })
 }
 
 // chain links rec to the end of a history (length n, last hash head), writes
 // it, moves n and head on, and records it in the change feed.
-func chain(tx *bolt.Tx, bucket []byte, kind byte, rec HistoryRecord, n *uint32, head *string, key func(uint32) []byte) error {
+func chain(tx *writeTx, bucket []byte, kind byte, rec HistoryRecord, n *uint32, head *string, key func(uint32) []byte) error {
 	rec.Seq, rec.PrevHash = *n+1, *head
 	rec.Hash = recordHash(&rec)
 	k := key(rec.Seq)
-	if err := putRecord(tx.Bucket(bucket), k, &rec); err != nil {
+	if err := putRecord(tx, bucket, k, &rec); err != nil {
 		return err
 	}
 	*n, *head = rec.Seq, rec.Hash
 	return addChange(tx, kind, k)
 }
 
-func addChange(tx *bolt.Tx, kind byte, key []byte) error {
-	b := tx.Bucket(bChanges)
-	seq, err := b.NextSequence()
+func addChange(tx *writeTx, kind byte, key []byte) error {
+	seq, err := tx.nextSequence(bChanges)
 	if err != nil {
 		return err
 	}
-	return b.Put(itob(seq), changeValue(kind, key))
+	return tx.put(bChanges, itob(seq), changeValue(kind, key))
 }
 
 // setSessionState moves a session through the session table and records it.
-func setSessionState(tx *bolt.Tx, s *Session, to sm.SessionState, c Change, now time.Time) error {
+func setSessionState(tx *writeTx, s *Session, to sm.SessionState, c Change, now time.Time) error {
 	t, err := sm.ValidateSession(s.State, to)
 	if err != nil {
 		return err

@@ -66,7 +66,7 @@ func (s *Store) CreateSession(req NewSession) (Session, error) {
 		return Session{}, err
 	}
 	var out Session
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *writeTx) error {
 		if tx.Bucket(bSessions).Get([]byte(req.ID)) != nil {
 			return fmt.Errorf("%w: session %q already exists", ErrConflict, req.ID)
 		}
@@ -77,9 +77,8 @@ func (s *Store) CreateSession(req NewSession) (Session, error) {
 	return out, err
 }
 
-func createSession(tx *bolt.Tx, req NewSession, now time.Time) (Session, error) {
-	byTime := tx.Bucket(bSessionsByTime)
-	seq, err := byTime.NextSequence()
+func createSession(tx *writeTx, req NewSession, now time.Time) (Session, error) {
+	seq, err := tx.nextSequence(bSessionsByTime)
 	if err != nil {
 		return Session{}, err
 	}
@@ -92,7 +91,7 @@ func createSession(tx *bolt.Tx, req NewSession, now time.Time) (Session, error) 
 		Trigger: "Session created", Actor: actorOr(req.Actor), At: now}); err != nil {
 		return Session{}, err
 	}
-	if err := byTime.Put(itob(seq), []byte(sess.ID)); err != nil {
+	if err := tx.put(bSessionsByTime, itob(seq), []byte(sess.ID)); err != nil {
 		return Session{}, err
 	}
 	return sess, putSession(tx, &sess)
@@ -160,8 +159,8 @@ func (s *Store) ListSessions(f SessionFilter) ([]Session, uint64, error) {
 // halt, compensating, compensated) and records who and why.
 func (s *Store) SetSessionState(id string, to sm.SessionState, c Change) (Session, error) {
 	var out Session
-	err := s.update(func(tx *bolt.Tx) error {
-		sess, err := getSession(tx, id)
+	err := s.update(func(tx *writeTx) error {
+		sess, err := getSession(tx.Tx, id)
 		if err != nil {
 			return err
 		}
@@ -178,8 +177,8 @@ func (s *Store) SetSessionState(id string, to sm.SessionState, c Change) (Sessio
 // that undo can start it again.
 func (s *Store) SetUpstream(id string, upstream []string) (Session, error) {
 	var out Session
-	err := s.update(func(tx *bolt.Tx) error {
-		sess, err := getSession(tx, id)
+	err := s.update(func(tx *writeTx) error {
+		sess, err := getSession(tx.Tx, id)
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,9 @@ import (
 // refused (ErrNewerSchema); a lower one is read and moved up on its next write.
 // Version 2 stores records in a binary form (see codec.go); the JSON records of
 // version 1 stay readable, so moving up rewrites nothing but the version.
-const SchemaVersion = 2
+// Version 3 may keep recent writes in a journal beside the file (journal.go),
+// which an older undolog would not read: it must refuse the log instead.
+const SchemaVersion = 3
 
 // DefaultLockTimeout is how long an operation waits for another process to
 // release the log before giving up with ErrBusy.
@@ -113,10 +115,18 @@ var (
 // update runs fn in a write transaction on a freshly opened log, creating
 // the log if it does not exist yet. Writes that arrive while another is being
 // committed are grouped into the next transaction (group commit): concurrent
-// callers share one open, one transaction and one fsync, yet each sees only
-// its own outcome.
-func (s *Store) update(fn func(tx *bolt.Tx) error) error {
-	c := &writeCall{fn: fn}
+// callers share one open, one transaction and one journal append, yet each
+// sees only its own outcome.
+func (s *Store) update(fn func(tx *writeTx) error) error {
+	return s.enqueue(&writeCall{fn: fn})
+}
+
+// checkpoint commits the journal's records to bbolt and empties it.
+func (s *Store) checkpoint() error {
+	return s.enqueue(&writeCall{})
+}
+
+func (s *Store) enqueue(c *writeCall) error {
 	g := s.group
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
@@ -149,14 +159,19 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 
 // writeGroup queues the writers of one log file in this process.
 type writeGroup struct {
-	mu      sync.Mutex
-	queue   []*writeCall
-	leading bool         // a writer is committing batches
-	commits atomic.Int64 // transactions committed, for tests and benchmarks
+	mu       sync.Mutex
+	queue    []*writeCall
+	leading  bool         // a writer is committing batches
+	commits  atomic.Int64 // bbolt transactions committed, for tests and benchmarks
+	journals atomic.Int64 // journal records appended, likewise
 }
 
+// durableWrites counts journal appends and commits: each costs a flush.
+func (g *writeGroup) durableWrites() int64 { return g.commits.Load() + g.journals.Load() }
+
+// writeCall is one caller's write; a nil fn asks for a checkpoint.
 type writeCall struct {
-	fn   func(tx *bolt.Tx) error
+	fn   func(tx *writeTx) error
 	err  error
 	done chan struct{} // nil for the leader's own call
 }
@@ -183,81 +198,115 @@ var errBatchMember = errors.New("a call of the batch failed")
 // depend on another's failure.
 func (s *Store) commit(pending []*writeCall) {
 	for len(pending) > 0 {
-		fail := func(err error) {
-			for _, c := range pending {
-				c.err = err
-			}
-		}
-		if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
-			if err := s.create(); err != nil {
-				fail(err)
-				return
-			}
-		} else if err != nil {
-			fail(err)
-			return
-		}
-		db, err := s.open(false)
-		if err != nil {
-			fail(err)
-			return
-		}
-		var failed *writeCall
-		err = s.guard(func() error {
-			return db.Update(func(tx *bolt.Tx) error {
-				version, err := checkSchema(tx, s.path)
-				if err != nil {
-					return err
-				}
-				if version < SchemaVersion {
-					if err := upgradeSchema(tx, version); err != nil {
-						return err
-					}
-				}
-				packAppendBuckets(tx)
-				wrote := false
+		failed, err := s.commitOnce(pending)
+		if err != errBatchMember {
+			if err != nil {
 				for _, c := range pending {
-					err := c.fn(tx)
-					var ac *errAfterCommit
-					switch {
-					case err == nil:
-						c.err, wrote = nil, true
-					case errors.As(err, &ac):
-						c.err, wrote = ac.err, true
-					case err == errNothingToWrite:
-						c.err = nil
-					default:
-						c.err, failed = err, c
-						return errBatchMember
-					}
-				}
-				if !wrote {
-					return errNothingToWrite
-				}
-				return nil
-			})
-		})
-		closeDB(db, err)
-		switch {
-		case err == nil:
-			s.group.commits.Add(1)
-			return
-		case err == errNothingToWrite:
-			return
-		case err == errBatchMember:
-			rest := pending[:0:0]
-			for _, c := range pending {
-				if c != failed {
-					rest = append(rest, c)
+					c.err = err
 				}
 			}
-			pending = rest
-		default:
-			fail(err)
 			return
 		}
+		rest := pending[:0:0]
+		for _, c := range pending {
+			if c != failed {
+				rest = append(rest, c)
+			}
+		}
+		pending = rest
 	}
 }
+
+// commitOnce opens the log, replays its journal, runs the calls and makes
+// their writes durable: by a journal append, or by a bbolt commit that
+// checkpoints the journal. It returns errBatchMember and the failed call
+// when one call failed, having written nothing.
+func (s *Store) commitOnce(pending []*writeCall) (failed *writeCall, err error) {
+	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
+		if err := s.create(); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	db, err := s.open(false)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { closeDB(db, err) }()
+	j, err := readJournal(s.journalPath())
+	if err != nil {
+		return nil, err
+	}
+	var replayed, appended, committed bool
+	err = s.guard(func() error {
+		tx, err := db.Begin(true)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() // after a commit, a no-op
+		if replayed, err = j.replay(tx); err != nil {
+			return err
+		}
+		w := &writeTx{Tx: tx}
+		version, err := checkSchema(tx, s.path)
+		if err != nil {
+			return err
+		}
+		if version < SchemaVersion {
+			if err := upgradeSchema(w, version); err != nil {
+				return err
+			}
+		}
+		packAppendBuckets(tx)
+		checkpoint := false
+		for _, c := range pending {
+			if c.fn == nil {
+				checkpoint = true
+				continue
+			}
+			err := c.fn(w)
+			var ac *errAfterCommit
+			switch {
+			case err == nil:
+				c.err = nil
+			case errors.As(err, &ac):
+				c.err = ac.err
+			case err == errNothingToWrite:
+				c.err = nil
+			default:
+				c.err, failed = err, c
+				return errBatchMember
+			}
+		}
+		switch {
+		case len(w.ops.buf) == 0 && !(checkpoint && replayed):
+			return nil // nothing to write; a stale journal is emptied below
+		case !checkpoint && !w.mustCommit && len(j.data)+len(w.ops.buf) <= journalMaxBytes:
+			if err := j.append(uint64(tx.ID()-1), w.ops.buf); err != nil {
+				return err
+			}
+			appended = true
+			s.group.journals.Add(1)
+			return nil
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		committed = true
+		s.group.commits.Add(1)
+		return nil
+	})
+	if err == nil && (committed || !replayed && !appended) {
+		// bbolt holds the records, or there were none but a torn append or
+		// records of an earlier transaction.
+		err = j.empty(false)
+	}
+	return failed, err
+}
+
+// journalPath is where the log's journal lives.
+func (s *Store) journalPath() string { return s.path + JournalSuffix }
 
 // errNothingToWrite rolls back a transaction that found nothing to change,
 // so that a read-only outcome leaves the file as it was.
@@ -270,8 +319,24 @@ type errAfterCommit struct{ err error }
 func (e *errAfterCommit) Error() string { return e.err.Error() }
 
 // view runs fn in a read-only transaction. A log that does not exist yet reads
-// as empty: fn is not called and nothing is created.
+// as empty: fn is not called and nothing is created. Writes still in the
+// journal are checkpointed into bbolt first, so that fn sees them.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	for tries := 0; ; tries++ {
+		err := s.viewOnce(fn, tries < 3)
+		if err != errJournalPending {
+			return err
+		}
+		if err := s.checkpoint(); err != nil {
+			return fmt.Errorf("apply the journal of %s: %w", s.path, err)
+		}
+	}
+}
+
+// errJournalPending sends a reader to checkpoint the journal.
+var errJournalPending = errors.New("journal pending")
+
+func (s *Store) viewOnce(fn func(tx *bolt.Tx) error, checkJournal bool) error {
 	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
 		return nil
 	} else if err != nil {
@@ -283,6 +348,11 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	}
 	err = s.guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
+			if pending, err := journalPending(s.journalPath(), tx.ID()); err != nil {
+				return err
+			} else if pending && checkJournal {
+				return errJournalPending
+			}
 			if _, err := checkSchema(tx, s.path); err != nil {
 				return err
 			}
@@ -418,18 +488,19 @@ func checkSchema(tx *bolt.Tx, path string) (uint64, error) {
 }
 
 // upgradeSchema moves a log written by an older undolog to this schema, in
-// the transaction that is about to write binary records, so that older
-// undologs refuse the log rather than misread it. Nothing is rewritten: a
+// the transaction that is about to write binary records or use the journal,
+// so that older undologs refuse the log rather than misread it. It is
+// committed to bbolt at once, where they look. Nothing is rewritten: a
 // schema 1 log keeps its JSON records and hex signature keys, which are
 // still read; keyHexSignatures says the latter may be there.
-func upgradeSchema(tx *bolt.Tx, from uint64) error {
-	meta := tx.Bucket(bMeta)
+func upgradeSchema(tx *writeTx, from uint64) error {
+	tx.mustCommit = true
 	if from < 2 {
-		if err := meta.Put(keyHexSignatures, []byte{1}); err != nil {
+		if err := tx.put(bMeta, keyHexSignatures, []byte{1}); err != nil {
 			return err
 		}
 	}
-	return meta.Put(keySchema, itob(SchemaVersion))
+	return tx.put(bMeta, keySchema, itob(SchemaVersion))
 }
 
 // bbolt's meta page layout (see bbolt's internal/common/meta.go): a 16-byte

@@ -48,9 +48,9 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 		}
 	}
 	var out Effect
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *writeTx) error {
 		now := s.now()
-		e, sess, err := getEffectAndSession(tx, id)
+		e, sess, err := getEffectAndSession(tx.Tx, id)
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 			return err
 		}
 		if expired {
-			if e, err = getEffect(tx, id); err != nil {
+			if e, err = getEffect(tx.Tx, id); err != nil {
 				return err
 			}
 		}
@@ -90,7 +90,7 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 			if e.State != sm.Pending && e.State != sm.Approved && e.State != sm.Rejected {
 				break
 			}
-			if a, err := getApproval(tx, e.ID); err != nil {
+			if a, err := getApproval(tx.Tx, e.ID); err != nil {
 				return err
 			} else if a != nil && a.Outcome != ApprovalPending {
 				return refuse(fmt.Errorf("%w: effect %d was already decided: %s by %s", ErrConflict, e.ID, a.Outcome, a.DecidedBy))
@@ -112,12 +112,12 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 // applyTransition validates and makes one effect transition inside a
 // transaction: the history record, the effect's fields, its state index, the
 // approval and the session's counts. The caller saves the session.
-func applyTransition(tx *bolt.Tx, sess *Session, e *Effect, to sm.State, c Change, result json.RawMessage, now time.Time) error {
+func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Change, result json.RawMessage, now time.Time) error {
 	t, err := sm.Validate(e.Tier, e.State, to)
 	if err != nil {
 		return err
 	}
-	if err := preconditions(tx, sess, e, to); err != nil {
+	if err := preconditions(tx.Tx, sess, e, to); err != nil {
 		return err
 	}
 	from := e.State
@@ -196,8 +196,8 @@ func preconditions(tx *bolt.Tx, sess *Session, e *Effect, to sm.State) error {
 
 // decide records the approval outcome, clears the pending request, and moves
 // the session: back to active when nothing else waits, halted on a rejection.
-func decide(tx *bolt.Tx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
-	a, err := getApproval(tx, id)
+func decide(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
+	a, err := getApproval(tx.Tx, id)
 	if err != nil {
 		return err
 	}
@@ -212,10 +212,10 @@ func decide(tx *bolt.Tx, sess *Session, id uint64, to sm.State, c Change, now ti
 		}
 	}
 	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
-	if err := putRecord(tx.Bucket(bApprovals), itob(id), a); err != nil {
+	if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
 		return err
 	}
-	if err := tx.Bucket(bApprovalsOpen).Delete(itob(id)); err != nil {
+	if err := tx.delete(bApprovalsOpen, itob(id)); err != nil {
 		return err
 	}
 	if sess.PendingApprovals > 0 {
@@ -236,7 +236,7 @@ func decide(tx *bolt.Tx, sess *Session, id uint64, to sm.State, c Change, now ti
 
 // expireApprovals rejects, as system:timeout, the session's pending approval
 // requests whose time is up, and says whether there were any.
-func expireApprovals(tx *bolt.Tx, sess *Session, now time.Time) (bool, error) {
+func expireApprovals(tx *writeTx, sess *Session, now time.Time) (bool, error) {
 	if sess.PendingApprovals == 0 {
 		return false, nil
 	}
@@ -250,7 +250,7 @@ func expireApprovals(tx *bolt.Tx, sess *Session, now time.Time) (bool, error) {
 			continue
 		}
 		id := btoi(k)
-		a, err := getApproval(tx, id)
+		a, err := getApproval(tx.Tx, id)
 		if err != nil {
 			return false, err
 		}
@@ -259,7 +259,7 @@ func expireApprovals(tx *bolt.Tx, sess *Session, now time.Time) (bool, error) {
 		}
 	}
 	for _, id := range due {
-		e, err := getEffect(tx, id)
+		e, err := getEffect(tx.Tx, id)
 		if err != nil {
 			return false, err
 		}
@@ -292,8 +292,8 @@ func expireApprovals(tx *bolt.Tx, sess *Session, now time.Time) (bool, error) {
 // whose time is up, and returns how many there were.
 func (s *Store) ExpireApprovals(session string) (int, error) {
 	n := 0
-	err := s.update(func(tx *bolt.Tx) error {
-		sess, err := getSession(tx, session)
+	err := s.update(func(tx *writeTx) error {
+		sess, err := getSession(tx.Tx, session)
 		if err != nil {
 			return err
 		}
@@ -349,9 +349,9 @@ func openFor(value []byte, session string) bool {
 // committed effect keeps its state and the entry carries the undo.
 func (s *Store) UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, error) {
 	var out UndoEntry
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *writeTx) error {
 		now := s.now()
-		e, sess, err := getEffectAndSession(tx, id)
+		e, sess, err := getEffectAndSession(tx.Tx, id)
 		if err != nil {
 			return err
 		}
@@ -365,8 +365,8 @@ func (s *Store) UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, erro
 	return out, err
 }
 
-func compensationStep(tx *bolt.Tx, sess *Session, e Effect, to sm.EntryState, c Change, now time.Time) (UndoEntry, Effect, error) {
-	u, err := getUndo(tx, &e)
+func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c Change, now time.Time) (UndoEntry, Effect, error) {
+	u, err := getUndo(tx.Tx, &e)
 	if err != nil {
 		return UndoEntry{}, e, err
 	}
@@ -417,7 +417,7 @@ func compensationStep(tx *bolt.Tx, sess *Session, e Effect, to sm.EntryState, c 
 	if err := putEffect(tx, &e, oldState); err != nil {
 		return UndoEntry{}, e, err
 	}
-	if err := putRecord(tx.Bucket(bUndo), nameKey(e.Session, e.ID), u); err != nil {
+	if err := putRecord(tx, bUndo, nameKey(e.Session, e.ID), u); err != nil {
 		return UndoEntry{}, e, err
 	}
 	sess.UpdatedAt = now

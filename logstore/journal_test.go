@@ -1,0 +1,263 @@
+package logstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// effectsInBolt counts the effects bbolt itself holds, without the journal.
+func effectsInBolt(t *testing.T, path string) int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	n := 0
+	db.View(func(tx *bolt.Tx) error { n = tx.Bucket(bEffects).Stats().KeyN; return nil })
+	return n
+}
+
+// crashCopy copies the log and its journal as a crash would leave them: the
+// process gone, the files as they are.
+func crashCopy(t *testing.T, s *Store) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	for _, suffix := range []string{"", JournalSuffix} {
+		data, err := os.ReadFile(s.Path() + suffix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "undolog.db"+suffix), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return New(filepath.Join(dir, "undolog.db"), Options{})
+}
+
+// An acknowledged write may be in the journal only; it survives a crash and
+// every reader sees it.
+func TestJournalHoldsAcknowledgedWrites(t *testing.T) {
+	s, _ := newStore(t)
+	intercept(t, s, "s", "write", sm.Compensable, `{"n":1}`) // creates the log
+	must[Effect](t)(s.Start(1, Change{}))
+	id := intercept(t, s, "s", "write", sm.Compensable, `{"n":2}`).Effect.ID
+	if n := effectsInBolt(t, s.Path()); n != 0 {
+		t.Fatalf("bbolt holds %d effects; the writes should be in the journal", n)
+	}
+	if info, err := os.Stat(s.journalPath()); err != nil || info.Size() == 0 {
+		t.Fatalf("journal: %v %v", info, err)
+	}
+
+	crashed := crashCopy(t, s)
+	d := must[EffectDetail](t)(crashed.GetEffect(id))
+	if d.Effect.State != sm.Pending || string(d.Effect.Args) != `{"n":2}` {
+		t.Fatalf("%+v", d.Effect)
+	}
+	if e := must[EffectDetail](t)(crashed.GetEffect(1)); e.Effect.State != sm.Executing {
+		t.Fatalf("effect 1 is %s", e.Effect.State)
+	}
+	// The read applied the journal to bbolt and emptied it.
+	if n := effectsInBolt(t, crashed.Path()); n != 2 {
+		t.Fatalf("after a read bbolt holds %d effects", n)
+	}
+	if info, _ := os.Stat(crashed.journalPath()); info.Size() != 0 {
+		t.Fatalf("journal of %d bytes after a checkpoint", info.Size())
+	}
+	verifyClean(t, crashed)
+	// The original goes on where it was.
+	must[Effect](t)(s.Commit(1, Change{}))
+	verifyClean(t, s)
+}
+
+// Writes go to the journal until it would pass journalMaxBytes; then one
+// bbolt commit takes them all, and the journal starts again.
+func TestJournalIsCheckpointedWhenFull(t *testing.T) {
+	s, _ := newStore(t)
+	intercept(t, s, "s", "write", sm.Compensable, `1`)
+	commits := s.group.commits.Load()
+	var largest int64
+	for i := 0; s.group.commits.Load() == commits; i++ {
+		if i > 1000 {
+			t.Fatal("no checkpoint after 1000 writes")
+		}
+		intercept(t, s, "s", "write", sm.Compensable, `{"pad":"`+string(bytes.Repeat([]byte("x"), i))+`"}`)
+		if info, err := os.Stat(s.journalPath()); err == nil && info.Size() > largest {
+			largest = info.Size()
+		}
+	}
+	if largest > journalMaxBytes || largest < journalMaxBytes/2 {
+		t.Fatalf("the journal grew to %d bytes (limit %d)", largest, journalMaxBytes)
+	}
+	if info, _ := os.Stat(s.journalPath()); info.Size() != 0 {
+		t.Fatalf("journal of %d bytes after the checkpoint", info.Size())
+	}
+	rep := verifyClean(t, s)
+	if n := effectsInBolt(t, s.Path()); n != rep.Effects {
+		t.Fatalf("bbolt holds %d effects of %d", n, rep.Effects)
+	}
+}
+
+// A crash during an append leaves a torn record at the end: it was never
+// acknowledged, is ignored, and the next write replaces it.
+func TestJournalTornAppendIsIgnored(t *testing.T) {
+	for name, tear := range map[string]func(rec []byte) []byte{
+		"cut short":    func(rec []byte) []byte { return rec[:len(rec)/2] },
+		"bad checksum": func(rec []byte) []byte { rec[len(rec)-1] ^= 0xff; return rec },
+		"header only":  func(rec []byte) []byte { return rec[:10] },
+	} {
+		for _, first := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, first record %v", name, first), func(t *testing.T) {
+				s, _ := newStore(t)
+				intercept(t, s, "s", "write", sm.Compensable, `1`)
+				intercept(t, s, "s", "write", sm.Compensable, `2`)
+				if first {
+					verifyClean(t, s) // checkpoints: the torn record is the journal's first
+				}
+				before, _ := os.ReadFile(s.journalPath())
+				intercept(t, s, "s", "write", sm.Compensable, `3`)
+				after, _ := os.ReadFile(s.journalPath())
+				torn := append(before, tear(after[len(before):])...)
+				if err := os.WriteFile(s.journalPath(), torn, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				// The next write replaces the tear and is kept.
+				if got := intercept(t, s, "s", "write", sm.Compensable, `4`).Effect.ID; got != 3 {
+					t.Fatalf("new effect %d, want 3", got)
+				}
+				if j, err := readJournal(s.journalPath()); err != nil || j.tail != 0 {
+					t.Fatalf("journal after the next write: %v, %d bytes of tail", err, j.tail)
+				}
+				if e := must[EffectDetail](t)(s.GetEffect(3)); string(e.Effect.Args) != `4` {
+					t.Fatalf("effect 3 has args %s", e.Effect.Args)
+				}
+				rep := verifyClean(t, s)
+				if rep.Effects != 3 {
+					t.Fatalf("%d effects", rep.Effects)
+				}
+			})
+		}
+	}
+}
+
+// A damaged record followed by others is not a torn append: the log is
+// refused, for reads and writes, and neither file is touched.
+func TestJournalDamageIsRefused(t *testing.T) {
+	s, _ := newStore(t)
+	intercept(t, s, "s", "write", sm.Compensable, `1`)
+	intercept(t, s, "s", "write", sm.Compensable, `2`)
+	intercept(t, s, "s", "write", sm.Compensable, `3`)
+	data, _ := os.ReadFile(s.journalPath())
+	data[journalHeader+2] ^= 0x01
+	os.WriteFile(s.journalPath(), data, 0o600)
+	log, _ := os.ReadFile(s.Path())
+	for what, op := range map[string]func() error{
+		"read":  func() error { _, err := s.GetEffect(1); return err },
+		"write": func() error { _, err := s.Start(1, Change{}); return err },
+	} {
+		if err := op(); !errors.Is(err, ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte("journal")) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	if now, _ := os.ReadFile(s.journalPath()); !bytes.Equal(now, data) {
+		t.Fatal("the journal changed")
+	}
+	if now, _ := os.ReadFile(s.Path()); !bytes.Equal(now, log) {
+		t.Fatal("the log changed")
+	}
+}
+
+// A journal whose records bbolt already holds (the emptying after a
+// checkpoint was lost in a crash) is dropped, not applied a second time.
+func TestStaleJournalIsNotReplayed(t *testing.T) {
+	s, _ := newStore(t)
+	intercept(t, s, "s", "write", sm.Compensable, `1`)
+	intercept(t, s, "s", "write", sm.Compensable, `2`)
+	stale, _ := os.ReadFile(s.journalPath())
+	if len(stale) == 0 {
+		t.Fatal("nothing journaled")
+	}
+	must[Effect](t)(s.Start(1, Change{}))
+	verifyClean(t, s) // a read: checkpoints
+	os.WriteFile(s.journalPath(), stale, 0o600)
+	if e := must[EffectDetail](t)(s.GetEffect(1)); e.Effect.State != sm.Executing || len(e.History) != 2 {
+		t.Fatalf("%s with %d history records", e.Effect.State, len(e.History))
+	}
+	if got := intercept(t, s, "s", "write", sm.Compensable, `3`).Effect.ID; got != 3 {
+		t.Fatalf("new effect %d, want 3", got)
+	}
+	if rep := verifyClean(t, s); rep.Effects != 3 {
+		t.Fatalf("%d effects", rep.Effects)
+	}
+}
+
+// Compaction takes the journal's writes into the new file and leaves the
+// journal empty, since the new file numbers its transactions anew.
+func TestCompactAppliesTheJournal(t *testing.T) {
+	s, _ := newStore(t)
+	for i := 0; i < 5; i++ {
+		intercept(t, s, "s", "write", sm.Compensable, string(rune('1'+i)))
+	}
+	if n := effectsInBolt(t, s.Path()); n == 5 {
+		t.Fatal("nothing was journaled")
+	}
+	if _, _, err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if n := effectsInBolt(t, s.Path()); n != 5 {
+		t.Fatalf("the compacted file holds %d effects", n)
+	}
+	if info, _ := os.Stat(s.journalPath()); info.Size() != 0 {
+		t.Fatalf("journal of %d bytes after compaction", info.Size())
+	}
+	verifyClean(t, s)
+}
+
+// A record with a valid checksum but operations that make no sense is damage.
+func TestJournalOperationsAreChecked(t *testing.T) {
+	for name, ops := range map[string][]byte{
+		"unknown bucket":    append([]byte{opPut, 4}, "nope\x01k\x01v"...),
+		"unknown operation": append([]byte{'x', 4}, "meta"...),
+		"cut operation":     append([]byte{opPut, 4}, "meta\x05k"...),
+		"empty key":         append([]byte{opPut, 4}, "meta\x00\x01v"...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newStore(t)
+			intercept(t, s, "s", "write", sm.Compensable, `1`)
+			verifyClean(t, s) // bbolt at transaction T, journal empty
+			writeJournalRecord(t, s, ops)
+			if _, err := s.GetEffect(1); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("%v", err)
+			}
+		})
+	}
+}
+
+// writeJournalRecord writes a journal of one record of ops, valid for the
+// log's current bbolt transaction.
+func writeJournalRecord(t *testing.T, s *Store, ops []byte) {
+	t.Helper()
+	db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var txid int
+	db.View(func(tx *bolt.Tx) error { txid = tx.ID(); return nil })
+	db.Close()
+	j := &journal{path: s.journalPath()}
+	if err := j.append(uint64(txid), ops); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(j.path); binary.LittleEndian.Uint64(data[8:]) != uint64(txid) {
+		t.Fatal("record not written")
+	}
+}
