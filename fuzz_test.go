@@ -24,6 +24,7 @@ func TestFuzzTargetsBriefly(t *testing.T) {
 		{"./logstore", "FuzzOpenLog", "2000x"},
 		{"./logstore", "FuzzLogMeta", "2000x"},
 		{"./logstore", "FuzzLogRecords", "500x"},
+		{"./logstore", "FuzzJournal", "1000x"},
 	}
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {
