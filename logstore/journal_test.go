@@ -79,31 +79,40 @@ func TestJournalHoldsAcknowledgedWrites(t *testing.T) {
 	verifyClean(t, s)
 }
 
-// Writes go to the journal until it would pass journalMaxBytes; then one
-// bbolt commit takes them all, and the journal starts again.
+// Writes go to the journal until it holds journalMaxRecords records or would
+// pass journalMaxBytes; then one bbolt commit takes them all, and the
+// journal starts again.
 func TestJournalIsCheckpointedWhenFull(t *testing.T) {
-	s, _ := newStore(t)
-	intercept(t, s, "s", "write", sm.Compensable, `1`)
-	commits := s.group.commits.Load()
-	var largest int64
-	for i := 0; s.group.commits.Load() == commits; i++ {
-		if i > 1000 {
-			t.Fatal("no checkpoint after 1000 writes")
-		}
-		intercept(t, s, "s", "write", sm.Compensable, `{"pad":"`+string(bytes.Repeat([]byte("x"), i))+`"}`)
-		if info, err := os.Stat(s.journalPath()); err == nil && info.Size() > largest {
-			largest = info.Size()
-		}
-	}
-	if largest > journalMaxBytes || largest < journalMaxBytes/2 {
-		t.Fatalf("the journal grew to %d bytes (limit %d)", largest, journalMaxBytes)
-	}
-	if info, _ := os.Stat(s.journalPath()); info.Size() != 0 {
-		t.Fatalf("journal of %d bytes after the checkpoint", info.Size())
-	}
-	rep := verifyClean(t, s)
-	if n := effectsInBolt(t, s.Path()); n != rep.Effects {
-		t.Fatalf("bbolt holds %d effects of %d", n, rep.Effects)
+	for name, argSize := range map[string]int{"small records": 10, "large records": 6000} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newStore(t)
+			intercept(t, s, "s", "write", sm.Compensable, `1`)
+			commits := s.group.commits.Load()
+			var records, size int
+			for i := 0; s.group.commits.Load() == commits; i++ {
+				if i > 1000 {
+					t.Fatal("no checkpoint after 1000 writes")
+				}
+				j, err := readJournal(s.journalPath())
+				if err != nil {
+					t.Fatal(err)
+				}
+				records, size = j.records, len(j.data)
+				intercept(t, s, "s", "write", sm.Compensable, fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, bytes.Repeat([]byte("x"), argSize)))
+			}
+			// The write that checkpointed found the journal full.
+			full := records == journalMaxRecords || records > 0 && size+size/records > journalMaxBytes
+			if !full || records > journalMaxRecords || size > journalMaxBytes {
+				t.Fatalf("checkpointed at %d records, %d bytes (limits %d, %d)", records, size, journalMaxRecords, journalMaxBytes)
+			}
+			if info, _ := os.Stat(s.journalPath()); info.Size() != 0 {
+				t.Fatalf("journal of %d bytes after the checkpoint", info.Size())
+			}
+			rep := verifyClean(t, s)
+			if n := effectsInBolt(t, s.Path()); n != rep.Effects {
+				t.Fatalf("bbolt holds %d effects of %d", n, rep.Effects)
+			}
+		})
 	}
 }
 

@@ -282,7 +282,7 @@ func (s *Store) commitOnce(pending []*writeCall) (failed *writeCall, err error) 
 		switch {
 		case len(w.ops.buf) == 0 && !(checkpoint && replayed):
 			return nil // nothing to write; a stale journal is emptied below
-		case !checkpoint && !w.mustCommit && len(j.data)+len(w.ops.buf) <= journalMaxBytes:
+		case !checkpoint && !w.mustCommit && j.records < journalMaxRecords && len(j.data)+len(w.ops.buf) <= journalMaxBytes:
 			if err := j.append(uint64(tx.ID()-1), w.ops.buf); err != nil {
 				return err
 			}
