@@ -231,8 +231,8 @@ func FuzzJournal(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var txid int
-	db.View(func(tx *bolt.Tx) error { txid = tx.ID(); return nil })
+	var base journalBase
+	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
 	db.Close()
 	// Real operations to mutate: a session, an effect and its indexes.
 	w := &writeTx{}
@@ -251,7 +251,7 @@ func FuzzJournal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		path := writeFuzzLog(t, seed)
 		j := &journal{path: path + JournalSuffix}
-		if err := j.append(uint64(txid), ops); err != nil {
+		if err := j.append(base, ops); err != nil {
 			t.Fatal(err)
 		}
 		exerciseLog(t, path)

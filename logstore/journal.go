@@ -13,9 +13,11 @@ package logstore
 // checkpointed: replayed and committed to bbolt in one transaction, then
 // emptied.
 //
-// Each record names the bbolt transaction id it applies on. A checkpoint moves
-// that id on, so a journal left behind by a crash between the commit and the
-// emptying reads as already applied and is dropped, never applied twice.
+// Each record names the log (a random id made with it) and the bbolt
+// transaction id it applies on. A checkpoint moves that id on, so a journal
+// left behind by a crash between the commit and the emptying reads as
+// already applied and is dropped, never applied twice; so is the journal of
+// a log since deleted or replaced by another at the same path.
 
 import (
 	"encoding/binary"
@@ -42,10 +44,10 @@ const (
 )
 
 // A record: payload length (4 bytes), CRC-32C of the rest (4), the bbolt
-// transaction id it applies on (8), then the payload: operations, each a
+// transaction id it applies on (8), the log's id (8), then the payload: operations, each a
 // kind byte and length-prefixed bucket name, key and value (a sequence
 // operation has the number in place of key and value).
-const journalHeader = 16
+const journalHeader = 24
 
 const (
 	opPut      = 'p'
@@ -62,8 +64,8 @@ type journal struct {
 	exists  bool
 	data    []byte // the valid records
 	records int
-	base    uint64 // the transaction id the records apply on
-	tail    int64  // bytes after the valid records: a torn append, cut before the next
+	base    journalBase // what the records apply on
+	tail    int64       // bytes after the valid records: a torn append, cut before the next
 }
 
 // readJournal reads the journal at path. A record cut short or failing its
@@ -92,9 +94,9 @@ func readJournal(path string) (*journal, error) {
 			}
 			return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d", ErrCorrupt, path, off)
 		}
-		base := le.Uint64(rest[8:])
+		base := journalBase{txid: le.Uint64(rest[8:]), log: le.Uint64(rest[16:])}
 		if j.records > 0 && base != j.base {
-			return nil, fmt.Errorf("%w: journal %s mixes records of transactions %d and %d", ErrCorrupt, path, j.base, base)
+			return nil, fmt.Errorf("%w: journal %s mixes records of transactions %d and %d", ErrCorrupt, path, j.base.txid, base.txid)
 		}
 		j.base = base
 		j.records++
@@ -112,7 +114,7 @@ func (j *journal) replay(tx *bolt.Tx) (bool, error) {
 	if j.records == 0 {
 		return false, nil
 	}
-	if j.base != uint64(tx.ID()-1) {
+	if j.base != baseOf(tx) {
 		j.tail += int64(len(j.data))
 		j.data, j.records = nil, 0
 		return false, nil
@@ -164,8 +166,8 @@ func applyOps(tx *bolt.Tx, ops []byte) error {
 	return r.err
 }
 
-// append makes one record of ops, on transaction base, durable.
-func (j *journal) append(base uint64, ops []byte) error {
+// append makes one record of ops, on base, durable.
+func (j *journal) append(base journalBase, ops []byte) error {
 	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("write journal %s: %w", j.path, bare(err))
@@ -180,7 +182,8 @@ func (j *journal) append(base uint64, ops []byte) error {
 	rec := make([]byte, journalHeader+len(ops))
 	le := binary.LittleEndian
 	le.PutUint32(rec, uint32(len(ops)))
-	le.PutUint64(rec[8:], base)
+	le.PutUint64(rec[8:], base.txid)
+	le.PutUint64(rec[16:], base.log)
 	copy(rec[journalHeader:], ops)
 	le.PutUint32(rec[4:], crc32.Checksum(rec[8:], castagnoli))
 	if _, err = f.WriteAt(rec, at); err == nil {
@@ -223,10 +226,10 @@ func (j *journal) empty(sync bool) error {
 }
 
 // journalPending reports whether the journal at path holds records for the
-// transaction after txid, which a reader must see: the log is checkpointed
+// read transaction tx, which a reader must see: the log is checkpointed
 // first. An empty journal is not opened, so that a user who may read the log
 // but not its journal still reads it; a pending one must be readable.
-func journalPending(path string, txid int) (bool, error) {
+func journalPending(path string, tx *bolt.Tx) (bool, error) {
 	info, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
 		return false, nil
@@ -242,7 +245,23 @@ func journalPending(path string, txid int) (bool, error) {
 	if n, _ := f.ReadAt(head[:], 0); n < journalHeader {
 		return true, nil // a torn first append: let a checkpoint cut it
 	}
-	return binary.LittleEndian.Uint64(head[8:]) == uint64(txid), nil
+	le := binary.LittleEndian
+	return journalBase{txid: le.Uint64(head[8:]), log: le.Uint64(head[16:])} == baseOf(tx), nil
+}
+
+// journalBase is what journal records apply on: a log, in the state of one
+// bbolt transaction.
+type journalBase struct{ txid, log uint64 }
+
+// baseOf is the base of records written in a write transaction tx, or
+// waiting for a read transaction tx: its log, at the last committed
+// transaction.
+func baseOf(tx *bolt.Tx) journalBase {
+	txid := uint64(tx.ID())
+	if tx.Writable() {
+		txid--
+	}
+	return journalBase{txid: txid, log: btoi(tx.Bucket(bMeta).Get(keyLogID))}
 }
 
 // writeTx is a write transaction that also records what it writes, as the

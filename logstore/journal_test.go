@@ -259,14 +259,34 @@ func writeJournalRecord(t *testing.T, s *Store, ops []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var txid int
-	db.View(func(tx *bolt.Tx) error { txid = tx.ID(); return nil })
+	var base journalBase
+	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
 	db.Close()
 	j := &journal{path: s.journalPath()}
-	if err := j.append(uint64(txid), ops); err != nil {
+	if err := j.append(base, ops); err != nil {
 		t.Fatal(err)
 	}
-	if data, _ := os.ReadFile(j.path); binary.LittleEndian.Uint64(data[8:]) != uint64(txid) {
+	if data, _ := os.ReadFile(j.path); binary.LittleEndian.Uint64(data[8:]) != base.txid {
 		t.Fatal("record not written")
+	}
+}
+
+// The journal of a log deleted with its journal left behind is not applied
+// to a new log made at the same path, though their transaction ids agree.
+func TestJournalOfAnotherLogIsNotReplayed(t *testing.T) {
+	s, _ := newStore(t)
+	intercept(t, s, "old", "write", sm.Compensable, `1`)
+	if info, err := os.Stat(s.journalPath()); err != nil || info.Size() == 0 {
+		t.Fatal("nothing journaled")
+	}
+	if err := os.Remove(s.Path()); err != nil {
+		t.Fatal(err)
+	}
+	intercept(t, s, "new", "write", sm.Compensable, `1`)
+	if _, err := s.GetSession("old"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the old log's journal was applied to the new log: %v", err)
+	}
+	if rep := verifyClean(t, s); rep.Effects != 1 {
+		t.Fatalf("%d effects", rep.Effects)
 	}
 }

@@ -8,6 +8,7 @@
 package logstore
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -110,6 +111,8 @@ var (
 	// keyHexSignatures marks a log upgraded from schema 1, whose signatures
 	// index may hold keys as 64 hex digits.
 	keyHexSignatures = []byte("hex_signatures")
+	// keyLogID is the log's random id (schema 3), named by its journal records.
+	keyLogID = []byte("log_id")
 )
 
 // update runs fn in a write transaction on a freshly opened log, creating
@@ -283,7 +286,7 @@ func (s *Store) commitOnce(pending []*writeCall) (failed *writeCall, err error) 
 		case len(w.ops.buf) == 0 && !(checkpoint && replayed):
 			return nil // nothing to write; a stale journal is emptied below
 		case !checkpoint && !w.mustCommit && j.records < journalMaxRecords && len(j.data)+len(w.ops.buf) <= journalMaxBytes:
-			if err := j.append(uint64(tx.ID()-1), w.ops.buf); err != nil {
+			if err := j.append(baseOf(tx), w.ops.buf); err != nil {
 				return err
 			}
 			appended = true
@@ -348,7 +351,7 @@ func (s *Store) viewOnce(fn func(tx *bolt.Tx) error, checkJournal bool) error {
 	}
 	err = s.guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
-			if pending, err := journalPending(s.journalPath(), tx.ID()); err != nil {
+			if pending, err := journalPending(s.journalPath(), tx); err != nil {
 				return err
 			} else if pending && checkJournal {
 				return errJournalPending
@@ -443,6 +446,9 @@ func (s *Store) create() error {
 				return err
 			}
 		}
+		if err := tx.Bucket(bMeta).Put(keyLogID, newLogID()); err != nil {
+			return err
+		}
 		return tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion))
 	})
 	if cerr := db.Close(); err == nil {
@@ -500,7 +506,19 @@ func upgradeSchema(tx *writeTx, from uint64) error {
 			return err
 		}
 	}
+	if from < 3 {
+		if err := tx.put(bMeta, keyLogID, newLogID()); err != nil {
+			return err
+		}
+	}
 	return tx.put(bMeta, keySchema, itob(SchemaVersion))
+}
+
+// newLogID is a log's random id, which its journal records carry.
+func newLogID() []byte {
+	id := make([]byte, 8)
+	rand.Read(id)
+	return id
 }
 
 // bbolt's meta page layout (see bbolt's internal/common/meta.go): a 16-byte
