@@ -32,7 +32,7 @@ import (
 )
 
 var (
-	runs   = flag.Int("runs", 5, "runs of each measure; the table shows medians")
+	runs   = flag.Int("runs", 5, "rounds of each measure; the table shows medians, and medians of the ratios within a round")
 	serial = flag.Int("n", 200, "lifecycles per serial run")
 	large  = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
 	dir    = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
@@ -58,15 +58,51 @@ func median(xs []float64) float64 {
 
 // measure runs fn *runs times and returns the median.
 func measure(fn func() (float64, error)) (float64, error) {
-	var xs []float64
-	for i := 0; i < *runs; i++ {
-		x, err := fn()
-		if err != nil {
-			return 0, err
-		}
-		xs = append(xs, x)
+	r, err := sideBySide(fn)
+	if err != nil {
+		return 0, err
 	}
-	return median(xs), nil
+	return r.median(0), nil
+}
+
+// rounds holds figures taken side by side: each round runs every measure
+// once, so the figures of a round, and their ratios, share the state of a
+// noisy machine.
+type rounds [][]float64
+
+// sideBySide runs *runs rounds of fns.
+func sideBySide(fns ...func() (float64, error)) (rounds, error) {
+	var r rounds
+	for i := 0; i < *runs; i++ {
+		row := make([]float64, len(fns))
+		for j, fn := range fns {
+			x, err := fn()
+			if err != nil {
+				return nil, err
+			}
+			row[j] = x
+		}
+		r = append(r, row)
+	}
+	return r, nil
+}
+
+// median is the median of measure j.
+func (r rounds) median(j int) float64 {
+	var xs []float64
+	for _, row := range r {
+		xs = append(xs, row[j])
+	}
+	return median(xs)
+}
+
+// ratio is the median over the rounds of measure i divided by measure j.
+func (r rounds) ratio(i, j int) float64 {
+	var xs []float64
+	for _, row := range r {
+		xs = append(xs, row[i]/row[j])
+	}
+	return median(xs)
 }
 
 func run() error {
@@ -90,34 +126,27 @@ func run() error {
 		return filepath.Join(work, fmt.Sprintf("%s-%d.db", name, seq))
 	}
 
-	fsync, err := measure(func() (float64, error) { return fsyncRate(fresh("raw"), 300) })
+	raw := func() (float64, error) { return fsyncRate(fresh("raw"), 300) }
+	r, err := sideBySide(raw,
+		func() (float64, error) { return undologSerial(fresh("undolog"), *serial) },
+		func() (float64, error) { return sqliteSerial(fresh("sqlite"), *serial) })
 	if err != nil {
 		return err
 	}
-	add("raw 4 KiB write+fsync", fmt.Sprintf("%.0f /s", fsync), "1.00 (the physical limit)")
-
-	ours, err := measure(func() (float64, error) { return undologSerial(fresh("undolog"), *serial) })
-	if err != nil {
-		return err
-	}
-	add("undolog serial lifecycles (durable)", fmt.Sprintf("%.0f /s", ours), fmt.Sprintf("%.2f of raw fsync", ours/fsync))
-	theirs, err := measure(func() (float64, error) { return sqliteSerial(fresh("sqlite"), *serial) })
-	if err != nil {
-		return err
-	}
-	add("SQLite WAL serial lifecycles (synchronous=FULL)", fmt.Sprintf("%.0f /s", theirs), fmt.Sprintf("undolog %.2fx", ours/theirs))
+	add("raw 4 KiB write+fsync", fmt.Sprintf("%.0f /s", r.median(0)), "1.00 (the physical limit)")
+	add("undolog serial lifecycles (durable)", fmt.Sprintf("%.0f /s", r.median(1)), fmt.Sprintf("%.2f of raw fsync", r.ratio(1, 0)))
+	add("SQLite WAL serial lifecycles (synchronous=FULL)", fmt.Sprintf("%.0f /s", r.median(2)), fmt.Sprintf("undolog %.2fx", r.ratio(1, 2)))
 
 	for _, n := range []int{1, 8, 64} {
-		u, err := measure(func() (float64, error) { return undologConcurrent(fresh("undolog-c"), n, 2000/max(n, 8)*max(n, 8)/n) })
+		each := 2000 / max(n, 8) * max(n, 8) / n
+		r, err := sideBySide(raw,
+			func() (float64, error) { return undologConcurrent(fresh("undolog-c"), n, each) },
+			func() (float64, error) { return sqliteConcurrent(fresh("sqlite-c"), n, each) })
 		if err != nil {
 			return err
 		}
-		q, err := measure(func() (float64, error) { return sqliteConcurrent(fresh("sqlite-c"), n, 2000/max(n, 8)*max(n, 8)/n) })
-		if err != nil {
-			return err
-		}
-		add(fmt.Sprintf("%d concurrent sessions: undolog", n), fmt.Sprintf("%.0f /s", u), fmt.Sprintf("%.2f of raw fsync", u/fsync))
-		add(fmt.Sprintf("%d concurrent sessions: SQLite", n), fmt.Sprintf("%.0f /s", q), fmt.Sprintf("undolog %.2fx", u/q))
+		add(fmt.Sprintf("%d concurrent sessions: undolog", n), fmt.Sprintf("%.0f /s", r.median(1)), fmt.Sprintf("%.2f of raw fsync", r.ratio(1, 0)))
+		add(fmt.Sprintf("%d concurrent sessions: SQLite", n), fmt.Sprintf("%.0f /s", r.median(2)), fmt.Sprintf("undolog %.2fx", r.ratio(1, 2)))
 	}
 
 	perEffect, err := bytesPerEffect(fresh("size"), 20000)
@@ -132,7 +161,7 @@ func run() error {
 		}
 	}
 
-	fmt.Printf("\nundolog benchmark: medians of %d runs, %s\n\n", *runs, time.Now().Format("2006-01-02"))
+	fmt.Printf("\nundolog benchmark: medians of %d rounds, each measuring side by side what its ratios compare; %s\n\n", *runs, time.Now().Format("2006-01-02"))
 	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\tvalue\tratio")
 	fmt.Fprintln(tw, "-------\t-----\t-----")

@@ -251,7 +251,7 @@ func FuzzJournal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		path := writeFuzzLog(t, seed)
 		j := &journal{path: path + JournalSuffix}
-		if err := j.append(base, ops); err != nil {
+		if err := j.append(base, append(make([]byte, journalHeader), ops...)); err != nil {
 			t.Fatal(err)
 		}
 		exerciseLog(t, path)

@@ -1,7 +1,6 @@
 package logstore
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,11 +20,7 @@ const signatureVersion = "undolog-call-v1"
 // Signature is the hex SHA-256 over the length-prefixed tuple (version,
 // session, tool, canonical args, key). canonicalArgs must be RFC 8785 output.
 func Signature(session, tool string, canonicalArgs []byte, key string) string {
-	h := sha256.New()
-	for _, f := range []string{signatureVersion, session, tool, string(canonicalArgs), key} {
-		writeField(h, f)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return fieldsHash(signatureVersion, session, tool, string(canonicalArgs), key)
 }
 
 // CanonicalArgs validates JSON args and returns their canonical form; empty

@@ -166,8 +166,9 @@ func applyOps(tx *bolt.Tx, ops []byte) error {
 	return r.err
 }
 
-// append makes one record of ops, on base, durable.
-func (j *journal) append(base journalBase, ops []byte) error {
+// append makes rec, a record on base, durable: rec holds the operations
+// after room for the header, which append fills in.
+func (j *journal) append(base journalBase, rec []byte) error {
 	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("write journal %s: %w", j.path, bare(err))
@@ -179,12 +180,10 @@ func (j *journal) append(base journalBase, ops []byte) error {
 			return fmt.Errorf("write journal %s: %w", j.path, bare(err))
 		}
 	}
-	rec := make([]byte, journalHeader+len(ops))
 	le := binary.LittleEndian
-	le.PutUint32(rec, uint32(len(ops)))
+	le.PutUint32(rec, uint32(len(rec)-journalHeader))
 	le.PutUint64(rec[8:], base.txid)
 	le.PutUint64(rec[16:], base.log)
-	copy(rec[journalHeader:], ops)
 	le.PutUint32(rec[4:], crc32.Checksum(rec[8:], castagnoli))
 	if _, err = f.WriteAt(rec, at); err == nil {
 		err = f.Sync()
@@ -264,14 +263,32 @@ func baseOf(tx *bolt.Tx) journalBase {
 	return journalBase{txid: txid, log: btoi(tx.Bucket(bMeta).Get(keyLogID))}
 }
 
-// writeTx is a write transaction that also records what it writes, as the
-// payload of a journal record.
+// writeTx is a write transaction that also records what it writes, as a
+// journal record.
 type writeTx struct {
 	*bolt.Tx
-	ops recordWriter
+	ops recordWriter // room for a record header, then the operations
 	// mustCommit is set by a write that bbolt itself must hold at once (a
 	// schema upgrade, which an older undolog reads without the journal).
 	mustCommit bool
+}
+
+// newWriteTx records tx's writes into buf, reused from an earlier
+// transaction.
+func newWriteTx(tx *bolt.Tx, buf []byte) *writeTx {
+	if cap(buf) < journalHeader {
+		buf = make([]byte, 0, 4<<10)
+	}
+	return &writeTx{Tx: tx, ops: recordWriter{buf: buf[:journalHeader]}}
+}
+
+// record is the journal record of the writes, its header yet to be filled
+// in; nil when nothing was written.
+func (w *writeTx) record() []byte {
+	if len(w.ops.buf) == journalHeader {
+		return nil
+	}
+	return w.ops.buf
 }
 
 func (w *writeTx) op(kind byte, bucket []byte) {

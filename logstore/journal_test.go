@@ -263,7 +263,7 @@ func writeJournalRecord(t *testing.T, s *Store, ops []byte) {
 	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
 	db.Close()
 	j := &journal{path: s.journalPath()}
-	if err := j.append(base, ops); err != nil {
+	if err := j.append(base, append(make([]byte, journalHeader), ops...)); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(j.path); binary.LittleEndian.Uint64(data[8:]) != base.txid {

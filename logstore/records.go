@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"strconv"
 	"time"
 
@@ -192,22 +191,24 @@ func putEffect(tx *writeTx, e *Effect, oldState sm.State) error {
 	return putRecord(tx, bEffects, itob(e.ID), e)
 }
 
-func writeField(h hash.Hash, s string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	h.Write([]byte(s))
+// fieldsHash is the hex SHA-256 of the fields, each preceded by its length
+// as 8 big-endian bytes, so that no two lists of fields hash alike.
+func fieldsHash(fields ...string) string {
+	var space [512]byte
+	b := space[:0]
+	for _, f := range fields {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
+		b = append(b, f...)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // recordHash covers every field of the record and the previous hash.
 func recordHash(r *HistoryRecord) string {
-	h := sha256.New()
-	for _, f := range []string{"undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
+	return fieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 		strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
-		r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash} {
-		writeField(h, f)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+		r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash)
 }
 
 // appendEffectHistory chains rec onto the effect's history and records it in

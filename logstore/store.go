@@ -167,6 +167,7 @@ type writeGroup struct {
 	leading  bool         // a writer is committing batches
 	commits  atomic.Int64 // bbolt transactions committed, for tests and benchmarks
 	journals atomic.Int64 // journal records appended, likewise
+	ops      []byte       // the leader's buffer for journal records, reused
 }
 
 // durableWrites counts journal appends and commits: each costs a flush.
@@ -251,7 +252,12 @@ func (s *Store) commitOnce(pending []*writeCall) (failed *writeCall, err error) 
 		if replayed, err = j.replay(tx); err != nil {
 			return err
 		}
-		w := &writeTx{Tx: tx}
+		w := newWriteTx(tx, s.group.ops)
+		defer func() {
+			if cap(w.ops.buf) <= 2*journalMaxBytes { // a huge batch's buffer is let go
+				s.group.ops = w.ops.buf[:0]
+			}
+		}()
 		version, err := checkSchema(tx, s.path)
 		if err != nil {
 			return err
@@ -283,10 +289,10 @@ func (s *Store) commitOnce(pending []*writeCall) (failed *writeCall, err error) 
 			}
 		}
 		switch {
-		case len(w.ops.buf) == 0 && !(checkpoint && replayed):
+		case w.record() == nil && !(checkpoint && replayed):
 			return nil // nothing to write; a stale journal is emptied below
-		case !checkpoint && !w.mustCommit && j.records < journalMaxRecords && len(j.data)+len(w.ops.buf) <= journalMaxBytes:
-			if err := j.append(baseOf(tx), w.ops.buf); err != nil {
+		case !checkpoint && !w.mustCommit && j.records < journalMaxRecords && len(j.data)+len(w.record()) <= journalMaxBytes:
+			if err := j.append(baseOf(tx), w.record()); err != nil {
 				return err
 			}
 			appended = true
