@@ -15,6 +15,7 @@ import (
 // checkpoint every few dozen.
 func BenchmarkLifecycle(b *testing.B) {
 	s := New(filepath.Join(b.TempDir(), "u.db"), Options{})
+	b.Cleanup(func() { s.pause() })
 	for i := 0; b.Loop(); i++ {
 		res, err := s.Intercept(InterceptRequest{Session: "bench", Tool: "write", Tier: sm.Compensable, CreateSession: true,
 			Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Start: true})
@@ -30,6 +31,7 @@ func BenchmarkLifecycle(b *testing.B) {
 // BenchmarkGetEffect reads one effect with its history from a log of 10,000.
 func BenchmarkGetEffect(b *testing.B) {
 	s := New(filepath.Join(b.TempDir(), "u.db"), Options{})
+	b.Cleanup(func() { s.pause() })
 	const n = 10000
 	for i := 0; i < n; i++ {
 		if _, err := s.Intercept(InterceptRequest{Session: fmt.Sprintf("s%d", i%50), Tool: "write", Tier: sm.Compensable,

@@ -367,3 +367,48 @@ func TestCrashTorture(t *testing.T) {
 		t.Logf("cycle %d (cli=%v): %d acknowledged, all present", cycle, cli, len(acked))
 	}
 }
+
+// A process writing without pause keeps the log no longer than maxHold at a
+// time and lets waiting processes in: another process's writes and reads
+// get through well within the lock timeout, every time.
+func TestBusyWriterLetsOthersIn(t *testing.T) {
+	s, _ := newStore(t)
+	if _, err := s.CreateSession(NewSession{ID: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := writerCmd(t, "loop", s.Path(), "busy")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	sc := bufio.NewScanner(stdout)
+	for i := 0; i < 20 && sc.Scan(); i++ { // the writer is going
+	}
+	go func() { // keep the pipe drained
+		for sc.Scan() {
+		}
+	}()
+	patient := New(s.Path(), Options{LockTimeout: 2 * time.Second})
+	var slowest time.Duration
+	for i := 0; i < 10; i++ {
+		start := time.Now()
+		res, err := patient.Intercept(InterceptRequest{Session: "other", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(strconv.Itoa(i))})
+		if err != nil {
+			t.Fatalf("write %d beside a busy writer: %v", i, err)
+		}
+		if _, err := patient.GetEffect(res.Effect.ID); err != nil {
+			t.Fatalf("read %d beside a busy writer: %v", i, err)
+		}
+		slowest = max(slowest, time.Since(start))
+		time.Sleep(time.Duration(i) * 7 * time.Millisecond) // meet the writer at different moments
+	}
+	t.Logf("slowest write and read beside a busy writer: %s", slowest)
+	sess, err := s.GetSession("busy")
+	if err != nil || sess.Effects < 20 {
+		t.Fatalf("the busy writer stalled: %+v %v", sess, err)
+	}
+}

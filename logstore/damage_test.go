@@ -25,6 +25,7 @@ func expectRefused(t *testing.T, path string, want error, mention string) {
 		t.Fatal(err)
 	}
 	s := New(path, Options{})
+	t.Cleanup(func() { s.pause() })
 	ops := map[string]func() error{
 		"intercept": func() error {
 			_, err := s.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true})
@@ -70,6 +71,7 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 	})
 	t.Run("truncated log", func(t *testing.T) {
 		s := New(filepath.Join(dir, "full.db"), Options{})
+		t.Cleanup(func() { s.pause() })
 		for i := 0; i < 300; i++ {
 			if _, err := s.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true,
 				Args: json.RawMessage(`{"i":` + strings.Repeat("1", 1+i%10) + `,"pad":"` + strings.Repeat("x", 200) + `"}`)}); err != nil && !errors.Is(err, ErrInvalidInput) {
@@ -99,6 +101,7 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 	})
 	t.Run("newer schema", func(t *testing.T) {
 		s := New(filepath.Join(dir, "newer.db"), Options{})
+		t.Cleanup(func() { s.pause() })
 		if _, err := s.CreateSession(NewSession{ID: "a"}); err != nil {
 			t.Fatal(err)
 		}

@@ -33,14 +33,14 @@ import (
 // JournalSuffix is added to the log's path to name its journal.
 const JournalSuffix = "-journal"
 
-// Checkpoint thresholds. Replaying costs every operation about a microsecond
-// per journaled write; a checkpoint costs one bbolt commit, more for more
-// data. Serial writers, whose records are small, balance the two at about
-// a dozen records; concurrent ones, whose records hold a batch of calls
-// each, at a few records of tens of KiB (measured with `go run -C bench .`).
+// Checkpoint thresholds. The committer keeps the journal's writes in its
+// transaction, so a longer journal costs a replay only when a process opens
+// the log anew; a checkpoint costs a bbolt commit, cheaper per write the more
+// it takes. A few dozen records, a few hundred KiB, balance the two
+// (measured with `go run -C bench .`).
 const (
-	journalMaxRecords = 16
-	journalMaxBytes   = 64 << 10
+	journalMaxRecords = 64
+	journalMaxBytes   = 256 << 10
 )
 
 // A record: payload length (4 bytes), CRC-32C of the rest (4), the bbolt
@@ -62,7 +62,8 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type journal struct {
 	path    string
 	exists  bool
-	data    []byte // the valid records
+	data    []byte // the valid records as read, until replayed
+	size    int64  // bytes of valid records
 	records int
 	base    journalBase // what the records apply on
 	tail    int64       // bytes after the valid records: a torn append, cut before the next
@@ -102,7 +103,7 @@ func readJournal(path string) (*journal, error) {
 		j.records++
 		off += end
 	}
-	j.data, j.tail = data[:off], int64(len(data)-off)
+	j.data, j.size, j.tail = data[:off], int64(off), int64(len(data)-off)
 	return j, nil
 }
 
@@ -115,8 +116,8 @@ func (j *journal) replay(tx *bolt.Tx) (bool, error) {
 		return false, nil
 	}
 	if j.base != baseOf(tx) {
-		j.tail += int64(len(j.data))
-		j.data, j.records = nil, 0
+		j.tail += j.size
+		j.data, j.size, j.records = nil, 0, 0
 		return false, nil
 	}
 	le := binary.LittleEndian
@@ -127,6 +128,7 @@ func (j *journal) replay(tx *bolt.Tx) (bool, error) {
 		}
 		off = end
 	}
+	j.data = nil // bbolt keeps what it needs until the transaction ends
 	return true, nil
 }
 
@@ -174,11 +176,12 @@ func (j *journal) append(base journalBase, rec []byte) error {
 		return fmt.Errorf("write journal %s: %w", j.path, bare(err))
 	}
 	defer f.Close()
-	at := int64(len(j.data))
+	at := j.size
 	if j.tail > 0 {
 		if err := f.Truncate(at); err != nil {
 			return fmt.Errorf("write journal %s: %w", j.path, bare(err))
 		}
+		j.tail = 0
 	}
 	le := binary.LittleEndian
 	le.PutUint32(rec, uint32(len(rec)-journalHeader))
@@ -194,20 +197,28 @@ func (j *journal) append(base journalBase, rec []byte) error {
 		return fmt.Errorf("write journal %s: %w", j.path, bare(err))
 	}
 	if !j.exists {
-		// The journal's directory entry must survive a power cut as well.
-		if d, err := os.Open(filepath.Dir(j.path)); err == nil {
-			d.Sync()
-			d.Close()
-		}
+		syncDir(j.path)
+		j.exists = true
 	}
+	j.size += int64(len(rec))
+	j.records++
+	j.base = base
 	return nil
+}
+
+// syncDir makes the directory entry of a new file survive a power cut.
+func syncDir(path string) {
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
 }
 
 // empty drops the records once bbolt holds them. It need not be durable (the
 // records name a transaction bbolt has moved past) unless the transaction ids
 // may start over, as they do in a compacted file: then sync is set.
 func (j *journal) empty(sync bool) error {
-	if !j.exists || len(j.data)+int(j.tail) == 0 {
+	if !j.exists || j.size+j.tail == 0 {
 		return nil
 	}
 	f, err := os.OpenFile(j.path, os.O_WRONLY, 0o600)
@@ -221,6 +232,7 @@ func (j *journal) empty(sync bool) error {
 	if err != nil {
 		return fmt.Errorf("empty journal %s: %w", j.path, bare(err))
 	}
+	j.data, j.size, j.records, j.tail = nil, 0, 0, 0
 	return nil
 }
 
@@ -297,6 +309,10 @@ func (w *writeTx) op(kind byte, bucket []byte) {
 }
 
 func (w *writeTx) put(bucket, key, value []byte) error {
+	if value == nil {
+		// Read back in this transaction, nil would read as no key at all.
+		value = []byte{}
+	}
 	if err := w.Bucket(bucket).Put(key, value); err != nil {
 		return err
 	}

@@ -34,6 +34,7 @@ func newStore(t *testing.T) (*Store, *clock) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 	s := New(filepath.Join(t.TempDir(), "state", "undolog.db"), Options{LockTimeout: 2 * time.Second, Now: clk.now})
+	t.Cleanup(func() { s.pause() }) // the committer lets the log go before the directory goes
 	return s, clk
 }
 

@@ -17,9 +17,7 @@ import (
 // refused (ErrBusy) while another process holds the log, and no write can be
 // lost in between. It returns the file's size before and after.
 func (s *Store) Compact() (before, after int64, err error) {
-	g := s.group
-	g.mu.Lock() // no writer of this process runs meanwhile
-	defer g.mu.Unlock()
+	defer s.pause()() // no writer of this process runs meanwhile
 	if err := s.checkFile(); err != nil {
 		return 0, 0, err
 	}

@@ -1,10 +1,14 @@
 // Package logstore owns the durable effect log: sessions, effects, their
 // append-only hash-chained history, the call-signature index, undo stacks and
-// approval requests, kept in one bbolt file.
+// approval requests, kept in one bbolt file and its journal.
 //
-// No process keeps the log open between operations: every call opens the file,
-// runs one transaction and closes it, so that `undolog approve` in another
-// shell always gets through. All writes of one logical step are one transaction.
+// A process's writes to a log run on one committer goroutine (committer.go),
+// which groups them into transactions and makes each batch durable with one
+// append to a journal beside the file (journal.go). It keeps the log open
+// only while calls keep coming, and never longer than 50 ms at a time, so
+// that `undolog approve` in another shell always gets through; reads open the
+// log read-only, or read in the committer's transaction while it holds the
+// log. All writes of one logical step are one transaction.
 package logstore
 
 import (
@@ -18,7 +22,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -45,8 +48,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Store is the bbolt-backed effect log at one path. It holds no open file; it
-// is safe for concurrent use by many goroutines.
+// Store is the bbolt-backed effect log at one path. It holds the file open
+// only while its committer writes; it is safe for concurrent use by many
+// goroutines, and the Stores of one path in a process share one committer.
 type Store struct {
 	path  string
 	opts  Options
@@ -74,7 +78,7 @@ func New(path string, opts Options) *Store {
 	groupsMu.Lock()
 	g, ok := groups[abs]
 	if !ok {
-		g = &writeGroup{}
+		g = newWriteGroup()
 		groups[abs] = g
 	}
 	groupsMu.Unlock()
@@ -115,71 +119,6 @@ var (
 	keyLogID = []byte("log_id")
 )
 
-// update runs fn in a write transaction on a freshly opened log, creating
-// the log if it does not exist yet. Writes that arrive while another is being
-// committed are grouped into the next transaction (group commit): concurrent
-// callers share one open, one transaction and one journal append, yet each
-// sees only its own outcome.
-func (s *Store) update(fn func(tx *writeTx) error) error {
-	return s.enqueue(&writeCall{fn: fn})
-}
-
-// checkpoint commits the journal's records to bbolt and empties it.
-func (s *Store) checkpoint() error {
-	return s.enqueue(&writeCall{})
-}
-
-func (s *Store) enqueue(c *writeCall) error {
-	g := s.group
-	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	if g.leading {
-		c.done = make(chan struct{})
-		g.mu.Unlock()
-		<-c.done
-		return c.err
-	}
-	g.leading = true
-	g.mu.Unlock()
-	for {
-		g.mu.Lock()
-		batch := g.queue
-		g.queue = nil
-		if len(batch) == 0 {
-			g.leading = false
-			g.mu.Unlock()
-			return c.err
-		}
-		g.mu.Unlock()
-		s.commit(batch)
-		for _, b := range batch {
-			if b.done != nil {
-				close(b.done)
-			}
-		}
-	}
-}
-
-// writeGroup queues the writers of one log file in this process.
-type writeGroup struct {
-	mu       sync.Mutex
-	queue    []*writeCall
-	leading  bool         // a writer is committing batches
-	commits  atomic.Int64 // bbolt transactions committed, for tests and benchmarks
-	journals atomic.Int64 // journal records appended, likewise
-	ops      []byte       // the leader's buffer for journal records, reused
-}
-
-// durableWrites counts journal appends and commits: each costs a flush.
-func (g *writeGroup) durableWrites() int64 { return g.commits.Load() + g.journals.Load() }
-
-// writeCall is one caller's write; a nil fn asks for a checkpoint.
-type writeCall struct {
-	fn   func(tx *writeTx) error
-	err  error
-	done chan struct{} // nil for the leader's own call
-}
-
 // appendBuckets grow mostly at their end (keys are increasing ids, or ids
 // under a prefix): their pages can be filled, where bbolt's default leaves
 // half of every split page empty for inserts that never come.
@@ -192,126 +131,6 @@ func packAppendBuckets(tx *bolt.Tx) {
 	for _, name := range appendBuckets {
 		tx.Bucket(name).FillPercent = 0.95
 	}
-}
-
-// errBatchMember marks a transaction rolled back because one call failed.
-var errBatchMember = errors.New("a call of the batch failed")
-
-// commit runs the calls in one transaction. A call that fails is taken out
-// and the rest run again in a new transaction, so that no call's writes
-// depend on another's failure.
-func (s *Store) commit(pending []*writeCall) {
-	for len(pending) > 0 {
-		failed, err := s.commitOnce(pending)
-		if err != errBatchMember {
-			if err != nil {
-				for _, c := range pending {
-					c.err = err
-				}
-			}
-			return
-		}
-		rest := pending[:0:0]
-		for _, c := range pending {
-			if c != failed {
-				rest = append(rest, c)
-			}
-		}
-		pending = rest
-	}
-}
-
-// commitOnce opens the log, replays its journal, runs the calls and makes
-// their writes durable: by a journal append, or by a bbolt commit that
-// checkpoints the journal. It returns errBatchMember and the failed call
-// when one call failed, having written nothing.
-func (s *Store) commitOnce(pending []*writeCall) (failed *writeCall, err error) {
-	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
-		if err := s.create(); err != nil {
-			return nil, err
-		}
-	} else if err != nil {
-		return nil, err
-	}
-	db, err := s.open(false)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { closeDB(db, err) }()
-	j, err := readJournal(s.journalPath())
-	if err != nil {
-		return nil, err
-	}
-	var replayed, appended, committed bool
-	err = s.guard(func() error {
-		tx, err := db.Begin(true)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback() // after a commit, a no-op
-		if replayed, err = j.replay(tx); err != nil {
-			return err
-		}
-		w := newWriteTx(tx, s.group.ops)
-		defer func() {
-			if cap(w.ops.buf) <= 2*journalMaxBytes { // a huge batch's buffer is let go
-				s.group.ops = w.ops.buf[:0]
-			}
-		}()
-		version, err := checkSchema(tx, s.path)
-		if err != nil {
-			return err
-		}
-		if version < SchemaVersion {
-			if err := upgradeSchema(w, version); err != nil {
-				return err
-			}
-		}
-		packAppendBuckets(tx)
-		checkpoint := false
-		for _, c := range pending {
-			if c.fn == nil {
-				checkpoint = true
-				continue
-			}
-			err := c.fn(w)
-			var ac *errAfterCommit
-			switch {
-			case err == nil:
-				c.err = nil
-			case errors.As(err, &ac):
-				c.err = ac.err
-			case err == errNothingToWrite:
-				c.err = nil
-			default:
-				c.err, failed = err, c
-				return errBatchMember
-			}
-		}
-		switch {
-		case w.record() == nil && !(checkpoint && replayed):
-			return nil // nothing to write; a stale journal is emptied below
-		case !checkpoint && !w.mustCommit && j.records < journalMaxRecords && len(j.data)+len(w.record()) <= journalMaxBytes:
-			if err := j.append(baseOf(tx), w.record()); err != nil {
-				return err
-			}
-			appended = true
-			s.group.journals.Add(1)
-			return nil
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-		committed = true
-		s.group.commits.Add(1)
-		return nil
-	})
-	if err == nil && (committed || !replayed && !appended) {
-		// bbolt holds the records, or there were none but a torn append or
-		// records of an earlier transaction.
-		err = j.empty(false)
-	}
-	return failed, err
 }
 
 // journalPath is where the log's journal lives.
@@ -332,6 +151,9 @@ func (e *errAfterCommit) Error() string { return e.err.Error() }
 // journal are checkpointed into bbolt first, so that fn sees them.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	for tries := 0; ; tries++ {
+		if err, ok := s.viewInCommitter(fn); ok {
+			return err
+		}
 		err := s.viewOnce(fn, tries < 3)
 		if err != errJournalPending {
 			return err
@@ -405,6 +227,7 @@ func (s *Store) open(readOnly bool) (*bolt.DB, error) {
 	var db *bolt.DB
 	// checkFile catches the damage known to make bbolt.Open panic; the guard is
 	// for the rest, so that a damaged log is an error and never a crash.
+	defer announceWaiting(s.journalPath())()
 	err := s.guard(func() (err error) {
 		db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout, ReadOnly: readOnly})
 		return err
