@@ -63,10 +63,11 @@ func (g *writeGroup) durableWrites() int64 { return g.commits.Load() + g.journal
 // writeCall is one caller's request: a write (fn), a read (read), or, with
 // neither, a checkpoint of the journal.
 type writeCall struct {
-	fn   func(tx *writeTx) error
-	read func(tx *bolt.Tx) error
-	err  error
-	done chan struct{} // closed when the call is answered
+	fn      func(tx *writeTx) error
+	read    func(tx *bolt.Tx) error
+	timeout time.Duration // the caller's lock timeout
+	err     error
+	done    chan struct{} // closed when the call is answered
 }
 
 // heldLog is the log as the committer holds it: open, in a write
@@ -95,7 +96,7 @@ func (s *Store) checkpoint() error {
 }
 
 func (s *Store) enqueue(c *writeCall) error {
-	c.done = make(chan struct{})
+	c.done, c.timeout = make(chan struct{}), s.opts.LockTimeout
 	g := s.group
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
@@ -114,7 +115,7 @@ func (s *Store) enqueue(c *writeCall) error {
 // ok is false if it does not.
 func (s *Store) viewInCommitter(fn func(tx *bolt.Tx) error) (err error, ok bool) {
 	g := s.group
-	c := &writeCall{read: fn, done: make(chan struct{})}
+	c := &writeCall{read: fn, timeout: s.opts.LockTimeout, done: make(chan struct{})}
 	g.mu.Lock()
 	if !g.running || g.pauses > 0 {
 		g.mu.Unlock()
@@ -211,7 +212,12 @@ func (g *writeGroup) take() []*writeCall {
 // runBatch answers every call of the batch: reads first, which see what the
 // journal holds, then the writes in one transaction.
 func (s *Store) runBatch(batch []*writeCall) {
-	h, err := s.hold()
+	// Opening the log waits as long as the most patient caller would.
+	var timeout time.Duration
+	for _, c := range batch {
+		timeout = max(timeout, c.timeout)
+	}
+	h, err := s.hold(timeout)
 	if err != nil {
 		answer(batch, err)
 		return
@@ -243,7 +249,7 @@ func (s *Store) runBatch(batch []*writeCall) {
 		// again from the journal, and the batch without that call.
 		answer([]*writeCall{failed}, failed.err)
 		s.letGo(nil, false)
-		if h, err = s.hold(); err != nil {
+		if h, err = s.hold(timeout); err != nil {
 			answer(writes, err)
 			return
 		}
@@ -343,10 +349,10 @@ func (s *Store) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall,
 	return failed, err
 }
 
-// hold opens the log, creating it if need be, and begins the write
-// transaction with the journal replayed into it; a log already held is
-// returned as it is.
-func (s *Store) hold() (*heldLog, error) {
+// hold opens the log, waiting up to timeout for its lock and creating it if
+// need be, and begins the write transaction with the journal replayed into
+// it; a log already held is returned as it is.
+func (s *Store) hold(timeout time.Duration) (*heldLog, error) {
 	g := s.group
 	if h := g.held; h != nil {
 		if h.replaced(s.path) {
@@ -362,7 +368,7 @@ func (s *Store) hold() (*heldLog, error) {
 	} else if err != nil {
 		return nil, err
 	}
-	db, err := s.open(false)
+	db, err := s.open(false, timeout)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func (s *Store) Compact() (before, after int64, err error) {
 	if err := s.checkFile(); err != nil {
 		return 0, 0, err
 	}
-	src, err := s.open(false)
+	src, err := s.open(false, s.opts.LockTimeout)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -173,7 +173,7 @@ func (s *Store) viewOnce(fn func(tx *bolt.Tx) error, checkJournal bool) error {
 	} else if err != nil {
 		return err
 	}
-	db, err := s.open(true)
+	db, err := s.open(true, s.opts.LockTimeout)
 	if err != nil {
 		return err
 	}
@@ -223,13 +223,14 @@ func closeDB(db *bolt.DB, err error) {
 	db.Close()
 }
 
-func (s *Store) open(readOnly bool) (*bolt.DB, error) {
+// open opens the log, waiting up to timeout for its lock.
+func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	var db *bolt.DB
 	// checkFile catches the damage known to make bbolt.Open panic; the guard is
 	// for the rest, so that a damaged log is an error and never a crash.
 	defer announceWaiting(s.journalPath())()
 	err := s.guard(func() (err error) {
-		db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout, ReadOnly: readOnly})
+		db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
 		return err
 	})
 	switch {
@@ -238,7 +239,7 @@ func (s *Store) open(readOnly bool) (*bolt.DB, error) {
 	case errors.Is(err, ErrCorrupt):
 		return nil, err
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", ErrBusy, s.path, s.opts.LockTimeout)
+		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", ErrBusy, s.path, timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
 	default:
