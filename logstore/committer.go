@@ -247,19 +247,21 @@ func (s *Store) runBatch(batch []*writeCall) {
 		}
 		// The transaction holds the failed call's writes, if any: start it
 		// again from the journal, and the batch without that call.
-		answer([]*writeCall{failed}, failed.err)
 		s.letGo(nil, false)
-		if h, err = s.hold(timeout); err != nil {
-			answer(writes, err)
-			return
-		}
+		answer([]*writeCall{failed}, failed.err)
 		rest := writes[:0:0]
 		for _, c := range writes {
 			if c != failed {
 				rest = append(rest, c)
 			}
 		}
-		writes = rest
+		if writes = rest; len(writes) == 0 {
+			return
+		}
+		if h, err = s.hold(timeout); err != nil {
+			answer(writes, err)
+			return
+		}
 	}
 }
 
