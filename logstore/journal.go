@@ -4,13 +4,14 @@ package logstore
 //
 // bbolt commits a transaction with two fsyncs (its pages, then its meta page)
 // and rewrites every page the transaction touched: a dozen for one effect. So
-// a write to the log appends what it put and deleted to a journal beside the
-// file (one small append, one fsync) and rolls its bbolt transaction back. The
-// next operation, holding the same lock, replays the journal into its own
-// transaction before anything else, so it sees every write made before it.
-// Once the journal holds journalMaxRecords records or would pass
-// journalMaxBytes, and whenever a reader finds it non-empty, it is
-// checkpointed: replayed and committed to bbolt in one transaction, then
+// a batch of writes is made durable by appending what it put and deleted to a
+// journal beside the file (one append, one fsync), and stays uncommitted in
+// the committer's bbolt transaction (committer.go). Whoever opens the log
+// next replays the journal into its own transaction before anything else, so
+// it sees every write made before it. Once the journal holds
+// journalMaxRecords records or would pass journalMaxBytes, when a checkpoint
+// is asked for, and when a reader finds it not yet applied, the journal is
+// checkpointed: committed to bbolt with the transaction that holds it, then
 // emptied.
 //
 // Each record names the log (a random id made with it) and the bbolt
@@ -44,9 +45,9 @@ const (
 )
 
 // A record: payload length (4 bytes), CRC-32C of the rest (4), the bbolt
-// transaction id it applies on (8), the log's id (8), then the payload: operations, each a
-// kind byte and length-prefixed bucket name, key and value (a sequence
-// operation has the number in place of key and value).
+// transaction id it applies on (8), the log's id (8), then the payload:
+// operations, each a kind byte and length-prefixed bucket name, key and
+// value (a sequence operation has the number in place of key and value).
 const journalHeader = 24
 
 const (
@@ -57,8 +58,8 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// journal is the content of a log's journal file as one operation found it,
-// under the log's exclusive lock.
+// journal is a log's journal file as its holder (under the log's exclusive
+// lock) knows it.
 type journal struct {
 	path    string
 	exists  bool
