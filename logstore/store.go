@@ -147,8 +147,11 @@ type errAfterCommit struct{ err error }
 func (e *errAfterCommit) Error() string { return e.err.Error() }
 
 // view runs fn in a read-only transaction. A log that does not exist yet reads
-// as empty: fn is not called and nothing is created. Writes still in the
-// journal are checkpointed into bbolt first, so that fn sees them.
+// as empty: fn is not called and nothing is created. While this process's
+// committer runs, fn runs in its transaction, which holds the journal's
+// writes; otherwise writes still in the journal are checkpointed into bbolt
+// first, so that fn sees them. If other processes keep adding to the journal
+// through three checkpoints, fn reads the log as bbolt holds it.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	for tries := 0; ; tries++ {
 		if err, ok := s.viewInCommitter(fn); ok {
