@@ -50,6 +50,20 @@ func contains[T comparable](list []T, v T) bool {
 	return false
 }
 
+// NameError is a state or tier name that does not exist.
+type NameError struct {
+	Kind  string // "state", "tier", "session state", ...
+	Name  string
+	Valid []string
+}
+
+func (e *NameError) Error() string {
+	return fmt.Sprintf("unknown %s %q (valid: %s)", e.Kind, e.Name, strings.Join(e.Valid, ", "))
+}
+
+// Is makes errors.Is(err, ErrUnknownName) true.
+func (e *NameError) Is(target error) bool { return target == ErrUnknownName }
+
 func unknown(kind, name string, valid []string) error {
-	return fmt.Errorf("%w: unknown %s %q (valid: %s)", ErrUnknownName, kind, name, strings.Join(valid, ", "))
+	return &NameError{Kind: kind, Name: name, Valid: valid}
 }

@@ -191,7 +191,9 @@ func TestParse(t *testing.T) {
 			t.Errorf("ParseState(%q): %v", bad, err)
 		}
 	}
-	if _, err := ParseTier("reversible"); !errors.Is(err, ErrUnknownName) {
+	// The message is one plain sentence: what is unknown and what is valid.
+	const want = `unknown tier "reversible" (valid: safe, compensable, irreversible)`
+	if _, err := ParseTier("reversible"); !errors.Is(err, ErrUnknownName) || err.Error() != want {
 		t.Errorf("ParseTier: %v", err)
 	}
 	if _, err := ParseSessionState("running"); !errors.Is(err, ErrUnknownName) {
