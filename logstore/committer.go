@@ -214,11 +214,18 @@ func (g *writeGroup) take() []*writeCall {
 func (s *Store) runBatch(batch []*writeCall) {
 	// Opening the log waits as long as the most patient caller would.
 	var timeout time.Duration
+	create := false
 	for _, c := range batch {
 		timeout = max(timeout, c.timeout)
+		create = create || c.fn != nil
 	}
-	h, err := s.hold(timeout)
-	if err != nil {
+	h, err := s.hold(timeout, create)
+	if err == errNoLog {
+		// Reads and checkpoints of a log removed meanwhile: as view promises,
+		// a log that does not exist reads as empty and is not made.
+		answer(batch, nil)
+		return
+	} else if err != nil {
 		answer(batch, err)
 		return
 	}
@@ -258,7 +265,7 @@ func (s *Store) runBatch(batch []*writeCall) {
 		if writes = rest; len(writes) == 0 {
 			return
 		}
-		if h, err = s.hold(timeout); err != nil {
+		if h, err = s.hold(timeout, true); err != nil {
 			answer(writes, err)
 			return
 		}
@@ -280,6 +287,9 @@ func answer(calls []*writeCall, err error) {
 		close(c.done)
 	}
 }
+
+// errNoLog tells a batch without writes that the log does not exist.
+var errNoLog = errors.New("no log")
 
 // errBatchMember marks a batch stopped because one call failed.
 var errBatchMember = errors.New("a call of the batch failed")
@@ -351,10 +361,11 @@ func (s *Store) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall,
 	return failed, err
 }
 
-// hold opens the log, waiting up to timeout for its lock and creating it if
-// need be, and begins the write transaction with the journal replayed into
-// it; a log already held is returned as it is.
-func (s *Store) hold(timeout time.Duration) (*heldLog, error) {
+// hold opens the log, waiting up to timeout for its lock, and begins the
+// write transaction with the journal replayed into it; a log already held is
+// returned as it is. A log that does not exist is made if create is set (the
+// batch writes); otherwise hold returns errNoLog.
+func (s *Store) hold(timeout time.Duration, create bool) (*heldLog, error) {
 	g := s.group
 	if h := g.held; h != nil {
 		if h.replaced(s.path) {
@@ -364,6 +375,9 @@ func (s *Store) hold(timeout time.Duration) (*heldLog, error) {
 		}
 	}
 	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
+		if !create {
+			return nil, errNoLog
+		}
 		if err := s.create(); err != nil {
 			return nil, err
 		}

@@ -302,3 +302,41 @@ func TestJournalOfAnotherLogIsNotReplayed(t *testing.T) {
 		t.Fatalf("%d effects", rep.Effects)
 	}
 }
+
+// A reader never makes a log, not even when the log is removed while its
+// journal holds writes: the checkpoint the reader asks for, or a read in the
+// committer, finds no log and leaves none.
+func TestReadOfRemovedLogMakesNone(t *testing.T) {
+	for name, read := range map[string]func(s *Store) error{
+		"checkpoint": func(s *Store) error { return s.checkpoint() },
+		"read": func(s *Store) error {
+			_, err := s.GetSession("s")
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, _ := newStore(t)
+			intercept(t, s, "s", "write", sm.Compensable, `1`)
+			if n := effectsInBolt(t, s.Path()); n != 0 {
+				t.Fatal("the write is not in the journal only")
+			}
+			// The committer still runs: it holds the log, or lingers.
+			if err := os.Remove(s.Path()); err != nil {
+				t.Fatal(err)
+			}
+			if err := read(s); err != nil {
+				t.Fatal(err)
+			}
+			s.pause()()
+			if err := read(s); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(s.Path()); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("a %s made the log anew: %v", name, err)
+			}
+		})
+	}
+}
