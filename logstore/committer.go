@@ -393,27 +393,19 @@ func (s *Store) hold(timeout time.Duration, create bool) (*heldLog, error) {
 		if h.file, err = os.Stat(s.path); err != nil {
 			return err
 		}
-		j, err := readJournal(s.journalPath())
-		if err != nil {
-			return err
-		}
-		h.j = j
 		if h.tx, err = db.Begin(true); err != nil {
 			return err
 		}
-		replayed, err := j.replay(h.tx)
-		if err != nil {
+		if h.j, err = readJournal(s.journalPath(), baseOf(h.tx)); err != nil {
+			return err
+		}
+		if _, err := h.j.replay(h.tx); err != nil {
 			return err
 		}
 		if h.version, err = checkSchema(h.tx, s.path); err != nil {
 			return err
 		}
-		if !replayed {
-			// None, or a torn append, or records of an earlier transaction.
-			if err := j.empty(false); err != nil {
-				return err
-			}
-		}
+		h.j.takeMode(h.file.Mode().Perm())
 		packAppendBuckets(h.tx)
 		return nil
 	})

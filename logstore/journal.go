@@ -4,27 +4,28 @@ package logstore
 //
 // bbolt commits a transaction with two fsyncs (its pages, then its meta page)
 // and rewrites every page the transaction touched: a dozen for one effect. So
-// a batch of writes is made durable by appending what it put and deleted to a
-// journal beside the file (one append, one fsync), and stays uncommitted in
-// the committer's bbolt transaction (committer.go). Whoever opens the log
-// next replays the journal into its own transaction before anything else, so
-// it sees every write made before it. Once the journal holds
-// journalMaxRecords records or would pass journalMaxBytes, when a checkpoint
-// is asked for, and when a reader finds it not yet applied, the journal is
-// checkpointed: committed to bbolt with the transaction that holds it, then
-// emptied.
+// a batch of writes is made durable by writing what it put and deleted as one
+// record to a journal beside the file (one write, one fdatasync), and stays
+// uncommitted in the committer's bbolt transaction (committer.go). Whoever
+// opens the log next replays the journal into its own transaction before
+// anything else, so it sees every write made before it. Once the journal
+// holds journalMaxRecords records or would pass journalMaxBytes, when a
+// checkpoint is asked for, and when a reader finds it not yet applied, the
+// journal is checkpointed: committed to bbolt with the transaction that
+// holds it. The next records overwrite it from the start.
 //
 // Each record names the log (a random id made with it) and the bbolt
-// transaction id it applies on. A checkpoint moves that id on, so a journal
-// left behind by a crash between the commit and the emptying reads as
-// already applied and is dropped, never applied twice; so is the journal of
-// a log since deleted or replaced by another at the same path.
+// transaction id it applies on. A checkpoint moves that id on, so the
+// records it committed read as leftovers from then on, never applied twice;
+// so do the records of a log since deleted or replaced by another at the
+// same path.
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -60,66 +61,86 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // journal is a log's journal file as its holder (under the log's exclusive
 // lock) knows it.
+//
+// The file is reused in place: a checkpoint does not empty it, and the next
+// records overwrite the old ones from the start. An append then changes no
+// file metadata (the blocks exist, the size stays), so one fdatasync makes it
+// durable without a metadata journal commit, about a quarter faster than an
+// append that grows the file. What follows the valid records is leftovers:
+// records of an earlier transaction, or a torn append never acknowledged.
 type journal struct {
 	path    string
 	exists  bool
-	data    []byte // the valid records as read, until replayed
-	size    int64  // bytes of valid records
+	mode    os.FileMode // the file's permission bits, when it exists
+	data    []byte      // the valid records as read, until replayed
+	size    int64       // bytes of valid records
 	records int
 	base    journalBase // what the records apply on
-	tail    int64       // bytes after the valid records: a torn append, cut before the next
 }
 
-// readJournal reads the journal at path. A record cut short or failing its
-// checksum at the end of the file is a torn append that was never
-// acknowledged and is ignored; one followed by more records is damage.
-func readJournal(path string) (*journal, error) {
-	j := &journal{path: path}
-	data, err := os.ReadFile(path)
+// readJournal reads the records of the journal at path that apply on want,
+// the log's last committed transaction. They run from the start of the file
+// to the first record that is cut short, fails its checksum or applies on
+// another transaction: the rest is leftovers. A record failing its checksum
+// is damage, not the end, if a record on want follows it.
+func readJournal(path string, want journalBase) (*journal, error) {
+	j := &journal{path: path, base: want}
+	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return j, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("read journal %s: %w", path, bare(err))
 	}
-	j.exists = true
-	le := binary.LittleEndian
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read journal %s: %w", path, bare(err))
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read journal %s: %w", path, bare(err))
+	}
+	j.exists, j.mode = true, info.Mode().Perm()
 	off := 0
 	for off < len(data) {
-		rest := data[off:]
-		if len(rest) < journalHeader || uint64(le.Uint32(rest)) > uint64(len(rest)-journalHeader) {
-			break
+		n, base, ok := parseRecord(data[off:])
+		if ok && base == want {
+			j.records++
+			off += n
+			continue
 		}
-		end := journalHeader + int(le.Uint32(rest))
-		if crc32.Checksum(rest[8:end], castagnoli) != le.Uint32(rest[4:]) {
-			if end == len(rest) {
-				break
+		if !ok && n > 0 {
+			if _, next, ok := parseRecord(data[off+n:]); ok && next == want {
+				return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d", ErrCorrupt, path, off)
 			}
-			return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d", ErrCorrupt, path, off)
 		}
-		base := journalBase{txid: le.Uint64(rest[8:]), log: le.Uint64(rest[16:])}
-		if j.records > 0 && base != j.base {
-			return nil, fmt.Errorf("%w: journal %s mixes records of transactions %d and %d", ErrCorrupt, path, j.base.txid, base.txid)
-		}
-		j.base = base
-		j.records++
-		off += end
+		break
 	}
-	j.data, j.size, j.tail = data[:off], int64(off), int64(len(data)-off)
+	j.data, j.size = data[:off], int64(off)
 	return j, nil
 }
 
-// replay applies the records to tx, whose predecessor is the transaction
-// they were written on; it reports false, applying nothing, for a journal of
-// an earlier transaction (already checkpointed), whose records are then
-// treated as a tail to cut before the next append.
+// parseRecord reads the record at the start of data: its length n (0 if
+// its header is cut short or claims more than data holds), its base, and
+// whether its checksum holds.
+func parseRecord(data []byte) (n int, base journalBase, ok bool) {
+	le := binary.LittleEndian
+	if len(data) < journalHeader || uint64(le.Uint32(data)) > uint64(len(data)-journalHeader) {
+		return 0, base, false
+	}
+	n = journalHeader + int(le.Uint32(data))
+	base = journalBase{txid: le.Uint64(data[8:]), log: le.Uint64(data[16:])}
+	return n, base, crc32.Checksum(data[8:n], castagnoli) == le.Uint32(data[4:])
+}
+
+// replay applies the records to tx, a write transaction on the base they
+// were read for; it reports whether there were any.
 func (j *journal) replay(tx *bolt.Tx) (bool, error) {
 	if j.records == 0 {
 		return false, nil
 	}
 	if j.base != baseOf(tx) {
-		j.tail += j.size
-		j.data, j.size, j.records = nil, 0, 0
-		return false, nil
+		return false, fmt.Errorf("journal %s was read for transaction %d, not %d", j.path, j.base.txid, baseOf(tx).txid)
 	}
 	le := binary.LittleEndian
 	for off := 0; off < len(j.data); {
@@ -170,27 +191,29 @@ func applyOps(tx *bolt.Tx, ops []byte) error {
 }
 
 // append makes rec, a record on base, durable: rec holds the operations
-// after room for the header, which append fills in.
+// after room for the header, which append fills in. It goes after the valid
+// records, over leftovers if there are any.
 func (j *journal) append(base journalBase, rec []byte) error {
-	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE, 0o600)
+	if j.records > 0 && base != j.base {
+		return fmt.Errorf("journal %s: a record on transaction %d after records on %d", j.path, base.txid, j.base.txid)
+	}
+	perm := j.mode
+	if perm == 0 {
+		perm = 0o600
+	}
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE, perm)
 	if err != nil {
 		return fmt.Errorf("write journal %s: %w", j.path, bare(err))
 	}
 	defer f.Close()
 	at := j.size
-	if j.tail > 0 {
-		if err := f.Truncate(at); err != nil {
-			return fmt.Errorf("write journal %s: %w", j.path, bare(err))
-		}
-		j.tail = 0
-	}
 	le := binary.LittleEndian
 	le.PutUint32(rec, uint32(len(rec)-journalHeader))
 	le.PutUint64(rec[8:], base.txid)
 	le.PutUint64(rec[16:], base.log)
 	le.PutUint32(rec[4:], crc32.Checksum(rec[8:], castagnoli))
 	if _, err = f.WriteAt(rec, at); err == nil {
-		err = f.Sync()
+		err = fdatasync(f)
 	}
 	if err != nil {
 		// Not acknowledged: take the record back so that it is not replayed.
@@ -199,12 +222,25 @@ func (j *journal) append(base journalBase, rec []byte) error {
 	}
 	if !j.exists {
 		syncDir(j.path)
-		j.exists = true
+		j.exists, j.mode = true, perm
 	}
 	j.size += int64(len(rec))
 	j.records++
 	j.base = base
 	return nil
+}
+
+// takeMode gives the journal the log's permission bits, which it is made
+// with: whoever may read the log may read its journal, which a reader
+// must, to know whether it holds writes not yet in the log. A holder that
+// does not own the file leaves it as it is.
+func (j *journal) takeMode(perm os.FileMode) {
+	if j.exists && j.mode != perm && os.Chmod(j.path, perm) == nil {
+		j.mode = perm
+	}
+	if !j.exists {
+		j.mode = perm
+	}
 }
 
 // syncDir makes the directory entry of a new file survive a power cut.
@@ -215,50 +251,42 @@ func syncDir(path string) {
 	}
 }
 
-// empty drops the records once bbolt holds them. It need not be durable (the
-// records name a transaction bbolt has moved past) unless the transaction ids
-// may start over, as they do in a compacted file: then sync is set.
-func (j *journal) empty(sync bool) error {
-	if !j.exists || j.size+j.tail == 0 {
-		return nil
-	}
-	f, err := os.OpenFile(j.path, os.O_WRONLY, 0o600)
-	if err == nil {
-		err = f.Truncate(0)
-		if err == nil && sync {
-			err = f.Sync()
+// empty drops the records once bbolt holds them. Nothing is written: they
+// apply on a transaction bbolt has moved past, so they read as leftovers,
+// and the next records overwrite them. Where transaction ids may start over,
+// as they do in a compacted file, that does not hold: with reset set, the
+// file is cut to nothing, durably.
+func (j *journal) empty(reset bool) error {
+	if reset && j.exists {
+		f, err := os.OpenFile(j.path, os.O_WRONLY, 0)
+		if err == nil {
+			err = f.Truncate(0)
+			if err == nil {
+				err = f.Sync()
+			}
+			f.Close()
 		}
-		f.Close()
+		if err != nil {
+			return fmt.Errorf("empty journal %s: %w", j.path, bare(err))
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("empty journal %s: %w", j.path, bare(err))
-	}
-	j.data, j.size, j.records, j.tail = nil, 0, 0, 0
+	j.data, j.size, j.records = nil, 0, 0
 	return nil
 }
 
 // journalPending reports whether the journal at path holds records for the
 // read transaction tx, which a reader must see: the log is checkpointed
 // first. An empty journal is not opened, so that a user who may read the log
-// but not its journal still reads it; a pending one must be readable.
+// but not its journal still reads a log with nothing journaled yet.
 func journalPending(path string, tx *bolt.Tx) (bool, error) {
-	info, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
+	if info, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
 		return false, nil
-	} else if err != nil {
-		return false, fmt.Errorf("read journal %s: %w", path, bare(err))
 	}
-	f, err := os.Open(path)
+	j, err := readJournal(path, baseOf(tx))
 	if err != nil {
-		return false, fmt.Errorf("read journal %s: %w", path, bare(err))
+		return false, err
 	}
-	defer f.Close()
-	var head [journalHeader]byte
-	if n, _ := f.ReadAt(head[:], 0); n < journalHeader {
-		return true, nil // a torn first append: let a checkpoint cut it
-	}
-	le := binary.LittleEndian
-	return journalBase{txid: le.Uint64(head[8:]), log: le.Uint64(head[16:])} == baseOf(tx), nil
+	return j.records > 0, nil
 }
 
 // journalBase is what journal records apply on: a log, in the state of one
@@ -273,7 +301,11 @@ func baseOf(tx *bolt.Tx) journalBase {
 	if tx.Writable() {
 		txid--
 	}
-	return journalBase{txid: txid, log: btoi(tx.Bucket(bMeta).Get(keyLogID))}
+	base := journalBase{txid: txid}
+	if meta := tx.Bucket(bMeta); meta != nil { // nil in a file that is not a log: checkSchema says so
+		base.log = btoi(meta.Get(keyLogID))
+	}
+	return base
 }
 
 // writeTx is a write transaction that also records what it writes, as a

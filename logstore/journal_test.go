@@ -46,6 +46,32 @@ func crashCopy(t *testing.T, s *Store) *Store {
 	return c
 }
 
+// committedBase is what the next holder of the log would replay the journal
+// on: the last transaction bbolt committed. It lets the committer let the
+// log go first, as if another process were asking.
+func committedBase(t *testing.T, s *Store) journalBase {
+	t.Helper()
+	s.pause()()
+	db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var base journalBase
+	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
+	return base
+}
+
+// journalRecords reads the journal as the next holder of the log would.
+func journalRecords(t *testing.T, s *Store) *journal {
+	t.Helper()
+	j, err := readJournal(s.journalPath(), committedBase(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
 // An acknowledged write may be in the journal only; it survives a crash and
 // every reader sees it.
 func TestJournalHoldsAcknowledgedWrites(t *testing.T) {
@@ -68,12 +94,12 @@ func TestJournalHoldsAcknowledgedWrites(t *testing.T) {
 	if e := must[EffectDetail](t)(crashed.GetEffect(1)); e.Effect.State != sm.Executing {
 		t.Fatalf("effect 1 is %s", e.Effect.State)
 	}
-	// The read applied the journal to bbolt and emptied it.
+	// The read applied the journal to bbolt, whose records are leftovers now.
 	if n := effectsInBolt(t, crashed.Path()); n != 2 {
 		t.Fatalf("after a read bbolt holds %d effects", n)
 	}
-	if info, _ := os.Stat(crashed.journalPath()); info.Size() != 0 {
-		t.Fatalf("journal of %d bytes after a checkpoint", info.Size())
+	if j := journalRecords(t, crashed); j.records != 0 {
+		t.Fatalf("%d records still to apply after a checkpoint", j.records)
 	}
 	verifyClean(t, crashed)
 	// The original goes on where it was.
@@ -95,10 +121,7 @@ func TestJournalIsCheckpointedWhenFull(t *testing.T) {
 				if i > 1000 {
 					t.Fatal("no checkpoint after 1000 writes")
 				}
-				j, err := readJournal(s.journalPath())
-				if err != nil {
-					t.Fatal(err)
-				}
+				j := journalRecords(t, s)
 				records, size = j.records, len(j.data)
 				intercept(t, s, "s", "write", sm.Compensable, fmt.Sprintf(`{"i":%d,"pad":"%s"}`, i, bytes.Repeat([]byte("x"), argSize)))
 			}
@@ -107,8 +130,8 @@ func TestJournalIsCheckpointedWhenFull(t *testing.T) {
 			if !full || records > journalMaxRecords || size > journalMaxBytes {
 				t.Fatalf("checkpointed at %d records, %d bytes (limits %d, %d)", records, size, journalMaxRecords, journalMaxBytes)
 			}
-			if info, _ := os.Stat(s.journalPath()); info.Size() != 0 {
-				t.Fatalf("journal of %d bytes after the checkpoint", info.Size())
+			if j := journalRecords(t, s); j.records != 0 {
+				t.Fatalf("%d records still to apply after the checkpoint", j.records)
 			}
 			rep := verifyClean(t, s)
 			if n := effectsInBolt(t, s.Path()); n != rep.Effects {
@@ -118,7 +141,9 @@ func TestJournalIsCheckpointedWhenFull(t *testing.T) {
 	}
 }
 
-// A crash during an append leaves a torn record at the end: it was never
+// A crash during an append leaves a torn record after the valid ones, over
+// what the file held there: nothing, or the leftovers of records already
+// checkpointed, which may line up with the torn record's end. It was never
 // acknowledged, is ignored, and the next write replaces it.
 func TestJournalTornAppendIsIgnored(t *testing.T) {
 	for name, tear := range map[string]func(rec []byte) []byte{
@@ -131,16 +156,27 @@ func TestJournalTornAppendIsIgnored(t *testing.T) {
 				s, _ := newStore(t)
 				intercept(t, s, "s", "write", sm.Compensable, `1`)
 				intercept(t, s, "s", "write", sm.Compensable, `2`)
+				want := 3
 				if first {
 					if err := s.checkpoint(); err != nil { // the torn record is the journal's first
 						t.Fatal(err)
 					}
+					want = 1
 				}
+				at := int(journalRecords(t, s).size)
 				before, _ := os.ReadFile(s.journalPath())
 				intercept(t, s, "s", "write", sm.Compensable, `3`)
-				after, _ := os.ReadFile(s.journalPath())
-				torn := append(before, tear(after[len(before):])...)
 				s.pause()() // the committer lets the log go: this test plays another process
+				after, _ := os.ReadFile(s.journalPath())
+				rec := after[at : at+journalHeader+int(binary.LittleEndian.Uint32(after[at:]))]
+				if first && !bytes.Equal(rec, after[:len(rec)]) || len(before) < at {
+					t.Fatal("the record was not written after the valid ones")
+				}
+				// Where the torn write did not land, the file holds what it held.
+				torn := append([]byte(nil), before...)
+				part := tear(append([]byte(nil), rec...))
+				torn = append(torn, make([]byte, max(0, at+len(part)-len(torn)))...)
+				copy(torn[at:], part)
 				if err := os.WriteFile(s.journalPath(), torn, 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -148,8 +184,8 @@ func TestJournalTornAppendIsIgnored(t *testing.T) {
 				if got := intercept(t, s, "s", "write", sm.Compensable, `4`).Effect.ID; got != 3 {
 					t.Fatalf("new effect %d, want 3", got)
 				}
-				if j, err := readJournal(s.journalPath()); err != nil || j.tail != 0 {
-					t.Fatalf("journal after the next write: %v, %d bytes of tail", err, j.tail)
+				if j := journalRecords(t, s); j.records != want {
+					t.Fatalf("journal after the next write: %d records, want %d", j.records, want)
 				}
 				if e := must[EffectDetail](t)(s.GetEffect(3)); string(e.Effect.Args) != `4` {
 					t.Fatalf("effect 3 has args %s", e.Effect.Args)
@@ -266,14 +302,7 @@ func TestJournalOperationsAreChecked(t *testing.T) {
 // log's current bbolt transaction.
 func writeJournalRecord(t *testing.T, s *Store, ops []byte) {
 	t.Helper()
-	s.pause()() // the committer lets the log go: this test plays another process
-	db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var base journalBase
-	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
-	db.Close()
+	base := committedBase(t, s)
 	j := &journal{path: s.journalPath()}
 	if err := j.append(base, append(make([]byte, journalHeader), ops...)); err != nil {
 		t.Fatal(err)
@@ -338,5 +367,54 @@ func TestReadOfRemovedLogMakesNone(t *testing.T) {
 				t.Fatalf("a %s made the log anew: %v", name, err)
 			}
 		})
+	}
+}
+
+// After a checkpoint the journal is written again from its start, over the
+// records bbolt now holds: once it has filled, appends hardly ever grow the
+// file, so an fdatasync mostly has no metadata to commit.
+func TestJournalIsReusedInPlace(t *testing.T) {
+	s, _ := newStore(t)
+	write := func(i int) { intercept(t, s, "s", "write", sm.Compensable, fmt.Sprintf(`{"i":"%04d"}`, i)) }
+	commits := s.group.commits.Load()
+	i := 0
+	for ; s.group.commits.Load() == commits; i++ {
+		write(i)
+	}
+	full, err := os.Stat(s.journalPath())
+	if err != nil || full.Size() == 0 {
+		t.Fatalf("journal after the first checkpoint: %v", err)
+	}
+	for ; s.group.commits.Load() < commits+3; i++ {
+		write(i)
+		// Never shorter; longer only as much as later records are (their
+		// ids take more bytes).
+		if info, _ := os.Stat(s.journalPath()); info.Size() < full.Size() || info.Size() > full.Size()*11/10 {
+			t.Fatalf("write %d: journal of %d bytes, was %d", i, info.Size(), full.Size())
+		}
+	}
+	write(i)
+	if j := journalRecords(t, s); j.records != 1 {
+		t.Fatalf("%d records after a checkpoint and one write", j.records)
+	}
+	if rep := verifyClean(t, s); rep.Effects != i+1 {
+		t.Fatalf("%d effects, want %d", rep.Effects, i+1)
+	}
+}
+
+// The journal has the log's permission bits: whoever may read the log may
+// read the journal, which a reader must to know what it holds.
+func TestJournalTakesTheLogsMode(t *testing.T) {
+	s, _ := newStore(t)
+	intercept(t, s, "s", "write", sm.Compensable, `1`)
+	for _, mode := range []os.FileMode{0o640, 0o600} {
+		s.pause()()
+		if err := os.Chmod(s.Path(), mode); err != nil {
+			t.Fatal(err)
+		}
+		intercept(t, s, "s", "write", sm.Compensable, fmt.Sprintf(`"%o"`, mode))
+		if info, err := os.Stat(s.journalPath()); err != nil || info.Mode().Perm() != mode {
+			t.Fatalf("log %o, journal %v %v", mode, info.Mode(), err)
+		}
 	}
 }

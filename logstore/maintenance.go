@@ -27,18 +27,18 @@ func (s *Store) Compact() (before, after int64, err error) {
 	}
 	var srcErr error
 	defer func() { closeDB(src, srcErr) }()
-	j, err := readJournal(s.journalPath())
-	if err != nil {
-		srcErr = err
-		return 0, 0, err
-	}
+	var j *journal
 	if srcErr = s.guard(func() error {
 		// The journal's records go into the copy: commit them first.
 		return src.Update(func(tx *bolt.Tx) error {
+			var err error
+			if j, err = readJournal(s.journalPath(), baseOf(tx)); err != nil {
+				return err
+			}
 			if _, err := j.replay(tx); err != nil {
 				return err
 			}
-			_, err := checkSchema(tx, s.path)
+			_, err = checkSchema(tx, s.path)
 			return err
 		})
 	}); srcErr != nil {
