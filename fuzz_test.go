@@ -25,6 +25,7 @@ func TestFuzzTargetsBriefly(t *testing.T) {
 		{"./logstore", "FuzzLogMeta", "2000x"},
 		{"./logstore", "FuzzLogRecords", "500x"},
 		{"./logstore", "FuzzJournal", "1000x"},
+		{"./logstore", "FuzzJournalFile", "1000x"},
 	}
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {

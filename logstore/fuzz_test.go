@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -22,8 +23,9 @@ import (
 // crash any bbolt program; no cheap check finds that damage. undolog defends
 // the rest: bytes that are not an intact log (FuzzOpenLog), meta pages whose
 // fields are wrong yet checksummed (FuzzLogMeta), records whose contents
-// are garbage in a sound tree (FuzzLogRecords), and checksummed journal
-// records of arbitrary operations (FuzzJournal).
+// are garbage in a sound tree (FuzzLogRecords), checksummed journal
+// records of arbitrary operations (FuzzJournal), and arbitrary journal
+// files around valid records (FuzzJournalFile).
 
 // seedLog is a small real log with sessions, effects in several states, an
 // approval request and undo entries; its bytes are built once per process.
@@ -254,6 +256,53 @@ func FuzzJournal(f *testing.F) {
 		path := writeFuzzLog(t, seed)
 		j := &journal{path: path + JournalSuffix}
 		if err := j.append(base, append(make([]byte, journalHeader), ops...)); err != nil {
+			t.Fatal(err)
+		}
+		exerciseLog(t, path)
+	})
+}
+
+// FuzzJournalFile puts arbitrary bytes in the journal of a real log, seeded
+// with records valid for the log followed by leftovers, torn and damaged
+// records: reading it must give an error or a working log, never a panic.
+func FuzzJournalFile(f *testing.F) {
+	seed, err := seedLog()
+	if err != nil {
+		f.Fatal(err)
+	}
+	path := filepath.Join(f.TempDir(), "seed.db")
+	if err := os.WriteFile(path, seed, 0o600); err != nil {
+		f.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var base journalBase
+	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
+	db.Close()
+	record := func(base journalBase, ops ...byte) []byte {
+		j := &journal{path: filepath.Join(f.TempDir(), "j")}
+		if err := j.append(base, append(make([]byte, journalHeader), ops...)); err != nil {
+			f.Fatal(err)
+		}
+		data, _ := os.ReadFile(j.path)
+		return data
+	}
+	seqOp := []byte{opSequence, byte(len(bEffects))}
+	seqOp = append(append(seqOp, bEffects...), 30)
+	good, older := record(base, seqOp...), record(journalBase{base.txid - 1, base.log}, seqOp...)
+	damaged := append([]byte(nil), good...)
+	damaged[len(damaged)-1] ^= 1
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	f.Add(cat(good, older, older))
+	f.Add(cat(good, good, damaged, older))
+	f.Add(cat(damaged, good))
+	f.Add(cat(good, good[:10], older[10:]))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, journalBytes []byte) {
+		path := writeFuzzLog(t, seed)
+		if err := os.WriteFile(path+JournalSuffix, journalBytes, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		exerciseLog(t, path)
