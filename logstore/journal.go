@@ -274,13 +274,19 @@ func (j *journal) empty(reset bool) error {
 	return nil
 }
 
-// journalPending reports whether the journal at path holds records for the
-// read transaction tx, which a reader must see: the log is checkpointed
-// first. An empty journal is not opened, so that a user who may read the log
-// but not its journal still reads a log with nothing journaled yet.
-func journalPending(path string, tx *bolt.Tx) (bool, error) {
-	if info, err := os.Stat(path); errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
+// journalPending reports whether the journal of the log at logPath holds
+// records for the read transaction tx, which a reader must see: the log is
+// checkpointed first. An empty journal is not opened. A journal whose
+// permission bits are not the log's gets the log's, if this user owns it, so
+// that whoever may read the log may read the journal, as they must.
+func journalPending(logPath string, tx *bolt.Tx) (bool, error) {
+	path := logPath + JournalSuffix
+	info, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
 		return false, nil
+	}
+	if log, err := os.Stat(logPath); err == nil && info != nil && info.Mode().Perm() != log.Mode().Perm() {
+		os.Chmod(path, log.Mode().Perm())
 	}
 	j, err := readJournal(path, baseOf(tx))
 	if err != nil {

@@ -402,19 +402,33 @@ func TestJournalIsReusedInPlace(t *testing.T) {
 	}
 }
 
-// The journal has the log's permission bits: whoever may read the log may
-// read the journal, which a reader must to know what it holds.
+// The journal has the log's permission bits, after a write and after a
+// read: whoever may read the log may read the journal, which a reader must
+// to know what it holds.
 func TestJournalTakesTheLogsMode(t *testing.T) {
 	s, _ := newStore(t)
 	intercept(t, s, "s", "write", sm.Compensable, `1`)
-	for _, mode := range []os.FileMode{0o640, 0o600} {
-		s.pause()()
-		if err := os.Chmod(s.Path(), mode); err != nil {
-			t.Fatal(err)
-		}
-		intercept(t, s, "s", "write", sm.Compensable, fmt.Sprintf(`"%o"`, mode))
-		if info, err := os.Stat(s.journalPath()); err != nil || info.Mode().Perm() != mode {
-			t.Fatalf("log %o, journal %v %v", mode, info.Mode(), err)
+	for _, mode := range []os.FileMode{0o640, 0o600, 0o644} {
+		for what, op := range map[string]func(){
+			"read":  func() { must[EffectDetail](t)(s.GetEffect(1)) },
+			"write": func() { intercept(t, s, "s", "write", sm.Compensable, fmt.Sprintf(`"%o"`, mode)) },
+		} {
+			// Nothing left to fold in: a read then holds nothing, and must
+			// still mend the journal's mode.
+			if err := s.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			s.pause()()
+			if err := os.Chmod(s.journalPath(), 0o604); err != nil { // none of the modes tried
+				t.Fatal(err)
+			}
+			if err := os.Chmod(s.Path(), mode); err != nil {
+				t.Fatal(err)
+			}
+			op()
+			if info, err := os.Stat(s.journalPath()); err != nil || info.Mode().Perm() != mode {
+				t.Fatalf("after a %s of a log of mode %o, the journal's is %v (%v)", what, mode, info.Mode(), err)
+			}
 		}
 	}
 }

@@ -182,7 +182,7 @@ func (s *Store) viewOnce(fn func(tx *bolt.Tx) error, checkJournal bool) error {
 	}
 	err = s.guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
-			if pending, err := journalPending(s.journalPath(), tx); err != nil {
+			if pending, err := journalPending(s.path, tx); err != nil {
 				return err
 			} else if pending && checkJournal {
 				return errJournalPending
