@@ -65,9 +65,10 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // The file is reused in place: a checkpoint does not empty it, and the next
 // records overwrite the old ones from the start. An append then changes no
 // file metadata (the blocks exist, the size stays), so one fdatasync makes it
-// durable without a metadata journal commit, about a quarter faster than an
-// append that grows the file. What follows the valid records is leftovers:
-// records of an earlier transaction, or a torn append never acknowledged.
+// durable without a metadata journal commit: lifecycles ran 1.2x as fast as
+// with appends that grow the file. What follows the valid records is
+// leftovers: records of an earlier transaction, or a torn append never
+// acknowledged.
 type journal struct {
 	path    string
 	exists  bool
