@@ -45,3 +45,25 @@ func BenchmarkGetEffect(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadBesideJournal is a reading command's way into a log whose
+// journal holds a checkpoint's worth of records bbolt already has, as a log
+// in use mostly does: open, see that nothing is pending, read, close.
+func BenchmarkReadBesideJournal(b *testing.B) {
+	s := New(filepath.Join(b.TempDir(), "u.db"), Options{})
+	for i := 0; i < journalMaxRecords-1; i++ {
+		if _, err := s.Intercept(InterceptRequest{Session: "bench", Tool: "write", Tier: sm.Compensable, CreateSession: true,
+			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":"%0900d"}`, i, 0))}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.checkpoint(); err != nil {
+		b.Fatal(err)
+	}
+	s.pause()() // reads then go the way another process's do
+	for b.Loop() {
+		if _, err := s.GetEffect(1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

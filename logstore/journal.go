@@ -97,10 +97,12 @@ func readJournal(path string, want journalBase) (*journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read journal %s: %w", path, bare(err))
 	}
-	data, err := io.ReadAll(f)
-	if err != nil {
+	data := make([]byte, info.Size())
+	n, err := io.ReadFull(f, data)
+	if err != nil && err != io.ErrUnexpectedEOF {
 		return nil, fmt.Errorf("read journal %s: %w", path, bare(err))
 	}
+	data = data[:n]
 	j.exists, j.mode = true, info.Mode().Perm()
 	off := 0
 	for off < len(data) {
@@ -130,8 +132,13 @@ func parseRecord(data []byte) (n int, base journalBase, ok bool) {
 		return 0, base, false
 	}
 	n = journalHeader + int(le.Uint32(data))
-	base = journalBase{txid: le.Uint64(data[8:]), log: le.Uint64(data[16:])}
-	return n, base, crc32.Checksum(data[8:n], castagnoli) == le.Uint32(data[4:])
+	return n, headerBase(data), crc32.Checksum(data[8:n], castagnoli) == le.Uint32(data[4:])
+}
+
+// headerBase is the base a record header names.
+func headerBase(header []byte) journalBase {
+	le := binary.LittleEndian
+	return journalBase{txid: le.Uint64(header[8:]), log: le.Uint64(header[16:])}
 }
 
 // replay applies the records to tx, a write transaction on the base they
@@ -277,7 +284,9 @@ func (j *journal) empty(reset bool) error {
 
 // journalPending reports whether the journal of the log at logPath holds
 // records for the read transaction tx, which a reader must see: the log is
-// checkpointed first. An empty journal is not opened. A journal whose
+// checkpointed first. An empty journal is not opened, and one that does not
+// start with a record header on tx (leftovers, or a torn first write) is
+// read no further: on every read, that is the common case. A journal whose
 // permission bits are not the log's gets the log's, if this user owns it, so
 // that whoever may read the log may read the journal, as they must.
 func journalPending(logPath string, tx *bolt.Tx) (bool, error) {
@@ -289,6 +298,17 @@ func journalPending(logPath string, tx *bolt.Tx) (bool, error) {
 	if log, err := os.Stat(logPath); err == nil && info != nil && info.Mode().Perm() != log.Mode().Perm() {
 		os.Chmod(path, log.Mode().Perm())
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("read journal %s: %w", path, bare(err))
+	}
+	var head [journalHeader]byte
+	n, _ := f.ReadAt(head[:], 0)
+	f.Close()
+	if n < journalHeader || headerBase(head[:]) != baseOf(tx) {
+		return false, nil
+	}
+	// Records on tx, or a torn or damaged one: the whole journal tells.
 	j, err := readJournal(path, baseOf(tx))
 	if err != nil {
 		return false, err
