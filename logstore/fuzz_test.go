@@ -219,10 +219,8 @@ func FuzzLogRecords(f *testing.F) {
 	})
 }
 
-// FuzzJournal puts arbitrary operations in the journal of a real log, in a
-// record with a valid checksum for the log's transaction: replaying them must
-// give an error or a working log, never a panic.
-func FuzzJournal(f *testing.F) {
+// seedLogAndBase is seedLog and the base its journal records apply on.
+func seedLogAndBase(f *testing.F) ([]byte, journalBase) {
 	seed, err := seedLog()
 	if err != nil {
 		f.Fatal(err)
@@ -231,13 +229,18 @@ func FuzzJournal(f *testing.F) {
 	if err := os.WriteFile(path, seed, 0o600); err != nil {
 		f.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	base, err := committedBaseOf(path)
 	if err != nil {
 		f.Fatal(err)
 	}
-	var base journalBase
-	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
-	db.Close()
+	return seed, base
+}
+
+// FuzzJournal puts arbitrary operations in the journal of a real log, in a
+// record with a valid checksum for the log's transaction: replaying them must
+// give an error or a working log, never a panic.
+func FuzzJournal(f *testing.F) {
+	seed, base := seedLogAndBase(f)
 	// Real operations to mutate: a session, an effect and its indexes.
 	w := &writeTx{}
 	w.op(opSequence, bEffects)
@@ -266,21 +269,7 @@ func FuzzJournal(f *testing.F) {
 // with records valid for the log followed by leftovers, torn and damaged
 // records: reading it must give an error or a working log, never a panic.
 func FuzzJournalFile(f *testing.F) {
-	seed, err := seedLog()
-	if err != nil {
-		f.Fatal(err)
-	}
-	path := filepath.Join(f.TempDir(), "seed.db")
-	if err := os.WriteFile(path, seed, 0o600); err != nil {
-		f.Fatal(err)
-	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		f.Fatal(err)
-	}
-	var base journalBase
-	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
-	db.Close()
+	seed, base := seedLogAndBase(f)
 	record := func(base journalBase, ops ...byte) []byte {
 		j := &journal{path: filepath.Join(f.TempDir(), "j")}
 		if err := j.append(base, append(make([]byte, journalHeader), ops...)); err != nil {
@@ -289,9 +278,10 @@ func FuzzJournalFile(f *testing.F) {
 		data, _ := os.ReadFile(j.path)
 		return data
 	}
-	seqOp := []byte{opSequence, byte(len(bEffects))}
-	seqOp = append(append(seqOp, bEffects...), 30)
-	good, older := record(base, seqOp...), record(journalBase{base.txid - 1, base.log}, seqOp...)
+	w := &writeTx{}
+	w.op(opSequence, bEffects)
+	w.ops.uint(30)
+	good, older := record(base, w.ops.buf...), record(journalBase{base.txid - 1, base.log}, w.ops.buf...)
 	damaged := append([]byte(nil), good...)
 	damaged[len(damaged)-1] ^= 1
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }

@@ -52,14 +52,23 @@ func crashCopy(t *testing.T, s *Store) *Store {
 func committedBase(t *testing.T, s *Store) journalBase {
 	t.Helper()
 	s.pause()()
-	db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
+	base, err := committedBaseOf(s.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return base
+}
+
+// committedBaseOf is the base of the log file at path.
+func committedBaseOf(path string) (journalBase, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		return journalBase{}, err
+	}
 	defer db.Close()
 	var base journalBase
-	db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
-	return base
+	err = db.View(func(tx *bolt.Tx) error { base = baseOf(tx); return nil })
+	return base, err
 }
 
 // journalRecords reads the journal as the next holder of the log would.
