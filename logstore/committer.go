@@ -416,7 +416,7 @@ func (s *Store) hold(timeout time.Duration, create bool) (*heldLog, error) {
 		closeDB(db, err)
 		return nil, err
 	}
-	h.waiters = watchWaiters(s.journalPath())
+	h.waiters = watchWaiters(s.journalPath(), h.file.Mode().Perm())
 	g.held = h
 	return h, nil
 }

@@ -440,4 +440,14 @@ func TestJournalTakesTheLogsMode(t *testing.T) {
 			}
 		}
 	}
+	// A journal made anew is made with the log's mode.
+	s.pause()()
+	if err := os.Remove(s.journalPath()); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(s.Path(), 0o640)
+	intercept(t, s, "s", "write", sm.Compensable, `"new"`)
+	if info, err := os.Stat(s.journalPath()); err != nil || info.Mode().Perm() != 0o640 {
+		t.Fatalf("a new journal beside a log of mode 640: %v (%v)", info.Mode(), err)
+	}
 }

@@ -14,10 +14,10 @@ import (
 // take exclusively.
 type waitSignal struct{ f *os.File }
 
-// watchWaiters opens the journal file, creating it (empty) if need be so
-// that waiters have a file to lock.
-func watchWaiters(journal string) waitSignal {
-	f, err := os.OpenFile(journal, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// watchWaiters opens the journal file, creating it (empty, with perm, the
+// log's mode) if need be so that waiters have a file to lock.
+func watchWaiters(journal string, perm os.FileMode) waitSignal {
+	f, err := os.OpenFile(journal, os.O_RDONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err == nil {
 		syncDir(journal)
 	} else {

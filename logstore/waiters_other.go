@@ -2,12 +2,14 @@
 
 package logstore
 
+import "os"
+
 // Without flock, a committer cannot see who waits: it lets the log go after
 // linger or maxHold only.
 type waitSignal struct{}
 
-func watchWaiters(string) waitSignal       { return waitSignal{} }
-func (waitSignal) others() bool            { return false }
-func (waitSignal) yield()                  {}
-func (waitSignal) close()                  {}
-func announceWaiting(string) (done func()) { return func() {} }
+func watchWaiters(string, os.FileMode) waitSignal { return waitSignal{} }
+func (waitSignal) others() bool                   { return false }
+func (waitSignal) yield()                         {}
+func (waitSignal) close()                         {}
+func announceWaiting(string) (done func())        { return func() {} }
