@@ -32,6 +32,11 @@ func TestMain(m *testing.M) {
 // returned (acknowledged). "count:N" stops after N; "loop" never stops.
 func writer(mode, path, session string) int {
 	s := New(path, Options{LockTimeout: 20 * time.Second})
+	if mode == "compact-and-hang" { // a compaction killed with its copy made
+		compactBeforeRename = func() { fmt.Println("copied"); select {} }
+		s.Compact()
+		return 1
+	}
 	n := -1
 	if c, ok := strings.CutPrefix(mode, "count:"); ok {
 		n, _ = strconv.Atoi(c)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -54,17 +55,30 @@ func (s *Store) Compact() (before, after int64, err error) {
 		return 0, 0, err
 	}
 	before = info.Size()
-	tmp := filepath.Join(filepath.Dir(s.path), fmt.Sprintf(".undolog-compact-%d", os.Getpid()))
-	os.Remove(tmp)
-	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout})
+	// A copy left by a compaction killed on the way is of no use to anyone:
+	// whoever made it no longer holds the log's lock, which this one does.
+	s.removeCompactCopies()
+	tmp := s.compactCopy(os.Getpid())
+	mode := info.Mode().Perm()
+	dst, err := bolt.Open(tmp, mode, &bolt.Options{Timeout: s.opts.LockTimeout})
 	if err != nil {
 		return 0, 0, fmt.Errorf("compact %s: %w", s.path, err)
 	}
-	dst.AllocSize = 0 // grow the new file to exactly what it holds, not in 16 MiB steps
+	os.Chmod(tmp, mode) // the umask may have taken bits away
+	dst.AllocSize = 0   // grow the new file to exactly what it holds, not in 16 MiB steps
 	err = s.guard(func() error { return compactInto(dst, src) })
 	srcErr = err
 	if err == nil {
+		// The copy numbers its transactions anew: under a new log id, so that
+		// no journal record written on the old file (a backup restored beside
+		// the journal, say) names one of its states.
+		err = dst.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(keyLogID, newLogID()) })
+	}
+	if err == nil {
 		err = dst.Sync()
+	}
+	if compactBeforeRename != nil {
+		compactBeforeRename()
 	}
 	if errors.As(err, new(damagedPage)) {
 		closeDB(dst, err)
@@ -88,6 +102,27 @@ func (s *Store) Compact() (before, after int64, err error) {
 		return 0, 0, err
 	}
 	return before, info.Size(), nil
+}
+
+// compactBeforeRename, when set by a test, runs while Compact holds the log
+// with its copy made, just before the copy takes the log's place.
+var compactBeforeRename func()
+
+// compactCopy is the path of the copy a compaction by process pid makes.
+func (s *Store) compactCopy(pid int) string {
+	return filepath.Join(filepath.Dir(s.path), fmt.Sprintf(".%s.compact-%d", filepath.Base(s.path), pid))
+}
+
+// removeCompactCopies removes the copies that compactions of this log left.
+func (s *Store) removeCompactCopies() {
+	dir := filepath.Dir(s.path)
+	entries, _ := os.ReadDir(dir)
+	prefix := "." + filepath.Base(s.path) + ".compact-"
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // compactInto copies every bucket of src into dst in key order, filling pages

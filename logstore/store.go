@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -149,28 +150,35 @@ func (e *errAfterCommit) Error() string { return e.err.Error() }
 // view runs fn in a read-only transaction. A log that does not exist yet reads
 // as empty: fn is not called and nothing is created. While this process's
 // committer runs, fn runs in its transaction, which holds the journal's
-// writes; otherwise writes still in the journal are checkpointed into bbolt
-// first, so that fn sees them. If other processes keep adding to the journal
-// through three checkpoints, fn reads the log as bbolt holds it.
+// writes. Otherwise fn reads bbolt as it is when the journal holds nothing
+// for it, and else reads in a write transaction with the journal replayed
+// into it, which is rolled back: a read never writes, so it works on a full
+// disk; on a read-only file system, or a log it may not write, it reads a
+// private copy (viewCopy).
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	for tries := 0; ; tries++ {
 		if err, ok := s.viewInCommitter(fn); ok {
 			return err
 		}
-		err := s.viewOnce(fn, tries < 3)
-		if err != errJournalPending {
-			return err
+		err := s.viewOnce(fn)
+		switch {
+		case err == errReplaced && tries < 10:
+			continue // compaction renamed a new file in while this one waited
+		case err == errJournalPending:
+			err = s.enqueue(&writeCall{read: fn})
+			var nw *noWriteAccess
+			if errors.As(err, &nw) {
+				return s.viewCopy(fn)
+			}
 		}
-		if err := s.checkpoint(); err != nil {
-			return fmt.Errorf("apply the journal of %s: %w", s.path, err)
-		}
+		return err
 	}
 }
 
-// errJournalPending sends a reader to checkpoint the journal.
+// errJournalPending sends a reader to read with the journal replayed.
 var errJournalPending = errors.New("journal pending")
 
-func (s *Store) viewOnce(fn func(tx *bolt.Tx) error, checkJournal bool) error {
+func (s *Store) viewOnce(fn func(tx *bolt.Tx) error) error {
 	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
 		return nil
 	} else if err != nil {
@@ -184,7 +192,7 @@ func (s *Store) viewOnce(fn func(tx *bolt.Tx) error, checkJournal bool) error {
 		return db.View(func(tx *bolt.Tx) error {
 			if pending, err := journalPending(s.path, tx); err != nil {
 				return err
-			} else if pending && checkJournal {
+			} else if pending {
 				return errJournalPending
 			}
 			if _, err := checkSchema(tx, s.path); err != nil {
@@ -194,6 +202,59 @@ func (s *Store) viewOnce(fn func(tx *bolt.Tx) error, checkJournal bool) error {
 		})
 	})
 	closeDB(db, err)
+	return err
+}
+
+// viewCopy runs fn on a private copy of the log with the journal replayed
+// into it, for a reader that may not open the log for writing (a read-only
+// file system, a log readable by others) while the journal holds writes
+// bbolt does not. The copy is made under the log's shared lock, so that no
+// writer moves either file meanwhile, and costs the log's size in memory.
+func (s *Store) viewCopy(fn func(tx *bolt.Tx) error) error {
+	db, err := s.open(true, s.opts.LockTimeout)
+	if err != nil {
+		return err
+	}
+	var j *journal
+	var cp *os.File
+	var cpPath string
+	done := func() {}
+	err = s.guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if _, err := checkSchema(tx, s.path); err != nil {
+				return err
+			}
+			if j, err = readJournal(s.journalPath(), baseOf(tx)); err != nil {
+				return err
+			}
+			if cp, cpPath, done, err = privateFile(); err != nil {
+				return fmt.Errorf("read log %s: a private copy: %w", s.path, err)
+			}
+			_, err = tx.WriteTo(cp)
+			return err
+		})
+	})
+	closeDB(db, err)
+	defer done()
+	if err != nil {
+		return err
+	}
+	cdb, err := bolt.Open(cpPath, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout})
+	if err != nil {
+		return fmt.Errorf("read log %s: a private copy: %w", s.path, err)
+	}
+	err = s.guard(func() error {
+		tx, err := cdb.Begin(true)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := j.replay(tx); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+	closeDB(cdb, err)
 	return err
 }
 
@@ -226,18 +287,42 @@ func closeDB(db *bolt.DB, err error) {
 	db.Close()
 }
 
-// open opens the log, waiting up to timeout for its lock.
+// errReplaced says that the file at the log's path was replaced while open
+// waited for the lock of the one it opened (compaction renames a new file
+// in): the caller opens the path again.
+var errReplaced = errors.New("log replaced while waiting for it")
+
+// noWriteAccess marks a log that this process may read but not open for
+// writing (a read-only file system, a file it may not write).
+type noWriteAccess struct{ error }
+
+func (n *noWriteAccess) Unwrap() error { return n.error }
+
+// open opens the log, waiting up to timeout for its lock. The file it locked
+// must still be the one at the path: a process that opened the log while
+// compaction held it would otherwise lock, and write to, a file renamed
+// away (errReplaced).
 func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	var db *bolt.DB
 	// checkFile catches the damage known to make bbolt.Open panic; the guard is
 	// for the rest, so that a damaged log is an error and never a crash.
 	defer announceWaiting(s.journalPath())()
+	var file *os.File
+	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
 	err := s.guard(func() (err error) {
-		db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
+		db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly, OpenFile: openFile})
 		return err
 	})
 	switch {
 	case err == nil:
+		if !s.isFileAtPath(file) {
+			db.Close()
+			return nil, errReplaced
+		}
 		return db, nil
 	case errors.Is(err, ErrCorrupt):
 		return nil, err
@@ -245,9 +330,21 @@ func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", ErrBusy, s.path, timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
+	case !readOnly && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)):
+		return nil, &noWriteAccess{fmt.Errorf("open log %s: %w", s.path, bare(err))}
 	default:
 		return nil, fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
+}
+
+// isFileAtPath reports whether f is the file at the log's path.
+func (s *Store) isFileAtPath(f *os.File) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(s.path)
+	return err == nil && os.SameFile(held, now)
 }
 
 // create writes a new, fully initialized log beside path and links it into
@@ -547,4 +644,13 @@ func btoi(b []byte) uint64 {
 		return 0
 	}
 	return binary.BigEndian.Uint64(b)
+}
+
+// privateTempFile is privateFile in the temporary directory.
+func privateTempFile() (f *os.File, path string, done func(), err error) {
+	f, err = os.CreateTemp("", "undolog-copy-*")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return f, f.Name(), func() { f.Close(); os.Remove(f.Name()) }, nil
 }
