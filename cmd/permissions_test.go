@@ -61,13 +61,22 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 	if code != 1 || !strings.Contains(out, logPath+"-journal: permission denied") {
 		t.Fatalf("read-only log with a journal: exit %d: %q", code, out)
 	}
-	// Once its owner has read it (which applies the journal), nobody can too.
+	// Once its owner has read it (which gives the journal the log's mode,
+	// and writes nothing else), nobody can too: the write still only in the
+	// journal included, read from a private copy of the log.
 	if out, code := run(false, "list"); code != 0 {
 		t.Fatalf("owner's read: %s", out)
 	}
+	if out, code := run(false, "intercept", "--session", "s", "--tool", "t1", "--tier", "compensable"); code != 0 {
+		t.Fatalf("owner's write: %s", out)
+	}
+	if info, err := os.Stat(logPath + "-journal"); err != nil || info.Size() == 0 {
+		t.Fatalf("journal: %v %v", info, err)
+	}
 	before, _ := os.ReadFile(logPath)
+	beforeJournal, _ := os.ReadFile(logPath + "-journal")
 	out, code = run(true, "list", "-o", "ids")
-	if code != 0 || strings.TrimSpace(strings.Split(out, "\n")[len(strings.Split(strings.TrimSpace(out), "\n"))-1]) != "1" {
+	if ids := strings.Fields(out); code != 0 || len(ids) < 2 || ids[len(ids)-2] != "2" || ids[len(ids)-1] != "1" {
 		t.Fatalf("read-only log, read: exit %d: %q", code, out)
 	}
 	out, code = run(true, "intercept", "--session", "s", "--tool", "t2", "--tier", "compensable")
@@ -75,7 +84,8 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 		t.Fatalf("read-only log, write: exit %d: %q", code, out)
 	}
 	after, _ := os.ReadFile(logPath)
-	if string(before) != string(after) {
+	afterJournal, _ := os.ReadFile(logPath + "-journal")
+	if string(before) != string(after) || string(beforeJournal) != string(afterJournal) {
 		t.Fatal("the log changed")
 	}
 }

@@ -335,30 +335,45 @@ func (s *Store) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall,
 			}
 		}
 		rec := w.record()
+		lost := false
 		if !checkpoint && !w.mustCommit && h.j.records < journalMaxRecords && h.j.size+int64(len(rec)) <= int64(journalMaxBytes) {
-			if err := h.j.append(baseOf(h.tx), rec); err != nil {
+			err := h.j.append(baseOf(h.tx), rec)
+			if err == nil {
+				s.group.journals.Add(1)
+				return nil
+			} else if err != errJournalLost {
 				return err
 			}
-			s.group.journals.Add(1)
-			return nil
+			lost = true // the transaction holds what the journal held: commit it
 		}
-		if err := h.tx.Commit(); err != nil {
-			return err
-		}
-		s.group.commits.Add(1)
-		h.version = SchemaVersion
-		if err := h.j.empty(false); err != nil {
-			return err
-		}
-		tx, err := h.db.Begin(true)
-		if err != nil {
-			return err
-		}
-		h.tx = tx
-		packAppendBuckets(tx)
-		return nil
+		return s.commitHeld(h, lost)
 	})
 	return failed, err
+}
+
+// commitHeld commits the held transaction to bbolt, which then holds every
+// write the journal held, empties the journal (resetting the file at its
+// path if the one written was lost) and begins the next transaction.
+func (s *Store) commitHeld(h *heldLog, lost bool) error {
+	if err := h.tx.Commit(); err != nil {
+		return err
+	}
+	s.group.commits.Add(1)
+	h.version = SchemaVersion
+	if err := h.j.empty(lost); err != nil {
+		return err
+	}
+	if lost {
+		h.waiters.close()
+		h.waiters = watchWaiters(s.journalPath(), h.file.Mode().Perm())
+	}
+	tx, err := h.db.Begin(true)
+	if err != nil {
+		return err
+	}
+	h.tx = tx
+	packAppendBuckets(tx)
+	return nil
 }
 
 // hold opens the log, waiting up to timeout for its lock, and begins the
@@ -374,20 +389,26 @@ func (s *Store) hold(timeout time.Duration, create bool) (*heldLog, error) {
 			return h, nil
 		}
 	}
-	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
-		if !create {
-			return nil, errNoLog
-		}
-		if err := s.create(); err != nil {
+	var db *bolt.DB
+	for tries := 0; db == nil; tries++ {
+		if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
+			if !create {
+				return nil, errNoLog
+			}
+			if err := s.create(); err != nil {
+				return nil, err
+			}
+		} else if err != nil {
 			return nil, err
 		}
-	} else if err != nil {
-		return nil, err
+		var err error
+		if db, err = s.open(false, timeout); err == errReplaced && tries < 10 {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
 	}
-	db, err := s.open(false, timeout)
-	if err != nil {
-		return nil, err
-	}
+	var err error
 	h := &heldLog{db: db, since: time.Now()}
 	err = s.guard(func() error {
 		if h.file, err = os.Stat(s.path); err != nil {
@@ -406,12 +427,16 @@ func (s *Store) hold(timeout time.Duration, create bool) (*heldLog, error) {
 			return err
 		}
 		h.j.takeMode(h.file.Mode().Perm())
+		h.j.open()
 		packAppendBuckets(h.tx)
 		return nil
 	})
 	if err != nil {
 		if h.tx != nil {
 			s.guard(h.tx.Rollback)
+		}
+		if h.j != nil {
+			h.j.close()
 		}
 		closeDB(db, err)
 		return nil, err
@@ -440,6 +465,14 @@ func (s *Store) letGo(err error, yield bool) {
 		return
 	}
 	s.group.held = nil
+	if err == nil && h.j.records > 0 && h.j.f != nil && !h.j.intact(h.j.size) {
+		// The journal went (removed, replaced, cut short) with writes only it
+		// and the transaction hold: bbolt must hold them before the log goes.
+		if cerr := s.guard(func() error { return s.commitHeld(h, true) }); cerr != nil {
+			err = cerr
+		}
+	}
+	h.j.close()
 	if rerr := s.guard(h.tx.Rollback); err == nil && errors.As(rerr, new(damagedPage)) {
 		err = rerr
 	}

@@ -21,6 +21,9 @@ var (
 	ErrNewerSchema = errors.New("log from a newer version")
 	// ErrInvalidInput: a request was malformed (bad JSON, empty name, ...).
 	ErrInvalidInput = errors.New("invalid input")
+	// ErrInDoubt: a write failed in a way that may or may not have left it in
+	// the log.
+	ErrInDoubt = errors.New("write in doubt")
 	// ErrConflict: the request contradicts the log (a second decision, a name taken).
 	ErrConflict = errors.New("conflict")
 )

@@ -21,6 +21,7 @@ package logstore
 // same path.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,6 +72,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // acknowledged.
 type journal struct {
 	path    string
+	f       *os.File // open for appends while the log is held
 	exists  bool
 	mode    os.FileMode // the file's permission bits, when it exists
 	data    []byte      // the valid records as read, until replayed
@@ -112,15 +114,40 @@ func readJournal(path string, want journalBase) (*journal, error) {
 			off += n
 			continue
 		}
-		if !ok && n > 0 {
-			if _, next, ok := parseRecord(data[off+n:]); ok && next == want {
-				return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d", ErrCorrupt, path, off)
-			}
-		}
 		break
+	}
+	// What ends the records must be a torn append or leftovers of earlier
+	// transactions: a sound record on want after it means the end is damage
+	// (a flipped length or checksum) hiding acknowledged records.
+	if at := soundRecordAfter(data, off, want); at >= 0 {
+		return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d (a sound record follows at byte %d)", ErrCorrupt, path, off, at)
 	}
 	j.data, j.size = data[:off], int64(off)
 	return j, nil
+}
+
+// soundRecordAfter returns the offset of the first record on want that
+// passes its checksum after byte `after` of data, or -1. A record names its
+// log's random id at byte 16 of its header: only where those 8 bytes are found
+// is a record looked for.
+func soundRecordAfter(data []byte, after int, want journalBase) int {
+	if after >= len(data) {
+		return -1
+	}
+	var id [8]byte
+	binary.LittleEndian.PutUint64(id[:], want.log)
+	for from := after + 1; from+journalHeader <= len(data); {
+		i := bytes.Index(data[from+16:], id[:])
+		if i < 0 {
+			return -1
+		}
+		at := from + i
+		if _, base, ok := parseRecord(data[at:]); ok && base == want {
+			return at
+		}
+		from = at + 1
+	}
+	return -1
 }
 
 // parseRecord reads the record at the start of data: its length n (0 if
@@ -198,44 +225,136 @@ func applyOps(tx *bolt.Tx, ops []byte) error {
 	return r.err
 }
 
+// errJournalLost says that the journal file was removed, replaced or cut
+// short while its records were only there and in the held transaction: the
+// holder commits the transaction to bbolt instead, which saves them all.
+var errJournalLost = errors.New("journal lost under its writer")
+
+// File operations of an append; tests replace them to inject faults.
+var (
+	syncJournal     = fdatasync
+	truncateJournal = (*os.File).Truncate
+)
+
 // append makes rec, a record on base, durable: rec holds the operations
 // after room for the header, which append fills in. It goes after the valid
-// records, over leftovers if there are any.
+// records, over leftovers if there are any. If the journal is no longer the
+// file this holder wrote (errJournalLost), the record may not have reached
+// the journal; if the record could not be taken back after a failed sync,
+// the write is in doubt (ErrInDoubt).
 func (j *journal) append(base journalBase, rec []byte) error {
 	if j.records > 0 && base != j.base {
 		return fmt.Errorf("journal %s: a record on transaction %d after records on %d", j.path, base.txid, j.base.txid)
 	}
-	perm := j.mode
-	if perm == 0 {
-		perm = 0o600
+	if j.f != nil && !j.intact(j.size) {
+		if j.records > 0 {
+			return errJournalLost
+		}
+		j.close() // nothing in it to lose: write to the file at the path
+		j.exists = false
 	}
-	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE, perm)
-	if err != nil {
-		return fmt.Errorf("write journal %s: %w", j.path, bare(err))
+	if j.f == nil {
+		perm := j.mode
+		if perm == 0 {
+			perm = 0o600
+		}
+		f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE, perm) // read: intact checks the first header
+		if err != nil {
+			return fmt.Errorf("write journal %s: %w", j.path, bare(err))
+		}
+		j.f = f
+		if j.records > 0 && !j.intact(j.size) {
+			return errJournalLost
+		}
+		if !j.exists {
+			syncDir(j.path)
+			j.exists, j.mode = true, perm
+		}
 	}
-	defer f.Close()
 	at := j.size
 	le := binary.LittleEndian
 	le.PutUint32(rec, uint32(len(rec)-journalHeader))
 	le.PutUint64(rec[8:], base.txid)
 	le.PutUint64(rec[16:], base.log)
 	le.PutUint32(rec[4:], crc32.Checksum(rec[8:], castagnoli))
-	if _, err = f.WriteAt(rec, at); err == nil {
-		err = fdatasync(f)
+	_, err := j.f.WriteAt(rec, at)
+	if err == nil {
+		err = syncJournal(j.f)
 	}
 	if err != nil {
-		// Not acknowledged: take the record back so that it is not replayed.
-		f.Truncate(at)
-		return fmt.Errorf("write journal %s: %w", j.path, bare(err))
+		return j.takeBack(at, err)
 	}
-	if !j.exists {
-		syncDir(j.path)
-		j.exists, j.mode = true, perm
+	if !j.intact(at + int64(len(rec))) {
+		return errJournalLost
 	}
 	j.size += int64(len(rec))
 	j.records++
 	j.base = base
 	return nil
+}
+
+// intact reports whether the journal file this holder writes is still the
+// one at its path, at least size bytes long and, if it holds records,
+// starting with a record on the holder's base (a file cut short and written
+// past its end again reads as zeros there).
+func (j *journal) intact(size int64) bool {
+	held, err := j.f.Stat()
+	if err != nil || held.Size() < size {
+		return false
+	}
+	if now, err := os.Stat(j.path); err != nil || !os.SameFile(held, now) {
+		return false
+	}
+	if j.records == 0 {
+		return true
+	}
+	var head [journalHeader]byte
+	if _, err := j.f.ReadAt(head[:], 0); err != nil {
+		return false
+	}
+	return headerBase(head[:]) == j.base
+}
+
+// takeBack removes the record written at `at` after its write or sync
+// failed with cause, so that it is never replayed: the write failed, and is
+// reported so. If the record cannot be taken back, it may be replayed, and
+// the write is reported in doubt.
+func (j *journal) takeBack(at int64, cause error) error {
+	err := truncateJournal(j.f, at)
+	if err == nil {
+		err = syncJournal(j.f)
+	}
+	if err != nil {
+		// Zero the record's header: a record cut short there ends the journal.
+		var zero [journalHeader]byte
+		if _, err = j.f.WriteAt(zero[:], at); err == nil {
+			err = syncJournal(j.f)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%w: write journal %s: %v; the write could not be taken back (%v) and may be in the log", ErrInDoubt, j.path, bare(cause), bare(err))
+	}
+	return fmt.Errorf("write journal %s: %w", j.path, bare(cause))
+}
+
+// open opens the journal file for appends, if it exists, so that the holder
+// can tell when the file it holds records in is removed or cut short. If it
+// cannot, the first append opens it.
+func (j *journal) open() {
+	if !j.exists || j.f != nil {
+		return
+	}
+	if f, err := os.OpenFile(j.path, os.O_RDWR, 0); err == nil {
+		j.f = f
+	}
+}
+
+// close lets the journal file go.
+func (j *journal) close() {
+	if j.f != nil {
+		j.f.Close()
+		j.f = nil
+	}
 }
 
 // takeMode gives the journal the log's permission bits, which it is made
@@ -262,20 +381,26 @@ func syncDir(path string) {
 // empty drops the records once bbolt holds them. Nothing is written: they
 // apply on a transaction bbolt has moved past, so they read as leftovers,
 // and the next records overwrite them. Where transaction ids may start over,
-// as they do in a compacted file, that does not hold: with reset set, the
-// file is cut to nothing, durably.
+// as they do in a compacted file, that does not hold, nor where the file is
+// not the one written (errJournalLost): with reset set, the file at the path
+// is cut to nothing, durably.
 func (j *journal) empty(reset bool) error {
-	if reset && j.exists {
+	if reset {
+		j.close()
 		f, err := os.OpenFile(j.path, os.O_WRONLY, 0)
-		if err == nil {
-			err = f.Truncate(0)
+		if errors.Is(err, os.ErrNotExist) {
+			j.exists = false
+		} else {
 			if err == nil {
-				err = f.Sync()
+				err = f.Truncate(0)
+				if err == nil {
+					err = f.Sync()
+				}
+				f.Close()
 			}
-			f.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("empty journal %s: %w", j.path, bare(err))
+			if err != nil {
+				return fmt.Errorf("empty journal %s: %w", j.path, bare(err))
+			}
 		}
 	}
 	j.data, j.size, j.records = nil, 0, 0
