@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -114,7 +115,7 @@ progress elsewhere, 124 in doubt (owner died; see --retry-in-doubt), 125 undolog
 
 func (o *execOptions) note(f *Factory, format string, args ...any) {
 	if !o.quiet {
-		fmt.Fprintf(f.ErrOut, "undolog: "+format+"\n", args...)
+		fmt.Fprintln(f.ErrOut, "undolog: "+textfmt.Escape(fmt.Sprintf(format, args...)))
 	}
 }
 

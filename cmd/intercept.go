@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -114,9 +115,9 @@ func printIntercept(f *Factory, res logstore.InterceptResult) {
 		fmt.Fprintln(f.Out, "safe: not logged; run the call directly")
 	case logstore.OutcomeReplayed:
 		fmt.Fprintf(f.Out, "replayed effect %d (replay of %d): do not run the call\n", e.ID, *e.ReplayOf)
-		fmt.Fprintf(f.Out, "result: %s\n", e.Result)
+		fmt.Fprintf(f.Out, "result: %s\n", textfmt.Escape(string(e.Result)))
 	default:
-		fmt.Fprintf(f.Out, "%s effect %d: %s %s %s\n", res.Outcome, e.ID, e.Tool, e.Tier, paint(f, stateCell(string(e.State))))
+		fmt.Fprintf(f.Out, "%s effect %d: %s %s %s\n", res.Outcome, e.ID, textfmt.Escape(e.Tool), e.Tier, paint(f, stateCell(string(e.State))))
 		if res.Outcome == logstore.OutcomeNew && e.Tier == sm.Irreversible {
 			fmt.Fprintf(f.Out, "waiting for approval: undolog approve %d\n", e.ID)
 		}

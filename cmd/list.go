@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -194,8 +195,8 @@ func printChange(f *Factory, format string, e logstore.Effect, r logstore.Histor
 	if from == "" {
 		from = "(new)"
 	}
-	_, err := fmt.Fprintf(f.Out, "%s  %s %d %s %s: %s -> %s  by %s%s\n", r.At.Local().Format("15:04:05"), what, e.ID,
-		e.Session, e.Tool, from, paint(f, stateCell(r.To)), r.Actor, reasonSuffix(r.Reason))
+	_, err := fmt.Fprintf(f.Out, "%s  %s %d %s %s: %s -> %s  by %s\n", r.At.Local().Format("15:04:05"), what, e.ID,
+		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, paint(f, stateCell(r.To)), textfmt.Escape(r.Actor+reasonSuffix(r.Reason)))
 	return err
 }
 

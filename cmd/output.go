@@ -128,14 +128,21 @@ func paint(f *Factory, c cell) string {
 }
 
 // renderTable prints aligned columns with a header on a terminal, and
-// tab-separated rows without a header when piped (as gh does).
+// tab-separated rows without a header when piped (as gh does). Cells are
+// escaped (textfmt.Escape): a tab or newline in a stored value shows as \t
+// or \n and breaks no column or row.
 func renderTable(f *Factory, header []string, rows [][]cell) error {
 	w := f.Out
+	for _, r := range rows {
+		for i := range r {
+			r[i].text = textfmt.Escape(r[i].text)
+		}
+	}
 	if !f.StdoutIsTerminal() {
 		for _, r := range rows {
 			parts := make([]string, len(r))
 			for i, c := range r {
-				parts[i] = strings.ReplaceAll(c.text, "\t", " ")
+				parts[i] = c.text
 			}
 			if _, err := fmt.Fprintln(w, strings.Join(parts, "\t")); err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 )
 
@@ -41,7 +42,7 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 	}
 	err = classifyCobraError(err)
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintln(f.ErrOut, "undolog: "+oneLine(msg))
+		fmt.Fprintln(f.ErrOut, "undolog: "+textfmt.Escape(oneLine(msg)))
 	}
 	return ExitCode(err)
 }

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 )
 
@@ -38,6 +40,12 @@ func TestScripts(t *testing.T) {
 			env.Setenv("UNDOLOG_LOG", filepath.Join(env.WorkDir, "state", "undolog.db"))
 			env.Setenv("UNDOLOG_ACTOR", "tester")
 			env.Setenv("NO_COLOR", "")
+			// Text an agent could store to take over the operator's terminal.
+			env.Setenv("HOSTILE", hostileText)
+			quoted, _ := json.Marshal(hostileText)
+			env.Setenv("HOSTILE_JSON", string(quoted))
+			env.Setenv("RLO", "\u202e")
+			env.Setenv("C1", "\u009b")
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
@@ -47,8 +55,32 @@ func TestScripts(t *testing.T) {
 			"hold":         cmdHold,
 			"waitfor":      cmdWaitFor,
 			"waitapproval": cmdWaitApproval,
+			"termsafe":     cmdTermSafe,
 		},
 	})
+}
+
+// hostileText retitles the window (OSC 0), clears the screen (CSI 2J),
+// colours (CSI, and C1 CSI U+009B), reverses what follows (U+202E), deletes
+// (DEL), returns the cursor (CR) and moves to the next column (tab).
+const hostileText = "\x1b]0;owned\x07\x1b[2J\x1b[1;31m\u009b2Jred\u202eexe.txt\x7fX\rover\tcol"
+
+// termsafe FILE: FILE (or stdout, stderr) holds nothing a terminal would act
+// on: no control byte but newline and tab, no DEL, no C1 control, no
+// bidirectional mark, and no byte that is not UTF-8.
+func cmdTermSafe(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: termsafe FILE")
+	}
+	data := ts.ReadFile(args[0])
+	if !utf8.ValidString(data) {
+		ts.Fatalf("termsafe: %s is not UTF-8", args[0])
+	}
+	for i, r := range data {
+		if r != '\n' && r != '\t' && textfmt.Unsafe(r) {
+			ts.Fatalf("termsafe: %s holds %U at byte %d: %q", args[0], r, i, data)
+		}
+	}
 }
 
 // exit N prog args...: run prog and require exit code N (stdout and stderr

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/saga"
 )
@@ -96,7 +97,7 @@ func loadSessionView(store logstore.Log, id string, limit int) (sessionView, err
 func printSessionView(f *Factory, v sessionView) error {
 	s := v.Session
 	now := f.Now()
-	fmt.Fprintf(f.Out, "session %s  %s  created %s ago  %d effects\n", s.ID, paint(f, stateCell(string(s.State))), ago(now, s.CreatedAt), s.Effects)
+	fmt.Fprintf(f.Out, "session %s  %s  created %s ago  %d effects\n", textfmt.Escape(s.ID), paint(f, stateCell(string(s.State))), ago(now, s.CreatedAt), s.Effects)
 	if len(s.Meta) > 0 {
 		keys := make([]string, 0, len(s.Meta))
 		for k := range s.Meta {
@@ -106,10 +107,10 @@ func printSessionView(f *Factory, v sessionView) error {
 		for i, k := range keys {
 			keys[i] = k + "=" + s.Meta[k]
 		}
-		fmt.Fprintf(f.Out, "meta: %s\n", strings.Join(keys, " "))
+		fmt.Fprintf(f.Out, "meta: %s\n", textfmt.Escape(strings.Join(keys, " ")))
 	}
 	if s.Reason != "" {
-		fmt.Fprintf(f.Out, "reason: %s\n", s.Reason)
+		fmt.Fprintf(f.Out, "reason: %s\n", textfmt.Escape(s.Reason))
 	}
 	entries := map[uint64]logstore.UndoEntry{}
 	for _, u := range v.UndoStack {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 )
 
@@ -67,7 +68,7 @@ func printEffectDetail(f *Factory, d logstore.EffectDetail) error {
 	e := d.Effect
 	out := f.Out
 	fmt.Fprintf(out, "effect %d  %s\n", e.ID, paint(f, stateCell(string(e.State))))
-	field := func(name, value string) { fmt.Fprintf(out, "%-13s %s\n", name+":", value) }
+	field := func(name, value string) { fmt.Fprintf(out, "%-13s %s\n", name+":", textfmt.Escape(value)) }
 	field("session", e.Session)
 	field("tool", e.Tool+" ("+string(e.Tier)+")")
 	field("signature", e.CallSignature)

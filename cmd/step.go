@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -77,7 +78,7 @@ func runSteps(f *Factory, opts *stepOptions, ids []uint64, to sm.State) error {
 			if len(ids) == 1 {
 				return err
 			}
-			fmt.Fprintf(f.ErrOut, "undolog: effect %d: %s\n", id, oneLine(err.Error()))
+			fmt.Fprintf(f.ErrOut, "undolog: effect %d: %s\n", id, textfmt.Escape(oneLine(err.Error())))
 			if firstCode == ExitOK {
 				firstCode = ExitCode(err)
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/proxy"
 	"github.com/undolog/undolog/saga"
 )
@@ -101,35 +102,37 @@ undo again to resume. Irreversible effects cannot be undone and are listed.`,
 }
 
 func printPlan(f *Factory, plan saga.Plan) {
-	fmt.Fprintf(f.Out, "undo plan for session %s, last in first out:\n", plan.Session)
+	// Each line is escaped whole: it quotes tool names, errors and commands.
+	println := func(format string, args ...any) { fmt.Fprintln(f.Out, textfmt.Escape(fmt.Sprintf(format, args...))) }
+	println("undo plan for session %s, last in first out:", plan.Session)
 	n := 0
 	for _, s := range plan.Steps {
 		e := s.Effect
 		switch s.Action {
 		case saga.ActionDone:
-			fmt.Fprintf(f.Out, "   -  effect %d %s: already %s\n", e.ID, e.Tool, s.Entry.State)
+			println("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State)
 		case saga.ActionSkip:
 			n++
-			fmt.Fprintf(f.Out, "  %2d. effect %d %s (%s): skip, it never ran\n", n, e.ID, e.Tool, e.State)
+			println("  %2d. effect %d %s (%s): skip, it never ran", n, e.ID, e.Tool, e.State)
 		case saga.ActionBlocked:
 			n++
-			fmt.Fprintf(f.Out, "  %2d. effect %d %s: BLOCKED, failed before (%s): undolog resolve %d --reason ...\n", n, e.ID, e.Tool, s.Entry.LastError, e.ID)
+			println("  %2d. effect %d %s: BLOCKED, failed before (%s): undolog resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, e.ID)
 		default:
 			n++
-			fmt.Fprintf(f.Out, "  %2d. effect %d %s (%s): %s\n", n, e.ID, e.Tool, e.State, s.Call)
+			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.Call)
 		}
 	}
 	if len(plan.Steps) == 0 {
-		fmt.Fprintln(f.Out, "  (nothing to undo)")
+		println("  (nothing to undo)")
 	}
 	for _, e := range plan.NotUndoable {
-		fmt.Fprintf(f.Out, "not undoable: effect %d %s (irreversible, %s)\n", e.ID, e.Tool, e.State)
+		println("not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State)
 	}
 }
 
 // ask reads a yes/no answer from stdin; anything but y or yes is no.
 func ask(f *Factory, prompt string) (bool, error) {
-	fmt.Fprint(f.ErrOut, prompt)
+	fmt.Fprint(f.ErrOut, textfmt.Escape(prompt))
 	line, err := f.stdinLines().ReadString('\n')
 	if err != nil && line == "" {
 		return false, nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 type verifyOptions struct {
@@ -33,7 +35,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 				}
 			} else {
 				for _, p := range rep.Problems {
-					fmt.Fprintln(f.Out, p.String())
+					fmt.Fprintln(f.Out, textfmt.Escape(p.String()))
 				}
 				if len(rep.Problems) == 0 {
 					fmt.Fprintf(f.Out, "ok: %d sessions, %d effects, %d history records\n", rep.Sessions, rep.Effects, rep.Records)

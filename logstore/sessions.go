@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -34,9 +34,11 @@ func validToolName(name string) error {
 	if name == "" || len(name) > 256 || !utf8.ValidString(name) {
 		return fmt.Errorf("%w: tool name %q: must be 1-256 bytes of UTF-8", ErrInvalidInput, name)
 	}
+	// What text output would have to escape cannot name a tool: a control
+	// character, or a bidirectional mark that shows the name as another one.
 	for _, r := range name {
-		if unicode.IsControl(r) {
-			return fmt.Errorf("%w: tool name %q contains a control character", ErrInvalidInput, name)
+		if textfmt.Unsafe(r) {
+			return fmt.Errorf("%w: tool name %q contains a control character or bidirectional mark", ErrInvalidInput, name)
 		}
 	}
 	return nil

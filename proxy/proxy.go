@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -141,7 +142,8 @@ func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io
 
 func (p *Proxy) note(format string, args ...any) {
 	if p.Diagnostics != nil {
-		fmt.Fprintf(p.Diagnostics, "undolog proxy: "+format+"\n", args...)
+		// Escaped whole: a note quotes what the client and the upstream sent.
+		fmt.Fprintln(p.Diagnostics, "undolog proxy: "+textfmt.Escape(fmt.Sprintf(format, args...)))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -189,7 +190,8 @@ type Result struct {
 
 func (r *Runner) progress(format string, args ...any) {
 	if r.Progress != nil {
-		fmt.Fprintf(r.Progress, format+"\n", args...)
+		// Escaped whole: a line quotes tool names, commands and errors.
+		fmt.Fprintln(r.Progress, textfmt.Escape(fmt.Sprintf(format, args...)))
 	}
 }
 

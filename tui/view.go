@@ -33,11 +33,12 @@ type column struct {
 	state bool
 }
 
-// renderRow lays cells out in columns; the selected row is reversed whole.
+// renderRow lays cells out in columns, escaped (textfmt.Escape); the
+// selected row is reversed whole.
 func (m *Model) renderRow(cols []column, cells []string, selected bool) string {
 	var b strings.Builder
 	for i, c := range cols {
-		text := fit(cells[i], c.width)
+		text := fit(esc(cells[i]), c.width)
 		if c.state && !selected {
 			name := strings.TrimSpace(text)
 			text = strings.Replace(text, name, m.st.state(name), 1)
@@ -96,7 +97,7 @@ func (m *Model) View() string {
 	case overlayMenu:
 		body = m.menuView()
 	case overlayPrompt:
-		body = m.st.box.Width(min(m.width-2, 76)).Render(m.prompt.title + "\n\n" + m.prompt.input.View() + "\n\n" + m.st.dim.Render("enter: confirm  esc: cancel"))
+		body = m.st.box.Width(min(m.width-2, 76)).Render(esc(m.prompt.title) + "\n\n" + m.prompt.input.View() + "\n\n" + m.st.dim.Render("enter: confirm  esc: cancel"))
 	case overlayFilter:
 		body = m.st.box.Width(min(m.width-2, 76)).Render("Filter by tool or state:\n\n" + m.filter.View() + "\n\n" + m.st.dim.Render("enter: apply  esc: cancel"))
 	case overlayConfirmUndo:
@@ -118,9 +119,9 @@ func (m *Model) View() string {
 	for len(lines) < h {
 		lines = append(lines, "")
 	}
-	status := m.st.status.Render(fit(m.status, m.width))
+	status := m.st.status.Render(fit(esc(m.status), m.width))
 	if m.statusErr {
-		status = m.st.errText.Render(fit("error: "+m.status, m.width))
+		status = m.st.errText.Render(fit("error: "+esc(m.status), m.width))
 	}
 	return m.titleLine() + "\n" + strings.Join(lines, "\n") + "\n" + status + "\n" + m.help.ShortHelpView(m.keys.ShortHelp())
 }
@@ -128,7 +129,7 @@ func (m *Model) View() string {
 func (m *Model) titleLine() string {
 	crumb := "sessions"
 	if m.screen == screenSession {
-		crumb = "sessions › " + m.session.id
+		crumb = "sessions › " + esc(m.session.id)
 	}
 	follow := "follow off"
 	if m.follow {
@@ -195,12 +196,12 @@ func (m *Model) sessionView() string {
 		return "loading…"
 	}
 	s := v.sess
-	head := fmt.Sprintf("%s  %s  %d effects", m.st.title.Render(s.ID), m.st.state(string(s.State)), s.Effects)
+	head := fmt.Sprintf("%s  %s  %d effects", m.st.title.Render(esc(s.ID)), m.st.state(string(s.State)), s.Effects)
 	if s.PendingApprovals > 0 {
 		head += "  " + m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))
 	}
 	if v.filter != "" {
-		head += "  filter: " + v.filter
+		head += "  filter: " + esc(v.filter)
 	}
 	if v.page > 0 || v.next != 0 {
 		head += fmt.Sprintf("  page %d", v.page+1)
@@ -252,7 +253,7 @@ func (m *Model) detailLines() []string {
 	now := m.opts.Now()
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
-	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, e.Tool, e.Tier, m.st.state(string(e.State)))
+	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, esc(e.Tool), e.Tier, m.st.state(string(e.State)))
 	if e.ReplayOf != nil {
 		add("replay of effect %d", *e.ReplayOf)
 	}
@@ -260,7 +261,7 @@ func (m *Model) detailLines() []string {
 		add("replayed %d times, last %s ago", e.ReplayCount, textfmt.Ago(now, *e.LastReplayedAt))
 	}
 	if e.Error != "" {
-		add("%s %s", m.st.label.Render("error:"), e.Error)
+		add("%s %s", m.st.label.Render("error:"), esc(e.Error))
 	}
 	if a := d.Approval; a != nil {
 		line := a.Outcome
@@ -273,14 +274,14 @@ func (m *Model) detailLines() []string {
 		case a.ExpiresAt != nil:
 			line += ", expires in " + textfmt.Duration(a.ExpiresAt.Sub(now))
 		}
-		add("%s %s", m.st.label.Render("approval:"), line)
+		add("%s %s", m.st.label.Render("approval:"), esc(line))
 	}
 	if u := d.Undo; u != nil {
 		line := string(u.State) + "  " + u.Compensation.Kind + ": " + saga.DescribeCall(u.Compensation)
 		if u.LastError != "" {
 			line += "  last error: " + u.LastError
 		}
-		add("%s %s", m.st.label.Render("undo:"), line)
+		add("%s %s", m.st.label.Render("undo:"), esc(line))
 	}
 	out = append(out, m.st.label.Render("args:"))
 	out = append(out, prettyJSON(e.Args)...)
@@ -301,7 +302,7 @@ func (m *Model) detailLines() []string {
 		if r.Error != "" {
 			line += " error: " + r.Error
 		}
-		out = append(out, line)
+		out = append(out, esc(line))
 	}
 	for i := range out {
 		out[i] = fitANSI(out[i], m.width)
@@ -317,17 +318,26 @@ func fitANSI(s string, w int) string {
 	return runewidth.Truncate(s, w, "…")
 }
 
+// prettyJSON indents raw, each line escaped: a JSON string may hold C1
+// controls and bidirectional marks as they are (only C0 must be escaped).
 func prettyJSON(raw []byte) []string {
 	var b bytes.Buffer
 	if err := json.Indent(&b, raw, "  ", "  "); err != nil {
-		return []string{"  " + string(raw)}
+		return []string{"  " + esc(string(raw))}
 	}
-	return strings.Split("  "+b.String(), "\n")
+	lines := strings.Split("  "+b.String(), "\n")
+	for i, l := range lines {
+		lines[i] = esc(l)
+	}
+	return lines
 }
+
+// esc is how the view shows text that was stored: textfmt.Escape.
+var esc = textfmt.Escape
 
 func (m *Model) menuView() string {
 	e := m.menu.effect
-	lines := []string{fmt.Sprintf("Move effect %d (%s, %s) from %s to:", e.ID, e.Tool, e.Tier, e.State), ""}
+	lines := []string{fmt.Sprintf("Move effect %d (%s, %s) from %s to:", e.ID, esc(e.Tool), e.Tier, e.State), ""}
 	for i, st := range m.menu.options {
 		line := "  " + string(st)
 		if i == m.menu.cursor {
@@ -341,37 +351,41 @@ func (m *Model) menuView() string {
 
 func (m *Model) confirmUndoView() string {
 	p := m.plan
-	lines := []string{fmt.Sprintf("Undo session %s, last in first out:", p.Session), ""}
+	// Each line is escaped whole: it quotes tool names and commands.
+	escf := func(format string, args ...any) string { return esc(fmt.Sprintf(format, args...)) }
+	lines := []string{escf("Undo session %s, last in first out:", p.Session), ""}
 	n := 0
 	for _, s := range p.Steps {
 		e := s.Effect
 		switch s.Action {
 		case saga.ActionDone:
-			lines = append(lines, fmt.Sprintf("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State))
+			lines = append(lines, escf("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State))
 		case saga.ActionSkip:
 			n++
-			lines = append(lines, fmt.Sprintf("  %2d. effect %d %s: skip, it never ran", n, e.ID, e.Tool))
+			lines = append(lines, escf("  %2d. effect %d %s: skip, it never ran", n, e.ID, e.Tool))
 		case saga.ActionBlocked:
 			n++
-			lines = append(lines, fmt.Sprintf("  %2d. effect %d %s: BLOCKED, resolve it first", n, e.ID, e.Tool))
+			lines = append(lines, escf("  %2d. effect %d %s: BLOCKED, resolve it first", n, e.ID, e.Tool))
 		default:
 			n++
-			lines = append(lines, fmt.Sprintf("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.Call))
+			lines = append(lines, escf("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.Call))
 		}
 	}
 	if len(p.Steps) == 0 {
 		lines = append(lines, "  (nothing to undo)")
 	}
 	for _, e := range p.NotUndoable {
-		lines = append(lines, fmt.Sprintf("  not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State))
+		lines = append(lines, escf("  not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State))
 	}
-	lines = append(lines, "", m.st.title.Render(fmt.Sprintf("Undo %d steps of session %s? (y/n)", p.Work(), p.Session)))
+	lines = append(lines, "", m.st.title.Render(escf("Undo %d steps of session %s? (y/n)", p.Work(), p.Session)))
 	return m.st.box.Width(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
 
 func (m *Model) undoView() string {
-	lines := []string{fmt.Sprintf("Undoing session %s…", m.undo.session), ""}
-	lines = append(lines, m.undo.lines...)
+	lines := []string{fmt.Sprintf("Undoing session %s…", esc(m.undo.session)), ""}
+	for _, l := range m.undo.lines {
+		lines = append(lines, esc(l))
+	}
 	if m.undo.done {
 		lines = append(lines, "", m.st.dim.Render("press any key"))
 	}

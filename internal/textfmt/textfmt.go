@@ -1,5 +1,6 @@
 // Package textfmt owns the small text renderings that the command line and
-// the terminal view share: compact ages and durations.
+// the terminal view share: compact ages and durations, and stored text made
+// safe to print (Escape).
 package textfmt
 
 import (

@@ -1,0 +1,77 @@
+package textfmt
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Unsafe reports whether r must not reach a terminal as itself: a control
+// character (C0 with tab and newline, DEL, C1: a terminal acts on ESC and
+// CSI sequences, so stored text could retitle the window or clear the
+// screen), or a bidirectional mark, embedding, override or isolate (they
+// reorder what is shown, so a reviewer reads another text than the stored one).
+func Unsafe(r rune) bool {
+	switch {
+	case r < 0x20, 0x7f <= r && r <= 0x9f:
+		return true
+	case r == 0x061c, r == 0x200e, r == 0x200f, 0x202a <= r && r <= 0x202e, 0x2066 <= r && r <= 0x2069:
+		return true
+	}
+	return false
+}
+
+// Escape is the one way text output and the terminal view print a stored
+// string: each unsafe character (see Unsafe) and each byte that is not UTF-8
+// is written visibly as an escape (\n, \t, \r, \x1b, \x7f, \u009b, \u202e,
+// and \xff for a stray byte), so that one field stays one line, one column,
+// and shows what it holds. Everything else, backslashes too, is unchanged:
+// -o json is the exact form.
+func Escape(s string) string {
+	i := 0
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if Unsafe(r) || r == utf8.RuneError && n == 1 {
+			break
+		}
+		i += n
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteString(`\x`)
+			writeHex(&b, uint64(s[i]), 2)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case !Unsafe(r):
+			b.WriteString(s[i : i+n])
+		case r < 0x80:
+			b.WriteString(`\x`)
+			writeHex(&b, uint64(r), 2)
+		default:
+			b.WriteString(`\u`)
+			writeHex(&b, uint64(r), 4)
+		}
+		i += n
+	}
+	return b.String()
+}
+
+func writeHex(b *strings.Builder, v uint64, width int) {
+	h := strconv.FormatUint(v, 16)
+	for range width - len(h) {
+		b.WriteByte('0')
+	}
+	b.WriteString(h)
+}

@@ -1,0 +1,64 @@
+package textfmt
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                               "",
+		"plain text, ünïcødé, 日本, \\x1b": "plain text, ünïcødé, 日本, \\x1b",
+		"\x1b]0;owned\x07":               `\x1b]0;owned\x07`,
+		"\x1b[2J\x1b[H":                  `\x1b[2J\x1b[H`,
+		"a\u009b31mb":                    `a\u009b31mb`,
+		"\u0085\u0080\u009f":             `\u0085\u0080\u009f`,
+		"invoice\u202efdp.exe":           `invoice\u202efdp.exe`,
+		"\u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069": `\u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069`,
+		"\u200e\u200f\u061c":    `\u200e\u200f\u061c`,
+		"del\x7f":               `del\x7f`,
+		"one\ntwo\r\tthree\x00": `one\ntwo\r\tthree\x00`,
+		"bad \x9b byte \xff":    `bad \x9b byte \xff`,
+		"\u200b\u2028keep":      "\u200b\u2028keep",
+	} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Whatever goes in, nothing unsafe comes out, and safe text is unchanged.
+func TestEscapeLeavesNothingUnsafe(t *testing.T) {
+	var all strings.Builder
+	for r := rune(0); r < 0x2100; r++ {
+		all.WriteRune(r)
+	}
+	all.WriteString("\xff\xc3\x28")
+	out := Escape(all.String())
+	if !utf8.ValidString(out) {
+		t.Fatal("escaped text is not UTF-8")
+	}
+	for _, r := range out {
+		if Unsafe(r) {
+			t.Fatalf("%U survived escaping", r)
+		}
+	}
+	safe := "SEQ  AT  send_wire {\"to\":\"ACME\"} ✓"
+	if Escape(safe) != safe {
+		t.Fatal("safe text changed")
+	}
+}
+
+func TestUnsafe(t *testing.T) {
+	for _, r := range []rune{0, '\t', '\n', 0x1b, 0x7f, 0x80, 0x9b, 0x9f, 0x61c, 0x200e, 0x200f, 0x202a, 0x202e, 0x2066, 0x2069} {
+		if !Unsafe(r) {
+			t.Errorf("%U is not unsafe", r)
+		}
+	}
+	for _, r := range []rune{' ', '~', 0xa0, 'é', 0x200b, 0x2029, 0x202f, 0x2065, 0x206a, '日'} {
+		if Unsafe(r) {
+			t.Errorf("%U is unsafe", r)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+package tui
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// hostile retitles the window, clears the screen, colours (CSI and C1 CSI),
+// reverses what follows, deletes, returns the cursor and tabs.
+const hostile = "\x1b]0;owned\x07\x1b[2J\x1b[1;31m\u009b2Jred\u202eexe.txt\x7fX\rover\tcol"
+
+// requireTerminalSafe fails if a screen holds anything a terminal acts on
+// beyond its line breaks (the test view has no colours).
+func requireTerminalSafe(t *testing.T, what, screen string) {
+	t.Helper()
+	for i, r := range screen {
+		if r != '\n' && textfmt.Unsafe(r) {
+			t.Fatalf("%s holds %U at byte %d:\n%q", what, r, i, screen)
+		}
+	}
+}
+
+// Every field an agent or operator stored shows escaped in the view: args and
+// results (raw C1 and bidi inside JSON strings), key, reasons, actors, errors,
+// compensation commands, the undo plan, the undo walk and the status line.
+func TestViewEscapesStoredText(t *testing.T) {
+	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{Now: func() time.Time { return demoEnd }})
+	if _, err := store.CreateSession(logstore.NewSession{ID: "hostile", Meta: map[string]string{"note": hostile}, Actor: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(tool string, tier sm.Tier, comp *logstore.Compensation) uint64 {
+		res, err := store.Intercept(logstore.InterceptRequest{Session: "hostile", Tool: tool, Tier: tier,
+			Args: json.RawMessage(`{"esc":"\u001b[2J","note":"` + "\u009b2J\u202ex" + `"}`), Key: hostile + tool,
+			Reason: hostile, Actor: hostile, Compensation: comp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Effect.ID
+	}
+	step := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wire := mk("send_wire", sm.Irreversible, nil)
+	_, err := store.Approve(wire, logstore.Change{Actor: hostile, Reason: hostile})
+	step(err)
+	// Its compensation fails with hostile output: the undo walk stops on it.
+	note := mk("write_note", sm.Compensable, &logstore.Compensation{Kind: logstore.CompensationCommand, MaxRetries: 1,
+		Argv: []string{"sh", "-c", `printf '\033]0;owned\007\033[2J\302\233\342\200\256' >&2; exit 3`, hostile}})
+	_, err = store.Start(note, logstore.Change{Actor: hostile, Reason: hostile})
+	step(err)
+	_, err = store.Commit(note, logstore.Change{Actor: hostile, Result: json.RawMessage(`{"out":"` + "\u009b31m\u202e" + `"}`)})
+	step(err)
+	failed := mk("fetch", sm.Compensable, nil)
+	_, err = store.Start(failed, logstore.Change{})
+	step(err)
+	_, err = store.Fail(failed, logstore.Change{Actor: hostile, Error: hostile})
+	step(err)
+
+	m := New(Options{Store: store, Session: "hostile", Actor: "tester", Now: func() time.Time { return demoEnd }})
+	m.Update(tea.WindowSizeMsg{Width: 200, Height: 60})
+	run := func(cmd tea.Cmd) {
+		// Runs cmd and what its messages ask for, until the undo walk is done.
+		for cmd != nil {
+			msg := cmd()
+			if msg == nil {
+				return
+			}
+			_, cmd = m.Update(msg)
+			if _, done := msg.(undoDoneMsg); done {
+				return
+			}
+		}
+	}
+	run(loadEffects(store, "hostile", logstore.EffectFilter{}, 0, 0))
+	for i, id := range []uint64{wire, note, failed} {
+		m.session.cursor = i
+		run(loadDetail(store, id))
+		screen := m.View()
+		requireTerminalSafe(t, "effect detail", screen)
+		if !strings.Contains(screen, `\x1b]0;owned\x07`) {
+			t.Fatalf("effect %d: the stored text is not shown escaped:\n%s", id, screen)
+		}
+	}
+	// A decision on a decided effect: the status line quotes the decider.
+	m.session.cursor = 0
+	run(decide(store, wire, sm.Approved, "tester", ""))
+	requireTerminalSafe(t, "status line", m.View())
+
+	m.screen = screenSessions
+	run(loadSessions(store))
+	run(makePlan(store, "hostile"))
+	if m.overlay != overlayConfirmUndo {
+		t.Fatalf("no undo confirmation: %s", m.status)
+	}
+	requireTerminalSafe(t, "undo confirmation", m.View())
+	run(m.handleKey(press("y")))
+	if !m.undo.done {
+		t.Fatal("the undo walk did not end")
+	}
+	requireTerminalSafe(t, "undo walk", m.View())
+
+	// An error that quotes stored text, as the walk's stop does.
+	m.Update(undoDoneMsg{err: errors.New("compensation failed: " + hostile)})
+	requireTerminalSafe(t, "undo stop", m.View())
+
+	m.overlay, m.screen = overlayNone, screenSession
+	run(loadEffects(store, "hostile", logstore.EffectFilter{}, 0, 0))
+	m.session.cursor = 1
+	run(loadDetail(store, note))
+	if !strings.Contains(m.View(), `exit status 3: \x1b]0;owned\x07\x1b[2J\u009b\u202e`) {
+		t.Fatalf("no undo error in the detail:\n%s", m.View())
+	}
+	requireTerminalSafe(t, "undo entry detail", m.View())
+}
