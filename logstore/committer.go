@@ -389,26 +389,20 @@ func (s *Store) hold(timeout time.Duration, create bool) (*heldLog, error) {
 			return h, nil
 		}
 	}
-	var db *bolt.DB
-	for tries := 0; db == nil; tries++ {
-		if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
-			if !create {
-				return nil, errNoLog
-			}
-			if err := s.create(); err != nil {
-				return nil, err
-			}
-		} else if err != nil {
+	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
+		if !create {
+			return nil, errNoLog
+		}
+		if err := s.create(); err != nil {
 			return nil, err
 		}
-		var err error
-		if db, err = s.open(false, timeout); err == errReplaced && tries < 10 {
-			continue
-		} else if err != nil {
-			return nil, err
-		}
+	} else if err != nil {
+		return nil, err
 	}
-	var err error
+	db, err := s.open(false, timeout)
+	if err != nil {
+		return nil, err
+	}
 	h := &heldLog{db: db, since: time.Now()}
 	err = s.guard(func() error {
 		if h.file, err = os.Stat(s.path); err != nil {

@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -291,10 +292,14 @@ func TestGroupCommit(t *testing.T) {
 }
 
 // TestCrashTorture repeats: a writer process (the library, or the CLI's
-// undolog exec in a shell loop) runs mixed lifecycles and is SIGKILLed at a
-// random moment; the log must then verify clean and hold every operation the
-// writer acknowledged. UNDOLOG_TORTURE_CYCLES sets the number of cycles
-// (default 6; the long run is 200).
+// undolog exec in a shell loop) runs mixed lifecycles while other processes
+// read (list, show, export), compact, gc and undo (two undos of one failed
+// session at once), and the whole lot is SIGKILLed at a random moment. The
+// log must then verify clean and hold every operation the writer
+// acknowledged; no compensation may have run twice, and no reader, compaction
+// or gc may have failed for any reason but a busy log.
+// UNDOLOG_TORTURE_CYCLES sets the number of cycles (default 6; the long run
+// is 200).
 func TestCrashTorture(t *testing.T) {
 	cycles := 6
 	if v, err := strconv.Atoi(os.Getenv("UNDOLOG_TORTURE_CYCLES")); err == nil && v > 0 {
@@ -302,25 +307,64 @@ func TestCrashTorture(t *testing.T) {
 	}
 	bin := testbin.Undolog(t)
 	s, _ := newStore(t)
+	s.pause()() // this process only looks between cycles
+	work := t.TempDir()
+	compLog, errLog := filepath.Join(work, "compensations"), filepath.Join(work, "errors")
+	env := append(os.Environ(), "UNDOLOG="+bin, "UNDOLOG_LOG="+s.Path(), "COMPLOG="+compLog, "ERRLOG="+errLog, "W="+work)
+	sh := func(script string, extra ...string) *exec.Cmd {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Env = append(append([]string{}, env...), extra...)
+		cmd.Stderr = os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
+	}
+	// loop runs one undolog command per loop turn; an exit other than 0 and
+	// the given ones puts its error in the error log.
+	loop := func(name, allowed, args string) *exec.Cmd {
+		return sh(fmt.Sprintf(`while :; do "$UNDOLOG" %s >/dev/null 2>"$W/%s.err"; c=$?; case " 0 %s " in *" $c "*) ;; *) { echo "%s: exit $c"; cat "$W/%s.err"; } >> "$ERRLOG";; esac; done`,
+			args, name, allowed, name, name))
+	}
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	for cycle := 0; cycle < cycles; cycle++ {
 		session := fmt.Sprintf("torture-%d", cycle)
+		// A failed session whose steps record each compensation run.
+		undone := fmt.Sprintf("undo-%d", cycle)
+		prep := sh(`for i in 1 2 3 4 5 6; do "$UNDOLOG" exec --session "$S" -q --undo 'sh -c "echo $UNDOLOG_EFFECT_ID >> $COMPLOG"' -- true >/dev/null || exit 1; done; "$UNDOLOG" session fail "$S" >/dev/null`, "S="+undone)
+		prep.Stderr = nil
+		if out, err := prep.CombinedOutput(); err != nil {
+			t.Fatalf("cycle %d: prepare %s: %v %s", cycle, undone, err, out)
+		}
 		cli := cycle%2 == 1
 		var cmd *exec.Cmd
 		if cli {
-			cmd = exec.Command("sh", "-c", `i=0; while :; do "$UNDOLOG" exec --session "$SESSION" -q --undo true -- sh -c "echo step-$i" >/dev/null || exit 1; echo "$i"; i=$((i+1)); done`)
-			cmd.Env = append(os.Environ(), "UNDOLOG="+bin, "UNDOLOG_LOG="+s.Path(), "SESSION="+session)
-			cmd.Stderr = os.Stderr
+			cmd = sh(`i=0; while :; do "$UNDOLOG" exec --session "$SESSION" -q --undo true -- sh -c "echo step-$i" >/dev/null || exit 1; echo "$i"; i=$((i+1)); done`, "SESSION="+session)
 		} else {
 			cmd = writerCmd(t, "loop", s.Path(), session)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
+		}
+		others := []*exec.Cmd{
+			loop("list", "5", "list --limit 20"),
+			loop("show", "3 5", "show 1"),
+			loop("export", "5", "export"),
+			loop("compact", "5", "compact"),
+			// gc may find the session undo is walking: it must leave it be.
+			loop("gc", "5", "gc --older-than 0s --state failed --state compensated"),
+			// 6: the other undo runs the session's walk; 3: gc dropped it first;
+			// 4: it is compensated already; 9: a compensation failed or in doubt.
+			loop("undo1", "3 4 6 9", "undo "+undone+" --yes"),
+			loop("undo2", "3 4 6 9", "undo "+undone+" --yes"),
+		}
+		for _, o := range others {
+			if err := o.Start(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		var mu sync.Mutex
 		var acked []string
@@ -335,12 +379,28 @@ func TestCrashTorture(t *testing.T) {
 			close(done)
 		}()
 		time.Sleep(time.Duration(150+rng.Intn(500)) * time.Millisecond)
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // the whole group, mid-whatever
-		cmd.Wait()
+		for _, c := range append(others, cmd) { // every group, mid-whatever
+			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		}
+		for _, c := range append(others, cmd) {
+			c.Wait()
+		}
 		<-done
 		rep, err := s.Verify()
 		if err != nil || len(rep.Problems) != 0 {
 			t.Fatalf("cycle %d (cli=%v): verify: %v %v", cycle, cli, err, rep.Problems)
+		}
+		if errs, _ := os.ReadFile(errLog); len(errs) > 0 {
+			t.Fatalf("cycle %d (cli=%v): %s", cycle, cli, errs)
+		}
+		if ran, _ := os.ReadFile(compLog); len(ran) > 0 {
+			seen := map[string]bool{}
+			for _, id := range strings.Fields(string(ran)) {
+				if seen[id] {
+					t.Fatalf("cycle %d: the compensation of effect %s ran twice", cycle, id)
+				}
+				seen[id] = true
+			}
 		}
 		if len(acked) == 0 {
 			t.Fatalf("cycle %d: the writer acknowledged nothing", cycle)
@@ -369,6 +429,7 @@ func TestCrashTorture(t *testing.T) {
 				t.Fatalf("cycle %d (cli=%v): acknowledged %s is not committed", cycle, cli, a)
 			}
 		}
+		s.pause()()
 		t.Logf("cycle %d (cli=%v): %d acknowledged, all present", cycle, cli, len(acked))
 	}
 }

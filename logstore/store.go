@@ -156,23 +156,18 @@ func (e *errAfterCommit) Error() string { return e.err.Error() }
 // disk; on a read-only file system, or a log it may not write, it reads a
 // private copy (viewCopy).
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
-	for tries := 0; ; tries++ {
-		if err, ok := s.viewInCommitter(fn); ok {
-			return err
-		}
-		err := s.viewOnce(fn)
-		switch {
-		case err == errReplaced && tries < 10:
-			continue // compaction renamed a new file in while this one waited
-		case err == errJournalPending:
-			err = s.enqueue(&writeCall{read: fn})
-			var nw *noWriteAccess
-			if errors.As(err, &nw) {
-				return s.viewCopy(fn)
-			}
-		}
+	if err, ok := s.viewInCommitter(fn); ok {
 		return err
 	}
+	err := s.viewOnce(fn)
+	if err == errJournalPending {
+		err = s.enqueue(&writeCall{read: fn})
+		var nw *noWriteAccess
+		if errors.As(err, &nw) {
+			return s.viewCopy(fn)
+		}
+	}
+	return err
 }
 
 // errJournalPending sends a reader to read with the journal replayed.
@@ -287,11 +282,6 @@ func closeDB(db *bolt.DB, err error) {
 	db.Close()
 }
 
-// errReplaced says that the file at the log's path was replaced while open
-// waited for the lock of the one it opened (compaction renames a new file
-// in): the caller opens the path again.
-var errReplaced = errors.New("log replaced while waiting for it")
-
 // noWriteAccess marks a log that this process may read but not open for
 // writing (a read-only file system, a file it may not write).
 type noWriteAccess struct{ error }
@@ -299,9 +289,9 @@ type noWriteAccess struct{ error }
 func (n *noWriteAccess) Unwrap() error { return n.error }
 
 // open opens the log, waiting up to timeout for its lock. The file it locked
-// must still be the one at the path: a process that opened the log while
-// compaction held it would otherwise lock, and write to, a file renamed
-// away (errReplaced).
+// must still be the one at the path, or it opens the path again: a process
+// that opened the log while compaction held it would otherwise lock, and
+// write to, a file renamed away.
 func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	var db *bolt.DB
 	// checkFile catches the damage known to make bbolt.Open panic; the guard is
@@ -313,16 +303,25 @@ func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 		file = f
 		return f, err
 	}
-	err := s.guard(func() (err error) {
-		db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly, OpenFile: openFile})
-		return err
-	})
+	var err error
+	for tries := 0; ; tries++ {
+		err = s.guard(func() (err error) {
+			db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly, OpenFile: openFile})
+			return err
+		})
+		if err != nil || s.isFileAtPath(file) {
+			break
+		}
+		db.Close()
+		if tries == 10 {
+			return nil, fmt.Errorf("%w: %s was replaced 10 times while this process waited for it", ErrBusy, s.path)
+		}
+		if err := s.checkFile(); err != nil { // the path again, and what is there now
+			return nil, err
+		}
+	}
 	switch {
 	case err == nil:
-		if !s.isFileAtPath(file) {
-			db.Close()
-			return nil, errReplaced
-		}
 		return db, nil
 	case errors.Is(err, ErrCorrupt):
 		return nil, err
