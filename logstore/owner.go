@@ -85,18 +85,21 @@ func takenMeanwhile(id uint64, cur, want *Owner) error {
 
 // reclaimCompensation hands a compensating entry to c.Owner: a compensation
 // already compensating is never taken over unless the caller judged its
-// owner dead and names it in c.ExpectOwner (checked by the caller). The
-// history records the reclaim and whose run it ends.
+// owner dead and names it in c.ExpectOwner (checked by the caller). With no
+// c.Owner, its owner lets it go (an interrupted run), leaving it in doubt.
+// The history records whose run ended.
 func reclaimCompensation(tx *writeTx, sess *Session, e Effect, u *UndoEntry, c Change, now time.Time) (UndoEntry, Effect, error) {
 	if c.ExpectOwner == nil {
 		return UndoEntry{}, e, fmt.Errorf("%w: effect %d is being compensated (%s)", ErrInProgress, e.ID, u.Owner)
 	}
-	old := u.Owner
+	trigger, why := "Reclaimed in doubt", "in doubt: "+goneOwner(u.Owner)
+	if c.Owner == nil {
+		trigger, why = "Compensation interrupted", c.Error
+	}
 	u.Owner, u.UpdatedAt = c.Owner, now
 	oldState := e.State
 	if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindUndo, From: string(u.State), To: string(u.State),
-		Trigger: "Reclaimed in doubt", Actor: actorOr(c.Actor), Reason: c.Reason,
-		Error: "in doubt: " + goneOwner(old), At: now}); err != nil {
+		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: why, At: now}); err != nil {
 		return UndoEntry{}, e, err
 	}
 	if err := putEffect(tx, &e, oldState); err != nil {
