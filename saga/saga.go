@@ -287,7 +287,8 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		attempts, cerr := r.compensate(ctx, step, upstream)
 		if cerr != nil && ctx.Err() != nil {
 			// Interrupted mid-run: the entry stays compensating, without an
-			// owner, so that it is in doubt for the next run.
+			// owner, so that it is in doubt for the next run (if this write
+			// fails, it keeps this process as owner: in doubt once it exits).
 			r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "undo interrupted",
 				Error: oneLine(cerr.Error()), ExpectOwner: owner})
 			return res, ctx.Err()
