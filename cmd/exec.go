@@ -155,8 +155,7 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		return err
 	}
 	args, _ := json.Marshal(map[string]any{"argv": argv, "cwd": cwd})
-	host, _ := os.Hostname()
-	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: f.Now().UTC()}
+	owner := logstore.NewOwner(f.Now())
 	// A call that may run now starts in its intercept: one transaction fewer.
 	req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
 		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Start: true, Owner: owner, Redact: opts.redact}
@@ -200,23 +199,37 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 // never overtaken; a dead one's effect is in doubt, and --retry-in-doubt fails
 // it back to pending so that this call can run it.
 func reclaimInDoubt(f *Factory, store logstore.Log, opts *execOptions, e logstore.Effect) error {
-	host, _ := os.Hostname()
-	switch {
-	case e.Owner == nil:
-		return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is executing with no recorded owner: in doubt; check what happened, then rerun with --retry-in-doubt", e.ID)}
-	case e.Owner.Host != host:
+	switch e.Owner.Liveness() {
+	case logstore.OwnerElsewhere:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d)", e.ID, e.Owner.Host, e.Owner.PID)}
-	case processAlive(e.Owner.PID):
+	case logstore.OwnerAlive:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing (pid %d, since %s)", e.ID, e.Owner.PID, e.Owner.StartedAt.Format(time.RFC3339))}
-	case !opts.retryInDoubt:
-		return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt, owner process gone (pid %d on %s died mid-run); it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.PID, e.Owner.Host)}
+	case logstore.OwnerNone:
+		if !opts.retryInDoubt {
+			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is executing with no recorded owner: in doubt; check what happened, then rerun with --retry-in-doubt", e.ID)}
+		}
+	default:
+		if !opts.retryInDoubt {
+			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt, owner process gone (pid %d on %s died mid-run); it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.PID, e.Owner.Host)}
+		}
 	}
-	_, err := store.Fail(e.ID, logstore.Change{Actor: f.Actor(opts.as), Error: fmt.Sprintf("in doubt: owner pid %d on %s gone", e.Owner.PID, e.Owner.Host),
-		Reason: "reclaimed with --retry-in-doubt"})
+	// Fail it only while the owner judged dead still owns it: another
+	// process may have reclaimed it since this one looked.
+	expect, gone, note := e.Owner, "no owner recorded", "no owner recorded"
+	if expect == nil {
+		expect = &logstore.Owner{}
+	} else {
+		gone, note = fmt.Sprintf("owner pid %d on %s gone", e.Owner.PID, e.Owner.Host), fmt.Sprintf("owner pid %d gone", e.Owner.PID)
+	}
+	_, err := store.Fail(e.ID, logstore.Change{Actor: f.Actor(opts.as), Error: "in doubt: " + gone,
+		Reason: "reclaimed with --retry-in-doubt", ExpectOwner: expect})
+	if errors.Is(err, logstore.ErrInProgress) || errors.Is(err, sm.ErrInvalidStateTransition) {
+		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was reclaimed by another process: %v", e.ID, err)}
+	}
 	if err != nil {
 		return err
 	}
-	opts.note(f, "effect %d was in doubt (owner pid %d gone); running it again", e.ID, e.Owner.PID)
+	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, note)
 	return nil
 }
 

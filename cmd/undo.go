@@ -14,10 +14,11 @@ import (
 )
 
 type undoOptions struct {
-	dryRun bool
-	yes    bool
-	as     string
-	output string
+	dryRun       bool
+	yes          bool
+	retryInDoubt bool
+	as           string
+	output       string
 }
 
 func newCmdUndo(f *Factory) *cobra.Command {
@@ -34,7 +35,13 @@ retried with exponential backoff; effects that never ran are skipped.
 
 When a compensation fails for good the walk stops, the session is halted and
 the exit code is 9: fix it by hand, 'undolog resolve ID --reason R', and run
-undo again to resume. Irreversible effects cannot be undone and are listed.`,
+undo again to resume. Irreversible effects cannot be undone and are listed.
+
+A compensation has one runner: while another undo runs it, undo stops with
+exit code 6 and runs nothing. If that undo died (or was interrupted) mid-run,
+the compensation is in doubt, as it may or may not have taken effect: undo
+stops with exit code 9 and runs nothing; check, then --retry-in-doubt runs it
+again (compensations are not assumed idempotent).`,
 		Example: `  undolog undo deploy-117 --dry-run
   undolog undo deploy-117 --yes`,
 		Args: exactArgs(1, "one session name"),
@@ -68,7 +75,7 @@ undo again to resume. Irreversible effects cannot be undone and are listed.`,
 					return &exitError{code: ExitError, msg: "undo cancelled; nothing changed"}
 				}
 			}
-			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut,
+			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt,
 				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
 					return proxy.Dial(ctx, upstream)
 				}}
@@ -88,7 +95,7 @@ undo again to resume. Irreversible effects cannot be undone and are listed.`,
 			} else if err == nil {
 				fmt.Fprintf(f.Out, "session %s %s: %d compensated, %d skipped\n", res.Session, paint(f, stateCell(res.State)), len(res.Compensated), len(res.Skipped))
 			}
-			if errors.Is(err, saga.ErrCompensationFailed) {
+			if errors.Is(err, saga.ErrCompensationFailed) || errors.Is(err, saga.ErrInDoubt) {
 				return &exitError{code: ExitCompensation, msg: err.Error()}
 			}
 			return err
@@ -96,6 +103,7 @@ undo again to resume. Irreversible effects cannot be undone and are listed.`,
 	}
 	c.Flags().BoolVar(&opts.dryRun, "dry-run", false, "print the exact compensation calls in order; change nothing")
 	c.Flags().BoolVarP(&opts.yes, "yes", "y", false, "do not ask (required when standard input is not a terminal)")
+	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "run again a compensation whose undo died mid-run (it may have run already)")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	addFormatFlag(c, &opts.output, false)
 	return c
@@ -117,6 +125,12 @@ func printPlan(f *Factory, plan saga.Plan) {
 		case saga.ActionBlocked:
 			n++
 			println("  %2d. effect %d %s: BLOCKED, failed before (%s): undolog resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, e.ID)
+		case saga.ActionInProgress:
+			n++
+			println("  %2d. effect %d %s: IN PROGRESS, being compensated by %s", n, e.ID, e.Tool, s.Entry.Owner)
+		case saga.ActionInDoubt:
+			n++
+			println("  %2d. effect %d %s (%s): IN DOUBT, %s (--retry-in-doubt runs it again): %s", n, e.ID, e.Tool, e.State, saga.DescribeDoubt(s.Entry.Owner), s.Call)
 		default:
 			n++
 			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.Call)

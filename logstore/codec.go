@@ -21,6 +21,12 @@ import (
 
 const recordBinary = 0x01
 
+// recordBinary2 is the binary form with the fields added since at the end of
+// its records: an owner's process start time (effect), the owner of a
+// running compensation (undo entry). Records of form 1 end before them, so
+// a record of form 2 cut short is still an error.
+const recordBinary2 = 0x02
+
 // Record-type bytes.
 const (
 	recEffect  = 'E'
@@ -77,13 +83,13 @@ func encodeRecord(v any) ([]byte, error) {
 // decodeRecord decodes what encodeRecord wrote (or JSON) into v, copying
 // everything out of data, which may be bbolt's memory.
 func decodeRecord(data []byte, v any) error {
-	if len(data) == 0 || data[0] != recordBinary {
+	if len(data) == 0 || data[0] != recordBinary && data[0] != recordBinary2 {
 		return json.Unmarshal(data, v)
 	}
 	if len(data) < 2 {
 		return errors.New("binary record without a type")
 	}
-	r := recordReader{buf: data[2:]}
+	r := recordReader{buf: data[2:], form: data[0]}
 	var want byte
 	switch x := v.(type) {
 	case *Effect:
@@ -122,7 +128,7 @@ func decodeRecord(data []byte, v any) error {
 
 type recordWriter struct{ buf []byte }
 
-func (w *recordWriter) head(t byte)   { w.buf = append(w.buf, recordBinary, t) }
+func (w *recordWriter) head(t byte)   { w.buf = append(w.buf, recordBinary2, t) }
 func (w *recordWriter) uint(v uint64) { w.buf = binary.AppendUvarint(w.buf, v) }
 func (w *recordWriter) int(v int)     { w.buf = binary.AppendVarint(w.buf, int64(v)) }
 
@@ -252,6 +258,12 @@ func (w *recordWriter) effect(e *Effect) {
 	w.time(e.UpdatedAt)
 	w.uint(uint64(e.HistoryLen))
 	w.hash(e.HistoryHead)
+	// Fields of form 2.
+	var procStart uint64
+	if e.Owner != nil {
+		procStart = e.Owner.ProcessStart
+	}
+	w.uint(procStart)
 }
 
 // history stores neither the effect id and session, which its key gives
@@ -281,6 +293,14 @@ func (w *recordWriter) undo(u *UndoEntry) {
 	w.str(u.LastError)
 	w.time(u.CreatedAt)
 	w.time(u.UpdatedAt)
+	// Fields of form 2.
+	w.flag(u.Owner != nil)
+	if u.Owner != nil {
+		w.int(u.Owner.PID)
+		w.str(u.Owner.Host)
+		w.time(u.Owner.StartedAt)
+		w.uint(u.Owner.ProcessStart)
+	}
 }
 
 func (w *recordWriter) approval(a *Approval) {
@@ -336,8 +356,9 @@ func (w *recordWriter) session(s *Session) {
 // recordReader reads fields until the first error, which it keeps; every
 // read is bounds-checked, so damaged bytes give an error, never a panic.
 type recordReader struct {
-	buf []byte
-	err error
+	buf  []byte
+	err  error
+	form byte // recordBinary or recordBinary2
 }
 
 func (r *recordReader) fail(what string) {
@@ -500,6 +521,11 @@ func (r *recordReader) effect(e *Effect) {
 	e.UpdatedAt = r.time()
 	e.HistoryLen = r.uint32()
 	e.HistoryHead = r.hash()
+	if r.form >= recordBinary2 {
+		if start := r.uint(); e.Owner != nil {
+			e.Owner.ProcessStart = start
+		}
+	}
 }
 
 func (r *recordReader) uint32() uint32 {
@@ -529,6 +555,9 @@ func (r *recordReader) undo(u *UndoEntry) {
 	u.LastError = r.str()
 	u.CreatedAt = r.time()
 	u.UpdatedAt = r.time()
+	if r.form >= recordBinary2 && r.flag() {
+		u.Owner = &Owner{PID: r.int(), Host: r.str(), StartedAt: r.time(), ProcessStart: r.uint()}
+	}
 }
 
 // mapSize reads a map's 0-for-nil size and checks it against what is left

@@ -73,7 +73,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if data[0] != recordBinary {
+		if data[0] != recordBinary2 {
 			t.Fatalf("%T not stored in binary form", in)
 		}
 		if err := decodeRecord(data, out); err != nil {
@@ -99,7 +99,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 			e.Compensation = &c
 		}
 		if rapid.Bool().Draw(t, "owner?") {
-			e.Owner = &Owner{PID: rapid.Int().Draw(t, "pid"), Host: rapid.String().Draw(t, "host"), StartedAt: drawTime(t, "started")}
+			e.Owner = drawOwner(t)
 		}
 		roundTrip(t, e, &Effect{ReplayCount: 99})
 	}))
@@ -114,6 +114,9 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		// The effect id, session, tool and compensation are the effect's, not stored.
 		u := &UndoEntry{State: sm.EntryState(word(t, "state")), Attempts: rapid.Int().Draw(t, "attempts"),
 			LastError: rapid.String().Draw(t, "error"), CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated")}
+		if rapid.Bool().Draw(t, "owner?") {
+			u.Owner = drawOwner(t)
+		}
 		roundTrip(t, u, &UndoEntry{})
 	}))
 	t.Run("approval", rapid.MakeCheck(func(t *rapid.T) {
@@ -370,4 +373,9 @@ func TestTokensOnlyGrow(t *testing.T) {
 		}
 		seen[tok] = true
 	}
+}
+
+func drawOwner(t *rapid.T) *Owner {
+	return &Owner{PID: rapid.Int().Draw(t, "pid"), Host: rapid.String().Draw(t, "host"), StartedAt: drawTime(t, "started"),
+		ProcessStart: rapid.Uint64().Draw(t, "process start")}
 }

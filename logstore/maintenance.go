@@ -178,7 +178,8 @@ type GCReport struct {
 // GC drops the sessions in one of the given states whose last change is
 // older than `before`, with everything recorded about them: effects, history,
 // indexes, undo entries and approvals. Each session goes in one transaction,
-// so the log stays consistent (verify stays clean) whatever happens.
+// so the log stays consistent (verify stays clean) whatever happens; a
+// session that moved since GC chose it is kept and not reported.
 func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error) {
 	rep := GCReport{Sessions: []string{}}
 	want := map[sm.SessionState]bool{}
@@ -202,14 +203,25 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 		return rep, err
 	}
 	for _, id := range victims {
-		n := 0
+		if gcBeforeDrop != nil {
+			gcBeforeDrop(id)
+		}
+		n, dropped := 0, false
 		err := s.update(func(tx *writeTx) error {
 			var err error
-			n, err = dropSession(tx, id)
+			n, dropped, err = dropSession(tx, id, func(sess Session) bool {
+				return want[sess.State] && sess.UpdatedAt.Before(before)
+			})
+			if err == nil && !dropped {
+				return errNothingToWrite
+			}
 			return err
 		})
 		if err != nil {
 			return rep, err
+		}
+		if !dropped {
+			continue
 		}
 		rep.Sessions = append(rep.Sessions, id)
 		rep.Effects += n
@@ -217,32 +229,43 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 	return rep, nil
 }
 
-func dropSession(tx *writeTx, id string) (int, error) {
+// gcBeforeDrop, set by tests, runs between GC's read and each drop.
+var gcBeforeDrop func(session string)
+
+// dropSession drops session id if it still is a victim. GC chose it in an
+// earlier read; since then undo may have started on it (or another gc dropped
+// it), so it is judged again in the transaction that drops it.
+func dropSession(tx *writeTx, id string, victim func(Session) bool) (n int, dropped bool, err error) {
 	sess, err := getSession(tx.Tx, id)
-	if err != nil {
-		return 0, err
+	if errors.Is(err, ErrNotFound) {
+		return 0, false, nil
+	} else if err != nil {
+		return 0, false, err
+	}
+	if !victim(sess) {
+		return 0, false, nil
 	}
 	var ids []uint64
 	if err := scan(tx.Bucket(bBySession), namePrefix(id), true, 0, func(eid uint64) (bool, error) {
 		ids = append(ids, eid)
 		return true, nil
 	}); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	for _, eid := range ids {
 		e, err := getEffect(tx.Tx, eid)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		for seq := uint32(1); seq <= e.HistoryLen; seq++ {
 			if err := tx.delete(bHistory, historyKey(eid, seq)); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		}
 		if e.ReplayOf == nil {
 			for _, k := range [][]byte{signatureKey(e.CallSignature), []byte(e.CallSignature)} {
 				if err := tx.delete(bSignatures, k); err != nil {
-					return 0, err
+					return 0, false, err
 				}
 			}
 		}
@@ -255,17 +278,17 @@ func dropSession(tx *writeTx, id string) (int, error) {
 			{bApprovalsOpen, itob(eid)}, {bEffects, itob(eid)},
 		} {
 			if err := tx.delete(k.b, k.key); err != nil {
-				return 0, err
+				return 0, false, err
 			}
 		}
 	}
 	for seq := uint32(1); seq <= sess.HistoryLen; seq++ {
 		if err := tx.delete(bSessionHistory, sessionHistoryKey(id, seq)); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 	}
 	if err := tx.delete(bSessionsByTime, itob(sess.Seq)); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return len(ids), tx.delete(bSessions, []byte(id))
+	return len(ids), true, tx.delete(bSessions, []byte(id))
 }

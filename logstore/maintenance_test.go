@@ -81,3 +81,44 @@ func TestCompactRefusedWhileHeld(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// GC picks its victims in one read and drops each in a write of its own; a
+// session that moved meanwhile (undo started on it, or it changed) is kept,
+// and the report does not name it.
+func TestGCKeepsSessionsThatMovedAfterItLooked(t *testing.T) {
+	s, clk := newStore(t)
+	for _, id := range []string{"undone-meanwhile", "touched-meanwhile", "still-failed"} {
+		res := intercept(t, s, id, "w", sm.Compensable, `{"s":"`+id+`"}`)
+		must[Effect](t)(s.Start(res.Effect.ID, Change{}))
+		must[Effect](t)(s.Commit(res.Effect.ID, Change{}))
+		must[Session](t)(s.SetSessionState(id, sm.SessionFailed, Change{}))
+	}
+	must[Session](t)(s.SetSessionState("touched-meanwhile", sm.SessionCompensating, Change{}))
+	must[Session](t)(s.SetSessionState("touched-meanwhile", sm.SessionHalted, Change{}))
+	clk.add(48 * time.Hour)
+
+	gcBeforeDrop = func(id string) {
+		switch id {
+		case "undone-meanwhile": // undo's first step, between GC's read and its drop
+			must[Session](t)(s.SetSessionState(id, sm.SessionCompensating, Change{Reason: "undo started"}))
+		case "touched-meanwhile": // still halted, but changed just now
+			must[Session](t)(s.SetSessionState(id, sm.SessionCompensating, Change{}))
+			must[Session](t)(s.SetSessionState(id, sm.SessionHalted, Change{}))
+		}
+	}
+	t.Cleanup(func() { gcBeforeDrop = nil })
+	rep := must[GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionFailed, sm.SessionHalted}))
+	if len(rep.Sessions) != 1 || rep.Sessions[0] != "still-failed" || rep.Effects != 1 {
+		t.Fatalf("%+v", rep)
+	}
+	if sess := must[Session](t)(s.GetSession("undone-meanwhile")); sess.State != sm.SessionCompensating || sess.Effects != 1 {
+		t.Fatalf("%+v", sess)
+	}
+	if stack, _, err := s.UndoStack("undone-meanwhile", 0); err != nil || len(stack) != 1 {
+		t.Fatalf("undo stack %v %v", stack, err)
+	}
+	if sess := must[Session](t)(s.GetSession("touched-meanwhile")); sess.State != sm.SessionHalted {
+		t.Fatalf("%+v", sess)
+	}
+	verifyClean(t, s)
+}

@@ -113,6 +113,9 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 // transaction: the history record, the effect's fields, its state index, the
 // approval and the session's counts. The caller saves the session.
 func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Change, result json.RawMessage, now time.Time) error {
+	if !ownedAsExpected(e.Owner, c.ExpectOwner) {
+		return takenMeanwhile(e.ID, e.Owner, c.ExpectOwner)
+	}
 	t, err := sm.Validate(e.Tier, e.State, to)
 	if err != nil {
 		return err
@@ -373,6 +376,12 @@ func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c 
 	if u == nil {
 		return UndoEntry{}, e, fmt.Errorf("%w: effect %d has no undo entry (tier %s)", ErrNotFound, e.ID, e.Tier)
 	}
+	if !ownedAsExpected(u.Owner, c.ExpectOwner) {
+		return UndoEntry{}, e, takenMeanwhile(e.ID, u.Owner, c.ExpectOwner)
+	}
+	if to == sm.EntryCompensating && u.State == sm.EntryCompensating {
+		return reclaimCompensation(tx, sess, e, u, c, now)
+	}
 	trigger, err := sm.ValidateEntry(u.State, to)
 	if err != nil {
 		return UndoEntry{}, e, err
@@ -390,7 +399,10 @@ func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c 
 		return UndoEntry{}, e, fmt.Errorf("%w: effect %d is %s; only an effect that never ran is skipped", ErrConflict, e.ID, e.State)
 	}
 	fromEntry, oldState := u.State, e.State
-	u.State, u.UpdatedAt = to, now
+	u.State, u.UpdatedAt, u.Owner = to, now, nil
+	if to == sm.EntryCompensating {
+		u.Owner = c.Owner // in the move's transaction: a second undo finds the entry taken
+	}
 	if c.Error != "" {
 		u.LastError = c.Error
 	}

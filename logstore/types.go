@@ -66,6 +66,10 @@ type Owner struct {
 	PID       int       `json:"pid"`
 	Host      string    `json:"host"`
 	StartedAt time.Time `json:"started_at"`
+	// ProcessStart is when the process started, as its system counts it
+	// (Linux: clock ticks after boot), so that a reused pid is not taken
+	// for the owner; 0 where unknown (other systems, older logs).
+	ProcessStart uint64 `json:"process_start,omitempty"`
 }
 
 // Record kinds of the history.
@@ -124,6 +128,8 @@ type UndoEntry struct {
 	LastError    string        `json:"last_error"`
 	CreatedAt    time.Time     `json:"created_at"`
 	UpdatedAt    time.Time     `json:"updated_at"`
+	// Owner is the process running the compensation while it is compensating.
+	Owner *Owner `json:"owner,omitempty"`
 }
 
 // Approval outcomes.
@@ -171,7 +177,11 @@ type Change struct {
 	Reason string
 	Result json.RawMessage // commit: the result snapshot (JSON)
 	Error  string          // fail, compensation failure: what went wrong
-	Owner  *Owner          // start: the executing process
+	Owner  *Owner          // start, compensating: the process that runs it
+	// ExpectOwner makes a reclaim conditional: the move happens only while
+	// the effect (or undo entry) is still owned by exactly this owner, the one
+	// judged dead; a zero Owner expects none recorded.
+	ExpectOwner *Owner
 	// Attempts is how many times the undo runner tried the compensation.
 	Attempts int
 }

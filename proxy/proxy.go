@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -450,8 +449,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	host, _ := os.Hostname()
-	owner := &logstore.Owner{PID: os.Getpid(), Host: host, StartedAt: time.Now().UTC()}
+	owner := logstore.NewOwner(time.Now())
 	// A call that may run now starts in its intercept: one transaction fewer.
 	req := logstore.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
 		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Start: true, Owner: owner, Redact: p.Redact}
@@ -486,7 +484,11 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		return
 	case logstore.OutcomeInProgress:
 		if e.State == sm.Executing {
-			p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)))
+			msg := fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)
+			if l := e.Owner.Liveness(); l == logstore.OwnerDead || l == logstore.OwnerNone {
+				msg = fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner (%s) is gone; check it, then fail or undo it", e.ID, e.Owner)
+			}
+			p.reply(ctx, toolError(m.ID, msg))
 			return
 		}
 	}

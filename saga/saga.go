@@ -26,6 +26,11 @@ import (
 // good (or awaits an operator); the session is halted.
 var ErrCompensationFailed = errors.New("compensation failed")
 
+// ErrInDoubt: the walk stopped at a compensation whose undo died (or was
+// interrupted) mid-run, so it may or may not have taken effect; it runs again
+// only with Runner.RetryInDoubt. Nothing was changed.
+var ErrInDoubt = errors.New("compensation in doubt")
+
 // Defaults for a descriptor that sets none.
 const (
 	DefaultMaxRetries     = 3
@@ -35,11 +40,12 @@ const (
 
 // Actions of a plan step.
 const (
-	ActionCompensate = "compensate" // run the compensation
-	ActionResume     = "resume"     // a compensation was interrupted: run it again
-	ActionSkip       = "skip"       // the effect never ran
-	ActionDone       = "done"       // already compensated, skipped or resolved
-	ActionBlocked    = "blocked"    // failed before: resolve it by hand first
+	ActionCompensate = "compensate"  // run the compensation
+	ActionInProgress = "in_progress" // another undo, alive, runs the compensation now
+	ActionInDoubt    = "in_doubt"    // its undo died or was interrupted mid-run: it runs again only with RetryInDoubt
+	ActionSkip       = "skip"        // the effect never ran
+	ActionDone       = "done"        // already compensated, skipped or resolved
+	ActionBlocked    = "blocked"     // failed before: resolve it by hand first
 )
 
 // Step is one entry of the walk, in walk order.
@@ -98,7 +104,14 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 		case u.State == sm.EntryCompensationFailed:
 			step.Action = ActionBlocked
 		case u.State == sm.EntryCompensating:
-			step.Action = ActionResume
+			// A compensation has one runner at a time: a live one (or one on
+			// another host, which cannot be asked) is never overtaken.
+			switch u.Owner.Liveness() {
+			case logstore.OwnerAlive, logstore.OwnerElsewhere:
+				step.Action = ActionInProgress
+			default:
+				step.Action = ActionInDoubt
+			}
 		case d.Effect.State == sm.Pending:
 			step.Action = ActionSkip
 		default:
@@ -175,6 +188,14 @@ type Runner struct {
 	// Tools connects to the session's upstream MCP server for mcp
 	// compensations; nil means they cannot run here.
 	Tools func(ctx context.Context, upstream []string) (ToolCaller, error)
+	// RetryInDoubt runs again a compensation whose undo died mid-run. It is
+	// not done by default: such a compensation may have taken effect, and
+	// many are not idempotent (kubectl rollout undo, run twice, goes back
+	// two revisions); a retry after a failed attempt is another matter, as
+	// the attempt said it failed.
+	RetryInDoubt bool
+	// Owner is who runs the compensations; nil: this process.
+	Owner *logstore.Owner
 
 	caller ToolCaller
 }
@@ -205,14 +226,25 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	plan, err := MakePlan(r.Store, session)
+	if err != nil {
+		return res, err
+	}
+	// A compensation another undo runs, or one in doubt, stops the walk
+	// before anything runs or changes.
+	for _, step := range plan.Steps {
+		if err := r.refuse(step); err != nil {
+			return res, err
+		}
+	}
 	if sess.State != sm.SessionCompensating {
 		if _, err := r.Store.SetSessionState(session, sm.SessionCompensating, logstore.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
 			return res, err
 		}
 	}
-	plan, err := MakePlan(r.Store, session)
-	if err != nil {
-		return res, err
+	owner := r.Owner
+	if owner == nil {
+		owner = logstore.NewOwner(time.Now())
 	}
 	defer func() {
 		if r.caller != nil {
@@ -231,7 +263,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			continue
 		case ActionSkip:
 			if _, err := r.Store.UndoStep(id, sm.EntrySkipped, logstore.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
-				return res, err
+				return res, takenMeanwhile(step, err)
 			}
 			res.Skipped = append(res.Skipped, id)
 			r.progress("effect %d %s: skipped (never ran)", id, step.Effect.Tool)
@@ -240,16 +272,32 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return r.halt(res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, step.Entry.LastError, id))
 		case ActionCompensate:
-			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "undo"}); err != nil {
+			// Taking the entry records its owner in the same transaction: of
+			// two undos at once, the second finds it taken.
+			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "undo", Owner: owner}); err != nil {
+				return res, takenMeanwhile(step, err)
+			}
+		case ActionInDoubt:
+			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "reclaimed with --retry-in-doubt",
+				Owner: owner, ExpectOwner: expected(step.Entry.Owner)}); err != nil {
 				return res, err
 			}
+			r.progress("effect %d %s: in doubt (%s); running its compensation again", id, step.Effect.Tool, gone(step.Entry.Owner))
+		case ActionInProgress:
+			return res, r.refuse(step)
 		}
 		attempts, cerr := r.compensate(ctx, step, upstream)
 		if cerr != nil && ctx.Err() != nil {
-			return res, ctx.Err() // interrupted: the entry stays compensating and the next run resumes it
+			// Interrupted mid-run: the entry stays compensating, without an
+			// owner, so that it is in doubt for the next run (if this write
+			// fails, it keeps this process as owner: in doubt once it exits).
+			r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "undo interrupted",
+				Error: oneLine(cerr.Error()), ExpectOwner: owner})
+			return res, ctx.Err()
 		}
 		to := sm.EntryCompensated
-		change := logstore.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts}
+		// Recorded only while this run still owns the entry.
+		change := logstore.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts, ExpectOwner: owner}
 		if cerr != nil {
 			to, change.Error = sm.EntryCompensationFailed, oneLine(cerr.Error())
 		}
@@ -269,6 +317,51 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	}
 	res.State = string(sm.SessionCompensated)
 	return res, nil
+}
+
+// refuse stops the walk at a compensation another undo runs (in progress),
+// or at one in doubt unless RetryInDoubt.
+func (r *Runner) refuse(step Step) error {
+	e, o := step.Effect, step.Entry.Owner
+	switch {
+	case step.Action == ActionInProgress:
+		return fmt.Errorf("effect %d %s is being compensated by %s: %w; wait for that undo", e.ID, e.Tool, o, logstore.ErrInProgress)
+	case step.Action == ActionInDoubt && !r.RetryInDoubt:
+		return fmt.Errorf("%w: effect %d %s: %s: it may or may not have run; check, then rerun with --retry-in-doubt", ErrInDoubt, e.ID, e.Tool, DescribeDoubt(o))
+	}
+	return nil
+}
+
+// DescribeDoubt says why a compensation whose owner is o is in doubt.
+func DescribeDoubt(o *logstore.Owner) string {
+	if o == nil {
+		return "its undo was interrupted mid-run"
+	}
+	return fmt.Sprintf("its undo (pid %d on %s) died mid-run", o.PID, o.Host)
+}
+
+// takenMeanwhile says so when a step failed because another undo moved its
+// entry since the plan was made.
+func takenMeanwhile(step Step, err error) error {
+	if errors.Is(err, sm.ErrInvalidStateTransition) {
+		return fmt.Errorf("%w: effect %d %s was taken by another undo meanwhile (%v)", logstore.ErrInProgress, step.Effect.ID, step.Effect.Tool, err)
+	}
+	return err
+}
+
+// expected is what a reclaim expects to find: the owner judged dead, or none.
+func expected(o *logstore.Owner) *logstore.Owner {
+	if o == nil {
+		return &logstore.Owner{}
+	}
+	return o
+}
+
+func gone(o *logstore.Owner) string {
+	if o == nil {
+		return "interrupted"
+	}
+	return fmt.Sprintf("owner pid %d gone", o.PID)
 }
 
 func (r *Runner) halt(res Result, id uint64, cause error) (Result, error) {

@@ -85,9 +85,12 @@ func TestSucceedsOnARetryAndWalksLIFO(t *testing.T) {
 	}
 }
 
-func TestInterruptLeavesEntryToResume(t *testing.T) {
-	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
-	id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"sleep", "5"}}, `1`)
+func TestInterruptLeavesEntryInDoubt(t *testing.T) {
+	dir := t.TempDir()
+	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+	runs := filepath.Join(dir, "runs")
+	id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand,
+		Argv: []string{"sh", "-c", `echo run >> ` + runs + `; [ "$UNDOLOG_ATTEMPT" != 1 ] || [ -e ` + runs + `.2 ] || exec sleep 5`}}, `1`)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	r := &Runner{Store: store, Actor: "test"}
@@ -95,11 +98,54 @@ func TestInterruptLeavesEntryToResume(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 	d, _ := store.GetEffect(id)
-	if d.Undo.State != sm.EntryCompensating {
-		t.Fatalf("entry %s", d.Undo.State)
+	if d.Undo.State != sm.EntryCompensating || d.Undo.Owner != nil {
+		t.Fatalf("entry %s, owner %v", d.Undo.State, d.Undo.Owner)
 	}
 	plan, err := MakePlan(store, "s")
-	if err != nil || len(plan.Steps) != 1 || plan.Steps[0].Action != ActionResume {
+	if err != nil || len(plan.Steps) != 1 || plan.Steps[0].Action != ActionInDoubt {
 		t.Fatalf("%+v %v", plan, err)
+	}
+	// It may have run: the next walk stops there and changes nothing...
+	if _, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s"); !errors.Is(err, ErrInDoubt) {
+		t.Fatalf("%v", err)
+	}
+	if after, _ := store.GetEffect(id); len(after.History) != len(d.History) {
+		t.Fatal("a walk stopped in doubt changed the log")
+	}
+	// ...unless told to run it again.
+	os.WriteFile(runs+".2", nil, 0o600)
+	res, err := (&Runner{Store: store, Actor: "test", RetryInDoubt: true}).Run(context.Background(), "s")
+	if err != nil || res.State != "compensated" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if data, _ := os.ReadFile(runs); strings.Count(string(data), "run") != 2 {
+		t.Fatalf("ran %q", data)
+	}
+	if rep, _ := store.Verify(); len(rep.Problems) != 0 {
+		t.Fatal(rep.Problems)
+	}
+}
+
+// Of two undos at once, only one runs a compensation; the other finds it
+// in progress and runs nothing, and a reclaim of a live owner is refused.
+func TestAPendingCompensationHasOneRunner(t *testing.T) {
+	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
+	id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"true"}}, `1`)
+	live := logstore.NewOwner(time.Now())
+	if _, err := store.UndoStep(id, sm.EntryCompensating, logstore.Change{Owner: live}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := MakePlan(store, "s")
+	if err != nil || plan.Steps[0].Action != ActionInProgress {
+		t.Fatalf("%+v %v", plan, err)
+	}
+	for _, retry := range []bool{false, true} {
+		_, err := (&Runner{Store: store, Actor: "test", RetryInDoubt: retry}).Run(context.Background(), "s")
+		if !errors.Is(err, logstore.ErrInProgress) {
+			t.Fatalf("retry %v: %v", retry, err)
+		}
+	}
+	if sess, _ := store.GetSession("s"); sess.State == sm.SessionCompensating {
+		t.Fatal("a refused undo moved the session")
 	}
 }

@@ -1,0 +1,188 @@
+package logstore
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"testing"
+	"time"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+func TestOwnerLiveness(t *testing.T) {
+	self := NewOwner(time.Now())
+	if got := self.Liveness(); got != OwnerAlive {
+		t.Fatalf("this process: %v", got)
+	}
+	var none *Owner
+	if got := none.Liveness(); got != OwnerNone {
+		t.Fatalf("no owner: %v", got)
+	}
+	far := *self
+	far.Host += "-elsewhere"
+	if got := far.Liveness(); got != OwnerElsewhere {
+		t.Fatalf("another host: %v", got)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := *self
+	dead.PID = gone.Process.Pid
+	if got := dead.Liveness(); got != OwnerDead {
+		t.Fatalf("an exited process: %v", got)
+	}
+	// An owner recorded before start times were (an older log) is judged by its pid.
+	old := *self
+	old.ProcessStart = 0
+	if got := old.Liveness(); got != OwnerAlive {
+		t.Fatalf("without a start time: %v", got)
+	}
+}
+
+// A pid the system gave to another process since is not the owner: the owner
+// recorded with it is dead, though a process with its pid lives.
+func TestOwnerWithAReusedPidIsDead(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process start times are read on Linux only")
+	}
+	self := NewOwner(time.Now())
+	if self.ProcessStart == 0 {
+		t.Fatal("no start time recorded for this process")
+	}
+	reused := *self
+	reused.ProcessStart++ // the owner that had this pid started at another time
+	if got := reused.Liveness(); got != OwnerDead {
+		t.Fatalf("pid %d of a live process, another start time: %v, want dead", reused.PID, got)
+	}
+	if os.Getpid() != reused.PID {
+		t.Fatal("NewOwner is not this process")
+	}
+}
+
+// The owner and its start time survive the log, and records without them
+// (written before) still read.
+func TestOwnerIsStoredWithItsStartTime(t *testing.T) {
+	s, _ := newStore(t)
+	res := intercept(t, s, "a", "w", sm.Compensable, `{}`)
+	owner := NewOwner(time.Now())
+	owner.ProcessStart = 123456789
+	must[Effect](t)(s.Start(res.Effect.ID, Change{Owner: owner}))
+	d := must[EffectDetail](t)(s.GetEffect(res.Effect.ID))
+	if !d.Effect.Owner.Same(owner) {
+		t.Fatalf("stored %+v, want %+v", d.Effect.Owner, owner)
+	}
+	u := must[UndoEntry](t)(s.UndoStep(res.Effect.ID, sm.EntryCompensating, Change{Owner: owner}))
+	if !u.Owner.Same(owner) {
+		t.Fatalf("undo entry owner %+v", u.Owner)
+	}
+	d = must[EffectDetail](t)(s.GetEffect(res.Effect.ID))
+	if !d.Undo.Owner.Same(owner) {
+		t.Fatalf("stored undo entry owner %+v", d.Undo.Owner)
+	}
+	verifyClean(t, s)
+
+	// Form 1, before: an effect record ending at its history head, an undo
+	// record ending at its update time.
+	e := d.Effect
+	data, err := encodeRecord(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] = recordBinary
+	var back Effect
+	if err := decodeRecord(data[:len(data)-len(uvarint(owner.ProcessStart))], &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Owner == nil || back.Owner.PID != owner.PID || back.Owner.ProcessStart != 0 {
+		t.Fatalf("form 1 effect record: %+v", back.Owner)
+	}
+	entry := *d.Undo
+	entry.Owner = nil
+	if data, err = encodeRecord(&entry); err != nil {
+		t.Fatal(err)
+	}
+	data[0] = recordBinary
+	var backU UndoEntry
+	if err := decodeRecord(data[:len(data)-1], &backU); err != nil || backU.Owner != nil || backU.State != sm.EntryCompensating {
+		t.Fatalf("form 1 undo record: %+v %v", backU, err)
+	}
+}
+
+func uvarint(v uint64) []byte {
+	w := recordWriter{}
+	w.uint(v)
+	return w.buf
+}
+
+// A reclaim fails the effect only while the owner judged dead still owns
+// it: if another process reclaimed it meanwhile, the reclaim is refused and
+// nothing changes.
+func TestReclaimOfAnOwnerThatChangedIsRefused(t *testing.T) {
+	s, _ := newStore(t)
+	res := intercept(t, s, "a", "w", sm.Compensable, `{}`)
+	dead := &Owner{PID: 1 << 30, Host: "h", StartedAt: time.Unix(100, 0), ProcessStart: 7}
+	must[Effect](t)(s.Start(res.Effect.ID, Change{Owner: dead}))
+	judged := must[EffectDetail](t)(s.GetEffect(res.Effect.ID)).Effect.Owner
+
+	// Another process reclaims it first and runs it again.
+	must[Effect](t)(s.Fail(res.Effect.ID, Change{Error: "in doubt", ExpectOwner: judged}))
+	other := &Owner{PID: 42, Host: "h", StartedAt: time.Unix(200, 0), ProcessStart: 9}
+	must[Effect](t)(s.Start(res.Effect.ID, Change{Owner: other}))
+	before := must[EffectDetail](t)(s.GetEffect(res.Effect.ID))
+
+	_, err := s.Fail(res.Effect.ID, Change{Error: "in doubt", ExpectOwner: judged})
+	if !errors.Is(err, ErrInProgress) {
+		t.Fatalf("reclaim of an owner that changed: %v", err)
+	}
+	after := must[EffectDetail](t)(s.GetEffect(res.Effect.ID))
+	if after.Effect.State != sm.Executing || !after.Effect.Owner.Same(other) || len(after.History) != len(before.History) {
+		t.Fatalf("the refused reclaim changed the effect: %+v", after.Effect)
+	}
+	// Expecting no owner where there is one is refused too.
+	if _, err := s.Fail(res.Effect.ID, Change{ExpectOwner: &Owner{}}); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("expecting none: %v", err)
+	}
+	verifyClean(t, s)
+}
+
+// A compensating entry is never taken by a second undo unless it names the
+// owner it judged dead, and then only while that owner still holds it.
+func TestCompensationOwnerIsTakenOnlyByReclaim(t *testing.T) {
+	s, _ := newStore(t)
+	res := intercept(t, s, "a", "w", sm.Compensable, `{}`)
+	must[Effect](t)(s.Start(res.Effect.ID, Change{}))
+	must[Effect](t)(s.Commit(res.Effect.ID, Change{}))
+	first := &Owner{PID: 1 << 30, Host: "h", StartedAt: time.Unix(100, 0), ProcessStart: 7}
+	must[UndoEntry](t)(s.UndoStep(res.Effect.ID, sm.EntryCompensating, Change{Owner: first}))
+
+	second := &Owner{PID: 42, Host: "h", StartedAt: time.Unix(200, 0)}
+	if _, err := s.UndoStep(res.Effect.ID, sm.EntryCompensating, Change{Owner: second}); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("a second undo took a compensating entry: %v", err)
+	}
+	wrong := *first
+	wrong.PID++
+	if _, err := s.UndoStep(res.Effect.ID, sm.EntryCompensating, Change{Owner: second, ExpectOwner: &wrong}); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("a reclaim naming another owner: %v", err)
+	}
+	u := must[UndoEntry](t)(s.UndoStep(res.Effect.ID, sm.EntryCompensating, Change{Owner: second, ExpectOwner: first, Reason: "retry in doubt"}))
+	if !u.Owner.Same(second) || u.State != sm.EntryCompensating {
+		t.Fatalf("%+v", u)
+	}
+	d := must[EffectDetail](t)(s.GetEffect(res.Effect.ID))
+	last := d.History[len(d.History)-1]
+	if last.Kind != KindUndo || last.From != "compensating" || last.To != "compensating" || last.Reason != "retry in doubt" {
+		t.Fatalf("reclaim history %+v", last)
+	}
+	// The first owner, back, finds its entry taken.
+	if _, err := s.UndoStep(res.Effect.ID, sm.EntryCompensating, Change{Owner: first, ExpectOwner: first}); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("%v", err)
+	}
+	u = must[UndoEntry](t)(s.UndoStep(res.Effect.ID, sm.EntryCompensated, Change{}))
+	if u.Owner != nil {
+		t.Fatalf("a compensated entry keeps an owner: %+v", u.Owner)
+	}
+	verifyClean(t, s)
+}
