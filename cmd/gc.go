@@ -35,9 +35,9 @@ that the file shrinks (unless --no-compact).`,
 			if opts.olderThan == "" {
 				return usagef("gc needs --older-than (a duration such as 30d, or a time)")
 			}
-			before, err := parseSince(f.Now(), opts.olderThan)
+			before, err := parseSince(f.Now(), "--older-than", opts.olderThan)
 			if err != nil {
-				return usagef("--older-than %q: use a duration (12h, 30d) or RFC 3339", opts.olderThan)
+				return err
 			}
 			var states []sm.SessionState
 			for _, name := range strings.Split(opts.states, ",") {

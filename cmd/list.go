@@ -95,7 +95,7 @@ func (o *listOptions) filter(f *Factory) (logstore.EffectFilter, error) {
 		}
 		filter.Tier = t
 	}
-	since, err := parseSince(f.Now(), o.since)
+	since, err := parseSince(f.Now(), "--since", o.since)
 	filter.Since = since
 	return filter, err
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -190,24 +192,40 @@ var (
 	compactDuration = textfmt.Duration
 )
 
-// parseSince accepts RFC 3339 or a duration back from now (90s, 1h, 7d).
-func parseSince(now time.Time, s string) (time.Time, error) {
+// parseSince accepts RFC 3339 or a duration back from now (90s, 1h, 7d), the
+// value of flag (named in its errors).
+func parseSince(now time.Time, flag, s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+	// A longer duration would wrap around to a time in the future or to
+	// seconds ago, and gc would drop what was just finished.
+	tooLong := usagef("%s %q: out of range: a duration is at most %dd (about 292 years)", flag, s, maxDays)
+	if days, ok := strings.CutSuffix(s, "d"); ok && days != "" && strings.Trim(days, "0123456789") == "" {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil || n > maxDays {
+			return time.Time{}, tooLong
 		}
+		return now.Add(-time.Duration(n) * 24 * time.Hour), nil
 	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+	d, err := time.ParseDuration(s)
+	if err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	return time.Time{}, usagef("--since %q: use RFC 3339 (2026-11-30T09:00:00Z) or a duration (90s, 1h, 7d)", s)
+	if err != nil && durationSyntax.MatchString(s) {
+		return time.Time{}, tooLong // well formed: ParseDuration refused it for its size
+	}
+	return time.Time{}, usagef("%s %q: use RFC 3339 (2026-11-30T09:00:00Z) or a duration (90s, 1h, 7d)", flag, s)
 }
+
+// maxDays is the most whole days a time.Duration holds.
+const maxDays = int64(math.MaxInt64 / int64(24*time.Hour))
+
+// durationSyntax is what time.ParseDuration reads, unsigned.
+var durationSyntax = regexp.MustCompile(`^\+?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 
 // parseID reads an effect id.
 func parseID(s string) (uint64, error) {

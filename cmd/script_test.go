@@ -118,12 +118,24 @@ func cmdJSON(ts *testscript.TestScript, neg bool, args []string) {
 	if inner, ok := strings.CutPrefix(path, "len("); ok {
 		path, wantLen = strings.TrimSuffix(inner, ")"), true
 	}
+	// Numbers are compared as the digits written, not as doubles.
+	unmarshal := func(text string, v *any) error {
+		d := json.NewDecoder(strings.NewReader(text))
+		d.UseNumber()
+		if err := d.Decode(v); err != nil {
+			return err
+		}
+		if d.More() {
+			return errors.New("more than one value")
+		}
+		return nil
+	}
 	var doc any
-	if err := json.Unmarshal([]byte(data), &doc); err != nil {
+	if err := unmarshal(data, &doc); err != nil {
 		var lines []any
 		for _, l := range strings.Split(strings.TrimSpace(data), "\n") {
 			var v any
-			if err := json.Unmarshal([]byte(l), &v); err != nil {
+			if err := unmarshal(l, &v); err != nil {
 				ts.Fatalf("json: %s is neither JSON nor JSON Lines: %v", args[0], err)
 			}
 			lines = append(lines, v)

@@ -36,7 +36,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 				}
 				filter.State = st
 			}
-			since, err := parseSince(f.Now(), opts.since)
+			since, err := parseSince(f.Now(), "--since", opts.since)
 			if err != nil {
 				return err
 			}

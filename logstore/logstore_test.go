@@ -200,6 +200,31 @@ func TestCompensableLifecycleAndReplay(t *testing.T) {
 	verifyClean(t, s)
 }
 
+// Numbers a double cannot hold are different calls and are stored as sent,
+// through redaction of the args and of the result too.
+func TestNumbersAreExact(t *testing.T) {
+	s, _ := newStore(t)
+	a := intercept(t, s, "n", "pay", sm.Compensable, `{"to":12345678901234567891}`)
+	b := intercept(t, s, "n", "pay", sm.Compensable, `{"to":12345678901234567000}`)
+	if a.Outcome != OutcomeNew || b.Outcome != OutcomeNew || a.Signature == b.Signature {
+		t.Fatalf("one call: %+v\n%+v", a, b)
+	}
+	if string(a.Effect.Args) != `{"to":12345678901234567891}` || string(b.Effect.Args) != `{"to":12345678901234567000}` {
+		t.Fatalf("args %s, %s", a.Effect.Args, b.Effect.Args)
+	}
+	r := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "n", Tool: "login", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"id":9007199254740993,"password":"x"}`), Redact: []string{"*.password", "*.token"}}))
+	if string(r.Effect.Args) != `{"id":9007199254740993,"password":"[redacted]"}` {
+		t.Fatalf("redacted args %s", r.Effect.Args)
+	}
+	must[Effect](t)(s.Start(r.Effect.ID, Change{}))
+	e := must[Effect](t)(s.Commit(r.Effect.ID, Change{Result: json.RawMessage(`{"token":"t","n":98765432109876543210.5,"tiny":1e-400}`)}))
+	if string(e.Result) != `{"n":98765432109876543210.5,"tiny":1e-400,"token":"[redacted]"}` {
+		t.Fatalf("redacted result %s", e.Result)
+	}
+	verifyClean(t, s)
+}
+
 func TestRetryAfterFail(t *testing.T) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`).Effect.ID

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -30,8 +31,11 @@ func redact(doc json.RawMessage, patterns []string) (json.RawMessage, error) {
 	if len(patterns) == 0 || len(doc) == 0 {
 		return doc, nil
 	}
+	// doc is canonical JSON, one value; json.Number keeps its numbers' digits.
+	d := json.NewDecoder(bytes.NewReader(doc))
+	d.UseNumber()
 	var v any
-	if err := json.Unmarshal(doc, &v); err != nil {
+	if err := d.Decode(&v); err != nil {
 		return nil, fmt.Errorf("%w: redact: %v", ErrInvalidInput, err)
 	}
 	v = redactValue(v, "", patterns)

@@ -4,6 +4,13 @@
 // is not I-JSON (duplicate names, lone surrogates, invalid UTF-8, numbers out of
 // the double range) is refused rather than silently changed, so two different
 // inputs never share one canonical form.
+//
+// One difference from RFC 8785: a number keeps its exact value. Where the
+// ECMAScript form of the nearest double is that value (1.0, 1e2, 4.50, every
+// shortest form a double prints as), the output is RFC 8785's; where it is not
+// (12345678901234567891, 0.1000000000000000055511151231257827021181583404541015625,
+// 1e-400), the output is the exact decimal laid out the same way, so numbers
+// that differ never share a form and a log stores the digits that were sent.
 package jcs
 
 import (
@@ -296,7 +303,8 @@ func (p *parser) number(out []byte) ([]byte, error) {
 		}
 		return n
 	}
-	if p.in[p.pos] == '-' {
+	neg := p.in[p.pos] == '-'
+	if neg {
 		p.pos++
 	}
 	intStart := p.pos
@@ -305,27 +313,60 @@ func (p *parser) number(out []byte) ([]byte, error) {
 	} else if n > 1 && p.in[intStart] == '0' {
 		return nil, p.errorf("leading zero in number")
 	}
+	intPart, frac := string(p.in[intStart:p.pos]), ""
 	if p.pos < len(p.in) && p.in[p.pos] == '.' {
 		p.pos++
+		fracStart := p.pos
 		if digits() == 0 {
 			return nil, p.errorf("invalid number fraction")
 		}
+		frac = string(p.in[fracStart:p.pos])
 	}
+	exp := ""
 	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
 		p.pos++
+		expStart := p.pos
 		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
 			p.pos++
 		}
 		if digits() == 0 {
 			return nil, p.errorf("invalid number exponent")
 		}
+		exp = string(p.in[expStart:p.pos])
 	}
-	f, err := strconv.ParseFloat(string(p.in[start:p.pos]), 64)
-	if err != nil || math.IsInf(f, 0) {
-		return nil, p.errorf("number %s is outside the IEEE 754 double range", p.in[start:p.pos])
+	text := p.in[start:p.pos]
+	// ParseFloat reads the value only to check its range: a value too small
+	// for a double is kept, not read as 0.
+	if f, err := strconv.ParseFloat(string(text), 64); math.IsInf(f, 0) || (err != nil && !errors.Is(err, strconv.ErrRange)) {
+		return nil, p.errorf("number %s is outside the IEEE 754 double range", text)
 	}
-	return append(out, FormatNumber(f)...), nil
+	sig := strings.TrimLeft(intPart+frac, "0")
+	if sig == "" {
+		return append(out, '0'), nil // also for -0
+	}
+	e := int64(0)
+	if exp != "" {
+		var err error
+		if e, err = strconv.ParseInt(exp, 10, 64); err != nil || e < minExponent {
+			return nil, p.errorf("number %s has an exponent out of range", text)
+		}
+	}
+	// The value is 0.sig × 10^n; the range check bounds e from above.
+	n := e - int64(len(frac)) + int64(len(sig))
+	if n-1 < minExponent {
+		return nil, p.errorf("number %s has an exponent out of range", text)
+	}
+	sign := ""
+	if neg {
+		sign = "-"
+	}
+	return append(out, layout(sign, strings.TrimRight(sig, "0"), n)...), nil
 }
+
+// minExponent bounds the exponents of values too small for a double, which
+// are kept exactly rather than read as 0: far beyond any real value, and far
+// enough from int64's limits that the arithmetic cannot overflow.
+const minExponent = math.MinInt64 / 4
 
 // FormatNumber writes f as ECMAScript's Number.prototype.toString does, which
 // is the form RFC 8785 requires. NaN and infinities have no JSON form; they are
@@ -340,16 +381,22 @@ func FormatNumber(f float64) string {
 	}
 	// Shortest round-trip digits, as ECMAScript requires.
 	mant, exp, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
-	digits := strings.Replace(mant, ".", "", 1)
-	e, _ := strconv.Atoi(exp)
-	k, n := len(digits), e+1 // value = 0.digits × 10^n
+	e, _ := strconv.ParseInt(exp, 10, 64)
+	return layout(sign, strings.Replace(mant, ".", "", 1), e+1)
+}
+
+// layout writes the number 0.digits × 10^n (digits without leading or
+// trailing zeros) as ECMAScript's Number.prototype.toString lays out a
+// double's shortest digits.
+func layout(sign, digits string, n int64) string {
+	k := int64(len(digits))
 	switch {
 	case k <= n && n <= 21:
-		return sign + digits + strings.Repeat("0", n-k)
+		return sign + digits + strings.Repeat("0", int(n-k))
 	case 0 < n && n <= 21:
 		return sign + digits[:n] + "." + digits[n:]
 	case -6 < n && n <= 0:
-		return sign + "0." + strings.Repeat("0", -n) + digits
+		return sign + "0." + strings.Repeat("0", int(-n)) + digits
 	}
 	expSign := "+"
 	if n-1 < 0 {
@@ -359,10 +406,10 @@ func FormatNumber(f float64) string {
 	if k > 1 {
 		frac = "." + digits[1:]
 	}
-	return sign + digits[:1] + frac + "e" + expSign + strconv.Itoa(abs(n-1))
+	return sign + digits[:1] + frac + "e" + expSign + strconv.FormatInt(abs(n-1), 10)
 }
 
-func abs(x int) int {
+func abs(x int64) int64 {
 	if x < 0 {
 		return -x
 	}

@@ -1,27 +1,33 @@
 package jcs
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math"
+	"math/big"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
 )
 
-// RFC 8785 section 3.2.2, the example of the whole process.
+// RFC 8785 section 3.2.2, the example of the whole process, with one
+// deliberate difference: 333333333.33333329 is not a double, and RFC 8785
+// would write the double it rounds to (333333333.3333333), a number the caller
+// did not send; its exact digits are kept.
 func TestRFC8785Example(t *testing.T) {
 	in := `{
   "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
   "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
   "literals": [null, true, false]
 }`
-	want := `{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`
+	want := `{"literals":[null,true,false],"numbers":[333333333.33333329,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`
 	got, err := Canonicalize([]byte(in))
 	if err != nil {
 		t.Fatal(err)
@@ -102,10 +108,46 @@ func TestRFC8785Numbers(t *testing.T) {
 	}
 }
 
+// Numbers keep their exact value: the RFC 8785 form where that form is the
+// value sent, else the exact decimal in the same layout. Values a double
+// cannot hold never collide with the double they round to.
+func TestNumbersKeepTheirValue(t *testing.T) {
+	cases := map[string]string{
+		"12345678901234567891":  "12345678901234567891",
+		"12345678901234567000":  "12345678901234567000",
+		"-12345678901234567891": "-12345678901234567891",
+		"9007199254740993":      "9007199254740993",
+		"9007199254740992":      "9007199254740992",
+		"295147905179352825856": "295147905179352825856", // 2^68, which RFC 8785 writes 295147905179352830000
+		"295147905179352830000": "295147905179352830000",
+		"333333333.33333329":    "333333333.33333329",
+		"0.1":                   "0.1",
+		"0.1000000000000000055511151231257827021181583404541015625": "0.1000000000000000055511151231257827021181583404541015625",
+		"1e-400":                      "1e-400",
+		"-1.50e-400":                  "-1.5e-400",
+		"123456789012345678901234":    "1.23456789012345678901234e+23",
+		"12345678901234567890e-20":    "0.1234567890123456789",
+		"0.00000012345678901234567":   "1.2345678901234567e-7",
+		"0.000000123456789012345678":  "1.23456789012345678e-7",
+		"1000000000000000000000.0000": "1e+21",
+		"100000000000000000000":       "100000000000000000000",
+		// Equal values share one form, as before.
+		"1.0": "1", "1e2": "100", "100": "100", "1E+2": "100", "-0": "0", "-0.0e-5": "0",
+		"0e99999999999999999999999": "0", "0.0000010": "0.000001", "4.50": "4.5", "2e-3": "0.002",
+		"1e-99999999999999": "1e-99999999999999",
+	}
+	for in, want := range cases {
+		got, err := Canonicalize([]byte(in))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: got %s %v, want %s", in, got, err, want)
+		}
+	}
+}
+
 func TestInvalidInput(t *testing.T) {
 	for _, in := range []string{
 		``, `{`, `{"a":1,}`, `[1,]`, `{"a":1,"a":2}`, `"\ud800"`, `"\udc00x"`, "\"\xff\"",
-		`01`, `1.`, `-`, `1e`, `1e999`, `nul`, `{"a" 1}`, `[1 2]`, `1 2`, "\"a\x01\"", `"\x"`,
+		`01`, `1.`, `-`, `1e`, `1e999`, `-1.8e308`, `1e99999999999999999999`, `1e-99999999999999999999`, `nul`, `{"a" 1}`, `[1 2]`, `1 2`, "\"a\x01\"", `"\x"`,
 		strings.Repeat("[", 2000) + strings.Repeat("]", 2000),
 	} {
 		if out, err := Canonicalize([]byte(in)); !errors.Is(err, ErrInvalid) {
@@ -251,8 +293,165 @@ func normalize(v any) any {
 	return v
 }
 
+// decimal is the number sign × digits × 10^exp.
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int
+}
+
+func decimalGen() *rapid.Generator[decimal] {
+	return rapid.Custom(func(t *rapid.T) decimal {
+		return decimal{
+			neg:    rapid.Bool().Draw(t, "neg"),
+			digits: rapid.StringMatching(`[0-9]{1,30}`).Draw(t, "digits"),
+			exp:    rapid.IntRange(-40, 40).Draw(t, "exp"),
+		}
+	})
+}
+
+// text writes d as one of its many JSON spellings: zeros around the digits,
+// the point anywhere, an exponent or none.
+func (d decimal) text(t *rapid.T) string {
+	lead, trail := rapid.IntRange(0, 8).Draw(t, "lead"), rapid.IntRange(0, 8).Draw(t, "trail")
+	all := strings.Repeat("0", lead) + d.digits + strings.Repeat("0", trail)
+	f := rapid.IntRange(0, len(all)-1).Draw(t, "frac")
+	intPart := strings.TrimLeft(all[:len(all)-f], "0")
+	if intPart == "" {
+		intPart = "0"
+	}
+	var sb strings.Builder
+	if d.neg {
+		sb.WriteByte('-')
+	}
+	sb.WriteString(intPart)
+	if f > 0 {
+		sb.WriteString("." + all[len(all)-f:])
+	}
+	if x := d.exp - trail + f; x != 0 || rapid.Bool().Draw(t, "e0") {
+		sb.WriteString(rapid.SampledFrom([]string{"e", "E"}).Draw(t, "e"))
+		if x >= 0 {
+			sb.WriteString(rapid.SampledFrom([]string{"", "+"}).Draw(t, "plus"))
+		}
+		sb.WriteString(strconv.Itoa(x))
+	}
+	return sb.String()
+}
+
+func ratOf(t *rapid.T, text string) *big.Rat {
+	r, ok := new(big.Rat).SetString(text)
+	if !ok {
+		t.Fatalf("big.Rat cannot read %s", text)
+	}
+	return r
+}
+
+// Numbers are equal in canonical form exactly when they are equal values, and
+// the canonical form is the value sent, however it was spelled.
+func TestPropertyNumbersDifferExactly(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		d1 := decimalGen().Draw(t, "d1")
+		d2 := d1
+		if rapid.Bool().Draw(t, "other") {
+			d2 = decimalGen().Draw(t, "d2")
+			if rapid.Bool().Draw(t, "near") { // the same digits but the last
+				last := byte('0' + (d1.digits[len(d1.digits)-1]-'0'+1)%10)
+				d2 = decimal{d1.neg, d1.digits[:len(d1.digits)-1] + string(last), d1.exp}
+			}
+		}
+		t1, t2 := d1.text(t), d2.text(t)
+		c1, err1 := Canonicalize([]byte(t1))
+		c2, err2 := Canonicalize([]byte(t2))
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: %v; %s: %v", t1, err1, t2, err2)
+		}
+		for _, pair := range [][2]string{{t1, string(c1)}, {t2, string(c2)}} {
+			if ratOf(t, pair[0]).Cmp(ratOf(t, pair[1])) != 0 {
+				t.Fatalf("%s canonicalized to %s, another value", pair[0], pair[1])
+			}
+		}
+		same := ratOf(t, t1).Cmp(ratOf(t, t2)) == 0
+		if same != (string(c1) == string(c2)) {
+			t.Fatalf("%s and %s: equal=%v but forms %s vs %s", t1, t2, same, c1, c2)
+		}
+		// Where RFC 8785's form (of the nearest double) is the value sent, the
+		// form is RFC 8785's.
+		f, _ := strconv.ParseFloat(t1, 64)
+		if rfc := FormatNumber(f); ratOf(t, rfc).Cmp(ratOf(t, t1)) == 0 && rfc != string(c1) {
+			t.Fatalf("%s: RFC 8785 writes %s, got %s", t1, rfc, c1)
+		}
+	})
+}
+
+// sameNumbers says whether a and b (decoded with UseNumber) are the same JSON
+// with the same number values.
+func sameNumbers(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		fx, _ := strconv.ParseFloat(string(x), 64)
+		fy, _ := strconv.ParseFloat(string(y), 64)
+		if fx != fy {
+			return false
+		}
+		// big.Rat spells out 10^exp: compare exactly where that is cheap.
+		if smallExponent(string(x)) && smallExponent(string(y)) {
+			rx, _ := new(big.Rat).SetString(string(x))
+			ry, _ := new(big.Rat).SetString(string(y))
+			return rx != nil && ry != nil && rx.Cmp(ry) == 0
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !sameNumbers(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k := range x {
+			if !sameNumbers(x[k], y[k]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func smallExponent(n string) bool {
+	i := strings.IndexAny(n, "eE")
+	if i < 0 {
+		return len(n) < 2000
+	}
+	e, err := strconv.Atoi(n[i+1:])
+	return err == nil && e > -2000 && e < 2000
+}
+
+func decodeNumbers(t *testing.T, in []byte) any {
+	d := json.NewDecoder(bytes.NewReader(in))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%q: %v", in, err)
+	}
+	return v
+}
+
 func FuzzCanonicalize(f *testing.F) {
-	for _, s := range []string{`{"b":1,"a":[true,null,"x"]}`, `1e30`, `"\u20ac"`, `{"a":{"b":{}}}`, `[]`, `-0.0`} {
+	for _, s := range []string{`{"b":1,"a":[true,null,"x"]}`, `1e30`, `"\u20ac"`, `{"a":{"b":{}}}`, `[]`, `-0.0`,
+		`[12345678901234567891,0.10000000000000000555,1e-400,-0.00120e+5]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -269,6 +468,10 @@ func FuzzCanonicalize(f *testing.F) {
 		again, err := Canonicalize(out)
 		if err != nil || string(again) != string(out) {
 			t.Fatalf("not a fixed point: %q -> %q %v", out, again, err)
+		}
+		// The output means what the input said, numbers to the last digit.
+		if !sameNumbers(decodeNumbers(t, in), decodeNumbers(t, out)) {
+			t.Fatalf("value changed: %q -> %q", in, out)
 		}
 	})
 }

@@ -5,9 +5,11 @@
 package template
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 
@@ -65,17 +67,32 @@ type Input struct {
 	Capture json.RawMessage
 }
 
+// decode reads one JSON value with its numbers as json.Number, which gojq
+// computes with and encoding/json writes back digit for digit: a number a
+// double cannot hold reaches the compensation as it was sent.
+func decode(data []byte, v *any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
 // Eval fills tmpl from in and returns the JSON.
 func Eval(tmpl json.RawMessage, in Input) (json.RawMessage, error) {
 	var v any
-	if err := json.Unmarshal(tmpl, &v); err != nil {
+	if err := decode(tmpl, &v); err != nil {
 		return nil, fmt.Errorf("%w: not JSON: %v", ErrTemplate, err)
 	}
 	input := map[string]any{}
 	for name, raw := range map[string]json.RawMessage{"args": in.Args, "result": in.Result, "capture": in.Capture} {
 		var x any
 		if len(raw) > 0 {
-			if err := json.Unmarshal(raw, &x); err != nil {
+			if err := decode(raw, &x); err != nil {
 				return nil, fmt.Errorf("%w: %s is not JSON", ErrTemplate, name)
 			}
 		}

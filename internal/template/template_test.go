@@ -33,6 +33,30 @@ func TestEval(t *testing.T) {
 	}
 }
 
+// Numbers a double cannot hold reach the compensation's args as they were
+// sent: from the args, the result and the template itself.
+func TestEvalKeepsNumbers(t *testing.T) {
+	in := Input{
+		Args:   json.RawMessage(`{"to":12345678901234567891,"small":1e-400}`),
+		Result: json.RawMessage(`{"id":98765432109876543210.5}`),
+	}
+	cases := map[string]string{
+		`{"to":"{{ .args.to }}","id":"{{ .result.id }}","small":"{{ .args.small }}"}`: `{"id":98765432109876543210.5,"small":1e-400,"to":12345678901234567891}`,
+		`{"note":"refund {{ .args.to }}","fixed":9007199254740993}`:                   `{"fixed":9007199254740993,"note":"refund 12345678901234567891"}`,
+		`{"all":"{{ .args }}"}`:         `{"all":{"small":1e-400,"to":12345678901234567891}}`,
+		`{"next":"{{ .args.to + 1 }}"}`: `{"next":12345678901234567892}`,
+	}
+	for tmpl, want := range cases {
+		got, err := Eval(json.RawMessage(tmpl), in)
+		if err != nil {
+			t.Fatalf("%s: %v", tmpl, err)
+		}
+		if string(got) != want {
+			t.Errorf("%s:\n got  %s\n want %s", tmpl, got, want)
+		}
+	}
+}
+
 func TestErrors(t *testing.T) {
 	for _, tmpl := range []string{`{"a":"{{ .args | }}"}`, `{"a":`} {
 		if err := Check(json.RawMessage(tmpl)); !errors.Is(err, ErrTemplate) {
