@@ -321,7 +321,7 @@ func TestCrashTorture(t *testing.T) {
 	// loop runs one undolog command per loop turn; an exit other than 0 and
 	// the given ones puts its error in the error log.
 	loop := func(name, allowed, args string) *exec.Cmd {
-		return sh(fmt.Sprintf(`while :; do "$UNDOLOG" %s >/dev/null 2>"$W/%s.err"; c=$?; case " 0 %s " in *" $c "*) ;; *) { echo "%s: exit $c"; cat "$W/%s.err"; } >> "$ERRLOG";; esac; done`,
+		return sh(fmt.Sprintf(`while :; do "$UNDOLOG" %s >/dev/null 2>"$W/%s.err"; c=$?; case " 0 %s " in *" $c "*) ;; *) { echo "%s: exit $c"; cat "$W/%s.err"; } >> "$ERRLOG";; esac; sleep 0.01; done`,
 			args, name, allowed, name, name))
 	}
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
@@ -368,17 +368,23 @@ func TestCrashTorture(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var acked []string
-		done := make(chan struct{})
+		done, first := make(chan struct{}), make(chan struct{})
 		go func() {
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				mu.Lock()
-				acked = append(acked, sc.Text())
+				if acked = append(acked, sc.Text()); len(acked) == 1 {
+					close(first)
+				}
 				mu.Unlock()
 			}
 			close(done)
 		}()
-		time.Sleep(time.Duration(150+rng.Intn(500)) * time.Millisecond)
+		select { // the kill comes at a random moment once the writer is under way
+		case <-first:
+		case <-time.After(20 * time.Second):
+		}
+		time.Sleep(time.Duration(rng.Intn(500)) * time.Millisecond)
 		for _, c := range append(others, cmd) { // every group, mid-whatever
 			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 		}
