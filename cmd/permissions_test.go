@@ -89,3 +89,43 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 		t.Fatal("the log changed")
 	}
 }
+
+// On a read-only file system, with writes still in the journal, reads work
+// and see them, from a private copy of the log; a write fails with one line.
+func TestReadOnlyFileSystem(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a file system")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("unshare not installed")
+	}
+	bin := testbin.Undolog(t)
+	dir := t.TempDir()
+	script := `set -e
+mount -t tmpfs tmpfs "$D" || exit 99
+export UNDOLOG_LOG="$D/undolog.db"
+"$UNDOLOG" intercept --session s --tool one --tier compensable >/dev/null
+"$UNDOLOG" intercept --session s --tool two --tier compensable >/dev/null
+test -s "$UNDOLOG_LOG-journal"
+mount -o remount,ro "$D"
+"$UNDOLOG" list -o ids
+"$UNDOLOG" show 2 -o json | grep '"tool": "two"'
+"$UNDOLOG" export >/dev/null
+set +e
+"$UNDOLOG" intercept --session s --tool three --tier compensable 2>&1
+echo "write exit $?"
+`
+	cmd := exec.Command(unshare, "-m", "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "D="+dir, "UNDOLOG="+bin)
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 99 {
+		t.Skipf("cannot mount here: %s", out)
+	} else if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 5 || lines[0] != "2" || lines[1] != "1" || !strings.Contains(lines[len(lines)-2], "read-only file system") || lines[len(lines)-1] != "write exit 1" {
+		t.Fatalf("%s", out)
+	}
+}
