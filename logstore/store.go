@@ -34,7 +34,9 @@ import (
 // version 1 stay readable, so moving up rewrites nothing but the version.
 // Version 3 may keep recent writes in a journal beside the file (journal.go),
 // which an older undolog would not read: it must refuse the log instead.
-const SchemaVersion = 3
+// Version 4 writes history records whose hash covers their effect's content
+// (hashWithContent), which an older undolog would read as damage.
+const SchemaVersion = 4
 
 // DefaultLockTimeout is how long an operation waits for another process to
 // release the log before giving up with ErrBusy.
