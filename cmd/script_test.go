@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -47,8 +48,24 @@ func TestScripts(t *testing.T) {
 			"hold":         cmdHold,
 			"waitfor":      cmdWaitFor,
 			"waitapproval": cmdWaitApproval,
+			"flipbytes":    cmdFlipBytes,
 		},
 	})
+}
+
+// flipbytes FILE OLD NEW: change the one occurrence of OLD in FILE to NEW
+// (same length), as damage or a careless edit would.
+func cmdFlipBytes(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 || len(args[1]) != len(args[2]) {
+		ts.Fatalf("usage: flipbytes FILE OLD NEW (OLD and NEW of one length)")
+	}
+	path := ts.MkAbs(args[0])
+	data, err := os.ReadFile(path)
+	ts.Check(err)
+	if n := bytes.Count(data, []byte(args[1])); n != 1 {
+		ts.Fatalf("flipbytes: %q is in %s %d times", args[1], args[0], n)
+	}
+	ts.Check(os.WriteFile(path, bytes.Replace(data, []byte(args[1]), []byte(args[2]), 1), 0o600))
 }
 
 // exit N prog args...: run prog and require exit code N (stdout and stderr
