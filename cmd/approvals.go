@@ -59,8 +59,9 @@ func renderApprovals(f *Factory, list []logstore.PendingApproval) error {
 		if a.ExpiresAt != nil {
 			expires = "in " + compactDuration(a.ExpiresAt.Sub(now))
 		}
-		rows = append(rows, []cell{idCell(a.EffectID), plain(a.Session), plain(a.Tool), plain(ago(now, a.RequestedAt)),
-			plain(expires), plain(truncate(string(a.Args), 60))})
+		// The effect's tool and args, which its history covers: what a decision runs.
+		rows = append(rows, []cell{idCell(a.EffectID), plain(a.Session), plain(a.Effect.Tool), plain(ago(now, a.RequestedAt)),
+			plain(expires), plain(truncate(string(a.Effect.Args), 60))})
 	}
 	return renderTable(f, []string{"ID", "SESSION", "TOOL", "WAITING", "EXPIRES", "ARGS"}, rows)
 }

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -56,6 +57,7 @@ func TestScripts(t *testing.T) {
 			"waitfor":      cmdWaitFor,
 			"waitapproval": cmdWaitApproval,
 			"termsafe":     cmdTermSafe,
+			"flipbytes":    cmdFlipBytes,
 		},
 	})
 }
@@ -81,6 +83,21 @@ func cmdTermSafe(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("termsafe: %s holds %U at byte %d: %q", args[0], r, i, data)
 		}
 	}
+}
+
+// flipbytes FILE OLD NEW: change the one occurrence of OLD in FILE to NEW
+// (same length), as damage or a careless edit would.
+func cmdFlipBytes(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 || len(args[1]) != len(args[2]) {
+		ts.Fatalf("usage: flipbytes FILE OLD NEW (OLD and NEW of one length)")
+	}
+	path := ts.MkAbs(args[0])
+	data, err := os.ReadFile(path)
+	ts.Check(err)
+	if n := bytes.Count(data, []byte(args[1])); n != 1 {
+		ts.Fatalf("flipbytes: %q is in %s %d times", args[1], args[0], n)
+	}
+	ts.Check(os.WriteFile(path, bytes.Replace(data, []byte(args[1]), []byte(args[2]), 1), 0o600))
 }
 
 // exit N prog args...: run prog and require exit code N (stdout and stderr

@@ -268,7 +268,8 @@ func (w *recordWriter) effect(e *Effect) {
 
 // history stores neither the effect id and session, which its key gives
 // (see placeHistory), nor PrevHash, the hash of the record before it (see
-// linkHistory). The record's hash covers all three.
+// linkHistory). The record's hash covers all three. Its hash version costs
+// no byte: the hash's flag byte is 2 for hashWithContent (see historyHash).
 func (w *recordWriter) history(h *HistoryRecord) {
 	w.head(recHistory)
 	w.uint(uint64(h.Seq))
@@ -280,7 +281,12 @@ func (w *recordWriter) history(h *HistoryRecord) {
 	w.str(h.Reason)
 	w.str(h.Error)
 	w.time(h.At)
-	w.hash(h.Hash)
+	if b, ok := rawHash(h.Hash); ok && h.HashVersion == hashWithContent {
+		w.buf = append(w.buf, hashWithContent)
+		w.buf = append(w.buf, b...)
+	} else {
+		w.hash(h.Hash)
+	}
 }
 
 // undo stores only what the entry adds to its effect: the effect id and
@@ -546,7 +552,17 @@ func (r *recordReader) history(h *HistoryRecord) {
 	h.Reason = r.str()
 	h.Error = r.str()
 	h.At = r.time()
-	h.Hash = r.hash()
+	h.Hash, h.HashVersion = r.historyHash()
+}
+
+// historyHash reads a history record's hash and its version: the flag byte
+// of hash, or hashWithContent followed by 32 bytes.
+func (r *recordReader) historyHash() (string, int) {
+	if len(r.buf) > 0 && r.buf[0] == hashWithContent {
+		r.buf = r.buf[1:]
+		return hex.EncodeToString(r.bytes(32)), hashWithContent
+	}
+	return r.hash(), 0
 }
 
 func (r *recordReader) undo(u *UndoEntry) {

@@ -108,6 +108,9 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		h := &HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
 			Actor: word(t, "actor"), Reason: rapid.String().Draw(t, "reason"), Error: rapid.String().Draw(t, "error"),
 			At: drawTime(t, "at"), Hash: drawHash(t, "hash")}
+		if _, raw := rawHash(h.Hash); raw && rapid.Bool().Draw(t, "content?") {
+			h.HashVersion = hashWithContent
+		}
 		roundTrip(t, h, &HistoryRecord{})
 	}))
 	t.Run("undo", rapid.MakeCheck(func(t *rapid.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,4 +238,93 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		})
 		expectProblem(t, s, "index", "pending index entry expires")
 	})
+	// What an effect says is covered by its history: a byte changed in its
+	// args, result, error or compensation (or in its undo entry's, or in its
+	// approval request's args) is found, and so is a signature its args do
+	// not give.
+	editEffect := func(t *testing.T, s *Store, id uint64, edit func(e *Effect)) {
+		t.Helper()
+		tamper(t, s, func(tx *bolt.Tx) error {
+			var e Effect
+			if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
+				return err
+			}
+			edit(&e)
+			return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
+		})
+	}
+	t.Run("flipped byte in args", func(t *testing.T) {
+		s, id := seeded(t)
+		editEffect(t, s, id, func(e *Effect) { e.Args = json.RawMessage(`{"a":3}`) })
+		expectProblem(t, s, "history", "altered")
+		expectProblem(t, s, "signature", "does not match its args")
+	})
+	t.Run("flipped byte in result", func(t *testing.T) {
+		s, id := seeded(t)
+		editEffect(t, s, id, func(e *Effect) { e.Result = json.RawMessage(`3`) })
+		expectProblem(t, s, "history", "altered")
+	})
+	t.Run("flipped byte in error", func(t *testing.T) {
+		s, _ := seeded(t)
+		id := intercept(t, s, "s", "flaky", sm.Compensable, `{}`).Effect.ID
+		must[Effect](t)(s.Start(id, Change{}))
+		must[Effect](t)(s.Fail(id, Change{Error: "disk full"}))
+		verifyClean(t, s)
+		editEffect(t, s, id, func(e *Effect) { e.Error = "disk fulL" })
+		expectProblem(t, s, "history", "altered")
+	})
+	t.Run("flipped byte in compensation argv", func(t *testing.T) {
+		s, id := seededWithCommand(t)
+		editEffect(t, s, id, func(e *Effect) { e.Compensation.Argv[1] = "/etc" })
+		expectProblem(t, s, "history", "altered")
+	})
+	t.Run("undo entry with another compensation", func(t *testing.T) {
+		s, id := seededWithCommand(t)
+		tamper(t, s, func(tx *bolt.Tx) error {
+			// An undo entry that holds its own compensation, as JSON entries
+			// of older logs do.
+			u, err := getUndoOf(tx, "c", id)
+			if err != nil || u == nil {
+				return fmt.Errorf("undo entry: %v", err)
+			}
+			u.Compensation.Argv = []string{"rm", "-rf", "/etc"}
+			data, err := json.Marshal(u)
+			if err != nil {
+				return err
+			}
+			return tx.Bucket(bUndo).Put(nameKey("c", id), data)
+		})
+		expectProblem(t, s, "undo", "compensation differs from the effect's")
+	})
+	t.Run("flipped byte in approval args", func(t *testing.T) {
+		s, id := seeded(t) // id+1 waits for approval
+		tamper(t, s, func(tx *bolt.Tx) error {
+			a, err := getApproval(tx, id+1)
+			if err != nil || a == nil {
+				return fmt.Errorf("approval: %v", err)
+			}
+			a.Args = json.RawMessage(`{"b":3}`)
+			return putRecord(&writeTx{Tx: tx}, bApprovals, itob(id+1), a)
+		})
+		expectProblem(t, s, "approval", "differ from the effect's")
+	})
+	t.Run("signature that its args do not give", func(t *testing.T) {
+		s, id := seeded(t)
+		other := Signature("s", "write", []byte(`{"a":2}`), "")
+		editEffect(t, s, id, func(e *Effect) { e.CallSignature = other })
+		expectProblem(t, s, "signature", "does not match its args")
+	})
+}
+
+// seededWithCommand is a log with one committed effect of session c whose
+// compensation is a command.
+func seededWithCommand(t *testing.T) (*Store, uint64) {
+	s, _ := newStore(t)
+	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "c", Tool: "write", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"path":"/srv/app.conf"}`), CreateSession: true,
+		Compensation: &Compensation{Kind: CompensationCommand, Argv: []string{"git", "/srv", "checkout", "app.conf"}}}))
+	must[Effect](t)(s.Start(res.Effect.ID, Change{}))
+	must[Effect](t)(s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`{"bytes":512}`)}))
+	verifyClean(t, s)
+	return s, res.Effect.ID
 }

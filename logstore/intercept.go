@@ -233,7 +233,16 @@ func (s *Store) interceptTx(tx *writeTx, p prepared) (InterceptResult, error) {
 	if !sess.State.AcceptsEffects() {
 		return res, refuse(notAccepting(&sess))
 	}
-	e, err := newEffect(tx, &sess, req, args, sig, now)
+	if req.Tier == sm.Compensable {
+		// The effect holds its compensation from its first record on, which
+		// covers it.
+		comp := Compensation{Kind: CompensationManual}
+		if req.Compensation != nil {
+			comp = *req.Compensation
+		}
+		req.Compensation = &comp
+	}
+	e, err := newEffect(tx, &sess, req, args, sig, nil, now)
 	if err != nil {
 		return res, err
 	}
@@ -242,13 +251,8 @@ func (s *Store) interceptTx(tx *writeTx, p prepared) (InterceptResult, error) {
 	}
 	switch req.Tier {
 	case sm.Compensable:
-		comp := Compensation{Kind: CompensationManual}
-		if req.Compensation != nil {
-			comp = *req.Compensation
-		}
-		e.Compensation = &comp
 		u := UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
-			Compensation: comp, CreatedAt: now, UpdatedAt: now}
+			Compensation: *e.Compensation, CreatedAt: now, UpdatedAt: now}
 		if err := putRecord(tx, bUndo, nameKey(sess.ID, e.ID), &u); err != nil {
 			return res, err
 		}
@@ -299,15 +303,17 @@ func putAnd(tx *writeTx, sess *Session, err error) error {
 	return &errAfterCommit{err}
 }
 
-// newEffect writes a pending effect with its first history record and the
-// session, tool and tier index entries; the caller adds the rest and puts it.
-func newEffect(tx *writeTx, sess *Session, req InterceptRequest, args []byte, sig string, now time.Time) (Effect, error) {
+// newEffect writes a pending effect (a replay of effect replayOf, if not
+// nil) with its first history record and the session, tool and tier index
+// entries; the caller adds the rest and puts it.
+func newEffect(tx *writeTx, sess *Session, req InterceptRequest, args []byte, sig string, replayOf *uint64, now time.Time) (Effect, error) {
 	id, err := tx.nextSequence(bEffects)
 	if err != nil {
 		return Effect{}, err
 	}
 	e := Effect{ID: id, Session: sess.ID, Tool: req.Tool, Tier: req.Tier, State: sm.Pending,
-		CallSignature: sig, Args: args, Key: req.Key, Redact: req.Redact, CreatedAt: now, UpdatedAt: now}
+		CallSignature: sig, Args: args, Key: req.Key, Redact: req.Redact, ReplayOf: replayOf,
+		Compensation: req.Compensation, CreatedAt: now, UpdatedAt: now}
 	if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, To: string(sm.Pending),
 		Trigger: "Intercept", Actor: actorOr(req.Actor), Reason: req.Reason, At: now}); err != nil {
 		return Effect{}, err
@@ -343,8 +349,13 @@ func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req Intercept
 	}
 	switch owner.State {
 	case sm.Committed:
+		// A cached result is served only from an effect that passes its check.
+		if err := checkEffectTx(tx.Tx, &owner); err != nil {
+			return err
+		}
+		ownerID := owner.ID
 		rep, err := newEffect(tx, sess, InterceptRequest{Tool: owner.Tool, Tier: owner.Tier, Key: req.Key,
-			Actor: req.Actor, Reason: req.Reason}, args, owner.CallSignature, now)
+			Actor: req.Actor, Reason: req.Reason}, args, owner.CallSignature, &ownerID, now)
 		if err != nil {
 			return err
 		}
@@ -352,14 +363,13 @@ func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req Intercept
 		if err != nil {
 			return err
 		}
+		rep.Result = owner.Result
 		if err := appendEffectHistory(tx, &rep, HistoryRecord{Kind: KindEffect, From: string(sm.Pending),
 			To: string(sm.Replayed), Trigger: t.Trigger, Actor: actorOr(req.Actor),
 			Reason: fmt.Sprintf("replay of effect %d", owner.ID), At: now}); err != nil {
 			return err
 		}
-		rep.State, rep.Result = sm.Replayed, owner.Result
-		ownerID := owner.ID
-		rep.ReplayOf = &ownerID
+		rep.State = sm.Replayed
 		countMove(sess, sm.Pending, sm.Replayed)
 		if err := putEffect(tx, &rep, ""); err != nil {
 			return err

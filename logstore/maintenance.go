@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -68,12 +69,6 @@ func (s *Store) Compact() (before, after int64, err error) {
 	dst.AllocSize = 0   // grow the new file to exactly what it holds, not in 16 MiB steps
 	err = s.guard(func() error { return compactInto(dst, src) })
 	srcErr = err
-	if err == nil {
-		// The copy numbers its transactions anew: under a new log id, so that
-		// no journal record written on the old file (a backup restored beside
-		// the journal, say) names one of its states.
-		err = dst.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(keyLogID, newLogID()) })
-	}
 	if err == nil {
 		err = dst.Sync()
 	}
@@ -147,6 +142,13 @@ func compactInto(dst, src *bolt.DB) error {
 				}
 				b := tx.Bucket(name)
 				b.FillPercent = 1.0
+				if bytes.Equal(name, bMeta) && bytes.Equal(k, keyLogID) {
+					// The copy numbers its transactions anew: under a new log
+					// id, so that no journal record written on the old file (a
+					// backup restored beside the journal, say) names one of its
+					// states.
+					v = newLogID()
+				}
 				if err := b.Put(k, v); err != nil {
 					return err
 				}

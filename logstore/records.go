@@ -204,31 +204,105 @@ func fieldsHash(fields ...string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// recordHash covers every field of the record and the previous hash.
-func recordHash(r *HistoryRecord) string {
+// hashWithContent is the HashVersion of the records this undolog writes for
+// effects: the hash also covers the effect's content at that point, so that
+// an args, result, error or compensation changed on disk breaks the chain.
+// Records of earlier undologs (version 0) keep verifying under their rule.
+const hashWithContent = 2
+
+// recordHash covers every field of the record and the previous hash, and
+// for hashWithContent records the effect's content digest too (see
+// effectContent).
+func recordHash(r *HistoryRecord, content string) string {
+	if r.HashVersion == hashWithContent {
+		return fieldsHash("undolog-history-v2", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
+			strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
+			r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash, content)
+	}
 	return fieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 		strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
 		r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash)
 }
 
+// contentPoint is what of an effect's changing content a history record
+// covers. The result exists from the record that committed or replayed the
+// effect on (terminal states: it never changes after); the error is the one
+// the last record that failed the effect carries, cleared by the record that
+// starts it again. Everything else an effect says is set when it is created.
+// So verify can tell, from the effect and its history alone, what each
+// record covered; no digest is stored.
+type contentPoint struct {
+	result bool
+	err    string
+}
+
+// after is the point once r is written.
+func (p contentPoint) after(r *HistoryRecord) contentPoint {
+	if r.Kind != KindEffect {
+		return p
+	}
+	switch sm.State(r.To) {
+	case sm.Committed, sm.Replayed:
+		p.result = true
+	case sm.Pending, sm.Executing:
+		p.err = r.Error
+	}
+	return p
+}
+
+func hasResult(s sm.State) bool { return s == sm.Committed || s == sm.Replayed }
+
+// effectContent is the digest of what an effect says (session, tool, tier,
+// signature, args, key, replay_of, compensation, redactions, and the result
+// and error as of p). Replay counts, times, the owner and the state are left
+// out: they change without a record (the state is in the records).
+func effectContent(e *Effect, p contentPoint) string {
+	w := recordWriter{buf: make([]byte, 0, 256+len(e.Args)+len(e.Result))}
+	w.str(e.Session)
+	w.str(e.Tool)
+	w.str(string(e.Tier))
+	w.str(e.CallSignature)
+	w.raw(e.Args)
+	w.str(e.Key)
+	w.flag(e.ReplayOf != nil)
+	if e.ReplayOf != nil {
+		w.uint(*e.ReplayOf)
+	}
+	w.flag(e.Compensation != nil)
+	if e.Compensation != nil {
+		w.compensation(e.Compensation)
+	}
+	w.strs(e.Redact)
+	w.flag(p.result)
+	if p.result {
+		w.raw(e.Result)
+	}
+	w.str(p.err)
+	sum := sha256.Sum256(w.buf)
+	return string(sum[:])
+}
+
 // appendEffectHistory chains rec onto the effect's history and records it in
-// the change feed. The caller writes the effect afterwards.
+// the change feed. The caller writes the effect afterwards; the effect's
+// content must already be what it is once rec is written (its state may
+// still be the one rec leaves).
 func appendEffectHistory(tx *writeTx, e *Effect, rec HistoryRecord) error {
-	rec.EffectID, rec.Session = e.ID, e.Session
-	return chain(tx, bHistory, changeEffect, rec, &e.HistoryLen, &e.HistoryHead, func(seq uint32) []byte { return historyKey(e.ID, seq) })
+	rec.EffectID, rec.Session, rec.HashVersion = e.ID, e.Session, hashWithContent
+	p := contentPoint{result: hasResult(e.State) || rec.Kind == KindEffect && hasResult(sm.State(rec.To)), err: e.Error}
+	return chain(tx, bHistory, changeEffect, rec, effectContent(e, p), &e.HistoryLen, &e.HistoryHead, func(seq uint32) []byte { return historyKey(e.ID, seq) })
 }
 
 // appendSessionHistory is the same for a session's own transitions.
 func appendSessionHistory(tx *writeTx, s *Session, rec HistoryRecord) error {
 	rec.Kind, rec.Session = KindSession, s.ID
-	return chain(tx, bSessionHistory, changeSession, rec, &s.HistoryLen, &s.HistoryHead, func(seq uint32) []byte { return sessionHistoryKey(s.ID, seq) })
+	return chain(tx, bSessionHistory, changeSession, rec, "", &s.HistoryLen, &s.HistoryHead, func(seq uint32) []byte { return sessionHistoryKey(s.ID, seq) })
 }
 
 // chain links rec to the end of a history (length n, last hash head), writes
 // it, moves n and head on, and records it in the change feed.
-func chain(tx *writeTx, bucket []byte, kind byte, rec HistoryRecord, n *uint32, head *string, key func(uint32) []byte) error {
+func chain(tx *writeTx, bucket []byte, kind byte, rec HistoryRecord, content string, n *uint32, head *string, key func(uint32) []byte) error {
 	rec.Seq, rec.PrevHash = *n+1, *head
-	rec.Hash = recordHash(&rec)
+	rec.Hash = recordHash(&rec, content)
 	k := key(rec.Seq)
 	if err := putRecord(tx, bucket, k, &rec); err != nil {
 		return err

@@ -35,7 +35,9 @@ import (
 // version 1 stay readable, so moving up rewrites nothing but the version.
 // Version 3 may keep recent writes in a journal beside the file (journal.go),
 // which an older undolog would not read: it must refuse the log instead.
-// Version 4 writes records of form 2 (codec.go), which version 3 cannot decode.
+// Version 4 writes records of form 2 (codec.go), which version 3 cannot decode,
+// and history records whose hash covers their effect's content
+// (hashWithContent), which it would read as damage.
 const SchemaVersion = 4
 
 // DefaultLockTimeout is how long an operation waits for another process to

@@ -386,6 +386,12 @@ func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c 
 	if err != nil {
 		return UndoEntry{}, e, err
 	}
+	if to == sm.EntryCompensating {
+		// Only a compensation whose effect passes its check starts.
+		if err := checkEffectTx(tx.Tx, &e); err != nil {
+			return UndoEntry{}, e, err
+		}
+	}
 	// The effect's own move, where the spec has one.
 	var effTo sm.State
 	switch {

@@ -80,7 +80,8 @@ const (
 )
 
 // HistoryRecord is one append-only entry of an effect's (or a session's)
-// history. Hash covers every field and PrevHash, chaining the records.
+// history. Hash covers every field and PrevHash, chaining the records; from
+// HashVersion 2 on, also what the effect says at that point (see recordHash).
 type HistoryRecord struct {
 	Seq      uint32    `json:"seq"`
 	Kind     string    `json:"kind"`
@@ -95,6 +96,9 @@ type HistoryRecord struct {
 	At       time.Time `json:"at"`
 	PrevHash string    `json:"prev_hash"`
 	Hash     string    `json:"hash"`
+	// HashVersion is how Hash was taken: 0 (records of earlier undologs, and
+	// a session's own) or 2 (hashWithContent).
+	HashVersion int `json:"hash_version,omitempty"`
 }
 
 // Session groups the effects of one agent run or CI pipeline.

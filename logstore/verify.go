@@ -3,6 +3,8 @@ package logstore
 import (
 	"bytes"
 	"fmt"
+	"strconv"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -81,7 +83,7 @@ func (v *verifier) run() error {
 			v.add("history", 0, sess.ID, "%v", err)
 			return nil
 		}
-		v.chain(hist, 0, sess.ID, sess.HistoryLen, sess.HistoryHead)
+		v.chain(hist, 0, sess.ID, sess.HistoryLen, sess.HistoryHead, nil)
 		if n := len(hist); n > 0 && hist[n-1].To != string(sess.State) {
 			v.add("state", 0, sess.ID, "state is %s but the last history record says %s", sess.State, hist[n-1].To)
 		}
@@ -118,8 +120,11 @@ func (v *verifier) run() error {
 			v.add("history", e.ID, "", "%v", err)
 			return nil
 		}
-		v.chain(hist, e.ID, "", e.HistoryLen, e.HistoryHead)
+		v.chain(hist, e.ID, "", e.HistoryLen, e.HistoryHead, &e)
 		v.effectHistory(&e, hist)
+		if problem := signatureProblem(&e); problem != "" {
+			v.add("signature", e.ID, "", "%s", problem)
+		}
 		return nil
 	})
 	if err != nil {
@@ -148,26 +153,130 @@ func (v *verifier) run() error {
 	return nil
 }
 
-// chain checks sequence numbers and hashes of one history, and its pinned end.
-func (v *verifier) chain(hist []HistoryRecord, effect uint64, session string, wantLen uint32, wantHead string) {
+// chain checks sequence numbers and hashes of one history (of effect e, or
+// of a session when e is nil), and its pinned end.
+func (v *verifier) chain(hist []HistoryRecord, effect uint64, session string, wantLen uint32, wantHead string, e *Effect) {
+	problems, read := checkChain(hist, wantLen, wantHead, e)
+	v.rep.Records += read
+	for _, p := range problems {
+		v.add("history", effect, session, "%s", p)
+	}
+}
+
+// checkChain checks a history as chain does and returns what it found and
+// how many records it read. The records of an effect that carry
+// hashWithContent are checked against what the effect says now, as it was
+// at each record (see contentPoint).
+func checkChain(hist []HistoryRecord, wantLen uint32, wantHead string, e *Effect) (problems []string, read int) {
 	prev := ""
+	// Most records of an effect cover the same point: its digest is taken
+	// once per point.
+	var point, contentOf contentPoint
+	content, have := "", false
+	var covering []string // records with content whose hash fails
 	for i, r := range hist {
-		v.rep.Records++
+		read++
 		if r.Seq != uint32(i+1) {
-			v.add("history", effect, session, "record %d has sequence %d: a record is missing", i+1, r.Seq)
-			return
+			return append(problems, fmt.Sprintf("record %d has sequence %d: a record is missing", i+1, r.Seq)), read
 		}
 		if r.PrevHash != prev {
-			v.add("history", effect, session, "record %d does not chain to record %d", r.Seq, r.Seq-1)
+			problems = append(problems, fmt.Sprintf("record %d does not chain to record %d", r.Seq, r.Seq-1))
 		}
-		if got := recordHash(&r); got != r.Hash {
-			v.add("history", effect, session, "record %d was altered (hash mismatch)", r.Seq)
+		point = point.after(&r)
+		if e != nil && r.HashVersion == hashWithContent && (!have || point != contentOf) {
+			content, contentOf, have = effectContent(e, point), point, true
+		}
+		if got := recordHash(&r, content); got != r.Hash {
+			if r.HashVersion == hashWithContent {
+				covering = append(covering, strconv.FormatUint(uint64(r.Seq), 10))
+			} else {
+				problems = append(problems, fmt.Sprintf("record %d was altered (hash mismatch)", r.Seq))
+			}
 		}
 		prev = r.Hash
 	}
-	if uint32(len(hist)) != wantLen || prev != wantHead {
-		v.add("history", effect, session, "history has %d records ending %.12s; the record pins %d ending %.12s", len(hist), prev, wantLen, wantHead)
+	// One edit of what the effect says fails every record that covers it.
+	if len(covering) > 0 {
+		which := "record " + covering[0] + " was"
+		if len(covering) > 1 {
+			which = "records " + strings.Join(covering, ", ") + " were"
+		}
+		problems = append(problems, which+" altered, or what the effect says (args, result, error, compensation) was (hash mismatch)")
 	}
+	if uint32(len(hist)) != wantLen || prev != wantHead {
+		problems = append(problems, fmt.Sprintf("history has %d records ending %.12s; the record pins %d ending %.12s", len(hist), prev, wantLen, wantHead))
+	}
+	// The error is the one its records carry (which their hashes cover).
+	if n := len(hist); e != nil && n > 0 && hist[n-1].HashVersion == hashWithContent && e.Error != point.err {
+		problems = append(problems, fmt.Sprintf("the effect's error was altered: its history records %q", point.err))
+	}
+	return problems, read
+}
+
+// signatureProblem says what is wrong with the effect's call signature
+// given its stored args, or "". Args stored redacted give no signature to
+// compare (it was taken before redaction); their records cover them.
+func signatureProblem(e *Effect) string {
+	args, err := CanonicalArgs(e.Args)
+	if err != nil {
+		return "stored args are not valid JSON"
+	}
+	if Signature(e.Session, e.Tool, args, e.Key) != e.CallSignature && len(e.Redact) == 0 {
+		return "call signature does not match its args"
+	}
+	return ""
+}
+
+// undoProblem says how an undo entry disagrees with its effect, or "". An
+// entry that holds its own compensation (JSON entries of older logs) must
+// hold the effect's, which the effect's history covers.
+func undoProblem(e *Effect, u *UndoEntry) string {
+	if e.Compensation == nil {
+		return "" // an older log's effect that kept no compensation: the entry's stands alone
+	}
+	var a, b recordWriter
+	a.compensation(e.Compensation)
+	b.compensation(&u.Compensation)
+	if u.Tool != e.Tool || !bytes.Equal(a.buf, b.buf) {
+		return "undo entry's compensation differs from the effect's"
+	}
+	return ""
+}
+
+// CheckEffect checks one effect as read (GetEffect): its history chain and
+// what the history covers of it, its signature against its args, and its
+// undo entry against it. Whatever fails is ErrCorrupt naming the effect: a
+// compensation or a cached result is used only from an effect that passes.
+func CheckEffect(d EffectDetail) error {
+	e := &d.Effect
+	problems, _ := checkChain(d.History, e.HistoryLen, e.HistoryHead, e)
+	if p := signatureProblem(e); p != "" {
+		problems = append(problems, p)
+	}
+	if d.Undo != nil {
+		if p := undoProblem(e, d.Undo); p != "" {
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: effect %d fails its check, damaged or tampered (%s); run undolog verify",
+		ErrCorrupt, e.ID, problems[0])
+}
+
+// checkEffectTx is CheckEffect inside a transaction, for effect e as read
+// there.
+func checkEffectTx(tx *bolt.Tx, e *Effect) error {
+	d := EffectDetail{Effect: *e}
+	var err error
+	if d.History, err = effectHistory(tx, e.ID, e.Session); err != nil {
+		return err
+	}
+	if d.Undo, err = getUndo(tx, e); err != nil {
+		return err
+	}
+	return CheckEffect(d)
 }
 
 // effectHistory replays the records through the state machine.
@@ -294,9 +403,18 @@ func (v *verifier) undoAndApprovals() {
 		if (e.Tier == sm.Compensable) != (u != nil) {
 			v.add("undo", id, "", "a %s effect with undo entry=%v", e.Tier, u != nil)
 		}
+		if u != nil {
+			if p := undoProblem(e, u); p != "" {
+				v.add("undo", id, "", "%s", p)
+			}
+		}
 		a, _ := getApproval(v.tx, id)
 		if (e.Tier == sm.Irreversible) != (a != nil) {
 			v.add("approval", id, "", "a %s effect with approval request=%v", e.Tier, a != nil)
+		}
+		// An approver is shown the request: it must say what the effect does.
+		if a != nil && (a.Session != e.Session || a.Tool != e.Tool || !bytes.Equal(a.Args, e.Args)) {
+			v.add("approval", id, "", "the request's session, tool or args differ from the effect's")
 		}
 		openValue := v.tx.Bucket(bApprovalsOpen).Get(itob(id))
 		open := openValue != nil

@@ -77,7 +77,9 @@ func (p Plan) Work() int {
 }
 
 // MakePlan reads the session's undo stack (LIFO) and decides each step. It
-// changes nothing.
+// changes nothing. An entry still to act on whose effect fails its check
+// (logstore.CheckEffect: damaged or tampered) refuses the whole plan, so
+// that nothing runs.
 func MakePlan(store logstore.Log, session string) (Plan, error) {
 	if _, err := store.GetSession(session); err != nil {
 		return Plan{}, err
@@ -91,6 +93,14 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 		d, err := store.GetEffect(u.EffectID)
 		if err != nil {
 			return Plan{}, err
+		}
+		if d.Undo != nil {
+			u = *d.Undo // read with the effect, and checked with it below
+		}
+		if !u.State.Done() {
+			if err := logstore.CheckEffect(d); err != nil {
+				return Plan{}, err
+			}
 		}
 		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation)}
 		if u.Compensation.Kind == logstore.CompensationMCP {
@@ -238,6 +248,10 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		}
 	}
 	if sess.State != sm.SessionCompensating {
+		// A plan that cannot run (a damaged entry) leaves the session as it is.
+		if _, err := MakePlan(r.Store, session); err != nil {
+			return res, err
+		}
 		if _, err := r.Store.SetSessionState(session, sm.SessionCompensating, logstore.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
 			return res, err
 		}

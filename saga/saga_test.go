@@ -1,6 +1,7 @@
 package saga
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -147,5 +148,54 @@ func TestAPendingCompensationHasOneRunner(t *testing.T) {
 	}
 	if sess, _ := store.GetSession("s"); sess.State == sm.SessionCompensating {
 		t.Fatal("a refused undo moved the session")
+	}
+}
+
+// flipInFile changes the one copy of old in the log file to new (same
+// length), as a flipped byte on disk would; the log is compacted first so
+// that the file holds every record once and the journal none.
+func flipInFile(t *testing.T, store *logstore.Store, old, new string) {
+	t.Helper()
+	if _, _, err := store.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(store.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bytes.Count(data, []byte(old)); n != 1 {
+		t.Fatalf("%q is in the log %d times", old, n)
+	}
+	if err := os.WriteFile(store.Path(), bytes.Replace(data, []byte(old), []byte(new), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUndoRefusesATamperedCompensation: a compensation whose record fails its
+// check is not run, nor is any other: the plan is refused with a clear error
+// and the session is left as it was.
+func TestUndoRefusesATamperedCompensation(t *testing.T) {
+	dir := t.TempDir()
+	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+	first := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "first-ran")}}, `1`)
+	committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "ran-original")}}, `2`)
+	flipInFile(t, store, "ran-original", "ran-tampered")
+	if _, err := MakePlan(store, "s"); !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+		t.Fatalf("plan of a tampered compensation: %v", err)
+	}
+	r := &Runner{Store: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil }}
+	if _, err := r.Run(context.Background(), "s"); !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+		t.Fatalf("undo of a tampered compensation: %v", err)
+	}
+	for _, name := range []string{"ran-original", "ran-tampered", "first-ran"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Fatalf("%s exists: a compensation ran", name)
+		}
+	}
+	if sess, _ := store.GetSession("s"); sess.State != sm.SessionActive {
+		t.Fatalf("session %s, want it left active", sess.State)
+	}
+	if d, _ := store.GetEffect(first); d.Undo.State != sm.EntryPending {
+		t.Fatalf("entry of effect %d is %s", first, d.Undo.State)
 	}
 }

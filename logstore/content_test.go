@@ -1,0 +1,191 @@
+package logstore
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// TestReplayRefusesATamperedResult: a cached result whose effect fails its
+// check is not served; the call gets a clear error and nothing is written.
+func TestReplayRefusesATamperedResult(t *testing.T) {
+	s, id := seeded(t)
+	tamper(t, s, func(tx *bolt.Tx) error {
+		var e Effect
+		if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
+			return err
+		}
+		e.Result = json.RawMessage(`2`)
+		return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
+	})
+	before := must[Session](t)(s.GetSession("s"))
+	res, err := s.Intercept(InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable, Args: json.RawMessage(`{"a":1}`)})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+		t.Fatalf("replay of a tampered result: %+v, %v", res, err)
+	}
+	if after := must[Session](t)(s.GetSession("s")); after.Effects != before.Effects {
+		t.Fatalf("the refused replay wrote an effect: %d effects, were %d", after.Effects, before.Effects)
+	}
+}
+
+// TestUndoStepRefusesATamperedCompensation: the log does not let a
+// compensation whose effect fails its check start.
+func TestUndoStepRefusesATamperedCompensation(t *testing.T) {
+	s, id := seededWithCommand(t)
+	tamper(t, s, func(tx *bolt.Tx) error {
+		var e Effect
+		if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
+			return err
+		}
+		e.Compensation.Argv = []string{"rm", "-rf", "/"}
+		return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
+	})
+	d := must[EffectDetail](t)(s.GetEffect(id))
+	if err := CheckEffect(d); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+		t.Fatalf("CheckEffect of a tampered compensation: %v", err)
+	}
+	if _, err := s.UndoStep(id, sm.EntryCompensating, Change{Actor: "undo"}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("UndoStep to compensating: %v", err)
+	}
+	if u := must[EffectDetail](t)(s.GetEffect(id)).Undo; u.State != sm.EntryPending {
+		t.Fatalf("the refused step moved the entry to %s", u.State)
+	}
+}
+
+// v1RecordHash is how undolog hashed history records before they covered
+// their effect's content: the record's fields and the hash before it.
+func v1RecordHash(r *HistoryRecord) string {
+	return fieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
+		strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
+		r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash)
+}
+
+// writtenBefore rewrites every effect's history as an undolog from before
+// content hashing wrote it: records hashed under the first rule, as JSON
+// (schema 1) when asJSON, and the effects pinning the new heads.
+func writtenBefore(t *testing.T, s *Store, asJSON bool) {
+	t.Helper()
+	tamper(t, s, func(tx *bolt.Tx) error {
+		effects := tx.Bucket(bEffects)
+		var ids []uint64
+		effects.ForEach(func(k, _ []byte) error { ids = append(ids, btoi(k)); return nil })
+		for _, id := range ids {
+			var e Effect
+			if _, err := getRecord(effects, itob(id), &e); err != nil {
+				return err
+			}
+			hist, err := effectHistory(tx, id, e.Session)
+			if err != nil {
+				return err
+			}
+			prev := ""
+			for _, r := range hist {
+				r.PrevHash, r.HashVersion = prev, 0
+				r.Hash = v1RecordHash(&r)
+				prev = r.Hash
+				var data []byte
+				if asJSON {
+					data, err = json.Marshal(r)
+				} else {
+					data, err = encodeRecord(&r)
+				}
+				if err != nil {
+					return err
+				}
+				if err := tx.Bucket(bHistory).Put(historyKey(id, r.Seq), data); err != nil {
+					return err
+				}
+			}
+			e.HistoryHead = prev
+			if err := putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TestLogsHashedBeforeContentVerifyClean: a log whose history records were
+// hashed before they covered their effect's content verifies clean, moves on
+// (new records chain onto the old ones, replays are served), and still
+// verifies clean; a changed args is still found by its signature.
+func TestLogsHashedBeforeContentVerifyClean(t *testing.T) {
+	for _, asJSON := range []bool{false, true} {
+		t.Run(map[bool]string{false: "binary", true: "json"}[asJSON], func(t *testing.T) {
+			s, id := seeded(t) // id committed, id+1 waits for approval
+			flaky := intercept(t, s, "s", "flaky", sm.Compensable, `{}`).Effect.ID
+			must[Effect](t)(s.Start(flaky, Change{}))
+			must[Effect](t)(s.Fail(flaky, Change{Error: "disk full"}))
+			writtenBefore(t, s, asJSON)
+			verifyClean(t, s)
+			if err := CheckEffect(must[EffectDetail](t)(s.GetEffect(id))); err != nil {
+				t.Fatalf("an effect hashed before content: %v", err)
+			}
+			if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != OutcomeReplayed || string(res.Effect.Result) != "1" {
+				t.Fatalf("replay of an effect hashed before content: %+v", res)
+			}
+			must[Effect](t)(s.Approve(id+1, Change{Actor: "alice"}))
+			must[Effect](t)(s.Start(flaky, Change{}))
+			must[Effect](t)(s.Commit(flaky, Change{Result: json.RawMessage(`{"ok":true}`)}))
+			must[UndoEntry](t)(s.UndoStep(id, sm.EntryCompensating, Change{Actor: "undo"}))
+			verifyClean(t, s)
+			for _, eid := range []uint64{id, id + 1, flaky} {
+				if err := CheckEffect(must[EffectDetail](t)(s.GetEffect(eid))); err != nil {
+					t.Fatalf("effect %d, old records and new: %v", eid, err)
+				}
+			}
+			// Their records say nothing of the args, but the signature does.
+			writtenBefore(t, s, asJSON)
+			tamper(t, s, func(tx *bolt.Tx) error {
+				var e Effect
+				if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
+					return err
+				}
+				e.Args = json.RawMessage(`{"a":2}`)
+				return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
+			})
+			expectProblem(t, s, "signature", "does not match its args")
+		})
+	}
+}
+
+// TestContentHashCostsNoBytes: a history record that covers its effect's
+// content takes no more room than one that did not.
+func TestContentHashCostsNoBytes(t *testing.T) {
+	s, id := seeded(t)
+	var sizes []int
+	tamper(t, s, func(tx *bolt.Tx) error {
+		return tx.Bucket(bHistory).ForEach(func(k, v []byte) error {
+			if binary.BigEndian.Uint64(k) == id {
+				sizes = append(sizes, len(v))
+				var r HistoryRecord
+				if err := decodeRecord(v, &r); err != nil {
+					return err
+				}
+				if r.HashVersion != hashWithContent {
+					t.Errorf("record %d has hash version %d", r.Seq, r.HashVersion)
+				}
+				r.HashVersion = 0
+				old, err := encodeRecord(&r)
+				if err != nil {
+					return err
+				}
+				if len(old) != len(v) {
+					t.Errorf("record %d: %d bytes, %d before content hashing", r.Seq, len(v), len(old))
+				}
+			}
+			return nil
+		})
+	})
+	if len(sizes) != 3 {
+		t.Fatalf("%d records", len(sizes))
+	}
+}
