@@ -8,17 +8,24 @@ package logstore
 // record to a journal beside the file (one write, one fdatasync), and stays
 // uncommitted in the committer's bbolt transaction (committer.go). Whoever
 // opens the log next replays the journal into its own transaction before
-// anything else, so it sees every write made before it. Once the journal
-// holds journalMaxRecords records or would pass journalMaxBytes, when a
-// checkpoint is asked for, and when a reader finds it not yet applied, the
-// journal is checkpointed: committed to bbolt with the transaction that
-// holds it. The next records overwrite it from the start.
+// anything else, so it sees every write made before it; a reader replays it
+// into a transaction it rolls back, and writes nothing. Once the journal
+// holds journalMaxRecords records or would pass journalMaxBytes, or when a
+// checkpoint or a compaction asks, the journal is checkpointed: committed to
+// bbolt with the transaction that holds it. The next records overwrite it
+// from the start.
 //
-// Each record names the log (a random id made with it) and the bbolt
+// Each record names the log (a random id made with it, and made anew by each
+// compaction, which numbers transactions from the start again) and the bbolt
 // transaction id it applies on. A checkpoint moves that id on, so the
 // records it committed read as leftovers from then on, never applied twice;
 // so do the records of a log since deleted or replaced by another at the
-// same path.
+// same path, or of another state of the log (a backup restored).
+//
+// The holder keeps the journal file open and checks, around each append,
+// that it is still the file at the path and as long as it wrote it: if it
+// was removed or cut short, the records it held are in the held
+// transaction, which is committed to bbolt instead.
 
 import (
 	"bytes"

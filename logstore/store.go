@@ -6,9 +6,10 @@
 // which groups them into transactions and makes each batch durable with one
 // append to a journal beside the file (journal.go). It keeps the log open
 // only while calls keep coming, and never longer than 50 ms at a time, so
-// that `undolog approve` in another shell always gets through; reads open the
-// log read-only, or read in the committer's transaction while it holds the
-// log. All writes of one logical step are one transaction.
+// that `undolog approve` in another shell always gets through. Reads never
+// write: they open the log read-only, or read in the committer's transaction
+// while it holds the log or the journal holds writes bbolt does not. All
+// writes of one logical step are one transaction.
 package logstore
 
 import (
