@@ -85,15 +85,13 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 			out = eff
 			return putSession(tx, &sess)
 		case sm.Approved, sm.Rejected:
-			// A second decision is a conflict, not a state-machine question,
-			// while the effect still stands where decisions are made.
-			if e.State != sm.Pending && e.State != sm.Approved && e.State != sm.Rejected {
-				break
+			if e.Tier != sm.Irreversible || e.State == sm.Pending {
+				break // the tier rule of the spec answers, or a decision is made
 			}
-			if a, err := getApproval(tx.Tx, e.ID); err != nil {
-				return err
-			} else if a != nil && a.Outcome != ApprovalPending {
-				return refuse(fmt.Errorf("%w: effect %d was already decided: %s by %s", ErrConflict, e.ID, a.Outcome, a.DecidedBy))
+			// A decision is final: on a decided effect the spec's table
+			// refuses it, and the error says whose decision stands.
+			if _, err := sm.Validate(e.Tier, e.State, to); err != nil {
+				return refuse(alreadyDecided(tx.Tx, e.ID, err))
 			}
 		}
 		if err := applyTransition(tx, &sess, &e, to, c, result, now); err != nil {
