@@ -187,6 +187,12 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		if err := reclaimInDoubt(f, store, opts, e); err != nil {
 			return err
 		}
+		// The run in doubt used its approval: this one needs its own.
+		if e.Tier == sm.Irreversible {
+			if err := waitForApproval(ctx, f, store, opts, e); err != nil {
+				return err
+			}
+		}
 	case e.Tier == sm.Irreversible: // new, retried, or awaiting a decision: wait for it
 		if err := waitForApproval(ctx, f, store, opts, e); err != nil {
 			return err

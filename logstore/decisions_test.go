@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -38,6 +39,126 @@ func TestSecondDecisionIsInvalidTransition(t *testing.T) {
 		if len(after.History) != len(before.History) || after.Approval.DecidedBy != before.Approval.DecidedBy {
 			t.Errorf("effect %d changed: %+v", c.id, after.Approval)
 		}
+	}
+	verifyClean(t, s)
+}
+
+// An irreversible effect that failed after its approval waits for a new
+// decision: a new request, both approve and reject work, the earlier decision
+// is kept.
+func TestFailedIrreversibleNeedsNewDecision(t *testing.T) {
+	s, clk := newStore(t)
+	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible,
+		CreateSession: true, ApprovalTimeout: time.Hour}))
+	id := res.Effect.ID
+	must[Effect](t)(s.Approve(id, Change{Actor: "alice", Reason: "checked"}))
+	must[Effect](t)(s.Start(id, Change{}))
+	clk.add(10 * time.Minute)
+	must[Effect](t)(s.Fail(id, Change{Error: "bank down"}))
+
+	d := must[EffectDetail](t)(s.GetEffect(id))
+	a := d.Approval
+	if a.Outcome != ApprovalPending || !a.RequestedAt.Equal(clk.now()) || a.ExpiresAt == nil || !a.ExpiresAt.Equal(clk.now().Add(time.Hour)) {
+		t.Fatalf("no new request: %+v", a)
+	}
+	if len(a.Earlier) != 1 || a.Earlier[0].Outcome != ApprovalApproved || a.Earlier[0].DecidedBy != "alice" || a.Earlier[0].Decision != "checked" {
+		t.Fatalf("earlier decision lost: %+v", a.Earlier)
+	}
+	if got := d.Decision(clk.now()); got != DecisionWaiting {
+		t.Fatalf("decision %v, want waiting", got)
+	}
+	if p := pending(t, s); len(p) != 1 || p[0].EffectID != id {
+		t.Fatalf("approvals %+v", p)
+	}
+	if sess := must[Session](t)(s.GetSession("pay")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
+		t.Fatalf("session %+v", sess)
+	}
+	if _, err := s.Start(id, Change{}); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("start on the old approval: %v", err)
+	}
+	again := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible, Start: true}))
+	if again.Outcome != OutcomeInProgress || again.Effect.State != sm.Pending {
+		t.Fatalf("retry ran on the old approval: %+v", again)
+	}
+
+	must[Effect](t)(s.Approve(id, Change{Actor: "bob", Reason: "bank is back"}))
+	must[Effect](t)(s.Start(id, Change{}))
+	must[Effect](t)(s.Fail(id, Change{}))
+	e := must[Effect](t)(s.Reject(id, Change{Actor: "carol", Reason: "enough"}))
+	if e.State != sm.Rejected {
+		t.Fatalf("reject after a failure: %+v", e)
+	}
+	d = must[EffectDetail](t)(s.GetEffect(id))
+	var who []string
+	for _, r := range d.Approval.Earlier {
+		who = append(who, r.Outcome+":"+r.DecidedBy)
+	}
+	who = append(who, d.Approval.Outcome+":"+d.Approval.DecidedBy)
+	if got := strings.Join(who, " "); got != "approved:alice approved:bob rejected:carol" {
+		t.Fatalf("decisions %s", got)
+	}
+	if got := states(d.History); got != "effect:>pending effect:pending>approved effect:approved>executing effect:executing>pending "+
+		"effect:pending>approved effect:approved>executing effect:executing>pending effect:pending>rejected" {
+		t.Fatalf("history %s", got)
+	}
+	if sess := must[Session](t)(s.GetSession("pay")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
+		t.Fatalf("session %+v", sess)
+	}
+	verifyClean(t, s)
+}
+
+// A log written before kept the approval of an irreversible effect that
+// failed since (pending, approval approved, no request open). It no longer
+// runs on it: a retry opens a new request, and a decision can be made.
+func TestFailedApprovalOfAnOlderLogIsAskedAgain(t *testing.T) {
+	s, _ := newStore(t)
+	older := func() uint64 {
+		id := intercept(t, s, "old", "wire", sm.Irreversible, `{"n":1}`).Effect.ID
+		must[Effect](t)(s.Approve(id, Change{Actor: "alice"}))
+		must[Effect](t)(s.Start(id, Change{}))
+		must[Effect](t)(s.Fail(id, Change{}))
+		// Back to what an earlier undolog left after the failure.
+		err := s.update(func(tx *writeTx) error {
+			a, err := getApproval(tx.Tx, id)
+			if err != nil {
+				return err
+			}
+			r := a.Earlier[0]
+			a.Earlier, a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt = nil, r.RequestedAt, r.Outcome, r.DecidedBy, r.DecidedAt
+			if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
+				return err
+			}
+			sess, err := getSession(tx.Tx, "old")
+			if err != nil {
+				return err
+			}
+			sess.PendingApprovals = 0
+			if err := tx.delete(bApprovalsOpen, itob(id)); err != nil {
+				return err
+			}
+			return putSession(tx, &sess)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	id := older()
+	verifyClean(t, s)
+	if _, err := s.Start(id, Change{}); !errors.Is(err, ErrInProgress) {
+		t.Fatalf("started on the old approval: %v", err)
+	}
+	again := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "old", Tool: "wire", Tier: sm.Irreversible,
+		Args: []byte(`{"n":1}`), Start: true}))
+	if again.Outcome != OutcomeInProgress || again.Effect.State != sm.Pending {
+		t.Fatalf("retry: %+v", again)
+	}
+	if p := pending(t, s); len(p) != 1 || p[0].EffectID != id || len(p[0].Earlier) != 1 {
+		t.Fatalf("approvals %+v", p)
+	}
+	must[Effect](t)(s.Reject(id, Change{Actor: "bob"}))
+	if sess := must[Session](t)(s.GetSession("old")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
+		t.Fatalf("session %+v", sess)
 	}
 	verifyClean(t, s)
 }

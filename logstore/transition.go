@@ -136,6 +136,11 @@ func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Chang
 			e.Error = "failed"
 		}
 		rec.Error = e.Error
+		if e.Tier == sm.Irreversible {
+			if err := reopenApproval(tx, sess, e.ID, c, now); err != nil {
+				return err
+			}
+		}
 	case sm.Approved, sm.Rejected:
 		if err := decide(tx, sess, e.ID, to, c, now); err != nil {
 			return err
@@ -177,14 +182,10 @@ func preconditions(tx *bolt.Tx, sess *Session, e *Effect, to sm.State) error {
 		if !sess.State.AcceptsEffects() {
 			return fmt.Errorf("%w: session %q is %s; effect %d cannot start", ErrSessionNotActive, sess.ID, sess.State, e.ID)
 		}
+		// Only approved starts an irreversible effect: an approval is for
+		// one execution, and one that failed is asked again.
 		if e.Tier == sm.Irreversible && e.State == sm.Pending {
-			a, err := getApproval(tx, e.ID)
-			if err != nil {
-				return err
-			}
-			if a == nil || a.Outcome != ApprovalApproved {
-				return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", ErrInProgress, e.ID, e.ID)
-			}
+			return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", ErrInProgress, e.ID, e.ID)
 		}
 	case sm.Replayed:
 		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", ErrConflict, e.ID)
@@ -195,41 +196,10 @@ func preconditions(tx *bolt.Tx, sess *Session, e *Effect, to sm.State) error {
 // decide records the approval outcome, clears the pending request, and moves
 // the session: back to active when nothing else waits, halted on a rejection.
 func decide(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
-	a, err := getApproval(tx.Tx, id)
-	if err != nil {
+	if err := recordDecision(tx, sess, id, to, c, now); err != nil {
 		return err
 	}
-	if a == nil {
-		return fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
-	}
-	a.Outcome = ApprovalApproved
-	if to == sm.Rejected {
-		a.Outcome = ApprovalRejected
-		if c.Actor == TimeoutActor {
-			a.Outcome = ApprovalTimedOut
-		}
-	}
-	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
-	if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
-		return err
-	}
-	if err := tx.delete(bApprovalsOpen, itob(id)); err != nil {
-		return err
-	}
-	if sess.PendingApprovals > 0 {
-		sess.PendingApprovals--
-	}
-	next := sm.SessionHalted
-	if to == sm.Approved {
-		if sess.PendingApprovals > 0 {
-			return nil
-		}
-		next = sm.SessionActive
-	}
-	if _, err := sm.ValidateSession(sess.State, next); err != nil {
-		return nil // e.g. a session already failed: its state stands
-	}
-	return setSessionState(tx, sess, next, Change{Actor: c.Actor, Reason: c.Reason}, now)
+	return afterDecision(tx, sess, to, c, now)
 }
 
 // expireApprovals rejects, as system:timeout, the session's pending approval
