@@ -242,6 +242,12 @@ func waitForApproval(ctx context.Context, f *Factory, store logstore.Log, opts *
 			return rejection(store, e.ID)
 		case logstore.DecisionTaken:
 			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was taken by another process (%s)", e.ID, d.Effect.State)}
+		case logstore.DecisionClosed:
+			state := "no longer active"
+			if sess, err := store.GetSession(e.Session); err == nil {
+				state = "is " + string(sess.State)
+			}
+			return &exitError{code: ExitExecError, msg: fmt.Sprintf("effect %d: session %q %s and its approval request was closed; the command did not run", e.ID, e.Session, state)}
 		case logstore.DecisionExpired:
 			if _, err := store.ExpireApprovals(e.Session); err != nil {
 				return err

@@ -42,7 +42,7 @@ func recordDecision(tx *writeTx, sess *Session, id uint64, to sm.State, c Change
 }
 
 // afterDecision moves the session after a decision: back to active when
-// nothing else waits, halted on a rejection.
+// nothing else waits, halted on a rejection (which closes its other requests).
 func afterDecision(tx *writeTx, sess *Session, to sm.State, c Change, now time.Time) error {
 	next := sm.SessionHalted
 	if to == sm.Approved {
@@ -60,7 +60,8 @@ func afterDecision(tx *writeTx, sess *Session, to sm.State, c Change, now time.T
 // reopenApproval asks again for an irreversible effect that failed (or was
 // in doubt) after its approval: each execution needs its own decision. The
 // decision made becomes an earlier round; the new request waits as long as
-// the first one did.
+// the first one did. In a session that accepts no effects any more, the new
+// request is closed at once: nobody can decide it.
 func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Time) error {
 	a, err := getApproval(tx.Tx, id)
 	if err != nil {
@@ -78,6 +79,10 @@ func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Ti
 		a.ExpiresAt = &exp
 	}
 	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, ApprovalPending, "", nil, ""
+	if !sess.State.AcceptsEffects() {
+		a.close(sess.State, now)
+		return putRecord(tx, bApprovals, itob(id), a)
+	}
 	if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
 		return err
 	}
@@ -89,6 +94,46 @@ func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Ti
 		return setSessionState(tx, sess, sm.SessionAwaitingApproval, Change{Actor: c.Actor}, now)
 	}
 	return nil
+}
+
+// closeOpenApprovals closes the session's waiting requests when it stops
+// accepting effects (to is its new state). Their effects stay pending: nobody
+// rejected them, and the session refuses to start or decide them.
+func closeOpenApprovals(tx *writeTx, sess *Session, to sm.SessionState, now time.Time) error {
+	if sess.PendingApprovals == 0 {
+		return nil
+	}
+	var ids []uint64
+	c := tx.Bucket(bApprovalsOpen).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if openFor(v, sess.ID) {
+			ids = append(ids, btoi(k))
+		}
+	}
+	for _, id := range ids {
+		a, err := getApproval(tx.Tx, id)
+		if err != nil {
+			return err
+		}
+		if a == nil || a.Session != sess.ID || a.Outcome != ApprovalPending {
+			continue
+		}
+		a.close(to, now)
+		if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
+			return err
+		}
+		if err := tx.delete(bApprovalsOpen, itob(id)); err != nil {
+			return err
+		}
+		if sess.PendingApprovals > 0 {
+			sess.PendingApprovals--
+		}
+	}
+	return nil
+}
+
+func (a *Approval) close(state sm.SessionState, now time.Time) {
+	a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = ApprovalClosed, SessionActor, &now, "session "+string(state)
 }
 
 // Round is the request as it stands now: an ApprovalRound once it is asked again.

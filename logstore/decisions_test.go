@@ -107,6 +107,88 @@ func TestFailedIrreversibleNeedsNewDecision(t *testing.T) {
 	verifyClean(t, s)
 }
 
+// A session that stops accepting effects closes its open requests with an
+// outcome of their own; the effects stay pending and cannot be decided.
+func TestSessionMoveClosesApprovals(t *testing.T) {
+	for _, to := range []sm.SessionState{sm.SessionCompleted, sm.SessionFailed, sm.SessionHalted, sm.SessionCompensating} {
+		t.Run(string(to), func(t *testing.T) {
+			s, _ := newStore(t)
+			id := intercept(t, s, "run", "deploy", sm.Irreversible, `{}`).Effect.ID
+			other := intercept(t, s, "other", "deploy", sm.Irreversible, `{}`).Effect.ID
+			must[Session](t)(s.SetSessionState("run", to, Change{Actor: "ci"}))
+			if p := pending(t, s); len(p) != 1 || p[0].EffectID != other {
+				t.Fatalf("approvals %+v", p)
+			}
+			for _, decide := range []func(uint64, Change) (Effect, error){s.Approve, s.Reject} {
+				if _, err := decide(id, Change{Actor: "alice"}); !errors.Is(err, ErrSessionNotActive) {
+					t.Fatalf("decision on a closed request: %v", err)
+				}
+			}
+			d := must[EffectDetail](t)(s.GetEffect(id))
+			a := d.Approval
+			if d.Effect.State != sm.Pending || a.Outcome != ApprovalClosed || a.DecidedBy != SessionActor ||
+				a.Decision != "session "+string(to) || a.DecidedAt == nil {
+				t.Fatalf("after the session moved: %+v %+v", d.Effect, a)
+			}
+			if got := d.Decision(time.Now()); got != DecisionClosed {
+				t.Fatalf("decision %v, want closed", got)
+			}
+			if sess := must[Session](t)(s.GetSession("run")); sess.PendingApprovals != 0 || sess.State != to {
+				t.Fatalf("session %+v", sess)
+			}
+			verifyClean(t, s)
+		})
+	}
+}
+
+// A rejection halts the session: its other requests close, and expired ones
+// found in the same write still time out.
+func TestRejectionClosesOtherRequests(t *testing.T) {
+	s, clk := newStore(t)
+	a := intercept(t, s, "run", "a", sm.Irreversible, `{}`).Effect.ID
+	b := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "run", Tool: "b", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
+	c := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "run", Tool: "c", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
+	clk.add(2 * time.Minute)
+	if n := must[int](t)(s.ExpireApprovals("run")); n != 2 {
+		t.Fatalf("%d expired", n)
+	}
+	for _, id := range []uint64{b, c} {
+		if d := must[EffectDetail](t)(s.GetEffect(id)); d.Approval.Outcome != ApprovalTimedOut || d.Effect.State != sm.Rejected {
+			t.Fatalf("effect %d: %+v %+v", id, d.Effect, d.Approval)
+		}
+	}
+	if d := must[EffectDetail](t)(s.GetEffect(a)); d.Approval.Outcome != ApprovalClosed || d.Effect.State != sm.Pending ||
+		d.Approval.Decision != "session halted" {
+		t.Fatalf("effect %d: %+v %+v", a, d.Effect, d.Approval)
+	}
+	if n := len(pending(t, s)); n != 0 {
+		t.Fatalf("%d still waiting", n)
+	}
+	verifyClean(t, s)
+}
+
+// A failure in a session that no longer accepts effects opens no request
+// anybody could decide: it is closed at once.
+func TestFailInClosedSessionClosesNewRequest(t *testing.T) {
+	s, _ := newStore(t)
+	id := intercept(t, s, "run", "deploy", sm.Irreversible, `{}`).Effect.ID
+	must[Effect](t)(s.Approve(id, Change{Actor: "alice"}))
+	must[Effect](t)(s.Start(id, Change{}))
+	must[Session](t)(s.SetSessionState("run", sm.SessionFailed, Change{}))
+	must[Effect](t)(s.Fail(id, Change{Error: "boom"}))
+	d := must[EffectDetail](t)(s.GetEffect(id))
+	if d.Approval.Outcome != ApprovalClosed || len(d.Approval.Earlier) != 1 || d.Approval.Earlier[0].DecidedBy != "alice" {
+		t.Fatalf("approval %+v", d.Approval)
+	}
+	if n := len(pending(t, s)); n != 0 {
+		t.Fatalf("%d waiting", n)
+	}
+	if sess := must[Session](t)(s.GetSession("run")); sess.PendingApprovals != 0 || sess.State != sm.SessionFailed {
+		t.Fatalf("session %+v", sess)
+	}
+	verifyClean(t, s)
+}
+
 // A log written before kept the approval of an irreversible effect that
 // failed since (pending, approval approved, no request open). It no longer
 // runs on it: a retry opens a new request, and a decision can be made.

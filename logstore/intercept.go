@@ -380,7 +380,7 @@ func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req Intercept
 			if err != nil {
 				return err
 			}
-			if a == nil || a.Outcome == ApprovalPending {
+			if a == nil || a.Outcome == ApprovalPending || a.Outcome == ApprovalClosed {
 				return errNothingToWrite
 			}
 			if err := reopenApproval(tx, sess, owner.ID, Change{Actor: req.Actor}, now); err != nil {

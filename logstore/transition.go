@@ -85,8 +85,12 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 			out = eff
 			return putSession(tx, &sess)
 		case sm.Approved, sm.Rejected:
-			if e.Tier != sm.Irreversible || e.State == sm.Pending {
-				break // the tier rule of the spec answers, or a decision is made
+			if e.Tier != sm.Irreversible {
+				break // the tier rule of the spec answers
+			}
+			if e.State == sm.Pending && !sess.State.AcceptsEffects() {
+				return refuse(fmt.Errorf("%w: session %q is %s: its approval requests are closed; effect %d cannot be decided",
+					ErrSessionNotActive, sess.ID, sess.State, e.ID))
 			}
 			// A decision is final: on a decided effect the spec's table
 			// refuses it, and the error says whose decision stands.
@@ -205,8 +209,14 @@ func decide(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now ti
 // expireApprovals rejects, as system:timeout, the session's pending approval
 // requests whose time is up, and says whether there were any.
 func expireApprovals(tx *writeTx, sess *Session, now time.Time) (bool, error) {
+	n, err := expireDue(tx, sess, now)
+	return n > 0, err
+}
+
+// expireDue is expireApprovals, counting the requests it rejected.
+func expireDue(tx *writeTx, sess *Session, now time.Time) (int, error) {
 	if sess.PendingApprovals == 0 {
-		return false, nil
+		return 0, nil
 	}
 	var due []uint64
 	c := tx.Bucket(bApprovalsOpen).Cursor()
@@ -220,40 +230,49 @@ func expireApprovals(tx *writeTx, sess *Session, now time.Time) (bool, error) {
 		id := btoi(k)
 		a, err := getApproval(tx.Tx, id)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		if a != nil && a.Session == sess.ID && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt) {
 			due = append(due, id)
 		}
 	}
+	timeout := Change{Actor: TimeoutActor, Reason: "approval request expired"}
+	rejected := 0
 	for _, id := range due {
 		e, err := getEffect(tx.Tx, id)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		if e.State != sm.Pending {
 			continue
 		}
-		c := Change{Actor: TimeoutActor, Reason: "approval request expired"}
 		t, err := sm.Validate(e.Tier, e.State, sm.Rejected)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
-		if err := decide(tx, sess, id, sm.Rejected, c, now); err != nil {
-			return false, err
+		// The session halts once all are recorded: halting closes the
+		// requests still waiting, and these expired.
+		if err := recordDecision(tx, sess, id, sm.Rejected, timeout, now); err != nil {
+			return 0, err
 		}
+		rejected++
 		if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, From: string(e.State),
-			To: string(sm.Rejected), Trigger: t.Trigger, Actor: c.Actor, Reason: c.Reason, At: now}); err != nil {
-			return false, err
+			To: string(sm.Rejected), Trigger: t.Trigger, Actor: timeout.Actor, Reason: timeout.Reason, At: now}); err != nil {
+			return 0, err
 		}
 		countMove(sess, e.State, sm.Rejected)
 		from := e.State
 		e.State, e.UpdatedAt = sm.Rejected, now
 		if err := putEffect(tx, &e, from); err != nil {
-			return false, err
+			return 0, err
 		}
 	}
-	return len(due) > 0, nil
+	if rejected > 0 {
+		if err := afterDecision(tx, sess, sm.Rejected, timeout, now); err != nil {
+			return 0, err
+		}
+	}
+	return rejected, nil
 }
 
 // ExpireApprovals rejects, as system:timeout, the session's approval requests
@@ -265,12 +284,9 @@ func (s *Store) ExpireApprovals(session string) (int, error) {
 		if err != nil {
 			return err
 		}
-		before := sess.PendingApprovals
-		expired, err := expireApprovals(tx, &sess, s.now())
-		if err != nil || !expired {
+		if n, err = expireDue(tx, &sess, s.now()); err != nil || n == 0 {
 			return errOr(err, errNothingToWrite)
 		}
-		n = before - sess.PendingApprovals
 		return putSession(tx, &sess)
 	})
 	return n, err

@@ -132,10 +132,17 @@ const (
 	ApprovalApproved = "approved"
 	ApprovalRejected = "rejected"
 	ApprovalTimedOut = "timed_out"
+	// ApprovalClosed: the session stopped accepting effects while the request
+	// waited; nobody decided, and the effect stays pending.
+	ApprovalClosed = "closed"
 )
 
 // TimeoutActor is the actor that rejects expired approval requests.
 const TimeoutActor = "system:timeout"
+
+// SessionActor is the actor that closes the requests of a session that
+// stopped accepting effects.
+const SessionActor = "system:session"
 
 // Approval is the request for a human decision on an irreversible effect.
 type Approval struct {
@@ -207,6 +214,7 @@ const (
 	DecisionRejected                 // rejected by a person or by system:timeout
 	DecisionExpired                  // time is up, not yet recorded: ExpireApprovals records it
 	DecisionTaken                    // another caller has moved the effect on
+	DecisionClosed                   // the session stopped accepting effects: nobody will decide
 )
 
 // Decision reads the effect's approval as a waiting caller needs it.
@@ -219,6 +227,8 @@ func (d EffectDetail) Decision(now time.Time) Decision {
 		return DecisionRejected
 	case d.Effect.State != sm.Pending:
 		return DecisionTaken
+	case a != nil && a.Outcome == ApprovalClosed:
+		return DecisionClosed
 	case a != nil && a.Outcome == ApprovalPending && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt):
 		return DecisionExpired
 	}
