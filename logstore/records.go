@@ -256,7 +256,7 @@ func setSessionState(tx *writeTx, s *Session, to sm.SessionState, c Change, now 
 	if c.Reason != "" {
 		s.Reason = c.Reason
 	}
-	if from.AcceptsEffects() && !to.AcceptsEffects() {
+	if !to.AcceptsEffects() { // also a session an earlier undolog left with open requests
 		if err := closeOpenApprovals(tx, s, to, now); err != nil {
 			return err
 		}
