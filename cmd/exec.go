@@ -187,6 +187,12 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		if err := reclaimInDoubt(f, store, opts, e); err != nil {
 			return err
 		}
+		// The run in doubt used its approval: this one needs its own.
+		if e.Tier == sm.Irreversible {
+			if err := waitForApproval(ctx, f, store, opts, e); err != nil {
+				return err
+			}
+		}
 	case e.Tier == sm.Irreversible: // new, retried, or awaiting a decision: wait for it
 		if err := waitForApproval(ctx, f, store, opts, e); err != nil {
 			return err
@@ -250,6 +256,12 @@ func waitForApproval(ctx context.Context, f *Factory, store logstore.Log, opts *
 			return rejection(store, e.ID)
 		case logstore.DecisionTaken:
 			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was taken by another process (%s)", e.ID, d.Effect.State)}
+		case logstore.DecisionClosed:
+			state := "no longer active"
+			if sess, err := store.GetSession(e.Session); err == nil {
+				state = "is " + string(sess.State)
+			}
+			return &exitError{code: ExitExecError, msg: fmt.Sprintf("effect %d: session %q %s and its approval request was closed; the command did not run", e.ID, e.Session, state)}
 		case logstore.DecisionExpired:
 			if _, err := store.ExpireApprovals(e.Session); err != nil {
 				return err

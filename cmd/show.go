@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -97,13 +98,11 @@ func printEffectDetail(f *Factory, d logstore.EffectDetail) error {
 	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
 	if d.Approval != nil {
 		a := d.Approval
-		line := a.Outcome
-		if a.DecidedAt != nil {
-			line += fmt.Sprintf(" by %s %s ago%s", a.DecidedBy, ago(now, *a.DecidedAt), reasonSuffix(a.Decision))
-		} else if a.ExpiresAt != nil {
-			line += ", expires in " + compactDuration(a.ExpiresAt.Sub(now))
+		field("approval", approvalLine(now, a.Round()))
+		// An irreversible effect is approved again after each failure.
+		for i := len(a.Earlier) - 1; i >= 0; i-- {
+			field("earlier approval", approvalLine(now, a.Earlier[i]))
 		}
-		field("approval", line)
 	}
 	if d.Undo != nil {
 		u := d.Undo
@@ -128,4 +127,15 @@ func printEffectDetail(f *Factory, d logstore.EffectDetail) error {
 			plain(orDash(r.From)), stateCell(what), plain(r.Trigger), plain(r.Actor), plain(orDash(detail))})
 	}
 	return renderTable(f, []string{"SEQ", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON"}, rows)
+}
+
+// approvalLine is one approval request and its decision, if made.
+func approvalLine(now time.Time, r logstore.ApprovalRound) string {
+	line := r.Outcome
+	if r.DecidedAt != nil {
+		line += fmt.Sprintf(" by %s %s ago%s", r.DecidedBy, ago(now, *r.DecidedAt), reasonSuffix(r.Decision))
+	} else if r.ExpiresAt != nil {
+		line += ", expires in " + compactDuration(r.ExpiresAt.Sub(now))
+	}
+	return line
 }

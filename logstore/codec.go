@@ -322,6 +322,19 @@ func (w *recordWriter) approval(a *Approval) {
 	w.token(a.DecidedBy)
 	w.timePtr(a.DecidedAt)
 	w.str(a.Decision)
+	// Earlier rounds follow only when there are some: records written
+	// before end here.
+	if len(a.Earlier) > 0 {
+		w.uint(uint64(len(a.Earlier)))
+		for _, r := range a.Earlier {
+			w.time(r.RequestedAt)
+			w.timePtr(r.ExpiresAt)
+			w.token(r.Outcome)
+			w.token(r.DecidedBy)
+			w.timePtr(r.DecidedAt)
+			w.str(r.Decision)
+		}
+	}
 }
 
 func (w *recordWriter) session(s *Session) {
@@ -630,4 +643,17 @@ func (r *recordReader) approval(a *Approval) {
 	a.DecidedBy = r.token()
 	a.DecidedAt = r.timePtr()
 	a.Decision = r.str()
+	if r.err != nil || len(r.buf) == 0 {
+		return
+	}
+	n := r.uint()
+	if n == 0 || n > uint64(len(r.buf))/6 { // a round takes at least six bytes
+		r.fail("round count")
+		return
+	}
+	a.Earlier = make([]ApprovalRound, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		a.Earlier = append(a.Earlier, ApprovalRound{RequestedAt: r.time(), ExpiresAt: r.timePtr(), Outcome: r.token(),
+			DecidedBy: r.token(), DecidedAt: r.timePtr(), Decision: r.str()})
+	}
 }

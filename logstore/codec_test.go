@@ -127,6 +127,11 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 			Args: drawRaw(t, "args"), Reason: rapid.String().Draw(t, "reason"), RequestedAt: drawTime(t, "requested"),
 			ExpiresAt: drawTimePtr(t, "expires"), Outcome: word(t, "outcome"), DecidedBy: word(t, "by"),
 			DecidedAt: drawTimePtr(t, "decided"), Decision: rapid.String().Draw(t, "decision")}
+		for i := rapid.IntRange(0, 3).Draw(t, "rounds"); i > 0; i-- {
+			a.Earlier = append(a.Earlier, ApprovalRound{RequestedAt: drawTime(t, "r.requested"), ExpiresAt: drawTimePtr(t, "r.expires"),
+				Outcome: word(t, "r.outcome"), DecidedBy: word(t, "r.by"), DecidedAt: drawTimePtr(t, "r.decided"),
+				Decision: rapid.String().Draw(t, "r.decision")})
+		}
 		roundTrip(t, a, &Approval{})
 	}))
 	t.Run("session", rapid.MakeCheck(func(t *rapid.T) {

@@ -10,8 +10,7 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrBusy: another process held the log for longer than the lock timeout.
 	ErrBusy = errors.New("log busy")
-	// ErrInProgress: the call's owner effect is executing or awaiting a decision,
-	// or a decision was already made.
+	// ErrInProgress: the call's owner effect is executing or awaiting a decision.
 	ErrInProgress = errors.New("in progress")
 	// ErrSessionNotActive: the session no longer accepts new effects.
 	ErrSessionNotActive = errors.New("session not active")
@@ -24,6 +23,7 @@ var (
 	// ErrInDoubt: a write failed in a way that may or may not have left it in
 	// the log.
 	ErrInDoubt = errors.New("write in doubt")
-	// ErrConflict: the request contradicts the log (a second decision, a name taken).
+	// ErrConflict: the request contradicts the log (a session name taken, a
+	// step the effect's record rules out, such as replayed by hand).
 	ErrConflict = errors.New("conflict")
 )

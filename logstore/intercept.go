@@ -382,18 +382,23 @@ func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req Intercept
 		res.Outcome, res.Effect = OutcomeReplayed, rep
 	case sm.Pending:
 		res.Outcome = OutcomeRetry
-		ready := true
 		if owner.Tier == sm.Irreversible {
+			// It awaits a decision: each execution needs its own. A log
+			// written before kept the approval of a failed run: ask again.
+			res.Outcome = OutcomeInProgress
 			a, err := getApproval(tx.Tx, owner.ID)
 			if err != nil {
 				return err
 			}
-			if a != nil && a.Outcome == ApprovalPending {
-				res.Outcome = OutcomeInProgress // still awaiting a decision
+			if a == nil || a.Outcome == ApprovalPending || a.Outcome == ApprovalClosed {
+				return errNothingToWrite
 			}
-			ready = a != nil && a.Outcome == ApprovalApproved
+			if err := reopenApproval(tx, sess, owner.ID, Change{Actor: req.Actor}, now); err != nil {
+				return err
+			}
+			return putSession(tx, sess)
 		}
-		if req.Start && ready {
+		if req.Start {
 			if err := applyTransition(tx, sess, &owner, sm.Executing, Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
 				return err
 			}

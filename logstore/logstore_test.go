@@ -273,10 +273,11 @@ func TestIrreversibleApprovePath(t *testing.T) {
 	if e.State != sm.Approved {
 		t.Fatalf("%+v", e)
 	}
-	if _, err := s.Approve(id, Change{Actor: "bob"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "alice") {
+	// A decision is final: a second one is an invalid transition.
+	if _, err := s.Approve(id, Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "already approved by alice") {
 		t.Fatalf("second decision: %v", err)
 	}
-	if _, err := s.Reject(id, Change{Actor: "bob"}); !errors.Is(err, ErrConflict) {
+	if _, err := s.Reject(id, Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "approved -> rejected") {
 		t.Fatalf("second decision: %v", err)
 	}
 	d := must[EffectDetail](t)(s.GetEffect(id))
@@ -332,7 +333,8 @@ func TestApprovalExpiry(t *testing.T) {
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("expired request still listed as waiting")
 	}
-	if _, err := s.Approve(res.Effect.ID, Change{Actor: "late"}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "timed_out") {
+	if _, err := s.Approve(res.Effect.ID, Change{Actor: "late"}); !errors.Is(err, sm.ErrInvalidStateTransition) ||
+		!strings.Contains(err.Error(), sm.ReasonTerminal) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("approve after expiry: %v", err)
 	}
 	d := must[EffectDetail](t)(s.GetEffect(res.Effect.ID))

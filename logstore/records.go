@@ -330,6 +330,11 @@ func setSessionState(tx *writeTx, s *Session, to sm.SessionState, c Change, now 
 	if c.Reason != "" {
 		s.Reason = c.Reason
 	}
+	if !to.AcceptsEffects() { // also a session an earlier undolog left with open requests
+		if err := closeOpenApprovals(tx, s, to, now); err != nil {
+			return err
+		}
+	}
 	return appendSessionHistory(tx, s, HistoryRecord{From: string(from), To: string(to), Trigger: t.Trigger,
 		Actor: actorOr(c.Actor), Reason: c.Reason, At: now})
 }

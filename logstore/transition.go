@@ -85,15 +85,17 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 			out = eff
 			return putSession(tx, &sess)
 		case sm.Approved, sm.Rejected:
-			// A second decision is a conflict, not a state-machine question,
-			// while the effect still stands where decisions are made.
-			if e.State != sm.Pending && e.State != sm.Approved && e.State != sm.Rejected {
-				break
+			if e.Tier != sm.Irreversible {
+				break // the tier rule of the spec answers
 			}
-			if a, err := getApproval(tx.Tx, e.ID); err != nil {
-				return err
-			} else if a != nil && a.Outcome != ApprovalPending {
-				return refuse(fmt.Errorf("%w: effect %d was already decided: %s by %s", ErrConflict, e.ID, a.Outcome, a.DecidedBy))
+			if e.State == sm.Pending && !sess.State.AcceptsEffects() {
+				return refuse(fmt.Errorf("%w: session %q is %s: its approval requests are closed; effect %d cannot be decided",
+					ErrSessionNotActive, sess.ID, sess.State, e.ID))
+			}
+			// A decision is final: on a decided effect the spec's table
+			// refuses it, and the error says whose decision stands.
+			if _, err := sm.Validate(e.Tier, e.State, to); err != nil {
+				return refuse(alreadyDecided(tx.Tx, e.ID, err))
 			}
 		}
 		if err := applyTransition(tx, &sess, &e, to, c, result, now); err != nil {
@@ -141,6 +143,11 @@ func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Chang
 			e.Error = "failed"
 		}
 		rec.Error = e.Error
+		if e.Tier == sm.Irreversible {
+			if err := reopenApproval(tx, sess, e.ID, c, now); err != nil {
+				return err
+			}
+		}
 	case sm.Approved, sm.Rejected:
 		if err := decide(tx, sess, e.ID, to, c, now); err != nil {
 			return err
@@ -182,14 +189,10 @@ func preconditions(tx *bolt.Tx, sess *Session, e *Effect, to sm.State) error {
 		if !sess.State.AcceptsEffects() {
 			return fmt.Errorf("%w: session %q is %s; effect %d cannot start", ErrSessionNotActive, sess.ID, sess.State, e.ID)
 		}
+		// Only approved starts an irreversible effect: an approval is for
+		// one execution, and one that failed is asked again.
 		if e.Tier == sm.Irreversible && e.State == sm.Pending {
-			a, err := getApproval(tx, e.ID)
-			if err != nil {
-				return err
-			}
-			if a == nil || a.Outcome != ApprovalApproved {
-				return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", ErrInProgress, e.ID, e.ID)
-			}
+			return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", ErrInProgress, e.ID, e.ID)
 		}
 	case sm.Replayed:
 		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", ErrConflict, e.ID)
@@ -200,48 +203,23 @@ func preconditions(tx *bolt.Tx, sess *Session, e *Effect, to sm.State) error {
 // decide records the approval outcome, clears the pending request, and moves
 // the session: back to active when nothing else waits, halted on a rejection.
 func decide(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
-	a, err := getApproval(tx.Tx, id)
-	if err != nil {
+	if err := recordDecision(tx, sess, id, to, c, now); err != nil {
 		return err
 	}
-	if a == nil {
-		return fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
-	}
-	a.Outcome = ApprovalApproved
-	if to == sm.Rejected {
-		a.Outcome = ApprovalRejected
-		if c.Actor == TimeoutActor {
-			a.Outcome = ApprovalTimedOut
-		}
-	}
-	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
-	if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
-		return err
-	}
-	if err := tx.delete(bApprovalsOpen, itob(id)); err != nil {
-		return err
-	}
-	if sess.PendingApprovals > 0 {
-		sess.PendingApprovals--
-	}
-	next := sm.SessionHalted
-	if to == sm.Approved {
-		if sess.PendingApprovals > 0 {
-			return nil
-		}
-		next = sm.SessionActive
-	}
-	if _, err := sm.ValidateSession(sess.State, next); err != nil {
-		return nil // e.g. a session already failed: its state stands
-	}
-	return setSessionState(tx, sess, next, Change{Actor: c.Actor, Reason: c.Reason}, now)
+	return afterDecision(tx, sess, to, c, now)
 }
 
 // expireApprovals rejects, as system:timeout, the session's pending approval
 // requests whose time is up, and says whether there were any.
 func expireApprovals(tx *writeTx, sess *Session, now time.Time) (bool, error) {
+	n, err := expireDue(tx, sess, now)
+	return n > 0, err
+}
+
+// expireDue is expireApprovals, counting the requests it rejected.
+func expireDue(tx *writeTx, sess *Session, now time.Time) (int, error) {
 	if sess.PendingApprovals == 0 {
-		return false, nil
+		return 0, nil
 	}
 	var due []uint64
 	c := tx.Bucket(bApprovalsOpen).Cursor()
@@ -255,40 +233,49 @@ func expireApprovals(tx *writeTx, sess *Session, now time.Time) (bool, error) {
 		id := btoi(k)
 		a, err := getApproval(tx.Tx, id)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		if a != nil && a.Session == sess.ID && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt) {
 			due = append(due, id)
 		}
 	}
+	timeout := Change{Actor: TimeoutActor, Reason: "approval request expired"}
+	rejected := 0
 	for _, id := range due {
 		e, err := getEffect(tx.Tx, id)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
 		if e.State != sm.Pending {
 			continue
 		}
-		c := Change{Actor: TimeoutActor, Reason: "approval request expired"}
 		t, err := sm.Validate(e.Tier, e.State, sm.Rejected)
 		if err != nil {
-			return false, err
+			return 0, err
 		}
-		if err := decide(tx, sess, id, sm.Rejected, c, now); err != nil {
-			return false, err
+		// The session halts once all are recorded: halting closes the
+		// requests still waiting, and these expired.
+		if err := recordDecision(tx, sess, id, sm.Rejected, timeout, now); err != nil {
+			return 0, err
 		}
+		rejected++
 		if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, From: string(e.State),
-			To: string(sm.Rejected), Trigger: t.Trigger, Actor: c.Actor, Reason: c.Reason, At: now}); err != nil {
-			return false, err
+			To: string(sm.Rejected), Trigger: t.Trigger, Actor: timeout.Actor, Reason: timeout.Reason, At: now}); err != nil {
+			return 0, err
 		}
 		countMove(sess, e.State, sm.Rejected)
 		from := e.State
 		e.State, e.UpdatedAt = sm.Rejected, now
 		if err := putEffect(tx, &e, from); err != nil {
-			return false, err
+			return 0, err
 		}
 	}
-	return len(due) > 0, nil
+	if rejected > 0 {
+		if err := afterDecision(tx, sess, sm.Rejected, timeout, now); err != nil {
+			return 0, err
+		}
+	}
+	return rejected, nil
 }
 
 // ExpireApprovals rejects, as system:timeout, the session's approval requests
@@ -300,12 +287,9 @@ func (s *Store) ExpireApprovals(session string) (int, error) {
 		if err != nil {
 			return err
 		}
-		before := sess.PendingApprovals
-		expired, err := expireApprovals(tx, &sess, s.now())
-		if err != nil || !expired {
+		if n, err = expireDue(tx, &sess, s.now()); err != nil || n == 0 {
 			return errOr(err, errNothingToWrite)
 		}
-		n = before - sess.PendingApprovals
 		return putSession(tx, &sess)
 	})
 	return n, err

@@ -142,10 +142,17 @@ const (
 	ApprovalApproved = "approved"
 	ApprovalRejected = "rejected"
 	ApprovalTimedOut = "timed_out"
+	// ApprovalClosed: the session stopped accepting effects while the request
+	// waited; nobody decided, and the effect stays pending.
+	ApprovalClosed = "closed"
 )
 
 // TimeoutActor is the actor that rejects expired approval requests.
 const TimeoutActor = "system:timeout"
+
+// SessionActor is the actor that closes the requests of a session that
+// stopped accepting effects.
+const SessionActor = "system:session"
 
 // Approval is the request for a human decision on an irreversible effect.
 type Approval struct {
@@ -160,6 +167,19 @@ type Approval struct {
 	DecidedBy   string          `json:"decided_by"`
 	DecidedAt   *time.Time      `json:"decided_at"`
 	Decision    string          `json:"decision_reason"`
+	// Earlier holds the decisions of the executions before this one, oldest
+	// first: an effect that failed after its approval is asked again.
+	Earlier []ApprovalRound `json:"earlier,omitempty"`
+}
+
+// ApprovalRound is one earlier request of an approval and its decision.
+type ApprovalRound struct {
+	RequestedAt time.Time  `json:"requested_at"`
+	ExpiresAt   *time.Time `json:"expires_at"`
+	Outcome     string     `json:"outcome"`
+	DecidedBy   string     `json:"decided_by"`
+	DecidedAt   *time.Time `json:"decided_at"`
+	Decision    string     `json:"decision_reason"`
 }
 
 // Outcome says what Intercept did with a call.
@@ -204,23 +224,26 @@ type Decision int
 // Decisions, as a waiting caller sees them.
 const (
 	DecisionWaiting  Decision = iota // pending, still in time
-	DecisionApproved                 // go ahead (approved, or approved before and failed since)
+	DecisionApproved                 // go ahead: approved for this execution
 	DecisionRejected                 // rejected by a person or by system:timeout
 	DecisionExpired                  // time is up, not yet recorded: ExpireApprovals records it
 	DecisionTaken                    // another caller has moved the effect on
+	DecisionClosed                   // the session stopped accepting effects: nobody will decide
 )
 
 // Decision reads the effect's approval as a waiting caller needs it.
 func (d EffectDetail) Decision(now time.Time) Decision {
 	a := d.Approval
 	switch {
-	case d.Effect.State == sm.Approved, d.Effect.State == sm.Pending && a != nil && a.Outcome == ApprovalApproved:
+	case d.Effect.State == sm.Approved:
 		return DecisionApproved
 	case d.Effect.State == sm.Rejected:
 		return DecisionRejected
 	case d.Effect.State != sm.Pending:
 		return DecisionTaken
-	case a != nil && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt):
+	case a != nil && a.Outcome == ApprovalClosed:
+		return DecisionClosed
+	case a != nil && a.Outcome == ApprovalPending && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt):
 		return DecisionExpired
 	}
 	return DecisionWaiting

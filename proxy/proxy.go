@@ -552,6 +552,8 @@ func (p *Proxy) awaitApproval(ctx context.Context, e logstore.Effect) string {
 			return p.rejection(e.ID, e.Tool)
 		case logstore.DecisionTaken:
 			return fmt.Sprintf("undolog: the same call (effect %d) is %s elsewhere; retry it later", e.ID, d.Effect.State)
+		case logstore.DecisionClosed:
+			return fmt.Sprintf("undolog: %s (effect %d) will not run: its session stopped accepting calls (%s) and closed the approval request", e.Tool, e.ID, d.Approval.Decision)
 		case logstore.DecisionExpired:
 			if _, err := p.Store.ExpireApprovals(e.Session); err != nil {
 				return "undolog: " + err.Error()

@@ -33,7 +33,8 @@ func TestMain(m *testing.M) {
 }
 
 // fakeServer answers initialize, tools/list and tools/call; the tool "die"
-// exits mid-call and "garble" writes a malformed line before its answer.
+// exits mid-call, "garble" writes a malformed line before its answer, and
+// "flaky" fails while the file $UNDOLOG_FAKE_FAIL exists.
 func fakeServer() {
 	sc := bufio.NewScanner(os.Stdin)
 	out := bufio.NewWriter(os.Stdout)
@@ -64,6 +65,11 @@ func fakeServer() {
 			case "garble":
 				fmt.Fprintln(out, "this is not JSON-RPC")
 				out.Flush()
+			case "flaky":
+				if _, err := os.Stat(os.Getenv("UNDOLOG_FAKE_FAIL")); err == nil {
+					reply(m.ID, `{"content":[{"type":"text","text":"flaked"}],"isError":true}`)
+					continue
+				}
 			}
 			reply(m.ID, `{"content":[{"type":"text","text":"ok"}]}`)
 		default:
@@ -440,6 +446,44 @@ func TestProxyClientCancelsAWaitingCall(t *testing.T) {
 	}
 	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Committed {
 		t.Fatalf("effect 1: %+v %v", d.Effect, err)
+	}
+}
+
+// TestProxyFailedIrreversibleCallAsksAgain: an approval is for one execution.
+// An approved call that failed waits for a new decision when it is retried.
+func TestProxyFailedIrreversibleCallAsksAgain(t *testing.T) {
+	h := newHarness(t)
+	failFile := filepath.Join(h.dir, "fail")
+	os.WriteFile(failFile, nil, 0o644)
+	h.env = append(h.env, "UNDOLOG_FAKE_FAIL="+failFile)
+	in, out, _ := rawProxyWith(t, h, "tools:\n  flaky: {tier: irreversible}\n", "--approval-wait", "20s")
+	send := func(s string) { io.WriteString(in, s+"\n") }
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	next(t, out)
+	store := logstore.New(h.logPath, logstore.Options{})
+	waiting := func() bool { list, _, _ := store.PendingApprovals("fake-1", 0); return len(list) == 1 }
+
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"flaky","arguments":{}}}`)
+	waitFor(t, "the first approval request", waiting)
+	h.cli("approve", "1", "--as", "alice")
+	if m := next(t, out); m["id"] != 2.0 || m["result"].(map[string]any)["isError"] != true {
+		t.Fatalf("the failing call: %v", m)
+	}
+	os.Remove(failFile)
+
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"flaky","arguments":{}}}`)
+	waitFor(t, "a new approval request", waiting)
+	time.Sleep(200 * time.Millisecond)
+	if d, _ := store.GetEffect(1); d.Effect.State != sm.Pending || d.Approval.Outcome != logstore.ApprovalPending {
+		t.Fatalf("the retry did not wait for a decision: %+v %+v", d.Effect, d.Approval)
+	}
+	h.cli("approve", "1", "--as", "bob")
+	if m := next(t, out); m["id"] != 3.0 || m["result"].(map[string]any)["isError"] == true {
+		t.Fatalf("the approved retry: %v", m)
+	}
+	d, _ := store.GetEffect(1)
+	if d.Effect.State != sm.Committed || d.Approval.DecidedBy != "bob" || len(d.Approval.Earlier) != 1 || d.Approval.Earlier[0].DecidedBy != "alice" {
+		t.Fatalf("%+v %+v", d.Effect, d.Approval)
 	}
 }
 

@@ -1,0 +1,158 @@
+package logstore
+
+import (
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// recordDecision writes a decision on effect id's approval request and takes
+// it out of the waiting requests. A request already decided is the approval
+// a log written before kept for a failed effect: it becomes an earlier round.
+func recordDecision(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
+	a, err := getApproval(tx.Tx, id)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		return fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
+	}
+	if a.Outcome == ApprovalPending {
+		if sess.PendingApprovals > 0 {
+			sess.PendingApprovals--
+		}
+	} else {
+		a.Earlier = append(a.Earlier, a.Round())
+	}
+	a.Outcome = ApprovalApproved
+	if to == sm.Rejected {
+		a.Outcome = ApprovalRejected
+		if c.Actor == TimeoutActor {
+			a.Outcome = ApprovalTimedOut
+		}
+	}
+	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
+	if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
+		return err
+	}
+	return tx.delete(bApprovalsOpen, itob(id))
+}
+
+// afterDecision moves the session after a decision: back to active when
+// nothing else waits, halted on a rejection (which closes its other requests).
+func afterDecision(tx *writeTx, sess *Session, to sm.State, c Change, now time.Time) error {
+	next := sm.SessionHalted
+	if to == sm.Approved {
+		if sess.PendingApprovals > 0 {
+			return nil
+		}
+		next = sm.SessionActive
+	}
+	if _, err := sm.ValidateSession(sess.State, next); err != nil {
+		return nil // e.g. a session already failed: its state stands
+	}
+	return setSessionState(tx, sess, next, Change{Actor: c.Actor, Reason: c.Reason}, now)
+}
+
+// reopenApproval asks again for an irreversible effect that failed (or was
+// in doubt) after its approval: each execution needs its own decision. The
+// decision made becomes an earlier round; the new request waits as long as
+// the first one did. In a session that accepts no effects any more, the new
+// request is closed at once: nobody can decide it.
+func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Time) error {
+	a, err := getApproval(tx.Tx, id)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		return fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
+	}
+	if a.Outcome == ApprovalPending {
+		return nil
+	}
+	a.Earlier = append(a.Earlier, a.Round())
+	if a.ExpiresAt != nil {
+		exp := now.Add(a.ExpiresAt.Sub(a.RequestedAt))
+		a.ExpiresAt = &exp
+	}
+	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, ApprovalPending, "", nil, ""
+	if !sess.State.AcceptsEffects() {
+		a.close(sess.State, now)
+		return putRecord(tx, bApprovals, itob(id), a)
+	}
+	if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
+		return err
+	}
+	if err := tx.put(bApprovalsOpen, itob(id), pendingValue(sess.ID, a.ExpiresAt)); err != nil {
+		return err
+	}
+	sess.PendingApprovals++
+	if sess.State == sm.SessionActive {
+		return setSessionState(tx, sess, sm.SessionAwaitingApproval, Change{Actor: c.Actor}, now)
+	}
+	return nil
+}
+
+// closeOpenApprovals closes the session's waiting requests when it stops
+// accepting effects (to is its new state). Their effects stay pending: nobody
+// rejected them, and the session refuses to start or decide them.
+func closeOpenApprovals(tx *writeTx, sess *Session, to sm.SessionState, now time.Time) error {
+	if sess.PendingApprovals == 0 {
+		return nil
+	}
+	var ids []uint64
+	c := tx.Bucket(bApprovalsOpen).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if openFor(v, sess.ID) {
+			ids = append(ids, btoi(k))
+		}
+	}
+	for _, id := range ids {
+		a, err := getApproval(tx.Tx, id)
+		if err != nil {
+			return err
+		}
+		if a == nil || a.Session != sess.ID || a.Outcome != ApprovalPending {
+			continue
+		}
+		a.close(to, now)
+		if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
+			return err
+		}
+		if err := tx.delete(bApprovalsOpen, itob(id)); err != nil {
+			return err
+		}
+		if sess.PendingApprovals > 0 {
+			sess.PendingApprovals--
+		}
+	}
+	return nil
+}
+
+func (a *Approval) close(state sm.SessionState, now time.Time) {
+	a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = ApprovalClosed, SessionActor, &now, "session "+string(state)
+}
+
+// Round is the request as it stands now: an ApprovalRound once it is asked again.
+func (a *Approval) Round() ApprovalRound {
+	return ApprovalRound{RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Outcome: a.Outcome,
+		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Decision: a.Decision}
+}
+
+// alreadyDecided adds to a refused decision who made the one that stands.
+func alreadyDecided(tx *bolt.Tx, id uint64, err error) error {
+	a, aerr := getApproval(tx, id)
+	if aerr != nil || a == nil {
+		return err
+	}
+	switch a.Outcome {
+	case ApprovalApproved, ApprovalRejected:
+		return fmt.Errorf("%w (effect %d was already %s by %s)", err, id, a.Outcome, a.DecidedBy)
+	case ApprovalTimedOut:
+		return fmt.Errorf("%w (effect %d's approval request timed out)", err, id)
+	}
+	return err
+}
