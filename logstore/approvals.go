@@ -13,12 +13,9 @@ import (
 // it out of the waiting requests. A request already decided is the approval
 // a log written before kept for a failed effect: it becomes an earlier round.
 func recordDecision(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
-	a, err := getApproval(tx.Tx, id)
+	a, err := requestOf(tx, id)
 	if err != nil {
 		return err
-	}
-	if a == nil {
-		return fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
 	}
 	if a.Outcome == ApprovalPending {
 		if sess.PendingApprovals > 0 {
@@ -63,12 +60,9 @@ func afterDecision(tx *writeTx, sess *Session, to sm.State, c Change, now time.T
 // the first one did. In a session that accepts no effects any more, the new
 // request is closed at once: nobody can decide it.
 func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Time) error {
-	a, err := getApproval(tx.Tx, id)
+	a, err := requestOf(tx, id)
 	if err != nil {
 		return err
-	}
-	if a == nil {
-		return fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
 	}
 	if a.Outcome == ApprovalPending {
 		return nil
@@ -155,4 +149,14 @@ func alreadyDecided(tx *bolt.Tx, id uint64, err error) error {
 		return fmt.Errorf("%w (effect %d's approval request timed out)", err, id)
 	}
 	return err
+}
+
+// requestOf reads the approval request of irreversible effect id, which
+// must have one.
+func requestOf(tx *writeTx, id uint64) (*Approval, error) {
+	a, err := getApproval(tx.Tx, id)
+	if err == nil && a == nil {
+		err = fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
+	}
+	return a, err
 }

@@ -97,19 +97,9 @@ func reclaimCompensation(tx *writeTx, sess *Session, e Effect, u *UndoEntry, c C
 		trigger, why = "Compensation interrupted", c.Error
 	}
 	u.Owner, u.UpdatedAt = c.Owner, now
-	oldState := e.State
-	if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindUndo, From: string(u.State), To: string(u.State),
-		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: why, At: now}); err != nil {
-		return UndoEntry{}, e, err
-	}
-	if err := putEffect(tx, &e, oldState); err != nil {
-		return UndoEntry{}, e, err
-	}
-	if err := putRecord(tx, bUndo, nameKey(e.Session, e.ID), u); err != nil {
-		return UndoEntry{}, e, err
-	}
-	sess.UpdatedAt = now
-	return *u, e, nil
+	err := saveUndoStep(tx, sess, &e, e.State, u, HistoryRecord{Kind: KindUndo, From: string(u.State), To: string(u.State),
+		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: why, At: now})
+	return *u, e, err
 }
 
 func goneOwner(o *Owner) string {

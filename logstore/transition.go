@@ -412,16 +412,23 @@ func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c 
 		e.State, e.UpdatedAt = effTo, now
 		countMove(sess, from, effTo)
 	}
-	if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindUndo, From: string(fromEntry), To: string(to),
-		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}); err != nil {
-		return UndoEntry{}, e, err
+	err = saveUndoStep(tx, sess, &e, oldState, u, HistoryRecord{Kind: KindUndo, From: string(fromEntry), To: string(to),
+		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now})
+	return *u, e, err
+}
+
+// saveUndoStep writes a step of effect e's undo entry u: the history record
+// rec, the effect (which was in oldState) and the entry.
+func saveUndoStep(tx *writeTx, sess *Session, e *Effect, oldState sm.State, u *UndoEntry, rec HistoryRecord) error {
+	if err := appendEffectHistory(tx, e, rec); err != nil {
+		return err
 	}
-	if err := putEffect(tx, &e, oldState); err != nil {
-		return UndoEntry{}, e, err
+	if err := putEffect(tx, e, oldState); err != nil {
+		return err
 	}
 	if err := putRecord(tx, bUndo, nameKey(e.Session, e.ID), u); err != nil {
-		return UndoEntry{}, e, err
+		return err
 	}
-	sess.UpdatedAt = now
-	return *u, e, nil
+	sess.UpdatedAt = rec.At
+	return nil
 }
