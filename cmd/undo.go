@@ -11,6 +11,7 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/proxy"
 	"github.com/undolog/undolog/saga"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 type undoOptions struct {
@@ -127,7 +128,11 @@ func printPlan(f *Factory, plan saga.Plan) {
 			println("  %2d. effect %d %s: BLOCKED, failed before (%s): undolog resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, e.ID)
 		case saga.ActionInProgress:
 			n++
-			println("  %2d. effect %d %s: IN PROGRESS, being compensated by %s", n, e.ID, e.Tool, s.Entry.Owner)
+			if s.Entry.State != sm.EntryCompensating {
+				println("  %2d. effect %d %s: IN PROGRESS, the call runs in %s: undo once it has ended", n, e.ID, e.Tool, e.Owner)
+			} else {
+				println("  %2d. effect %d %s: IN PROGRESS, being compensated by %s", n, e.ID, e.Tool, s.Entry.Owner)
+			}
 		case saga.ActionInDoubt:
 			n++
 			println("  %2d. effect %d %s (%s): IN DOUBT, %s (--retry-in-doubt runs it again): %s", n, e.ID, e.Tool, e.State, saga.DescribeDoubt(s.Entry.Owner), s.Call)

@@ -108,3 +108,15 @@ func goneOwner(o *Owner) string {
 	}
 	return fmt.Sprintf("owner pid %d on %s gone", o.PID, o.Host)
 }
+
+// CallStillRunning refuses to compensate an executing effect whose owner
+// lives (or runs on another host, which cannot be asked): the call is in
+// flight, and would go on after its undo. One whose owner died is in doubt,
+// and compensated on the spec's path.
+func CallStillRunning(e Effect) error {
+	switch e.Owner.Liveness() {
+	case OwnerAlive, OwnerElsewhere:
+		return fmt.Errorf("%w: effect %d %s is executing in %s: undo it once that call has ended", ErrInProgress, e.ID, e.Tool, e.Owner)
+	}
+	return nil
+}

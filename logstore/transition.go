@@ -370,6 +370,11 @@ func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c 
 	if err != nil {
 		return UndoEntry{}, e, err
 	}
+	if to == sm.EntryCompensating && e.State == sm.Executing {
+		if err := CallStillRunning(e); err != nil {
+			return UndoEntry{}, e, err
+		}
+	}
 	if to == sm.EntryCompensating {
 		// Only a compensation whose effect passes its check starts.
 		if err := checkEffectTx(tx.Tx, &e); err != nil {

@@ -124,6 +124,8 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 			}
 		case d.Effect.State == sm.Pending:
 			step.Action = ActionSkip
+		case d.Effect.State == sm.Executing && logstore.CallStillRunning(d.Effect) != nil:
+			step.Action = ActionInProgress // the call itself runs: undo waits for it to end
 		default:
 			step.Action = ActionCompensate
 		}
@@ -338,6 +340,8 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 func (r *Runner) refuse(step Step) error {
 	e, o := step.Effect, step.Entry.Owner
 	switch {
+	case step.Action == ActionInProgress && step.Entry.State != sm.EntryCompensating:
+		return logstore.CallStillRunning(e)
 	case step.Action == ActionInProgress:
 		return fmt.Errorf("effect %d %s is being compensated by %s: %w; wait for that undo", e.ID, e.Tool, o, logstore.ErrInProgress)
 	case step.Action == ActionInDoubt && !r.RetryInDoubt:
