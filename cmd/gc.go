@@ -24,7 +24,8 @@ func newCmdGC(f *Factory) *cobra.Command {
 		Long: `Drop the sessions in the given states (default completed and compensated) whose
 last change is older than --older-than, with everything recorded about them, one
 session per transaction, so the log stays consistent; then compact the log so
-that the file shrinks (unless --no-compact).`,
+that the file shrinks (unless --no-compact). A session with an effect executing
+or compensating (a call in flight or in doubt) is kept.`,
 		Example: `  undolog gc --older-than 30d
   undolog gc --older-than 7d --state completed,compensated,failed`,
 		Args: exactArgs(0, "no arguments"),

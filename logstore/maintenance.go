@@ -195,7 +195,7 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 			if ok, err := getRecord(tx.Bucket(bSessions), k, &sess); err != nil || !ok {
 				return err
 			}
-			if want[sess.State] && sess.UpdatedAt.Before(before) {
+			if collectable(sess, want, before) {
 				victims = append(victims, sess.ID)
 			}
 			return nil
@@ -211,9 +211,7 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 		n, dropped := 0, false
 		err := s.update(func(tx *writeTx) error {
 			var err error
-			n, dropped, err = dropSession(tx, id, func(sess Session) bool {
-				return want[sess.State] && sess.UpdatedAt.Before(before)
-			})
+			n, dropped, err = dropSession(tx, id, func(sess Session) bool { return collectable(sess, want, before) })
 			if err == nil && !dropped {
 				return errNothingToWrite
 			}
@@ -233,6 +231,14 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 
 // gcBeforeDrop, set by tests, runs between GC's read and each drop.
 var gcBeforeDrop func(session string)
+
+// collectable says whether GC may drop sess: in a wanted state, unchanged
+// since before, and with no effect executing or compensating (a call in
+// flight or in doubt, whose record a person still needs).
+func collectable(sess Session, want map[sm.SessionState]bool, before time.Time) bool {
+	return want[sess.State] && sess.UpdatedAt.Before(before) &&
+		sess.Counts[sm.Executing] == 0 && sess.Counts[sm.Compensating] == 0
+}
 
 // dropSession drops session id if it still is a victim. GC chose it in an
 // earlier read; since then undo may have started on it (or another gc dropped
