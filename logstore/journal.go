@@ -127,7 +127,7 @@ func readJournal(path string, want journalBase) (*journal, error) {
 	// transactions: a sound record on want after it means the end is damage
 	// (a flipped length or checksum) hiding acknowledged records.
 	if at := soundRecordAfter(data, off, want); at >= 0 {
-		return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d (a sound record follows at byte %d)", ErrCorrupt, path, off, at)
+		return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d (a sound record follows at byte %d); if the log was restored without its journal, the journal is of another state of it: move the journal away", ErrCorrupt, path, off, at)
 	}
 	j.data, j.size = data[:off], int64(off)
 	return j, nil
@@ -415,12 +415,12 @@ func (j *journal) empty(reset bool) error {
 }
 
 // journalPending reports whether the journal of the log at logPath holds
-// records for the read transaction tx, which a reader must see: the log is
-// checkpointed first. An empty journal is not opened, and one that does not
-// start with a record header on tx (leftovers, or a torn first write) is
-// read no further: on every read, that is the common case. A journal whose
-// permission bits are not the log's gets the log's, if this user owns it, so
-// that whoever may read the log may read the journal, as they must.
+// records for the read transaction tx, which a reader must see: it reads
+// them replayed (Store.view). An empty journal is not opened; any other is
+// read whole, so that a reader finds the damage a writer would (a damaged
+// first header hides nothing from it). A journal whose permission bits are
+// not the log's gets the log's, if this user owns it, so that whoever may
+// read the log may read the journal, as they must.
 func journalPending(logPath string, tx *bolt.Tx) (bool, error) {
 	path := logPath + JournalSuffix
 	info, err := os.Stat(path)
@@ -430,17 +430,6 @@ func journalPending(logPath string, tx *bolt.Tx) (bool, error) {
 	if log, err := os.Stat(logPath); err == nil && info != nil && info.Mode().Perm() != log.Mode().Perm() {
 		os.Chmod(path, log.Mode().Perm())
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return false, fmt.Errorf("read journal %s: %w", path, bare(err))
-	}
-	var head [journalHeader]byte
-	n, _ := f.ReadAt(head[:], 0)
-	f.Close()
-	if n < journalHeader || headerBase(head[:]) != baseOf(tx) {
-		return false, nil
-	}
-	// Records on tx, or a torn or damaged one: the whole journal tells.
 	j, err := readJournal(path, baseOf(tx))
 	if err != nil {
 		return false, err

@@ -133,12 +133,12 @@ func crashCopyOrEmpty(t *testing.T, s *Store) *Store {
 	return crashCopy(t, s)
 }
 
-// One flipped bit in the length of a record that other records follow is
+// One flipped bit in the header of a record that other records follow is
 // damage, not a torn tail: the log is refused, untouched. In the last record
 // it is a torn tail (item 3).
-func TestJournalDamagedLengthIsRefused(t *testing.T) {
+func TestJournalDamagedHeaderIsRefused(t *testing.T) {
 	for rec := 0; rec < 3; rec++ {
-		for _, bit := range []uint{0, 3, 9, 30} {
+		for _, bit := range []uint{0, 3, 9, 30, 40, 64, 100, 135, 190} { // length, checksum, txid, log id
 			t.Run(fmt.Sprintf("record %d bit %d", rec, bit), func(t *testing.T) {
 				s, _ := newStore(t)
 				for i := 0; i < 3; i++ {
