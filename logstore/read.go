@@ -3,6 +3,7 @@ package logstore
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -305,82 +306,131 @@ type ExportRecord struct {
 	Record any    `json:"record"`
 }
 
+// exportPage bounds how many effects an export reads in one transaction.
+const exportPage = 256
+
 // Export calls fn with every record of the log (or of one session), in an
 // order that rebuilds it: meta, then per session its record and history, its
-// effects each followed by their history, undo entry and approval.
+// effects each followed by their history, undo entry and approval. It reads
+// in pages, each in a transaction of its own, and calls fn between them:
+// a reader writing to a slow consumer (a pipe to less) never holds the log
+// while it waits. A session's record and history are read with its first
+// page of effects; a session gone (gc) between its pages ends early.
 func (s *Store) Export(session string, fn func(ExportRecord) error) error {
-	return s.view(func(tx *bolt.Tx) error {
-		if err := fn(ExportRecord{Type: "meta", Record: map[string]any{"schema_version": btoi(tx.Bucket(bMeta).Get(keySchema))}}); err != nil {
-			return err
+	var page []ExportRecord
+	emit := func(r ExportRecord) { page = append(page, r) }
+	flush := func() error {
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
 		}
-		var ids []string
+		page = page[:0]
+		return nil
+	}
+	err := s.view(func(tx *bolt.Tx) error {
+		emit(ExportRecord{Type: "meta", Record: map[string]any{"schema_version": btoi(tx.Bucket(bMeta).Get(keySchema))}})
 		if session != "" {
-			if _, err := getSession(tx, session); err != nil {
-				return err
-			}
-			ids = []string{session}
-		} else {
-			tx.Bucket(bSessionsByTime).ForEach(func(_, v []byte) error {
-				ids = append(ids, string(v))
-				return nil
-			})
-		}
-		for _, id := range ids {
-			sess, err := getSession(tx, id)
-			if err != nil {
-				return err
-			}
-			if err := fn(ExportRecord{Type: "session", Record: sess}); err != nil {
-				return err
-			}
-			hist, err := sessionHistory(tx, id)
-			if err != nil {
-				return err
-			}
-			for _, r := range hist {
-				if err := fn(ExportRecord{Type: "session_history", Record: r}); err != nil {
-					return err
-				}
-			}
-			err = scan(tx.Bucket(bBySession), namePrefix(id), true, 0, func(eid uint64) (bool, error) {
-				e, err := getEffect(tx, eid)
-				if err != nil {
-					return false, err
-				}
-				if err := fn(ExportRecord{Type: "effect", Record: e}); err != nil {
-					return false, err
-				}
-				hist, err := effectHistory(tx, eid, e.Session)
-				if err != nil {
-					return false, err
-				}
-				for _, r := range hist {
-					if err := fn(ExportRecord{Type: "history", Record: r}); err != nil {
-						return false, err
-					}
-				}
-				if u, err := getUndo(tx, &e); err != nil {
-					return false, err
-				} else if u != nil {
-					if err := fn(ExportRecord{Type: "undo", Record: u}); err != nil {
-						return false, err
-					}
-				}
-				if a, err := getApproval(tx, eid); err != nil {
-					return false, err
-				} else if a != nil {
-					if err := fn(ExportRecord{Type: "approval", Record: a}); err != nil {
-						return false, err
-					}
-				}
-				return true, nil
-			})
-			if err != nil {
-				return err
-			}
+			_, err := getSession(tx, session)
+			return err
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if session != "" {
+		return s.exportSession(session, emit, flush)
+	}
+	for seq := uint64(0); ; {
+		var ids []string
+		err := s.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bSessionsByTime).Cursor()
+			for k, v := c.Seek(itob(seq + 1)); k != nil && len(ids) < exportPage; k, v = c.Next() {
+				ids, seq = append(ids, string(v)), btoi(k)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return flush()
+		}
+		for _, id := range ids {
+			if err := s.exportSession(id, emit, flush); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// exportSession emits session id's records, a page at a time, flushing
+// each page once its transaction has ended.
+func (s *Store) exportSession(id string, emit func(ExportRecord), flush func() error) error {
+	for cursor, first := uint64(0), true; ; first = false {
+		more := false
+		err := s.view(func(tx *bolt.Tx) error {
+			if first {
+				sess, err := getSession(tx, id)
+				if errors.Is(err, ErrNotFound) {
+					return nil // dropped since it was listed
+				} else if err != nil {
+					return err
+				}
+				emit(ExportRecord{Type: "session", Record: sess})
+				hist, err := sessionHistory(tx, id)
+				if err != nil {
+					return err
+				}
+				for _, r := range hist {
+					emit(ExportRecord{Type: "session_history", Record: r})
+				}
+			}
+			n := 0
+			return scan(tx.Bucket(bBySession), namePrefix(id), true, cursor, func(eid uint64) (bool, error) {
+				if n == exportPage {
+					more = true
+					return false, nil
+				}
+				n, cursor = n+1, eid
+				return true, exportEffect(tx, eid, emit)
+			})
+		})
+		if err != nil {
+			return err
+		}
+		if err := flush(); err != nil || !more {
+			return err
+		}
+	}
+}
+
+// exportEffect emits effect id with its history, undo entry and approval.
+func exportEffect(tx *bolt.Tx, id uint64, emit func(ExportRecord)) error {
+	e, err := getEffect(tx, id)
+	if err != nil {
+		return err
+	}
+	emit(ExportRecord{Type: "effect", Record: e})
+	hist, err := effectHistory(tx, id, e.Session)
+	if err != nil {
+		return err
+	}
+	for _, r := range hist {
+		emit(ExportRecord{Type: "history", Record: r})
+	}
+	if u, err := getUndo(tx, &e); err != nil {
+		return err
+	} else if u != nil {
+		emit(ExportRecord{Type: "undo", Record: u})
+	}
+	if a, err := getApproval(tx, id); err != nil {
+		return err
+	} else if a != nil {
+		emit(ExportRecord{Type: "approval", Record: a})
+	}
+	return nil
 }
 
 // UndoEntries returns the undo entries of the given effects of a session

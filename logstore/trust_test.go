@@ -366,3 +366,42 @@ func TestFailedJournalSyncIsTakenBack(t *testing.T) {
 		})
 	}
 }
+
+// An export to a consumer that stops reading holds no lock meanwhile: a
+// write made while the consumer waits gets through at once.
+func TestSlowExportConsumerBlocksNoWriter(t *testing.T) {
+	s, _ := newStore(t)
+	for i := 0; i < 2*exportPage+3; i++ {
+		intercept(t, s, fmt.Sprintf("s%d", i%3), "w", sm.Compensable, strconv.Itoa(i))
+	}
+	s.pause()()
+	writer := New(s.Path(), Options{LockTimeout: 300 * time.Millisecond})
+	t.Cleanup(func() { writer.pause() })
+	records, writes := 0, 0
+	err := s.Export("", func(r ExportRecord) error {
+		records++
+		if records%200 == 1 { // the consumer is slow: someone else writes meanwhile
+			if _, err := writer.CreateSession(NewSession{ID: fmt.Sprintf("meanwhile-%d", records)}); err != nil {
+				return err
+			}
+			writer.pause()()
+			writes++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("after %d records and %d writes: %v", records, writes, err)
+	}
+	if effects := 0; true {
+		err := s.Export("", func(r ExportRecord) error {
+			if r.Type == "effect" {
+				effects++
+			}
+			return nil
+		})
+		if err != nil || effects != 2*exportPage+3 {
+			t.Fatalf("%d effects exported: %v", effects, err)
+		}
+	}
+	verifyClean(t, s)
+}
