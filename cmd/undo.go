@@ -77,7 +77,12 @@ again (compensations are not assumed idempotent).`,
 			}
 			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt,
 				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
-					return proxy.Dial(ctx, upstream)
+					// A nil *proxy.Client must not reach the interface.
+					client, err := proxy.Dial(ctx, upstream)
+					if err != nil {
+						return nil, err
+					}
+					return client, nil
 				}}
 			if opts.output == formatText {
 				runner.Progress = f.Out

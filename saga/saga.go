@@ -487,9 +487,16 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string) err
 		case r.Tools == nil:
 			return &permanentError{fmt.Errorf("effect %d needs its MCP server, which cannot be started here", step.Effect.ID)}
 		}
-		if r.caller, err = r.Tools(ctx, upstream); err != nil {
+		// Kept only once connected: a failed dial is a failed attempt, and
+		// what it returned (often a nil pointer in the interface) is no client.
+		caller, err := r.Tools(ctx, upstream)
+		if err != nil {
 			return err
 		}
+		if caller == nil {
+			return fmt.Errorf("effect %d: no connection to its MCP server", step.Effect.ID)
+		}
+		r.caller = caller
 	}
 	_, err = r.caller.CallTool(ctx, c.Tool, args)
 	return err
