@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
@@ -542,6 +543,7 @@ func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
 	}
 	argv := step.Entry.Compensation.Argv
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	child.DieWithParent(cmd)
 	cmd.Dir = step.Entry.Compensation.Dir
 	cmd.Env = append(os.Environ(),
 		"UNDOLOG_EFFECT_ID="+strconv.FormatUint(e.ID, 10),
