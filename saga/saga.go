@@ -189,7 +189,8 @@ type Runner struct {
 	Actor string
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
-	// Output receives what compensation commands print; nil discards.
+	// Output receives what compensation commands print, escaped
+	// (textfmt.EscapingWriter); nil discards.
 	Output io.Writer
 	// ConfirmManual asks an operator whether a manual compensation was done.
 	// Nil means nobody can answer: manual steps fail and halt the session.
@@ -562,7 +563,12 @@ func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
 	var tail bytes.Buffer
 	out := io.Writer(&tail)
 	if r.Output != nil {
-		out = io.MultiWriter(r.Output, &tail)
+		// The command may be an agent's: what it prints is escaped as stored
+		// text is. (One writer for both streams: os/exec then writes from one
+		// goroutine at a time.)
+		shown := textfmt.NewEscapingWriter(r.Output)
+		defer shown.Flush()
+		out = io.MultiWriter(shown, &tail)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
