@@ -54,11 +54,19 @@ again (compensations are not assumed idempotent).`,
 			if err != nil {
 				return err
 			}
+			// mcp compensations are called on the session's server.
+			sess, err := store.GetSession(plan.Session)
+			if err != nil {
+				return err
+			}
 			if opts.dryRun {
 				if opts.output != formatText {
-					return writeJSON(f.Out, plan)
+					return writeJSON(f.Out, struct {
+						saga.Plan
+						Upstream []string `json:"upstream,omitempty"`
+					}{plan, sess.Upstream})
 				}
-				printPlan(f, plan)
+				printPlan(f, plan, sess.Upstream)
 				return nil
 			}
 			interactive := f.StdinIsTerminal()
@@ -66,7 +74,7 @@ again (compensations are not assumed idempotent).`,
 				if !interactive {
 					return usagef("undo acts on the world: pass --yes (standard input is not a terminal to ask)")
 				}
-				printPlan(f, plan)
+				printPlan(f, plan, sess.Upstream)
 				ok, err := ask(f, fmt.Sprintf("Undo session %s (%d steps)? [y/N] ", plan.Session, plan.Work()))
 				if err != nil {
 					return err
@@ -114,13 +122,15 @@ again (compensations are not assumed idempotent).`,
 	return c
 }
 
-func printPlan(f *Factory, plan saga.Plan) {
+func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 	// Each line is escaped whole: it quotes tool names, errors and commands.
 	println := func(format string, args ...any) { fmt.Fprintln(f.Out, textfmt.Escape(fmt.Sprintf(format, args...))) }
 	println("undo plan for session %s, last in first out:", plan.Session)
 	n := 0
 	for _, s := range plan.Steps {
 		e := s.Effect
+		// The exact call: where it runs too.
+		call := s.Call + compensationDir(s.Entry.Compensation) + compensationServer(s.Entry.Compensation, upstream)
 		switch s.Action {
 		case saga.ActionDone:
 			println("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State)
@@ -135,10 +145,10 @@ func printPlan(f *Factory, plan saga.Plan) {
 			println("  %2d. effect %d %s: IN PROGRESS, being compensated by %s", n, e.ID, e.Tool, s.Entry.Owner)
 		case saga.ActionInDoubt:
 			n++
-			println("  %2d. effect %d %s (%s): IN DOUBT, %s (--retry-in-doubt runs it again): %s", n, e.ID, e.Tool, e.State, saga.DescribeDoubt(s.Entry.Owner), s.Call)
+			println("  %2d. effect %d %s (%s): IN DOUBT, %s (--retry-in-doubt runs it again): %s", n, e.ID, e.Tool, e.State, saga.DescribeDoubt(s.Entry.Owner), call)
 		default:
 			n++
-			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.Call)
+			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, call)
 		}
 	}
 	if len(plan.Steps) == 0 {

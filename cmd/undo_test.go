@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -76,5 +77,48 @@ func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 	}
 	if sess, _ := store.GetSession("s"); sess.State != sm.SessionHalted {
 		t.Fatalf("session %s", sess.State)
+	}
+}
+
+// The dry run, show and session show say where each compensation runs: a
+// command's working directory, an mcp call's server command (both escaped).
+func TestCompensationsShowWhereTheyRun(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "u.db")
+	store := logstore.New(db, logstore.Options{})
+	committedEffect(t, store, &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"rm", "out.txt"}, Dir: "/srv/build \x1b[2J"})
+	res, err := store.Intercept(logstore.InterceptRequest{Session: "s", Tool: "create_entity", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"name":"y"}`), Compensation: &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Start(res.Effect.ID, logstore.Change{})
+	store.Commit(res.Effect.ID, logstore.Change{})
+	if _, err := store.SetUpstream("s", []string{"npx", "-y", "@modelcontextprotocol/server-memory", "\u202e"}); err != nil {
+		t.Fatal(err)
+	}
+	dir := `(in '/srv/build \x1b[2J')`
+	server := `(server: npx -y @modelcontextprotocol/server-memory '\u202e')`
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"undo", "s", "--dry-run"}, []string{`mcp delete {"name":"y"} ` + server, "rm out.txt " + dir}},
+		{[]string{"undo", "s", "--dry-run", "-o", "json"}, []string{`"upstream": [`, `"dir": "/srv/build \u001b[2J"`}},
+		{[]string{"show", "1"}, []string{"command: rm out.txt " + dir}},
+		{[]string{"show", "2"}, []string{`mcp: mcp delete {"name":"{{ .args.name }}"} ` + server}},
+		{[]string{"session", "show", "s"}, []string{"mcp server: npx -y @modelcontextprotocol/server-memory '\\u202e'", "rm out.txt " + dir}},
+	} {
+		code, stdout, stderr := undolog(t, db, c.args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%v: no %q in:\n%s", c.args, want, stdout)
+			}
+		}
+		if !slices.Contains(c.args, "json") && strings.ContainsAny(stdout, "\x1b\u202e") { // -o json is exact
+			t.Errorf("%v: unescaped: %q", c.args, stdout)
+		}
 	}
 }
