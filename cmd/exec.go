@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
@@ -347,6 +348,7 @@ func runEffect(f *Factory, store logstore.Log, opts *execOptions, id uint64, arg
 // exit code, the signal that interrupted it, or an error if it did not start.
 func runCommand(f *Factory, argv []string, stdout, stderr *capture) (int, os.Signal, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
+	child.DieWithParent(cmd)
 	cmd.Stdin = f.In
 	cmd.Stdout, cmd.Stderr = f.Out, f.ErrOut
 	if stdout != nil {

@@ -112,6 +112,9 @@ func printSessionView(f *Factory, v sessionView) error {
 	if s.Reason != "" {
 		fmt.Fprintf(f.Out, "reason: %s\n", textfmt.Escape(s.Reason))
 	}
+	if len(s.Upstream) > 0 {
+		fmt.Fprintf(f.Out, "mcp server: %s\n", textfmt.Escape(saga.ShellQuote(s.Upstream)))
+	}
 	entries := map[uint64]logstore.UndoEntry{}
 	for _, u := range v.UndoStack {
 		entries[u.EffectID] = u
@@ -146,6 +149,29 @@ func printSessionView(f *Factory, v sessionView) error {
 	return section("Waiting for approval", len(v.Approvals), v.ApprovalsTotal, "the oldest", func() error { return renderApprovals(f, v.Approvals) })
 }
 
+// describeCompensation is a compensation's call and, for a command, the
+// directory it runs in.
 func describeCompensation(c logstore.Compensation) string {
-	return c.Kind + ": " + saga.DescribeCall(c)
+	return c.Kind + ": " + saga.DescribeCall(c) + compensationDir(c)
+}
+
+// compensationDir says where a command compensation runs; empty when it runs
+// where undo does.
+func compensationDir(c logstore.Compensation) string {
+	if c.Kind != logstore.CompensationCommand || c.Dir == "" {
+		return ""
+	}
+	return " (in " + saga.ShellQuote([]string{c.Dir}) + ")"
+}
+
+// compensationServer says which MCP server an mcp compensation is called on:
+// the session's upstream command.
+func compensationServer(c logstore.Compensation, upstream []string) string {
+	if c.Kind != logstore.CompensationMCP {
+		return ""
+	}
+	if len(upstream) == 0 {
+		return " (no MCP server recorded)"
+	}
+	return " (server: " + saga.ShellQuote(upstream) + ")"
 }

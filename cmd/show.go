@@ -36,12 +36,23 @@ func newCmdShow(f *Factory) *cobra.Command {
 			}
 			store := f.Store()
 			details := make([]logstore.EffectDetail, 0, len(ids))
+			// An mcp compensation is called on its session's server.
+			upstreams := map[string][]string{}
 			for _, id := range ids {
 				d, err := store.GetEffect(id)
 				if err != nil {
 					return err
 				}
 				details = append(details, d)
+				if c := d.Effect.Compensation; c != nil && c.Kind == logstore.CompensationMCP {
+					if _, ok := upstreams[d.Effect.Session]; !ok {
+						sess, err := store.GetSession(d.Effect.Session)
+						if err != nil {
+							return err
+						}
+						upstreams[d.Effect.Session] = sess.Upstream
+					}
+				}
 			}
 			switch {
 			case opts.output == formatJSON && len(args) == 1 && args[0] != "-":
@@ -53,7 +64,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 				if i > 0 {
 					fmt.Fprintln(f.Out)
 				}
-				if err := printEffectDetail(f, d); err != nil {
+				if err := printEffectDetail(f, d, upstreams[d.Effect.Session]); err != nil {
 					return err
 				}
 			}
@@ -64,7 +75,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 	return c
 }
 
-func printEffectDetail(f *Factory, d logstore.EffectDetail) error {
+func printEffectDetail(f *Factory, d logstore.EffectDetail, upstream []string) error {
 	now := f.Now()
 	e := d.Effect
 	out := f.Out
@@ -90,7 +101,7 @@ func printEffectDetail(f *Factory, d logstore.EffectDetail) error {
 		field("replays", fmt.Sprintf("%d (last %s ago)", e.ReplayCount, ago(now, *e.LastReplayedAt)))
 	}
 	if e.Compensation != nil {
-		field("compensation", describeCompensation(*e.Compensation))
+		field("compensation", describeCompensation(*e.Compensation)+compensationServer(*e.Compensation, upstream))
 	}
 	if e.Owner != nil {
 		field("owner", fmt.Sprintf("pid %d on %s since %s", e.Owner.PID, e.Owner.Host, e.Owner.StartedAt.Format("2006-01-02T15:04:05Z07:00")))

@@ -55,11 +55,19 @@ again (compensations are not assumed idempotent).`,
 			if err != nil {
 				return err
 			}
+			// mcp compensations are called on the session's server.
+			sess, err := store.GetSession(plan.Session)
+			if err != nil {
+				return err
+			}
 			if opts.dryRun {
 				if opts.output != formatText {
-					return writeJSON(f.Out, plan)
+					return writeJSON(f.Out, struct {
+						saga.Plan
+						Upstream []string `json:"upstream,omitempty"`
+					}{plan, sess.Upstream})
 				}
-				printPlan(f, plan)
+				printPlan(f, plan, sess.Upstream)
 				return nil
 			}
 			interactive := f.StdinIsTerminal()
@@ -67,7 +75,7 @@ again (compensations are not assumed idempotent).`,
 				if !interactive {
 					return usagef("undo acts on the world: pass --yes (standard input is not a terminal to ask)")
 				}
-				printPlan(f, plan)
+				printPlan(f, plan, sess.Upstream)
 				ok, err := ask(f, fmt.Sprintf("Undo session %s (%d steps)? [y/N] ", plan.Session, plan.Work()))
 				if err != nil {
 					return err
@@ -78,7 +86,12 @@ again (compensations are not assumed idempotent).`,
 			}
 			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt,
 				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
-					return proxy.Dial(ctx, upstream)
+					// A nil *proxy.Client must not reach the interface.
+					client, err := proxy.Dial(ctx, upstream)
+					if err != nil {
+						return nil, err
+					}
+					return client, nil
 				}}
 			if opts.output == formatText {
 				runner.Progress = f.Out
@@ -110,13 +123,15 @@ again (compensations are not assumed idempotent).`,
 	return c
 }
 
-func printPlan(f *Factory, plan saga.Plan) {
+func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 	// Each line is escaped whole: it quotes tool names, errors and commands.
 	println := func(format string, args ...any) { fmt.Fprintln(f.Out, textfmt.Escape(fmt.Sprintf(format, args...))) }
 	println("undo plan for session %s, last in first out:", plan.Session)
 	n := 0
 	for _, s := range plan.Steps {
 		e := s.Effect
+		// The exact call: where it runs too.
+		call := s.Call + compensationDir(s.Entry.Compensation) + compensationServer(s.Entry.Compensation, upstream)
 		switch s.Action {
 		case saga.ActionDone:
 			println("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State)
@@ -135,10 +150,10 @@ func printPlan(f *Factory, plan saga.Plan) {
 			}
 		case saga.ActionInDoubt:
 			n++
-			println("  %2d. effect %d %s (%s): IN DOUBT, %s (--retry-in-doubt runs it again): %s", n, e.ID, e.Tool, e.State, saga.DescribeDoubt(s.Entry.Owner), s.Call)
+			println("  %2d. effect %d %s (%s): IN DOUBT, %s (--retry-in-doubt runs it again): %s", n, e.ID, e.Tool, e.State, saga.DescribeDoubt(s.Entry.Owner), call)
 		default:
 			n++
-			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.Call)
+			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, call)
 		}
 	}
 	if len(plan.Steps) == 0 {

@@ -30,16 +30,35 @@ func ValidSessionID(id string) error {
 	return nil
 }
 
+// validToolName refuses a name for the first thing wrong with it.
 func validToolName(name string) error {
-	if name == "" || len(name) > 256 || !utf8.ValidString(name) {
-		return fmt.Errorf("%w: tool name %q: must be 1-256 bytes of UTF-8", ErrInvalidInput, name)
+	shown := name
+	if len(shown) > 64 {
+		shown = shown[:64] + "..."
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: tool name %q %s", ErrInvalidInput, shown, fmt.Sprintf(format, args...))
+	}
+	if name == "" {
+		return bad("is empty")
 	}
 	// What text output would have to escape cannot name a tool: a control
-	// character, or a bidirectional mark that shows the name as another one.
-	for _, r := range name {
-		if textfmt.Unsafe(r) {
-			return fmt.Errorf("%w: tool name %q contains a control character or bidirectional mark", ErrInvalidInput, name)
+	// character, or a bidirectional mark or invisible character that shows
+	// the name as another one.
+	for i := 0; i < len(name); {
+		r, n := utf8.DecodeRuneInString(name[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			return bad("is not UTF-8: byte %#x at byte %d", name[i], i)
+		case r < 0x20, 0x7f <= r && r <= 0x9f:
+			return bad("holds %U (a control character) at byte %d", r, i)
+		case textfmt.Unsafe(r):
+			return bad("holds %U at byte %d: no bidirectional marks, invisible characters or line separators", r, i)
 		}
+		i += n
+	}
+	if len(name) > 256 {
+		return bad("is %d bytes; at most 256", len(name))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -28,4 +29,28 @@ func TestValidSessionID(t *testing.T) {
 			t.Fatalf("%q: valid=%v, the rule says %v", id, got, want)
 		}
 	})
+}
+
+// A refused tool name is refused for what is wrong with it.
+func TestToolNameErrorsSayWhatIsWrong(t *testing.T) {
+	for name, want := range map[string]string{
+		"":                                `tool name "" is empty`,
+		strings.Repeat("x", 257):          "is 257 bytes; at most 256",
+		"send\x1b]0;x\x07":                `holds U+001B (a control character) at byte 4`,
+		"send\u009b2J":                    `holds U+009B (a control character) at byte 4`,
+		"send_\u202eexe":                  `holds U+202E at byte 5`,
+		"a\u200db":                        `holds U+200D at byte 1`,
+		"a\x9bb":                          `is not UTF-8: byte 0x9b at byte 1`,
+		strings.Repeat("x", 300) + "\x1b": "holds U+001B (a control character) at byte 300",
+	} {
+		err := validToolName(name)
+		if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "1-256 bytes of UTF-8") {
+			t.Errorf("%q: %v, want %q", name, err, want)
+		}
+	}
+	for _, name := range []string{"x", "send_wire", "日本", strings.Repeat("x", 256)} {
+		if err := validToolName(name); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
 }

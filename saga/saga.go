@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
@@ -190,7 +191,8 @@ type Runner struct {
 	Actor string
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
-	// Output receives what compensation commands print; nil discards.
+	// Output receives what compensation commands print, escaped
+	// (textfmt.EscapingWriter); nil discards.
 	Output io.Writer
 	// ConfirmManual asks an operator whether a manual compensation was done.
 	// Nil means nobody can answer: manual steps fail and halt the session.
@@ -491,9 +493,16 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string) err
 		case r.Tools == nil:
 			return &permanentError{fmt.Errorf("effect %d needs its MCP server, which cannot be started here", step.Effect.ID)}
 		}
-		if r.caller, err = r.Tools(ctx, upstream); err != nil {
+		// Kept only once connected: a failed dial is a failed attempt, and
+		// what it returned (often a nil pointer in the interface) is no client.
+		caller, err := r.Tools(ctx, upstream)
+		if err != nil {
 			return err
 		}
+		if caller == nil {
+			return fmt.Errorf("effect %d: no connection to its MCP server", step.Effect.ID)
+		}
+		r.caller = caller
 	}
 	_, err = r.caller.CallTool(ctx, c.Tool, args)
 	return err
@@ -539,6 +548,7 @@ func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
 	}
 	argv := step.Entry.Compensation.Argv
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	child.DieWithParent(cmd)
 	cmd.Dir = step.Entry.Compensation.Dir
 	cmd.Env = append(os.Environ(),
 		"UNDOLOG_EFFECT_ID="+strconv.FormatUint(e.ID, 10),
@@ -557,7 +567,12 @@ func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
 	var tail bytes.Buffer
 	out := io.Writer(&tail)
 	if r.Output != nil {
-		out = io.MultiWriter(r.Output, &tail)
+		// The command may be an agent's: what it prints is escaped as stored
+		// text is. (One writer for both streams: os/exec then writes from one
+		// goroutine at a time.)
+		shown := textfmt.NewEscapingWriter(r.Output)
+		defer shown.Flush()
+		out = io.MultiWriter(shown, &tail)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {

@@ -199,3 +199,41 @@ func TestUndoRefusesATamperedCompensation(t *testing.T) {
 		t.Fatalf("entry of effect %d is %s", first, d.Undo.State)
 	}
 }
+
+// unreachable is an MCP client that never connected, as a connector that
+// returns a nil *Client with its error hands one back.
+type unreachable struct{}
+
+func (*unreachable) CallTool(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	panic("CallTool on a client that never connected")
+}
+func (*unreachable) Close() error { panic("Close on a client that never connected") }
+
+// TestUnreachableServerIsAFailedAttempt: an MCP server that does not connect
+// fails the attempt; the attempts are retried, then the entry is
+// compensation_failed and the session halted, and a later walk neither panics
+// nor calls a client that never connected.
+func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
+	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
+	id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `1`)
+	if _, err := store.SetUpstream("s", []string{"sh", "-c", "exit 1"}); err != nil {
+		t.Fatal(err)
+	}
+	dials := 0
+	r := &Runner{Store: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil },
+		Tools: func(context.Context, []string) (ToolCaller, error) {
+			dials++
+			var c *unreachable
+			return c, errors.New("connect to MCP server sh -c exit 1: EOF")
+		}}
+	res, err := r.Run(context.Background(), "s")
+	if !errors.Is(err, ErrCompensationFailed) || res.State != "halted" || !strings.Contains(err.Error(), "connect to MCP server") {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if dials != DefaultMaxRetries+1 {
+		t.Fatalf("dialled %d times, want %d", dials, DefaultMaxRetries+1)
+	}
+	if d, _ := store.GetEffect(id); d.Undo.State != sm.EntryCompensationFailed || d.Undo.Attempts != DefaultMaxRetries+1 {
+		t.Fatalf("%+v", d.Undo)
+	}
+}

@@ -9,13 +9,18 @@ import (
 // Unsafe reports whether r must not reach a terminal as itself: a control
 // character (C0 with tab and newline, DEL, C1: a terminal acts on ESC and
 // CSI sequences, so stored text could retitle the window or clear the
-// screen), or a bidirectional mark, embedding, override or isolate (they
-// reorder what is shown, so a reviewer reads another text than the stored one).
+// screen), a bidirectional mark, embedding, override or isolate (they
+// reorder what is shown, so a reviewer reads another text than the stored
+// one), a line or paragraph separator (U+2028, U+2029: they break a line
+// where a field must stay on one), or an invisible joiner or space (U+200B
+// to U+200D, U+2060, U+FEFF: two texts that differ would look the same).
 func Unsafe(r rune) bool {
 	switch {
 	case r < 0x20, 0x7f <= r && r <= 0x9f:
 		return true
 	case r == 0x061c, r == 0x200e, r == 0x200f, 0x202a <= r && r <= 0x202e, 0x2066 <= r && r <= 0x2069:
+		return true
+	case 0x200b <= r && r <= 0x200d, r == 0x2028, r == 0x2029, r == 0x2060, r == 0xfeff:
 		return true
 	}
 	return false
