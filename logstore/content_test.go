@@ -189,3 +189,77 @@ func TestContentHashCostsNoBytes(t *testing.T) {
 		t.Fatalf("%d records", len(sizes))
 	}
 }
+
+// sessionsWrittenBefore rewrites session id as an undolog from before
+// session records covered what the session says wrote it: its records hashed
+// under the first rule, and its upstream (if any) set without a record, as
+// SetUpstream did.
+func sessionsWrittenBefore(t *testing.T, s *Store, id string, upstream []string) {
+	t.Helper()
+	tamper(t, s, func(tx *bolt.Tx) error {
+		sess, err := getSession(tx, id)
+		if err != nil {
+			return err
+		}
+		hist, err := sessionHistory(tx, id)
+		if err != nil {
+			return err
+		}
+		prev, n := "", uint32(0)
+		for _, r := range hist {
+			if r.Trigger == triggerUpstream {
+				if err := tx.Bucket(bSessionHistory).Delete(sessionHistoryKey(id, r.Seq)); err != nil {
+					return err
+				}
+				continue
+			}
+			n++
+			r.Seq, r.PrevHash, r.HashVersion = n, prev, 0
+			r.Hash = v1RecordHash(&r)
+			prev = r.Hash
+			if err := putRecord(&writeTx{Tx: tx}, bSessionHistory, sessionHistoryKey(id, r.Seq), &r); err != nil {
+				return err
+			}
+		}
+		sess.HistoryLen, sess.HistoryHead, sess.Upstream = n, prev, upstream
+		return putSession(&writeTx{Tx: tx}, &sess)
+	})
+}
+
+// TestSessionsWrittenBeforeVerifyClean: a session whose records were hashed
+// before they covered what it says, and whose upstream was set without a
+// record, verifies clean and moves on; once its upstream is recorded again
+// (a proxy starts on it), a changed upstream is found.
+func TestSessionsWrittenBeforeVerifyClean(t *testing.T) {
+	s, _ := newStore(t)
+	upstream := []string{"mcp-server", "--root=/srv"}
+	must[Session](t)(s.CreateSession(NewSession{ID: "p", Meta: map[string]string{"via": "proxy"}}))
+	intercept(t, s, "p", "write", sm.Compensable, `{"a":1}`)
+	sessionsWrittenBefore(t, s, "p", upstream)
+	verifyClean(t, s)
+	if _, err := s.VerifySession("p"); err != nil {
+		t.Fatalf("a session hashed before content: %v", err)
+	}
+	intercept(t, s, "p", "pay", sm.Irreversible, `{}`) // a new record on the old chain
+	verifyClean(t, s)
+	before := must[[]HistoryRecord](t)(s.SessionHistory("p"))
+	must[Session](t)(s.SetUpstream("p", upstream))
+	after := must[[]HistoryRecord](t)(s.SessionHistory("p"))
+	if len(after) != len(before)+1 || after[len(after)-1].Trigger != triggerUpstream {
+		t.Fatalf("SetUpstream of an upstream no record states: history %s", states(after))
+	}
+	must[Session](t)(s.SetUpstream("p", upstream)) // stated now: nothing to add
+	if again := must[[]HistoryRecord](t)(s.SessionHistory("p")); len(again) != len(after) {
+		t.Fatalf("SetUpstream of the upstream already recorded added a record")
+	}
+	verifyClean(t, s)
+	tamper(t, s, func(tx *bolt.Tx) error {
+		sess, err := getSession(tx, "p")
+		if err != nil {
+			return err
+		}
+		sess.Upstream = []string{"mcp-server", "--root=/etc"}
+		return putSession(&writeTx{Tx: tx}, &sess)
+	})
+	expectProblem(t, s, "history", "upstream was altered")
+}

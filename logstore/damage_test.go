@@ -308,6 +308,84 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		})
 		expectProblem(t, s, "approval", "differ from the effect's")
 	})
+	t.Run("flipped byte in approval reason", func(t *testing.T) {
+		s, _ := newStore(t)
+		id := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "s", Tool: "pay", Tier: sm.Irreversible,
+			Args: json.RawMessage(`{"b":2}`), CreateSession: true, Reason: "refund order 17"})).Effect.ID
+		verifyClean(t, s)
+		tamper(t, s, func(tx *bolt.Tx) error {
+			a, err := getApproval(tx, id)
+			if err != nil || a == nil {
+				return fmt.Errorf("approval: %v", err)
+			}
+			a.Reason = "refund order 71"
+			return putRecord(&writeTx{Tx: tx}, bApprovals, itob(id), a)
+		})
+		expectProblem(t, s, "approval", "reason differs from the effect's history")
+	})
+	// What a session says (its meta, its upstream MCP server command) is
+	// covered by its history too, and so is the state of an undo entry.
+	editSession := func(t *testing.T, s *Store, id string, edit func(sess *Session)) {
+		t.Helper()
+		tamper(t, s, func(tx *bolt.Tx) error {
+			sess, err := getSession(tx, id)
+			if err != nil {
+				return err
+			}
+			edit(&sess)
+			return putSession(&writeTx{Tx: tx}, &sess)
+		})
+	}
+	proxied := func(t *testing.T) *Store {
+		s, _ := newStore(t)
+		must[Session](t)(s.CreateSession(NewSession{ID: "p", Upstream: []string{"mcp-server", "--root=/srv"}, Meta: map[string]string{"via": "proxy"}}))
+		verifyClean(t, s)
+		return s
+	}
+	t.Run("flipped byte in session upstream", func(t *testing.T) {
+		s := proxied(t)
+		editSession(t, s, "p", func(sess *Session) { sess.Upstream[1] = "--root=/etc" })
+		expectProblem(t, s, "history", "upstream was altered")
+		if _, err := s.VerifySession("p"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+			t.Fatalf("VerifySession of a changed upstream: %v", err)
+		}
+	})
+	t.Run("flipped byte in an upstream set later", func(t *testing.T) {
+		s, _ := newStore(t)
+		must[Session](t)(s.CreateSession(NewSession{ID: "p"}))
+		must[Session](t)(s.SetUpstream("p", []string{"mcp-server", "--root=/srv"}))
+		verifyClean(t, s)
+		editSession(t, s, "p", func(sess *Session) { sess.Upstream[1] = "--root=/etc" })
+		expectProblem(t, s, "history", "upstream was altered")
+	})
+	t.Run("flipped byte in session meta", func(t *testing.T) {
+		s := proxied(t)
+		editSession(t, s, "p", func(sess *Session) { sess.Meta["via"] = "proxz" })
+		expectProblem(t, s, "history", "what the session says")
+	})
+	t.Run("session state disagrees with history", func(t *testing.T) {
+		s := proxied(t)
+		editSession(t, s, "p", func(sess *Session) { sess.State = sm.SessionFailed })
+		expectProblem(t, s, "state", "last history record")
+		if _, err := s.VerifySession("p"); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("VerifySession of a changed state: %v", err)
+		}
+	})
+	t.Run("undo entry moved without a record", func(t *testing.T) {
+		s, id := seededWithCommand(t)
+		tamper(t, s, func(tx *bolt.Tx) error {
+			u, err := getUndoOf(tx, "c", id)
+			if err != nil || u == nil {
+				return fmt.Errorf("undo entry: %v", err)
+			}
+			u.State = sm.EntryCompensated
+			return putRecord(&writeTx{Tx: tx}, bUndo, nameKey("c", id), u)
+		})
+		expectProblem(t, s, "state", "undo entry is compensated but its history says pending")
+		if err := CheckEffect(must[EffectDetail](t)(s.GetEffect(id))); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("CheckEffect of an entry moved without a record: %v", err)
+		}
+	})
 	t.Run("signature that its args do not give", func(t *testing.T) {
 		s, id := seeded(t)
 		other := Signature("s", "write", []byte(`{"a":2}`), "")

@@ -18,6 +18,7 @@ type Log interface {
 	SetSessionState(id string, to sm.SessionState, c Change) (Session, error)
 	SessionHistory(id string) ([]HistoryRecord, error)
 	SetUpstream(id string, upstream []string) (Session, error)
+	VerifySession(id string) (Session, error)
 
 	Intercept(InterceptRequest) (InterceptResult, error)
 	InterceptMany([]InterceptRequest) ([]InterceptResult, error)

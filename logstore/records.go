@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -292,10 +295,61 @@ func appendEffectHistory(tx *writeTx, e *Effect, rec HistoryRecord) error {
 	return chain(tx, bHistory, changeEffect, rec, effectContent(e, p), &e.HistoryLen, &e.HistoryHead, func(seq uint32) []byte { return historyKey(e.ID, seq) })
 }
 
-// appendSessionHistory is the same for a session's own transitions.
+// appendSessionHistory is the same for a session's own transitions; its
+// records cover what the session says (see sessionContent).
 func appendSessionHistory(tx *writeTx, s *Session, rec HistoryRecord) error {
-	rec.Kind, rec.Session = KindSession, s.ID
-	return chain(tx, bSessionHistory, changeSession, rec, "", &s.HistoryLen, &s.HistoryHead, func(seq uint32) []byte { return sessionHistoryKey(s.ID, seq) })
+	rec.Kind, rec.Session, rec.HashVersion = KindSession, s.ID, hashWithContent
+	return chain(tx, bSessionHistory, changeSession, rec, sessionContent(s), &s.HistoryLen, &s.HistoryHead, func(seq uint32) []byte { return sessionHistoryKey(s.ID, seq) })
+}
+
+// sessionContent is the digest of what a session says that its records do
+// not state themselves: its meta, set when it is created. Its upstream is
+// stated by the records that set it (see statedUpstream), as the upstream
+// can change and a digest of it would leave the records before a change
+// unverifiable.
+func sessionContent(s *Session) string {
+	var w recordWriter
+	w.uint(uint64(len(s.Meta))) // nil and empty alike: JSON records of older logs hold either
+	for _, k := range slices.Sorted(maps.Keys(s.Meta)) {
+		w.str(k)
+		w.str(s.Meta[k])
+	}
+	sum := sha256.Sum256(w.buf)
+	return string(sum[:])
+}
+
+// triggerUpstream is the trigger of the session record that sets the
+// session's upstream MCP server command; its reason holds the command as a
+// JSON array, which the record's hash covers.
+const triggerUpstream = "Upstream recorded"
+
+// recordUpstream sets the session's upstream and appends the record that
+// states it.
+func recordUpstream(tx *writeTx, s *Session, upstream []string, actor string, now time.Time) error {
+	stated, err := json.Marshal(upstream)
+	if err != nil {
+		return err
+	}
+	s.Upstream, s.UpdatedAt = upstream, now
+	return appendSessionHistory(tx, s, HistoryRecord{From: string(s.State), To: string(s.State), Trigger: triggerUpstream,
+		Actor: actorOr(actor), Reason: string(stated), At: now})
+}
+
+// statedUpstream is the upstream a session's history states: that of its
+// last triggerUpstream record, else none for a session created by an
+// undolog that records upstreams (its first record covers its content).
+// stated is false for a session of an older undolog, which set its upstream
+// without a record.
+func statedUpstream(hist []HistoryRecord) (upstream []string, stated bool, err error) {
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Trigger == triggerUpstream {
+			if err := json.Unmarshal([]byte(hist[i].Reason), &upstream); err != nil {
+				return nil, true, fmt.Errorf("record %d states no upstream: %v", hist[i].Seq, err)
+			}
+			return upstream, true, nil
+		}
+	}
+	return nil, len(hist) > 0 && hist[0].HashVersion == hashWithContent, nil
 }
 
 // chain links rec to the end of a history (length n, last hash head), writes

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -103,7 +104,7 @@ func createSession(tx *writeTx, req NewSession, now time.Time) (Session, error) 
 	if err != nil {
 		return Session{}, err
 	}
-	sess := Session{ID: req.ID, State: sm.SessionActive, Meta: req.Meta, Upstream: req.Upstream,
+	sess := Session{ID: req.ID, State: sm.SessionActive, Meta: req.Meta,
 		CreatedAt: now, UpdatedAt: now, Counts: map[sm.State]int{}, Seq: seq}
 	if sess.Meta == nil {
 		sess.Meta = map[string]string{}
@@ -111,6 +112,11 @@ func createSession(tx *writeTx, req NewSession, now time.Time) (Session, error) 
 	if err := appendSessionHistory(tx, &sess, HistoryRecord{To: string(sm.SessionActive),
 		Trigger: "Session created", Actor: actorOr(req.Actor), At: now}); err != nil {
 		return Session{}, err
+	}
+	if len(req.Upstream) > 0 {
+		if err := recordUpstream(tx, &sess, req.Upstream, req.Actor, now); err != nil {
+			return Session{}, err
+		}
 	}
 	if err := tx.put(bSessionsByTime, itob(seq), []byte(sess.ID)); err != nil {
 		return Session{}, err
@@ -195,7 +201,9 @@ func (s *Store) SetSessionState(id string, to sm.SessionState, c Change) (Sessio
 }
 
 // SetUpstream records the MCP server command a proxy session runs behind, so
-// that undo can start it again.
+// that undo can start it again. The session's history states it (undo starts
+// only the command its history covers); an upstream it states already
+// writes nothing.
 func (s *Store) SetUpstream(id string, upstream []string) (Session, error) {
 	var out Session
 	err := s.update(func(tx *writeTx) error {
@@ -203,9 +211,39 @@ func (s *Store) SetUpstream(id string, upstream []string) (Session, error) {
 		if err != nil {
 			return err
 		}
-		sess.Upstream, sess.UpdatedAt = upstream, s.now()
+		out = sess
+		hist, err := sessionHistory(tx.Tx, id)
+		if err != nil {
+			return err
+		}
+		if stated, ok, err := statedUpstream(hist); err == nil && ok && slices.Equal(stated, upstream) && slices.Equal(sess.Upstream, upstream) {
+			return errNothingToWrite
+		}
+		if err := recordUpstream(tx, &sess, upstream, "", s.now()); err != nil {
+			return err
+		}
 		out = sess
 		return putSession(tx, &sess)
+	})
+	return out, err
+}
+
+// VerifySession reads a session and checks it against its history, in one
+// transaction (see CheckSession): undo starts the upstream and moves the
+// session only of one that passes.
+func (s *Store) VerifySession(id string) (Session, error) {
+	var out Session
+	err := s.view(func(tx *bolt.Tx) error {
+		sess, err := getSession(tx, id)
+		if err != nil {
+			return err
+		}
+		hist, err := sessionHistory(tx, id)
+		if err != nil {
+			return err
+		}
+		out = sess
+		return CheckSession(sess, hist)
 	})
 	return out, err
 }

@@ -3,6 +3,7 @@ package logstore
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -83,10 +84,9 @@ func (v *verifier) run() error {
 			v.add("history", 0, sess.ID, "%v", err)
 			return nil
 		}
-		v.chain(hist, 0, sess.ID, sess.HistoryLen, sess.HistoryHead, nil)
-		if n := len(hist); n > 0 && hist[n-1].To != string(sess.State) {
-			v.add("state", 0, sess.ID, "state is %s but the last history record says %s", sess.State, hist[n-1].To)
-		}
+		problems, read := sessionProblems(&sess, hist)
+		v.rep.Records += read
+		v.rep.Problems = append(v.rep.Problems, problems...)
 		return nil
 	})
 	if err != nil {
@@ -115,16 +115,17 @@ func (v *verifier) run() error {
 		if v.sessions[e.Session] == nil {
 			v.add("reference", e.ID, "", "belongs to missing session %q", e.Session)
 		}
+		u, _ := getUndo(v.tx, &e)
+		a, _ := getApproval(v.tx, e.ID)
+		v.undoAndApproval(&e, u, a)
 		hist, err := effectHistory(v.tx, e.ID, e.Session)
 		if err != nil {
 			v.add("history", e.ID, "", "%v", err)
 			return nil
 		}
-		v.chain(hist, e.ID, "", e.HistoryLen, e.HistoryHead, &e)
-		v.effectHistory(&e, hist)
-		if problem := signatureProblem(&e); problem != "" {
-			v.add("signature", e.ID, "", "%s", problem)
-		}
+		problems, read := effectProblems(&e, hist, u, a)
+		v.rep.Records += read
+		v.rep.Problems = append(v.rep.Problems, problems...)
 		return nil
 	})
 	if err != nil {
@@ -153,21 +154,12 @@ func (v *verifier) run() error {
 	return nil
 }
 
-// chain checks sequence numbers and hashes of one history (of effect e, or
-// of a session when e is nil), and its pinned end.
-func (v *verifier) chain(hist []HistoryRecord, effect uint64, session string, wantLen uint32, wantHead string, e *Effect) {
-	problems, read := checkChain(hist, wantLen, wantHead, e)
-	v.rep.Records += read
-	for _, p := range problems {
-		v.add("history", effect, session, "%s", p)
-	}
-}
-
-// checkChain checks a history as chain does and returns what it found and
-// how many records it read. The records of an effect that carry
-// hashWithContent are checked against what the effect says now, as it was
-// at each record (see contentPoint).
-func checkChain(hist []HistoryRecord, wantLen uint32, wantHead string, e *Effect) (problems []string, read int) {
+// checkChain checks the sequence numbers and hashes of one history (of
+// effect e, or of session s), and its pinned end, and returns what it found
+// and how many records it read. The records that carry hashWithContent are
+// checked against what the effect says now, as it was at each record (see
+// contentPoint), or against what the session says (see sessionContent).
+func checkChain(hist []HistoryRecord, wantLen uint32, wantHead string, e *Effect, s *Session) (problems []string, read int) {
 	prev := ""
 	// Most records of an effect cover the same point: its digest is taken
 	// once per point.
@@ -183,8 +175,12 @@ func checkChain(hist []HistoryRecord, wantLen uint32, wantHead string, e *Effect
 			problems = append(problems, fmt.Sprintf("record %d does not chain to record %d", r.Seq, r.Seq-1))
 		}
 		point = point.after(&r)
-		if e != nil && r.HashVersion == hashWithContent && (!have || point != contentOf) {
+		switch {
+		case r.HashVersion != hashWithContent:
+		case e != nil && (!have || point != contentOf):
 			content, contentOf, have = effectContent(e, point), point, true
+		case s != nil && !have:
+			content, have = sessionContent(s), true
 		}
 		if got := recordHash(&r, content); got != r.Hash {
 			if r.HashVersion == hashWithContent {
@@ -201,7 +197,11 @@ func checkChain(hist []HistoryRecord, wantLen uint32, wantHead string, e *Effect
 		if len(covering) > 1 {
 			which = "records " + strings.Join(covering, ", ") + " were"
 		}
-		problems = append(problems, which+" altered, or what the effect says (args, result, error, compensation) was (hash mismatch)")
+		what := "the effect says (args, result, error, compensation)"
+		if s != nil {
+			what = "the session says (meta)"
+		}
+		problems = append(problems, which+" altered, or what "+what+" was (hash mismatch)")
 	}
 	if uint32(len(hist)) != wantLen || prev != wantHead {
 		problems = append(problems, fmt.Sprintf("history has %d records ending %.12s; the record pins %d ending %.12s", len(hist), prev, wantLen, wantHead))
@@ -243,26 +243,80 @@ func undoProblem(e *Effect, u *UndoEntry) string {
 	return ""
 }
 
-// CheckEffect checks one effect as read (GetEffect): its history chain and
-// what the history covers of it, its signature against its args, and its
-// undo entry against it. Whatever fails is ErrCorrupt naming the effect: a
-// compensation or a cached result is used only from an effect that passes.
-func CheckEffect(d EffectDetail) error {
-	e := &d.Effect
-	problems, _ := checkChain(d.History, e.HistoryLen, e.HistoryHead, e)
-	if p := signatureProblem(e); p != "" {
-		problems = append(problems, p)
+// effectProblems is every check of one effect against its own records,
+// written once for verify and CheckEffect: its history chain and what the
+// history covers of it, the states its history leaves it and its undo entry
+// u in, its signature against its args, and its undo entry's compensation
+// and its approval request a against it. It returns how many records it read.
+func effectProblems(e *Effect, hist []HistoryRecord, u *UndoEntry, a *Approval) (problems []Problem, read int) {
+	add := func(kind, format string, args ...any) {
+		problems = append(problems, Problem{Kind: kind, Effect: e.ID, Detail: fmt.Sprintf(format, args...)})
 	}
-	if d.Undo != nil {
-		if p := undoProblem(e, d.Undo); p != "" {
-			problems = append(problems, p)
+	chain, read := checkChain(hist, e.HistoryLen, e.HistoryHead, e, nil)
+	for _, p := range chain {
+		add("history", "%s", p)
+	}
+	state, entry := "", string(sm.EntryPending) // an entry no record moved is pending
+	for _, r := range hist {
+		switch r.Kind {
+		case KindEffect:
+			if r.From != state {
+				add("history", "record %d moves from %q but the effect was %q", r.Seq, r.From, state)
+			}
+			if state == "" {
+				if r.To != string(sm.Pending) {
+					add("history", "first record enters %q, not pending", r.To)
+				}
+			} else if _, err := sm.Validate(e.Tier, sm.State(r.From), sm.State(r.To)); err != nil {
+				add("history", "record %d: %v", r.Seq, err)
+			}
+			state = r.To
+		case KindUndo:
+			if r.From != entry {
+				add("history", "undo record %d moves from %q but the entry was %q", r.Seq, r.From, entry)
+			}
+			entry = r.To
+		default:
+			add("history", "record %d has unknown kind %q", r.Seq, r.Kind)
 		}
 	}
+	if state != string(e.State) {
+		add("state", "state is %s but the last history record says %q", e.State, state)
+	}
+	if u != nil && string(u.State) != entry {
+		add("state", "undo entry is %s but its history says %s", u.State, entry)
+	}
+	if p := signatureProblem(e); p != "" {
+		add("signature", "%s", p)
+	}
+	if u != nil {
+		if p := undoProblem(e, u); p != "" {
+			add("undo", "%s", p)
+		}
+	}
+	if a != nil {
+		// An approver is shown the request: it must say what the effect does,
+		// and why, as its first record (which its hash covers) says.
+		if a.Session != e.Session || a.Tool != e.Tool || !bytes.Equal(a.Args, e.Args) {
+			add("approval", "the request's session, tool or args differ from the effect's")
+		}
+		if len(hist) > 0 && a.Reason != hist[0].Reason {
+			add("approval", "the request's reason differs from the effect's history: %q", hist[0].Reason)
+		}
+	}
+	return problems, read
+}
+
+// CheckEffect checks one effect as read (GetEffect) against its own records
+// (see effectProblems). Whatever fails is ErrCorrupt naming the effect: a
+// compensation or a cached result is used only from an effect that passes.
+func CheckEffect(d EffectDetail) error {
+	problems, _ := effectProblems(&d.Effect, d.History, d.Undo, d.Approval)
 	if len(problems) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w: effect %d fails its check, damaged or tampered (%s); run undolog verify",
-		ErrCorrupt, e.ID, problems[0])
+		ErrCorrupt, d.Effect.ID, problems[0].Detail)
 }
 
 // checkEffectTx is CheckEffect inside a transaction, for effect e as read
@@ -276,46 +330,46 @@ func checkEffectTx(tx *bolt.Tx, e *Effect) error {
 	if d.Undo, err = getUndo(tx, e); err != nil {
 		return err
 	}
+	if d.Approval, err = getApproval(tx, e.ID); err != nil {
+		return err
+	}
 	return CheckEffect(d)
 }
 
-// effectHistory replays the records through the state machine.
-func (v *verifier) effectHistory(e *Effect, hist []HistoryRecord) {
-	state, entry := "", ""
-	for _, r := range hist {
-		switch r.Kind {
-		case KindEffect:
-			if r.From != state {
-				v.add("history", e.ID, "", "record %d moves from %q but the effect was %q", r.Seq, r.From, state)
-			}
-			if state == "" {
-				if r.To != string(sm.Pending) {
-					v.add("history", e.ID, "", "first record enters %q, not pending", r.To)
-				}
-			} else if _, err := sm.Validate(e.Tier, sm.State(r.From), sm.State(r.To)); err != nil {
-				v.add("history", e.ID, "", "record %d: %v", r.Seq, err)
-			}
-			state = r.To
-		case KindUndo:
-			if entry == "" {
-				entry = string(sm.EntryPending)
-			}
-			if r.From != entry {
-				v.add("history", e.ID, "", "undo record %d moves from %q but the entry was %q", r.Seq, r.From, entry)
-			}
-			entry = r.To
-		default:
-			v.add("history", e.ID, "", "record %d has unknown kind %q", r.Seq, r.Kind)
-		}
+// sessionProblems is every check of one session against its own history,
+// written once for verify and CheckSession: the chain and what it covers of
+// the session (its meta), the state it leaves the session in, and the
+// upstream it states.
+func sessionProblems(s *Session, hist []HistoryRecord) (problems []Problem, read int) {
+	add := func(kind, format string, args ...any) {
+		problems = append(problems, Problem{Kind: kind, Session: s.ID, Detail: fmt.Sprintf(format, args...)})
 	}
-	if state != string(e.State) {
-		v.add("state", e.ID, "", "state is %s but the last history record says %q", e.State, state)
+	chain, read := checkChain(hist, s.HistoryLen, s.HistoryHead, nil, s)
+	for _, p := range chain {
+		add("history", "%s", p)
 	}
-	if entry != "" {
-		if u, err := getUndo(v.tx, e); err == nil && u != nil && string(u.State) != entry {
-			v.add("state", e.ID, "", "undo entry is %s but its last history record says %s", u.State, entry)
-		}
+	if n := len(hist); n > 0 && hist[n-1].To != string(s.State) {
+		add("state", "state is %s but the last history record says %s", s.State, hist[n-1].To)
 	}
+	upstream, stated, err := statedUpstream(hist)
+	switch {
+	case err != nil:
+		add("history", "%v", err)
+	case stated && !slices.Equal(upstream, s.Upstream):
+		add("history", "the session's upstream was altered: its history records %q", upstream)
+	}
+	return problems, read
+}
+
+// CheckSession checks a session as read against its history (see
+// sessionProblems): ErrCorrupt naming the session if it fails.
+func CheckSession(s Session, hist []HistoryRecord) error {
+	problems, _ := sessionProblems(&s, hist)
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: session %s fails its check, damaged or tampered (%s); run undolog verify",
+		ErrCorrupt, s.ID, problems[0].Detail)
 }
 
 func (v *verifier) orphanHistory() {
@@ -394,43 +448,37 @@ func (v *verifier) indexes() {
 	}
 }
 
-func (v *verifier) undoAndApprovals() {
-	for id, e := range v.effects {
-		if e.ReplayOf != nil {
-			continue
+// undoAndApproval checks that effect e has the undo entry u and approval
+// request a its tier calls for, and the request's index entry. (What they
+// say is checked against the effect by effectProblems.)
+func (v *verifier) undoAndApproval(e *Effect, u *UndoEntry, a *Approval) {
+	if e.ReplayOf != nil {
+		return
+	}
+	id := e.ID
+	if (e.Tier == sm.Compensable) != (u != nil) {
+		v.add("undo", id, "", "a %s effect with undo entry=%v", e.Tier, u != nil)
+	}
+	if (e.Tier == sm.Irreversible) != (a != nil) {
+		v.add("approval", id, "", "a %s effect with approval request=%v", e.Tier, a != nil)
+	}
+	openValue := v.tx.Bucket(bApprovalsOpen).Get(itob(id))
+	open := openValue != nil
+	if a != nil && (a.Outcome == ApprovalPending) != open {
+		v.add("index", id, "", "approval is %s but pending index entry=%v", a.Outcome, open)
+	}
+	if a != nil && open {
+		var want int64
+		if a.ExpiresAt != nil {
+			want = a.ExpiresAt.UnixNano()
 		}
-		u, _ := getUndo(v.tx, e)
-		if (e.Tier == sm.Compensable) != (u != nil) {
-			v.add("undo", id, "", "a %s effect with undo entry=%v", e.Tier, u != nil)
-		}
-		if u != nil {
-			if p := undoProblem(e, u); p != "" {
-				v.add("undo", id, "", "%s", p)
-			}
-		}
-		a, _ := getApproval(v.tx, id)
-		if (e.Tier == sm.Irreversible) != (a != nil) {
-			v.add("approval", id, "", "a %s effect with approval request=%v", e.Tier, a != nil)
-		}
-		// An approver is shown the request: it must say what the effect does.
-		if a != nil && (a.Session != e.Session || a.Tool != e.Tool || !bytes.Equal(a.Args, e.Args)) {
-			v.add("approval", id, "", "the request's session, tool or args differ from the effect's")
-		}
-		openValue := v.tx.Bucket(bApprovalsOpen).Get(itob(id))
-		open := openValue != nil
-		if a != nil && (a.Outcome == ApprovalPending) != open {
-			v.add("index", id, "", "approval is %s but pending index entry=%v", a.Outcome, open)
-		}
-		if a != nil && open {
-			var want int64
-			if a.ExpiresAt != nil {
-				want = a.ExpiresAt.UnixNano()
-			}
-			if _, expires, known := parsePending(openValue); known && expires != want {
-				v.add("index", id, "", "pending index entry expires at %d, the request at %d", expires, want)
-			}
+		if _, expires, known := parsePending(openValue); known && expires != want {
+			v.add("index", id, "", "pending index entry expires at %d, the request at %d", expires, want)
 		}
 	}
+}
+
+func (v *verifier) undoAndApprovals() {
 	v.tx.Bucket(bUndo).ForEach(func(k, _ []byte) error {
 		if len(k) < 9 {
 			v.add("undo", 0, "", "undo key %x is malformed", k)

@@ -78,11 +78,13 @@ func (p Plan) Work() int {
 }
 
 // MakePlan reads the session's undo stack (LIFO) and decides each step. It
-// changes nothing. An entry still to act on whose effect fails its check
-// (logstore.CheckEffect: damaged or tampered) refuses the whole plan, so
-// that nothing runs.
+// changes nothing. A session that fails its check (logstore.CheckSession:
+// its state, meta or upstream disagree with its history), or an entry still
+// to act on whose effect fails its (logstore.CheckEffect, which also holds
+// the entry's state to its history), refuses the whole plan, so that nothing
+// runs: damaged or tampered.
 func MakePlan(store logstore.Log, session string) (Plan, error) {
-	if _, err := store.GetSession(session); err != nil {
+	if _, err := store.VerifySession(session); err != nil {
 		return Plan{}, err
 	}
 	stack, _, err := store.UndoStack(session, 0)
@@ -236,7 +238,7 @@ func (r *Runner) progress(format string, args ...any) {
 // resumes the walk.
 func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	res := Result{Session: session, Compensated: []uint64{}, Skipped: []uint64{}}
-	sess, err := r.Store.GetSession(session)
+	sess, err := r.Store.VerifySession(session) // its upstream is started only as its history states it
 	if err != nil {
 		return res, err
 	}

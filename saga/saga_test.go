@@ -237,3 +237,103 @@ func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
 		t.Fatalf("%+v", d.Undo)
 	}
 }
+
+// stubTools records the upstream servers undo asked to start.
+type stubTools struct{ started [][]string }
+
+func (s *stubTools) dial(_ context.Context, upstream []string) (ToolCaller, error) {
+	s.started = append(s.started, upstream)
+	return stubCaller{}, nil
+}
+
+type stubCaller struct{}
+
+func (stubCaller) CallTool(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`{}`), nil
+}
+func (stubCaller) Close() error { return nil }
+
+// TestUndoRefusesATamperedUpstream: the MCP server command a session
+// recorded is started by undo only while the session's history covers it.
+func TestUndoRefusesATamperedUpstream(t *testing.T) {
+	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
+	// "<", ">" are escaped in the copy the history states (JSON), so that
+	// the session record's copy is the one changed below.
+	if _, err := store.CreateSession(logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
+		t.Fatal(err)
+	}
+	id := committed(t, store, "p", &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete"}, `1`)
+	tools := &stubTools{}
+	if res, err := (&Runner{Store: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p"); err != nil || res.State != "compensated" {
+		t.Fatalf("undo of an intact session: %+v %v", res, err)
+	}
+	if len(tools.started) != 1 {
+		t.Fatalf("started %v", tools.started)
+	}
+
+	store = logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
+	if _, err := store.CreateSession(logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
+		t.Fatal(err)
+	}
+	id = committed(t, store, "p", &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete"}, `1`)
+	flipInFile(t, store, "<original>", "<tampered>")
+	tools = &stubTools{}
+	if _, err := MakePlan(store, "p"); !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+		t.Fatalf("plan of a session with a tampered upstream: %v", err)
+	}
+	_, err := (&Runner{Store: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+	if !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+		t.Fatalf("undo of a session with a tampered upstream: %v", err)
+	}
+	if len(tools.started) != 0 {
+		t.Fatalf("undo started %v", tools.started)
+	}
+	if d, _ := store.GetEffect(id); d.Undo.State != sm.EntryPending {
+		t.Fatalf("entry is %s", d.Undo.State)
+	}
+}
+
+// TestUndoRefusesATamperedEntryState: an undo entry set back to pending
+// after its compensation ran, or a session whose state disagrees with its
+// history, runs nothing again.
+func TestUndoRefusesATamperedEntryState(t *testing.T) {
+	// Binary records: an undo entry's value starts with its form, 'U' and
+	// its state's token (compensated 5, pending 1); a session's with its
+	// form, 'S', its id and its state's token (compensated 5, failed 21).
+	entryState := func(id uint64, token byte) string {
+		key := append([]byte("s\x00"), 0, 0, 0, 0, 0, 0, 0, byte(id))
+		return string(key) + "\x02U" + string([]byte{token})
+	}
+	sessionState := func(token byte) string { return "\x02S\x01s" + string([]byte{token}) }
+	for name, flips := range map[string][][2]string{
+		"entry and session": {{entryState(1, 5), entryState(1, 1)}, {sessionState(5), sessionState(21)}},
+		"entry":             {{entryState(1, 5), entryState(1, 1)}},
+		"session":           {{sessionState(5), sessionState(21)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+			runs := filepath.Join(dir, "runs")
+			id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"sh", "-c", "echo run >> " + runs}}, `1`)
+			if id != 1 {
+				t.Fatalf("effect %d", id)
+			}
+			if res, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s"); err != nil || res.State != "compensated" {
+				t.Fatalf("%+v %v", res, err)
+			}
+			for _, f := range flips {
+				flipInFile(t, store, f[0], f[1])
+			}
+			if rep, _ := store.Verify(); len(rep.Problems) == 0 {
+				t.Fatal("verify found nothing")
+			}
+			_, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s")
+			if !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+				t.Fatalf("undo of a tampered entry or session: %v", err)
+			}
+			if data, _ := os.ReadFile(runs); strings.Count(string(data), "run") != 1 {
+				t.Fatalf("the compensation ran %d times", strings.Count(string(data), "run"))
+			}
+		})
+	}
+}
