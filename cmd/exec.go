@@ -80,14 +80,16 @@ code, stdout and stderr (up to 1 MiB each) are recorded.
   - An irreversible call (the default without --undo: fail closed) waits for
     'undolog approve ID' from any shell, and does not run if rejected or expired.
 
-Exit codes: the command's own, or 121 rejected, 122 approval timed out, 123 in
-progress elsewhere, 124 in doubt (owner died; see --retry-in-doubt), 125 undolog error.`,
+Exit codes: the command's own, or 121 rejected, 122 approval timed out (the request
+expired, or no decision within --approval-timeout), 123 in progress elsewhere, 124 in
+doubt (owner died; see --retry-in-doubt), 125 undolog error (usage included), 130
+interrupted while waiting for approval.`,
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
   undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
   undolog exec --session $RUN --tier safe -- kubectl get pods`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usagef("exec needs a command to run: undolog exec --session S -- CMD [ARGS...]")
+				return &exitError{code: ExitExecError, msg: "exec needs a command to run: undolog exec --session S -- CMD [ARGS...]"}
 			}
 			return nil
 		},
@@ -111,6 +113,10 @@ progress elsewhere, 124 in doubt (owner died; see --retry-in-doubt), 125 undolog
 	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run (fail it, then run it)")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields out of the log: a glob over dotted paths of the call (argv.3) and result (stdout); repeatable")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
+	// exec's own errors, usage included, are 125: the command's codes are the rest.
+	c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: ExitExecError, msg: fmt.Sprintf("%v (see '%s --help')", err, c.CommandPath())}
+	})
 	return c
 }
 
@@ -244,6 +250,9 @@ func reclaimInDoubt(f *Factory, store logstore.Log, opts *execOptions, e logstor
 // or expired (exit 121 or 122), or the wait is interrupted.
 func waitForApproval(ctx context.Context, f *Factory, store logstore.Log, opts *execOptions, e logstore.Effect) error {
 	announced := false
+	// --approval-timeout bounds this wait even on a request opened before
+	// (by an earlier run, or reopened after a failure) that expires later.
+	giveUp := f.Now().Add(opts.approvalTimeout)
 	for {
 		d, err := store.GetEffect(e.ID)
 		if err != nil {
@@ -269,10 +278,18 @@ func waitForApproval(ctx context.Context, f *Factory, store logstore.Log, opts *
 			}
 			continue
 		}
+		if !f.Now().Before(giveUp) {
+			return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: undolog approve %d)",
+				e.ID, opts.approvalTimeout, e.ID)}
+		}
 		if !announced {
 			expiry := ""
 			if a != nil && a.ExpiresAt != nil {
-				expiry = " (expires in " + compactDuration(a.ExpiresAt.Sub(f.Now())) + ")"
+				until := *a.ExpiresAt
+				if giveUp.Before(until) {
+					until = giveUp
+				}
+				expiry = " (expires in " + compactDuration(until.Sub(f.Now())) + ")"
 			}
 			opts.note(f, "effect %d (%s, irreversible) awaits approval%s: undolog approve %d", e.ID, e.Tool, expiry, e.ID)
 			announced = true

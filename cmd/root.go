@@ -95,7 +95,8 @@ undone, and undone last-in-first-out when the session fails.`,
 // classifyCobraError turns cobra's own argument errors into usage errors.
 func classifyCobraError(err error) error {
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var ee *exitError
+	if errors.As(err, &ue) || errors.As(err, &ee) {
 		return err
 	}
 	msg := err.Error()
