@@ -22,9 +22,9 @@ package logstore
 // so do the records of a log since deleted or replaced by another at the
 // same path, or of another state of the log (a backup restored).
 //
-// The holder keeps the journal file open and checks, around each append,
-// that it is still the file at the path and as long as it wrote it: if it
-// was removed or cut short, the records it held are in the held
+// The holder keeps the journal file open and checks, before it lets the log
+// go, that it is still the file at the path and as long as it wrote it: if
+// it was removed or cut short, the records it held are in the held
 // transaction, which is committed to bbolt instead.
 
 import (
@@ -245,20 +245,15 @@ var (
 
 // append makes rec, a record on base, durable: rec holds the operations
 // after room for the header, which append fills in. It goes after the valid
-// records, over leftovers if there are any. If the journal is no longer the
-// file this holder wrote (errJournalLost), the record may not have reached
-// the journal; if the record could not be taken back after a failed sync,
-// the write is in doubt (ErrInDoubt).
+// records, over leftovers if there are any. If the record could not be taken
+// back after a failed sync, the write is in doubt (ErrInDoubt). A journal
+// found removed or cut short when it is opened is errJournalLost; one lost
+// later is found when the log is let go (intact), not here: a stat beside
+// each fdatasync cost 25 µs, a tenth of a lifecycle, and the held
+// transaction keeps every write until then.
 func (j *journal) append(base journalBase, rec []byte) error {
 	if j.records > 0 && base != j.base {
 		return fmt.Errorf("journal %s: a record on transaction %d after records on %d", j.path, base.txid, j.base.txid)
-	}
-	if j.f != nil && !j.intact(j.size) {
-		if j.records > 0 {
-			return errJournalLost
-		}
-		j.close() // nothing in it to lose: write to the file at the path
-		j.exists = false
 	}
 	if j.f == nil {
 		perm := j.mode
@@ -291,9 +286,6 @@ func (j *journal) append(base journalBase, rec []byte) error {
 	if err != nil {
 		return j.takeBack(at, err)
 	}
-	if !j.intact(at + int64(len(rec))) {
-		return errJournalLost
-	}
 	j.size += int64(len(rec))
 	j.records++
 	j.base = base
@@ -301,9 +293,10 @@ func (j *journal) append(base journalBase, rec []byte) error {
 }
 
 // intact reports whether the journal file this holder writes is still the
-// one at its path, at least size bytes long and, if it holds records,
-// starting with a record on the holder's base (a file cut short and written
-// past its end again reads as zeros there).
+// one at its path and still holds, sound, the records this holder knows
+// of: size bytes of them on its base (a file cut short and written past its
+// end again holds zeros in between). It reads them back: a check made once
+// per hold.
 func (j *journal) intact(size int64) bool {
 	held, err := j.f.Stat()
 	if err != nil || held.Size() < size {
@@ -315,11 +308,19 @@ func (j *journal) intact(size int64) bool {
 	if j.records == 0 {
 		return true
 	}
-	var head [journalHeader]byte
-	if _, err := j.f.ReadAt(head[:], 0); err != nil {
+	data := make([]byte, size)
+	if _, err := j.f.ReadAt(data, 0); err != nil {
 		return false
 	}
-	return headerBase(head[:]) == j.base
+	n := 0
+	for off := 0; off < len(data); n++ {
+		length, base, ok := parseRecord(data[off:])
+		if !ok || base != j.base {
+			return false
+		}
+		off += length
+	}
+	return n == j.records
 }
 
 // takeBack removes the record written at `at` after its write or sync
