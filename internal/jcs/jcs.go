@@ -9,8 +9,10 @@
 // ECMAScript form of the nearest double is that value (1.0, 1e2, 4.50, every
 // shortest form a double prints as), the output is RFC 8785's; where it is not
 // (12345678901234567891, 0.1000000000000000055511151231257827021181583404541015625,
-// 1e-400), the output is the exact decimal laid out the same way, so numbers
-// that differ never share a form and a log stores the digits that were sent.
+// 1e-400), the output is the exact decimal laid out the same way (an integer
+// in plain digits, never an exponent form a JSON reader would take for a
+// double), so numbers that differ never share a form and a log stores the
+// digits that were sent.
 package jcs
 
 import (
@@ -337,7 +339,8 @@ func (p *parser) number(out []byte) ([]byte, error) {
 	text := p.in[start:p.pos]
 	// ParseFloat reads the value only to check its range: a value too small
 	// for a double is kept, not read as 0.
-	if f, err := strconv.ParseFloat(string(text), 64); math.IsInf(f, 0) || (err != nil && !errors.Is(err, strconv.ErrRange)) {
+	f, err := strconv.ParseFloat(string(text), 64)
+	if math.IsInf(f, 0) || (err != nil && !errors.Is(err, strconv.ErrRange)) {
 		return nil, p.errorf("number %s is outside the IEEE 754 double range", text)
 	}
 	sig := strings.TrimLeft(intPart+frac, "0")
@@ -360,7 +363,14 @@ func (p *parser) number(out []byte) ([]byte, error) {
 	if neg {
 		sign = "-"
 	}
-	return append(out, layout(sign, strings.TrimRight(sig, "0"), n)...), nil
+	sig = strings.TrimRight(sig, "0")
+	exact := layout(sign, sig, n)
+	if int64(len(sig)) <= n && n > 21 && exact != FormatNumber(f) {
+		// An integer a double does not hold: its digits, as sent, not an
+		// exponent form that JSON readers would take for a double.
+		exact = sign + sig + strings.Repeat("0", int(n-int64(len(sig))))
+	}
+	return append(out, exact...), nil
 }
 
 // minExponent bounds the exponents of values too small for a double, which
