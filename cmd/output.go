@@ -237,17 +237,17 @@ func parseID(s string) (uint64, error) {
 }
 
 // collectIDs reads ids from the arguments, or from stdin when the only
-// argument is "-" (so `undolog approvals -o ids | undolog approve -` works).
+// argument is "-" (so `undolog approvals -o ids | undolog approve -` works,
+// also when nothing waits).
 func collectIDs(f *Factory, args []string) ([]uint64, error) {
 	if len(args) == 1 && args[0] == "-" {
 		data, err := io.ReadAll(f.In)
 		if err != nil {
 			return nil, err
 		}
+		// None is a batch of nothing (nothing waits for approval): done, not
+		// a usage error that would stop a `set -e` script.
 		args = strings.Fields(string(data))
-		if len(args) == 0 {
-			return nil, usagef("no effect ids on standard input")
-		}
 	}
 	ids := make([]uint64, 0, len(args))
 	for _, a := range args {
