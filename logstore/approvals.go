@@ -74,7 +74,7 @@ func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Ti
 	}
 	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, ApprovalPending, "", nil, ""
 	if !sess.State.AcceptsEffects() {
-		a.close(sess.State, now)
+		closeRequest(a, sess.State, now)
 		return putRecord(tx, bApprovals, itob(id), a)
 	}
 	if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
@@ -112,7 +112,7 @@ func closeOpenApprovals(tx *writeTx, sess *Session, to sm.SessionState, now time
 		if a == nil || a.Session != sess.ID || a.Outcome != ApprovalPending {
 			continue
 		}
-		a.close(to, now)
+		closeRequest(a, to, now)
 		if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
 			return err
 		}
@@ -126,14 +126,10 @@ func closeOpenApprovals(tx *writeTx, sess *Session, to sm.SessionState, now time
 	return nil
 }
 
-func (a *Approval) close(state sm.SessionState, now time.Time) {
+// closeRequest closes request a: its session, now in state, accepts no
+// decisions.
+func closeRequest(a *Approval, state sm.SessionState, now time.Time) {
 	a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = ApprovalClosed, SessionActor, &now, "session "+string(state)
-}
-
-// Round is the request as it stands now: an ApprovalRound once it is asked again.
-func (a *Approval) Round() ApprovalRound {
-	return ApprovalRound{RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Outcome: a.Outcome,
-		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Decision: a.Decision}
 }
 
 // alreadyDecided adds to a refused decision who made the one that stands.

@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -63,7 +64,7 @@ func TestUndoStepRefusesATamperedCompensation(t *testing.T) {
 // v1RecordHash is how undolog hashed history records before they covered
 // their effect's content: the record's fields and the hash before it.
 func v1RecordHash(r *HistoryRecord) string {
-	return fieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
+	return model.FieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 		strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
 		r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash)
 }

@@ -9,32 +9,9 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/undolog/undolog/internal/jcs"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
-
-// signatureVersion tags the signature layout, so a future change cannot
-// collide with signatures already in a log.
-const signatureVersion = "undolog-call-v1"
-
-// Signature is the hex SHA-256 over the length-prefixed tuple (version,
-// session, tool, canonical args, key). canonicalArgs must be RFC 8785 output.
-func Signature(session, tool string, canonicalArgs []byte, key string) string {
-	return fieldsHash(signatureVersion, session, tool, string(canonicalArgs), key)
-}
-
-// CanonicalArgs validates JSON args and returns their canonical form; empty
-// args mean {}.
-func CanonicalArgs(args []byte) ([]byte, error) {
-	if len(args) == 0 {
-		return []byte("{}"), nil
-	}
-	out, err := jcs.Canonicalize(args)
-	if err != nil {
-		return nil, fmt.Errorf("%w: args: %v", ErrInvalidInput, err)
-	}
-	return out, nil
-}
 
 // InterceptRequest registers one tool call.
 type InterceptRequest struct {
@@ -108,7 +85,7 @@ func prepare(req InterceptRequest) (prepared, error) {
 	if err := ValidSessionID(req.Session); err != nil {
 		return prepared{}, err
 	}
-	if err := validToolName(req.Tool); err != nil {
+	if err := model.ValidToolName(req.Tool); err != nil {
 		return prepared{}, err
 	}
 	args, err := CanonicalArgs(req.Args)
@@ -119,10 +96,10 @@ func prepare(req InterceptRequest) (prepared, error) {
 	if req.Tier == sm.Safe {
 		return p, nil
 	}
-	if err := validRedactions(req.Redact); err != nil {
+	if err := model.ValidRedactions(req.Redact); err != nil {
 		return prepared{}, err
 	}
-	if p.args, err = redact(args, req.Redact); err != nil {
+	if p.args, err = model.Redact(args, req.Redact); err != nil {
 		return prepared{}, err
 	}
 	if req.Compensation != nil {

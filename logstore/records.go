@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -194,19 +194,6 @@ func putEffect(tx *writeTx, e *Effect, oldState sm.State) error {
 	return putRecord(tx, bEffects, itob(e.ID), e)
 }
 
-// fieldsHash is the hex SHA-256 of the fields, each preceded by its length
-// as 8 big-endian bytes, so that no two lists of fields hash alike.
-func fieldsHash(fields ...string) string {
-	var space [512]byte
-	b := space[:0]
-	for _, f := range fields {
-		b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
-		b = append(b, f...)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
-
 // hashWithContent is the HashVersion of the records this undolog writes for
 // effects: the hash also covers the effect's content at that point, so that
 // an args, result, error or compensation changed on disk breaks the chain.
@@ -218,11 +205,11 @@ const hashWithContent = 2
 // effectContent).
 func recordHash(r *HistoryRecord, content string) string {
 	if r.HashVersion == hashWithContent {
-		return fieldsHash("undolog-history-v2", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
+		return model.FieldsHash("undolog-history-v2", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 			strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
 			r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash, content)
 	}
-	return fieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
+	return model.FieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 		strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
 		r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash)
 }

@@ -1,75 +1,14 @@
 package logstore
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/undolog/undolog/internal/textfmt"
 	sm "github.com/undolog/undolog/statemachine"
 )
-
-// ValidSessionID reports whether id can name a session: 1 to 128 characters,
-// letters, digits and . _ : @ + / -, starting with a letter or digit. (A loop,
-// not a regexp: compiling {0,127} cost every undolog process almost a millisecond.)
-func ValidSessionID(id string) error {
-	ok := len(id) >= 1 && len(id) <= 128
-	for i := 0; ok && i < len(id); i++ {
-		c := id[i]
-		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
-		ok = alnum || i > 0 && strings.IndexByte("._:@+/-", c) >= 0
-	}
-	if !ok {
-		return fmt.Errorf("%w: session id %q: use 1-128 letters, digits and . _ : @ + / -, starting with a letter or digit", ErrInvalidInput, id)
-	}
-	return nil
-}
-
-// validToolName refuses a name for the first thing wrong with it.
-func validToolName(name string) error {
-	shown := name
-	if len(shown) > 64 {
-		shown = shown[:64] + "..."
-	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: tool name %q %s", ErrInvalidInput, shown, fmt.Sprintf(format, args...))
-	}
-	if name == "" {
-		return bad("is empty")
-	}
-	// What text output would have to escape cannot name a tool: a control
-	// character, or a bidirectional mark or invisible character that shows
-	// the name as another one.
-	for i := 0; i < len(name); {
-		r, n := utf8.DecodeRuneInString(name[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			return bad("is not UTF-8: byte %#x at byte %d", name[i], i)
-		case r < 0x20, 0x7f <= r && r <= 0x9f:
-			return bad("holds %U (a control character) at byte %d", r, i)
-		case textfmt.Unsafe(r):
-			return bad("holds %U at byte %d: no bidirectional marks, invisible characters or line separators", r, i)
-		}
-		i += n
-	}
-	if len(name) > 256 {
-		return bad("is %d bytes; at most 256", len(name))
-	}
-	return nil
-}
-
-// NewSessionID makes a readable, unique session id such as sess-20261130-3fa2c1.
-func NewSessionID(now time.Time) string {
-	var b [3]byte
-	rand.Read(b[:])
-	return "sess-" + now.UTC().Format("20060102") + "-" + hex.EncodeToString(b[:])
-}
 
 // NewSession describes a session to create.
 type NewSession struct {

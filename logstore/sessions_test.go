@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/undolog/undolog/model"
 	"pgregory.net/rapid"
 )
 
@@ -43,13 +44,13 @@ func TestToolNameErrorsSayWhatIsWrong(t *testing.T) {
 		"a\x9bb":                          `is not UTF-8: byte 0x9b at byte 1`,
 		strings.Repeat("x", 300) + "\x1b": "holds U+001B (a control character) at byte 300",
 	} {
-		err := validToolName(name)
+		err := model.ValidToolName(name)
 		if !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "1-256 bytes of UTF-8") {
 			t.Errorf("%q: %v, want %q", name, err, want)
 		}
 	}
 	for _, name := range []string{"x", "send_wire", "日本", strings.Repeat("x", 256)} {
-		if err := validToolName(name); err != nil {
+		if err := model.ValidToolName(name); err != nil {
 			t.Errorf("%q: %v", name, err)
 		}
 	}

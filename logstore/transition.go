@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -132,7 +133,7 @@ func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Chang
 	case sm.Executing:
 		e.Owner, e.Error = c.Owner, ""
 	case sm.Committed:
-		r, err := redact(result, e.Redact)
+		r, err := model.Redact(result, e.Redact)
 		if err != nil {
 			return err
 		}

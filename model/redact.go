@@ -1,4 +1,4 @@
-package logstore
+package model
 
 import (
 	"bytes"
@@ -11,8 +11,8 @@ import (
 // Redacted replaces the value of every redacted field.
 const Redacted = "[redacted]"
 
-// validRedactions checks redaction patterns (globs over dotted field paths).
-func validRedactions(patterns []string) error {
+// ValidRedactions checks redaction patterns (globs over dotted field paths).
+func ValidRedactions(patterns []string) error {
 	for _, p := range patterns {
 		if p == "" {
 			return fmt.Errorf("%w: an empty redaction pattern", ErrInvalidInput)
@@ -24,10 +24,10 @@ func validRedactions(patterns []string) error {
 	return nil
 }
 
-// redact replaces, in the JSON doc, the value of each field whose dotted path
+// Redact replaces, in the JSON doc, the value of each field whose dotted path
 // (user.password, items.0.token) matches one of the patterns; "*.password"
 // also matches a top-level password. The result is canonical JSON again.
-func redact(doc json.RawMessage, patterns []string) (json.RawMessage, error) {
+func Redact(doc json.RawMessage, patterns []string) (json.RawMessage, error) {
 	if len(patterns) == 0 || len(doc) == 0 {
 		return doc, nil
 	}

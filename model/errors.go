@@ -1,4 +1,4 @@
-package logstore
+package model
 
 import "errors"
 

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package logstore
+package model
 
 import (
 	"errors"

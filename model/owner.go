@@ -1,4 +1,4 @@
-package logstore
+package model
 
 import (
 	"fmt"
@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Owners are judged here, once, for exec, the proxy and the undo runner: a
-// live owner is never overtaken; a dead one leaves its work in doubt.
+// Owners are judged here, once, for exec, the proxy, the undo runner and
+// the log: a live owner is never overtaken; a dead one leaves its work in
+// doubt.
 
 // NewOwner is this process as the owner of work it starts at now.
 func NewOwner(now time.Time) *Owner {
@@ -64,49 +65,6 @@ func (o *Owner) String() string {
 		return "no recorded owner"
 	}
 	return fmt.Sprintf("pid %d on %s since %s", o.PID, o.Host, o.StartedAt.Format(time.RFC3339))
-}
-
-// ownedAsExpected checks a reclaim's ExpectOwner against the current owner
-// (a zero ExpectOwner expects none). No expectation always holds.
-func ownedAsExpected(cur, want *Owner) bool {
-	switch {
-	case want == nil:
-		return true
-	case *want == (Owner{}):
-		return cur == nil
-	}
-	return cur.Same(want)
-}
-
-// takenMeanwhile refuses a reclaim whose owner judged dead is no longer the owner.
-func takenMeanwhile(id uint64, cur, want *Owner) error {
-	return fmt.Errorf("%w: effect %d is no longer held by %s but by %s: another process took it meanwhile", ErrInProgress, id, want, cur)
-}
-
-// reclaimCompensation hands a compensating entry to c.Owner: a compensation
-// already compensating is never taken over unless the caller judged its
-// owner dead and names it in c.ExpectOwner (checked by the caller). With no
-// c.Owner, its owner lets it go (an interrupted run), leaving it in doubt.
-// The history records whose run ended.
-func reclaimCompensation(tx *writeTx, sess *Session, e Effect, u *UndoEntry, c Change, now time.Time) (UndoEntry, Effect, error) {
-	if c.ExpectOwner == nil {
-		return UndoEntry{}, e, fmt.Errorf("%w: effect %d is being compensated (%s)", ErrInProgress, e.ID, u.Owner)
-	}
-	trigger, why := "Reclaimed in doubt", "in doubt: "+goneOwner(u.Owner)
-	if c.Owner == nil {
-		trigger, why = "Compensation interrupted", c.Error
-	}
-	u.Owner, u.UpdatedAt = c.Owner, now
-	err := saveUndoStep(tx, sess, &e, e.State, u, HistoryRecord{Kind: KindUndo, From: string(u.State), To: string(u.State),
-		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: why, At: now})
-	return *u, e, err
-}
-
-func goneOwner(o *Owner) string {
-	if o == nil {
-		return "no owner recorded"
-	}
-	return fmt.Sprintf("owner pid %d on %s gone", o.PID, o.Host)
 }
 
 // CallStillRunning refuses to compensate an executing effect whose owner

@@ -1,4 +1,9 @@
-package logstore
+// Package model owns undolog's domain vocabulary, shared by every layer above
+// storage: effects, sessions, their history, undo entries, approvals, the
+// outcomes of an intercept, the errors, owners (which process runs a call),
+// call signatures and canonical args, names and redaction. It does no I/O but
+// reading which processes live.
+package model
 
 import (
 	"encoding/json"
@@ -247,4 +252,10 @@ func (d EffectDetail) Decision(now time.Time) Decision {
 		return DecisionExpired
 	}
 	return DecisionWaiting
+}
+
+// Round is the request as it stands now: an ApprovalRound once it is asked again.
+func (a *Approval) Round() ApprovalRound {
+	return ApprovalRound{RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Outcome: a.Outcome,
+		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Decision: a.Decision}
 }
