@@ -336,19 +336,9 @@ func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req Intercept
 		if err != nil {
 			return err
 		}
-		t, err := sm.Validate(rep.Tier, sm.Pending, sm.Replayed)
-		if err != nil {
-			return err
-		}
 		rep.Result = owner.Result
-		if err := appendEffectHistory(tx, &rep, HistoryRecord{Kind: KindEffect, From: string(sm.Pending),
-			To: string(sm.Replayed), Trigger: t.Trigger, Actor: actorOr(req.Actor),
+		if err := moveEffect(tx, sess, &rep, sm.Replayed, HistoryRecord{Actor: actorOr(req.Actor),
 			Reason: fmt.Sprintf("replay of effect %d", owner.ID), At: now}); err != nil {
-			return err
-		}
-		rep.State = sm.Replayed
-		countMove(sess, sm.Pending, sm.Replayed)
-		if err := putEffect(tx, &rep, ""); err != nil {
 			return err
 		}
 		owner.ReplayCount++

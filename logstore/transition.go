@@ -154,12 +154,31 @@ func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Chang
 			return err
 		}
 	}
+	return moveEffect(tx, sess, e, to, rec)
+}
+
+// moveEffect is the one way an effect changes state: a transition, a
+// replay, an expiry or a compensation step. It validates the move against
+// statemachine, appends the history record (rec says who, why, when and any
+// error; the trigger, if rec has none, is the spec's), counts the move in
+// the session and writes the effect with its state index. What the effect
+// says must be set before: the record's hash covers it.
+func moveEffect(tx *writeTx, sess *Session, e *Effect, to sm.State, rec HistoryRecord) error {
+	t, err := sm.Validate(e.Tier, e.State, to)
+	if err != nil {
+		return err
+	}
+	from := e.State
+	rec.Kind, rec.From, rec.To = KindEffect, string(from), string(to)
+	if rec.Trigger == "" {
+		rec.Trigger = t.Trigger
+	}
 	if err := appendEffectHistory(tx, e, rec); err != nil {
 		return err
 	}
-	e.State, e.UpdatedAt = to, now
+	e.State, e.UpdatedAt = to, rec.At
 	countMove(sess, from, to)
-	sess.UpdatedAt = now
+	sess.UpdatedAt = rec.At
 	return putEffect(tx, e, from)
 }
 
@@ -250,8 +269,7 @@ func expireDue(tx *writeTx, sess *Session, now time.Time) (int, error) {
 		if e.State != sm.Pending {
 			continue
 		}
-		t, err := sm.Validate(e.Tier, e.State, sm.Rejected)
-		if err != nil {
+		if _, err := sm.Validate(e.Tier, e.State, sm.Rejected); err != nil {
 			return 0, err
 		}
 		// The session halts once all are recorded: halting closes the
@@ -260,14 +278,7 @@ func expireDue(tx *writeTx, sess *Session, now time.Time) (int, error) {
 			return 0, err
 		}
 		rejected++
-		if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, From: string(e.State),
-			To: string(sm.Rejected), Trigger: t.Trigger, Actor: timeout.Actor, Reason: timeout.Reason, At: now}); err != nil {
-			return 0, err
-		}
-		countMove(sess, e.State, sm.Rejected)
-		from := e.State
-		e.State, e.UpdatedAt = sm.Rejected, now
-		if err := putEffect(tx, &e, from); err != nil {
+		if err := moveEffect(tx, sess, &e, sm.Rejected, HistoryRecord{Actor: timeout.Actor, Reason: timeout.Reason, At: now}); err != nil {
 			return 0, err
 		}
 	}
@@ -406,17 +417,10 @@ func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c 
 		u.Attempts = c.Attempts
 	}
 	if effTo != "" {
-		t, err := sm.Validate(e.Tier, e.State, effTo)
-		if err != nil {
+		if err := moveEffect(tx, sess, &e, effTo, HistoryRecord{Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}); err != nil {
 			return UndoEntry{}, e, err
 		}
-		from := e.State
-		if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, From: string(from), To: string(effTo),
-			Trigger: t.Trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}); err != nil {
-			return UndoEntry{}, e, err
-		}
-		e.State, e.UpdatedAt = effTo, now
-		countMove(sess, from, effTo)
+		oldState = e.State // moveEffect moved its state index
 	}
 	err = saveUndoStep(tx, sess, &e, oldState, u, HistoryRecord{Kind: KindUndo, From: string(fromEntry), To: string(to),
 		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now})
