@@ -122,27 +122,3 @@ func TestGCKeepsSessionsThatMovedAfterItLooked(t *testing.T) {
 	}
 	verifyClean(t, s)
 }
-
-// GC leaves a session with an effect executing (a call in flight, or in
-// doubt) however old and finished the session is: the call would commit
-// into nothing, and its undo entry would be gone.
-func TestGCKeepsSessionsWithACallExecuting(t *testing.T) {
-	s, clk := newStore(t)
-	for _, id := range []string{"running", "done"} {
-		res := intercept(t, s, id, "w", sm.Compensable, `{"s":"`+id+`"}`)
-		must[Effect](t)(s.Start(res.Effect.ID, Change{Owner: NewOwner(clk.now())}))
-		if id == "done" {
-			must[Effect](t)(s.Commit(res.Effect.ID, Change{}))
-		}
-		must[Session](t)(s.SetSessionState(id, sm.SessionFailed, Change{}))
-	}
-	clk.add(48 * time.Hour)
-	rep := must[GCReport](t)(s.GC(clk.now(), []sm.SessionState{sm.SessionFailed}))
-	if len(rep.Sessions) != 1 || rep.Sessions[0] != "done" {
-		t.Fatalf("%+v", rep)
-	}
-	if e := must[EffectDetail](t)(s.GetEffect(1)); e.Effect.State != sm.Executing || e.Undo == nil {
-		t.Fatalf("%+v", e)
-	}
-	verifyClean(t, s)
-}

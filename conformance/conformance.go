@@ -1,0 +1,143 @@
+// Package conformance is the effect log's semantic test suite, written only
+// against the logstore.Log interface and the statemachine tables: every engine
+// runs it (go test in the engine's package calls Run), so that all of them
+// keep the same rules.
+package conformance
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+	"pgregory.net/rapid"
+)
+
+// NewLog returns an empty log for one test, reading the time from now. The
+// engine cleans it up with t.Cleanup.
+type NewLog func(t *testing.T, now func() time.Time) logstore.Log
+
+// opener gives a test a fresh log and the clock it reads.
+type opener func(t *testing.T) (logstore.Log, *clock)
+
+// Run runs the whole suite against logs made by newLog, each test in a
+// subtest of its own with a fresh log.
+func Run(t *testing.T, newLog NewLog) {
+	open := func(t *testing.T) (logstore.Log, *clock) {
+		t.Helper()
+		clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+		return newLog(t, clk.now), clk
+	}
+	for _, c := range suite {
+		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
+	}
+}
+
+var suite = []struct {
+	name string
+	run  func(*testing.T, opener)
+}{
+	{"SafeCallsWriteNothing", testSafeCallsWriteNothing},
+	{"CompensableLifecycleAndReplay", testCompensableLifecycleAndReplay},
+	{"NumbersAreExact", testNumbersAreExact},
+	{"RetryAfterFail", testRetryAfterFail},
+	{"EveryEffectTransition", testEveryEffectTransition},
+	{"InvalidTransitionsChangeNothing", testInvalidTransitionsChangeNothing},
+	{"BadInterceptInput", testBadInterceptInput},
+	{"InterceptManyIsOneAllOrNothingTransaction", testInterceptManyIsOneAllOrNothingTransaction},
+	{"ClockGoingBackwards", testClockGoingBackwards},
+	{"IrreversibleApprovePath", testIrreversibleApprovePath},
+	{"RejectHaltsSession", testRejectHaltsSession},
+	{"ApprovalExpiry", testApprovalExpiry},
+	{"SecondDecisionIsInvalidTransition", testSecondDecisionIsInvalidTransition},
+	{"FailedIrreversibleNeedsNewDecision", testFailedIrreversibleNeedsNewDecision},
+	{"SessionMoveClosesApprovals", testSessionMoveClosesApprovals},
+	{"RejectionClosesOtherRequests", testRejectionClosesOtherRequests},
+	{"FailInClosedSessionClosesNewRequest", testFailInClosedSessionClosesNewRequest},
+	{"Sessions", testSessions},
+	{"EverySessionTransition", testEverySessionTransition},
+	{"ListEffectsFiltersAndPages", testListEffectsFiltersAndPages},
+	{"ReadLimits", testReadLimits},
+	{"UndoSteps", testUndoSteps},
+	{"EveryUndoEntryTransition", testEveryUndoEntryTransition},
+	{"GCKeepsSessionsWithACallExecuting", testGCKeepsSessionsWithACallExecuting},
+	{"GCDropsOnlyOldSessionsInTheGivenStates", testGCDropsOnlyOldSessionsInTheGivenStates},
+	{"Export", testExport},
+	{"SameSignatureFromManyGoroutines", testSameSignatureFromManyGoroutines},
+	{"RandomOperationsAgreeWithTheModel", testRandomOperations},
+}
+
+// clock is a settable time source.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func must[T any](t rapid.TB) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// pending lists every waiting approval request and checks the count agrees.
+func pending(t rapid.TB, s logstore.Log) []logstore.PendingApproval {
+	t.Helper()
+	list, waiting, err := s.PendingApprovals("", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiting != len(list) {
+		t.Fatalf("%d requests listed, %d counted as waiting", len(list), waiting)
+	}
+	return list
+}
+
+// undoStack lists a session's whole undo stack and checks the count agrees.
+func undoStack(t rapid.TB, s logstore.Log, session string) []logstore.UndoEntry {
+	t.Helper()
+	stack, total, err := s.UndoStack(session, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != len(stack) {
+		t.Fatalf("%d entries listed, %d counted", len(stack), total)
+	}
+	return stack
+}
+
+func intercept(t rapid.TB, s logstore.Log, session, tool string, tier sm.Tier, args string) logstore.InterceptResult {
+	t.Helper()
+	return must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: session, Tool: tool, Tier: tier,
+		Args: json.RawMessage(args), CreateSession: true, Actor: "tester"}))
+}
+
+func verifyClean(t rapid.TB, s logstore.Log) logstore.VerifyReport {
+	t.Helper()
+	rep := must[logstore.VerifyReport](t)(s.Verify())
+	if len(rep.Problems) != 0 {
+		t.Fatalf("verify found problems: %v", rep.Problems)
+	}
+	return rep
+}
+
+func states(h []logstore.HistoryRecord) string {
+	var out []string
+	for _, r := range h {
+		out = append(out, r.Kind+":"+r.From+">"+r.To)
+	}
+	return strings.Join(out, " ")
+}

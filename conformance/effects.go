@@ -1,0 +1,271 @@
+package conformance
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+func testCompensableLifecycleAndReplay(t *testing.T, newStore opener) {
+	s, clk := newStore(t)
+	res := intercept(t, s, "agent-1", "send_email", sm.Compensable, `{"to":"a@b.c","body":"hi"}`)
+	if res.Outcome != logstore.OutcomeNew || res.Effect.State != sm.Pending || res.Effect.ID == 0 {
+		t.Fatalf("%+v", res)
+	}
+	id := res.Effect.ID
+	stack := undoStack(t, s, "agent-1")
+	if len(stack) != 1 || stack[0].EffectID != id || stack[0].State != sm.EntryPending || stack[0].Compensation.Kind != logstore.CompensationManual {
+		t.Fatalf("undo entry not written ahead: %+v", stack)
+	}
+	must[logstore.Effect](t)(s.Start(id, logstore.Change{Actor: "tester", Owner: &logstore.Owner{PID: 42, Host: "h"}}))
+	clk.add(time.Second)
+	e := must[logstore.Effect](t)(s.Commit(id, logstore.Change{Actor: "tester", Result: json.RawMessage(`{ "message_id" : "m1" }`)}))
+	if e.State != sm.Committed || string(e.Result) != `{"message_id":"m1"}` || e.Owner != nil {
+		t.Fatalf("%+v", e)
+	}
+	// The same call with other key order and spacing is a replay.
+	clk.add(time.Second)
+	rep := intercept(t, s, "agent-1", "send_email", sm.Compensable, ` { "body":"hi", "to":"a@b.c" }`)
+	if rep.Outcome != logstore.OutcomeReplayed || rep.Effect.State != sm.Replayed || rep.Effect.ReplayOf == nil || *rep.Effect.ReplayOf != id {
+		t.Fatalf("replay: %+v", rep)
+	}
+	if string(rep.Effect.Result) != `{"message_id":"m1"}` || rep.Signature != res.Signature || rep.Effect.ID == id {
+		t.Fatalf("replay result: %+v", rep)
+	}
+	owner := must[logstore.EffectDetail](t)(s.GetEffect(id))
+	if owner.Effect.State != sm.Committed || owner.Effect.ReplayCount != 1 || owner.Effect.LastReplayedAt == nil || !owner.Effect.LastReplayedAt.Equal(clk.now()) {
+		t.Fatalf("owner after replay: %+v", owner.Effect)
+	}
+	if got := states(owner.History); got != "effect:>pending effect:pending>executing effect:executing>committed" {
+		t.Fatalf("owner history %s", got)
+	}
+	if owner.History[1].Actor != "tester" || owner.History[2].Trigger != "Commit RPC" {
+		t.Fatalf("history fields %+v", owner.History)
+	}
+	replay := must[logstore.EffectDetail](t)(s.GetEffect(rep.Effect.ID))
+	if got := states(replay.History); got != "effect:>pending effect:pending>replayed" {
+		t.Fatalf("replay history %s", got)
+	}
+	sess := must[logstore.Session](t)(s.GetSession("agent-1"))
+	if sess.Effects != 2 || sess.Counts[sm.Committed] != 1 || sess.Counts[sm.Replayed] != 1 || sess.State != sm.SessionActive {
+		t.Fatalf("session %+v", sess)
+	}
+	// A different key is a different call.
+	other := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "agent-1", Tool: "send_email", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"to":"a@b.c","body":"hi"}`), Key: "second"}))
+	if other.Outcome != logstore.OutcomeNew || other.Signature == res.Signature {
+		t.Fatalf("keyed call: %+v", other)
+	}
+	verifyClean(t, s)
+}
+
+func testNumbersAreExact(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	a := intercept(t, s, "n", "pay", sm.Compensable, `{"to":12345678901234567891}`)
+	b := intercept(t, s, "n", "pay", sm.Compensable, `{"to":12345678901234567000}`)
+	if a.Outcome != logstore.OutcomeNew || b.Outcome != logstore.OutcomeNew || a.Signature == b.Signature {
+		t.Fatalf("one call: %+v\n%+v", a, b)
+	}
+	if string(a.Effect.Args) != `{"to":12345678901234567891}` || string(b.Effect.Args) != `{"to":12345678901234567000}` {
+		t.Fatalf("args %s, %s", a.Effect.Args, b.Effect.Args)
+	}
+	r := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "n", Tool: "login", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"id":9007199254740993,"password":"x"}`), Redact: []string{"*.password", "*.token"}}))
+	if string(r.Effect.Args) != `{"id":9007199254740993,"password":"[redacted]"}` {
+		t.Fatalf("redacted args %s", r.Effect.Args)
+	}
+	must[logstore.Effect](t)(s.Start(r.Effect.ID, logstore.Change{}))
+	e := must[logstore.Effect](t)(s.Commit(r.Effect.ID, logstore.Change{Result: json.RawMessage(`{"token":"t","n":98765432109876543210.5,"tiny":1e-400}`)}))
+	if string(e.Result) != `{"n":98765432109876543210.5,"tiny":1e-400,"token":"[redacted]"}` {
+		t.Fatalf("redacted result %s", e.Result)
+	}
+	verifyClean(t, s)
+}
+
+func testRetryAfterFail(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	id := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`).Effect.ID
+	must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
+	e := must[logstore.Effect](t)(s.Fail(id, logstore.Change{Error: "exit 1"}))
+	if e.State != sm.Pending || e.Error != "exit 1" {
+		t.Fatalf("%+v", e)
+	}
+	again := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`)
+	if again.Outcome != logstore.OutcomeRetry || again.Effect.ID != id {
+		t.Fatalf("%+v", again)
+	}
+	must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
+	if in := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`); in.Outcome != logstore.OutcomeInProgress || in.Effect.ID != id {
+		t.Fatalf("while executing: %+v", in)
+	}
+	must[logstore.Effect](t)(s.Commit(id, logstore.Change{Result: json.RawMessage(`"ok"`)}))
+	d := must[logstore.EffectDetail](t)(s.GetEffect(id))
+	if got := states(d.History); got != "effect:>pending effect:pending>executing effect:executing>pending effect:pending>executing effect:executing>committed" {
+		t.Fatalf("history %s", got)
+	}
+	if d.History[2].Error != "exit 1" {
+		t.Fatalf("fail record lost its error: %+v", d.History[2])
+	}
+	verifyClean(t, s)
+}
+
+func testInvalidTransitionsChangeNothing(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	comp := intercept(t, s, "s", "write", sm.Compensable, `{"n":1}`).Effect.ID
+	irr := intercept(t, s, "s", "pay", sm.Irreversible, `{"n":2}`).Effect.ID
+	cases := []struct {
+		id     uint64
+		to     sm.State
+		reason string
+	}{
+		{comp, sm.Committed, "Must execute first."},
+		{comp, sm.Compensating, "Compensation requires prior execution."},
+		{comp, sm.Approved, sm.ReasonIrreversible},
+		{irr, sm.Compensating, sm.ReasonCompensableOnly},
+	}
+	before := must[uint64](t)(s.LastChange())
+	for _, c := range cases {
+		old := must[logstore.EffectDetail](t)(s.GetEffect(c.id))
+		_, err := s.Transition(c.id, c.to, logstore.Change{})
+		if !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("%d -> %s: %v", c.id, c.to, err)
+		}
+		now := must[logstore.EffectDetail](t)(s.GetEffect(c.id))
+		if now.Effect.UpdatedAt != old.Effect.UpdatedAt || len(now.History) != len(old.History) || now.Effect.State != old.Effect.State {
+			t.Errorf("%d -> %s changed the effect", c.id, c.to)
+		}
+	}
+	if after := must[uint64](t)(s.LastChange()); after != before {
+		t.Fatalf("refused requests wrote %d history records", after-before)
+	}
+	must[logstore.Effect](t)(s.Start(comp, logstore.Change{}))
+	must[logstore.Effect](t)(s.Commit(comp, logstore.Change{}))
+	before = must[uint64](t)(s.LastChange())
+	for _, to := range []sm.State{sm.Executing, sm.Pending, sm.Compensating} {
+		_, err := s.Transition(comp, to, logstore.Change{})
+		want := sm.ReasonTerminal
+		if to == sm.Compensating {
+			want = "Compensation retry path not implemented."
+		}
+		if !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), want) {
+			t.Errorf("committed -> %s: %v", to, err)
+		}
+	}
+	if _, err := s.Commit(comp, logstore.Change{Result: json.RawMessage(`{bad`)}); !errors.Is(err, logstore.ErrInvalidInput) {
+		t.Errorf("bad result: %v", err)
+	}
+	if _, err := s.Transition(999, sm.Executing, logstore.Change{}); !errors.Is(err, logstore.ErrNotFound) {
+		t.Errorf("missing effect: %v", err)
+	}
+	if _, err := s.Transition(comp, "finished", logstore.Change{}); !errors.Is(err, logstore.ErrInvalidInput) {
+		t.Errorf("unknown state: %v", err)
+	}
+	if after := must[uint64](t)(s.LastChange()); after != before {
+		t.Fatalf("refused requests wrote %d history records", after-before)
+	}
+	verifyClean(t, s)
+}
+
+func testBadInterceptInput(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	bad := []logstore.InterceptRequest{
+		{Session: "s", Tool: "t", Tier: "maybe"},
+		{Session: "", Tool: "t", Tier: sm.Compensable},
+		{Session: "has space", Tool: "t", Tier: sm.Compensable},
+		{Session: "s", Tool: "", Tier: sm.Compensable},
+		{Session: "s", Tool: "a\x00b", Tier: sm.Compensable},
+		{Session: "s", Tool: "t", Tier: sm.Compensable, Args: json.RawMessage(`{"a":`)},
+		{Session: "s", Tool: "t", Tier: sm.Compensable, Args: json.RawMessage(`{"a":1,"a":2}`)},
+		{Session: "s", Tool: "t", Tier: sm.Compensable, Compensation: &logstore.Compensation{Kind: "command"}},
+		{Session: "s", Tool: "t", Tier: sm.Compensable, Compensation: &logstore.Compensation{Kind: "teleport"}},
+		{Session: "s", Tool: "t", Tier: sm.Irreversible, Compensation: &logstore.Compensation{Kind: "manual"}},
+	}
+	for _, req := range bad {
+		req.CreateSession = true
+		if _, err := s.Intercept(req); !errors.Is(err, logstore.ErrInvalidInput) {
+			t.Errorf("%+v: %v", req, err)
+		}
+	}
+	if n := must[uint64](t)(s.LastChange()); n != 0 {
+		t.Fatalf("bad input wrote %d history records", n)
+	}
+	if list, _, err := s.ListSessions(logstore.SessionFilter{}); err != nil || len(list) != 0 {
+		t.Fatalf("bad input created sessions: %v %v", list, err)
+	}
+	if _, err := s.Intercept(logstore.InterceptRequest{Session: "nosuch", Tool: "t", Tier: sm.Compensable}); !errors.Is(err, logstore.ErrNotFound) {
+		t.Fatalf("unknown session without CreateSession: %v", err)
+	}
+}
+
+func testInterceptManyIsOneAllOrNothingTransaction(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	req := func(session, args string) logstore.InterceptRequest {
+		return logstore.InterceptRequest{Session: session, Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(args), CreateSession: true}
+	}
+	res, err := s.InterceptMany([]logstore.InterceptRequest{req("a", `1`), req("a", `2`), req("a", `1`), {Session: "a", Tool: "r", Tier: sm.Safe}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []logstore.Outcome{res[0].Outcome, res[1].Outcome, res[2].Outcome, res[3].Outcome}
+	if !reflect.DeepEqual(got, []logstore.Outcome{logstore.OutcomeNew, logstore.OutcomeNew, logstore.OutcomeRetry, logstore.OutcomeSafe}) || res[2].Effect.ID != res[0].Effect.ID {
+		t.Fatalf("%v", got)
+	}
+	must[logstore.Session](t)(s.SetSessionState("a", sm.SessionCompleted, logstore.Change{}))
+	before := must[uint64](t)(s.LastChange())
+	if _, err := s.InterceptMany([]logstore.InterceptRequest{req("b", `1`), req("a", `3`)}); !errors.Is(err, logstore.ErrSessionNotActive) || !strings.Contains(err.Error(), "call 2") {
+		t.Fatalf("%v", err)
+	}
+	if _, err := s.GetSession("b"); !errors.Is(err, logstore.ErrNotFound) {
+		t.Fatalf("a refused batch wrote its first call: %v", err)
+	}
+	if after := must[uint64](t)(s.LastChange()); after != before {
+		t.Fatal("a refused batch wrote history")
+	}
+	verifyClean(t, s)
+}
+
+func testClockGoingBackwards(t *testing.T, newStore opener) {
+	s, clk := newStore(t)
+	a := intercept(t, s, "c", "w", sm.Compensable, `1`)
+	clk.add(-3 * time.Hour)
+	b := intercept(t, s, "c", "w", sm.Compensable, `2`)
+	must[logstore.Effect](t)(s.Start(b.Effect.ID, logstore.Change{}))
+	clk.add(-time.Hour)
+	must[logstore.Effect](t)(s.Commit(b.Effect.ID, logstore.Change{}))
+	if b.Effect.ID <= a.Effect.ID {
+		t.Fatalf("ids %d then %d", a.Effect.ID, b.Effect.ID)
+	}
+	if r := intercept(t, s, "c", "w", sm.Compensable, `2`); r.Outcome != logstore.OutcomeReplayed {
+		t.Fatalf("%+v", r)
+	}
+	list, _, _ := s.ListEffects(logstore.EffectFilter{Session: "c"})
+	if len(list) != 3 || list[0].ID < list[2].ID {
+		t.Fatalf("order by id: %+v", list)
+	}
+	verifyClean(t, s)
+}
+
+// A safe call is answered at once and writes nothing.
+func testSafeCallsWriteNothing(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	res := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "s1", Tool: "read", Tier: sm.Safe,
+		Args: json.RawMessage(`{"a":1}`), CreateSession: true}))
+	if res.Outcome != logstore.OutcomeSafe || res.Effect.ID != 0 || len(res.Signature) != 64 {
+		t.Fatalf("%+v", res)
+	}
+	if n := must[uint64](t)(s.LastChange()); n != 0 {
+		t.Fatalf("a safe call wrote %d history records", n)
+	}
+	if list, _, err := s.ListSessions(logstore.SessionFilter{}); err != nil || len(list) != 0 {
+		t.Fatalf("a safe call created a session: %v %v", list, err)
+	}
+	if list, _, err := s.ListEffects(logstore.EffectFilter{}); err != nil || len(list) != 0 {
+		t.Fatalf("a safe call wrote an effect: %v %v", list, err)
+	}
+}

@@ -1,0 +1,176 @@
+package conformance
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+func testGCKeepsSessionsWithACallExecuting(t *testing.T, newStore opener) {
+	s, clk := newStore(t)
+	for _, id := range []string{"running", "done"} {
+		res := intercept(t, s, id, "w", sm.Compensable, `{"s":"`+id+`"}`)
+		must[logstore.Effect](t)(s.Start(res.Effect.ID, logstore.Change{Owner: logstore.NewOwner(clk.now())}))
+		if id == "done" {
+			must[logstore.Effect](t)(s.Commit(res.Effect.ID, logstore.Change{}))
+		}
+		must[logstore.Session](t)(s.SetSessionState(id, sm.SessionFailed, logstore.Change{}))
+	}
+	clk.add(48 * time.Hour)
+	rep := must[logstore.GCReport](t)(s.GC(clk.now(), []sm.SessionState{sm.SessionFailed}))
+	if len(rep.Sessions) != 1 || rep.Sessions[0] != "done" {
+		t.Fatalf("%+v", rep)
+	}
+	if e := must[logstore.EffectDetail](t)(s.GetEffect(1)); e.Effect.State != sm.Executing || e.Undo == nil {
+		t.Fatalf("%+v", e)
+	}
+	verifyClean(t, s)
+}
+
+// GC drops the sessions in the given states whose last change is older than
+// its bound, with all of their records, and nothing else.
+func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
+	s, clk := newStore(t)
+	run := func(session string, end sm.SessionState) {
+		res := intercept(t, s, session, "w", sm.Compensable, `{"s":"`+session+`"}`)
+		must[logstore.Effect](t)(s.Start(res.Effect.ID, logstore.Change{}))
+		must[logstore.Effect](t)(s.Commit(res.Effect.ID, logstore.Change{Result: json.RawMessage(`1`)}))
+		intercept(t, s, session, "w", sm.Compensable, `{"s":"`+session+`"}`) // a replay
+		intercept(t, s, session, "pay", sm.Irreversible, `{}`)
+		if end != sm.SessionActive {
+			must[logstore.Session](t)(s.SetSessionState(session, end, logstore.Change{}))
+		}
+	}
+	run("old-done", sm.SessionCompleted)
+	run("old-failed", sm.SessionFailed)
+	run("old-live", sm.SessionActive)
+	clk.add(48 * time.Hour)
+	run("new-done", sm.SessionCompleted)
+
+	rep := must[logstore.GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
+	if len(rep.Sessions) != 1 || rep.Sessions[0] != "old-done" || rep.Effects != 3 {
+		t.Fatalf("%+v", rep)
+	}
+	if _, err := s.GetSession("old-done"); !errors.Is(err, logstore.ErrNotFound) {
+		t.Fatalf("dropped session still there: %v", err)
+	}
+	if hist, err := s.SessionHistory("old-done"); len(hist) != 0 {
+		t.Fatalf("dropped session's history: %v %v", hist, err)
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if _, err := s.GetEffect(id); !errors.Is(err, logstore.ErrNotFound) {
+			t.Fatalf("dropped effect %d still there: %v", id, err)
+		}
+	}
+	if list, _, _ := s.ListEffects(logstore.EffectFilter{Session: "old-done"}); len(list) != 0 {
+		t.Fatalf("dropped effects listed: %+v", list)
+	}
+	if stack, _, _ := s.UndoStack("old-done", 0); len(stack) != 0 {
+		t.Fatalf("dropped undo entries listed: %+v", stack)
+	}
+	for _, id := range []string{"old-failed", "old-live", "new-done"} {
+		if sess := must[logstore.Session](t)(s.GetSession(id)); sess.Effects != 3 {
+			t.Fatalf("%s: %+v", id, sess)
+		}
+	}
+	if p := pending(t, s); len(p) != 1 || p[0].Session != "old-live" {
+		t.Fatalf("approvals %+v", p)
+	}
+	if again := must[logstore.GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted})); len(again.Sessions) != 0 || again.Effects != 0 {
+		t.Fatalf("second gc: %+v", again)
+	}
+	rep2 := verifyClean(t, s)
+	if rep2.Sessions != 3 || rep2.Effects != 9 {
+		t.Fatalf("after gc: %+v", rep2)
+	}
+}
+
+// Export gives every record, of the log or of one session, in an order
+// that rebuilds it: meta first, each session before its effects, each
+// effect followed by its history, undo entry and approval.
+func testExport(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	c := intercept(t, s, "a", "write", sm.Compensable, `{"n":1}`).Effect.ID
+	must[logstore.Effect](t)(s.Start(c, logstore.Change{}))
+	must[logstore.Effect](t)(s.Commit(c, logstore.Change{Result: json.RawMessage(`"ok"`)}))
+	i := intercept(t, s, "a", "pay", sm.Irreversible, `{"n":2}`).Effect.ID
+	intercept(t, s, "b", "write", sm.Compensable, `{}`)
+
+	export := func(session string) (types []string, recs []logstore.ExportRecord) {
+		t.Helper()
+		err := s.Export(session, func(r logstore.ExportRecord) error {
+			types, recs = append(types, r.Type), append(recs, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return types, recs
+	}
+	types, recs := export("a")
+	var want []string
+	want = append(want, "meta", "session")
+	for range must[[]logstore.HistoryRecord](t)(s.SessionHistory("a")) {
+		want = append(want, "session_history")
+	}
+	for _, id := range []uint64{c, i} {
+		d := must[logstore.EffectDetail](t)(s.GetEffect(id))
+		want = append(want, "effect")
+		for range d.History {
+			want = append(want, "history")
+		}
+		if d.Undo != nil {
+			want = append(want, "undo")
+		}
+		if d.Approval != nil {
+			want = append(want, "approval")
+		}
+	}
+	if strings.Join(types, " ") != strings.Join(want, " ") {
+		t.Fatalf("export of a:\n%s\nwant\n%s", strings.Join(types, " "), strings.Join(want, " "))
+	}
+	// The records are the log's, as it reads them.
+	for _, r := range recs {
+		if r.Type != "effect" {
+			continue
+		}
+		b, _ := json.Marshal(r.Record)
+		var e logstore.Effect
+		if err := json.Unmarshal(b, &e); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := json.Marshal(must[logstore.EffectDetail](t)(s.GetEffect(e.ID)).Effect)
+		if e.Session != "a" || string(b) != string(got) {
+			t.Fatalf("exported %s, the log has %s", b, got)
+		}
+	}
+	all, _ := export("")
+	sessions, effects := 0, 0
+	for _, ty := range all {
+		sessions += b2i(ty == "session")
+		effects += b2i(ty == "effect")
+	}
+	if all[0] != "meta" || sessions != 2 || effects != 3 {
+		t.Fatalf("export of the log: %v", all)
+	}
+	if err := s.Export("nosuch", func(logstore.ExportRecord) error { return nil }); !errors.Is(err, logstore.ErrNotFound) {
+		t.Fatalf("export of an unknown session: %v", err)
+	}
+	stop := errors.New("enough")
+	calls := 0
+	if err := s.Export("", func(logstore.ExportRecord) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("a consumer's error: %v after %d records", err, calls)
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,181 @@
+package conformance
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+func testSessions(t *testing.T, newStore opener) {
+	s, clk := newStore(t)
+	a := must[logstore.Session](t)(s.CreateSession(logstore.NewSession{ID: "deploy-117", Meta: map[string]string{"pipeline": "api"}}))
+	if a.State != sm.SessionActive || a.Meta["pipeline"] != "api" {
+		t.Fatalf("%+v", a)
+	}
+	if _, err := s.CreateSession(logstore.NewSession{ID: "deploy-117"}); !errors.Is(err, logstore.ErrConflict) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	clk.add(time.Hour)
+	b := must[logstore.Session](t)(s.CreateSession(logstore.NewSession{}))
+	if !strings.HasPrefix(b.ID, "sess-20261130-") {
+		t.Fatalf("generated id %q", b.ID)
+	}
+	must[logstore.Session](t)(s.SetSessionState("deploy-117", sm.SessionCompleted, logstore.Change{Actor: "ci"}))
+	if _, err := s.SetSessionState("deploy-117", sm.SessionFailed, logstore.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+		t.Fatalf("completed -> failed: %v", err)
+	}
+	all, _, _ := s.ListSessions(logstore.SessionFilter{})
+	if len(all) != 2 || all[0].ID != b.ID {
+		t.Fatalf("newest first: %+v", all)
+	}
+	done, _, _ := s.ListSessions(logstore.SessionFilter{State: sm.SessionCompleted})
+	if len(done) != 1 || done[0].ID != "deploy-117" {
+		t.Fatalf("by state: %+v", done)
+	}
+	recent, _, _ := s.ListSessions(logstore.SessionFilter{Since: clk.now().Add(-time.Minute)})
+	if len(recent) != 1 || recent[0].ID != b.ID {
+		t.Fatalf("since: %+v", recent)
+	}
+	page, next, _ := s.ListSessions(logstore.SessionFilter{Limit: 1})
+	rest, next2, _ := s.ListSessions(logstore.SessionFilter{Limit: 1, Cursor: next})
+	if len(page) != 1 || len(rest) != 1 || rest[0].ID != "deploy-117" || next == 0 || next2 != 0 {
+		t.Fatalf("paging: %v %v %d %d", page, rest, next, next2)
+	}
+	if _, err := s.Intercept(logstore.InterceptRequest{Session: "deploy-117", Tool: "x", Tier: sm.Compensable}); !errors.Is(err, logstore.ErrSessionNotActive) {
+		t.Fatalf("completed session took an effect: %v", err)
+	}
+}
+
+func testListEffectsFiltersAndPages(t *testing.T, newStore opener) {
+	s, clk := newStore(t)
+	for i := 0; i < 10; i++ {
+		session := []string{"a", "b"}[i%2]
+		tool := []string{"write", "mail", "pay"}[i%3]
+		tier := sm.Compensable
+		if tool == "pay" {
+			tier = sm.Irreversible
+		}
+		intercept(t, s, session, tool, tier, `{"i":`+string(rune('0'+i))+`}`)
+		clk.add(time.Minute)
+	}
+	ids := func(list []logstore.Effect) (out []uint64) {
+		for _, e := range list {
+			out = append(out, e.ID)
+		}
+		return
+	}
+	all, _, _ := s.ListEffects(logstore.EffectFilter{})
+	if got := ids(all); len(got) != 10 || got[0] != 10 || got[9] != 1 {
+		t.Fatalf("all newest first: %v", got)
+	}
+	asc, _, _ := s.ListEffects(logstore.EffectFilter{Session: "a", Ascending: true})
+	if got := ids(asc); len(got) != 5 || got[0] != 1 || got[4] != 9 {
+		t.Fatalf("session a ascending: %v", got)
+	}
+	combo, _, _ := s.ListEffects(logstore.EffectFilter{Session: "b", Tool: "mail"})
+	if got := ids(combo); len(got) != 2 || got[0] != 8 || got[1] != 2 {
+		t.Fatalf("session b, mail: %v", got)
+	}
+	byTier, _, _ := s.ListEffects(logstore.EffectFilter{Tier: sm.Irreversible})
+	if got := ids(byTier); len(got) != 3 {
+		t.Fatalf("irreversible: %v", got)
+	}
+	byState, _, _ := s.ListEffects(logstore.EffectFilter{State: sm.Pending, Tool: "write"})
+	if got := ids(byState); len(got) != 4 {
+		t.Fatalf("pending write: %v", got)
+	}
+	since, _, _ := s.ListEffects(logstore.EffectFilter{Since: clk.now().Add(-3*time.Minute - time.Second)})
+	if got := ids(since); len(got) != 3 || got[2] != 8 {
+		t.Fatalf("since: %v", got)
+	}
+	var pages [][]uint64
+	var cursor uint64
+	for {
+		page, next, err := s.ListEffects(logstore.EffectFilter{Limit: 4, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, ids(page))
+		if next == 0 {
+			break
+		}
+		cursor = next
+	}
+	if len(pages) != 3 || pages[1][0] != 6 || len(pages[2]) != 2 {
+		t.Fatalf("pages %v", pages)
+	}
+}
+
+func testReadLimits(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	var waiting, undoable []uint64
+	for i := 0; i < 5; i++ {
+		waiting = append(waiting, intercept(t, s, fmt.Sprintf("agent-%d", i), "pay", sm.Irreversible, fmt.Sprintf(`{"n":%d}`, i)).Effect.ID)
+		undoable = append(undoable, intercept(t, s, "ci", "write", sm.Compensable, fmt.Sprintf(`{"n":%d}`, i)).Effect.ID)
+	}
+	list, n, err := s.PendingApprovals("", 2)
+	if err != nil || n != 5 || len(list) != 2 || list[0].EffectID != waiting[0] || list[1].EffectID != waiting[1] {
+		t.Fatalf("approvals limit 2: %d waiting, %+v, %v", n, list, err)
+	}
+	list, n, err = s.PendingApprovals("agent-3", 2)
+	if err != nil || n != 1 || len(list) != 1 || list[0].EffectID != waiting[3] {
+		t.Fatalf("approvals of one session: %d waiting, %+v, %v", n, list, err)
+	}
+	stack, n, err := s.UndoStack("ci", 3)
+	if err != nil || n != 5 || len(stack) != 3 || stack[0].EffectID != undoable[4] || stack[2].EffectID != undoable[2] {
+		t.Fatalf("undo stack limit 3: %d entries, %+v, %v", n, stack, err)
+	}
+}
+
+func testUndoSteps(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	cmd := &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"rm", "f"}}
+	mk := func(args string) uint64 {
+		return must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "u", Tool: "touch", Tier: sm.Compensable,
+			Args: json.RawMessage(args), Compensation: cmd, CreateSession: true})).Effect.ID
+	}
+	committed, executing, never := mk(`1`), mk(`2`), mk(`3`)
+	must[logstore.Effect](t)(s.Start(committed, logstore.Change{}))
+	must[logstore.Effect](t)(s.Commit(committed, logstore.Change{}))
+	must[logstore.Effect](t)(s.Start(executing, logstore.Change{}))
+
+	stack := undoStack(t, s, "u")
+	if len(stack) != 3 || stack[0].EffectID != never || stack[2].EffectID != committed || stack[0].Compensation.Argv[0] != "rm" {
+		t.Fatalf("LIFO stack %+v", stack)
+	}
+	must[logstore.Session](t)(s.SetSessionState("u", sm.SessionCompensating, logstore.Change{}))
+	if _, err := s.UndoStep(never, sm.EntryCompensating, logstore.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+		t.Fatalf("compensating a never-run effect: %v", err)
+	}
+	must[logstore.UndoEntry](t)(s.UndoStep(never, sm.EntrySkipped, logstore.Change{}))
+	must[logstore.UndoEntry](t)(s.UndoStep(executing, sm.EntryCompensating, logstore.Change{Actor: "undo"}))
+	u := must[logstore.UndoEntry](t)(s.UndoStep(executing, sm.EntryCompensated, logstore.Change{Actor: "undo", Attempts: 1}))
+	if u.State != sm.EntryCompensated || u.Attempts != 1 {
+		t.Fatalf("%+v", u)
+	}
+	d := must[logstore.EffectDetail](t)(s.GetEffect(executing))
+	if d.Effect.State != sm.Compensated {
+		t.Fatalf("executing effect should follow its entry: %s", d.Effect.State)
+	}
+	must[logstore.UndoEntry](t)(s.UndoStep(committed, sm.EntryCompensating, logstore.Change{}))
+	must[logstore.UndoEntry](t)(s.UndoStep(committed, sm.EntryCompensationFailed, logstore.Change{Error: "boom", Attempts: 4}))
+	d = must[logstore.EffectDetail](t)(s.GetEffect(committed))
+	if d.Effect.State != sm.Committed || d.Undo.State != sm.EntryCompensationFailed || d.Undo.LastError != "boom" || d.Undo.Attempts != 4 {
+		t.Fatalf("committed effect keeps its state, the entry carries the undo: %+v %+v", d.Effect, d.Undo)
+	}
+	if _, err := s.UndoStep(committed, sm.EntryCompensating, logstore.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+		t.Fatalf("failed entry retried without resolve: %v", err)
+	}
+	must[logstore.UndoEntry](t)(s.UndoStep(committed, sm.EntryResolved, logstore.Change{Actor: "ops", Reason: "fixed by hand"}))
+	if got := states(must[logstore.EffectDetail](t)(s.GetEffect(committed)).History); !strings.HasSuffix(got, "undo:pending>compensating undo:compensating>compensation_failed undo:compensation_failed>resolved") {
+		t.Fatalf("undo history %s", got)
+	}
+	must[logstore.Session](t)(s.SetSessionState("u", sm.SessionCompensated, logstore.Change{}))
+	verifyClean(t, s)
+}
