@@ -25,7 +25,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/undolog/undolog/internal/demo"
+	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/tui"

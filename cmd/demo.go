@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/internal/demo"
+	"github.com/undolog/undolog/demo"
 )
 
 func newCmdDemo(f *Factory) *cobra.Command {

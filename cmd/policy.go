@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/proxy"
 )
 
@@ -68,7 +69,7 @@ call (the policy shows where). Review it before use.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(c.Context(), 60*time.Second)
 			defer cancel()
-			client, err := proxy.Dial(ctx, args)
+			client, err := mcpclient.Dial(ctx, args)
 			if err != nil {
 				return err
 			}

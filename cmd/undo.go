@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/proxy"
+	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -86,8 +86,8 @@ again (compensations are not assumed idempotent).`,
 			}
 			runner := &saga.Runner{Store: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt,
 				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
-					// A nil *proxy.Client must not reach the interface.
-					client, err := proxy.Dial(ctx, upstream)
+					// A nil *mcpclient.Client must not reach the interface.
+					client, err := mcpclient.Dial(ctx, upstream)
 					if err != nil {
 						return nil, err
 					}

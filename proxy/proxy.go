@@ -22,6 +22,7 @@ import (
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/mcpclient"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -514,7 +515,7 @@ func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (jso
 		return nil, err
 	}
 	if toolFailed(r.Result) {
-		return nil, errors.New(resultText(r.Result))
+		return nil, errors.New(mcpclient.ResultText(r.Result))
 	}
 	return r.Result, nil
 }
@@ -604,7 +605,7 @@ func (p *Proxy) execute(ctx context.Context, e logstore.Effect, m message, owner
 	case resp.Error != nil:
 		_, err = p.Store.Fail(e.ID, logstore.Change{Actor: actor, Error: fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message)})
 	case toolFailed(resp.Result):
-		_, err = p.Store.Fail(e.ID, logstore.Change{Actor: actor, Error: "tool error: " + resultText(resp.Result)})
+		_, err = p.Store.Fail(e.ID, logstore.Change{Actor: actor, Error: "tool error: " + mcpclient.ResultText(resp.Result)})
 	default:
 		_, err = p.Store.Commit(e.ID, logstore.Change{Actor: actor, Result: resp.Result})
 	}
@@ -620,22 +621,4 @@ func toolFailed(result json.RawMessage) bool {
 	}
 	json.Unmarshal(result, &r)
 	return r.IsError
-}
-
-func resultText(result json.RawMessage) string {
-	var r struct {
-		Content []struct {
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	json.Unmarshal(result, &r)
-	var b bytes.Buffer
-	for _, c := range r.Content {
-		b.WriteString(c.Text)
-	}
-	s := b.String()
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
 }

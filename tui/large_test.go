@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/undolog/undolog/internal/demo"
+	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/logstore"
 )
 

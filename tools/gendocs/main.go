@@ -1,7 +1,7 @@
 // Command gendocs writes undolog's man pages and shell completions; the
 // release build (.goreleaser.yaml) ships them in the archives.
 //
-//	go run ./internal/gendocs -out .release/docs
+//	go run ./tools/gendocs -out .release/docs
 package main
 
 import (

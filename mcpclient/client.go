@@ -1,6 +1,12 @@
-package proxy
+// Package mcpclient is the MCP client undolog uses for the calls it makes
+// itself (compensations during undo, policy init): it starts a server command,
+// talks to it over stdio, lists and calls tools. It depends on no other
+// undolog package, so the layers above (saga's callers, proxy, cmd) can all
+// use it.
+package mcpclient
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,8 +15,6 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/undolog/undolog/saga"
 )
 
 // Client is an MCP client session with an upstream server, for the calls
@@ -18,8 +22,6 @@ import (
 type Client struct {
 	session *mcp.ClientSession
 }
-
-var _ saga.ToolCaller = (*Client)(nil)
 
 // Dial starts the server command and connects to it.
 func Dial(ctx context.Context, argv []string) (*Client, error) {
@@ -42,7 +44,7 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	}
 	out, _ := json.Marshal(res)
 	if res.IsError {
-		return out, fmt.Errorf("%s: %s", name, resultText(out))
+		return out, fmt.Errorf("%s: %s", name, ResultText(out))
 	}
 	return out, nil
 }
@@ -61,3 +63,23 @@ func (c *Client) Tools(ctx context.Context) ([]*mcp.Tool, error) {
 
 // Close ends the session and stops the server.
 func (c *Client) Close() error { return c.session.Close() }
+
+// ResultText is the text content of a tools/call result, cut to 300 bytes:
+// what an error message quotes of a tool's failure.
+func ResultText(result json.RawMessage) string {
+	var r struct {
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	json.Unmarshal(result, &r)
+	var b bytes.Buffer
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	s := b.String()
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}

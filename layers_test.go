@@ -1,0 +1,74 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// layers is the import order of README's Architecture section, bottom up: a
+// package may import only packages before it. A new package needs a place
+// here (and a line in the README).
+var layers = []string{
+	"internal/jcs",
+	"internal/template",
+	"internal/textfmt",
+	"internal/child",
+	"internal/testbin",
+	"statemachine",
+	"mcpclient",
+	"logstore",
+	"saga",
+	"proxy",
+	"demo",
+	"tui",
+	"cmd",
+	"tools/gendocs",
+	".", // main.go
+}
+
+const module = "github.com/undolog/undolog"
+
+// TestImportsRunOneWay keeps the layers of README's Architecture section
+// true: imports run down the layers only, and internal/ holds leaf libraries
+// (no main packages, no imports of the rest of undolog). Test files may import
+// anything.
+func TestImportsRunOneWay(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Name}} {{join .Imports \" \"}}", "./...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, name := rel(fields[0]), fields[1]
+		at := slices.Index(layers, pkg)
+		if at < 0 {
+			t.Errorf("%s has no place in the layers: add it to layers in layers_test.go and to README's Architecture section", pkg)
+			continue
+		}
+		internal := strings.HasPrefix(pkg, "internal/")
+		if internal && name == "main" {
+			t.Errorf("%s is a main package: internal/ holds leaf libraries only", pkg)
+		}
+		for _, imp := range fields[2:] {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			dep := rel(imp)
+			switch i := slices.Index(layers, dep); {
+			case internal:
+				t.Errorf("%s imports %s: internal/ holds leaf libraries, which import nothing of undolog", pkg, dep)
+			case i < 0 || i >= at:
+				t.Errorf("%s imports %s, which is not below it in the layers", pkg, dep)
+			}
+		}
+	}
+}
+
+func rel(importPath string) string {
+	if importPath == module {
+		return "."
+	}
+	return strings.TrimPrefix(importPath, module+"/")
+}
