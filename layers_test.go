@@ -21,6 +21,7 @@ var layers = []string{
 	"mcpclient",
 	"logstore",
 	"conformance",
+	"lifecycle",
 	"saga",
 	"proxy",
 	"demo",

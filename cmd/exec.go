@@ -18,6 +18,7 @@ import (
 
 	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -34,10 +35,6 @@ const (
 
 // captureLimit bounds how much of each output stream is kept in the log.
 const captureLimit = 1 << 20
-
-// approvalPoll is how often a waiting exec looks at the log; it opens the log
-// only for each look, so approvals from other shells always get through.
-const approvalPoll = 50 * time.Millisecond
 
 type execOptions struct {
 	session         string
@@ -162,10 +159,8 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		return err
 	}
 	args, _ := json.Marshal(map[string]any{"argv": argv, "cwd": cwd})
-	owner := logstore.NewOwner(f.Now())
-	// A call that may run now starts in its intercept: one transaction fewer.
 	req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
-		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Start: true, Owner: owner, Redact: opts.redact}
+		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Redact: opts.redact}
 	if opts.undo != "" {
 		if tier != sm.Compensable {
 			return usagef("--undo is for compensable calls; this one is %s", tier)
@@ -177,42 +172,37 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		req.Compensation = &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: undo, Dir: cwd}
 	}
 	store := f.Store()
-	res, err := store.Intercept(req)
+	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now}
+	call, err := lc.Intercept(req)
 	if err != nil {
 		return err
 	}
-	e := res.Effect
-	started := (res.Outcome == logstore.OutcomeNew || res.Outcome == logstore.OutcomeRetry) && e.State == sm.Executing
-	switch {
-	case started:
-	case res.Outcome == logstore.OutcomeReplayed:
+	e := call.Effect
+	switch call.Verdict {
+	case lifecycle.Replayed:
 		opts.note(f, "replayed effect %d (replay of %d): %s did not run again", e.ID, *e.ReplayOf, opts.tool)
 		return replayOutput(f, e.Result)
-	case res.Outcome == logstore.OutcomeRejected:
+	case lifecycle.Rejected:
 		return rejection(store, e.ID)
-	case res.Outcome == logstore.OutcomeInProgress && e.State == sm.Executing:
-		if err := reclaimInDoubt(f, store, opts, e); err != nil {
-			return err
-		}
-		// The run in doubt used its approval: this one needs its own.
-		if e.Tier == sm.Irreversible {
-			if err := waitForApproval(ctx, f, store, opts, e); err != nil {
-				return err
-			}
-		}
-	case e.Tier == sm.Irreversible: // new, retried, or awaiting a decision: wait for it
-		if err := waitForApproval(ctx, f, store, opts, e); err != nil {
+	case lifecycle.InProgress, lifecycle.InDoubt:
+		if err := reclaimInDoubt(f, lc, opts, call); err != nil {
 			return err
 		}
 	}
-	return runEffect(f, store, opts, e.ID, argv, owner, started)
+	if call.NeedsDecision() { // new, retried, reclaimed, or awaiting a decision: wait for it
+		if err := waitForApproval(ctx, f, lc, opts, call); err != nil {
+			return err
+		}
+	}
+	return runEffect(f, lc, call, argv)
 }
 
 // reclaimInDoubt handles a call whose owner is executing: a live owner is
 // never overtaken; a dead one's effect is in doubt, and --retry-in-doubt fails
 // it back to pending so that this call can run it.
-func reclaimInDoubt(f *Factory, store logstore.Log, opts *execOptions, e logstore.Effect) error {
-	switch e.Owner.Liveness() {
+func reclaimInDoubt(f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
+	e := call.Effect
+	switch call.Liveness {
 	case logstore.OwnerElsewhere:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d)", e.ID, e.Owner.Host, e.Owner.PID)}
 	case logstore.OwnerAlive:
@@ -226,80 +216,55 @@ func reclaimInDoubt(f *Factory, store logstore.Log, opts *execOptions, e logstor
 			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt, owner process gone (pid %d on %s died mid-run); it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.PID, e.Owner.Host)}
 		}
 	}
-	// Fail it only while the owner judged dead still owns it: another
-	// process may have reclaimed it since this one looked.
-	expect, gone, note := e.Owner, "no owner recorded", "no owner recorded"
-	if expect == nil {
-		expect = &logstore.Owner{}
-	} else {
-		gone, note = fmt.Sprintf("owner pid %d on %s gone", e.Owner.PID, e.Owner.Host), fmt.Sprintf("owner pid %d gone", e.Owner.PID)
-	}
-	_, err := store.Fail(e.ID, logstore.Change{Actor: f.Actor(opts.as), Error: "in doubt: " + gone,
-		Reason: "reclaimed with --retry-in-doubt", ExpectOwner: expect})
-	if errors.Is(err, logstore.ErrInProgress) || errors.Is(err, sm.ErrInvalidStateTransition) {
+	err := lc.Reclaim(call, "reclaimed with --retry-in-doubt")
+	if lifecycle.TakenMeanwhile(err) {
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was reclaimed by another process: %v", e.ID, err)}
 	}
 	if err != nil {
 		return err
 	}
+	note := "no owner recorded"
+	if e.Owner != nil {
+		note = fmt.Sprintf("owner pid %d gone", e.Owner.PID)
+	}
 	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, note)
 	return nil
 }
 
-// waitForApproval polls the log until the effect is approved (nil), rejected
-// or expired (exit 121 or 122), or the wait is interrupted.
-func waitForApproval(ctx context.Context, f *Factory, store logstore.Log, opts *execOptions, e logstore.Effect) error {
-	announced := false
+// waitForApproval waits until the effect is approved (nil), rejected or
+// expired (exit 121 or 122), or the wait is interrupted.
+func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
+	e := call.Effect
 	// --approval-timeout bounds this wait even on a request opened before
 	// (by an earlier run, or reopened after a failure) that expires later.
-	giveUp := f.Now().Add(opts.approvalTimeout)
-	for {
-		d, err := store.GetEffect(e.ID)
-		if err != nil {
-			return err
+	w, err := lc.Wait(ctx, call, opts.approvalTimeout, func(left time.Duration, expires bool) {
+		expiry := ""
+		if expires {
+			expiry = " (expires in " + compactDuration(left) + ")"
 		}
-		a := d.Approval
-		switch d.Decision(f.Now()) {
-		case logstore.DecisionApproved:
-			return nil
-		case logstore.DecisionRejected:
-			return rejection(store, e.ID)
-		case logstore.DecisionTaken:
-			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was taken by another process (%s)", e.ID, d.Effect.State)}
-		case logstore.DecisionClosed:
-			state := "no longer active"
-			if sess, err := store.GetSession(e.Session); err == nil {
-				state = "is " + string(sess.State)
-			}
-			return &exitError{code: ExitExecError, msg: fmt.Sprintf("effect %d: session %q %s and its approval request was closed; the command did not run", e.ID, e.Session, state)}
-		case logstore.DecisionExpired:
-			if _, err := store.ExpireApprovals(e.Session); err != nil {
-				return err
-			}
-			continue
-		}
-		if !f.Now().Before(giveUp) {
-			return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: undolog approve %d)",
-				e.ID, opts.approvalTimeout, e.ID)}
-		}
-		if !announced {
-			expiry := ""
-			if a != nil && a.ExpiresAt != nil {
-				until := *a.ExpiresAt
-				if giveUp.Before(until) {
-					until = giveUp
-				}
-				expiry = " (expires in " + compactDuration(until.Sub(f.Now())) + ")"
-			}
-			opts.note(f, "effect %d (%s, irreversible) awaits approval%s: undolog approve %d", e.ID, e.Tool, expiry, e.ID)
-			announced = true
-		}
-		select {
-		case <-ctx.Done():
-			return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
-		case <-time.After(approvalPoll):
-		}
+		opts.note(f, "effect %d (%s, irreversible) awaits approval%s: undolog approve %d", e.ID, e.Tool, expiry, e.ID)
+	})
+	if err != nil {
+		return err
 	}
+	switch w.Outcome {
+	case lifecycle.Approved:
+		return nil
+	case lifecycle.Refused:
+		return rejection(lc.Log, e.ID)
+	case lifecycle.Taken:
+		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was taken by another process (%s)", e.ID, w.Detail.Effect.State)}
+	case lifecycle.Abandoned:
+		state := "no longer active"
+		if sess, err := lc.Log.GetSession(e.Session); err == nil {
+			state = "is " + string(sess.State)
+		}
+		return &exitError{code: ExitExecError, msg: fmt.Sprintf("effect %d: session %q %s and its approval request was closed; the command did not run", e.ID, e.Session, state)}
+	case lifecycle.TimedOut:
+		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: undolog approve %d)",
+			e.ID, opts.approvalTimeout, e.ID)}
+	}
+	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
 }
 
 func rejection(store logstore.Log, id uint64) error {
@@ -319,16 +284,13 @@ func rejection(store logstore.Log, id uint64) error {
 
 // runEffect starts the effect (unless its intercept did), runs the command,
 // and commits or fails it.
-func runEffect(f *Factory, store logstore.Log, opts *execOptions, id uint64, argv []string, owner *logstore.Owner, started bool) error {
-	actor := f.Actor(opts.as)
-	if !started {
-		owner.StartedAt = f.Now().UTC()
-		if _, err := store.Start(id, logstore.Change{Actor: actor, Owner: owner}); err != nil {
-			if errors.Is(err, sm.ErrInvalidStateTransition) {
-				return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was started by another process", id)}
-			}
-			return err
+func runEffect(f *Factory, lc *lifecycle.Lifecycle, call *lifecycle.Call, argv []string) error {
+	id := call.Effect.ID
+	if err := lc.Start(call); err != nil {
+		if errors.Is(err, sm.ErrInvalidStateTransition) {
+			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was started by another process", id)}
 		}
+		return err
 	}
 	stdout, stderr := &capture{limit: captureLimit}, &capture{limit: captureLimit}
 	began := time.Now()
@@ -338,7 +300,7 @@ func runEffect(f *Factory, store logstore.Log, opts *execOptions, id uint64, arg
 		if errors.Is(runErr, os.ErrPermission) {
 			code = 126
 		}
-		if _, err := store.Fail(id, logstore.Change{Actor: actor, Error: runErr.Error()}); err != nil {
+		if err := lc.Fail(call, runErr.Error()); err != nil {
 			return err
 		}
 		return &exitError{code: code, msg: runErr.Error()}
@@ -348,13 +310,13 @@ func runEffect(f *Factory, store logstore.Log, opts *execOptions, id uint64, arg
 		if interrupted != nil {
 			msg = fmt.Sprintf("interrupted by %v (exit status %d)", interrupted, code)
 		}
-		if _, err := store.Fail(id, logstore.Change{Actor: actor, Error: msg}); err != nil {
+		if err := lc.Fail(call, msg); err != nil {
 			return fmt.Errorf("the command ended (%s) but recording it failed; effect %d is in doubt: %w", msg, id, err)
 		}
 		return exitWith(code)
 	}
 	result, _ := json.Marshal(stdout.into(stderr, 0, time.Since(began)))
-	if _, err := store.Commit(id, logstore.Change{Actor: actor, Result: result}); err != nil {
+	if err := lc.Commit(call, result); err != nil {
 		return fmt.Errorf("the command succeeded but its commit failed; effect %d is in doubt: %w", id, err)
 	}
 	return nil

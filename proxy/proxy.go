@@ -21,6 +21,7 @@ import (
 
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/mcpclient"
 	sm "github.com/undolog/undolog/statemachine"
@@ -73,6 +74,8 @@ type Proxy struct {
 	Redact []string
 	// Diagnostics receives the proxy's own notes and the server's stderr.
 	Diagnostics io.Writer
+	// Now is the clock of owners and approval waits; nil: time.Now.
+	Now func() time.Time
 
 	clientMu sync.Mutex
 	client   io.Writer
@@ -450,10 +453,8 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	owner := logstore.NewOwner(time.Now())
-	// A call that may run now starts in its intercept: one transaction fewer.
 	req := logstore.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
-		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Start: true, Owner: owner, Redact: p.Redact}
+		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact}
 	if r := cls.Rule; r != nil && r.Compensate != nil {
 		comp := &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
 		if r.Capture != nil {
@@ -466,35 +467,30 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		}
 		req.Compensation = comp
 	}
-	res, err := p.Store.Intercept(req)
+	lc := p.lifecycle()
+	call, err := lc.Intercept(req)
 	if err != nil {
 		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
 		return
 	}
-	e := res.Effect
-	if (res.Outcome == logstore.OutcomeNew || res.Outcome == logstore.OutcomeRetry) && e.State == sm.Executing {
-		p.execute(ctx, e, m, owner, true)
-		return
-	}
-	switch res.Outcome {
-	case logstore.OutcomeReplayed:
+	e := call.Effect
+	switch call.Verdict {
+	case lifecycle.Replayed:
 		p.reply(ctx, resultResponse(m.ID, e.Result))
 		return
-	case logstore.OutcomeRejected:
+	case lifecycle.Rejected:
 		p.reply(ctx, toolError(m.ID, p.rejection(e.ID, params.Name)))
 		return
-	case logstore.OutcomeInProgress:
-		if e.State == sm.Executing {
-			msg := fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)
-			if l := e.Owner.Liveness(); l == logstore.OwnerDead || l == logstore.OwnerNone {
-				msg = fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner (%s) is gone; check it, then fail or undo it", e.ID, e.Owner)
-			}
-			p.reply(ctx, toolError(m.ID, msg))
-			return
-		}
+	case lifecycle.InProgress:
+		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)))
+		return
+	case lifecycle.InDoubt:
+		// No reclaim here: the client cannot say it checked what happened.
+		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner (%s) is gone; check it, then fail or undo it", e.ID, e.Owner)))
+		return
 	}
-	if e.Tier == sm.Irreversible {
-		if msg := p.awaitApproval(ctx, e); msg != "" {
+	if call.NeedsDecision() {
+		if msg := p.awaitApproval(ctx, lc, call); msg != "" {
 			if errors.Is(context.Cause(ctx), errCancelledByClient) {
 				p.note("the client cancelled %s (effect %d); its approval request stands", e.Tool, e.ID)
 			}
@@ -502,7 +498,11 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 			return
 		}
 	}
-	p.execute(ctx, e, m, owner, false)
+	p.execute(ctx, lc, call, m)
+}
+
+func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
+	return &lifecycle.Lifecycle{Log: p.Store, Now: p.Now}
 }
 
 func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
@@ -538,56 +538,41 @@ func (p *Proxy) rejection(id uint64, tool string) string {
 
 // awaitApproval waits up to ApprovalWait for a decision. It returns "" once
 // approved, or the text of the tool error to answer with.
-func (p *Proxy) awaitApproval(ctx context.Context, e logstore.Effect) string {
-	deadline := time.Now().Add(p.ApprovalWait)
+func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call) string {
+	e := call.Effect
 	p.note("effect %d (%s, irreversible) awaits approval: undolog approve %d", e.ID, e.Tool, e.ID)
-	for {
-		d, err := p.Store.GetEffect(e.ID)
-		if err != nil {
-			return "undolog: " + err.Error()
-		}
-		switch d.Decision(time.Now()) {
-		case logstore.DecisionApproved:
-			return ""
-		case logstore.DecisionRejected:
-			return p.rejection(e.ID, e.Tool)
-		case logstore.DecisionTaken:
-			return fmt.Sprintf("undolog: the same call (effect %d) is %s elsewhere; retry it later", e.ID, d.Effect.State)
-		case logstore.DecisionClosed:
-			return fmt.Sprintf("undolog: %s (effect %d) will not run: its session stopped accepting calls (%s) and closed the approval request", e.Tool, e.ID, d.Approval.Decision)
-		case logstore.DecisionExpired:
-			if _, err := p.Store.ExpireApprovals(e.Session); err != nil {
-				return "undolog: " + err.Error()
-			}
-			continue
-		}
-		if time.Now().After(deadline) {
-			return fmt.Sprintf("undolog: %s is irreversible and waits for a person's approval (effect %d). "+
-				"Ask them to run `undolog approve %d` (or reject it), then call %s again with the same arguments: "+
-				"the retry goes ahead once approved.", e.Tool, e.ID, e.ID, e.Tool)
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(context.Cause(ctx), errCancelledByClient) {
-				return "undolog: cancelled by the client"
-			}
-			return "undolog: the proxy is stopping"
-		case <-time.After(100 * time.Millisecond):
-		}
+	w, err := lc.Wait(ctx, call, p.ApprovalWait, nil)
+	if err != nil {
+		return "undolog: " + err.Error()
 	}
+	switch w.Outcome {
+	case lifecycle.Approved:
+		return ""
+	case lifecycle.Refused:
+		return p.rejection(e.ID, e.Tool)
+	case lifecycle.Taken:
+		return fmt.Sprintf("undolog: the same call (effect %d) is %s elsewhere; retry it later", e.ID, w.Detail.Effect.State)
+	case lifecycle.Abandoned:
+		return fmt.Sprintf("undolog: %s (effect %d) will not run: its session stopped accepting calls (%s) and closed the approval request", e.Tool, e.ID, w.Detail.Approval.Decision)
+	case lifecycle.TimedOut:
+		return fmt.Sprintf("undolog: %s is irreversible and waits for a person's approval (effect %d). "+
+			"Ask them to run `undolog approve %d` (or reject it), then call %s again with the same arguments: "+
+			"the retry goes ahead once approved.", e.Tool, e.ID, e.ID, e.Tool)
+	}
+	if errors.Is(context.Cause(ctx), errCancelledByClient) {
+		return "undolog: cancelled by the client"
+	}
+	return "undolog: the proxy is stopping"
 }
 
 // execute starts the effect (unless its intercept did), forwards the call
 // and records its outcome, also for a call the client has cancelled since:
 // the server may have run it all the same.
-func (p *Proxy) execute(ctx context.Context, e logstore.Effect, m message, owner *logstore.Owner, started bool) {
-	actor := p.actor()
-	if !started {
-		owner.StartedAt = time.Now().UTC()
-		if _, err := p.Store.Start(e.ID, logstore.Change{Actor: actor, Owner: owner}); err != nil {
-			p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
-			return
-		}
+func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, m message) {
+	e := call.Effect
+	if err := lc.Start(call); err != nil {
+		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
+		return
 	}
 	ch := p.expect(m.ID)
 	if err := p.writeUpstream(m.raw); err != nil {
@@ -603,11 +588,11 @@ func (p *Proxy) execute(ctx context.Context, e logstore.Effect, m message, owner
 	var err error
 	switch {
 	case resp.Error != nil:
-		_, err = p.Store.Fail(e.ID, logstore.Change{Actor: actor, Error: fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message)})
+		err = lc.Fail(call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
 	case toolFailed(resp.Result):
-		_, err = p.Store.Fail(e.ID, logstore.Change{Actor: actor, Error: "tool error: " + mcpclient.ResultText(resp.Result)})
+		err = lc.Fail(call, "tool error: "+mcpclient.ResultText(resp.Result))
 	default:
-		_, err = p.Store.Commit(e.ID, logstore.Change{Actor: actor, Result: resp.Result})
+		err = lc.Commit(call, resp.Result)
 	}
 	if err != nil {
 		p.note("effect %d: recording the outcome failed, it stays in doubt: %v", e.ID, err)

@@ -395,6 +395,57 @@ func TestProxyMalformedInputAndDyingServer(t *testing.T) {
 	}
 }
 
+// TestProxyRepeatOfACallInDoubt: a call left executing when its server died
+// is in progress while its proxy lives, and in doubt once that proxy is gone:
+// a repeat never runs it again, and says which.
+func TestProxyRepeatOfACallInDoubt(t *testing.T) {
+	h := newHarness(t)
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	in, out, cmd := rawProxy(t, h)
+	send := func(s string) { io.WriteString(in, s+"\n") }
+	send(initialize)
+	next(t, out)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"die","arguments":{}}}`)
+	if m := next(t, out); m["error"] == nil {
+		t.Fatalf("dying server: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"die","arguments":{}}}`)
+	if m := next(t, out); m["id"] != 3.0 || !strings.Contains(toolText(m), "the same call (effect 1) is executing; retry it later") {
+		t.Fatalf("repeat while its owner lives: %v", m)
+	}
+	in.Close()
+	cmd.Wait()
+
+	in, out, _ = rawProxy(t, h)
+	send = func(s string) { io.WriteString(in, s+"\n") }
+	send(initialize)
+	next(t, out)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"die","arguments":{}}}`)
+	m := next(t, out)
+	if m["id"] != 2.0 || !strings.Contains(toolText(m), "the same call (effect 1) is in doubt: its owner (pid ") ||
+		!strings.Contains(toolText(m), "is gone; check it, then fail or undo it") {
+		t.Fatalf("repeat once its owner died: %v", m)
+	}
+	store := logstore.New(h.logPath, logstore.Options{})
+	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
+		t.Fatalf("the call in doubt was touched: %+v %v", d, err)
+	}
+}
+
+// toolText is the text of a tool error result.
+func toolText(m map[string]any) string {
+	r, _ := m["result"].(map[string]any)
+	if r == nil || r["isError"] != true {
+		return ""
+	}
+	c, _ := r["content"].([]any)
+	if len(c) == 0 {
+		return ""
+	}
+	s, _ := c[0].(map[string]any)["text"].(string)
+	return s
+}
+
 // TestProxyClientCancelsAWaitingCall: a client that cancels a call waiting
 // for approval gets no answer for it and the proxy stops waiting (it exits at
 // once when the client leaves), while the approval request stands: approved

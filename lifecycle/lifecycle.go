@@ -1,0 +1,268 @@
+// Package lifecycle runs one call through the effect log, for exec and the
+// proxy alike: intercept it, classify what the log says about it, wait for
+// a decision on an irreversible call without holding the log, start it,
+// record its end, and reclaim a call left in doubt by a dead owner. The
+// callers keep only what is theirs: how a call runs and what the user reads.
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Poll is how often a waiting call looks at the log; it opens the log only
+// for each look, so decisions from other processes always get through.
+const Poll = 50 * time.Millisecond
+
+// Lifecycle runs calls through one log.
+type Lifecycle struct {
+	Log logstore.Log
+	// Now is the clock of owners, decisions and wait bounds; nil: time.Now.
+	Now func() time.Time
+}
+
+func (l *Lifecycle) now() time.Time {
+	if l.Now == nil {
+		return time.Now()
+	}
+	return l.Now()
+}
+
+// Verdict is what the log says about an intercepted call.
+type Verdict int
+
+// Verdicts of an intercept.
+const (
+	New        Verdict = iota // a new effect: run it (once approved if irreversible)
+	Retry                     // an effect that failed, pending again: run it again
+	Replayed                  // committed before: its result is the answer, nothing runs
+	Rejected                  // rejected (by a person or by expiry): the answer stands
+	Pending                   // the same call awaits a decision elsewhere: wait for it too
+	InProgress                // the same call is executing with a live owner (or on another host)
+	InDoubt                   // the same call is executing and its owner died (or none is recorded)
+	Closed                    // the session accepts no new effects: nothing runs
+	Safe                      // safe tier: nothing written, run directly
+)
+
+var verdictNames = [...]string{"new", "retry", "replayed", "rejected", "pending", "in_progress", "in_doubt", "closed", "safe"}
+
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return fmt.Sprintf("verdict(%d)", int(v))
+}
+
+// Call is one call in its lifecycle.
+type Call struct {
+	Verdict Verdict
+	// Effect is the call's effect (for a replay, the replay record).
+	Effect logstore.Effect
+	// Started: the intercept moved it to executing, owned by Owner.
+	Started bool
+	// Owner is this process as the call's owner, once it starts.
+	Owner *logstore.Owner
+	// Liveness is how the executing owner was judged (InProgress, InDoubt).
+	Liveness logstore.Liveness
+	actor    string
+}
+
+// NeedsDecision tells whether the call must wait for a decision before it
+// starts: an irreversible call that is to run and that the intercept did not
+// start (new, retried, reclaimed, or awaiting a decision elsewhere).
+func (c *Call) NeedsDecision() bool {
+	switch c.Verdict {
+	case New, Retry, Pending:
+		return !c.Started && c.Effect.Tier == sm.Irreversible
+	}
+	return false
+}
+
+// Intercept registers the call and classifies it. A call that may run now
+// starts in its intercept (one transaction fewer), owned by req.Owner, or by
+// this process from now when the caller passes none. A session that accepts
+// no new effects is the Closed verdict with the log's error.
+func (l *Lifecycle) Intercept(req logstore.InterceptRequest) (*Call, error) {
+	if req.Owner == nil {
+		req.Owner = logstore.NewOwner(l.now())
+	}
+	req.Start = true
+	c := &Call{Owner: req.Owner, actor: req.Actor}
+	res, err := l.Log.Intercept(req)
+	if err != nil {
+		if errors.Is(err, logstore.ErrSessionNotActive) {
+			c.Verdict = Closed
+			return c, err
+		}
+		return nil, err
+	}
+	c.Effect = res.Effect
+	c.Verdict = classify(res)
+	c.Started = (c.Verdict == New || c.Verdict == Retry) && c.Effect.State == sm.Executing
+	if c.Verdict == InProgress || c.Verdict == InDoubt {
+		c.Liveness = c.Effect.Owner.Liveness()
+		if c.Liveness == logstore.OwnerNone || c.Liveness == logstore.OwnerDead {
+			c.Verdict = InDoubt
+		} else {
+			c.Verdict = InProgress
+		}
+	}
+	return c, nil
+}
+
+func classify(res logstore.InterceptResult) Verdict {
+	switch res.Outcome {
+	case logstore.OutcomeReplayed:
+		return Replayed
+	case logstore.OutcomeRejected:
+		return Rejected
+	case logstore.OutcomeRetry:
+		return Retry
+	case logstore.OutcomeSafe:
+		return Safe
+	case logstore.OutcomeInProgress:
+		if res.Effect.State == sm.Executing {
+			return InProgress // judged live or in doubt by the caller
+		}
+		return Pending
+	}
+	return New
+}
+
+// WaitOutcome is how a wait for a decision ended.
+type WaitOutcome int
+
+// Wait outcomes.
+const (
+	Approved    WaitOutcome = iota // go ahead: Start it
+	Refused                        // rejected, by a person or by expiry
+	Taken                          // another caller moved the effect on
+	Abandoned                      // the session closed the request: nobody will decide
+	TimedOut                       // no decision within the wait's bound; the request stays open
+	Interrupted                    // the context ended; the request stays open
+)
+
+// Waited is the end of a wait and the effect as last read.
+type Waited struct {
+	Outcome WaitOutcome
+	Detail  logstore.EffectDetail
+}
+
+// Wait polls the log every Poll until the call's effect is decided, the
+// bound has passed (even on a request opened earlier that expires later),
+// or ctx ends. Once the first look finds it undecided, announce (if given)
+// is called with how long the wait can last: the sooner of the bound and
+// the request's expiry, which has is false when the request has none.
+func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, announce func(left time.Duration, expires bool)) (Waited, error) {
+	giveUp := l.now().Add(bound)
+	for {
+		d, err := l.Log.GetEffect(c.Effect.ID)
+		if err != nil {
+			return Waited{}, err
+		}
+		switch d.Decision(l.now()) {
+		case logstore.DecisionApproved:
+			return Waited{Approved, d}, nil
+		case logstore.DecisionRejected:
+			return Waited{Refused, d}, nil
+		case logstore.DecisionTaken:
+			return Waited{Taken, d}, nil
+		case logstore.DecisionClosed:
+			return Waited{Abandoned, d}, nil
+		case logstore.DecisionExpired:
+			if _, err := l.Log.ExpireApprovals(c.Effect.Session); err != nil {
+				return Waited{}, err
+			}
+			continue
+		}
+		now := l.now()
+		if !now.Before(giveUp) {
+			return Waited{TimedOut, d}, nil
+		}
+		if announce != nil {
+			left, expires := time.Duration(0), false
+			if a := d.Approval; a != nil && a.ExpiresAt != nil {
+				until := *a.ExpiresAt
+				if giveUp.Before(until) {
+					until = giveUp
+				}
+				left, expires = until.Sub(now), true
+			}
+			announce(left, expires)
+			announce = nil
+		}
+		select {
+		case <-ctx.Done():
+			return Waited{Interrupted, d}, nil
+		case <-time.After(Poll):
+		}
+	}
+}
+
+// Start moves an approved (or compensable) call to executing, owned by its
+// Owner from now. An effect another caller started meanwhile is
+// sm.ErrInvalidStateTransition.
+func (l *Lifecycle) Start(c *Call) error {
+	if c.Started {
+		return nil
+	}
+	c.Owner.StartedAt = l.now().UTC()
+	e, err := l.Log.Start(c.Effect.ID, logstore.Change{Actor: c.actor, Owner: c.Owner})
+	if err != nil {
+		return err
+	}
+	c.Effect, c.Started = e, true
+	return nil
+}
+
+// Commit records the call's success with its result snapshot.
+func (l *Lifecycle) Commit(c *Call, result []byte) error {
+	e, err := l.Log.Commit(c.Effect.ID, logstore.Change{Actor: c.actor, Result: result})
+	if err == nil {
+		c.Effect = e
+	}
+	return err
+}
+
+// Fail records that the call failed, with what went wrong: a repeat runs it again.
+func (l *Lifecycle) Fail(c *Call, why string) error {
+	e, err := l.Log.Fail(c.Effect.ID, logstore.Change{Actor: c.actor, Error: why})
+	if err == nil {
+		c.Effect = e
+	}
+	return err
+}
+
+// Reclaim fails an in-doubt call back to pending so that this caller can
+// run it, only while the owner judged dead still owns it: another process
+// may have reclaimed it since the intercept looked (then an error that
+// TakenMeanwhile recognises). An irreversible call needs a decision again:
+// the run in doubt used its approval.
+func (l *Lifecycle) Reclaim(c *Call, reason string) error {
+	if c.Verdict != InDoubt {
+		return fmt.Errorf("%w: effect %d is %s, not in doubt", logstore.ErrInProgress, c.Effect.ID, c.Verdict)
+	}
+	expect, gone := c.Effect.Owner, "no owner recorded"
+	if expect == nil {
+		expect = &logstore.Owner{}
+	} else {
+		gone = fmt.Sprintf("owner pid %d on %s gone", expect.PID, expect.Host)
+	}
+	e, err := l.Log.Fail(c.Effect.ID, logstore.Change{Actor: c.actor, Error: "in doubt: " + gone, Reason: reason, ExpectOwner: expect})
+	if err != nil {
+		return err
+	}
+	c.Effect, c.Verdict = e, Retry
+	return nil
+}
+
+// TakenMeanwhile tells whether a Start or Reclaim was refused because
+// another process moved the effect on first.
+func TakenMeanwhile(err error) bool {
+	return errors.Is(err, logstore.ErrInProgress) || errors.Is(err, sm.ErrInvalidStateTransition)
+}

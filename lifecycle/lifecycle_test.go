@@ -1,0 +1,290 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/logstore"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// fakeClock moves on by step at every reading, so that a wait's bound and a
+// request's expiry come after a few looks instead of minutes.
+type fakeClock struct {
+	mu   sync.Mutex
+	t    time.Time
+	step time.Duration
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.t
+	c.t = c.t.Add(c.step)
+	return now
+}
+
+func newLog(t *testing.T, now func() time.Time) logstore.Log {
+	return logstore.New(filepath.Join(t.TempDir(), "undolog.db"), logstore.Options{Now: now})
+}
+
+func request(tier sm.Tier, args string) logstore.InterceptRequest {
+	return logstore.InterceptRequest{Session: "s", Tool: "deploy", Tier: tier, Args: []byte(args), CreateSession: true,
+		Actor: "test", ApprovalTimeout: time.Hour}
+}
+
+// deadOwner is an owner on this host whose process has exited.
+func deadOwner(t *testing.T) *logstore.Owner {
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	o := logstore.NewOwner(time.Now())
+	o.PID, o.ProcessStart = gone.Process.Pid, 0
+	return o
+}
+
+// startedBy leaves a compensable call executing, owned by owner.
+func startedBy(owner *logstore.Owner) func(t *testing.T, l *Lifecycle) {
+	return func(t *testing.T, l *Lifecycle) {
+		req := request(sm.Compensable, `{}`)
+		req.Owner = owner
+		if c, err := l.Intercept(req); err != nil || !c.Started {
+			t.Fatalf("setup: %+v %v", c, err)
+		}
+	}
+}
+
+func TestInterceptClassifies(t *testing.T) {
+	alive := logstore.NewOwner(time.Now())
+	elsewhere := *alive
+	elsewhere.Host += "-elsewhere"
+	tests := []struct {
+		name     string
+		setup    func(t *testing.T, l *Lifecycle)
+		tier     sm.Tier
+		verdict  Verdict
+		started  bool
+		decide   bool
+		liveness logstore.Liveness
+		err      error
+	}{
+		{name: "new compensable starts", tier: sm.Compensable, verdict: New, started: true},
+		{name: "new irreversible waits", tier: sm.Irreversible, verdict: New, decide: true},
+		{name: "failed is retried", tier: sm.Compensable, verdict: Retry, started: true, setup: func(t *testing.T, l *Lifecycle) {
+			c, _ := l.Intercept(request(sm.Compensable, `{}`))
+			if err := l.Fail(c, "exit status 1"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "committed is replayed", tier: sm.Compensable, verdict: Replayed, setup: func(t *testing.T, l *Lifecycle) {
+			c, _ := l.Intercept(request(sm.Compensable, `{}`))
+			if err := l.Commit(c, []byte(`{"ok":true}`)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "awaiting a decision elsewhere", tier: sm.Irreversible, verdict: Pending, decide: true, setup: func(t *testing.T, l *Lifecycle) {
+			l.Intercept(request(sm.Irreversible, `{}`))
+		}},
+		{name: "executing, live owner", tier: sm.Compensable, verdict: InProgress, liveness: logstore.OwnerAlive, setup: startedBy(alive)},
+		{name: "executing on another host", tier: sm.Compensable, verdict: InProgress, liveness: logstore.OwnerElsewhere, setup: startedBy(&elsewhere)},
+		{name: "executing, owner dead", tier: sm.Compensable, verdict: InDoubt, liveness: logstore.OwnerDead, setup: func(t *testing.T, l *Lifecycle) {
+			startedBy(deadOwner(t))(t, l)
+		}},
+		{name: "rejected stands", tier: sm.Irreversible, verdict: Rejected, setup: func(t *testing.T, l *Lifecycle) {
+			c, _ := l.Intercept(request(sm.Irreversible, `{}`))
+			if _, err := l.Log.Reject(c.Effect.ID, logstore.Change{Actor: "bob"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "closed session", tier: sm.Compensable, verdict: Closed, err: logstore.ErrSessionNotActive, setup: func(t *testing.T, l *Lifecycle) {
+			l.Intercept(request(sm.Compensable, `{"other":1}`))
+			if _, err := l.Log.SetSessionState("s", sm.SessionCompleted, logstore.Change{Actor: "test"}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "safe is not logged", tier: sm.Safe, verdict: Safe},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &Lifecycle{Log: newLog(t, nil)}
+			if tt.setup != nil {
+				tt.setup(t, l)
+			}
+			c, err := l.Intercept(request(tt.tier, `{}`))
+			if !errors.Is(err, tt.err) || (tt.err == nil && err != nil) {
+				t.Fatalf("err %v, want %v", err, tt.err)
+			}
+			if c.Verdict != tt.verdict || c.Started != tt.started || c.NeedsDecision() != tt.decide || c.Liveness != tt.liveness {
+				t.Fatalf("got %s started=%v decide=%v liveness=%v, want %s started=%v decide=%v liveness=%v",
+					c.Verdict, c.Started, c.NeedsDecision(), c.Liveness, tt.verdict, tt.started, tt.decide, tt.liveness)
+			}
+			if c.Started && (c.Effect.State != sm.Executing || !c.Effect.Owner.Same(c.Owner)) {
+				t.Fatalf("started but %s, owned by %s", c.Effect.State, c.Effect.Owner)
+			}
+		})
+	}
+}
+
+// waiting intercepts an irreversible call on a log and lifecycle sharing clock.
+func waiting(t *testing.T, clock *fakeClock, timeout time.Duration) (*Lifecycle, *Call) {
+	l := &Lifecycle{Log: newLog(t, clock.Now), Now: clock.Now}
+	req := request(sm.Irreversible, `{}`)
+	req.ApprovalTimeout = timeout
+	c, err := l.Intercept(req)
+	if err != nil || !c.NeedsDecision() {
+		t.Fatalf("%+v %v", c, err)
+	}
+	return l, c
+}
+
+func TestWaitEndsAtItsBoundAndLeavesTheRequestOpen(t *testing.T) {
+	clock := &fakeClock{t: time.Now(), step: time.Minute}
+	l, c := waiting(t, clock, time.Hour)
+	announced := 0
+	var left time.Duration
+	w, err := l.Wait(context.Background(), c, 5*time.Minute, func(d time.Duration, expires bool) {
+		announced++
+		if !expires {
+			t.Error("the request has an expiry")
+		}
+		left = d
+	})
+	if err != nil || w.Outcome != TimedOut {
+		t.Fatalf("%v %v", w.Outcome, err)
+	}
+	if announced != 1 || left <= 0 || left > 5*time.Minute {
+		t.Fatalf("announced %d times, %s left: the bound comes before the expiry", announced, left)
+	}
+	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Pending || d.Approval.Outcome != logstore.ApprovalPending {
+		t.Fatalf("%s %s: the request must stay open", d.Effect.State, d.Approval.Outcome)
+	}
+}
+
+func TestWaitRecordsAnExpiredRequest(t *testing.T) {
+	clock := &fakeClock{t: time.Now(), step: time.Minute}
+	l, c := waiting(t, clock, 3*time.Minute)
+	w, err := l.Wait(context.Background(), c, time.Hour, nil)
+	if err != nil || w.Outcome != Refused {
+		t.Fatalf("%v %v", w.Outcome, err)
+	}
+	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Rejected || d.Approval.Outcome != logstore.ApprovalTimedOut {
+		t.Fatalf("%s %s", d.Effect.State, d.Approval.Outcome)
+	}
+}
+
+func TestWaitSeesWhatOthersDecide(t *testing.T) {
+	tests := []struct {
+		name   string
+		decide func(l *Lifecycle, id uint64) error
+		want   WaitOutcome
+	}{
+		{"approved", func(l *Lifecycle, id uint64) error {
+			_, err := l.Log.Approve(id, logstore.Change{Actor: "alice"})
+			return err
+		}, Approved},
+		{"rejected", func(l *Lifecycle, id uint64) error {
+			_, err := l.Log.Reject(id, logstore.Change{Actor: "bob"})
+			return err
+		}, Refused},
+		{"taken", func(l *Lifecycle, id uint64) error {
+			if _, err := l.Log.Approve(id, logstore.Change{Actor: "alice"}); err != nil {
+				return err
+			}
+			_, err := l.Log.Start(id, logstore.Change{Actor: "other", Owner: logstore.NewOwner(time.Now())})
+			return err
+		}, Taken},
+		{"session closed", func(l *Lifecycle, id uint64) error {
+			_, err := l.Log.SetSessionState("s", sm.SessionFailed, logstore.Change{Actor: "ci"})
+			return err
+		}, Abandoned},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Now(), step: time.Millisecond}
+			l, c := waiting(t, clock, time.Hour)
+			w, err := l.Wait(context.Background(), c, time.Hour, func(time.Duration, bool) {
+				if err := tt.decide(l, c.Effect.ID); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if err != nil || w.Outcome != tt.want {
+				t.Fatalf("%v %v, want %v", w.Outcome, err, tt.want)
+			}
+			if tt.want == Approved {
+				if err := l.Start(c); err != nil || c.Effect.State != sm.Executing || !c.Effect.Owner.Same(c.Owner) {
+					t.Fatalf("start after approval: %v %s", err, c.Effect.State)
+				}
+			}
+		})
+	}
+}
+
+func TestWaitStopsWhenInterrupted(t *testing.T) {
+	clock := &fakeClock{t: time.Now(), step: time.Millisecond}
+	l, c := waiting(t, clock, time.Hour)
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := l.Wait(ctx, c, time.Hour, func(time.Duration, bool) { cancel() })
+	if err != nil || w.Outcome != Interrupted {
+		t.Fatalf("%v %v", w.Outcome, err)
+	}
+	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Pending {
+		t.Fatalf("%s: an interrupted wait leaves the request open", d.Effect.State)
+	}
+}
+
+func TestReclaimFailsTheDeadOwnersRunOnce(t *testing.T) {
+	l := &Lifecycle{Log: newLog(t, nil)}
+	dead := deadOwner(t)
+	startedBy(dead)(t, l)
+	first, _ := l.Intercept(request(sm.Compensable, `{}`))
+	second, _ := l.Intercept(request(sm.Compensable, `{}`))
+	if first.Verdict != InDoubt || second.Verdict != InDoubt {
+		t.Fatalf("%s %s", first.Verdict, second.Verdict)
+	}
+	// The second reclaims it and runs it: its owner is now alive.
+	if err := l.Reclaim(second, "reclaimed"); err != nil {
+		t.Fatal(err)
+	}
+	if second.Verdict != Retry || second.Effect.State != sm.Pending {
+		t.Fatalf("after reclaim: %s %s", second.Verdict, second.Effect.State)
+	}
+	if err := l.Start(second); err != nil {
+		t.Fatal(err)
+	}
+	// The first judged the dead owner, who owns it no more: refused.
+	err := l.Reclaim(first, "reclaimed")
+	if !TakenMeanwhile(err) || !errors.Is(err, logstore.ErrInProgress) {
+		t.Fatalf("reclaim of an effect taken meanwhile: %v", err)
+	}
+	d, _ := l.Log.GetEffect(first.Effect.ID)
+	if d.Effect.State != sm.Executing || !d.Effect.Owner.Same(second.Owner) {
+		t.Fatalf("%s owned by %s, want executing by the second", d.Effect.State, d.Effect.Owner)
+	}
+	fails := 0
+	for _, h := range d.History {
+		if h.To == string(sm.Pending) && h.Reason == "reclaimed" {
+			fails++
+		}
+	}
+	if fails != 1 {
+		t.Fatalf("%d reclaims recorded, want 1: %+v", fails, d.History)
+	}
+}
+
+func TestReclaimRefusesALiveOwner(t *testing.T) {
+	l := &Lifecycle{Log: newLog(t, nil)}
+	startedBy(logstore.NewOwner(time.Now()))(t, l)
+	c, _ := l.Intercept(request(sm.Compensable, `{}`))
+	if err := l.Reclaim(c, "reclaimed"); !TakenMeanwhile(err) {
+		t.Fatalf("reclaim of a live owner's call: %v", err)
+	}
+	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Executing {
+		t.Fatalf("%s", d.Effect.State)
+	}
+}
