@@ -90,11 +90,6 @@ func (s *Store) update(fn func(tx *writeTx) error) error {
 	return s.enqueue(&writeCall{fn: fn})
 }
 
-// checkpoint commits the journal's records to bbolt and empties it.
-func (s *Store) checkpoint() error {
-	return s.enqueue(&writeCall{})
-}
-
 func (s *Store) enqueue(c *writeCall) error {
 	c.done, c.timeout = make(chan struct{}), s.opts.LockTimeout
 	g := s.group
