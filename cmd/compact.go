@@ -23,7 +23,7 @@ writes still in its journal folded in, and rename it into place atomically. Refu
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			before, after, err := f.Store().Compact()
+			before, after, err := f.Log().Compact()
 			if err != nil {
 				return err
 			}

@@ -171,7 +171,7 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		}
 		req.Compensation = &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: undo, Dir: cwd}
 	}
-	store := f.Store()
+	store := f.Log()
 	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now}
 	call, err := lc.Intercept(req)
 	if err != nil {

@@ -66,9 +66,9 @@ func (f *Factory) LogPath() string {
 	return DefaultLogPath(f.Getenv)
 }
 
-// Store opens nothing: it returns the log, which each operation opens and
-// closes. A log that others can read gets a warning, once.
-func (f *Factory) Store() logstore.Log {
+// Log opens nothing: it returns the effect log, which each operation opens
+// and closes. A log that others can read gets a warning, once.
+func (f *Factory) Log() logstore.Log {
 	path := f.LogPath()
 	if !f.warned {
 		f.warned = true

@@ -51,7 +51,7 @@ or compensating (a call in flight or in doubt) is kept.`,
 				}
 				states = append(states, st)
 			}
-			store := f.Store()
+			store := f.Log()
 			rep, err := store.GC(before, states)
 			if err != nil {
 				return err

@@ -71,7 +71,7 @@ The session is created if it does not exist.`,
 				}
 				req.Compensation = &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: argv}
 			}
-			res, err := f.Store().Intercept(req)
+			res, err := f.Log().Intercept(req)
 			if err != nil {
 				return err
 			}

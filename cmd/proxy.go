@@ -50,7 +50,7 @@ compensations last-in-first-out.`,
 				}
 				policy = p
 			}
-			store := f.Store()
+			store := f.Log()
 			session := opts.session
 			if session == "" {
 				session = f.Getenv("UNDOLOG_SESSION")

@@ -44,7 +44,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			list, _, err := f.Store().ListSessions(filter)
+			list, _, err := f.Log().ListSessions(filter)
 			if err != nil {
 				return err
 			}

@@ -46,7 +46,7 @@ there are in all.`,
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			v, err := loadSessionView(f.Store(), args[0], opts.limit)
+			v, err := loadSessionView(f.Log(), args[0], opts.limit)
 			if err != nil {
 				return err
 			}

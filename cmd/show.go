@@ -34,7 +34,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store := f.Store()
+			store := f.Log()
 			details := make([]logstore.EffectDetail, 0, len(ids))
 			// An mcp compensation is called on its session's server.
 			upstreams := map[string][]string{}

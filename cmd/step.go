@@ -69,7 +69,7 @@ func runSteps(f *Factory, opts *stepOptions, ids []uint64, to sm.State) error {
 		}
 		change.Result = json.RawMessage(data)
 	}
-	store := f.Store()
+	store := f.Log()
 	firstCode := ExitOK
 	var done []logstore.Effect
 	for _, id := range ids {

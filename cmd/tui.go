@@ -34,7 +34,7 @@ func runTUI(c *cobra.Command, f *Factory, session, as string) error {
 	if !f.StdoutIsTerminal() || !f.StdinIsTerminal() {
 		return usagef("tui needs a terminal; for scripts use list, show and approvals with -o json")
 	}
-	store := f.Store()
+	store := f.Log()
 	if session != "" {
 		if _, err := store.GetSession(session); err != nil {
 			return err

@@ -50,7 +50,7 @@ again (compensations are not assumed idempotent).`,
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			store := f.Store()
+			store := f.Log()
 			plan, err := saga.MakePlan(store, args[0])
 			if err != nil {
 				return err
