@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/undolog/undolog/logstore"
 )
 
 type compactOptions struct {
@@ -23,7 +24,11 @@ writes still in its journal folded in, and rename it into place atomically. Refu
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			before, after, err := f.Log().Compact()
+			fl, ok := f.Log().(logstore.FileLog)
+			if !ok {
+				return usagef("compact rewrites a log file; %s is not one", f.LogPath())
+			}
+			before, after, err := fl.Compact()
 			if err != nil {
 				return err
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/logstore"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -57,8 +58,8 @@ or compensating (a call in flight or in doubt) is kept.`,
 				return err
 			}
 			var sizeBefore, sizeAfter int64
-			if !opts.noCompact && len(rep.Sessions) > 0 {
-				if sizeBefore, sizeAfter, err = store.Compact(); err != nil {
+			if fl, ok := store.(logstore.FileLog); ok && !opts.noCompact && len(rep.Sessions) > 0 {
+				if sizeBefore, sizeAfter, err = fl.Compact(); err != nil {
 					return err
 				}
 			}

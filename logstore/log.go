@@ -10,8 +10,6 @@ import (
 // backend shared across machines (PostgreSQL) is to implement the same
 // operations, so nothing outside this package depends on bbolt.
 type Log interface {
-	Path() string
-
 	CreateSession(NewSession) (Session, error)
 	GetSession(id string) (Session, error)
 	ListSessions(SessionFilter) ([]Session, uint64, error)
@@ -40,9 +38,17 @@ type Log interface {
 	LastChange() (uint64, error)
 
 	Verify() (VerifyReport, error)
-	Compact() (before, after int64, err error)
 	GC(before time.Time, states []sm.SessionState) (GCReport, error)
 	Export(session string, fn func(ExportRecord) error) error
 }
 
-var _ Log = (*Store)(nil)
+// FileLog is what a log kept in a file can do beyond Log: say where it is,
+// and rewrite itself without its free space. Commands that need it check
+// for it; a log shared in a database has neither.
+type FileLog interface {
+	Log
+	Path() string
+	Compact() (before, after int64, err error)
+}
+
+var _ FileLog = (*Store)(nil)
