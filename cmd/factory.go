@@ -29,6 +29,7 @@ type Factory struct {
 
 	lines  *bufio.Reader
 	warned bool
+	opened []logstore.Log // closed when the command ends
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so
@@ -77,7 +78,21 @@ func (f *Factory) Log() logstore.Log {
 				path, info.Mode().Perm(), path)
 		}
 	}
-	return logstore.New(path, logstore.Options{LockTimeout: f.LockTimeout, Now: f.Now})
+	log := logstore.New(path, logstore.Options{LockTimeout: f.LockTimeout, Now: f.Now})
+	f.opened = append(f.opened, log)
+	return log
+}
+
+// closeLogs lets go of the logs the command used.
+func (f *Factory) closeLogs() error {
+	var first error
+	for _, log := range f.opened {
+		if err := log.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	f.opened = nil
+	return first
 }
 
 // Actor is --as, else UNDOLOG_ACTOR, else user@host.

@@ -37,6 +37,9 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 	root.SetOut(f.Out)
 	root.SetErr(f.ErrOut)
 	err := root.ExecuteContext(ctx)
+	if cerr := f.closeLogs(); err == nil {
+		err = cerr
+	}
 	if err == nil {
 		return ExitOK
 	}

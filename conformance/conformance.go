@@ -68,6 +68,7 @@ var suite = []struct {
 	{"Export", testExport},
 	{"SameSignatureFromManyGoroutines", testSameSignatureFromManyGoroutines},
 	{"RandomOperationsAgreeWithTheModel", testRandomOperations},
+	{"CloseKeepsWhatWasWritten", testCloseKeepsWhatWasWritten},
 }
 
 // clock is a settable time source.

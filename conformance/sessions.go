@@ -179,3 +179,24 @@ func testUndoSteps(t *testing.T, newStore opener) {
 	must[logstore.Session](t)(s.SetSessionState("u", sm.SessionCompensated, logstore.Change{}))
 	verifyClean(t, s)
 }
+
+// Close lets the log go with everything written kept, and the log can be
+// used again after it.
+func testCloseKeepsWhatWasWritten(t *testing.T, open opener) {
+	log, _ := open(t)
+	res := intercept(t, log, "s", "w", sm.Compensable, `{"n":1}`)
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := log.GetEffect(res.Effect.ID)
+	if err != nil || d.Effect.State != sm.Pending || string(d.Effect.Args) != `{"n":1}` {
+		t.Fatalf("after Close: %+v %v", d.Effect, err)
+	}
+	if _, err := log.Start(res.Effect.ID, logstore.Change{}); err != nil {
+		t.Fatalf("a write after Close: %v", err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	verifyClean(t, log)
+}

@@ -40,6 +40,9 @@ type Log interface {
 	Verify() (VerifyReport, error)
 	GC(before time.Time, states []sm.SessionState) (GCReport, error)
 	Export(session string, fn func(ExportRecord) error) error
+
+	// Close lets the log go once this process's writes to it are done.
+	Close() error
 }
 
 // FileLog is what a log kept in a file can do beyond Log: say where it is,

@@ -90,6 +90,14 @@ func New(path string, opts Options) *Store {
 	return &Store{path: path, opts: opts, group: g}
 }
 
+// Close lets the log go: the committer answers what it was given, then
+// closes the file (what it wrote is durable already). The Store may be used
+// again; it opens the log anew.
+func (s *Store) Close() error {
+	s.pause()()
+	return nil
+}
+
 // Path is the log file's path.
 func (s *Store) Path() string { return s.path }
 
