@@ -168,16 +168,17 @@ func (e *errAfterCommit) Error() string { return e.err.Error() }
 // disk; on a read-only file system, or a log it may not write, it reads a
 // private copy (viewCopy).
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
-	if err, ok := s.viewInCommitter(fn); ok {
-		return err
-	}
-	err := s.viewOnce(fn)
-	if err == errJournalPending {
-		err = s.enqueue(&writeCall{read: fn})
-		var nw *noWriteAccess
-		if errors.As(err, &nw) {
-			return s.viewCopy(fn)
+	err, inCommitter := s.viewInCommitter(fn)
+	if !inCommitter {
+		if err = s.viewOnce(fn); err == errJournalPending {
+			err = s.enqueue(&writeCall{read: fn})
 		}
+	}
+	// The committer could not open the log to replay the journal (fn did
+	// not run): read a private copy.
+	var nw *noWriteAccess
+	if errors.As(err, &nw) {
+		return s.viewCopy(fn)
 	}
 	return err
 }
@@ -311,7 +312,7 @@ func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	defer announceWaiting(s.journalPath())()
 	var file *os.File
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		f, err := os.OpenFile(name, flag, perm)
+		f, err := openLogFile(name, flag, perm)
 		file = f
 		return f, err
 	}
@@ -347,6 +348,10 @@ func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 		return nil, fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
 }
+
+// openLogFile opens the log file for bbolt; tests replace it to refuse
+// opens for writing, as a read-only file system does.
+var openLogFile = os.OpenFile
 
 // isFileAtPath reports whether f is the file at the log's path.
 func (s *Store) isFileAtPath(f *os.File) bool {

@@ -405,3 +405,42 @@ func TestSlowExportConsumerBlocksNoWriter(t *testing.T) {
 	}
 	verifyClean(t, s)
 }
+
+// A reader that may not open the log for writing reads a private copy when
+// the journal holds writes, whichever way its read goes: also through this
+// process's committer, running for another read at the same moment.
+func TestReadsWithoutWriteAccessReadACopy(t *testing.T) {
+	s, _ := newStore(t)
+	for i := 0; i < 5; i++ {
+		intercept(t, s, "s", "w", sm.Compensable, strconv.Itoa(i))
+	}
+	s.pause()()
+	if j := journalRecords(t, s); j.records == 0 {
+		t.Fatal("nothing in the journal")
+	}
+	openLogFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+			return nil, &os.PathError{Op: "open", Path: name, Err: syscall.EROFS}
+		}
+		return os.OpenFile(name, flag, perm)
+	}
+	defer func() { openLogFile = os.OpenFile }()
+	errs := make(chan error, 40)
+	for g := 0; g < cap(errs); g++ {
+		go func() {
+			var err error
+			for i := 0; i < 5 && err == nil; i++ {
+				var effects []Effect
+				if effects, _, err = s.ListEffects(EffectFilter{}); err == nil && len(effects) != 5 {
+					err = fmt.Errorf("%d effects read, want 5", len(effects))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for g := 0; g < cap(errs); g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
