@@ -237,10 +237,13 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 	e := call.Effect
 	// --approval-timeout bounds this wait even on a request opened before
 	// (by an earlier run, or reopened after a failure) that expires later.
-	w, err := lc.Wait(ctx, call, opts.approvalTimeout, func(left time.Duration, expires bool) {
+	w, err := lc.Wait(ctx, call, opts.approvalTimeout, func(a lifecycle.Announce) {
 		expiry := ""
-		if expires {
-			expiry = " (expires in " + compactDuration(left) + ")"
+		switch {
+		case a.Expires && a.ExpiresIn <= a.WaitsFor:
+			expiry = " (expires in " + compactDuration(a.ExpiresIn) + ")"
+		case a.Expires: // a request an earlier run left open outlasts this wait
+			expiry = " (expires in " + compactDuration(a.ExpiresIn) + "; waiting " + compactDuration(a.WaitsFor) + ")"
 		}
 		opts.note(f, "effect %d (%s, irreversible) awaits approval%s: undolog approve %d", e.ID, e.Tool, expiry, e.ID)
 	})

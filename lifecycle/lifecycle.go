@@ -33,6 +33,14 @@ func (l *Lifecycle) now() time.Time {
 	return l.Now()
 }
 
+// Announce says, when a wait begins, when the request expires (Expires is
+// false when it has no expiry) and how long the wait lasts at most.
+type Announce struct {
+	ExpiresIn time.Duration
+	Expires   bool
+	WaitsFor  time.Duration
+}
+
 // Verdict is what the log says about an intercepted call.
 type Verdict int
 
@@ -156,9 +164,8 @@ type Waited struct {
 // Wait polls the log every Poll until the call's effect is decided, the
 // bound has passed (even on a request opened earlier that expires later),
 // or ctx ends. Once the first look finds it undecided, announce (if given)
-// is called with how long the wait can last: the sooner of the bound and
-// the request's expiry, which has is false when the request has none.
-func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, announce func(left time.Duration, expires bool)) (Waited, error) {
+// is called with when the request expires and how long this wait lasts.
+func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, announce func(Announce)) (Waited, error) {
 	giveUp := l.now().Add(bound)
 	for {
 		d, err := l.Log.GetEffect(c.Effect.ID)
@@ -185,15 +192,12 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 			return Waited{TimedOut, d}, nil
 		}
 		if announce != nil {
-			left, expires := time.Duration(0), false
+			var expiresIn time.Duration
+			expires := false
 			if a := d.Approval; a != nil && a.ExpiresAt != nil {
-				until := *a.ExpiresAt
-				if giveUp.Before(until) {
-					until = giveUp
-				}
-				left, expires = until.Sub(now), true
+				expiresIn, expires = a.ExpiresAt.Sub(now), true
 			}
-			announce(left, expires)
+			announce(Announce{ExpiresIn: expiresIn, Expires: expires, WaitsFor: giveUp.Sub(now)})
 			announce = nil
 		}
 		select {

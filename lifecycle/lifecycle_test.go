@@ -148,12 +148,12 @@ func TestWaitEndsAtItsBoundAndLeavesTheRequestOpen(t *testing.T) {
 	l, c := waiting(t, clock, time.Hour)
 	announced := 0
 	var left time.Duration
-	w, err := l.Wait(context.Background(), c, 5*time.Minute, func(d time.Duration, expires bool) {
+	w, err := l.Wait(context.Background(), c, 5*time.Minute, func(a Announce) {
 		announced++
-		if !expires {
-			t.Error("the request has an expiry")
+		if !a.Expires || a.ExpiresIn <= 5*time.Minute {
+			t.Errorf("the request expires in an hour: %+v", a)
 		}
-		left = d
+		left = a.WaitsFor
 	})
 	if err != nil || w.Outcome != TimedOut {
 		t.Fatalf("%v %v", w.Outcome, err)
@@ -208,7 +208,7 @@ func TestWaitSeesWhatOthersDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := &fakeClock{t: time.Now(), step: time.Millisecond}
 			l, c := waiting(t, clock, time.Hour)
-			w, err := l.Wait(context.Background(), c, time.Hour, func(time.Duration, bool) {
+			w, err := l.Wait(context.Background(), c, time.Hour, func(Announce) {
 				if err := tt.decide(l, c.Effect.ID); err != nil {
 					t.Fatal(err)
 				}
@@ -229,7 +229,7 @@ func TestWaitStopsWhenInterrupted(t *testing.T) {
 	clock := &fakeClock{t: time.Now(), step: time.Millisecond}
 	l, c := waiting(t, clock, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := l.Wait(ctx, c, time.Hour, func(time.Duration, bool) { cancel() })
+	w, err := l.Wait(ctx, c, time.Hour, func(Announce) { cancel() })
 	if err != nil || w.Outcome != Interrupted {
 		t.Fatalf("%v %v", w.Outcome, err)
 	}
