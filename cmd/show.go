@@ -109,7 +109,7 @@ func printEffectDetail(f *Factory, d logstore.EffectDetail, upstream []string) e
 	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
 	if d.Approval != nil {
 		a := d.Approval
-		field("approval", approvalLine(now, a.Round()))
+		field("approval", approvalLine(now, a.ApprovalRound))
 		// An irreversible effect is approved again after each failure.
 		for i := len(a.Earlier) - 1; i >= 0; i-- {
 			field("earlier approval", approvalLine(now, a.Earlier[i]))

@@ -22,7 +22,7 @@ func recordDecision(tx *writeTx, sess *Session, id uint64, to sm.State, c Change
 			sess.PendingApprovals--
 		}
 	} else {
-		a.Earlier = append(a.Earlier, a.Round())
+		a.Earlier = append(a.Earlier, a.ApprovalRound)
 	}
 	a.Outcome = ApprovalApproved
 	if to == sm.Rejected {
@@ -67,7 +67,7 @@ func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Ti
 	if a.Outcome == ApprovalPending {
 		return nil
 	}
-	a.Earlier = append(a.Earlier, a.Round())
+	a.Earlier = append(a.Earlier, a.ApprovalRound)
 	if a.ExpiresAt != nil {
 		exp := now.Add(a.ExpiresAt.Sub(a.RequestedAt))
 		a.ExpiresAt = &exp

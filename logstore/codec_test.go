@@ -124,9 +124,9 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 	}))
 	t.Run("approval", rapid.MakeCheck(func(t *rapid.T) {
 		a := &Approval{EffectID: rapid.Uint64().Draw(t, "id"), Session: rapid.String().Draw(t, "session"), Tool: rapid.String().Draw(t, "tool"),
-			Args: drawRaw(t, "args"), Reason: rapid.String().Draw(t, "reason"), RequestedAt: drawTime(t, "requested"),
-			ExpiresAt: drawTimePtr(t, "expires"), Outcome: word(t, "outcome"), DecidedBy: word(t, "by"),
-			DecidedAt: drawTimePtr(t, "decided"), Decision: rapid.String().Draw(t, "decision")}
+			Args: drawRaw(t, "args"), Reason: rapid.String().Draw(t, "reason"), ApprovalRound: ApprovalRound{RequestedAt: drawTime(t, "requested"),
+				ExpiresAt: drawTimePtr(t, "expires"), Outcome: word(t, "outcome"), DecidedBy: word(t, "by"),
+				DecidedAt: drawTimePtr(t, "decided"), Decision: rapid.String().Draw(t, "decision")}}
 		for i := rapid.IntRange(0, 3).Draw(t, "rounds"); i > 0; i-- {
 			a.Earlier = append(a.Earlier, ApprovalRound{RequestedAt: drawTime(t, "r.requested"), ExpiresAt: drawTimePtr(t, "r.expires"),
 				Outcome: word(t, "r.outcome"), DecidedBy: word(t, "r.by"), DecidedAt: drawTimePtr(t, "r.decided"),

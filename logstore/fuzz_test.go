@@ -184,7 +184,7 @@ func FuzzLogRecords(f *testing.F) {
 			Compensation: &Compensation{Kind: CompensationCommand, Argv: []string{"rm", "x"}}, HistoryLen: 3},
 		&HistoryRecord{Seq: 2, Kind: KindEffect, EffectID: 2, Session: "s", From: "pending", To: "executing", At: time.Unix(1, 0)},
 		&UndoEntry{EffectID: 2, Session: "s", Tool: "t", State: sm.EntryPending},
-		&Approval{EffectID: 5, Session: "s", Outcome: ApprovalPending},
+		&Approval{EffectID: 5, Session: "s", ApprovalRound: ApprovalRound{Outcome: ApprovalPending}},
 		&Session{ID: "s", State: sm.SessionActive, Meta: map[string]string{"a": "b"}, Counts: map[sm.State]int{sm.Pending: 1}},
 	} {
 		data, err := encodeRecord(rec)

@@ -235,7 +235,7 @@ func (s *Store) interceptTx(tx *writeTx, p prepared) (InterceptResult, error) {
 		}
 	case sm.Irreversible:
 		a := Approval{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, Args: e.Args, Reason: req.Reason,
-			RequestedAt: now, Outcome: ApprovalPending}
+			ApprovalRound: ApprovalRound{RequestedAt: now, Outcome: ApprovalPending}}
 		if req.ApprovalTimeout > 0 {
 			exp := now.Add(req.ApprovalTimeout)
 			a.ExpiresAt = &exp

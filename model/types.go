@@ -161,17 +161,13 @@ const SessionActor = "system:session"
 
 // Approval is the request for a human decision on an irreversible effect.
 type Approval struct {
-	EffectID    uint64          `json:"effect_id"`
-	Session     string          `json:"session"`
-	Tool        string          `json:"tool"`
-	Args        json.RawMessage `json:"args"`
-	Reason      string          `json:"reason"`
-	RequestedAt time.Time       `json:"requested_at"`
-	ExpiresAt   *time.Time      `json:"expires_at"`
-	Outcome     string          `json:"outcome"`
-	DecidedBy   string          `json:"decided_by"`
-	DecidedAt   *time.Time      `json:"decided_at"`
-	Decision    string          `json:"decision_reason"`
+	EffectID uint64          `json:"effect_id"`
+	Session  string          `json:"session"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	Reason   string          `json:"reason"`
+	// ApprovalRound is the request as it stands now, and its decision.
+	ApprovalRound
 	// Earlier holds the decisions of the executions before this one, oldest
 	// first: an effect that failed after its approval is asked again.
 	Earlier []ApprovalRound `json:"earlier,omitempty"`
@@ -252,10 +248,4 @@ func (d EffectDetail) Decision(now time.Time) Decision {
 		return DecisionExpired
 	}
 	return DecisionWaiting
-}
-
-// Round is the request as it stands now: an ApprovalRound once it is asked again.
-func (a *Approval) Round() ApprovalRound {
-	return ApprovalRound{RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Outcome: a.Outcome,
-		DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Decision: a.Decision}
 }
