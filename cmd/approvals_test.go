@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 )
 
 // TestApprovalsShowWhatTheEffectDoes: an approver is shown the effect's tool
@@ -17,8 +18,8 @@ func TestApprovalsShowWhatTheEffectDoes(t *testing.T) {
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	f := &Factory{Out: &out, ErrOut: &out, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}
 	list := []logstore.PendingApproval{{
-		Approval: logstore.Approval{EffectID: 7, Session: "s", Tool: "notify", Args: json.RawMessage(`{"env":"staging"}`), ApprovalRound: logstore.ApprovalRound{RequestedAt: now}},
-		Effect:   logstore.Effect{ID: 7, Session: "s", Tool: "deploy", Args: json.RawMessage(`{"env":"prod"}`)},
+		Approval: model.Approval{EffectID: 7, Session: "s", Tool: "notify", Args: json.RawMessage(`{"env":"staging"}`), ApprovalRound: model.ApprovalRound{RequestedAt: now}},
+		Effect:   model.Effect{ID: 7, Session: "s", Tool: "deploy", Args: json.RawMessage(`{"env":"prod"}`)},
 	}}
 	if err := renderApprovals(f, list); err != nil {
 		t.Fatal(err)

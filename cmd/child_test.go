@@ -12,6 +12,7 @@ import (
 
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 )
 
 // A SIGKILLed undolog takes the command it runs with it (Linux), so that a
@@ -29,7 +30,7 @@ func TestCommandDiesWithUndolog(t *testing.T) {
 			return []string{"exec", "--session", "s", "--undo", "true", "--", "sh", "-c", script(marks)}
 		},
 		"undo": func(t *testing.T, db, marks string) []string {
-			committedEffect(t, logstore.New(db, logstore.Options{}), &logstore.Compensation{Kind: logstore.CompensationCommand,
+			committedEffect(t, logstore.New(db, logstore.Options{}), &model.Compensation{Kind: model.CompensationCommand,
 				Argv: []string{"sh", "-c", script(marks)}})
 			return []string{"undo", "s", "--yes"}
 		},

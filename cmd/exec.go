@@ -20,6 +20,7 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -169,7 +170,7 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		if err != nil {
 			return err
 		}
-		req.Compensation = &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: undo, Dir: cwd}
+		req.Compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: undo, Dir: cwd}
 	}
 	store := f.Log()
 	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now}
@@ -203,11 +204,11 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 func reclaimInDoubt(f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
 	e := call.Effect
 	switch call.Liveness {
-	case logstore.OwnerElsewhere:
+	case model.OwnerElsewhere:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d)", e.ID, e.Owner.Host, e.Owner.PID)}
-	case logstore.OwnerAlive:
+	case model.OwnerAlive:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing (pid %d, since %s)", e.ID, e.Owner.PID, e.Owner.StartedAt.Format(time.RFC3339))}
-	case logstore.OwnerNone:
+	case model.OwnerNone:
 		if !opts.retryInDoubt {
 			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is executing with no recorded owner: in doubt; check what happened, then rerun with --retry-in-doubt", e.ID)}
 		}
@@ -275,7 +276,7 @@ func rejection(store logstore.Log, id uint64) error {
 	if err != nil {
 		return err
 	}
-	if a := d.Approval; a != nil && a.Outcome == logstore.ApprovalTimedOut {
+	if a := d.Approval; a != nil && a.Outcome == model.ApprovalTimedOut {
 		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: the approval request expired; the command did not run", id)}
 	}
 	who := ""

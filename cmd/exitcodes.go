@@ -3,7 +3,7 @@ package cmd
 import (
 	"errors"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -47,17 +47,17 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &ue), errors.Is(err, logstore.ErrInvalidInput), errors.Is(err, sm.ErrUnknownName):
+	case errors.As(err, &ue), errors.Is(err, model.ErrInvalidInput), errors.Is(err, sm.ErrUnknownName):
 		return ExitUsage
-	case errors.Is(err, logstore.ErrNotFound):
+	case errors.Is(err, model.ErrNotFound):
 		return ExitNotFound
 	case errors.Is(err, sm.ErrInvalidStateTransition):
 		return ExitInvalid
-	case errors.Is(err, logstore.ErrBusy):
+	case errors.Is(err, model.ErrBusy):
 		return ExitBusy
-	case errors.Is(err, logstore.ErrInProgress), errors.Is(err, logstore.ErrConflict):
+	case errors.Is(err, model.ErrInProgress), errors.Is(err, model.ErrConflict):
 		return ExitInProgress
-	case errors.Is(err, logstore.ErrSessionNotActive):
+	case errors.Is(err, model.ErrSessionNotActive):
 		return ExitNotActive
 	}
 	return ExitError

@@ -9,6 +9,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -69,7 +70,7 @@ The session is created if it does not exist.`,
 				if err != nil {
 					return err
 				}
-				req.Compensation = &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: argv}
+				req.Compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: argv}
 			}
 			res, err := f.Log().Intercept(req)
 			if err != nil {
@@ -83,9 +84,9 @@ The session is created if it does not exist.`,
 				printIntercept(f, res)
 			}
 			switch res.Outcome {
-			case logstore.OutcomeInProgress:
+			case model.OutcomeInProgress:
 				return &exitError{code: ExitInProgress, msg: inProgressMessage(res.Effect)}
-			case logstore.OutcomeRejected:
+			case model.OutcomeRejected:
 				return &exitError{code: ExitRejected, msg: fmt.Sprintf("effect %d for this call was rejected; it will not run", res.Effect.ID)}
 			}
 			return nil
@@ -111,20 +112,20 @@ The session is created if it does not exist.`,
 func printIntercept(f *Factory, res logstore.InterceptResult) {
 	e := res.Effect
 	switch res.Outcome {
-	case logstore.OutcomeSafe:
+	case model.OutcomeSafe:
 		fmt.Fprintln(f.Out, "safe: not logged; run the call directly")
-	case logstore.OutcomeReplayed:
+	case model.OutcomeReplayed:
 		fmt.Fprintf(f.Out, "replayed effect %d (replay of %d): do not run the call\n", e.ID, *e.ReplayOf)
 		fmt.Fprintf(f.Out, "result: %s\n", textfmt.Escape(string(e.Result)))
 	default:
 		fmt.Fprintf(f.Out, "%s effect %d: %s %s %s\n", res.Outcome, e.ID, textfmt.Escape(e.Tool), e.Tier, paint(f, stateCell(string(e.State))))
-		if res.Outcome == logstore.OutcomeNew && e.Tier == sm.Irreversible {
+		if res.Outcome == model.OutcomeNew && e.Tier == sm.Irreversible {
 			fmt.Fprintf(f.Out, "waiting for approval: undolog approve %d\n", e.ID)
 		}
 	}
 }
 
-func inProgressMessage(e logstore.Effect) string {
+func inProgressMessage(e model.Effect) string {
 	if e.State == sm.Pending && e.Tier == sm.Irreversible {
 		return fmt.Sprintf("effect %d for this call is awaiting approval: undolog approve %d", e.ID, e.ID)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -100,14 +101,14 @@ func (o *listOptions) filter(f *Factory) (logstore.EffectFilter, error) {
 	return filter, err
 }
 
-func printEffects(f *Factory, format string, list []logstore.Effect) error {
-	return printListing(f, format, list, func(e logstore.Effect) any { return e.ID },
+func printEffects(f *Factory, format string, list []model.Effect) error {
+	return printListing(f, format, list, func(e model.Effect) any { return e.ID },
 		func() error { return renderEffects(f, list, nil) })
 }
 
 // renderEffects prints the effects table; entries, when given, adds each
 // effect's undo-entry state.
-func renderEffects(f *Factory, list []logstore.Effect, entries map[uint64]logstore.UndoEntry) error {
+func renderEffects(f *Factory, list []model.Effect, entries map[uint64]model.UndoEntry) error {
 	now := f.Now()
 	rows := make([][]cell, 0, len(list))
 	for _, e := range list {
@@ -146,7 +147,7 @@ func follow(ctx context.Context, f *Factory, store logstore.Log, opts *listOptio
 		position = last
 		for _, ch := range changes {
 			r := ch.Record
-			if r.Kind == logstore.KindSession {
+			if r.Kind == model.KindSession {
 				continue
 			}
 			d, err := store.GetEffect(r.EffectID)
@@ -175,11 +176,11 @@ func follow(ctx context.Context, f *Factory, store logstore.Log, opts *listOptio
 
 // followedChange is one line of --follow's JSON output.
 type followedChange struct {
-	Effect logstore.Effect        `json:"effect"`
-	Record logstore.HistoryRecord `json:"transition"`
+	Effect model.Effect        `json:"effect"`
+	Record model.HistoryRecord `json:"transition"`
 }
 
-func printChange(f *Factory, format string, e logstore.Effect, r logstore.HistoryRecord) error {
+func printChange(f *Factory, format string, e model.Effect, r model.HistoryRecord) error {
 	switch format {
 	case formatJSON, formatJSONL:
 		return writeJSONLine(f.Out, followedChange{Effect: e, Record: r})
@@ -188,7 +189,7 @@ func printChange(f *Factory, format string, e logstore.Effect, r logstore.Histor
 		return err
 	}
 	what := "effect"
-	if r.Kind == logstore.KindUndo {
+	if r.Kind == model.KindUndo {
 		what = "undo entry"
 	}
 	from := r.From

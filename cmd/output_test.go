@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -16,7 +16,7 @@ func TestTablesEscapeStoredText(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Now()
 	f := &Factory{Out: &out, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}
-	list := []logstore.Effect{{ID: 1, Session: "s", Tool: "send_\u202eexe.txt\x1b]0;owned\x07\tx", Tier: sm.Compensable, State: sm.Pending, CreatedAt: now}}
+	list := []model.Effect{{ID: 1, Session: "s", Tool: "send_\u202eexe.txt\x1b]0;owned\x07\tx", Tier: sm.Compensable, State: sm.Pending, CreatedAt: now}}
 	if err := renderEffects(f, list, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -34,7 +34,7 @@ func newCmdResolve(f *Factory) *cobra.Command {
 			if opts.reason == "" {
 				return usagef("resolve needs --reason: say what was done by hand")
 			}
-			u, err := f.Log().UndoStep(id, sm.EntryResolved, logstore.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+			u, err := f.Log().UndoStep(id, sm.EntryResolved, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
 			if err != nil {
 				return err
 			}

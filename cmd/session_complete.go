@@ -3,7 +3,7 @@ package cmd
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -29,7 +29,7 @@ func newSessionEndCmd(f *Factory, name, short string, to sm.SessionState) *cobra
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			sess, err := f.Log().SetSessionState(args[0], to, logstore.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+			sess, err := f.Log().SetSessionState(args[0], to, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
 			if err != nil {
 				return err
 			}

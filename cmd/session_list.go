@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -60,7 +61,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
 			}
-			return printListing(f, opts.output, list, func(s logstore.Session) any { return s.ID }, text)
+			return printListing(f, opts.output, list, func(s model.Session) any { return s.ID }, text)
 		},
 	}
 	c.Flags().StringVar(&opts.state, "state", "", "only sessions in this state")

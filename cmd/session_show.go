@@ -10,6 +10,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 )
 
@@ -21,10 +22,10 @@ type sessionShowOptions struct {
 // sessionView is session show's JSON form. Each list holds at most the
 // limit; the totals say how many there are.
 type sessionView struct {
-	Session        logstore.Session           `json:"session"`
-	Effects        []logstore.Effect          `json:"effects"`
+	Session        model.Session              `json:"session"`
+	Effects        []model.Effect             `json:"effects"`
 	EffectsTotal   int                        `json:"effects_total"`
-	UndoStack      []logstore.UndoEntry       `json:"undo_stack"`
+	UndoStack      []model.UndoEntry          `json:"undo_stack"`
 	UndoTotal      int                        `json:"undo_stack_total"`
 	Approvals      []logstore.PendingApproval `json:"approvals"`
 	ApprovalsTotal int                        `json:"approvals_total"`
@@ -83,10 +84,10 @@ func loadSessionView(store logstore.Log, id string, limit int) (sessionView, err
 		return v, err
 	}
 	if v.Effects == nil {
-		v.Effects = []logstore.Effect{}
+		v.Effects = []model.Effect{}
 	}
 	if v.UndoStack == nil {
-		v.UndoStack = []logstore.UndoEntry{}
+		v.UndoStack = []model.UndoEntry{}
 	}
 	if v.Approvals == nil {
 		v.Approvals = []logstore.PendingApproval{}
@@ -115,7 +116,7 @@ func printSessionView(f *Factory, v sessionView) error {
 	if len(s.Upstream) > 0 {
 		fmt.Fprintf(f.Out, "mcp server: %s\n", textfmt.Escape(saga.ShellQuote(s.Upstream)))
 	}
-	entries := map[uint64]logstore.UndoEntry{}
+	entries := map[uint64]model.UndoEntry{}
 	for _, u := range v.UndoStack {
 		entries[u.EffectID] = u
 	}
@@ -151,14 +152,14 @@ func printSessionView(f *Factory, v sessionView) error {
 
 // describeCompensation is a compensation's call and, for a command, the
 // directory it runs in.
-func describeCompensation(c logstore.Compensation) string {
+func describeCompensation(c model.Compensation) string {
 	return c.Kind + ": " + saga.DescribeCall(c) + compensationDir(c)
 }
 
 // compensationDir says where a command compensation runs; empty when it runs
 // where undo does.
-func compensationDir(c logstore.Compensation) string {
-	if c.Kind != logstore.CompensationCommand || c.Dir == "" {
+func compensationDir(c model.Compensation) string {
+	if c.Kind != model.CompensationCommand || c.Dir == "" {
 		return ""
 	}
 	return " (in " + saga.ShellQuote([]string{c.Dir}) + ")"
@@ -166,8 +167,8 @@ func compensationDir(c logstore.Compensation) string {
 
 // compensationServer says which MCP server an mcp compensation is called on:
 // the session's upstream command.
-func compensationServer(c logstore.Compensation, upstream []string) string {
-	if c.Kind != logstore.CompensationMCP {
+func compensationServer(c model.Compensation, upstream []string) string {
+	if c.Kind != model.CompensationMCP {
 		return ""
 	}
 	if len(upstream) == 0 {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 )
 
 type showOptions struct {
@@ -35,7 +35,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 				return err
 			}
 			store := f.Log()
-			details := make([]logstore.EffectDetail, 0, len(ids))
+			details := make([]model.EffectDetail, 0, len(ids))
 			// An mcp compensation is called on its session's server.
 			upstreams := map[string][]string{}
 			for _, id := range ids {
@@ -44,7 +44,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 					return err
 				}
 				details = append(details, d)
-				if c := d.Effect.Compensation; c != nil && c.Kind == logstore.CompensationMCP {
+				if c := d.Effect.Compensation; c != nil && c.Kind == model.CompensationMCP {
 					if _, ok := upstreams[d.Effect.Session]; !ok {
 						sess, err := store.GetSession(d.Effect.Session)
 						if err != nil {
@@ -75,7 +75,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 	return c
 }
 
-func printEffectDetail(f *Factory, d logstore.EffectDetail, upstream []string) error {
+func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) error {
 	now := f.Now()
 	e := d.Effect
 	out := f.Out
@@ -127,7 +127,7 @@ func printEffectDetail(f *Factory, d logstore.EffectDetail, upstream []string) e
 	rows := make([][]cell, 0, len(d.History))
 	for _, r := range d.History {
 		what := r.To
-		if r.Kind == logstore.KindUndo {
+		if r.Kind == model.KindUndo {
 			what = "undo:" + r.To
 		}
 		detail := r.Reason
@@ -141,7 +141,7 @@ func printEffectDetail(f *Factory, d logstore.EffectDetail, upstream []string) e
 }
 
 // approvalLine is one approval request and its decision, if made.
-func approvalLine(now time.Time, r logstore.ApprovalRound) string {
+func approvalLine(now time.Time, r model.ApprovalRound) string {
 	line := r.Outcome
 	if r.DecidedAt != nil {
 		line += fmt.Sprintf(" by %s %s ago%s", r.DecidedBy, ago(now, *r.DecidedAt), reasonSuffix(r.Decision))

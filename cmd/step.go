@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -61,7 +61,7 @@ func runSteps(f *Factory, opts *stepOptions, ids []uint64, to sm.State) error {
 	if err := checkFormat(opts.output, false); err != nil {
 		return err
 	}
-	change := logstore.Change{Actor: f.Actor(opts.as), Reason: opts.reason, Error: opts.errMsg}
+	change := model.Change{Actor: f.Actor(opts.as), Reason: opts.reason, Error: opts.errMsg}
 	if opts.result != "" {
 		data, err := readInput(f, opts.result)
 		if err != nil {
@@ -71,7 +71,7 @@ func runSteps(f *Factory, opts *stepOptions, ids []uint64, to sm.State) error {
 	}
 	store := f.Log()
 	firstCode := ExitOK
-	var done []logstore.Effect
+	var done []model.Effect
 	for _, id := range ids {
 		e, err := store.Transition(id, to, change)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 )
 
 // TestTUIInTmux drives the real binary's terminal view in tmux like a person:
@@ -97,7 +98,7 @@ func TestTUIInTmux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d logstore.EffectDetail
+	var d model.EffectDetail
 	if err := json.Unmarshal(out, &d); err != nil {
 		t.Fatal(err)
 	}

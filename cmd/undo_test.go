@@ -12,6 +12,7 @@ import (
 
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -36,17 +37,17 @@ func undolog(t *testing.T, db string, args ...string) (int, string, string) {
 
 // committedEffect records a committed compensable effect of session s with
 // the compensation comp.
-func committedEffect(t *testing.T, store logstore.Log, comp *logstore.Compensation) uint64 {
+func committedEffect(t *testing.T, store logstore.Log, comp *model.Compensation) uint64 {
 	t.Helper()
 	res, err := store.Intercept(logstore.InterceptRequest{Session: "s", Tool: "create", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"name":"x"}`), Compensation: comp, CreateSession: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Start(res.Effect.ID, logstore.Change{}); err != nil {
+	if _, err := store.Start(res.Effect.ID, model.Change{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Commit(res.Effect.ID, logstore.Change{}); err != nil {
+	if _, err := store.Commit(res.Effect.ID, model.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	return res.Effect.ID
@@ -58,7 +59,7 @@ func committedEffect(t *testing.T, store logstore.Log, comp *logstore.Compensati
 func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
 	store := logstore.New(db, logstore.Options{})
-	id := committedEffect(t, store, &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)})
+	id := committedEffect(t, store, &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)})
 	if _, err := store.SetUpstream("s", []string{"sh", "-c", "exit 1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,14 +86,14 @@ func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 func TestCompensationsShowWhereTheyRun(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
 	store := logstore.New(db, logstore.Options{})
-	committedEffect(t, store, &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"rm", "out.txt"}, Dir: "/srv/build \x1b[2J"})
+	committedEffect(t, store, &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "out.txt"}, Dir: "/srv/build \x1b[2J"})
 	res, err := store.Intercept(logstore.InterceptRequest{Session: "s", Tool: "create_entity", Tier: sm.Compensable,
-		Args: json.RawMessage(`{"name":"y"}`), Compensation: &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)}})
+		Args: json.RawMessage(`{"name":"y"}`), Compensation: &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.Start(res.Effect.ID, logstore.Change{})
-	store.Commit(res.Effect.ID, logstore.Change{})
+	store.Start(res.Effect.ID, model.Change{})
+	store.Commit(res.Effect.ID, model.Change{})
 	if _, err := store.SetUpstream("s", []string{"npx", "-y", "@modelcontextprotocol/server-memory", "\u202e"}); err != nil {
 		t.Fatal(err)
 	}

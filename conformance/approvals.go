@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -15,42 +16,42 @@ func testIrreversibleApprovePath(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	res := intercept(t, s, "agent", "wire_money", sm.Irreversible, `{"amount":100}`)
 	id := res.Effect.ID
-	if sess := must[logstore.Session](t)(s.GetSession("agent")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
+	if sess := must[model.Session](t)(s.GetSession("agent")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
 		t.Fatalf("session %+v", sess)
 	}
 	pend := pending(t, s)
-	if len(pend) != 1 || pend[0].EffectID != id || pend[0].Outcome != logstore.ApprovalPending || string(pend[0].Args) != `{"amount":100}` {
+	if len(pend) != 1 || pend[0].EffectID != id || pend[0].Outcome != model.ApprovalPending || string(pend[0].Args) != `{"amount":100}` {
 		t.Fatalf("approvals %+v", pend)
 	}
-	if again := intercept(t, s, "agent", "wire_money", sm.Irreversible, `{"amount":100}`); again.Outcome != logstore.OutcomeInProgress {
+	if again := intercept(t, s, "agent", "wire_money", sm.Irreversible, `{"amount":100}`); again.Outcome != model.OutcomeInProgress {
 		t.Fatalf("repeat while waiting: %+v", again)
 	}
-	if _, err := s.Start(id, logstore.Change{}); !errors.Is(err, logstore.ErrInProgress) || !strings.Contains(err.Error(), "undolog approve") {
+	if _, err := s.Start(id, model.Change{}); !errors.Is(err, model.ErrInProgress) || !strings.Contains(err.Error(), "undolog approve") {
 		t.Fatalf("start before approval: %v", err)
 	}
-	e := must[logstore.Effect](t)(s.Approve(id, logstore.Change{Actor: "alice", Reason: "looks right"}))
+	e := must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice", Reason: "looks right"}))
 	if e.State != sm.Approved {
 		t.Fatalf("%+v", e)
 	}
 	// A decision is final: a second one is an invalid transition.
-	if _, err := s.Approve(id, logstore.Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "already approved by alice") {
+	if _, err := s.Approve(id, model.Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "already approved by alice") {
 		t.Fatalf("second decision: %v", err)
 	}
-	if _, err := s.Reject(id, logstore.Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "approved -> rejected") {
+	if _, err := s.Reject(id, model.Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "approved -> rejected") {
 		t.Fatalf("second decision: %v", err)
 	}
-	d := must[logstore.EffectDetail](t)(s.GetEffect(id))
-	if d.Approval.Outcome != logstore.ApprovalApproved || d.Approval.DecidedBy != "alice" || d.Approval.Decision != "looks right" {
+	d := must[model.EffectDetail](t)(s.GetEffect(id))
+	if d.Approval.Outcome != model.ApprovalApproved || d.Approval.DecidedBy != "alice" || d.Approval.Decision != "looks right" {
 		t.Fatalf("approval %+v", d.Approval)
 	}
 	if last := d.History[len(d.History)-1]; last.Actor != "alice" || last.Reason != "looks right" || last.To != "approved" {
 		t.Fatalf("decision record %+v", last)
 	}
-	if sess := must[logstore.Session](t)(s.GetSession("agent")); sess.State != sm.SessionActive || sess.PendingApprovals != 0 {
+	if sess := must[model.Session](t)(s.GetSession("agent")); sess.State != sm.SessionActive || sess.PendingApprovals != 0 {
 		t.Fatalf("session after approval %+v", sess)
 	}
-	must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
-	must[logstore.Effect](t)(s.Commit(id, logstore.Change{Result: json.RawMessage(`{"ok":true}`)}))
+	must[model.Effect](t)(s.Start(id, model.Change{}))
+	must[model.Effect](t)(s.Commit(id, model.Change{Result: json.RawMessage(`{"ok":true}`)}))
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("%d approvals still listed", n)
 	}
@@ -60,21 +61,21 @@ func testIrreversibleApprovePath(t *testing.T, newStore opener) {
 func testRejectHaltsSession(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "agent", "rm_rf", sm.Irreversible, `{"path":"/"}`).Effect.ID
-	e := must[logstore.Effect](t)(s.Reject(id, logstore.Change{Actor: "carol", Reason: "no"}))
+	e := must[model.Effect](t)(s.Reject(id, model.Change{Actor: "carol", Reason: "no"}))
 	if e.State != sm.Rejected {
 		t.Fatalf("%+v", e)
 	}
-	sess := must[logstore.Session](t)(s.GetSession("agent"))
+	sess := must[model.Session](t)(s.GetSession("agent"))
 	if sess.State != sm.SessionHalted {
 		t.Fatalf("session %s", sess.State)
 	}
-	if _, err := s.Intercept(logstore.InterceptRequest{Session: "agent", Tool: "other", Tier: sm.Compensable}); !errors.Is(err, logstore.ErrSessionNotActive) {
+	if _, err := s.Intercept(logstore.InterceptRequest{Session: "agent", Tool: "other", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
 		t.Fatalf("new call in halted session: %v", err)
 	}
-	if again := intercept(t, s, "agent", "rm_rf", sm.Irreversible, `{"path":"/"}`); again.Outcome != logstore.OutcomeRejected || again.Effect.ID != id {
+	if again := intercept(t, s, "agent", "rm_rf", sm.Irreversible, `{"path":"/"}`); again.Outcome != model.OutcomeRejected || again.Effect.ID != id {
 		t.Fatalf("repeat of rejected call: %+v", again)
 	}
-	hist := must[[]logstore.HistoryRecord](t)(s.SessionHistory("agent"))
+	hist := must[[]model.HistoryRecord](t)(s.SessionHistory("agent"))
 	if got := states(hist); got != "session:>active session:active>awaiting_approval session:awaiting_approval>halted" {
 		t.Fatalf("session history %s", got)
 	}
@@ -92,12 +93,12 @@ func testApprovalExpiry(t *testing.T, newStore opener) {
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("expired request still listed as waiting")
 	}
-	if _, err := s.Approve(res.Effect.ID, logstore.Change{Actor: "late"}); !errors.Is(err, sm.ErrInvalidStateTransition) ||
+	if _, err := s.Approve(res.Effect.ID, model.Change{Actor: "late"}); !errors.Is(err, sm.ErrInvalidStateTransition) ||
 		!strings.Contains(err.Error(), sm.ReasonTerminal) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("approve after expiry: %v", err)
 	}
-	d := must[logstore.EffectDetail](t)(s.GetEffect(res.Effect.ID))
-	if d.Effect.State != sm.Rejected || d.Approval.Outcome != logstore.ApprovalTimedOut || d.Approval.DecidedBy != logstore.TimeoutActor {
+	d := must[model.EffectDetail](t)(s.GetEffect(res.Effect.ID))
+	if d.Effect.State != sm.Rejected || d.Approval.Outcome != model.ApprovalTimedOut || d.Approval.DecidedBy != model.TimeoutActor {
 		t.Fatalf("after expiry: %+v %+v", d.Effect, d.Approval)
 	}
 	verifyClean(t, s)
@@ -107,8 +108,8 @@ func testSecondDecisionIsInvalidTransition(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	approved := intercept(t, s, "a", "pay", sm.Irreversible, `{"n":1}`).Effect.ID
 	rejected := intercept(t, s, "b", "pay", sm.Irreversible, `{"n":2}`).Effect.ID
-	must[logstore.Effect](t)(s.Approve(approved, logstore.Change{Actor: "alice"}))
-	must[logstore.Effect](t)(s.Reject(rejected, logstore.Change{Actor: "dana", Reason: "no"}))
+	must[model.Effect](t)(s.Approve(approved, model.Change{Actor: "alice"}))
+	must[model.Effect](t)(s.Reject(rejected, model.Change{Actor: "dana", Reason: "no"}))
 	cases := []struct {
 		id     uint64
 		to     sm.State
@@ -121,13 +122,13 @@ func testSecondDecisionIsInvalidTransition(t *testing.T, newStore opener) {
 		{rejected, sm.Rejected, sm.ReasonTerminal, "already rejected by dana"},
 	}
 	for _, c := range cases {
-		before := must[logstore.EffectDetail](t)(s.GetEffect(c.id))
-		_, err := s.Transition(c.id, c.to, logstore.Change{Actor: "bob"})
+		before := must[model.EffectDetail](t)(s.GetEffect(c.id))
+		_, err := s.Transition(c.id, c.to, model.Change{Actor: "bob"})
 		var te *sm.TransitionError
 		if !errors.As(err, &te) || te.Reason != c.reason || !strings.Contains(err.Error(), c.who) {
 			t.Errorf("effect %d -> %s: %v", c.id, c.to, err)
 		}
-		after := must[logstore.EffectDetail](t)(s.GetEffect(c.id))
+		after := must[model.EffectDetail](t)(s.GetEffect(c.id))
 		if len(after.History) != len(before.History) || after.Approval.DecidedBy != before.Approval.DecidedBy {
 			t.Errorf("effect %d changed: %+v", c.id, after.Approval)
 		}
@@ -140,44 +141,44 @@ func testFailedIrreversibleNeedsNewDecision(t *testing.T, newStore opener) {
 	res := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible,
 		CreateSession: true, ApprovalTimeout: time.Hour}))
 	id := res.Effect.ID
-	must[logstore.Effect](t)(s.Approve(id, logstore.Change{Actor: "alice", Reason: "checked"}))
-	must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
+	must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice", Reason: "checked"}))
+	must[model.Effect](t)(s.Start(id, model.Change{}))
 	clk.add(10 * time.Minute)
-	must[logstore.Effect](t)(s.Fail(id, logstore.Change{Error: "bank down"}))
+	must[model.Effect](t)(s.Fail(id, model.Change{Error: "bank down"}))
 
-	d := must[logstore.EffectDetail](t)(s.GetEffect(id))
+	d := must[model.EffectDetail](t)(s.GetEffect(id))
 	a := d.Approval
-	if a.Outcome != logstore.ApprovalPending || !a.RequestedAt.Equal(clk.now()) || a.ExpiresAt == nil || !a.ExpiresAt.Equal(clk.now().Add(time.Hour)) {
+	if a.Outcome != model.ApprovalPending || !a.RequestedAt.Equal(clk.now()) || a.ExpiresAt == nil || !a.ExpiresAt.Equal(clk.now().Add(time.Hour)) {
 		t.Fatalf("no new request: %+v", a)
 	}
-	if len(a.Earlier) != 1 || a.Earlier[0].Outcome != logstore.ApprovalApproved || a.Earlier[0].DecidedBy != "alice" || a.Earlier[0].Decision != "checked" {
+	if len(a.Earlier) != 1 || a.Earlier[0].Outcome != model.ApprovalApproved || a.Earlier[0].DecidedBy != "alice" || a.Earlier[0].Decision != "checked" {
 		t.Fatalf("earlier decision lost: %+v", a.Earlier)
 	}
-	if got := d.Decision(clk.now()); got != logstore.DecisionWaiting {
+	if got := d.Decision(clk.now()); got != model.DecisionWaiting {
 		t.Fatalf("decision %v, want waiting", got)
 	}
 	if p := pending(t, s); len(p) != 1 || p[0].EffectID != id {
 		t.Fatalf("approvals %+v", p)
 	}
-	if sess := must[logstore.Session](t)(s.GetSession("pay")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
+	if sess := must[model.Session](t)(s.GetSession("pay")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
 		t.Fatalf("session %+v", sess)
 	}
-	if _, err := s.Start(id, logstore.Change{}); !errors.Is(err, logstore.ErrInProgress) {
+	if _, err := s.Start(id, model.Change{}); !errors.Is(err, model.ErrInProgress) {
 		t.Fatalf("start on the old approval: %v", err)
 	}
 	again := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible, Start: true}))
-	if again.Outcome != logstore.OutcomeInProgress || again.Effect.State != sm.Pending {
+	if again.Outcome != model.OutcomeInProgress || again.Effect.State != sm.Pending {
 		t.Fatalf("retry ran on the old approval: %+v", again)
 	}
 
-	must[logstore.Effect](t)(s.Approve(id, logstore.Change{Actor: "bob", Reason: "bank is back"}))
-	must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
-	must[logstore.Effect](t)(s.Fail(id, logstore.Change{}))
-	e := must[logstore.Effect](t)(s.Reject(id, logstore.Change{Actor: "carol", Reason: "enough"}))
+	must[model.Effect](t)(s.Approve(id, model.Change{Actor: "bob", Reason: "bank is back"}))
+	must[model.Effect](t)(s.Start(id, model.Change{}))
+	must[model.Effect](t)(s.Fail(id, model.Change{}))
+	e := must[model.Effect](t)(s.Reject(id, model.Change{Actor: "carol", Reason: "enough"}))
 	if e.State != sm.Rejected {
 		t.Fatalf("reject after a failure: %+v", e)
 	}
-	d = must[logstore.EffectDetail](t)(s.GetEffect(id))
+	d = must[model.EffectDetail](t)(s.GetEffect(id))
 	var who []string
 	for _, r := range d.Approval.Earlier {
 		who = append(who, r.Outcome+":"+r.DecidedBy)
@@ -190,7 +191,7 @@ func testFailedIrreversibleNeedsNewDecision(t *testing.T, newStore opener) {
 		"effect:pending>approved effect:approved>executing effect:executing>pending effect:pending>rejected" {
 		t.Fatalf("history %s", got)
 	}
-	if sess := must[logstore.Session](t)(s.GetSession("pay")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
+	if sess := must[model.Session](t)(s.GetSession("pay")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
 		t.Fatalf("session %+v", sess)
 	}
 	verifyClean(t, s)
@@ -202,25 +203,25 @@ func testSessionMoveClosesApprovals(t *testing.T, newStore opener) {
 			s, _ := newStore(t)
 			id := intercept(t, s, "run", "deploy", sm.Irreversible, `{}`).Effect.ID
 			other := intercept(t, s, "other", "deploy", sm.Irreversible, `{}`).Effect.ID
-			must[logstore.Session](t)(s.SetSessionState("run", to, logstore.Change{Actor: "ci"}))
+			must[model.Session](t)(s.SetSessionState("run", to, model.Change{Actor: "ci"}))
 			if p := pending(t, s); len(p) != 1 || p[0].EffectID != other {
 				t.Fatalf("approvals %+v", p)
 			}
-			for _, decide := range []func(uint64, logstore.Change) (logstore.Effect, error){s.Approve, s.Reject} {
-				if _, err := decide(id, logstore.Change{Actor: "alice"}); !errors.Is(err, logstore.ErrSessionNotActive) {
+			for _, decide := range []func(uint64, model.Change) (model.Effect, error){s.Approve, s.Reject} {
+				if _, err := decide(id, model.Change{Actor: "alice"}); !errors.Is(err, model.ErrSessionNotActive) {
 					t.Fatalf("decision on a closed request: %v", err)
 				}
 			}
-			d := must[logstore.EffectDetail](t)(s.GetEffect(id))
+			d := must[model.EffectDetail](t)(s.GetEffect(id))
 			a := d.Approval
-			if d.Effect.State != sm.Pending || a.Outcome != logstore.ApprovalClosed || a.DecidedBy != logstore.SessionActor ||
+			if d.Effect.State != sm.Pending || a.Outcome != model.ApprovalClosed || a.DecidedBy != model.SessionActor ||
 				a.Decision != "session "+string(to) || a.DecidedAt == nil {
 				t.Fatalf("after the session moved: %+v %+v", d.Effect, a)
 			}
-			if got := d.Decision(time.Now()); got != logstore.DecisionClosed {
+			if got := d.Decision(time.Now()); got != model.DecisionClosed {
 				t.Fatalf("decision %v, want closed", got)
 			}
-			if sess := must[logstore.Session](t)(s.GetSession("run")); sess.PendingApprovals != 0 || sess.State != to {
+			if sess := must[model.Session](t)(s.GetSession("run")); sess.PendingApprovals != 0 || sess.State != to {
 				t.Fatalf("session %+v", sess)
 			}
 			verifyClean(t, s)
@@ -238,11 +239,11 @@ func testRejectionClosesOtherRequests(t *testing.T, newStore opener) {
 		t.Fatalf("%d expired", n)
 	}
 	for _, id := range []uint64{b, c} {
-		if d := must[logstore.EffectDetail](t)(s.GetEffect(id)); d.Approval.Outcome != logstore.ApprovalTimedOut || d.Effect.State != sm.Rejected {
+		if d := must[model.EffectDetail](t)(s.GetEffect(id)); d.Approval.Outcome != model.ApprovalTimedOut || d.Effect.State != sm.Rejected {
 			t.Fatalf("effect %d: %+v %+v", id, d.Effect, d.Approval)
 		}
 	}
-	if d := must[logstore.EffectDetail](t)(s.GetEffect(a)); d.Approval.Outcome != logstore.ApprovalClosed || d.Effect.State != sm.Pending ||
+	if d := must[model.EffectDetail](t)(s.GetEffect(a)); d.Approval.Outcome != model.ApprovalClosed || d.Effect.State != sm.Pending ||
 		d.Approval.Decision != "session halted" {
 		t.Fatalf("effect %d: %+v %+v", a, d.Effect, d.Approval)
 	}
@@ -255,18 +256,18 @@ func testRejectionClosesOtherRequests(t *testing.T, newStore opener) {
 func testFailInClosedSessionClosesNewRequest(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "run", "deploy", sm.Irreversible, `{}`).Effect.ID
-	must[logstore.Effect](t)(s.Approve(id, logstore.Change{Actor: "alice"}))
-	must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
-	must[logstore.Session](t)(s.SetSessionState("run", sm.SessionFailed, logstore.Change{}))
-	must[logstore.Effect](t)(s.Fail(id, logstore.Change{Error: "boom"}))
-	d := must[logstore.EffectDetail](t)(s.GetEffect(id))
-	if d.Approval.Outcome != logstore.ApprovalClosed || len(d.Approval.Earlier) != 1 || d.Approval.Earlier[0].DecidedBy != "alice" {
+	must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice"}))
+	must[model.Effect](t)(s.Start(id, model.Change{}))
+	must[model.Session](t)(s.SetSessionState("run", sm.SessionFailed, model.Change{}))
+	must[model.Effect](t)(s.Fail(id, model.Change{Error: "boom"}))
+	d := must[model.EffectDetail](t)(s.GetEffect(id))
+	if d.Approval.Outcome != model.ApprovalClosed || len(d.Approval.Earlier) != 1 || d.Approval.Earlier[0].DecidedBy != "alice" {
 		t.Fatalf("approval %+v", d.Approval)
 	}
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("%d waiting", n)
 	}
-	if sess := must[logstore.Session](t)(s.GetSession("run")); sess.PendingApprovals != 0 || sess.State != sm.SessionFailed {
+	if sess := must[model.Session](t)(s.GetSession("run")); sess.PendingApprovals != 0 || sess.State != sm.SessionFailed {
 		t.Fatalf("session %+v", sess)
 	}
 	verifyClean(t, s)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"pgregory.net/rapid"
 )
@@ -108,7 +109,7 @@ func pending(t rapid.TB, s logstore.Log) []logstore.PendingApproval {
 }
 
 // undoStack lists a session's whole undo stack and checks the count agrees.
-func undoStack(t rapid.TB, s logstore.Log, session string) []logstore.UndoEntry {
+func undoStack(t rapid.TB, s logstore.Log, session string) []model.UndoEntry {
 	t.Helper()
 	stack, total, err := s.UndoStack(session, 0)
 	if err != nil {
@@ -135,7 +136,7 @@ func verifyClean(t rapid.TB, s logstore.Log) logstore.VerifyReport {
 	return rep
 }
 
-func states(h []logstore.HistoryRecord) string {
+func states(h []model.HistoryRecord) string {
 	var out []string
 	for _, r := range h {
 		out = append(out, r.Kind+":"+r.From+">"+r.To)

@@ -9,36 +9,37 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
 func testCompensableLifecycleAndReplay(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	res := intercept(t, s, "agent-1", "send_email", sm.Compensable, `{"to":"a@b.c","body":"hi"}`)
-	if res.Outcome != logstore.OutcomeNew || res.Effect.State != sm.Pending || res.Effect.ID == 0 {
+	if res.Outcome != model.OutcomeNew || res.Effect.State != sm.Pending || res.Effect.ID == 0 {
 		t.Fatalf("%+v", res)
 	}
 	id := res.Effect.ID
 	stack := undoStack(t, s, "agent-1")
-	if len(stack) != 1 || stack[0].EffectID != id || stack[0].State != sm.EntryPending || stack[0].Compensation.Kind != logstore.CompensationManual {
+	if len(stack) != 1 || stack[0].EffectID != id || stack[0].State != sm.EntryPending || stack[0].Compensation.Kind != model.CompensationManual {
 		t.Fatalf("undo entry not written ahead: %+v", stack)
 	}
-	must[logstore.Effect](t)(s.Start(id, logstore.Change{Actor: "tester", Owner: &logstore.Owner{PID: 42, Host: "h"}}))
+	must[model.Effect](t)(s.Start(id, model.Change{Actor: "tester", Owner: &model.Owner{PID: 42, Host: "h"}}))
 	clk.add(time.Second)
-	e := must[logstore.Effect](t)(s.Commit(id, logstore.Change{Actor: "tester", Result: json.RawMessage(`{ "message_id" : "m1" }`)}))
+	e := must[model.Effect](t)(s.Commit(id, model.Change{Actor: "tester", Result: json.RawMessage(`{ "message_id" : "m1" }`)}))
 	if e.State != sm.Committed || string(e.Result) != `{"message_id":"m1"}` || e.Owner != nil {
 		t.Fatalf("%+v", e)
 	}
 	// The same call with other key order and spacing is a replay.
 	clk.add(time.Second)
 	rep := intercept(t, s, "agent-1", "send_email", sm.Compensable, ` { "body":"hi", "to":"a@b.c" }`)
-	if rep.Outcome != logstore.OutcomeReplayed || rep.Effect.State != sm.Replayed || rep.Effect.ReplayOf == nil || *rep.Effect.ReplayOf != id {
+	if rep.Outcome != model.OutcomeReplayed || rep.Effect.State != sm.Replayed || rep.Effect.ReplayOf == nil || *rep.Effect.ReplayOf != id {
 		t.Fatalf("replay: %+v", rep)
 	}
 	if string(rep.Effect.Result) != `{"message_id":"m1"}` || rep.Signature != res.Signature || rep.Effect.ID == id {
 		t.Fatalf("replay result: %+v", rep)
 	}
-	owner := must[logstore.EffectDetail](t)(s.GetEffect(id))
+	owner := must[model.EffectDetail](t)(s.GetEffect(id))
 	if owner.Effect.State != sm.Committed || owner.Effect.ReplayCount != 1 || owner.Effect.LastReplayedAt == nil || !owner.Effect.LastReplayedAt.Equal(clk.now()) {
 		t.Fatalf("owner after replay: %+v", owner.Effect)
 	}
@@ -48,18 +49,18 @@ func testCompensableLifecycleAndReplay(t *testing.T, newStore opener) {
 	if owner.History[1].Actor != "tester" || owner.History[2].Trigger != "Commit RPC" {
 		t.Fatalf("history fields %+v", owner.History)
 	}
-	replay := must[logstore.EffectDetail](t)(s.GetEffect(rep.Effect.ID))
+	replay := must[model.EffectDetail](t)(s.GetEffect(rep.Effect.ID))
 	if got := states(replay.History); got != "effect:>pending effect:pending>replayed" {
 		t.Fatalf("replay history %s", got)
 	}
-	sess := must[logstore.Session](t)(s.GetSession("agent-1"))
+	sess := must[model.Session](t)(s.GetSession("agent-1"))
 	if sess.Effects != 2 || sess.Counts[sm.Committed] != 1 || sess.Counts[sm.Replayed] != 1 || sess.State != sm.SessionActive {
 		t.Fatalf("session %+v", sess)
 	}
 	// A different key is a different call.
 	other := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "agent-1", Tool: "send_email", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"to":"a@b.c","body":"hi"}`), Key: "second"}))
-	if other.Outcome != logstore.OutcomeNew || other.Signature == res.Signature {
+	if other.Outcome != model.OutcomeNew || other.Signature == res.Signature {
 		t.Fatalf("keyed call: %+v", other)
 	}
 	verifyClean(t, s)
@@ -69,7 +70,7 @@ func testNumbersAreExact(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	a := intercept(t, s, "n", "pay", sm.Compensable, `{"to":12345678901234567891}`)
 	b := intercept(t, s, "n", "pay", sm.Compensable, `{"to":12345678901234567000}`)
-	if a.Outcome != logstore.OutcomeNew || b.Outcome != logstore.OutcomeNew || a.Signature == b.Signature {
+	if a.Outcome != model.OutcomeNew || b.Outcome != model.OutcomeNew || a.Signature == b.Signature {
 		t.Fatalf("one call: %+v\n%+v", a, b)
 	}
 	if string(a.Effect.Args) != `{"to":12345678901234567891}` || string(b.Effect.Args) != `{"to":12345678901234567000}` {
@@ -80,8 +81,8 @@ func testNumbersAreExact(t *testing.T, newStore opener) {
 	if string(r.Effect.Args) != `{"id":9007199254740993,"password":"[redacted]"}` {
 		t.Fatalf("redacted args %s", r.Effect.Args)
 	}
-	must[logstore.Effect](t)(s.Start(r.Effect.ID, logstore.Change{}))
-	e := must[logstore.Effect](t)(s.Commit(r.Effect.ID, logstore.Change{Result: json.RawMessage(`{"token":"t","n":98765432109876543210.5,"tiny":1e-400}`)}))
+	must[model.Effect](t)(s.Start(r.Effect.ID, model.Change{}))
+	e := must[model.Effect](t)(s.Commit(r.Effect.ID, model.Change{Result: json.RawMessage(`{"token":"t","n":98765432109876543210.5,"tiny":1e-400}`)}))
 	if string(e.Result) != `{"n":98765432109876543210.5,"tiny":1e-400,"token":"[redacted]"}` {
 		t.Fatalf("redacted result %s", e.Result)
 	}
@@ -91,21 +92,21 @@ func testNumbersAreExact(t *testing.T, newStore opener) {
 func testRetryAfterFail(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`).Effect.ID
-	must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
-	e := must[logstore.Effect](t)(s.Fail(id, logstore.Change{Error: "exit 1"}))
+	must[model.Effect](t)(s.Start(id, model.Change{}))
+	e := must[model.Effect](t)(s.Fail(id, model.Change{Error: "exit 1"}))
 	if e.State != sm.Pending || e.Error != "exit 1" {
 		t.Fatalf("%+v", e)
 	}
 	again := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`)
-	if again.Outcome != logstore.OutcomeRetry || again.Effect.ID != id {
+	if again.Outcome != model.OutcomeRetry || again.Effect.ID != id {
 		t.Fatalf("%+v", again)
 	}
-	must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
-	if in := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`); in.Outcome != logstore.OutcomeInProgress || in.Effect.ID != id {
+	must[model.Effect](t)(s.Start(id, model.Change{}))
+	if in := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`); in.Outcome != model.OutcomeInProgress || in.Effect.ID != id {
 		t.Fatalf("while executing: %+v", in)
 	}
-	must[logstore.Effect](t)(s.Commit(id, logstore.Change{Result: json.RawMessage(`"ok"`)}))
-	d := must[logstore.EffectDetail](t)(s.GetEffect(id))
+	must[model.Effect](t)(s.Commit(id, model.Change{Result: json.RawMessage(`"ok"`)}))
+	d := must[model.EffectDetail](t)(s.GetEffect(id))
 	if got := states(d.History); got != "effect:>pending effect:pending>executing effect:executing>pending effect:pending>executing effect:executing>committed" {
 		t.Fatalf("history %s", got)
 	}
@@ -131,12 +132,12 @@ func testInvalidTransitionsChangeNothing(t *testing.T, newStore opener) {
 	}
 	before := must[uint64](t)(s.LastChange())
 	for _, c := range cases {
-		old := must[logstore.EffectDetail](t)(s.GetEffect(c.id))
-		_, err := s.Transition(c.id, c.to, logstore.Change{})
+		old := must[model.EffectDetail](t)(s.GetEffect(c.id))
+		_, err := s.Transition(c.id, c.to, model.Change{})
 		if !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), c.reason) {
 			t.Errorf("%d -> %s: %v", c.id, c.to, err)
 		}
-		now := must[logstore.EffectDetail](t)(s.GetEffect(c.id))
+		now := must[model.EffectDetail](t)(s.GetEffect(c.id))
 		if now.Effect.UpdatedAt != old.Effect.UpdatedAt || len(now.History) != len(old.History) || now.Effect.State != old.Effect.State {
 			t.Errorf("%d -> %s changed the effect", c.id, c.to)
 		}
@@ -144,11 +145,11 @@ func testInvalidTransitionsChangeNothing(t *testing.T, newStore opener) {
 	if after := must[uint64](t)(s.LastChange()); after != before {
 		t.Fatalf("refused requests wrote %d history records", after-before)
 	}
-	must[logstore.Effect](t)(s.Start(comp, logstore.Change{}))
-	must[logstore.Effect](t)(s.Commit(comp, logstore.Change{}))
+	must[model.Effect](t)(s.Start(comp, model.Change{}))
+	must[model.Effect](t)(s.Commit(comp, model.Change{}))
 	before = must[uint64](t)(s.LastChange())
 	for _, to := range []sm.State{sm.Executing, sm.Pending, sm.Compensating} {
-		_, err := s.Transition(comp, to, logstore.Change{})
+		_, err := s.Transition(comp, to, model.Change{})
 		want := sm.ReasonTerminal
 		if to == sm.Compensating {
 			want = "Compensation retry path not implemented."
@@ -157,13 +158,13 @@ func testInvalidTransitionsChangeNothing(t *testing.T, newStore opener) {
 			t.Errorf("committed -> %s: %v", to, err)
 		}
 	}
-	if _, err := s.Commit(comp, logstore.Change{Result: json.RawMessage(`{bad`)}); !errors.Is(err, logstore.ErrInvalidInput) {
+	if _, err := s.Commit(comp, model.Change{Result: json.RawMessage(`{bad`)}); !errors.Is(err, model.ErrInvalidInput) {
 		t.Errorf("bad result: %v", err)
 	}
-	if _, err := s.Transition(999, sm.Executing, logstore.Change{}); !errors.Is(err, logstore.ErrNotFound) {
+	if _, err := s.Transition(999, sm.Executing, model.Change{}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("missing effect: %v", err)
 	}
-	if _, err := s.Transition(comp, "finished", logstore.Change{}); !errors.Is(err, logstore.ErrInvalidInput) {
+	if _, err := s.Transition(comp, "finished", model.Change{}); !errors.Is(err, model.ErrInvalidInput) {
 		t.Errorf("unknown state: %v", err)
 	}
 	if after := must[uint64](t)(s.LastChange()); after != before {
@@ -182,13 +183,13 @@ func testBadInterceptInput(t *testing.T, newStore opener) {
 		{Session: "s", Tool: "a\x00b", Tier: sm.Compensable},
 		{Session: "s", Tool: "t", Tier: sm.Compensable, Args: json.RawMessage(`{"a":`)},
 		{Session: "s", Tool: "t", Tier: sm.Compensable, Args: json.RawMessage(`{"a":1,"a":2}`)},
-		{Session: "s", Tool: "t", Tier: sm.Compensable, Compensation: &logstore.Compensation{Kind: "command"}},
-		{Session: "s", Tool: "t", Tier: sm.Compensable, Compensation: &logstore.Compensation{Kind: "teleport"}},
-		{Session: "s", Tool: "t", Tier: sm.Irreversible, Compensation: &logstore.Compensation{Kind: "manual"}},
+		{Session: "s", Tool: "t", Tier: sm.Compensable, Compensation: &model.Compensation{Kind: "command"}},
+		{Session: "s", Tool: "t", Tier: sm.Compensable, Compensation: &model.Compensation{Kind: "teleport"}},
+		{Session: "s", Tool: "t", Tier: sm.Irreversible, Compensation: &model.Compensation{Kind: "manual"}},
 	}
 	for _, req := range bad {
 		req.CreateSession = true
-		if _, err := s.Intercept(req); !errors.Is(err, logstore.ErrInvalidInput) {
+		if _, err := s.Intercept(req); !errors.Is(err, model.ErrInvalidInput) {
 			t.Errorf("%+v: %v", req, err)
 		}
 	}
@@ -198,7 +199,7 @@ func testBadInterceptInput(t *testing.T, newStore opener) {
 	if list, _, err := s.ListSessions(logstore.SessionFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("bad input created sessions: %v %v", list, err)
 	}
-	if _, err := s.Intercept(logstore.InterceptRequest{Session: "nosuch", Tool: "t", Tier: sm.Compensable}); !errors.Is(err, logstore.ErrNotFound) {
+	if _, err := s.Intercept(logstore.InterceptRequest{Session: "nosuch", Tool: "t", Tier: sm.Compensable}); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("unknown session without CreateSession: %v", err)
 	}
 }
@@ -212,16 +213,16 @@ func testInterceptManyIsOneAllOrNothingTransaction(t *testing.T, newStore opener
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := []logstore.Outcome{res[0].Outcome, res[1].Outcome, res[2].Outcome, res[3].Outcome}
-	if !reflect.DeepEqual(got, []logstore.Outcome{logstore.OutcomeNew, logstore.OutcomeNew, logstore.OutcomeRetry, logstore.OutcomeSafe}) || res[2].Effect.ID != res[0].Effect.ID {
+	got := []model.Outcome{res[0].Outcome, res[1].Outcome, res[2].Outcome, res[3].Outcome}
+	if !reflect.DeepEqual(got, []model.Outcome{model.OutcomeNew, model.OutcomeNew, model.OutcomeRetry, model.OutcomeSafe}) || res[2].Effect.ID != res[0].Effect.ID {
 		t.Fatalf("%v", got)
 	}
-	must[logstore.Session](t)(s.SetSessionState("a", sm.SessionCompleted, logstore.Change{}))
+	must[model.Session](t)(s.SetSessionState("a", sm.SessionCompleted, model.Change{}))
 	before := must[uint64](t)(s.LastChange())
-	if _, err := s.InterceptMany([]logstore.InterceptRequest{req("b", `1`), req("a", `3`)}); !errors.Is(err, logstore.ErrSessionNotActive) || !strings.Contains(err.Error(), "call 2") {
+	if _, err := s.InterceptMany([]logstore.InterceptRequest{req("b", `1`), req("a", `3`)}); !errors.Is(err, model.ErrSessionNotActive) || !strings.Contains(err.Error(), "call 2") {
 		t.Fatalf("%v", err)
 	}
-	if _, err := s.GetSession("b"); !errors.Is(err, logstore.ErrNotFound) {
+	if _, err := s.GetSession("b"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("a refused batch wrote its first call: %v", err)
 	}
 	if after := must[uint64](t)(s.LastChange()); after != before {
@@ -235,13 +236,13 @@ func testClockGoingBackwards(t *testing.T, newStore opener) {
 	a := intercept(t, s, "c", "w", sm.Compensable, `1`)
 	clk.add(-3 * time.Hour)
 	b := intercept(t, s, "c", "w", sm.Compensable, `2`)
-	must[logstore.Effect](t)(s.Start(b.Effect.ID, logstore.Change{}))
+	must[model.Effect](t)(s.Start(b.Effect.ID, model.Change{}))
 	clk.add(-time.Hour)
-	must[logstore.Effect](t)(s.Commit(b.Effect.ID, logstore.Change{}))
+	must[model.Effect](t)(s.Commit(b.Effect.ID, model.Change{}))
 	if b.Effect.ID <= a.Effect.ID {
 		t.Fatalf("ids %d then %d", a.Effect.ID, b.Effect.ID)
 	}
-	if r := intercept(t, s, "c", "w", sm.Compensable, `2`); r.Outcome != logstore.OutcomeReplayed {
+	if r := intercept(t, s, "c", "w", sm.Compensable, `2`); r.Outcome != model.OutcomeReplayed {
 		t.Fatalf("%+v", r)
 	}
 	list, _, _ := s.ListEffects(logstore.EffectFilter{Session: "c"})
@@ -256,7 +257,7 @@ func testSafeCallsWriteNothing(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	res := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "s1", Tool: "read", Tier: sm.Safe,
 		Args: json.RawMessage(`{"a":1}`), CreateSession: true}))
-	if res.Outcome != logstore.OutcomeSafe || res.Effect.ID != 0 || len(res.Signature) != 64 {
+	if res.Outcome != model.OutcomeSafe || res.Effect.ID != 0 || len(res.Signature) != 64 {
 		t.Fatalf("%+v", res)
 	}
 	if n := must[uint64](t)(s.LastChange()); n != 0 {

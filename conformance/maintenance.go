@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -15,18 +16,18 @@ func testGCKeepsSessionsWithACallExecuting(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	for _, id := range []string{"running", "done"} {
 		res := intercept(t, s, id, "w", sm.Compensable, `{"s":"`+id+`"}`)
-		must[logstore.Effect](t)(s.Start(res.Effect.ID, logstore.Change{Owner: logstore.NewOwner(clk.now())}))
+		must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{Owner: model.NewOwner(clk.now())}))
 		if id == "done" {
-			must[logstore.Effect](t)(s.Commit(res.Effect.ID, logstore.Change{}))
+			must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{}))
 		}
-		must[logstore.Session](t)(s.SetSessionState(id, sm.SessionFailed, logstore.Change{}))
+		must[model.Session](t)(s.SetSessionState(id, sm.SessionFailed, model.Change{}))
 	}
 	clk.add(48 * time.Hour)
 	rep := must[logstore.GCReport](t)(s.GC(clk.now(), []sm.SessionState{sm.SessionFailed}))
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "done" {
 		t.Fatalf("%+v", rep)
 	}
-	if e := must[logstore.EffectDetail](t)(s.GetEffect(1)); e.Effect.State != sm.Executing || e.Undo == nil {
+	if e := must[model.EffectDetail](t)(s.GetEffect(1)); e.Effect.State != sm.Executing || e.Undo == nil {
 		t.Fatalf("%+v", e)
 	}
 	verifyClean(t, s)
@@ -38,12 +39,12 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	run := func(session string, end sm.SessionState) {
 		res := intercept(t, s, session, "w", sm.Compensable, `{"s":"`+session+`"}`)
-		must[logstore.Effect](t)(s.Start(res.Effect.ID, logstore.Change{}))
-		must[logstore.Effect](t)(s.Commit(res.Effect.ID, logstore.Change{Result: json.RawMessage(`1`)}))
+		must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{}))
+		must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`1`)}))
 		intercept(t, s, session, "w", sm.Compensable, `{"s":"`+session+`"}`) // a replay
 		intercept(t, s, session, "pay", sm.Irreversible, `{}`)
 		if end != sm.SessionActive {
-			must[logstore.Session](t)(s.SetSessionState(session, end, logstore.Change{}))
+			must[model.Session](t)(s.SetSessionState(session, end, model.Change{}))
 		}
 	}
 	run("old-done", sm.SessionCompleted)
@@ -56,14 +57,14 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "old-done" || rep.Effects != 3 {
 		t.Fatalf("%+v", rep)
 	}
-	if _, err := s.GetSession("old-done"); !errors.Is(err, logstore.ErrNotFound) {
+	if _, err := s.GetSession("old-done"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("dropped session still there: %v", err)
 	}
 	if hist, err := s.SessionHistory("old-done"); len(hist) != 0 {
 		t.Fatalf("dropped session's history: %v %v", hist, err)
 	}
 	for id := uint64(1); id <= 3; id++ {
-		if _, err := s.GetEffect(id); !errors.Is(err, logstore.ErrNotFound) {
+		if _, err := s.GetEffect(id); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("dropped effect %d still there: %v", id, err)
 		}
 	}
@@ -74,7 +75,7 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 		t.Fatalf("dropped undo entries listed: %+v", stack)
 	}
 	for _, id := range []string{"old-failed", "old-live", "new-done"} {
-		if sess := must[logstore.Session](t)(s.GetSession(id)); sess.Effects != 3 {
+		if sess := must[model.Session](t)(s.GetSession(id)); sess.Effects != 3 {
 			t.Fatalf("%s: %+v", id, sess)
 		}
 	}
@@ -96,8 +97,8 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 func testExport(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	c := intercept(t, s, "a", "write", sm.Compensable, `{"n":1}`).Effect.ID
-	must[logstore.Effect](t)(s.Start(c, logstore.Change{}))
-	must[logstore.Effect](t)(s.Commit(c, logstore.Change{Result: json.RawMessage(`"ok"`)}))
+	must[model.Effect](t)(s.Start(c, model.Change{}))
+	must[model.Effect](t)(s.Commit(c, model.Change{Result: json.RawMessage(`"ok"`)}))
 	i := intercept(t, s, "a", "pay", sm.Irreversible, `{"n":2}`).Effect.ID
 	intercept(t, s, "b", "write", sm.Compensable, `{}`)
 
@@ -115,11 +116,11 @@ func testExport(t *testing.T, newStore opener) {
 	types, recs := export("a")
 	var want []string
 	want = append(want, "meta", "session")
-	for range must[[]logstore.HistoryRecord](t)(s.SessionHistory("a")) {
+	for range must[[]model.HistoryRecord](t)(s.SessionHistory("a")) {
 		want = append(want, "session_history")
 	}
 	for _, id := range []uint64{c, i} {
-		d := must[logstore.EffectDetail](t)(s.GetEffect(id))
+		d := must[model.EffectDetail](t)(s.GetEffect(id))
 		want = append(want, "effect")
 		for range d.History {
 			want = append(want, "history")
@@ -140,11 +141,11 @@ func testExport(t *testing.T, newStore opener) {
 			continue
 		}
 		b, _ := json.Marshal(r.Record)
-		var e logstore.Effect
+		var e model.Effect
 		if err := json.Unmarshal(b, &e); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := json.Marshal(must[logstore.EffectDetail](t)(s.GetEffect(e.ID)).Effect)
+		got, _ := json.Marshal(must[model.EffectDetail](t)(s.GetEffect(e.ID)).Effect)
 		if e.Session != "a" || string(b) != string(got) {
 			t.Fatalf("exported %s, the log has %s", b, got)
 		}
@@ -158,7 +159,7 @@ func testExport(t *testing.T, newStore opener) {
 	if all[0] != "meta" || sessions != 2 || effects != 3 {
 		t.Fatalf("export of the log: %v", all)
 	}
-	if err := s.Export("nosuch", func(logstore.ExportRecord) error { return nil }); !errors.Is(err, logstore.ErrNotFound) {
+	if err := s.Export("nosuch", func(logstore.ExportRecord) error { return nil }); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("export of an unknown session: %v", err)
 	}
 	stop := errors.New("enough")

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -25,17 +26,17 @@ type modelEffect struct {
 
 // model is the log as statemachine's tables and the log's documented rules
 // say it must be.
-type model struct {
+type logModel struct {
 	sessions map[string]sm.SessionState
 	effects  map[uint64]*modelEffect
 	ids      []uint64
 	owners   map[string]uint64 // the call (session, tier, args) -> its owner effect
 }
 
-func (m *model) waiting(session string) int {
+func (m *logModel) waiting(session string) int {
 	n := 0
 	for _, e := range m.effects {
-		if e.session == session && e.approval == logstore.ApprovalPending {
+		if e.session == session && e.approval == model.ApprovalPending {
 			n++
 		}
 	}
@@ -44,14 +45,14 @@ func (m *model) waiting(session string) int {
 
 // moveSession makes a session move; one that stops accepting effects closes
 // its waiting requests.
-func (m *model) moveSession(session string, to sm.SessionState) {
+func (m *logModel) moveSession(session string, to sm.SessionState) {
 	m.sessions[session] = to
 	if to.AcceptsEffects() {
 		return
 	}
 	for _, e := range m.effects {
-		if e.session == session && e.approval == logstore.ApprovalPending {
-			e.approval = logstore.ApprovalClosed
+		if e.session == session && e.approval == model.ApprovalPending {
+			e.approval = model.ApprovalClosed
 		}
 	}
 }
@@ -98,7 +99,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 	tiers := []sm.Tier{sm.Compensable, sm.Irreversible}
 	rapid.Check(t, func(rt *rapid.T) {
 		s, _ := newStore(t)
-		m := &model{sessions: map[string]sm.SessionState{}, effects: map[uint64]*modelEffect{}, owners: map[string]uint64{}}
+		m := &logModel{sessions: map[string]sm.SessionState{}, effects: map[uint64]*modelEffect{}, owners: map[string]uint64{}}
 		pick := func(rt *rapid.T) *modelEffect {
 			if len(m.ids) == 0 {
 				rt.Skip("no effect yet")
@@ -106,22 +107,22 @@ func testRandomOperations(t *testing.T, newStore opener) {
 			return m.effects[rapid.SampledFrom(m.ids).Draw(rt, "effect")]
 		}
 		// transition makes one effect move of the table through `call`.
-		transition := func(rt *rapid.T, name string, to sm.State, call func(uint64, logstore.Change) (logstore.Effect, error)) {
+		transition := func(rt *rapid.T, name string, to sm.State, call func(uint64, model.Change) (model.Effect, error)) {
 			e := pick(rt)
 			var want *expect
 			_, verr := sm.Validate(e.tier, e.state, to)
 			accepts := m.sessions[e.session].AcceptsEffects()
 			switch {
 			case (to == sm.Approved || to == sm.Rejected) && e.tier == sm.Irreversible && e.state == sm.Pending && !accepts:
-				want = &expect{err: logstore.ErrSessionNotActive}
+				want = &expect{err: model.ErrSessionNotActive}
 			case verr != nil:
 				want = refusedBy(verr)
 			case to == sm.Executing && !accepts:
-				want = &expect{err: logstore.ErrSessionNotActive}
+				want = &expect{err: model.ErrSessionNotActive}
 			case to == sm.Executing && e.tier == sm.Irreversible && e.state == sm.Pending:
-				want = &expect{err: logstore.ErrInProgress}
+				want = &expect{err: model.ErrInProgress}
 			}
-			got, err := call(e.id, logstore.Change{Actor: "rapid", Error: "boom"})
+			got, err := call(e.id, model.Change{Actor: "rapid", Error: "boom"})
 			want.check(rt, fmt.Sprintf("%s effect %d (%s %s)", name, e.id, e.tier, e.state), err)
 			if want != nil {
 				return
@@ -134,20 +135,20 @@ func testRandomOperations(t *testing.T, newStore opener) {
 			switch to {
 			case sm.Pending: // a failure: an irreversible effect is asked again
 				if e.tier == sm.Irreversible {
-					e.approval = logstore.ApprovalPending
+					e.approval = model.ApprovalPending
 					if !accepts {
-						e.approval = logstore.ApprovalClosed
+						e.approval = model.ApprovalClosed
 					} else if session == sm.SessionActive {
 						m.moveSession(e.session, sm.SessionAwaitingApproval)
 					}
 				}
 			case sm.Approved:
-				e.approval = logstore.ApprovalApproved
+				e.approval = model.ApprovalApproved
 				if _, err := sm.ValidateSession(session, sm.SessionActive); err == nil && m.waiting(e.session) == 0 {
 					m.moveSession(e.session, sm.SessionActive)
 				}
 			case sm.Rejected:
-				e.approval = logstore.ApprovalRejected
+				e.approval = model.ApprovalRejected
 				if _, err := sm.ValidateSession(session, sm.SessionHalted); err == nil {
 					m.moveSession(e.session, sm.SessionHalted)
 				}
@@ -168,24 +169,24 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				}
 				ownerID, repeat := m.owners[call]
 				var want *expect
-				outcome := logstore.OutcomeNew
+				outcome := model.OutcomeNew
 				if repeat {
 					switch owner := m.effects[ownerID]; {
 					case owner.state == sm.Rejected:
-						outcome = logstore.OutcomeRejected
+						outcome = model.OutcomeRejected
 					case !state.AcceptsEffects():
-						want = &expect{err: logstore.ErrSessionNotActive}
+						want = &expect{err: model.ErrSessionNotActive}
 					case owner.state == sm.Committed:
-						outcome = logstore.OutcomeReplayed
+						outcome = model.OutcomeReplayed
 					case owner.state == sm.Pending && tier == sm.Compensable:
-						outcome = logstore.OutcomeRetry
+						outcome = model.OutcomeRetry
 					case owner.state == sm.Pending, owner.state == sm.Executing, owner.state == sm.Approved:
-						outcome = logstore.OutcomeInProgress
+						outcome = model.OutcomeInProgress
 					default:
-						want = &expect{err: logstore.ErrConflict}
+						want = &expect{err: model.ErrConflict}
 					}
 				} else if !state.AcceptsEffects() {
-					want = &expect{err: logstore.ErrSessionNotActive}
+					want = &expect{err: model.ErrSessionNotActive}
 				}
 				want.check(rt, "intercept "+call, err)
 				if want != nil {
@@ -196,19 +197,19 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				}
 				m.sessions[session] = state
 				switch outcome {
-				case logstore.OutcomeNew, logstore.OutcomeReplayed:
+				case model.OutcomeNew, model.OutcomeReplayed:
 					if len(m.ids) > 0 && res.Effect.ID <= m.ids[len(m.ids)-1] {
 						rt.Fatalf("intercept %s: new effect %d after %d", call, res.Effect.ID, m.ids[len(m.ids)-1])
 					}
 					e := &modelEffect{id: res.Effect.ID, session: session, tier: tier, state: sm.Pending}
 					m.effects[e.id], m.ids = e, append(m.ids, e.id)
-					if outcome == logstore.OutcomeReplayed {
+					if outcome == model.OutcomeReplayed {
 						e.state = sm.Replayed
 						break
 					}
 					m.owners[call] = e.id
 					if tier == sm.Irreversible {
-						e.approval = logstore.ApprovalPending
+						e.approval = model.ApprovalPending
 						if state == sm.SessionActive {
 							m.moveSession(session, sm.SessionAwaitingApproval)
 						}
@@ -222,7 +223,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 					if res.Effect.ID != ownerID {
 						rt.Fatalf("intercept %s: %s names effect %d, the owner is %d", call, outcome, res.Effect.ID, ownerID)
 					}
-					if outcome == logstore.OutcomeRetry && start {
+					if outcome == model.OutcomeRetry && start {
 						m.effects[ownerID].state = sm.Executing
 					}
 				}
@@ -244,7 +245,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				if verr != nil {
 					want = refusedBy(verr)
 				}
-				_, err := s.SetSessionState(session, to, logstore.Change{Actor: "rapid"})
+				_, err := s.SetSessionState(session, to, model.Change{Actor: "rapid"})
 				want.check(rt, fmt.Sprintf("session %s %s -> %s", session, from, to), err)
 				if want == nil {
 					m.moveSession(session, to)
@@ -258,13 +259,13 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				_, verr := sm.ValidateEntry(e.entry, to)
 				switch {
 				case e.entry == "":
-					want = &expect{err: logstore.ErrNotFound}
+					want = &expect{err: model.ErrNotFound}
 				case e.entry == sm.EntryCompensating && to == sm.EntryCompensating:
-					want = &expect{err: logstore.ErrInProgress} // a reclaim needs the owner judged gone
+					want = &expect{err: model.ErrInProgress} // a reclaim needs the owner judged gone
 				case verr != nil:
 					want = refusedBy(verr)
 				case to == sm.EntrySkipped && e.state != sm.Pending:
-					want = &expect{err: logstore.ErrConflict}
+					want = &expect{err: model.ErrConflict}
 				case to == sm.EntryCompensating && e.state != sm.Committed:
 					effTo = sm.Compensating
 				case (to == sm.EntryCompensated || to == sm.EntryCompensationFailed) && e.state == sm.Compensating:
@@ -275,7 +276,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 						want = refusedBy(err)
 					}
 				}
-				u, err := s.UndoStep(e.id, to, logstore.Change{Actor: "rapid"})
+				u, err := s.UndoStep(e.id, to, model.Change{Actor: "rapid"})
 				want.check(rt, fmt.Sprintf("undo step effect %d (%s, entry %s) -> %s", e.id, e.state, e.entry, to), err)
 				if want != nil {
 					return
@@ -295,7 +296,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 
 // agrees checks the log against the model: every effect's state, undo entry
 // and approval, every session's state and counts, and a clean verify.
-func (m *model) agrees(t *rapid.T, s logstore.Log) {
+func (m *logModel) agrees(t *rapid.T, s logstore.Log) {
 	t.Helper()
 	list, _, err := s.ListEffects(logstore.EffectFilter{Ascending: true})
 	if err != nil {
@@ -309,7 +310,7 @@ func (m *model) agrees(t *rapid.T, s logstore.Log) {
 			t.Fatalf("effect %+v, the model has %+v", e, want)
 		}
 		if want.tier == sm.Irreversible {
-			d := must[logstore.EffectDetail](t)(s.GetEffect(e.ID))
+			d := must[model.EffectDetail](t)(s.GetEffect(e.ID))
 			if (d.Approval == nil) != (want.approval == "") || d.Approval != nil && d.Approval.Outcome != want.approval {
 				t.Fatalf("effect %d: approval %+v, the model says %q", e.ID, d.Approval, want.approval)
 			}
@@ -320,7 +321,7 @@ func (m *model) agrees(t *rapid.T, s logstore.Log) {
 	}
 	waiting := 0
 	for id, state := range m.sessions {
-		sess := must[logstore.Session](t)(s.GetSession(id))
+		sess := must[model.Session](t)(s.GetSession(id))
 		counts := map[sm.State]int{}
 		effects, entries := 0, 0
 		for _, e := range m.effects {

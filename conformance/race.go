@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -25,7 +26,7 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 	}
 	wg.Wait()
 	owners := map[uint64]bool{}
-	count := map[logstore.Outcome]int{}
+	count := map[model.Outcome]int{}
 	for i := range results {
 		if errs[i] != nil {
 			t.Fatal(errs[i])
@@ -34,14 +35,14 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 		owners[results[i].Effect.ID] = true
 	}
 	// One call creates the owner; the rest find it pending and may retry it.
-	if count[logstore.OutcomeNew] != 1 || count[logstore.OutcomeRetry] != n-1 || len(owners) != 1 {
+	if count[model.OutcomeNew] != 1 || count[model.OutcomeRetry] != n-1 || len(owners) != 1 {
 		t.Fatalf("outcomes %v, owners %v", count, owners)
 	}
 
 	// Now full lifecycles racing on one signature: exactly one execution.
 	var executed sync.Map
 	var mu sync.Mutex
-	count = map[logstore.Outcome]int{}
+	count = map[model.Outcome]int{}
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -54,12 +55,12 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 			mu.Lock()
 			count[res.Outcome]++
 			mu.Unlock()
-			if res.Outcome == logstore.OutcomeNew || res.Outcome == logstore.OutcomeRetry {
-				if _, err := s.Start(res.Effect.ID, logstore.Change{}); err != nil {
+			if res.Outcome == model.OutcomeNew || res.Outcome == model.OutcomeRetry {
+				if _, err := s.Start(res.Effect.ID, model.Change{}); err != nil {
 					return // another goroutine claimed it first: the state machine refused the second start
 				}
 				executed.Store(i, true)
-				if _, err := s.Commit(res.Effect.ID, logstore.Change{Result: json.RawMessage(`"shipped"`)}); err != nil {
+				if _, err := s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`"shipped"`)}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -75,7 +76,7 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 			replays++
 		}
 	}
-	if runs != 1 || count[logstore.OutcomeNew] != 1 || replays != count[logstore.OutcomeReplayed] || len(list) != 1+replays {
+	if runs != 1 || count[model.OutcomeNew] != 1 || replays != count[model.OutcomeReplayed] || len(list) != 1+replays {
 		t.Fatalf("runs %d, outcomes %v, %d effects, %d replays", runs, count, len(list), replays)
 	}
 	verifyClean(t, s)

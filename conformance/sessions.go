@@ -9,25 +9,26 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
 func testSessions(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
-	a := must[logstore.Session](t)(s.CreateSession(logstore.NewSession{ID: "deploy-117", Meta: map[string]string{"pipeline": "api"}}))
+	a := must[model.Session](t)(s.CreateSession(logstore.NewSession{ID: "deploy-117", Meta: map[string]string{"pipeline": "api"}}))
 	if a.State != sm.SessionActive || a.Meta["pipeline"] != "api" {
 		t.Fatalf("%+v", a)
 	}
-	if _, err := s.CreateSession(logstore.NewSession{ID: "deploy-117"}); !errors.Is(err, logstore.ErrConflict) {
+	if _, err := s.CreateSession(logstore.NewSession{ID: "deploy-117"}); !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	clk.add(time.Hour)
-	b := must[logstore.Session](t)(s.CreateSession(logstore.NewSession{}))
+	b := must[model.Session](t)(s.CreateSession(logstore.NewSession{}))
 	if !strings.HasPrefix(b.ID, "sess-20261130-") {
 		t.Fatalf("generated id %q", b.ID)
 	}
-	must[logstore.Session](t)(s.SetSessionState("deploy-117", sm.SessionCompleted, logstore.Change{Actor: "ci"}))
-	if _, err := s.SetSessionState("deploy-117", sm.SessionFailed, logstore.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+	must[model.Session](t)(s.SetSessionState("deploy-117", sm.SessionCompleted, model.Change{Actor: "ci"}))
+	if _, err := s.SetSessionState("deploy-117", sm.SessionFailed, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
 		t.Fatalf("completed -> failed: %v", err)
 	}
 	all, _, _ := s.ListSessions(logstore.SessionFilter{})
@@ -47,7 +48,7 @@ func testSessions(t *testing.T, newStore opener) {
 	if len(page) != 1 || len(rest) != 1 || rest[0].ID != "deploy-117" || next == 0 || next2 != 0 {
 		t.Fatalf("paging: %v %v %d %d", page, rest, next, next2)
 	}
-	if _, err := s.Intercept(logstore.InterceptRequest{Session: "deploy-117", Tool: "x", Tier: sm.Compensable}); !errors.Is(err, logstore.ErrSessionNotActive) {
+	if _, err := s.Intercept(logstore.InterceptRequest{Session: "deploy-117", Tool: "x", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
 		t.Fatalf("completed session took an effect: %v", err)
 	}
 }
@@ -64,7 +65,7 @@ func testListEffectsFiltersAndPages(t *testing.T, newStore opener) {
 		intercept(t, s, session, tool, tier, `{"i":`+string(rune('0'+i))+`}`)
 		clk.add(time.Minute)
 	}
-	ids := func(list []logstore.Effect) (out []uint64) {
+	ids := func(list []model.Effect) (out []uint64) {
 		for _, e := range list {
 			out = append(out, e.ID)
 		}
@@ -135,48 +136,48 @@ func testReadLimits(t *testing.T, newStore opener) {
 
 func testUndoSteps(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
-	cmd := &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"rm", "f"}}
+	cmd := &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "f"}}
 	mk := func(args string) uint64 {
 		return must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "u", Tool: "touch", Tier: sm.Compensable,
 			Args: json.RawMessage(args), Compensation: cmd, CreateSession: true})).Effect.ID
 	}
 	committed, executing, never := mk(`1`), mk(`2`), mk(`3`)
-	must[logstore.Effect](t)(s.Start(committed, logstore.Change{}))
-	must[logstore.Effect](t)(s.Commit(committed, logstore.Change{}))
-	must[logstore.Effect](t)(s.Start(executing, logstore.Change{}))
+	must[model.Effect](t)(s.Start(committed, model.Change{}))
+	must[model.Effect](t)(s.Commit(committed, model.Change{}))
+	must[model.Effect](t)(s.Start(executing, model.Change{}))
 
 	stack := undoStack(t, s, "u")
 	if len(stack) != 3 || stack[0].EffectID != never || stack[2].EffectID != committed || stack[0].Compensation.Argv[0] != "rm" {
 		t.Fatalf("LIFO stack %+v", stack)
 	}
-	must[logstore.Session](t)(s.SetSessionState("u", sm.SessionCompensating, logstore.Change{}))
-	if _, err := s.UndoStep(never, sm.EntryCompensating, logstore.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+	must[model.Session](t)(s.SetSessionState("u", sm.SessionCompensating, model.Change{}))
+	if _, err := s.UndoStep(never, sm.EntryCompensating, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
 		t.Fatalf("compensating a never-run effect: %v", err)
 	}
-	must[logstore.UndoEntry](t)(s.UndoStep(never, sm.EntrySkipped, logstore.Change{}))
-	must[logstore.UndoEntry](t)(s.UndoStep(executing, sm.EntryCompensating, logstore.Change{Actor: "undo"}))
-	u := must[logstore.UndoEntry](t)(s.UndoStep(executing, sm.EntryCompensated, logstore.Change{Actor: "undo", Attempts: 1}))
+	must[model.UndoEntry](t)(s.UndoStep(never, sm.EntrySkipped, model.Change{}))
+	must[model.UndoEntry](t)(s.UndoStep(executing, sm.EntryCompensating, model.Change{Actor: "undo"}))
+	u := must[model.UndoEntry](t)(s.UndoStep(executing, sm.EntryCompensated, model.Change{Actor: "undo", Attempts: 1}))
 	if u.State != sm.EntryCompensated || u.Attempts != 1 {
 		t.Fatalf("%+v", u)
 	}
-	d := must[logstore.EffectDetail](t)(s.GetEffect(executing))
+	d := must[model.EffectDetail](t)(s.GetEffect(executing))
 	if d.Effect.State != sm.Compensated {
 		t.Fatalf("executing effect should follow its entry: %s", d.Effect.State)
 	}
-	must[logstore.UndoEntry](t)(s.UndoStep(committed, sm.EntryCompensating, logstore.Change{}))
-	must[logstore.UndoEntry](t)(s.UndoStep(committed, sm.EntryCompensationFailed, logstore.Change{Error: "boom", Attempts: 4}))
-	d = must[logstore.EffectDetail](t)(s.GetEffect(committed))
+	must[model.UndoEntry](t)(s.UndoStep(committed, sm.EntryCompensating, model.Change{}))
+	must[model.UndoEntry](t)(s.UndoStep(committed, sm.EntryCompensationFailed, model.Change{Error: "boom", Attempts: 4}))
+	d = must[model.EffectDetail](t)(s.GetEffect(committed))
 	if d.Effect.State != sm.Committed || d.Undo.State != sm.EntryCompensationFailed || d.Undo.LastError != "boom" || d.Undo.Attempts != 4 {
 		t.Fatalf("committed effect keeps its state, the entry carries the undo: %+v %+v", d.Effect, d.Undo)
 	}
-	if _, err := s.UndoStep(committed, sm.EntryCompensating, logstore.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+	if _, err := s.UndoStep(committed, sm.EntryCompensating, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
 		t.Fatalf("failed entry retried without resolve: %v", err)
 	}
-	must[logstore.UndoEntry](t)(s.UndoStep(committed, sm.EntryResolved, logstore.Change{Actor: "ops", Reason: "fixed by hand"}))
-	if got := states(must[logstore.EffectDetail](t)(s.GetEffect(committed)).History); !strings.HasSuffix(got, "undo:pending>compensating undo:compensating>compensation_failed undo:compensation_failed>resolved") {
+	must[model.UndoEntry](t)(s.UndoStep(committed, sm.EntryResolved, model.Change{Actor: "ops", Reason: "fixed by hand"}))
+	if got := states(must[model.EffectDetail](t)(s.GetEffect(committed)).History); !strings.HasSuffix(got, "undo:pending>compensating undo:compensating>compensation_failed undo:compensation_failed>resolved") {
 		t.Fatalf("undo history %s", got)
 	}
-	must[logstore.Session](t)(s.SetSessionState("u", sm.SessionCompensated, logstore.Change{}))
+	must[model.Session](t)(s.SetSessionState("u", sm.SessionCompensated, model.Change{}))
 	verifyClean(t, s)
 }
 
@@ -192,7 +193,7 @@ func testCloseKeepsWhatWasWritten(t *testing.T, open opener) {
 	if err != nil || d.Effect.State != sm.Pending || string(d.Effect.Args) != `{"n":1}` {
 		t.Fatalf("after Close: %+v %v", d.Effect, err)
 	}
-	if _, err := log.Start(res.Effect.ID, logstore.Change{}); err != nil {
+	if _, err := log.Start(res.Effect.ID, model.Change{}); err != nil {
 		t.Fatalf("a write after Close: %v", err)
 	}
 	if err := log.Close(); err != nil {

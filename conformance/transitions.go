@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -19,9 +20,9 @@ import (
 func logRule(tier sm.Tier, from, to sm.State) error {
 	switch {
 	case tier == sm.Irreversible && from == sm.Pending && to == sm.Executing:
-		return logstore.ErrInProgress
+		return model.ErrInProgress
 	case to == sm.Replayed:
-		return logstore.ErrConflict
+		return model.ErrConflict
 	}
 	return nil
 }
@@ -35,14 +36,14 @@ func effectIn(t *testing.T, s logstore.Log, tier sm.Tier, from sm.State, n int) 
 	id := res.Effect.ID
 	start := func() {
 		if tier == sm.Irreversible {
-			must[logstore.Effect](t)(s.Approve(id, logstore.Change{Actor: "alice"}))
+			must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice"}))
 		}
-		must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
+		must[model.Effect](t)(s.Start(id, model.Change{}))
 	}
 	undo := func(to ...sm.EntryState) {
 		start()
 		for _, step := range to {
-			must[logstore.UndoEntry](t)(s.UndoStep(id, step, logstore.Change{}))
+			must[model.UndoEntry](t)(s.UndoStep(id, step, model.Change{}))
 		}
 	}
 	switch from {
@@ -50,15 +51,15 @@ func effectIn(t *testing.T, s logstore.Log, tier sm.Tier, from sm.State, n int) 
 	case sm.Executing:
 		start()
 	case sm.Approved:
-		must[logstore.Effect](t)(s.Approve(id, logstore.Change{Actor: "alice"}))
+		must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice"}))
 	case sm.Rejected:
-		must[logstore.Effect](t)(s.Reject(id, logstore.Change{Actor: "alice"}))
+		must[model.Effect](t)(s.Reject(id, model.Change{Actor: "alice"}))
 	case sm.Committed, sm.Replayed:
 		start()
-		must[logstore.Effect](t)(s.Commit(id, logstore.Change{Result: json.RawMessage(`"done"`)}))
+		must[model.Effect](t)(s.Commit(id, model.Change{Result: json.RawMessage(`"done"`)}))
 		if from == sm.Replayed {
 			rep := intercept(t, s, session, "tool", tier, fmt.Sprintf(`{"n":%d}`, n))
-			if rep.Outcome != logstore.OutcomeReplayed {
+			if rep.Outcome != model.OutcomeReplayed {
 				t.Fatalf("repeat of a committed call: %+v", rep)
 			}
 			id = rep.Effect.ID
@@ -72,7 +73,7 @@ func effectIn(t *testing.T, s logstore.Log, tier sm.Tier, from sm.State, n int) 
 	default:
 		t.Fatalf("no way to %s", from)
 	}
-	if e := must[logstore.EffectDetail](t)(s.GetEffect(id)); e.Effect.State != from {
+	if e := must[model.EffectDetail](t)(s.GetEffect(id)); e.Effect.State != from {
 		t.Fatalf("effect %d is %s, want %s", id, e.Effect.State, from)
 	}
 	return id
@@ -100,9 +101,9 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 					n++
 					id = effectIn(t, s, tier, from, n)
 				}
-				before := must[logstore.EffectDetail](t)(s.GetEffect(id))
+				before := must[model.EffectDetail](t)(s.GetEffect(id))
 				last := must[uint64](t)(s.LastChange())
-				e, err := s.Transition(id, to, logstore.Change{Actor: "tester"})
+				e, err := s.Transition(id, to, model.Change{Actor: "tester"})
 				name := fmt.Sprintf("%s %s -> %s", tier, from, to)
 				switch rule := logRule(tier, from, to); {
 				case verr != nil:
@@ -120,10 +121,10 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 						t.Errorf("%s: %+v %v", name, e, err)
 						continue
 					}
-					d := must[logstore.EffectDetail](t)(s.GetEffect(id))
+					d := must[model.EffectDetail](t)(s.GetEffect(id))
 					found := false
 					for _, r := range d.History[len(before.History):] {
-						found = found || r.Kind == logstore.KindEffect && r.From == string(from) && r.To == string(to) && r.Trigger == row.Trigger
+						found = found || r.Kind == model.KindEffect && r.From == string(from) && r.To == string(to) && r.Trigger == row.Trigger
 					}
 					if !found {
 						t.Errorf("%s: no history record with the trigger %q: %s", name, row.Trigger, states(d.History))
@@ -131,7 +132,7 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 					rows[sm.Transition{From: from, To: to, Trigger: row.Trigger, Description: row.Description}] = true
 					continue
 				}
-				after := must[logstore.EffectDetail](t)(s.GetEffect(id))
+				after := must[model.EffectDetail](t)(s.GetEffect(id))
 				if after.Effect.State != from || len(after.History) != len(before.History) || must[uint64](t)(s.LastChange()) != last {
 					t.Errorf("%s: the refusal changed the log: %s", name, states(after.History))
 				}
@@ -141,7 +142,7 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 	// Replayed is reached by intercepting a repeat (effectIn checks the
 	// outcome); its record carries the table's trigger.
 	rep := effectIn(t, s, sm.Compensable, sm.Replayed, n+1)
-	for _, r := range must[logstore.EffectDetail](t)(s.GetEffect(rep)).History {
+	for _, r := range must[model.EffectDetail](t)(s.GetEffect(rep)).History {
 		if r.From == string(sm.Pending) && r.To == string(sm.Replayed) {
 			row, _ := sm.Validate(sm.Compensable, sm.Pending, sm.Replayed)
 			if r.Trigger != row.Trigger {
@@ -162,7 +163,7 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 func sessionIn(t *testing.T, s logstore.Log, from sm.SessionState, n int) string {
 	t.Helper()
 	id := fmt.Sprintf("s-%s-%d", from, n)
-	must[logstore.Session](t)(s.CreateSession(logstore.NewSession{ID: id}))
+	must[model.Session](t)(s.CreateSession(logstore.NewSession{ID: id}))
 	path := map[sm.SessionState][]sm.SessionState{
 		sm.SessionCompensated: {sm.SessionCompensating, sm.SessionCompensated},
 	}[from]
@@ -170,7 +171,7 @@ func sessionIn(t *testing.T, s logstore.Log, from sm.SessionState, n int) string
 		path = []sm.SessionState{from}
 	}
 	for _, to := range path {
-		must[logstore.Session](t)(s.SetSessionState(id, to, logstore.Change{}))
+		must[model.Session](t)(s.SetSessionState(id, to, model.Change{}))
 	}
 	return id
 }
@@ -190,8 +191,8 @@ func testEverySessionTransition(t *testing.T, newStore opener) {
 				n++
 				id = sessionIn(t, s, from, n)
 			}
-			before := must[[]logstore.HistoryRecord](t)(s.SessionHistory(id))
-			sess, err := s.SetSessionState(id, to, logstore.Change{Actor: "tester", Reason: "because"})
+			before := must[[]model.HistoryRecord](t)(s.SessionHistory(id))
+			sess, err := s.SetSessionState(id, to, model.Change{Actor: "tester", Reason: "because"})
 			name := fmt.Sprintf("%s -> %s", from, to)
 			if verr != nil {
 				var te *sm.TransitionError
@@ -199,8 +200,8 @@ func testEverySessionTransition(t *testing.T, newStore opener) {
 				if !errors.As(err, &te) || te.Reason != want {
 					t.Errorf("%s: %v, want the reason %q", name, err, want)
 				}
-				got := must[logstore.Session](t)(s.GetSession(id))
-				if got.State != from || len(must[[]logstore.HistoryRecord](t)(s.SessionHistory(id))) != len(before) {
+				got := must[model.Session](t)(s.GetSession(id))
+				if got.State != from || len(must[[]model.HistoryRecord](t)(s.SessionHistory(id))) != len(before) {
 					t.Errorf("%s: the refusal changed the session: %+v", name, got)
 				}
 				continue
@@ -209,7 +210,7 @@ func testEverySessionTransition(t *testing.T, newStore opener) {
 				t.Errorf("%s: %+v %v", name, sess, err)
 				continue
 			}
-			hist := must[[]logstore.HistoryRecord](t)(s.SessionHistory(id))
+			hist := must[[]model.HistoryRecord](t)(s.SessionHistory(id))
 			last := hist[len(hist)-1]
 			if len(hist) != len(before)+1 || last.From != string(from) || last.To != string(to) || last.Trigger != row.Trigger || last.Actor != "tester" {
 				t.Errorf("%s: history %s, last %+v", name, states(hist), last)
@@ -225,7 +226,7 @@ func entryIn(t *testing.T, s logstore.Log, from sm.EntryState, ran bool, n int) 
 	t.Helper()
 	id := intercept(t, s, "undo", "tool", sm.Compensable, fmt.Sprintf(`{"n":%d}`, n)).Effect.ID
 	if ran {
-		must[logstore.Effect](t)(s.Start(id, logstore.Change{}))
+		must[model.Effect](t)(s.Start(id, model.Change{}))
 	}
 	path := map[sm.EntryState][]sm.EntryState{
 		sm.EntrySkipped:            {sm.EntrySkipped},
@@ -235,7 +236,7 @@ func entryIn(t *testing.T, s logstore.Log, from sm.EntryState, ran bool, n int) 
 		sm.EntryResolved:           {sm.EntryCompensating, sm.EntryCompensationFailed, sm.EntryResolved},
 	}[from]
 	for _, to := range path {
-		must[logstore.UndoEntry](t)(s.UndoStep(id, to, logstore.Change{}))
+		must[model.UndoEntry](t)(s.UndoStep(id, to, model.Change{}))
 	}
 	return id
 }
@@ -257,14 +258,14 @@ func testEveryUndoEntryTransition(t *testing.T, newStore opener) {
 				n++
 				id = entryIn(t, s, from, to != sm.EntrySkipped, n)
 			}
-			before := must[logstore.EffectDetail](t)(s.GetEffect(id))
+			before := must[model.EffectDetail](t)(s.GetEffect(id))
 			last := must[uint64](t)(s.LastChange())
-			u, err := s.UndoStep(id, to, logstore.Change{Actor: "tester"})
+			u, err := s.UndoStep(id, to, model.Change{Actor: "tester"})
 			name := fmt.Sprintf("%s -> %s", from, to)
 			switch {
 			case from == sm.EntryCompensating && to == sm.EntryCompensating:
 				// Taking over a compensation needs the owner judged gone.
-				if !errors.Is(err, logstore.ErrInProgress) {
+				if !errors.Is(err, model.ErrInProgress) {
 					t.Errorf("%s: %v, want ErrInProgress", name, err)
 				}
 			case verr != nil:
@@ -278,19 +279,19 @@ func testEveryUndoEntryTransition(t *testing.T, newStore opener) {
 					t.Errorf("%s: %+v %v", name, u, err)
 					continue
 				}
-				d := must[logstore.EffectDetail](t)(s.GetEffect(id))
+				d := must[model.EffectDetail](t)(s.GetEffect(id))
 				want := map[sm.EntryState]sm.State{sm.EntryCompensating: sm.Compensating, sm.EntryCompensated: sm.Compensated,
 					sm.EntryCompensationFailed: sm.CompensationFailed}[to]
 				if want == "" {
 					want = before.Effect.State
 				}
 				rec := d.History[len(d.History)-1]
-				if d.Undo.State != to || d.Effect.State != want || rec.Kind != logstore.KindUndo || rec.Trigger != trigger {
+				if d.Undo.State != to || d.Effect.State != want || rec.Kind != model.KindUndo || rec.Trigger != trigger {
 					t.Errorf("%s: effect %s, entry %s, last record %+v", name, d.Effect.State, d.Undo.State, rec)
 				}
 				continue
 			}
-			after := must[logstore.EffectDetail](t)(s.GetEffect(id))
+			after := must[model.EffectDetail](t)(s.GetEffect(id))
 			if after.Undo.State != from || len(after.History) != len(before.History) || must[uint64](t)(s.LastChange()) != last {
 				t.Errorf("%s: the refusal changed the log: %s", name, states(after.History))
 			}

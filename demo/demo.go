@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -64,7 +65,7 @@ func (w *writer) check(err error) {
 	}
 }
 
-func (w *writer) intercept(session, tool string, tier sm.Tier, args string, comp *logstore.Compensation, actor string) uint64 {
+func (w *writer) intercept(session, tool string, tier sm.Tier, args string, comp *model.Compensation, actor string) uint64 {
 	if w.err != nil {
 		return 0
 	}
@@ -74,7 +75,7 @@ func (w *writer) intercept(session, tool string, tier sm.Tier, args string, comp
 	return res.Effect.ID
 }
 
-func (w *writer) step(id uint64, to sm.State, c logstore.Change) {
+func (w *writer) step(id uint64, to sm.State, c model.Change) {
 	if w.err != nil {
 		return
 	}
@@ -83,16 +84,16 @@ func (w *writer) step(id uint64, to sm.State, c logstore.Change) {
 }
 
 func (w *writer) run(id uint64, actor, result string) {
-	w.step(id, sm.Executing, logstore.Change{Actor: actor})
-	w.step(id, sm.Committed, logstore.Change{Actor: actor, Result: json.RawMessage(result)})
+	w.step(id, sm.Executing, model.Change{Actor: actor})
+	w.step(id, sm.Committed, model.Change{Actor: actor, Result: json.RawMessage(result)})
 }
 
-func cmd(argv ...string) *logstore.Compensation {
-	return &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: argv, MaxRetries: 2, InitialBackoffMS: 10}
+func cmd(argv ...string) *model.Compensation {
+	return &model.Compensation{Kind: model.CompensationCommand, Argv: argv, MaxRetries: 2, InitialBackoffMS: 10}
 }
 
 // failing is a compensation that always fails, as a locked resource would.
-func failing(msg string) *logstore.Compensation {
+func failing(msg string) *model.Compensation {
 	return cmd("sh", "-c", fmt.Sprintf("echo %q >&2; exit 1", msg))
 }
 
@@ -116,9 +117,9 @@ func (w *writer) researchAgent() {
 	w.run(report, agent, `{"written":4812}`)
 	w.intercept(s, "write_file", sm.Compensable, `{"bytes":4812,"path":"reports/q3.md"}`, nil, agent) // the agent repeats itself: replayed
 	ticket := w.intercept(s, "create_ticket", sm.Compensable, `{"project":"FIN","title":"Q3 variance in EMEA"}`,
-		&logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "close_ticket", Args: json.RawMessage(`{"id":"{{result.id}}"}`)}, agent)
-	w.step(ticket, sm.Executing, logstore.Change{Actor: agent})
-	w.step(ticket, sm.Pending, logstore.Change{Actor: agent, Error: "HTTP 503 from tracker"})
+		&model.Compensation{Kind: model.CompensationMCP, Tool: "close_ticket", Args: json.RawMessage(`{"id":"{{result.id}}"}`)}, agent)
+	w.step(ticket, sm.Executing, model.Change{Actor: agent})
+	w.step(ticket, sm.Pending, model.Change{Actor: agent, Error: "HTTP 503 from tracker"})
 	w.intercept(s, "create_ticket", sm.Compensable, `{"project":"FIN","title":"Q3 variance in EMEA"}`, nil, agent) // the retry
 	w.run(ticket, agent, `{"id":"FIN-2231"}`)
 	w.intercept(s, "send_email", sm.Irreversible, `{"to":"cfo@example.com","subject":"Q3 report","attachments":["reports/q3.md"]}`, nil, agent)
@@ -135,11 +136,11 @@ func (w *writer) deployPipeline() {
 	migrate := w.intercept(s, "migrate", sm.Compensable, `{"argv":["./migrate","up","42"]}`, failing("down migration 42: lock held by another session"), ci)
 	w.run(migrate, ci, `{"exit_code":0,"stdout":"applied 42\n","stderr":""}`)
 	deploy := w.intercept(s, "kubectl", sm.Irreversible, `{"argv":["kubectl","apply","-f","api.yaml"]}`, nil, ci)
-	w.step(deploy, sm.Approved, logstore.Change{Actor: "alice@laptop", Reason: "release notes read"})
+	w.step(deploy, sm.Approved, model.Change{Actor: "alice@laptop", Reason: "release notes read"})
 	w.run(deploy, ci, `{"exit_code":0,"stdout":"deployment.apps/api configured\n","stderr":""}`)
 	warm := w.intercept(s, "warm_cache", sm.Compensable, `{"argv":["./warm-cache","--all"]}`, cmd("true"), ci)
-	w.step(warm, sm.Executing, logstore.Change{Actor: ci})
-	_, err = w.store.SetSessionState(s, sm.SessionFailed, logstore.Change{Actor: ci, Reason: "smoke test failed: 502 on /health"})
+	w.step(warm, sm.Executing, model.Change{Actor: ci})
+	_, err = w.store.SetSessionState(s, sm.SessionFailed, model.Change{Actor: ci, Reason: "smoke test failed: 502 on /health"})
 	w.check(err)
 	w.undo(s, ci)
 }
@@ -149,8 +150,8 @@ func (w *writer) cleanupAgent() {
 	const s, agent = "agent-cleanup-7", "agent:gpt"
 	branch := w.intercept(s, "git_push", sm.Compensable, `{"remote":"origin","delete":"feature/old-ui"}`,
 		failing("cannot restore branch: ref was garbage collected"), agent)
-	w.step(branch, sm.Executing, logstore.Change{Actor: agent})
-	_, err := w.store.SetSessionState(s, sm.SessionFailed, logstore.Change{Actor: agent, Reason: "agent crashed"})
+	w.step(branch, sm.Executing, model.Change{Actor: agent})
+	_, err := w.store.SetSessionState(s, sm.SessionFailed, model.Change{Actor: agent, Reason: "agent crashed"})
 	w.check(err)
 	w.undo(s, "bob@workstation")
 }
@@ -161,7 +162,7 @@ func (w *writer) opsAgent() {
 	note := w.intercept(s, "append_runbook", sm.Compensable, `{"page":"db-maintenance","line":"vacuum nightly"}`, cmd("true"), agent)
 	w.run(note, agent, `{"ok":true}`)
 	drop := w.intercept(s, "drop_database", sm.Irreversible, `{"database":"orders_prod"}`, nil, agent)
-	w.step(drop, sm.Rejected, logstore.Change{Actor: "alice@laptop", Reason: "wrong environment: this is production"})
+	w.step(drop, sm.Rejected, model.Change{Actor: "alice@laptop", Reason: "wrong environment: this is production"})
 }
 
 // nightly: a completed CI run whose re-run replayed every step.
@@ -176,7 +177,7 @@ func (w *writer) nightly() {
 		w.intercept(s, "make", sm.Compensable, args, nil, ci)
 	}
 	if w.err == nil {
-		_, err := w.store.SetSessionState(s, sm.SessionCompleted, logstore.Change{Actor: ci})
+		_, err := w.store.SetSessionState(s, sm.SessionCompleted, model.Change{Actor: ci})
 		w.check(err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -70,13 +71,13 @@ func (v Verdict) String() string {
 type Call struct {
 	Verdict Verdict
 	// Effect is the call's effect (for a replay, the replay record).
-	Effect logstore.Effect
+	Effect model.Effect
 	// Started: the intercept moved it to executing, owned by Owner.
 	Started bool
 	// Owner is this process as the call's owner, once it starts.
-	Owner *logstore.Owner
+	Owner *model.Owner
 	// Liveness is how the executing owner was judged (InProgress, InDoubt).
-	Liveness logstore.Liveness
+	Liveness model.Liveness
 	actor    string
 }
 
@@ -97,13 +98,13 @@ func (c *Call) NeedsDecision() bool {
 // no new effects is the Closed verdict with the log's error.
 func (l *Lifecycle) Intercept(req logstore.InterceptRequest) (*Call, error) {
 	if req.Owner == nil {
-		req.Owner = logstore.NewOwner(l.now())
+		req.Owner = model.NewOwner(l.now())
 	}
 	req.Start = true
 	c := &Call{Owner: req.Owner, actor: req.Actor}
 	res, err := l.Log.Intercept(req)
 	if err != nil {
-		if errors.Is(err, logstore.ErrSessionNotActive) {
+		if errors.Is(err, model.ErrSessionNotActive) {
 			c.Verdict = Closed
 			return c, err
 		}
@@ -114,7 +115,7 @@ func (l *Lifecycle) Intercept(req logstore.InterceptRequest) (*Call, error) {
 	c.Started = (c.Verdict == New || c.Verdict == Retry) && c.Effect.State == sm.Executing
 	if c.Verdict == InProgress || c.Verdict == InDoubt {
 		c.Liveness = c.Effect.Owner.Liveness()
-		if c.Liveness == logstore.OwnerNone || c.Liveness == logstore.OwnerDead {
+		if c.Liveness == model.OwnerNone || c.Liveness == model.OwnerDead {
 			c.Verdict = InDoubt
 		} else {
 			c.Verdict = InProgress
@@ -125,15 +126,15 @@ func (l *Lifecycle) Intercept(req logstore.InterceptRequest) (*Call, error) {
 
 func classify(res logstore.InterceptResult) Verdict {
 	switch res.Outcome {
-	case logstore.OutcomeReplayed:
+	case model.OutcomeReplayed:
 		return Replayed
-	case logstore.OutcomeRejected:
+	case model.OutcomeRejected:
 		return Rejected
-	case logstore.OutcomeRetry:
+	case model.OutcomeRetry:
 		return Retry
-	case logstore.OutcomeSafe:
+	case model.OutcomeSafe:
 		return Safe
-	case logstore.OutcomeInProgress:
+	case model.OutcomeInProgress:
 		if res.Effect.State == sm.Executing {
 			return InProgress // judged live or in doubt by the caller
 		}
@@ -158,7 +159,7 @@ const (
 // Waited is the end of a wait and the effect as last read.
 type Waited struct {
 	Outcome WaitOutcome
-	Detail  logstore.EffectDetail
+	Detail  model.EffectDetail
 }
 
 // Wait polls the log every Poll until the call's effect is decided, the
@@ -173,15 +174,15 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 			return Waited{}, err
 		}
 		switch d.Decision(l.now()) {
-		case logstore.DecisionApproved:
+		case model.DecisionApproved:
 			return Waited{Approved, d}, nil
-		case logstore.DecisionRejected:
+		case model.DecisionRejected:
 			return Waited{Refused, d}, nil
-		case logstore.DecisionTaken:
+		case model.DecisionTaken:
 			return Waited{Taken, d}, nil
-		case logstore.DecisionClosed:
+		case model.DecisionClosed:
 			return Waited{Abandoned, d}, nil
-		case logstore.DecisionExpired:
+		case model.DecisionExpired:
 			if _, err := l.Log.ExpireApprovals(c.Effect.Session); err != nil {
 				return Waited{}, err
 			}
@@ -216,7 +217,7 @@ func (l *Lifecycle) Start(c *Call) error {
 		return nil
 	}
 	c.Owner.StartedAt = l.now().UTC()
-	e, err := l.Log.Start(c.Effect.ID, logstore.Change{Actor: c.actor, Owner: c.Owner})
+	e, err := l.Log.Start(c.Effect.ID, model.Change{Actor: c.actor, Owner: c.Owner})
 	if err != nil {
 		return err
 	}
@@ -226,7 +227,7 @@ func (l *Lifecycle) Start(c *Call) error {
 
 // Commit records the call's success with its result snapshot.
 func (l *Lifecycle) Commit(c *Call, result []byte) error {
-	e, err := l.Log.Commit(c.Effect.ID, logstore.Change{Actor: c.actor, Result: result})
+	e, err := l.Log.Commit(c.Effect.ID, model.Change{Actor: c.actor, Result: result})
 	if err == nil {
 		c.Effect = e
 	}
@@ -235,7 +236,7 @@ func (l *Lifecycle) Commit(c *Call, result []byte) error {
 
 // Fail records that the call failed, with what went wrong: a repeat runs it again.
 func (l *Lifecycle) Fail(c *Call, why string) error {
-	e, err := l.Log.Fail(c.Effect.ID, logstore.Change{Actor: c.actor, Error: why})
+	e, err := l.Log.Fail(c.Effect.ID, model.Change{Actor: c.actor, Error: why})
 	if err == nil {
 		c.Effect = e
 	}
@@ -249,15 +250,15 @@ func (l *Lifecycle) Fail(c *Call, why string) error {
 // the run in doubt used its approval.
 func (l *Lifecycle) Reclaim(c *Call, reason string) error {
 	if c.Verdict != InDoubt {
-		return fmt.Errorf("%w: effect %d is %s, not in doubt", logstore.ErrInProgress, c.Effect.ID, c.Verdict)
+		return fmt.Errorf("%w: effect %d is %s, not in doubt", model.ErrInProgress, c.Effect.ID, c.Verdict)
 	}
 	expect, gone := c.Effect.Owner, "no owner recorded"
 	if expect == nil {
-		expect = &logstore.Owner{}
+		expect = &model.Owner{}
 	} else {
 		gone = fmt.Sprintf("owner pid %d on %s gone", expect.PID, expect.Host)
 	}
-	e, err := l.Log.Fail(c.Effect.ID, logstore.Change{Actor: c.actor, Error: "in doubt: " + gone, Reason: reason, ExpectOwner: expect})
+	e, err := l.Log.Fail(c.Effect.ID, model.Change{Actor: c.actor, Error: "in doubt: " + gone, Reason: reason, ExpectOwner: expect})
 	if err != nil {
 		return err
 	}
@@ -268,5 +269,5 @@ func (l *Lifecycle) Reclaim(c *Call, reason string) error {
 // TakenMeanwhile tells whether a Start or Reclaim was refused because
 // another process moved the effect on first.
 func TakenMeanwhile(err error) bool {
-	return errors.Is(err, logstore.ErrInProgress) || errors.Is(err, sm.ErrInvalidStateTransition)
+	return errors.Is(err, model.ErrInProgress) || errors.Is(err, sm.ErrInvalidStateTransition)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -39,18 +40,18 @@ func request(tier sm.Tier, args string) logstore.InterceptRequest {
 }
 
 // deadOwner is an owner on this host whose process has exited.
-func deadOwner(t *testing.T) *logstore.Owner {
+func deadOwner(t *testing.T) *model.Owner {
 	gone := exec.Command("true")
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	o := logstore.NewOwner(time.Now())
+	o := model.NewOwner(time.Now())
 	o.PID, o.ProcessStart = gone.Process.Pid, 0
 	return o
 }
 
 // startedBy leaves a compensable call executing, owned by owner.
-func startedBy(owner *logstore.Owner) func(t *testing.T, l *Lifecycle) {
+func startedBy(owner *model.Owner) func(t *testing.T, l *Lifecycle) {
 	return func(t *testing.T, l *Lifecycle) {
 		req := request(sm.Compensable, `{}`)
 		req.Owner = owner
@@ -61,7 +62,7 @@ func startedBy(owner *logstore.Owner) func(t *testing.T, l *Lifecycle) {
 }
 
 func TestInterceptClassifies(t *testing.T) {
-	alive := logstore.NewOwner(time.Now())
+	alive := model.NewOwner(time.Now())
 	elsewhere := *alive
 	elsewhere.Host += "-elsewhere"
 	tests := []struct {
@@ -71,7 +72,7 @@ func TestInterceptClassifies(t *testing.T) {
 		verdict  Verdict
 		started  bool
 		decide   bool
-		liveness logstore.Liveness
+		liveness model.Liveness
 		err      error
 	}{
 		{name: "new compensable starts", tier: sm.Compensable, verdict: New, started: true},
@@ -91,20 +92,20 @@ func TestInterceptClassifies(t *testing.T) {
 		{name: "awaiting a decision elsewhere", tier: sm.Irreversible, verdict: Pending, decide: true, setup: func(t *testing.T, l *Lifecycle) {
 			l.Intercept(request(sm.Irreversible, `{}`))
 		}},
-		{name: "executing, live owner", tier: sm.Compensable, verdict: InProgress, liveness: logstore.OwnerAlive, setup: startedBy(alive)},
-		{name: "executing on another host", tier: sm.Compensable, verdict: InProgress, liveness: logstore.OwnerElsewhere, setup: startedBy(&elsewhere)},
-		{name: "executing, owner dead", tier: sm.Compensable, verdict: InDoubt, liveness: logstore.OwnerDead, setup: func(t *testing.T, l *Lifecycle) {
+		{name: "executing, live owner", tier: sm.Compensable, verdict: InProgress, liveness: model.OwnerAlive, setup: startedBy(alive)},
+		{name: "executing on another host", tier: sm.Compensable, verdict: InProgress, liveness: model.OwnerElsewhere, setup: startedBy(&elsewhere)},
+		{name: "executing, owner dead", tier: sm.Compensable, verdict: InDoubt, liveness: model.OwnerDead, setup: func(t *testing.T, l *Lifecycle) {
 			startedBy(deadOwner(t))(t, l)
 		}},
 		{name: "rejected stands", tier: sm.Irreversible, verdict: Rejected, setup: func(t *testing.T, l *Lifecycle) {
 			c, _ := l.Intercept(request(sm.Irreversible, `{}`))
-			if _, err := l.Log.Reject(c.Effect.ID, logstore.Change{Actor: "bob"}); err != nil {
+			if _, err := l.Log.Reject(c.Effect.ID, model.Change{Actor: "bob"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "closed session", tier: sm.Compensable, verdict: Closed, err: logstore.ErrSessionNotActive, setup: func(t *testing.T, l *Lifecycle) {
+		{name: "closed session", tier: sm.Compensable, verdict: Closed, err: model.ErrSessionNotActive, setup: func(t *testing.T, l *Lifecycle) {
 			l.Intercept(request(sm.Compensable, `{"other":1}`))
-			if _, err := l.Log.SetSessionState("s", sm.SessionCompleted, logstore.Change{Actor: "test"}); err != nil {
+			if _, err := l.Log.SetSessionState("s", sm.SessionCompleted, model.Change{Actor: "test"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -161,7 +162,7 @@ func TestWaitEndsAtItsBoundAndLeavesTheRequestOpen(t *testing.T) {
 	if announced != 1 || left <= 0 || left > 5*time.Minute {
 		t.Fatalf("announced %d times, %s left: the bound comes before the expiry", announced, left)
 	}
-	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Pending || d.Approval.Outcome != logstore.ApprovalPending {
+	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalPending {
 		t.Fatalf("%s %s: the request must stay open", d.Effect.State, d.Approval.Outcome)
 	}
 }
@@ -173,7 +174,7 @@ func TestWaitRecordsAnExpiredRequest(t *testing.T) {
 	if err != nil || w.Outcome != Refused {
 		t.Fatalf("%v %v", w.Outcome, err)
 	}
-	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Rejected || d.Approval.Outcome != logstore.ApprovalTimedOut {
+	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Rejected || d.Approval.Outcome != model.ApprovalTimedOut {
 		t.Fatalf("%s %s", d.Effect.State, d.Approval.Outcome)
 	}
 }
@@ -185,22 +186,22 @@ func TestWaitSeesWhatOthersDecide(t *testing.T) {
 		want   WaitOutcome
 	}{
 		{"approved", func(l *Lifecycle, id uint64) error {
-			_, err := l.Log.Approve(id, logstore.Change{Actor: "alice"})
+			_, err := l.Log.Approve(id, model.Change{Actor: "alice"})
 			return err
 		}, Approved},
 		{"rejected", func(l *Lifecycle, id uint64) error {
-			_, err := l.Log.Reject(id, logstore.Change{Actor: "bob"})
+			_, err := l.Log.Reject(id, model.Change{Actor: "bob"})
 			return err
 		}, Refused},
 		{"taken", func(l *Lifecycle, id uint64) error {
-			if _, err := l.Log.Approve(id, logstore.Change{Actor: "alice"}); err != nil {
+			if _, err := l.Log.Approve(id, model.Change{Actor: "alice"}); err != nil {
 				return err
 			}
-			_, err := l.Log.Start(id, logstore.Change{Actor: "other", Owner: logstore.NewOwner(time.Now())})
+			_, err := l.Log.Start(id, model.Change{Actor: "other", Owner: model.NewOwner(time.Now())})
 			return err
 		}, Taken},
 		{"session closed", func(l *Lifecycle, id uint64) error {
-			_, err := l.Log.SetSessionState("s", sm.SessionFailed, logstore.Change{Actor: "ci"})
+			_, err := l.Log.SetSessionState("s", sm.SessionFailed, model.Change{Actor: "ci"})
 			return err
 		}, Abandoned},
 	}
@@ -259,7 +260,7 @@ func TestReclaimFailsTheDeadOwnersRunOnce(t *testing.T) {
 	}
 	// The first judged the dead owner, who owns it no more: refused.
 	err := l.Reclaim(first, "reclaimed")
-	if !TakenMeanwhile(err) || !errors.Is(err, logstore.ErrInProgress) {
+	if !TakenMeanwhile(err) || !errors.Is(err, model.ErrInProgress) {
 		t.Fatalf("reclaim of an effect taken meanwhile: %v", err)
 	}
 	d, _ := l.Log.GetEffect(first.Effect.ID)
@@ -279,7 +280,7 @@ func TestReclaimFailsTheDeadOwnersRunOnce(t *testing.T) {
 
 func TestReclaimRefusesALiveOwner(t *testing.T) {
 	l := &Lifecycle{Log: newLog(t, nil)}
-	startedBy(logstore.NewOwner(time.Now()))(t, l)
+	startedBy(model.NewOwner(time.Now()))(t, l)
 	c, _ := l.Intercept(request(sm.Compensable, `{}`))
 	if err := l.Reclaim(c, "reclaimed"); !TakenMeanwhile(err) {
 		t.Fatalf("reclaim of a live owner's call: %v", err)

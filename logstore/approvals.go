@@ -6,29 +6,30 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
 // recordDecision writes a decision on effect id's approval request and takes
 // it out of the waiting requests. A request already decided is the approval
 // a log written before kept for a failed effect: it becomes an earlier round.
-func recordDecision(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
+func recordDecision(tx *writeTx, sess *model.Session, id uint64, to sm.State, c model.Change, now time.Time) error {
 	a, err := requestOf(tx, id)
 	if err != nil {
 		return err
 	}
-	if a.Outcome == ApprovalPending {
+	if a.Outcome == model.ApprovalPending {
 		if sess.PendingApprovals > 0 {
 			sess.PendingApprovals--
 		}
 	} else {
 		a.Earlier = append(a.Earlier, a.ApprovalRound)
 	}
-	a.Outcome = ApprovalApproved
+	a.Outcome = model.ApprovalApproved
 	if to == sm.Rejected {
-		a.Outcome = ApprovalRejected
-		if c.Actor == TimeoutActor {
-			a.Outcome = ApprovalTimedOut
+		a.Outcome = model.ApprovalRejected
+		if c.Actor == model.TimeoutActor {
+			a.Outcome = model.ApprovalTimedOut
 		}
 	}
 	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
@@ -40,7 +41,7 @@ func recordDecision(tx *writeTx, sess *Session, id uint64, to sm.State, c Change
 
 // afterDecision moves the session after a decision: back to active when
 // nothing else waits, halted on a rejection (which closes its other requests).
-func afterDecision(tx *writeTx, sess *Session, to sm.State, c Change, now time.Time) error {
+func afterDecision(tx *writeTx, sess *model.Session, to sm.State, c model.Change, now time.Time) error {
 	next := sm.SessionHalted
 	if to == sm.Approved {
 		if sess.PendingApprovals > 0 {
@@ -51,7 +52,7 @@ func afterDecision(tx *writeTx, sess *Session, to sm.State, c Change, now time.T
 	if _, err := sm.ValidateSession(sess.State, next); err != nil {
 		return nil // e.g. a session already failed: its state stands
 	}
-	return setSessionState(tx, sess, next, Change{Actor: c.Actor, Reason: c.Reason}, now)
+	return setSessionState(tx, sess, next, model.Change{Actor: c.Actor, Reason: c.Reason}, now)
 }
 
 // reopenApproval asks again for an irreversible effect that failed (or was
@@ -59,12 +60,12 @@ func afterDecision(tx *writeTx, sess *Session, to sm.State, c Change, now time.T
 // decision made becomes an earlier round; the new request waits as long as
 // the first one did. In a session that accepts no effects any more, the new
 // request is closed at once: nobody can decide it.
-func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Time) error {
+func reopenApproval(tx *writeTx, sess *model.Session, id uint64, c model.Change, now time.Time) error {
 	a, err := requestOf(tx, id)
 	if err != nil {
 		return err
 	}
-	if a.Outcome == ApprovalPending {
+	if a.Outcome == model.ApprovalPending {
 		return nil
 	}
 	a.Earlier = append(a.Earlier, a.ApprovalRound)
@@ -72,7 +73,7 @@ func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Ti
 		exp := now.Add(a.ExpiresAt.Sub(a.RequestedAt))
 		a.ExpiresAt = &exp
 	}
-	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, ApprovalPending, "", nil, ""
+	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, model.ApprovalPending, "", nil, ""
 	if !sess.State.AcceptsEffects() {
 		closeRequest(a, sess.State, now)
 		return putRecord(tx, bApprovals, itob(id), a)
@@ -85,7 +86,7 @@ func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Ti
 	}
 	sess.PendingApprovals++
 	if sess.State == sm.SessionActive {
-		return setSessionState(tx, sess, sm.SessionAwaitingApproval, Change{Actor: c.Actor}, now)
+		return setSessionState(tx, sess, sm.SessionAwaitingApproval, model.Change{Actor: c.Actor}, now)
 	}
 	return nil
 }
@@ -93,7 +94,7 @@ func reopenApproval(tx *writeTx, sess *Session, id uint64, c Change, now time.Ti
 // closeOpenApprovals closes the session's waiting requests when it stops
 // accepting effects (to is its new state). Their effects stay pending: nobody
 // rejected them, and the session refuses to start or decide them.
-func closeOpenApprovals(tx *writeTx, sess *Session, to sm.SessionState, now time.Time) error {
+func closeOpenApprovals(tx *writeTx, sess *model.Session, to sm.SessionState, now time.Time) error {
 	if sess.PendingApprovals == 0 {
 		return nil
 	}
@@ -109,7 +110,7 @@ func closeOpenApprovals(tx *writeTx, sess *Session, to sm.SessionState, now time
 		if err != nil {
 			return err
 		}
-		if a == nil || a.Session != sess.ID || a.Outcome != ApprovalPending {
+		if a == nil || a.Session != sess.ID || a.Outcome != model.ApprovalPending {
 			continue
 		}
 		closeRequest(a, to, now)
@@ -128,8 +129,8 @@ func closeOpenApprovals(tx *writeTx, sess *Session, to sm.SessionState, now time
 
 // closeRequest closes request a: its session, now in state, accepts no
 // decisions.
-func closeRequest(a *Approval, state sm.SessionState, now time.Time) {
-	a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = ApprovalClosed, SessionActor, &now, "session "+string(state)
+func closeRequest(a *model.Approval, state sm.SessionState, now time.Time) {
+	a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = model.ApprovalClosed, model.SessionActor, &now, "session "+string(state)
 }
 
 // alreadyDecided adds to a refused decision who made the one that stands.
@@ -139,9 +140,9 @@ func alreadyDecided(tx *bolt.Tx, id uint64, err error) error {
 		return err
 	}
 	switch a.Outcome {
-	case ApprovalApproved, ApprovalRejected:
+	case model.ApprovalApproved, model.ApprovalRejected:
 		return fmt.Errorf("%w (effect %d was already %s by %s)", err, id, a.Outcome, a.DecidedBy)
-	case ApprovalTimedOut:
+	case model.ApprovalTimedOut:
 		return fmt.Errorf("%w (effect %d's approval request timed out)", err, id)
 	}
 	return err
@@ -149,10 +150,10 @@ func alreadyDecided(tx *bolt.Tx, id uint64, err error) error {
 
 // requestOf reads the approval request of irreversible effect id, which
 // must have one.
-func requestOf(tx *writeTx, id uint64) (*Approval, error) {
+func requestOf(tx *writeTx, id uint64) (*model.Approval, error) {
 	a, err := getApproval(tx.Tx, id)
 	if err == nil && a == nil {
-		err = fmt.Errorf("%w: effect %d has no approval request", ErrCorrupt, id)
+		err = fmt.Errorf("%w: effect %d has no approval request", model.ErrCorrupt, id)
 	}
 	return a, err
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -22,7 +23,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+		if _, err := s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -42,9 +43,9 @@ const (
 var tokens = []string{
 	"pending", "executing", "committed", "compensating", "compensated", "compensation_failed",
 	"approved", "rejected", "replayed", "safe", "compensable", "irreversible",
-	KindEffect, KindUndo, KindSession, "skipped", "resolved",
+	model.KindEffect, model.KindUndo, model.KindSession, "skipped", "resolved",
 	"active", "awaiting_approval", "completed", "failed", "halted",
-	CompensationCommand, CompensationMCP, CompensationManual, ApprovalTimedOut, "unknown", TimeoutActor,
+	model.CompensationCommand, model.CompensationMCP, model.CompensationManual, model.ApprovalTimedOut, "unknown", model.TimeoutActor,
 	"Intercept", "Session created", "Intercept → Execute", "Human approves via dashboard",
 	"Human rejects via dashboard", "Intercept → Replay", "Commit RPC", "Fail RPC",
 	"Saga orchestrator on session failure", "Proxy resumes tool call", "Compensation succeeds",
@@ -64,15 +65,15 @@ var tokenIndex = func() map[string]uint64 {
 func encodeRecord(v any) ([]byte, error) {
 	w := recordWriter{buf: make([]byte, 0, 256)}
 	switch r := v.(type) {
-	case *Effect:
+	case *model.Effect:
 		w.effect(r)
-	case *HistoryRecord:
+	case *model.HistoryRecord:
 		w.history(r)
-	case *UndoEntry:
+	case *model.UndoEntry:
 		w.undo(r)
-	case *Approval:
+	case *model.Approval:
 		w.approval(r)
-	case *Session:
+	case *model.Session:
 		w.session(r)
 	default:
 		return nil, fmt.Errorf("no binary form for %T", v)
@@ -92,25 +93,25 @@ func decodeRecord(data []byte, v any) error {
 	r := recordReader{buf: data[2:], form: data[0]}
 	var want byte
 	switch x := v.(type) {
-	case *Effect:
+	case *model.Effect:
 		want = recEffect
-		*x = Effect{}
+		*x = model.Effect{}
 		r.effect(x)
-	case *HistoryRecord:
+	case *model.HistoryRecord:
 		want = recHistory
-		*x = HistoryRecord{}
+		*x = model.HistoryRecord{}
 		r.history(x)
-	case *UndoEntry:
+	case *model.UndoEntry:
 		want = recUndo
-		*x = UndoEntry{}
+		*x = model.UndoEntry{}
 		r.undo(x)
-	case *Approval:
+	case *model.Approval:
 		want = recApprove
-		*x = Approval{}
+		*x = model.Approval{}
 		r.approval(x)
-	case *Session:
+	case *model.Session:
 		want = recSession
-		*x = Session{}
+		*x = model.Session{}
 		r.session(x)
 	default:
 		return fmt.Errorf("no binary form for %T", v)
@@ -213,7 +214,7 @@ func (w *recordWriter) timePtr(t *time.Time) {
 	}
 }
 
-func (w *recordWriter) compensation(c *Compensation) {
+func (w *recordWriter) compensation(c *model.Compensation) {
 	w.token(c.Kind)
 	w.strs(c.Argv)
 	w.str(c.Dir)
@@ -225,7 +226,7 @@ func (w *recordWriter) compensation(c *Compensation) {
 	w.int(c.InitialBackoffMS)
 }
 
-func (w *recordWriter) effect(e *Effect) {
+func (w *recordWriter) effect(e *model.Effect) {
 	w.head(recEffect)
 	w.uint(e.ID)
 	w.str(e.Session)
@@ -270,7 +271,7 @@ func (w *recordWriter) effect(e *Effect) {
 // (see placeHistory), nor PrevHash, the hash of the record before it (see
 // linkHistory). The record's hash covers all three. Its hash version costs
 // no byte: the hash's flag byte is 2 for hashWithContent (see historyHash).
-func (w *recordWriter) history(h *HistoryRecord) {
+func (w *recordWriter) history(h *model.HistoryRecord) {
 	w.head(recHistory)
 	w.uint(uint64(h.Seq))
 	w.token(h.Kind)
@@ -292,7 +293,7 @@ func (w *recordWriter) history(h *HistoryRecord) {
 // undo stores only what the entry adds to its effect: the effect id and
 // session are its key, and the tool and compensation are the effect's (see
 // readUndo).
-func (w *recordWriter) undo(u *UndoEntry) {
+func (w *recordWriter) undo(u *model.UndoEntry) {
 	w.head(recUndo)
 	w.token(string(u.State))
 	w.int(u.Attempts)
@@ -309,7 +310,7 @@ func (w *recordWriter) undo(u *UndoEntry) {
 	}
 }
 
-func (w *recordWriter) approval(a *Approval) {
+func (w *recordWriter) approval(a *model.Approval) {
 	w.head(recApprove)
 	w.uint(a.EffectID)
 	w.str(a.Session)
@@ -337,7 +338,7 @@ func (w *recordWriter) approval(a *Approval) {
 	}
 }
 
-func (w *recordWriter) session(s *Session) {
+func (w *recordWriter) session(s *model.Session) {
 	w.head(recSession)
 	w.str(s.ID)
 	w.token(string(s.State))
@@ -499,7 +500,7 @@ func (r *recordReader) timePtr() *time.Time {
 	return &t
 }
 
-func (r *recordReader) compensation(c *Compensation) {
+func (r *recordReader) compensation(c *model.Compensation) {
 	c.Kind = r.token()
 	c.Argv = r.strs()
 	c.Dir = r.str()
@@ -511,7 +512,7 @@ func (r *recordReader) compensation(c *Compensation) {
 	c.InitialBackoffMS = r.int()
 }
 
-func (r *recordReader) effect(e *Effect) {
+func (r *recordReader) effect(e *model.Effect) {
 	e.ID = r.uint()
 	e.Session = r.str()
 	e.Tool = r.str()
@@ -528,13 +529,13 @@ func (r *recordReader) effect(e *Effect) {
 	e.ReplayCount = r.int()
 	e.LastReplayedAt = r.timePtr()
 	if r.flag() {
-		e.Compensation = &Compensation{}
+		e.Compensation = &model.Compensation{}
 		r.compensation(e.Compensation)
 	}
 	e.Key = r.str()
 	e.Redact = r.strs()
 	if r.flag() {
-		e.Owner = &Owner{PID: r.int(), Host: r.str(), StartedAt: r.time()}
+		e.Owner = &model.Owner{PID: r.int(), Host: r.str(), StartedAt: r.time()}
 	}
 	e.CreatedAt = r.time()
 	e.UpdatedAt = r.time()
@@ -555,7 +556,7 @@ func (r *recordReader) uint32() uint32 {
 	return uint32(v)
 }
 
-func (r *recordReader) history(h *HistoryRecord) {
+func (r *recordReader) history(h *model.HistoryRecord) {
 	h.Seq = r.uint32()
 	h.Kind = r.token()
 	h.From = r.token()
@@ -578,14 +579,14 @@ func (r *recordReader) historyHash() (string, int) {
 	return r.hash(), 0
 }
 
-func (r *recordReader) undo(u *UndoEntry) {
+func (r *recordReader) undo(u *model.UndoEntry) {
 	u.State = sm.EntryState(r.token())
 	u.Attempts = r.int()
 	u.LastError = r.str()
 	u.CreatedAt = r.time()
 	u.UpdatedAt = r.time()
 	if r.form >= recordBinary2 && r.flag() {
-		u.Owner = &Owner{PID: r.int(), Host: r.str(), StartedAt: r.time(), ProcessStart: r.uint()}
+		u.Owner = &model.Owner{PID: r.int(), Host: r.str(), StartedAt: r.time(), ProcessStart: r.uint()}
 	}
 }
 
@@ -603,7 +604,7 @@ func (r *recordReader) mapSize() (n uint64, isNil bool) {
 	return v - 1, false
 }
 
-func (r *recordReader) session(s *Session) {
+func (r *recordReader) session(s *model.Session) {
 	s.ID = r.str()
 	s.State = sm.SessionState(r.token())
 	if n, isNil := r.mapSize(); !isNil {
@@ -631,7 +632,7 @@ func (r *recordReader) session(s *Session) {
 	s.Seq = r.uint()
 }
 
-func (r *recordReader) approval(a *Approval) {
+func (r *recordReader) approval(a *model.Approval) {
 	a.EffectID = r.uint()
 	a.Session = r.str()
 	a.Tool = r.str()
@@ -651,9 +652,9 @@ func (r *recordReader) approval(a *Approval) {
 		r.fail("round count")
 		return
 	}
-	a.Earlier = make([]ApprovalRound, 0, n)
+	a.Earlier = make([]model.ApprovalRound, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		a.Earlier = append(a.Earlier, ApprovalRound{RequestedAt: r.time(), ExpiresAt: r.timePtr(), Outcome: r.token(),
+		a.Earlier = append(a.Earlier, model.ApprovalRound{RequestedAt: r.time(), ExpiresAt: r.timePtr(), Outcome: r.token(),
 			DecidedBy: r.token(), DecidedAt: r.timePtr(), Decision: r.str()})
 	}
 }

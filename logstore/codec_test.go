@@ -11,6 +11,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"pgregory.net/rapid"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -59,8 +60,8 @@ func drawStrings(t *rapid.T, label string) []string {
 	return l
 }
 
-func drawCompensation(t *rapid.T) Compensation {
-	return Compensation{Kind: word(t, "kind"), Argv: drawStrings(t, "argv"), Dir: rapid.String().Draw(t, "dir"),
+func drawCompensation(t *rapid.T) model.Compensation {
+	return model.Compensation{Kind: word(t, "kind"), Argv: drawStrings(t, "argv"), Dir: rapid.String().Draw(t, "dir"),
 		Tool: rapid.String().Draw(t, "ctool"), Args: drawRaw(t, "cargs"), Capture: drawRaw(t, "capture"),
 		Note: rapid.String().Draw(t, "note"), MaxRetries: rapid.Int().Draw(t, "retries"), InitialBackoffMS: rapid.Int().Draw(t, "backoff")}
 }
@@ -84,7 +85,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		}
 	}
 	t.Run("effect", rapid.MakeCheck(func(t *rapid.T) {
-		e := &Effect{ID: rapid.Uint64().Draw(t, "id"), Session: rapid.String().Draw(t, "session"), Tool: rapid.String().Draw(t, "tool"),
+		e := &model.Effect{ID: rapid.Uint64().Draw(t, "id"), Session: rapid.String().Draw(t, "session"), Tool: rapid.String().Draw(t, "tool"),
 			Tier: sm.Tier(word(t, "tier")), State: sm.State(word(t, "state")), CallSignature: drawHash(t, "sig"),
 			Args: drawRaw(t, "args"), Result: drawRaw(t, "result"), Error: rapid.String().Draw(t, "error"),
 			ReplayCount: rapid.Int().Draw(t, "replays"), LastReplayedAt: drawTimePtr(t, "replayed"), Key: rapid.String().Draw(t, "key"),
@@ -101,41 +102,41 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		if rapid.Bool().Draw(t, "owner?") {
 			e.Owner = drawOwner(t)
 		}
-		roundTrip(t, e, &Effect{ReplayCount: 99})
+		roundTrip(t, e, &model.Effect{ReplayCount: 99})
 	}))
 	t.Run("history", rapid.MakeCheck(func(t *rapid.T) {
 		// The effect id, session and prev_hash are implied by where the record is, not stored.
-		h := &HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
+		h := &model.HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
 			Actor: word(t, "actor"), Reason: rapid.String().Draw(t, "reason"), Error: rapid.String().Draw(t, "error"),
 			At: drawTime(t, "at"), Hash: drawHash(t, "hash")}
 		if _, raw := rawHash(h.Hash); raw && rapid.Bool().Draw(t, "content?") {
 			h.HashVersion = hashWithContent
 		}
-		roundTrip(t, h, &HistoryRecord{})
+		roundTrip(t, h, &model.HistoryRecord{})
 	}))
 	t.Run("undo", rapid.MakeCheck(func(t *rapid.T) {
 		// The effect id, session, tool and compensation are the effect's, not stored.
-		u := &UndoEntry{State: sm.EntryState(word(t, "state")), Attempts: rapid.Int().Draw(t, "attempts"),
+		u := &model.UndoEntry{State: sm.EntryState(word(t, "state")), Attempts: rapid.Int().Draw(t, "attempts"),
 			LastError: rapid.String().Draw(t, "error"), CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated")}
 		if rapid.Bool().Draw(t, "owner?") {
 			u.Owner = drawOwner(t)
 		}
-		roundTrip(t, u, &UndoEntry{})
+		roundTrip(t, u, &model.UndoEntry{})
 	}))
 	t.Run("approval", rapid.MakeCheck(func(t *rapid.T) {
-		a := &Approval{EffectID: rapid.Uint64().Draw(t, "id"), Session: rapid.String().Draw(t, "session"), Tool: rapid.String().Draw(t, "tool"),
-			Args: drawRaw(t, "args"), Reason: rapid.String().Draw(t, "reason"), ApprovalRound: ApprovalRound{RequestedAt: drawTime(t, "requested"),
+		a := &model.Approval{EffectID: rapid.Uint64().Draw(t, "id"), Session: rapid.String().Draw(t, "session"), Tool: rapid.String().Draw(t, "tool"),
+			Args: drawRaw(t, "args"), Reason: rapid.String().Draw(t, "reason"), ApprovalRound: model.ApprovalRound{RequestedAt: drawTime(t, "requested"),
 				ExpiresAt: drawTimePtr(t, "expires"), Outcome: word(t, "outcome"), DecidedBy: word(t, "by"),
 				DecidedAt: drawTimePtr(t, "decided"), Decision: rapid.String().Draw(t, "decision")}}
 		for i := rapid.IntRange(0, 3).Draw(t, "rounds"); i > 0; i-- {
-			a.Earlier = append(a.Earlier, ApprovalRound{RequestedAt: drawTime(t, "r.requested"), ExpiresAt: drawTimePtr(t, "r.expires"),
+			a.Earlier = append(a.Earlier, model.ApprovalRound{RequestedAt: drawTime(t, "r.requested"), ExpiresAt: drawTimePtr(t, "r.expires"),
 				Outcome: word(t, "r.outcome"), DecidedBy: word(t, "r.by"), DecidedAt: drawTimePtr(t, "r.decided"),
 				Decision: rapid.String().Draw(t, "r.decision")})
 		}
-		roundTrip(t, a, &Approval{})
+		roundTrip(t, a, &model.Approval{})
 	}))
 	t.Run("session", rapid.MakeCheck(func(t *rapid.T) {
-		s := &Session{ID: rapid.String().Draw(t, "id"), State: sm.SessionState(word(t, "state")), Reason: rapid.String().Draw(t, "reason"),
+		s := &model.Session{ID: rapid.String().Draw(t, "id"), State: sm.SessionState(word(t, "state")), Reason: rapid.String().Draw(t, "reason"),
 			CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated"), Effects: rapid.Int().Draw(t, "effects"),
 			PendingApprovals: rapid.Int().Draw(t, "pending"), Upstream: drawStrings(t, "upstream"),
 			HistoryLen: rapid.Uint32().Draw(t, "hlen"), HistoryHead: drawHash(t, "head"), Seq: rapid.Uint64().Draw(t, "seq")}
@@ -148,14 +149,14 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 				s.Counts[sm.State(st)] = rapid.Int().Draw(t, "count")
 			}
 		}
-		roundTrip(t, s, &Session{})
+		roundTrip(t, s, &model.Session{})
 	}))
 }
 
 // TestRecordCodecReadsJSON: records of logs written before the binary form
 // are JSON and still read.
 func TestRecordCodecReadsJSON(t *testing.T) {
-	var e Effect
+	var e model.Effect
 	old := `{"id":7,"session":"ci","tool":"deploy","tier":"compensable","state":"committed","args":{"a":1},"created_at":"2026-11-29T10:00:00Z"}`
 	if err := decodeRecord([]byte(old), &e); err != nil {
 		t.Fatal(err)
@@ -168,22 +169,22 @@ func TestRecordCodecReadsJSON(t *testing.T) {
 // TestRecordCodecRefusesDamage: truncated, extended or mistyped records are
 // errors, never panics or silent garbage.
 func TestRecordCodecRefusesDamage(t *testing.T) {
-	data, err := encodeRecord(&Effect{ID: 1, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Pending,
+	data, err := encodeRecord(&model.Effect{ID: 1, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Pending,
 		Args: json.RawMessage(`{"a":1}`), CreatedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 2; i < len(data); i++ {
-		var e Effect
+		var e model.Effect
 		if decodeRecord(data[:i], &e) == nil {
 			t.Fatalf("a record cut to %d of %d bytes decoded", i, len(data))
 		}
 	}
-	var e Effect
+	var e model.Effect
 	if decodeRecord(append(append([]byte{}, data...), 0), &e) == nil {
 		t.Fatal("a record with a trailing byte decoded")
 	}
-	var h HistoryRecord
+	var h model.HistoryRecord
 	if decodeRecord(data, &h) == nil {
 		t.Fatal("an effect record decoded as a history record")
 	}
@@ -195,7 +196,7 @@ func TestRecordCodecRefusesDamage(t *testing.T) {
 // live side by side.
 func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	s, id := seeded(t) // effect id committed, id+1 waiting for approval
-	before := must[EffectDetail](t)(s.GetEffect(id))
+	before := must[model.EffectDetail](t)(s.GetEffect(id))
 	tamper(t, s, func(tx *bolt.Tx) error {
 		rewrite := func(bucket []byte, decode func([]byte) (any, error)) error {
 			b := tx.Bucket(bucket)
@@ -224,9 +225,9 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 			bucket []byte
 			rec    func() any
 		}{
-			{bEffects, func() any { return &Effect{} }}, {bHistory, func() any { return &HistoryRecord{} }},
-			{bUndo, func() any { return &UndoEntry{} }}, {bApprovals, func() any { return &Approval{} }},
-			{bSessions, func() any { return &Session{} }},
+			{bEffects, func() any { return &model.Effect{} }}, {bHistory, func() any { return &model.HistoryRecord{} }},
+			{bUndo, func() any { return &model.UndoEntry{} }}, {bApprovals, func() any { return &model.Approval{} }},
+			{bSessions, func() any { return &model.Session{} }},
 		} {
 			if err := rewrite(step.bucket, decodeAs(step.rec)); err != nil {
 				return err
@@ -286,16 +287,16 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	if v := schema(); v != 1 {
 		t.Fatalf("reading moved the schema to %d", v)
 	}
-	after := must[EffectDetail](t)(s.GetEffect(id))
+	after := must[model.EffectDetail](t)(s.GetEffect(id))
 	if after.Effect.CallSignature != before.Effect.CallSignature || len(after.History) != len(before.History) ||
 		after.History[2].Hash != before.History[2].Hash || string(after.Effect.Result) != string(before.Effect.Result) {
 		t.Fatalf("the JSON records read differently:\n before %+v\n after  %+v", before, after)
 	}
 	// The same call replays from the JSON record; the waiting one is approved.
-	if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != OutcomeReplayed || res.Effect.ReplayOf == nil || *res.Effect.ReplayOf != id {
+	if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != model.OutcomeReplayed || res.Effect.ReplayOf == nil || *res.Effect.ReplayOf != id {
 		t.Fatalf("replay of a JSON record: %+v", res)
 	}
-	must[Effect](t)(s.Approve(id+1, Change{Actor: "alice"}))
+	must[model.Effect](t)(s.Approve(id+1, model.Change{Actor: "alice"}))
 	verifyClean(t, s)
 	if v := schema(); v != SchemaVersion {
 		t.Fatalf("after a write the schema is %d, want %d", v, SchemaVersion)
@@ -307,7 +308,7 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	}
 	var effectRecords int
 	for _, c := range changes {
-		if c.Record.Kind == KindEffect && c.Record.EffectID == id {
+		if c.Record.Kind == model.KindEffect && c.Record.EffectID == id {
 			effectRecords++
 		}
 	}
@@ -321,7 +322,7 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 // change feed) sees them.
 func TestHistoryLinksWithoutStoredPrevHash(t *testing.T) {
 	s, id := seeded(t)
-	hist := must[EffectDetail](t)(s.GetEffect(id)).History
+	hist := must[model.EffectDetail](t)(s.GetEffect(id)).History
 	if len(hist) != 3 {
 		t.Fatalf("history %+v", hist)
 	}
@@ -383,7 +384,7 @@ func TestTokensOnlyGrow(t *testing.T) {
 	}
 }
 
-func drawOwner(t *rapid.T) *Owner {
-	return &Owner{PID: rapid.Int().Draw(t, "pid"), Host: rapid.String().Draw(t, "host"), StartedAt: drawTime(t, "started"),
+func drawOwner(t *rapid.T) *model.Owner {
+	return &model.Owner{PID: rapid.Int().Draw(t, "pid"), Host: rapid.String().Draw(t, "host"), StartedAt: drawTime(t, "started"),
 		ProcessStart: rapid.Uint64().Draw(t, "process start")}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -47,15 +48,15 @@ func writer(mode, path, session string) int {
 		res, err := s.Intercept(InterceptRequest{Session: session, Tool: "write", Tier: sm.Compensable,
 			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"pid":%d}`, i, os.Getpid())), CreateSession: true, Start: i%2 == 0})
 		if err == nil && i%2 == 1 { // mixed lifecycles: a separate start, and a failure retried
-			_, err = s.Start(res.Effect.ID, Change{})
+			_, err = s.Start(res.Effect.ID, model.Change{})
 			if err == nil && i%3 == 0 {
-				if _, err = s.Fail(res.Effect.ID, Change{Error: "flaky"}); err == nil {
-					_, err = s.Start(res.Effect.ID, Change{})
+				if _, err = s.Fail(res.Effect.ID, model.Change{Error: "flaky"}); err == nil {
+					_, err = s.Start(res.Effect.ID, model.Change{})
 				}
 			}
 		}
 		if err == nil {
-			_, err = s.Commit(res.Effect.ID, Change{Result: json.RawMessage(strconv.Itoa(i))})
+			_, err = s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(strconv.Itoa(i))})
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -170,10 +171,10 @@ func TestGroupCommit(t *testing.T) {
 				return
 			}
 			ids[i] = res.Effect.ID
-			if _, err := s.Start(res.Effect.ID, Change{}); err != nil {
+			if _, err := s.Start(res.Effect.ID, model.Change{}); err != nil {
 				t.Error(err)
 			}
-			if _, err := s.Commit(res.Effect.ID, Change{Result: json.RawMessage(strconv.Itoa(i))}); err != nil {
+			if _, err := s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(strconv.Itoa(i))}); err != nil {
 				t.Error(err)
 			}
 		}(i)
@@ -201,7 +202,7 @@ func TestGroupCommit(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			if i%2 == 0 {
-				_, errs[i] = s.Commit(ids[i], Change{}) // already committed: refused
+				_, errs[i] = s.Commit(ids[i], model.Change{}) // already committed: refused
 			} else {
 				_, errs[i] = s.Intercept(InterceptRequest{Session: "h", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(strconv.Itoa(i)), CreateSession: true})
 			}

@@ -20,19 +20,19 @@ import (
 func TestReplayRefusesATamperedResult(t *testing.T) {
 	s, id := seeded(t)
 	tamper(t, s, func(tx *bolt.Tx) error {
-		var e Effect
+		var e model.Effect
 		if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
 			return err
 		}
 		e.Result = json.RawMessage(`2`)
 		return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
 	})
-	before := must[Session](t)(s.GetSession("s"))
+	before := must[model.Session](t)(s.GetSession("s"))
 	res, err := s.Intercept(InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable, Args: json.RawMessage(`{"a":1}`)})
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("replay of a tampered result: %+v, %v", res, err)
 	}
-	if after := must[Session](t)(s.GetSession("s")); after.Effects != before.Effects {
+	if after := must[model.Session](t)(s.GetSession("s")); after.Effects != before.Effects {
 		t.Fatalf("the refused replay wrote an effect: %d effects, were %d", after.Effects, before.Effects)
 	}
 }
@@ -42,28 +42,28 @@ func TestReplayRefusesATamperedResult(t *testing.T) {
 func TestUndoStepRefusesATamperedCompensation(t *testing.T) {
 	s, id := seededWithCommand(t)
 	tamper(t, s, func(tx *bolt.Tx) error {
-		var e Effect
+		var e model.Effect
 		if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
 			return err
 		}
 		e.Compensation.Argv = []string{"rm", "-rf", "/"}
 		return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
 	})
-	d := must[EffectDetail](t)(s.GetEffect(id))
-	if err := CheckEffect(d); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+	d := must[model.EffectDetail](t)(s.GetEffect(id))
+	if err := CheckEffect(d); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("CheckEffect of a tampered compensation: %v", err)
 	}
-	if _, err := s.UndoStep(id, sm.EntryCompensating, Change{Actor: "undo"}); !errors.Is(err, ErrCorrupt) {
+	if _, err := s.UndoStep(id, sm.EntryCompensating, model.Change{Actor: "undo"}); !errors.Is(err, model.ErrCorrupt) {
 		t.Fatalf("UndoStep to compensating: %v", err)
 	}
-	if u := must[EffectDetail](t)(s.GetEffect(id)).Undo; u.State != sm.EntryPending {
+	if u := must[model.EffectDetail](t)(s.GetEffect(id)).Undo; u.State != sm.EntryPending {
 		t.Fatalf("the refused step moved the entry to %s", u.State)
 	}
 }
 
 // v1RecordHash is how undolog hashed history records before they covered
 // their effect's content: the record's fields and the hash before it.
-func v1RecordHash(r *HistoryRecord) string {
+func v1RecordHash(r *model.HistoryRecord) string {
 	return model.FieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 		strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
 		r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash)
@@ -79,7 +79,7 @@ func writtenBefore(t *testing.T, s *Store, asJSON bool) {
 		var ids []uint64
 		effects.ForEach(func(k, _ []byte) error { ids = append(ids, btoi(k)); return nil })
 		for _, id := range ids {
-			var e Effect
+			var e model.Effect
 			if _, err := getRecord(effects, itob(id), &e); err != nil {
 				return err
 			}
@@ -123,30 +123,30 @@ func TestLogsHashedBeforeContentVerifyClean(t *testing.T) {
 		t.Run(map[bool]string{false: "binary", true: "json"}[asJSON], func(t *testing.T) {
 			s, id := seeded(t) // id committed, id+1 waits for approval
 			flaky := intercept(t, s, "s", "flaky", sm.Compensable, `{}`).Effect.ID
-			must[Effect](t)(s.Start(flaky, Change{}))
-			must[Effect](t)(s.Fail(flaky, Change{Error: "disk full"}))
+			must[model.Effect](t)(s.Start(flaky, model.Change{}))
+			must[model.Effect](t)(s.Fail(flaky, model.Change{Error: "disk full"}))
 			writtenBefore(t, s, asJSON)
 			verifyClean(t, s)
-			if err := CheckEffect(must[EffectDetail](t)(s.GetEffect(id))); err != nil {
+			if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(id))); err != nil {
 				t.Fatalf("an effect hashed before content: %v", err)
 			}
-			if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != OutcomeReplayed || string(res.Effect.Result) != "1" {
+			if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != model.OutcomeReplayed || string(res.Effect.Result) != "1" {
 				t.Fatalf("replay of an effect hashed before content: %+v", res)
 			}
-			must[Effect](t)(s.Approve(id+1, Change{Actor: "alice"}))
-			must[Effect](t)(s.Start(flaky, Change{}))
-			must[Effect](t)(s.Commit(flaky, Change{Result: json.RawMessage(`{"ok":true}`)}))
-			must[UndoEntry](t)(s.UndoStep(id, sm.EntryCompensating, Change{Actor: "undo"}))
+			must[model.Effect](t)(s.Approve(id+1, model.Change{Actor: "alice"}))
+			must[model.Effect](t)(s.Start(flaky, model.Change{}))
+			must[model.Effect](t)(s.Commit(flaky, model.Change{Result: json.RawMessage(`{"ok":true}`)}))
+			must[model.UndoEntry](t)(s.UndoStep(id, sm.EntryCompensating, model.Change{Actor: "undo"}))
 			verifyClean(t, s)
 			for _, eid := range []uint64{id, id + 1, flaky} {
-				if err := CheckEffect(must[EffectDetail](t)(s.GetEffect(eid))); err != nil {
+				if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(eid))); err != nil {
 					t.Fatalf("effect %d, old records and new: %v", eid, err)
 				}
 			}
 			// Their records say nothing of the args, but the signature does.
 			writtenBefore(t, s, asJSON)
 			tamper(t, s, func(tx *bolt.Tx) error {
-				var e Effect
+				var e model.Effect
 				if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
 					return err
 				}
@@ -167,7 +167,7 @@ func TestContentHashCostsNoBytes(t *testing.T) {
 		return tx.Bucket(bHistory).ForEach(func(k, v []byte) error {
 			if binary.BigEndian.Uint64(k) == id {
 				sizes = append(sizes, len(v))
-				var r HistoryRecord
+				var r model.HistoryRecord
 				if err := decodeRecord(v, &r); err != nil {
 					return err
 				}
@@ -234,7 +234,7 @@ func sessionsWrittenBefore(t *testing.T, s *Store, id string, upstream []string)
 func TestSessionsWrittenBeforeVerifyClean(t *testing.T) {
 	s, _ := newStore(t)
 	upstream := []string{"mcp-server", "--root=/srv"}
-	must[Session](t)(s.CreateSession(NewSession{ID: "p", Meta: map[string]string{"via": "proxy"}}))
+	must[model.Session](t)(s.CreateSession(NewSession{ID: "p", Meta: map[string]string{"via": "proxy"}}))
 	intercept(t, s, "p", "write", sm.Compensable, `{"a":1}`)
 	sessionsWrittenBefore(t, s, "p", upstream)
 	verifyClean(t, s)
@@ -243,14 +243,14 @@ func TestSessionsWrittenBeforeVerifyClean(t *testing.T) {
 	}
 	intercept(t, s, "p", "pay", sm.Irreversible, `{}`) // a new record on the old chain
 	verifyClean(t, s)
-	before := must[[]HistoryRecord](t)(s.SessionHistory("p"))
-	must[Session](t)(s.SetUpstream("p", upstream))
-	after := must[[]HistoryRecord](t)(s.SessionHistory("p"))
+	before := must[[]model.HistoryRecord](t)(s.SessionHistory("p"))
+	must[model.Session](t)(s.SetUpstream("p", upstream))
+	after := must[[]model.HistoryRecord](t)(s.SessionHistory("p"))
 	if len(after) != len(before)+1 || after[len(after)-1].Trigger != triggerUpstream {
 		t.Fatalf("SetUpstream of an upstream no record states: history %s", states(after))
 	}
-	must[Session](t)(s.SetUpstream("p", upstream)) // stated now: nothing to add
-	if again := must[[]HistoryRecord](t)(s.SessionHistory("p")); len(again) != len(after) {
+	must[model.Session](t)(s.SetUpstream("p", upstream)) // stated now: nothing to add
+	if again := must[[]model.HistoryRecord](t)(s.SessionHistory("p")); len(again) != len(after) {
 		t.Fatalf("SetUpstream of the upstream already recorded added a record")
 	}
 	verifyClean(t, s)

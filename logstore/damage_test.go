@@ -14,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -65,17 +66,17 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 		return p
 	}
 	t.Run("text file", func(t *testing.T) {
-		expectRefused(t, write("notes.db", bytes.Repeat([]byte("hello world\n"), 2000)), ErrCorrupt, "not a bbolt file")
+		expectRefused(t, write("notes.db", bytes.Repeat([]byte("hello world\n"), 2000)), model.ErrCorrupt, "not a bbolt file")
 	})
 	t.Run("empty file", func(t *testing.T) {
-		expectRefused(t, write("empty.db", nil), ErrCorrupt, "empty")
+		expectRefused(t, write("empty.db", nil), model.ErrCorrupt, "empty")
 	})
 	t.Run("truncated log", func(t *testing.T) {
 		s := New(filepath.Join(dir, "full.db"), Options{})
 		t.Cleanup(func() { s.pause() })
 		for i := 0; i < 300; i++ {
 			if _, err := s.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true,
-				Args: json.RawMessage(`{"i":` + strings.Repeat("1", 1+i%10) + `,"pad":"` + strings.Repeat("x", 200) + `"}`)}); err != nil && !errors.Is(err, ErrInvalidInput) {
+				Args: json.RawMessage(`{"i":` + strings.Repeat("1", 1+i%10) + `,"pad":"` + strings.Repeat("x", 200) + `"}`)}); err != nil && !errors.Is(err, model.ErrInvalidInput) {
 				t.Fatal(err)
 			}
 		}
@@ -88,7 +89,7 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 		db.View(func(tx *bolt.Tx) error { used = tx.Size(); return nil })
 		db.Close()
 		data, _ := os.ReadFile(s.Path())
-		expectRefused(t, write("truncated.db", data[:used-3*4096]), ErrCorrupt, "truncated")
+		expectRefused(t, write("truncated.db", data[:used-3*4096]), model.ErrCorrupt, "truncated")
 	})
 	t.Run("foreign bbolt file", func(t *testing.T) {
 		p := filepath.Join(dir, "foreign.db")
@@ -98,7 +99,7 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 		}
 		db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("other")); return err })
 		db.Close()
-		expectRefused(t, p, ErrCorrupt, "without undolog's records")
+		expectRefused(t, p, model.ErrCorrupt, "without undolog's records")
 	})
 	t.Run("newer schema", func(t *testing.T) {
 		s := New(filepath.Join(dir, "newer.db"), Options{})
@@ -112,7 +113,7 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 		}
 		db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion+1)) })
 		db.Close()
-		expectRefused(t, s.Path(), ErrNewerSchema, "upgrade undolog")
+		expectRefused(t, s.Path(), model.ErrNewerSchema, "upgrade undolog")
 	})
 	t.Run("meta page pointing at the wrong pages", func(t *testing.T) {
 		// As a buggy writer would leave it: fields wrong, checksum right.
@@ -126,14 +127,14 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 		edit := func(name string, field int, value uint64) string {
 			return write(name, withMeta(seed, func(m []byte) { le.PutUint64(m[field:], value) }))
 		}
-		expectRefused(t, edit("freelist-at-root.db", metaFreelist, root), ErrCorrupt, "damaged freelist page")
-		expectRefused(t, edit("root-at-freelist.db", metaRoot, freelist), ErrCorrupt, "damaged root page")
-		expectRefused(t, edit("root-past-end.db", metaRoot, 1<<40), ErrCorrupt, "outside the file's pages")
+		expectRefused(t, edit("freelist-at-root.db", metaFreelist, root), model.ErrCorrupt, "damaged freelist page")
+		expectRefused(t, edit("root-at-freelist.db", metaRoot, freelist), model.ErrCorrupt, "damaged root page")
+		expectRefused(t, edit("root-past-end.db", metaRoot, 1<<40), model.ErrCorrupt, "outside the file's pages")
 	})
 	t.Run("directory", func(t *testing.T) {
 		p := filepath.Join(dir, "adir")
 		os.Mkdir(p, 0o700)
-		if _, _, err := New(p, Options{}).ListEffects(EffectFilter{}); !errors.Is(err, ErrCorrupt) {
+		if _, _, err := New(p, Options{}).ListEffects(EffectFilter{}); !errors.Is(err, model.ErrCorrupt) {
 			t.Fatalf("%v", err)
 		}
 	})
@@ -158,8 +159,8 @@ func tamper(t *testing.T, s *Store, fn func(tx *bolt.Tx) error) {
 func seeded(t *testing.T) (*Store, uint64) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`).Effect.ID
-	must[Effect](t)(s.Start(id, Change{}))
-	must[Effect](t)(s.Commit(id, Change{Result: json.RawMessage(`1`)}))
+	must[model.Effect](t)(s.Start(id, model.Change{}))
+	must[model.Effect](t)(s.Commit(id, model.Change{Result: json.RawMessage(`1`)}))
 	intercept(t, s, "s", "pay", sm.Irreversible, `{"b":2}`)
 	verifyClean(t, s)
 	return s, id
@@ -181,7 +182,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		s, id := seeded(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
 			b := tx.Bucket(bHistory)
-			var r HistoryRecord
+			var r model.HistoryRecord
 			getRecord(b, historyKey(id, 2), &r)
 			r.Actor = "mallory"
 			return putRecord(&writeTx{Tx: tx}, bHistory, historyKey(id, 2), &r)
@@ -211,7 +212,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	t.Run("state disagrees with history", func(t *testing.T) {
 		s, id := seeded(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
-			var e Effect
+			var e model.Effect
 			getRecord(tx.Bucket(bEffects), itob(id), &e)
 			e.State = sm.Executing
 			return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
@@ -221,9 +222,9 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	t.Run("duplicate signature owner", func(t *testing.T) {
 		s, id := seeded(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
-			var e Effect
+			var e model.Effect
 			getRecord(tx.Bucket(bEffects), itob(id+1), &e)
-			var owner Effect
+			var owner model.Effect
 			getRecord(tx.Bucket(bEffects), itob(id), &owner)
 			e.CallSignature = owner.CallSignature
 			return putRecord(&writeTx{Tx: tx}, bEffects, itob(id+1), &e)
@@ -242,10 +243,10 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	// args, result, error or compensation (or in its undo entry's, or in its
 	// approval request's args) is found, and so is a signature its args do
 	// not give.
-	editEffect := func(t *testing.T, s *Store, id uint64, edit func(e *Effect)) {
+	editEffect := func(t *testing.T, s *Store, id uint64, edit func(e *model.Effect)) {
 		t.Helper()
 		tamper(t, s, func(tx *bolt.Tx) error {
-			var e Effect
+			var e model.Effect
 			if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
 				return err
 			}
@@ -255,27 +256,27 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	t.Run("flipped byte in args", func(t *testing.T) {
 		s, id := seeded(t)
-		editEffect(t, s, id, func(e *Effect) { e.Args = json.RawMessage(`{"a":3}`) })
+		editEffect(t, s, id, func(e *model.Effect) { e.Args = json.RawMessage(`{"a":3}`) })
 		expectProblem(t, s, "history", "altered")
 		expectProblem(t, s, "signature", "does not match its args")
 	})
 	t.Run("flipped byte in result", func(t *testing.T) {
 		s, id := seeded(t)
-		editEffect(t, s, id, func(e *Effect) { e.Result = json.RawMessage(`3`) })
+		editEffect(t, s, id, func(e *model.Effect) { e.Result = json.RawMessage(`3`) })
 		expectProblem(t, s, "history", "altered")
 	})
 	t.Run("flipped byte in error", func(t *testing.T) {
 		s, _ := seeded(t)
 		id := intercept(t, s, "s", "flaky", sm.Compensable, `{}`).Effect.ID
-		must[Effect](t)(s.Start(id, Change{}))
-		must[Effect](t)(s.Fail(id, Change{Error: "disk full"}))
+		must[model.Effect](t)(s.Start(id, model.Change{}))
+		must[model.Effect](t)(s.Fail(id, model.Change{Error: "disk full"}))
 		verifyClean(t, s)
-		editEffect(t, s, id, func(e *Effect) { e.Error = "disk fulL" })
+		editEffect(t, s, id, func(e *model.Effect) { e.Error = "disk fulL" })
 		expectProblem(t, s, "history", "altered")
 	})
 	t.Run("flipped byte in compensation argv", func(t *testing.T) {
 		s, id := seededWithCommand(t)
-		editEffect(t, s, id, func(e *Effect) { e.Compensation.Argv[1] = "/etc" })
+		editEffect(t, s, id, func(e *model.Effect) { e.Compensation.Argv[1] = "/etc" })
 		expectProblem(t, s, "history", "altered")
 	})
 	t.Run("undo entry with another compensation", func(t *testing.T) {
@@ -325,7 +326,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	})
 	// What a session says (its meta, its upstream MCP server command) is
 	// covered by its history too, and so is the state of an undo entry.
-	editSession := func(t *testing.T, s *Store, id string, edit func(sess *Session)) {
+	editSession := func(t *testing.T, s *Store, id string, edit func(sess *model.Session)) {
 		t.Helper()
 		tamper(t, s, func(tx *bolt.Tx) error {
 			sess, err := getSession(tx, id)
@@ -338,36 +339,36 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	proxied := func(t *testing.T) *Store {
 		s, _ := newStore(t)
-		must[Session](t)(s.CreateSession(NewSession{ID: "p", Upstream: []string{"mcp-server", "--root=/srv"}, Meta: map[string]string{"via": "proxy"}}))
+		must[model.Session](t)(s.CreateSession(NewSession{ID: "p", Upstream: []string{"mcp-server", "--root=/srv"}, Meta: map[string]string{"via": "proxy"}}))
 		verifyClean(t, s)
 		return s
 	}
 	t.Run("flipped byte in session upstream", func(t *testing.T) {
 		s := proxied(t)
-		editSession(t, s, "p", func(sess *Session) { sess.Upstream[1] = "--root=/etc" })
+		editSession(t, s, "p", func(sess *model.Session) { sess.Upstream[1] = "--root=/etc" })
 		expectProblem(t, s, "history", "upstream was altered")
-		if _, err := s.VerifySession("p"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+		if _, err := s.VerifySession("p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 			t.Fatalf("VerifySession of a changed upstream: %v", err)
 		}
 	})
 	t.Run("flipped byte in an upstream set later", func(t *testing.T) {
 		s, _ := newStore(t)
-		must[Session](t)(s.CreateSession(NewSession{ID: "p"}))
-		must[Session](t)(s.SetUpstream("p", []string{"mcp-server", "--root=/srv"}))
+		must[model.Session](t)(s.CreateSession(NewSession{ID: "p"}))
+		must[model.Session](t)(s.SetUpstream("p", []string{"mcp-server", "--root=/srv"}))
 		verifyClean(t, s)
-		editSession(t, s, "p", func(sess *Session) { sess.Upstream[1] = "--root=/etc" })
+		editSession(t, s, "p", func(sess *model.Session) { sess.Upstream[1] = "--root=/etc" })
 		expectProblem(t, s, "history", "upstream was altered")
 	})
 	t.Run("flipped byte in session meta", func(t *testing.T) {
 		s := proxied(t)
-		editSession(t, s, "p", func(sess *Session) { sess.Meta["via"] = "proxz" })
+		editSession(t, s, "p", func(sess *model.Session) { sess.Meta["via"] = "proxz" })
 		expectProblem(t, s, "history", "what the session says")
 	})
 	t.Run("session state disagrees with history", func(t *testing.T) {
 		s := proxied(t)
-		editSession(t, s, "p", func(sess *Session) { sess.State = sm.SessionFailed })
+		editSession(t, s, "p", func(sess *model.Session) { sess.State = sm.SessionFailed })
 		expectProblem(t, s, "state", "last history record")
-		if _, err := s.VerifySession("p"); !errors.Is(err, ErrCorrupt) {
+		if _, err := s.VerifySession("p"); !errors.Is(err, model.ErrCorrupt) {
 			t.Fatalf("VerifySession of a changed state: %v", err)
 		}
 	})
@@ -382,14 +383,14 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			return putRecord(&writeTx{Tx: tx}, bUndo, nameKey("c", id), u)
 		})
 		expectProblem(t, s, "state", "undo entry is compensated but its history says pending")
-		if err := CheckEffect(must[EffectDetail](t)(s.GetEffect(id))); !errors.Is(err, ErrCorrupt) {
+		if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(id))); !errors.Is(err, model.ErrCorrupt) {
 			t.Fatalf("CheckEffect of an entry moved without a record: %v", err)
 		}
 	})
 	t.Run("signature that its args do not give", func(t *testing.T) {
 		s, id := seeded(t)
-		other := Signature("s", "write", []byte(`{"a":2}`), "")
-		editEffect(t, s, id, func(e *Effect) { e.CallSignature = other })
+		other := model.Signature("s", "write", []byte(`{"a":2}`), "")
+		editEffect(t, s, id, func(e *model.Effect) { e.CallSignature = other })
 		expectProblem(t, s, "signature", "does not match its args")
 	})
 }
@@ -400,9 +401,9 @@ func seededWithCommand(t *testing.T) (*Store, uint64) {
 	s, _ := newStore(t)
 	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "c", Tool: "write", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"path":"/srv/app.conf"}`), CreateSession: true,
-		Compensation: &Compensation{Kind: CompensationCommand, Argv: []string{"git", "/srv", "checkout", "app.conf"}}}))
-	must[Effect](t)(s.Start(res.Effect.ID, Change{}))
-	must[Effect](t)(s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`{"bytes":512}`)}))
+		Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"git", "/srv", "checkout", "app.conf"}}}))
+	must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{}))
+	must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`{"bytes":512}`)}))
 	verifyClean(t, s)
 	return s, res.Effect.ID
 }

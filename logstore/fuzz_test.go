@@ -14,6 +14,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -47,9 +48,9 @@ var seedLog = sync.OnceValues(func() ([]byte, error) {
 			return nil, err
 		}
 		if tier == sm.Compensable {
-			s.Start(res.Effect.ID, Change{})
+			s.Start(res.Effect.ID, model.Change{})
 			if i%2 == 0 {
-				s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`{"ok":true}`)})
+				s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`{"ok":true}`)})
 			}
 		}
 	}
@@ -67,7 +68,7 @@ func exerciseLog(t *testing.T, path string) {
 	st := New(path, Options{LockTimeout: 200 * time.Millisecond})
 	defer st.pause() // the committer lets the log go before the directory goes
 	check := func(what string, err error) {
-		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrNewerSchema) && !errors.Is(err, ErrNotFound) &&
+		if err != nil && !errors.Is(err, model.ErrCorrupt) && !errors.Is(err, model.ErrNewerSchema) && !errors.Is(err, model.ErrNotFound) &&
 			!errors.Is(err, sm.ErrInvalidStateTransition) {
 			t.Logf("%s: %v", what, err)
 		}
@@ -91,7 +92,7 @@ func exerciseLog(t *testing.T, path string) {
 	check("changes", err)
 	_, err = st.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true})
 	check("intercept", err)
-	_, err = st.Transition(2, sm.Committed, Change{})
+	_, err = st.Transition(2, sm.Committed, model.Change{})
 	check("transition", err)
 }
 
@@ -180,12 +181,12 @@ func FuzzLogRecords(f *testing.F) {
 	f.Add(uint8(4), uint8(3), []byte{0xff, 0x00})
 	// Binary records of each type, to mutate.
 	for i, rec := range []any{
-		&Effect{ID: 2, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Committed, Args: json.RawMessage(`{}`),
-			Compensation: &Compensation{Kind: CompensationCommand, Argv: []string{"rm", "x"}}, HistoryLen: 3},
-		&HistoryRecord{Seq: 2, Kind: KindEffect, EffectID: 2, Session: "s", From: "pending", To: "executing", At: time.Unix(1, 0)},
-		&UndoEntry{EffectID: 2, Session: "s", Tool: "t", State: sm.EntryPending},
-		&Approval{EffectID: 5, Session: "s", ApprovalRound: ApprovalRound{Outcome: ApprovalPending}},
-		&Session{ID: "s", State: sm.SessionActive, Meta: map[string]string{"a": "b"}, Counts: map[sm.State]int{sm.Pending: 1}},
+		&model.Effect{ID: 2, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Committed, Args: json.RawMessage(`{}`),
+			Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "x"}}, HistoryLen: 3},
+		&model.HistoryRecord{Seq: 2, Kind: model.KindEffect, EffectID: 2, Session: "s", From: "pending", To: "executing", At: time.Unix(1, 0)},
+		&model.UndoEntry{EffectID: 2, Session: "s", Tool: "t", State: sm.EntryPending},
+		&model.Approval{EffectID: 5, Session: "s", ApprovalRound: model.ApprovalRound{Outcome: model.ApprovalPending}},
+		&model.Session{ID: "s", State: sm.SessionActive, Meta: map[string]string{"a": "b"}, Counts: map[sm.State]int{sm.Pending: 1}},
 	} {
 		data, err := encodeRecord(rec)
 		if err != nil {

@@ -22,7 +22,7 @@ type InterceptRequest struct {
 	Key     string
 	// Compensation is stored with a compensable effect before anything runs;
 	// nil means a manual compensation.
-	Compensation *Compensation
+	Compensation *model.Compensation
 	// ApprovalTimeout bounds an irreversible call's wait; zero: no expiry.
 	ApprovalTimeout time.Duration
 	// CreateSession creates the session if it does not exist yet.
@@ -32,7 +32,7 @@ type InterceptRequest struct {
 	// whole lifecycle is then two write transactions. Check the returned
 	// effect's state to see whether it started.
 	Start bool
-	Owner *Owner
+	Owner *model.Owner
 	// Redact lists globs over dotted field paths (*.password, *token*) whose
 	// values are replaced before the args, and later the result, reach the
 	// log. The signature is computed first, so a repeat is still replayed.
@@ -43,29 +43,29 @@ type InterceptRequest struct {
 
 // InterceptResult says what happened to the call.
 type InterceptResult struct {
-	Outcome   Outcome `json:"outcome"`
-	Signature string  `json:"call_signature"`
+	Outcome   model.Outcome `json:"outcome"`
+	Signature string        `json:"call_signature"`
 	// Effect is the new effect, the replay record (with the cached result), or
 	// the owner effect for retry, in_progress and rejected. Zero for safe calls.
-	Effect Effect `json:"effect"`
+	Effect model.Effect `json:"effect"`
 }
 
-func validCompensation(c *Compensation) error {
+func validCompensation(c *model.Compensation) error {
 	switch c.Kind {
-	case CompensationCommand:
+	case model.CompensationCommand:
 		if len(c.Argv) == 0 || c.Argv[0] == "" {
-			return fmt.Errorf("%w: a command compensation needs an argv", ErrInvalidInput)
+			return fmt.Errorf("%w: a command compensation needs an argv", model.ErrInvalidInput)
 		}
-	case CompensationMCP:
+	case model.CompensationMCP:
 		if c.Tool == "" {
-			return fmt.Errorf("%w: an mcp compensation needs a tool", ErrInvalidInput)
+			return fmt.Errorf("%w: an mcp compensation needs a tool", model.ErrInvalidInput)
 		}
-	case CompensationManual:
+	case model.CompensationManual:
 	default:
-		return fmt.Errorf("%w: compensation kind %q: use command, mcp or manual", ErrInvalidInput, c.Kind)
+		return fmt.Errorf("%w: compensation kind %q: use command, mcp or manual", model.ErrInvalidInput, c.Kind)
 	}
 	if c.MaxRetries < 0 || c.InitialBackoffMS < 0 {
-		return fmt.Errorf("%w: compensation retries and backoff must not be negative", ErrInvalidInput)
+		return fmt.Errorf("%w: compensation retries and backoff must not be negative", model.ErrInvalidInput)
 	}
 	return nil
 }
@@ -80,19 +80,19 @@ type prepared struct {
 func prepare(req InterceptRequest) (prepared, error) {
 	if !req.Tier.Valid() {
 		_, err := sm.ParseTier(string(req.Tier))
-		return prepared{}, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+		return prepared{}, fmt.Errorf("%w: %v", model.ErrInvalidInput, err)
 	}
-	if err := ValidSessionID(req.Session); err != nil {
+	if err := model.ValidSessionID(req.Session); err != nil {
 		return prepared{}, err
 	}
 	if err := model.ValidToolName(req.Tool); err != nil {
 		return prepared{}, err
 	}
-	args, err := CanonicalArgs(req.Args)
+	args, err := model.CanonicalArgs(req.Args)
 	if err != nil {
 		return prepared{}, err
 	}
-	p := prepared{req: req, args: args, sig: Signature(req.Session, req.Tool, args, req.Key)}
+	p := prepared{req: req, args: args, sig: model.Signature(req.Session, req.Tool, args, req.Key)}
 	if req.Tier == sm.Safe {
 		return p, nil
 	}
@@ -104,14 +104,14 @@ func prepare(req InterceptRequest) (prepared, error) {
 	}
 	if req.Compensation != nil {
 		if req.Tier != sm.Compensable {
-			return prepared{}, fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", ErrInvalidInput, req.Tier)
+			return prepared{}, fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", model.ErrInvalidInput, req.Tier)
 		}
 		if err := validCompensation(req.Compensation); err != nil {
 			return prepared{}, err
 		}
 	}
 	if req.ApprovalTimeout < 0 {
-		return prepared{}, fmt.Errorf("%w: approval timeout must not be negative", ErrInvalidInput)
+		return prepared{}, fmt.Errorf("%w: approval timeout must not be negative", model.ErrInvalidInput)
 	}
 	return p, nil
 }
@@ -127,7 +127,7 @@ func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
 		return InterceptResult{}, err
 	}
 	if req.Tier == sm.Safe {
-		return InterceptResult{Outcome: OutcomeSafe, Signature: p.sig}, nil
+		return InterceptResult{Outcome: model.OutcomeSafe, Signature: p.sig}, nil
 	}
 	var res InterceptResult
 	err = s.update(func(tx *writeTx) error {
@@ -154,7 +154,7 @@ func (s *Store) InterceptMany(reqs []InterceptRequest) ([]InterceptResult, error
 	err := s.update(func(tx *writeTx) error {
 		for i, p := range ps {
 			if p.req.Tier == sm.Safe {
-				out[i] = InterceptResult{Outcome: OutcomeSafe, Signature: p.sig}
+				out[i] = InterceptResult{Outcome: model.OutcomeSafe, Signature: p.sig}
 				continue
 			}
 			res, err := s.interceptTx(tx, p)
@@ -213,7 +213,7 @@ func (s *Store) interceptTx(tx *writeTx, p prepared) (InterceptResult, error) {
 	if req.Tier == sm.Compensable {
 		// The effect holds its compensation from its first record on, which
 		// covers it.
-		comp := Compensation{Kind: CompensationManual}
+		comp := model.Compensation{Kind: model.CompensationManual}
 		if req.Compensation != nil {
 			comp = *req.Compensation
 		}
@@ -228,14 +228,14 @@ func (s *Store) interceptTx(tx *writeTx, p prepared) (InterceptResult, error) {
 	}
 	switch req.Tier {
 	case sm.Compensable:
-		u := UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
+		u := model.UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
 			Compensation: *e.Compensation, CreatedAt: now, UpdatedAt: now}
 		if err := putRecord(tx, bUndo, nameKey(sess.ID, e.ID), &u); err != nil {
 			return res, err
 		}
 	case sm.Irreversible:
-		a := Approval{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, Args: e.Args, Reason: req.Reason,
-			ApprovalRound: ApprovalRound{RequestedAt: now, Outcome: ApprovalPending}}
+		a := model.Approval{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, Args: e.Args, Reason: req.Reason,
+			ApprovalRound: model.ApprovalRound{RequestedAt: now, Outcome: model.ApprovalPending}}
 		if req.ApprovalTimeout > 0 {
 			exp := now.Add(req.ApprovalTimeout)
 			a.ExpiresAt = &exp
@@ -248,7 +248,7 @@ func (s *Store) interceptTx(tx *writeTx, p prepared) (InterceptResult, error) {
 		}
 		sess.PendingApprovals++
 		if sess.State == sm.SessionActive {
-			if err := setSessionState(tx, &sess, sm.SessionAwaitingApproval, Change{Actor: req.Actor}, now); err != nil {
+			if err := setSessionState(tx, &sess, sm.SessionAwaitingApproval, model.Change{Actor: req.Actor}, now); err != nil {
 				return res, err
 			}
 		}
@@ -256,24 +256,24 @@ func (s *Store) interceptTx(tx *writeTx, p prepared) (InterceptResult, error) {
 	if req.Start && e.Tier == sm.Compensable {
 		// The effect and its state index are written once, as executing; its
 		// history holds both records, pending and then executing.
-		if err := applyTransition(tx, &sess, &e, sm.Executing, Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+		if err := applyTransition(tx, &sess, &e, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
 			return res, err
 		}
 	} else if err := putEffect(tx, &e, ""); err != nil {
 		return res, err
 	}
-	res.Outcome, res.Effect = OutcomeNew, e
+	res.Outcome, res.Effect = model.OutcomeNew, e
 	return res, putSession(tx, &sess)
 }
 
-func notAccepting(sess *Session) error {
-	return fmt.Errorf("%w: session %q is %s and accepts no new effects", ErrSessionNotActive, sess.ID, sess.State)
+func notAccepting(sess *model.Session) error {
+	return fmt.Errorf("%w: session %q is %s and accepts no new effects", model.ErrSessionNotActive, sess.ID, sess.State)
 }
 
 // putAnd saves the session (expired approvals may have changed it) and then
 // reports err. Because update rolls back on error, such refusals are
 // returned through errAfterCommit.
-func putAnd(tx *writeTx, sess *Session, err error) error {
+func putAnd(tx *writeTx, sess *model.Session, err error) error {
 	if perr := putSession(tx, sess); perr != nil {
 		return perr
 	}
@@ -283,24 +283,24 @@ func putAnd(tx *writeTx, sess *Session, err error) error {
 // newEffect writes a pending effect (a replay of effect replayOf, if not
 // nil) with its first history record and the session, tool and tier index
 // entries; the caller adds the rest and puts it.
-func newEffect(tx *writeTx, sess *Session, req InterceptRequest, args []byte, sig string, replayOf *uint64, now time.Time) (Effect, error) {
+func newEffect(tx *writeTx, sess *model.Session, req InterceptRequest, args []byte, sig string, replayOf *uint64, now time.Time) (model.Effect, error) {
 	id, err := tx.nextSequence(bEffects)
 	if err != nil {
-		return Effect{}, err
+		return model.Effect{}, err
 	}
-	e := Effect{ID: id, Session: sess.ID, Tool: req.Tool, Tier: req.Tier, State: sm.Pending,
+	e := model.Effect{ID: id, Session: sess.ID, Tool: req.Tool, Tier: req.Tier, State: sm.Pending,
 		CallSignature: sig, Args: args, Key: req.Key, Redact: req.Redact, ReplayOf: replayOf,
 		Compensation: req.Compensation, CreatedAt: now, UpdatedAt: now}
-	if err := appendEffectHistory(tx, &e, HistoryRecord{Kind: KindEffect, To: string(sm.Pending),
+	if err := appendEffectHistory(tx, &e, model.HistoryRecord{Kind: model.KindEffect, To: string(sm.Pending),
 		Trigger: "Intercept", Actor: actorOr(req.Actor), Reason: req.Reason, At: now}); err != nil {
-		return Effect{}, err
+		return model.Effect{}, err
 	}
 	for _, idx := range []struct {
 		bucket []byte
 		name   string
 	}{{bBySession, sess.ID}, {bByTool, req.Tool}, {bByTier, string(req.Tier)}} {
 		if err := tx.put(idx.bucket, nameKey(idx.name, id), nil); err != nil {
-			return Effect{}, err
+			return model.Effect{}, err
 		}
 	}
 	countMove(sess, "", sm.Pending)
@@ -310,7 +310,7 @@ func newEffect(tx *writeTx, sess *Session, req InterceptRequest, args []byte, si
 }
 
 // repeat resolves a call whose signature already has an owner effect.
-func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
+func (s *Store) repeat(tx *writeTx, sess *model.Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
 	now time.Time, refuse func(error) error) error {
 	owner, err := getEffect(tx.Tx, ownerID)
 	if err != nil {
@@ -318,7 +318,7 @@ func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req Intercept
 	}
 	res.Effect = owner
 	if owner.State == sm.Rejected {
-		res.Outcome = OutcomeRejected // the answer stands; nobody is asked twice
+		res.Outcome = model.OutcomeRejected // the answer stands; nobody is asked twice
 		return errNothingToWrite
 	}
 	if !sess.State.AcceptsEffects() {
@@ -337,7 +337,7 @@ func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req Intercept
 			return err
 		}
 		rep.Result = owner.Result
-		if err := moveEffect(tx, sess, &rep, sm.Replayed, HistoryRecord{Actor: actorOr(req.Actor),
+		if err := moveEffect(tx, sess, &rep, sm.Replayed, model.HistoryRecord{Actor: actorOr(req.Actor),
 			Reason: fmt.Sprintf("replay of effect %d", owner.ID), At: now}); err != nil {
 			return err
 		}
@@ -346,39 +346,39 @@ func (s *Store) repeat(tx *writeTx, sess *Session, ownerID uint64, req Intercept
 		if err := putEffect(tx, &owner, owner.State); err != nil {
 			return err
 		}
-		res.Outcome, res.Effect = OutcomeReplayed, rep
+		res.Outcome, res.Effect = model.OutcomeReplayed, rep
 	case sm.Pending:
-		res.Outcome = OutcomeRetry
+		res.Outcome = model.OutcomeRetry
 		if owner.Tier == sm.Irreversible {
 			// It awaits a decision: each execution needs its own. A log
 			// written before kept the approval of a failed run: ask again.
-			res.Outcome = OutcomeInProgress
+			res.Outcome = model.OutcomeInProgress
 			a, err := getApproval(tx.Tx, owner.ID)
 			if err != nil {
 				return err
 			}
-			if a == nil || a.Outcome == ApprovalPending || a.Outcome == ApprovalClosed {
+			if a == nil || a.Outcome == model.ApprovalPending || a.Outcome == model.ApprovalClosed {
 				return errNothingToWrite
 			}
-			if err := reopenApproval(tx, sess, owner.ID, Change{Actor: req.Actor}, now); err != nil {
+			if err := reopenApproval(tx, sess, owner.ID, model.Change{Actor: req.Actor}, now); err != nil {
 				return err
 			}
 			return putSession(tx, sess)
 		}
 		if req.Start {
-			if err := applyTransition(tx, sess, &owner, sm.Executing, Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+			if err := applyTransition(tx, sess, &owner, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
 				return err
 			}
 			res.Effect = owner
 			return putSession(tx, sess)
 		}
 	case sm.Executing, sm.Approved:
-		res.Outcome = OutcomeInProgress
+		res.Outcome = model.OutcomeInProgress
 	default:
 		return refuse(fmt.Errorf("%w: effect %d for this call is %s; give the call a new --key to run it again",
-			ErrConflict, owner.ID, owner.State))
+			model.ErrConflict, owner.ID, owner.State))
 	}
-	if res.Outcome == OutcomeReplayed {
+	if res.Outcome == model.OutcomeReplayed {
 		return putSession(tx, sess)
 	}
 	return errNothingToWrite // retry and in progress only read

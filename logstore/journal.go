@@ -37,6 +37,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/undolog/undolog/model"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -127,7 +128,7 @@ func readJournal(path string, want journalBase) (*journal, error) {
 	// transactions: a sound record on want after it means the end is damage
 	// (a flipped length or checksum) hiding acknowledged records.
 	if at := soundRecordAfter(data, off, want); at >= 0 {
-		return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d (a sound record follows at byte %d); if the log was restored without its journal, the journal is of another state of it: move the journal away", ErrCorrupt, path, off, at)
+		return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d (a sound record follows at byte %d); if the log was restored without its journal, the journal is of another state of it: move the journal away", model.ErrCorrupt, path, off, at)
 	}
 	j.data, j.size = data[:off], int64(off)
 	return j, nil
@@ -188,7 +189,7 @@ func (j *journal) replay(tx *bolt.Tx) (bool, error) {
 	for off := 0; off < len(j.data); {
 		end := off + journalHeader + int(le.Uint32(j.data[off:]))
 		if err := applyOps(tx, j.data[off+journalHeader:end]); err != nil {
-			return false, fmt.Errorf("%w: journal %s, record at byte %d: %v", ErrCorrupt, j.path, off, err)
+			return false, fmt.Errorf("%w: journal %s, record at byte %d: %v", model.ErrCorrupt, j.path, off, err)
 		}
 		off = end
 	}
@@ -340,7 +341,7 @@ func (j *journal) takeBack(at int64, cause error) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("%w: write journal %s: %v; the write could not be taken back (%v) and may be in the log", ErrInDoubt, j.path, bare(cause), bare(err))
+		return fmt.Errorf("%w: write journal %s: %v; the write could not be taken back (%v) and may be in the log", model.ErrInDoubt, j.path, bare(cause), bare(err))
 	}
 	return fmt.Errorf("write journal %s: %w", j.path, bare(cause))
 }

@@ -3,6 +3,7 @@ package logstore
 import (
 	"time"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -10,30 +11,30 @@ import (
 // backend shared across machines (PostgreSQL) is to implement the same
 // operations, so nothing outside this package depends on bbolt.
 type Log interface {
-	CreateSession(NewSession) (Session, error)
-	GetSession(id string) (Session, error)
-	ListSessions(SessionFilter) ([]Session, uint64, error)
-	SetSessionState(id string, to sm.SessionState, c Change) (Session, error)
-	SessionHistory(id string) ([]HistoryRecord, error)
-	SetUpstream(id string, upstream []string) (Session, error)
-	VerifySession(id string) (Session, error)
+	CreateSession(NewSession) (model.Session, error)
+	GetSession(id string) (model.Session, error)
+	ListSessions(SessionFilter) ([]model.Session, uint64, error)
+	SetSessionState(id string, to sm.SessionState, c model.Change) (model.Session, error)
+	SessionHistory(id string) ([]model.HistoryRecord, error)
+	SetUpstream(id string, upstream []string) (model.Session, error)
+	VerifySession(id string) (model.Session, error)
 
 	Intercept(InterceptRequest) (InterceptResult, error)
 	InterceptMany([]InterceptRequest) ([]InterceptResult, error)
-	Transition(id uint64, to sm.State, c Change) (Effect, error)
-	Start(id uint64, c Change) (Effect, error)
-	Commit(id uint64, c Change) (Effect, error)
-	Fail(id uint64, c Change) (Effect, error)
-	Approve(id uint64, c Change) (Effect, error)
-	Reject(id uint64, c Change) (Effect, error)
-	UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, error)
+	Transition(id uint64, to sm.State, c model.Change) (model.Effect, error)
+	Start(id uint64, c model.Change) (model.Effect, error)
+	Commit(id uint64, c model.Change) (model.Effect, error)
+	Fail(id uint64, c model.Change) (model.Effect, error)
+	Approve(id uint64, c model.Change) (model.Effect, error)
+	Reject(id uint64, c model.Change) (model.Effect, error)
+	UndoStep(id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error)
 	ExpireApprovals(session string) (int, error)
 
-	GetEffect(id uint64) (EffectDetail, error)
-	ListEffects(EffectFilter) ([]Effect, uint64, error)
+	GetEffect(id uint64) (model.EffectDetail, error)
+	ListEffects(EffectFilter) ([]model.Effect, uint64, error)
 	PendingApprovals(session string, limit int) ([]PendingApproval, int, error)
-	UndoStack(session string, limit int) ([]UndoEntry, int, error)
-	UndoEntries(session string, ids []uint64) (map[uint64]UndoEntry, error)
+	UndoStack(session string, limit int) ([]model.UndoEntry, int, error)
+	UndoEntries(session string, ids []uint64) (map[uint64]model.UndoEntry, error)
 	Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 	LastChange() (uint64, error)
 

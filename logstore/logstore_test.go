@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -74,7 +75,7 @@ func verifyClean(t *testing.T, s *Store) VerifyReport {
 	return rep
 }
 
-func states(h []HistoryRecord) string {
+func states(h []model.HistoryRecord) string {
 	var out []string
 	for _, r := range h {
 		out = append(out, r.Kind+":"+r.From+">"+r.To)
@@ -113,7 +114,7 @@ func TestReadsDoNotCreateTheLog(t *testing.T) {
 	if list, _, err := s.ListEffects(EffectFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("%v %v", list, err)
 	}
-	if _, err := s.GetEffect(1); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetEffect(1); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("GetEffect on no log: %v", err)
 	}
 	if _, err := os.Stat(s.Path()); !errors.Is(err, os.ErrNotExist) {
@@ -138,7 +139,7 @@ func TestBadInterceptInputCreatesNoLog(t *testing.T) {
 		{Session: "s", Tool: "t", Tier: "maybe", CreateSession: true},
 		{Session: "s", Tool: "t", Tier: sm.Compensable, Args: json.RawMessage(`{"a":`), CreateSession: true},
 	} {
-		if _, err := s.Intercept(req); !errors.Is(err, ErrInvalidInput) {
+		if _, err := s.Intercept(req); !errors.Is(err, model.ErrInvalidInput) {
 			t.Errorf("%+v: %v", req, err)
 		}
 	}
@@ -156,10 +157,10 @@ func TestBusyLog(t *testing.T) {
 	}
 	quick := New(s.Path(), Options{LockTimeout: 100 * time.Millisecond})
 	_, err = quick.Intercept(InterceptRequest{Session: "s", Tool: "t2", Tier: sm.Compensable})
-	if !errors.Is(err, ErrBusy) || !strings.Contains(err.Error(), s.Path()) {
+	if !errors.Is(err, model.ErrBusy) || !strings.Contains(err.Error(), s.Path()) {
 		t.Fatalf("want ErrBusy naming the file, got %v", err)
 	}
-	if _, err := quick.GetEffect(1); !errors.Is(err, ErrBusy) {
+	if _, err := quick.GetEffect(1); !errors.Is(err, model.ErrBusy) {
 		t.Fatalf("read while held: %v", err)
 	}
 	// Released within the timeout: the write gets through.
@@ -173,22 +174,22 @@ func TestBusyLog(t *testing.T) {
 // A lifecycle that starts with the intercept is two write transactions.
 func TestInterceptAndStartIsOneTransaction(t *testing.T) {
 	s, _ := newStore(t)
-	must[Session](t)(s.CreateSession(NewSession{ID: "two"}))
+	must[model.Session](t)(s.CreateSession(NewSession{ID: "two"}))
 	before := s.group.durableWrites()
 	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable,
-		Args: json.RawMessage(`1`), Start: true, Owner: &Owner{PID: 7, Host: "h"}}))
-	if res.Outcome != OutcomeNew || res.Effect.State != sm.Executing || res.Effect.Owner == nil || res.Effect.Owner.PID != 7 {
+		Args: json.RawMessage(`1`), Start: true, Owner: &model.Owner{PID: 7, Host: "h"}}))
+	if res.Outcome != model.OutcomeNew || res.Effect.State != sm.Executing || res.Effect.Owner == nil || res.Effect.Owner.PID != 7 {
 		t.Fatalf("%+v", res)
 	}
-	must[Effect](t)(s.Commit(res.Effect.ID, Change{}))
+	must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{}))
 	if n := s.group.durableWrites() - before; n != 2 {
 		t.Fatalf("a lifecycle took %d durable writes", n)
 	}
 	// A retry starts in its intercept too.
 	again := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))
-	must[Effect](t)(s.Fail(again.Effect.ID, Change{Error: "boom"}))
+	must[model.Effect](t)(s.Fail(again.Effect.ID, model.Change{Error: "boom"}))
 	retry := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))
-	if retry.Outcome != OutcomeRetry || retry.Effect.ID != again.Effect.ID || retry.Effect.State != sm.Executing {
+	if retry.Outcome != model.OutcomeRetry || retry.Effect.ID != again.Effect.ID || retry.Effect.State != sm.Executing {
 		t.Fatalf("%+v", retry)
 	}
 	// An irreversible call is not started by its intercept: it waits for approval.

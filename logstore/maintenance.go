@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -138,7 +139,7 @@ func compactInto(dst, src *bolt.DB) error {
 			c := sb.Cursor()
 			for k, v := c.First(); k != nil; k, v = c.Next() {
 				if v == nil {
-					return fmt.Errorf("%w: bucket %s holds a nested bucket %x", ErrCorrupt, name, k)
+					return fmt.Errorf("%w: bucket %s holds a nested bucket %x", model.ErrCorrupt, name, k)
 				}
 				b := tx.Bucket(name)
 				b.FillPercent = 1.0
@@ -191,7 +192,7 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 	var victims []string
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket(bSessions).ForEach(func(k, v []byte) error {
-			var sess Session
+			var sess model.Session
 			if ok, err := getRecord(tx.Bucket(bSessions), k, &sess); err != nil || !ok {
 				return err
 			}
@@ -211,7 +212,7 @@ func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error)
 		n, dropped := 0, false
 		err := s.update(func(tx *writeTx) error {
 			var err error
-			n, dropped, err = dropSession(tx, id, func(sess Session) bool { return collectable(sess, want, before) })
+			n, dropped, err = dropSession(tx, id, func(sess model.Session) bool { return collectable(sess, want, before) })
 			if err == nil && !dropped {
 				return errNothingToWrite
 			}
@@ -235,7 +236,7 @@ var gcBeforeDrop func(session string)
 // collectable says whether GC may drop sess: in a wanted state, unchanged
 // since before, and with no effect executing or compensating (a call in
 // flight or in doubt, whose record a person still needs).
-func collectable(sess Session, want map[sm.SessionState]bool, before time.Time) bool {
+func collectable(sess model.Session, want map[sm.SessionState]bool, before time.Time) bool {
 	return want[sess.State] && sess.UpdatedAt.Before(before) &&
 		sess.Counts[sm.Executing] == 0 && sess.Counts[sm.Compensating] == 0
 }
@@ -243,9 +244,9 @@ func collectable(sess Session, want map[sm.SessionState]bool, before time.Time) 
 // dropSession drops session id if it still is a victim. GC chose it in an
 // earlier read; since then undo may have started on it (or another gc dropped
 // it), so it is judged again in the transaction that drops it.
-func dropSession(tx *writeTx, id string, victim func(Session) bool) (n int, dropped bool, err error) {
+func dropSession(tx *writeTx, id string, victim func(model.Session) bool) (n int, dropped bool, err error) {
 	sess, err := getSession(tx.Tx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, model.ErrNotFound) {
 		return 0, false, nil
 	} else if err != nil {
 		return 0, false, err

@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -17,37 +18,37 @@ func TestGCDropsOldFinishedSessionsAndCompactShrinks(t *testing.T) {
 	fill := func(session string, n int) {
 		for i := 0; i < n; i++ {
 			res := intercept(t, s, session, "w", sm.Compensable, fmt.Sprintf(`{"i":%d,"pad":"%0200d"}`, i, i))
-			must[Effect](t)(s.Start(res.Effect.ID, Change{}))
-			must[Effect](t)(s.Commit(res.Effect.ID, Change{Result: json.RawMessage(`1`)}))
+			must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{}))
+			must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`1`)}))
 			intercept(t, s, session, "w", sm.Compensable, fmt.Sprintf(`{"i":%d,"pad":"%0200d"}`, i, i)) // a replay
 		}
 		irr := intercept(t, s, session, "pay", sm.Irreversible, `{}`)
-		must[Effect](t)(s.Approve(irr.Effect.ID, Change{}))
+		must[model.Effect](t)(s.Approve(irr.Effect.ID, model.Change{}))
 	}
 	fill("old-done", 300)
-	must[Session](t)(s.SetSessionState("old-done", sm.SessionCompleted, Change{}))
+	must[model.Session](t)(s.SetSessionState("old-done", sm.SessionCompleted, model.Change{}))
 	fill("old-live", 5)
 	clk.add(48 * time.Hour)
 	fill("new-done", 5)
-	must[Session](t)(s.SetSessionState("new-done", sm.SessionCompleted, Change{}))
+	must[model.Session](t)(s.SetSessionState("new-done", sm.SessionCompleted, model.Change{}))
 
 	rep := must[GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "old-done" || rep.Effects != 601 {
 		t.Fatalf("%+v", rep)
 	}
-	if _, err := s.GetSession("old-done"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetSession("old-done"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("dropped session still there: %v", err)
 	}
-	if _, err := s.GetEffect(1); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetEffect(1); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("dropped effect still there: %v", err)
 	}
 	for _, id := range []string{"old-live", "new-done"} {
-		if sess := must[Session](t)(s.GetSession(id)); sess.Effects != 11 {
+		if sess := must[model.Session](t)(s.GetSession(id)); sess.Effects != 11 {
 			t.Fatalf("%s: %+v", id, sess)
 		}
 	}
 	// The dropped call is a new call again.
-	if res := intercept(t, s, "old-live", "w", sm.Compensable, `{"fresh":1}`); res.Outcome != OutcomeNew {
+	if res := intercept(t, s, "old-live", "w", sm.Compensable, `{"fresh":1}`); res.Outcome != model.OutcomeNew {
 		t.Fatalf("%+v", res)
 	}
 	verifyClean(t, s)
@@ -63,7 +64,7 @@ func TestGCDropsOldFinishedSessionsAndCompactShrinks(t *testing.T) {
 	if rep2.Sessions != 2 || rep2.Effects != 23 {
 		t.Fatalf("after compaction: %+v", rep2)
 	}
-	if res := intercept(t, s, "old-live", "w", sm.Compensable, `{"after":1}`); res.Outcome != OutcomeNew {
+	if res := intercept(t, s, "old-live", "w", sm.Compensable, `{"after":1}`); res.Outcome != model.OutcomeNew {
 		t.Fatal("the compacted log does not take writes")
 	}
 }
@@ -77,7 +78,7 @@ func TestCompactRefusedWhileHeld(t *testing.T) {
 	}
 	defer held.Close()
 	quick := New(s.Path(), Options{LockTimeout: 100 * time.Millisecond})
-	if _, _, err := quick.Compact(); !errors.Is(err, ErrBusy) {
+	if _, _, err := quick.Compact(); !errors.Is(err, model.ErrBusy) {
 		t.Fatalf("%v", err)
 	}
 }
@@ -89,21 +90,21 @@ func TestGCKeepsSessionsThatMovedAfterItLooked(t *testing.T) {
 	s, clk := newStore(t)
 	for _, id := range []string{"undone-meanwhile", "touched-meanwhile", "still-failed"} {
 		res := intercept(t, s, id, "w", sm.Compensable, `{"s":"`+id+`"}`)
-		must[Effect](t)(s.Start(res.Effect.ID, Change{}))
-		must[Effect](t)(s.Commit(res.Effect.ID, Change{}))
-		must[Session](t)(s.SetSessionState(id, sm.SessionFailed, Change{}))
+		must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{}))
+		must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{}))
+		must[model.Session](t)(s.SetSessionState(id, sm.SessionFailed, model.Change{}))
 	}
-	must[Session](t)(s.SetSessionState("touched-meanwhile", sm.SessionCompensating, Change{}))
-	must[Session](t)(s.SetSessionState("touched-meanwhile", sm.SessionHalted, Change{}))
+	must[model.Session](t)(s.SetSessionState("touched-meanwhile", sm.SessionCompensating, model.Change{}))
+	must[model.Session](t)(s.SetSessionState("touched-meanwhile", sm.SessionHalted, model.Change{}))
 	clk.add(48 * time.Hour)
 
 	gcBeforeDrop = func(id string) {
 		switch id {
 		case "undone-meanwhile": // undo's first step, between GC's read and its drop
-			must[Session](t)(s.SetSessionState(id, sm.SessionCompensating, Change{Reason: "undo started"}))
+			must[model.Session](t)(s.SetSessionState(id, sm.SessionCompensating, model.Change{Reason: "undo started"}))
 		case "touched-meanwhile": // still halted, but changed just now
-			must[Session](t)(s.SetSessionState(id, sm.SessionCompensating, Change{}))
-			must[Session](t)(s.SetSessionState(id, sm.SessionHalted, Change{}))
+			must[model.Session](t)(s.SetSessionState(id, sm.SessionCompensating, model.Change{}))
+			must[model.Session](t)(s.SetSessionState(id, sm.SessionHalted, model.Change{}))
 		}
 	}
 	t.Cleanup(func() { gcBeforeDrop = nil })
@@ -111,13 +112,13 @@ func TestGCKeepsSessionsThatMovedAfterItLooked(t *testing.T) {
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "still-failed" || rep.Effects != 1 {
 		t.Fatalf("%+v", rep)
 	}
-	if sess := must[Session](t)(s.GetSession("undone-meanwhile")); sess.State != sm.SessionCompensating || sess.Effects != 1 {
+	if sess := must[model.Session](t)(s.GetSession("undone-meanwhile")); sess.State != sm.SessionCompensating || sess.Effects != 1 {
 		t.Fatalf("%+v", sess)
 	}
 	if stack, _, err := s.UndoStack("undone-meanwhile", 0); err != nil || len(stack) != 1 {
 		t.Fatalf("undo stack %v %v", stack, err)
 	}
-	if sess := must[Session](t)(s.GetSession("touched-meanwhile")); sess.State != sm.SessionHalted {
+	if sess := must[model.Session](t)(s.GetSession("touched-meanwhile")); sess.State != sm.SessionHalted {
 		t.Fatalf("%+v", sess)
 	}
 	verifyClean(t, s)

@@ -9,12 +9,13 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
 // GetEffect returns an effect with its full history, undo entry and approval.
-func (s *Store) GetEffect(id uint64) (EffectDetail, error) {
-	var out EffectDetail
+func (s *Store) GetEffect(id uint64) (model.EffectDetail, error) {
+	var out model.EffectDetail
 	found := false
 	err := s.view(func(tx *bolt.Tx) error {
 		e, err := getEffect(tx, id)
@@ -33,28 +34,28 @@ func (s *Store) GetEffect(id uint64) (EffectDetail, error) {
 		return err
 	})
 	if err == nil && !found {
-		err = fmt.Errorf("%w: no effect %d", ErrNotFound, id)
+		err = fmt.Errorf("%w: no effect %d", model.ErrNotFound, id)
 	}
 	return out, err
 }
 
-func effectHistory(tx *bolt.Tx, id uint64, session string) ([]HistoryRecord, error) {
+func effectHistory(tx *bolt.Tx, id uint64, session string) ([]model.HistoryRecord, error) {
 	return readHistory(tx.Bucket(bHistory), itob(id), id, session)
 }
 
-func sessionHistory(tx *bolt.Tx, session string) ([]HistoryRecord, error) {
+func sessionHistory(tx *bolt.Tx, session string) ([]model.HistoryRecord, error) {
 	return readHistory(tx.Bucket(bSessionHistory), namePrefix(session), 0, session)
 }
 
 // readHistory reads the history under prefix, which belongs to effectID (0
 // for a session's own history) of session.
-func readHistory(b *bolt.Bucket, prefix []byte, effectID uint64, session string) ([]HistoryRecord, error) {
-	var out []HistoryRecord
+func readHistory(b *bolt.Bucket, prefix []byte, effectID uint64, session string) ([]model.HistoryRecord, error) {
+	var out []model.HistoryRecord
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+4; k, v = c.Next() {
-		var r HistoryRecord
+		var r model.HistoryRecord
 		if err := decodeRecord(v, &r); err != nil {
-			return nil, fmt.Errorf("%w: history record %x: %v", ErrCorrupt, k, err)
+			return nil, fmt.Errorf("%w: history record %x: %v", model.ErrCorrupt, k, err)
 		}
 		placeHistory(&r, effectID, session)
 		if n := len(out); n > 0 && out[n-1].Seq == r.Seq-1 {
@@ -67,7 +68,7 @@ func readHistory(b *bolt.Bucket, prefix []byte, effectID uint64, session string)
 
 // placeHistory fills in the effect id and session a binary history record
 // does not store: where it is kept says them.
-func placeHistory(r *HistoryRecord, effectID uint64, session string) {
+func placeHistory(r *model.HistoryRecord, effectID uint64, session string) {
 	if r.EffectID == 0 && r.Session == "" {
 		r.EffectID, r.Session = effectID, session
 	}
@@ -76,15 +77,15 @@ func placeHistory(r *HistoryRecord, effectID uint64, session string) {
 // linkHistory fills in the PrevHash a binary history record does not store:
 // the hash of the record before it. The record's own hash covers it, so a
 // record edited, dropped or moved still fails verification.
-func linkHistory(r *HistoryRecord, prevHash string) {
+func linkHistory(r *model.HistoryRecord, prevHash string) {
 	if r.PrevHash == "" && r.Seq > 1 {
 		r.PrevHash = prevHash
 	}
 }
 
 // SessionHistory returns the session's own transitions.
-func (s *Store) SessionHistory(id string) ([]HistoryRecord, error) {
-	var out []HistoryRecord
+func (s *Store) SessionHistory(id string) ([]model.HistoryRecord, error) {
+	var out []model.HistoryRecord
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		out, err = sessionHistory(tx, id)
@@ -109,8 +110,8 @@ type EffectFilter struct {
 
 // ListEffects returns the effects matching f and the cursor of the next page
 // (0 when there is none).
-func (s *Store) ListEffects(f EffectFilter) ([]Effect, uint64, error) {
-	var out []Effect
+func (s *Store) ListEffects(f EffectFilter) ([]model.Effect, uint64, error) {
+	var out []model.Effect
 	var next uint64
 	err := s.view(func(tx *bolt.Tx) error {
 		b, prefix := tx.Bucket(bEffects), []byte(nil)
@@ -150,8 +151,8 @@ func (s *Store) ListEffects(f EffectFilter) ([]Effect, uint64, error) {
 
 // PendingApproval is a request awaiting a decision, with its effect.
 type PendingApproval struct {
-	Approval
-	Effect Effect `json:"effect"`
+	model.Approval
+	Effect model.Effect `json:"effect"`
 }
 
 // PendingApprovals returns up to limit (0: all) approval requests awaiting a
@@ -201,8 +202,8 @@ func (s *Store) PendingApprovals(session string, limit int) ([]PendingApproval, 
 
 // UndoStack returns up to limit (0: all) of the session's undo entries, last
 // in first out, and how many entries the session has.
-func (s *Store) UndoStack(session string, limit int) ([]UndoEntry, int, error) {
-	var out []UndoEntry
+func (s *Store) UndoStack(session string, limit int) ([]model.UndoEntry, int, error) {
+	var out []model.UndoEntry
 	var total int
 	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bUndo)
@@ -224,8 +225,8 @@ func (s *Store) UndoStack(session string, limit int) ([]UndoEntry, int, error) {
 
 // ChangeRecord is one history record in the order the log recorded it.
 type ChangeRecord struct {
-	Position uint64        `json:"position"`
-	Record   HistoryRecord `json:"record"`
+	Position uint64              `json:"position"`
+	Record   model.HistoryRecord `json:"record"`
 }
 
 // Changes returns up to limit history records (effects and sessions) recorded
@@ -242,10 +243,10 @@ func (s *Store) Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 			}
 			bucket, hkey, err := changeLocation(v)
 			if err != nil {
-				return fmt.Errorf("%w: change %x: %v", ErrCorrupt, k, err)
+				return fmt.Errorf("%w: change %x: %v", model.ErrCorrupt, k, err)
 			}
 			b := tx.Bucket(bucket)
-			var r HistoryRecord
+			var r model.HistoryRecord
 			if ok, err := getRecord(b, hkey, &r); err != nil {
 				return err
 			} else if !ok {
@@ -256,7 +257,7 @@ func (s *Store) Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 			}
 			if r.PrevHash == "" && r.Seq > 1 && len(hkey) > 4 {
 				prevKey := binary.BigEndian.AppendUint32(append([]byte{}, hkey[:len(hkey)-4]...), r.Seq-1)
-				var prev HistoryRecord
+				var prev model.HistoryRecord
 				if _, err := getRecord(b, prevKey, &prev); err != nil {
 					return err
 				}
@@ -272,7 +273,7 @@ func (s *Store) Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
 
 // placeChange fills in the effect id and session of a record of the change
 // feed from its key: the session of an effect's record is the effect's.
-func placeChange(tx *bolt.Tx, r *HistoryRecord, bucket, key []byte) error {
+func placeChange(tx *bolt.Tx, r *model.HistoryRecord, bucket, key []byte) error {
 	if r.EffectID != 0 || r.Session != "" || len(key) < 5 {
 		return nil
 	}
@@ -373,7 +374,7 @@ func (s *Store) exportSession(id string, emit func(ExportRecord), flush func() e
 		err := s.view(func(tx *bolt.Tx) error {
 			if first {
 				sess, err := getSession(tx, id)
-				if errors.Is(err, ErrNotFound) {
+				if errors.Is(err, model.ErrNotFound) {
 					return nil // dropped since it was listed
 				} else if err != nil {
 					return err
@@ -435,8 +436,8 @@ func exportEffect(tx *bolt.Tx, id uint64, emit func(ExportRecord)) error {
 
 // UndoEntries returns the undo entries of the given effects of a session
 // (those that have one), for views that show a page of effects.
-func (s *Store) UndoEntries(session string, ids []uint64) (map[uint64]UndoEntry, error) {
-	out := map[uint64]UndoEntry{}
+func (s *Store) UndoEntries(session string, ids []uint64) (map[uint64]model.UndoEntry, error) {
+	out := map[uint64]model.UndoEntry{}
 	err := s.view(func(tx *bolt.Tx) error {
 		for _, id := range ids {
 			u, err := getUndoOf(tx, session, id)

@@ -84,7 +84,7 @@ func getRecord(b *bolt.Bucket, key []byte, v any) (bool, error) {
 		return false, nil
 	}
 	if err := decodeRecord(data, v); err != nil { // copies out of the mmap
-		return true, fmt.Errorf("%w: record %s/%x: %v", ErrCorrupt, bucketName(b), key, err)
+		return true, fmt.Errorf("%w: record %s/%x: %v", model.ErrCorrupt, bucketName(b), key, err)
 	}
 	return true, nil
 }
@@ -106,39 +106,39 @@ func putRecord(tx *writeTx, bucket, key []byte, v any) error {
 	return tx.put(bucket, key, data)
 }
 
-func getEffect(tx *bolt.Tx, id uint64) (Effect, error) {
-	var e Effect
+func getEffect(tx *bolt.Tx, id uint64) (model.Effect, error) {
+	var e model.Effect
 	ok, err := getRecord(tx.Bucket(bEffects), itob(id), &e)
 	if err != nil {
 		return e, err
 	}
 	if !ok {
-		return e, fmt.Errorf("%w: no effect %d", ErrNotFound, id)
+		return e, fmt.Errorf("%w: no effect %d", model.ErrNotFound, id)
 	}
 	return e, nil
 }
 
-func getSession(tx *bolt.Tx, id string) (Session, error) {
-	var s Session
+func getSession(tx *bolt.Tx, id string) (model.Session, error) {
+	var s model.Session
 	ok, err := getRecord(tx.Bucket(bSessions), []byte(id), &s)
 	if err != nil {
 		return s, err
 	}
 	if !ok {
-		return s, fmt.Errorf("%w: no session %q", ErrNotFound, id)
+		return s, fmt.Errorf("%w: no session %q", model.ErrNotFound, id)
 	}
 	return s, nil
 }
 
 // getUndo reads the undo entry of e (nil if it has none).
-func getUndo(tx *bolt.Tx, e *Effect) (*UndoEntry, error) {
-	return readUndo(tx, e.Session, e.ID, func() (*Effect, error) { return e, nil })
+func getUndo(tx *bolt.Tx, e *model.Effect) (*model.UndoEntry, error) {
+	return readUndo(tx, e.Session, e.ID, func() (*model.Effect, error) { return e, nil })
 }
 
 // getUndoOf reads the undo entry of effect id of session, and the effect only
 // if the entry needs it.
-func getUndoOf(tx *bolt.Tx, session string, id uint64) (*UndoEntry, error) {
-	return readUndo(tx, session, id, func() (*Effect, error) {
+func getUndoOf(tx *bolt.Tx, session string, id uint64) (*model.UndoEntry, error) {
+	return readUndo(tx, session, id, func() (*model.Effect, error) {
 		e, err := getEffect(tx, id)
 		return &e, err
 	})
@@ -146,8 +146,8 @@ func getUndoOf(tx *bolt.Tx, session string, id uint64) (*UndoEntry, error) {
 
 // readUndo reads an undo entry; the binary form leaves its tool and
 // compensation to the effect, which effect supplies.
-func readUndo(tx *bolt.Tx, session string, id uint64, effect func() (*Effect, error)) (*UndoEntry, error) {
-	var u UndoEntry
+func readUndo(tx *bolt.Tx, session string, id uint64, effect func() (*model.Effect, error)) (*model.UndoEntry, error) {
+	var u model.UndoEntry
 	ok, err := getRecord(tx.Bucket(bUndo), nameKey(session, id), &u)
 	if err != nil || !ok {
 		return nil, err
@@ -159,15 +159,15 @@ func readUndo(tx *bolt.Tx, session string, id uint64, effect func() (*Effect, er
 			return nil, err
 		}
 		if e.Compensation == nil {
-			return nil, fmt.Errorf("%w: undo entry of effect %d, which has no compensation", ErrCorrupt, id)
+			return nil, fmt.Errorf("%w: undo entry of effect %d, which has no compensation", model.ErrCorrupt, id)
 		}
 		u.Tool, u.Compensation = e.Tool, *e.Compensation
 	}
 	return &u, nil
 }
 
-func getApproval(tx *bolt.Tx, id uint64) (*Approval, error) {
-	var a Approval
+func getApproval(tx *bolt.Tx, id uint64) (*model.Approval, error) {
+	var a model.Approval
 	ok, err := getRecord(tx.Bucket(bApprovals), itob(id), &a)
 	if err != nil || !ok {
 		return nil, err
@@ -175,12 +175,12 @@ func getApproval(tx *bolt.Tx, id uint64) (*Approval, error) {
 	return &a, nil
 }
 
-func putSession(tx *writeTx, s *Session) error {
+func putSession(tx *writeTx, s *model.Session) error {
 	return putRecord(tx, bSessions, []byte(s.ID), s)
 }
 
 // putEffect writes the effect record and moves its state index entry.
-func putEffect(tx *writeTx, e *Effect, oldState sm.State) error {
+func putEffect(tx *writeTx, e *model.Effect, oldState sm.State) error {
 	if oldState != e.State {
 		if oldState != "" {
 			if err := tx.delete(bByState, nameKey(string(oldState), e.ID)); err != nil {
@@ -203,7 +203,7 @@ const hashWithContent = 2
 // recordHash covers every field of the record and the previous hash, and
 // for hashWithContent records the effect's content digest too (see
 // effectContent).
-func recordHash(r *HistoryRecord, content string) string {
+func recordHash(r *model.HistoryRecord, content string) string {
 	if r.HashVersion == hashWithContent {
 		return model.FieldsHash("undolog-history-v2", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 			strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
@@ -227,8 +227,8 @@ type contentPoint struct {
 }
 
 // after is the point once r is written.
-func (p contentPoint) after(r *HistoryRecord) contentPoint {
-	if r.Kind != KindEffect {
+func (p contentPoint) after(r *model.HistoryRecord) contentPoint {
+	if r.Kind != model.KindEffect {
 		return p
 	}
 	switch sm.State(r.To) {
@@ -246,7 +246,7 @@ func hasResult(s sm.State) bool { return s == sm.Committed || s == sm.Replayed }
 // signature, args, key, replay_of, compensation, redactions, and the result
 // and error as of p). Replay counts, times, the owner and the state are left
 // out: they change without a record (the state is in the records).
-func effectContent(e *Effect, p contentPoint) string {
+func effectContent(e *model.Effect, p contentPoint) string {
 	w := recordWriter{buf: make([]byte, 0, 256+len(e.Args)+len(e.Result))}
 	w.str(e.Session)
 	w.str(e.Tool)
@@ -276,16 +276,16 @@ func effectContent(e *Effect, p contentPoint) string {
 // the change feed. The caller writes the effect afterwards; the effect's
 // content must already be what it is once rec is written (its state may
 // still be the one rec leaves).
-func appendEffectHistory(tx *writeTx, e *Effect, rec HistoryRecord) error {
+func appendEffectHistory(tx *writeTx, e *model.Effect, rec model.HistoryRecord) error {
 	rec.EffectID, rec.Session, rec.HashVersion = e.ID, e.Session, hashWithContent
-	p := contentPoint{result: hasResult(e.State) || rec.Kind == KindEffect && hasResult(sm.State(rec.To)), err: e.Error}
+	p := contentPoint{result: hasResult(e.State) || rec.Kind == model.KindEffect && hasResult(sm.State(rec.To)), err: e.Error}
 	return chain(tx, bHistory, changeEffect, rec, effectContent(e, p), &e.HistoryLen, &e.HistoryHead, func(seq uint32) []byte { return historyKey(e.ID, seq) })
 }
 
 // appendSessionHistory is the same for a session's own transitions; its
 // records cover what the session says (see sessionContent).
-func appendSessionHistory(tx *writeTx, s *Session, rec HistoryRecord) error {
-	rec.Kind, rec.Session, rec.HashVersion = KindSession, s.ID, hashWithContent
+func appendSessionHistory(tx *writeTx, s *model.Session, rec model.HistoryRecord) error {
+	rec.Kind, rec.Session, rec.HashVersion = model.KindSession, s.ID, hashWithContent
 	return chain(tx, bSessionHistory, changeSession, rec, sessionContent(s), &s.HistoryLen, &s.HistoryHead, func(seq uint32) []byte { return sessionHistoryKey(s.ID, seq) })
 }
 
@@ -294,7 +294,7 @@ func appendSessionHistory(tx *writeTx, s *Session, rec HistoryRecord) error {
 // stated by the records that set it (see statedUpstream), as the upstream
 // can change and a digest of it would leave the records before a change
 // unverifiable.
-func sessionContent(s *Session) string {
+func sessionContent(s *model.Session) string {
 	var w recordWriter
 	w.uint(uint64(len(s.Meta))) // nil and empty alike: JSON records of older logs hold either
 	for _, k := range slices.Sorted(maps.Keys(s.Meta)) {
@@ -312,13 +312,13 @@ const triggerUpstream = "Upstream recorded"
 
 // recordUpstream sets the session's upstream and appends the record that
 // states it.
-func recordUpstream(tx *writeTx, s *Session, upstream []string, actor string, now time.Time) error {
+func recordUpstream(tx *writeTx, s *model.Session, upstream []string, actor string, now time.Time) error {
 	stated, err := json.Marshal(upstream)
 	if err != nil {
 		return err
 	}
 	s.Upstream, s.UpdatedAt = upstream, now
-	return appendSessionHistory(tx, s, HistoryRecord{From: string(s.State), To: string(s.State), Trigger: triggerUpstream,
+	return appendSessionHistory(tx, s, model.HistoryRecord{From: string(s.State), To: string(s.State), Trigger: triggerUpstream,
 		Actor: actorOr(actor), Reason: string(stated), At: now})
 }
 
@@ -327,7 +327,7 @@ func recordUpstream(tx *writeTx, s *Session, upstream []string, actor string, no
 // undolog that records upstreams (its first record covers its content).
 // stated is false for a session of an older undolog, which set its upstream
 // without a record.
-func statedUpstream(hist []HistoryRecord) (upstream []string, stated bool, err error) {
+func statedUpstream(hist []model.HistoryRecord) (upstream []string, stated bool, err error) {
 	for i := len(hist) - 1; i >= 0; i-- {
 		if hist[i].Trigger == triggerUpstream {
 			if err := json.Unmarshal([]byte(hist[i].Reason), &upstream); err != nil {
@@ -341,7 +341,7 @@ func statedUpstream(hist []HistoryRecord) (upstream []string, stated bool, err e
 
 // chain links rec to the end of a history (length n, last hash head), writes
 // it, moves n and head on, and records it in the change feed.
-func chain(tx *writeTx, bucket []byte, kind byte, rec HistoryRecord, content string, n *uint32, head *string, key func(uint32) []byte) error {
+func chain(tx *writeTx, bucket []byte, kind byte, rec model.HistoryRecord, content string, n *uint32, head *string, key func(uint32) []byte) error {
 	rec.Seq, rec.PrevHash = *n+1, *head
 	rec.Hash = recordHash(&rec, content)
 	k := key(rec.Seq)
@@ -361,7 +361,7 @@ func addChange(tx *writeTx, kind byte, key []byte) error {
 }
 
 // setSessionState moves a session through the session table and records it.
-func setSessionState(tx *writeTx, s *Session, to sm.SessionState, c Change, now time.Time) error {
+func setSessionState(tx *writeTx, s *model.Session, to sm.SessionState, c model.Change, now time.Time) error {
 	t, err := sm.ValidateSession(s.State, to)
 	if err != nil {
 		return err
@@ -376,12 +376,12 @@ func setSessionState(tx *writeTx, s *Session, to sm.SessionState, c Change, now 
 			return err
 		}
 	}
-	return appendSessionHistory(tx, s, HistoryRecord{From: string(from), To: string(to), Trigger: t.Trigger,
+	return appendSessionHistory(tx, s, model.HistoryRecord{From: string(from), To: string(to), Trigger: t.Trigger,
 		Actor: actorOr(c.Actor), Reason: c.Reason, At: now})
 }
 
 // countMove keeps the session's per-state counts in step with an effect.
-func countMove(s *Session, from, to sm.State) {
+func countMove(s *model.Session, from, to sm.State) {
 	if s.Counts == nil {
 		s.Counts = map[sm.State]int{}
 	}

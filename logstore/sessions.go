@@ -7,6 +7,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -19,17 +20,17 @@ type NewSession struct {
 }
 
 // CreateSession creates an active session. A taken id is ErrConflict.
-func (s *Store) CreateSession(req NewSession) (Session, error) {
+func (s *Store) CreateSession(req NewSession) (model.Session, error) {
 	if req.ID == "" {
-		req.ID = NewSessionID(s.now())
+		req.ID = model.NewSessionID(s.now())
 	}
-	if err := ValidSessionID(req.ID); err != nil {
-		return Session{}, err
+	if err := model.ValidSessionID(req.ID); err != nil {
+		return model.Session{}, err
 	}
-	var out Session
+	var out model.Session
 	err := s.update(func(tx *writeTx) error {
 		if tx.Bucket(bSessions).Get([]byte(req.ID)) != nil {
-			return fmt.Errorf("%w: session %q already exists", ErrConflict, req.ID)
+			return fmt.Errorf("%w: session %q already exists", model.ErrConflict, req.ID)
 		}
 		var err error
 		out, err = createSession(tx, req, s.now())
@@ -38,41 +39,41 @@ func (s *Store) CreateSession(req NewSession) (Session, error) {
 	return out, err
 }
 
-func createSession(tx *writeTx, req NewSession, now time.Time) (Session, error) {
+func createSession(tx *writeTx, req NewSession, now time.Time) (model.Session, error) {
 	seq, err := tx.nextSequence(bSessionsByTime)
 	if err != nil {
-		return Session{}, err
+		return model.Session{}, err
 	}
-	sess := Session{ID: req.ID, State: sm.SessionActive, Meta: req.Meta,
+	sess := model.Session{ID: req.ID, State: sm.SessionActive, Meta: req.Meta,
 		CreatedAt: now, UpdatedAt: now, Counts: map[sm.State]int{}, Seq: seq}
 	if sess.Meta == nil {
 		sess.Meta = map[string]string{}
 	}
-	if err := appendSessionHistory(tx, &sess, HistoryRecord{To: string(sm.SessionActive),
+	if err := appendSessionHistory(tx, &sess, model.HistoryRecord{To: string(sm.SessionActive),
 		Trigger: "Session created", Actor: actorOr(req.Actor), At: now}); err != nil {
-		return Session{}, err
+		return model.Session{}, err
 	}
 	if len(req.Upstream) > 0 {
 		if err := recordUpstream(tx, &sess, req.Upstream, req.Actor, now); err != nil {
-			return Session{}, err
+			return model.Session{}, err
 		}
 	}
 	if err := tx.put(bSessionsByTime, itob(seq), []byte(sess.ID)); err != nil {
-		return Session{}, err
+		return model.Session{}, err
 	}
 	return sess, putSession(tx, &sess)
 }
 
 // GetSession returns one session.
-func (s *Store) GetSession(id string) (Session, error) {
-	var out Session
+func (s *Store) GetSession(id string) (model.Session, error) {
+	var out model.Session
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
 		out, err = getSession(tx, id)
 		return err
 	})
 	if err == nil && out.ID == "" {
-		err = fmt.Errorf("%w: no session %q", ErrNotFound, id)
+		err = fmt.Errorf("%w: no session %q", model.ErrNotFound, id)
 	}
 	return out, err
 }
@@ -87,8 +88,8 @@ type SessionFilter struct {
 
 // ListSessions returns sessions newest first and the cursor of the next page
 // (0 when there is none).
-func (s *Store) ListSessions(f SessionFilter) ([]Session, uint64, error) {
-	var out []Session
+func (s *Store) ListSessions(f SessionFilter) ([]model.Session, uint64, error) {
+	var out []model.Session
 	var next uint64
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bSessionsByTime).Cursor()
@@ -123,8 +124,8 @@ func (s *Store) ListSessions(f SessionFilter) ([]Session, uint64, error) {
 
 // SetSessionState moves a session through the session table (complete, fail,
 // halt, compensating, compensated) and records who and why.
-func (s *Store) SetSessionState(id string, to sm.SessionState, c Change) (Session, error) {
-	var out Session
+func (s *Store) SetSessionState(id string, to sm.SessionState, c model.Change) (model.Session, error) {
+	var out model.Session
 	err := s.update(func(tx *writeTx) error {
 		sess, err := getSession(tx.Tx, id)
 		if err != nil {
@@ -143,8 +144,8 @@ func (s *Store) SetSessionState(id string, to sm.SessionState, c Change) (Sessio
 // that undo can start it again. The session's history states it (undo starts
 // only the command its history covers); an upstream it states already
 // writes nothing.
-func (s *Store) SetUpstream(id string, upstream []string) (Session, error) {
-	var out Session
+func (s *Store) SetUpstream(id string, upstream []string) (model.Session, error) {
+	var out model.Session
 	err := s.update(func(tx *writeTx) error {
 		sess, err := getSession(tx.Tx, id)
 		if err != nil {
@@ -170,8 +171,8 @@ func (s *Store) SetUpstream(id string, upstream []string) (Session, error) {
 // VerifySession reads a session and checks it against its history, in one
 // transaction (see CheckSession): undo starts the upstream and moves the
 // session only of one that passes.
-func (s *Store) VerifySession(id string) (Session, error) {
-	var out Session
+func (s *Store) VerifySession(id string) (model.Session, error) {
+	var out model.Session
 	err := s.view(func(tx *bolt.Tx) error {
 		sess, err := getSession(tx, id)
 		if err != nil {

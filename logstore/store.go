@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/undolog/undolog/model"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -272,7 +273,7 @@ func (s *Store) guard(fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = damagedPage{fmt.Errorf("%w: %s has a damaged page (%v)", ErrCorrupt, s.path, r)}
+			err = damagedPage{fmt.Errorf("%w: %s has a damaged page (%v)", model.ErrCorrupt, s.path, r)}
 		}
 	}()
 	return fn()
@@ -327,7 +328,7 @@ func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 		}
 		db.Close()
 		if tries == 10 {
-			return nil, fmt.Errorf("%w: %s was replaced 10 times while this process waited for it", ErrBusy, s.path)
+			return nil, fmt.Errorf("%w: %s was replaced 10 times while this process waited for it", model.ErrBusy, s.path)
 		}
 		if err := s.checkFile(); err != nil { // the path again, and what is there now
 			return nil, err
@@ -336,12 +337,12 @@ func (s *Store) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	switch {
 	case err == nil:
 		return db, nil
-	case errors.Is(err, ErrCorrupt):
+	case errors.Is(err, model.ErrCorrupt):
 		return nil, err
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", ErrBusy, s.path, timeout)
+		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", model.ErrBusy, s.path, timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
+		return nil, fmt.Errorf("%w: %s: %v", model.ErrCorrupt, s.path, err)
 	case !readOnly && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)):
 		return nil, &noWriteAccess{fmt.Errorf("open log %s: %w", s.path, bare(err))}
 	default:
@@ -419,21 +420,21 @@ func (s *Store) create() error {
 func checkSchema(tx *bolt.Tx, path string) (uint64, error) {
 	meta := tx.Bucket(bMeta)
 	if meta == nil {
-		return 0, fmt.Errorf("%w: %s is a bbolt file without undolog's records", ErrCorrupt, path)
+		return 0, fmt.Errorf("%w: %s is a bbolt file without undolog's records", model.ErrCorrupt, path)
 	}
 	v := meta.Get(keySchema)
 	if len(v) != 8 {
-		return 0, fmt.Errorf("%w: %s has no schema version record", ErrCorrupt, path)
+		return 0, fmt.Errorf("%w: %s has no schema version record", model.ErrCorrupt, path)
 	}
 	n := btoi(v)
 	if n > SchemaVersion {
-		return 0, fmt.Errorf("%w: %s has schema version %d; this undolog reads up to %d, upgrade undolog", ErrNewerSchema, path, n, SchemaVersion)
+		return 0, fmt.Errorf("%w: %s has schema version %d; this undolog reads up to %d, upgrade undolog", model.ErrNewerSchema, path, n, SchemaVersion)
 	} else if n == 0 {
-		return 0, fmt.Errorf("%w: %s has schema version 0", ErrCorrupt, path)
+		return 0, fmt.Errorf("%w: %s has schema version 0", model.ErrCorrupt, path)
 	}
 	for _, name := range allBuckets {
 		if tx.Bucket(name) == nil {
-			return 0, fmt.Errorf("%w: %s lacks the %s bucket", ErrCorrupt, path, name)
+			return 0, fmt.Errorf("%w: %s lacks the %s bucket", model.ErrCorrupt, path, name)
 		}
 	}
 	return n, nil
@@ -503,11 +504,11 @@ func (s *Store) checkFile() error {
 		return fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
 	if info.IsDir() {
-		return fmt.Errorf("%w: %s is a directory", ErrCorrupt, s.path)
+		return fmt.Errorf("%w: %s is a directory", model.ErrCorrupt, s.path)
 	}
 	size := info.Size()
 	if size == 0 {
-		return fmt.Errorf("%w: %s is empty", ErrCorrupt, s.path)
+		return fmt.Errorf("%w: %s is empty", model.ErrCorrupt, s.path)
 	}
 	// bbolt uses the newest meta page that is valid and skips one failing its
 	// checksum (a torn write); the older one may describe pages reused since,
@@ -528,17 +529,17 @@ func (s *Store) checkFile() error {
 		return err
 	}
 	if first == nil && second == nil {
-		return fmt.Errorf("%w: %s is not a bbolt file", ErrCorrupt, s.path)
+		return fmt.Errorf("%w: %s is not a bbolt file", model.ErrCorrupt, s.path)
 	}
 	m := first
 	if m == nil || second != nil && second.txid > m.txid {
 		m = second
 	}
 	if m.pageSize < 512 || m.pageSize > 1<<16 || m.pageSize&(m.pageSize-1) != 0 {
-		return fmt.Errorf("%w: %s has a damaged meta page (page size %d)", ErrCorrupt, s.path, m.pageSize)
+		return fmt.Errorf("%w: %s has a damaged meta page (page size %d)", model.ErrCorrupt, s.path, m.pageSize)
 	}
 	if m.pgid > uint64(size)/m.pageSize {
-		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", ErrCorrupt, s.path, size, m.pgid*m.pageSize)
+		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", model.ErrCorrupt, s.path, size, m.pgid*m.pageSize)
 	}
 	pages := pageChecker{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid}
 	if err := pages.check("root", m.root, branchPageFlag|leafPageFlag); err != nil {
@@ -607,7 +608,7 @@ type pageChecker struct {
 
 func (c pageChecker) check(what string, id uint64, flags uint16) error {
 	damaged := func(why string) error {
-		return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", ErrCorrupt, c.path, what, id, why)
+		return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", model.ErrCorrupt, c.path, what, id, why)
 	}
 	if id < 2 || id >= c.highWater {
 		return damaged("outside the file's pages")

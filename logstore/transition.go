@@ -15,40 +15,50 @@ import (
 
 // Start moves an effect to executing (from pending, or approved for an
 // irreversible one). An irreversible effect never starts without approval.
-func (s *Store) Start(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Executing, c) }
+func (s *Store) Start(id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(id, sm.Executing, c)
+}
 
 // Commit records the result and moves an executing effect to committed.
-func (s *Store) Commit(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Committed, c) }
+func (s *Store) Commit(id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(id, sm.Committed, c)
+}
 
 // Fail records the error and moves an executing effect back to pending, so
 // that the same call retries it.
-func (s *Store) Fail(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Pending, c) }
+func (s *Store) Fail(id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(id, sm.Pending, c)
+}
 
 // Approve decides an irreversible effect's approval request: pending -> approved.
-func (s *Store) Approve(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Approved, c) }
+func (s *Store) Approve(id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(id, sm.Approved, c)
+}
 
 // Reject decides an irreversible effect's approval request: pending ->
 // rejected, and halts the session.
-func (s *Store) Reject(id uint64, c Change) (Effect, error) { return s.Transition(id, sm.Rejected, c) }
+func (s *Store) Reject(id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(id, sm.Rejected, c)
+}
 
 // Transition moves effect id to state `to` in one transaction: it validates
 // through statemachine and the log's own preconditions, appends the history
 // record, and updates indexes, the session, the approval or the undo entry.
 // A refused request changes nothing (except an approval found expired on the
 // way, which is recorded as timed out).
-func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
+func (s *Store) Transition(id uint64, to sm.State, c model.Change) (model.Effect, error) {
 	if !to.Valid() {
 		_, err := sm.ParseState(string(to))
-		return Effect{}, fmt.Errorf("%w: %v", ErrInvalidInput, err)
+		return model.Effect{}, fmt.Errorf("%w: %v", model.ErrInvalidInput, err)
 	}
 	var result json.RawMessage
 	if to == sm.Committed {
 		var err error
 		if result, err = canonicalResult(c.Result); err != nil {
-			return Effect{}, err
+			return model.Effect{}, err
 		}
 	}
-	var out Effect
+	var out model.Effect
 	err := s.update(func(tx *writeTx) error {
 		now := s.now()
 		e, sess, err := getEffectAndSession(tx.Tx, id)
@@ -91,7 +101,7 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 			}
 			if e.State == sm.Pending && !sess.State.AcceptsEffects() {
 				return refuse(fmt.Errorf("%w: session %q is %s: its approval requests are closed; effect %d cannot be decided",
-					ErrSessionNotActive, sess.ID, sess.State, e.ID))
+					model.ErrSessionNotActive, sess.ID, sess.State, e.ID))
 			}
 			// A decision is final: on a decided effect the spec's table
 			// refuses it, and the error says whose decision stands.
@@ -101,7 +111,7 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 		}
 		if err := applyTransition(tx, &sess, &e, to, c, result, now); err != nil {
 			var te *sm.TransitionError
-			if errors.As(err, &te) || errors.Is(err, ErrInProgress) || errors.Is(err, ErrSessionNotActive) || errors.Is(err, ErrConflict) {
+			if errors.As(err, &te) || errors.Is(err, model.ErrInProgress) || errors.Is(err, model.ErrSessionNotActive) || errors.Is(err, model.ErrConflict) {
 				return refuse(err)
 			}
 			return err
@@ -115,7 +125,7 @@ func (s *Store) Transition(id uint64, to sm.State, c Change) (Effect, error) {
 // applyTransition validates and makes one effect transition inside a
 // transaction: the history record, the effect's fields, its state index, the
 // approval and the session's counts. The caller saves the session.
-func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Change, result json.RawMessage, now time.Time) error {
+func applyTransition(tx *writeTx, sess *model.Session, e *model.Effect, to sm.State, c model.Change, result json.RawMessage, now time.Time) error {
 	if !ownedAsExpected(e.Owner, c.ExpectOwner) {
 		return takenMeanwhile(e.ID, e.Owner, c.ExpectOwner)
 	}
@@ -127,7 +137,7 @@ func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Chang
 		return err
 	}
 	from := e.State
-	rec := HistoryRecord{Kind: KindEffect, From: string(from), To: string(to), Trigger: t.Trigger,
+	rec := model.HistoryRecord{Kind: model.KindEffect, From: string(from), To: string(to), Trigger: t.Trigger,
 		Actor: actorOr(c.Actor), Reason: c.Reason, At: now}
 	switch to {
 	case sm.Executing:
@@ -163,13 +173,13 @@ func applyTransition(tx *writeTx, sess *Session, e *Effect, to sm.State, c Chang
 // error; the trigger, if rec has none, is the spec's), counts the move in
 // the session and writes the effect with its state index. What the effect
 // says must be set before: the record's hash covers it.
-func moveEffect(tx *writeTx, sess *Session, e *Effect, to sm.State, rec HistoryRecord) error {
+func moveEffect(tx *writeTx, sess *model.Session, e *model.Effect, to sm.State, rec model.HistoryRecord) error {
 	t, err := sm.Validate(e.Tier, e.State, to)
 	if err != nil {
 		return err
 	}
 	from := e.State
-	rec.Kind, rec.From, rec.To = KindEffect, string(from), string(to)
+	rec.Kind, rec.From, rec.To = model.KindEffect, string(from), string(to)
 	if rec.Trigger == "" {
 		rec.Trigger = t.Trigger
 	}
@@ -182,10 +192,10 @@ func moveEffect(tx *writeTx, sess *Session, e *Effect, to sm.State, rec HistoryR
 	return putEffect(tx, e, from)
 }
 
-func getEffectAndSession(tx *bolt.Tx, id uint64) (Effect, Session, error) {
+func getEffectAndSession(tx *bolt.Tx, id uint64) (model.Effect, model.Session, error) {
 	e, err := getEffect(tx, id)
 	if err != nil {
-		return e, Session{}, err
+		return e, model.Session{}, err
 	}
 	sess, err := getSession(tx, e.Session)
 	return e, sess, err
@@ -195,34 +205,34 @@ func canonicalResult(r json.RawMessage) (json.RawMessage, error) {
 	if len(r) == 0 {
 		return json.RawMessage("null"), nil
 	}
-	out, err := CanonicalArgs(r)
+	out, err := model.CanonicalArgs(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: result is not valid JSON", ErrInvalidInput)
+		return nil, fmt.Errorf("%w: result is not valid JSON", model.ErrInvalidInput)
 	}
 	return out, nil
 }
 
 // preconditions are the log's rules on top of the spec's table.
-func preconditions(tx *bolt.Tx, sess *Session, e *Effect, to sm.State) error {
+func preconditions(tx *bolt.Tx, sess *model.Session, e *model.Effect, to sm.State) error {
 	switch to {
 	case sm.Executing:
 		if !sess.State.AcceptsEffects() {
-			return fmt.Errorf("%w: session %q is %s; effect %d cannot start", ErrSessionNotActive, sess.ID, sess.State, e.ID)
+			return fmt.Errorf("%w: session %q is %s; effect %d cannot start", model.ErrSessionNotActive, sess.ID, sess.State, e.ID)
 		}
 		// Only approved starts an irreversible effect: an approval is for
 		// one execution, and one that failed is asked again.
 		if e.Tier == sm.Irreversible && e.State == sm.Pending {
-			return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", ErrInProgress, e.ID, e.ID)
+			return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", model.ErrInProgress, e.ID, e.ID)
 		}
 	case sm.Replayed:
-		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", ErrConflict, e.ID)
+		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", model.ErrConflict, e.ID)
 	}
 	return nil
 }
 
 // decide records the approval outcome, clears the pending request, and moves
 // the session: back to active when nothing else waits, halted on a rejection.
-func decide(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now time.Time) error {
+func decide(tx *writeTx, sess *model.Session, id uint64, to sm.State, c model.Change, now time.Time) error {
 	if err := recordDecision(tx, sess, id, to, c, now); err != nil {
 		return err
 	}
@@ -231,13 +241,13 @@ func decide(tx *writeTx, sess *Session, id uint64, to sm.State, c Change, now ti
 
 // expireApprovals rejects, as system:timeout, the session's pending approval
 // requests whose time is up, and says whether there were any.
-func expireApprovals(tx *writeTx, sess *Session, now time.Time) (bool, error) {
+func expireApprovals(tx *writeTx, sess *model.Session, now time.Time) (bool, error) {
 	n, err := expireDue(tx, sess, now)
 	return n > 0, err
 }
 
 // expireDue is expireApprovals, counting the requests it rejected.
-func expireDue(tx *writeTx, sess *Session, now time.Time) (int, error) {
+func expireDue(tx *writeTx, sess *model.Session, now time.Time) (int, error) {
 	if sess.PendingApprovals == 0 {
 		return 0, nil
 	}
@@ -259,7 +269,7 @@ func expireDue(tx *writeTx, sess *Session, now time.Time) (int, error) {
 			due = append(due, id)
 		}
 	}
-	timeout := Change{Actor: TimeoutActor, Reason: "approval request expired"}
+	timeout := model.Change{Actor: model.TimeoutActor, Reason: "approval request expired"}
 	rejected := 0
 	for _, id := range due {
 		e, err := getEffect(tx.Tx, id)
@@ -278,7 +288,7 @@ func expireDue(tx *writeTx, sess *Session, now time.Time) (int, error) {
 			return 0, err
 		}
 		rejected++
-		if err := moveEffect(tx, sess, &e, sm.Rejected, HistoryRecord{Actor: timeout.Actor, Reason: timeout.Reason, At: now}); err != nil {
+		if err := moveEffect(tx, sess, &e, sm.Rejected, model.HistoryRecord{Actor: timeout.Actor, Reason: timeout.Reason, At: now}); err != nil {
 			return 0, err
 		}
 	}
@@ -346,8 +356,8 @@ func openFor(value []byte, session string) bool {
 // compensating, compensated, compensation_failed, skipped, resolved). Where
 // the spec allows, the effect follows (executing -> compensating -> ...); a
 // committed effect keeps its state and the entry carries the undo.
-func (s *Store) UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, error) {
-	var out UndoEntry
+func (s *Store) UndoStep(id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error) {
+	var out model.UndoEntry
 	err := s.update(func(tx *writeTx) error {
 		now := s.now()
 		e, sess, err := getEffectAndSession(tx.Tx, id)
@@ -364,33 +374,33 @@ func (s *Store) UndoStep(id uint64, to sm.EntryState, c Change) (UndoEntry, erro
 	return out, err
 }
 
-func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c Change, now time.Time) (UndoEntry, Effect, error) {
+func compensationStep(tx *writeTx, sess *model.Session, e model.Effect, to sm.EntryState, c model.Change, now time.Time) (model.UndoEntry, model.Effect, error) {
 	u, err := getUndo(tx.Tx, &e)
 	if err != nil {
-		return UndoEntry{}, e, err
+		return model.UndoEntry{}, e, err
 	}
 	if u == nil {
-		return UndoEntry{}, e, fmt.Errorf("%w: effect %d has no undo entry (tier %s)", ErrNotFound, e.ID, e.Tier)
+		return model.UndoEntry{}, e, fmt.Errorf("%w: effect %d has no undo entry (tier %s)", model.ErrNotFound, e.ID, e.Tier)
 	}
 	if !ownedAsExpected(u.Owner, c.ExpectOwner) {
-		return UndoEntry{}, e, takenMeanwhile(e.ID, u.Owner, c.ExpectOwner)
+		return model.UndoEntry{}, e, takenMeanwhile(e.ID, u.Owner, c.ExpectOwner)
 	}
 	if to == sm.EntryCompensating && u.State == sm.EntryCompensating {
 		return reclaimCompensation(tx, sess, e, u, c, now)
 	}
 	trigger, err := sm.ValidateEntry(u.State, to)
 	if err != nil {
-		return UndoEntry{}, e, err
+		return model.UndoEntry{}, e, err
 	}
 	if to == sm.EntryCompensating && e.State == sm.Executing {
-		if err := CallStillRunning(e); err != nil {
-			return UndoEntry{}, e, err
+		if err := model.CallStillRunning(e); err != nil {
+			return model.UndoEntry{}, e, err
 		}
 	}
 	if to == sm.EntryCompensating {
 		// Only a compensation whose effect passes its check starts.
 		if err := checkEffectTx(tx.Tx, &e); err != nil {
-			return UndoEntry{}, e, err
+			return model.UndoEntry{}, e, err
 		}
 	}
 	// The effect's own move, where the spec has one.
@@ -403,7 +413,7 @@ func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c 
 	case to == sm.EntryCompensationFailed && e.State == sm.Compensating:
 		effTo = sm.CompensationFailed
 	case to == sm.EntrySkipped && e.State != sm.Pending:
-		return UndoEntry{}, e, fmt.Errorf("%w: effect %d is %s; only an effect that never ran is skipped", ErrConflict, e.ID, e.State)
+		return model.UndoEntry{}, e, fmt.Errorf("%w: effect %d is %s; only an effect that never ran is skipped", model.ErrConflict, e.ID, e.State)
 	}
 	fromEntry, oldState := u.State, e.State
 	u.State, u.UpdatedAt, u.Owner = to, now, nil
@@ -417,19 +427,19 @@ func compensationStep(tx *writeTx, sess *Session, e Effect, to sm.EntryState, c 
 		u.Attempts = c.Attempts
 	}
 	if effTo != "" {
-		if err := moveEffect(tx, sess, &e, effTo, HistoryRecord{Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}); err != nil {
-			return UndoEntry{}, e, err
+		if err := moveEffect(tx, sess, &e, effTo, model.HistoryRecord{Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}); err != nil {
+			return model.UndoEntry{}, e, err
 		}
 		oldState = e.State // moveEffect moved its state index
 	}
-	err = saveUndoStep(tx, sess, &e, oldState, u, HistoryRecord{Kind: KindUndo, From: string(fromEntry), To: string(to),
+	err = saveUndoStep(tx, sess, &e, oldState, u, model.HistoryRecord{Kind: model.KindUndo, From: string(fromEntry), To: string(to),
 		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now})
 	return *u, e, err
 }
 
 // saveUndoStep writes a step of effect e's undo entry u: the history record
 // rec, the effect (which was in oldState) and the entry.
-func saveUndoStep(tx *writeTx, sess *Session, e *Effect, oldState sm.State, u *UndoEntry, rec HistoryRecord) error {
+func saveUndoStep(tx *writeTx, sess *model.Session, e *model.Effect, oldState sm.State, u *model.UndoEntry, rec model.HistoryRecord) error {
 	if err := appendEffectHistory(tx, e, rec); err != nil {
 		return err
 	}

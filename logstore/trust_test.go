@@ -16,6 +16,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -159,15 +160,15 @@ func TestJournalDamagedHeaderIsRefused(t *testing.T) {
 					if err != nil {
 						t.Fatalf("damaged last record: %v", err)
 					}
-					if _, err := s.GetEffect(3); !errors.Is(err, ErrNotFound) {
+					if _, err := s.GetEffect(3); !errors.Is(err, model.ErrNotFound) {
 						t.Fatalf("effect 3 of the damaged last record: %v", err)
 					}
 					return
 				}
-				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "damaged record") {
+				if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged record") {
 					t.Fatalf("read: %v", err)
 				}
-				if _, err := s.Start(1, Change{}); !errors.Is(err, ErrCorrupt) {
+				if _, err := s.Start(1, model.Change{}); !errors.Is(err, model.ErrCorrupt) {
 					t.Fatalf("write: %v", err)
 				}
 				if !bytes.Equal(readFile(t, s.journalPath()), data) || !bytes.Equal(readFile(t, s.Path()), logBefore) {
@@ -225,7 +226,7 @@ func TestBackupRestoredBesideACompactedLogsJournal(t *testing.T) {
 	if rep.Effects != 3 {
 		t.Fatalf("the restored copy reads %d effects, want its 3", rep.Effects)
 	}
-	if _, err := s.GetSession("after"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetSession("after"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("the compacted log's session in the copy: %v", err)
 	}
 }
@@ -308,7 +309,7 @@ func TestReadsWithTheJournalWriteNothing(t *testing.T) {
 		t.Fatal("a read changed a file")
 	}
 	// The private copy a reader that may not write the log reads.
-	var got Effect
+	var got model.Effect
 	err := s.viewCopy(func(tx *bolt.Tx) error {
 		var err error
 		got, err = getEffect(tx, 2)
@@ -349,14 +350,14 @@ func TestFailedJournalSyncIsTakenBack(t *testing.T) {
 			}
 			defer func() { syncJournal, truncateJournal = fdatasync, (*os.File).Truncate }()
 			_, err := s.Intercept(InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable, Args: []byte(`2`)})
-			if err == nil || errors.Is(err, ErrInDoubt) != c.inDoubt || !strings.Contains(err.Error(), "injected") {
+			if err == nil || errors.Is(err, model.ErrInDoubt) != c.inDoubt || !strings.Contains(err.Error(), "injected") {
 				t.Fatalf("intercept: %v", err)
 			}
 			syncJournal, truncateJournal = fdatasync, (*os.File).Truncate
 			s.pause()()
 			crashed := crashCopy(t, s)
 			_, err = crashed.GetEffect(2)
-			if !c.inDoubt && !errors.Is(err, ErrNotFound) {
+			if !c.inDoubt && !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("the failed write is in the log: %v", err)
 			}
 			verifyClean(t, crashed)
@@ -430,7 +431,7 @@ func TestReadsWithoutWriteAccessReadACopy(t *testing.T) {
 		go func() {
 			var err error
 			for i := 0; i < 5 && err == nil; i++ {
-				var effects []Effect
+				var effects []model.Effect
 				if effects, _, err = s.ListEffects(EffectFilter{}); err == nil && len(effects) != 5 {
 					err = fmt.Errorf("%d effects read, want 5", len(effects))
 				}

@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -46,7 +47,7 @@ type VerifyReport struct {
 func (s *Store) Verify() (VerifyReport, error) {
 	rep := VerifyReport{Problems: []Problem{}}
 	err := s.view(func(tx *bolt.Tx) error {
-		v := verifier{tx: tx, rep: &rep, effects: map[uint64]*Effect{}, sessions: map[string]*Session{}}
+		v := verifier{tx: tx, rep: &rep, effects: map[uint64]*model.Effect{}, sessions: map[string]*model.Session{}}
 		return v.run()
 	})
 	return rep, err
@@ -55,8 +56,8 @@ func (s *Store) Verify() (VerifyReport, error) {
 type verifier struct {
 	tx       *bolt.Tx
 	rep      *VerifyReport
-	effects  map[uint64]*Effect
-	sessions map[string]*Session
+	effects  map[uint64]*model.Effect
+	sessions map[string]*model.Session
 }
 
 func (v *verifier) add(kind string, effect uint64, session, format string, args ...any) {
@@ -69,7 +70,7 @@ func (v *verifier) run() error {
 	// reaches every page that holds a record, under the store's guard.
 	// Sessions and their own history chains.
 	err := v.tx.Bucket(bSessions).ForEach(func(k, val []byte) error {
-		var sess Session
+		var sess model.Session
 		if err := decodeRecord(val, &sess); err != nil {
 			v.add("record", 0, string(k), "unreadable session record: %v", err)
 			return nil
@@ -101,7 +102,7 @@ func (v *verifier) run() error {
 	// Effects, their history chains and the state they claim.
 	counts := map[string]map[sm.State]int{}
 	err = v.tx.Bucket(bEffects).ForEach(func(k, val []byte) error {
-		var e Effect
+		var e model.Effect
 		if err := decodeRecord(val, &e); err != nil || len(k) != 8 || btoi(k) != e.ID {
 			v.add("record", 0, "", "unreadable effect record %x", k)
 			return nil
@@ -159,7 +160,7 @@ func (v *verifier) run() error {
 // and how many records it read. The records that carry hashWithContent are
 // checked against what the effect says now, as it was at each record (see
 // contentPoint), or against what the session says (see sessionContent).
-func checkChain(hist []HistoryRecord, wantLen uint32, wantHead string, e *Effect, s *Session) (problems []string, read int) {
+func checkChain(hist []model.HistoryRecord, wantLen uint32, wantHead string, e *model.Effect, s *model.Session) (problems []string, read int) {
 	prev := ""
 	// Most records of an effect cover the same point: its digest is taken
 	// once per point.
@@ -216,12 +217,12 @@ func checkChain(hist []HistoryRecord, wantLen uint32, wantHead string, e *Effect
 // signatureProblem says what is wrong with the effect's call signature
 // given its stored args, or "". Args stored redacted give no signature to
 // compare (it was taken before redaction); their records cover them.
-func signatureProblem(e *Effect) string {
-	args, err := CanonicalArgs(e.Args)
+func signatureProblem(e *model.Effect) string {
+	args, err := model.CanonicalArgs(e.Args)
 	if err != nil {
 		return "stored args are not valid JSON"
 	}
-	if Signature(e.Session, e.Tool, args, e.Key) != e.CallSignature && len(e.Redact) == 0 {
+	if model.Signature(e.Session, e.Tool, args, e.Key) != e.CallSignature && len(e.Redact) == 0 {
 		return "call signature does not match its args"
 	}
 	return ""
@@ -230,7 +231,7 @@ func signatureProblem(e *Effect) string {
 // undoProblem says how an undo entry disagrees with its effect, or "". An
 // entry that holds its own compensation (JSON entries of older logs) must
 // hold the effect's, which the effect's history covers.
-func undoProblem(e *Effect, u *UndoEntry) string {
+func undoProblem(e *model.Effect, u *model.UndoEntry) string {
 	if e.Compensation == nil {
 		return "" // an older log's effect that kept no compensation: the entry's stands alone
 	}
@@ -248,7 +249,7 @@ func undoProblem(e *Effect, u *UndoEntry) string {
 // history covers of it, the states its history leaves it and its undo entry
 // u in, its signature against its args, and its undo entry's compensation
 // and its approval request a against it. It returns how many records it read.
-func effectProblems(e *Effect, hist []HistoryRecord, u *UndoEntry, a *Approval) (problems []Problem, read int) {
+func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEntry, a *model.Approval) (problems []Problem, read int) {
 	add := func(kind, format string, args ...any) {
 		problems = append(problems, Problem{Kind: kind, Effect: e.ID, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -259,7 +260,7 @@ func effectProblems(e *Effect, hist []HistoryRecord, u *UndoEntry, a *Approval) 
 	state, entry := "", string(sm.EntryPending) // an entry no record moved is pending
 	for _, r := range hist {
 		switch r.Kind {
-		case KindEffect:
+		case model.KindEffect:
 			if r.From != state {
 				add("history", "record %d moves from %q but the effect was %q", r.Seq, r.From, state)
 			}
@@ -271,7 +272,7 @@ func effectProblems(e *Effect, hist []HistoryRecord, u *UndoEntry, a *Approval) 
 				add("history", "record %d: %v", r.Seq, err)
 			}
 			state = r.To
-		case KindUndo:
+		case model.KindUndo:
 			if r.From != entry {
 				add("history", "undo record %d moves from %q but the entry was %q", r.Seq, r.From, entry)
 			}
@@ -310,19 +311,19 @@ func effectProblems(e *Effect, hist []HistoryRecord, u *UndoEntry, a *Approval) 
 // CheckEffect checks one effect as read (GetEffect) against its own records
 // (see effectProblems). Whatever fails is ErrCorrupt naming the effect: a
 // compensation or a cached result is used only from an effect that passes.
-func CheckEffect(d EffectDetail) error {
+func CheckEffect(d model.EffectDetail) error {
 	problems, _ := effectProblems(&d.Effect, d.History, d.Undo, d.Approval)
 	if len(problems) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w: effect %d fails its check, damaged or tampered (%s); run undolog verify",
-		ErrCorrupt, d.Effect.ID, problems[0].Detail)
+		model.ErrCorrupt, d.Effect.ID, problems[0].Detail)
 }
 
 // checkEffectTx is CheckEffect inside a transaction, for effect e as read
 // there.
-func checkEffectTx(tx *bolt.Tx, e *Effect) error {
-	d := EffectDetail{Effect: *e}
+func checkEffectTx(tx *bolt.Tx, e *model.Effect) error {
+	d := model.EffectDetail{Effect: *e}
 	var err error
 	if d.History, err = effectHistory(tx, e.ID, e.Session); err != nil {
 		return err
@@ -340,7 +341,7 @@ func checkEffectTx(tx *bolt.Tx, e *Effect) error {
 // written once for verify and CheckSession: the chain and what it covers of
 // the session (its meta), the state it leaves the session in, and the
 // upstream it states.
-func sessionProblems(s *Session, hist []HistoryRecord) (problems []Problem, read int) {
+func sessionProblems(s *model.Session, hist []model.HistoryRecord) (problems []Problem, read int) {
 	add := func(kind, format string, args ...any) {
 		problems = append(problems, Problem{Kind: kind, Session: s.ID, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -363,13 +364,13 @@ func sessionProblems(s *Session, hist []HistoryRecord) (problems []Problem, read
 
 // CheckSession checks a session as read against its history (see
 // sessionProblems): ErrCorrupt naming the session if it fails.
-func CheckSession(s Session, hist []HistoryRecord) error {
+func CheckSession(s model.Session, hist []model.HistoryRecord) error {
 	problems, _ := sessionProblems(&s, hist)
 	if len(problems) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w: session %s fails its check, damaged or tampered (%s); run undolog verify",
-		ErrCorrupt, s.ID, problems[0].Detail)
+		model.ErrCorrupt, s.ID, problems[0].Detail)
 }
 
 func (v *verifier) orphanHistory() {
@@ -420,12 +421,12 @@ func (v *verifier) indexes() {
 	fields := []struct {
 		bucket []byte
 		name   string
-		of     func(*Effect) string
+		of     func(*model.Effect) string
 	}{
-		{bBySession, "session", func(e *Effect) string { return e.Session }},
-		{bByState, "state", func(e *Effect) string { return string(e.State) }},
-		{bByTool, "tool", func(e *Effect) string { return e.Tool }},
-		{bByTier, "tier", func(e *Effect) string { return string(e.Tier) }},
+		{bBySession, "session", func(e *model.Effect) string { return e.Session }},
+		{bByState, "state", func(e *model.Effect) string { return string(e.State) }},
+		{bByTool, "tool", func(e *model.Effect) string { return e.Tool }},
+		{bByTier, "tier", func(e *model.Effect) string { return string(e.Tier) }},
 	}
 	for _, f := range fields {
 		b := v.tx.Bucket(f.bucket)
@@ -451,7 +452,7 @@ func (v *verifier) indexes() {
 // undoAndApproval checks that effect e has the undo entry u and approval
 // request a its tier calls for, and the request's index entry. (What they
 // say is checked against the effect by effectProblems.)
-func (v *verifier) undoAndApproval(e *Effect, u *UndoEntry, a *Approval) {
+func (v *verifier) undoAndApproval(e *model.Effect, u *model.UndoEntry, a *model.Approval) {
 	if e.ReplayOf != nil {
 		return
 	}
@@ -464,7 +465,7 @@ func (v *verifier) undoAndApproval(e *Effect, u *UndoEntry, a *Approval) {
 	}
 	openValue := v.tx.Bucket(bApprovalsOpen).Get(itob(id))
 	open := openValue != nil
-	if a != nil && (a.Outcome == ApprovalPending) != open {
+	if a != nil && (a.Outcome == model.ApprovalPending) != open {
 		v.add("index", id, "", "approval is %s but pending index entry=%v", a.Outcome, open)
 	}
 	if a != nil && open {

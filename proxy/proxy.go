@@ -24,6 +24,7 @@ import (
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/mcpclient"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -456,7 +457,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	req := logstore.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
 		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact}
 	if r := cls.Rule; r != nil && r.Compensate != nil {
-		comp := &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
+		comp := &model.Compensation{Kind: model.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
 		if r.Capture != nil {
 			capture, err := p.capture(ctx, r.Capture, args)
 			if err != nil {
@@ -524,7 +525,7 @@ func (p *Proxy) rejection(id uint64, tool string) string {
 	d, err := p.Store.GetEffect(id)
 	if err == nil && d.Approval != nil {
 		a := d.Approval
-		if a.Outcome == logstore.ApprovalTimedOut {
+		if a.Outcome == model.ApprovalTimedOut {
 			return fmt.Sprintf("undolog: %s (effect %d) was not approved in time; it will not run", tool, id)
 		}
 		why := ""

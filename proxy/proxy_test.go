@@ -19,6 +19,7 @@ import (
 
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -221,7 +222,7 @@ func TestProxyInFrontOfMemoryServer(t *testing.T) {
 	if !reflect.DeepEqual(states, want) {
 		t.Fatalf("logged %v, want %v (safe read_graph is never logged)", states, want)
 	}
-	if effects[0].ReplayCount != 1 || effects[0].Compensation.Kind != logstore.CompensationMCP || effects[0].Compensation.Tool != "delete_entities" {
+	if effects[0].ReplayCount != 1 || effects[0].Compensation.Kind != model.CompensationMCP || effects[0].Compensation.Tool != "delete_entities" {
 		t.Fatalf("%+v", effects[0])
 	}
 	if effects[0].CreatedAt.IsZero() || !strings.HasPrefix(h.cli("show", "1", "-o", "json"), "{") {
@@ -483,7 +484,7 @@ func TestProxyClientCancelsAWaitingCall(t *testing.T) {
 	}
 
 	// The request stands: approved in a shell, the same call goes ahead.
-	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Pending || d.Approval == nil || d.Approval.Outcome != logstore.ApprovalPending {
+	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Pending || d.Approval == nil || d.Approval.Outcome != model.ApprovalPending {
 		t.Fatalf("effect 1 after the cancellation: %+v %v", d, err)
 	}
 	h.cli("approve", "1", "--as", "alice")
@@ -525,7 +526,7 @@ func TestProxyFailedIrreversibleCallAsksAgain(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"flaky","arguments":{}}}`)
 	waitFor(t, "a new approval request", waiting)
 	time.Sleep(200 * time.Millisecond)
-	if d, _ := store.GetEffect(1); d.Effect.State != sm.Pending || d.Approval.Outcome != logstore.ApprovalPending {
+	if d, _ := store.GetEffect(1); d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalPending {
 		t.Fatalf("the retry did not wait for a decision: %+v %+v", d.Effect, d.Approval)
 	}
 	h.cli("approve", "1", "--as", "bob")

@@ -20,6 +20,7 @@ import (
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -51,9 +52,9 @@ const (
 
 // Step is one entry of the walk, in walk order.
 type Step struct {
-	Action string             `json:"action"`
-	Entry  logstore.UndoEntry `json:"entry"`
-	Effect logstore.Effect    `json:"effect"`
+	Action string          `json:"action"`
+	Entry  model.UndoEntry `json:"entry"`
+	Effect model.Effect    `json:"effect"`
 	// Call is the exact compensation call, as a person would type it.
 	Call string `json:"call"`
 }
@@ -63,7 +64,7 @@ type Plan struct {
 	Session string `json:"session"`
 	Steps   []Step `json:"steps"`
 	// NotUndoable lists effects that ran but have no undo entry (irreversible).
-	NotUndoable []logstore.Effect `json:"not_undoable"`
+	NotUndoable []model.Effect `json:"not_undoable"`
 }
 
 // Work counts the steps that would act.
@@ -91,7 +92,7 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []logstore.Effect{}}
+	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}}
 	for _, u := range stack {
 		d, err := store.GetEffect(u.EffectID)
 		if err != nil {
@@ -106,7 +107,7 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 			}
 		}
 		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation)}
-		if u.Compensation.Kind == logstore.CompensationMCP {
+		if u.Compensation.Kind == model.CompensationMCP {
 			if args, err := MCPArgs(d.Effect, u.Compensation); err == nil {
 				step.Call = "mcp " + u.Compensation.Tool + " " + string(args)
 			}
@@ -120,14 +121,14 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 			// A compensation has one runner at a time: a live one (or one on
 			// another host, which cannot be asked) is never overtaken.
 			switch u.Owner.Liveness() {
-			case logstore.OwnerAlive, logstore.OwnerElsewhere:
+			case model.OwnerAlive, model.OwnerElsewhere:
 				step.Action = ActionInProgress
 			default:
 				step.Action = ActionInDoubt
 			}
 		case d.Effect.State == sm.Pending:
 			step.Action = ActionSkip
-		case d.Effect.State == sm.Executing && logstore.CallStillRunning(d.Effect) != nil:
+		case d.Effect.State == sm.Executing && model.CallStillRunning(d.Effect) != nil:
 			step.Action = ActionInProgress // the call itself runs: undo waits for it to end
 		default:
 			step.Action = ActionCompensate
@@ -147,11 +148,11 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 }
 
 // DescribeCall renders a compensation as the call undo will make.
-func DescribeCall(c logstore.Compensation) string {
+func DescribeCall(c model.Compensation) string {
 	switch c.Kind {
-	case logstore.CompensationCommand:
+	case model.CompensationCommand:
 		return ShellQuote(c.Argv)
-	case logstore.CompensationMCP:
+	case model.CompensationMCP:
 		return "mcp " + c.Tool + " " + string(c.Args)
 	}
 	if c.Note != "" {
@@ -211,7 +212,7 @@ type Runner struct {
 	// the attempt said it failed.
 	RetryInDoubt bool
 	// Owner is who runs the compensations; nil: this process.
-	Owner *logstore.Owner
+	Owner *model.Owner
 
 	caller ToolCaller
 }
@@ -258,13 +259,13 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		if _, err := MakePlan(r.Store, session); err != nil {
 			return res, err
 		}
-		if _, err := r.Store.SetSessionState(session, sm.SessionCompensating, logstore.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
+		if _, err := r.Store.SetSessionState(session, sm.SessionCompensating, model.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
 			return res, err
 		}
 	}
 	owner := r.Owner
 	if owner == nil {
-		owner = logstore.NewOwner(time.Now())
+		owner = model.NewOwner(time.Now())
 	}
 	defer func() {
 		if r.caller != nil {
@@ -282,7 +283,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		case ActionDone:
 			continue
 		case ActionSkip:
-			if _, err := r.Store.UndoStep(id, sm.EntrySkipped, logstore.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
+			if _, err := r.Store.UndoStep(id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 			res.Skipped = append(res.Skipped, id)
@@ -294,11 +295,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		case ActionCompensate:
 			// Taking the entry records its owner in the same transaction: of
 			// two undos at once, the second finds it taken.
-			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "undo", Owner: owner}); err != nil {
+			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 		case ActionInDoubt:
-			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "reclaimed with --retry-in-doubt",
+			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "reclaimed with --retry-in-doubt",
 				Owner: owner, ExpectOwner: expected(step.Entry.Owner)}); err != nil {
 				return res, err
 			}
@@ -311,13 +312,13 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			// Interrupted mid-run: the entry stays compensating, without an
 			// owner, so that it is in doubt for the next run (if this write
 			// fails, it keeps this process as owner: in doubt once it exits).
-			r.Store.UndoStep(id, sm.EntryCompensating, logstore.Change{Actor: r.Actor, Reason: "undo interrupted",
+			r.Store.UndoStep(id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo interrupted",
 				Error: oneLine(cerr.Error()), ExpectOwner: owner})
 			return res, ctx.Err()
 		}
 		to := sm.EntryCompensated
 		// Recorded only while this run still owns the entry.
-		change := logstore.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts, ExpectOwner: owner}
+		change := model.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts, ExpectOwner: owner}
 		if cerr != nil {
 			to, change.Error = sm.EntryCompensationFailed, oneLine(cerr.Error())
 		}
@@ -332,7 +333,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		res.Compensated = append(res.Compensated, id)
 		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, step.Call, attempts, plural(attempts))
 	}
-	if _, err := r.Store.SetSessionState(session, sm.SessionCompensated, logstore.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
+	if _, err := r.Store.SetSessionState(session, sm.SessionCompensated, model.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionCompensated)
@@ -345,9 +346,9 @@ func (r *Runner) refuse(step Step) error {
 	e, o := step.Effect, step.Entry.Owner
 	switch {
 	case step.Action == ActionInProgress && step.Entry.State != sm.EntryCompensating:
-		return logstore.CallStillRunning(e)
+		return model.CallStillRunning(e)
 	case step.Action == ActionInProgress:
-		return fmt.Errorf("effect %d %s is being compensated by %s: %w; wait for that undo", e.ID, e.Tool, o, logstore.ErrInProgress)
+		return fmt.Errorf("effect %d %s is being compensated by %s: %w; wait for that undo", e.ID, e.Tool, o, model.ErrInProgress)
 	case step.Action == ActionInDoubt && !r.RetryInDoubt:
 		return fmt.Errorf("%w: effect %d %s: %s: it may or may not have run; check, then rerun with --retry-in-doubt", ErrInDoubt, e.ID, e.Tool, DescribeDoubt(o))
 	}
@@ -355,7 +356,7 @@ func (r *Runner) refuse(step Step) error {
 }
 
 // DescribeDoubt says why a compensation whose owner is o is in doubt.
-func DescribeDoubt(o *logstore.Owner) string {
+func DescribeDoubt(o *model.Owner) string {
 	if o == nil {
 		return "its undo was interrupted mid-run"
 	}
@@ -366,20 +367,20 @@ func DescribeDoubt(o *logstore.Owner) string {
 // entry since the plan was made.
 func takenMeanwhile(step Step, err error) error {
 	if errors.Is(err, sm.ErrInvalidStateTransition) {
-		return fmt.Errorf("%w: effect %d %s was taken by another undo meanwhile (%v)", logstore.ErrInProgress, step.Effect.ID, step.Effect.Tool, err)
+		return fmt.Errorf("%w: effect %d %s was taken by another undo meanwhile (%v)", model.ErrInProgress, step.Effect.ID, step.Effect.Tool, err)
 	}
 	return err
 }
 
 // expected is what a reclaim expects to find: the owner judged dead, or none.
-func expected(o *logstore.Owner) *logstore.Owner {
+func expected(o *model.Owner) *model.Owner {
 	if o == nil {
-		return &logstore.Owner{}
+		return &model.Owner{}
 	}
 	return o
 }
 
-func gone(o *logstore.Owner) string {
+func gone(o *model.Owner) string {
 	if o == nil {
 		return "interrupted"
 	}
@@ -388,7 +389,7 @@ func gone(o *logstore.Owner) string {
 
 func (r *Runner) halt(res Result, id uint64, cause error) (Result, error) {
 	res.Failed = &id
-	if _, err := r.Store.SetSessionState(res.Session, sm.SessionHalted, logstore.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
+	if _, err := r.Store.SetSessionState(res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionHalted)
@@ -414,7 +415,7 @@ func oneLine(s string) string {
 // returns the number of attempts made.
 func (r *Runner) compensate(ctx context.Context, step Step, upstream []string) (int, error) {
 	c := step.Entry.Compensation
-	if c.Kind == logstore.CompensationManual {
+	if c.Kind == model.CompensationManual {
 		if r.ConfirmManual == nil {
 			return 1, errors.New("manual compensation needs an operator at a terminal")
 		}
@@ -472,9 +473,9 @@ func (r *Runner) sleep(ctx context.Context, d time.Duration) error {
 func (r *Runner) execute(ctx context.Context, step Step, attempt int, upstream []string) error {
 	c := step.Entry.Compensation
 	switch c.Kind {
-	case logstore.CompensationCommand:
+	case model.CompensationCommand:
 		return r.runCommand(ctx, step, attempt)
-	case logstore.CompensationMCP:
+	case model.CompensationMCP:
 		return r.callTool(ctx, step, upstream)
 	}
 	return &permanentError{fmt.Errorf("unknown compensation kind %q", c.Kind)}
@@ -511,7 +512,7 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string) err
 }
 
 // MCPArgs fills an mcp compensation's argument template.
-func MCPArgs(e logstore.Effect, c logstore.Compensation) (json.RawMessage, error) {
+func MCPArgs(e model.Effect, c model.Compensation) (json.RawMessage, error) {
 	args := c.Args
 	if len(args) == 0 {
 		args = json.RawMessage("{}")

@@ -13,20 +13,21 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-func committed(t *testing.T, store logstore.Log, session string, comp *logstore.Compensation, args string) uint64 {
+func committed(t *testing.T, store logstore.Log, session string, comp *model.Compensation, args string) uint64 {
 	t.Helper()
 	res, err := store.Intercept(logstore.InterceptRequest{Session: session, Tool: "step", Tier: sm.Compensable,
 		Args: json.RawMessage(args), Compensation: comp, CreateSession: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Start(res.Effect.ID, logstore.Change{}); err != nil {
+	if _, err := store.Start(res.Effect.ID, model.Change{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Commit(res.Effect.ID, logstore.Change{}); err != nil {
+	if _, err := store.Commit(res.Effect.ID, model.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	return res.Effect.ID
@@ -34,7 +35,7 @@ func committed(t *testing.T, store logstore.Log, session string, comp *logstore.
 
 func TestBackoffDoublesAndCaps(t *testing.T) {
 	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
-	id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"false"},
+	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"false"},
 		MaxRetries: 5, InitialBackoffMS: 1500}, `1`)
 	var slept []time.Duration
 	r := &Runner{Store: store, Actor: "test", Sleep: func(_ context.Context, d time.Duration) error {
@@ -60,8 +61,8 @@ func TestSucceedsOnARetryAndWalksLIFO(t *testing.T) {
 	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
 	order := filepath.Join(dir, "order")
 	flaky := filepath.Join(dir, "flaky")
-	mk := func(script string) *logstore.Compensation {
-		return &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"sh", "-c", script}}
+	mk := func(script string) *model.Compensation {
+		return &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"sh", "-c", script}}
 	}
 	first := committed(t, store, "s", mk(`echo "$UNDOLOG_EFFECT_ID" >> `+order), `1`)
 	// Fails on its first attempt, succeeds on the second.
@@ -90,7 +91,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	dir := t.TempDir()
 	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
 	runs := filepath.Join(dir, "runs")
-	id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand,
+	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand,
 		Argv: []string{"sh", "-c", `echo run >> ` + runs + `; [ "$UNDOLOG_ATTEMPT" != 1 ] || [ -e ` + runs + `.2 ] || exec sleep 5`}}, `1`)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -131,9 +132,9 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 // in progress and runs nothing, and a reclaim of a live owner is refused.
 func TestAPendingCompensationHasOneRunner(t *testing.T) {
 	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
-	id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"true"}}, `1`)
-	live := logstore.NewOwner(time.Now())
-	if _, err := store.UndoStep(id, sm.EntryCompensating, logstore.Change{Owner: live}); err != nil {
+	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}, `1`)
+	live := model.NewOwner(time.Now())
+	if _, err := store.UndoStep(id, sm.EntryCompensating, model.Change{Owner: live}); err != nil {
 		t.Fatal(err)
 	}
 	plan, err := MakePlan(store, "s")
@@ -142,7 +143,7 @@ func TestAPendingCompensationHasOneRunner(t *testing.T) {
 	}
 	for _, retry := range []bool{false, true} {
 		_, err := (&Runner{Store: store, Actor: "test", RetryInDoubt: retry}).Run(context.Background(), "s")
-		if !errors.Is(err, logstore.ErrInProgress) {
+		if !errors.Is(err, model.ErrInProgress) {
 			t.Fatalf("retry %v: %v", retry, err)
 		}
 	}
@@ -177,14 +178,14 @@ func flipInFile(t *testing.T, store *logstore.Store, old, new string) {
 func TestUndoRefusesATamperedCompensation(t *testing.T) {
 	dir := t.TempDir()
 	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
-	first := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "first-ran")}}, `1`)
-	committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "ran-original")}}, `2`)
+	first := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "first-ran")}}, `1`)
+	committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "ran-original")}}, `2`)
 	flipInFile(t, store, "ran-original", "ran-tampered")
-	if _, err := MakePlan(store, "s"); !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+	if _, err := MakePlan(store, "s"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("plan of a tampered compensation: %v", err)
 	}
 	r := &Runner{Store: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil }}
-	if _, err := r.Run(context.Background(), "s"); !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+	if _, err := r.Run(context.Background(), "s"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("undo of a tampered compensation: %v", err)
 	}
 	for _, name := range []string{"ran-original", "ran-tampered", "first-ran"} {
@@ -215,7 +216,7 @@ func (*unreachable) Close() error { panic("Close on a client that never connecte
 // nor calls a client that never connected.
 func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
 	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
-	id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `1`)
+	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `1`)
 	if _, err := store.SetUpstream("s", []string{"sh", "-c", "exit 1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +263,7 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	if _, err := store.CreateSession(logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
 		t.Fatal(err)
 	}
-	id := committed(t, store, "p", &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete"}, `1`)
+	id := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
 	tools := &stubTools{}
 	if res, err := (&Runner{Store: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p"); err != nil || res.State != "compensated" {
 		t.Fatalf("undo of an intact session: %+v %v", res, err)
@@ -275,14 +276,14 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	if _, err := store.CreateSession(logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
 		t.Fatal(err)
 	}
-	id = committed(t, store, "p", &logstore.Compensation{Kind: logstore.CompensationMCP, Tool: "delete"}, `1`)
+	id = committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
 	flipInFile(t, store, "<original>", "<tampered>")
 	tools = &stubTools{}
-	if _, err := MakePlan(store, "p"); !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+	if _, err := MakePlan(store, "p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("plan of a session with a tampered upstream: %v", err)
 	}
 	_, err := (&Runner{Store: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
-	if !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("undo of a session with a tampered upstream: %v", err)
 	}
 	if len(tools.started) != 0 {
@@ -314,7 +315,7 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 			dir := t.TempDir()
 			store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
 			runs := filepath.Join(dir, "runs")
-			id := committed(t, store, "s", &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"sh", "-c", "echo run >> " + runs}}, `1`)
+			id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"sh", "-c", "echo run >> " + runs}}, `1`)
 			if id != 1 {
 				t.Fatalf("effect %d", id)
 			}
@@ -328,7 +329,7 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 				t.Fatal("verify found nothing")
 			}
 			_, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s")
-			if !errors.Is(err, logstore.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+			if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 				t.Fatalf("undo of a tampered entry or session: %v", err)
 			}
 			if data, _ := os.ReadFile(runs); strings.Count(string(data), "run") != 1 {

@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -66,7 +67,7 @@ func checkChanges(store logstore.Log) tea.Cmd {
 
 func decide(store logstore.Log, id uint64, to sm.State, actor, reason string) tea.Cmd {
 	return func() tea.Msg {
-		e, err := store.Transition(id, to, logstore.Change{Actor: actor, Reason: reason})
+		e, err := store.Transition(id, to, model.Change{Actor: actor, Reason: reason})
 		if err != nil {
 			return actionMsg{err: err}
 		}

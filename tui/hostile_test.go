@@ -12,6 +12,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -38,7 +39,7 @@ func TestViewEscapesStoredText(t *testing.T) {
 	if _, err := store.CreateSession(logstore.NewSession{ID: "hostile", Meta: map[string]string{"note": hostile}, Actor: hostile}); err != nil {
 		t.Fatal(err)
 	}
-	mk := func(tool string, tier sm.Tier, comp *logstore.Compensation) uint64 {
+	mk := func(tool string, tier sm.Tier, comp *model.Compensation) uint64 {
 		res, err := store.Intercept(logstore.InterceptRequest{Session: "hostile", Tool: tool, Tier: tier,
 			Args: json.RawMessage(`{"esc":"\u001b[2J","note":"` + "\u009b2J\u202ex" + `"}`), Key: hostile + tool,
 			Reason: hostile, Actor: hostile, Compensation: comp})
@@ -54,19 +55,19 @@ func TestViewEscapesStoredText(t *testing.T) {
 		}
 	}
 	wire := mk("send_wire", sm.Irreversible, nil)
-	_, err := store.Approve(wire, logstore.Change{Actor: hostile, Reason: hostile})
+	_, err := store.Approve(wire, model.Change{Actor: hostile, Reason: hostile})
 	step(err)
 	// Its compensation fails with hostile output: the undo walk stops on it.
-	note := mk("write_note", sm.Compensable, &logstore.Compensation{Kind: logstore.CompensationCommand, MaxRetries: 1,
+	note := mk("write_note", sm.Compensable, &model.Compensation{Kind: model.CompensationCommand, MaxRetries: 1,
 		Argv: []string{"sh", "-c", `printf '\033]0;owned\007\033[2J\302\233\342\200\256' >&2; exit 3`, hostile}})
-	_, err = store.Start(note, logstore.Change{Actor: hostile, Reason: hostile})
+	_, err = store.Start(note, model.Change{Actor: hostile, Reason: hostile})
 	step(err)
-	_, err = store.Commit(note, logstore.Change{Actor: hostile, Result: json.RawMessage(`{"out":"` + "\u009b31m\u202e" + `"}`)})
+	_, err = store.Commit(note, model.Change{Actor: hostile, Result: json.RawMessage(`{"out":"` + "\u009b31m\u202e" + `"}`)})
 	step(err)
 	failed := mk("fetch", sm.Compensable, nil)
-	_, err = store.Start(failed, logstore.Change{})
+	_, err = store.Start(failed, model.Change{})
 	step(err)
-	_, err = store.Fail(failed, logstore.Change{Actor: hostile, Error: hostile})
+	_, err = store.Fail(failed, model.Change{Actor: hostile, Error: hostile})
 	step(err)
 
 	m := New(Options{Store: store, Session: "hostile", Actor: "tester", Now: func() time.Time { return demoEnd }})

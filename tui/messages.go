@@ -3,28 +3,28 @@ package tui
 import (
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 )
 
 // Messages carry the results of I/O done in tea.Cmds back to Update.
 
 type sessionsMsg struct {
-	sessions []logstore.Session
+	sessions []model.Session
 	err      error
 }
 
 type effectsMsg struct {
-	session logstore.Session
-	effects []logstore.Effect
-	entries map[uint64]logstore.UndoEntry
+	session model.Session
+	effects []model.Effect
+	entries map[uint64]model.UndoEntry
 	page    int
 	next    uint64
 	err     error
 }
 
 type detailMsg struct {
-	detail logstore.EffectDetail
+	detail model.EffectDetail
 	err    error
 }
 

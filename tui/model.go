@@ -10,7 +10,7 @@ import (
 	"github.com/charmbracelet/bubbles/textinput"
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -61,7 +61,7 @@ type Model struct {
 }
 
 type menuState struct {
-	effect  logstore.Effect
+	effect  model.Effect
 	options []sm.State
 	cursor  int
 }

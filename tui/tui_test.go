@@ -16,6 +16,7 @@ import (
 
 	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -123,7 +124,7 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, to := range steps {
-			if _, err := store.Transition(res.Effect.ID, to, logstore.Change{}); err != nil {
+			if _, err := store.Transition(res.Effect.ID, to, model.Change{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -229,12 +230,12 @@ func TestUndoRunsCompensationsLIFO(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		res, err := store.Intercept(logstore.InterceptRequest{Session: "lifo", Tool: "step", Tier: sm.Compensable, CreateSession: true,
 			Args:         json.RawMessage(`{"n":` + string(rune('0'+i)) + `}`),
-			Compensation: &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"sh", "-c", "echo " + string(rune('0'+i)) + " >> " + order}}})
+			Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"sh", "-c", "echo " + string(rune('0'+i)) + " >> " + order}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		store.Start(res.Effect.ID, logstore.Change{})
-		store.Commit(res.Effect.ID, logstore.Change{})
+		store.Start(res.Effect.ID, model.Change{})
+		store.Commit(res.Effect.ID, model.Change{})
 	}
 	tm := start(t, store, "")
 	waitFor(t, tm, "lifo")
@@ -259,7 +260,7 @@ func TestLiveRefreshAndNoLockHeld(t *testing.T) {
 	// approvals have expired on any day after the demo's.
 	other := logstore.New(store.Path(), logstore.Options{LockTimeout: 300 * time.Millisecond, Now: func() time.Time { return demoEnd }})
 	began := time.Now()
-	if _, err := other.Approve(4, logstore.Change{Actor: "someone-else"}); err != nil {
+	if _, err := other.Approve(4, model.Change{Actor: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, tm, "approved")

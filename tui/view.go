@@ -10,7 +10,7 @@ import (
 	"github.com/mattn/go-runewidth"
 
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -292,7 +292,7 @@ func (m *Model) detailLines() []string {
 	out = append(out, m.st.label.Render("history:"))
 	for _, r := range d.History {
 		to := r.To
-		if r.Kind == logstore.KindUndo {
+		if r.Kind == model.KindUndo {
 			to = "undo:" + r.To
 		}
 		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, r.Trigger, r.Actor)

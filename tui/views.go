@@ -6,19 +6,20 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
 // sessionsView is the list of sessions, newest first.
 type sessionsView struct {
-	all            []logstore.Session
-	list           []logstore.Session // after the filter
+	all            []model.Session
+	list           []model.Session // after the filter
 	filter         string
 	cursor, offset int
 	loaded         bool
 }
 
-func (v *sessionsView) set(list []logstore.Session) {
+func (v *sessionsView) set(list []model.Session) {
 	var keep string
 	if s := v.selected(); s != nil {
 		keep = s.ID
@@ -38,7 +39,7 @@ func (v *sessionsView) set(list []logstore.Session) {
 	}
 }
 
-func (v *sessionsView) selected() *logstore.Session {
+func (v *sessionsView) selected() *model.Session {
 	if v.cursor < 0 || v.cursor >= len(v.list) {
 		return nil
 	}
@@ -54,16 +55,16 @@ func (v *sessionsView) move(n int) {
 // session of any size costs one page of memory.
 type sessionView struct {
 	id          string
-	sess        logstore.Session
-	effects     []logstore.Effect
-	entries     map[uint64]logstore.UndoEntry
+	sess        model.Session
+	effects     []model.Effect
+	entries     map[uint64]model.UndoEntry
 	cursor      int
 	offset      int
 	page        int
 	pageStarts  []uint64 // pageStarts[i]: the id page i starts after
 	next        uint64   // cursor of the page after this one; 0: last page
 	filter      string
-	detail      *logstore.EffectDetail
+	detail      *model.EffectDetail
 	detailTop   int
 	focusDetail bool
 	loaded      bool
@@ -120,7 +121,7 @@ func (v *sessionView) set(msg effectsMsg, store logstore.Log) tea.Cmd {
 	return nil
 }
 
-func (v *sessionView) selected() *logstore.Effect {
+func (v *sessionView) selected() *model.Effect {
 	if v.cursor < 0 || v.cursor >= len(v.effects) {
 		return nil
 	}
