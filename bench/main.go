@@ -10,6 +10,7 @@
 package main
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"flag"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/tui"
 )
@@ -200,12 +202,12 @@ func args(session string, i int) json.RawMessage {
 
 // lifecycle is what exec and the proxy do: intercept-and-start, then commit.
 func lifecycle(s *logstore.Store, session string, i int) error {
-	res, err := s.Intercept(logstore.InterceptRequest{Session: session, Tool: "write_file", Tier: sm.Compensable,
+	res, err := s.Intercept(context.Background(), logstore.InterceptRequest{Session: session, Tool: "write_file", Tier: sm.Compensable,
 		Args: args(session, i), CreateSession: true, Start: true})
 	if err != nil {
 		return err
 	}
-	_, err = s.Commit(res.Effect.ID, logstore.Change{Result: json.RawMessage(`{"ok":true}`)})
+	_, err = s.Commit(context.Background(), res.Effect.ID, model.Change{Result: json.RawMessage(`{"ok":true}`)})
 	return err
 }
 
@@ -282,7 +284,7 @@ func openSQLite(path string) (*sql.DB, error) {
 
 func sqliteLifecycle(db *sql.DB, session string, i int) error {
 	now := time.Now().UTC().Format(time.RFC3339Nano)
-	sig := logstore.Signature(session, "write_file", args(session, i), "")
+	sig := model.Signature(session, "write_file", args(session, i), "")
 	tx, err := db.Begin()
 	if err != nil {
 		return err
@@ -363,11 +365,11 @@ func bytesPerEffect(path string, n int) (float64, error) {
 	for i := 0; i < n; i++ {
 		batch = append(batch, logstore.InterceptRequest{Session: fmt.Sprintf("s%03d", i/1000), Tool: "write_file", Tier: sm.Compensable,
 			Args: args("size", i), CreateSession: true, Start: true,
-			Compensation: &logstore.Compensation{Kind: logstore.CompensationCommand, Argv: []string{"rm", "-f", fmt.Sprintf("/srv/size/%d.json", i)}}})
+			Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "-f", fmt.Sprintf("/srv/size/%d.json", i)}}})
 		if len(batch) < 1000 && i < n-1 {
 			continue
 		}
-		res, err := s.InterceptMany(batch)
+		res, err := s.InterceptMany(context.Background(), batch)
 		if err != nil {
 			return 0, err
 		}
@@ -384,7 +386,7 @@ func bytesPerEffect(path string, n int) (float64, error) {
 			go func() {
 				defer wg.Done()
 				for id := range ids {
-					if _, err := s.Commit(id, logstore.Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+					if _, err := s.Commit(context.Background(), id, model.Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
 						errs <- err
 						return
 					}
@@ -407,7 +409,7 @@ func bytesPerEffect(path string, n int) (float64, error) {
 // largeRows times whole undolog processes on a log of 1,000,000 effects.
 func largeRows(add func(what, value, ratio string)) error {
 	path := filepath.Join(os.TempDir(), "undolog-bench-1m-v4.db")
-	if err := demo.WriteLarge(path); err != nil {
+	if err := demo.WriteLarge(context.Background(), path); err != nil {
 		return err
 	}
 	bin := filepath.Join(os.TempDir(), "undolog-bench-bin")
@@ -445,7 +447,7 @@ func largeRows(add func(what, value, ratio string)) error {
 	store := logstore.New(path, logstore.Options{})
 	paint, err := measure(func() (float64, error) {
 		start := time.Now()
-		if _, err := tui.FirstFrame(tui.Options{Store: store}); err != nil {
+		if _, err := tui.FirstFrame(context.Background(), tui.Options{Store: store}); err != nil {
 			return 0, err
 		}
 		return float64(time.Since(start).Microseconds()) / 1000, nil

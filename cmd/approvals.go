@@ -29,7 +29,7 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			list, waiting, err := f.Log().PendingApprovals(opts.session, opts.limit)
+			list, waiting, err := f.Log().PendingApprovals(c.Context(), opts.session, opts.limit)
 			if err != nil {
 				return err
 			}

@@ -36,7 +36,7 @@ new temporary directory.`,
 			} else if !errors.Is(err, os.ErrNotExist) {
 				return err
 			}
-			if err := demo.Write(path, f.Now()); err != nil {
+			if err := demo.Write(c.Context(), path, f.Now()); err != nil {
 				return err
 			}
 			f.LogFlag = path

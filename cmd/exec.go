@@ -174,7 +174,7 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	}
 	store := f.Log()
 	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now}
-	call, err := lc.Intercept(req)
+	call, err := lc.Intercept(ctx, req)
 	if err != nil {
 		return err
 	}
@@ -184,9 +184,9 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		opts.note(f, "replayed effect %d (replay of %d): %s did not run again", e.ID, *e.ReplayOf, opts.tool)
 		return replayOutput(f, e.Result)
 	case lifecycle.Rejected:
-		return rejection(store, e.ID)
+		return rejection(ctx, store, e.ID)
 	case lifecycle.InProgress, lifecycle.InDoubt:
-		if err := reclaimInDoubt(f, lc, opts, call); err != nil {
+		if err := reclaimInDoubt(ctx, f, lc, opts, call); err != nil {
 			return err
 		}
 	}
@@ -195,13 +195,13 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 			return err
 		}
 	}
-	return runEffect(f, lc, call, argv)
+	return runEffect(ctx, f, lc, call, argv)
 }
 
 // reclaimInDoubt handles a call whose owner is executing: a live owner is
 // never overtaken; a dead one's effect is in doubt, and --retry-in-doubt fails
 // it back to pending so that this call can run it.
-func reclaimInDoubt(f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
+func reclaimInDoubt(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
 	e := call.Effect
 	switch call.Liveness {
 	case model.OwnerElsewhere:
@@ -217,7 +217,7 @@ func reclaimInDoubt(f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call
 			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt, owner process gone (pid %d on %s died mid-run); it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.PID, e.Owner.Host)}
 		}
 	}
-	err := lc.Reclaim(call, "reclaimed with --retry-in-doubt")
+	err := lc.Reclaim(ctx, call, "reclaimed with --retry-in-doubt")
 	if lifecycle.TakenMeanwhile(err) {
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was reclaimed by another process: %v", e.ID, err)}
 	}
@@ -255,12 +255,12 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 	case lifecycle.Approved:
 		return nil
 	case lifecycle.Refused:
-		return rejection(lc.Log, e.ID)
+		return rejection(ctx, lc.Log, e.ID)
 	case lifecycle.Taken:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was taken by another process (%s)", e.ID, w.Detail.Effect.State)}
 	case lifecycle.Abandoned:
 		state := "no longer active"
-		if sess, err := lc.Log.GetSession(e.Session); err == nil {
+		if sess, err := lc.Log.GetSession(ctx, e.Session); err == nil {
 			state = "is " + string(sess.State)
 		}
 		return &exitError{code: ExitExecError, msg: fmt.Sprintf("effect %d: session %q %s and its approval request was closed; the command did not run", e.ID, e.Session, state)}
@@ -271,8 +271,8 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
 }
 
-func rejection(store logstore.Log, id uint64) error {
-	d, err := store.GetEffect(id)
+func rejection(ctx context.Context, store logstore.Log, id uint64) error {
+	d, err := store.GetEffect(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -288,9 +288,9 @@ func rejection(store logstore.Log, id uint64) error {
 
 // runEffect starts the effect (unless its intercept did), runs the command,
 // and commits or fails it.
-func runEffect(f *Factory, lc *lifecycle.Lifecycle, call *lifecycle.Call, argv []string) error {
+func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *lifecycle.Call, argv []string) error {
 	id := call.Effect.ID
-	if err := lc.Start(call); err != nil {
+	if err := lc.Start(ctx, call); err != nil {
 		if errors.Is(err, sm.ErrInvalidStateTransition) {
 			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was started by another process", id)}
 		}
@@ -304,7 +304,7 @@ func runEffect(f *Factory, lc *lifecycle.Lifecycle, call *lifecycle.Call, argv [
 		if errors.Is(runErr, os.ErrPermission) {
 			code = 126
 		}
-		if err := lc.Fail(call, runErr.Error()); err != nil {
+		if err := lc.Fail(ctx, call, runErr.Error()); err != nil {
 			return err
 		}
 		return &exitError{code: code, msg: runErr.Error()}
@@ -314,13 +314,13 @@ func runEffect(f *Factory, lc *lifecycle.Lifecycle, call *lifecycle.Call, argv [
 		if interrupted != nil {
 			msg = fmt.Sprintf("interrupted by %v (exit status %d)", interrupted, code)
 		}
-		if err := lc.Fail(call, msg); err != nil {
+		if err := lc.Fail(ctx, call, msg); err != nil {
 			return fmt.Errorf("the command ended (%s) but recording it failed; effect %d is in doubt: %w", msg, id, err)
 		}
 		return exitWith(code)
 	}
 	result, _ := json.Marshal(stdout.into(stderr, 0, time.Since(began)))
-	if err := lc.Commit(call, result); err != nil {
+	if err := lc.Commit(ctx, call, result); err != nil {
 		return fmt.Errorf("the command succeeded but its commit failed; effect %d is in doubt: %w", id, err)
 	}
 	return nil

@@ -69,7 +69,7 @@ func BenchmarkExecApprovalLatency(b *testing.B) {
 func waitForRequest(b *testing.B, store logstore.Log, session string) uint64 {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if list, _, _ := store.PendingApprovals(session, 0); len(list) == 1 {
+		if list, _, _ := store.PendingApprovals(b.Context(), session, 0); len(list) == 1 {
 			return list[0].EffectID
 		}
 		time.Sleep(2 * time.Millisecond)

@@ -53,7 +53,7 @@ or compensating (a call in flight or in doubt) is kept.`,
 				states = append(states, st)
 			}
 			store := f.Log()
-			rep, err := store.GC(before, states)
+			rep, err := store.GC(c.Context(), before, states)
 			if err != nil {
 				return err
 			}

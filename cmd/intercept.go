@@ -72,7 +72,7 @@ The session is created if it does not exist.`,
 				}
 				req.Compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: argv}
 			}
-			res, err := f.Log().Intercept(req)
+			res, err := f.Log().Intercept(c.Context(), req)
 			if err != nil {
 				return err
 			}

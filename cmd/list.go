@@ -49,11 +49,11 @@ func newCmdList(f *Factory) *cobra.Command {
 			var position uint64
 			if opts.follow {
 				// Take the position first: nothing recorded after the listing is missed.
-				if position, err = store.LastChange(); err != nil {
+				if position, err = store.LastChange(c.Context()); err != nil {
 					return err
 				}
 			}
-			list, _, err := store.ListEffects(filter)
+			list, _, err := store.ListEffects(c.Context(), filter)
 			if err != nil {
 				return err
 			}
@@ -140,7 +140,7 @@ func follow(ctx context.Context, f *Factory, store logstore.Log, opts *listOptio
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
 	for {
-		changes, last, err := store.Changes(position, 1000)
+		changes, last, err := store.Changes(ctx, position, 1000)
 		if err != nil {
 			return err
 		}
@@ -150,7 +150,7 @@ func follow(ctx context.Context, f *Factory, store logstore.Log, opts *listOptio
 			if r.Kind == model.KindSession {
 				continue
 			}
-			d, err := store.GetEffect(r.EffectID)
+			d, err := store.GetEffect(ctx, r.EffectID)
 			if err != nil {
 				continue // dropped since
 			}

@@ -56,17 +56,17 @@ compensations last-in-first-out.`,
 				session = f.Getenv("UNDOLOG_SESSION")
 			}
 			if session == "" {
-				s, err := store.CreateSession(logstore.NewSession{Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}})
+				s, err := store.CreateSession(c.Context(), logstore.NewSession{Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}})
 				if err != nil {
 					return err
 				}
 				session = s.ID
-			} else if _, err := store.GetSession(session); err != nil {
-				if _, err := store.CreateSession(logstore.NewSession{ID: session, Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}}); err != nil {
+			} else if _, err := store.GetSession(c.Context(), session); err != nil {
+				if _, err := store.CreateSession(c.Context(), logstore.NewSession{ID: session, Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}}); err != nil {
 					return err
 				}
 			}
-			if _, err := store.SetUpstream(session, args); err != nil {
+			if _, err := store.SetUpstream(c.Context(), session, args); err != nil {
 				return err
 			}
 			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s (undo it with: undolog undo %s)\n", session, session)

@@ -34,7 +34,7 @@ func newCmdResolve(f *Factory) *cobra.Command {
 			if opts.reason == "" {
 				return usagef("resolve needs --reason: say what was done by hand")
 			}
-			u, err := f.Log().UndoStep(id, sm.EntryResolved, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+			u, err := f.Log().UndoStep(c.Context(), id, sm.EntryResolved, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
 			if err != nil {
 				return err
 			}

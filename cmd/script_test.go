@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -250,7 +251,7 @@ func cmdWaitApproval(ts *testscript.TestScript, neg bool, args []string) {
 	store := logstore.New(ts.Getenv("UNDOLOG_LOG"), logstore.Options{})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		list, _, _ := store.PendingApprovals("", 0)
+		list, _, _ := store.PendingApprovals(context.Background(), "", 0)
 		for _, a := range list {
 			if a.EffectID == id {
 				return

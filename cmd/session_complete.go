@@ -29,7 +29,7 @@ func newSessionEndCmd(f *Factory, name, short string, to sm.SessionState) *cobra
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			sess, err := f.Log().SetSessionState(args[0], to, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+			sess, err := f.Log().SetSessionState(c.Context(), args[0], to, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
 			if err != nil {
 				return err
 			}

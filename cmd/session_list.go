@@ -45,7 +45,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			list, _, err := f.Log().ListSessions(filter)
+			list, _, err := f.Log().ListSessions(c.Context(), filter)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -47,7 +48,7 @@ there are in all.`,
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			v, err := loadSessionView(f.Log(), args[0], opts.limit)
+			v, err := loadSessionView(c.Context(), f.Log(), args[0], opts.limit)
 			if err != nil {
 				return err
 			}
@@ -65,22 +66,22 @@ there are in all.`,
 	return c
 }
 
-func loadSessionView(store logstore.Log, id string, limit int) (sessionView, error) {
+func loadSessionView(ctx context.Context, store logstore.Log, id string, limit int) (sessionView, error) {
 	var v sessionView
 	var err error
-	if v.Session, err = store.GetSession(id); err != nil {
+	if v.Session, err = store.GetSession(ctx, id); err != nil {
 		return v, err
 	}
 	// The newest effects, shown oldest first.
-	if v.Effects, _, err = store.ListEffects(logstore.EffectFilter{Session: id, Limit: limit}); err != nil {
+	if v.Effects, _, err = store.ListEffects(ctx, logstore.EffectFilter{Session: id, Limit: limit}); err != nil {
 		return v, err
 	}
 	slices.Reverse(v.Effects)
 	v.EffectsTotal = v.Session.Effects
-	if v.UndoStack, v.UndoTotal, err = store.UndoStack(id, limit); err != nil {
+	if v.UndoStack, v.UndoTotal, err = store.UndoStack(ctx, id, limit); err != nil {
 		return v, err
 	}
-	if v.Approvals, v.ApprovalsTotal, err = store.PendingApprovals(id, limit); err != nil {
+	if v.Approvals, v.ApprovalsTotal, err = store.PendingApprovals(ctx, id, limit); err != nil {
 		return v, err
 	}
 	if v.Effects == nil {

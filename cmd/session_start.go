@@ -39,7 +39,7 @@ func newCmdSessionStart(f *Factory) *cobra.Command {
 			if len(args) == 1 {
 				req.ID = args[0]
 			}
-			sess, err := f.Log().CreateSession(req)
+			sess, err := f.Log().CreateSession(c.Context(), req)
 			if err != nil {
 				return err
 			}

@@ -34,19 +34,19 @@ func newCmdShow(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store := f.Log()
+			ctx, store := c.Context(), f.Log()
 			details := make([]model.EffectDetail, 0, len(ids))
 			// An mcp compensation is called on its session's server.
 			upstreams := map[string][]string{}
 			for _, id := range ids {
-				d, err := store.GetEffect(id)
+				d, err := store.GetEffect(ctx, id)
 				if err != nil {
 					return err
 				}
 				details = append(details, d)
 				if c := d.Effect.Compensation; c != nil && c.Kind == model.CompensationMCP {
 					if _, ok := upstreams[d.Effect.Session]; !ok {
-						sess, err := store.GetSession(d.Effect.Session)
+						sess, err := store.GetSession(ctx, d.Effect.Session)
 						if err != nil {
 							return err
 						}

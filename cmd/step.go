@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -48,7 +49,7 @@ func newStepCmd(f *Factory, use, short string, to sm.State, multi bool) (*cobra.
 			if err != nil {
 				return err
 			}
-			return runSteps(f, opts, ids, to)
+			return runSteps(c.Context(), f, opts, ids, to)
 		},
 	}
 	addStepFlags(c, opts)
@@ -57,7 +58,7 @@ func newStepCmd(f *Factory, use, short string, to sm.State, multi bool) (*cobra.
 
 // runSteps applies the transition to each id. With several ids it goes on
 // past a failure, reports each, and exits with the first failure's code.
-func runSteps(f *Factory, opts *stepOptions, ids []uint64, to sm.State) error {
+func runSteps(ctx context.Context, f *Factory, opts *stepOptions, ids []uint64, to sm.State) error {
 	if err := checkFormat(opts.output, false); err != nil {
 		return err
 	}
@@ -73,7 +74,7 @@ func runSteps(f *Factory, opts *stepOptions, ids []uint64, to sm.State) error {
 	firstCode := ExitOK
 	var done []model.Effect
 	for _, id := range ids {
-		e, err := store.Transition(id, to, change)
+		e, err := store.Transition(ctx, id, to, change)
 		if err != nil {
 			if len(ids) == 1 {
 				return err

@@ -30,7 +30,7 @@ func newCmdTransition(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runSteps(f, opts, []uint64{id}, to)
+			return runSteps(c.Context(), f, opts, []uint64{id}, to)
 		},
 	}
 	addStepFlags(c, opts)

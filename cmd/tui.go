@@ -36,7 +36,7 @@ func runTUI(c *cobra.Command, f *Factory, session, as string) error {
 	}
 	store := f.Log()
 	if session != "" {
-		if _, err := store.GetSession(session); err != nil {
+		if _, err := store.GetSession(c.Context(), session); err != nil {
 			return err
 		}
 	}

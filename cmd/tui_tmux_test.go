@@ -40,7 +40,7 @@ func TestTUIInTmux(t *testing.T) {
 	store := logstore.New(logPath, logstore.Options{})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if list, _, _ := store.PendingApprovals("", 0); len(list) == 1 {
+		if list, _, _ := store.PendingApprovals(t.Context(), "", 0); len(list) == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -51,12 +51,12 @@ again (compensations are not assumed idempotent).`,
 				return err
 			}
 			store := f.Log()
-			plan, err := saga.MakePlan(store, args[0])
+			plan, err := saga.MakePlan(c.Context(), store, args[0])
 			if err != nil {
 				return err
 			}
 			// mcp compensations are called on the session's server.
-			sess, err := store.GetSession(plan.Session)
+			sess, err := store.GetSession(c.Context(), plan.Session)
 			if err != nil {
 				return err
 			}

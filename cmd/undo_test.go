@@ -39,15 +39,15 @@ func undolog(t *testing.T, db string, args ...string) (int, string, string) {
 // the compensation comp.
 func committedEffect(t *testing.T, store logstore.Log, comp *model.Compensation) uint64 {
 	t.Helper()
-	res, err := store.Intercept(logstore.InterceptRequest{Session: "s", Tool: "create", Tier: sm.Compensable,
+	res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "s", Tool: "create", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"name":"x"}`), Compensation: comp, CreateSession: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Start(res.Effect.ID, model.Change{}); err != nil {
+	if _, err := store.Start(t.Context(), res.Effect.ID, model.Change{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Commit(res.Effect.ID, model.Change{}); err != nil {
+	if _, err := store.Commit(t.Context(), res.Effect.ID, model.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	return res.Effect.ID
@@ -60,7 +60,7 @@ func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
 	store := logstore.New(db, logstore.Options{})
 	id := committedEffect(t, store, &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)})
-	if _, err := store.SetUpstream("s", []string{"sh", "-c", "exit 1"}); err != nil {
+	if _, err := store.SetUpstream(t.Context(), "s", []string{"sh", "-c", "exit 1"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"undo", "s", "--yes"}, {"undo", "s", "--yes", "--retry-in-doubt"}} {
@@ -69,14 +69,14 @@ func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, stdout, stderr)
 		}
 	}
-	d, err := store.GetEffect(id)
+	d, err := store.GetEffect(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d.Undo.State != sm.EntryCompensationFailed || d.Undo.Attempts != 4 {
 		t.Fatalf("undo entry %s after %d attempts", d.Undo.State, d.Undo.Attempts)
 	}
-	if sess, _ := store.GetSession("s"); sess.State != sm.SessionHalted {
+	if sess, _ := store.GetSession(t.Context(), "s"); sess.State != sm.SessionHalted {
 		t.Fatalf("session %s", sess.State)
 	}
 }
@@ -87,14 +87,14 @@ func TestCompensationsShowWhereTheyRun(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
 	store := logstore.New(db, logstore.Options{})
 	committedEffect(t, store, &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "out.txt"}, Dir: "/srv/build \x1b[2J"})
-	res, err := store.Intercept(logstore.InterceptRequest{Session: "s", Tool: "create_entity", Tier: sm.Compensable,
+	res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "s", Tool: "create_entity", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"name":"y"}`), Compensation: &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store.Start(res.Effect.ID, model.Change{})
-	store.Commit(res.Effect.ID, model.Change{})
-	if _, err := store.SetUpstream("s", []string{"npx", "-y", "@modelcontextprotocol/server-memory", "\u202e"}); err != nil {
+	store.Start(t.Context(), res.Effect.ID, model.Change{})
+	store.Commit(t.Context(), res.Effect.ID, model.Change{})
+	if _, err := store.SetUpstream(t.Context(), "s", []string{"npx", "-y", "@modelcontextprotocol/server-memory", "\u202e"}); err != nil {
 		t.Fatal(err)
 	}
 	dir := `(in '/srv/build \x1b[2J')`

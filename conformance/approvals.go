@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -16,7 +17,7 @@ func testIrreversibleApprovePath(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	res := intercept(t, s, "agent", "wire_money", sm.Irreversible, `{"amount":100}`)
 	id := res.Effect.ID
-	if sess := must[model.Session](t)(s.GetSession("agent")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "agent")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
 		t.Fatalf("session %+v", sess)
 	}
 	pend := pending(t, s)
@@ -26,32 +27,32 @@ func testIrreversibleApprovePath(t *testing.T, newStore opener) {
 	if again := intercept(t, s, "agent", "wire_money", sm.Irreversible, `{"amount":100}`); again.Outcome != model.OutcomeInProgress {
 		t.Fatalf("repeat while waiting: %+v", again)
 	}
-	if _, err := s.Start(id, model.Change{}); !errors.Is(err, model.ErrInProgress) || !strings.Contains(err.Error(), "undolog approve") {
+	if _, err := s.Start(t.Context(), id, model.Change{}); !errors.Is(err, model.ErrInProgress) || !strings.Contains(err.Error(), "undolog approve") {
 		t.Fatalf("start before approval: %v", err)
 	}
-	e := must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice", Reason: "looks right"}))
+	e := must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice", Reason: "looks right"}))
 	if e.State != sm.Approved {
 		t.Fatalf("%+v", e)
 	}
 	// A decision is final: a second one is an invalid transition.
-	if _, err := s.Approve(id, model.Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "already approved by alice") {
+	if _, err := s.Approve(t.Context(), id, model.Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "already approved by alice") {
 		t.Fatalf("second decision: %v", err)
 	}
-	if _, err := s.Reject(id, model.Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "approved -> rejected") {
+	if _, err := s.Reject(t.Context(), id, model.Change{Actor: "bob"}); !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), "approved -> rejected") {
 		t.Fatalf("second decision: %v", err)
 	}
-	d := must[model.EffectDetail](t)(s.GetEffect(id))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	if d.Approval.Outcome != model.ApprovalApproved || d.Approval.DecidedBy != "alice" || d.Approval.Decision != "looks right" {
 		t.Fatalf("approval %+v", d.Approval)
 	}
 	if last := d.History[len(d.History)-1]; last.Actor != "alice" || last.Reason != "looks right" || last.To != "approved" {
 		t.Fatalf("decision record %+v", last)
 	}
-	if sess := must[model.Session](t)(s.GetSession("agent")); sess.State != sm.SessionActive || sess.PendingApprovals != 0 {
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "agent")); sess.State != sm.SessionActive || sess.PendingApprovals != 0 {
 		t.Fatalf("session after approval %+v", sess)
 	}
-	must[model.Effect](t)(s.Start(id, model.Change{}))
-	must[model.Effect](t)(s.Commit(id, model.Change{Result: json.RawMessage(`{"ok":true}`)}))
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), id, model.Change{Result: json.RawMessage(`{"ok":true}`)}))
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("%d approvals still listed", n)
 	}
@@ -61,21 +62,21 @@ func testIrreversibleApprovePath(t *testing.T, newStore opener) {
 func testRejectHaltsSession(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "agent", "rm_rf", sm.Irreversible, `{"path":"/"}`).Effect.ID
-	e := must[model.Effect](t)(s.Reject(id, model.Change{Actor: "carol", Reason: "no"}))
+	e := must[model.Effect](t)(s.Reject(t.Context(), id, model.Change{Actor: "carol", Reason: "no"}))
 	if e.State != sm.Rejected {
 		t.Fatalf("%+v", e)
 	}
-	sess := must[model.Session](t)(s.GetSession("agent"))
+	sess := must[model.Session](t)(s.GetSession(t.Context(), "agent"))
 	if sess.State != sm.SessionHalted {
 		t.Fatalf("session %s", sess.State)
 	}
-	if _, err := s.Intercept(logstore.InterceptRequest{Session: "agent", Tool: "other", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
+	if _, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: "agent", Tool: "other", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
 		t.Fatalf("new call in halted session: %v", err)
 	}
 	if again := intercept(t, s, "agent", "rm_rf", sm.Irreversible, `{"path":"/"}`); again.Outcome != model.OutcomeRejected || again.Effect.ID != id {
 		t.Fatalf("repeat of rejected call: %+v", again)
 	}
-	hist := must[[]model.HistoryRecord](t)(s.SessionHistory("agent"))
+	hist := must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "agent"))
 	if got := states(hist); got != "session:>active session:active>awaiting_approval session:awaiting_approval>halted" {
 		t.Fatalf("session history %s", got)
 	}
@@ -84,7 +85,7 @@ func testRejectHaltsSession(t *testing.T, newStore opener) {
 
 func testApprovalExpiry(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
-	res := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "ci", Tool: "deploy", Tier: sm.Irreversible,
+	res := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "ci", Tool: "deploy", Tier: sm.Irreversible,
 		CreateSession: true, ApprovalTimeout: time.Minute}))
 	if n := len(pending(t, s)); n != 1 {
 		t.Fatalf("%d waiting", n)
@@ -93,11 +94,11 @@ func testApprovalExpiry(t *testing.T, newStore opener) {
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("expired request still listed as waiting")
 	}
-	if _, err := s.Approve(res.Effect.ID, model.Change{Actor: "late"}); !errors.Is(err, sm.ErrInvalidStateTransition) ||
+	if _, err := s.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "late"}); !errors.Is(err, sm.ErrInvalidStateTransition) ||
 		!strings.Contains(err.Error(), sm.ReasonTerminal) || !strings.Contains(err.Error(), "timed out") {
 		t.Fatalf("approve after expiry: %v", err)
 	}
-	d := must[model.EffectDetail](t)(s.GetEffect(res.Effect.ID))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID))
 	if d.Effect.State != sm.Rejected || d.Approval.Outcome != model.ApprovalTimedOut || d.Approval.DecidedBy != model.TimeoutActor {
 		t.Fatalf("after expiry: %+v %+v", d.Effect, d.Approval)
 	}
@@ -108,8 +109,8 @@ func testSecondDecisionIsInvalidTransition(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	approved := intercept(t, s, "a", "pay", sm.Irreversible, `{"n":1}`).Effect.ID
 	rejected := intercept(t, s, "b", "pay", sm.Irreversible, `{"n":2}`).Effect.ID
-	must[model.Effect](t)(s.Approve(approved, model.Change{Actor: "alice"}))
-	must[model.Effect](t)(s.Reject(rejected, model.Change{Actor: "dana", Reason: "no"}))
+	must[model.Effect](t)(s.Approve(t.Context(), approved, model.Change{Actor: "alice"}))
+	must[model.Effect](t)(s.Reject(t.Context(), rejected, model.Change{Actor: "dana", Reason: "no"}))
 	cases := []struct {
 		id     uint64
 		to     sm.State
@@ -122,13 +123,13 @@ func testSecondDecisionIsInvalidTransition(t *testing.T, newStore opener) {
 		{rejected, sm.Rejected, sm.ReasonTerminal, "already rejected by dana"},
 	}
 	for _, c := range cases {
-		before := must[model.EffectDetail](t)(s.GetEffect(c.id))
-		_, err := s.Transition(c.id, c.to, model.Change{Actor: "bob"})
+		before := must[model.EffectDetail](t)(s.GetEffect(t.Context(), c.id))
+		_, err := s.Transition(t.Context(), c.id, c.to, model.Change{Actor: "bob"})
 		var te *sm.TransitionError
 		if !errors.As(err, &te) || te.Reason != c.reason || !strings.Contains(err.Error(), c.who) {
 			t.Errorf("effect %d -> %s: %v", c.id, c.to, err)
 		}
-		after := must[model.EffectDetail](t)(s.GetEffect(c.id))
+		after := must[model.EffectDetail](t)(s.GetEffect(t.Context(), c.id))
 		if len(after.History) != len(before.History) || after.Approval.DecidedBy != before.Approval.DecidedBy {
 			t.Errorf("effect %d changed: %+v", c.id, after.Approval)
 		}
@@ -138,15 +139,15 @@ func testSecondDecisionIsInvalidTransition(t *testing.T, newStore opener) {
 
 func testFailedIrreversibleNeedsNewDecision(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
-	res := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible,
+	res := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible,
 		CreateSession: true, ApprovalTimeout: time.Hour}))
 	id := res.Effect.ID
-	must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice", Reason: "checked"}))
-	must[model.Effect](t)(s.Start(id, model.Change{}))
+	must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice", Reason: "checked"}))
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
 	clk.add(10 * time.Minute)
-	must[model.Effect](t)(s.Fail(id, model.Change{Error: "bank down"}))
+	must[model.Effect](t)(s.Fail(t.Context(), id, model.Change{Error: "bank down"}))
 
-	d := must[model.EffectDetail](t)(s.GetEffect(id))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	a := d.Approval
 	if a.Outcome != model.ApprovalPending || !a.RequestedAt.Equal(clk.now()) || a.ExpiresAt == nil || !a.ExpiresAt.Equal(clk.now().Add(time.Hour)) {
 		t.Fatalf("no new request: %+v", a)
@@ -160,25 +161,25 @@ func testFailedIrreversibleNeedsNewDecision(t *testing.T, newStore opener) {
 	if p := pending(t, s); len(p) != 1 || p[0].EffectID != id {
 		t.Fatalf("approvals %+v", p)
 	}
-	if sess := must[model.Session](t)(s.GetSession("pay")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "pay")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 1 {
 		t.Fatalf("session %+v", sess)
 	}
-	if _, err := s.Start(id, model.Change{}); !errors.Is(err, model.ErrInProgress) {
+	if _, err := s.Start(t.Context(), id, model.Change{}); !errors.Is(err, model.ErrInProgress) {
 		t.Fatalf("start on the old approval: %v", err)
 	}
-	again := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible, Start: true}))
+	again := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible, Start: true}))
 	if again.Outcome != model.OutcomeInProgress || again.Effect.State != sm.Pending {
 		t.Fatalf("retry ran on the old approval: %+v", again)
 	}
 
-	must[model.Effect](t)(s.Approve(id, model.Change{Actor: "bob", Reason: "bank is back"}))
-	must[model.Effect](t)(s.Start(id, model.Change{}))
-	must[model.Effect](t)(s.Fail(id, model.Change{}))
-	e := must[model.Effect](t)(s.Reject(id, model.Change{Actor: "carol", Reason: "enough"}))
+	must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "bob", Reason: "bank is back"}))
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+	must[model.Effect](t)(s.Fail(t.Context(), id, model.Change{}))
+	e := must[model.Effect](t)(s.Reject(t.Context(), id, model.Change{Actor: "carol", Reason: "enough"}))
 	if e.State != sm.Rejected {
 		t.Fatalf("reject after a failure: %+v", e)
 	}
-	d = must[model.EffectDetail](t)(s.GetEffect(id))
+	d = must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	var who []string
 	for _, r := range d.Approval.Earlier {
 		who = append(who, r.Outcome+":"+r.DecidedBy)
@@ -191,7 +192,7 @@ func testFailedIrreversibleNeedsNewDecision(t *testing.T, newStore opener) {
 		"effect:pending>approved effect:approved>executing effect:executing>pending effect:pending>rejected" {
 		t.Fatalf("history %s", got)
 	}
-	if sess := must[model.Session](t)(s.GetSession("pay")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "pay")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
 		t.Fatalf("session %+v", sess)
 	}
 	verifyClean(t, s)
@@ -203,16 +204,16 @@ func testSessionMoveClosesApprovals(t *testing.T, newStore opener) {
 			s, _ := newStore(t)
 			id := intercept(t, s, "run", "deploy", sm.Irreversible, `{}`).Effect.ID
 			other := intercept(t, s, "other", "deploy", sm.Irreversible, `{}`).Effect.ID
-			must[model.Session](t)(s.SetSessionState("run", to, model.Change{Actor: "ci"}))
+			must[model.Session](t)(s.SetSessionState(t.Context(), "run", to, model.Change{Actor: "ci"}))
 			if p := pending(t, s); len(p) != 1 || p[0].EffectID != other {
 				t.Fatalf("approvals %+v", p)
 			}
-			for _, decide := range []func(uint64, model.Change) (model.Effect, error){s.Approve, s.Reject} {
-				if _, err := decide(id, model.Change{Actor: "alice"}); !errors.Is(err, model.ErrSessionNotActive) {
+			for _, decide := range []func(context.Context, uint64, model.Change) (model.Effect, error){s.Approve, s.Reject} {
+				if _, err := decide(t.Context(), id, model.Change{Actor: "alice"}); !errors.Is(err, model.ErrSessionNotActive) {
 					t.Fatalf("decision on a closed request: %v", err)
 				}
 			}
-			d := must[model.EffectDetail](t)(s.GetEffect(id))
+			d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 			a := d.Approval
 			if d.Effect.State != sm.Pending || a.Outcome != model.ApprovalClosed || a.DecidedBy != model.SessionActor ||
 				a.Decision != "session "+string(to) || a.DecidedAt == nil {
@@ -221,7 +222,7 @@ func testSessionMoveClosesApprovals(t *testing.T, newStore opener) {
 			if got := d.Decision(time.Now()); got != model.DecisionClosed {
 				t.Fatalf("decision %v, want closed", got)
 			}
-			if sess := must[model.Session](t)(s.GetSession("run")); sess.PendingApprovals != 0 || sess.State != to {
+			if sess := must[model.Session](t)(s.GetSession(t.Context(), "run")); sess.PendingApprovals != 0 || sess.State != to {
 				t.Fatalf("session %+v", sess)
 			}
 			verifyClean(t, s)
@@ -232,18 +233,18 @@ func testSessionMoveClosesApprovals(t *testing.T, newStore opener) {
 func testRejectionClosesOtherRequests(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	a := intercept(t, s, "run", "a", sm.Irreversible, `{}`).Effect.ID
-	b := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "run", Tool: "b", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
-	c := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "run", Tool: "c", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
+	b := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "run", Tool: "b", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
+	c := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "run", Tool: "c", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
 	clk.add(2 * time.Minute)
-	if n := must[int](t)(s.ExpireApprovals("run")); n != 2 {
+	if n := must[int](t)(s.ExpireApprovals(t.Context(), "run")); n != 2 {
 		t.Fatalf("%d expired", n)
 	}
 	for _, id := range []uint64{b, c} {
-		if d := must[model.EffectDetail](t)(s.GetEffect(id)); d.Approval.Outcome != model.ApprovalTimedOut || d.Effect.State != sm.Rejected {
+		if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)); d.Approval.Outcome != model.ApprovalTimedOut || d.Effect.State != sm.Rejected {
 			t.Fatalf("effect %d: %+v %+v", id, d.Effect, d.Approval)
 		}
 	}
-	if d := must[model.EffectDetail](t)(s.GetEffect(a)); d.Approval.Outcome != model.ApprovalClosed || d.Effect.State != sm.Pending ||
+	if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), a)); d.Approval.Outcome != model.ApprovalClosed || d.Effect.State != sm.Pending ||
 		d.Approval.Decision != "session halted" {
 		t.Fatalf("effect %d: %+v %+v", a, d.Effect, d.Approval)
 	}
@@ -256,18 +257,18 @@ func testRejectionClosesOtherRequests(t *testing.T, newStore opener) {
 func testFailInClosedSessionClosesNewRequest(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "run", "deploy", sm.Irreversible, `{}`).Effect.ID
-	must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice"}))
-	must[model.Effect](t)(s.Start(id, model.Change{}))
-	must[model.Session](t)(s.SetSessionState("run", sm.SessionFailed, model.Change{}))
-	must[model.Effect](t)(s.Fail(id, model.Change{Error: "boom"}))
-	d := must[model.EffectDetail](t)(s.GetEffect(id))
+	must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice"}))
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+	must[model.Session](t)(s.SetSessionState(t.Context(), "run", sm.SessionFailed, model.Change{}))
+	must[model.Effect](t)(s.Fail(t.Context(), id, model.Change{Error: "boom"}))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	if d.Approval.Outcome != model.ApprovalClosed || len(d.Approval.Earlier) != 1 || d.Approval.Earlier[0].DecidedBy != "alice" {
 		t.Fatalf("approval %+v", d.Approval)
 	}
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("%d waiting", n)
 	}
-	if sess := must[model.Session](t)(s.GetSession("run")); sess.PendingApprovals != 0 || sess.State != sm.SessionFailed {
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "run")); sess.PendingApprovals != 0 || sess.State != sm.SessionFailed {
 		t.Fatalf("session %+v", sess)
 	}
 	verifyClean(t, s)

@@ -5,6 +5,7 @@
 package conformance
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -98,7 +99,7 @@ func must[T any](t rapid.TB) func(T, error) T {
 // pending lists every waiting approval request and checks the count agrees.
 func pending(t rapid.TB, s logstore.Log) []logstore.PendingApproval {
 	t.Helper()
-	list, waiting, err := s.PendingApprovals("", 0)
+	list, waiting, err := s.PendingApprovals(context.Background(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func pending(t rapid.TB, s logstore.Log) []logstore.PendingApproval {
 // undoStack lists a session's whole undo stack and checks the count agrees.
 func undoStack(t rapid.TB, s logstore.Log, session string) []model.UndoEntry {
 	t.Helper()
-	stack, total, err := s.UndoStack(session, 0)
+	stack, total, err := s.UndoStack(context.Background(), session, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,13 +124,13 @@ func undoStack(t rapid.TB, s logstore.Log, session string) []model.UndoEntry {
 
 func intercept(t rapid.TB, s logstore.Log, session, tool string, tier sm.Tier, args string) logstore.InterceptResult {
 	t.Helper()
-	return must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: session, Tool: tool, Tier: tier,
+	return must[logstore.InterceptResult](t)(s.Intercept(context.Background(), logstore.InterceptRequest{Session: session, Tool: tool, Tier: tier,
 		Args: json.RawMessage(args), CreateSession: true, Actor: "tester"}))
 }
 
 func verifyClean(t rapid.TB, s logstore.Log) logstore.VerifyReport {
 	t.Helper()
-	rep := must[logstore.VerifyReport](t)(s.Verify())
+	rep := must[logstore.VerifyReport](t)(s.Verify(context.Background()))
 	if len(rep.Problems) != 0 {
 		t.Fatalf("verify found problems: %v", rep.Problems)
 	}

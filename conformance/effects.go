@@ -24,9 +24,9 @@ func testCompensableLifecycleAndReplay(t *testing.T, newStore opener) {
 	if len(stack) != 1 || stack[0].EffectID != id || stack[0].State != sm.EntryPending || stack[0].Compensation.Kind != model.CompensationManual {
 		t.Fatalf("undo entry not written ahead: %+v", stack)
 	}
-	must[model.Effect](t)(s.Start(id, model.Change{Actor: "tester", Owner: &model.Owner{PID: 42, Host: "h"}}))
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{Actor: "tester", Owner: &model.Owner{PID: 42, Host: "h"}}))
 	clk.add(time.Second)
-	e := must[model.Effect](t)(s.Commit(id, model.Change{Actor: "tester", Result: json.RawMessage(`{ "message_id" : "m1" }`)}))
+	e := must[model.Effect](t)(s.Commit(t.Context(), id, model.Change{Actor: "tester", Result: json.RawMessage(`{ "message_id" : "m1" }`)}))
 	if e.State != sm.Committed || string(e.Result) != `{"message_id":"m1"}` || e.Owner != nil {
 		t.Fatalf("%+v", e)
 	}
@@ -39,7 +39,7 @@ func testCompensableLifecycleAndReplay(t *testing.T, newStore opener) {
 	if string(rep.Effect.Result) != `{"message_id":"m1"}` || rep.Signature != res.Signature || rep.Effect.ID == id {
 		t.Fatalf("replay result: %+v", rep)
 	}
-	owner := must[model.EffectDetail](t)(s.GetEffect(id))
+	owner := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	if owner.Effect.State != sm.Committed || owner.Effect.ReplayCount != 1 || owner.Effect.LastReplayedAt == nil || !owner.Effect.LastReplayedAt.Equal(clk.now()) {
 		t.Fatalf("owner after replay: %+v", owner.Effect)
 	}
@@ -49,16 +49,16 @@ func testCompensableLifecycleAndReplay(t *testing.T, newStore opener) {
 	if owner.History[1].Actor != "tester" || owner.History[2].Trigger != "Commit RPC" {
 		t.Fatalf("history fields %+v", owner.History)
 	}
-	replay := must[model.EffectDetail](t)(s.GetEffect(rep.Effect.ID))
+	replay := must[model.EffectDetail](t)(s.GetEffect(t.Context(), rep.Effect.ID))
 	if got := states(replay.History); got != "effect:>pending effect:pending>replayed" {
 		t.Fatalf("replay history %s", got)
 	}
-	sess := must[model.Session](t)(s.GetSession("agent-1"))
+	sess := must[model.Session](t)(s.GetSession(t.Context(), "agent-1"))
 	if sess.Effects != 2 || sess.Counts[sm.Committed] != 1 || sess.Counts[sm.Replayed] != 1 || sess.State != sm.SessionActive {
 		t.Fatalf("session %+v", sess)
 	}
 	// A different key is a different call.
-	other := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "agent-1", Tool: "send_email", Tier: sm.Compensable,
+	other := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "agent-1", Tool: "send_email", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"to":"a@b.c","body":"hi"}`), Key: "second"}))
 	if other.Outcome != model.OutcomeNew || other.Signature == res.Signature {
 		t.Fatalf("keyed call: %+v", other)
@@ -76,13 +76,13 @@ func testNumbersAreExact(t *testing.T, newStore opener) {
 	if string(a.Effect.Args) != `{"to":12345678901234567891}` || string(b.Effect.Args) != `{"to":12345678901234567000}` {
 		t.Fatalf("args %s, %s", a.Effect.Args, b.Effect.Args)
 	}
-	r := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "n", Tool: "login", Tier: sm.Compensable,
+	r := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "n", Tool: "login", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"id":9007199254740993,"password":"x"}`), Redact: []string{"*.password", "*.token"}}))
 	if string(r.Effect.Args) != `{"id":9007199254740993,"password":"[redacted]"}` {
 		t.Fatalf("redacted args %s", r.Effect.Args)
 	}
-	must[model.Effect](t)(s.Start(r.Effect.ID, model.Change{}))
-	e := must[model.Effect](t)(s.Commit(r.Effect.ID, model.Change{Result: json.RawMessage(`{"token":"t","n":98765432109876543210.5,"tiny":1e-400}`)}))
+	must[model.Effect](t)(s.Start(t.Context(), r.Effect.ID, model.Change{}))
+	e := must[model.Effect](t)(s.Commit(t.Context(), r.Effect.ID, model.Change{Result: json.RawMessage(`{"token":"t","n":98765432109876543210.5,"tiny":1e-400}`)}))
 	if string(e.Result) != `{"n":98765432109876543210.5,"tiny":1e-400,"token":"[redacted]"}` {
 		t.Fatalf("redacted result %s", e.Result)
 	}
@@ -92,8 +92,8 @@ func testNumbersAreExact(t *testing.T, newStore opener) {
 func testRetryAfterFail(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`).Effect.ID
-	must[model.Effect](t)(s.Start(id, model.Change{}))
-	e := must[model.Effect](t)(s.Fail(id, model.Change{Error: "exit 1"}))
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+	e := must[model.Effect](t)(s.Fail(t.Context(), id, model.Change{Error: "exit 1"}))
 	if e.State != sm.Pending || e.Error != "exit 1" {
 		t.Fatalf("%+v", e)
 	}
@@ -101,12 +101,12 @@ func testRetryAfterFail(t *testing.T, newStore opener) {
 	if again.Outcome != model.OutcomeRetry || again.Effect.ID != id {
 		t.Fatalf("%+v", again)
 	}
-	must[model.Effect](t)(s.Start(id, model.Change{}))
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
 	if in := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`); in.Outcome != model.OutcomeInProgress || in.Effect.ID != id {
 		t.Fatalf("while executing: %+v", in)
 	}
-	must[model.Effect](t)(s.Commit(id, model.Change{Result: json.RawMessage(`"ok"`)}))
-	d := must[model.EffectDetail](t)(s.GetEffect(id))
+	must[model.Effect](t)(s.Commit(t.Context(), id, model.Change{Result: json.RawMessage(`"ok"`)}))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	if got := states(d.History); got != "effect:>pending effect:pending>executing effect:executing>pending effect:pending>executing effect:executing>committed" {
 		t.Fatalf("history %s", got)
 	}
@@ -130,26 +130,26 @@ func testInvalidTransitionsChangeNothing(t *testing.T, newStore opener) {
 		{comp, sm.Approved, sm.ReasonIrreversible},
 		{irr, sm.Compensating, sm.ReasonCompensableOnly},
 	}
-	before := must[uint64](t)(s.LastChange())
+	before := must[uint64](t)(s.LastChange(t.Context()))
 	for _, c := range cases {
-		old := must[model.EffectDetail](t)(s.GetEffect(c.id))
-		_, err := s.Transition(c.id, c.to, model.Change{})
+		old := must[model.EffectDetail](t)(s.GetEffect(t.Context(), c.id))
+		_, err := s.Transition(t.Context(), c.id, c.to, model.Change{})
 		if !errors.Is(err, sm.ErrInvalidStateTransition) || !strings.Contains(err.Error(), c.reason) {
 			t.Errorf("%d -> %s: %v", c.id, c.to, err)
 		}
-		now := must[model.EffectDetail](t)(s.GetEffect(c.id))
+		now := must[model.EffectDetail](t)(s.GetEffect(t.Context(), c.id))
 		if now.Effect.UpdatedAt != old.Effect.UpdatedAt || len(now.History) != len(old.History) || now.Effect.State != old.Effect.State {
 			t.Errorf("%d -> %s changed the effect", c.id, c.to)
 		}
 	}
-	if after := must[uint64](t)(s.LastChange()); after != before {
+	if after := must[uint64](t)(s.LastChange(t.Context())); after != before {
 		t.Fatalf("refused requests wrote %d history records", after-before)
 	}
-	must[model.Effect](t)(s.Start(comp, model.Change{}))
-	must[model.Effect](t)(s.Commit(comp, model.Change{}))
-	before = must[uint64](t)(s.LastChange())
+	must[model.Effect](t)(s.Start(t.Context(), comp, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), comp, model.Change{}))
+	before = must[uint64](t)(s.LastChange(t.Context()))
 	for _, to := range []sm.State{sm.Executing, sm.Pending, sm.Compensating} {
-		_, err := s.Transition(comp, to, model.Change{})
+		_, err := s.Transition(t.Context(), comp, to, model.Change{})
 		want := sm.ReasonTerminal
 		if to == sm.Compensating {
 			want = "Compensation retry path not implemented."
@@ -158,16 +158,16 @@ func testInvalidTransitionsChangeNothing(t *testing.T, newStore opener) {
 			t.Errorf("committed -> %s: %v", to, err)
 		}
 	}
-	if _, err := s.Commit(comp, model.Change{Result: json.RawMessage(`{bad`)}); !errors.Is(err, model.ErrInvalidInput) {
+	if _, err := s.Commit(t.Context(), comp, model.Change{Result: json.RawMessage(`{bad`)}); !errors.Is(err, model.ErrInvalidInput) {
 		t.Errorf("bad result: %v", err)
 	}
-	if _, err := s.Transition(999, sm.Executing, model.Change{}); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.Transition(t.Context(), 999, sm.Executing, model.Change{}); !errors.Is(err, model.ErrNotFound) {
 		t.Errorf("missing effect: %v", err)
 	}
-	if _, err := s.Transition(comp, "finished", model.Change{}); !errors.Is(err, model.ErrInvalidInput) {
+	if _, err := s.Transition(t.Context(), comp, "finished", model.Change{}); !errors.Is(err, model.ErrInvalidInput) {
 		t.Errorf("unknown state: %v", err)
 	}
-	if after := must[uint64](t)(s.LastChange()); after != before {
+	if after := must[uint64](t)(s.LastChange(t.Context())); after != before {
 		t.Fatalf("refused requests wrote %d history records", after-before)
 	}
 	verifyClean(t, s)
@@ -189,17 +189,17 @@ func testBadInterceptInput(t *testing.T, newStore opener) {
 	}
 	for _, req := range bad {
 		req.CreateSession = true
-		if _, err := s.Intercept(req); !errors.Is(err, model.ErrInvalidInput) {
+		if _, err := s.Intercept(t.Context(), req); !errors.Is(err, model.ErrInvalidInput) {
 			t.Errorf("%+v: %v", req, err)
 		}
 	}
-	if n := must[uint64](t)(s.LastChange()); n != 0 {
+	if n := must[uint64](t)(s.LastChange(t.Context())); n != 0 {
 		t.Fatalf("bad input wrote %d history records", n)
 	}
-	if list, _, err := s.ListSessions(logstore.SessionFilter{}); err != nil || len(list) != 0 {
+	if list, _, err := s.ListSessions(t.Context(), logstore.SessionFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("bad input created sessions: %v %v", list, err)
 	}
-	if _, err := s.Intercept(logstore.InterceptRequest{Session: "nosuch", Tool: "t", Tier: sm.Compensable}); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: "nosuch", Tool: "t", Tier: sm.Compensable}); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("unknown session without CreateSession: %v", err)
 	}
 }
@@ -209,7 +209,7 @@ func testInterceptManyIsOneAllOrNothingTransaction(t *testing.T, newStore opener
 	req := func(session, args string) logstore.InterceptRequest {
 		return logstore.InterceptRequest{Session: session, Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(args), CreateSession: true}
 	}
-	res, err := s.InterceptMany([]logstore.InterceptRequest{req("a", `1`), req("a", `2`), req("a", `1`), {Session: "a", Tool: "r", Tier: sm.Safe}})
+	res, err := s.InterceptMany(t.Context(), []logstore.InterceptRequest{req("a", `1`), req("a", `2`), req("a", `1`), {Session: "a", Tool: "r", Tier: sm.Safe}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,15 +217,15 @@ func testInterceptManyIsOneAllOrNothingTransaction(t *testing.T, newStore opener
 	if !reflect.DeepEqual(got, []model.Outcome{model.OutcomeNew, model.OutcomeNew, model.OutcomeRetry, model.OutcomeSafe}) || res[2].Effect.ID != res[0].Effect.ID {
 		t.Fatalf("%v", got)
 	}
-	must[model.Session](t)(s.SetSessionState("a", sm.SessionCompleted, model.Change{}))
-	before := must[uint64](t)(s.LastChange())
-	if _, err := s.InterceptMany([]logstore.InterceptRequest{req("b", `1`), req("a", `3`)}); !errors.Is(err, model.ErrSessionNotActive) || !strings.Contains(err.Error(), "call 2") {
+	must[model.Session](t)(s.SetSessionState(t.Context(), "a", sm.SessionCompleted, model.Change{}))
+	before := must[uint64](t)(s.LastChange(t.Context()))
+	if _, err := s.InterceptMany(t.Context(), []logstore.InterceptRequest{req("b", `1`), req("a", `3`)}); !errors.Is(err, model.ErrSessionNotActive) || !strings.Contains(err.Error(), "call 2") {
 		t.Fatalf("%v", err)
 	}
-	if _, err := s.GetSession("b"); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.GetSession(t.Context(), "b"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("a refused batch wrote its first call: %v", err)
 	}
-	if after := must[uint64](t)(s.LastChange()); after != before {
+	if after := must[uint64](t)(s.LastChange(t.Context())); after != before {
 		t.Fatal("a refused batch wrote history")
 	}
 	verifyClean(t, s)
@@ -236,16 +236,16 @@ func testClockGoingBackwards(t *testing.T, newStore opener) {
 	a := intercept(t, s, "c", "w", sm.Compensable, `1`)
 	clk.add(-3 * time.Hour)
 	b := intercept(t, s, "c", "w", sm.Compensable, `2`)
-	must[model.Effect](t)(s.Start(b.Effect.ID, model.Change{}))
+	must[model.Effect](t)(s.Start(t.Context(), b.Effect.ID, model.Change{}))
 	clk.add(-time.Hour)
-	must[model.Effect](t)(s.Commit(b.Effect.ID, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), b.Effect.ID, model.Change{}))
 	if b.Effect.ID <= a.Effect.ID {
 		t.Fatalf("ids %d then %d", a.Effect.ID, b.Effect.ID)
 	}
 	if r := intercept(t, s, "c", "w", sm.Compensable, `2`); r.Outcome != model.OutcomeReplayed {
 		t.Fatalf("%+v", r)
 	}
-	list, _, _ := s.ListEffects(logstore.EffectFilter{Session: "c"})
+	list, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "c"})
 	if len(list) != 3 || list[0].ID < list[2].ID {
 		t.Fatalf("order by id: %+v", list)
 	}
@@ -255,18 +255,18 @@ func testClockGoingBackwards(t *testing.T, newStore opener) {
 // A safe call is answered at once and writes nothing.
 func testSafeCallsWriteNothing(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
-	res := must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "s1", Tool: "read", Tier: sm.Safe,
+	res := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "s1", Tool: "read", Tier: sm.Safe,
 		Args: json.RawMessage(`{"a":1}`), CreateSession: true}))
 	if res.Outcome != model.OutcomeSafe || res.Effect.ID != 0 || len(res.Signature) != 64 {
 		t.Fatalf("%+v", res)
 	}
-	if n := must[uint64](t)(s.LastChange()); n != 0 {
+	if n := must[uint64](t)(s.LastChange(t.Context())); n != 0 {
 		t.Fatalf("a safe call wrote %d history records", n)
 	}
-	if list, _, err := s.ListSessions(logstore.SessionFilter{}); err != nil || len(list) != 0 {
+	if list, _, err := s.ListSessions(t.Context(), logstore.SessionFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("a safe call created a session: %v %v", list, err)
 	}
-	if list, _, err := s.ListEffects(logstore.EffectFilter{}); err != nil || len(list) != 0 {
+	if list, _, err := s.ListEffects(t.Context(), logstore.EffectFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("a safe call wrote an effect: %v %v", list, err)
 	}
 }

@@ -16,18 +16,18 @@ func testGCKeepsSessionsWithACallExecuting(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	for _, id := range []string{"running", "done"} {
 		res := intercept(t, s, id, "w", sm.Compensable, `{"s":"`+id+`"}`)
-		must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{Owner: model.NewOwner(clk.now())}))
+		must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{Owner: model.NewOwner(clk.now())}))
 		if id == "done" {
-			must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{}))
+			must[model.Effect](t)(s.Commit(t.Context(), res.Effect.ID, model.Change{}))
 		}
-		must[model.Session](t)(s.SetSessionState(id, sm.SessionFailed, model.Change{}))
+		must[model.Session](t)(s.SetSessionState(t.Context(), id, sm.SessionFailed, model.Change{}))
 	}
 	clk.add(48 * time.Hour)
-	rep := must[logstore.GCReport](t)(s.GC(clk.now(), []sm.SessionState{sm.SessionFailed}))
+	rep := must[logstore.GCReport](t)(s.GC(t.Context(), clk.now(), []sm.SessionState{sm.SessionFailed}))
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "done" {
 		t.Fatalf("%+v", rep)
 	}
-	if e := must[model.EffectDetail](t)(s.GetEffect(1)); e.Effect.State != sm.Executing || e.Undo == nil {
+	if e := must[model.EffectDetail](t)(s.GetEffect(t.Context(), 1)); e.Effect.State != sm.Executing || e.Undo == nil {
 		t.Fatalf("%+v", e)
 	}
 	verifyClean(t, s)
@@ -39,12 +39,12 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	run := func(session string, end sm.SessionState) {
 		res := intercept(t, s, session, "w", sm.Compensable, `{"s":"`+session+`"}`)
-		must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{}))
-		must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`1`)}))
+		must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{}))
+		must[model.Effect](t)(s.Commit(t.Context(), res.Effect.ID, model.Change{Result: json.RawMessage(`1`)}))
 		intercept(t, s, session, "w", sm.Compensable, `{"s":"`+session+`"}`) // a replay
 		intercept(t, s, session, "pay", sm.Irreversible, `{}`)
 		if end != sm.SessionActive {
-			must[model.Session](t)(s.SetSessionState(session, end, model.Change{}))
+			must[model.Session](t)(s.SetSessionState(t.Context(), session, end, model.Change{}))
 		}
 	}
 	run("old-done", sm.SessionCompleted)
@@ -53,36 +53,36 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 	clk.add(48 * time.Hour)
 	run("new-done", sm.SessionCompleted)
 
-	rep := must[logstore.GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
+	rep := must[logstore.GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "old-done" || rep.Effects != 3 {
 		t.Fatalf("%+v", rep)
 	}
-	if _, err := s.GetSession("old-done"); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.GetSession(t.Context(), "old-done"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("dropped session still there: %v", err)
 	}
-	if hist, err := s.SessionHistory("old-done"); len(hist) != 0 {
+	if hist, err := s.SessionHistory(t.Context(), "old-done"); len(hist) != 0 {
 		t.Fatalf("dropped session's history: %v %v", hist, err)
 	}
 	for id := uint64(1); id <= 3; id++ {
-		if _, err := s.GetEffect(id); !errors.Is(err, model.ErrNotFound) {
+		if _, err := s.GetEffect(t.Context(), id); !errors.Is(err, model.ErrNotFound) {
 			t.Fatalf("dropped effect %d still there: %v", id, err)
 		}
 	}
-	if list, _, _ := s.ListEffects(logstore.EffectFilter{Session: "old-done"}); len(list) != 0 {
+	if list, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "old-done"}); len(list) != 0 {
 		t.Fatalf("dropped effects listed: %+v", list)
 	}
-	if stack, _, _ := s.UndoStack("old-done", 0); len(stack) != 0 {
+	if stack, _, _ := s.UndoStack(t.Context(), "old-done", 0); len(stack) != 0 {
 		t.Fatalf("dropped undo entries listed: %+v", stack)
 	}
 	for _, id := range []string{"old-failed", "old-live", "new-done"} {
-		if sess := must[model.Session](t)(s.GetSession(id)); sess.Effects != 3 {
+		if sess := must[model.Session](t)(s.GetSession(t.Context(), id)); sess.Effects != 3 {
 			t.Fatalf("%s: %+v", id, sess)
 		}
 	}
 	if p := pending(t, s); len(p) != 1 || p[0].Session != "old-live" {
 		t.Fatalf("approvals %+v", p)
 	}
-	if again := must[logstore.GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted})); len(again.Sessions) != 0 || again.Effects != 0 {
+	if again := must[logstore.GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted})); len(again.Sessions) != 0 || again.Effects != 0 {
 		t.Fatalf("second gc: %+v", again)
 	}
 	rep2 := verifyClean(t, s)
@@ -97,14 +97,14 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 func testExport(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	c := intercept(t, s, "a", "write", sm.Compensable, `{"n":1}`).Effect.ID
-	must[model.Effect](t)(s.Start(c, model.Change{}))
-	must[model.Effect](t)(s.Commit(c, model.Change{Result: json.RawMessage(`"ok"`)}))
+	must[model.Effect](t)(s.Start(t.Context(), c, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), c, model.Change{Result: json.RawMessage(`"ok"`)}))
 	i := intercept(t, s, "a", "pay", sm.Irreversible, `{"n":2}`).Effect.ID
 	intercept(t, s, "b", "write", sm.Compensable, `{}`)
 
 	export := func(session string) (types []string, recs []logstore.ExportRecord) {
 		t.Helper()
-		err := s.Export(session, func(r logstore.ExportRecord) error {
+		err := s.Export(t.Context(), session, func(r logstore.ExportRecord) error {
 			types, recs = append(types, r.Type), append(recs, r)
 			return nil
 		})
@@ -116,11 +116,11 @@ func testExport(t *testing.T, newStore opener) {
 	types, recs := export("a")
 	var want []string
 	want = append(want, "meta", "session")
-	for range must[[]model.HistoryRecord](t)(s.SessionHistory("a")) {
+	for range must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "a")) {
 		want = append(want, "session_history")
 	}
 	for _, id := range []uint64{c, i} {
-		d := must[model.EffectDetail](t)(s.GetEffect(id))
+		d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 		want = append(want, "effect")
 		for range d.History {
 			want = append(want, "history")
@@ -145,7 +145,7 @@ func testExport(t *testing.T, newStore opener) {
 		if err := json.Unmarshal(b, &e); err != nil {
 			t.Fatal(err)
 		}
-		got, _ := json.Marshal(must[model.EffectDetail](t)(s.GetEffect(e.ID)).Effect)
+		got, _ := json.Marshal(must[model.EffectDetail](t)(s.GetEffect(t.Context(), e.ID)).Effect)
 		if e.Session != "a" || string(b) != string(got) {
 			t.Fatalf("exported %s, the log has %s", b, got)
 		}
@@ -159,12 +159,12 @@ func testExport(t *testing.T, newStore opener) {
 	if all[0] != "meta" || sessions != 2 || effects != 3 {
 		t.Fatalf("export of the log: %v", all)
 	}
-	if err := s.Export("nosuch", func(logstore.ExportRecord) error { return nil }); !errors.Is(err, model.ErrNotFound) {
+	if err := s.Export(t.Context(), "nosuch", func(logstore.ExportRecord) error { return nil }); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("export of an unknown session: %v", err)
 	}
 	stop := errors.New("enough")
 	calls := 0
-	if err := s.Export("", func(logstore.ExportRecord) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+	if err := s.Export(t.Context(), "", func(logstore.ExportRecord) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("a consumer's error: %v after %d records", err, calls)
 	}
 }

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,7 +108,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 			return m.effects[rapid.SampledFrom(m.ids).Draw(rt, "effect")]
 		}
 		// transition makes one effect move of the table through `call`.
-		transition := func(rt *rapid.T, name string, to sm.State, call func(uint64, model.Change) (model.Effect, error)) {
+		transition := func(rt *rapid.T, name string, to sm.State, call func(context.Context, uint64, model.Change) (model.Effect, error)) {
 			e := pick(rt)
 			var want *expect
 			_, verr := sm.Validate(e.tier, e.state, to)
@@ -122,7 +123,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 			case to == sm.Executing && e.tier == sm.Irreversible && e.state == sm.Pending:
 				want = &expect{err: model.ErrInProgress}
 			}
-			got, err := call(e.id, model.Change{Actor: "rapid", Error: "boom"})
+			got, err := call(context.Background(), e.id, model.Change{Actor: "rapid", Error: "boom"})
 			want.check(rt, fmt.Sprintf("%s effect %d (%s %s)", name, e.id, e.tier, e.state), err)
 			if want != nil {
 				return
@@ -161,7 +162,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				n := rapid.IntRange(0, 2).Draw(rt, "args")
 				start := rapid.Bool().Draw(rt, "start")
 				call := fmt.Sprintf("%s/%s/%d", session, tier, n)
-				res, err := s.Intercept(logstore.InterceptRequest{Session: session, Tool: string(tier), Tier: tier,
+				res, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: session, Tool: string(tier), Tier: tier,
 					Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), CreateSession: true, Start: start, Actor: "rapid"})
 				state, known := m.sessions[session]
 				if !known {
@@ -245,7 +246,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				if verr != nil {
 					want = refusedBy(verr)
 				}
-				_, err := s.SetSessionState(session, to, model.Change{Actor: "rapid"})
+				_, err := s.SetSessionState(t.Context(), session, to, model.Change{Actor: "rapid"})
 				want.check(rt, fmt.Sprintf("session %s %s -> %s", session, from, to), err)
 				if want == nil {
 					m.moveSession(session, to)
@@ -276,7 +277,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 						want = refusedBy(err)
 					}
 				}
-				u, err := s.UndoStep(e.id, to, model.Change{Actor: "rapid"})
+				u, err := s.UndoStep(t.Context(), e.id, to, model.Change{Actor: "rapid"})
 				want.check(rt, fmt.Sprintf("undo step effect %d (%s, entry %s) -> %s", e.id, e.state, e.entry, to), err)
 				if want != nil {
 					return
@@ -298,7 +299,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 // and approval, every session's state and counts, and a clean verify.
 func (m *logModel) agrees(t *rapid.T, s logstore.Log) {
 	t.Helper()
-	list, _, err := s.ListEffects(logstore.EffectFilter{Ascending: true})
+	list, _, err := s.ListEffects(context.Background(), logstore.EffectFilter{Ascending: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func (m *logModel) agrees(t *rapid.T, s logstore.Log) {
 			t.Fatalf("effect %+v, the model has %+v", e, want)
 		}
 		if want.tier == sm.Irreversible {
-			d := must[model.EffectDetail](t)(s.GetEffect(e.ID))
+			d := must[model.EffectDetail](t)(s.GetEffect(context.Background(), e.ID))
 			if (d.Approval == nil) != (want.approval == "") || d.Approval != nil && d.Approval.Outcome != want.approval {
 				t.Fatalf("effect %d: approval %+v, the model says %q", e.ID, d.Approval, want.approval)
 			}
@@ -321,7 +322,7 @@ func (m *logModel) agrees(t *rapid.T, s logstore.Log) {
 	}
 	waiting := 0
 	for id, state := range m.sessions {
-		sess := must[model.Session](t)(s.GetSession(id))
+		sess := must[model.Session](t)(s.GetSession(context.Background(), id))
 		counts := map[sm.State]int{}
 		effects, entries := 0, 0
 		for _, e := range m.effects {

@@ -20,7 +20,7 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i], errs[i] = s.Intercept(logstore.InterceptRequest{Session: "race", Tool: "charge", Tier: sm.Compensable,
+			results[i], errs[i] = s.Intercept(t.Context(), logstore.InterceptRequest{Session: "race", Tool: "charge", Tier: sm.Compensable,
 				Args: json.RawMessage(`{"amount":5}`), CreateSession: true})
 		}(i)
 	}
@@ -47,7 +47,7 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			res, err := s.Intercept(logstore.InterceptRequest{Session: "race", Tool: "ship", Tier: sm.Compensable, CreateSession: true})
+			res, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: "race", Tool: "ship", Tier: sm.Compensable, CreateSession: true})
 			if err != nil {
 				t.Error(err)
 				return
@@ -56,11 +56,11 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 			count[res.Outcome]++
 			mu.Unlock()
 			if res.Outcome == model.OutcomeNew || res.Outcome == model.OutcomeRetry {
-				if _, err := s.Start(res.Effect.ID, model.Change{}); err != nil {
+				if _, err := s.Start(t.Context(), res.Effect.ID, model.Change{}); err != nil {
 					return // another goroutine claimed it first: the state machine refused the second start
 				}
 				executed.Store(i, true)
-				if _, err := s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`"shipped"`)}); err != nil {
+				if _, err := s.Commit(t.Context(), res.Effect.ID, model.Change{Result: json.RawMessage(`"shipped"`)}); err != nil {
 					t.Error(err)
 				}
 			}
@@ -69,7 +69,7 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 	wg.Wait()
 	runs := 0
 	executed.Range(func(_, _ any) bool { runs++; return true })
-	list, _, _ := s.ListEffects(logstore.EffectFilter{Session: "race", Tool: "ship"})
+	list, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "race", Tool: "ship"})
 	replays := 0
 	for _, e := range list {
 		if e.State == sm.Replayed {

@@ -15,40 +15,40 @@ import (
 
 func testSessions(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
-	a := must[model.Session](t)(s.CreateSession(logstore.NewSession{ID: "deploy-117", Meta: map[string]string{"pipeline": "api"}}))
+	a := must[model.Session](t)(s.CreateSession(t.Context(), logstore.NewSession{ID: "deploy-117", Meta: map[string]string{"pipeline": "api"}}))
 	if a.State != sm.SessionActive || a.Meta["pipeline"] != "api" {
 		t.Fatalf("%+v", a)
 	}
-	if _, err := s.CreateSession(logstore.NewSession{ID: "deploy-117"}); !errors.Is(err, model.ErrConflict) {
+	if _, err := s.CreateSession(t.Context(), logstore.NewSession{ID: "deploy-117"}); !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	clk.add(time.Hour)
-	b := must[model.Session](t)(s.CreateSession(logstore.NewSession{}))
+	b := must[model.Session](t)(s.CreateSession(t.Context(), logstore.NewSession{}))
 	if !strings.HasPrefix(b.ID, "sess-20261130-") {
 		t.Fatalf("generated id %q", b.ID)
 	}
-	must[model.Session](t)(s.SetSessionState("deploy-117", sm.SessionCompleted, model.Change{Actor: "ci"}))
-	if _, err := s.SetSessionState("deploy-117", sm.SessionFailed, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+	must[model.Session](t)(s.SetSessionState(t.Context(), "deploy-117", sm.SessionCompleted, model.Change{Actor: "ci"}))
+	if _, err := s.SetSessionState(t.Context(), "deploy-117", sm.SessionFailed, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
 		t.Fatalf("completed -> failed: %v", err)
 	}
-	all, _, _ := s.ListSessions(logstore.SessionFilter{})
+	all, _, _ := s.ListSessions(t.Context(), logstore.SessionFilter{})
 	if len(all) != 2 || all[0].ID != b.ID {
 		t.Fatalf("newest first: %+v", all)
 	}
-	done, _, _ := s.ListSessions(logstore.SessionFilter{State: sm.SessionCompleted})
+	done, _, _ := s.ListSessions(t.Context(), logstore.SessionFilter{State: sm.SessionCompleted})
 	if len(done) != 1 || done[0].ID != "deploy-117" {
 		t.Fatalf("by state: %+v", done)
 	}
-	recent, _, _ := s.ListSessions(logstore.SessionFilter{Since: clk.now().Add(-time.Minute)})
+	recent, _, _ := s.ListSessions(t.Context(), logstore.SessionFilter{Since: clk.now().Add(-time.Minute)})
 	if len(recent) != 1 || recent[0].ID != b.ID {
 		t.Fatalf("since: %+v", recent)
 	}
-	page, next, _ := s.ListSessions(logstore.SessionFilter{Limit: 1})
-	rest, next2, _ := s.ListSessions(logstore.SessionFilter{Limit: 1, Cursor: next})
+	page, next, _ := s.ListSessions(t.Context(), logstore.SessionFilter{Limit: 1})
+	rest, next2, _ := s.ListSessions(t.Context(), logstore.SessionFilter{Limit: 1, Cursor: next})
 	if len(page) != 1 || len(rest) != 1 || rest[0].ID != "deploy-117" || next == 0 || next2 != 0 {
 		t.Fatalf("paging: %v %v %d %d", page, rest, next, next2)
 	}
-	if _, err := s.Intercept(logstore.InterceptRequest{Session: "deploy-117", Tool: "x", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
+	if _, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: "deploy-117", Tool: "x", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
 		t.Fatalf("completed session took an effect: %v", err)
 	}
 }
@@ -71,34 +71,34 @@ func testListEffectsFiltersAndPages(t *testing.T, newStore opener) {
 		}
 		return
 	}
-	all, _, _ := s.ListEffects(logstore.EffectFilter{})
+	all, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{})
 	if got := ids(all); len(got) != 10 || got[0] != 10 || got[9] != 1 {
 		t.Fatalf("all newest first: %v", got)
 	}
-	asc, _, _ := s.ListEffects(logstore.EffectFilter{Session: "a", Ascending: true})
+	asc, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "a", Ascending: true})
 	if got := ids(asc); len(got) != 5 || got[0] != 1 || got[4] != 9 {
 		t.Fatalf("session a ascending: %v", got)
 	}
-	combo, _, _ := s.ListEffects(logstore.EffectFilter{Session: "b", Tool: "mail"})
+	combo, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "b", Tool: "mail"})
 	if got := ids(combo); len(got) != 2 || got[0] != 8 || got[1] != 2 {
 		t.Fatalf("session b, mail: %v", got)
 	}
-	byTier, _, _ := s.ListEffects(logstore.EffectFilter{Tier: sm.Irreversible})
+	byTier, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Tier: sm.Irreversible})
 	if got := ids(byTier); len(got) != 3 {
 		t.Fatalf("irreversible: %v", got)
 	}
-	byState, _, _ := s.ListEffects(logstore.EffectFilter{State: sm.Pending, Tool: "write"})
+	byState, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{State: sm.Pending, Tool: "write"})
 	if got := ids(byState); len(got) != 4 {
 		t.Fatalf("pending write: %v", got)
 	}
-	since, _, _ := s.ListEffects(logstore.EffectFilter{Since: clk.now().Add(-3*time.Minute - time.Second)})
+	since, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Since: clk.now().Add(-3*time.Minute - time.Second)})
 	if got := ids(since); len(got) != 3 || got[2] != 8 {
 		t.Fatalf("since: %v", got)
 	}
 	var pages [][]uint64
 	var cursor uint64
 	for {
-		page, next, err := s.ListEffects(logstore.EffectFilter{Limit: 4, Cursor: cursor})
+		page, next, err := s.ListEffects(t.Context(), logstore.EffectFilter{Limit: 4, Cursor: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,15 +120,15 @@ func testReadLimits(t *testing.T, newStore opener) {
 		waiting = append(waiting, intercept(t, s, fmt.Sprintf("agent-%d", i), "pay", sm.Irreversible, fmt.Sprintf(`{"n":%d}`, i)).Effect.ID)
 		undoable = append(undoable, intercept(t, s, "ci", "write", sm.Compensable, fmt.Sprintf(`{"n":%d}`, i)).Effect.ID)
 	}
-	list, n, err := s.PendingApprovals("", 2)
+	list, n, err := s.PendingApprovals(t.Context(), "", 2)
 	if err != nil || n != 5 || len(list) != 2 || list[0].EffectID != waiting[0] || list[1].EffectID != waiting[1] {
 		t.Fatalf("approvals limit 2: %d waiting, %+v, %v", n, list, err)
 	}
-	list, n, err = s.PendingApprovals("agent-3", 2)
+	list, n, err = s.PendingApprovals(t.Context(), "agent-3", 2)
 	if err != nil || n != 1 || len(list) != 1 || list[0].EffectID != waiting[3] {
 		t.Fatalf("approvals of one session: %d waiting, %+v, %v", n, list, err)
 	}
-	stack, n, err := s.UndoStack("ci", 3)
+	stack, n, err := s.UndoStack(t.Context(), "ci", 3)
 	if err != nil || n != 5 || len(stack) != 3 || stack[0].EffectID != undoable[4] || stack[2].EffectID != undoable[2] {
 		t.Fatalf("undo stack limit 3: %d entries, %+v, %v", n, stack, err)
 	}
@@ -138,46 +138,46 @@ func testUndoSteps(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	cmd := &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "f"}}
 	mk := func(args string) uint64 {
-		return must[logstore.InterceptResult](t)(s.Intercept(logstore.InterceptRequest{Session: "u", Tool: "touch", Tier: sm.Compensable,
+		return must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "u", Tool: "touch", Tier: sm.Compensable,
 			Args: json.RawMessage(args), Compensation: cmd, CreateSession: true})).Effect.ID
 	}
 	committed, executing, never := mk(`1`), mk(`2`), mk(`3`)
-	must[model.Effect](t)(s.Start(committed, model.Change{}))
-	must[model.Effect](t)(s.Commit(committed, model.Change{}))
-	must[model.Effect](t)(s.Start(executing, model.Change{}))
+	must[model.Effect](t)(s.Start(t.Context(), committed, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), committed, model.Change{}))
+	must[model.Effect](t)(s.Start(t.Context(), executing, model.Change{}))
 
 	stack := undoStack(t, s, "u")
 	if len(stack) != 3 || stack[0].EffectID != never || stack[2].EffectID != committed || stack[0].Compensation.Argv[0] != "rm" {
 		t.Fatalf("LIFO stack %+v", stack)
 	}
-	must[model.Session](t)(s.SetSessionState("u", sm.SessionCompensating, model.Change{}))
-	if _, err := s.UndoStep(never, sm.EntryCompensating, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+	must[model.Session](t)(s.SetSessionState(t.Context(), "u", sm.SessionCompensating, model.Change{}))
+	if _, err := s.UndoStep(t.Context(), never, sm.EntryCompensating, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
 		t.Fatalf("compensating a never-run effect: %v", err)
 	}
-	must[model.UndoEntry](t)(s.UndoStep(never, sm.EntrySkipped, model.Change{}))
-	must[model.UndoEntry](t)(s.UndoStep(executing, sm.EntryCompensating, model.Change{Actor: "undo"}))
-	u := must[model.UndoEntry](t)(s.UndoStep(executing, sm.EntryCompensated, model.Change{Actor: "undo", Attempts: 1}))
+	must[model.UndoEntry](t)(s.UndoStep(t.Context(), never, sm.EntrySkipped, model.Change{}))
+	must[model.UndoEntry](t)(s.UndoStep(t.Context(), executing, sm.EntryCompensating, model.Change{Actor: "undo"}))
+	u := must[model.UndoEntry](t)(s.UndoStep(t.Context(), executing, sm.EntryCompensated, model.Change{Actor: "undo", Attempts: 1}))
 	if u.State != sm.EntryCompensated || u.Attempts != 1 {
 		t.Fatalf("%+v", u)
 	}
-	d := must[model.EffectDetail](t)(s.GetEffect(executing))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), executing))
 	if d.Effect.State != sm.Compensated {
 		t.Fatalf("executing effect should follow its entry: %s", d.Effect.State)
 	}
-	must[model.UndoEntry](t)(s.UndoStep(committed, sm.EntryCompensating, model.Change{}))
-	must[model.UndoEntry](t)(s.UndoStep(committed, sm.EntryCompensationFailed, model.Change{Error: "boom", Attempts: 4}))
-	d = must[model.EffectDetail](t)(s.GetEffect(committed))
+	must[model.UndoEntry](t)(s.UndoStep(t.Context(), committed, sm.EntryCompensating, model.Change{}))
+	must[model.UndoEntry](t)(s.UndoStep(t.Context(), committed, sm.EntryCompensationFailed, model.Change{Error: "boom", Attempts: 4}))
+	d = must[model.EffectDetail](t)(s.GetEffect(t.Context(), committed))
 	if d.Effect.State != sm.Committed || d.Undo.State != sm.EntryCompensationFailed || d.Undo.LastError != "boom" || d.Undo.Attempts != 4 {
 		t.Fatalf("committed effect keeps its state, the entry carries the undo: %+v %+v", d.Effect, d.Undo)
 	}
-	if _, err := s.UndoStep(committed, sm.EntryCompensating, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
+	if _, err := s.UndoStep(t.Context(), committed, sm.EntryCompensating, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
 		t.Fatalf("failed entry retried without resolve: %v", err)
 	}
-	must[model.UndoEntry](t)(s.UndoStep(committed, sm.EntryResolved, model.Change{Actor: "ops", Reason: "fixed by hand"}))
-	if got := states(must[model.EffectDetail](t)(s.GetEffect(committed)).History); !strings.HasSuffix(got, "undo:pending>compensating undo:compensating>compensation_failed undo:compensation_failed>resolved") {
+	must[model.UndoEntry](t)(s.UndoStep(t.Context(), committed, sm.EntryResolved, model.Change{Actor: "ops", Reason: "fixed by hand"}))
+	if got := states(must[model.EffectDetail](t)(s.GetEffect(t.Context(), committed)).History); !strings.HasSuffix(got, "undo:pending>compensating undo:compensating>compensation_failed undo:compensation_failed>resolved") {
 		t.Fatalf("undo history %s", got)
 	}
-	must[model.Session](t)(s.SetSessionState("u", sm.SessionCompensated, model.Change{}))
+	must[model.Session](t)(s.SetSessionState(t.Context(), "u", sm.SessionCompensated, model.Change{}))
 	verifyClean(t, s)
 }
 
@@ -189,11 +189,11 @@ func testCloseKeepsWhatWasWritten(t *testing.T, open opener) {
 	if err := log.Close(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := log.GetEffect(res.Effect.ID)
+	d, err := log.GetEffect(t.Context(), res.Effect.ID)
 	if err != nil || d.Effect.State != sm.Pending || string(d.Effect.Args) != `{"n":1}` {
 		t.Fatalf("after Close: %+v %v", d.Effect, err)
 	}
-	if _, err := log.Start(res.Effect.ID, model.Change{}); err != nil {
+	if _, err := log.Start(t.Context(), res.Effect.ID, model.Change{}); err != nil {
 		t.Fatalf("a write after Close: %v", err)
 	}
 	if err := log.Close(); err != nil {

@@ -36,14 +36,14 @@ func effectIn(t *testing.T, s logstore.Log, tier sm.Tier, from sm.State, n int) 
 	id := res.Effect.ID
 	start := func() {
 		if tier == sm.Irreversible {
-			must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice"}))
+			must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice"}))
 		}
-		must[model.Effect](t)(s.Start(id, model.Change{}))
+		must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
 	}
 	undo := func(to ...sm.EntryState) {
 		start()
 		for _, step := range to {
-			must[model.UndoEntry](t)(s.UndoStep(id, step, model.Change{}))
+			must[model.UndoEntry](t)(s.UndoStep(t.Context(), id, step, model.Change{}))
 		}
 	}
 	switch from {
@@ -51,12 +51,12 @@ func effectIn(t *testing.T, s logstore.Log, tier sm.Tier, from sm.State, n int) 
 	case sm.Executing:
 		start()
 	case sm.Approved:
-		must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice"}))
+		must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice"}))
 	case sm.Rejected:
-		must[model.Effect](t)(s.Reject(id, model.Change{Actor: "alice"}))
+		must[model.Effect](t)(s.Reject(t.Context(), id, model.Change{Actor: "alice"}))
 	case sm.Committed, sm.Replayed:
 		start()
-		must[model.Effect](t)(s.Commit(id, model.Change{Result: json.RawMessage(`"done"`)}))
+		must[model.Effect](t)(s.Commit(t.Context(), id, model.Change{Result: json.RawMessage(`"done"`)}))
 		if from == sm.Replayed {
 			rep := intercept(t, s, session, "tool", tier, fmt.Sprintf(`{"n":%d}`, n))
 			if rep.Outcome != model.OutcomeReplayed {
@@ -73,7 +73,7 @@ func effectIn(t *testing.T, s logstore.Log, tier sm.Tier, from sm.State, n int) 
 	default:
 		t.Fatalf("no way to %s", from)
 	}
-	if e := must[model.EffectDetail](t)(s.GetEffect(id)); e.Effect.State != from {
+	if e := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)); e.Effect.State != from {
 		t.Fatalf("effect %d is %s, want %s", id, e.Effect.State, from)
 	}
 	return id
@@ -101,9 +101,9 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 					n++
 					id = effectIn(t, s, tier, from, n)
 				}
-				before := must[model.EffectDetail](t)(s.GetEffect(id))
-				last := must[uint64](t)(s.LastChange())
-				e, err := s.Transition(id, to, model.Change{Actor: "tester"})
+				before := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
+				last := must[uint64](t)(s.LastChange(t.Context()))
+				e, err := s.Transition(t.Context(), id, to, model.Change{Actor: "tester"})
 				name := fmt.Sprintf("%s %s -> %s", tier, from, to)
 				switch rule := logRule(tier, from, to); {
 				case verr != nil:
@@ -121,7 +121,7 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 						t.Errorf("%s: %+v %v", name, e, err)
 						continue
 					}
-					d := must[model.EffectDetail](t)(s.GetEffect(id))
+					d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 					found := false
 					for _, r := range d.History[len(before.History):] {
 						found = found || r.Kind == model.KindEffect && r.From == string(from) && r.To == string(to) && r.Trigger == row.Trigger
@@ -132,8 +132,8 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 					rows[sm.Transition{From: from, To: to, Trigger: row.Trigger, Description: row.Description}] = true
 					continue
 				}
-				after := must[model.EffectDetail](t)(s.GetEffect(id))
-				if after.Effect.State != from || len(after.History) != len(before.History) || must[uint64](t)(s.LastChange()) != last {
+				after := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
+				if after.Effect.State != from || len(after.History) != len(before.History) || must[uint64](t)(s.LastChange(t.Context())) != last {
 					t.Errorf("%s: the refusal changed the log: %s", name, states(after.History))
 				}
 			}
@@ -142,7 +142,7 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 	// Replayed is reached by intercepting a repeat (effectIn checks the
 	// outcome); its record carries the table's trigger.
 	rep := effectIn(t, s, sm.Compensable, sm.Replayed, n+1)
-	for _, r := range must[model.EffectDetail](t)(s.GetEffect(rep)).History {
+	for _, r := range must[model.EffectDetail](t)(s.GetEffect(t.Context(), rep)).History {
 		if r.From == string(sm.Pending) && r.To == string(sm.Replayed) {
 			row, _ := sm.Validate(sm.Compensable, sm.Pending, sm.Replayed)
 			if r.Trigger != row.Trigger {
@@ -163,7 +163,7 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 func sessionIn(t *testing.T, s logstore.Log, from sm.SessionState, n int) string {
 	t.Helper()
 	id := fmt.Sprintf("s-%s-%d", from, n)
-	must[model.Session](t)(s.CreateSession(logstore.NewSession{ID: id}))
+	must[model.Session](t)(s.CreateSession(t.Context(), logstore.NewSession{ID: id}))
 	path := map[sm.SessionState][]sm.SessionState{
 		sm.SessionCompensated: {sm.SessionCompensating, sm.SessionCompensated},
 	}[from]
@@ -171,7 +171,7 @@ func sessionIn(t *testing.T, s logstore.Log, from sm.SessionState, n int) string
 		path = []sm.SessionState{from}
 	}
 	for _, to := range path {
-		must[model.Session](t)(s.SetSessionState(id, to, model.Change{}))
+		must[model.Session](t)(s.SetSessionState(t.Context(), id, to, model.Change{}))
 	}
 	return id
 }
@@ -191,8 +191,8 @@ func testEverySessionTransition(t *testing.T, newStore opener) {
 				n++
 				id = sessionIn(t, s, from, n)
 			}
-			before := must[[]model.HistoryRecord](t)(s.SessionHistory(id))
-			sess, err := s.SetSessionState(id, to, model.Change{Actor: "tester", Reason: "because"})
+			before := must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), id))
+			sess, err := s.SetSessionState(t.Context(), id, to, model.Change{Actor: "tester", Reason: "because"})
 			name := fmt.Sprintf("%s -> %s", from, to)
 			if verr != nil {
 				var te *sm.TransitionError
@@ -200,8 +200,8 @@ func testEverySessionTransition(t *testing.T, newStore opener) {
 				if !errors.As(err, &te) || te.Reason != want {
 					t.Errorf("%s: %v, want the reason %q", name, err, want)
 				}
-				got := must[model.Session](t)(s.GetSession(id))
-				if got.State != from || len(must[[]model.HistoryRecord](t)(s.SessionHistory(id))) != len(before) {
+				got := must[model.Session](t)(s.GetSession(t.Context(), id))
+				if got.State != from || len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), id))) != len(before) {
 					t.Errorf("%s: the refusal changed the session: %+v", name, got)
 				}
 				continue
@@ -210,7 +210,7 @@ func testEverySessionTransition(t *testing.T, newStore opener) {
 				t.Errorf("%s: %+v %v", name, sess, err)
 				continue
 			}
-			hist := must[[]model.HistoryRecord](t)(s.SessionHistory(id))
+			hist := must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), id))
 			last := hist[len(hist)-1]
 			if len(hist) != len(before)+1 || last.From != string(from) || last.To != string(to) || last.Trigger != row.Trigger || last.Actor != "tester" {
 				t.Errorf("%s: history %s, last %+v", name, states(hist), last)
@@ -226,7 +226,7 @@ func entryIn(t *testing.T, s logstore.Log, from sm.EntryState, ran bool, n int) 
 	t.Helper()
 	id := intercept(t, s, "undo", "tool", sm.Compensable, fmt.Sprintf(`{"n":%d}`, n)).Effect.ID
 	if ran {
-		must[model.Effect](t)(s.Start(id, model.Change{}))
+		must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
 	}
 	path := map[sm.EntryState][]sm.EntryState{
 		sm.EntrySkipped:            {sm.EntrySkipped},
@@ -236,7 +236,7 @@ func entryIn(t *testing.T, s logstore.Log, from sm.EntryState, ran bool, n int) 
 		sm.EntryResolved:           {sm.EntryCompensating, sm.EntryCompensationFailed, sm.EntryResolved},
 	}[from]
 	for _, to := range path {
-		must[model.UndoEntry](t)(s.UndoStep(id, to, model.Change{}))
+		must[model.UndoEntry](t)(s.UndoStep(t.Context(), id, to, model.Change{}))
 	}
 	return id
 }
@@ -258,9 +258,9 @@ func testEveryUndoEntryTransition(t *testing.T, newStore opener) {
 				n++
 				id = entryIn(t, s, from, to != sm.EntrySkipped, n)
 			}
-			before := must[model.EffectDetail](t)(s.GetEffect(id))
-			last := must[uint64](t)(s.LastChange())
-			u, err := s.UndoStep(id, to, model.Change{Actor: "tester"})
+			before := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
+			last := must[uint64](t)(s.LastChange(t.Context()))
+			u, err := s.UndoStep(t.Context(), id, to, model.Change{Actor: "tester"})
 			name := fmt.Sprintf("%s -> %s", from, to)
 			switch {
 			case from == sm.EntryCompensating && to == sm.EntryCompensating:
@@ -279,7 +279,7 @@ func testEveryUndoEntryTransition(t *testing.T, newStore opener) {
 					t.Errorf("%s: %+v %v", name, u, err)
 					continue
 				}
-				d := must[model.EffectDetail](t)(s.GetEffect(id))
+				d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 				want := map[sm.EntryState]sm.State{sm.EntryCompensating: sm.Compensating, sm.EntryCompensated: sm.Compensated,
 					sm.EntryCompensationFailed: sm.CompensationFailed}[to]
 				if want == "" {
@@ -291,8 +291,8 @@ func testEveryUndoEntryTransition(t *testing.T, newStore opener) {
 				}
 				continue
 			}
-			after := must[model.EffectDetail](t)(s.GetEffect(id))
-			if after.Undo.State != from || len(after.History) != len(before.History) || must[uint64](t)(s.LastChange()) != last {
+			after := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
+			if after.Undo.State != from || len(after.History) != len(before.History) || must[uint64](t)(s.LastChange(t.Context())) != last {
 				t.Errorf("%s: the refusal changed the log: %s", name, states(after.History))
 			}
 		}

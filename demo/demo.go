@@ -41,10 +41,10 @@ func (c *Clock) Now() time.Time {
 // Write fills the log at path (which must not hold sessions of these names)
 // with the demo sessions, as if they had happened over the three hours before
 // `end`.
-func Write(path string, end time.Time) error {
+func Write(ctx context.Context, path string, end time.Time) error {
 	clock := NewClock(end.Add(-3*time.Hour), 150*time.Second)
 	store := logstore.New(path, logstore.Options{Now: clock.Now})
-	w := &writer{store: store}
+	w := &writer{ctx: ctx, store: store}
 	w.researchAgent()
 	w.deployPipeline()
 	w.cleanupAgent()
@@ -55,6 +55,7 @@ func Write(path string, end time.Time) error {
 
 // writer records the first error and skips the rest.
 type writer struct {
+	ctx   context.Context
 	store logstore.Log
 	err   error
 }
@@ -69,7 +70,7 @@ func (w *writer) intercept(session, tool string, tier sm.Tier, args string, comp
 	if w.err != nil {
 		return 0
 	}
-	res, err := w.store.Intercept(logstore.InterceptRequest{Session: session, Tool: tool, Tier: tier,
+	res, err := w.store.Intercept(w.ctx, logstore.InterceptRequest{Session: session, Tool: tool, Tier: tier,
 		Args: json.RawMessage(args), Compensation: comp, CreateSession: true, Actor: actor, ApprovalTimeout: 4 * time.Hour})
 	w.check(err)
 	return res.Effect.ID
@@ -79,7 +80,7 @@ func (w *writer) step(id uint64, to sm.State, c model.Change) {
 	if w.err != nil {
 		return
 	}
-	_, err := w.store.Transition(id, to, c)
+	_, err := w.store.Transition(w.ctx, id, to, c)
 	w.check(err)
 }
 
@@ -111,7 +112,7 @@ func (w *writer) undo(session, actor string) {
 // researchAgent: a live agent run, replayed and retried calls, one email waiting for approval.
 func (w *writer) researchAgent() {
 	const s, agent = "agent-research-42", "agent:claude"
-	_, err := w.store.CreateSession(logstore.NewSession{ID: s, Meta: map[string]string{"agent": "research", "model": "claude"}, Actor: agent})
+	_, err := w.store.CreateSession(w.ctx, logstore.NewSession{ID: s, Meta: map[string]string{"agent": "research", "model": "claude"}, Actor: agent})
 	w.check(err)
 	report := w.intercept(s, "write_file", sm.Compensable, `{"path":"reports/q3.md","bytes":4812}`, cmd("rm", "-f", "reports/q3.md"), agent)
 	w.run(report, agent, `{"written":4812}`)
@@ -129,7 +130,7 @@ func (w *writer) researchAgent() {
 // with one compensation that failed for good.
 func (w *writer) deployPipeline() {
 	const s, ci = "ci-deploy-117", "ci:github-actions"
-	_, err := w.store.CreateSession(logstore.NewSession{ID: s, Meta: map[string]string{"pipeline": "api", "commit": "9f2c1e7"}, Actor: ci})
+	_, err := w.store.CreateSession(w.ctx, logstore.NewSession{ID: s, Meta: map[string]string{"pipeline": "api", "commit": "9f2c1e7"}, Actor: ci})
 	w.check(err)
 	build := w.intercept(s, "docker", sm.Compensable, `{"argv":["docker","push","registry/api:9f2c1e7"]}`, cmd("true"), ci)
 	w.run(build, ci, `{"exit_code":0,"stdout":"pushed registry/api:9f2c1e7\n","stderr":""}`)
@@ -140,7 +141,7 @@ func (w *writer) deployPipeline() {
 	w.run(deploy, ci, `{"exit_code":0,"stdout":"deployment.apps/api configured\n","stderr":""}`)
 	warm := w.intercept(s, "warm_cache", sm.Compensable, `{"argv":["./warm-cache","--all"]}`, cmd("true"), ci)
 	w.step(warm, sm.Executing, model.Change{Actor: ci})
-	_, err = w.store.SetSessionState(s, sm.SessionFailed, model.Change{Actor: ci, Reason: "smoke test failed: 502 on /health"})
+	_, err = w.store.SetSessionState(w.ctx, s, sm.SessionFailed, model.Change{Actor: ci, Reason: "smoke test failed: 502 on /health"})
 	w.check(err)
 	w.undo(s, ci)
 }
@@ -151,7 +152,7 @@ func (w *writer) cleanupAgent() {
 	branch := w.intercept(s, "git_push", sm.Compensable, `{"remote":"origin","delete":"feature/old-ui"}`,
 		failing("cannot restore branch: ref was garbage collected"), agent)
 	w.step(branch, sm.Executing, model.Change{Actor: agent})
-	_, err := w.store.SetSessionState(s, sm.SessionFailed, model.Change{Actor: agent, Reason: "agent crashed"})
+	_, err := w.store.SetSessionState(w.ctx, s, sm.SessionFailed, model.Change{Actor: agent, Reason: "agent crashed"})
 	w.check(err)
 	w.undo(s, "bob@workstation")
 }
@@ -177,7 +178,7 @@ func (w *writer) nightly() {
 		w.intercept(s, "make", sm.Compensable, args, nil, ci)
 	}
 	if w.err == nil {
-		_, err := w.store.SetSessionState(s, sm.SessionCompleted, model.Change{Actor: ci})
+		_, err := w.store.SetSessionState(w.ctx, s, sm.SessionCompleted, model.Change{Actor: ci})
 		w.check(err)
 	}
 }
@@ -192,9 +193,9 @@ const (
 // of LargePer pending effects each, with about 200 bytes of args, one call in
 // 1,000 irreversible, in batches of 10,000 per transaction. A log already
 // complete at path is kept.
-func WriteLarge(path string) error {
+func WriteLarge(ctx context.Context, path string) error {
 	store := logstore.New(path, logstore.Options{})
-	if s, err := store.GetSession(fmt.Sprintf("load-%04d", LargeSessions-1)); err == nil && s.Effects == LargePer {
+	if s, err := store.GetSession(ctx, fmt.Sprintf("load-%04d", LargeSessions-1)); err == nil && s.Effects == LargePer {
 		return nil
 	}
 	os.Remove(path)
@@ -210,7 +211,7 @@ func WriteLarge(path string) error {
 				Args: json.RawMessage(fmt.Sprintf(`{"path":"/srv/data/%d/%d.json","pad":"%s"}`, s, i, pad)), CreateSession: true, Actor: "bench"})
 		}
 		if len(batch) == cap(batch) || s == LargeSessions-1 {
-			if _, err := store.InterceptMany(batch); err != nil {
+			if _, err := store.InterceptMany(ctx, batch); err != nil {
 				return err
 			}
 			batch = batch[:0]

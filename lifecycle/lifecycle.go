@@ -96,13 +96,13 @@ func (c *Call) NeedsDecision() bool {
 // starts in its intercept (one transaction fewer), owned by req.Owner, or by
 // this process from now when the caller passes none. A session that accepts
 // no new effects is the Closed verdict with the log's error.
-func (l *Lifecycle) Intercept(req logstore.InterceptRequest) (*Call, error) {
+func (l *Lifecycle) Intercept(ctx context.Context, req logstore.InterceptRequest) (*Call, error) {
 	if req.Owner == nil {
 		req.Owner = model.NewOwner(l.now())
 	}
 	req.Start = true
 	c := &Call{Owner: req.Owner, actor: req.Actor}
-	res, err := l.Log.Intercept(req)
+	res, err := l.Log.Intercept(ctx, req)
 	if err != nil {
 		if errors.Is(err, model.ErrSessionNotActive) {
 			c.Verdict = Closed
@@ -169,7 +169,7 @@ type Waited struct {
 func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, announce func(Announce)) (Waited, error) {
 	giveUp := l.now().Add(bound)
 	for {
-		d, err := l.Log.GetEffect(c.Effect.ID)
+		d, err := l.Log.GetEffect(ctx, c.Effect.ID)
 		if err != nil {
 			return Waited{}, err
 		}
@@ -183,7 +183,7 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 		case model.DecisionClosed:
 			return Waited{Abandoned, d}, nil
 		case model.DecisionExpired:
-			if _, err := l.Log.ExpireApprovals(c.Effect.Session); err != nil {
+			if _, err := l.Log.ExpireApprovals(ctx, c.Effect.Session); err != nil {
 				return Waited{}, err
 			}
 			continue
@@ -212,12 +212,12 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 // Start moves an approved (or compensable) call to executing, owned by its
 // Owner from now. An effect another caller started meanwhile is
 // sm.ErrInvalidStateTransition.
-func (l *Lifecycle) Start(c *Call) error {
+func (l *Lifecycle) Start(ctx context.Context, c *Call) error {
 	if c.Started {
 		return nil
 	}
 	c.Owner.StartedAt = l.now().UTC()
-	e, err := l.Log.Start(c.Effect.ID, model.Change{Actor: c.actor, Owner: c.Owner})
+	e, err := l.Log.Start(ctx, c.Effect.ID, model.Change{Actor: c.actor, Owner: c.Owner})
 	if err != nil {
 		return err
 	}
@@ -226,8 +226,8 @@ func (l *Lifecycle) Start(c *Call) error {
 }
 
 // Commit records the call's success with its result snapshot.
-func (l *Lifecycle) Commit(c *Call, result []byte) error {
-	e, err := l.Log.Commit(c.Effect.ID, model.Change{Actor: c.actor, Result: result})
+func (l *Lifecycle) Commit(ctx context.Context, c *Call, result []byte) error {
+	e, err := l.Log.Commit(ctx, c.Effect.ID, model.Change{Actor: c.actor, Result: result})
 	if err == nil {
 		c.Effect = e
 	}
@@ -235,8 +235,8 @@ func (l *Lifecycle) Commit(c *Call, result []byte) error {
 }
 
 // Fail records that the call failed, with what went wrong: a repeat runs it again.
-func (l *Lifecycle) Fail(c *Call, why string) error {
-	e, err := l.Log.Fail(c.Effect.ID, model.Change{Actor: c.actor, Error: why})
+func (l *Lifecycle) Fail(ctx context.Context, c *Call, why string) error {
+	e, err := l.Log.Fail(ctx, c.Effect.ID, model.Change{Actor: c.actor, Error: why})
 	if err == nil {
 		c.Effect = e
 	}
@@ -248,7 +248,7 @@ func (l *Lifecycle) Fail(c *Call, why string) error {
 // may have reclaimed it since the intercept looked (then an error that
 // TakenMeanwhile recognises). An irreversible call needs a decision again:
 // the run in doubt used its approval.
-func (l *Lifecycle) Reclaim(c *Call, reason string) error {
+func (l *Lifecycle) Reclaim(ctx context.Context, c *Call, reason string) error {
 	if c.Verdict != InDoubt {
 		return fmt.Errorf("%w: effect %d is %s, not in doubt", model.ErrInProgress, c.Effect.ID, c.Verdict)
 	}
@@ -258,7 +258,7 @@ func (l *Lifecycle) Reclaim(c *Call, reason string) error {
 	} else {
 		gone = fmt.Sprintf("owner pid %d on %s gone", expect.PID, expect.Host)
 	}
-	e, err := l.Log.Fail(c.Effect.ID, model.Change{Actor: c.actor, Error: "in doubt: " + gone, Reason: reason, ExpectOwner: expect})
+	e, err := l.Log.Fail(ctx, c.Effect.ID, model.Change{Actor: c.actor, Error: "in doubt: " + gone, Reason: reason, ExpectOwner: expect})
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func startedBy(owner *model.Owner) func(t *testing.T, l *Lifecycle) {
 	return func(t *testing.T, l *Lifecycle) {
 		req := request(sm.Compensable, `{}`)
 		req.Owner = owner
-		if c, err := l.Intercept(req); err != nil || !c.Started {
+		if c, err := l.Intercept(t.Context(), req); err != nil || !c.Started {
 			t.Fatalf("setup: %+v %v", c, err)
 		}
 	}
@@ -78,19 +78,19 @@ func TestInterceptClassifies(t *testing.T) {
 		{name: "new compensable starts", tier: sm.Compensable, verdict: New, started: true},
 		{name: "new irreversible waits", tier: sm.Irreversible, verdict: New, decide: true},
 		{name: "failed is retried", tier: sm.Compensable, verdict: Retry, started: true, setup: func(t *testing.T, l *Lifecycle) {
-			c, _ := l.Intercept(request(sm.Compensable, `{}`))
-			if err := l.Fail(c, "exit status 1"); err != nil {
+			c, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
+			if err := l.Fail(t.Context(), c, "exit status 1"); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{name: "committed is replayed", tier: sm.Compensable, verdict: Replayed, setup: func(t *testing.T, l *Lifecycle) {
-			c, _ := l.Intercept(request(sm.Compensable, `{}`))
-			if err := l.Commit(c, []byte(`{"ok":true}`)); err != nil {
+			c, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
+			if err := l.Commit(t.Context(), c, []byte(`{"ok":true}`)); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{name: "awaiting a decision elsewhere", tier: sm.Irreversible, verdict: Pending, decide: true, setup: func(t *testing.T, l *Lifecycle) {
-			l.Intercept(request(sm.Irreversible, `{}`))
+			l.Intercept(t.Context(), request(sm.Irreversible, `{}`))
 		}},
 		{name: "executing, live owner", tier: sm.Compensable, verdict: InProgress, liveness: model.OwnerAlive, setup: startedBy(alive)},
 		{name: "executing on another host", tier: sm.Compensable, verdict: InProgress, liveness: model.OwnerElsewhere, setup: startedBy(&elsewhere)},
@@ -98,14 +98,14 @@ func TestInterceptClassifies(t *testing.T) {
 			startedBy(deadOwner(t))(t, l)
 		}},
 		{name: "rejected stands", tier: sm.Irreversible, verdict: Rejected, setup: func(t *testing.T, l *Lifecycle) {
-			c, _ := l.Intercept(request(sm.Irreversible, `{}`))
-			if _, err := l.Log.Reject(c.Effect.ID, model.Change{Actor: "bob"}); err != nil {
+			c, _ := l.Intercept(t.Context(), request(sm.Irreversible, `{}`))
+			if _, err := l.Log.Reject(t.Context(), c.Effect.ID, model.Change{Actor: "bob"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
 		{name: "closed session", tier: sm.Compensable, verdict: Closed, err: model.ErrSessionNotActive, setup: func(t *testing.T, l *Lifecycle) {
-			l.Intercept(request(sm.Compensable, `{"other":1}`))
-			if _, err := l.Log.SetSessionState("s", sm.SessionCompleted, model.Change{Actor: "test"}); err != nil {
+			l.Intercept(t.Context(), request(sm.Compensable, `{"other":1}`))
+			if _, err := l.Log.SetSessionState(t.Context(), "s", sm.SessionCompleted, model.Change{Actor: "test"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -117,7 +117,7 @@ func TestInterceptClassifies(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, l)
 			}
-			c, err := l.Intercept(request(tt.tier, `{}`))
+			c, err := l.Intercept(t.Context(), request(tt.tier, `{}`))
 			if !errors.Is(err, tt.err) || (tt.err == nil && err != nil) {
 				t.Fatalf("err %v, want %v", err, tt.err)
 			}
@@ -137,7 +137,7 @@ func waiting(t *testing.T, clock *fakeClock, timeout time.Duration) (*Lifecycle,
 	l := &Lifecycle{Log: newLog(t, clock.Now), Now: clock.Now}
 	req := request(sm.Irreversible, `{}`)
 	req.ApprovalTimeout = timeout
-	c, err := l.Intercept(req)
+	c, err := l.Intercept(t.Context(), req)
 	if err != nil || !c.NeedsDecision() {
 		t.Fatalf("%+v %v", c, err)
 	}
@@ -162,7 +162,7 @@ func TestWaitEndsAtItsBoundAndLeavesTheRequestOpen(t *testing.T) {
 	if announced != 1 || left <= 0 || left > 5*time.Minute {
 		t.Fatalf("announced %d times, %s left: the bound comes before the expiry", announced, left)
 	}
-	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalPending {
+	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalPending {
 		t.Fatalf("%s %s: the request must stay open", d.Effect.State, d.Approval.Outcome)
 	}
 }
@@ -174,7 +174,7 @@ func TestWaitRecordsAnExpiredRequest(t *testing.T) {
 	if err != nil || w.Outcome != Refused {
 		t.Fatalf("%v %v", w.Outcome, err)
 	}
-	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Rejected || d.Approval.Outcome != model.ApprovalTimedOut {
+	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Rejected || d.Approval.Outcome != model.ApprovalTimedOut {
 		t.Fatalf("%s %s", d.Effect.State, d.Approval.Outcome)
 	}
 }
@@ -186,22 +186,22 @@ func TestWaitSeesWhatOthersDecide(t *testing.T) {
 		want   WaitOutcome
 	}{
 		{"approved", func(l *Lifecycle, id uint64) error {
-			_, err := l.Log.Approve(id, model.Change{Actor: "alice"})
+			_, err := l.Log.Approve(t.Context(), id, model.Change{Actor: "alice"})
 			return err
 		}, Approved},
 		{"rejected", func(l *Lifecycle, id uint64) error {
-			_, err := l.Log.Reject(id, model.Change{Actor: "bob"})
+			_, err := l.Log.Reject(t.Context(), id, model.Change{Actor: "bob"})
 			return err
 		}, Refused},
 		{"taken", func(l *Lifecycle, id uint64) error {
-			if _, err := l.Log.Approve(id, model.Change{Actor: "alice"}); err != nil {
+			if _, err := l.Log.Approve(t.Context(), id, model.Change{Actor: "alice"}); err != nil {
 				return err
 			}
-			_, err := l.Log.Start(id, model.Change{Actor: "other", Owner: model.NewOwner(time.Now())})
+			_, err := l.Log.Start(t.Context(), id, model.Change{Actor: "other", Owner: model.NewOwner(time.Now())})
 			return err
 		}, Taken},
 		{"session closed", func(l *Lifecycle, id uint64) error {
-			_, err := l.Log.SetSessionState("s", sm.SessionFailed, model.Change{Actor: "ci"})
+			_, err := l.Log.SetSessionState(t.Context(), "s", sm.SessionFailed, model.Change{Actor: "ci"})
 			return err
 		}, Abandoned},
 	}
@@ -218,7 +218,7 @@ func TestWaitSeesWhatOthersDecide(t *testing.T) {
 				t.Fatalf("%v %v, want %v", w.Outcome, err, tt.want)
 			}
 			if tt.want == Approved {
-				if err := l.Start(c); err != nil || c.Effect.State != sm.Executing || !c.Effect.Owner.Same(c.Owner) {
+				if err := l.Start(t.Context(), c); err != nil || c.Effect.State != sm.Executing || !c.Effect.Owner.Same(c.Owner) {
 					t.Fatalf("start after approval: %v %s", err, c.Effect.State)
 				}
 			}
@@ -234,7 +234,7 @@ func TestWaitStopsWhenInterrupted(t *testing.T) {
 	if err != nil || w.Outcome != Interrupted {
 		t.Fatalf("%v %v", w.Outcome, err)
 	}
-	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Pending {
+	if d, _ := l.Log.GetEffect(ctx, c.Effect.ID); d.Effect.State != sm.Pending {
 		t.Fatalf("%s: an interrupted wait leaves the request open", d.Effect.State)
 	}
 }
@@ -243,27 +243,27 @@ func TestReclaimFailsTheDeadOwnersRunOnce(t *testing.T) {
 	l := &Lifecycle{Log: newLog(t, nil)}
 	dead := deadOwner(t)
 	startedBy(dead)(t, l)
-	first, _ := l.Intercept(request(sm.Compensable, `{}`))
-	second, _ := l.Intercept(request(sm.Compensable, `{}`))
+	first, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
+	second, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
 	if first.Verdict != InDoubt || second.Verdict != InDoubt {
 		t.Fatalf("%s %s", first.Verdict, second.Verdict)
 	}
 	// The second reclaims it and runs it: its owner is now alive.
-	if err := l.Reclaim(second, "reclaimed"); err != nil {
+	if err := l.Reclaim(t.Context(), second, "reclaimed"); err != nil {
 		t.Fatal(err)
 	}
 	if second.Verdict != Retry || second.Effect.State != sm.Pending {
 		t.Fatalf("after reclaim: %s %s", second.Verdict, second.Effect.State)
 	}
-	if err := l.Start(second); err != nil {
+	if err := l.Start(t.Context(), second); err != nil {
 		t.Fatal(err)
 	}
 	// The first judged the dead owner, who owns it no more: refused.
-	err := l.Reclaim(first, "reclaimed")
+	err := l.Reclaim(t.Context(), first, "reclaimed")
 	if !TakenMeanwhile(err) || !errors.Is(err, model.ErrInProgress) {
 		t.Fatalf("reclaim of an effect taken meanwhile: %v", err)
 	}
-	d, _ := l.Log.GetEffect(first.Effect.ID)
+	d, _ := l.Log.GetEffect(t.Context(), first.Effect.ID)
 	if d.Effect.State != sm.Executing || !d.Effect.Owner.Same(second.Owner) {
 		t.Fatalf("%s owned by %s, want executing by the second", d.Effect.State, d.Effect.Owner)
 	}
@@ -281,11 +281,11 @@ func TestReclaimFailsTheDeadOwnersRunOnce(t *testing.T) {
 func TestReclaimRefusesALiveOwner(t *testing.T) {
 	l := &Lifecycle{Log: newLog(t, nil)}
 	startedBy(model.NewOwner(time.Now()))(t, l)
-	c, _ := l.Intercept(request(sm.Compensable, `{}`))
-	if err := l.Reclaim(c, "reclaimed"); !TakenMeanwhile(err) {
+	c, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
+	if err := l.Reclaim(t.Context(), c, "reclaimed"); !TakenMeanwhile(err) {
 		t.Fatalf("reclaim of a live owner's call: %v", err)
 	}
-	if d, _ := l.Log.GetEffect(c.Effect.ID); d.Effect.State != sm.Executing {
+	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Executing {
 		t.Fatalf("%s", d.Effect.State)
 	}
 }

@@ -18,12 +18,12 @@ func BenchmarkLifecycle(b *testing.B) {
 	s := New(filepath.Join(b.TempDir(), "u.db"), Options{})
 	b.Cleanup(func() { s.pause() })
 	for i := 0; b.Loop(); i++ {
-		res, err := s.Intercept(InterceptRequest{Session: "bench", Tool: "write", Tier: sm.Compensable, CreateSession: true,
+		res, err := s.Intercept(b.Context(), InterceptRequest{Session: "bench", Tool: "write", Tier: sm.Compensable, CreateSession: true,
 			Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Start: true})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+		if _, err := s.Commit(b.Context(), res.Effect.ID, model.Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -35,13 +35,13 @@ func BenchmarkGetEffect(b *testing.B) {
 	b.Cleanup(func() { s.pause() })
 	const n = 10000
 	for i := 0; i < n; i++ {
-		if _, err := s.Intercept(InterceptRequest{Session: fmt.Sprintf("s%d", i%50), Tool: "write", Tier: sm.Compensable,
+		if _, err := s.Intercept(b.Context(), InterceptRequest{Session: fmt.Sprintf("s%d", i%50), Tool: "write", Tier: sm.Compensable,
 			CreateSession: true, Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	for i := 0; b.Loop(); i++ {
-		if _, err := s.GetEffect(uint64(i%n + 1)); err != nil {
+		if _, err := s.GetEffect(b.Context(), uint64(i%n+1)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -53,7 +53,7 @@ func BenchmarkGetEffect(b *testing.B) {
 func BenchmarkReadBesideJournal(b *testing.B) {
 	s := New(filepath.Join(b.TempDir(), "u.db"), Options{})
 	for i := 0; i < journalMaxRecords-1; i++ {
-		if _, err := s.Intercept(InterceptRequest{Session: "bench", Tool: "write", Tier: sm.Compensable, CreateSession: true,
+		if _, err := s.Intercept(b.Context(), InterceptRequest{Session: "bench", Tool: "write", Tier: sm.Compensable, CreateSession: true,
 			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":"%0900d"}`, i, 0))}); err != nil {
 			b.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func BenchmarkReadBesideJournal(b *testing.B) {
 	}
 	s.pause()() // reads then go the way another process's do
 	for b.Loop() {
-		if _, err := s.GetEffect(1); err != nil {
+		if _, err := s.GetEffect(b.Context(), 1); err != nil {
 			b.Fatal(err)
 		}
 	}

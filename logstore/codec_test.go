@@ -196,7 +196,7 @@ func TestRecordCodecRefusesDamage(t *testing.T) {
 // live side by side.
 func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	s, id := seeded(t) // effect id committed, id+1 waiting for approval
-	before := must[model.EffectDetail](t)(s.GetEffect(id))
+	before := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	tamper(t, s, func(tx *bolt.Tx) error {
 		rewrite := func(bucket []byte, decode func([]byte) (any, error)) error {
 			b := tx.Bucket(bucket)
@@ -287,7 +287,7 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	if v := schema(); v != 1 {
 		t.Fatalf("reading moved the schema to %d", v)
 	}
-	after := must[model.EffectDetail](t)(s.GetEffect(id))
+	after := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	if after.Effect.CallSignature != before.Effect.CallSignature || len(after.History) != len(before.History) ||
 		after.History[2].Hash != before.History[2].Hash || string(after.Effect.Result) != string(before.Effect.Result) {
 		t.Fatalf("the JSON records read differently:\n before %+v\n after  %+v", before, after)
@@ -296,13 +296,13 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 	if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != model.OutcomeReplayed || res.Effect.ReplayOf == nil || *res.Effect.ReplayOf != id {
 		t.Fatalf("replay of a JSON record: %+v", res)
 	}
-	must[model.Effect](t)(s.Approve(id+1, model.Change{Actor: "alice"}))
+	must[model.Effect](t)(s.Approve(t.Context(), id+1, model.Change{Actor: "alice"}))
 	verifyClean(t, s)
 	if v := schema(); v != SchemaVersion {
 		t.Fatalf("after a write the schema is %d, want %d", v, SchemaVersion)
 	}
 	// The change feed reads old and new entries alike, in order.
-	changes, _, err := s.Changes(0, 0)
+	changes, _, err := s.Changes(t.Context(), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestJSONRecordsOfOlderLogs(t *testing.T) {
 // change feed) sees them.
 func TestHistoryLinksWithoutStoredPrevHash(t *testing.T) {
 	s, id := seeded(t)
-	hist := must[model.EffectDetail](t)(s.GetEffect(id)).History
+	hist := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)).History
 	if len(hist) != 3 {
 		t.Fatalf("history %+v", hist)
 	}
@@ -340,7 +340,7 @@ func TestHistoryLinksWithoutStoredPrevHash(t *testing.T) {
 		}
 		byHash[r.Hash] = r.PrevHash
 	}
-	changes, _, err := s.Changes(0, 0)
+	changes, _, err := s.Changes(t.Context(), 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

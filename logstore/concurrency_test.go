@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,18 +46,18 @@ func writer(mode, path, session string) int {
 	}
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; n < 0 || i < n; i++ {
-		res, err := s.Intercept(InterceptRequest{Session: session, Tool: "write", Tier: sm.Compensable,
+		res, err := s.Intercept(context.Background(), InterceptRequest{Session: session, Tool: "write", Tier: sm.Compensable,
 			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"pid":%d}`, i, os.Getpid())), CreateSession: true, Start: i%2 == 0})
 		if err == nil && i%2 == 1 { // mixed lifecycles: a separate start, and a failure retried
-			_, err = s.Start(res.Effect.ID, model.Change{})
+			_, err = s.Start(context.Background(), res.Effect.ID, model.Change{})
 			if err == nil && i%3 == 0 {
-				if _, err = s.Fail(res.Effect.ID, model.Change{Error: "flaky"}); err == nil {
-					_, err = s.Start(res.Effect.ID, model.Change{})
+				if _, err = s.Fail(context.Background(), res.Effect.ID, model.Change{Error: "flaky"}); err == nil {
+					_, err = s.Start(context.Background(), res.Effect.ID, model.Change{})
 				}
 			}
 		}
 		if err == nil {
-			_, err = s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(strconv.Itoa(i))})
+			_, err = s.Commit(context.Background(), res.Effect.ID, model.Change{Result: json.RawMessage(strconv.Itoa(i))})
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -77,7 +78,7 @@ func writerCmd(t *testing.T, mode, path, session string) *exec.Cmd {
 
 func TestTwoProcessesWriteConcurrently(t *testing.T) {
 	s, _ := newStore(t)
-	if _, err := s.CreateSession(NewSession{ID: "warm"}); err != nil {
+	if _, err := s.CreateSession(t.Context(), NewSession{ID: "warm"}); err != nil {
 		t.Fatal(err)
 	}
 	const each = 60
@@ -101,7 +102,7 @@ func TestTwoProcessesWriteConcurrently(t *testing.T) {
 		}
 		for _, f := range acked[p] {
 			id, _ := strconv.ParseUint(f, 10, 64)
-			d, err := s.GetEffect(id)
+			d, err := s.GetEffect(t.Context(), id)
 			if err != nil || d.Effect.State != sm.Committed || d.Effect.Session != fmt.Sprintf("proc-%d", p) {
 				t.Fatalf("acknowledged effect %d: %+v %v", id, d.Effect, err)
 			}
@@ -140,7 +141,7 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 		}
 		cmd.Wait()
 		for _, id := range acked {
-			d, err := s.GetEffect(id)
+			d, err := s.GetEffect(t.Context(), id)
 			if err != nil || d.Effect.State != sm.Committed {
 				t.Fatalf("round %d: acknowledged effect %d lost: %+v %v", round, id, d.Effect, err)
 			}
@@ -153,7 +154,7 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 // writes than calls, and every call sees its own outcome.
 func TestGroupCommit(t *testing.T) {
 	s, _ := newStore(t)
-	if _, err := s.CreateSession(NewSession{ID: "warm"}); err != nil {
+	if _, err := s.CreateSession(t.Context(), NewSession{ID: "warm"}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 64
@@ -164,17 +165,17 @@ func TestGroupCommit(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			res, err := s.Intercept(InterceptRequest{Session: fmt.Sprintf("g%d", i%8), Tool: "w", Tier: sm.Compensable,
+			res, err := s.Intercept(t.Context(), InterceptRequest{Session: fmt.Sprintf("g%d", i%8), Tool: "w", Tier: sm.Compensable,
 				Args: json.RawMessage(strconv.Itoa(i)), CreateSession: true})
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			ids[i] = res.Effect.ID
-			if _, err := s.Start(res.Effect.ID, model.Change{}); err != nil {
+			if _, err := s.Start(t.Context(), res.Effect.ID, model.Change{}); err != nil {
 				t.Error(err)
 			}
-			if _, err := s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(strconv.Itoa(i))}); err != nil {
+			if _, err := s.Commit(t.Context(), res.Effect.ID, model.Change{Result: json.RawMessage(strconv.Itoa(i))}); err != nil {
 				t.Error(err)
 			}
 		}(i)
@@ -186,7 +187,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	seen := map[uint64]bool{}
 	for i, id := range ids {
-		d, err := s.GetEffect(id)
+		d, err := s.GetEffect(t.Context(), id)
 		if err != nil || seen[id] || d.Effect.State != sm.Committed || string(d.Effect.Result) != strconv.Itoa(i) {
 			t.Fatalf("call %d: effect %d %+v %v", i, id, d.Effect, err)
 		}
@@ -202,9 +203,9 @@ func TestGroupCommit(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			if i%2 == 0 {
-				_, errs[i] = s.Commit(ids[i], model.Change{}) // already committed: refused
+				_, errs[i] = s.Commit(t.Context(), ids[i], model.Change{}) // already committed: refused
 			} else {
-				_, errs[i] = s.Intercept(InterceptRequest{Session: "h", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(strconv.Itoa(i)), CreateSession: true})
+				_, errs[i] = s.Intercept(t.Context(), InterceptRequest{Session: "h", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(strconv.Itoa(i)), CreateSession: true})
 			}
 		}(i)
 	}
@@ -214,7 +215,7 @@ func TestGroupCommit(t *testing.T) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	if sess, _ := s.GetSession("h"); sess.Effects != n/2 {
+	if sess, _ := s.GetSession(t.Context(), "h"); sess.Effects != n/2 {
 		t.Fatalf("session h has %d effects, want %d", sess.Effects, n/2)
 	}
 	verifyClean(t, s)
@@ -321,7 +322,7 @@ func TestCrashTorture(t *testing.T) {
 			c.Wait()
 		}
 		<-done
-		rep, err := s.Verify()
+		rep, err := s.Verify(t.Context())
 		if err != nil || len(rep.Problems) != 0 {
 			t.Fatalf("cycle %d (cli=%v): verify: %v %v", cycle, cli, err, rep.Problems)
 		}
@@ -340,7 +341,7 @@ func TestCrashTorture(t *testing.T) {
 		if len(acked) == 0 {
 			t.Fatalf("cycle %d: the writer acknowledged nothing", cycle)
 		}
-		effects, _, err := s.ListEffects(EffectFilter{Session: session})
+		effects, _, err := s.ListEffects(t.Context(), EffectFilter{Session: session})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -374,7 +375,7 @@ func TestCrashTorture(t *testing.T) {
 // get through well within the lock timeout, every time.
 func TestBusyWriterLetsOthersIn(t *testing.T) {
 	s, _ := newStore(t)
-	if _, err := s.CreateSession(NewSession{ID: "other"}); err != nil {
+	if _, err := s.CreateSession(t.Context(), NewSession{ID: "other"}); err != nil {
 		t.Fatal(err)
 	}
 	cmd := writerCmd(t, "loop", s.Path(), "busy")
@@ -397,18 +398,18 @@ func TestBusyWriterLetsOthersIn(t *testing.T) {
 	var slowest time.Duration
 	for i := 0; i < 10; i++ {
 		start := time.Now()
-		res, err := patient.Intercept(InterceptRequest{Session: "other", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(strconv.Itoa(i))})
+		res, err := patient.Intercept(t.Context(), InterceptRequest{Session: "other", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(strconv.Itoa(i))})
 		if err != nil {
 			t.Fatalf("write %d beside a busy writer: %v", i, err)
 		}
-		if _, err := patient.GetEffect(res.Effect.ID); err != nil {
+		if _, err := patient.GetEffect(t.Context(), res.Effect.ID); err != nil {
 			t.Fatalf("read %d beside a busy writer: %v", i, err)
 		}
 		slowest = max(slowest, time.Since(start))
 		time.Sleep(time.Duration(i) * 7 * time.Millisecond) // meet the writer at different moments
 	}
 	t.Logf("slowest write and read beside a busy writer: %s", slowest)
-	sess, err := s.GetSession("busy")
+	sess, err := s.GetSession(t.Context(), "busy")
 	if err != nil || sess.Effects < 20 {
 		t.Fatalf("the busy writer stalled: %+v %v", sess, err)
 	}

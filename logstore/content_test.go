@@ -27,12 +27,12 @@ func TestReplayRefusesATamperedResult(t *testing.T) {
 		e.Result = json.RawMessage(`2`)
 		return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
 	})
-	before := must[model.Session](t)(s.GetSession("s"))
-	res, err := s.Intercept(InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable, Args: json.RawMessage(`{"a":1}`)})
+	before := must[model.Session](t)(s.GetSession(t.Context(), "s"))
+	res, err := s.Intercept(t.Context(), InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable, Args: json.RawMessage(`{"a":1}`)})
 	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("replay of a tampered result: %+v, %v", res, err)
 	}
-	if after := must[model.Session](t)(s.GetSession("s")); after.Effects != before.Effects {
+	if after := must[model.Session](t)(s.GetSession(t.Context(), "s")); after.Effects != before.Effects {
 		t.Fatalf("the refused replay wrote an effect: %d effects, were %d", after.Effects, before.Effects)
 	}
 }
@@ -49,14 +49,14 @@ func TestUndoStepRefusesATamperedCompensation(t *testing.T) {
 		e.Compensation.Argv = []string{"rm", "-rf", "/"}
 		return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
 	})
-	d := must[model.EffectDetail](t)(s.GetEffect(id))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
 	if err := CheckEffect(d); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("CheckEffect of a tampered compensation: %v", err)
 	}
-	if _, err := s.UndoStep(id, sm.EntryCompensating, model.Change{Actor: "undo"}); !errors.Is(err, model.ErrCorrupt) {
+	if _, err := s.UndoStep(t.Context(), id, sm.EntryCompensating, model.Change{Actor: "undo"}); !errors.Is(err, model.ErrCorrupt) {
 		t.Fatalf("UndoStep to compensating: %v", err)
 	}
-	if u := must[model.EffectDetail](t)(s.GetEffect(id)).Undo; u.State != sm.EntryPending {
+	if u := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)).Undo; u.State != sm.EntryPending {
 		t.Fatalf("the refused step moved the entry to %s", u.State)
 	}
 }
@@ -123,23 +123,23 @@ func TestLogsHashedBeforeContentVerifyClean(t *testing.T) {
 		t.Run(map[bool]string{false: "binary", true: "json"}[asJSON], func(t *testing.T) {
 			s, id := seeded(t) // id committed, id+1 waits for approval
 			flaky := intercept(t, s, "s", "flaky", sm.Compensable, `{}`).Effect.ID
-			must[model.Effect](t)(s.Start(flaky, model.Change{}))
-			must[model.Effect](t)(s.Fail(flaky, model.Change{Error: "disk full"}))
+			must[model.Effect](t)(s.Start(t.Context(), flaky, model.Change{}))
+			must[model.Effect](t)(s.Fail(t.Context(), flaky, model.Change{Error: "disk full"}))
 			writtenBefore(t, s, asJSON)
 			verifyClean(t, s)
-			if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(id))); err != nil {
+			if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))); err != nil {
 				t.Fatalf("an effect hashed before content: %v", err)
 			}
 			if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != model.OutcomeReplayed || string(res.Effect.Result) != "1" {
 				t.Fatalf("replay of an effect hashed before content: %+v", res)
 			}
-			must[model.Effect](t)(s.Approve(id+1, model.Change{Actor: "alice"}))
-			must[model.Effect](t)(s.Start(flaky, model.Change{}))
-			must[model.Effect](t)(s.Commit(flaky, model.Change{Result: json.RawMessage(`{"ok":true}`)}))
-			must[model.UndoEntry](t)(s.UndoStep(id, sm.EntryCompensating, model.Change{Actor: "undo"}))
+			must[model.Effect](t)(s.Approve(t.Context(), id+1, model.Change{Actor: "alice"}))
+			must[model.Effect](t)(s.Start(t.Context(), flaky, model.Change{}))
+			must[model.Effect](t)(s.Commit(t.Context(), flaky, model.Change{Result: json.RawMessage(`{"ok":true}`)}))
+			must[model.UndoEntry](t)(s.UndoStep(t.Context(), id, sm.EntryCompensating, model.Change{Actor: "undo"}))
 			verifyClean(t, s)
 			for _, eid := range []uint64{id, id + 1, flaky} {
-				if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(eid))); err != nil {
+				if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(t.Context(), eid))); err != nil {
 					t.Fatalf("effect %d, old records and new: %v", eid, err)
 				}
 			}
@@ -234,23 +234,23 @@ func sessionsWrittenBefore(t *testing.T, s *Store, id string, upstream []string)
 func TestSessionsWrittenBeforeVerifyClean(t *testing.T) {
 	s, _ := newStore(t)
 	upstream := []string{"mcp-server", "--root=/srv"}
-	must[model.Session](t)(s.CreateSession(NewSession{ID: "p", Meta: map[string]string{"via": "proxy"}}))
+	must[model.Session](t)(s.CreateSession(t.Context(), NewSession{ID: "p", Meta: map[string]string{"via": "proxy"}}))
 	intercept(t, s, "p", "write", sm.Compensable, `{"a":1}`)
 	sessionsWrittenBefore(t, s, "p", upstream)
 	verifyClean(t, s)
-	if _, err := s.VerifySession("p"); err != nil {
+	if _, err := s.VerifySession(t.Context(), "p"); err != nil {
 		t.Fatalf("a session hashed before content: %v", err)
 	}
 	intercept(t, s, "p", "pay", sm.Irreversible, `{}`) // a new record on the old chain
 	verifyClean(t, s)
-	before := must[[]model.HistoryRecord](t)(s.SessionHistory("p"))
-	must[model.Session](t)(s.SetUpstream("p", upstream))
-	after := must[[]model.HistoryRecord](t)(s.SessionHistory("p"))
+	before := must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p"))
+	must[model.Session](t)(s.SetUpstream(t.Context(), "p", upstream))
+	after := must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p"))
 	if len(after) != len(before)+1 || after[len(after)-1].Trigger != triggerUpstream {
 		t.Fatalf("SetUpstream of an upstream no record states: history %s", states(after))
 	}
-	must[model.Session](t)(s.SetUpstream("p", upstream)) // stated now: nothing to add
-	if again := must[[]model.HistoryRecord](t)(s.SessionHistory("p")); len(again) != len(after) {
+	must[model.Session](t)(s.SetUpstream(t.Context(), "p", upstream)) // stated now: nothing to add
+	if again := must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p")); len(again) != len(after) {
 		t.Fatalf("SetUpstream of the upstream already recorded added a record")
 	}
 	verifyClean(t, s)

@@ -30,12 +30,12 @@ func expectRefused(t *testing.T, path string, want error, mention string) {
 	t.Cleanup(func() { s.pause() })
 	ops := map[string]func() error{
 		"intercept": func() error {
-			_, err := s.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true})
+			_, err := s.Intercept(t.Context(), InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true})
 			return err
 		},
-		"list":    func() error { _, _, err := s.ListEffects(EffectFilter{}); return err },
-		"verify":  func() error { _, err := s.Verify(); return err },
-		"session": func() error { _, err := s.CreateSession(NewSession{ID: "x"}); return err },
+		"list":    func() error { _, _, err := s.ListEffects(t.Context(), EffectFilter{}); return err },
+		"verify":  func() error { _, err := s.Verify(t.Context()); return err },
+		"session": func() error { _, err := s.CreateSession(t.Context(), NewSession{ID: "x"}); return err },
 	}
 	for name, op := range ops {
 		err := op()
@@ -75,7 +75,7 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 		s := New(filepath.Join(dir, "full.db"), Options{})
 		t.Cleanup(func() { s.pause() })
 		for i := 0; i < 300; i++ {
-			if _, err := s.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true,
+			if _, err := s.Intercept(t.Context(), InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true,
 				Args: json.RawMessage(`{"i":` + strings.Repeat("1", 1+i%10) + `,"pad":"` + strings.Repeat("x", 200) + `"}`)}); err != nil && !errors.Is(err, model.ErrInvalidInput) {
 				t.Fatal(err)
 			}
@@ -104,7 +104,7 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 	t.Run("newer schema", func(t *testing.T) {
 		s := New(filepath.Join(dir, "newer.db"), Options{})
 		t.Cleanup(func() { s.pause() })
-		if _, err := s.CreateSession(NewSession{ID: "a"}); err != nil {
+		if _, err := s.CreateSession(t.Context(), NewSession{ID: "a"}); err != nil {
 			t.Fatal(err)
 		}
 		db, err := bolt.Open(s.Path(), 0o600, nil)
@@ -134,7 +134,7 @@ func TestDamagedFilesAreRefusedAndKept(t *testing.T) {
 	t.Run("directory", func(t *testing.T) {
 		p := filepath.Join(dir, "adir")
 		os.Mkdir(p, 0o700)
-		if _, _, err := New(p, Options{}).ListEffects(EffectFilter{}); !errors.Is(err, model.ErrCorrupt) {
+		if _, _, err := New(p, Options{}).ListEffects(t.Context(), EffectFilter{}); !errors.Is(err, model.ErrCorrupt) {
 			t.Fatalf("%v", err)
 		}
 	})
@@ -159,8 +159,8 @@ func tamper(t *testing.T, s *Store, fn func(tx *bolt.Tx) error) {
 func seeded(t *testing.T) (*Store, uint64) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`).Effect.ID
-	must[model.Effect](t)(s.Start(id, model.Change{}))
-	must[model.Effect](t)(s.Commit(id, model.Change{Result: json.RawMessage(`1`)}))
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), id, model.Change{Result: json.RawMessage(`1`)}))
 	intercept(t, s, "s", "pay", sm.Irreversible, `{"b":2}`)
 	verifyClean(t, s)
 	return s, id
@@ -168,7 +168,7 @@ func seeded(t *testing.T) (*Store, uint64) {
 
 func expectProblem(t *testing.T, s *Store, kind, detail string) {
 	t.Helper()
-	rep := must[VerifyReport](t)(s.Verify())
+	rep := must[VerifyReport](t)(s.Verify(t.Context()))
 	for _, p := range rep.Problems {
 		if p.Kind == kind && strings.Contains(p.Detail, detail) {
 			return
@@ -268,8 +268,8 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	t.Run("flipped byte in error", func(t *testing.T) {
 		s, _ := seeded(t)
 		id := intercept(t, s, "s", "flaky", sm.Compensable, `{}`).Effect.ID
-		must[model.Effect](t)(s.Start(id, model.Change{}))
-		must[model.Effect](t)(s.Fail(id, model.Change{Error: "disk full"}))
+		must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+		must[model.Effect](t)(s.Fail(t.Context(), id, model.Change{Error: "disk full"}))
 		verifyClean(t, s)
 		editEffect(t, s, id, func(e *model.Effect) { e.Error = "disk fulL" })
 		expectProblem(t, s, "history", "altered")
@@ -311,7 +311,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	})
 	t.Run("flipped byte in approval reason", func(t *testing.T) {
 		s, _ := newStore(t)
-		id := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "s", Tool: "pay", Tier: sm.Irreversible,
+		id := must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: "s", Tool: "pay", Tier: sm.Irreversible,
 			Args: json.RawMessage(`{"b":2}`), CreateSession: true, Reason: "refund order 17"})).Effect.ID
 		verifyClean(t, s)
 		tamper(t, s, func(tx *bolt.Tx) error {
@@ -339,7 +339,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	}
 	proxied := func(t *testing.T) *Store {
 		s, _ := newStore(t)
-		must[model.Session](t)(s.CreateSession(NewSession{ID: "p", Upstream: []string{"mcp-server", "--root=/srv"}, Meta: map[string]string{"via": "proxy"}}))
+		must[model.Session](t)(s.CreateSession(t.Context(), NewSession{ID: "p", Upstream: []string{"mcp-server", "--root=/srv"}, Meta: map[string]string{"via": "proxy"}}))
 		verifyClean(t, s)
 		return s
 	}
@@ -347,14 +347,14 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		s := proxied(t)
 		editSession(t, s, "p", func(sess *model.Session) { sess.Upstream[1] = "--root=/etc" })
 		expectProblem(t, s, "history", "upstream was altered")
-		if _, err := s.VerifySession("p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+		if _, err := s.VerifySession(t.Context(), "p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 			t.Fatalf("VerifySession of a changed upstream: %v", err)
 		}
 	})
 	t.Run("flipped byte in an upstream set later", func(t *testing.T) {
 		s, _ := newStore(t)
-		must[model.Session](t)(s.CreateSession(NewSession{ID: "p"}))
-		must[model.Session](t)(s.SetUpstream("p", []string{"mcp-server", "--root=/srv"}))
+		must[model.Session](t)(s.CreateSession(t.Context(), NewSession{ID: "p"}))
+		must[model.Session](t)(s.SetUpstream(t.Context(), "p", []string{"mcp-server", "--root=/srv"}))
 		verifyClean(t, s)
 		editSession(t, s, "p", func(sess *model.Session) { sess.Upstream[1] = "--root=/etc" })
 		expectProblem(t, s, "history", "upstream was altered")
@@ -368,7 +368,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		s := proxied(t)
 		editSession(t, s, "p", func(sess *model.Session) { sess.State = sm.SessionFailed })
 		expectProblem(t, s, "state", "last history record")
-		if _, err := s.VerifySession("p"); !errors.Is(err, model.ErrCorrupt) {
+		if _, err := s.VerifySession(t.Context(), "p"); !errors.Is(err, model.ErrCorrupt) {
 			t.Fatalf("VerifySession of a changed state: %v", err)
 		}
 	})
@@ -383,7 +383,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			return putRecord(&writeTx{Tx: tx}, bUndo, nameKey("c", id), u)
 		})
 		expectProblem(t, s, "state", "undo entry is compensated but its history says pending")
-		if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(id))); !errors.Is(err, model.ErrCorrupt) {
+		if err := CheckEffect(must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))); !errors.Is(err, model.ErrCorrupt) {
 			t.Fatalf("CheckEffect of an entry moved without a record: %v", err)
 		}
 	})
@@ -399,11 +399,11 @@ func TestVerifyDetectsTampering(t *testing.T) {
 // compensation is a command.
 func seededWithCommand(t *testing.T) (*Store, uint64) {
 	s, _ := newStore(t)
-	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "c", Tool: "write", Tier: sm.Compensable,
+	res := must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: "c", Tool: "write", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"path":"/srv/app.conf"}`), CreateSession: true,
 		Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"git", "/srv", "checkout", "app.conf"}}}))
-	must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{}))
-	must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`{"bytes":512}`)}))
+	must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), res.Effect.ID, model.Change{Result: json.RawMessage(`{"bytes":512}`)}))
 	verifyClean(t, s)
 	return s, res.Effect.ID
 }

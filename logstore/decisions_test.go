@@ -15,9 +15,9 @@ func TestFailedApprovalOfAnOlderLogIsAskedAgain(t *testing.T) {
 	s, _ := newStore(t)
 	older := func() uint64 {
 		id := intercept(t, s, "old", "wire", sm.Irreversible, `{"n":1}`).Effect.ID
-		must[model.Effect](t)(s.Approve(id, model.Change{Actor: "alice"}))
-		must[model.Effect](t)(s.Start(id, model.Change{}))
-		must[model.Effect](t)(s.Fail(id, model.Change{}))
+		must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice"}))
+		must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+		must[model.Effect](t)(s.Fail(t.Context(), id, model.Change{}))
 		// Back to what an earlier undolog left after the failure.
 		err := s.update(func(tx *writeTx) error {
 			a, err := getApproval(tx.Tx, id)
@@ -46,10 +46,10 @@ func TestFailedApprovalOfAnOlderLogIsAskedAgain(t *testing.T) {
 	}
 	id := older()
 	verifyClean(t, s)
-	if _, err := s.Start(id, model.Change{}); !errors.Is(err, model.ErrInProgress) {
+	if _, err := s.Start(t.Context(), id, model.Change{}); !errors.Is(err, model.ErrInProgress) {
 		t.Fatalf("started on the old approval: %v", err)
 	}
-	again := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "old", Tool: "wire", Tier: sm.Irreversible,
+	again := must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: "old", Tool: "wire", Tier: sm.Irreversible,
 		Args: []byte(`{"n":1}`), Start: true}))
 	if again.Outcome != model.OutcomeInProgress || again.Effect.State != sm.Pending {
 		t.Fatalf("retry: %+v", again)
@@ -57,8 +57,8 @@ func TestFailedApprovalOfAnOlderLogIsAskedAgain(t *testing.T) {
 	if p := pending(t, s); len(p) != 1 || p[0].EffectID != id || len(p[0].Earlier) != 1 {
 		t.Fatalf("approvals %+v", p)
 	}
-	must[model.Effect](t)(s.Reject(id, model.Change{Actor: "bob"}))
-	if sess := must[model.Session](t)(s.GetSession("old")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
+	must[model.Effect](t)(s.Reject(t.Context(), id, model.Change{Actor: "bob"}))
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "old")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
 		t.Fatalf("session %+v", sess)
 	}
 	verifyClean(t, s)

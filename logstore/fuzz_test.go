@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -42,15 +43,15 @@ var seedLog = sync.OnceValues(func() ([]byte, error) {
 		if i%5 == 4 {
 			tier = sm.Irreversible
 		}
-		res, err := s.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: tier, CreateSession: true,
+		res, err := s.Intercept(context.Background(), InterceptRequest{Session: "s", Tool: "t", Tier: tier, CreateSession: true,
 			Args: json.RawMessage(`{"i":` + string(rune('0'+i%10)) + `}`), Key: string(rune('a' + i))})
 		if err != nil {
 			return nil, err
 		}
 		if tier == sm.Compensable {
-			s.Start(res.Effect.ID, model.Change{})
+			s.Start(context.Background(), res.Effect.ID, model.Change{})
 			if i%2 == 0 {
-				s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`{"ok":true}`)})
+				s.Commit(context.Background(), res.Effect.ID, model.Change{Result: json.RawMessage(`{"ok":true}`)})
 			}
 		}
 	}
@@ -73,26 +74,26 @@ func exerciseLog(t *testing.T, path string) {
 			t.Logf("%s: %v", what, err)
 		}
 	}
-	_, _, err := st.ListEffects(EffectFilter{})
+	_, _, err := st.ListEffects(t.Context(), EffectFilter{})
 	check("list", err)
-	_, _, err = st.ListSessions(SessionFilter{})
+	_, _, err = st.ListSessions(t.Context(), SessionFilter{})
 	check("sessions", err)
-	_, err = st.GetEffect(1)
+	_, err = st.GetEffect(t.Context(), 1)
 	check("get", err)
-	_, err = st.GetSession("s")
+	_, err = st.GetSession(t.Context(), "s")
 	check("session", err)
-	_, _, err = st.UndoStack("s", 0)
+	_, _, err = st.UndoStack(t.Context(), "s", 0)
 	check("undo stack", err)
-	_, err = st.Verify()
+	_, err = st.Verify(t.Context())
 	check("verify", err)
-	_, _, err = st.PendingApprovals("", 0)
+	_, _, err = st.PendingApprovals(t.Context(), "", 0)
 	check("approvals", err)
-	check("export", st.Export("", func(ExportRecord) error { return nil }))
-	_, _, err = st.Changes(0, 100)
+	check("export", st.Export(t.Context(), "", func(ExportRecord) error { return nil }))
+	_, _, err = st.Changes(t.Context(), 0, 100)
 	check("changes", err)
-	_, err = st.Intercept(InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true})
+	_, err = st.Intercept(t.Context(), InterceptRequest{Session: "s", Tool: "t", Tier: sm.Compensable, CreateSession: true})
 	check("intercept", err)
-	_, err = st.Transition(2, sm.Committed, model.Change{})
+	_, err = st.Transition(t.Context(), 2, sm.Committed, model.Change{})
 	check("transition", err)
 }
 

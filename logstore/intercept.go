@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,7 @@ func prepare(req InterceptRequest) (prepared, error) {
 // undo-stack entry (compensable) or approval request (irreversible) and the
 // session update; or resolves a repeated call against the owner of its
 // signature (replay, retry, in progress, rejected). Safe calls write nothing.
-func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
+func (s *Store) Intercept(ctx context.Context, req InterceptRequest) (InterceptResult, error) {
 	p, err := prepare(req)
 	if err != nil {
 		return InterceptResult{}, err
@@ -141,7 +142,7 @@ func (s *Store) Intercept(req InterceptRequest) (InterceptResult, error) {
 // InterceptMany registers many calls in one transaction, in order, as
 // Intercept would one by one: one fsync for the lot. It is all or nothing: a
 // refused call refuses the batch, and nothing is written.
-func (s *Store) InterceptMany(reqs []InterceptRequest) ([]InterceptResult, error) {
+func (s *Store) InterceptMany(ctx context.Context, reqs []InterceptRequest) ([]InterceptResult, error) {
 	ps := make([]prepared, len(reqs))
 	for i, req := range reqs {
 		p, err := prepare(req)

@@ -87,7 +87,7 @@ func journalRecords(t *testing.T, s *Store) *journal {
 func TestJournalHoldsAcknowledgedWrites(t *testing.T) {
 	s, _ := newStore(t)
 	intercept(t, s, "s", "write", sm.Compensable, `{"n":1}`) // creates the log
-	must[model.Effect](t)(s.Start(1, model.Change{}))
+	must[model.Effect](t)(s.Start(t.Context(), 1, model.Change{}))
 	id := intercept(t, s, "s", "write", sm.Compensable, `{"n":2}`).Effect.ID
 	if n := effectsInBolt(t, s.Path()); n != 0 {
 		t.Fatalf("bbolt holds %d effects; the writes should be in the journal", n)
@@ -98,11 +98,11 @@ func TestJournalHoldsAcknowledgedWrites(t *testing.T) {
 
 	crashed := crashCopy(t, s)
 	logBefore, journalBefore := readFile(t, crashed.Path()), readFile(t, crashed.journalPath())
-	d := must[model.EffectDetail](t)(crashed.GetEffect(id))
+	d := must[model.EffectDetail](t)(crashed.GetEffect(t.Context(), id))
 	if d.Effect.State != sm.Pending || string(d.Effect.Args) != `{"n":2}` {
 		t.Fatalf("%+v", d.Effect)
 	}
-	if e := must[model.EffectDetail](t)(crashed.GetEffect(1)); e.Effect.State != sm.Executing {
+	if e := must[model.EffectDetail](t)(crashed.GetEffect(t.Context(), 1)); e.Effect.State != sm.Executing {
 		t.Fatalf("effect 1 is %s", e.Effect.State)
 	}
 	verifyClean(t, crashed)
@@ -114,7 +114,7 @@ func TestJournalHoldsAcknowledgedWrites(t *testing.T) {
 		t.Fatalf("the journal holds %d records to apply, want 3", j.records)
 	}
 	// The original goes on where it was.
-	must[model.Effect](t)(s.Commit(1, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), 1, model.Change{}))
 	verifyClean(t, s)
 }
 
@@ -198,7 +198,7 @@ func TestJournalTornAppendIsIgnored(t *testing.T) {
 				if j := journalRecords(t, s); j.records != want {
 					t.Fatalf("journal after the next write: %d records, want %d", j.records, want)
 				}
-				if e := must[model.EffectDetail](t)(s.GetEffect(3)); string(e.Effect.Args) != `4` {
+				if e := must[model.EffectDetail](t)(s.GetEffect(t.Context(), 3)); string(e.Effect.Args) != `4` {
 					t.Fatalf("effect 3 has args %s", e.Effect.Args)
 				}
 				rep := verifyClean(t, s)
@@ -223,8 +223,8 @@ func TestJournalDamageIsRefused(t *testing.T) {
 	os.WriteFile(s.journalPath(), data, 0o600)
 	log, _ := os.ReadFile(s.Path())
 	for what, op := range map[string]func() error{
-		"read":  func() error { _, err := s.GetEffect(1); return err },
-		"write": func() error { _, err := s.Start(1, model.Change{}); return err },
+		"read":  func() error { _, err := s.GetEffect(t.Context(), 1); return err },
+		"write": func() error { _, err := s.Start(t.Context(), 1, model.Change{}); return err },
 	} {
 		if err := op(); !errors.Is(err, model.ErrCorrupt) || !bytes.Contains([]byte(err.Error()), []byte("journal")) {
 			t.Fatalf("%s: %v", what, err)
@@ -248,13 +248,13 @@ func TestStaleJournalIsNotReplayed(t *testing.T) {
 	if len(stale) == 0 {
 		t.Fatal("nothing journaled")
 	}
-	must[model.Effect](t)(s.Start(1, model.Change{}))
+	must[model.Effect](t)(s.Start(t.Context(), 1, model.Change{}))
 	if err := s.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
 	s.pause()() // the committer lets the log go: this test plays another process
 	os.WriteFile(s.journalPath(), stale, 0o600)
-	if e := must[model.EffectDetail](t)(s.GetEffect(1)); e.Effect.State != sm.Executing || len(e.History) != 2 {
+	if e := must[model.EffectDetail](t)(s.GetEffect(t.Context(), 1)); e.Effect.State != sm.Executing || len(e.History) != 2 {
 		t.Fatalf("%s with %d history records", e.Effect.State, len(e.History))
 	}
 	if got := intercept(t, s, "s", "write", sm.Compensable, `3`).Effect.ID; got != 3 {
@@ -302,7 +302,7 @@ func TestJournalOperationsAreChecked(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeJournalRecord(t, s, ops)
-			if _, err := s.GetEffect(1); !errors.Is(err, model.ErrCorrupt) {
+			if _, err := s.GetEffect(t.Context(), 1); !errors.Is(err, model.ErrCorrupt) {
 				t.Fatalf("%v", err)
 			}
 		})
@@ -335,7 +335,7 @@ func TestJournalOfAnotherLogIsNotReplayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	intercept(t, s, "new", "write", sm.Compensable, `1`)
-	if _, err := s.GetSession("old"); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.GetSession(t.Context(), "old"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("the old log's journal was applied to the new log: %v", err)
 	}
 	if rep := verifyClean(t, s); rep.Effects != 1 {
@@ -350,7 +350,7 @@ func TestReadOfRemovedLogMakesNone(t *testing.T) {
 	for name, read := range map[string]func(s *Store) error{
 		"checkpoint": func(s *Store) error { return s.checkpoint() },
 		"read": func(s *Store) error {
-			_, err := s.GetSession("s")
+			_, err := s.GetSession(t.Context(), "s")
 			if errors.Is(err, model.ErrNotFound) {
 				return nil
 			}
@@ -421,7 +421,7 @@ func TestJournalTakesTheLogsMode(t *testing.T) {
 	intercept(t, s, "s", "write", sm.Compensable, `1`)
 	for _, mode := range []os.FileMode{0o640, 0o600, 0o644} {
 		for what, op := range map[string]func(){
-			"read":  func() { must[model.EffectDetail](t)(s.GetEffect(1)) },
+			"read":  func() { must[model.EffectDetail](t)(s.GetEffect(t.Context(), 1)) },
 			"write": func() { intercept(t, s, "s", "write", sm.Compensable, fmt.Sprintf(`"%o"`, mode)) },
 		} {
 			// Nothing left to fold in: a read then holds nothing, and must

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"context"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -11,36 +12,36 @@ import (
 // backend shared across machines (PostgreSQL) is to implement the same
 // operations, so nothing outside this package depends on bbolt.
 type Log interface {
-	CreateSession(NewSession) (model.Session, error)
-	GetSession(id string) (model.Session, error)
-	ListSessions(SessionFilter) ([]model.Session, uint64, error)
-	SetSessionState(id string, to sm.SessionState, c model.Change) (model.Session, error)
-	SessionHistory(id string) ([]model.HistoryRecord, error)
-	SetUpstream(id string, upstream []string) (model.Session, error)
-	VerifySession(id string) (model.Session, error)
+	CreateSession(ctx context.Context, req NewSession) (model.Session, error)
+	GetSession(ctx context.Context, id string) (model.Session, error)
+	ListSessions(ctx context.Context, f SessionFilter) ([]model.Session, uint64, error)
+	SetSessionState(ctx context.Context, id string, to sm.SessionState, c model.Change) (model.Session, error)
+	SessionHistory(ctx context.Context, id string) ([]model.HistoryRecord, error)
+	SetUpstream(ctx context.Context, id string, upstream []string) (model.Session, error)
+	VerifySession(ctx context.Context, id string) (model.Session, error)
 
-	Intercept(InterceptRequest) (InterceptResult, error)
-	InterceptMany([]InterceptRequest) ([]InterceptResult, error)
-	Transition(id uint64, to sm.State, c model.Change) (model.Effect, error)
-	Start(id uint64, c model.Change) (model.Effect, error)
-	Commit(id uint64, c model.Change) (model.Effect, error)
-	Fail(id uint64, c model.Change) (model.Effect, error)
-	Approve(id uint64, c model.Change) (model.Effect, error)
-	Reject(id uint64, c model.Change) (model.Effect, error)
-	UndoStep(id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error)
-	ExpireApprovals(session string) (int, error)
+	Intercept(ctx context.Context, req InterceptRequest) (InterceptResult, error)
+	InterceptMany(ctx context.Context, reqs []InterceptRequest) ([]InterceptResult, error)
+	Transition(ctx context.Context, id uint64, to sm.State, c model.Change) (model.Effect, error)
+	Start(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	Commit(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	Fail(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	Approve(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	Reject(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	UndoStep(ctx context.Context, id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error)
+	ExpireApprovals(ctx context.Context, session string) (int, error)
 
-	GetEffect(id uint64) (model.EffectDetail, error)
-	ListEffects(EffectFilter) ([]model.Effect, uint64, error)
-	PendingApprovals(session string, limit int) ([]PendingApproval, int, error)
-	UndoStack(session string, limit int) ([]model.UndoEntry, int, error)
-	UndoEntries(session string, ids []uint64) (map[uint64]model.UndoEntry, error)
-	Changes(after uint64, limit int) ([]ChangeRecord, uint64, error)
-	LastChange() (uint64, error)
+	GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error)
+	ListEffects(ctx context.Context, f EffectFilter) ([]model.Effect, uint64, error)
+	PendingApprovals(ctx context.Context, session string, limit int) ([]PendingApproval, int, error)
+	UndoStack(ctx context.Context, session string, limit int) ([]model.UndoEntry, int, error)
+	UndoEntries(ctx context.Context, session string, ids []uint64) (map[uint64]model.UndoEntry, error)
+	Changes(ctx context.Context, after uint64, limit int) ([]ChangeRecord, uint64, error)
+	LastChange(ctx context.Context) (uint64, error)
 
-	Verify() (VerifyReport, error)
-	GC(before time.Time, states []sm.SessionState) (GCReport, error)
-	Export(session string, fn func(ExportRecord) error) error
+	Verify(ctx context.Context) (VerifyReport, error)
+	GC(ctx context.Context, before time.Time, states []sm.SessionState) (GCReport, error)
+	Export(ctx context.Context, session string, fn func(ExportRecord) error) error
 
 	// Close lets the log go once this process's writes to it are done.
 	Close() error

@@ -50,7 +50,7 @@ func must[T any](t *testing.T) func(T, error) T {
 // pending lists every waiting approval request and checks the count agrees.
 func pending(t *testing.T, s *Store) []PendingApproval {
 	t.Helper()
-	list, waiting, err := s.PendingApprovals("", 0)
+	list, waiting, err := s.PendingApprovals(t.Context(), "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,13 +62,13 @@ func pending(t *testing.T, s *Store) []PendingApproval {
 
 func intercept(t *testing.T, s *Store, session, tool string, tier sm.Tier, args string) InterceptResult {
 	t.Helper()
-	return must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: session, Tool: tool, Tier: tier,
+	return must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: session, Tool: tool, Tier: tier,
 		Args: json.RawMessage(args), CreateSession: true, Actor: "tester"}))
 }
 
 func verifyClean(t *testing.T, s *Store) VerifyReport {
 	t.Helper()
-	rep := must[VerifyReport](t)(s.Verify())
+	rep := must[VerifyReport](t)(s.Verify(t.Context()))
 	if len(rep.Problems) != 0 {
 		t.Fatalf("verify found problems: %v", rep.Problems)
 	}
@@ -111,10 +111,10 @@ func TestCreateFileModeAndSchema(t *testing.T) {
 
 func TestReadsDoNotCreateTheLog(t *testing.T) {
 	s, _ := newStore(t)
-	if list, _, err := s.ListEffects(EffectFilter{}); err != nil || len(list) != 0 {
+	if list, _, err := s.ListEffects(t.Context(), EffectFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("%v %v", list, err)
 	}
-	if _, err := s.GetEffect(1); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.GetEffect(t.Context(), 1); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("GetEffect on no log: %v", err)
 	}
 	if _, err := os.Stat(s.Path()); !errors.Is(err, os.ErrNotExist) {
@@ -126,7 +126,7 @@ func TestReadsDoNotCreateTheLog(t *testing.T) {
 // does not even create the file.
 func TestSafeCallsWriteNothing(t *testing.T) {
 	s, _ := newStore(t)
-	must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "s1", Tool: "read", Tier: sm.Safe, Args: json.RawMessage(`{"a":1}`)}))
+	must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: "s1", Tool: "read", Tier: sm.Safe, Args: json.RawMessage(`{"a":1}`)}))
 	if _, err := os.Stat(s.Path()); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a safe call touched the log: %v", err)
 	}
@@ -139,7 +139,7 @@ func TestBadInterceptInputCreatesNoLog(t *testing.T) {
 		{Session: "s", Tool: "t", Tier: "maybe", CreateSession: true},
 		{Session: "s", Tool: "t", Tier: sm.Compensable, Args: json.RawMessage(`{"a":`), CreateSession: true},
 	} {
-		if _, err := s.Intercept(req); !errors.Is(err, model.ErrInvalidInput) {
+		if _, err := s.Intercept(t.Context(), req); !errors.Is(err, model.ErrInvalidInput) {
 			t.Errorf("%+v: %v", req, err)
 		}
 	}
@@ -156,17 +156,17 @@ func TestBusyLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	quick := New(s.Path(), Options{LockTimeout: 100 * time.Millisecond})
-	_, err = quick.Intercept(InterceptRequest{Session: "s", Tool: "t2", Tier: sm.Compensable})
+	_, err = quick.Intercept(t.Context(), InterceptRequest{Session: "s", Tool: "t2", Tier: sm.Compensable})
 	if !errors.Is(err, model.ErrBusy) || !strings.Contains(err.Error(), s.Path()) {
 		t.Fatalf("want ErrBusy naming the file, got %v", err)
 	}
-	if _, err := quick.GetEffect(1); !errors.Is(err, model.ErrBusy) {
+	if _, err := quick.GetEffect(t.Context(), 1); !errors.Is(err, model.ErrBusy) {
 		t.Fatalf("read while held: %v", err)
 	}
 	// Released within the timeout: the write gets through.
 	go func() { time.Sleep(150 * time.Millisecond); held.Close() }()
 	patient := New(s.Path(), Options{LockTimeout: 3 * time.Second})
-	if _, err := patient.Intercept(InterceptRequest{Session: "s", Tool: "t2", Tier: sm.Compensable}); err != nil {
+	if _, err := patient.Intercept(t.Context(), InterceptRequest{Session: "s", Tool: "t2", Tier: sm.Compensable}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -174,26 +174,26 @@ func TestBusyLog(t *testing.T) {
 // A lifecycle that starts with the intercept is two write transactions.
 func TestInterceptAndStartIsOneTransaction(t *testing.T) {
 	s, _ := newStore(t)
-	must[model.Session](t)(s.CreateSession(NewSession{ID: "two"}))
+	must[model.Session](t)(s.CreateSession(t.Context(), NewSession{ID: "two"}))
 	before := s.group.durableWrites()
-	res := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable,
+	res := must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable,
 		Args: json.RawMessage(`1`), Start: true, Owner: &model.Owner{PID: 7, Host: "h"}}))
 	if res.Outcome != model.OutcomeNew || res.Effect.State != sm.Executing || res.Effect.Owner == nil || res.Effect.Owner.PID != 7 {
 		t.Fatalf("%+v", res)
 	}
-	must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), res.Effect.ID, model.Change{}))
 	if n := s.group.durableWrites() - before; n != 2 {
 		t.Fatalf("a lifecycle took %d durable writes", n)
 	}
 	// A retry starts in its intercept too.
-	again := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))
-	must[model.Effect](t)(s.Fail(again.Effect.ID, model.Change{Error: "boom"}))
-	retry := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))
+	again := must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))
+	must[model.Effect](t)(s.Fail(t.Context(), again.Effect.ID, model.Change{Error: "boom"}))
+	retry := must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: "two", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`2`), Start: true}))
 	if retry.Outcome != model.OutcomeRetry || retry.Effect.ID != again.Effect.ID || retry.Effect.State != sm.Executing {
 		t.Fatalf("%+v", retry)
 	}
 	// An irreversible call is not started by its intercept: it waits for approval.
-	irr := must[InterceptResult](t)(s.Intercept(InterceptRequest{Session: "two", Tool: "pay", Tier: sm.Irreversible, Start: true}))
+	irr := must[InterceptResult](t)(s.Intercept(t.Context(), InterceptRequest{Session: "two", Tool: "pay", Tier: sm.Irreversible, Start: true}))
 	if irr.Effect.State != sm.Pending {
 		t.Fatalf("%+v", irr.Effect)
 	}

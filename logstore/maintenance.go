@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -183,7 +184,7 @@ type GCReport struct {
 // indexes, undo entries and approvals. Each session goes in one transaction,
 // so the log stays consistent (verify stays clean) whatever happens; a
 // session that moved since GC chose it is kept and not reported.
-func (s *Store) GC(before time.Time, states []sm.SessionState) (GCReport, error) {
+func (s *Store) GC(ctx context.Context, before time.Time, states []sm.SessionState) (GCReport, error) {
 	rep := GCReport{Sessions: []string{}}
 	want := map[sm.SessionState]bool{}
 	for _, st := range states {

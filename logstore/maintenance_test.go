@@ -18,32 +18,32 @@ func TestGCDropsOldFinishedSessionsAndCompactShrinks(t *testing.T) {
 	fill := func(session string, n int) {
 		for i := 0; i < n; i++ {
 			res := intercept(t, s, session, "w", sm.Compensable, fmt.Sprintf(`{"i":%d,"pad":"%0200d"}`, i, i))
-			must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{}))
-			must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{Result: json.RawMessage(`1`)}))
+			must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{}))
+			must[model.Effect](t)(s.Commit(t.Context(), res.Effect.ID, model.Change{Result: json.RawMessage(`1`)}))
 			intercept(t, s, session, "w", sm.Compensable, fmt.Sprintf(`{"i":%d,"pad":"%0200d"}`, i, i)) // a replay
 		}
 		irr := intercept(t, s, session, "pay", sm.Irreversible, `{}`)
-		must[model.Effect](t)(s.Approve(irr.Effect.ID, model.Change{}))
+		must[model.Effect](t)(s.Approve(t.Context(), irr.Effect.ID, model.Change{}))
 	}
 	fill("old-done", 300)
-	must[model.Session](t)(s.SetSessionState("old-done", sm.SessionCompleted, model.Change{}))
+	must[model.Session](t)(s.SetSessionState(t.Context(), "old-done", sm.SessionCompleted, model.Change{}))
 	fill("old-live", 5)
 	clk.add(48 * time.Hour)
 	fill("new-done", 5)
-	must[model.Session](t)(s.SetSessionState("new-done", sm.SessionCompleted, model.Change{}))
+	must[model.Session](t)(s.SetSessionState(t.Context(), "new-done", sm.SessionCompleted, model.Change{}))
 
-	rep := must[GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
+	rep := must[GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "old-done" || rep.Effects != 601 {
 		t.Fatalf("%+v", rep)
 	}
-	if _, err := s.GetSession("old-done"); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.GetSession(t.Context(), "old-done"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("dropped session still there: %v", err)
 	}
-	if _, err := s.GetEffect(1); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.GetEffect(t.Context(), 1); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("dropped effect still there: %v", err)
 	}
 	for _, id := range []string{"old-live", "new-done"} {
-		if sess := must[model.Session](t)(s.GetSession(id)); sess.Effects != 11 {
+		if sess := must[model.Session](t)(s.GetSession(t.Context(), id)); sess.Effects != 11 {
 			t.Fatalf("%s: %+v", id, sess)
 		}
 	}
@@ -90,35 +90,35 @@ func TestGCKeepsSessionsThatMovedAfterItLooked(t *testing.T) {
 	s, clk := newStore(t)
 	for _, id := range []string{"undone-meanwhile", "touched-meanwhile", "still-failed"} {
 		res := intercept(t, s, id, "w", sm.Compensable, `{"s":"`+id+`"}`)
-		must[model.Effect](t)(s.Start(res.Effect.ID, model.Change{}))
-		must[model.Effect](t)(s.Commit(res.Effect.ID, model.Change{}))
-		must[model.Session](t)(s.SetSessionState(id, sm.SessionFailed, model.Change{}))
+		must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{}))
+		must[model.Effect](t)(s.Commit(t.Context(), res.Effect.ID, model.Change{}))
+		must[model.Session](t)(s.SetSessionState(t.Context(), id, sm.SessionFailed, model.Change{}))
 	}
-	must[model.Session](t)(s.SetSessionState("touched-meanwhile", sm.SessionCompensating, model.Change{}))
-	must[model.Session](t)(s.SetSessionState("touched-meanwhile", sm.SessionHalted, model.Change{}))
+	must[model.Session](t)(s.SetSessionState(t.Context(), "touched-meanwhile", sm.SessionCompensating, model.Change{}))
+	must[model.Session](t)(s.SetSessionState(t.Context(), "touched-meanwhile", sm.SessionHalted, model.Change{}))
 	clk.add(48 * time.Hour)
 
 	gcBeforeDrop = func(id string) {
 		switch id {
 		case "undone-meanwhile": // undo's first step, between GC's read and its drop
-			must[model.Session](t)(s.SetSessionState(id, sm.SessionCompensating, model.Change{Reason: "undo started"}))
+			must[model.Session](t)(s.SetSessionState(t.Context(), id, sm.SessionCompensating, model.Change{Reason: "undo started"}))
 		case "touched-meanwhile": // still halted, but changed just now
-			must[model.Session](t)(s.SetSessionState(id, sm.SessionCompensating, model.Change{}))
-			must[model.Session](t)(s.SetSessionState(id, sm.SessionHalted, model.Change{}))
+			must[model.Session](t)(s.SetSessionState(t.Context(), id, sm.SessionCompensating, model.Change{}))
+			must[model.Session](t)(s.SetSessionState(t.Context(), id, sm.SessionHalted, model.Change{}))
 		}
 	}
 	t.Cleanup(func() { gcBeforeDrop = nil })
-	rep := must[GCReport](t)(s.GC(clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionFailed, sm.SessionHalted}))
+	rep := must[GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionFailed, sm.SessionHalted}))
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "still-failed" || rep.Effects != 1 {
 		t.Fatalf("%+v", rep)
 	}
-	if sess := must[model.Session](t)(s.GetSession("undone-meanwhile")); sess.State != sm.SessionCompensating || sess.Effects != 1 {
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "undone-meanwhile")); sess.State != sm.SessionCompensating || sess.Effects != 1 {
 		t.Fatalf("%+v", sess)
 	}
-	if stack, _, err := s.UndoStack("undone-meanwhile", 0); err != nil || len(stack) != 1 {
+	if stack, _, err := s.UndoStack(t.Context(), "undone-meanwhile", 0); err != nil || len(stack) != 1 {
 		t.Fatalf("undo stack %v %v", stack, err)
 	}
-	if sess := must[model.Session](t)(s.GetSession("touched-meanwhile")); sess.State != sm.SessionHalted {
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "touched-meanwhile")); sess.State != sm.SessionHalted {
 		t.Fatalf("%+v", sess)
 	}
 	verifyClean(t, s)

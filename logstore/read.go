@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 )
 
 // GetEffect returns an effect with its full history, undo entry and approval.
-func (s *Store) GetEffect(id uint64) (model.EffectDetail, error) {
+func (s *Store) GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error) {
 	var out model.EffectDetail
 	found := false
 	err := s.view(func(tx *bolt.Tx) error {
@@ -84,7 +85,7 @@ func linkHistory(r *model.HistoryRecord, prevHash string) {
 }
 
 // SessionHistory returns the session's own transitions.
-func (s *Store) SessionHistory(id string) ([]model.HistoryRecord, error) {
+func (s *Store) SessionHistory(ctx context.Context, id string) ([]model.HistoryRecord, error) {
 	var out []model.HistoryRecord
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
@@ -110,7 +111,7 @@ type EffectFilter struct {
 
 // ListEffects returns the effects matching f and the cursor of the next page
 // (0 when there is none).
-func (s *Store) ListEffects(f EffectFilter) ([]model.Effect, uint64, error) {
+func (s *Store) ListEffects(ctx context.Context, f EffectFilter) ([]model.Effect, uint64, error) {
 	var out []model.Effect
 	var next uint64
 	err := s.view(func(tx *bolt.Tx) error {
@@ -160,7 +161,7 @@ type PendingApproval struct {
 // returned are read with their effects; the rest are only counted. Expired
 // requests are not waiting: they are left out (and rejected as timed out by
 // the next write that touches their session).
-func (s *Store) PendingApprovals(session string, limit int) ([]PendingApproval, int, error) {
+func (s *Store) PendingApprovals(ctx context.Context, session string, limit int) ([]PendingApproval, int, error) {
 	var out []PendingApproval
 	var waiting int
 	now := s.now()
@@ -202,7 +203,7 @@ func (s *Store) PendingApprovals(session string, limit int) ([]PendingApproval, 
 
 // UndoStack returns up to limit (0: all) of the session's undo entries, last
 // in first out, and how many entries the session has.
-func (s *Store) UndoStack(session string, limit int) ([]model.UndoEntry, int, error) {
+func (s *Store) UndoStack(ctx context.Context, session string, limit int) ([]model.UndoEntry, int, error) {
 	var out []model.UndoEntry
 	var total int
 	err := s.view(func(tx *bolt.Tx) error {
@@ -232,7 +233,7 @@ type ChangeRecord struct {
 // Changes returns up to limit history records (effects and sessions) recorded
 // after position `after`, oldest first, and the position of the newest one.
 // Followers poll it.
-func (s *Store) Changes(after uint64, limit int) ([]ChangeRecord, uint64, error) {
+func (s *Store) Changes(ctx context.Context, after uint64, limit int) ([]ChangeRecord, uint64, error) {
 	var out []ChangeRecord
 	last := after
 	err := s.view(func(tx *bolt.Tx) error {
@@ -292,7 +293,7 @@ func placeChange(tx *bolt.Tx, r *model.HistoryRecord, bucket, key []byte) error 
 
 // LastChange is the position of the newest history record: a cheap way for a
 // viewer to tell whether anything changed since it last looked.
-func (s *Store) LastChange() (uint64, error) {
+func (s *Store) LastChange(ctx context.Context) (uint64, error) {
 	var last uint64
 	err := s.view(func(tx *bolt.Tx) error {
 		last = tx.Bucket(bChanges).Sequence()
@@ -317,7 +318,7 @@ const exportPage = 256
 // a reader writing to a slow consumer (a pipe to less) never holds the log
 // while it waits. A session's record and history are read with its first
 // page of effects; a session gone (gc) between its pages ends early.
-func (s *Store) Export(session string, fn func(ExportRecord) error) error {
+func (s *Store) Export(ctx context.Context, session string, fn func(ExportRecord) error) error {
 	var page []ExportRecord
 	emit := func(r ExportRecord) { page = append(page, r) }
 	flush := func() error {
@@ -436,7 +437,7 @@ func exportEffect(tx *bolt.Tx, id uint64, emit func(ExportRecord)) error {
 
 // UndoEntries returns the undo entries of the given effects of a session
 // (those that have one), for views that show a page of effects.
-func (s *Store) UndoEntries(session string, ids []uint64) (map[uint64]model.UndoEntry, error) {
+func (s *Store) UndoEntries(ctx context.Context, session string, ids []uint64) (map[uint64]model.UndoEntry, error) {
 	out := map[uint64]model.UndoEntry{}
 	err := s.view(func(tx *bolt.Tx) error {
 		for _, id := range ids {

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -20,7 +21,7 @@ type NewSession struct {
 }
 
 // CreateSession creates an active session. A taken id is ErrConflict.
-func (s *Store) CreateSession(req NewSession) (model.Session, error) {
+func (s *Store) CreateSession(ctx context.Context, req NewSession) (model.Session, error) {
 	if req.ID == "" {
 		req.ID = model.NewSessionID(s.now())
 	}
@@ -65,7 +66,7 @@ func createSession(tx *writeTx, req NewSession, now time.Time) (model.Session, e
 }
 
 // GetSession returns one session.
-func (s *Store) GetSession(id string) (model.Session, error) {
+func (s *Store) GetSession(ctx context.Context, id string) (model.Session, error) {
 	var out model.Session
 	err := s.view(func(tx *bolt.Tx) error {
 		var err error
@@ -88,7 +89,7 @@ type SessionFilter struct {
 
 // ListSessions returns sessions newest first and the cursor of the next page
 // (0 when there is none).
-func (s *Store) ListSessions(f SessionFilter) ([]model.Session, uint64, error) {
+func (s *Store) ListSessions(ctx context.Context, f SessionFilter) ([]model.Session, uint64, error) {
 	var out []model.Session
 	var next uint64
 	err := s.view(func(tx *bolt.Tx) error {
@@ -124,7 +125,7 @@ func (s *Store) ListSessions(f SessionFilter) ([]model.Session, uint64, error) {
 
 // SetSessionState moves a session through the session table (complete, fail,
 // halt, compensating, compensated) and records who and why.
-func (s *Store) SetSessionState(id string, to sm.SessionState, c model.Change) (model.Session, error) {
+func (s *Store) SetSessionState(ctx context.Context, id string, to sm.SessionState, c model.Change) (model.Session, error) {
 	var out model.Session
 	err := s.update(func(tx *writeTx) error {
 		sess, err := getSession(tx.Tx, id)
@@ -144,7 +145,7 @@ func (s *Store) SetSessionState(id string, to sm.SessionState, c model.Change) (
 // that undo can start it again. The session's history states it (undo starts
 // only the command its history covers); an upstream it states already
 // writes nothing.
-func (s *Store) SetUpstream(id string, upstream []string) (model.Session, error) {
+func (s *Store) SetUpstream(ctx context.Context, id string, upstream []string) (model.Session, error) {
 	var out model.Session
 	err := s.update(func(tx *writeTx) error {
 		sess, err := getSession(tx.Tx, id)
@@ -171,7 +172,7 @@ func (s *Store) SetUpstream(id string, upstream []string) (model.Session, error)
 // VerifySession reads a session and checks it against its history, in one
 // transaction (see CheckSession): undo starts the upstream and moves the
 // session only of one that passes.
-func (s *Store) VerifySession(id string) (model.Session, error) {
+func (s *Store) VerifySession(ctx context.Context, id string) (model.Session, error) {
 	var out model.Session
 	err := s.view(func(tx *bolt.Tx) error {
 		sess, err := getSession(tx, id)

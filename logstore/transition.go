@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -15,30 +16,30 @@ import (
 
 // Start moves an effect to executing (from pending, or approved for an
 // irreversible one). An irreversible effect never starts without approval.
-func (s *Store) Start(id uint64, c model.Change) (model.Effect, error) {
-	return s.Transition(id, sm.Executing, c)
+func (s *Store) Start(ctx context.Context, id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(ctx, id, sm.Executing, c)
 }
 
 // Commit records the result and moves an executing effect to committed.
-func (s *Store) Commit(id uint64, c model.Change) (model.Effect, error) {
-	return s.Transition(id, sm.Committed, c)
+func (s *Store) Commit(ctx context.Context, id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(ctx, id, sm.Committed, c)
 }
 
 // Fail records the error and moves an executing effect back to pending, so
 // that the same call retries it.
-func (s *Store) Fail(id uint64, c model.Change) (model.Effect, error) {
-	return s.Transition(id, sm.Pending, c)
+func (s *Store) Fail(ctx context.Context, id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(ctx, id, sm.Pending, c)
 }
 
 // Approve decides an irreversible effect's approval request: pending -> approved.
-func (s *Store) Approve(id uint64, c model.Change) (model.Effect, error) {
-	return s.Transition(id, sm.Approved, c)
+func (s *Store) Approve(ctx context.Context, id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(ctx, id, sm.Approved, c)
 }
 
 // Reject decides an irreversible effect's approval request: pending ->
 // rejected, and halts the session.
-func (s *Store) Reject(id uint64, c model.Change) (model.Effect, error) {
-	return s.Transition(id, sm.Rejected, c)
+func (s *Store) Reject(ctx context.Context, id uint64, c model.Change) (model.Effect, error) {
+	return s.Transition(ctx, id, sm.Rejected, c)
 }
 
 // Transition moves effect id to state `to` in one transaction: it validates
@@ -46,7 +47,7 @@ func (s *Store) Reject(id uint64, c model.Change) (model.Effect, error) {
 // record, and updates indexes, the session, the approval or the undo entry.
 // A refused request changes nothing (except an approval found expired on the
 // way, which is recorded as timed out).
-func (s *Store) Transition(id uint64, to sm.State, c model.Change) (model.Effect, error) {
+func (s *Store) Transition(ctx context.Context, id uint64, to sm.State, c model.Change) (model.Effect, error) {
 	if !to.Valid() {
 		_, err := sm.ParseState(string(to))
 		return model.Effect{}, fmt.Errorf("%w: %v", model.ErrInvalidInput, err)
@@ -302,7 +303,7 @@ func expireDue(tx *writeTx, sess *model.Session, now time.Time) (int, error) {
 
 // ExpireApprovals rejects, as system:timeout, the session's approval requests
 // whose time is up, and returns how many there were.
-func (s *Store) ExpireApprovals(session string) (int, error) {
+func (s *Store) ExpireApprovals(ctx context.Context, session string) (int, error) {
 	n := 0
 	err := s.update(func(tx *writeTx) error {
 		sess, err := getSession(tx.Tx, session)
@@ -356,7 +357,7 @@ func openFor(value []byte, session string) bool {
 // compensating, compensated, compensation_failed, skipped, resolved). Where
 // the spec allows, the effect follows (executing -> compensating -> ...); a
 // committed effect keeps its state and the entry carries the undo.
-func (s *Store) UndoStep(id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error) {
+func (s *Store) UndoStep(ctx context.Context, id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error) {
 	var out model.UndoEntry
 	err := s.update(func(tx *writeTx) error {
 		now := s.now()

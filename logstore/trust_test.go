@@ -61,7 +61,7 @@ func TestWriteWaitingForCompactionIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatalf("writer printed %q", out.String())
 	}
-	d, err := s.GetEffect(id)
+	d, err := s.GetEffect(t.Context(), id)
 	if err != nil || d.Effect.Session != "during" || d.Effect.State != sm.Committed {
 		t.Fatalf("the write acknowledged during compaction: %+v %v", d.Effect, err)
 	}
@@ -109,11 +109,11 @@ func TestJournalLostUnderItsWriter(t *testing.T) {
 				s.pause()() // the log is let go, as at a process's end
 				crashed := crashCopyOrEmpty(t, s)
 				for _, id := range []uint64{1, 2} {
-					if _, err := crashed.GetEffect(id); err != nil {
+					if _, err := crashed.GetEffect(t.Context(), id); err != nil {
 						t.Fatalf("acknowledged effect %d: %v", id, err)
 					}
 				}
-				if _, err := crashed.GetSession("after"); writeAfter && err != nil {
+				if _, err := crashed.GetSession(t.Context(), "after"); writeAfter && err != nil {
 					t.Fatalf("the write after: %v", err)
 				}
 				verifyClean(t, crashed)
@@ -154,13 +154,13 @@ func TestJournalDamagedHeaderIsRefused(t *testing.T) {
 				data[at+int(bit/8)] ^= 1 << (bit % 8)
 				os.WriteFile(s.journalPath(), data, 0o600)
 				logBefore := readFile(t, s.Path())
-				_, err := s.GetEffect(1)
+				_, err := s.GetEffect(t.Context(), 1)
 				if rec == 2 {
 					// Like a torn append: the last record is dropped, the rest read.
 					if err != nil {
 						t.Fatalf("damaged last record: %v", err)
 					}
-					if _, err := s.GetEffect(3); !errors.Is(err, model.ErrNotFound) {
+					if _, err := s.GetEffect(t.Context(), 3); !errors.Is(err, model.ErrNotFound) {
 						t.Fatalf("effect 3 of the damaged last record: %v", err)
 					}
 					return
@@ -168,7 +168,7 @@ func TestJournalDamagedHeaderIsRefused(t *testing.T) {
 				if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged record") {
 					t.Fatalf("read: %v", err)
 				}
-				if _, err := s.Start(1, model.Change{}); !errors.Is(err, model.ErrCorrupt) {
+				if _, err := s.Start(t.Context(), 1, model.Change{}); !errors.Is(err, model.ErrCorrupt) {
 					t.Fatalf("write: %v", err)
 				}
 				if !bytes.Equal(readFile(t, s.journalPath()), data) || !bytes.Equal(readFile(t, s.Path()), logBefore) {
@@ -205,7 +205,7 @@ func TestBackupRestoredBesideACompactedLogsJournal(t *testing.T) {
 		} else if base.txid > backupBase.txid {
 			t.Fatalf("the compacted log is at transaction %d, past the copy's %d", base.txid, backupBase.txid)
 		}
-		if _, err := s.CreateSession(NewSession{ID: fmt.Sprintf("pad-%d", i)}); err != nil {
+		if _, err := s.CreateSession(t.Context(), NewSession{ID: fmt.Sprintf("pad-%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.checkpoint(); err != nil {
@@ -226,7 +226,7 @@ func TestBackupRestoredBesideACompactedLogsJournal(t *testing.T) {
 	if rep.Effects != 3 {
 		t.Fatalf("the restored copy reads %d effects, want its 3", rep.Effects)
 	}
-	if _, err := s.GetSession("after"); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.GetSession(t.Context(), "after"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("the compacted log's session in the copy: %v", err)
 	}
 }
@@ -293,9 +293,9 @@ func TestReadsWithTheJournalWriteNothing(t *testing.T) {
 	logBefore, journalBefore := readFile(t, s.Path()), readFile(t, s.journalPath())
 	commits := s.group.commits.Load()
 	for _, read := range []func() error{
-		func() error { _, err := s.GetEffect(2); return err },
-		func() error { _, _, err := s.ListEffects(EffectFilter{}); return err },
-		func() error { _, err := s.Verify(); return err },
+		func() error { _, err := s.GetEffect(t.Context(), 2); return err },
+		func() error { _, _, err := s.ListEffects(t.Context(), EffectFilter{}); return err },
+		func() error { _, err := s.Verify(t.Context()); return err },
 	} {
 		if err := read(); err != nil {
 			t.Fatal(err)
@@ -349,14 +349,14 @@ func TestFailedJournalSyncIsTakenBack(t *testing.T) {
 				truncateJournal = func(*os.File, int64) error { return syscall.EIO }
 			}
 			defer func() { syncJournal, truncateJournal = fdatasync, (*os.File).Truncate }()
-			_, err := s.Intercept(InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable, Args: []byte(`2`)})
+			_, err := s.Intercept(t.Context(), InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable, Args: []byte(`2`)})
 			if err == nil || errors.Is(err, model.ErrInDoubt) != c.inDoubt || !strings.Contains(err.Error(), "injected") {
 				t.Fatalf("intercept: %v", err)
 			}
 			syncJournal, truncateJournal = fdatasync, (*os.File).Truncate
 			s.pause()()
 			crashed := crashCopy(t, s)
-			_, err = crashed.GetEffect(2)
+			_, err = crashed.GetEffect(t.Context(), 2)
 			if !c.inDoubt && !errors.Is(err, model.ErrNotFound) {
 				t.Fatalf("the failed write is in the log: %v", err)
 			}
@@ -379,10 +379,10 @@ func TestSlowExportConsumerBlocksNoWriter(t *testing.T) {
 	writer := New(s.Path(), Options{LockTimeout: 300 * time.Millisecond})
 	t.Cleanup(func() { writer.pause() })
 	records, writes := 0, 0
-	err := s.Export("", func(r ExportRecord) error {
+	err := s.Export(t.Context(), "", func(r ExportRecord) error {
 		records++
 		if records%200 == 1 { // the consumer is slow: someone else writes meanwhile
-			if _, err := writer.CreateSession(NewSession{ID: fmt.Sprintf("meanwhile-%d", records)}); err != nil {
+			if _, err := writer.CreateSession(t.Context(), NewSession{ID: fmt.Sprintf("meanwhile-%d", records)}); err != nil {
 				return err
 			}
 			writer.pause()()
@@ -394,7 +394,7 @@ func TestSlowExportConsumerBlocksNoWriter(t *testing.T) {
 		t.Fatalf("after %d records and %d writes: %v", records, writes, err)
 	}
 	if effects := 0; true {
-		err := s.Export("", func(r ExportRecord) error {
+		err := s.Export(t.Context(), "", func(r ExportRecord) error {
 			if r.Type == "effect" {
 				effects++
 			}
@@ -432,7 +432,7 @@ func TestReadsWithoutWriteAccessReadACopy(t *testing.T) {
 			var err error
 			for i := 0; i < 5 && err == nil; i++ {
 				var effects []model.Effect
-				if effects, _, err = s.ListEffects(EffectFilter{}); err == nil && len(effects) != 5 {
+				if effects, _, err = s.ListEffects(t.Context(), EffectFilter{}); err == nil && len(effects) != 5 {
 					err = fmt.Errorf("%d effects read, want 5", len(effects))
 				}
 			}

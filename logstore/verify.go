@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -44,7 +45,7 @@ type VerifyReport struct {
 // every index entry against its record (both ways), signature uniqueness, the
 // per-session counts, and that each effect's state equals its last history
 // record. It reports every problem it finds; it changes nothing.
-func (s *Store) Verify() (VerifyReport, error) {
+func (s *Store) Verify(ctx context.Context) (VerifyReport, error) {
 	rep := VerifyReport{Problems: []Problem{}}
 	err := s.view(func(tx *bolt.Tx) error {
 		v := verifier{tx: tx, rep: &rep, effects: map[uint64]*model.Effect{}, sessions: map[string]*model.Session{}}

@@ -33,7 +33,7 @@ func TestProxyConcurrentCalls(t *testing.T) {
 	}
 	wg.Wait()
 	store := logstore.New(h.logPath, logstore.Options{})
-	list, _, _ := store.ListEffects(logstore.EffectFilter{Session: "agent-c", State: sm.Committed})
+	list, _, _ := store.ListEffects(t.Context(), logstore.EffectFilter{Session: "agent-c", State: sm.Committed})
 	if len(list) != n {
 		t.Fatalf("%d committed effects, want %d", len(list), n)
 	}

@@ -469,7 +469,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		req.Compensation = comp
 	}
 	lc := p.lifecycle()
-	call, err := lc.Intercept(req)
+	call, err := lc.Intercept(ctx, req)
 	if err != nil {
 		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
 		return
@@ -480,7 +480,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		p.reply(ctx, resultResponse(m.ID, e.Result))
 		return
 	case lifecycle.Rejected:
-		p.reply(ctx, toolError(m.ID, p.rejection(e.ID, params.Name)))
+		p.reply(ctx, toolError(m.ID, p.rejection(ctx, e.ID, params.Name)))
 		return
 	case lifecycle.InProgress:
 		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)))
@@ -521,8 +521,8 @@ func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (jso
 	return r.Result, nil
 }
 
-func (p *Proxy) rejection(id uint64, tool string) string {
-	d, err := p.Store.GetEffect(id)
+func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {
+	d, err := p.Store.GetEffect(ctx, id)
 	if err == nil && d.Approval != nil {
 		a := d.Approval
 		if a.Outcome == model.ApprovalTimedOut {
@@ -550,7 +550,7 @@ func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call
 	case lifecycle.Approved:
 		return ""
 	case lifecycle.Refused:
-		return p.rejection(e.ID, e.Tool)
+		return p.rejection(ctx, e.ID, e.Tool)
 	case lifecycle.Taken:
 		return fmt.Sprintf("undolog: the same call (effect %d) is %s elsewhere; retry it later", e.ID, w.Detail.Effect.State)
 	case lifecycle.Abandoned:
@@ -571,7 +571,7 @@ func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call
 // the server may have run it all the same.
 func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, m message) {
 	e := call.Effect
-	if err := lc.Start(call); err != nil {
+	if err := lc.Start(ctx, call); err != nil {
 		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
 		return
 	}
@@ -589,11 +589,11 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	var err error
 	switch {
 	case resp.Error != nil:
-		err = lc.Fail(call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
+		err = lc.Fail(ctx, call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
 	case toolFailed(resp.Result):
-		err = lc.Fail(call, "tool error: "+mcpclient.ResultText(resp.Result))
+		err = lc.Fail(ctx, call, "tool error: "+mcpclient.ResultText(resp.Result))
 	default:
-		err = lc.Commit(call, resp.Result)
+		err = lc.Commit(ctx, call, resp.Result)
 	}
 	if err != nil {
 		p.note("effect %d: recording the outcome failed, it stays in doubt: %v", e.ID, err)

@@ -213,7 +213,7 @@ func TestProxyInFrontOfMemoryServer(t *testing.T) {
 		t.Fatalf("graph after the calls: %s", g)
 	}
 
-	effects, _, _ := store.ListEffects(logstore.EffectFilter{Session: "agent-1", Ascending: true})
+	effects, _, _ := store.ListEffects(t.Context(), logstore.EffectFilter{Session: "agent-1", Ascending: true})
 	var states []string
 	for _, e := range effects {
 		states = append(states, e.Tool+":"+string(e.State))
@@ -228,7 +228,7 @@ func TestProxyInFrontOfMemoryServer(t *testing.T) {
 	if effects[0].CreatedAt.IsZero() || !strings.HasPrefix(h.cli("show", "1", "-o", "json"), "{") {
 		t.Fatal("show")
 	}
-	sess, _ := store.GetSession("agent-1")
+	sess, _ := store.GetSession(t.Context(), "agent-1")
 	if len(sess.Upstream) != 1 || sess.Upstream[0] != memoryServer(t) {
 		t.Fatalf("upstream not recorded: %v", sess.Upstream)
 	}
@@ -249,7 +249,7 @@ func TestProxyInFrontOfMemoryServer(t *testing.T) {
 	if after := graph(t, direct); after != before {
 		t.Fatalf("the graph is not back to what it was:\nbefore %s\nafter  %s", before, after)
 	}
-	if rep, _ := store.Verify(); len(rep.Problems) != 0 {
+	if rep, _ := store.Verify(t.Context()); len(rep.Problems) != 0 {
 		t.Fatal(rep.Problems)
 	}
 }
@@ -279,7 +279,7 @@ func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 	if g := graph(t, agent); strings.Contains(g, `"name":"a"`) {
 		t.Fatalf("not deleted: %s", g)
 	}
-	d, _ := store.GetEffect(1)
+	d, _ := store.GetEffect(t.Context(), 1)
 	if d.Effect.State != sm.Committed || d.Approval.DecidedBy != "alice" {
 		t.Fatalf("%+v %+v", d.Effect, d.Approval)
 	}
@@ -293,7 +293,7 @@ func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 		defer wg.Done()
 		rejected = call(t, agent3, "delete_entities", map[string]any{"entityNames": []string{"b"}})
 	}()
-	waitFor(t, "the approval request", func() bool { list, _, _ := store.PendingApprovals("agent-3", 0); return len(list) == 1 })
+	waitFor(t, "the approval request", func() bool { list, _, _ := store.PendingApprovals(t.Context(), "agent-3", 0); return len(list) == 1 })
 	h.cli("reject", "2", "--as", "bob", "--reason", "b is still needed")
 	wg.Wait()
 	if !rejected.IsError || !strings.Contains(text(rejected), "rejected by bob: b is still needed") {
@@ -302,7 +302,7 @@ func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 	if g := graph(t, agent3); !strings.Contains(g, `"b"`) {
 		t.Fatal("a rejected call ran")
 	}
-	if s, _ := store.GetSession("agent-3"); s.State != sm.SessionHalted {
+	if s, _ := store.GetSession(t.Context(), "agent-3"); s.State != sm.SessionHalted {
 		t.Fatalf("session %s", s.State)
 	}
 	// The agent cannot approve anything: whatever it sends, the call stays rejected.
@@ -386,7 +386,7 @@ func TestProxyMalformedInputAndDyingServer(t *testing.T) {
 		t.Fatalf("dying server: %v", m)
 	}
 	store := logstore.New(h.logPath, logstore.Options{})
-	d, err := store.GetEffect(2)
+	d, err := store.GetEffect(t.Context(), 2)
 	if err != nil || d.Effect.State != sm.Executing || d.Effect.Tool != "die" {
 		t.Fatalf("%+v %v", d.Effect, err)
 	}
@@ -428,7 +428,7 @@ func TestProxyRepeatOfACallInDoubt(t *testing.T) {
 		t.Fatalf("repeat once its owner died: %v", m)
 	}
 	store := logstore.New(h.logPath, logstore.Options{})
-	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
+	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
 		t.Fatalf("the call in doubt was touched: %+v %v", d, err)
 	}
 }
@@ -462,7 +462,7 @@ func TestProxyClientCancelsAWaitingCall(t *testing.T) {
 	}
 	send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`)
 	store := logstore.New(h.logPath, logstore.Options{})
-	waitFor(t, "the call to wait for approval", func() bool { list, _, _ := store.PendingApprovals("fake-1", 0); return len(list) == 1 })
+	waitFor(t, "the call to wait for approval", func() bool { list, _, _ := store.PendingApprovals(t.Context(), "fake-1", 0); return len(list) == 1 })
 	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user stopped it"}}`)
 	send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
 	if m := next(t, out); m["id"] != 8.0 {
@@ -484,7 +484,7 @@ func TestProxyClientCancelsAWaitingCall(t *testing.T) {
 	}
 
 	// The request stands: approved in a shell, the same call goes ahead.
-	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Pending || d.Approval == nil || d.Approval.Outcome != model.ApprovalPending {
+	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Pending || d.Approval == nil || d.Approval.Outcome != model.ApprovalPending {
 		t.Fatalf("effect 1 after the cancellation: %+v %v", d, err)
 	}
 	h.cli("approve", "1", "--as", "alice")
@@ -496,7 +496,7 @@ func TestProxyClientCancelsAWaitingCall(t *testing.T) {
 	if m := next(t, out); m["id"] != 2.0 || m["result"] == nil {
 		t.Fatalf("the approved call: %v", m)
 	}
-	if d, err := store.GetEffect(1); err != nil || d.Effect.State != sm.Committed {
+	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Committed {
 		t.Fatalf("effect 1: %+v %v", d.Effect, err)
 	}
 }
@@ -513,7 +513,7 @@ func TestProxyFailedIrreversibleCallAsksAgain(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	next(t, out)
 	store := logstore.New(h.logPath, logstore.Options{})
-	waiting := func() bool { list, _, _ := store.PendingApprovals("fake-1", 0); return len(list) == 1 }
+	waiting := func() bool { list, _, _ := store.PendingApprovals(t.Context(), "fake-1", 0); return len(list) == 1 }
 
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"flaky","arguments":{}}}`)
 	waitFor(t, "the first approval request", waiting)
@@ -526,14 +526,14 @@ func TestProxyFailedIrreversibleCallAsksAgain(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"flaky","arguments":{}}}`)
 	waitFor(t, "a new approval request", waiting)
 	time.Sleep(200 * time.Millisecond)
-	if d, _ := store.GetEffect(1); d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalPending {
+	if d, _ := store.GetEffect(t.Context(), 1); d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalPending {
 		t.Fatalf("the retry did not wait for a decision: %+v %+v", d.Effect, d.Approval)
 	}
 	h.cli("approve", "1", "--as", "bob")
 	if m := next(t, out); m["id"] != 3.0 || m["result"].(map[string]any)["isError"] == true {
 		t.Fatalf("the approved retry: %v", m)
 	}
-	d, _ := store.GetEffect(1)
+	d, _ := store.GetEffect(t.Context(), 1)
 	if d.Effect.State != sm.Committed || d.Approval.DecidedBy != "bob" || len(d.Approval.Earlier) != 1 || d.Approval.Earlier[0].DecidedBy != "alice" {
 		t.Fatalf("%+v %+v", d.Effect, d.Approval)
 	}

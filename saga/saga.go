@@ -84,17 +84,17 @@ func (p Plan) Work() int {
 // to act on whose effect fails its (logstore.CheckEffect, which also holds
 // the entry's state to its history), refuses the whole plan, so that nothing
 // runs: damaged or tampered.
-func MakePlan(store logstore.Log, session string) (Plan, error) {
-	if _, err := store.VerifySession(session); err != nil {
+func MakePlan(ctx context.Context, store logstore.Log, session string) (Plan, error) {
+	if _, err := store.VerifySession(ctx, session); err != nil {
 		return Plan{}, err
 	}
-	stack, _, err := store.UndoStack(session, 0)
+	stack, _, err := store.UndoStack(ctx, session, 0)
 	if err != nil {
 		return Plan{}, err
 	}
 	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}}
 	for _, u := range stack {
-		d, err := store.GetEffect(u.EffectID)
+		d, err := store.GetEffect(ctx, u.EffectID)
 		if err != nil {
 			return Plan{}, err
 		}
@@ -135,7 +135,7 @@ func MakePlan(store logstore.Log, session string) (Plan, error) {
 		}
 		plan.Steps = append(plan.Steps, step)
 	}
-	effects, _, err := store.ListEffects(logstore.EffectFilter{Session: session})
+	effects, _, err := store.ListEffects(ctx, logstore.EffectFilter{Session: session})
 	if err != nil {
 		return Plan{}, err
 	}
@@ -239,11 +239,11 @@ func (r *Runner) progress(format string, args ...any) {
 // resumes the walk.
 func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	res := Result{Session: session, Compensated: []uint64{}, Skipped: []uint64{}}
-	sess, err := r.Store.VerifySession(session) // its upstream is started only as its history states it
+	sess, err := r.Store.VerifySession(ctx, session) // its upstream is started only as its history states it
 	if err != nil {
 		return res, err
 	}
-	plan, err := MakePlan(r.Store, session)
+	plan, err := MakePlan(ctx, r.Store, session)
 	if err != nil {
 		return res, err
 	}
@@ -256,10 +256,10 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	}
 	if sess.State != sm.SessionCompensating {
 		// A plan that cannot run (a damaged entry) leaves the session as it is.
-		if _, err := MakePlan(r.Store, session); err != nil {
+		if _, err := MakePlan(ctx, r.Store, session); err != nil {
 			return res, err
 		}
-		if _, err := r.Store.SetSessionState(session, sm.SessionCompensating, model.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
+		if _, err := r.Store.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
 			return res, err
 		}
 	}
@@ -283,23 +283,23 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		case ActionDone:
 			continue
 		case ActionSkip:
-			if _, err := r.Store.UndoStep(id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
+			if _, err := r.Store.UndoStep(ctx, id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 			res.Skipped = append(res.Skipped, id)
 			r.progress("effect %d %s: skipped (never ran)", id, step.Effect.Tool)
 			continue
 		case ActionBlocked:
-			return r.halt(res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
+			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, step.Entry.LastError, id))
 		case ActionCompensate:
 			// Taking the entry records its owner in the same transaction: of
 			// two undos at once, the second finds it taken.
-			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner}); err != nil {
+			if _, err := r.Store.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 		case ActionInDoubt:
-			if _, err := r.Store.UndoStep(id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "reclaimed with --retry-in-doubt",
+			if _, err := r.Store.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "reclaimed with --retry-in-doubt",
 				Owner: owner, ExpectOwner: expected(step.Entry.Owner)}); err != nil {
 				return res, err
 			}
@@ -312,7 +312,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			// Interrupted mid-run: the entry stays compensating, without an
 			// owner, so that it is in doubt for the next run (if this write
 			// fails, it keeps this process as owner: in doubt once it exits).
-			r.Store.UndoStep(id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo interrupted",
+			r.Store.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo interrupted",
 				Error: oneLine(cerr.Error()), ExpectOwner: owner})
 			return res, ctx.Err()
 		}
@@ -322,18 +322,18 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		if cerr != nil {
 			to, change.Error = sm.EntryCompensationFailed, oneLine(cerr.Error())
 		}
-		if _, err := r.Store.UndoStep(id, to, change); err != nil {
+		if _, err := r.Store.UndoStep(ctx, id, to, change); err != nil {
 			return res, err
 		}
 		if cerr != nil {
 			r.progress("effect %d %s: compensation failed after %d attempts: %s", id, step.Effect.Tool, attempts, change.Error)
-			return r.halt(res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
+			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, id))
 		}
 		res.Compensated = append(res.Compensated, id)
 		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, step.Call, attempts, plural(attempts))
 	}
-	if _, err := r.Store.SetSessionState(session, sm.SessionCompensated, model.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
+	if _, err := r.Store.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionCompensated)
@@ -387,9 +387,9 @@ func gone(o *model.Owner) string {
 	return fmt.Sprintf("owner pid %d gone", o.PID)
 }
 
-func (r *Runner) halt(res Result, id uint64, cause error) (Result, error) {
+func (r *Runner) halt(ctx context.Context, res Result, id uint64, cause error) (Result, error) {
 	res.Failed = &id
-	if _, err := r.Store.SetSessionState(res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
+	if _, err := r.Store.SetSessionState(ctx, res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionHalted)

@@ -19,15 +19,15 @@ import (
 
 func committed(t *testing.T, store logstore.Log, session string, comp *model.Compensation, args string) uint64 {
 	t.Helper()
-	res, err := store.Intercept(logstore.InterceptRequest{Session: session, Tool: "step", Tier: sm.Compensable,
+	res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: session, Tool: "step", Tier: sm.Compensable,
 		Args: json.RawMessage(args), Compensation: comp, CreateSession: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Start(res.Effect.ID, model.Change{}); err != nil {
+	if _, err := store.Start(t.Context(), res.Effect.ID, model.Change{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Commit(res.Effect.ID, model.Change{}); err != nil {
+	if _, err := store.Commit(t.Context(), res.Effect.ID, model.Change{}); err != nil {
 		t.Fatal(err)
 	}
 	return res.Effect.ID
@@ -50,7 +50,7 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 	if !reflect.DeepEqual(slept, want) {
 		t.Fatalf("slept %v, want %v", slept, want)
 	}
-	d, _ := store.GetEffect(id)
+	d, _ := store.GetEffect(t.Context(), id)
 	if d.Undo.Attempts != 6 || d.Undo.State != sm.EntryCompensationFailed {
 		t.Fatalf("%+v", d.Undo)
 	}
@@ -79,10 +79,10 @@ func TestSucceedsOnARetryAndWalksLIFO(t *testing.T) {
 	if got := strings.Fields(string(data)); !reflect.DeepEqual(got, []string{"2", "1"}) {
 		t.Fatalf("ran in order %v", got)
 	}
-	if d, _ := store.GetEffect(second); d.Undo.Attempts != 2 {
+	if d, _ := store.GetEffect(t.Context(), second); d.Undo.Attempts != 2 {
 		t.Fatalf("attempts %d", d.Undo.Attempts)
 	}
-	if rep, _ := store.Verify(); len(rep.Problems) != 0 {
+	if rep, _ := store.Verify(t.Context()); len(rep.Problems) != 0 {
 		t.Fatal(rep.Problems)
 	}
 }
@@ -99,11 +99,11 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	if _, err := r.Run(ctx, "s"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%v", err)
 	}
-	d, _ := store.GetEffect(id)
+	d, _ := store.GetEffect(ctx, id)
 	if d.Undo.State != sm.EntryCompensating || d.Undo.Owner != nil {
 		t.Fatalf("entry %s, owner %v", d.Undo.State, d.Undo.Owner)
 	}
-	plan, err := MakePlan(store, "s")
+	plan, err := MakePlan(t.Context(), store, "s")
 	if err != nil || len(plan.Steps) != 1 || plan.Steps[0].Action != ActionInDoubt {
 		t.Fatalf("%+v %v", plan, err)
 	}
@@ -111,7 +111,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	if _, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s"); !errors.Is(err, ErrInDoubt) {
 		t.Fatalf("%v", err)
 	}
-	if after, _ := store.GetEffect(id); len(after.History) != len(d.History) {
+	if after, _ := store.GetEffect(ctx, id); len(after.History) != len(d.History) {
 		t.Fatal("a walk stopped in doubt changed the log")
 	}
 	// ...unless told to run it again.
@@ -123,7 +123,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	if data, _ := os.ReadFile(runs); strings.Count(string(data), "run") != 2 {
 		t.Fatalf("ran %q", data)
 	}
-	if rep, _ := store.Verify(); len(rep.Problems) != 0 {
+	if rep, _ := store.Verify(ctx); len(rep.Problems) != 0 {
 		t.Fatal(rep.Problems)
 	}
 }
@@ -134,10 +134,10 @@ func TestAPendingCompensationHasOneRunner(t *testing.T) {
 	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}, `1`)
 	live := model.NewOwner(time.Now())
-	if _, err := store.UndoStep(id, sm.EntryCompensating, model.Change{Owner: live}); err != nil {
+	if _, err := store.UndoStep(t.Context(), id, sm.EntryCompensating, model.Change{Owner: live}); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := MakePlan(store, "s")
+	plan, err := MakePlan(t.Context(), store, "s")
 	if err != nil || plan.Steps[0].Action != ActionInProgress {
 		t.Fatalf("%+v %v", plan, err)
 	}
@@ -147,7 +147,7 @@ func TestAPendingCompensationHasOneRunner(t *testing.T) {
 			t.Fatalf("retry %v: %v", retry, err)
 		}
 	}
-	if sess, _ := store.GetSession("s"); sess.State == sm.SessionCompensating {
+	if sess, _ := store.GetSession(t.Context(), "s"); sess.State == sm.SessionCompensating {
 		t.Fatal("a refused undo moved the session")
 	}
 }
@@ -181,7 +181,7 @@ func TestUndoRefusesATamperedCompensation(t *testing.T) {
 	first := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "first-ran")}}, `1`)
 	committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "ran-original")}}, `2`)
 	flipInFile(t, store, "ran-original", "ran-tampered")
-	if _, err := MakePlan(store, "s"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+	if _, err := MakePlan(t.Context(), store, "s"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("plan of a tampered compensation: %v", err)
 	}
 	r := &Runner{Store: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil }}
@@ -193,10 +193,10 @@ func TestUndoRefusesATamperedCompensation(t *testing.T) {
 			t.Fatalf("%s exists: a compensation ran", name)
 		}
 	}
-	if sess, _ := store.GetSession("s"); sess.State != sm.SessionActive {
+	if sess, _ := store.GetSession(t.Context(), "s"); sess.State != sm.SessionActive {
 		t.Fatalf("session %s, want it left active", sess.State)
 	}
-	if d, _ := store.GetEffect(first); d.Undo.State != sm.EntryPending {
+	if d, _ := store.GetEffect(t.Context(), first); d.Undo.State != sm.EntryPending {
 		t.Fatalf("entry of effect %d is %s", first, d.Undo.State)
 	}
 }
@@ -217,7 +217,7 @@ func (*unreachable) Close() error { panic("Close on a client that never connecte
 func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
 	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `1`)
-	if _, err := store.SetUpstream("s", []string{"sh", "-c", "exit 1"}); err != nil {
+	if _, err := store.SetUpstream(t.Context(), "s", []string{"sh", "-c", "exit 1"}); err != nil {
 		t.Fatal(err)
 	}
 	dials := 0
@@ -234,7 +234,7 @@ func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
 	if dials != DefaultMaxRetries+1 {
 		t.Fatalf("dialled %d times, want %d", dials, DefaultMaxRetries+1)
 	}
-	if d, _ := store.GetEffect(id); d.Undo.State != sm.EntryCompensationFailed || d.Undo.Attempts != DefaultMaxRetries+1 {
+	if d, _ := store.GetEffect(t.Context(), id); d.Undo.State != sm.EntryCompensationFailed || d.Undo.Attempts != DefaultMaxRetries+1 {
 		t.Fatalf("%+v", d.Undo)
 	}
 }
@@ -260,7 +260,7 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
 	// "<", ">" are escaped in the copy the history states (JSON), so that
 	// the session record's copy is the one changed below.
-	if _, err := store.CreateSession(logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
+	if _, err := store.CreateSession(t.Context(), logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
 		t.Fatal(err)
 	}
 	id := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
@@ -273,13 +273,13 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	}
 
 	store = logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
-	if _, err := store.CreateSession(logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
+	if _, err := store.CreateSession(t.Context(), logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
 		t.Fatal(err)
 	}
 	id = committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
 	flipInFile(t, store, "<original>", "<tampered>")
 	tools = &stubTools{}
-	if _, err := MakePlan(store, "p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
+	if _, err := MakePlan(t.Context(), store, "p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("plan of a session with a tampered upstream: %v", err)
 	}
 	_, err := (&Runner{Store: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
@@ -289,7 +289,7 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	if len(tools.started) != 0 {
 		t.Fatalf("undo started %v", tools.started)
 	}
-	if d, _ := store.GetEffect(id); d.Undo.State != sm.EntryPending {
+	if d, _ := store.GetEffect(t.Context(), id); d.Undo.State != sm.EntryPending {
 		t.Fatalf("entry is %s", d.Undo.State)
 	}
 }
@@ -325,7 +325,7 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 			for _, f := range flips {
 				flipInFile(t, store, f[0], f[1])
 			}
-			if rep, _ := store.Verify(); len(rep.Problems) == 0 {
+			if rep, _ := store.Verify(t.Context()); len(rep.Problems) == 0 {
 				t.Fatal("verify found nothing")
 			}
 			_, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s")

@@ -18,23 +18,23 @@ import (
 
 const pageSize = 200
 
-func loadSessions(store logstore.Log) tea.Cmd {
+func loadSessions(ctx context.Context, store logstore.Log) tea.Cmd {
 	return func() tea.Msg {
-		list, _, err := store.ListSessions(logstore.SessionFilter{Limit: pageSize})
+		list, _, err := store.ListSessions(ctx, logstore.SessionFilter{Limit: pageSize})
 		return sessionsMsg{sessions: list, err: err}
 	}
 }
 
 // loadEffects loads one page of a session's effects, oldest first, starting
 // after the effect id `after`.
-func loadEffects(store logstore.Log, session string, filter logstore.EffectFilter, page int, after uint64) tea.Cmd {
+func loadEffects(ctx context.Context, store logstore.Log, session string, filter logstore.EffectFilter, page int, after uint64) tea.Cmd {
 	return func() tea.Msg {
-		sess, err := store.GetSession(session)
+		sess, err := store.GetSession(ctx, session)
 		if err != nil {
 			return effectsMsg{err: err}
 		}
 		filter.Session, filter.Ascending, filter.Limit, filter.Cursor = session, true, pageSize, after
-		list, next, err := store.ListEffects(filter)
+		list, next, err := store.ListEffects(ctx, filter)
 		if err != nil {
 			return effectsMsg{err: err}
 		}
@@ -42,14 +42,14 @@ func loadEffects(store logstore.Log, session string, filter logstore.EffectFilte
 		for i, e := range list {
 			ids[i] = e.ID
 		}
-		entries, err := store.UndoEntries(session, ids)
+		entries, err := store.UndoEntries(ctx, session, ids)
 		return effectsMsg{session: sess, effects: list, entries: entries, page: page, next: next, err: err}
 	}
 }
 
-func loadDetail(store logstore.Log, id uint64) tea.Cmd {
+func loadDetail(ctx context.Context, store logstore.Log, id uint64) tea.Cmd {
 	return func() tea.Msg {
-		d, err := store.GetEffect(id)
+		d, err := store.GetEffect(ctx, id)
 		return detailMsg{detail: d, err: err}
 	}
 }
@@ -58,16 +58,16 @@ func tick(d time.Duration) tea.Cmd {
 	return tea.Tick(d, func(t time.Time) tea.Msg { return tickMsg(t) })
 }
 
-func checkChanges(store logstore.Log) tea.Cmd {
+func checkChanges(ctx context.Context, store logstore.Log) tea.Cmd {
 	return func() tea.Msg {
-		pos, err := store.LastChange()
+		pos, err := store.LastChange(ctx)
 		return changeMsg{position: pos, err: err}
 	}
 }
 
-func decide(store logstore.Log, id uint64, to sm.State, actor, reason string) tea.Cmd {
+func decide(ctx context.Context, store logstore.Log, id uint64, to sm.State, actor, reason string) tea.Cmd {
 	return func() tea.Msg {
-		e, err := store.Transition(id, to, model.Change{Actor: actor, Reason: reason})
+		e, err := store.Transition(ctx, id, to, model.Change{Actor: actor, Reason: reason})
 		if err != nil {
 			return actionMsg{err: err}
 		}
@@ -75,20 +75,20 @@ func decide(store logstore.Log, id uint64, to sm.State, actor, reason string) te
 	}
 }
 
-func makePlan(store logstore.Log, session string) tea.Cmd {
+func makePlan(ctx context.Context, store logstore.Log, session string) tea.Cmd {
 	return func() tea.Msg {
-		plan, err := saga.MakePlan(store, session)
+		plan, err := saga.MakePlan(ctx, store, session)
 		return planMsg{plan: plan, err: err}
 	}
 }
 
 // runUndo starts the undo walk in the background and streams its progress
 // lines as messages, one listen at a time.
-func runUndo(store logstore.Log, session, actor string) tea.Cmd {
+func runUndo(ctx context.Context, store logstore.Log, session, actor string) tea.Cmd {
 	ch := make(chan undoEvent, 16)
 	go func() {
 		r := &saga.Runner{Store: store, Actor: actor, Progress: lineWriter(ch)}
-		res, err := r.Run(context.Background(), session)
+		res, err := r.Run(ctx, session)
 		ch <- undoEvent{done: &undoDoneMsg{result: res, err: err}}
 		close(ch)
 	}()

@@ -36,11 +36,11 @@ func requireTerminalSafe(t *testing.T, what, screen string) {
 // compensation commands, the undo plan, the undo walk and the status line.
 func TestViewEscapesStoredText(t *testing.T) {
 	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{Now: func() time.Time { return demoEnd }})
-	if _, err := store.CreateSession(logstore.NewSession{ID: "hostile", Meta: map[string]string{"note": hostile}, Actor: hostile}); err != nil {
+	if _, err := store.CreateSession(t.Context(), logstore.NewSession{ID: "hostile", Meta: map[string]string{"note": hostile}, Actor: hostile}); err != nil {
 		t.Fatal(err)
 	}
 	mk := func(tool string, tier sm.Tier, comp *model.Compensation) uint64 {
-		res, err := store.Intercept(logstore.InterceptRequest{Session: "hostile", Tool: tool, Tier: tier,
+		res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "hostile", Tool: tool, Tier: tier,
 			Args: json.RawMessage(`{"esc":"\u001b[2J","note":"` + "\u009b2J\u202ex" + `"}`), Key: hostile + tool,
 			Reason: hostile, Actor: hostile, Compensation: comp})
 		if err != nil {
@@ -55,22 +55,22 @@ func TestViewEscapesStoredText(t *testing.T) {
 		}
 	}
 	wire := mk("send_wire", sm.Irreversible, nil)
-	_, err := store.Approve(wire, model.Change{Actor: hostile, Reason: hostile})
+	_, err := store.Approve(t.Context(), wire, model.Change{Actor: hostile, Reason: hostile})
 	step(err)
 	// Its compensation fails with hostile output: the undo walk stops on it.
 	note := mk("write_note", sm.Compensable, &model.Compensation{Kind: model.CompensationCommand, MaxRetries: 1,
 		Argv: []string{"sh", "-c", `printf '\033]0;owned\007\033[2J\302\233\342\200\256' >&2; exit 3`, hostile}})
-	_, err = store.Start(note, model.Change{Actor: hostile, Reason: hostile})
+	_, err = store.Start(t.Context(), note, model.Change{Actor: hostile, Reason: hostile})
 	step(err)
-	_, err = store.Commit(note, model.Change{Actor: hostile, Result: json.RawMessage(`{"out":"` + "\u009b31m\u202e" + `"}`)})
+	_, err = store.Commit(t.Context(), note, model.Change{Actor: hostile, Result: json.RawMessage(`{"out":"` + "\u009b31m\u202e" + `"}`)})
 	step(err)
 	failed := mk("fetch", sm.Compensable, nil)
-	_, err = store.Start(failed, model.Change{})
+	_, err = store.Start(t.Context(), failed, model.Change{})
 	step(err)
-	_, err = store.Fail(failed, model.Change{Actor: hostile, Error: hostile})
+	_, err = store.Fail(t.Context(), failed, model.Change{Actor: hostile, Error: hostile})
 	step(err)
 
-	m := New(Options{Store: store, Session: "hostile", Actor: "tester", Now: func() time.Time { return demoEnd }})
+	m := New(t.Context(), Options{Store: store, Session: "hostile", Actor: "tester", Now: func() time.Time { return demoEnd }})
 	m.Update(tea.WindowSizeMsg{Width: 200, Height: 60})
 	run := func(cmd tea.Cmd) {
 		// Runs cmd and what its messages ask for, until the undo walk is done.
@@ -85,10 +85,10 @@ func TestViewEscapesStoredText(t *testing.T) {
 			}
 		}
 	}
-	run(loadEffects(store, "hostile", logstore.EffectFilter{}, 0, 0))
+	run(loadEffects(t.Context(), store, "hostile", logstore.EffectFilter{}, 0, 0))
 	for i, id := range []uint64{wire, note, failed} {
 		m.session.cursor = i
-		run(loadDetail(store, id))
+		run(loadDetail(t.Context(), store, id))
 		screen := m.View()
 		requireTerminalSafe(t, "effect detail", screen)
 		if !strings.Contains(screen, `\x1b]0;owned\x07`) {
@@ -97,12 +97,12 @@ func TestViewEscapesStoredText(t *testing.T) {
 	}
 	// A decision on a decided effect: the status line quotes the decider.
 	m.session.cursor = 0
-	run(decide(store, wire, sm.Approved, "tester", ""))
+	run(decide(t.Context(), store, wire, sm.Approved, "tester", ""))
 	requireTerminalSafe(t, "status line", m.View())
 
 	m.screen = screenSessions
-	run(loadSessions(store))
-	run(makePlan(store, "hostile"))
+	run(loadSessions(t.Context(), store))
+	run(makePlan(t.Context(), store, "hostile"))
 	if m.overlay != overlayConfirmUndo {
 		t.Fatalf("no undo confirmation: %s", m.status)
 	}
@@ -118,9 +118,9 @@ func TestViewEscapesStoredText(t *testing.T) {
 	requireTerminalSafe(t, "undo stop", m.View())
 
 	m.overlay, m.screen = overlayNone, screenSession
-	run(loadEffects(store, "hostile", logstore.EffectFilter{}, 0, 0))
+	run(loadEffects(t.Context(), store, "hostile", logstore.EffectFilter{}, 0, 0))
 	m.session.cursor = 1
-	run(loadDetail(store, note))
+	run(loadDetail(t.Context(), store, note))
 	if !strings.Contains(m.View(), `exit status 3: \x1b]0;owned\x07\x1b[2J\u009b\u202e`) {
 		t.Fatalf("no undo error in the detail:\n%s", m.View())
 	}

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,7 +24,7 @@ func largeLog(tb testing.TB) string {
 	if path == "" {
 		path = filepath.Join(os.TempDir(), "undolog-bench-1m-v4.db")
 	}
-	if err := demo.WriteLarge(path); err != nil {
+	if err := demo.WriteLarge(context.Background(), path); err != nil {
 		tb.Fatal(err)
 	}
 	return path
@@ -34,8 +35,8 @@ func largeLog(tb testing.TB) string {
 func BenchmarkFirstPaint1M(b *testing.B) {
 	store := logstore.New(largeLog(b), logstore.Options{})
 	for b.Loop() {
-		m := New(Options{Store: store, Actor: "bench"})
-		m.Update(loadSessions(store)())
+		m := New(b.Context(), Options{Store: store, Actor: "bench"})
+		m.Update(loadSessions(b.Context(), store)())
 		if !strings.Contains(m.View(), "load-0999") {
 			b.Fatal("first screen lacks the newest session")
 		}
@@ -47,9 +48,9 @@ func BenchmarkFirstPaint1M(b *testing.B) {
 func BenchmarkSessionScreen1M(b *testing.B) {
 	store := logstore.New(largeLog(b), logstore.Options{})
 	for b.Loop() {
-		m := New(Options{Store: store, Session: "load-0500", Actor: "bench"})
-		m.Update(loadEffects(store, "load-0500", logstore.EffectFilter{}, 0, 0)())
-		m.Update(loadDetail(store, m.session.selected().ID)())
+		m := New(b.Context(), Options{Store: store, Session: "load-0500", Actor: "bench"})
+		m.Update(loadEffects(b.Context(), store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+		m.Update(loadDetail(b.Context(), store, m.session.selected().ID)())
 		if !strings.Contains(m.View(), "history:") {
 			b.Fatal("no detail")
 		}
@@ -60,16 +61,16 @@ func BenchmarkSessionScreen1M(b *testing.B) {
 // a session (the costliest key press), with its render.
 func BenchmarkScrollPage1M(b *testing.B) {
 	store := logstore.New(largeLog(b), logstore.Options{})
-	m := New(Options{Store: store, Session: "load-0500", Actor: "bench"})
-	m.Update(loadEffects(store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+	m := New(b.Context(), Options{Store: store, Session: "load-0500", Actor: "bench"})
+	m.Update(loadEffects(b.Context(), store, "load-0500", logstore.EffectFilter{}, 0, 0)())
 	for b.Loop() {
 		m.session.cursor = len(m.session.effects) - 1
 		if m.session.next == 0 { // wrap to the first page
 			m.session.page, m.session.next = 0, 0
-			m.Update(loadEffects(store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+			m.Update(loadEffects(b.Context(), store, "load-0500", logstore.EffectFilter{}, 0, 0)())
 			continue
 		}
-		cmd := m.session.move(1, store)
+		cmd := m.session.move(b.Context(), 1, store)
 		m.Update(cmd())
 		_ = m.View()
 	}
@@ -84,14 +85,14 @@ func TestMemoryProbe(t *testing.T) {
 		t.Skip("helper process of BenchmarkMaxRSS1M")
 	}
 	store := logstore.New(path, logstore.Options{})
-	m := New(Options{Store: store, Actor: "probe"})
-	m.Update(loadSessions(store)())
+	m := New(t.Context(), Options{Store: store, Actor: "probe"})
+	m.Update(loadSessions(t.Context(), store)())
 	_ = m.View()
 	for _, session := range []string{"load-0999", "load-0500", "load-0000"} {
 		m.screen, m.session = screenSession, sessionView{id: session}
-		m.Update(loadEffects(store, session, logstore.EffectFilter{}, 0, 0)())
+		m.Update(loadEffects(t.Context(), store, session, logstore.EffectFilter{}, 0, 0)())
 		for i := 0; i < largePer; i++ {
-			if cmd := m.session.move(1, store); cmd != nil {
+			if cmd := m.session.move(t.Context(), 1, store); cmd != nil {
 				m.Update(cmd())
 			}
 			_ = m.View()

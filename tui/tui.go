@@ -34,7 +34,7 @@ type Options struct {
 // Run shows the view on the terminal until the user quits.
 func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	opts.Output = out
-	p := tea.NewProgram(New(opts), tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
+	p := tea.NewProgram(New(ctx, opts), tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
 	_, err := p.Run()
 	if err == tea.ErrProgramKilled && ctx.Err() != nil {
 		return nil
@@ -42,8 +42,8 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	return err
 }
 
-// New builds the root model.
-func New(opts Options) *Model {
+// New builds the root model; its commands read and write the log under ctx.
+func New(ctx context.Context, opts Options) *Model {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -54,7 +54,7 @@ func New(opts Options) *Model {
 	if opts.Output != nil {
 		r = lipgloss.NewRenderer(opts.Output)
 	}
-	m := &Model{opts: opts, st: newStyles(r, opts.Color), keys: newKeyMap(), help: help.New(), follow: true, width: 80, height: 24}
+	m := &Model{ctx: ctx, opts: opts, st: newStyles(r, opts.Color), keys: newKeyMap(), help: help.New(), follow: true, width: 80, height: 24}
 	m.help.Width = m.width
 	if opts.Session != "" {
 		m.screen = screenSession
@@ -67,13 +67,13 @@ func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 
 // FirstFrame builds the view, loads its first screen and renders it once,
 // synchronously: what a person waits for when the view opens.
-func FirstFrame(opts Options) (string, error) {
-	m := New(opts)
+func FirstFrame(ctx context.Context, opts Options) (string, error) {
+	m := New(ctx, opts)
 	var msg tea.Msg
 	if m.screen == screenSessions {
-		msg = loadSessions(opts.Store)()
+		msg = loadSessions(ctx, opts.Store)()
 	} else {
-		msg = loadEffects(opts.Store, m.session.id, logstore.EffectFilter{}, 0, 0)()
+		msg = loadEffects(ctx, opts.Store, m.session.id, logstore.EffectFilter{}, 0, 0)()
 	}
 	if _, cmd := m.Update(msg); cmd != nil {
 		if next := cmd(); next != nil {

@@ -26,7 +26,7 @@ var demoEnd = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 func demoStore(t *testing.T) *logstore.Store {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "undolog.db")
-	if err := demo.Write(path, demoEnd); err != nil {
+	if err := demo.Write(t.Context(), path, demoEnd); err != nil {
 		t.Fatal(err)
 	}
 	return logstore.New(path, logstore.Options{Now: func() time.Time { return demoEnd }})
@@ -34,7 +34,7 @@ func demoStore(t *testing.T) *logstore.Store {
 
 func start(t *testing.T, store logstore.Log, session string) *teatest.TestModel {
 	t.Helper()
-	m := New(Options{Store: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
+	m := New(t.Context(), Options{Store: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
 		Refresh: 100 * time.Millisecond})
 	return teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
 }
@@ -119,12 +119,12 @@ func TestGoldenUndoConfirmation(t *testing.T) {
 func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 	store := demoStore(t)
 	mk := func(tier sm.Tier, args string, steps ...sm.State) {
-		res, err := store.Intercept(logstore.InterceptRequest{Session: "menu", Tool: "t", Tier: tier, Args: json.RawMessage(args), CreateSession: true})
+		res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "menu", Tool: "t", Tier: tier, Args: json.RawMessage(args), CreateSession: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, to := range steps {
-			if _, err := store.Transition(res.Effect.ID, to, model.Change{}); err != nil {
+			if _, err := store.Transition(t.Context(), res.Effect.ID, to, model.Change{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -134,14 +134,14 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 	mk(sm.Compensable, `3`, sm.Executing, sm.Compensating)
 	mk(sm.Irreversible, `4`, sm.Approved)
 	mk(sm.Irreversible, `5`, sm.Approved, sm.Executing)
-	effects, _, err := store.ListEffects(logstore.EffectFilter{})
+	effects, _, err := store.ListEffects(t.Context(), logstore.EffectFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checked := 0
 	for _, e := range effects {
-		m := New(Options{Store: store, Session: e.Session, Actor: "tester", Now: func() time.Time { return demoEnd }})
-		m.Update(loadEffects(store, e.Session, logstore.EffectFilter{}, 0, 0)())
+		m := New(t.Context(), Options{Store: store, Session: e.Session, Actor: "tester", Now: func() time.Time { return demoEnd }})
+		m.Update(loadEffects(t.Context(), store, e.Session, logstore.EffectFilter{}, 0, 0)())
 		for m.session.selected() != nil && m.session.selected().ID != e.ID {
 			m.session.cursor++
 		}
@@ -185,7 +185,7 @@ func TestApproveWritesHistoryWithActor(t *testing.T) {
 	tm.Type("right after review")
 	tm.Send(press("enter"))
 	waitFor(t, tm, "effect 4 approved by tester")
-	d, err := store.GetEffect(4)
+	d, err := store.GetEffect(t.Context(), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,18 +206,18 @@ func TestRejectAsksForAReason(t *testing.T) {
 	waitFor(t, tm, "Reject effect 4")
 	tm.Send(press("enter"))
 	waitFor(t, tm, "a reason is required")
-	if d, _ := store.GetEffect(4); d.Effect.State != sm.Pending {
+	if d, _ := store.GetEffect(t.Context(), 4); d.Effect.State != sm.Pending {
 		t.Fatalf("rejected without a reason: %s", d.Effect.State)
 	}
 	tm.Type("wrong recipient")
 	tm.Send(press("enter"))
 	waitFor(t, tm, "effect 4 rejected by tester")
-	d, _ := store.GetEffect(4)
+	d, _ := store.GetEffect(t.Context(), 4)
 	last := d.History[len(d.History)-1]
 	if d.Effect.State != sm.Rejected || last.Reason != "wrong recipient" || last.Actor != "tester" {
 		t.Fatalf("%+v", last)
 	}
-	if s, _ := store.GetSession("agent-research-42"); s.State != sm.SessionHalted {
+	if s, _ := store.GetSession(t.Context(), "agent-research-42"); s.State != sm.SessionHalted {
 		t.Fatalf("session %s", s.State)
 	}
 	tm.Quit()
@@ -228,14 +228,14 @@ func TestUndoRunsCompensationsLIFO(t *testing.T) {
 	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
 	order := filepath.Join(dir, "order")
 	for i := 1; i <= 3; i++ {
-		res, err := store.Intercept(logstore.InterceptRequest{Session: "lifo", Tool: "step", Tier: sm.Compensable, CreateSession: true,
+		res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "lifo", Tool: "step", Tier: sm.Compensable, CreateSession: true,
 			Args:         json.RawMessage(`{"n":` + string(rune('0'+i)) + `}`),
 			Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"sh", "-c", "echo " + string(rune('0'+i)) + " >> " + order}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		store.Start(res.Effect.ID, model.Change{})
-		store.Commit(res.Effect.ID, model.Change{})
+		store.Start(t.Context(), res.Effect.ID, model.Change{})
+		store.Commit(t.Context(), res.Effect.ID, model.Change{})
 	}
 	tm := start(t, store, "")
 	waitFor(t, tm, "lifo")
@@ -260,7 +260,7 @@ func TestLiveRefreshAndNoLockHeld(t *testing.T) {
 	// approvals have expired on any day after the demo's.
 	other := logstore.New(store.Path(), logstore.Options{LockTimeout: 300 * time.Millisecond, Now: func() time.Time { return demoEnd }})
 	began := time.Now()
-	if _, err := other.Approve(4, model.Change{Actor: "someone-else"}); err != nil {
+	if _, err := other.Approve(t.Context(), 4, model.Change{Actor: "someone-else"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, tm, "approved")

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"context"
 	"strings"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -93,7 +94,7 @@ func (v *sessionView) effectFilter() logstore.EffectFilter {
 }
 
 // set takes a loaded page and asks for the selected effect's detail.
-func (v *sessionView) set(msg effectsMsg, store logstore.Log) tea.Cmd {
+func (v *sessionView) set(ctx context.Context, msg effectsMsg, store logstore.Log) tea.Cmd {
 	var keep uint64
 	if e := v.selected(); e != nil && msg.page == v.page {
 		keep = e.ID
@@ -115,7 +116,7 @@ func (v *sessionView) set(msg effectsMsg, store logstore.Log) tea.Cmd {
 	}
 	v.cursor = max(0, min(len(v.effects)-1, v.cursor))
 	if e := v.selected(); e != nil {
-		return loadDetail(store, e.ID)
+		return loadDetail(ctx, store, e.ID)
 	}
 	v.detail = nil
 	return nil
@@ -130,7 +131,7 @@ func (v *sessionView) selected() *model.Effect {
 
 // move moves the selection (or scrolls the detail pane when it has the
 // focus), crossing into the next or previous page at the ends.
-func (v *sessionView) move(n int, store logstore.Log) tea.Cmd {
+func (v *sessionView) move(ctx context.Context, n int, store logstore.Log) tea.Cmd {
 	if v.focusDetail {
 		v.detailTop = max(0, v.detailTop+n)
 		return nil
@@ -140,11 +141,11 @@ func (v *sessionView) move(n int, store logstore.Log) tea.Cmd {
 	case target >= len(v.effects) && v.next != 0:
 		v.page++
 		v.cursor, v.offset = 0, 0
-		return loadEffects(store, v.id, v.effectFilter(), v.page, v.pageStart(v.page))
+		return loadEffects(ctx, store, v.id, v.effectFilter(), v.page, v.pageStart(v.page))
 	case target < 0 && v.page > 0:
 		v.page--
 		v.wantLast, v.offset = true, 0
-		return loadEffects(store, v.id, v.effectFilter(), v.page, v.pageStart(v.page))
+		return loadEffects(ctx, store, v.id, v.effectFilter(), v.page, v.pageStart(v.page))
 	}
 	target = max(0, min(len(v.effects)-1, target))
 	if target == v.cursor {
@@ -152,7 +153,7 @@ func (v *sessionView) move(n int, store logstore.Log) tea.Cmd {
 	}
 	v.cursor, v.detailTop = target, 0
 	if e := v.selected(); e != nil {
-		return loadDetail(store, e.ID)
+		return loadDetail(ctx, store, e.ID)
 	}
 	return nil
 }
