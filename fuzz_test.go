@@ -12,7 +12,7 @@ import (
 // duration run at its deadline with "context deadline exceeded" having found
 // nothing (golang/go#75804). Minimizing is capped because each input of the
 // log targets costs a file and an fsync.
-// Longer runs: go test -run '^$' -fuzz '^FuzzOpenLog$' -fuzztime 10m ./logstore
+// Longer runs: go test -run '^$' -fuzz '^FuzzOpenLog$' -fuzztime 10m ./storage/boltfile
 func TestFuzzTargetsBriefly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fuzzing is skipped in -short mode")
@@ -21,11 +21,11 @@ func TestFuzzTargetsBriefly(t *testing.T) {
 		{"./internal/jcs", "FuzzCanonicalize", "20000x"},
 		{"./proxy", "FuzzParsePolicy", "3000x"},
 		{"./proxy", "FuzzClientFraming", "10000x"},
-		{"./logstore", "FuzzOpenLog", "2000x"},
-		{"./logstore", "FuzzLogMeta", "2000x"},
-		{"./logstore", "FuzzLogRecords", "500x"},
-		{"./logstore", "FuzzJournal", "1000x"},
-		{"./logstore", "FuzzJournalFile", "1000x"},
+		{"./storage/boltfile", "FuzzOpenLog", "2000x"},
+		{"./storage/boltfile", "FuzzLogMeta", "2000x"},
+		{"./storage/boltfile", "FuzzLogRecords", "500x"},
+		{"./storage/boltfile", "FuzzJournal", "1000x"},
+		{"./storage/boltfile", "FuzzJournalFile", "1000x"},
 	}
 	for _, tg := range targets {
 		t.Run(tg.name, func(t *testing.T) {

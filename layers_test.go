@@ -19,7 +19,10 @@ var layers = []string{
 	"statemachine",
 	"model",
 	"mcpclient",
-	"logstore",
+	"storage",
+	"storage/boltfile",
+	"effectlog",
+	"engines",
 	"conformance",
 	"lifecycle",
 	"saga",
@@ -35,8 +38,9 @@ const module = "github.com/undolog/undolog"
 
 // TestImportsRunOneWay keeps the layers of README's Architecture section
 // true: imports run down the layers only, and internal/ holds leaf libraries
-// (no main packages, no imports of the rest of undolog). Test files may import
-// anything.
+// (no main packages, no imports of the rest of undolog), the rules
+// (effectlog) know no engine and only the bbolt engine imports bbolt. Test
+// files may import anything.
 func TestImportsRunOneWay(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Name}} {{join .Imports \" \"}}", "./...").CombinedOutput()
 	if err != nil {
@@ -51,6 +55,7 @@ func TestImportsRunOneWay(t *testing.T) {
 			continue
 		}
 		internal := strings.HasPrefix(pkg, "internal/")
+		engine := strings.HasPrefix(pkg, "storage/")
 		if internal && name == "main" {
 			t.Errorf("%s is a main package: internal/ holds leaf libraries only", pkg)
 		}
@@ -64,6 +69,13 @@ func TestImportsRunOneWay(t *testing.T) {
 				t.Errorf("%s imports %s: internal/ holds leaf libraries, which import nothing of undolog", pkg, dep)
 			case i < 0 || i >= at:
 				t.Errorf("%s imports %s, which is not below it in the layers", pkg, dep)
+			case (engine || pkg == "effectlog") && strings.HasPrefix(dep, "storage/"):
+				t.Errorf("%s imports %s: engines stand alone, and the rules know none of them", pkg, dep)
+			}
+		}
+		for _, imp := range fields[2:] {
+			if strings.HasPrefix(imp, "go.etcd.io/bbolt") && pkg != "storage/boltfile" {
+				t.Errorf("%s imports %s: only the bbolt engine (storage/boltfile) does", pkg, imp)
 			}
 		}
 	}

@@ -27,7 +27,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/undolog/undolog/demo"
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/tui"
@@ -201,8 +202,8 @@ func args(session string, i int) json.RawMessage {
 }
 
 // lifecycle is what exec and the proxy do: intercept-and-start, then commit.
-func lifecycle(s *logstore.Store, session string, i int) error {
-	res, err := s.Intercept(context.Background(), logstore.InterceptRequest{Session: session, Tool: "write_file", Tier: sm.Compensable,
+func lifecycle(s effectlog.FileLog, session string, i int) error {
+	res, err := s.Intercept(context.Background(), effectlog.InterceptRequest{Session: session, Tool: "write_file", Tier: sm.Compensable,
 		Args: args(session, i), CreateSession: true, Start: true})
 	if err != nil {
 		return err
@@ -213,7 +214,7 @@ func lifecycle(s *logstore.Store, session string, i int) error {
 
 func undologSerial(path string, n int) (float64, error) {
 	defer os.Remove(path)
-	s := logstore.New(path, logstore.Options{})
+	s := engines.File(path, engines.Options{})
 	if err := lifecycle(s, "warm", 0); err != nil {
 		return 0, err
 	}
@@ -228,7 +229,7 @@ func undologSerial(path string, n int) (float64, error) {
 
 func undologConcurrent(path string, sessions, each int) (float64, error) {
 	defer os.Remove(path)
-	s := logstore.New(path, logstore.Options{LockTimeout: time.Minute})
+	s := engines.File(path, engines.Options{LockTimeout: time.Minute})
 	if err := lifecycle(s, "warm", 0); err != nil {
 		return 0, err
 	}
@@ -360,10 +361,10 @@ func removeSQLite(path string) {
 // that group commit keeps the build short; the records are the same.
 func bytesPerEffect(path string, n int) (float64, error) {
 	defer os.Remove(path)
-	s := logstore.New(path, logstore.Options{})
-	var batch []logstore.InterceptRequest
+	s := engines.File(path, engines.Options{})
+	var batch []effectlog.InterceptRequest
 	for i := 0; i < n; i++ {
-		batch = append(batch, logstore.InterceptRequest{Session: fmt.Sprintf("s%03d", i/1000), Tool: "write_file", Tier: sm.Compensable,
+		batch = append(batch, effectlog.InterceptRequest{Session: fmt.Sprintf("s%03d", i/1000), Tool: "write_file", Tier: sm.Compensable,
 			Args: args("size", i), CreateSession: true, Start: true,
 			Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "-f", fmt.Sprintf("/srv/size/%d.json", i)}}})
 		if len(batch) < 1000 && i < n-1 {
@@ -444,7 +445,7 @@ func largeRows(add func(what, value, ratio string)) error {
 		}
 		add("1M effects, whole process: undolog "+strings.Join(c.args, " "), fmt.Sprintf("%.1f ms", ms), fmt.Sprintf("%.2f of %.0f ms", ms/c.target, c.target))
 	}
-	store := logstore.New(path, logstore.Options{})
+	store := engines.File(path, engines.Options{})
 	paint, err := measure(func() (float64, error) {
 		start := time.Now()
 		if _, err := tui.FirstFrame(context.Background(), tui.Options{Store: store}); err != nil {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 )
 
 type approvalsOptions struct {
@@ -33,7 +33,7 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printListing(f, opts.output, list, func(a logstore.PendingApproval) any { return a.EffectID },
+			return printListing(f, opts.output, list, func(a effectlog.PendingApproval) any { return a.EffectID },
 				func() error {
 					if err := renderApprovals(f, list); err != nil {
 						return err
@@ -51,7 +51,7 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 	return c
 }
 
-func renderApprovals(f *Factory, list []logstore.PendingApproval) error {
+func renderApprovals(f *Factory, list []effectlog.PendingApproval) error {
 	now := f.Now()
 	rows := make([][]cell, 0, len(list))
 	for _, a := range list {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 )
 
@@ -17,7 +17,7 @@ func TestApprovalsShowWhatTheEffectDoes(t *testing.T) {
 	var out bytes.Buffer
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	f := &Factory{Out: &out, ErrOut: &out, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}
-	list := []logstore.PendingApproval{{
+	list := []effectlog.PendingApproval{{
 		Approval: model.Approval{EffectID: 7, Session: "s", Tool: "notify", Args: json.RawMessage(`{"env":"staging"}`), ApprovalRound: model.ApprovalRound{RequestedAt: now}},
 		Effect:   model.Effect{ID: 7, Session: "s", Tool: "deploy", Args: json.RawMessage(`{"env":"prod"}`)},
 	}}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 )
 
 type compactOptions struct {
@@ -24,7 +24,7 @@ writes still in its journal folded in, and rename it into place atomically. Refu
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			fl, ok := f.Log().(logstore.FileLog)
+			fl, ok := f.Log().(effectlog.FileLog)
 			if !ok {
 				return usagef("compact rewrites a log file; %s is not one", f.LogPath())
 			}

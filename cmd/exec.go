@@ -16,10 +16,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -160,7 +160,7 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		return err
 	}
 	args, _ := json.Marshal(map[string]any{"argv": argv, "cwd": cwd})
-	req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
+	req := effectlog.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
 		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Redact: opts.redact}
 	if opts.undo != "" {
 		if tier != sm.Compensable {
@@ -271,7 +271,7 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
 }
 
-func rejection(ctx context.Context, store logstore.Log, id uint64) error {
+func rejection(ctx context.Context, store effectlog.Log, id uint64) error {
 	d, err := store.GetEffect(ctx, id)
 	if err != nil {
 		return err

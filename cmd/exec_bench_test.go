@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
-	"github.com/undolog/undolog/logstore"
 )
 
 // BenchmarkExecApprovalLatency measures, with the real binary, the time from
@@ -26,7 +27,7 @@ func BenchmarkExecApprovalLatency(b *testing.B) {
 	bin := testbin.Undolog(b)
 	logPath := filepath.Join(dir, "undolog.db")
 	env := append(os.Environ(), "UNDOLOG_LOG="+logPath, "UNDOLOG_ACTOR=bench")
-	store := logstore.New(logPath, logstore.Options{})
+	store := engines.File(logPath, engines.Options{})
 	var latencies []time.Duration
 	for i := 0; b.Loop(); i++ {
 		started := filepath.Join(dir, fmt.Sprintf("started-%d", i))
@@ -66,7 +67,7 @@ func BenchmarkExecApprovalLatency(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-func waitForRequest(b *testing.B, store logstore.Log, session string) uint64 {
+func waitForRequest(b *testing.B, store effectlog.Log, session string) uint64 {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if list, _, _ := store.PendingApprovals(b.Context(), session, 0); len(list) == 1 {

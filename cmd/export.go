@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 )
 
 type exportOptions struct {
@@ -25,7 +25,7 @@ History records carry their hash chain, so an export can be checked elsewhere.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			w := bufio.NewWriter(f.Out)
-			err := f.Log().Export(c.Context(), opts.session, func(r logstore.ExportRecord) error {
+			err := f.Log().Export(c.Context(), opts.session, func(r effectlog.ExportRecord) error {
 				return writeJSONLine(w, r)
 			})
 			if ferr := w.Flush(); err == nil {

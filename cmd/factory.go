@@ -11,7 +11,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 )
 
 // Factory carries what every command needs: the I/O streams, the environment
@@ -29,7 +30,7 @@ type Factory struct {
 
 	lines  *bufio.Reader
 	warned bool
-	opened []logstore.Log // closed when the command ends
+	opened []effectlog.Log // closed when the command ends
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so
@@ -69,7 +70,7 @@ func (f *Factory) LogPath() string {
 
 // Log opens nothing: it returns the effect log, which each operation opens
 // and closes. A log that others can read gets a warning, once.
-func (f *Factory) Log() logstore.Log {
+func (f *Factory) Log() effectlog.Log {
 	path := f.LogPath()
 	if !f.warned {
 		f.warned = true
@@ -78,7 +79,7 @@ func (f *Factory) Log() logstore.Log {
 				path, info.Mode().Perm(), path)
 		}
 	}
-	log := logstore.New(path, logstore.Options{LockTimeout: f.LockTimeout, Now: f.Now})
+	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now})
 	f.opened = append(f.opened, log)
 	return log
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -58,7 +58,7 @@ or compensating (a call in flight or in doubt) is kept.`,
 				return err
 			}
 			var sizeBefore, sizeAfter int64
-			if fl, ok := store.(logstore.FileLog); ok && !opts.noCompact && len(rep.Sessions) > 0 {
+			if fl, ok := store.(effectlog.FileLog); ok && !opts.noCompact && len(rep.Sessions) > 0 {
 				if sizeBefore, sizeAfter, err = fl.Compact(); err != nil {
 					return err
 				}

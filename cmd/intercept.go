@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -53,7 +53,7 @@ The session is created if it does not exist.`,
 			if err != nil {
 				return err
 			}
-			req := logstore.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Key: opts.key,
+			req := effectlog.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Key: opts.key,
 				ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Reason: opts.reason, Redact: opts.redact}
 			if opts.args != "" {
 				data, err := readInput(f, opts.args)
@@ -109,7 +109,7 @@ The session is created if it does not exist.`,
 	return c
 }
 
-func printIntercept(f *Factory, res logstore.InterceptResult) {
+func printIntercept(f *Factory, res effectlog.InterceptResult) {
 	e := res.Effect
 	switch res.Outcome {
 	case model.OutcomeSafe:

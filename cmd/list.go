@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -77,8 +77,8 @@ func newCmdList(f *Factory) *cobra.Command {
 	return c
 }
 
-func (o *listOptions) filter(f *Factory) (logstore.EffectFilter, error) {
-	filter := logstore.EffectFilter{Session: o.session, Tool: o.tool, Limit: o.limit}
+func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
+	filter := effectlog.EffectFilter{Session: o.session, Tool: o.tool, Limit: o.limit}
 	if o.limit < 0 {
 		return filter, usagef("--limit must not be negative")
 	}
@@ -135,7 +135,7 @@ func trimColumns(rows [][]cell, n int) [][]cell {
 
 // follow prints each effect transition recorded after position that matches
 // the filter, until the context ends (Ctrl-C).
-func follow(ctx context.Context, f *Factory, store logstore.Log, opts *listOptions, position uint64) error {
+func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOptions, position uint64) error {
 	filter, _ := opts.filter(f)
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/proxy"
 )
 
@@ -56,13 +56,13 @@ compensations last-in-first-out.`,
 				session = f.Getenv("UNDOLOG_SESSION")
 			}
 			if session == "" {
-				s, err := store.CreateSession(c.Context(), logstore.NewSession{Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}})
+				s, err := store.CreateSession(c.Context(), effectlog.NewSession{Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}})
 				if err != nil {
 					return err
 				}
 				session = s.ID
 			} else if _, err := store.GetSession(c.Context(), session); err != nil {
-				if _, err := store.CreateSession(c.Context(), logstore.NewSession{ID: session, Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}}); err != nil {
+				if _, err := store.CreateSession(c.Context(), effectlog.NewSession{ID: session, Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}}); err != nil {
 					return err
 				}
 			}

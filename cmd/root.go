@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
 )
 
 // Main runs undolog with the process's arguments and streams and returns the
@@ -63,7 +63,7 @@ undone, and undone last-in-first-out when the session fails.`,
 		SilenceErrors: true,
 	}
 	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `file` (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db)")
-	root.PersistentFlags().DurationVar(&f.LockTimeout, "lock-timeout", logstore.DefaultLockTimeout, "how long to wait for another process holding the log")
+	root.PersistentFlags().DurationVar(&f.LockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})

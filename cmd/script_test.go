@@ -17,8 +17,8 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
 )
 
 // TestMain makes the test binary double as the undolog binary, so that the
@@ -248,7 +248,7 @@ func cmdWaitApproval(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("waitapproval: %v", err)
 	}
-	store := logstore.New(ts.Getenv("UNDOLOG_LOG"), logstore.Options{})
+	store := engines.File(ts.Getenv("UNDOLOG_LOG"), engines.Options{})
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		list, _, _ := store.PendingApprovals(context.Background(), "", 0)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -29,7 +29,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}
-			filter := logstore.SessionFilter{Limit: opts.limit}
+			filter := effectlog.SessionFilter{Limit: opts.limit}
 			if opts.state != "" {
 				st, err := sm.ParseSessionState(opts.state)
 				if err != nil {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 )
@@ -23,13 +23,13 @@ type sessionShowOptions struct {
 // sessionView is session show's JSON form. Each list holds at most the
 // limit; the totals say how many there are.
 type sessionView struct {
-	Session        model.Session              `json:"session"`
-	Effects        []model.Effect             `json:"effects"`
-	EffectsTotal   int                        `json:"effects_total"`
-	UndoStack      []model.UndoEntry          `json:"undo_stack"`
-	UndoTotal      int                        `json:"undo_stack_total"`
-	Approvals      []logstore.PendingApproval `json:"approvals"`
-	ApprovalsTotal int                        `json:"approvals_total"`
+	Session        model.Session               `json:"session"`
+	Effects        []model.Effect              `json:"effects"`
+	EffectsTotal   int                         `json:"effects_total"`
+	UndoStack      []model.UndoEntry           `json:"undo_stack"`
+	UndoTotal      int                         `json:"undo_stack_total"`
+	Approvals      []effectlog.PendingApproval `json:"approvals"`
+	ApprovalsTotal int                         `json:"approvals_total"`
 }
 
 func newCmdSessionShow(f *Factory) *cobra.Command {
@@ -66,14 +66,14 @@ there are in all.`,
 	return c
 }
 
-func loadSessionView(ctx context.Context, store logstore.Log, id string, limit int) (sessionView, error) {
+func loadSessionView(ctx context.Context, store effectlog.Log, id string, limit int) (sessionView, error) {
 	var v sessionView
 	var err error
 	if v.Session, err = store.GetSession(ctx, id); err != nil {
 		return v, err
 	}
 	// The newest effects, shown oldest first.
-	if v.Effects, _, err = store.ListEffects(ctx, logstore.EffectFilter{Session: id, Limit: limit}); err != nil {
+	if v.Effects, _, err = store.ListEffects(ctx, effectlog.EffectFilter{Session: id, Limit: limit}); err != nil {
 		return v, err
 	}
 	slices.Reverse(v.Effects)
@@ -91,7 +91,7 @@ func loadSessionView(ctx context.Context, store logstore.Log, id string, limit i
 		v.UndoStack = []model.UndoEntry{}
 	}
 	if v.Approvals == nil {
-		v.Approvals = []logstore.PendingApproval{}
+		v.Approvals = []effectlog.PendingApproval{}
 	}
 	return v, nil
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 )
 
 type sessionStartOptions struct {
@@ -35,7 +35,7 @@ func newCmdSessionStart(f *Factory) *cobra.Command {
 				}
 				meta[k] = v
 			}
-			req := logstore.NewSession{Meta: meta, Actor: f.Actor(opts.as)}
+			req := effectlog.NewSession{Meta: meta, Actor: f.Actor(opts.as)}
 			if len(args) == 1 {
 				req.ID = args[0]
 			}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 )
 
@@ -37,7 +37,7 @@ func TestTUIInTmux(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer waiter.Process.Kill()
-	store := logstore.New(logPath, logstore.Options{})
+	store := engines.File(logPath, engines.Options{})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if list, _, _ := store.PendingApprovals(t.Context(), "", 0); len(list) == 1 {

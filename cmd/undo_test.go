@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -37,9 +38,9 @@ func undolog(t *testing.T, db string, args ...string) (int, string, string) {
 
 // committedEffect records a committed compensable effect of session s with
 // the compensation comp.
-func committedEffect(t *testing.T, store logstore.Log, comp *model.Compensation) uint64 {
+func committedEffect(t *testing.T, store effectlog.Log, comp *model.Compensation) uint64 {
 	t.Helper()
-	res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "s", Tool: "create", Tier: sm.Compensable,
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "create", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"name":"x"}`), Compensation: comp, CreateSession: true})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +59,7 @@ func committedEffect(t *testing.T, store logstore.Log, comp *model.Compensation)
 // session halted (exit 9); never a panic, also with --retry-in-doubt.
 func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
-	store := logstore.New(db, logstore.Options{})
+	store := engines.File(db, engines.Options{})
 	id := committedEffect(t, store, &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)})
 	if _, err := store.SetUpstream(t.Context(), "s", []string{"sh", "-c", "exit 1"}); err != nil {
 		t.Fatal(err)
@@ -85,9 +86,9 @@ func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 // command's working directory, an mcp call's server command (both escaped).
 func TestCompensationsShowWhereTheyRun(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
-	store := logstore.New(db, logstore.Options{})
+	store := engines.File(db, engines.Options{})
 	committedEffect(t, store, &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "out.txt"}, Dir: "/srv/build \x1b[2J"})
-	res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "s", Tool: "create_entity", Tier: sm.Compensable,
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "create_entity", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"name":"y"}`), Compensation: &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)}})
 	if err != nil {
 		t.Fatal(err)

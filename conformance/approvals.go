@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -70,7 +70,7 @@ func testRejectHaltsSession(t *testing.T, newStore opener) {
 	if sess.State != sm.SessionHalted {
 		t.Fatalf("session %s", sess.State)
 	}
-	if _, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: "agent", Tool: "other", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
+	if _, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "agent", Tool: "other", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
 		t.Fatalf("new call in halted session: %v", err)
 	}
 	if again := intercept(t, s, "agent", "rm_rf", sm.Irreversible, `{"path":"/"}`); again.Outcome != model.OutcomeRejected || again.Effect.ID != id {
@@ -85,7 +85,7 @@ func testRejectHaltsSession(t *testing.T, newStore opener) {
 
 func testApprovalExpiry(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
-	res := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "ci", Tool: "deploy", Tier: sm.Irreversible,
+	res := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "ci", Tool: "deploy", Tier: sm.Irreversible,
 		CreateSession: true, ApprovalTimeout: time.Minute}))
 	if n := len(pending(t, s)); n != 1 {
 		t.Fatalf("%d waiting", n)
@@ -139,7 +139,7 @@ func testSecondDecisionIsInvalidTransition(t *testing.T, newStore opener) {
 
 func testFailedIrreversibleNeedsNewDecision(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
-	res := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible,
+	res := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible,
 		CreateSession: true, ApprovalTimeout: time.Hour}))
 	id := res.Effect.ID
 	must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice", Reason: "checked"}))
@@ -167,7 +167,7 @@ func testFailedIrreversibleNeedsNewDecision(t *testing.T, newStore opener) {
 	if _, err := s.Start(t.Context(), id, model.Change{}); !errors.Is(err, model.ErrInProgress) {
 		t.Fatalf("start on the old approval: %v", err)
 	}
-	again := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible, Start: true}))
+	again := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "pay", Tool: "wire", Tier: sm.Irreversible, Start: true}))
 	if again.Outcome != model.OutcomeInProgress || again.Effect.State != sm.Pending {
 		t.Fatalf("retry ran on the old approval: %+v", again)
 	}
@@ -233,8 +233,8 @@ func testSessionMoveClosesApprovals(t *testing.T, newStore opener) {
 func testRejectionClosesOtherRequests(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	a := intercept(t, s, "run", "a", sm.Irreversible, `{}`).Effect.ID
-	b := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "run", Tool: "b", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
-	c := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "run", Tool: "c", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
+	b := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "run", Tool: "b", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
+	c := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "run", Tool: "c", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
 	clk.add(2 * time.Minute)
 	if n := must[int](t)(s.ExpireApprovals(t.Context(), "run")); n != 2 {
 		t.Fatalf("%d expired", n)

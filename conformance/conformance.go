@@ -1,5 +1,5 @@
 // Package conformance is the effect log's semantic test suite, written only
-// against the logstore.Log interface and the statemachine tables: every engine
+// against the effectlog.Log interface and the statemachine tables: every engine
 // runs it (go test in the engine's package calls Run), so that all of them
 // keep the same rules.
 package conformance
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"pgregory.net/rapid"
@@ -20,15 +20,15 @@ import (
 
 // NewLog returns an empty log for one test, reading the time from now. The
 // engine cleans it up with t.Cleanup.
-type NewLog func(t *testing.T, now func() time.Time) logstore.Log
+type NewLog func(t *testing.T, now func() time.Time) effectlog.Log
 
 // opener gives a test a fresh log and the clock it reads.
-type opener func(t *testing.T) (logstore.Log, *clock)
+type opener func(t *testing.T) (effectlog.Log, *clock)
 
 // Run runs the whole suite against logs made by newLog, each test in a
 // subtest of its own with a fresh log.
 func Run(t *testing.T, newLog NewLog) {
-	open := func(t *testing.T) (logstore.Log, *clock) {
+	open := func(t *testing.T) (effectlog.Log, *clock) {
 		t.Helper()
 		clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 		return newLog(t, clk.now), clk
@@ -97,7 +97,7 @@ func must[T any](t rapid.TB) func(T, error) T {
 }
 
 // pending lists every waiting approval request and checks the count agrees.
-func pending(t rapid.TB, s logstore.Log) []logstore.PendingApproval {
+func pending(t rapid.TB, s effectlog.Log) []effectlog.PendingApproval {
 	t.Helper()
 	list, waiting, err := s.PendingApprovals(context.Background(), "", 0)
 	if err != nil {
@@ -110,7 +110,7 @@ func pending(t rapid.TB, s logstore.Log) []logstore.PendingApproval {
 }
 
 // undoStack lists a session's whole undo stack and checks the count agrees.
-func undoStack(t rapid.TB, s logstore.Log, session string) []model.UndoEntry {
+func undoStack(t rapid.TB, s effectlog.Log, session string) []model.UndoEntry {
 	t.Helper()
 	stack, total, err := s.UndoStack(context.Background(), session, 0)
 	if err != nil {
@@ -122,15 +122,15 @@ func undoStack(t rapid.TB, s logstore.Log, session string) []model.UndoEntry {
 	return stack
 }
 
-func intercept(t rapid.TB, s logstore.Log, session, tool string, tier sm.Tier, args string) logstore.InterceptResult {
+func intercept(t rapid.TB, s effectlog.Log, session, tool string, tier sm.Tier, args string) effectlog.InterceptResult {
 	t.Helper()
-	return must[logstore.InterceptResult](t)(s.Intercept(context.Background(), logstore.InterceptRequest{Session: session, Tool: tool, Tier: tier,
+	return must[effectlog.InterceptResult](t)(s.Intercept(context.Background(), effectlog.InterceptRequest{Session: session, Tool: tool, Tier: tier,
 		Args: json.RawMessage(args), CreateSession: true, Actor: "tester"}))
 }
 
-func verifyClean(t rapid.TB, s logstore.Log) logstore.VerifyReport {
+func verifyClean(t rapid.TB, s effectlog.Log) effectlog.VerifyReport {
 	t.Helper()
-	rep := must[logstore.VerifyReport](t)(s.Verify(context.Background()))
+	rep := must[effectlog.VerifyReport](t)(s.Verify(context.Background()))
 	if len(rep.Problems) != 0 {
 		t.Fatalf("verify found problems: %v", rep.Problems)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -58,7 +58,7 @@ func testCompensableLifecycleAndReplay(t *testing.T, newStore opener) {
 		t.Fatalf("session %+v", sess)
 	}
 	// A different key is a different call.
-	other := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "agent-1", Tool: "send_email", Tier: sm.Compensable,
+	other := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "agent-1", Tool: "send_email", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"to":"a@b.c","body":"hi"}`), Key: "second"}))
 	if other.Outcome != model.OutcomeNew || other.Signature == res.Signature {
 		t.Fatalf("keyed call: %+v", other)
@@ -76,7 +76,7 @@ func testNumbersAreExact(t *testing.T, newStore opener) {
 	if string(a.Effect.Args) != `{"to":12345678901234567891}` || string(b.Effect.Args) != `{"to":12345678901234567000}` {
 		t.Fatalf("args %s, %s", a.Effect.Args, b.Effect.Args)
 	}
-	r := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "n", Tool: "login", Tier: sm.Compensable,
+	r := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "n", Tool: "login", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"id":9007199254740993,"password":"x"}`), Redact: []string{"*.password", "*.token"}}))
 	if string(r.Effect.Args) != `{"id":9007199254740993,"password":"[redacted]"}` {
 		t.Fatalf("redacted args %s", r.Effect.Args)
@@ -175,7 +175,7 @@ func testInvalidTransitionsChangeNothing(t *testing.T, newStore opener) {
 
 func testBadInterceptInput(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
-	bad := []logstore.InterceptRequest{
+	bad := []effectlog.InterceptRequest{
 		{Session: "s", Tool: "t", Tier: "maybe"},
 		{Session: "", Tool: "t", Tier: sm.Compensable},
 		{Session: "has space", Tool: "t", Tier: sm.Compensable},
@@ -196,20 +196,20 @@ func testBadInterceptInput(t *testing.T, newStore opener) {
 	if n := must[uint64](t)(s.LastChange(t.Context())); n != 0 {
 		t.Fatalf("bad input wrote %d history records", n)
 	}
-	if list, _, err := s.ListSessions(t.Context(), logstore.SessionFilter{}); err != nil || len(list) != 0 {
+	if list, _, err := s.ListSessions(t.Context(), effectlog.SessionFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("bad input created sessions: %v %v", list, err)
 	}
-	if _, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: "nosuch", Tool: "t", Tier: sm.Compensable}); !errors.Is(err, model.ErrNotFound) {
+	if _, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "nosuch", Tool: "t", Tier: sm.Compensable}); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("unknown session without CreateSession: %v", err)
 	}
 }
 
 func testInterceptManyIsOneAllOrNothingTransaction(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
-	req := func(session, args string) logstore.InterceptRequest {
-		return logstore.InterceptRequest{Session: session, Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(args), CreateSession: true}
+	req := func(session, args string) effectlog.InterceptRequest {
+		return effectlog.InterceptRequest{Session: session, Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(args), CreateSession: true}
 	}
-	res, err := s.InterceptMany(t.Context(), []logstore.InterceptRequest{req("a", `1`), req("a", `2`), req("a", `1`), {Session: "a", Tool: "r", Tier: sm.Safe}})
+	res, err := s.InterceptMany(t.Context(), []effectlog.InterceptRequest{req("a", `1`), req("a", `2`), req("a", `1`), {Session: "a", Tool: "r", Tier: sm.Safe}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func testInterceptManyIsOneAllOrNothingTransaction(t *testing.T, newStore opener
 	}
 	must[model.Session](t)(s.SetSessionState(t.Context(), "a", sm.SessionCompleted, model.Change{}))
 	before := must[uint64](t)(s.LastChange(t.Context()))
-	if _, err := s.InterceptMany(t.Context(), []logstore.InterceptRequest{req("b", `1`), req("a", `3`)}); !errors.Is(err, model.ErrSessionNotActive) || !strings.Contains(err.Error(), "call 2") {
+	if _, err := s.InterceptMany(t.Context(), []effectlog.InterceptRequest{req("b", `1`), req("a", `3`)}); !errors.Is(err, model.ErrSessionNotActive) || !strings.Contains(err.Error(), "call 2") {
 		t.Fatalf("%v", err)
 	}
 	if _, err := s.GetSession(t.Context(), "b"); !errors.Is(err, model.ErrNotFound) {
@@ -245,7 +245,7 @@ func testClockGoingBackwards(t *testing.T, newStore opener) {
 	if r := intercept(t, s, "c", "w", sm.Compensable, `2`); r.Outcome != model.OutcomeReplayed {
 		t.Fatalf("%+v", r)
 	}
-	list, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "c"})
+	list, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{Session: "c"})
 	if len(list) != 3 || list[0].ID < list[2].ID {
 		t.Fatalf("order by id: %+v", list)
 	}
@@ -255,7 +255,7 @@ func testClockGoingBackwards(t *testing.T, newStore opener) {
 // A safe call is answered at once and writes nothing.
 func testSafeCallsWriteNothing(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
-	res := must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "s1", Tool: "read", Tier: sm.Safe,
+	res := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s1", Tool: "read", Tier: sm.Safe,
 		Args: json.RawMessage(`{"a":1}`), CreateSession: true}))
 	if res.Outcome != model.OutcomeSafe || res.Effect.ID != 0 || len(res.Signature) != 64 {
 		t.Fatalf("%+v", res)
@@ -263,10 +263,10 @@ func testSafeCallsWriteNothing(t *testing.T, newStore opener) {
 	if n := must[uint64](t)(s.LastChange(t.Context())); n != 0 {
 		t.Fatalf("a safe call wrote %d history records", n)
 	}
-	if list, _, err := s.ListSessions(t.Context(), logstore.SessionFilter{}); err != nil || len(list) != 0 {
+	if list, _, err := s.ListSessions(t.Context(), effectlog.SessionFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("a safe call created a session: %v %v", list, err)
 	}
-	if list, _, err := s.ListEffects(t.Context(), logstore.EffectFilter{}); err != nil || len(list) != 0 {
+	if list, _, err := s.ListEffects(t.Context(), effectlog.EffectFilter{}); err != nil || len(list) != 0 {
 		t.Fatalf("a safe call wrote an effect: %v %v", list, err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -23,7 +23,7 @@ func testGCKeepsSessionsWithACallExecuting(t *testing.T, newStore opener) {
 		must[model.Session](t)(s.SetSessionState(t.Context(), id, sm.SessionFailed, model.Change{}))
 	}
 	clk.add(48 * time.Hour)
-	rep := must[logstore.GCReport](t)(s.GC(t.Context(), clk.now(), []sm.SessionState{sm.SessionFailed}))
+	rep := must[effectlog.GCReport](t)(s.GC(t.Context(), clk.now(), []sm.SessionState{sm.SessionFailed}))
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "done" {
 		t.Fatalf("%+v", rep)
 	}
@@ -53,7 +53,7 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 	clk.add(48 * time.Hour)
 	run("new-done", sm.SessionCompleted)
 
-	rep := must[logstore.GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
+	rep := must[effectlog.GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted, sm.SessionCompensated}))
 	if len(rep.Sessions) != 1 || rep.Sessions[0] != "old-done" || rep.Effects != 3 {
 		t.Fatalf("%+v", rep)
 	}
@@ -68,7 +68,7 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 			t.Fatalf("dropped effect %d still there: %v", id, err)
 		}
 	}
-	if list, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "old-done"}); len(list) != 0 {
+	if list, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{Session: "old-done"}); len(list) != 0 {
 		t.Fatalf("dropped effects listed: %+v", list)
 	}
 	if stack, _, _ := s.UndoStack(t.Context(), "old-done", 0); len(stack) != 0 {
@@ -82,7 +82,7 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 	if p := pending(t, s); len(p) != 1 || p[0].Session != "old-live" {
 		t.Fatalf("approvals %+v", p)
 	}
-	if again := must[logstore.GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted})); len(again.Sessions) != 0 || again.Effects != 0 {
+	if again := must[effectlog.GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted})); len(again.Sessions) != 0 || again.Effects != 0 {
 		t.Fatalf("second gc: %+v", again)
 	}
 	rep2 := verifyClean(t, s)
@@ -102,9 +102,9 @@ func testExport(t *testing.T, newStore opener) {
 	i := intercept(t, s, "a", "pay", sm.Irreversible, `{"n":2}`).Effect.ID
 	intercept(t, s, "b", "write", sm.Compensable, `{}`)
 
-	export := func(session string) (types []string, recs []logstore.ExportRecord) {
+	export := func(session string) (types []string, recs []effectlog.ExportRecord) {
 		t.Helper()
-		err := s.Export(t.Context(), session, func(r logstore.ExportRecord) error {
+		err := s.Export(t.Context(), session, func(r effectlog.ExportRecord) error {
 			types, recs = append(types, r.Type), append(recs, r)
 			return nil
 		})
@@ -159,12 +159,12 @@ func testExport(t *testing.T, newStore opener) {
 	if all[0] != "meta" || sessions != 2 || effects != 3 {
 		t.Fatalf("export of the log: %v", all)
 	}
-	if err := s.Export(t.Context(), "nosuch", func(logstore.ExportRecord) error { return nil }); !errors.Is(err, model.ErrNotFound) {
+	if err := s.Export(t.Context(), "nosuch", func(effectlog.ExportRecord) error { return nil }); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("export of an unknown session: %v", err)
 	}
 	stop := errors.New("enough")
 	calls := 0
-	if err := s.Export(t.Context(), "", func(logstore.ExportRecord) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+	if err := s.Export(t.Context(), "", func(effectlog.ExportRecord) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
 		t.Fatalf("a consumer's error: %v after %d records", err, calls)
 	}
 }

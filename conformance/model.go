@@ -10,7 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -162,7 +162,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				n := rapid.IntRange(0, 2).Draw(rt, "args")
 				start := rapid.Bool().Draw(rt, "start")
 				call := fmt.Sprintf("%s/%s/%d", session, tier, n)
-				res, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: session, Tool: string(tier), Tier: tier,
+				res, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: string(tier), Tier: tier,
 					Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)), CreateSession: true, Start: start, Actor: "rapid"})
 				state, known := m.sessions[session]
 				if !known {
@@ -297,9 +297,9 @@ func testRandomOperations(t *testing.T, newStore opener) {
 
 // agrees checks the log against the model: every effect's state, undo entry
 // and approval, every session's state and counts, and a clean verify.
-func (m *logModel) agrees(t *rapid.T, s logstore.Log) {
+func (m *logModel) agrees(t *rapid.T, s effectlog.Log) {
 	t.Helper()
-	list, _, err := s.ListEffects(context.Background(), logstore.EffectFilter{Ascending: true})
+	list, _, err := s.ListEffects(context.Background(), effectlog.EffectFilter{Ascending: true})
 	if err != nil {
 		t.Fatal(err)
 	}

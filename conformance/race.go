@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -14,13 +14,13 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	const n = 32
 	var wg sync.WaitGroup
-	results := make([]logstore.InterceptResult, n)
+	results := make([]effectlog.InterceptResult, n)
 	errs := make([]error, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i], errs[i] = s.Intercept(t.Context(), logstore.InterceptRequest{Session: "race", Tool: "charge", Tier: sm.Compensable,
+			results[i], errs[i] = s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "race", Tool: "charge", Tier: sm.Compensable,
 				Args: json.RawMessage(`{"amount":5}`), CreateSession: true})
 		}(i)
 	}
@@ -47,7 +47,7 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			res, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: "race", Tool: "ship", Tier: sm.Compensable, CreateSession: true})
+			res, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "race", Tool: "ship", Tier: sm.Compensable, CreateSession: true})
 			if err != nil {
 				t.Error(err)
 				return
@@ -69,7 +69,7 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 	wg.Wait()
 	runs := 0
 	executed.Range(func(_, _ any) bool { runs++; return true })
-	list, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "race", Tool: "ship"})
+	list, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{Session: "race", Tool: "ship"})
 	replays := 0
 	for _, e := range list {
 		if e.State == sm.Replayed {

@@ -8,22 +8,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
 func testSessions(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
-	a := must[model.Session](t)(s.CreateSession(t.Context(), logstore.NewSession{ID: "deploy-117", Meta: map[string]string{"pipeline": "api"}}))
+	a := must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "deploy-117", Meta: map[string]string{"pipeline": "api"}}))
 	if a.State != sm.SessionActive || a.Meta["pipeline"] != "api" {
 		t.Fatalf("%+v", a)
 	}
-	if _, err := s.CreateSession(t.Context(), logstore.NewSession{ID: "deploy-117"}); !errors.Is(err, model.ErrConflict) {
+	if _, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "deploy-117"}); !errors.Is(err, model.ErrConflict) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	clk.add(time.Hour)
-	b := must[model.Session](t)(s.CreateSession(t.Context(), logstore.NewSession{}))
+	b := must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{}))
 	if !strings.HasPrefix(b.ID, "sess-20261130-") {
 		t.Fatalf("generated id %q", b.ID)
 	}
@@ -31,24 +31,24 @@ func testSessions(t *testing.T, newStore opener) {
 	if _, err := s.SetSessionState(t.Context(), "deploy-117", sm.SessionFailed, model.Change{}); !errors.Is(err, sm.ErrInvalidStateTransition) {
 		t.Fatalf("completed -> failed: %v", err)
 	}
-	all, _, _ := s.ListSessions(t.Context(), logstore.SessionFilter{})
+	all, _, _ := s.ListSessions(t.Context(), effectlog.SessionFilter{})
 	if len(all) != 2 || all[0].ID != b.ID {
 		t.Fatalf("newest first: %+v", all)
 	}
-	done, _, _ := s.ListSessions(t.Context(), logstore.SessionFilter{State: sm.SessionCompleted})
+	done, _, _ := s.ListSessions(t.Context(), effectlog.SessionFilter{State: sm.SessionCompleted})
 	if len(done) != 1 || done[0].ID != "deploy-117" {
 		t.Fatalf("by state: %+v", done)
 	}
-	recent, _, _ := s.ListSessions(t.Context(), logstore.SessionFilter{Since: clk.now().Add(-time.Minute)})
+	recent, _, _ := s.ListSessions(t.Context(), effectlog.SessionFilter{Since: clk.now().Add(-time.Minute)})
 	if len(recent) != 1 || recent[0].ID != b.ID {
 		t.Fatalf("since: %+v", recent)
 	}
-	page, next, _ := s.ListSessions(t.Context(), logstore.SessionFilter{Limit: 1})
-	rest, next2, _ := s.ListSessions(t.Context(), logstore.SessionFilter{Limit: 1, Cursor: next})
+	page, next, _ := s.ListSessions(t.Context(), effectlog.SessionFilter{Limit: 1})
+	rest, next2, _ := s.ListSessions(t.Context(), effectlog.SessionFilter{Limit: 1, Cursor: next})
 	if len(page) != 1 || len(rest) != 1 || rest[0].ID != "deploy-117" || next == 0 || next2 != 0 {
 		t.Fatalf("paging: %v %v %d %d", page, rest, next, next2)
 	}
-	if _, err := s.Intercept(t.Context(), logstore.InterceptRequest{Session: "deploy-117", Tool: "x", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
+	if _, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "deploy-117", Tool: "x", Tier: sm.Compensable}); !errors.Is(err, model.ErrSessionNotActive) {
 		t.Fatalf("completed session took an effect: %v", err)
 	}
 }
@@ -71,34 +71,34 @@ func testListEffectsFiltersAndPages(t *testing.T, newStore opener) {
 		}
 		return
 	}
-	all, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{})
+	all, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{})
 	if got := ids(all); len(got) != 10 || got[0] != 10 || got[9] != 1 {
 		t.Fatalf("all newest first: %v", got)
 	}
-	asc, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "a", Ascending: true})
+	asc, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{Session: "a", Ascending: true})
 	if got := ids(asc); len(got) != 5 || got[0] != 1 || got[4] != 9 {
 		t.Fatalf("session a ascending: %v", got)
 	}
-	combo, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Session: "b", Tool: "mail"})
+	combo, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{Session: "b", Tool: "mail"})
 	if got := ids(combo); len(got) != 2 || got[0] != 8 || got[1] != 2 {
 		t.Fatalf("session b, mail: %v", got)
 	}
-	byTier, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Tier: sm.Irreversible})
+	byTier, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{Tier: sm.Irreversible})
 	if got := ids(byTier); len(got) != 3 {
 		t.Fatalf("irreversible: %v", got)
 	}
-	byState, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{State: sm.Pending, Tool: "write"})
+	byState, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{State: sm.Pending, Tool: "write"})
 	if got := ids(byState); len(got) != 4 {
 		t.Fatalf("pending write: %v", got)
 	}
-	since, _, _ := s.ListEffects(t.Context(), logstore.EffectFilter{Since: clk.now().Add(-3*time.Minute - time.Second)})
+	since, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{Since: clk.now().Add(-3*time.Minute - time.Second)})
 	if got := ids(since); len(got) != 3 || got[2] != 8 {
 		t.Fatalf("since: %v", got)
 	}
 	var pages [][]uint64
 	var cursor uint64
 	for {
-		page, next, err := s.ListEffects(t.Context(), logstore.EffectFilter{Limit: 4, Cursor: cursor})
+		page, next, err := s.ListEffects(t.Context(), effectlog.EffectFilter{Limit: 4, Cursor: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func testUndoSteps(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	cmd := &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "f"}}
 	mk := func(args string) uint64 {
-		return must[logstore.InterceptResult](t)(s.Intercept(t.Context(), logstore.InterceptRequest{Session: "u", Tool: "touch", Tier: sm.Compensable,
+		return must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "u", Tool: "touch", Tier: sm.Compensable,
 			Args: json.RawMessage(args), Compensation: cmd, CreateSession: true})).Effect.ID
 	}
 	committed, executing, never := mk(`1`), mk(`2`), mk(`3`)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -29,7 +29,7 @@ func logRule(tier sm.Tier, from, to sm.State) error {
 
 // effectIn makes a new effect of the tier and brings it to state `from`
 // through the log's own calls, in a session of its own.
-func effectIn(t *testing.T, s logstore.Log, tier sm.Tier, from sm.State, n int) uint64 {
+func effectIn(t *testing.T, s effectlog.Log, tier sm.Tier, from sm.State, n int) uint64 {
 	t.Helper()
 	session := fmt.Sprintf("%s-%s-%d", tier, from, n)
 	res := intercept(t, s, session, "tool", tier, fmt.Sprintf(`{"n":%d}`, n))
@@ -160,10 +160,10 @@ func testEveryEffectTransition(t *testing.T, newStore opener) {
 }
 
 // sessionIn makes a session and brings it to state `from` along the table.
-func sessionIn(t *testing.T, s logstore.Log, from sm.SessionState, n int) string {
+func sessionIn(t *testing.T, s effectlog.Log, from sm.SessionState, n int) string {
 	t.Helper()
 	id := fmt.Sprintf("s-%s-%d", from, n)
-	must[model.Session](t)(s.CreateSession(t.Context(), logstore.NewSession{ID: id}))
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: id}))
 	path := map[sm.SessionState][]sm.SessionState{
 		sm.SessionCompensated: {sm.SessionCompensating, sm.SessionCompensated},
 	}[from]
@@ -222,7 +222,7 @@ func testEverySessionTransition(t *testing.T, newStore opener) {
 
 // entryIn makes a compensable effect whose undo entry is in state `from`;
 // ran says whether the effect ran (executing) before the walk reached it.
-func entryIn(t *testing.T, s logstore.Log, from sm.EntryState, ran bool, n int) uint64 {
+func entryIn(t *testing.T, s effectlog.Log, from sm.EntryState, ran bool, n int) uint64 {
 	t.Helper()
 	id := intercept(t, s, "undo", "tool", sm.Compensable, fmt.Sprintf(`{"n":%d}`, n)).Effect.ID
 	if ran {

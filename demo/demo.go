@@ -13,7 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
@@ -43,7 +44,7 @@ func (c *Clock) Now() time.Time {
 // `end`.
 func Write(ctx context.Context, path string, end time.Time) error {
 	clock := NewClock(end.Add(-3*time.Hour), 150*time.Second)
-	store := logstore.New(path, logstore.Options{Now: clock.Now})
+	store := engines.File(path, engines.Options{Now: clock.Now})
 	w := &writer{ctx: ctx, store: store}
 	w.researchAgent()
 	w.deployPipeline()
@@ -56,7 +57,7 @@ func Write(ctx context.Context, path string, end time.Time) error {
 // writer records the first error and skips the rest.
 type writer struct {
 	ctx   context.Context
-	store logstore.Log
+	store effectlog.Log
 	err   error
 }
 
@@ -70,7 +71,7 @@ func (w *writer) intercept(session, tool string, tier sm.Tier, args string, comp
 	if w.err != nil {
 		return 0
 	}
-	res, err := w.store.Intercept(w.ctx, logstore.InterceptRequest{Session: session, Tool: tool, Tier: tier,
+	res, err := w.store.Intercept(w.ctx, effectlog.InterceptRequest{Session: session, Tool: tool, Tier: tier,
 		Args: json.RawMessage(args), Compensation: comp, CreateSession: true, Actor: actor, ApprovalTimeout: 4 * time.Hour})
 	w.check(err)
 	return res.Effect.ID
@@ -112,7 +113,7 @@ func (w *writer) undo(session, actor string) {
 // researchAgent: a live agent run, replayed and retried calls, one email waiting for approval.
 func (w *writer) researchAgent() {
 	const s, agent = "agent-research-42", "agent:claude"
-	_, err := w.store.CreateSession(w.ctx, logstore.NewSession{ID: s, Meta: map[string]string{"agent": "research", "model": "claude"}, Actor: agent})
+	_, err := w.store.CreateSession(w.ctx, effectlog.NewSession{ID: s, Meta: map[string]string{"agent": "research", "model": "claude"}, Actor: agent})
 	w.check(err)
 	report := w.intercept(s, "write_file", sm.Compensable, `{"path":"reports/q3.md","bytes":4812}`, cmd("rm", "-f", "reports/q3.md"), agent)
 	w.run(report, agent, `{"written":4812}`)
@@ -130,7 +131,7 @@ func (w *writer) researchAgent() {
 // with one compensation that failed for good.
 func (w *writer) deployPipeline() {
 	const s, ci = "ci-deploy-117", "ci:github-actions"
-	_, err := w.store.CreateSession(w.ctx, logstore.NewSession{ID: s, Meta: map[string]string{"pipeline": "api", "commit": "9f2c1e7"}, Actor: ci})
+	_, err := w.store.CreateSession(w.ctx, effectlog.NewSession{ID: s, Meta: map[string]string{"pipeline": "api", "commit": "9f2c1e7"}, Actor: ci})
 	w.check(err)
 	build := w.intercept(s, "docker", sm.Compensable, `{"argv":["docker","push","registry/api:9f2c1e7"]}`, cmd("true"), ci)
 	w.run(build, ci, `{"exit_code":0,"stdout":"pushed registry/api:9f2c1e7\n","stderr":""}`)
@@ -194,20 +195,20 @@ const (
 // 1,000 irreversible, in batches of 10,000 per transaction. A log already
 // complete at path is kept.
 func WriteLarge(ctx context.Context, path string) error {
-	store := logstore.New(path, logstore.Options{})
+	store := engines.File(path, engines.Options{})
 	if s, err := store.GetSession(ctx, fmt.Sprintf("load-%04d", LargeSessions-1)); err == nil && s.Effects == LargePer {
 		return nil
 	}
 	os.Remove(path)
 	pad := strings.Repeat("x", 150)
-	batch := make([]logstore.InterceptRequest, 0, 10*LargePer)
+	batch := make([]effectlog.InterceptRequest, 0, 10*LargePer)
 	for s := 0; s < LargeSessions; s++ {
 		for i := 0; i < LargePer; i++ {
 			tier := sm.Compensable
 			if i%1000 == 999 {
 				tier = sm.Irreversible
 			}
-			batch = append(batch, logstore.InterceptRequest{Session: fmt.Sprintf("load-%04d", s), Tool: "write_file", Tier: tier,
+			batch = append(batch, effectlog.InterceptRequest{Session: fmt.Sprintf("load-%04d", s), Tool: "write_file", Tier: tier,
 				Args: json.RawMessage(fmt.Sprintf(`{"path":"/srv/data/%d/%d.json","pad":"%s"}`, s, i, pad)), CreateSession: true, Actor: "bench"})
 		}
 		if len(batch) == cap(batch) || s == LargeSessions-1 {

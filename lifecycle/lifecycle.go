@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -22,7 +22,7 @@ const Poll = 50 * time.Millisecond
 
 // Lifecycle runs calls through one log.
 type Lifecycle struct {
-	Log logstore.Log
+	Log effectlog.Log
 	// Now is the clock of owners, decisions and wait bounds; nil: time.Now.
 	Now func() time.Time
 }
@@ -96,7 +96,7 @@ func (c *Call) NeedsDecision() bool {
 // starts in its intercept (one transaction fewer), owned by req.Owner, or by
 // this process from now when the caller passes none. A session that accepts
 // no new effects is the Closed verdict with the log's error.
-func (l *Lifecycle) Intercept(ctx context.Context, req logstore.InterceptRequest) (*Call, error) {
+func (l *Lifecycle) Intercept(ctx context.Context, req effectlog.InterceptRequest) (*Call, error) {
 	if req.Owner == nil {
 		req.Owner = model.NewOwner(l.now())
 	}
@@ -124,7 +124,7 @@ func (l *Lifecycle) Intercept(ctx context.Context, req logstore.InterceptRequest
 	return c, nil
 }
 
-func classify(res logstore.InterceptResult) Verdict {
+func classify(res effectlog.InterceptResult) Verdict {
 	switch res.Outcome {
 	case model.OutcomeReplayed:
 		return Replayed
@@ -225,18 +225,20 @@ func (l *Lifecycle) Start(ctx context.Context, c *Call) error {
 	return nil
 }
 
-// Commit records the call's success with its result snapshot.
+// Commit records the call's success with its result snapshot. The call has
+// run: an interrupt (ctx cancelled) does not stop its recording.
 func (l *Lifecycle) Commit(ctx context.Context, c *Call, result []byte) error {
-	e, err := l.Log.Commit(ctx, c.Effect.ID, model.Change{Actor: c.actor, Result: result})
+	e, err := l.Log.Commit(context.WithoutCancel(ctx), c.Effect.ID, model.Change{Actor: c.actor, Result: result})
 	if err == nil {
 		c.Effect = e
 	}
 	return err
 }
 
-// Fail records that the call failed, with what went wrong: a repeat runs it again.
+// Fail records that the call failed, with what went wrong: a repeat runs it
+// again. Like Commit, it records what happened even once ctx is cancelled.
 func (l *Lifecycle) Fail(ctx context.Context, c *Call, why string) error {
-	e, err := l.Log.Fail(ctx, c.Effect.ID, model.Change{Actor: c.actor, Error: why})
+	e, err := l.Log.Fail(context.WithoutCancel(ctx), c.Effect.ID, model.Change{Actor: c.actor, Error: why})
 	if err == nil {
 		c.Effect = e
 	}

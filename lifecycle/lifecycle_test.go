@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -30,12 +31,12 @@ func (c *fakeClock) Now() time.Time {
 	return now
 }
 
-func newLog(t *testing.T, now func() time.Time) logstore.Log {
-	return logstore.New(filepath.Join(t.TempDir(), "undolog.db"), logstore.Options{Now: now})
+func newLog(t *testing.T, now func() time.Time) effectlog.Log {
+	return engines.File(filepath.Join(t.TempDir(), "undolog.db"), engines.Options{Now: now})
 }
 
-func request(tier sm.Tier, args string) logstore.InterceptRequest {
-	return logstore.InterceptRequest{Session: "s", Tool: "deploy", Tier: tier, Args: []byte(args), CreateSession: true,
+func request(tier sm.Tier, args string) effectlog.InterceptRequest {
+	return effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: tier, Args: []byte(args), CreateSession: true,
 		Actor: "test", ApprovalTimeout: time.Hour}
 }
 
@@ -234,7 +235,7 @@ func TestWaitStopsWhenInterrupted(t *testing.T) {
 	if err != nil || w.Outcome != Interrupted {
 		t.Fatalf("%v %v", w.Outcome, err)
 	}
-	if d, _ := l.Log.GetEffect(ctx, c.Effect.ID); d.Effect.State != sm.Pending {
+	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Pending {
 		t.Fatalf("%s: an interrupted wait leaves the request open", d.Effect.State)
 	}
 }

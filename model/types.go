@@ -86,7 +86,7 @@ const (
 
 // HistoryRecord is one append-only entry of an effect's (or a session's)
 // history. Hash covers every field and PrevHash, chaining the records; from
-// HashVersion 2 on, also what the effect says at that point (see recordHash).
+// HashWithContent on, also what the effect says at that point.
 type HistoryRecord struct {
 	Seq      uint32    `json:"seq"`
 	Kind     string    `json:"kind"`
@@ -101,10 +101,17 @@ type HistoryRecord struct {
 	At       time.Time `json:"at"`
 	PrevHash string    `json:"prev_hash"`
 	Hash     string    `json:"hash"`
-	// HashVersion is how Hash was taken: 0 (records of earlier undologs, and
-	// a session's own) or 2 (hashWithContent).
+	// HashVersion is how Hash was taken: 0 (records of earlier undologs) or
+	// HashWithContent.
 	HashVersion int `json:"hash_version,omitempty"`
 }
+
+// HashWithContent is the HashVersion of the records this undolog writes:
+// the hash also covers what the effect (or session) says at that point, so
+// that an args, result, error, compensation or meta changed on disk breaks
+// the chain. Records of earlier undologs (version 0) keep verifying under
+// their rule.
+const HashWithContent = 2
 
 // Session groups the effects of one agent run or CI pipeline.
 type Session struct {

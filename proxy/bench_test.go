@@ -10,7 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -32,8 +33,8 @@ func TestProxyConcurrentCalls(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
-	store := logstore.New(h.logPath, logstore.Options{})
-	list, _, _ := store.ListEffects(t.Context(), logstore.EffectFilter{Session: "agent-c", State: sm.Committed})
+	store := engines.File(h.logPath, engines.Options{})
+	list, _, _ := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "agent-c", State: sm.Committed})
 	if len(list) != n {
 		t.Fatalf("%d committed effects, want %d", len(list), n)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/engines"
 )
 
 type lockedBuffer struct {
@@ -45,7 +45,7 @@ func FuzzClientFraming(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	store := logstore.New(filepath.Join(f.TempDir(), "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(f.TempDir(), "u.db"), engines.Options{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		client, upstream := &lockedBuffer{}, &lockedBuffer{}
 		p := &Proxy{Store: store, Session: "fuzz", ApprovalWait: time.Millisecond}

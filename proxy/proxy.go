@@ -19,10 +19,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
@@ -67,7 +67,7 @@ func (m *message) isResponse() bool { return m.Method == "" && len(m.ID) > 0 }
 // Proxy is one proxy run between a client (on in and out) and an upstream
 // server it starts.
 type Proxy struct {
-	Store        logstore.Log
+	Store        effectlog.Log
 	Session      string
 	Policy       *Policy
 	ApprovalWait time.Duration
@@ -454,7 +454,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	req := logstore.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
+	req := effectlog.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
 		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact}
 	if r := cls.Rule; r != nil && r.Compensate != nil {
 		comp := &model.Compensation{Kind: model.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}

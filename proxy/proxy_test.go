@@ -17,8 +17,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -180,7 +181,7 @@ type entity struct {
 
 func TestProxyInFrontOfMemoryServer(t *testing.T) {
 	h := newHarness(t)
-	store := logstore.New(h.logPath, logstore.Options{})
+	store := engines.File(h.logPath, engines.Options{})
 
 	// The graph before the session: one entity made without undolog.
 	direct := h.direct()
@@ -213,7 +214,7 @@ func TestProxyInFrontOfMemoryServer(t *testing.T) {
 		t.Fatalf("graph after the calls: %s", g)
 	}
 
-	effects, _, _ := store.ListEffects(t.Context(), logstore.EffectFilter{Session: "agent-1", Ascending: true})
+	effects, _, _ := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "agent-1", Ascending: true})
 	var states []string
 	for _, e := range effects {
 		states = append(states, e.Tool+":"+string(e.State))
@@ -256,7 +257,7 @@ func TestProxyInFrontOfMemoryServer(t *testing.T) {
 
 func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 	h := newHarness(t)
-	store := logstore.New(h.logPath, logstore.Options{})
+	store := engines.File(h.logPath, engines.Options{})
 	direct := h.direct()
 	call(t, direct, "create_entities", map[string]any{"entities": []entity{{Name: "a", EntityType: "t", Observations: []string{}}, {Name: "b", EntityType: "t", Observations: []string{}}}})
 	direct.Close()
@@ -385,7 +386,7 @@ func TestProxyMalformedInputAndDyingServer(t *testing.T) {
 	if m["id"] != 4.0 || !strings.Contains(msg, "exited during die") || !strings.Contains(msg, "effect 2 stays executing") {
 		t.Fatalf("dying server: %v", m)
 	}
-	store := logstore.New(h.logPath, logstore.Options{})
+	store := engines.File(h.logPath, engines.Options{})
 	d, err := store.GetEffect(t.Context(), 2)
 	if err != nil || d.Effect.State != sm.Executing || d.Effect.Tool != "die" {
 		t.Fatalf("%+v %v", d.Effect, err)
@@ -427,7 +428,7 @@ func TestProxyRepeatOfACallInDoubt(t *testing.T) {
 		!strings.Contains(toolText(m), "is gone; check it, then fail or undo it") {
 		t.Fatalf("repeat once its owner died: %v", m)
 	}
-	store := logstore.New(h.logPath, logstore.Options{})
+	store := engines.File(h.logPath, engines.Options{})
 	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
 		t.Fatalf("the call in doubt was touched: %+v %v", d, err)
 	}
@@ -461,7 +462,7 @@ func TestProxyClientCancelsAWaitingCall(t *testing.T) {
 		t.Fatalf("initialize: %v", m)
 	}
 	send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`)
-	store := logstore.New(h.logPath, logstore.Options{})
+	store := engines.File(h.logPath, engines.Options{})
 	waitFor(t, "the call to wait for approval", func() bool { list, _, _ := store.PendingApprovals(t.Context(), "fake-1", 0); return len(list) == 1 })
 	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user stopped it"}}`)
 	send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
@@ -512,7 +513,7 @@ func TestProxyFailedIrreversibleCallAsksAgain(t *testing.T) {
 	send := func(s string) { io.WriteString(in, s+"\n") }
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	next(t, out)
-	store := logstore.New(h.logPath, logstore.Options{})
+	store := engines.File(h.logPath, engines.Options{})
 	waiting := func() bool { list, _, _ := store.PendingApprovals(t.Context(), "fake-1", 0); return len(list) == 1 }
 
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"flaky","arguments":{}}}`)

@@ -16,10 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -79,12 +79,12 @@ func (p Plan) Work() int {
 }
 
 // MakePlan reads the session's undo stack (LIFO) and decides each step. It
-// changes nothing. A session that fails its check (logstore.CheckSession:
+// changes nothing. A session that fails its check (effectlog.CheckSession:
 // its state, meta or upstream disagree with its history), or an entry still
-// to act on whose effect fails its (logstore.CheckEffect, which also holds
+// to act on whose effect fails its (effectlog.CheckEffect, which also holds
 // the entry's state to its history), refuses the whole plan, so that nothing
 // runs: damaged or tampered.
-func MakePlan(ctx context.Context, store logstore.Log, session string) (Plan, error) {
+func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, error) {
 	if _, err := store.VerifySession(ctx, session); err != nil {
 		return Plan{}, err
 	}
@@ -102,7 +102,7 @@ func MakePlan(ctx context.Context, store logstore.Log, session string) (Plan, er
 			u = *d.Undo // read with the effect, and checked with it below
 		}
 		if !u.State.Done() {
-			if err := logstore.CheckEffect(d); err != nil {
+			if err := effectlog.CheckEffect(d); err != nil {
 				return Plan{}, err
 			}
 		}
@@ -135,7 +135,7 @@ func MakePlan(ctx context.Context, store logstore.Log, session string) (Plan, er
 		}
 		plan.Steps = append(plan.Steps, step)
 	}
-	effects, _, err := store.ListEffects(ctx, logstore.EffectFilter{Session: session})
+	effects, _, err := store.ListEffects(ctx, effectlog.EffectFilter{Session: session})
 	if err != nil {
 		return Plan{}, err
 	}
@@ -190,7 +190,7 @@ type ToolCaller interface {
 
 // Runner walks undo stacks.
 type Runner struct {
-	Store logstore.Log
+	Store effectlog.Log
 	Actor string
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
@@ -312,7 +312,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			// Interrupted mid-run: the entry stays compensating, without an
 			// owner, so that it is in doubt for the next run (if this write
 			// fails, it keeps this process as owner: in doubt once it exits).
-			r.Store.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo interrupted",
+			r.Store.UndoStep(context.WithoutCancel(ctx), id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo interrupted",
 				Error: oneLine(cerr.Error()), ExpectOwner: owner})
 			return res, ctx.Err()
 		}
@@ -322,7 +322,8 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		if cerr != nil {
 			to, change.Error = sm.EntryCompensationFailed, oneLine(cerr.Error())
 		}
-		if _, err := r.Store.UndoStep(ctx, id, to, change); err != nil {
+		// What the compensation did is recorded even if ctx ended meanwhile.
+		if _, err := r.Store.UndoStep(context.WithoutCancel(ctx), id, to, change); err != nil {
 			return res, err
 		}
 		if cerr != nil {
@@ -389,7 +390,7 @@ func gone(o *model.Owner) string {
 
 func (r *Runner) halt(ctx context.Context, res Result, id uint64, cause error) (Result, error) {
 	res.Failed = &id
-	if _, err := r.Store.SetSessionState(ctx, res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
+	if _, err := r.Store.SetSessionState(context.WithoutCancel(ctx), res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionHalted)

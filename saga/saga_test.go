@@ -12,14 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-func committed(t *testing.T, store logstore.Log, session string, comp *model.Compensation, args string) uint64 {
+func committed(t *testing.T, store effectlog.Log, session string, comp *model.Compensation, args string) uint64 {
 	t.Helper()
-	res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: session, Tool: "step", Tier: sm.Compensable,
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: "step", Tier: sm.Compensable,
 		Args: json.RawMessage(args), Compensation: comp, CreateSession: true})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func committed(t *testing.T, store logstore.Log, session string, comp *model.Com
 }
 
 func TestBackoffDoublesAndCaps(t *testing.T) {
-	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"false"},
 		MaxRetries: 5, InitialBackoffMS: 1500}, `1`)
 	var slept []time.Duration
@@ -58,7 +59,7 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 
 func TestSucceedsOnARetryAndWalksLIFO(t *testing.T) {
 	dir := t.TempDir()
-	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
 	order := filepath.Join(dir, "order")
 	flaky := filepath.Join(dir, "flaky")
 	mk := func(script string) *model.Compensation {
@@ -89,7 +90,7 @@ func TestSucceedsOnARetryAndWalksLIFO(t *testing.T) {
 
 func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	dir := t.TempDir()
-	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
 	runs := filepath.Join(dir, "runs")
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand,
 		Argv: []string{"sh", "-c", `echo run >> ` + runs + `; [ "$UNDOLOG_ATTEMPT" != 1 ] || [ -e ` + runs + `.2 ] || exec sleep 5`}}, `1`)
@@ -99,7 +100,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	if _, err := r.Run(ctx, "s"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%v", err)
 	}
-	d, _ := store.GetEffect(ctx, id)
+	d, _ := store.GetEffect(t.Context(), id)
 	if d.Undo.State != sm.EntryCompensating || d.Undo.Owner != nil {
 		t.Fatalf("entry %s, owner %v", d.Undo.State, d.Undo.Owner)
 	}
@@ -111,7 +112,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	if _, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s"); !errors.Is(err, ErrInDoubt) {
 		t.Fatalf("%v", err)
 	}
-	if after, _ := store.GetEffect(ctx, id); len(after.History) != len(d.History) {
+	if after, _ := store.GetEffect(t.Context(), id); len(after.History) != len(d.History) {
 		t.Fatal("a walk stopped in doubt changed the log")
 	}
 	// ...unless told to run it again.
@@ -131,7 +132,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 // Of two undos at once, only one runs a compensation; the other finds it
 // in progress and runs nothing, and a reclaim of a live owner is refused.
 func TestAPendingCompensationHasOneRunner(t *testing.T) {
-	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}, `1`)
 	live := model.NewOwner(time.Now())
 	if _, err := store.UndoStep(t.Context(), id, sm.EntryCompensating, model.Change{Owner: live}); err != nil {
@@ -155,7 +156,7 @@ func TestAPendingCompensationHasOneRunner(t *testing.T) {
 // flipInFile changes the one copy of old in the log file to new (same
 // length), as a flipped byte on disk would; the log is compacted first so
 // that the file holds every record once and the journal none.
-func flipInFile(t *testing.T, store *logstore.Store, old, new string) {
+func flipInFile(t *testing.T, store effectlog.FileLog, old, new string) {
 	t.Helper()
 	if _, _, err := store.Compact(); err != nil {
 		t.Fatal(err)
@@ -177,7 +178,7 @@ func flipInFile(t *testing.T, store *logstore.Store, old, new string) {
 // and the session is left as it was.
 func TestUndoRefusesATamperedCompensation(t *testing.T) {
 	dir := t.TempDir()
-	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
 	first := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "first-ran")}}, `1`)
 	committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "ran-original")}}, `2`)
 	flipInFile(t, store, "ran-original", "ran-tampered")
@@ -215,7 +216,7 @@ func (*unreachable) Close() error { panic("Close on a client that never connecte
 // compensation_failed and the session halted, and a later walk neither panics
 // nor calls a client that never connected.
 func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
-	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `1`)
 	if _, err := store.SetUpstream(t.Context(), "s", []string{"sh", "-c", "exit 1"}); err != nil {
 		t.Fatal(err)
@@ -257,10 +258,10 @@ func (stubCaller) Close() error { return nil }
 // TestUndoRefusesATamperedUpstream: the MCP server command a session
 // recorded is started by undo only while the session's history covers it.
 func TestUndoRefusesATamperedUpstream(t *testing.T) {
-	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
 	// "<", ">" are escaped in the copy the history states (JSON), so that
 	// the session record's copy is the one changed below.
-	if _, err := store.CreateSession(t.Context(), logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
+	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
 		t.Fatal(err)
 	}
 	id := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
@@ -272,8 +273,8 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 		t.Fatalf("started %v", tools.started)
 	}
 
-	store = logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{})
-	if _, err := store.CreateSession(t.Context(), logstore.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
+	store = engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
 		t.Fatal(err)
 	}
 	id = committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
@@ -313,7 +314,7 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+			store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
 			runs := filepath.Join(dir, "runs")
 			id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"sh", "-c", "echo run >> " + runs}}, `1`)
 			if id != 1 {

@@ -7,7 +7,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
@@ -18,16 +18,16 @@ import (
 
 const pageSize = 200
 
-func loadSessions(ctx context.Context, store logstore.Log) tea.Cmd {
+func loadSessions(ctx context.Context, store effectlog.Log) tea.Cmd {
 	return func() tea.Msg {
-		list, _, err := store.ListSessions(ctx, logstore.SessionFilter{Limit: pageSize})
+		list, _, err := store.ListSessions(ctx, effectlog.SessionFilter{Limit: pageSize})
 		return sessionsMsg{sessions: list, err: err}
 	}
 }
 
 // loadEffects loads one page of a session's effects, oldest first, starting
 // after the effect id `after`.
-func loadEffects(ctx context.Context, store logstore.Log, session string, filter logstore.EffectFilter, page int, after uint64) tea.Cmd {
+func loadEffects(ctx context.Context, store effectlog.Log, session string, filter effectlog.EffectFilter, page int, after uint64) tea.Cmd {
 	return func() tea.Msg {
 		sess, err := store.GetSession(ctx, session)
 		if err != nil {
@@ -47,7 +47,7 @@ func loadEffects(ctx context.Context, store logstore.Log, session string, filter
 	}
 }
 
-func loadDetail(ctx context.Context, store logstore.Log, id uint64) tea.Cmd {
+func loadDetail(ctx context.Context, store effectlog.Log, id uint64) tea.Cmd {
 	return func() tea.Msg {
 		d, err := store.GetEffect(ctx, id)
 		return detailMsg{detail: d, err: err}
@@ -58,14 +58,14 @@ func tick(d time.Duration) tea.Cmd {
 	return tea.Tick(d, func(t time.Time) tea.Msg { return tickMsg(t) })
 }
 
-func checkChanges(ctx context.Context, store logstore.Log) tea.Cmd {
+func checkChanges(ctx context.Context, store effectlog.Log) tea.Cmd {
 	return func() tea.Msg {
 		pos, err := store.LastChange(ctx)
 		return changeMsg{position: pos, err: err}
 	}
 }
 
-func decide(ctx context.Context, store logstore.Log, id uint64, to sm.State, actor, reason string) tea.Cmd {
+func decide(ctx context.Context, store effectlog.Log, id uint64, to sm.State, actor, reason string) tea.Cmd {
 	return func() tea.Msg {
 		e, err := store.Transition(ctx, id, to, model.Change{Actor: actor, Reason: reason})
 		if err != nil {
@@ -75,7 +75,7 @@ func decide(ctx context.Context, store logstore.Log, id uint64, to sm.State, act
 	}
 }
 
-func makePlan(ctx context.Context, store logstore.Log, session string) tea.Cmd {
+func makePlan(ctx context.Context, store effectlog.Log, session string) tea.Cmd {
 	return func() tea.Msg {
 		plan, err := saga.MakePlan(ctx, store, session)
 		return planMsg{plan: plan, err: err}
@@ -84,7 +84,7 @@ func makePlan(ctx context.Context, store logstore.Log, session string) tea.Cmd {
 
 // runUndo starts the undo walk in the background and streams its progress
 // lines as messages, one listen at a time.
-func runUndo(ctx context.Context, store logstore.Log, session, actor string) tea.Cmd {
+func runUndo(ctx context.Context, store effectlog.Log, session, actor string) tea.Cmd {
 	ch := make(chan undoEvent, 16)
 	go func() {
 		r := &saga.Runner{Store: store, Actor: actor, Progress: lineWriter(ch)}

@@ -10,8 +10,9 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
-	"github.com/undolog/undolog/logstore"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -35,12 +36,12 @@ func requireTerminalSafe(t *testing.T, what, screen string) {
 // results (raw C1 and bidi inside JSON strings), key, reasons, actors, errors,
 // compensation commands, the undo plan, the undo walk and the status line.
 func TestViewEscapesStoredText(t *testing.T) {
-	store := logstore.New(filepath.Join(t.TempDir(), "u.db"), logstore.Options{Now: func() time.Time { return demoEnd }})
-	if _, err := store.CreateSession(t.Context(), logstore.NewSession{ID: "hostile", Meta: map[string]string{"note": hostile}, Actor: hostile}); err != nil {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{Now: func() time.Time { return demoEnd }})
+	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "hostile", Meta: map[string]string{"note": hostile}, Actor: hostile}); err != nil {
 		t.Fatal(err)
 	}
 	mk := func(tool string, tier sm.Tier, comp *model.Compensation) uint64 {
-		res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "hostile", Tool: tool, Tier: tier,
+		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "hostile", Tool: tool, Tier: tier,
 			Args: json.RawMessage(`{"esc":"\u001b[2J","note":"` + "\u009b2J\u202ex" + `"}`), Key: hostile + tool,
 			Reason: hostile, Actor: hostile, Compensation: comp})
 		if err != nil {
@@ -85,7 +86,7 @@ func TestViewEscapesStoredText(t *testing.T) {
 			}
 		}
 	}
-	run(loadEffects(t.Context(), store, "hostile", logstore.EffectFilter{}, 0, 0))
+	run(loadEffects(t.Context(), store, "hostile", effectlog.EffectFilter{}, 0, 0))
 	for i, id := range []uint64{wire, note, failed} {
 		m.session.cursor = i
 		run(loadDetail(t.Context(), store, id))
@@ -118,7 +119,7 @@ func TestViewEscapesStoredText(t *testing.T) {
 	requireTerminalSafe(t, "undo stop", m.View())
 
 	m.overlay, m.screen = overlayNone, screenSession
-	run(loadEffects(t.Context(), store, "hostile", logstore.EffectFilter{}, 0, 0))
+	run(loadEffects(t.Context(), store, "hostile", effectlog.EffectFilter{}, 0, 0))
 	m.session.cursor = 1
 	run(loadDetail(t.Context(), store, note))
 	if !strings.Contains(m.View(), `exit status 3: \x1b]0;owned\x07\x1b[2J\u009b\u202e`) {

@@ -12,7 +12,8 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/demo"
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 )
 
 const largePer = demo.LargePer
@@ -33,7 +34,7 @@ func largeLog(tb testing.TB) string {
 // BenchmarkFirstPaint1M is the sessions screen's first frame on 1M effects:
 // building the model, its first load and its first render.
 func BenchmarkFirstPaint1M(b *testing.B) {
-	store := logstore.New(largeLog(b), logstore.Options{})
+	store := engines.File(largeLog(b), engines.Options{})
 	for b.Loop() {
 		m := New(b.Context(), Options{Store: store, Actor: "bench"})
 		m.Update(loadSessions(b.Context(), store)())
@@ -46,10 +47,10 @@ func BenchmarkFirstPaint1M(b *testing.B) {
 // BenchmarkSessionScreen1M is a session of 1,000 effects opened, with the
 // selected effect's detail, on 1M effects.
 func BenchmarkSessionScreen1M(b *testing.B) {
-	store := logstore.New(largeLog(b), logstore.Options{})
+	store := engines.File(largeLog(b), engines.Options{})
 	for b.Loop() {
 		m := New(b.Context(), Options{Store: store, Session: "load-0500", Actor: "bench"})
-		m.Update(loadEffects(b.Context(), store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+		m.Update(loadEffects(b.Context(), store, "load-0500", effectlog.EffectFilter{}, 0, 0)())
 		m.Update(loadDetail(b.Context(), store, m.session.selected().ID)())
 		if !strings.Contains(m.View(), "history:") {
 			b.Fatal("no detail")
@@ -60,14 +61,14 @@ func BenchmarkSessionScreen1M(b *testing.B) {
 // BenchmarkScrollPage1M is one step down that crosses into the next page of
 // a session (the costliest key press), with its render.
 func BenchmarkScrollPage1M(b *testing.B) {
-	store := logstore.New(largeLog(b), logstore.Options{})
+	store := engines.File(largeLog(b), engines.Options{})
 	m := New(b.Context(), Options{Store: store, Session: "load-0500", Actor: "bench"})
-	m.Update(loadEffects(b.Context(), store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+	m.Update(loadEffects(b.Context(), store, "load-0500", effectlog.EffectFilter{}, 0, 0)())
 	for b.Loop() {
 		m.session.cursor = len(m.session.effects) - 1
 		if m.session.next == 0 { // wrap to the first page
 			m.session.page, m.session.next = 0, 0
-			m.Update(loadEffects(b.Context(), store, "load-0500", logstore.EffectFilter{}, 0, 0)())
+			m.Update(loadEffects(b.Context(), store, "load-0500", effectlog.EffectFilter{}, 0, 0)())
 			continue
 		}
 		cmd := m.session.move(b.Context(), 1, store)
@@ -84,13 +85,13 @@ func TestMemoryProbe(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process of BenchmarkMaxRSS1M")
 	}
-	store := logstore.New(path, logstore.Options{})
+	store := engines.File(path, engines.Options{})
 	m := New(t.Context(), Options{Store: store, Actor: "probe"})
 	m.Update(loadSessions(t.Context(), store)())
 	_ = m.View()
 	for _, session := range []string{"load-0999", "load-0500", "load-0000"} {
 		m.screen, m.session = screenSession, sessionView{id: session}
-		m.Update(loadEffects(t.Context(), store, session, logstore.EffectFilter{}, 0, 0)())
+		m.Update(loadEffects(t.Context(), store, session, effectlog.EffectFilter{}, 0, 0)())
 		for i := 0; i < largePer; i++ {
 			if cmd := m.session.move(t.Context(), 1, store); cmd != nil {
 				m.Update(cmd())

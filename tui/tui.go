@@ -14,12 +14,12 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 )
 
 // Options configure the view.
 type Options struct {
-	Store   logstore.Log
+	Store   effectlog.Log
 	Session string // open this session first; empty: the sessions screen
 	Actor   string // recorded in history for decisions made here
 	Now     func() time.Time
@@ -73,7 +73,7 @@ func FirstFrame(ctx context.Context, opts Options) (string, error) {
 	if m.screen == screenSessions {
 		msg = loadSessions(ctx, opts.Store)()
 	} else {
-		msg = loadEffects(ctx, opts.Store, m.session.id, logstore.EffectFilter{}, 0, 0)()
+		msg = loadEffects(ctx, opts.Store, m.session.id, effectlog.EffectFilter{}, 0, 0)()
 	}
 	if _, cmd := m.Update(msg); cmd != nil {
 		if next := cmd(); next != nil {

@@ -15,7 +15,8 @@ import (
 	"github.com/charmbracelet/x/exp/teatest"
 
 	"github.com/undolog/undolog/demo"
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -23,16 +24,16 @@ import (
 // demoEnd is the fixed "now" of the demo log the tests view.
 var demoEnd = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func demoStore(t *testing.T) *logstore.Store {
+func demoStore(t *testing.T) effectlog.FileLog {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "undolog.db")
 	if err := demo.Write(t.Context(), path, demoEnd); err != nil {
 		t.Fatal(err)
 	}
-	return logstore.New(path, logstore.Options{Now: func() time.Time { return demoEnd }})
+	return engines.File(path, engines.Options{Now: func() time.Time { return demoEnd }})
 }
 
-func start(t *testing.T, store logstore.Log, session string) *teatest.TestModel {
+func start(t *testing.T, store effectlog.Log, session string) *teatest.TestModel {
 	t.Helper()
 	m := New(t.Context(), Options{Store: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
 		Refresh: 100 * time.Millisecond})
@@ -119,7 +120,7 @@ func TestGoldenUndoConfirmation(t *testing.T) {
 func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 	store := demoStore(t)
 	mk := func(tier sm.Tier, args string, steps ...sm.State) {
-		res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "menu", Tool: "t", Tier: tier, Args: json.RawMessage(args), CreateSession: true})
+		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "menu", Tool: "t", Tier: tier, Args: json.RawMessage(args), CreateSession: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,14 +135,14 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 	mk(sm.Compensable, `3`, sm.Executing, sm.Compensating)
 	mk(sm.Irreversible, `4`, sm.Approved)
 	mk(sm.Irreversible, `5`, sm.Approved, sm.Executing)
-	effects, _, err := store.ListEffects(t.Context(), logstore.EffectFilter{})
+	effects, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checked := 0
 	for _, e := range effects {
 		m := New(t.Context(), Options{Store: store, Session: e.Session, Actor: "tester", Now: func() time.Time { return demoEnd }})
-		m.Update(loadEffects(t.Context(), store, e.Session, logstore.EffectFilter{}, 0, 0)())
+		m.Update(loadEffects(t.Context(), store, e.Session, effectlog.EffectFilter{}, 0, 0)())
 		for m.session.selected() != nil && m.session.selected().ID != e.ID {
 			m.session.cursor++
 		}
@@ -225,10 +226,10 @@ func TestRejectAsksForAReason(t *testing.T) {
 
 func TestUndoRunsCompensationsLIFO(t *testing.T) {
 	dir := t.TempDir()
-	store := logstore.New(filepath.Join(dir, "u.db"), logstore.Options{})
+	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
 	order := filepath.Join(dir, "order")
 	for i := 1; i <= 3; i++ {
-		res, err := store.Intercept(t.Context(), logstore.InterceptRequest{Session: "lifo", Tool: "step", Tier: sm.Compensable, CreateSession: true,
+		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "lifo", Tool: "step", Tier: sm.Compensable, CreateSession: true,
 			Args:         json.RawMessage(`{"n":` + string(rune('0'+i)) + `}`),
 			Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"sh", "-c", "echo " + string(rune('0'+i)) + " >> " + order}}})
 		if err != nil {
@@ -258,7 +259,7 @@ func TestLiveRefreshAndNoLockHeld(t *testing.T) {
 	waitFor(t, tm, "send_email")
 	// The other process shares the demo's clock: on the real one, the demo's
 	// approvals have expired on any day after the demo's.
-	other := logstore.New(store.Path(), logstore.Options{LockTimeout: 300 * time.Millisecond, Now: func() time.Time { return demoEnd }})
+	other := engines.File(store.Path(), engines.Options{LockTimeout: 300 * time.Millisecond, Now: func() time.Time { return demoEnd }})
 	began := time.Now()
 	if _, err := other.Approve(t.Context(), 4, model.Change{Actor: "someone-else"}); err != nil {
 		t.Fatal(err)

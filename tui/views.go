@@ -6,7 +6,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/undolog/undolog/logstore"
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -80,8 +80,8 @@ func (v *sessionView) pageStart(page int) uint64 {
 	return 0
 }
 
-func (v *sessionView) effectFilter() logstore.EffectFilter {
-	var f logstore.EffectFilter
+func (v *sessionView) effectFilter() effectlog.EffectFilter {
+	var f effectlog.EffectFilter
 	if v.filter == "" {
 		return f
 	}
@@ -94,7 +94,7 @@ func (v *sessionView) effectFilter() logstore.EffectFilter {
 }
 
 // set takes a loaded page and asks for the selected effect's detail.
-func (v *sessionView) set(ctx context.Context, msg effectsMsg, store logstore.Log) tea.Cmd {
+func (v *sessionView) set(ctx context.Context, msg effectsMsg, store effectlog.Log) tea.Cmd {
 	var keep uint64
 	if e := v.selected(); e != nil && msg.page == v.page {
 		keep = e.ID
@@ -131,7 +131,7 @@ func (v *sessionView) selected() *model.Effect {
 
 // move moves the selection (or scrolls the detail pane when it has the
 // focus), crossing into the next or previous page at the ends.
-func (v *sessionView) move(ctx context.Context, n int, store logstore.Log) tea.Cmd {
+func (v *sessionView) move(ctx context.Context, n int, store effectlog.Log) tea.Cmd {
 	if v.focusDetail {
 		v.detailTop = max(0, v.detailTop+n)
 		return nil

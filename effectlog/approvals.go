@@ -1,0 +1,159 @@
+package effectlog
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+)
+
+// recordDecision writes a decision on effect id's approval request and takes
+// it out of the waiting requests. A request already decided is the approval
+// a log written before kept for a failed effect: it becomes an earlier round.
+func recordDecision(tx storage.WriteTx, sess *model.Session, id uint64, to sm.State, c model.Change, now time.Time) error {
+	a, err := requestOf(tx, id)
+	if err != nil {
+		return err
+	}
+	if a.Outcome == model.ApprovalPending {
+		if sess.PendingApprovals > 0 {
+			sess.PendingApprovals--
+		}
+	} else {
+		a.Earlier = append(a.Earlier, a.ApprovalRound)
+	}
+	a.Outcome = model.ApprovalApproved
+	if to == sm.Rejected {
+		a.Outcome = model.ApprovalRejected
+		if c.Actor == model.TimeoutActor {
+			a.Outcome = model.ApprovalTimedOut
+		}
+	}
+	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
+	if err := tx.PutApproval(a); err != nil {
+		return err
+	}
+	return tx.CloseRequest(id)
+}
+
+// afterDecision moves the session after a decision: back to active when
+// nothing else waits, halted on a rejection (which closes its other requests).
+func afterDecision(tx storage.WriteTx, sess *model.Session, to sm.State, c model.Change, now time.Time) error {
+	next := sm.SessionHalted
+	if to == sm.Approved {
+		if sess.PendingApprovals > 0 {
+			return nil
+		}
+		next = sm.SessionActive
+	}
+	if _, err := sm.ValidateSession(sess.State, next); err != nil {
+		return nil // e.g. a session already failed: its state stands
+	}
+	return setSessionState(tx, sess, next, model.Change{Actor: c.Actor, Reason: c.Reason}, now)
+}
+
+// reopenApproval asks again for an irreversible effect that failed (or was
+// in doubt) after its approval: each execution needs its own decision. The
+// decision made becomes an earlier round; the new request waits as long as
+// the first one did. In a session that accepts no effects any more, the new
+// request is closed at once: nobody can decide it.
+func reopenApproval(tx storage.WriteTx, sess *model.Session, id uint64, c model.Change, now time.Time) error {
+	a, err := requestOf(tx, id)
+	if err != nil {
+		return err
+	}
+	if a.Outcome == model.ApprovalPending {
+		return nil
+	}
+	a.Earlier = append(a.Earlier, a.ApprovalRound)
+	if a.ExpiresAt != nil {
+		exp := now.Add(a.ExpiresAt.Sub(a.RequestedAt))
+		a.ExpiresAt = &exp
+	}
+	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, model.ApprovalPending, "", nil, ""
+	if !sess.State.AcceptsEffects() {
+		closeRequest(a, sess.State, now)
+		return tx.PutApproval(a)
+	}
+	if err := tx.PutApproval(a); err != nil {
+		return err
+	}
+	if err := tx.OpenRequest(id, sess.ID, a.ExpiresAt); err != nil {
+		return err
+	}
+	sess.PendingApprovals++
+	if sess.State == sm.SessionActive {
+		return setSessionState(tx, sess, sm.SessionAwaitingApproval, model.Change{Actor: c.Actor}, now)
+	}
+	return nil
+}
+
+// closeOpenApprovals closes the session's waiting requests when it stops
+// accepting effects (to is its new state). Their effects stay pending: nobody
+// rejected them, and the session refuses to start or decide them.
+func closeOpenApprovals(tx storage.WriteTx, sess *model.Session, to sm.SessionState, now time.Time) error {
+	if sess.PendingApprovals == 0 {
+		return nil
+	}
+	var ids []uint64
+	err := tx.OpenRequests(sess.ID, func(r storage.OpenRequest) (bool, error) {
+		ids = append(ids, r.EffectID)
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		a, err := tx.Approval(id)
+		if err != nil {
+			return err
+		}
+		if a == nil || a.Session != sess.ID || a.Outcome != model.ApprovalPending {
+			continue
+		}
+		closeRequest(a, to, now)
+		if err := tx.PutApproval(a); err != nil {
+			return err
+		}
+		if err := tx.CloseRequest(id); err != nil {
+			return err
+		}
+		if sess.PendingApprovals > 0 {
+			sess.PendingApprovals--
+		}
+	}
+	return nil
+}
+
+// closeRequest closes request a: its session, now in state, accepts no
+// decisions.
+func closeRequest(a *model.Approval, state sm.SessionState, now time.Time) {
+	a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = model.ApprovalClosed, model.SessionActor, &now, "session "+string(state)
+}
+
+// alreadyDecided adds to a refused decision who made the one that stands.
+func alreadyDecided(tx storage.ReadTx, id uint64, err error) error {
+	a, aerr := tx.Approval(id)
+	if aerr != nil || a == nil {
+		return err
+	}
+	switch a.Outcome {
+	case model.ApprovalApproved, model.ApprovalRejected:
+		return fmt.Errorf("%w (effect %d was already %s by %s)", err, id, a.Outcome, a.DecidedBy)
+	case model.ApprovalTimedOut:
+		return fmt.Errorf("%w (effect %d's approval request timed out)", err, id)
+	}
+	return err
+}
+
+// requestOf reads the approval request of irreversible effect id, which
+// must have one.
+func requestOf(tx storage.WriteTx, id uint64) (*model.Approval, error) {
+	a, err := tx.Approval(id)
+	if err == nil && a == nil {
+		err = fmt.Errorf("%w: effect %d has no approval request", model.ErrCorrupt, id)
+	}
+	return a, err
+}

@@ -1,0 +1,115 @@
+package effectlog
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+)
+
+// GCReport says what GC dropped.
+type GCReport struct {
+	Sessions []string `json:"sessions"`
+	Effects  int      `json:"effects"`
+}
+
+// GC drops the sessions in one of the given states whose last change is
+// older than `before`, with everything recorded about them: effects, history,
+// indexes, undo entries and approvals. Each session goes in one transaction,
+// so the log stays consistent (verify stays clean) whatever happens; a
+// session that moved since GC chose it is kept and not reported.
+func (s *Service) GC(ctx context.Context, before time.Time, states []sm.SessionState) (GCReport, error) {
+	rep := GCReport{Sessions: []string{}}
+	want := map[sm.SessionState]bool{}
+	for _, st := range states {
+		want[st] = true
+	}
+	var victims []string
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		victims = victims[:0]
+		return tx.Sessions(true, 0, func(_ uint64, id string) (bool, error) {
+			sess, err := tx.Session(id)
+			if err != nil {
+				return false, err
+			}
+			if collectable(sess, want, before) {
+				victims = append(victims, sess.ID)
+			}
+			return true, nil
+		})
+	})
+	if err != nil {
+		return rep, err
+	}
+	slices.Sort(victims)
+	for _, id := range victims {
+		if gcBeforeDrop != nil {
+			gcBeforeDrop(id)
+		}
+		n, dropped := 0, false
+		err := s.update(ctx, func(tx storage.WriteTx) error {
+			var err error
+			n, dropped, err = dropSession(tx, id, func(sess model.Session) bool { return collectable(sess, want, before) })
+			if err == nil && !dropped {
+				return storage.ErrNothingToWrite
+			}
+			return err
+		})
+		if err != nil {
+			return rep, err
+		}
+		if !dropped {
+			continue
+		}
+		rep.Sessions = append(rep.Sessions, id)
+		rep.Effects += n
+	}
+	return rep, nil
+}
+
+// gcBeforeDrop, set by tests, runs between GC's read and each drop.
+var gcBeforeDrop func(session string)
+
+// collectable says whether GC may drop sess: in a wanted state, unchanged
+// since before, and with no effect executing or compensating (a call in
+// flight or in doubt, whose record a person still needs).
+func collectable(sess model.Session, want map[sm.SessionState]bool, before time.Time) bool {
+	return want[sess.State] && sess.UpdatedAt.Before(before) &&
+		sess.Counts[sm.Executing] == 0 && sess.Counts[sm.Compensating] == 0
+}
+
+// dropSession drops session id if it still is a victim. GC chose it in an
+// earlier read; since then undo may have started on it (or another gc dropped
+// it), so it is judged again in the transaction that drops it.
+func dropSession(tx storage.WriteTx, id string, victim func(model.Session) bool) (n int, dropped bool, err error) {
+	sess, err := tx.Session(id)
+	if errors.Is(err, model.ErrNotFound) {
+		return 0, false, nil
+	} else if err != nil {
+		return 0, false, err
+	}
+	if !victim(sess) {
+		return 0, false, nil
+	}
+	var ids []uint64
+	if err := tx.Effects(storage.BySession, id, true, 0, func(eid uint64) (bool, error) {
+		ids = append(ids, eid)
+		return true, nil
+	}); err != nil {
+		return 0, false, err
+	}
+	for _, eid := range ids {
+		e, err := tx.Effect(eid)
+		if err != nil {
+			return 0, false, err
+		}
+		if err := tx.DeleteEffect(&e); err != nil {
+			return 0, false, err
+		}
+	}
+	return len(ids), true, tx.DeleteSession(&sess)
+}

@@ -1,0 +1,376 @@
+package effectlog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+)
+
+// InterceptRequest registers one tool call.
+type InterceptRequest struct {
+	Session string
+	Tool    string
+	Tier    sm.Tier
+	Args    json.RawMessage
+	Key     string
+	// Compensation is stored with a compensable effect before anything runs;
+	// nil means a manual compensation.
+	Compensation *model.Compensation
+	// ApprovalTimeout bounds an irreversible call's wait; zero: no expiry.
+	ApprovalTimeout time.Duration
+	// CreateSession creates the session if it does not exist yet.
+	CreateSession bool
+	// Start moves a call that may run now (new or retried, and approved if
+	// irreversible) to executing in the same transaction, owned by Owner: a
+	// whole lifecycle is then two write transactions. Check the returned
+	// effect's state to see whether it started.
+	Start bool
+	Owner *model.Owner
+	// Redact lists globs over dotted field paths (*.password, *token*) whose
+	// values are replaced before the args, and later the result, reach the
+	// log. The signature is computed first, so a repeat is still replayed.
+	Redact []string
+	Actor  string
+	Reason string
+}
+
+// InterceptResult says what happened to the call.
+type InterceptResult struct {
+	Outcome   model.Outcome `json:"outcome"`
+	Signature string        `json:"call_signature"`
+	// Effect is the new effect, the replay record (with the cached result), or
+	// the owner effect for retry, in_progress and rejected. Zero for safe calls.
+	Effect model.Effect `json:"effect"`
+}
+
+func validCompensation(c *model.Compensation) error {
+	switch c.Kind {
+	case model.CompensationCommand:
+		if len(c.Argv) == 0 || c.Argv[0] == "" {
+			return fmt.Errorf("%w: a command compensation needs an argv", model.ErrInvalidInput)
+		}
+	case model.CompensationMCP:
+		if c.Tool == "" {
+			return fmt.Errorf("%w: an mcp compensation needs a tool", model.ErrInvalidInput)
+		}
+	case model.CompensationManual:
+	default:
+		return fmt.Errorf("%w: compensation kind %q: use command, mcp or manual", model.ErrInvalidInput, c.Kind)
+	}
+	if c.MaxRetries < 0 || c.InitialBackoffMS < 0 {
+		return fmt.Errorf("%w: compensation retries and backoff must not be negative", model.ErrInvalidInput)
+	}
+	return nil
+}
+
+// prepared is a validated request with its canonical args and signature.
+type prepared struct {
+	req  InterceptRequest
+	args []byte
+	sig  string
+}
+
+func prepare(req InterceptRequest) (prepared, error) {
+	if !req.Tier.Valid() {
+		_, err := sm.ParseTier(string(req.Tier))
+		return prepared{}, fmt.Errorf("%w: %v", model.ErrInvalidInput, err)
+	}
+	if err := model.ValidSessionID(req.Session); err != nil {
+		return prepared{}, err
+	}
+	if err := model.ValidToolName(req.Tool); err != nil {
+		return prepared{}, err
+	}
+	args, err := model.CanonicalArgs(req.Args)
+	if err != nil {
+		return prepared{}, err
+	}
+	p := prepared{req: req, args: args, sig: model.Signature(req.Session, req.Tool, args, req.Key)}
+	if req.Tier == sm.Safe {
+		return p, nil
+	}
+	if err := model.ValidRedactions(req.Redact); err != nil {
+		return prepared{}, err
+	}
+	if p.args, err = model.Redact(args, req.Redact); err != nil {
+		return prepared{}, err
+	}
+	if req.Compensation != nil {
+		if req.Tier != sm.Compensable {
+			return prepared{}, fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", model.ErrInvalidInput, req.Tier)
+		}
+		if err := validCompensation(req.Compensation); err != nil {
+			return prepared{}, err
+		}
+	}
+	if req.ApprovalTimeout < 0 {
+		return prepared{}, fmt.Errorf("%w: approval timeout must not be negative", model.ErrInvalidInput)
+	}
+	return p, nil
+}
+
+// Intercept registers a call before it runs. In one transaction it either
+// writes a new pending effect with its history record, signature index entry,
+// undo-stack entry (compensable) or approval request (irreversible) and the
+// session update; or resolves a repeated call against the owner of its
+// signature (replay, retry, in progress, rejected). Safe calls write nothing.
+func (s *Service) Intercept(ctx context.Context, req InterceptRequest) (InterceptResult, error) {
+	p, err := prepare(req)
+	if err != nil {
+		return InterceptResult{}, err
+	}
+	if req.Tier == sm.Safe {
+		return InterceptResult{Outcome: model.OutcomeSafe, Signature: p.sig}, nil
+	}
+	var res InterceptResult
+	err = s.update(ctx, func(tx storage.WriteTx) error {
+		var err error
+		res, err = s.interceptTx(tx, p)
+		return err
+	})
+	return res, err
+}
+
+// InterceptMany registers many calls in one transaction, in order, as
+// Intercept would one by one: one fsync for the lot. It is all or nothing: a
+// refused call refuses the batch, and nothing is written.
+func (s *Service) InterceptMany(ctx context.Context, reqs []InterceptRequest) ([]InterceptResult, error) {
+	ps := make([]prepared, len(reqs))
+	for i, req := range reqs {
+		p, err := prepare(req)
+		if err != nil {
+			return nil, fmt.Errorf("call %d: %w", i+1, err)
+		}
+		ps[i] = p
+	}
+	out := make([]InterceptResult, len(reqs))
+	err := s.update(ctx, func(tx storage.WriteTx) error {
+		for i, p := range ps {
+			if p.req.Tier == sm.Safe {
+				out[i] = InterceptResult{Outcome: model.OutcomeSafe, Signature: p.sig}
+				continue
+			}
+			res, err := s.interceptTx(tx, p)
+			if kept, ok := storage.Kept(err); ok {
+				return fmt.Errorf("call %d: %w", i+1, kept)
+			}
+			switch {
+			case err != nil && err != storage.ErrNothingToWrite:
+				return fmt.Errorf("call %d: %w", i+1, err)
+			}
+			out[i] = res
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// interceptTx is Intercept's transaction.
+func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, error) {
+	req, args, sig := p.req, p.args, p.sig
+	res := InterceptResult{Signature: sig}
+	now := s.now()
+	sess, err := tx.Session(req.Session)
+	if err != nil {
+		if !req.CreateSession {
+			return res, err
+		}
+		if sess, err = createSession(tx, NewSession{ID: req.Session, Actor: req.Actor}, now); err != nil {
+			return res, err
+		}
+	}
+	expired, err := expireApprovals(tx, &sess, now)
+	if err != nil {
+		return res, err
+	}
+	// A refusal writes nothing, unless an expiry was found on the way.
+	refuse := func(err error) error {
+		if !expired {
+			return err
+		}
+		return putAnd(tx, &sess, err)
+	}
+	if owner, ok, err := tx.SignatureOwner(sig); err != nil {
+		return res, err
+	} else if ok {
+		err := s.repeat(tx, &sess, owner, req, args, &res, now, refuse)
+		if err == storage.ErrNothingToWrite && expired {
+			return res, tx.PutSession(&sess)
+		}
+		return res, err
+	}
+	if !sess.State.AcceptsEffects() {
+		return res, refuse(notAccepting(&sess))
+	}
+	if req.Tier == sm.Compensable {
+		// The effect holds its compensation from its first record on, which
+		// covers it.
+		comp := model.Compensation{Kind: model.CompensationManual}
+		if req.Compensation != nil {
+			comp = *req.Compensation
+		}
+		req.Compensation = &comp
+	}
+	e, err := newEffect(tx, &sess, req, args, sig, nil, now)
+	if err != nil {
+		return res, err
+	}
+	if err := tx.SetSignatureOwner(sig, e.ID); err != nil {
+		return res, err
+	}
+	switch req.Tier {
+	case sm.Compensable:
+		u := model.UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
+			Compensation: *e.Compensation, CreatedAt: now, UpdatedAt: now}
+		if err := tx.PutUndo(&u); err != nil {
+			return res, err
+		}
+	case sm.Irreversible:
+		a := model.Approval{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, Args: e.Args, Reason: req.Reason,
+			ApprovalRound: model.ApprovalRound{RequestedAt: now, Outcome: model.ApprovalPending}}
+		if req.ApprovalTimeout > 0 {
+			exp := now.Add(req.ApprovalTimeout)
+			a.ExpiresAt = &exp
+		}
+		if err := tx.PutApproval(&a); err != nil {
+			return res, err
+		}
+		if err := tx.OpenRequest(e.ID, sess.ID, a.ExpiresAt); err != nil {
+			return res, err
+		}
+		sess.PendingApprovals++
+		if sess.State == sm.SessionActive {
+			if err := setSessionState(tx, &sess, sm.SessionAwaitingApproval, model.Change{Actor: req.Actor}, now); err != nil {
+				return res, err
+			}
+		}
+	}
+	if req.Start && e.Tier == sm.Compensable {
+		// The effect and its state index are written once, as executing; its
+		// history holds both records, pending and then executing.
+		if err := applyTransition(tx, &sess, &e, true, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+			return res, err
+		}
+	} else if err := tx.PutEffect(&e, ""); err != nil {
+		return res, err
+	}
+	res.Outcome, res.Effect = model.OutcomeNew, e
+	return res, tx.PutSession(&sess)
+}
+
+func notAccepting(sess *model.Session) error {
+	return fmt.Errorf("%w: session %q is %s and accepts no new effects", model.ErrSessionNotActive, sess.ID, sess.State)
+}
+
+// putAnd saves the session (expired approvals may have changed it) and then
+// reports err, keeping what was written: an error alone would undo it.
+func putAnd(tx storage.WriteTx, sess *model.Session, err error) error {
+	if perr := tx.PutSession(sess); perr != nil {
+		return perr
+	}
+	return storage.KeepWrites(err)
+}
+
+// newEffect writes a pending effect (a replay of effect replayOf, if not
+// nil) with its first history record and the session, tool and tier index
+// entries; the caller adds the rest and puts it.
+func newEffect(tx storage.WriteTx, sess *model.Session, req InterceptRequest, args []byte, sig string, replayOf *uint64, now time.Time) (model.Effect, error) {
+	id, err := tx.NextEffectID()
+	if err != nil {
+		return model.Effect{}, err
+	}
+	e := model.Effect{ID: id, Session: sess.ID, Tool: req.Tool, Tier: req.Tier, State: sm.Pending,
+		CallSignature: sig, Args: args, Key: req.Key, Redact: req.Redact, ReplayOf: replayOf,
+		Compensation: req.Compensation, CreatedAt: now, UpdatedAt: now}
+	if err := appendEffectHistory(tx, &e, model.HistoryRecord{Kind: model.KindEffect, To: string(sm.Pending),
+		Trigger: "Intercept", Actor: actorOr(req.Actor), Reason: req.Reason, At: now}); err != nil {
+		return model.Effect{}, err
+	}
+	countMove(sess, "", sm.Pending)
+	sess.Effects++
+	sess.UpdatedAt = now
+	return e, nil
+}
+
+// repeat resolves a call whose signature already has an owner effect.
+func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
+	now time.Time, refuse func(error) error) error {
+	owner, err := tx.Effect(ownerID)
+	if err != nil {
+		return err
+	}
+	res.Effect = owner
+	if owner.State == sm.Rejected {
+		res.Outcome = model.OutcomeRejected // the answer stands; nobody is asked twice
+		return storage.ErrNothingToWrite
+	}
+	if !sess.State.AcceptsEffects() {
+		return refuse(notAccepting(sess))
+	}
+	switch owner.State {
+	case sm.Committed:
+		// A cached result is served only from an effect that passes its check.
+		if err := checkEffectTx(tx, &owner); err != nil {
+			return err
+		}
+		ownerID := owner.ID
+		rep, err := newEffect(tx, sess, InterceptRequest{Tool: owner.Tool, Tier: owner.Tier, Key: req.Key,
+			Actor: req.Actor, Reason: req.Reason}, args, owner.CallSignature, &ownerID, now)
+		if err != nil {
+			return err
+		}
+		rep.Result = owner.Result
+		if err := moveEffect(tx, sess, &rep, true, sm.Replayed, model.HistoryRecord{Actor: actorOr(req.Actor),
+			Reason: fmt.Sprintf("replay of effect %d", owner.ID), At: now}); err != nil {
+			return err
+		}
+		owner.ReplayCount++
+		owner.LastReplayedAt = &now
+		if err := tx.PutEffect(&owner, owner.State); err != nil {
+			return err
+		}
+		res.Outcome, res.Effect = model.OutcomeReplayed, rep
+	case sm.Pending:
+		res.Outcome = model.OutcomeRetry
+		if owner.Tier == sm.Irreversible {
+			// It awaits a decision: each execution needs its own. A log
+			// written before kept the approval of a failed run: ask again.
+			res.Outcome = model.OutcomeInProgress
+			a, err := tx.Approval(owner.ID)
+			if err != nil {
+				return err
+			}
+			if a == nil || a.Outcome == model.ApprovalPending || a.Outcome == model.ApprovalClosed {
+				return storage.ErrNothingToWrite
+			}
+			if err := reopenApproval(tx, sess, owner.ID, model.Change{Actor: req.Actor}, now); err != nil {
+				return err
+			}
+			return tx.PutSession(sess)
+		}
+		if req.Start {
+			if err := applyTransition(tx, sess, &owner, false, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+				return err
+			}
+			res.Effect = owner
+			return tx.PutSession(sess)
+		}
+	case sm.Executing, sm.Approved:
+		res.Outcome = model.OutcomeInProgress
+	default:
+		return refuse(fmt.Errorf("%w: effect %d for this call is %s; give the call a new --key to run it again",
+			model.ErrConflict, owner.ID, owner.State))
+	}
+	if res.Outcome == model.OutcomeReplayed {
+		return tx.PutSession(sess)
+	}
+	return storage.ErrNothingToWrite // retry and in progress only read
+}

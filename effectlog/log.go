@@ -1,0 +1,114 @@
+// Package effectlog owns the effect log's rules: what an intercepted call
+// becomes (new, replayed, retried, in progress, rejected), every move of an
+// effect, its session, its approval request and its undo entry, the hash
+// chain of their history, and the semantic half of verify. It writes them
+// once, over the narrow interface of package storage, so every engine (a
+// bbolt file, a shared database) keeps the same rules; the conformance
+// suite proves it.
+package effectlog
+
+import (
+	"context"
+	"time"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+)
+
+// Log is the effect log's whole API. New makes one over any storage engine.
+type Log interface {
+	CreateSession(ctx context.Context, req NewSession) (model.Session, error)
+	GetSession(ctx context.Context, id string) (model.Session, error)
+	ListSessions(ctx context.Context, f SessionFilter) ([]model.Session, uint64, error)
+	SetSessionState(ctx context.Context, id string, to sm.SessionState, c model.Change) (model.Session, error)
+	SessionHistory(ctx context.Context, id string) ([]model.HistoryRecord, error)
+	SetUpstream(ctx context.Context, id string, upstream []string) (model.Session, error)
+	VerifySession(ctx context.Context, id string) (model.Session, error)
+
+	Intercept(ctx context.Context, req InterceptRequest) (InterceptResult, error)
+	InterceptMany(ctx context.Context, reqs []InterceptRequest) ([]InterceptResult, error)
+	Transition(ctx context.Context, id uint64, to sm.State, c model.Change) (model.Effect, error)
+	Start(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	Commit(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	Fail(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	Approve(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	Reject(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	UndoStep(ctx context.Context, id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error)
+	ExpireApprovals(ctx context.Context, session string) (int, error)
+
+	GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error)
+	ListEffects(ctx context.Context, f EffectFilter) ([]model.Effect, uint64, error)
+	PendingApprovals(ctx context.Context, session string, limit int) ([]PendingApproval, int, error)
+	UndoStack(ctx context.Context, session string, limit int) ([]model.UndoEntry, int, error)
+	UndoEntries(ctx context.Context, session string, ids []uint64) (map[uint64]model.UndoEntry, error)
+	Changes(ctx context.Context, after uint64, limit int) ([]ChangeRecord, uint64, error)
+	LastChange(ctx context.Context) (uint64, error)
+
+	Verify(ctx context.Context) (VerifyReport, error)
+	GC(ctx context.Context, before time.Time, states []sm.SessionState) (GCReport, error)
+	Export(ctx context.Context, session string, fn func(ExportRecord) error) error
+
+	// Close lets the log go once this process's writes to it are done.
+	Close() error
+}
+
+// FileLog is what a log kept in a file can do beyond Log: say where it is,
+// and rewrite itself without its free space. Commands that need it check
+// for it; a log shared in a database has neither.
+type FileLog interface {
+	Log
+	Path() string
+	Compact() (before, after int64, err error)
+}
+
+// Options tune a log's rules.
+type Options struct {
+	// Now returns the current time; nil means time.Now. Tests set it.
+	Now func() time.Time
+}
+
+// Service is the log's rules over one engine.
+type Service struct {
+	engine storage.Engine
+	clock  func() time.Time
+}
+
+// New returns the log kept by engine. A FileLog when the engine keeps its
+// log in a file.
+func New(engine storage.Engine, opts Options) Log {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Service{engine: engine, clock: opts.Now}
+	if f, ok := engine.(storage.File); ok {
+		return &fileLog{s, f}
+	}
+	return s
+}
+
+// fileLog is a Service over an engine that keeps its log in a file.
+type fileLog struct {
+	*Service
+	file storage.File
+}
+
+func (f *fileLog) Path() string                              { return f.file.Path() }
+func (f *fileLog) Compact() (before, after int64, err error) { return f.file.Compact() }
+
+// Engine is the engine the log is kept by.
+func (s *Service) Engine() storage.Engine { return s.engine }
+
+// Close lets the log go once this process's writes to it are done.
+func (s *Service) Close() error { return s.engine.Close() }
+
+func (s *Service) now() time.Time { return s.clock().UTC() }
+
+// view and update run fn in a transaction of the engine.
+func (s *Service) view(ctx context.Context, fn func(tx storage.ReadTx) error) error {
+	return s.engine.View(ctx, fn)
+}
+
+func (s *Service) update(ctx context.Context, fn func(tx storage.WriteTx) error) error {
+	return s.engine.Update(ctx, fn)
+}

@@ -1,0 +1,374 @@
+package effectlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+)
+
+// GetEffect returns an effect with its full history, undo entry and approval.
+func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error) {
+	var out model.EffectDetail
+	found := false
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		d, err := effectDetail(tx, id)
+		out, found = d, err == nil
+		return err
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%w: no effect %d", model.ErrNotFound, id)
+	}
+	return out, err
+}
+
+// effectDetail reads effect id with its history, undo entry and approval.
+func effectDetail(tx storage.ReadTx, id uint64) (model.EffectDetail, error) {
+	e, err := tx.Effect(id)
+	if err != nil {
+		return model.EffectDetail{}, err
+	}
+	return detailOf(tx, e)
+}
+
+// detailOf reads what belongs to effect e, as read in tx.
+func detailOf(tx storage.ReadTx, e model.Effect) (model.EffectDetail, error) {
+	d := model.EffectDetail{Effect: e}
+	var err error
+	if d.History, err = tx.EffectHistory(e.ID, e.Session); err != nil {
+		return d, err
+	}
+	if d.Undo, err = tx.Undo(e.Session, e.ID, &e); err != nil {
+		return d, err
+	}
+	d.Approval, err = tx.Approval(e.ID)
+	return d, err
+}
+
+// SessionHistory returns the session's own transitions.
+func (s *Service) SessionHistory(ctx context.Context, id string) ([]model.HistoryRecord, error) {
+	var out []model.HistoryRecord
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		var err error
+		out, err = tx.SessionHistory(id)
+		return err
+	})
+	return out, err
+}
+
+// EffectFilter selects effects. The most selective index among the filters
+// given is walked (session, tool, state, tier); no filter walks the effects
+// themselves. Results are newest first unless Ascending.
+type EffectFilter struct {
+	Session   string
+	State     sm.State
+	Tier      sm.Tier
+	Tool      string
+	Since     time.Time
+	Limit     int
+	Cursor    uint64 // id of the last effect of the previous page
+	Ascending bool
+}
+
+// ListEffects returns the effects matching f and the cursor of the next page
+// (0 when there is none).
+func (s *Service) ListEffects(ctx context.Context, f EffectFilter) ([]model.Effect, uint64, error) {
+	var out []model.Effect
+	var next uint64
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		out, next = out[:0], 0
+		ix, name := storage.AllEffects, ""
+		switch {
+		case f.Session != "":
+			ix, name = storage.BySession, f.Session
+		case f.Tool != "":
+			ix, name = storage.ByTool, f.Tool
+		case f.State != "":
+			ix, name = storage.ByState, string(f.State)
+		case f.Tier != "":
+			ix, name = storage.ByTier, string(f.Tier)
+		}
+		return tx.Effects(ix, name, f.Ascending, f.Cursor, func(id uint64) (bool, error) {
+			e, err := tx.Effect(id)
+			if err != nil {
+				return false, err
+			}
+			if !f.Since.IsZero() && e.CreatedAt.Before(f.Since) {
+				// Ids grow with time: going back, nothing older follows.
+				return f.Ascending, nil
+			}
+			if (f.Session != "" && e.Session != f.Session) || (f.Tool != "" && e.Tool != f.Tool) ||
+				(f.State != "" && e.State != f.State) || (f.Tier != "" && e.Tier != f.Tier) {
+				return true, nil
+			}
+			if f.Limit > 0 && len(out) == f.Limit {
+				next = out[len(out)-1].ID
+				return false, nil
+			}
+			out = append(out, e)
+			return true, nil
+		})
+	})
+	return out, next, err
+}
+
+// PendingApproval is a request awaiting a decision, with its effect.
+type PendingApproval struct {
+	model.Approval
+	Effect model.Effect `json:"effect"`
+}
+
+// PendingApprovals returns up to limit (0: all) approval requests awaiting a
+// decision, oldest first, and how many are waiting in all. Only the requests
+// returned are read with their effects; the rest are only counted. Expired
+// requests are not waiting: they are left out (and rejected as timed out by
+// the next write that touches their session).
+func (s *Service) PendingApprovals(ctx context.Context, session string, limit int) ([]PendingApproval, int, error) {
+	var out []PendingApproval
+	var waiting int
+	now := s.now()
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		out, waiting = out[:0], 0
+		return tx.OpenRequests(session, func(r storage.OpenRequest) (bool, error) {
+			full := limit > 0 && len(out) == limit
+			if full && r.Known && r.Session != "" {
+				if !expiredAt(r.Expires, now) {
+					waiting++ // counted from the index alone
+				}
+				return true, nil
+			}
+			a, err := tx.Approval(r.EffectID)
+			if err != nil {
+				return false, err
+			}
+			if a == nil || (session != "" && a.Session != session) || (a.ExpiresAt != nil && expiredAt(*a.ExpiresAt, now)) {
+				return true, nil
+			}
+			waiting++
+			if full {
+				return true, nil
+			}
+			e, err := tx.Effect(r.EffectID)
+			if err != nil {
+				return false, err
+			}
+			out = append(out, PendingApproval{Approval: *a, Effect: e})
+			return true, nil
+		})
+	})
+	return out, waiting, err
+}
+
+// UndoStack returns up to limit (0: all) of the session's undo entries, last
+// in first out, and how many entries the session has.
+func (s *Service) UndoStack(ctx context.Context, session string, limit int) ([]model.UndoEntry, int, error) {
+	var out []model.UndoEntry
+	var total int
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		out, total = out[:0], 0
+		return tx.Effects(storage.WithUndo, session, false, 0, func(id uint64) (bool, error) {
+			total++
+			if limit > 0 && len(out) == limit {
+				return true, nil // count the rest without reading them
+			}
+			u, err := tx.Undo(session, id, nil)
+			if err != nil || u == nil {
+				return false, err
+			}
+			out = append(out, *u)
+			return true, nil
+		})
+	})
+	return out, total, err
+}
+
+// ChangeRecord is one history record in the order the log recorded it.
+type ChangeRecord struct {
+	Position uint64              `json:"position"`
+	Record   model.HistoryRecord `json:"record"`
+}
+
+// Changes returns up to limit history records (effects and sessions) recorded
+// after position `after`, oldest first, and the position of the newest one.
+// Followers poll it.
+func (s *Service) Changes(ctx context.Context, after uint64, limit int) ([]ChangeRecord, uint64, error) {
+	var out []ChangeRecord
+	last := after
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		out, last = out[:0], after
+		return tx.Changes(after, func(pos uint64, r model.HistoryRecord) (bool, error) {
+			if limit > 0 && len(out) == limit {
+				return false, nil
+			}
+			last = pos
+			out = append(out, ChangeRecord{Position: pos, Record: r})
+			return true, nil
+		})
+	})
+	return out, last, err
+}
+
+// LastChange is the position of the newest history record: a cheap way for a
+// viewer to tell whether anything changed since it last looked.
+func (s *Service) LastChange(ctx context.Context) (uint64, error) {
+	var last uint64
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		var err error
+		last, err = tx.LastChange()
+		return err
+	})
+	return last, err
+}
+
+// ExportRecord is one line of an export: what kind of record, and the record.
+type ExportRecord struct {
+	Type   string `json:"type"` // meta, session, session_history, effect, history, undo, approval
+	Record any    `json:"record"`
+}
+
+// ExportPage bounds how many effects an export reads in one transaction.
+const ExportPage = 256
+
+// Export calls fn with every record of the log (or of one session), in an
+// order that rebuilds it: meta, then per session its record and history, its
+// effects each followed by their history, undo entry and approval. It reads
+// in pages, each in a transaction of its own, and calls fn between them:
+// a reader writing to a slow consumer (a pipe to less) never holds the log
+// while it waits. A session's record and history are read with its first
+// page of effects; a session gone (gc) between its pages ends early.
+func (s *Service) Export(ctx context.Context, session string, fn func(ExportRecord) error) error {
+	var page []ExportRecord
+	emit := func(r ExportRecord) { page = append(page, r) }
+	flush := func() error {
+		for _, r := range page {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		page = page[:0]
+		return nil
+	}
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		page = page[:0]
+		emit(ExportRecord{Type: "meta", Record: map[string]any{"schema_version": tx.SchemaVersion()}})
+		if session != "" {
+			_, err := tx.Session(session)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if session != "" {
+		return s.exportSession(ctx, session, emit, flush)
+	}
+	for seq := uint64(0); ; {
+		var ids []string
+		err := s.view(ctx, func(tx storage.ReadTx) error {
+			ids = ids[:0]
+			return tx.Sessions(true, seq, func(at uint64, id string) (bool, error) {
+				if len(ids) == ExportPage {
+					return false, nil
+				}
+				ids, seq = append(ids, id), at
+				return true, nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return flush()
+		}
+		for _, id := range ids {
+			if err := s.exportSession(ctx, id, emit, flush); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// exportSession emits session id's records, a page at a time, flushing
+// each page once its transaction has ended.
+func (s *Service) exportSession(ctx context.Context, id string, emit func(ExportRecord), flush func() error) error {
+	for cursor, first := uint64(0), true; ; first = false {
+		more := false
+		err := s.view(ctx, func(tx storage.ReadTx) error {
+			if first {
+				sess, err := tx.Session(id)
+				if errors.Is(err, model.ErrNotFound) {
+					return nil // dropped since it was listed
+				} else if err != nil {
+					return err
+				}
+				emit(ExportRecord{Type: "session", Record: sess})
+				hist, err := tx.SessionHistory(id)
+				if err != nil {
+					return err
+				}
+				for _, r := range hist {
+					emit(ExportRecord{Type: "session_history", Record: r})
+				}
+			}
+			n := 0
+			return tx.Effects(storage.BySession, id, true, cursor, func(eid uint64) (bool, error) {
+				if n == ExportPage {
+					more = true
+					return false, nil
+				}
+				n, cursor = n+1, eid
+				return true, exportEffect(tx, eid, emit)
+			})
+		})
+		if err != nil {
+			return err
+		}
+		if err := flush(); err != nil || !more {
+			return err
+		}
+	}
+}
+
+// exportEffect emits effect id with its history, undo entry and approval.
+func exportEffect(tx storage.ReadTx, id uint64, emit func(ExportRecord)) error {
+	d, err := effectDetail(tx, id)
+	if err != nil {
+		return err
+	}
+	emit(ExportRecord{Type: "effect", Record: d.Effect})
+	for _, r := range d.History {
+		emit(ExportRecord{Type: "history", Record: r})
+	}
+	if d.Undo != nil {
+		emit(ExportRecord{Type: "undo", Record: d.Undo})
+	}
+	if d.Approval != nil {
+		emit(ExportRecord{Type: "approval", Record: d.Approval})
+	}
+	return nil
+}
+
+// UndoEntries returns the undo entries of the given effects of a session
+// (those that have one), for views that show a page of effects.
+func (s *Service) UndoEntries(ctx context.Context, session string, ids []uint64) (map[uint64]model.UndoEntry, error) {
+	out := map[uint64]model.UndoEntry{}
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		clear(out)
+		for _, id := range ids {
+			u, err := tx.Undo(session, id, nil)
+			if err != nil {
+				return err
+			}
+			if u != nil {
+				out[id] = *u
+			}
+		}
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,181 @@
+package effectlog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+)
+
+// NewSession describes a session to create.
+type NewSession struct {
+	ID       string // empty: generated
+	Meta     map[string]string
+	Upstream []string
+	Actor    string
+}
+
+// CreateSession creates an active session. A taken id is ErrConflict.
+func (s *Service) CreateSession(ctx context.Context, req NewSession) (model.Session, error) {
+	if req.ID == "" {
+		req.ID = model.NewSessionID(s.now())
+	}
+	if err := model.ValidSessionID(req.ID); err != nil {
+		return model.Session{}, err
+	}
+	var out model.Session
+	err := s.update(ctx, func(tx storage.WriteTx) error {
+		if _, err := tx.Session(req.ID); err == nil {
+			return fmt.Errorf("%w: session %q already exists", model.ErrConflict, req.ID)
+		} else if !errors.Is(err, model.ErrNotFound) {
+			return err
+		}
+		var err error
+		out, err = createSession(tx, req, s.now())
+		return err
+	})
+	return out, err
+}
+
+func createSession(tx storage.WriteTx, req NewSession, now time.Time) (model.Session, error) {
+	seq, err := tx.NextSessionSeq()
+	if err != nil {
+		return model.Session{}, err
+	}
+	sess := model.Session{ID: req.ID, State: sm.SessionActive, Meta: req.Meta,
+		CreatedAt: now, UpdatedAt: now, Counts: map[sm.State]int{}, Seq: seq}
+	if sess.Meta == nil {
+		sess.Meta = map[string]string{}
+	}
+	if err := appendSessionHistory(tx, &sess, model.HistoryRecord{To: string(sm.SessionActive),
+		Trigger: "Session created", Actor: actorOr(req.Actor), At: now}); err != nil {
+		return model.Session{}, err
+	}
+	if len(req.Upstream) > 0 {
+		if err := recordUpstream(tx, &sess, req.Upstream, req.Actor, now); err != nil {
+			return model.Session{}, err
+		}
+	}
+	return sess, tx.InsertSession(&sess)
+}
+
+// GetSession returns one session.
+func (s *Service) GetSession(ctx context.Context, id string) (model.Session, error) {
+	var out model.Session
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		var err error
+		out, err = tx.Session(id)
+		return err
+	})
+	if err == nil && out.ID == "" {
+		err = fmt.Errorf("%w: no session %q", model.ErrNotFound, id)
+	}
+	return out, err
+}
+
+// SessionFilter selects sessions, newest first.
+type SessionFilter struct {
+	State  sm.SessionState
+	Since  time.Time
+	Limit  int
+	Cursor uint64 // Seq of the last session of the previous page
+}
+
+// ListSessions returns sessions newest first and the cursor of the next page
+// (0 when there is none).
+func (s *Service) ListSessions(ctx context.Context, f SessionFilter) ([]model.Session, uint64, error) {
+	var out []model.Session
+	var next uint64
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		return tx.Sessions(false, f.Cursor, func(_ uint64, id string) (bool, error) {
+			sess, err := tx.Session(id)
+			if err != nil {
+				return false, err
+			}
+			if !f.Since.IsZero() && sess.CreatedAt.Before(f.Since) {
+				return false, nil
+			}
+			if f.State != "" && sess.State != f.State {
+				return true, nil
+			}
+			if f.Limit > 0 && len(out) == f.Limit {
+				next = out[len(out)-1].Seq
+				return false, nil
+			}
+			out = append(out, sess)
+			return true, nil
+		})
+	})
+	return out, next, err
+}
+
+// SetSessionState moves a session through the session table (complete, fail,
+// halt, compensating, compensated) and records who and why.
+func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionState, c model.Change) (model.Session, error) {
+	var out model.Session
+	err := s.update(ctx, func(tx storage.WriteTx) error {
+		sess, err := tx.Session(id)
+		if err != nil {
+			return err
+		}
+		if err := setSessionState(tx, &sess, to, c, s.now()); err != nil {
+			return err
+		}
+		out = sess
+		return tx.PutSession(&sess)
+	})
+	return out, err
+}
+
+// SetUpstream records the MCP server command a proxy session runs behind, so
+// that undo can start it again. The session's history states it (undo starts
+// only the command its history covers); an upstream it states already
+// writes nothing.
+func (s *Service) SetUpstream(ctx context.Context, id string, upstream []string) (model.Session, error) {
+	var out model.Session
+	err := s.update(ctx, func(tx storage.WriteTx) error {
+		sess, err := tx.Session(id)
+		if err != nil {
+			return err
+		}
+		out = sess
+		hist, err := tx.SessionHistory(id)
+		if err != nil {
+			return err
+		}
+		if stated, ok, err := statedUpstream(hist); err == nil && ok && slices.Equal(stated, upstream) && slices.Equal(sess.Upstream, upstream) {
+			return storage.ErrNothingToWrite
+		}
+		if err := recordUpstream(tx, &sess, upstream, "", s.now()); err != nil {
+			return err
+		}
+		out = sess
+		return tx.PutSession(&sess)
+	})
+	return out, err
+}
+
+// VerifySession reads a session and checks it against its history, in one
+// transaction (see CheckSession): undo starts the upstream and moves the
+// session only of one that passes.
+func (s *Service) VerifySession(ctx context.Context, id string) (model.Session, error) {
+	var out model.Session
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		sess, err := tx.Session(id)
+		if err != nil {
+			return err
+		}
+		hist, err := tx.SessionHistory(id)
+		if err != nil {
+			return err
+		}
+		out = sess
+		return CheckSession(sess, hist)
+	})
+	return out, err
+}

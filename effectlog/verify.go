@@ -1,0 +1,371 @@
+package effectlog
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+)
+
+// VerifyReport sums up a verification.
+type VerifyReport struct {
+	Sessions int             `json:"sessions"`
+	Effects  int             `json:"effects"`
+	Records  int             `json:"history_records"`
+	Problems []model.Problem `json:"problems"`
+}
+
+// Verify walks the whole log: every record, every hash chain,
+// every index entry against its record (both ways), signature uniqueness, the
+// per-session counts, and that each effect's state equals its last history
+// record. It reports every problem it finds; it changes nothing.
+func (s *Service) Verify(ctx context.Context) (VerifyReport, error) {
+	var rep VerifyReport
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		rep = VerifyReport{Problems: []model.Problem{}}
+		v := verifier{tx: tx, rep: &rep, effects: map[uint64]*model.Effect{}, sessions: map[string]*model.Session{}}
+		return v.run()
+	})
+	return rep, err
+}
+
+// verifier is verify's semantic half: what the records say, against each
+// other and their histories. The engine checks its own indexes.
+type verifier struct {
+	tx       storage.ReadTx
+	rep      *VerifyReport
+	effects  map[uint64]*model.Effect
+	sessions map[string]*model.Session
+}
+
+func (v *verifier) add(kind string, effect uint64, session, format string, args ...any) {
+	v.problem(model.Problem{Kind: kind, Effect: effect, Session: session, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (v *verifier) problem(p model.Problem) { v.rep.Problems = append(v.rep.Problems, p) }
+
+func (v *verifier) run() error {
+	var sessions []*model.Session
+	var effects []*model.Effect
+	err := v.tx.Records(func(sess model.Session) {
+		v.sessions[sess.ID] = &sess
+		sessions = append(sessions, &sess)
+	}, func(e model.Effect) {
+		v.effects[e.ID] = &e
+		effects = append(effects, &e)
+	}, v.problem)
+	if err != nil {
+		return err
+	}
+	// Sessions and their own history chains.
+	for _, sess := range sessions {
+		v.rep.Sessions++
+		hist, err := v.tx.SessionHistory(sess.ID)
+		if err != nil {
+			v.add("history", 0, sess.ID, "%v", err)
+			continue
+		}
+		problems, read := sessionProblems(sess, hist)
+		v.rep.Records += read
+		v.rep.Problems = append(v.rep.Problems, problems...)
+	}
+	// Effects, their history chains and the state they claim.
+	counts := map[string]map[sm.State]int{}
+	for _, e := range effects {
+		v.rep.Effects++
+		if counts[e.Session] == nil {
+			counts[e.Session] = map[sm.State]int{}
+		}
+		counts[e.Session][e.State]++
+		if v.sessions[e.Session] == nil {
+			v.add("reference", e.ID, "", "belongs to missing session %q", e.Session)
+		}
+		u, _ := v.tx.Undo(e.Session, e.ID, e)
+		a, _ := v.tx.Approval(e.ID)
+		v.undoAndApproval(e, u, a)
+		hist, err := v.tx.EffectHistory(e.ID, e.Session)
+		if err != nil {
+			v.add("history", e.ID, "", "%v", err)
+			continue
+		}
+		problems, read := effectProblems(e, hist, u, a)
+		v.rep.Records += read
+		v.rep.Problems = append(v.rep.Problems, problems...)
+	}
+	for id, sess := range v.sessions {
+		total := 0
+		for st, n := range counts[id] {
+			total += n
+			if sess.Counts[st] != n {
+				v.add("count", 0, id, "counts %d %s effects, the log holds %d", sess.Counts[st], st, n)
+			}
+		}
+		for st, n := range sess.Counts {
+			if counts[id][st] == 0 && n != 0 {
+				v.add("count", 0, id, "counts %d %s effects, the log holds 0", n, st)
+			}
+		}
+		if sess.Effects != total {
+			v.add("count", 0, id, "counts %d effects, the log holds %d", sess.Effects, total)
+		}
+	}
+	v.signatures(effects)
+	return v.tx.CheckIndexes(v.sessions, v.effects, v.problem)
+}
+
+// signatures checks that each call signature has one owner and that each
+// replay names an owner of its signature.
+func (v *verifier) signatures(effects []*model.Effect) {
+	owners := map[string]uint64{}
+	for _, e := range effects {
+		if e.ReplayOf != nil {
+			if o := v.effects[*e.ReplayOf]; o == nil || o.CallSignature != e.CallSignature {
+				v.add("reference", e.ID, "", "replay_of %d is missing or has another signature", *e.ReplayOf)
+			}
+			continue
+		}
+		if other, dup := owners[e.CallSignature]; dup {
+			v.add("signature", e.ID, "", "signature %.16s is also owned by effect %d", e.CallSignature, other)
+		}
+		owners[e.CallSignature] = e.ID
+	}
+}
+
+// checkChain checks the sequence numbers and hashes of one history (of
+// effect e, or of session s), and its pinned end, and returns what it found
+// and how many records it read. The records that carry model.HashWithContent are
+// checked against what the effect says now, as it was at each record (see
+// contentPoint), or against what the session says (see sessionContent).
+func checkChain(hist []model.HistoryRecord, wantLen uint32, wantHead string, e *model.Effect, s *model.Session) (problems []string, read int) {
+	prev := ""
+	// Most records of an effect cover the same point: its digest is taken
+	// once per point.
+	var point, contentOf contentPoint
+	content, have := "", false
+	var covering []string // records with content whose hash fails
+	for i, r := range hist {
+		read++
+		if r.Seq != uint32(i+1) {
+			return append(problems, fmt.Sprintf("record %d has sequence %d: a record is missing", i+1, r.Seq)), read
+		}
+		if r.PrevHash != prev {
+			problems = append(problems, fmt.Sprintf("record %d does not chain to record %d", r.Seq, r.Seq-1))
+		}
+		point = point.after(&r)
+		switch {
+		case r.HashVersion != model.HashWithContent:
+		case e != nil && (!have || point != contentOf):
+			content, contentOf, have = effectContent(e, point), point, true
+		case s != nil && !have:
+			content, have = sessionContent(s), true
+		}
+		if got := recordHash(&r, content); got != r.Hash {
+			if r.HashVersion == model.HashWithContent {
+				covering = append(covering, strconv.FormatUint(uint64(r.Seq), 10))
+			} else {
+				problems = append(problems, fmt.Sprintf("record %d was altered (hash mismatch)", r.Seq))
+			}
+		}
+		prev = r.Hash
+	}
+	// One edit of what the effect says fails every record that covers it.
+	if len(covering) > 0 {
+		which := "record " + covering[0] + " was"
+		if len(covering) > 1 {
+			which = "records " + strings.Join(covering, ", ") + " were"
+		}
+		what := "the effect says (args, result, error, compensation)"
+		if s != nil {
+			what = "the session says (meta)"
+		}
+		problems = append(problems, which+" altered, or what "+what+" was (hash mismatch)")
+	}
+	if uint32(len(hist)) != wantLen || prev != wantHead {
+		problems = append(problems, fmt.Sprintf("history has %d records ending %.12s; the record pins %d ending %.12s", len(hist), prev, wantLen, wantHead))
+	}
+	// The error is the one its records carry (which their hashes cover).
+	if n := len(hist); e != nil && n > 0 && hist[n-1].HashVersion == model.HashWithContent && e.Error != point.err {
+		problems = append(problems, fmt.Sprintf("the effect's error was altered: its history records %q", point.err))
+	}
+	return problems, read
+}
+
+// signatureProblem says what is wrong with the effect's call signature
+// given its stored args, or "". Args stored redacted give no signature to
+// compare (it was taken before redaction); their records cover them.
+func signatureProblem(e *model.Effect) string {
+	args, err := model.CanonicalArgs(e.Args)
+	if err != nil {
+		return "stored args are not valid JSON"
+	}
+	if model.Signature(e.Session, e.Tool, args, e.Key) != e.CallSignature && len(e.Redact) == 0 {
+		return "call signature does not match its args"
+	}
+	return ""
+}
+
+// undoProblem says how an undo entry disagrees with its effect, or "". An
+// entry that holds its own compensation (JSON entries of older logs) must
+// hold the effect's, which the effect's history covers.
+func undoProblem(e *model.Effect, u *model.UndoEntry) string {
+	if e.Compensation == nil {
+		return "" // an older log's effect that kept no compensation: the entry's stands alone
+	}
+	if u.Tool != e.Tool || !sameCompensation(e.Compensation, &u.Compensation) {
+		return "undo entry's compensation differs from the effect's"
+	}
+	return ""
+}
+
+// sameCompensation compares two compensations field by field; a nil JSON
+// value differs from an empty one.
+func sameCompensation(a, b *model.Compensation) bool {
+	sameRaw := func(x, y []byte) bool { return (x == nil) == (y == nil) && bytes.Equal(x, y) }
+	return a.Kind == b.Kind && slices.Equal(a.Argv, b.Argv) && a.Dir == b.Dir && a.Tool == b.Tool &&
+		sameRaw(a.Args, b.Args) && sameRaw(a.Capture, b.Capture) && a.Note == b.Note &&
+		a.MaxRetries == b.MaxRetries && a.InitialBackoffMS == b.InitialBackoffMS
+}
+
+// effectProblems is every check of one effect against its own records,
+// written once for verify and CheckEffect: its history chain and what the
+// history covers of it, the states its history leaves it and its undo entry
+// u in, its signature against its args, and its undo entry's compensation
+// and its approval request a against it. It returns how many records it read.
+func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEntry, a *model.Approval) (problems []model.Problem, read int) {
+	add := func(kind, format string, args ...any) {
+		problems = append(problems, model.Problem{Kind: kind, Effect: e.ID, Detail: fmt.Sprintf(format, args...)})
+	}
+	chain, read := checkChain(hist, e.HistoryLen, e.HistoryHead, e, nil)
+	for _, p := range chain {
+		add("history", "%s", p)
+	}
+	state, entry := "", string(sm.EntryPending) // an entry no record moved is pending
+	for _, r := range hist {
+		switch r.Kind {
+		case model.KindEffect:
+			if r.From != state {
+				add("history", "record %d moves from %q but the effect was %q", r.Seq, r.From, state)
+			}
+			if state == "" {
+				if r.To != string(sm.Pending) {
+					add("history", "first record enters %q, not pending", r.To)
+				}
+			} else if _, err := sm.Validate(e.Tier, sm.State(r.From), sm.State(r.To)); err != nil {
+				add("history", "record %d: %v", r.Seq, err)
+			}
+			state = r.To
+		case model.KindUndo:
+			if r.From != entry {
+				add("history", "undo record %d moves from %q but the entry was %q", r.Seq, r.From, entry)
+			}
+			entry = r.To
+		default:
+			add("history", "record %d has unknown kind %q", r.Seq, r.Kind)
+		}
+	}
+	if state != string(e.State) {
+		add("state", "state is %s but the last history record says %q", e.State, state)
+	}
+	if u != nil && string(u.State) != entry {
+		add("state", "undo entry is %s but its history says %s", u.State, entry)
+	}
+	if p := signatureProblem(e); p != "" {
+		add("signature", "%s", p)
+	}
+	if u != nil {
+		if p := undoProblem(e, u); p != "" {
+			add("undo", "%s", p)
+		}
+	}
+	if a != nil {
+		// An approver is shown the request: it must say what the effect does,
+		// and why, as its first record (which its hash covers) says.
+		if a.Session != e.Session || a.Tool != e.Tool || !bytes.Equal(a.Args, e.Args) {
+			add("approval", "the request's session, tool or args differ from the effect's")
+		}
+		if len(hist) > 0 && a.Reason != hist[0].Reason {
+			add("approval", "the request's reason differs from the effect's history: %q", hist[0].Reason)
+		}
+	}
+	return problems, read
+}
+
+// CheckEffect checks one effect as read (GetEffect) against its own records
+// (see effectProblems). Whatever fails is ErrCorrupt naming the effect: a
+// compensation or a cached result is used only from an effect that passes.
+func CheckEffect(d model.EffectDetail) error {
+	problems, _ := effectProblems(&d.Effect, d.History, d.Undo, d.Approval)
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: effect %d fails its check, damaged or tampered (%s); run undolog verify",
+		model.ErrCorrupt, d.Effect.ID, problems[0].Detail)
+}
+
+// checkEffectTx is CheckEffect inside a transaction, for effect e as read
+// there.
+func checkEffectTx(tx storage.ReadTx, e *model.Effect) error {
+	d, err := detailOf(tx, *e)
+	if err != nil {
+		return err
+	}
+	return CheckEffect(d)
+}
+
+// sessionProblems is every check of one session against its own history,
+// written once for verify and CheckSession: the chain and what it covers of
+// the session (its meta), the state it leaves the session in, and the
+// upstream it states.
+func sessionProblems(s *model.Session, hist []model.HistoryRecord) (problems []model.Problem, read int) {
+	add := func(kind, format string, args ...any) {
+		problems = append(problems, model.Problem{Kind: kind, Session: s.ID, Detail: fmt.Sprintf(format, args...)})
+	}
+	chain, read := checkChain(hist, s.HistoryLen, s.HistoryHead, nil, s)
+	for _, p := range chain {
+		add("history", "%s", p)
+	}
+	if n := len(hist); n > 0 && hist[n-1].To != string(s.State) {
+		add("state", "state is %s but the last history record says %s", s.State, hist[n-1].To)
+	}
+	upstream, stated, err := statedUpstream(hist)
+	switch {
+	case err != nil:
+		add("history", "%v", err)
+	case stated && !slices.Equal(upstream, s.Upstream):
+		add("history", "the session's upstream was altered: its history records %q", upstream)
+	}
+	return problems, read
+}
+
+// CheckSession checks a session as read against its history (see
+// sessionProblems): ErrCorrupt naming the session if it fails.
+func CheckSession(s model.Session, hist []model.HistoryRecord) error {
+	problems, _ := sessionProblems(&s, hist)
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: session %s fails its check, damaged or tampered (%s); run undolog verify",
+		model.ErrCorrupt, s.ID, problems[0].Detail)
+}
+
+// undoAndApproval checks that effect e has the undo entry u and approval
+// request a its tier calls for. (What they say is checked against the
+// effect by effectProblems; the engine checks the request's index entry.)
+func (v *verifier) undoAndApproval(e *model.Effect, u *model.UndoEntry, a *model.Approval) {
+	if e.ReplayOf != nil {
+		return
+	}
+	id := e.ID
+	if (e.Tier == sm.Compensable) != (u != nil) {
+		v.add("undo", id, "", "a %s effect with undo entry=%v", e.Tier, u != nil)
+	}
+	if (e.Tier == sm.Irreversible) != (a != nil) {
+		v.add("approval", id, "", "a %s effect with approval request=%v", e.Tier, a != nil)
+	}
+}

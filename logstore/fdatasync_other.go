@@ -1,8 +1,0 @@
-//go:build !linux
-
-package logstore
-
-import "os"
-
-// fdatasync is a full sync where Linux's fdatasync is not at hand.
-func fdatasync(f *os.File) error { return f.Sync() }

@@ -1,0 +1,390 @@
+package boltfile
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"pgregory.net/rapid"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// word draws a token sometimes and any string otherwise.
+func word(t *rapid.T, label string) string {
+	if rapid.Bool().Draw(t, label+"?") {
+		return rapid.SampledFrom(tokens).Draw(t, label)
+	}
+	return rapid.String().Draw(t, label)
+}
+
+func drawHash(t *rapid.T, label string) string {
+	if rapid.Bool().Draw(t, label+"?") {
+		return hex.EncodeToString(rapid.SliceOfN(rapid.Byte(), 32, 32).Draw(t, label))
+	}
+	return rapid.String().Draw(t, label)
+}
+
+func drawTime(t *rapid.T, label string) time.Time {
+	if rapid.Bool().Draw(t, label+"?") {
+		return time.Time{}
+	}
+	return time.Unix(0, rapid.Int64().Draw(t, label))
+}
+
+func drawTimePtr(t *rapid.T, label string) *time.Time {
+	if rapid.Bool().Draw(t, label+"?") {
+		return nil
+	}
+	v := drawTime(t, label)
+	return &v
+}
+
+func drawRaw(t *rapid.T, label string) json.RawMessage {
+	if rapid.Bool().Draw(t, label+"?") {
+		return nil
+	}
+	return json.RawMessage(rapid.SliceOf(rapid.Byte()).Draw(t, label))
+}
+
+func drawStrings(t *rapid.T, label string) []string {
+	l := rapid.SliceOfN(rapid.String(), 0, 4).Draw(t, label)
+	if len(l) == 0 {
+		return nil
+	}
+	return l
+}
+
+func drawCompensation(t *rapid.T) model.Compensation {
+	return model.Compensation{Kind: word(t, "kind"), Argv: drawStrings(t, "argv"), Dir: rapid.String().Draw(t, "dir"),
+		Tool: rapid.String().Draw(t, "ctool"), Args: drawRaw(t, "cargs"), Capture: drawRaw(t, "capture"),
+		Note: rapid.String().Draw(t, "note"), MaxRetries: rapid.Int().Draw(t, "retries"), InitialBackoffMS: rapid.Int().Draw(t, "backoff")}
+}
+
+// TestRecordCodecRoundTrip: every field of every binary record comes back as
+// it went in, whatever its value.
+func TestRecordCodecRoundTrip(t *testing.T) {
+	roundTrip := func(t *rapid.T, in, out any) {
+		data, err := encodeRecord(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data[0] != recordBinary2 {
+			t.Fatalf("%T not stored in binary form", in)
+		}
+		if err := decodeRecord(data, out); err != nil {
+			t.Fatalf("decode: %v", err)
+		}
+		if got := reflect.ValueOf(out).Elem().Interface(); !reflect.DeepEqual(got, reflect.ValueOf(in).Elem().Interface()) {
+			t.Fatalf("round trip changed the record:\n in  %+v\n out %+v", in, got)
+		}
+	}
+	t.Run("effect", rapid.MakeCheck(func(t *rapid.T) {
+		e := &model.Effect{ID: rapid.Uint64().Draw(t, "id"), Session: rapid.String().Draw(t, "session"), Tool: rapid.String().Draw(t, "tool"),
+			Tier: sm.Tier(word(t, "tier")), State: sm.State(word(t, "state")), CallSignature: drawHash(t, "sig"),
+			Args: drawRaw(t, "args"), Result: drawRaw(t, "result"), Error: rapid.String().Draw(t, "error"),
+			ReplayCount: rapid.Int().Draw(t, "replays"), LastReplayedAt: drawTimePtr(t, "replayed"), Key: rapid.String().Draw(t, "key"),
+			Redact: drawStrings(t, "redact"), CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated"),
+			HistoryLen: rapid.Uint32().Draw(t, "hlen"), HistoryHead: drawHash(t, "head")}
+		if rapid.Bool().Draw(t, "replay?") {
+			v := rapid.Uint64().Draw(t, "replay_of")
+			e.ReplayOf = &v
+		}
+		if rapid.Bool().Draw(t, "comp?") {
+			c := drawCompensation(t)
+			e.Compensation = &c
+		}
+		if rapid.Bool().Draw(t, "owner?") {
+			e.Owner = drawOwner(t)
+		}
+		roundTrip(t, e, &model.Effect{ReplayCount: 99})
+	}))
+	t.Run("history", rapid.MakeCheck(func(t *rapid.T) {
+		// The effect id, session and prev_hash are implied by where the record is, not stored.
+		h := &model.HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
+			Actor: word(t, "actor"), Reason: rapid.String().Draw(t, "reason"), Error: rapid.String().Draw(t, "error"),
+			At: drawTime(t, "at"), Hash: drawHash(t, "hash")}
+		if _, raw := rawHash(h.Hash); raw && rapid.Bool().Draw(t, "content?") {
+			h.HashVersion = model.HashWithContent
+		}
+		roundTrip(t, h, &model.HistoryRecord{})
+	}))
+	t.Run("undo", rapid.MakeCheck(func(t *rapid.T) {
+		// The effect id, session, tool and compensation are the effect's, not stored.
+		u := &model.UndoEntry{State: sm.EntryState(word(t, "state")), Attempts: rapid.Int().Draw(t, "attempts"),
+			LastError: rapid.String().Draw(t, "error"), CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated")}
+		if rapid.Bool().Draw(t, "owner?") {
+			u.Owner = drawOwner(t)
+		}
+		roundTrip(t, u, &model.UndoEntry{})
+	}))
+	t.Run("approval", rapid.MakeCheck(func(t *rapid.T) {
+		a := &model.Approval{EffectID: rapid.Uint64().Draw(t, "id"), Session: rapid.String().Draw(t, "session"), Tool: rapid.String().Draw(t, "tool"),
+			Args: drawRaw(t, "args"), Reason: rapid.String().Draw(t, "reason"), ApprovalRound: model.ApprovalRound{RequestedAt: drawTime(t, "requested"),
+				ExpiresAt: drawTimePtr(t, "expires"), Outcome: word(t, "outcome"), DecidedBy: word(t, "by"),
+				DecidedAt: drawTimePtr(t, "decided"), Decision: rapid.String().Draw(t, "decision")}}
+		for i := rapid.IntRange(0, 3).Draw(t, "rounds"); i > 0; i-- {
+			a.Earlier = append(a.Earlier, model.ApprovalRound{RequestedAt: drawTime(t, "r.requested"), ExpiresAt: drawTimePtr(t, "r.expires"),
+				Outcome: word(t, "r.outcome"), DecidedBy: word(t, "r.by"), DecidedAt: drawTimePtr(t, "r.decided"),
+				Decision: rapid.String().Draw(t, "r.decision")})
+		}
+		roundTrip(t, a, &model.Approval{})
+	}))
+	t.Run("session", rapid.MakeCheck(func(t *rapid.T) {
+		s := &model.Session{ID: rapid.String().Draw(t, "id"), State: sm.SessionState(word(t, "state")), Reason: rapid.String().Draw(t, "reason"),
+			CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated"), Effects: rapid.Int().Draw(t, "effects"),
+			PendingApprovals: rapid.Int().Draw(t, "pending"), Upstream: drawStrings(t, "upstream"),
+			HistoryLen: rapid.Uint32().Draw(t, "hlen"), HistoryHead: drawHash(t, "head"), Seq: rapid.Uint64().Draw(t, "seq")}
+		if rapid.Bool().Draw(t, "meta?") {
+			s.Meta = rapid.MapOf(rapid.String(), rapid.String()).Draw(t, "meta")
+		}
+		if rapid.Bool().Draw(t, "counts?") {
+			s.Counts = map[sm.State]int{}
+			for _, st := range rapid.SliceOfN(rapid.SampledFrom(tokens), 0, 5).Draw(t, "counted") {
+				s.Counts[sm.State(st)] = rapid.Int().Draw(t, "count")
+			}
+		}
+		roundTrip(t, s, &model.Session{})
+	}))
+}
+
+// TestRecordCodecReadsJSON: records of logs written before the binary form
+// are JSON and still read.
+func TestRecordCodecReadsJSON(t *testing.T) {
+	var e model.Effect
+	old := `{"id":7,"session":"ci","tool":"deploy","tier":"compensable","state":"committed","args":{"a":1},"created_at":"2026-11-29T10:00:00Z"}`
+	if err := decodeRecord([]byte(old), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.ID != 7 || e.State != sm.Committed || string(e.Args) != `{"a":1}` || e.CreatedAt.Year() != 2026 {
+		t.Fatalf("%+v", e)
+	}
+}
+
+// TestRecordCodecRefusesDamage: truncated, extended or mistyped records are
+// errors, never panics or silent garbage.
+func TestRecordCodecRefusesDamage(t *testing.T) {
+	data, err := encodeRecord(&model.Effect{ID: 1, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Pending,
+		Args: json.RawMessage(`{"a":1}`), CreatedAt: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i < len(data); i++ {
+		var e model.Effect
+		if decodeRecord(data[:i], &e) == nil {
+			t.Fatalf("a record cut to %d of %d bytes decoded", i, len(data))
+		}
+	}
+	var e model.Effect
+	if decodeRecord(append(append([]byte{}, data...), 0), &e) == nil {
+		t.Fatal("a record with a trailing byte decoded")
+	}
+	var h model.HistoryRecord
+	if decodeRecord(data, &h) == nil {
+		t.Fatal("an effect record decoded as a history record")
+	}
+}
+
+// TestJSONRecordsOfOlderLogs: a schema 1 log, whose records are JSON, reads,
+// verifies and moves on as before; its first write moves it to schema 2 (so
+// that older undologs refuse it), new records are binary, and the two forms
+// live side by side.
+func TestJSONRecordsOfOlderLogs(t *testing.T) {
+	s, id := seeded(t) // effect id committed, id+1 waiting for approval
+	before := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
+	tamper(t, s, func(tx *bolt.Tx) error {
+		rewrite := func(bucket []byte, decode func([]byte) (any, error)) error {
+			b := tx.Bucket(bucket)
+			type kv struct{ k, v []byte }
+			var all []kv
+			err := b.ForEach(func(k, v []byte) error {
+				rec, err := decode(v)
+				if err != nil {
+					return err
+				}
+				data, err := json.Marshal(rec)
+				all = append(all, kv{append([]byte{}, k...), data})
+				return err
+			})
+			for _, r := range all {
+				if err == nil {
+					err = b.Put(r.k, r.v)
+				}
+			}
+			return err
+		}
+		decodeAs := func(newRec func() any) func([]byte) (any, error) {
+			return func(v []byte) (any, error) { r := newRec(); return r, decodeRecord(v, r) }
+		}
+		for _, step := range []struct {
+			bucket []byte
+			rec    func() any
+		}{
+			{bEffects, func() any { return &model.Effect{} }}, {bHistory, func() any { return &model.HistoryRecord{} }},
+			{bUndo, func() any { return &model.UndoEntry{} }}, {bApprovals, func() any { return &model.Approval{} }},
+			{bSessions, func() any { return &model.Session{} }},
+		} {
+			if err := rewrite(step.bucket, decodeAs(step.rec)); err != nil {
+				return err
+			}
+		}
+		// Signature keys as hex, as older logs have them.
+		sigs := tx.Bucket(bSignatures)
+		var keys [][]byte
+		sigs.ForEach(func(k, _ []byte) error { keys = append(keys, append([]byte{}, k...)); return nil })
+		for _, k := range keys {
+			v := append([]byte{}, sigs.Get(k)...)
+			if err := sigs.Delete(k); err != nil {
+				return err
+			}
+			if err := sigs.Put([]byte(hex.EncodeToString(k)), v); err != nil {
+				return err
+			}
+		}
+		// Change-feed entries naming the history key, as older logs have them.
+		changes := tx.Bucket(bChanges)
+		var entries [][2][]byte
+		changes.ForEach(func(k, v []byte) error {
+			entries = append(entries, [2][]byte{append([]byte{}, k...), append([]byte{}, v...)})
+			return nil
+		})
+		for _, kv := range entries {
+			if kv[1][0] != changeEffect {
+				continue
+			}
+			bucket, key, err := changeLocation(kv[1])
+			if err != nil || string(bucket) != string(bHistory) {
+				return fmt.Errorf("change %x: %v", kv[0], err)
+			}
+			if err := changes.Put(kv[0], append([]byte{changeEffectKey}, key...)); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bMeta).Put(keySchema, itob(1)); err != nil {
+			return err
+		}
+		if v := tx.Bucket(bEffects).Get(itob(id)); len(v) == 0 || v[0] != '{' {
+			return fmt.Errorf("effect %d not rewritten as JSON: %q", id, v)
+		}
+		return nil
+	})
+	verifyClean(t, s)
+	schema := func() uint64 {
+		var v uint64
+		db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.View(func(tx *bolt.Tx) error { v = btoi(tx.Bucket(bMeta).Get(keySchema)); return nil })
+		return v
+	}
+	if v := schema(); v != 1 {
+		t.Fatalf("reading moved the schema to %d", v)
+	}
+	after := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
+	if after.Effect.CallSignature != before.Effect.CallSignature || len(after.History) != len(before.History) ||
+		after.History[2].Hash != before.History[2].Hash || string(after.Effect.Result) != string(before.Effect.Result) {
+		t.Fatalf("the JSON records read differently:\n before %+v\n after  %+v", before, after)
+	}
+	// The same call replays from the JSON record; the waiting one is approved.
+	if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != model.OutcomeReplayed || res.Effect.ReplayOf == nil || *res.Effect.ReplayOf != id {
+		t.Fatalf("replay of a JSON record: %+v", res)
+	}
+	must[model.Effect](t)(s.Approve(t.Context(), id+1, model.Change{Actor: "alice"}))
+	verifyClean(t, s)
+	if v := schema(); v != SchemaVersion {
+		t.Fatalf("after a write the schema is %d, want %d", v, SchemaVersion)
+	}
+	// The change feed reads old and new entries alike, in order.
+	changes, _, err := s.Changes(t.Context(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var effectRecords int
+	for _, c := range changes {
+		if c.Record.Kind == model.KindEffect && c.Record.EffectID == id {
+			effectRecords++
+		}
+	}
+	if effectRecords != len(after.History) || changes[len(changes)-1].Record.To != string(sm.Approved) {
+		t.Fatalf("change feed: %d records of effect %d (want %d), last %+v", effectRecords, id, len(after.History), changes[len(changes)-1].Record)
+	}
+}
+
+// TestHistoryLinksWithoutStoredPrevHash: binary history records store
+// neither prev_hash nor their effect and session, yet every reader (show, the
+// change feed) sees them.
+func TestHistoryLinksWithoutStoredPrevHash(t *testing.T) {
+	s, id := seeded(t)
+	hist := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)).History
+	if len(hist) != 3 {
+		t.Fatalf("history %+v", hist)
+	}
+	byHash := map[string]string{}
+	for i, r := range hist {
+		if r.EffectID != id || r.Session != "s" {
+			t.Fatalf("record %d: effect %d of session %q, want %d of s", r.Seq, r.EffectID, r.Session, id)
+		}
+		want := ""
+		if i > 0 {
+			want = hist[i-1].Hash
+		}
+		if r.PrevHash != want || r.Hash == "" {
+			t.Fatalf("record %d: prev_hash %q, want %q", r.Seq, r.PrevHash, want)
+		}
+		byHash[r.Hash] = r.PrevHash
+	}
+	changes, _, err := s.Changes(t.Context(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, c := range changes {
+		if prev, ok := byHash[c.Record.Hash]; ok {
+			seen++
+			if c.Record.PrevHash != prev || c.Record.EffectID != id || c.Record.Session != "s" {
+				t.Fatalf("change %d: %+v, want prev_hash %q, effect %d of session s", c.Position, c.Record, prev, id)
+			}
+		}
+	}
+	if seen != 3 {
+		t.Fatalf("the change feed holds %d of the effect's 3 records", seen)
+	}
+}
+
+// TestTokensOnlyGrow pins the token table: records on disk name tokens by
+// index, so an entry may be added at the end but never moved or changed.
+func TestTokensOnlyGrow(t *testing.T) {
+	frozen := []string{
+		"pending", "executing", "committed", "compensating", "compensated", "compensation_failed",
+		"approved", "rejected", "replayed", "safe", "compensable", "irreversible",
+		"effect", "undo", "session", "skipped", "resolved",
+		"active", "awaiting_approval", "completed", "failed", "halted",
+		"command", "mcp", "manual", "timed_out", "unknown", "system:timeout",
+		"Intercept", "Session created", "Intercept → Execute", "Human approves via dashboard",
+		"Human rejects via dashboard", "Intercept → Replay", "Commit RPC", "Fail RPC",
+		"Saga orchestrator on session failure", "Proxy resumes tool call", "Compensation succeeds",
+		"Compensation exhausted retries",
+	}
+	if len(tokens) < len(frozen) || !reflect.DeepEqual(tokens[:len(frozen)], frozen) {
+		t.Fatalf("the token table changed; add new tokens at its end only:\n%q", tokens)
+	}
+	seen := map[string]bool{}
+	for _, tok := range tokens {
+		if seen[tok] {
+			t.Fatalf("token %q is listed twice", tok)
+		}
+		seen[tok] = true
+	}
+}
+
+func drawOwner(t *rapid.T) *model.Owner {
+	return &model.Owner{PID: rapid.Int().Draw(t, "pid"), Host: rapid.String().Draw(t, "host"), StartedAt: drawTime(t, "started"),
+		ProcessStart: rapid.Uint64().Draw(t, "process start")}
+}

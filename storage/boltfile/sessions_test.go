@@ -1,0 +1,57 @@
+package boltfile
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/undolog/undolog/model"
+	"pgregory.net/rapid"
+)
+
+// The rule as first written, kept as the oracle for the hand-written check.
+var sessionIDRule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@+/-]{0,127}$`)
+
+func TestValidSessionID(t *testing.T) {
+	for _, id := range []string{"a", "deploy-117", "sess-20261130-3fa2c1", "ci/run:4@main+x.y_z", strings.Repeat("x", 128)} {
+		if err := model.ValidSessionID(id); err != nil {
+			t.Errorf("%q refused: %v", id, err)
+		}
+	}
+	for _, id := range []string{"", "-lead", ".x", "a b", "é", "a\x00", strings.Repeat("x", 129)} {
+		if model.ValidSessionID(id) == nil {
+			t.Errorf("%q accepted", id)
+		}
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		id := rapid.StringMatching(`[A-Za-z0-9._:@+/ é\-]{0,130}`).Draw(t, "id")
+		if got, want := model.ValidSessionID(id) == nil, sessionIDRule.MatchString(id); got != want {
+			t.Fatalf("%q: valid=%v, the rule says %v", id, got, want)
+		}
+	})
+}
+
+// A refused tool name is refused for what is wrong with it.
+func TestToolNameErrorsSayWhatIsWrong(t *testing.T) {
+	for name, want := range map[string]string{
+		"":                                `tool name "" is empty`,
+		strings.Repeat("x", 257):          "is 257 bytes; at most 256",
+		"send\x1b]0;x\x07":                `holds U+001B (a control character) at byte 4`,
+		"send\u009b2J":                    `holds U+009B (a control character) at byte 4`,
+		"send_\u202eexe":                  `holds U+202E at byte 5`,
+		"a\u200db":                        `holds U+200D at byte 1`,
+		"a\x9bb":                          `is not UTF-8: byte 0x9b at byte 1`,
+		strings.Repeat("x", 300) + "\x1b": "holds U+001B (a control character) at byte 300",
+	} {
+		err := model.ValidToolName(name)
+		if !errors.Is(err, model.ErrInvalidInput) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "1-256 bytes of UTF-8") {
+			t.Errorf("%q: %v, want %q", name, err, want)
+		}
+	}
+	for _, name := range []string{"x", "send_wire", "日本", strings.Repeat("x", 256)} {
+		if err := model.ValidToolName(name); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+}

@@ -1,0 +1,658 @@
+// Package boltfile is the storage engine that keeps an effect log in one
+// bbolt file and its journal: the record codec and key layouts, the indexes,
+// the committer, the journal and its fdatasync, the flock and its waiters,
+// compaction, verify's index half and the readers of older schemas. It
+// stores and decides nothing: the rules are package effectlog's.
+//
+// A process's writes to a log run on one committer goroutine (committer.go),
+// which groups them into transactions and makes each batch durable with one
+// append to a journal beside the file (journal.go). It keeps the log open
+// only while calls keep coming, and never longer than 50 ms at a time, so
+// that `undolog approve` in another shell always gets through. Reads never
+// write: they open the log read-only, or read in the committer's transaction
+// while it holds the log or the journal holds writes bbolt does not. All
+// writes of one logical step are one transaction.
+package boltfile
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/undolog/undolog/model"
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// SchemaVersion is the layout this build writes. A log with a higher version is
+// refused (ErrNewerSchema); a lower one is read and moved up on its next write.
+// Version 2 stores records in a binary form (see codec.go); the JSON records of
+// version 1 stay readable, so moving up rewrites nothing but the version.
+// Version 3 may keep recent writes in a journal beside the file (journal.go),
+// which an older undolog would not read: it must refuse the log instead.
+// Version 4 writes records of form 2 (codec.go), which version 3 cannot decode,
+// and history records whose hash covers their effect's content
+// (model.HashWithContent), which it would read as damage.
+const SchemaVersion = 4
+
+// DefaultLockTimeout is how long an operation waits for another process to
+// release the log before giving up with ErrBusy.
+const DefaultLockTimeout = 5 * time.Second
+
+// Options tune an Engine.
+type Options struct {
+	// LockTimeout bounds the wait for the file lock; zero means DefaultLockTimeout.
+	LockTimeout time.Duration
+}
+
+// Engine keeps the effect log at one path in a bbolt file. It holds the file open
+// only while its committer writes; it is safe for concurrent use by many
+// goroutines, and the Engines of one path in a process share one committer.
+type Engine struct {
+	path  string
+	opts  Options
+	group *writeGroup // this process's writers to the file
+}
+
+var (
+	groupsMu sync.Mutex
+	groups   = map[string]*writeGroup{}
+)
+
+// New returns the Engine for the log at path. It does no I/O: the file is
+// created by the first write.
+func New(path string, opts Options) *Engine {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = DefaultLockTimeout
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	groupsMu.Lock()
+	g, ok := groups[abs]
+	if !ok {
+		g = newWriteGroup()
+		groups[abs] = g
+	}
+	groupsMu.Unlock()
+	return &Engine{path: path, opts: opts, group: g}
+}
+
+// Close lets the log go: the committer answers what it was given, then
+// closes the file (what it wrote is durable already). The Engine may be used
+// again; it opens the log anew.
+func (s *Engine) Close() error {
+	s.pause()()
+	return nil
+}
+
+// Path is the log file's path.
+func (s *Engine) Path() string { return s.path }
+
+// Bucket names.
+var (
+	bMeta           = []byte("meta")
+	bSessions       = []byte("sessions")
+	bSessionsByTime = []byte("sessions_by_time")
+	bSessionHistory = []byte("session_history")
+	bEffects        = []byte("effects")
+	bHistory        = []byte("history")
+	bSignatures     = []byte("signatures")
+	bBySession      = []byte("idx_session")
+	bByState        = []byte("idx_state")
+	bByTool         = []byte("idx_tool")
+	bByTier         = []byte("idx_tier")
+	bUndo           = []byte("undo")
+	bApprovals      = []byte("approvals")
+	bApprovalsOpen  = []byte("approvals_pending")
+	bChanges        = []byte("changes")
+
+	allBuckets = [][]byte{bMeta, bSessions, bSessionsByTime, bSessionHistory, bEffects, bHistory,
+		bSignatures, bBySession, bByState, bByTool, bByTier, bUndo, bApprovals, bApprovalsOpen, bChanges}
+
+	keySchema = []byte("schema_version")
+	// keyHexSignatures marks a log upgraded from schema 1, whose signatures
+	// index may hold keys as 64 hex digits.
+	keyHexSignatures = []byte("hex_signatures")
+	// keyLogID is the log's random id (schema 3), named by its journal records.
+	keyLogID = []byte("log_id")
+)
+
+// appendBuckets grow mostly at their end (keys are increasing ids, or ids
+// under a prefix): their pages can be filled, where bbolt's default leaves
+// half of every split page empty for inserts that never come.
+var appendBuckets = [][]byte{bEffects, bHistory, bChanges, bUndo, bBySession, bByTool, bByTier,
+	bSessionsByTime, bSessionHistory, bApprovals}
+
+// packAppendBuckets sets the fill of the append buckets for this transaction
+// (bbolt keeps the handle, and the setting, for the rest of the transaction).
+func packAppendBuckets(tx *bolt.Tx) {
+	for _, name := range appendBuckets {
+		tx.Bucket(name).FillPercent = 0.95
+	}
+}
+
+// journalPath is where the log's journal lives.
+func (s *Engine) journalPath() string { return s.path + JournalSuffix }
+
+// view runs fn in a read-only transaction. A log that does not exist yet reads
+// as empty: fn is not called and nothing is created. While this process's
+// committer runs, fn runs in its transaction, which holds the journal's
+// writes. Otherwise fn reads bbolt as it is when the journal holds nothing
+// for it, and else reads in a write transaction with the journal replayed
+// into it, which is rolled back: a read never writes, so it works on a full
+// disk; on a read-only file system, or a log it may not write, it reads a
+// private copy (viewCopy).
+func (s *Engine) view(fn func(tx *bolt.Tx) error) error {
+	err, inCommitter := s.viewInCommitter(fn)
+	if !inCommitter {
+		if err = s.viewOnce(fn); err == errJournalPending {
+			err = s.enqueue(&writeCall{read: fn})
+		}
+	}
+	// The committer could not open the log to replay the journal (fn did
+	// not run): read a private copy.
+	var nw *noWriteAccess
+	if errors.As(err, &nw) {
+		return s.viewCopy(fn)
+	}
+	return err
+}
+
+// errJournalPending sends a reader to read with the journal replayed.
+var errJournalPending = errors.New("journal pending")
+
+func (s *Engine) viewOnce(fn func(tx *bolt.Tx) error) error {
+	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	db, err := s.open(true, s.opts.LockTimeout)
+	if err != nil {
+		return err
+	}
+	err = s.guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if pending, err := journalPending(s.path, tx); err != nil {
+				return err
+			} else if pending {
+				return errJournalPending
+			}
+			if _, err := checkSchema(tx, s.path); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+	})
+	closeDB(db, err)
+	return err
+}
+
+// viewCopy runs fn on a private copy of the log with the journal replayed
+// into it, for a reader that may not open the log for writing (a read-only
+// file system, a log readable by others) while the journal holds writes
+// bbolt does not. The copy is made under the log's shared lock, so that no
+// writer moves either file meanwhile, and costs the log's size in memory.
+func (s *Engine) viewCopy(fn func(tx *bolt.Tx) error) error {
+	db, err := s.open(true, s.opts.LockTimeout)
+	if err != nil {
+		return err
+	}
+	var j *journal
+	var cp *os.File
+	var cpPath string
+	done := func() {}
+	err = s.guard(func() error {
+		return db.View(func(tx *bolt.Tx) error {
+			if _, err := checkSchema(tx, s.path); err != nil {
+				return err
+			}
+			if j, err = readJournal(s.journalPath(), baseOf(tx)); err != nil {
+				return err
+			}
+			if cp, cpPath, done, err = privateFile(); err != nil {
+				return fmt.Errorf("read log %s: a private copy: %w", s.path, err)
+			}
+			_, err = tx.WriteTo(cp)
+			return err
+		})
+	})
+	closeDB(db, err)
+	defer done()
+	if err != nil {
+		return err
+	}
+	cdb, err := bolt.Open(cpPath, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout})
+	if err != nil {
+		return fmt.Errorf("read log %s: a private copy: %w", s.path, err)
+	}
+	err = s.guard(func() error {
+		tx, err := cdb.Begin(true)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := j.replay(tx); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+	closeDB(cdb, err)
+	return err
+}
+
+// guard turns a panic or a memory fault inside bbolt, which a damaged page
+// can cause, into ErrCorrupt: a damaged log is reported, never a crash.
+func (s *Engine) guard(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = damagedPage{fmt.Errorf("%w: %s has a damaged page (%v)", model.ErrCorrupt, s.path, r)}
+		}
+	}()
+	return fn()
+}
+
+// damagedPage marks an error recovered from a panic inside bbolt.
+type damagedPage struct{ error }
+
+func (d damagedPage) Unwrap() error { return d.error }
+
+// closeDB closes db after an operation that ended with err. After a panic
+// inside bbolt, its transaction may still hold the locks Close waits for, so
+// the close is left to a goroutine: the damage is reported now, and a hang, if
+// any, costs a goroutine and a file descriptor rather than the caller.
+func closeDB(db *bolt.DB, err error) {
+	if errors.As(err, new(damagedPage)) {
+		go db.Close()
+		return
+	}
+	db.Close()
+}
+
+// noWriteAccess marks a log that this process may read but not open for
+// writing (a read-only file system, a file it may not write).
+type noWriteAccess struct{ error }
+
+func (n *noWriteAccess) Unwrap() error { return n.error }
+
+// open opens the log, waiting up to timeout for its lock. The file it locked
+// must still be the one at the path, or it opens the path again: a process
+// that opened the log while compaction held it would otherwise lock, and
+// write to, a file renamed away.
+func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
+	var db *bolt.DB
+	// checkFile catches the damage known to make bbolt.Open panic; the guard is
+	// for the rest, so that a damaged log is an error and never a crash.
+	defer announceWaiting(s.journalPath())()
+	var file *os.File
+	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := openLogFile(name, flag, perm)
+		file = f
+		return f, err
+	}
+	var err error
+	for tries := 0; ; tries++ {
+		err = s.guard(func() (err error) {
+			db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly, OpenFile: openFile})
+			return err
+		})
+		if err != nil || s.isFileAtPath(file) {
+			break
+		}
+		db.Close()
+		if tries == 10 {
+			return nil, fmt.Errorf("%w: %s was replaced 10 times while this process waited for it", model.ErrBusy, s.path)
+		}
+		if err := s.checkFile(); err != nil { // the path again, and what is there now
+			return nil, err
+		}
+	}
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, model.ErrCorrupt):
+		return nil, err
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", model.ErrBusy, s.path, timeout)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+		return nil, fmt.Errorf("%w: %s: %v", model.ErrCorrupt, s.path, err)
+	case !readOnly && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)):
+		return nil, &noWriteAccess{fmt.Errorf("open log %s: %w", s.path, bare(err))}
+	default:
+		return nil, fmt.Errorf("open log %s: %w", s.path, bare(err))
+	}
+}
+
+// openLogFile opens the log file for bbolt; tests replace it to refuse
+// opens for writing, as a read-only file system does.
+var openLogFile = os.OpenFile
+
+// isFileAtPath reports whether f is the file at the log's path.
+func (s *Engine) isFileAtPath(f *os.File) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(s.path)
+	return err == nil && os.SameFile(held, now)
+}
+
+// create writes a new, fully initialized log beside path and links it into
+// place, so that the log never exists half made: an empty or partial file at
+// path is always damage, never a log being born.
+func (s *Engine) create() error {
+	dir := filepath.Dir(s.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create log directory %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".undolog-new-*")
+	if err != nil {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	tmpPath := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpPath)
+	// bbolt must create the file itself (mode 0600); CreateTemp only reserved the name.
+	if err := os.Remove(tmpPath); err != nil {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	db, err := bolt.Open(tmpPath, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout})
+	if err != nil {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if _, err := tx.CreateBucket(name); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bMeta).Put(keyLogID, newLogID()); err != nil {
+			return err
+		}
+		return tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion))
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	if err := os.Link(tmpPath, s.path); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create log %s: %w", s.path, err)
+	}
+	// Make the new directory entry durable.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// checkSchema checks that tx is an undolog log this build can read and
+// returns its schema version.
+func checkSchema(tx *bolt.Tx, path string) (uint64, error) {
+	meta := tx.Bucket(bMeta)
+	if meta == nil {
+		return 0, fmt.Errorf("%w: %s is a bbolt file without undolog's records", model.ErrCorrupt, path)
+	}
+	v := meta.Get(keySchema)
+	if len(v) != 8 {
+		return 0, fmt.Errorf("%w: %s has no schema version record", model.ErrCorrupt, path)
+	}
+	n := btoi(v)
+	if n > SchemaVersion {
+		return 0, fmt.Errorf("%w: %s has schema version %d; this undolog reads up to %d, upgrade undolog", model.ErrNewerSchema, path, n, SchemaVersion)
+	} else if n == 0 {
+		return 0, fmt.Errorf("%w: %s has schema version 0", model.ErrCorrupt, path)
+	}
+	for _, name := range allBuckets {
+		if tx.Bucket(name) == nil {
+			return 0, fmt.Errorf("%w: %s lacks the %s bucket", model.ErrCorrupt, path, name)
+		}
+	}
+	return n, nil
+}
+
+// upgradeSchema moves a log written by an older undolog to this schema, in
+// the transaction that is about to write binary records or use the journal,
+// so that older undologs refuse the log rather than misread it. It is
+// committed to bbolt at once, where they look. Nothing is rewritten: a
+// schema 1 log keeps its JSON records and hex signature keys, which are
+// still read; keyHexSignatures says the latter may be there.
+func upgradeSchema(tx *writeTx, from uint64) error {
+	tx.mustCommit = true
+	if from < 2 {
+		if err := tx.put(bMeta, keyHexSignatures, []byte{1}); err != nil {
+			return err
+		}
+	}
+	if from < 3 {
+		if err := tx.put(bMeta, keyLogID, newLogID()); err != nil {
+			return err
+		}
+	}
+	return tx.put(bMeta, keySchema, itob(SchemaVersion))
+}
+
+// newLogID is a log's random id, which its journal records carry.
+func newLogID() []byte {
+	id := make([]byte, 8)
+	rand.Read(id)
+	return id
+}
+
+// bbolt's meta page layout (see bbolt's internal/common/meta.go): a 16-byte
+// page header, then magic, version, page size, flags, root bucket (root page
+// and sequence), freelist page, high-water page id, txid and an FNV-64a checksum
+// of everything before it.
+const (
+	boltMagic      = 0xED0CDAED
+	boltVersion    = 2
+	metaOffset     = 16
+	metaChecksumAt = metaOffset + 56
+	// Field offsets within the meta, after the page header.
+	metaVersion   = 4
+	metaPageSize  = 8
+	metaRoot      = 16
+	metaFreelist  = 32
+	metaHighWater = 40
+	metaTxid      = 48
+)
+
+// checkFile refuses, before bbolt maps it, a file that is empty, not a bbolt
+// file, or shorter than its own meta page says: bbolt would initialize an empty
+// file and may fault on a truncated one. It returns os.ErrNotExist (wrapped)
+// when there is no file.
+func (s *Engine) checkFile() error {
+	f, err := os.Open(s.path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return fmt.Errorf("open log %s: %w", s.path, bare(err))
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", s.path, bare(err))
+	}
+	if info.IsDir() {
+		return fmt.Errorf("%w: %s is a directory", model.ErrCorrupt, s.path)
+	}
+	size := info.Size()
+	if size == 0 {
+		return fmt.Errorf("%w: %s is empty", model.ErrCorrupt, s.path)
+	}
+	// bbolt uses the newest meta page that is valid and skips one failing its
+	// checksum (a torn write); the older one may describe pages reused since,
+	// so only the one bbolt will use is checked.
+	first, err := s.readMeta(f, 0)
+	if err != nil {
+		return err
+	}
+	var second *metaPage
+	if first != nil {
+		second, err = s.readMeta(f, int64(first.pageSize))
+	} else {
+		for ps := int64(1024); ps <= 1<<24 && ps < size && second == nil && err == nil; ps <<= 1 {
+			second, err = s.readMeta(f, ps)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if first == nil && second == nil {
+		return fmt.Errorf("%w: %s is not a bbolt file", model.ErrCorrupt, s.path)
+	}
+	m := first
+	if m == nil || second != nil && second.txid > m.txid {
+		m = second
+	}
+	if m.pageSize < 512 || m.pageSize > 1<<16 || m.pageSize&(m.pageSize-1) != 0 {
+		return fmt.Errorf("%w: %s has a damaged meta page (page size %d)", model.ErrCorrupt, s.path, m.pageSize)
+	}
+	if m.pgid > uint64(size)/m.pageSize {
+		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", model.ErrCorrupt, s.path, size, m.pgid*m.pageSize)
+	}
+	pages := pageChecker{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid}
+	if err := pages.check("root", m.root, branchPageFlag|leafPageFlag); err != nil {
+		return err
+	}
+	if m.freelist != noFreelist {
+		if err := pages.check("freelist", m.freelist, freelistPageFlag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metaPage holds the fields of a bbolt meta page that checkFile checks.
+type metaPage struct {
+	pageSize, root, freelist, pgid, txid uint64
+}
+
+// readMeta reads the meta page at off; nil when there is none there or it
+// fails bbolt's own validation (magic, version, checksum).
+func (s *Engine) readMeta(f *os.File, off int64) (*metaPage, error) {
+	head := make([]byte, metaChecksumAt+8)
+	if _, err := f.ReadAt(head, off); err != nil {
+		if err == io.EOF {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read log %s: %w", s.path, bare(err))
+	}
+	le := binary.LittleEndian
+	if le.Uint32(head[metaOffset:]) != boltMagic || le.Uint32(head[metaOffset+metaVersion:]) != boltVersion {
+		return nil, nil
+	}
+	h := fnv.New64a()
+	h.Write(head[metaOffset:metaChecksumAt])
+	if h.Sum64() != le.Uint64(head[metaChecksumAt:]) {
+		return nil, nil
+	}
+	return &metaPage{
+		pageSize: uint64(le.Uint32(head[metaOffset+metaPageSize:])),
+		root:     le.Uint64(head[metaOffset+metaRoot:]),
+		freelist: le.Uint64(head[metaOffset+metaFreelist:]),
+		pgid:     le.Uint64(head[metaOffset+metaHighWater:]),
+		txid:     le.Uint64(head[metaOffset+metaTxid:]),
+	}, nil
+}
+
+// bbolt's page header: id (8 bytes), flags (2), count (2), overflow (4).
+const (
+	pageHeaderSize   = 16
+	branchPageFlag   = 0x01
+	leafPageFlag     = 0x02
+	freelistPageFlag = 0x10
+	// noFreelist is the freelist page id of a log that does not store one.
+	noFreelist = ^uint64(0)
+)
+
+// pageChecker checks the pages the meta page points at, which bbolt reads
+// without bounds checks when it opens the log: a page of the wrong type, past
+// the file's pages, or with more entries than it has room for would make it
+// panic or read outside the file.
+type pageChecker struct {
+	f                   *os.File
+	path                string
+	pageSize, highWater uint64
+}
+
+func (c pageChecker) check(what string, id uint64, flags uint16) error {
+	damaged := func(why string) error {
+		return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", model.ErrCorrupt, c.path, what, id, why)
+	}
+	if id < 2 || id >= c.highWater {
+		return damaged("outside the file's pages")
+	}
+	head := make([]byte, pageHeaderSize+8)
+	if _, err := c.f.ReadAt(head, int64(id*c.pageSize)); err != nil {
+		return damaged("unreadable")
+	}
+	le := binary.LittleEndian
+	if le.Uint16(head[8:])&flags == 0 {
+		return damaged("wrong page type")
+	}
+	overflow := uint64(le.Uint32(head[12:]))
+	if overflow >= c.highWater-id {
+		return damaged("runs past the file's pages")
+	}
+	count := uint64(le.Uint16(head[10:]))
+	if flags == freelistPageFlag && count == 0xFFFF { // a large count sits in the first id slot
+		count = le.Uint64(head[pageHeaderSize:])
+		if count < ^uint64(0) {
+			count++
+		}
+	}
+	// Every entry takes at least 8 bytes (a freelist id; a leaf or branch element is 16).
+	if count > ((overflow+1)*c.pageSize-pageHeaderSize)/8 {
+		return damaged("more entries than the page holds")
+	}
+	return nil
+}
+
+// bare drops the path an *os.PathError repeats, keeping what went wrong.
+func bare(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+func itob(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+// btoi reads an 8-byte id; a malformed (damaged) key reads as 0, which no
+// record uses, so damage is reported as missing rather than panicking.
+func btoi(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+// privateTempFile is privateFile in the temporary directory.
+func privateTempFile() (f *os.File, path string, done func(), err error) {
+	f, err = os.CreateTemp("", "undolog-copy-*")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return f, f.Name(), func() { f.Close(); os.Remove(f.Name()) }, nil
+}

@@ -1,0 +1,179 @@
+// Package storage is the narrow interface under the effect log's rules: an
+// engine keeps sessions, effects, their history records, the signature
+// index, undo entries, approval requests and the change feed, allocates ids
+// and walks its indexes, all in transactions. It decides nothing: every rule
+// (what an intercept does, which moves are allowed, what a record's hash
+// covers) is in package effectlog, written once over this interface, and the
+// conformance suite proves that each engine keeps them alike.
+//
+// An engine copies what it returns out of its own memory: a record read in a
+// transaction stays valid after it.
+package storage
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Engine runs transactions on one log.
+type Engine interface {
+	// View runs fn in a read-only transaction. A log that does not exist yet
+	// reads as empty: fn is not called, and nothing is created.
+	View(ctx context.Context, fn func(ReadTx) error) error
+	// Update runs fn in a write transaction, creating the log if need be,
+	// and makes what it wrote durable before it returns. fn may share its
+	// transaction with other callers' (group commit) and may run more than
+	// once (when a call it was grouped with failed): it must leave its
+	// outcome only in variables it sets anew each run. An error from fn
+	// undoes fn's writes, except ErrNothingToWrite (fn wrote nothing: the
+	// call succeeds) and an error made by KeepWrites.
+	Update(ctx context.Context, fn func(WriteTx) error) error
+	// Close lets the log go once this process's writes to it are done. The
+	// engine may be used again afterwards.
+	Close() error
+}
+
+// File is what an engine that keeps its log in one file can do beyond
+// Engine. Commands that need it check for it.
+type File interface {
+	Engine
+	// Path is the log file's path.
+	Path() string
+	// Compact rewrites the file without its free space; it returns the
+	// file's size before and after.
+	Compact() (before, after int64, err error)
+}
+
+// ErrNothingToWrite is returned by an Update function that looked and found
+// nothing to change: the call succeeds and writes nothing.
+var ErrNothingToWrite = errors.New("nothing to write")
+
+// KeepWrites makes err the outcome of an Update function that keeps what it
+// wrote before it refused (an approval found expired on the way is recorded
+// even though the request it came with is refused).
+func KeepWrites(err error) error { return &keptWrites{err} }
+
+type keptWrites struct{ err error }
+
+func (k *keptWrites) Error() string { return k.err.Error() }
+
+// Kept returns the error a KeepWrites outcome carries; ok is false for any
+// other error.
+func Kept(err error) (inner error, ok bool) {
+	var k *keptWrites
+	if errors.As(err, &k) {
+		return k.err, true
+	}
+	return nil, false
+}
+
+// Index names an index of effects by one of their fields.
+type Index int
+
+const (
+	AllEffects Index = iota // every effect, by id
+	BySession
+	ByTool
+	ByState
+	ByTier
+	// WithUndo holds the effects of a session that have an undo entry.
+	WithUndo
+)
+
+// OpenRequest is an entry of the index of approval requests awaiting a
+// decision.
+type OpenRequest struct {
+	EffectID uint64
+	// Session is the request's session; "" when the entry does not say
+	// (logs written before), and then the request itself says.
+	Session string
+	// Expires is when the request expires (zero: never) if Known; if not,
+	// only the request itself says.
+	Expires time.Time
+	Known   bool
+}
+
+// ReadTx reads a log. Records that are not there are model.ErrNotFound
+// (Session, Effect) or nil (Undo, Approval); records that cannot be read
+// are model.ErrCorrupt.
+type ReadTx interface {
+	Session(id string) (model.Session, error)
+	Effect(id uint64) (model.Effect, error)
+	// EffectHistory and SessionHistory return a history in order, each
+	// record with its effect id, session and previous hash filled in.
+	EffectHistory(id uint64, session string) ([]model.HistoryRecord, error)
+	SessionHistory(session string) ([]model.HistoryRecord, error)
+	// Undo returns the undo entry of effect id of session. known, if not
+	// nil, is that effect as read in this transaction; the engine may take
+	// what the entry shares with it (tool, compensation) from there.
+	Undo(session string, id uint64, known *model.Effect) (*model.UndoEntry, error)
+	Approval(id uint64) (*model.Approval, error)
+	// SignatureOwner is the effect that owns a call signature.
+	SignatureOwner(sig string) (id uint64, ok bool, err error)
+
+	// Effects walks the ids under name in index ix (name is ignored for
+	// AllEffects), ascending or descending, strictly after the cursor id in
+	// that direction (0: from the start), until fn returns false.
+	Effects(ix Index, name string, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error
+	// Sessions walks the sessions in the order they were created (their
+	// Seq), ascending or descending, strictly after the cursor (0: from the
+	// start), until fn returns false.
+	Sessions(asc bool, cursor uint64, fn func(seq uint64, id string) (bool, error)) error
+	// OpenRequests walks the requests awaiting a decision, oldest first;
+	// with session not "", only those that may be of that session (an
+	// entry that does not say is walked too).
+	OpenRequests(session string, fn func(OpenRequest) (bool, error)) error
+	// Changes walks the change feed after position `after`, oldest first:
+	// each history record at the position it was written, filled in as
+	// EffectHistory fills it. Records since dropped (gc) are skipped.
+	Changes(after uint64, fn func(pos uint64, r model.HistoryRecord) (bool, error)) error
+	// LastChange is the position of the newest change.
+	LastChange() (uint64, error)
+	// SchemaVersion is the version of the engine's layout the log has.
+	SchemaVersion() uint64
+
+	// Records and CheckIndexes are verify's engine half. Records calls
+	// session and effect with every record the log holds, and bad with
+	// every record it cannot read. CheckIndexes reports, with add, each
+	// index entry that disagrees with the records given (those Records
+	// read), each record its indexes lack, and each thing stored that
+	// belongs to no record.
+	Records(session func(model.Session), effect func(model.Effect), bad func(model.Problem)) error
+	CheckIndexes(sessions map[string]*model.Session, effects map[uint64]*model.Effect, add func(model.Problem)) error
+}
+
+// WriteTx writes a log. The rules write a record after changing it; the
+// engine keeps its indexes in step with what it is given.
+type WriteTx interface {
+	ReadTx
+	NextEffectID() (uint64, error)
+	NextSessionSeq() (uint64, error)
+	// InsertSession writes a new session and its place in creation order
+	// (its Seq); PutSession writes one that exists.
+	InsertSession(s *model.Session) error
+	PutSession(s *model.Session) error
+	// PutEffect writes an effect that was in state `from`; "" for a new
+	// effect, which is entered in every index.
+	PutEffect(e *model.Effect, from sm.State) error
+	// SetSignatureOwner makes effect id the owner of a call signature.
+	SetSignatureOwner(sig string, id uint64) error
+	// AddHistory writes a history record (a session's own, of
+	// model.KindSession, under its session; else under its effect) and
+	// appends it to the change feed.
+	AddHistory(r *model.HistoryRecord) error
+	PutUndo(u *model.UndoEntry) error
+	PutApproval(a *model.Approval) error
+	// OpenRequest enters effect id's request in the index of requests
+	// awaiting a decision; CloseRequest takes it out.
+	OpenRequest(id uint64, session string, expires *time.Time) error
+	CloseRequest(id uint64) error
+	// DeleteEffect drops an effect with everything kept of it: its history,
+	// index entries, signature, undo entry and approval.
+	DeleteEffect(e *model.Effect) error
+	// DeleteSession drops a session, its history and its place in order.
+	DeleteSession(s *model.Session) error
+}
