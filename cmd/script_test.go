@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
 )
@@ -29,17 +31,54 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// scriptEngines make a fresh, empty log for one script and return its
+// address (UNDOLOG_LOG), by the engine's name. The scripts run against the
+// engine UNDOLOG_TEST_ENGINE names ("file" when unset), each with a log of
+// its own: the whole suite again against another engine is one variable.
+// A script that needs the log to be a file (its bytes, its lock, its
+// journal) says [file].
+var scriptEngines = map[string]func(env *testscript.Env) (string, error){
+	"file": func(env *testscript.Env) (string, error) {
+		return filepath.Join(env.WorkDir, "state", "undolog.db"), nil
+	},
+}
+
+// scriptEngine is the engine the scripts run against.
+func scriptEngine(t *testing.T) string {
+	name := os.Getenv("UNDOLOG_TEST_ENGINE")
+	if name == "" {
+		name = "file"
+	}
+	if scriptEngines[name] == nil {
+		t.Fatalf("UNDOLOG_TEST_ENGINE=%s: no such engine for the scripts", name)
+	}
+	return name
+}
+
 // TestScripts runs the end-to-end scripts in testdata/script.
 func TestScripts(t *testing.T) {
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
+	engine := scriptEngine(t)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "file":
+				return engine == "file", nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", repo)
-			env.Setenv("UNDOLOG_LOG", filepath.Join(env.WorkDir, "state", "undolog.db"))
+			addr, err := scriptEngines[engine](env)
+			if err != nil {
+				return err
+			}
+			env.Setenv("UNDOLOG_LOG", addr)
+			env.Setenv("UNDOLOG_TEST_ENGINE", engine)
 			env.Setenv("UNDOLOG_ACTOR", "tester")
 			env.Setenv("NO_COLOR", "")
 			// Text an agent could store to take over the operator's terminal.
@@ -59,6 +98,8 @@ func TestScripts(t *testing.T) {
 			"waitapproval": cmdWaitApproval,
 			"termsafe":     cmdTermSafe,
 			"flipbytes":    cmdFlipBytes,
+			"logsnap":      cmdLogSnap,
+			"logsame":      cmdLogSame,
 		},
 	})
 }
@@ -99,6 +140,68 @@ func cmdFlipBytes(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("flipbytes: %q is in %s %d times", args[1], args[0], n)
 	}
 	ts.Check(os.WriteFile(path, bytes.Replace(data, []byte(args[1]), []byte(args[2]), 1), 0o600))
+}
+
+// logsnap NAME: keep what the log holds now, to compare with logsame NAME
+// later: its export, and for a log file the file and its journal as bytes.
+func cmdLogSnap(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: logsnap NAME")
+	}
+	for from, to := range logState(ts, args[0]) {
+		data, err := os.ReadFile(from)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		ts.Check(err)
+		ts.Check(os.WriteFile(to, data, 0o600))
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]+".export"), exportLog(ts), 0o600))
+}
+
+// logsame NAME: the log holds what it held at logsnap NAME: the same export,
+// and for a log file the same bytes in the file and its journal.
+func cmdLogSame(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: logsame NAME")
+	}
+	for now, then := range logState(ts, args[0]) {
+		a, aerr := os.ReadFile(now)
+		b, berr := os.ReadFile(then)
+		if errors.Is(aerr, os.ErrNotExist) && errors.Is(berr, os.ErrNotExist) {
+			continue
+		}
+		if aerr != nil || berr != nil || !bytes.Equal(a, b) {
+			ts.Fatalf("logsame: %s changed since logsnap %s", now, args[0])
+		}
+	}
+	if then := ts.ReadFile(args[0] + ".export"); string(exportLog(ts)) != then {
+		ts.Fatalf("logsame: the log's export changed since logsnap %s", args[0])
+	}
+}
+
+// logState maps the files that hold a file log to where logsnap NAME keeps
+// them; none for a log that is not a file.
+func logState(ts *testscript.TestScript, name string) map[string]string {
+	if ts.Getenv("UNDOLOG_TEST_ENGINE") != "" && ts.Getenv("UNDOLOG_TEST_ENGINE") != "file" {
+		return nil
+	}
+	log := ts.Getenv("UNDOLOG_LOG")
+	return map[string]string{log: ts.MkAbs(name + ".db"), log + "-journal": ts.MkAbs(name + ".journal")}
+}
+
+// exportLog is the log's export, read in this process.
+func exportLog(ts *testscript.TestScript) []byte {
+	log := engines.Open(ts.Getenv("UNDOLOG_LOG"), engines.Options{})
+	defer log.Close()
+	var out bytes.Buffer
+	err := log.Export(context.Background(), "", func(r effectlog.ExportRecord) error {
+		line, err := json.Marshal(r)
+		out.Write(append(line, '\n'))
+		return err
+	})
+	ts.Check(err)
+	return out.Bytes()
 }
 
 // exit N prog args...: run prog and require exit code N (stdout and stderr
@@ -248,7 +351,8 @@ func cmdWaitApproval(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("waitapproval: %v", err)
 	}
-	store := engines.File(ts.Getenv("UNDOLOG_LOG"), engines.Options{})
+	store := engines.Open(ts.Getenv("UNDOLOG_LOG"), engines.Options{})
+	defer store.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		list, _, _ := store.PendingApprovals(context.Background(), "", 0)
