@@ -71,6 +71,8 @@ var suite = []struct {
 	{"SameSignatureFromManyGoroutines", testSameSignatureFromManyGoroutines},
 	{"RandomOperationsAgreeWithTheModel", testRandomOperations},
 	{"CloseKeepsWhatWasWritten", testCloseKeepsWhatWasWritten},
+	{"ReclaimOfAnOwnerThatChangedIsRefused", testReclaimOfAnOwnerThatChangedIsRefused},
+	{"CompensationOwnerIsTakenOnlyByReclaim", testCompensationOwnerIsTakenOnlyByReclaim},
 }
 
 // clock is a settable time source.

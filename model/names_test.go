@@ -1,4 +1,4 @@
-package boltfile
+package model_test
 
 import (
 	"errors"
