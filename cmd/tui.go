@@ -40,5 +40,5 @@ func runTUI(c *cobra.Command, f *Factory, session, as string) error {
 			return err
 		}
 	}
-	return tui.Run(c.Context(), tui.Options{Store: store, Session: session, Actor: f.Actor(as), Now: f.Now, Color: f.Color()}, f.In, f.Out)
+	return tui.Run(c.Context(), tui.Options{Log: store, Session: session, Actor: f.Actor(as), Now: f.Now, Color: f.Color()}, f.In, f.Out)
 }

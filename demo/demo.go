@@ -103,7 +103,7 @@ func (w *writer) undo(session, actor string) {
 	if w.err != nil {
 		return
 	}
-	r := &saga.Runner{Store: w.store, Actor: actor, Sleep: func(context.Context, time.Duration) error { return nil }}
+	r := &saga.Runner{Log: w.store, Actor: actor, Sleep: func(context.Context, time.Duration) error { return nil }}
 	_, err := r.Run(context.Background(), session)
 	if err != nil && !errors.Is(err, saga.ErrCompensationFailed) {
 		w.check(err)

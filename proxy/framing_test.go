@@ -48,7 +48,7 @@ func FuzzClientFraming(f *testing.F) {
 	store := engines.File(filepath.Join(f.TempDir(), "u.db"), engines.Options{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		client, upstream := &lockedBuffer{}, &lockedBuffer{}
-		p := &Proxy{Store: store, Session: "fuzz", ApprovalWait: time.Millisecond}
+		p := &Proxy{Log: store, Session: "fuzz", ApprovalWait: time.Millisecond}
 		p.client, p.up, p.upGone = client, upstream, make(chan struct{})
 		p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 		ctx, cancel := context.WithCancel(context.Background())

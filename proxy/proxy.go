@@ -67,7 +67,7 @@ func (m *message) isResponse() bool { return m.Method == "" && len(m.ID) > 0 }
 // Proxy is one proxy run between a client (on in and out) and an upstream
 // server it starts.
 type Proxy struct {
-	Store        effectlog.Log
+	Log          effectlog.Log
 	Session      string
 	Policy       *Policy
 	ApprovalWait time.Duration
@@ -503,7 +503,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 }
 
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
-	return &lifecycle.Lifecycle{Log: p.Store, Now: p.Now}
+	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now}
 }
 
 func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
@@ -522,7 +522,7 @@ func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (jso
 }
 
 func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {
-	d, err := p.Store.GetEffect(ctx, id)
+	d, err := p.Log.GetEffect(ctx, id)
 	if err == nil && d.Approval != nil {
 		a := d.Approval
 		if a.Outcome == model.ApprovalTimedOut {

@@ -190,7 +190,7 @@ type ToolCaller interface {
 
 // Runner walks undo stacks.
 type Runner struct {
-	Store effectlog.Log
+	Log   effectlog.Log
 	Actor string
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
@@ -239,11 +239,11 @@ func (r *Runner) progress(format string, args ...any) {
 // resumes the walk.
 func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	res := Result{Session: session, Compensated: []uint64{}, Skipped: []uint64{}}
-	sess, err := r.Store.VerifySession(ctx, session) // its upstream is started only as its history states it
+	sess, err := r.Log.VerifySession(ctx, session) // its upstream is started only as its history states it
 	if err != nil {
 		return res, err
 	}
-	plan, err := MakePlan(ctx, r.Store, session)
+	plan, err := MakePlan(ctx, r.Log, session)
 	if err != nil {
 		return res, err
 	}
@@ -256,10 +256,10 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	}
 	if sess.State != sm.SessionCompensating {
 		// A plan that cannot run (a damaged entry) leaves the session as it is.
-		if _, err := MakePlan(ctx, r.Store, session); err != nil {
+		if _, err := MakePlan(ctx, r.Log, session); err != nil {
 			return res, err
 		}
-		if _, err := r.Store.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
+		if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
 			return res, err
 		}
 	}
@@ -283,7 +283,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		case ActionDone:
 			continue
 		case ActionSkip:
-			if _, err := r.Store.UndoStep(ctx, id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
+			if _, err := r.Log.UndoStep(ctx, id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 			res.Skipped = append(res.Skipped, id)
@@ -295,11 +295,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		case ActionCompensate:
 			// Taking the entry records its owner in the same transaction: of
 			// two undos at once, the second finds it taken.
-			if _, err := r.Store.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner}); err != nil {
+			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 		case ActionInDoubt:
-			if _, err := r.Store.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "reclaimed with --retry-in-doubt",
+			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "reclaimed with --retry-in-doubt",
 				Owner: owner, ExpectOwner: expected(step.Entry.Owner)}); err != nil {
 				return res, err
 			}
@@ -312,7 +312,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			// Interrupted mid-run: the entry stays compensating, without an
 			// owner, so that it is in doubt for the next run (if this write
 			// fails, it keeps this process as owner: in doubt once it exits).
-			r.Store.UndoStep(context.WithoutCancel(ctx), id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo interrupted",
+			r.Log.UndoStep(context.WithoutCancel(ctx), id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo interrupted",
 				Error: oneLine(cerr.Error()), ExpectOwner: owner})
 			return res, ctx.Err()
 		}
@@ -323,7 +323,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			to, change.Error = sm.EntryCompensationFailed, oneLine(cerr.Error())
 		}
 		// What the compensation did is recorded even if ctx ended meanwhile.
-		if _, err := r.Store.UndoStep(context.WithoutCancel(ctx), id, to, change); err != nil {
+		if _, err := r.Log.UndoStep(context.WithoutCancel(ctx), id, to, change); err != nil {
 			return res, err
 		}
 		if cerr != nil {
@@ -334,7 +334,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		res.Compensated = append(res.Compensated, id)
 		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, step.Call, attempts, plural(attempts))
 	}
-	if _, err := r.Store.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
+	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionCompensated)
@@ -390,7 +390,7 @@ func gone(o *model.Owner) string {
 
 func (r *Runner) halt(ctx context.Context, res Result, id uint64, cause error) (Result, error) {
 	res.Failed = &id
-	if _, err := r.Store.SetSessionState(context.WithoutCancel(ctx), res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
+	if _, err := r.Log.SetSessionState(context.WithoutCancel(ctx), res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionHalted)

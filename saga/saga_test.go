@@ -39,7 +39,7 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"false"},
 		MaxRetries: 5, InitialBackoffMS: 1500}, `1`)
 	var slept []time.Duration
-	r := &Runner{Store: store, Actor: "test", Sleep: func(_ context.Context, d time.Duration) error {
+	r := &Runner{Log: store, Actor: "test", Sleep: func(_ context.Context, d time.Duration) error {
 		slept = append(slept, d)
 		return nil
 	}}
@@ -68,7 +68,7 @@ func TestSucceedsOnARetryAndWalksLIFO(t *testing.T) {
 	first := committed(t, store, "s", mk(`echo "$UNDOLOG_EFFECT_ID" >> `+order), `1`)
 	// Fails on its first attempt, succeeds on the second.
 	second := committed(t, store, "s", mk(`if [ "$UNDOLOG_ATTEMPT" = 1 ]; then exit 1; fi; echo "$UNDOLOG_EFFECT_ID" >> `+order+`; touch `+flaky), `2`)
-	r := &Runner{Store: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil }}
+	r := &Runner{Log: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil }}
 	res, err := r.Run(context.Background(), "s")
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 		Argv: []string{"sh", "-c", `echo run >> ` + runs + `; [ "$UNDOLOG_ATTEMPT" != 1 ] || [ -e ` + runs + `.2 ] || exec sleep 5`}}, `1`)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	r := &Runner{Store: store, Actor: "test"}
+	r := &Runner{Log: store, Actor: "test"}
 	if _, err := r.Run(ctx, "s"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%v", err)
 	}
@@ -109,7 +109,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 		t.Fatalf("%+v %v", plan, err)
 	}
 	// It may have run: the next walk stops there and changes nothing...
-	if _, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s"); !errors.Is(err, ErrInDoubt) {
+	if _, err := (&Runner{Log: store, Actor: "test"}).Run(context.Background(), "s"); !errors.Is(err, ErrInDoubt) {
 		t.Fatalf("%v", err)
 	}
 	if after, _ := store.GetEffect(t.Context(), id); len(after.History) != len(d.History) {
@@ -117,7 +117,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	}
 	// ...unless told to run it again.
 	os.WriteFile(runs+".2", nil, 0o600)
-	res, err := (&Runner{Store: store, Actor: "test", RetryInDoubt: true}).Run(context.Background(), "s")
+	res, err := (&Runner{Log: store, Actor: "test", RetryInDoubt: true}).Run(context.Background(), "s")
 	if err != nil || res.State != "compensated" {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -143,7 +143,7 @@ func TestAPendingCompensationHasOneRunner(t *testing.T) {
 		t.Fatalf("%+v %v", plan, err)
 	}
 	for _, retry := range []bool{false, true} {
-		_, err := (&Runner{Store: store, Actor: "test", RetryInDoubt: retry}).Run(context.Background(), "s")
+		_, err := (&Runner{Log: store, Actor: "test", RetryInDoubt: retry}).Run(context.Background(), "s")
 		if !errors.Is(err, model.ErrInProgress) {
 			t.Fatalf("retry %v: %v", retry, err)
 		}
@@ -185,7 +185,7 @@ func TestUndoRefusesATamperedCompensation(t *testing.T) {
 	if _, err := MakePlan(t.Context(), store, "s"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("plan of a tampered compensation: %v", err)
 	}
-	r := &Runner{Store: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil }}
+	r := &Runner{Log: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil }}
 	if _, err := r.Run(context.Background(), "s"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("undo of a tampered compensation: %v", err)
 	}
@@ -222,7 +222,7 @@ func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	dials := 0
-	r := &Runner{Store: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil },
+	r := &Runner{Log: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil },
 		Tools: func(context.Context, []string) (ToolCaller, error) {
 			dials++
 			var c *unreachable
@@ -266,7 +266,7 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	}
 	id := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
 	tools := &stubTools{}
-	if res, err := (&Runner{Store: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p"); err != nil || res.State != "compensated" {
+	if res, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p"); err != nil || res.State != "compensated" {
 		t.Fatalf("undo of an intact session: %+v %v", res, err)
 	}
 	if len(tools.started) != 1 {
@@ -283,7 +283,7 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	if _, err := MakePlan(t.Context(), store, "p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("plan of a session with a tampered upstream: %v", err)
 	}
-	_, err := (&Runner{Store: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+	_, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
 	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("undo of a session with a tampered upstream: %v", err)
 	}
@@ -320,7 +320,7 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 			if id != 1 {
 				t.Fatalf("effect %d", id)
 			}
-			if res, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s"); err != nil || res.State != "compensated" {
+			if res, err := (&Runner{Log: store, Actor: "test"}).Run(context.Background(), "s"); err != nil || res.State != "compensated" {
 				t.Fatalf("%+v %v", res, err)
 			}
 			for _, f := range flips {
@@ -329,7 +329,7 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 			if rep, _ := store.Verify(t.Context()); len(rep.Problems) == 0 {
 				t.Fatal("verify found nothing")
 			}
-			_, err := (&Runner{Store: store, Actor: "test"}).Run(context.Background(), "s")
+			_, err := (&Runner{Log: store, Actor: "test"}).Run(context.Background(), "s")
 			if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 				t.Fatalf("undo of a tampered entry or session: %v", err)
 			}

@@ -87,7 +87,7 @@ func makePlan(ctx context.Context, store effectlog.Log, session string) tea.Cmd 
 func runUndo(ctx context.Context, store effectlog.Log, session, actor string) tea.Cmd {
 	ch := make(chan undoEvent, 16)
 	go func() {
-		r := &saga.Runner{Store: store, Actor: actor, Progress: lineWriter(ch)}
+		r := &saga.Runner{Log: store, Actor: actor, Progress: lineWriter(ch)}
 		res, err := r.Run(ctx, session)
 		ch <- undoEvent{done: &undoDoneMsg{result: res, err: err}}
 		close(ch)

@@ -71,7 +71,7 @@ func TestViewEscapesStoredText(t *testing.T) {
 	_, err = store.Fail(t.Context(), failed, model.Change{Actor: hostile, Error: hostile})
 	step(err)
 
-	m := New(t.Context(), Options{Store: store, Session: "hostile", Actor: "tester", Now: func() time.Time { return demoEnd }})
+	m := New(t.Context(), Options{Log: store, Session: "hostile", Actor: "tester", Now: func() time.Time { return demoEnd }})
 	m.Update(tea.WindowSizeMsg{Width: 200, Height: 60})
 	run := func(cmd tea.Cmd) {
 		// Runs cmd and what its messages ask for, until the undo walk is done.

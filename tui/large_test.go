@@ -36,7 +36,7 @@ func largeLog(tb testing.TB) string {
 func BenchmarkFirstPaint1M(b *testing.B) {
 	store := engines.File(largeLog(b), engines.Options{})
 	for b.Loop() {
-		m := New(b.Context(), Options{Store: store, Actor: "bench"})
+		m := New(b.Context(), Options{Log: store, Actor: "bench"})
 		m.Update(loadSessions(b.Context(), store)())
 		if !strings.Contains(m.View(), "load-0999") {
 			b.Fatal("first screen lacks the newest session")
@@ -49,7 +49,7 @@ func BenchmarkFirstPaint1M(b *testing.B) {
 func BenchmarkSessionScreen1M(b *testing.B) {
 	store := engines.File(largeLog(b), engines.Options{})
 	for b.Loop() {
-		m := New(b.Context(), Options{Store: store, Session: "load-0500", Actor: "bench"})
+		m := New(b.Context(), Options{Log: store, Session: "load-0500", Actor: "bench"})
 		m.Update(loadEffects(b.Context(), store, "load-0500", effectlog.EffectFilter{}, 0, 0)())
 		m.Update(loadDetail(b.Context(), store, m.session.selected().ID)())
 		if !strings.Contains(m.View(), "history:") {
@@ -62,7 +62,7 @@ func BenchmarkSessionScreen1M(b *testing.B) {
 // a session (the costliest key press), with its render.
 func BenchmarkScrollPage1M(b *testing.B) {
 	store := engines.File(largeLog(b), engines.Options{})
-	m := New(b.Context(), Options{Store: store, Session: "load-0500", Actor: "bench"})
+	m := New(b.Context(), Options{Log: store, Session: "load-0500", Actor: "bench"})
 	m.Update(loadEffects(b.Context(), store, "load-0500", effectlog.EffectFilter{}, 0, 0)())
 	for b.Loop() {
 		m.session.cursor = len(m.session.effects) - 1
@@ -86,7 +86,7 @@ func TestMemoryProbe(t *testing.T) {
 		t.Skip("helper process of BenchmarkMaxRSS1M")
 	}
 	store := engines.File(path, engines.Options{})
-	m := New(t.Context(), Options{Store: store, Actor: "probe"})
+	m := New(t.Context(), Options{Log: store, Actor: "probe"})
 	m.Update(loadSessions(t.Context(), store)())
 	_ = m.View()
 	for _, session := range []string{"load-0999", "load-0500", "load-0000"} {

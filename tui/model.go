@@ -84,16 +84,16 @@ type undoState struct {
 
 // Init loads the first screen and starts watching for changes.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.reload(), tick(m.opts.Refresh), checkChanges(m.ctx, m.opts.Store))
+	return tea.Batch(m.reload(), tick(m.opts.Refresh), checkChanges(m.ctx, m.opts.Log))
 }
 
 // reload fetches what the current screen shows.
 func (m *Model) reload() tea.Cmd {
 	if m.screen == screenSessions {
-		return loadSessions(m.ctx, m.opts.Store)
+		return loadSessions(m.ctx, m.opts.Log)
 	}
 	s := &m.session
-	return loadEffects(m.ctx, m.opts.Store, s.id, s.effectFilter(), s.page, s.pageStart(s.page))
+	return loadEffects(m.ctx, m.opts.Log, s.id, s.effectFilter(), s.page, s.pageStart(s.page))
 }
 
 func (m *Model) setStatus(text string, err error) {
@@ -122,7 +122,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if !m.follow {
 			return m, tick(m.opts.Refresh)
 		}
-		return m, tea.Batch(tick(m.opts.Refresh), checkChanges(m.ctx, m.opts.Store))
+		return m, tea.Batch(tick(m.opts.Refresh), checkChanges(m.ctx, m.opts.Log))
 	case changeMsg:
 		if msg.err != nil {
 			m.setStatus("", msg.err)
@@ -145,7 +145,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setStatus("", msg.err)
 			return m, nil
 		}
-		return m, m.session.set(m.ctx, msg, m.opts.Store)
+		return m, m.session.set(m.ctx, msg, m.opts.Log)
 	case detailMsg:
 		if msg.err != nil {
 			m.setStatus("", msg.err)
@@ -214,7 +214,7 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 		case "y", "Y":
 			m.overlay = overlayUndo
 			m.undo = undoState{session: m.plan.Session}
-			return runUndo(m.ctx, m.opts.Store, m.plan.Session, m.opts.Actor)
+			return runUndo(m.ctx, m.opts.Log, m.plan.Session, m.opts.Actor)
 		case "n", "N", "esc", "q":
 			m.overlay = overlayNone
 			m.setStatus("undo cancelled; nothing changed", nil)
@@ -264,7 +264,7 @@ func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
 		}
 	case key.Matches(msg, k.Undo):
 		if s := v.selected(); s != nil {
-			return makePlan(m.ctx, m.opts.Store, s.ID)
+			return makePlan(m.ctx, m.opts.Log, s.ID)
 		}
 	case key.Matches(msg, k.Filter):
 		m.openFilter(v.filter)
@@ -282,13 +282,13 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Tab):
 		v.focusDetail = !v.focusDetail
 	case key.Matches(msg, k.Up):
-		return v.move(m.ctx, -1, m.opts.Store)
+		return v.move(m.ctx, -1, m.opts.Log)
 	case key.Matches(msg, k.Down):
-		return v.move(m.ctx, 1, m.opts.Store)
+		return v.move(m.ctx, 1, m.opts.Log)
 	case key.Matches(msg, k.PageUp):
-		return v.move(m.ctx, -m.tableHeight(), m.opts.Store)
+		return v.move(m.ctx, -m.tableHeight(), m.opts.Log)
 	case key.Matches(msg, k.PageDown):
-		return v.move(m.ctx, m.tableHeight(), m.opts.Store)
+		return v.move(m.ctx, m.tableHeight(), m.opts.Log)
 	case key.Matches(msg, k.Approve), key.Matches(msg, k.Reject):
 		e := v.selected()
 		if e == nil {
@@ -303,7 +303,7 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 			return nil
 		}
 		m.openPrompt(fmt.Sprintf("%s effect %d (%s)? Reason:", verb, e.ID, e.Tool), to == sm.Rejected, func(reason string) tea.Cmd {
-			return decide(m.ctx, m.opts.Store, e.ID, to, m.opts.Actor, reason)
+			return decide(m.ctx, m.opts.Log, e.ID, to, m.opts.Actor, reason)
 		})
 	case key.Matches(msg, k.Transition):
 		e := v.selected()
@@ -318,7 +318,7 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 		m.menu = menuState{effect: *e, options: options}
 		m.overlay = overlayMenu
 	case key.Matches(msg, k.Undo):
-		return makePlan(m.ctx, m.opts.Store, v.id)
+		return makePlan(m.ctx, m.opts.Log, v.id)
 	case key.Matches(msg, k.Filter):
 		m.openFilter(v.filter)
 	}
@@ -337,7 +337,7 @@ func (m *Model) menuKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Open):
 		e, to := m.menu.effect, m.menu.options[m.menu.cursor]
 		m.openPrompt(fmt.Sprintf("Move effect %d (%s) %s -> %s? Reason:", e.ID, e.Tool, e.State, to), to == sm.Rejected, func(reason string) tea.Cmd {
-			return decide(m.ctx, m.opts.Store, e.ID, to, m.opts.Actor, reason)
+			return decide(m.ctx, m.opts.Log, e.ID, to, m.opts.Actor, reason)
 		})
 	}
 	return nil

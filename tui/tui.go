@@ -19,7 +19,7 @@ import (
 
 // Options configure the view.
 type Options struct {
-	Store   effectlog.Log
+	Log     effectlog.Log
 	Session string // open this session first; empty: the sessions screen
 	Actor   string // recorded in history for decisions made here
 	Now     func() time.Time
@@ -71,9 +71,9 @@ func FirstFrame(ctx context.Context, opts Options) (string, error) {
 	m := New(ctx, opts)
 	var msg tea.Msg
 	if m.screen == screenSessions {
-		msg = loadSessions(ctx, opts.Store)()
+		msg = loadSessions(ctx, opts.Log)()
 	} else {
-		msg = loadEffects(ctx, opts.Store, m.session.id, effectlog.EffectFilter{}, 0, 0)()
+		msg = loadEffects(ctx, opts.Log, m.session.id, effectlog.EffectFilter{}, 0, 0)()
 	}
 	if _, cmd := m.Update(msg); cmd != nil {
 		if next := cmd(); next != nil {

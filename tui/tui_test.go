@@ -35,7 +35,7 @@ func demoStore(t *testing.T) effectlog.FileLog {
 
 func start(t *testing.T, store effectlog.Log, session string) *teatest.TestModel {
 	t.Helper()
-	m := New(t.Context(), Options{Store: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
+	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
 		Refresh: 100 * time.Millisecond})
 	return teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
 }
@@ -141,7 +141,7 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 	}
 	checked := 0
 	for _, e := range effects {
-		m := New(t.Context(), Options{Store: store, Session: e.Session, Actor: "tester", Now: func() time.Time { return demoEnd }})
+		m := New(t.Context(), Options{Log: store, Session: e.Session, Actor: "tester", Now: func() time.Time { return demoEnd }})
 		m.Update(loadEffects(t.Context(), store, e.Session, effectlog.EffectFilter{}, 0, 0)())
 		for m.session.selected() != nil && m.session.selected().ID != e.ID {
 			m.session.cursor++

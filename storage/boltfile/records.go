@@ -168,6 +168,7 @@ func getApproval(tx *bolt.Tx, id uint64) (*model.Approval, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
+	a.EffectID = id // its key says it, whatever form the record has (PutApproval writes it back there)
 	return &a, nil
 }
 
