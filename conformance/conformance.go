@@ -73,6 +73,7 @@ var suite = []struct {
 	{"CloseKeepsWhatWasWritten", testCloseKeepsWhatWasWritten},
 	{"ReclaimOfAnOwnerThatChangedIsRefused", testReclaimOfAnOwnerThatChangedIsRefused},
 	{"CompensationOwnerIsTakenOnlyByReclaim", testCompensationOwnerIsTakenOnlyByReclaim},
+	{"VerifyFindsWhatChangedBehindTheRules", testVerifyFindsWhatChangedBehindTheRules},
 }
 
 // clock is a settable time source.

