@@ -1,0 +1,54 @@
+package engines
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/model"
+)
+
+// A path is a log file: the first write makes it there.
+func TestAPathIsALogFile(t *testing.T) {
+	dir := t.TempDir()
+	for _, addr := range []string{filepath.Join(dir, "u.db"), filepath.Join(dir, "odd://name", "u.db")} {
+		log := Open(addr, Options{})
+		fl, ok := log.(effectlog.FileLog)
+		if !ok || fl.Path() != addr {
+			t.Fatalf("%s: %T, not the log file at the path", addr, log)
+		}
+		if _, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "s"}); err != nil {
+			t.Fatal(err)
+		}
+		log.Close()
+		if _, err := os.Stat(addr); err != nil {
+			t.Fatalf("%s: %v", addr, err)
+		}
+	}
+}
+
+// An address no engine serves refuses every operation with one clear line,
+// and makes nothing.
+func TestAnAddressNoEngineServesIsRefused(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, addr := range []string{"postgres://db/undolog", "file://x", "a://b"} {
+		log := Open(addr, Options{})
+		_, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "s"})
+		if !errors.Is(err, model.ErrInvalidInput) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), addr) {
+			t.Fatalf("%s: %v", addr, err)
+		}
+		if _, _, err := log.ListEffects(t.Context(), effectlog.EffectFilter{}); !errors.Is(err, model.ErrInvalidInput) {
+			t.Fatalf("%s: a read: %v", addr, err)
+		}
+		if _, ok := log.(effectlog.FileLog); ok {
+			t.Fatalf("%s is not a file", addr)
+		}
+		log.Close()
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Fatalf("made %v", entries)
+	}
+}
