@@ -167,9 +167,7 @@ func (w txWriter) InsertSession(s *model.Session) error {
 	return w.PutSession(s)
 }
 
-func (w txWriter) PutSession(s *model.Session) error {
-	return putRecord(w.w, bSessions, []byte(s.ID), s)
-}
+func (w txWriter) PutSession(s *model.Session) error { return putSession(w.w, s) }
 
 func (w txWriter) PutEffect(e *model.Effect, from sm.State) error { return putEffect(w.w, e, from) }
 
