@@ -296,6 +296,15 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 		}
 		return err
 	}
+	if ctx.Err() != nil {
+		// Interrupted while the log was busy, before the command started:
+		// it does not start, and a repeat runs it.
+		msg := "interrupted before the command ran"
+		if err := lc.Fail(ctx, call, msg); err != nil {
+			return fmt.Errorf("%s but recording it failed; effect %d is in doubt: %w", msg, id, err)
+		}
+		return &exitError{code: 130, msg: fmt.Sprintf("%s; effect %d is pending", msg, id)}
+	}
 	stdout, stderr := &capture{limit: captureLimit}, &capture{limit: captureLimit}
 	began := time.Now()
 	code, interrupted, runErr := runCommand(f, argv, stdout, stderr)
@@ -309,7 +318,9 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 		}
 		return &exitError{code: code, msg: runErr.Error()}
 	}
-	if code != 0 || interrupted != nil {
+	// A command that an interrupt reached but that exited 0 did its work:
+	// it is committed like any other.
+	if code != 0 {
 		msg := fmt.Sprintf("exit status %d", code)
 		if interrupted != nil {
 			msg = fmt.Sprintf("interrupted by %v (exit status %d)", interrupted, code)

@@ -139,7 +139,7 @@ func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOpti
 	filter, _ := opts.filter(f)
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
-	for {
+	for ctx.Err() == nil {
 		changes, last, err := store.Changes(ctx, position, 1000)
 		if err != nil {
 			return err
@@ -168,10 +168,10 @@ func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOpti
 		}
 		select {
 		case <-ctx.Done():
-			return nil
 		case <-tick.C:
 		}
 	}
+	return nil // Ctrl-C ends a follow
 }
 
 // followedChange is one line of --follow's JSON output.

@@ -170,7 +170,9 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 	giveUp := l.now().Add(bound)
 	for {
 		d, err := l.Log.GetEffect(ctx, c.Effect.ID)
-		if err != nil {
+		if err != nil && ctx.Err() != nil {
+			return Waited{Interrupted, model.EffectDetail{Effect: c.Effect}}, nil // the look was cut short: the request stands
+		} else if err != nil {
 			return Waited{}, err
 		}
 		switch d.Decision(l.now()) {

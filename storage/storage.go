@@ -19,7 +19,10 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// Engine runs transactions on one log.
+// Engine runs transactions on one log. ctx bounds what an engine waits for
+// (a server, a lock); an engine whose waits cannot be cut short may ignore
+// it. A caller that records what already happened (a call that ran) passes
+// a context that is not cancelled (context.WithoutCancel).
 type Engine interface {
 	// View runs fn in a read-only transaction. A log that does not exist yet
 	// reads as empty: fn is not called, and nothing is created.
@@ -137,8 +140,9 @@ type ReadTx interface {
 	SchemaVersion() uint64
 
 	// Records and CheckIndexes are verify's engine half. Records calls
-	// session and effect with every record the log holds, and bad with
-	// every record it cannot read. CheckIndexes reports, with add, each
+	// session and effect with every record the log holds (a nil one: that
+	// kind is not walked), in the order of their ids, and bad with every
+	// record it cannot read. CheckIndexes reports, with add, each
 	// index entry that disagrees with the records given (those Records
 	// read), each record its indexes lack, and each thing stored that
 	// belongs to no record.

@@ -476,6 +476,11 @@ const (
 // file and may fault on a truncated one. It returns os.ErrNotExist (wrapped)
 // when there is no file.
 func (s *Engine) checkFile() error {
+	// Only a regular file is opened: opening a FIFO would wait for a writer
+	// for ever, a device would read what it streams.
+	if info, err := os.Stat(s.path); err == nil && !info.Mode().IsRegular() && !info.IsDir() {
+		return fmt.Errorf("%w: %s is not a regular file (%s)", model.ErrCorrupt, s.path, info.Mode().Type())
+	}
 	f, err := os.Open(s.path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

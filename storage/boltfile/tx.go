@@ -244,20 +244,16 @@ func (w txWriter) DeleteSession(s *model.Session) error {
 	return w.w.delete(bSessions, []byte(s.ID))
 }
 
-// View runs fn in a read-only transaction (see view).
-func (s *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// View runs fn in a read-only transaction (see view). A file's
+// transactions are not cancelled: ctx is not consulted, and what the lock
+// timeout bounds is what a caller waits.
+func (s *Engine) View(_ context.Context, fn func(storage.ReadTx) error) error {
 	return s.view(func(tx *bolt.Tx) error { return fn(txReader{tx}) })
 }
 
 // Update runs fn in a write transaction of this process's committer (see
-// update).
-func (s *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
+// update); like View, it is not cancelled.
+func (s *Engine) Update(_ context.Context, fn func(storage.WriteTx) error) error {
 	return s.update(func(tx *writeTx) error { return fn(txWriter{txReader{tx.Tx}, tx}) })
 }
 

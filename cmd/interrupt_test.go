@@ -1,0 +1,204 @@
+package cmd
+
+// An interrupt (SIGINT, SIGTERM) that arrives while a command waits for the
+// log, which another process holds: the command ends as an interrupt at
+// that step ends, never with a bare "context canceled".
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/internal/testbin"
+)
+
+// holdLog takes the log file's lock (as a process writing or reading it
+// would) for d, in the background.
+func holdLog(t *testing.T, db string, d time.Duration) (released chan struct{}) {
+	t.Helper()
+	f, err := os.OpenFile(db, os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	released = make(chan struct{})
+	go func() {
+		time.Sleep(d)
+		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+		close(released)
+	}()
+	return released
+}
+
+func runWithLog(t *testing.T, db string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(testbin.Undolog(t), args...)
+	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+db, "UNDOLOG_ACTOR=tester")
+	return cmd
+}
+
+func exitCodeOf(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// An irreversible exec interrupted while it waits for a busy log: its
+// request is registered (it stays open), so exec ends as an interrupted
+// wait does: exit 130, "still awaits approval".
+func TestIrreversibleExecInterruptedWhileLogBusy(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "u.db")
+	if out, err := runWithLog(t, db, "session", "start", "s").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	released := holdLog(t, db, 1500*time.Millisecond)
+	cmd := runWithLog(t, db, "exec", "--session", "s", "--tier", "irreversible", "--", "true")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	<-released
+	if code := exitCodeOf(err); code != 130 || !strings.Contains(stderr.String(), "still awaits approval") {
+		t.Fatalf("exit %d, stderr %q; want 130 and 'effect 1 still awaits approval'", code, stderr.String())
+	}
+}
+
+// list --follow stops on Ctrl-C with exit 0, also when its poll waits for
+// a busy log (six tries: the interrupt and the next tick race).
+func TestFollowInterruptedWhileLogBusy(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "u.db")
+	if out, err := runWithLog(t, db, "session", "start", "s").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	for i := 0; i < 6; i++ {
+		cmd := runWithLog(t, db, "list", "--follow")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		released := holdLog(t, db, 800*time.Millisecond)
+		time.Sleep(400 * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGINT)
+		err := cmd.Wait()
+		<-released
+		if code := exitCodeOf(err); code != 0 {
+			t.Fatalf("try %d: list --follow interrupted: exit %d, stderr %q; want 0", i, code, stderr.String())
+		}
+	}
+}
+
+// A compensable exec interrupted while it waits for a busy log does not
+// start its command: exit 130, and the effect is pending, for a repeat to
+// run.
+func TestCompensableExecInterruptedWhileLogBusyDoesNotRun(t *testing.T) {
+	dir := t.TempDir()
+	db, marks := filepath.Join(dir, "u.db"), filepath.Join(dir, "marks")
+	if out, err := runWithLog(t, db, "session", "start", "s").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	released := holdLog(t, db, 1500*time.Millisecond)
+	cmd := runWithLog(t, db, "exec", "--session", "s", "--undo", "true", "--", "sh", "-c", "sleep 1; echo ran >> "+marks)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	err := cmd.Wait()
+	<-released
+	if data, _ := os.ReadFile(marks); strings.Contains(string(data), "ran") {
+		t.Fatalf("SIGTERM before the command started: it ran to the end anyway (exit %d)", exitCodeOf(err))
+	}
+	if code := exitCodeOf(err); code != 130 {
+		t.Fatalf("exit %d, want 130", code)
+	}
+	out, err := runWithLog(t, db, "show", "1", "-o", "json").Output()
+	if err != nil || !strings.Contains(string(out), `"state": "pending"`) {
+		t.Fatalf("the effect after: %s %v", out, err)
+	}
+}
+
+// A command that an interrupt reaches but that finishes its work and exits
+// 0 is committed: a repeat replays it, and does not run it again.
+func TestCommandThatSurvivesAnInterruptIsCommitted(t *testing.T) {
+	dir := t.TempDir()
+	db, marks, up := filepath.Join(dir, "u.db"), filepath.Join(dir, "marks"), filepath.Join(dir, "up")
+	script := "trap '' INT TERM; touch " + up + "; sleep 1; echo ran >> " + marks
+	cmd := runWithLog(t, db, "exec", "--session", "s", "--undo", "true", "--", "sh", "-c", script)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(up); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); exitCodeOf(err) != 0 {
+		t.Fatalf("exec: exit %d, want the command's 0", exitCodeOf(err))
+	}
+	if out, err := runWithLog(t, db, "exec", "--session", "s", "--undo", "true", "--", "sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("the repeat: %v %s", err, out)
+	}
+	if data, _ := os.ReadFile(marks); strings.Count(string(data), "ran") != 1 {
+		t.Fatalf("the command ran %d times", strings.Count(string(data), "ran"))
+	}
+}
+
+// A log path that names a FIFO is refused as a directory is ("not a valid
+// undolog log", exit 1), at once: opening it would wait for a writer.
+func TestLogThatIsAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "log")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	cmd := runWithLog(t, fifo, "list")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if code := exitCodeOf(err); code != 1 {
+			t.Fatalf("exit %d, stderr %q; want 1 and a one-line error", code, stderr.String())
+		}
+		return
+	case <-time.After(3 * time.Second):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		t.Fatalf("list on a FIFO hung for 3s (it ended on SIGTERM: %q)", stderr.String())
+	case <-time.After(2 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("list on a FIFO hung for 3s and SIGTERM did not end it")
+	}
+}
