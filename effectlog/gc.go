@@ -3,7 +3,7 @@ package effectlog
 import (
 	"context"
 	"errors"
-	"slices"
+	"fmt"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -31,21 +31,21 @@ func (s *Service) GC(ctx context.Context, before time.Time, states []sm.SessionS
 	var victims []string
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		victims = victims[:0]
-		return tx.Sessions(true, 0, func(_ uint64, id string) (bool, error) {
-			sess, err := tx.Session(id)
-			if err != nil {
-				return false, err
-			}
+		var bad error
+		err := tx.Records(func(sess model.Session) {
 			if collectable(sess, want, before) {
 				victims = append(victims, sess.ID)
 			}
-			return true, nil
+		}, nil, func(p model.Problem) {
+			if bad == nil {
+				bad = fmt.Errorf("%w: %s", model.ErrCorrupt, p)
+			}
 		})
+		return errOr(err, bad)
 	})
 	if err != nil {
 		return rep, err
 	}
-	slices.Sort(victims)
 	for _, id := range victims {
 		if gcBeforeDrop != nil {
 			gcBeforeDrop(id)

@@ -17,6 +17,9 @@ import (
 // Records calls session and effect with every record the log holds, and bad
 // with every record it cannot read.
 func (r txReader) Records(session func(model.Session), effect func(model.Effect), bad func(model.Problem)) error {
+	if session == nil {
+		session = func(model.Session) {}
+	}
 	err := r.tx.Bucket(bSessions).ForEach(func(k, val []byte) error {
 		var sess model.Session
 		if err := decodeRecord(val, &sess); err != nil {
@@ -26,7 +29,7 @@ func (r txReader) Records(session func(model.Session), effect func(model.Effect)
 		session(sess)
 		return nil
 	})
-	if err != nil {
+	if err != nil || effect == nil {
 		return err
 	}
 	return r.tx.Bucket(bEffects).ForEach(func(k, val []byte) error {

@@ -83,3 +83,35 @@ func TestCompactRefusedWhileHeld(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// gc chooses its victims from the session records, not from the index of
+// their order: an entry of that index that names no session, or a session
+// the index lacks (damage verify reports), changes nothing of what gc drops.
+func TestGCDespiteADamagedSessionOrderIndex(t *testing.T) {
+	for _, damage := range []string{"dangling entry", "missing entry"} {
+		t.Run(damage, func(t *testing.T) {
+			s, clk := newStore(t)
+			for _, id := range []string{"a", "b", "c"} {
+				res := intercept(t, s, id, "w", sm.Compensable, `{}`)
+				must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{}))
+				must[model.Effect](t)(s.Commit(t.Context(), res.Effect.ID, model.Change{}))
+				must[model.Session](t)(s.SetSessionState(t.Context(), id, sm.SessionCompleted, model.Change{}))
+			}
+			b := must[model.Session](t)(s.GetSession(t.Context(), "b"))
+			err := s.update(func(tx *writeTx) error {
+				if damage == "dangling entry" {
+					return tx.put(bSessionsByTime, itob(99), []byte("ghost"))
+				}
+				return tx.delete(bSessionsByTime, itob(b.Seq))
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk.add(48 * time.Hour)
+			rep := must[effectlog.GCReport](t)(s.GC(t.Context(), clk.now().Add(-time.Hour), []sm.SessionState{sm.SessionCompleted}))
+			if len(rep.Sessions) != 3 || rep.Effects != 3 {
+				t.Fatalf("gc dropped %v (%d effects), want a, b and c", rep.Sessions, rep.Effects)
+			}
+		})
+	}
+}
