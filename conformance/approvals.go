@@ -273,3 +273,32 @@ func testFailInClosedSessionClosesNewRequest(t *testing.T, newStore opener) {
 	}
 	verifyClean(t, s)
 }
+
+// An approval timeout that ends after the last time a log holds (2262) is
+// refused and writes nothing; one of a century is kept as given.
+func testApprovalTimeoutPastTheLastTimeIsRefused(t *testing.T, open opener) {
+	s, _ := open(t)
+	_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), ApprovalTimeout: time.Duration(1<<63 - 1), CreateSession: true})
+	if !errors.Is(err, model.ErrInvalidInput) {
+		t.Fatalf("a timeout past 2262: %v", err)
+	}
+	if _, err := s.GetSession(t.Context(), "s"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("the refused call made its session: %v", err)
+	}
+	century := 100 * 365 * 24 * time.Hour
+	res := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "deploy",
+		Tier: sm.Irreversible, Args: json.RawMessage(`{}`), ApprovalTimeout: century, CreateSession: true}))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID))
+	if d.Approval.ExpiresAt == nil || d.Approval.ExpiresAt.Sub(d.Approval.RequestedAt) != century {
+		t.Fatalf("expires at %v, requested at %v", d.Approval.ExpiresAt, d.Approval.RequestedAt)
+	}
+	if p := pending(t, s); len(p) != 1 {
+		t.Fatalf("waiting: %v", p)
+	}
+	intercept(t, s, "s", "other", sm.Compensable, `{}`) // a write to the session expires nothing
+	if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID)); d.Effect.State != sm.Pending {
+		t.Fatalf("the request is %s", d.Effect.State)
+	}
+	verifyClean(t, s)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -238,6 +239,10 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 			ApprovalRound: model.ApprovalRound{RequestedAt: now, Outcome: model.ApprovalPending}}
 		if req.ApprovalTimeout > 0 {
 			exp := now.Add(req.ApprovalTimeout)
+			if exp.After(lastTime) {
+				return res, fmt.Errorf("%w: an approval timeout of %s expires after %s, the last time a log holds",
+					model.ErrInvalidInput, req.ApprovalTimeout, lastTime.Format(time.DateOnly))
+			}
 			a.ExpiresAt = &exp
 		}
 		if err := tx.PutApproval(&a); err != nil {
@@ -265,6 +270,10 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 	res.Outcome, res.Effect = model.OutcomeNew, e
 	return res, tx.PutSession(&sess)
 }
+
+// lastTime is the latest time a log holds: times are kept as nanoseconds
+// since 1970 in 64 bits (in 2262).
+var lastTime = time.Unix(0, math.MaxInt64).UTC()
 
 func notAccepting(sess *model.Session) error {
 	return fmt.Errorf("%w: session %q is %s and accepts no new effects", model.ErrSessionNotActive, sess.ID, sess.State)
