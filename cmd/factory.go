@@ -13,6 +13,7 @@ import (
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // Factory carries what every command needs: the I/O streams, the environment
@@ -76,7 +77,7 @@ func (f *Factory) Log() effectlog.Log {
 		f.warned = true
 		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 {
 			fmt.Fprintf(f.ErrOut, "undolog: warning: %s can be read by others (mode %04o) and holds call arguments and results: chmod 600 %s\n",
-				path, info.Mode().Perm(), path)
+				textfmt.Escape(path), info.Mode().Perm(), textfmt.Escape(path))
 		}
 	}
 	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now})

@@ -7,6 +7,7 @@ package engines
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -33,11 +34,28 @@ type Options struct {
 // I/O: a log file is created by the first write. A URL no engine serves
 // gives a log whose every operation fails with model.ErrInvalidInput.
 func Open(addr string, opts Options) effectlog.Log {
-	if scheme, _, ok := strings.Cut(addr, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, `/\.`) {
+	if scheme, ok := urlScheme(addr); ok {
 		why := fmt.Errorf("%w: log address %q: no engine keeps logs at %s:// addresses (give a file path)", model.ErrInvalidInput, addr, scheme)
 		return effectlog.New(unreachable{why}, effectlog.Options{Now: opts.Now})
 	}
 	return File(addr, opts)
+}
+
+// urlScheme is the scheme of addr if addr is a URL: a scheme (a letter,
+// then letters, digits, +, - or ., as RFC 3986 has it) and "://". On
+// Windows one letter is a drive (C://x), not a scheme.
+func urlScheme(addr string) (string, bool) {
+	scheme, _, ok := strings.Cut(addr, "://")
+	if !ok || scheme == "" || len(scheme) == 1 && runtime.GOOS == "windows" {
+		return "", false
+	}
+	for i, r := range scheme {
+		letter := 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z'
+		if !letter && (i == 0 || !('0' <= r && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return "", false
+		}
+	}
+	return scheme, true
 }
 
 // unreachable is the engine of an address no engine serves: every

@@ -14,7 +14,9 @@ import (
 // A path is a log file: the first write makes it there.
 func TestAPathIsALogFile(t *testing.T) {
 	dir := t.TempDir()
-	for _, addr := range []string{filepath.Join(dir, "u.db"), filepath.Join(dir, "odd://name", "u.db")} {
+	t.Chdir(dir)
+	// x y://z is not a URL: a scheme has no space.
+	for _, addr := range []string{filepath.Join(dir, "u.db"), dir + "/odd://name/u.db", "x y://z/u.db", "./a.b://c/u.db"} {
 		log := Open(addr, Options{})
 		fl, ok := log.(effectlog.FileLog)
 		if !ok || fl.Path() != addr {
@@ -34,7 +36,7 @@ func TestAPathIsALogFile(t *testing.T) {
 // and makes nothing.
 func TestAnAddressNoEngineServesIsRefused(t *testing.T) {
 	t.Chdir(t.TempDir())
-	for _, addr := range []string{"postgres://db/undolog", "file://x", "a://b"} {
+	for _, addr := range []string{"postgres://db/undolog", "file://x", "a://b", "a.b+c-d://x", "HTTP://[::1]/x"} {
 		log := Open(addr, Options{})
 		_, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "s"})
 		if !errors.Is(err, model.ErrInvalidInput) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), addr) {
