@@ -81,7 +81,7 @@ code, stdout and stderr (up to 1 MiB each) are recorded.
 Exit codes: the command's own, or 121 rejected, 122 approval timed out (the request
 expired, or no decision within --approval-timeout), 123 in progress elsewhere, 124 in
 doubt (owner died; see --retry-in-doubt), 125 undolog error (usage included), 130
-interrupted while waiting for approval.`,
+interrupted while waiting for approval or before the command started.`,
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
   undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
   undolog exec --session $RUN --tier safe -- kubectl get pods`,
