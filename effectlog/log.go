@@ -112,3 +112,8 @@ func (s *Service) view(ctx context.Context, fn func(tx storage.ReadTx) error) er
 func (s *Service) update(ctx context.Context, fn func(tx storage.WriteTx) error) error {
 	return s.engine.Update(ctx, fn)
 }
+
+var (
+	_ Log     = (*Service)(nil)
+	_ FileLog = (*fileLog)(nil)
+)
