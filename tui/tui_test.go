@@ -37,7 +37,16 @@ func start(t *testing.T, store effectlog.Log, session string) *teatest.TestModel
 	t.Helper()
 	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
 		Refresh: 100 * time.Millisecond})
-	return teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
+	// The view stops, and lets the log go, before the test's directory goes:
+	// a read it started late would make the journal again beside a log
+	// being removed.
+	t.Cleanup(func() {
+		tm.Quit()
+		tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+		store.Close()
+	})
+	return tm
 }
 
 // waitFor waits until the screen shows every one of texts.
