@@ -448,7 +448,7 @@ func largeRows(add func(what, value, ratio string)) error {
 	store := engines.File(path, engines.Options{})
 	paint, err := measure(func() (float64, error) {
 		start := time.Now()
-		if _, err := tui.FirstFrame(context.Background(), tui.Options{Store: store}); err != nil {
+		if _, err := tui.FirstFrame(context.Background(), tui.Options{Log: store}); err != nil {
 			return 0, err
 		}
 		return float64(time.Since(start).Microseconds()) / 1000, nil
