@@ -298,8 +298,8 @@ func (s *Engine) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall
 	err = s.guard(func() error {
 		w := newWriteTx(h.tx, s.group.ops)
 		defer func() {
-			if cap(w.ops.buf) <= 2*journalMaxBytes { // a huge batch's buffer is let go
-				s.group.ops = w.ops.buf[:0]
+			if cap(w.ops.Buf) <= 2*journalMaxBytes { // a huge batch's buffer is let go
+				s.group.ops = w.ops.Buf[:0]
 			}
 		}()
 		checkpoint := false

@@ -14,6 +14,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage/internal/record"
 )
 
 // TestReplayRefusesATamperedResult: a cached result whose effect fails its
@@ -97,7 +98,7 @@ func writtenBefore(t *testing.T, s *testLog, asJSON bool) {
 				if asJSON {
 					data, err = json.Marshal(r)
 				} else {
-					data, err = encodeRecord(&r)
+					data, err = record.Encode(&r)
 				}
 				if err != nil {
 					return err
@@ -169,14 +170,14 @@ func TestContentHashCostsNoBytes(t *testing.T) {
 			if binary.BigEndian.Uint64(k) == id {
 				sizes = append(sizes, len(v))
 				var r model.HistoryRecord
-				if err := decodeRecord(v, &r); err != nil {
+				if err := record.Decode(v, &r); err != nil {
 					return err
 				}
 				if r.HashVersion != model.HashWithContent {
 					t.Errorf("record %d has hash version %d", r.Seq, r.HashVersion)
 				}
 				r.HashVersion = 0
-				old, err := encodeRecord(&r)
+				old, err := record.Encode(&r)
 				if err != nil {
 					return err
 				}

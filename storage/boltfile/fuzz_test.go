@@ -18,6 +18,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage/internal/record"
 )
 
 // What the fuzz targets cover, and what they cannot: bbolt keeps no checksums
@@ -190,7 +191,7 @@ func FuzzLogRecords(f *testing.F) {
 		&model.Approval{EffectID: 5, Session: "s", ApprovalRound: model.ApprovalRound{Outcome: model.ApprovalPending}},
 		&model.Session{ID: "s", State: sm.SessionActive, Meta: map[string]string{"a": "b"}, Counts: map[sm.State]int{sm.Pending: 1}},
 	} {
-		data, err := encodeRecord(rec)
+		data, err := record.Encode(rec)
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -247,16 +248,16 @@ func FuzzJournal(f *testing.F) {
 	// Real operations to mutate: a session, an effect and its indexes.
 	w := &writeTx{}
 	w.op(opSequence, bEffects)
-	w.ops.uint(21)
-	for _, kv := range [][3][]byte{{bEffects, itob(21), []byte{recordBinary, 1}}, {bBySession, nameKey("s", 21), nil},
+	w.ops.Uint(21)
+	for _, kv := range [][3][]byte{{bEffects, itob(21), []byte{record.Form1, 1}}, {bBySession, nameKey("s", 21), nil},
 		{bMeta, keySchema, itob(SchemaVersion)}} {
 		w.op(opPut, kv[0])
-		w.ops.bytes(kv[1])
-		w.ops.bytes(kv[2])
+		w.ops.Bytes(kv[1])
+		w.ops.Bytes(kv[2])
 	}
 	w.op(opDelete, bByState)
-	w.ops.bytes(nameKey("pending", 5))
-	f.Add(w.ops.buf)
+	w.ops.Bytes(nameKey("pending", 5))
+	f.Add(w.ops.Buf)
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		path := writeFuzzLog(t, seed)
@@ -283,8 +284,8 @@ func FuzzJournalFile(f *testing.F) {
 	}
 	w := &writeTx{}
 	w.op(opSequence, bEffects)
-	w.ops.uint(30)
-	good, older := record(base, w.ops.buf...), record(journalBase{base.txid - 1, base.log}, w.ops.buf...)
+	w.ops.Uint(30)
+	good, older := record(base, w.ops.Buf...), record(journalBase{base.txid - 1, base.log}, w.ops.Buf...)
 	damaged := append([]byte(nil), good...)
 	damaged[len(damaged)-1] ^= 1
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }

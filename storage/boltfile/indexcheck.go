@@ -7,6 +7,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage/internal/record"
 )
 
 // Verify's engine half: the records as stored, and the file's indexes
@@ -22,7 +23,7 @@ func (r txReader) Records(session func(model.Session), effect func(model.Effect)
 	}
 	err := r.tx.Bucket(bSessions).ForEach(func(k, val []byte) error {
 		var sess model.Session
-		if err := decodeRecord(val, &sess); err != nil {
+		if err := record.Decode(val, &sess); err != nil {
 			bad(model.Problem{Kind: "record", Session: string(k), Detail: fmt.Sprintf("unreadable session record: %v", err)})
 			return nil
 		}
@@ -34,7 +35,7 @@ func (r txReader) Records(session func(model.Session), effect func(model.Effect)
 	}
 	return r.tx.Bucket(bEffects).ForEach(func(k, val []byte) error {
 		var e model.Effect
-		if err := decodeRecord(val, &e); err != nil || len(k) != 8 || btoi(k) != e.ID {
+		if err := record.Decode(val, &e); err != nil || len(k) != 8 || btoi(k) != e.ID {
 			bad(model.Problem{Kind: "record", Detail: fmt.Sprintf("unreadable effect record %x", k)})
 			return nil
 		}

@@ -38,6 +38,7 @@ import (
 	"path/filepath"
 
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage/internal/record"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -198,10 +199,10 @@ func (j *journal) replay(tx *bolt.Tx) (bool, error) {
 }
 
 func applyOps(tx *bolt.Tx, ops []byte) error {
-	r := &recordReader{buf: ops}
-	for len(r.buf) > 0 && r.err == nil {
-		kind, name := r.bytes(1), r.bytes(r.uint())
-		if r.err != nil {
+	r := &record.Reader{Buf: ops}
+	for len(r.Buf) > 0 && r.Err == nil {
+		kind, name := r.Bytes(1), r.Bytes(r.Uint())
+		if r.Err != nil {
 			break
 		}
 		b := tx.Bucket(name)
@@ -211,16 +212,16 @@ func applyOps(tx *bolt.Tx, ops []byte) error {
 		var err error
 		switch kind[0] {
 		case opPut:
-			key, value := r.bytes(r.uint()), r.bytes(r.uint())
-			if r.err == nil {
+			key, value := r.Bytes(r.Uint()), r.Bytes(r.Uint())
+			if r.Err == nil {
 				err = b.Put(key, value)
 			}
 		case opDelete:
-			if key := r.bytes(r.uint()); r.err == nil {
+			if key := r.Bytes(r.Uint()); r.Err == nil {
 				err = b.Delete(key)
 			}
 		case opSequence:
-			if seq := r.uint(); r.err == nil {
+			if seq := r.Uint(); r.Err == nil {
 				err = b.SetSequence(seq)
 			}
 		default:
@@ -230,7 +231,7 @@ func applyOps(tx *bolt.Tx, ops []byte) error {
 			return err
 		}
 	}
-	return r.err
+	return r.Err
 }
 
 // errJournalLost says that the journal file was removed, replaced or cut
@@ -462,7 +463,7 @@ func baseOf(tx *bolt.Tx) journalBase {
 // journal record.
 type writeTx struct {
 	*bolt.Tx
-	ops recordWriter // room for a record header, then the operations
+	ops record.Writer // room for a record header, then the operations
 	// mustCommit is set by a write that bbolt itself must hold at once (a
 	// schema upgrade, which an older undolog reads without the journal).
 	mustCommit bool
@@ -474,21 +475,21 @@ func newWriteTx(tx *bolt.Tx, buf []byte) *writeTx {
 	if cap(buf) < journalHeader {
 		buf = make([]byte, 0, 4<<10)
 	}
-	return &writeTx{Tx: tx, ops: recordWriter{buf: buf[:journalHeader]}}
+	return &writeTx{Tx: tx, ops: record.Writer{Buf: buf[:journalHeader]}}
 }
 
 // record is the journal record of the writes, its header yet to be filled
 // in; nil when nothing was written.
 func (w *writeTx) record() []byte {
-	if len(w.ops.buf) == journalHeader {
+	if len(w.ops.Buf) == journalHeader {
 		return nil
 	}
-	return w.ops.buf
+	return w.ops.Buf
 }
 
 func (w *writeTx) op(kind byte, bucket []byte) {
-	w.ops.buf = append(w.ops.buf, kind)
-	w.ops.bytes(bucket)
+	w.ops.Buf = append(w.ops.Buf, kind)
+	w.ops.Bytes(bucket)
 }
 
 func (w *writeTx) put(bucket, key, value []byte) error {
@@ -500,8 +501,8 @@ func (w *writeTx) put(bucket, key, value []byte) error {
 		return err
 	}
 	w.op(opPut, bucket)
-	w.ops.bytes(key)
-	w.ops.bytes(value)
+	w.ops.Bytes(key)
+	w.ops.Bytes(value)
 	return nil
 }
 
@@ -510,7 +511,7 @@ func (w *writeTx) delete(bucket, key []byte) error {
 		return err
 	}
 	w.op(opDelete, bucket)
-	w.ops.bytes(key)
+	w.ops.Bytes(key)
 	return nil
 }
 
@@ -520,6 +521,6 @@ func (w *writeTx) nextSequence(bucket []byte) (uint64, error) {
 		return 0, err
 	}
 	w.op(opSequence, bucket)
-	w.ops.uint(seq)
+	w.ops.Uint(seq)
 	return seq, nil
 }

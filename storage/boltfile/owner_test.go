@@ -6,6 +6,7 @@ import (
 
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage/internal/record"
 )
 
 // The owner and its start time survive the log, and records without them
@@ -33,13 +34,13 @@ func TestOwnerIsStoredWithItsStartTime(t *testing.T) {
 	// Form 1, before: an effect record ending at its history head, an undo
 	// record ending at its update time.
 	e := d.Effect
-	data, err := encodeRecord(&e)
+	data, err := record.Encode(&e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data[0] = recordBinary
+	data[0] = record.Form1
 	var back model.Effect
-	if err := decodeRecord(data[:len(data)-len(uvarint(owner.ProcessStart))], &back); err != nil {
+	if err := record.Decode(data[:len(data)-len(uvarint(owner.ProcessStart))], &back); err != nil {
 		t.Fatal(err)
 	}
 	if back.Owner == nil || back.Owner.PID != owner.PID || back.Owner.ProcessStart != 0 {
@@ -47,18 +48,18 @@ func TestOwnerIsStoredWithItsStartTime(t *testing.T) {
 	}
 	entry := *d.Undo
 	entry.Owner = nil
-	if data, err = encodeRecord(&entry); err != nil {
+	if data, err = record.Encode(&entry); err != nil {
 		t.Fatal(err)
 	}
-	data[0] = recordBinary
+	data[0] = record.Form1
 	var backU model.UndoEntry
-	if err := decodeRecord(data[:len(data)-1], &backU); err != nil || backU.Owner != nil || backU.State != sm.EntryCompensating {
+	if err := record.Decode(data[:len(data)-1], &backU); err != nil || backU.Owner != nil || backU.State != sm.EntryCompensating {
 		t.Fatalf("form 1 undo record: %+v %v", backU, err)
 	}
 }
 
 func uvarint(v uint64) []byte {
-	w := recordWriter{}
-	w.uint(v)
-	return w.buf
+	w := record.Writer{}
+	w.Uint(v)
+	return w.Buf
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage/internal/record"
 )
 
 // Key layouts. Names used inside composite keys never contain NUL (validated
@@ -79,7 +80,7 @@ func getRecord(b *bolt.Bucket, key []byte, v any) (bool, error) {
 	if data == nil {
 		return false, nil
 	}
-	if err := decodeRecord(data, v); err != nil { // copies out of the mmap
+	if err := record.Decode(data, v); err != nil { // copies out of the mmap
 		return true, fmt.Errorf("%w: record %s/%x: %v", model.ErrCorrupt, bucketName(b), key, err)
 	}
 	return true, nil
@@ -95,7 +96,7 @@ func bucketName(b *bolt.Bucket) string {
 }
 
 func putRecord(tx *writeTx, bucket, key []byte, v any) error {
-	data, err := encodeRecord(v)
+	data, err := record.Encode(v)
 	if err != nil {
 		return err
 	}
@@ -248,7 +249,7 @@ func step(c *bolt.Cursor, asc bool) []byte {
 // (logs written before kept the 64 hex digits, which signatureOwner also
 // finds).
 func signatureKey(sig string) []byte {
-	if b, ok := rawHash(sig); ok {
+	if b, ok := record.RawHash(sig); ok {
 		return b
 	}
 	return []byte(sig)
@@ -319,7 +320,7 @@ func readHistory(b *bolt.Bucket, prefix []byte, effectID uint64, session string)
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+4; k, v = c.Next() {
 		var r model.HistoryRecord
-		if err := decodeRecord(v, &r); err != nil {
+		if err := record.Decode(v, &r); err != nil {
 			return nil, fmt.Errorf("%w: history record %x: %v", model.ErrCorrupt, k, err)
 		}
 		placeHistory(&r, effectID, session)

@@ -1,14 +1,12 @@
-package boltfile
+package record
 
 import (
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"pgregory.net/rapid"
 
 	"github.com/undolog/undolog/model"
@@ -70,14 +68,14 @@ func drawCompensation(t *rapid.T) model.Compensation {
 // it went in, whatever its value.
 func TestRecordCodecRoundTrip(t *testing.T) {
 	roundTrip := func(t *rapid.T, in, out any) {
-		data, err := encodeRecord(in)
+		data, err := Encode(in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if data[0] != recordBinary2 {
 			t.Fatalf("%T not stored in binary form", in)
 		}
-		if err := decodeRecord(data, out); err != nil {
+		if err := Decode(data, out); err != nil {
 			t.Fatalf("decode: %v", err)
 		}
 		if got := reflect.ValueOf(out).Elem().Interface(); !reflect.DeepEqual(got, reflect.ValueOf(in).Elem().Interface()) {
@@ -109,7 +107,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		h := &model.HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
 			Actor: word(t, "actor"), Reason: rapid.String().Draw(t, "reason"), Error: rapid.String().Draw(t, "error"),
 			At: drawTime(t, "at"), Hash: drawHash(t, "hash")}
-		if _, raw := rawHash(h.Hash); raw && rapid.Bool().Draw(t, "content?") {
+		if _, raw := RawHash(h.Hash); raw && rapid.Bool().Draw(t, "content?") {
 			h.HashVersion = model.HashWithContent
 		}
 		roundTrip(t, h, &model.HistoryRecord{})
@@ -158,7 +156,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 func TestRecordCodecReadsJSON(t *testing.T) {
 	var e model.Effect
 	old := `{"id":7,"session":"ci","tool":"deploy","tier":"compensable","state":"committed","args":{"a":1},"created_at":"2026-11-29T10:00:00Z"}`
-	if err := decodeRecord([]byte(old), &e); err != nil {
+	if err := Decode([]byte(old), &e); err != nil {
 		t.Fatal(err)
 	}
 	if e.ID != 7 || e.State != sm.Committed || string(e.Args) != `{"a":1}` || e.CreatedAt.Year() != 2026 {
@@ -169,192 +167,24 @@ func TestRecordCodecReadsJSON(t *testing.T) {
 // TestRecordCodecRefusesDamage: truncated, extended or mistyped records are
 // errors, never panics or silent garbage.
 func TestRecordCodecRefusesDamage(t *testing.T) {
-	data, err := encodeRecord(&model.Effect{ID: 1, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Pending,
+	data, err := Encode(&model.Effect{ID: 1, Session: "s", Tool: "t", Tier: sm.Compensable, State: sm.Pending,
 		Args: json.RawMessage(`{"a":1}`), CreatedAt: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 2; i < len(data); i++ {
 		var e model.Effect
-		if decodeRecord(data[:i], &e) == nil {
+		if Decode(data[:i], &e) == nil {
 			t.Fatalf("a record cut to %d of %d bytes decoded", i, len(data))
 		}
 	}
 	var e model.Effect
-	if decodeRecord(append(append([]byte{}, data...), 0), &e) == nil {
+	if Decode(append(append([]byte{}, data...), 0), &e) == nil {
 		t.Fatal("a record with a trailing byte decoded")
 	}
 	var h model.HistoryRecord
-	if decodeRecord(data, &h) == nil {
+	if Decode(data, &h) == nil {
 		t.Fatal("an effect record decoded as a history record")
-	}
-}
-
-// TestJSONRecordsOfOlderLogs: a schema 1 log, whose records are JSON, reads,
-// verifies and moves on as before; its first write moves it to schema 2 (so
-// that older undologs refuse it), new records are binary, and the two forms
-// live side by side.
-func TestJSONRecordsOfOlderLogs(t *testing.T) {
-	s, id := seeded(t) // effect id committed, id+1 waiting for approval
-	before := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
-	tamper(t, s, func(tx *bolt.Tx) error {
-		rewrite := func(bucket []byte, decode func([]byte) (any, error)) error {
-			b := tx.Bucket(bucket)
-			type kv struct{ k, v []byte }
-			var all []kv
-			err := b.ForEach(func(k, v []byte) error {
-				rec, err := decode(v)
-				if err != nil {
-					return err
-				}
-				data, err := json.Marshal(rec)
-				all = append(all, kv{append([]byte{}, k...), data})
-				return err
-			})
-			for _, r := range all {
-				if err == nil {
-					err = b.Put(r.k, r.v)
-				}
-			}
-			return err
-		}
-		decodeAs := func(newRec func() any) func([]byte) (any, error) {
-			return func(v []byte) (any, error) { r := newRec(); return r, decodeRecord(v, r) }
-		}
-		for _, step := range []struct {
-			bucket []byte
-			rec    func() any
-		}{
-			{bEffects, func() any { return &model.Effect{} }}, {bHistory, func() any { return &model.HistoryRecord{} }},
-			{bUndo, func() any { return &model.UndoEntry{} }}, {bApprovals, func() any { return &model.Approval{} }},
-			{bSessions, func() any { return &model.Session{} }},
-		} {
-			if err := rewrite(step.bucket, decodeAs(step.rec)); err != nil {
-				return err
-			}
-		}
-		// Signature keys as hex, as older logs have them.
-		sigs := tx.Bucket(bSignatures)
-		var keys [][]byte
-		sigs.ForEach(func(k, _ []byte) error { keys = append(keys, append([]byte{}, k...)); return nil })
-		for _, k := range keys {
-			v := append([]byte{}, sigs.Get(k)...)
-			if err := sigs.Delete(k); err != nil {
-				return err
-			}
-			if err := sigs.Put([]byte(hex.EncodeToString(k)), v); err != nil {
-				return err
-			}
-		}
-		// Change-feed entries naming the history key, as older logs have them.
-		changes := tx.Bucket(bChanges)
-		var entries [][2][]byte
-		changes.ForEach(func(k, v []byte) error {
-			entries = append(entries, [2][]byte{append([]byte{}, k...), append([]byte{}, v...)})
-			return nil
-		})
-		for _, kv := range entries {
-			if kv[1][0] != changeEffect {
-				continue
-			}
-			bucket, key, err := changeLocation(kv[1])
-			if err != nil || string(bucket) != string(bHistory) {
-				return fmt.Errorf("change %x: %v", kv[0], err)
-			}
-			if err := changes.Put(kv[0], append([]byte{changeEffectKey}, key...)); err != nil {
-				return err
-			}
-		}
-		if err := tx.Bucket(bMeta).Put(keySchema, itob(1)); err != nil {
-			return err
-		}
-		if v := tx.Bucket(bEffects).Get(itob(id)); len(v) == 0 || v[0] != '{' {
-			return fmt.Errorf("effect %d not rewritten as JSON: %q", id, v)
-		}
-		return nil
-	})
-	verifyClean(t, s)
-	schema := func() uint64 {
-		var v uint64
-		db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		db.View(func(tx *bolt.Tx) error { v = btoi(tx.Bucket(bMeta).Get(keySchema)); return nil })
-		return v
-	}
-	if v := schema(); v != 1 {
-		t.Fatalf("reading moved the schema to %d", v)
-	}
-	after := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
-	if after.Effect.CallSignature != before.Effect.CallSignature || len(after.History) != len(before.History) ||
-		after.History[2].Hash != before.History[2].Hash || string(after.Effect.Result) != string(before.Effect.Result) {
-		t.Fatalf("the JSON records read differently:\n before %+v\n after  %+v", before, after)
-	}
-	// The same call replays from the JSON record; the waiting one is approved.
-	if res := intercept(t, s, "s", "write", sm.Compensable, `{"a":1}`); res.Outcome != model.OutcomeReplayed || res.Effect.ReplayOf == nil || *res.Effect.ReplayOf != id {
-		t.Fatalf("replay of a JSON record: %+v", res)
-	}
-	must[model.Effect](t)(s.Approve(t.Context(), id+1, model.Change{Actor: "alice"}))
-	verifyClean(t, s)
-	if v := schema(); v != SchemaVersion {
-		t.Fatalf("after a write the schema is %d, want %d", v, SchemaVersion)
-	}
-	// The change feed reads old and new entries alike, in order.
-	changes, _, err := s.Changes(t.Context(), 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var effectRecords int
-	for _, c := range changes {
-		if c.Record.Kind == model.KindEffect && c.Record.EffectID == id {
-			effectRecords++
-		}
-	}
-	if effectRecords != len(after.History) || changes[len(changes)-1].Record.To != string(sm.Approved) {
-		t.Fatalf("change feed: %d records of effect %d (want %d), last %+v", effectRecords, id, len(after.History), changes[len(changes)-1].Record)
-	}
-}
-
-// TestHistoryLinksWithoutStoredPrevHash: binary history records store
-// neither prev_hash nor their effect and session, yet every reader (show, the
-// change feed) sees them.
-func TestHistoryLinksWithoutStoredPrevHash(t *testing.T) {
-	s, id := seeded(t)
-	hist := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)).History
-	if len(hist) != 3 {
-		t.Fatalf("history %+v", hist)
-	}
-	byHash := map[string]string{}
-	for i, r := range hist {
-		if r.EffectID != id || r.Session != "s" {
-			t.Fatalf("record %d: effect %d of session %q, want %d of s", r.Seq, r.EffectID, r.Session, id)
-		}
-		want := ""
-		if i > 0 {
-			want = hist[i-1].Hash
-		}
-		if r.PrevHash != want || r.Hash == "" {
-			t.Fatalf("record %d: prev_hash %q, want %q", r.Seq, r.PrevHash, want)
-		}
-		byHash[r.Hash] = r.PrevHash
-	}
-	changes, _, err := s.Changes(t.Context(), 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := 0
-	for _, c := range changes {
-		if prev, ok := byHash[c.Record.Hash]; ok {
-			seen++
-			if c.Record.PrevHash != prev || c.Record.EffectID != id || c.Record.Session != "s" {
-				t.Fatalf("change %d: %+v, want prev_hash %q, effect %d of session s", c.Position, c.Record, prev, id)
-			}
-		}
-	}
-	if seen != 3 {
-		t.Fatalf("the change feed holds %d of the effect's 3 records", seen)
 	}
 }
 

@@ -1,4 +1,10 @@
-package boltfile
+// Package record is the form the engines store records in: a compact
+// binary encoding of effects, history records, undo entries, approval
+// requests and sessions, which reads the JSON of logs written before it
+// too. It is exact: what Decode gives back is what Encode was given (raw
+// JSON byte for byte, nil apart from null, times to the nanosecond), which
+// the history's hashes need.
+package record
 
 import (
 	"encoding/binary"
@@ -21,6 +27,10 @@ import (
 // before the binary form are JSON: a record starting with '{' is read as such.
 
 const recordBinary = 0x01
+
+// Form1 is the format byte of the first binary form, which records of
+// schemas 2 and 3 have; tests write such records.
+const Form1 = recordBinary
 
 // recordBinary2 is the binary form with the fields added since at the end of
 // its records: an owner's process start time (effect), the owner of a
@@ -60,10 +70,10 @@ var tokenIndex = func() map[string]uint64 {
 	return m
 }()
 
-// encodeRecord encodes a record (a pointer to one of the record types) in
+// Encode encodes a record (a pointer to one of the record types) in
 // the binary form.
-func encodeRecord(v any) ([]byte, error) {
-	w := recordWriter{buf: make([]byte, 0, 256)}
+func Encode(v any) ([]byte, error) {
+	w := Writer{Buf: make([]byte, 0, 256)}
 	switch r := v.(type) {
 	case *model.Effect:
 		w.effect(r)
@@ -78,19 +88,19 @@ func encodeRecord(v any) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("no binary form for %T", v)
 	}
-	return w.buf, nil
+	return w.Buf, nil
 }
 
-// decodeRecord decodes what encodeRecord wrote (or JSON) into v, copying
+// Decode decodes what Encode wrote (or JSON) into v, copying
 // everything out of data, which may be bbolt's memory.
-func decodeRecord(data []byte, v any) error {
+func Decode(data []byte, v any) error {
 	if len(data) == 0 || data[0] != recordBinary && data[0] != recordBinary2 {
 		return json.Unmarshal(data, v)
 	}
 	if len(data) < 2 {
 		return errors.New("binary record without a type")
 	}
-	r := recordReader{buf: data[2:], form: data[0]}
+	r := Reader{Buf: data[2:], form: data[0]}
 	var want byte
 	switch x := v.(type) {
 	case *model.Effect:
@@ -119,78 +129,79 @@ func decodeRecord(data []byte, v any) error {
 	switch {
 	case data[1] != want:
 		return fmt.Errorf("binary record of type %q where %q belongs", data[1], want)
-	case r.err != nil:
-		return r.err
-	case len(r.buf) != 0:
-		return fmt.Errorf("%d bytes after the record", len(r.buf))
+	case r.Err != nil:
+		return r.Err
+	case len(r.Buf) != 0:
+		return fmt.Errorf("%d bytes after the record", len(r.Buf))
 	}
 	return nil
 }
 
-type recordWriter struct{ buf []byte }
+// Writer appends fields in the binary form to Buf.
+type Writer struct{ Buf []byte }
 
-func (w *recordWriter) head(t byte)   { w.buf = append(w.buf, recordBinary2, t) }
-func (w *recordWriter) uint(v uint64) { w.buf = binary.AppendUvarint(w.buf, v) }
-func (w *recordWriter) int(v int)     { w.buf = binary.AppendVarint(w.buf, int64(v)) }
+func (w *Writer) head(t byte)   { w.Buf = append(w.Buf, recordBinary2, t) }
+func (w *Writer) Uint(v uint64) { w.Buf = binary.AppendUvarint(w.Buf, v) }
+func (w *Writer) int(v int)     { w.Buf = binary.AppendVarint(w.Buf, int64(v)) }
 
-func (w *recordWriter) str(s string) {
-	w.uint(uint64(len(s)))
-	w.buf = append(w.buf, s...)
+func (w *Writer) str(s string) {
+	w.Uint(uint64(len(s)))
+	w.Buf = append(w.Buf, s...)
 }
 
-func (w *recordWriter) bytes(b []byte) {
-	w.uint(uint64(len(b)))
-	w.buf = append(w.buf, b...)
+func (w *Writer) Bytes(b []byte) {
+	w.Uint(uint64(len(b)))
+	w.Buf = append(w.Buf, b...)
 }
 
-func (w *recordWriter) flag(b bool) {
+func (w *Writer) flag(b bool) {
 	if b {
-		w.buf = append(w.buf, 1)
+		w.Buf = append(w.Buf, 1)
 	} else {
-		w.buf = append(w.buf, 0)
+		w.Buf = append(w.Buf, 0)
 	}
 }
 
-func (w *recordWriter) strs(list []string) {
-	w.uint(uint64(len(list)))
+func (w *Writer) strs(list []string) {
+	w.Uint(uint64(len(list)))
 	for _, s := range list {
 		w.str(s)
 	}
 }
 
 // raw keeps nil apart from empty: JSON null and "" are different results.
-func (w *recordWriter) raw(b []byte) {
+func (w *Writer) raw(b []byte) {
 	if b == nil {
-		w.uint(0)
+		w.Uint(0)
 		return
 	}
-	w.uint(uint64(len(b)) + 1)
-	w.buf = append(w.buf, b...)
+	w.Uint(uint64(len(b)) + 1)
+	w.Buf = append(w.Buf, b...)
 }
 
-func (w *recordWriter) token(s string) {
+func (w *Writer) token(s string) {
 	if i, ok := tokenIndex[s]; ok {
-		w.uint(i)
+		w.Uint(i)
 		return
 	}
-	w.uint(0)
+	w.Uint(0)
 	w.str(s)
 }
 
 // hash stores a lower-case hex SHA-256 as 32 bytes, anything else as text.
-func (w *recordWriter) hash(h string) {
-	if b, ok := rawHash(h); ok {
-		w.buf = append(w.buf, 1)
-		w.buf = append(w.buf, b...)
+func (w *Writer) hash(h string) {
+	if b, ok := RawHash(h); ok {
+		w.Buf = append(w.Buf, 1)
+		w.Buf = append(w.Buf, b...)
 		return
 	}
-	w.buf = append(w.buf, 0)
+	w.Buf = append(w.Buf, 0)
 	w.str(h)
 }
 
-// rawHash is the 32 bytes of a lower-case hex SHA-256 (signatures, history
+// RawHash is the 32 bytes of a lower-case hex SHA-256 (signatures, history
 // hashes); ok is false for anything else, which is then kept as text.
-func rawHash(h string) (b []byte, ok bool) {
+func RawHash(h string) (b []byte, ok bool) {
 	if len(h) != 64 {
 		return nil, false
 	}
@@ -198,23 +209,23 @@ func rawHash(h string) (b []byte, ok bool) {
 	return b, err == nil && hex.EncodeToString(b) == h
 }
 
-func (w *recordWriter) time(t time.Time) {
+func (w *Writer) time(t time.Time) {
 	if t.IsZero() {
 		w.flag(false)
 		return
 	}
 	w.flag(true)
-	w.buf = binary.AppendVarint(w.buf, t.UnixNano())
+	w.Buf = binary.AppendVarint(w.Buf, t.UnixNano())
 }
 
-func (w *recordWriter) timePtr(t *time.Time) {
+func (w *Writer) timePtr(t *time.Time) {
 	w.flag(t != nil)
 	if t != nil {
 		w.time(*t)
 	}
 }
 
-func (w *recordWriter) compensation(c *model.Compensation) {
+func (w *Writer) compensation(c *model.Compensation) {
 	w.token(c.Kind)
 	w.strs(c.Argv)
 	w.str(c.Dir)
@@ -226,9 +237,9 @@ func (w *recordWriter) compensation(c *model.Compensation) {
 	w.int(c.InitialBackoffMS)
 }
 
-func (w *recordWriter) effect(e *model.Effect) {
+func (w *Writer) effect(e *model.Effect) {
 	w.head(recEffect)
-	w.uint(e.ID)
+	w.Uint(e.ID)
 	w.str(e.Session)
 	w.str(e.Tool)
 	w.token(string(e.Tier))
@@ -239,7 +250,7 @@ func (w *recordWriter) effect(e *model.Effect) {
 	w.str(e.Error)
 	w.flag(e.ReplayOf != nil)
 	if e.ReplayOf != nil {
-		w.uint(*e.ReplayOf)
+		w.Uint(*e.ReplayOf)
 	}
 	w.int(e.ReplayCount)
 	w.timePtr(e.LastReplayedAt)
@@ -257,23 +268,23 @@ func (w *recordWriter) effect(e *model.Effect) {
 	}
 	w.time(e.CreatedAt)
 	w.time(e.UpdatedAt)
-	w.uint(uint64(e.HistoryLen))
+	w.Uint(uint64(e.HistoryLen))
 	w.hash(e.HistoryHead)
 	// Fields of form 2.
 	var procStart uint64
 	if e.Owner != nil {
 		procStart = e.Owner.ProcessStart
 	}
-	w.uint(procStart)
+	w.Uint(procStart)
 }
 
 // history stores neither the effect id and session, which its key gives
 // (see placeHistory), nor PrevHash, the hash of the record before it (see
 // linkHistory). The record's hash covers all three. Its hash version costs
 // no byte: the hash's flag byte is 2 for model.HashWithContent (see historyHash).
-func (w *recordWriter) history(h *model.HistoryRecord) {
+func (w *Writer) history(h *model.HistoryRecord) {
 	w.head(recHistory)
-	w.uint(uint64(h.Seq))
+	w.Uint(uint64(h.Seq))
 	w.token(h.Kind)
 	w.token(h.From)
 	w.token(h.To)
@@ -282,9 +293,9 @@ func (w *recordWriter) history(h *model.HistoryRecord) {
 	w.str(h.Reason)
 	w.str(h.Error)
 	w.time(h.At)
-	if b, ok := rawHash(h.Hash); ok && h.HashVersion == model.HashWithContent {
-		w.buf = append(w.buf, model.HashWithContent)
-		w.buf = append(w.buf, b...)
+	if b, ok := RawHash(h.Hash); ok && h.HashVersion == model.HashWithContent {
+		w.Buf = append(w.Buf, model.HashWithContent)
+		w.Buf = append(w.Buf, b...)
 	} else {
 		w.hash(h.Hash)
 	}
@@ -293,7 +304,7 @@ func (w *recordWriter) history(h *model.HistoryRecord) {
 // undo stores only what the entry adds to its effect: the effect id and
 // session are its key, and the tool and compensation are the effect's (see
 // readUndo).
-func (w *recordWriter) undo(u *model.UndoEntry) {
+func (w *Writer) undo(u *model.UndoEntry) {
 	w.head(recUndo)
 	w.token(string(u.State))
 	w.int(u.Attempts)
@@ -306,13 +317,13 @@ func (w *recordWriter) undo(u *model.UndoEntry) {
 		w.int(u.Owner.PID)
 		w.str(u.Owner.Host)
 		w.time(u.Owner.StartedAt)
-		w.uint(u.Owner.ProcessStart)
+		w.Uint(u.Owner.ProcessStart)
 	}
 }
 
-func (w *recordWriter) approval(a *model.Approval) {
+func (w *Writer) approval(a *model.Approval) {
 	w.head(recApprove)
-	w.uint(a.EffectID)
+	w.Uint(a.EffectID)
 	w.str(a.Session)
 	w.str(a.Tool)
 	w.raw(a.Args)
@@ -326,7 +337,7 @@ func (w *recordWriter) approval(a *model.Approval) {
 	// Earlier rounds follow only when there are some: records written
 	// before end here.
 	if len(a.Earlier) > 0 {
-		w.uint(uint64(len(a.Earlier)))
+		w.Uint(uint64(len(a.Earlier)))
 		for _, r := range a.Earlier {
 			w.time(r.RequestedAt)
 			w.timePtr(r.ExpiresAt)
@@ -338,16 +349,16 @@ func (w *recordWriter) approval(a *model.Approval) {
 	}
 }
 
-func (w *recordWriter) session(s *model.Session) {
+func (w *Writer) session(s *model.Session) {
 	w.head(recSession)
 	w.str(s.ID)
 	w.token(string(s.State))
 	// Maps: 0 for nil, else 1 + their size, then the pairs in key order so
 	// that equal sessions encode equally.
 	if s.Meta == nil {
-		w.uint(0)
+		w.Uint(0)
 	} else {
-		w.uint(uint64(len(s.Meta)) + 1)
+		w.Uint(uint64(len(s.Meta)) + 1)
 		for _, k := range slices.Sorted(maps.Keys(s.Meta)) {
 			w.str(k)
 			w.str(s.Meta[k])
@@ -357,9 +368,9 @@ func (w *recordWriter) session(s *model.Session) {
 	w.time(s.CreatedAt)
 	w.time(s.UpdatedAt)
 	if s.Counts == nil {
-		w.uint(0)
+		w.Uint(0)
 	} else {
-		w.uint(uint64(len(s.Counts)) + 1)
+		w.Uint(uint64(len(s.Counts)) + 1)
 		for _, k := range slices.Sorted(maps.Keys(s.Counts)) {
 			w.token(string(k))
 			w.int(s.Counts[k])
@@ -368,100 +379,100 @@ func (w *recordWriter) session(s *model.Session) {
 	w.int(s.Effects)
 	w.int(s.PendingApprovals)
 	w.strs(s.Upstream)
-	w.uint(uint64(s.HistoryLen))
+	w.Uint(uint64(s.HistoryLen))
 	w.hash(s.HistoryHead)
-	w.uint(s.Seq)
+	w.Uint(s.Seq)
 }
 
-// recordReader reads fields until the first error, which it keeps; every
+// Reader reads fields until the first error, which it keeps; every
 // read is bounds-checked, so damaged bytes give an error, never a panic.
-type recordReader struct {
-	buf  []byte
-	err  error
-	form byte // recordBinary or recordBinary2
+type Reader struct {
+	Buf  []byte // what is left to read
+	Err  error  // the first thing that could not be read
+	form byte   // recordBinary or recordBinary2
 }
 
-func (r *recordReader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("binary record: bad %s", what)
+func (r *Reader) fail(what string) {
+	if r.Err == nil {
+		r.Err = fmt.Errorf("binary record: bad %s", what)
 	}
 }
 
-func (r *recordReader) uint() uint64 {
-	if r.err != nil {
+func (r *Reader) Uint() uint64 {
+	if r.Err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(r.buf)
+	v, n := binary.Uvarint(r.Buf)
 	if n <= 0 {
 		r.fail("number")
 		return 0
 	}
-	r.buf = r.buf[n:]
+	r.Buf = r.Buf[n:]
 	return v
 }
 
-func (r *recordReader) int() int {
-	if r.err != nil {
+func (r *Reader) int() int {
+	if r.Err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.buf)
+	v, n := binary.Varint(r.Buf)
 	if n <= 0 || int64(int(v)) != v {
 		r.fail("number")
 		return 0
 	}
-	r.buf = r.buf[n:]
+	r.Buf = r.Buf[n:]
 	return int(v)
 }
 
-func (r *recordReader) bytes(n uint64) []byte {
-	if r.err != nil {
+func (r *Reader) Bytes(n uint64) []byte {
+	if r.Err != nil {
 		return nil
 	}
-	if n > uint64(len(r.buf)) {
+	if n > uint64(len(r.Buf)) {
 		r.fail("length")
 		return nil
 	}
-	b := r.buf[:n:n]
-	r.buf = r.buf[n:]
+	b := r.Buf[:n:n]
+	r.Buf = r.Buf[n:]
 	return b
 }
 
-func (r *recordReader) str() string { return string(r.bytes(r.uint())) }
+func (r *Reader) str() string { return string(r.Bytes(r.Uint())) }
 
-func (r *recordReader) flag() bool {
-	b := r.bytes(1)
+func (r *Reader) flag() bool {
+	b := r.Bytes(1)
 	if len(b) == 1 && b[0] > 1 {
 		r.fail("flag")
 	}
 	return len(b) == 1 && b[0] == 1
 }
 
-func (r *recordReader) strs() []string {
-	n := r.uint()
-	if n == 0 || r.err != nil {
+func (r *Reader) strs() []string {
+	n := r.Uint()
+	if n == 0 || r.Err != nil {
 		return nil
 	}
-	if n > uint64(len(r.buf)) { // each string takes at least one byte
+	if n > uint64(len(r.Buf)) { // each string takes at least one byte
 		r.fail("list length")
 		return nil
 	}
 	out := make([]string, 0, n)
-	for i := uint64(0); i < n && r.err == nil; i++ {
+	for i := uint64(0); i < n && r.Err == nil; i++ {
 		out = append(out, r.str())
 	}
 	return out
 }
 
-func (r *recordReader) raw() json.RawMessage {
-	n := r.uint()
+func (r *Reader) raw() json.RawMessage {
+	n := r.Uint()
 	if n == 0 {
 		return nil
 	}
-	return append(json.RawMessage{}, r.bytes(n-1)...)
+	return append(json.RawMessage{}, r.Bytes(n-1)...)
 }
 
-func (r *recordReader) token() string {
-	i := r.uint()
+func (r *Reader) token() string {
+	i := r.Uint()
 	switch {
 	case i == 0:
 		return r.str()
@@ -472,27 +483,27 @@ func (r *recordReader) token() string {
 	return tokens[i-1]
 }
 
-func (r *recordReader) hash() string {
+func (r *Reader) hash() string {
 	if r.flag() {
-		return hex.EncodeToString(r.bytes(32))
+		return hex.EncodeToString(r.Bytes(32))
 	}
 	return r.str()
 }
 
-func (r *recordReader) time() time.Time {
-	if !r.flag() || r.err != nil {
+func (r *Reader) time() time.Time {
+	if !r.flag() || r.Err != nil {
 		return time.Time{}
 	}
-	v, n := binary.Varint(r.buf)
+	v, n := binary.Varint(r.Buf)
 	if n <= 0 {
 		r.fail("time")
 		return time.Time{}
 	}
-	r.buf = r.buf[n:]
+	r.Buf = r.Buf[n:]
 	return time.Unix(0, v)
 }
 
-func (r *recordReader) timePtr() *time.Time {
+func (r *Reader) timePtr() *time.Time {
 	if !r.flag() {
 		return nil
 	}
@@ -500,7 +511,7 @@ func (r *recordReader) timePtr() *time.Time {
 	return &t
 }
 
-func (r *recordReader) compensation(c *model.Compensation) {
+func (r *Reader) compensation(c *model.Compensation) {
 	c.Kind = r.token()
 	c.Argv = r.strs()
 	c.Dir = r.str()
@@ -512,8 +523,8 @@ func (r *recordReader) compensation(c *model.Compensation) {
 	c.InitialBackoffMS = r.int()
 }
 
-func (r *recordReader) effect(e *model.Effect) {
-	e.ID = r.uint()
+func (r *Reader) effect(e *model.Effect) {
+	e.ID = r.Uint()
 	e.Session = r.str()
 	e.Tool = r.str()
 	e.Tier = sm.Tier(r.token())
@@ -523,7 +534,7 @@ func (r *recordReader) effect(e *model.Effect) {
 	e.Result = r.raw()
 	e.Error = r.str()
 	if r.flag() {
-		v := r.uint()
+		v := r.Uint()
 		e.ReplayOf = &v
 	}
 	e.ReplayCount = r.int()
@@ -542,21 +553,21 @@ func (r *recordReader) effect(e *model.Effect) {
 	e.HistoryLen = r.uint32()
 	e.HistoryHead = r.hash()
 	if r.form >= recordBinary2 {
-		if start := r.uint(); e.Owner != nil {
+		if start := r.Uint(); e.Owner != nil {
 			e.Owner.ProcessStart = start
 		}
 	}
 }
 
-func (r *recordReader) uint32() uint32 {
-	v := r.uint()
+func (r *Reader) uint32() uint32 {
+	v := r.Uint()
 	if v > 1<<32-1 {
 		r.fail("count")
 	}
 	return uint32(v)
 }
 
-func (r *recordReader) history(h *model.HistoryRecord) {
+func (r *Reader) history(h *model.HistoryRecord) {
 	h.Seq = r.uint32()
 	h.Kind = r.token()
 	h.From = r.token()
@@ -571,45 +582,45 @@ func (r *recordReader) history(h *model.HistoryRecord) {
 
 // historyHash reads a history record's hash and its version: the flag byte
 // of hash, or model.HashWithContent followed by 32 bytes.
-func (r *recordReader) historyHash() (string, int) {
-	if len(r.buf) > 0 && r.buf[0] == model.HashWithContent {
-		r.buf = r.buf[1:]
-		return hex.EncodeToString(r.bytes(32)), model.HashWithContent
+func (r *Reader) historyHash() (string, int) {
+	if len(r.Buf) > 0 && r.Buf[0] == model.HashWithContent {
+		r.Buf = r.Buf[1:]
+		return hex.EncodeToString(r.Bytes(32)), model.HashWithContent
 	}
 	return r.hash(), 0
 }
 
-func (r *recordReader) undo(u *model.UndoEntry) {
+func (r *Reader) undo(u *model.UndoEntry) {
 	u.State = sm.EntryState(r.token())
 	u.Attempts = r.int()
 	u.LastError = r.str()
 	u.CreatedAt = r.time()
 	u.UpdatedAt = r.time()
 	if r.form >= recordBinary2 && r.flag() {
-		u.Owner = &model.Owner{PID: r.int(), Host: r.str(), StartedAt: r.time(), ProcessStart: r.uint()}
+		u.Owner = &model.Owner{PID: r.int(), Host: r.str(), StartedAt: r.time(), ProcessStart: r.Uint()}
 	}
 }
 
 // mapSize reads a map's 0-for-nil size and checks it against what is left
 // (each pair takes at least two bytes).
-func (r *recordReader) mapSize() (n uint64, isNil bool) {
-	v := r.uint()
-	if v == 0 || r.err != nil {
+func (r *Reader) mapSize() (n uint64, isNil bool) {
+	v := r.Uint()
+	if v == 0 || r.Err != nil {
 		return 0, true
 	}
-	if v-1 > uint64(len(r.buf))/2 {
+	if v-1 > uint64(len(r.Buf))/2 {
 		r.fail("map size")
 		return 0, true
 	}
 	return v - 1, false
 }
 
-func (r *recordReader) session(s *model.Session) {
+func (r *Reader) session(s *model.Session) {
 	s.ID = r.str()
 	s.State = sm.SessionState(r.token())
 	if n, isNil := r.mapSize(); !isNil {
 		s.Meta = make(map[string]string, n)
-		for i := uint64(0); i < n && r.err == nil; i++ {
+		for i := uint64(0); i < n && r.Err == nil; i++ {
 			k := r.str()
 			s.Meta[k] = r.str()
 		}
@@ -619,7 +630,7 @@ func (r *recordReader) session(s *model.Session) {
 	s.UpdatedAt = r.time()
 	if n, isNil := r.mapSize(); !isNil {
 		s.Counts = make(map[sm.State]int, n)
-		for i := uint64(0); i < n && r.err == nil; i++ {
+		for i := uint64(0); i < n && r.Err == nil; i++ {
 			k := sm.State(r.token())
 			s.Counts[k] = r.int()
 		}
@@ -629,11 +640,11 @@ func (r *recordReader) session(s *model.Session) {
 	s.Upstream = r.strs()
 	s.HistoryLen = r.uint32()
 	s.HistoryHead = r.hash()
-	s.Seq = r.uint()
+	s.Seq = r.Uint()
 }
 
-func (r *recordReader) approval(a *model.Approval) {
-	a.EffectID = r.uint()
+func (r *Reader) approval(a *model.Approval) {
+	a.EffectID = r.Uint()
 	a.Session = r.str()
 	a.Tool = r.str()
 	a.Args = r.raw()
@@ -644,16 +655,16 @@ func (r *recordReader) approval(a *model.Approval) {
 	a.DecidedBy = r.token()
 	a.DecidedAt = r.timePtr()
 	a.Decision = r.str()
-	if r.err != nil || len(r.buf) == 0 {
+	if r.Err != nil || len(r.Buf) == 0 {
 		return
 	}
-	n := r.uint()
-	if n == 0 || n > uint64(len(r.buf))/6 { // a round takes at least six bytes
+	n := r.Uint()
+	if n == 0 || n > uint64(len(r.Buf))/6 { // a round takes at least six bytes
 		r.fail("round count")
 		return
 	}
 	a.Earlier = make([]model.ApprovalRound, 0, n)
-	for i := uint64(0); i < n && r.err == nil; i++ {
+	for i := uint64(0); i < n && r.Err == nil; i++ {
 		a.Earlier = append(a.Earlier, model.ApprovalRound{RequestedAt: r.time(), ExpiresAt: r.timePtr(), Outcome: r.token(),
 			DecidedBy: r.token(), DecidedAt: r.timePtr(), Decision: r.str()})
 	}
