@@ -150,15 +150,14 @@ func readUndo(tx *bolt.Tx, session string, id uint64, effect func() (*model.Effe
 		return nil, err
 	}
 	u.EffectID, u.Session = id, session
-	if u.Tool == "" && u.Compensation.Kind == "" {
+	if record.UndoNeedsEffect(&u) {
 		e, err := effect()
 		if err != nil {
 			return nil, err
 		}
-		if e.Compensation == nil {
-			return nil, fmt.Errorf("%w: undo entry of effect %d, which has no compensation", model.ErrCorrupt, id)
+		if err := record.UndoFromEffect(&u, e); err != nil {
+			return nil, err
 		}
-		u.Tool, u.Compensation = e.Tool, *e.Compensation
 	}
 	return &u, nil
 }
@@ -323,30 +322,13 @@ func readHistory(b *bolt.Bucket, prefix []byte, effectID uint64, session string)
 		if err := record.Decode(v, &r); err != nil {
 			return nil, fmt.Errorf("%w: history record %x: %v", model.ErrCorrupt, k, err)
 		}
-		placeHistory(&r, effectID, session)
+		record.PlaceHistory(&r, effectID, session)
 		if n := len(out); n > 0 && out[n-1].Seq == r.Seq-1 {
-			linkHistory(&r, out[n-1].Hash)
+			record.LinkHistory(&r, out[n-1].Hash)
 		}
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// placeHistory fills in the effect id and session a binary history record
-// does not store: where it is kept says them.
-func placeHistory(r *model.HistoryRecord, effectID uint64, session string) {
-	if r.EffectID == 0 && r.Session == "" {
-		r.EffectID, r.Session = effectID, session
-	}
-}
-
-// linkHistory fills in the PrevHash a binary history record does not store:
-// the hash of the record before it. The record's own hash covers it, so a
-// record edited, dropped or moved still fails verification.
-func linkHistory(r *model.HistoryRecord, prevHash string) {
-	if r.PrevHash == "" && r.Seq > 1 {
-		r.PrevHash = prevHash
-	}
 }
 
 // placeChange fills in the effect id and session of a record of the change
@@ -356,7 +338,7 @@ func placeChange(tx *bolt.Tx, r *model.HistoryRecord, bucket, key []byte) error 
 		return nil
 	}
 	if string(bucket) == string(bSessionHistory) {
-		placeHistory(r, 0, string(key[:len(key)-5]))
+		record.PlaceHistory(r, 0, string(key[:len(key)-5]))
 		return nil
 	}
 	id := btoi(key[:8])
@@ -364,6 +346,6 @@ func placeChange(tx *bolt.Tx, r *model.HistoryRecord, bucket, key []byte) error 
 	if err != nil {
 		return err
 	}
-	placeHistory(r, id, e.Session)
+	record.PlaceHistory(r, id, e.Session)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage"
+	"github.com/undolog/undolog/storage/internal/record"
 )
 
 // txReader is a bbolt transaction as the rules read it.
@@ -143,7 +144,7 @@ func (r txReader) Changes(after uint64, fn func(pos uint64, rec model.HistoryRec
 			if _, err := getRecord(b, prevKey, &prev); err != nil {
 				return err
 			}
-			linkHistory(&rec, prev.Hash)
+			record.LinkHistory(&rec, prev.Hash)
 		}
 		more, err := fn(btoi(k), rec)
 		if err != nil || !more {

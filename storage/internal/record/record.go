@@ -669,3 +669,36 @@ func (r *Reader) approval(a *model.Approval) {
 			DecidedBy: r.token(), DecidedAt: r.timePtr(), Decision: r.str()})
 	}
 }
+
+// What the binary form leaves out because where a record is kept says it,
+// which a reader puts back.
+
+// PlaceHistory fills in the effect id and session a binary history record
+// does not store.
+func PlaceHistory(r *model.HistoryRecord, effectID uint64, session string) {
+	if r.EffectID == 0 && r.Session == "" {
+		r.EffectID, r.Session = effectID, session
+	}
+}
+
+// LinkHistory fills in the PrevHash a binary history record does not store:
+// the hash of the record before it. The record's own hash covers it, so a
+// record edited, dropped or moved still fails verification.
+func LinkHistory(r *model.HistoryRecord, prevHash string) {
+	if r.PrevHash == "" && r.Seq > 1 {
+		r.PrevHash = prevHash
+	}
+}
+
+// UndoNeedsEffect says whether undo entry u, as decoded, leaves its tool and
+// compensation to its effect (the binary form does).
+func UndoNeedsEffect(u *model.UndoEntry) bool { return u.Tool == "" && u.Compensation.Kind == "" }
+
+// UndoFromEffect fills in what undo entry u leaves to its effect e.
+func UndoFromEffect(u *model.UndoEntry, e *model.Effect) error {
+	if e.Compensation == nil {
+		return fmt.Errorf("%w: undo entry of effect %d, which has no compensation", model.ErrCorrupt, u.EffectID)
+	}
+	u.Tool, u.Compensation = e.Tool, *e.Compensation
+	return nil
+}
