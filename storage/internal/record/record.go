@@ -279,8 +279,8 @@ func (w *Writer) effect(e *model.Effect) {
 }
 
 // history stores neither the effect id and session, which its key gives
-// (see placeHistory), nor PrevHash, the hash of the record before it (see
-// linkHistory). The record's hash covers all three. Its hash version costs
+// (see PlaceHistory), nor PrevHash, the hash of the record before it (see
+// LinkHistory). The record's hash covers all three. Its hash version costs
 // no byte: the hash's flag byte is 2 for model.HashWithContent (see historyHash).
 func (w *Writer) history(h *model.HistoryRecord) {
 	w.head(recHistory)
