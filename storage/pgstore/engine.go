@@ -1,0 +1,267 @@
+// Package pgstore is the storage engine that keeps an effect log in a
+// PostgreSQL database, for a team or a CI fleet that shares one: its
+// schema and migrations, transactions with their retries, row locks, the
+// change feed in commit order, and verify's index half. Like every engine it
+// stores and decides nothing: the rules are package effectlog's.
+//
+// Writes run in READ COMMITTED transactions. A write locks the session and
+// effect rows it reads (SELECT ... FOR UPDATE), so writers of one session or
+// effect take turns; what two writers still race for (a new signature, a new
+// session id) is a unique constraint, and a transaction that breaks one, or
+// that PostgreSQL picked as a deadlock victim, runs again from its start:
+// the rules then see what the other wrote. Positions in the change feed are
+// given at commit, under one row lock, so they follow commit order and a
+// follower never skips a change.
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage"
+)
+
+// Engine keeps the effect log in the PostgreSQL database at one URL. It
+// connects on first use, and keeps a pool of connections until Close.
+type Engine struct {
+	url string
+
+	mu       sync.Mutex
+	pool     *pgxpool.Pool
+	migrated bool // the schema is this build's
+}
+
+var _ storage.Engine = (*Engine)(nil)
+
+// New returns the Engine for the database at url (postgres://...). It does
+// no I/O.
+func New(url string) *Engine { return &Engine{url: url} }
+
+// connect returns the pool, made on first use.
+func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pool != nil {
+		return e.pool, nil
+	}
+	cfg, err := pgxpool.ParseConfig(e.url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: log %s: %v", model.ErrInvalidInput, redactURL(e.url), err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, e.failed(err)
+	}
+	e.pool = pool
+	return pool, nil
+}
+
+// Close closes the pool; the engine connects again if used again.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	pool := e.pool
+	e.pool, e.migrated = nil, false
+	e.mu.Unlock()
+	if pool != nil {
+		pool.Close()
+	}
+	return nil
+}
+
+// failed says what went wrong with the server, in one line.
+func (e *Engine) failed(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("log %s: %s (SQLSTATE %s)", redactURL(e.url), pe.Message, pe.Code)
+	}
+	return fmt.Errorf("log %s: %v", redactURL(e.url), err)
+}
+
+// View runs fn in a read-only transaction that sees one snapshot of the log
+// (REPEATABLE READ). A database without undolog's tables reads as empty.
+func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error {
+	pool, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return e.failed(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	version, err := schemaVersion(ctx, tx)
+	if err != nil {
+		return e.failed(err)
+	}
+	switch {
+	case version == 0:
+		return nil
+	case version > SchemaVersion:
+		return newerSchema(e.url, version)
+	}
+	r := reader{ctx: ctx, tx: tx}
+	if err := fn(r); err != nil {
+		return e.wrapped(err)
+	}
+	return e.failed0(tx.Commit(ctx))
+}
+
+// maxAttempts bounds how often a write runs again after a conflict.
+const maxAttempts = 30
+
+// Update runs fn in a READ COMMITTED transaction, again from the start after
+// a deadlock, a serialization failure or a unique constraint another writer
+// won, and commits it with its change-feed positions.
+func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) error {
+	pool, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.migrate(ctx, pool); err != nil {
+		return err
+	}
+	for attempt := 1; ; attempt++ {
+		outcome, err := e.updateOnce(ctx, pool, fn)
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			if err != nil {
+				return e.wrapped(err)
+			}
+			return outcome
+		}
+		// Let the writer that won finish before looking again.
+		time.Sleep(time.Duration(rand.IntN(attempt*2000)+200) * time.Microsecond)
+	}
+}
+
+// updateOnce is one attempt of Update: err is a failure (the transaction
+// rolled back), outcome what fn returned through KeepWrites (committed).
+func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error) (outcome, err error) {
+	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}}
+	err = fn(w)
+	if kept, ok := storage.Kept(err); ok {
+		outcome, err = kept, nil
+	}
+	switch {
+	case err == storage.ErrNothingToWrite:
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	if err := w.flushChanges(); err != nil {
+		return nil, err
+	}
+	return outcome, tx.Commit(ctx)
+}
+
+// retryable says whether a transaction that failed with err is worth
+// running again: PostgreSQL asked for it, or another writer took first
+// what this one was about to (a unique key the rules looked up before).
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01", "23505": // serialization failure, deadlock, unique violation
+		return true
+	}
+	return false
+}
+
+// wrapped turns a server's error into one line naming the log; the rules'
+// own errors pass as they are.
+func (e *Engine) wrapped(err error) error {
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	if errors.As(err, &pe) || errors.As(err, &ce) || pgconn.Timeout(err) {
+		return e.failed(err)
+	}
+	return err
+}
+
+func (e *Engine) failed0(err error) error {
+	if err == nil {
+		return nil
+	}
+	return e.failed(err)
+}
+
+// migrationLock is the advisory lock key that keeps two migrations apart.
+const migrationLock = 0x756e646f6c6f67 // "undolog"
+
+// migrate moves the database to this build's schema, once per engine: in
+// one transaction, under an advisory lock, so that two processes starting
+// at once apply each migration once.
+func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	e.mu.Lock()
+	done := e.migrated
+	e.mu.Unlock()
+	if done {
+		return nil
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+			return err
+		}
+		version, err := schemaVersion(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if version > SchemaVersion {
+			return newerSchema(e.url, version)
+		}
+		for v := version; v < SchemaVersion; v++ {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("migration to schema %d: %w", v+1, err)
+			}
+		}
+		if version < SchemaVersion {
+			_, err = tx.Exec(ctx, `INSERT INTO undolog_meta (key, value) VALUES ('schema_version', $1)
+				ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`, int64(SchemaVersion))
+		}
+		return err
+	})
+	if err != nil {
+		return e.wrapped(err)
+	}
+	e.mu.Lock()
+	e.migrated = true
+	e.mu.Unlock()
+	return nil
+}
+
+// schemaVersion is the database's schema version; 0 without undolog's tables.
+func schemaVersion(ctx context.Context, tx pgx.Tx) (uint64, error) {
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('undolog_meta') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return 0, err
+	}
+	var v int64
+	err := tx.QueryRow(ctx, `SELECT value FROM undolog_meta WHERE key = 'schema_version'`).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return uint64(v), err
+}
+
+func newerSchema(url string, version uint64) error {
+	return fmt.Errorf("%w: log %s has schema version %d; this undolog reads up to %d, upgrade undolog",
+		model.ErrNewerSchema, redactURL(url), version, SchemaVersion)
+}

@@ -1,0 +1,81 @@
+package pgstore
+
+// SchemaVersion is the schema this build writes. A database with a higher
+// version is refused (model.ErrNewerSchema); a lower one is migrated up.
+const SchemaVersion = 1
+
+// migrations are the schema's versions in order: migrations[i] moves a
+// database from version i to version i+1. Only ever add at the end.
+//
+// Records are kept in the binary record form (storage/internal/record),
+// which keeps raw JSON byte for byte and times to the nanosecond, as the
+// history's hashes need; the columns beside them are what the indexes and
+// the engine's own checks need. History rows are never updated: a trigger
+// refuses it (gc deletes whole sessions).
+var migrations = []string{
+	`
+CREATE TABLE undolog_meta (key text PRIMARY KEY, value bigint NOT NULL);
+CREATE TABLE undolog_counters (name text PRIMARY KEY, n bigint NOT NULL);
+INSERT INTO undolog_counters (name, n) VALUES ('effect', 0), ('session', 0), ('change', 0);
+CREATE TABLE undolog_sessions (
+	id  text PRIMARY KEY,
+	seq bigint NOT NULL UNIQUE,
+	rec bytea NOT NULL
+);
+CREATE TABLE undolog_effects (
+	id      bigint PRIMARY KEY,
+	session text NOT NULL,
+	tool    text NOT NULL,
+	tier    text NOT NULL,
+	state   text NOT NULL,
+	rec     bytea NOT NULL
+);
+CREATE INDEX undolog_effects_session ON undolog_effects (session, id);
+CREATE INDEX undolog_effects_tool ON undolog_effects (tool, id);
+CREATE INDEX undolog_effects_state ON undolog_effects (state, id);
+CREATE INDEX undolog_effects_tier ON undolog_effects (tier, id);
+CREATE TABLE undolog_history (
+	effect_id bigint NOT NULL,
+	seq       integer NOT NULL,
+	rec       bytea NOT NULL,
+	PRIMARY KEY (effect_id, seq)
+);
+CREATE TABLE undolog_session_history (
+	session text NOT NULL,
+	seq     integer NOT NULL,
+	rec     bytea NOT NULL,
+	PRIMARY KEY (session, seq)
+);
+CREATE TABLE undolog_signatures (sig text PRIMARY KEY, effect_id bigint NOT NULL);
+CREATE TABLE undolog_undo (
+	session   text NOT NULL,
+	effect_id bigint NOT NULL,
+	rec       bytea NOT NULL,
+	PRIMARY KEY (session, effect_id)
+);
+CREATE TABLE undolog_approvals (effect_id bigint PRIMARY KEY, rec bytea NOT NULL);
+CREATE TABLE undolog_approvals_open (
+	effect_id bigint PRIMARY KEY,
+	session   text NOT NULL,
+	expires   bigint NOT NULL -- Unix nanoseconds; 0: never
+);
+CREATE INDEX undolog_approvals_open_session ON undolog_approvals_open (session, effect_id);
+CREATE TABLE undolog_changes (
+	pos       bigint PRIMARY KEY,
+	kind      text NOT NULL, -- E: an effect's record, S: a session's
+	effect_id bigint NOT NULL,
+	session   text NOT NULL,
+	seq       integer NOT NULL
+);
+CREATE FUNCTION undolog_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION 'undolog: % is append-only: its rows are never updated', TG_TABLE_NAME;
+END $$;
+CREATE TRIGGER undolog_history_append_only BEFORE UPDATE ON undolog_history
+	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
+CREATE TRIGGER undolog_session_history_append_only BEFORE UPDATE ON undolog_session_history
+	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
+CREATE TRIGGER undolog_changes_append_only BEFORE UPDATE ON undolog_changes
+	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
+`,
+}

@@ -1,0 +1,555 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
+	"github.com/undolog/undolog/storage/internal/record"
+)
+
+// reader is a transaction as the rules read it. In a write transaction it
+// locks the session and effect rows it reads (forUpdate).
+type reader struct {
+	ctx       context.Context
+	tx        pgx.Tx
+	forUpdate bool
+}
+
+// writer is a write transaction; it keeps the history records it adds, to
+// give them their change-feed positions at commit.
+type writer struct {
+	reader
+	changes []change
+}
+
+type change struct {
+	kind     string
+	effectID uint64
+	session  string
+	seq      uint32
+}
+
+var (
+	_ storage.ReadTx  = reader{}
+	_ storage.WriteTx = (*writer)(nil)
+)
+
+func (r reader) lock() string {
+	if r.forUpdate {
+		return " FOR UPDATE"
+	}
+	return ""
+}
+
+// decode reads a stored record, naming it if it is damaged.
+func decode(data []byte, v any, what string) error {
+	if err := record.Decode(data, v); err != nil {
+		return fmt.Errorf("%w: record %s: %v", model.ErrCorrupt, what, err)
+	}
+	return nil
+}
+
+func (r reader) Session(id string) (model.Session, error) {
+	var s model.Session
+	var data []byte
+	err := r.tx.QueryRow(r.ctx, `SELECT rec FROM undolog_sessions WHERE id = $1`+r.lock(), id).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, fmt.Errorf("%w: no session %q", model.ErrNotFound, id)
+	} else if err != nil {
+		return s, err
+	}
+	return s, decode(data, &s, "sessions/"+id)
+}
+
+func (r reader) Effect(id uint64) (model.Effect, error) {
+	var e model.Effect
+	var data []byte
+	err := r.tx.QueryRow(r.ctx, `SELECT rec FROM undolog_effects WHERE id = $1`+r.lock(), int64(id)).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return e, fmt.Errorf("%w: no effect %d", model.ErrNotFound, id)
+	} else if err != nil {
+		return e, err
+	}
+	return e, decode(data, &e, fmt.Sprintf("effects/%d", id))
+}
+
+func (r reader) EffectHistory(id uint64, session string) ([]model.HistoryRecord, error) {
+	return r.history(`SELECT seq, rec FROM undolog_history WHERE effect_id = $1 ORDER BY seq`, int64(id), id, session)
+}
+
+func (r reader) SessionHistory(session string) ([]model.HistoryRecord, error) {
+	return r.history(`SELECT seq, rec FROM undolog_session_history WHERE session = $1 ORDER BY seq`, session, 0, session)
+}
+
+func (r reader) history(query string, key any, effectID uint64, session string) ([]model.HistoryRecord, error) {
+	rows, err := r.tx.Query(r.ctx, query, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.HistoryRecord
+	for rows.Next() {
+		var seq int32
+		var data []byte
+		if err := rows.Scan(&seq, &data); err != nil {
+			return nil, err
+		}
+		var h model.HistoryRecord
+		if err := record.Decode(data, &h); err != nil {
+			return nil, fmt.Errorf("%w: history record %d of %v: %v", model.ErrCorrupt, seq, key, err)
+		}
+		record.PlaceHistory(&h, effectID, session)
+		if n := len(out); n > 0 && out[n-1].Seq == h.Seq-1 {
+			record.LinkHistory(&h, out[n-1].Hash)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+func (r reader) Undo(session string, id uint64, known *model.Effect) (*model.UndoEntry, error) {
+	var data []byte
+	err := r.tx.QueryRow(r.ctx, `SELECT rec FROM undolog_undo WHERE session = $1 AND effect_id = $2`, session, int64(id)).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var u model.UndoEntry
+	if err := decode(data, &u, fmt.Sprintf("undo/%s/%d", session, id)); err != nil {
+		return nil, err
+	}
+	u.EffectID, u.Session = id, session
+	if record.UndoNeedsEffect(&u) {
+		e := known
+		if e == nil || e.ID != id {
+			got, err := r.Effect(id)
+			if err != nil {
+				return nil, err
+			}
+			e = &got
+		}
+		if err := record.UndoFromEffect(&u, e); err != nil {
+			return nil, err
+		}
+	}
+	return &u, nil
+}
+
+func (r reader) Approval(id uint64) (*model.Approval, error) {
+	var data []byte
+	err := r.tx.QueryRow(r.ctx, `SELECT rec FROM undolog_approvals WHERE effect_id = $1`, int64(id)).Scan(&data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var a model.Approval
+	if err := decode(data, &a, fmt.Sprintf("approvals/%d", id)); err != nil {
+		return nil, err
+	}
+	a.EffectID = id
+	return &a, nil
+}
+
+func (r reader) SignatureOwner(sig string) (uint64, bool, error) {
+	var id int64
+	err := r.tx.QueryRow(r.ctx, `SELECT effect_id FROM undolog_signatures WHERE sig = $1`, sig).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	return uint64(id), err == nil, err
+}
+
+// indexColumns are the columns of the effect indexes, by storage.Index.
+var indexColumns = map[storage.Index]string{
+	storage.BySession: "session", storage.ByTool: "tool", storage.ByState: "state", storage.ByTier: "tier",
+}
+
+// page is how many ids a walk reads per query.
+const page = 512
+
+func (r reader) Effects(ix storage.Index, name string, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error {
+	table, where := "undolog_effects", "TRUE"
+	args := []any{}
+	switch col, ok := indexColumns[ix]; {
+	case ix == storage.AllEffects:
+	case ix == storage.WithUndo:
+		table, where = "undolog_undo", "session = $3"
+		args = append(args, name)
+	case ok:
+		where = col + " = $3"
+		args = append(args, name)
+	default:
+		return fmt.Errorf("no effect index %d", ix)
+	}
+	idCol := "id"
+	if table == "undolog_undo" {
+		idCol = "effect_id"
+	}
+	order, cmp := "ASC", ">"
+	if !asc {
+		order, cmp = "DESC", "<"
+		if cursor == 0 {
+			cursor = 1<<63 - 1
+		}
+	}
+	query := fmt.Sprintf(`SELECT %[1]s FROM %[2]s WHERE %[3]s AND %[1]s %[4]s $1 ORDER BY %[1]s %[5]s LIMIT $2`, idCol, table, where, cmp, order)
+	for {
+		ids, err := r.ids(query, append([]any{int64(cursor), page}, args...)...)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			more, err := fn(id)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if len(ids) < page {
+			return nil
+		}
+		cursor = ids[len(ids)-1]
+	}
+}
+
+// ids runs a query of one bigint column.
+func (r reader) ids(query string, args ...any) ([]uint64, error) {
+	rows, err := r.tx.Query(r.ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []uint64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, uint64(id))
+	}
+	return out, rows.Err()
+}
+
+func (r reader) Sessions(asc bool, cursor uint64, fn func(seq uint64, id string) (bool, error)) error {
+	order, cmp := "ASC", ">"
+	if !asc {
+		order, cmp = "DESC", "<"
+		if cursor == 0 {
+			cursor = 1<<63 - 1
+		}
+	}
+	query := fmt.Sprintf(`SELECT seq, id FROM undolog_sessions WHERE seq %s $1 ORDER BY seq %s LIMIT $2`, cmp, order)
+	for {
+		type entry struct {
+			seq uint64
+			id  string
+		}
+		var batch []entry
+		rows, err := r.tx.Query(r.ctx, query, int64(cursor), page)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var seq int64
+			var id string
+			if err := rows.Scan(&seq, &id); err != nil {
+				rows.Close()
+				return err
+			}
+			batch = append(batch, entry{uint64(seq), id})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, e := range batch {
+			more, err := fn(e.seq, e.id)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if len(batch) < page {
+			return nil
+		}
+		cursor = batch[len(batch)-1].seq
+	}
+}
+
+func (r reader) OpenRequests(session string, fn func(storage.OpenRequest) (bool, error)) error {
+	query, args := `SELECT effect_id, session, expires FROM undolog_approvals_open ORDER BY effect_id`, []any{}
+	if session != "" {
+		query, args = `SELECT effect_id, session, expires FROM undolog_approvals_open WHERE session = $1 ORDER BY effect_id`, []any{session}
+	}
+	rows, err := r.tx.Query(r.ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	var batch []storage.OpenRequest
+	for rows.Next() {
+		var id, expires int64
+		var name string
+		if err := rows.Scan(&id, &name, &expires); err != nil {
+			rows.Close()
+			return err
+		}
+		req := storage.OpenRequest{EffectID: uint64(id), Session: name, Known: true}
+		if expires != 0 {
+			req.Expires = time.Unix(0, expires).UTC()
+		}
+		batch = append(batch, req)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, req := range batch {
+		more, err := fn(req)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r reader) Changes(after uint64, fn func(pos uint64, rec model.HistoryRecord) (bool, error)) error {
+	const query = `SELECT c.pos, c.kind, c.effect_id, c.session, c.seq,
+		CASE WHEN c.kind = 'E' THEN h.rec ELSE sh.rec END,
+		CASE WHEN c.kind = 'E' THEN hp.rec ELSE shp.rec END
+	FROM undolog_changes c
+	LEFT JOIN undolog_history h ON c.kind = 'E' AND h.effect_id = c.effect_id AND h.seq = c.seq
+	LEFT JOIN undolog_history hp ON c.kind = 'E' AND hp.effect_id = c.effect_id AND hp.seq = c.seq - 1
+	LEFT JOIN undolog_session_history sh ON c.kind = 'S' AND sh.session = c.session AND sh.seq = c.seq
+	LEFT JOIN undolog_session_history shp ON c.kind = 'S' AND shp.session = c.session AND shp.seq = c.seq - 1
+	WHERE c.pos > $1 ORDER BY c.pos LIMIT $2`
+	for {
+		type entry struct {
+			pos uint64
+			rec model.HistoryRecord
+		}
+		var batch []entry
+		last, n := after, 0
+		rows, err := r.tx.Query(r.ctx, query, int64(after), page)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var pos, effectID int64
+			var seq int32
+			var kind, session string
+			var data, prev []byte
+			if err := rows.Scan(&pos, &kind, &effectID, &session, &seq, &data, &prev); err != nil {
+				rows.Close()
+				return err
+			}
+			n, last = n+1, uint64(pos)
+			if data == nil {
+				continue // dropped by gc
+			}
+			var h model.HistoryRecord
+			if err := record.Decode(data, &h); err != nil {
+				rows.Close()
+				return fmt.Errorf("%w: change %d: %v", model.ErrCorrupt, pos, err)
+			}
+			record.PlaceHistory(&h, uint64(effectID), session)
+			if prev != nil {
+				var p model.HistoryRecord
+				if err := record.Decode(prev, &p); err != nil {
+					rows.Close()
+					return fmt.Errorf("%w: change %d: %v", model.ErrCorrupt, pos, err)
+				}
+				record.LinkHistory(&h, p.Hash)
+			}
+			batch = append(batch, entry{uint64(pos), h})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, e := range batch {
+			more, err := fn(e.pos, e.rec)
+			if err != nil || !more {
+				return err
+			}
+		}
+		if n < page {
+			return nil
+		}
+		after = last
+	}
+}
+
+func (r reader) LastChange() (uint64, error) {
+	var n int64
+	err := r.tx.QueryRow(r.ctx, `SELECT n FROM undolog_counters WHERE name = 'change'`).Scan(&n)
+	return uint64(n), err
+}
+
+func (r reader) SchemaVersion() uint64 {
+	v, _ := schemaVersion(r.ctx, r.tx)
+	return v
+}
+
+func (w *writer) next(counter string) (uint64, error) {
+	var n int64
+	err := w.tx.QueryRow(w.ctx, `UPDATE undolog_counters SET n = n + 1 WHERE name = $1 RETURNING n`, counter).Scan(&n)
+	return uint64(n), err
+}
+
+func (w *writer) NextEffectID() (uint64, error)   { return w.next("effect") }
+func (w *writer) NextSessionSeq() (uint64, error) { return w.next("session") }
+
+func (w *writer) exec(query string, args ...any) error {
+	_, err := w.tx.Exec(w.ctx, query, args...)
+	return err
+}
+
+func (w *writer) InsertSession(s *model.Session) error {
+	data, err := record.Encode(s)
+	if err != nil {
+		return err
+	}
+	return w.exec(`INSERT INTO undolog_sessions (id, seq, rec) VALUES ($1, $2, $3)`, s.ID, int64(s.Seq), data)
+}
+
+func (w *writer) PutSession(s *model.Session) error {
+	data, err := record.Encode(s)
+	if err != nil {
+		return err
+	}
+	return w.exec(`UPDATE undolog_sessions SET rec = $2 WHERE id = $1`, s.ID, data)
+}
+
+func (w *writer) PutEffect(e *model.Effect, from sm.State) error {
+	data, err := record.Encode(e)
+	if err != nil {
+		return err
+	}
+	if from == "" {
+		return w.exec(`INSERT INTO undolog_effects (id, session, tool, tier, state, rec) VALUES ($1, $2, $3, $4, $5, $6)`,
+			int64(e.ID), e.Session, e.Tool, string(e.Tier), string(e.State), data)
+	}
+	return w.exec(`UPDATE undolog_effects SET state = $2, rec = $3 WHERE id = $1`, int64(e.ID), string(e.State), data)
+}
+
+func (w *writer) SetSignatureOwner(sig string, id uint64) error {
+	return w.exec(`INSERT INTO undolog_signatures (sig, effect_id) VALUES ($1, $2)`, sig, int64(id))
+}
+
+func (w *writer) AddHistory(h *model.HistoryRecord) error {
+	data, err := record.Encode(h)
+	if err != nil {
+		return err
+	}
+	if h.Kind == model.KindSession {
+		err = w.exec(`INSERT INTO undolog_session_history (session, seq, rec) VALUES ($1, $2, $3)`, h.Session, int32(h.Seq), data)
+		w.changes = append(w.changes, change{kind: "S", session: h.Session, seq: h.Seq})
+		return err
+	}
+	err = w.exec(`INSERT INTO undolog_history (effect_id, seq, rec) VALUES ($1, $2, $3)`, int64(h.EffectID), int32(h.Seq), data)
+	w.changes = append(w.changes, change{kind: "E", effectID: h.EffectID, session: h.Session, seq: h.Seq})
+	return err
+}
+
+// flushChanges gives the transaction's history records their positions in
+// the change feed, last thing before the commit: the counter's row stays
+// locked until the commit, so positions follow commit order.
+func (w *writer) flushChanges() error {
+	if len(w.changes) == 0 {
+		return nil
+	}
+	var last int64
+	if err := w.tx.QueryRow(w.ctx, `UPDATE undolog_counters SET n = n + $1 WHERE name = 'change' RETURNING n`,
+		int64(len(w.changes))).Scan(&last); err != nil {
+		return err
+	}
+	pos := make([]int64, len(w.changes))
+	kinds, sessions := make([]string, len(w.changes)), make([]string, len(w.changes))
+	effects, seqs := make([]int64, len(w.changes)), make([]int32, len(w.changes))
+	for i, c := range w.changes {
+		pos[i] = last - int64(len(w.changes)) + int64(i) + 1
+		kinds[i], sessions[i], effects[i], seqs[i] = c.kind, c.session, int64(c.effectID), int32(c.seq)
+	}
+	return w.exec(`INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::integer[])`, pos, kinds, effects, sessions, seqs)
+}
+
+func (w *writer) PutUndo(u *model.UndoEntry) error {
+	data, err := record.Encode(u)
+	if err != nil {
+		return err
+	}
+	return w.exec(`INSERT INTO undolog_undo (session, effect_id, rec) VALUES ($1, $2, $3)
+		ON CONFLICT (session, effect_id) DO UPDATE SET rec = EXCLUDED.rec`, u.Session, int64(u.EffectID), data)
+}
+
+func (w *writer) PutApproval(a *model.Approval) error {
+	data, err := record.Encode(a)
+	if err != nil {
+		return err
+	}
+	return w.exec(`INSERT INTO undolog_approvals (effect_id, rec) VALUES ($1, $2)
+		ON CONFLICT (effect_id) DO UPDATE SET rec = EXCLUDED.rec`, int64(a.EffectID), data)
+}
+
+func (w *writer) OpenRequest(id uint64, session string, expires *time.Time) error {
+	var at int64
+	if expires != nil {
+		at = expires.UnixNano()
+	}
+	return w.exec(`INSERT INTO undolog_approvals_open (effect_id, session, expires) VALUES ($1, $2, $3)
+		ON CONFLICT (effect_id) DO UPDATE SET session = EXCLUDED.session, expires = EXCLUDED.expires`, int64(id), session, at)
+}
+
+func (w *writer) CloseRequest(id uint64) error {
+	return w.exec(`DELETE FROM undolog_approvals_open WHERE effect_id = $1`, int64(id))
+}
+
+func (w *writer) DeleteEffect(e *model.Effect) error {
+	id := int64(e.ID)
+	for _, q := range []string{
+		`DELETE FROM undolog_history WHERE effect_id = $1`,
+		`DELETE FROM undolog_undo WHERE effect_id = $1`,
+		`DELETE FROM undolog_approvals WHERE effect_id = $1`,
+		`DELETE FROM undolog_approvals_open WHERE effect_id = $1`,
+		`DELETE FROM undolog_effects WHERE id = $1`,
+	} {
+		if err := w.exec(q, id); err != nil {
+			return err
+		}
+	}
+	if e.ReplayOf == nil {
+		return w.exec(`DELETE FROM undolog_signatures WHERE sig = $1 AND effect_id = $2`, e.CallSignature, id)
+	}
+	return nil
+}
+
+func (w *writer) DeleteSession(s *model.Session) error {
+	if err := w.exec(`DELETE FROM undolog_session_history WHERE session = $1`, s.ID); err != nil {
+		return err
+	}
+	return w.exec(`DELETE FROM undolog_sessions WHERE id = $1`, s.ID)
+}
+
+var passwordInDSN = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+
+// redactURL is a log's address fit to print: without its password.
+func redactURL(addr string) string {
+	if u, err := url.Parse(addr); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+		return addr
+	}
+	return passwordInDSN.ReplaceAllString(addr, "${1}xxxxx")
+}

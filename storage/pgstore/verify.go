@@ -1,0 +1,203 @@
+package pgstore
+
+import (
+	"fmt"
+
+	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage/internal/record"
+)
+
+// Records calls session and effect with every record the log holds, by id,
+// and bad with every record it cannot read.
+func (r reader) Records(session func(model.Session), effect func(model.Effect), bad func(model.Problem)) error {
+	if session != nil {
+		err := r.rows(`SELECT id, rec FROM undolog_sessions ORDER BY id`, func(key string, data []byte) {
+			var s model.Session
+			if err := record.Decode(data, &s); err != nil || s.ID != key {
+				bad(model.Problem{Kind: "record", Session: key, Detail: fmt.Sprintf("unreadable session record: %v", err)})
+				return
+			}
+			session(s)
+		})
+		if err != nil || effect == nil {
+			return err
+		}
+	}
+	return r.rows(`SELECT id::text, rec FROM undolog_effects ORDER BY id`, func(key string, data []byte) {
+		var e model.Effect
+		if err := record.Decode(data, &e); err != nil || fmt.Sprint(e.ID) != key {
+			bad(model.Problem{Kind: "record", Detail: fmt.Sprintf("unreadable effect record %s", key)})
+			return
+		}
+		effect(e)
+	})
+}
+
+// rows calls fn with each (key, record) row of query.
+func (r reader) rows(query string, fn func(key string, data []byte)) error {
+	rows, err := r.tx.Query(r.ctx, query)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var data []byte
+		if err := rows.Scan(&key, &data); err != nil {
+			return err
+		}
+		fn(key, data)
+	}
+	return rows.Err()
+}
+
+// CheckIndexes checks the columns and tables the engine keeps beside the
+// records against them: each effect's indexed columns, each session's
+// place in order, the signature owners, the open requests, and rows that
+// belong to no record. (Keys and uniqueness are the schema's constraints.)
+func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uint64]*model.Effect, add func(model.Problem)) error {
+	report := func(kind string, effect uint64, session, format string, args ...any) {
+		add(model.Problem{Kind: kind, Effect: effect, Session: session, Detail: fmt.Sprintf(format, args...)})
+	}
+	// Sessions' order.
+	rows, err := r.tx.Query(r.ctx, `SELECT id, seq FROM undolog_sessions`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			rows.Close()
+			return err
+		}
+		if s := sessions[id]; s != nil && s.Seq != uint64(seq) {
+			report("index", 0, id, "the session's place in order is %d, its record says %d", seq, s.Seq)
+		}
+	}
+	rows.Close()
+	// Effects' indexed columns.
+	rows, err = r.tx.Query(r.ctx, `SELECT id, session, tool, tier, state FROM undolog_effects`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id int64
+		var session, tool, tier, state string
+		if err := rows.Scan(&id, &session, &tool, &tier, &state); err != nil {
+			rows.Close()
+			return err
+		}
+		e := effects[uint64(id)]
+		if e == nil {
+			continue // unreadable: Records said so
+		}
+		for _, c := range []struct{ name, column, record string }{
+			{"session", session, e.Session}, {"tool", tool, e.Tool}, {"tier", tier, string(e.Tier)}, {"state", state, string(e.State)},
+		} {
+			if c.column != c.record {
+				report("index", e.ID, "", "%s index entry %q disagrees with the record's %q", c.name, c.column, c.record)
+			}
+		}
+	}
+	rows.Close()
+	// Signature owners, both ways.
+	owners := map[string]uint64{}
+	rows, err = r.tx.Query(r.ctx, `SELECT sig, effect_id FROM undolog_signatures`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var sig string
+		var id int64
+		if err := rows.Scan(&sig, &id); err != nil {
+			rows.Close()
+			return err
+		}
+		owners[sig] = uint64(id)
+		if e := effects[uint64(id)]; e == nil || e.CallSignature != sig || e.ReplayOf != nil {
+			report("index", uint64(id), "", "signature index entry %.16s is dangling", sig)
+		}
+	}
+	rows.Close()
+	for id, e := range effects {
+		if e.ReplayOf == nil && owners[e.CallSignature] != id {
+			report("index", id, "", "signature index does not point at the effect")
+		}
+	}
+	// Rows that belong to no record.
+	for _, q := range []struct{ query, what string }{
+		{`SELECT h.effect_id FROM undolog_history h LEFT JOIN undolog_effects e ON e.id = h.effect_id WHERE e.id IS NULL`, "history record"},
+		{`SELECT u.effect_id FROM undolog_undo u LEFT JOIN undolog_effects e ON e.id = u.effect_id AND e.session = u.session WHERE e.id IS NULL`, "undo entry"},
+		{`SELECT a.effect_id FROM undolog_approvals a LEFT JOIN undolog_effects e ON e.id = a.effect_id WHERE e.id IS NULL`, "approval request"},
+	} {
+		ids, err := r.ids(q.query)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			report("reference", id, "", "%s belongs to no effect", q.what)
+		}
+	}
+	orphans, err := r.tx.Query(r.ctx, `SELECT DISTINCT h.session FROM undolog_session_history h
+		LEFT JOIN undolog_sessions s ON s.id = h.session WHERE s.id IS NULL`)
+	if err != nil {
+		return err
+	}
+	for orphans.Next() {
+		var session string
+		if err := orphans.Scan(&session); err != nil {
+			orphans.Close()
+			return err
+		}
+		report("history", 0, session, "session history belongs to no session")
+	}
+	orphans.Close()
+	// Open requests against the requests.
+	open := map[uint64]openEntry{}
+	rows, err = r.tx.Query(r.ctx, `SELECT effect_id, session, expires FROM undolog_approvals_open`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id, expires int64
+		var session string
+		if err := rows.Scan(&id, &session, &expires); err != nil {
+			rows.Close()
+			return err
+		}
+		open[uint64(id)] = openEntry{session, expires}
+		if e := effects[uint64(id)]; e == nil || e.Session != session {
+			report("index", uint64(id), "", "pending approval entry is dangling")
+		}
+	}
+	rows.Close()
+	for id, e := range effects {
+		if e.ReplayOf != nil {
+			continue
+		}
+		a, err := r.Approval(id)
+		if err != nil || a == nil {
+			continue // the rules report a missing or unreadable request
+		}
+		entry, isOpen := open[id]
+		if (a.Outcome == model.ApprovalPending) != isOpen {
+			report("index", id, "", "approval is %s but pending index entry=%v", a.Outcome, isOpen)
+		}
+		if isOpen {
+			var want int64
+			if a.ExpiresAt != nil {
+				want = a.ExpiresAt.UnixNano()
+			}
+			if entry.expires != want {
+				report("index", id, "", "pending index entry expires at %d, the request at %d", entry.expires, want)
+			}
+		}
+	}
+	return nil
+}
+
+type openEntry struct {
+	session string
+	expires int64
+}
