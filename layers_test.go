@@ -16,6 +16,7 @@ var layers = []string{
 	"internal/textfmt",
 	"internal/child",
 	"internal/testbin",
+	"internal/pgtest",
 	"statemachine",
 	"model",
 	"mcpclient",
