@@ -1,0 +1,108 @@
+package pgtest
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// TestServer starts the server, makes two databases and checks that each is
+// reachable and that they are two, that the server is PostgreSQL 15 with its
+// durability defaults and max_connections, and that a database is gone after
+// its test.
+func TestServer(t *testing.T) {
+	began := time.Now()
+	c := Server(t)
+	t.Logf("server ready in %v: %s", time.Since(began), c.AdminURL())
+	if again := Server(t); again != c {
+		t.Fatal("a second Server call made another server")
+	}
+
+	var dropped string
+	t.Run("databases", func(t *testing.T) {
+		a, b := c.NewDatabase(t), c.NewDatabase(t)
+		if a == b {
+			t.Fatalf("two databases share the URL %s", a)
+		}
+		nameA, nameB := current(t, a), current(t, b)
+		if nameA == nameB {
+			t.Fatalf("both URLs reach database %s", nameA)
+		}
+		if !strings.Contains(a, "/"+nameA+"?") && !strings.HasSuffix(a, "/"+nameA) {
+			t.Errorf("URL %s reaches database %s", a, nameA)
+		}
+		// A connection left open does not keep the database from being dropped.
+		conn, err := pgx.Connect(t.Context(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn
+		dropped = nameA
+	})
+
+	conn, err := pgx.Connect(t.Context(), c.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_database WHERE datname = $1", dropped).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("database %s outlived its test", dropped)
+	}
+	if os.Getenv("UNDOLOG_POSTGRES_URL") != "" {
+		return // someone else's server, someone else's settings
+	}
+	for setting, want := range map[string]string{
+		"server_version_num": "15", // prefix
+		"fsync":              "on",
+		"synchronous_commit": "on",
+		"max_connections":    "200",
+		"is_superuser":       "on",
+	} {
+		var got string
+		if err := conn.QueryRow(t.Context(), "SELECT current_setting($1)", setting).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("%s = %s, want %s", setting, got, want)
+		}
+	}
+}
+
+// current connects to u, checks SELECT 1 and returns the database it reached.
+func current(t *testing.T, u string) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), u)
+	if err != nil {
+		t.Fatalf("connect %s: %v", u, err)
+	}
+	defer conn.Close(context.Background())
+	var one int
+	var name string
+	if err := conn.QueryRow(t.Context(), "SELECT 1, current_database()").Scan(&one, &name); err != nil || one != 1 {
+		t.Fatalf("SELECT 1 on %s: %d, %v", u, one, err)
+	}
+	return name
+}
+
+func TestDBName(t *testing.T) {
+	long := dbName("TestSomething/with a very long subtest name that goes on and on and on and on")
+	if len(long) > 63 {
+		t.Errorf("%q is longer than 63 bytes", long)
+	}
+	if a, b := dbName("T"), dbName("T"); a == b {
+		t.Errorf("two databases named %s", a)
+	}
+	if got := dbName("TestX/Sub-Case"); !strings.HasSuffix(got, "_testx_sub_case") {
+		t.Errorf("dbName = %s", got)
+	}
+}
