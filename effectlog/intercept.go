@@ -3,6 +3,7 @@ package effectlog
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -181,7 +182,9 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 	now := s.now()
 	sess, err := tx.Session(req.Session)
 	if err != nil {
-		if !req.CreateSession {
+		// Only a session that is not there is made: one that cannot be
+		// read (damaged, or the engine failed) is the error it is.
+		if !req.CreateSession || !errors.Is(err, model.ErrNotFound) {
 			return res, err
 		}
 		if sess, err = createSession(tx, NewSession{ID: req.Session, Actor: req.Actor}, now); err != nil {

@@ -408,3 +408,28 @@ func seededWithCommand(t *testing.T) (*testLog, uint64) {
 	verifyClean(t, s)
 	return s, res.Effect.ID
 }
+
+// A session record that cannot be read is not made anew by a call that
+// may create its session: the call fails (ErrCorrupt) and the record stays.
+func TestInterceptDoesNotRecreateADamagedSession(t *testing.T) {
+	s, _ := newStore(t)
+	intercept(t, s, "s", "w", sm.Compensable, `1`)
+	tamper(t, s, func(tx *bolt.Tx) error { return tx.Bucket(bSessions).Put([]byte("s"), []byte{0x02, 'S', 0xff}) })
+	_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`2`), CreateSession: true})
+	if !errors.Is(err, model.ErrCorrupt) {
+		t.Fatalf("intercept into a damaged session: %v", err)
+	}
+	s.pause()()
+	db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bSessions).Get([]byte("s")); !bytes.Equal(v, []byte{0x02, 'S', 0xff}) {
+			t.Errorf("the damaged record became %x", v)
+		}
+		return nil
+	})
+}
