@@ -20,48 +20,63 @@ import (
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // TestMain makes the test binary double as the undolog binary, so that the
 // scripts run the real command line in separate processes.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(withPostgres{m}, map[string]func(){
 		"undolog": func() { os.Exit(Main()) },
 	})
 }
 
+// withPostgres runs the tests and then stops the PostgreSQL server they
+// started, if any.
+type withPostgres struct{ m *testing.M }
+
+func (w withPostgres) Run() int { return pgtest.Run(w.m.Run) }
+
 // scriptEngines make a fresh, empty log for one script and return its
-// address (UNDOLOG_LOG), by the engine's name. The scripts run against the
-// engine UNDOLOG_TEST_ENGINE names ("file" when unset), each with a log of
-// its own: the whole suite again against another engine is one variable.
-// A script that needs the log to be a file (its bytes, its lock, its
-// journal) says [file].
-var scriptEngines = map[string]func(env *testscript.Env) (string, error){
-	"file": func(env *testscript.Env) (string, error) {
-		return filepath.Join(env.WorkDir, "state", "undolog.db"), nil
+// address (UNDOLOG_LOG), by the engine's name. The scripts run against every
+// engine (the PostgreSQL one where a server is at hand, see pgtest), each
+// script with a log of its own; UNDOLOG_TEST_ENGINE names one engine to run
+// them against alone. A script that needs the log to be a file (its bytes,
+// its lock, its journal) says [file].
+var scriptEngines = map[string]func(t *testing.T) func(env *testscript.Env) (string, error){
+	"file": func(*testing.T) func(env *testscript.Env) (string, error) {
+		return func(env *testscript.Env) (string, error) {
+			return filepath.Join(env.WorkDir, "state", "undolog.db"), nil
+		}
+	},
+	"postgres": func(t *testing.T) func(env *testscript.Env) (string, error) {
+		server := pgtest.Server(t)
+		return func(env *testscript.Env) (string, error) { return server.NewDatabase(t), nil }
 	},
 }
 
-// scriptEngine is the engine the scripts run against.
-func scriptEngine(t *testing.T) string {
-	name := os.Getenv("UNDOLOG_TEST_ENGINE")
-	if name == "" {
-		name = "file"
+// TestScripts runs the end-to-end scripts in testdata/script, once per
+// engine.
+func TestScripts(t *testing.T) {
+	only := os.Getenv("UNDOLOG_TEST_ENGINE")
+	if only != "" && scriptEngines[only] == nil {
+		t.Fatalf("UNDOLOG_TEST_ENGINE=%s: no such engine for the scripts", only)
 	}
-	if scriptEngines[name] == nil {
-		t.Fatalf("UNDOLOG_TEST_ENGINE=%s: no such engine for the scripts", name)
+	for _, engine := range []string{"file", "postgres"} {
+		if only != "" && engine != only {
+			continue
+		}
+		t.Run(engine, func(t *testing.T) { runScripts(t, engine) })
 	}
-	return name
 }
 
-// TestScripts runs the end-to-end scripts in testdata/script.
-func TestScripts(t *testing.T) {
+func runScripts(t *testing.T, engine string) {
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine := scriptEngine(t)
+	newLog := scriptEngines[engine](t)
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Condition: func(cond string) (bool, error) {
@@ -73,7 +88,7 @@ func TestScripts(t *testing.T) {
 		},
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", repo)
-			addr, err := scriptEngines[engine](env)
+			addr, err := newLog(env)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage"
 	"github.com/undolog/undolog/storage/boltfile"
+	"github.com/undolog/undolog/storage/pgstore"
 )
 
 // DefaultLockTimeout is how long an operation waits for another process to
@@ -30,12 +31,17 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Open returns the log at addr: a path is a log file (bbolt). It does no
-// I/O: a log file is created by the first write. A URL no engine serves
-// gives a log whose every operation fails with model.ErrInvalidInput.
+// Open returns the log at addr: a postgres:// (or postgresql://) URL is a
+// PostgreSQL database, a path a log file (bbolt). It does no I/O: a log
+// file is created by the first write, a database's tables by the first
+// write (migrated up to this build's schema). A URL no engine serves gives
+// a log whose every operation fails with model.ErrInvalidInput.
 func Open(addr string, opts Options) effectlog.Log {
 	if scheme, ok := urlScheme(addr); ok {
-		why := fmt.Errorf("%w: log address %q: no engine keeps logs at %s:// addresses (give a file path)", model.ErrInvalidInput, addr, scheme)
+		if s := strings.ToLower(scheme); s == "postgres" || s == "postgresql" {
+			return effectlog.New(pgstore.New(addr), effectlog.Options{Now: opts.Now})
+		}
+		why := fmt.Errorf("%w: log address %q: no engine keeps logs at %s:// addresses (give a file path or a postgres:// URL)", model.ErrInvalidInput, addr, scheme)
 		return effectlog.New(unreachable{why}, effectlog.Options{Now: opts.Now})
 	}
 	return File(addr, opts)

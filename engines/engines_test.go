@@ -36,7 +36,7 @@ func TestAPathIsALogFile(t *testing.T) {
 // and makes nothing.
 func TestAnAddressNoEngineServesIsRefused(t *testing.T) {
 	t.Chdir(t.TempDir())
-	for _, addr := range []string{"postgres://db/undolog", "file://x", "a://b", "a.b+c-d://x", "HTTP://[::1]/x"} {
+	for _, addr := range []string{"mysql://db/undolog", "file://x", "a://b", "a.b+c-d://x", "HTTP://[::1]/x"} {
 		log := Open(addr, Options{})
 		_, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "s"})
 		if !errors.Is(err, model.ErrInvalidInput) || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), addr) {

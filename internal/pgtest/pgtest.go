@@ -59,9 +59,13 @@ var (
 
 // Main runs the tests of m and then stops the server if this process started
 // one; it exits with m's code. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m.Run)) }
+
+// Run is Main for a TestMain that runs the tests itself (testscript's):
+// it calls run, stops the server, and returns run's code.
+func Run(run func() int) int {
 	mainRan.Store(true)
-	code := m.Run()
+	code := run()
 	if shared != nil {
 		if err := shared.stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest:", err)
@@ -70,7 +74,7 @@ func Main(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // Server returns the test binary's PostgreSQL server, starting it on the
