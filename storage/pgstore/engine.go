@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -86,7 +88,16 @@ func (e *Engine) failed(err error) error {
 	if errors.As(err, &pe) {
 		return fmt.Errorf("log %s: %s (SQLSTATE %s)", redactURL(e.url), pe.Message, pe.Code)
 	}
-	return fmt.Errorf("log %s: %v", redactURL(e.url), err)
+	// pgx puts each address it tried on a line of its own: one line here,
+	// each reason once.
+	var parts []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.Join(strings.Fields(line), " "); line != "" && !slices.Contains(parts, line) {
+			parts = append(parts, line)
+		}
+	}
+	msg := strings.ReplaceAll(strings.Join(parts, "; "), ":; ", ": ")
+	return fmt.Errorf("log %s: %s", redactURL(e.url), msg)
 }
 
 // View runs fn in a read-only transaction that sees one snapshot of the log

@@ -1,0 +1,138 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage/pgstore"
+)
+
+func open(url string) effectlog.Log { return effectlog.New(pgstore.New(url), effectlog.Options{}) }
+
+// A server that is not there is one line, naming the log without its
+// password, and nothing panics.
+func TestUnreachableServerIsOneLine(t *testing.T) {
+	log := open("postgres://agent:hunter2@127.0.0.1:1/undolog?connect_timeout=2")
+	defer log.Close()
+	for name, op := range map[string]func() error{
+		"write": func() error { _, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "s"}); return err },
+		"read":  func() error { _, _, err := log.ListEffects(t.Context(), effectlog.EffectFilter{}); return err },
+	} {
+		err := op()
+		if err == nil || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "hunter2") ||
+			!strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "agent:xxxxx@127.0.0.1:1") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// A database of a newer schema is refused, for reads and writes, with a
+// clear error; nothing is written to it.
+func TestNewerSchemaIsRefused(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	if _, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	log.Close()
+	exec(t, url, `UPDATE undolog_meta SET value = 99 WHERE key = 'schema_version'`)
+	log = open(url)
+	defer log.Close()
+	if _, _, err := log.ListEffects(t.Context(), effectlog.EffectFilter{}); !errors.Is(err, model.ErrNewerSchema) || !strings.Contains(err.Error(), "schema version 99") {
+		t.Fatalf("read: %v", err)
+	}
+	if _, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "t"}); !errors.Is(err, model.ErrNewerSchema) {
+		t.Fatalf("write: %v", err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_sessions`); n != 1 {
+		t.Fatalf("%d sessions", n)
+	}
+}
+
+// Processes that meet an empty database at once migrate it once, and all
+// of their writes land.
+func TestFirstUseByManyAtOnceMigratesOnce(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			log := open(url)
+			defer log.Close()
+			_, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: fmt.Sprintf("s%d", i), Tool: "w",
+				Tier: sm.Compensable, Args: json.RawMessage(`{}`), CreateSession: true})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_effects`); n != 8 {
+		t.Fatalf("%d effects", n)
+	}
+}
+
+// History rows are never updated: the database refuses it, whoever asks.
+func TestHistoryIsAppendOnly(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	defer log.Close()
+	if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"undolog_history", "undolog_session_history", "undolog_changes"} {
+		conn, err := pgx.Connect(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(t.Context(), `UPDATE `+table+` SET seq = seq`)
+		conn.Close(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "append-only") {
+			t.Errorf("%s: an update was let through: %v", table, err)
+		}
+	}
+}
+
+func exec(t *testing.T, url, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func count(t *testing.T, url, sql string) int {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(t.Context(), sql).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
