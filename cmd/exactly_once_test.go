@@ -9,13 +9,26 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
 )
 
 // Eight processes each make 50 `undolog exec` calls over 20 shared
 // signatures, at once. Every signature's command runs exactly once, and every
-// call that did not run it got its original output back.
+// call that did not run it got its original output back. On PostgreSQL the
+// processes are on two "machines" (two host identities) sharing the database.
 func TestExactlyOnceAcrossProcesses(t *testing.T) {
+	t.Run("file", func(t *testing.T) {
+		exactlyOnce(t, filepath.Join(t.TempDir(), "u.db"), []string{""})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		exactlyOnce(t, pgtest.Server(t).NewDatabase(t), []string{"machine-a", "machine-b"})
+	})
+}
+
+// exactlyOnce runs the processes against the log at addr, process p on
+// host hosts[p%len(hosts)] ("": this one).
+func exactlyOnce(t *testing.T, addr string, hosts []string) {
 	bin := testbin.Undolog(t)
 	dir := t.TempDir()
 	lines := filepath.Join(dir, "lines.txt")
@@ -44,8 +57,11 @@ done`
 			defer wg.Done()
 			cmd := exec.Command("sh", "-c", script)
 			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "UNDOLOG_LOG="+filepath.Join(dir, "u.db"),
+			cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "UNDOLOG_LOG="+addr,
 				"LINES="+lines, fmt.Sprintf("P=%d", p))
+			if host := hosts[p%len(hosts)]; host != "" {
+				cmd.Env = append(cmd.Env, "UNDOLOG_HOST="+host)
+			}
 			out, err := cmd.Output()
 			outputs[p], errs[p] = string(out), err
 		}(p)
@@ -86,7 +102,7 @@ done`
 		}
 	}
 	verify := exec.Command(bin, "verify")
-	verify.Env = append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(dir, "u.db"))
+	verify.Env = append(os.Environ(), "UNDOLOG_LOG="+addr)
 	if out, err := verify.CombinedOutput(); err != nil {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}

@@ -10,9 +10,21 @@ import (
 // the log: a live owner is never overtaken; a dead one leaves its work in
 // doubt.
 
+// HostName is the name of this host as owners record it: $UNDOLOG_HOST,
+// else the system's host name. Containers or runners that share a host name
+// while sharing a log (a database) set UNDOLOG_HOST apart, so that one never
+// judges the other's processes as its own.
+func HostName() string {
+	if h := os.Getenv("UNDOLOG_HOST"); h != "" {
+		return h
+	}
+	host, _ := os.Hostname()
+	return host
+}
+
 // NewOwner is this process as the owner of work it starts at now.
 func NewOwner(now time.Time) *Owner {
-	host, _ := os.Hostname()
+	host := HostName()
 	pid := os.Getpid()
 	start, _ := processStart(pid)
 	return &Owner{PID: pid, Host: host, StartedAt: now.UTC(), ProcessStart: start}
@@ -37,7 +49,7 @@ func (o *Owner) Liveness() Liveness {
 	if o == nil {
 		return OwnerNone
 	}
-	if host, _ := os.Hostname(); o.Host != host {
+	if o.Host != HostName() {
 		return OwnerElsewhere
 	}
 	if !processAlive(o.PID) {

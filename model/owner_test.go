@@ -58,3 +58,19 @@ func TestOwnerWithAReusedPidIsDead(t *testing.T) {
 		t.Fatal("NewOwner is not this process")
 	}
 }
+
+// UNDOLOG_HOST names this host for owners: an owner recorded under another
+// name runs elsewhere, even with this machine's host name and a live pid.
+func TestHostNameFromTheEnvironment(t *testing.T) {
+	t.Setenv("UNDOLOG_HOST", "runner-7")
+	o := NewOwner(time.Now())
+	if o.Host != "runner-7" || o.Liveness() != OwnerAlive {
+		t.Fatalf("%+v: %v", o, o.Liveness())
+	}
+	machine, _ := os.Hostname()
+	same := *o
+	same.Host = machine
+	if same.Liveness() != OwnerElsewhere {
+		t.Fatalf("an owner on %s, seen as runner-7: %v", machine, same.Liveness())
+	}
+}
