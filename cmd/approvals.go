@@ -1,7 +1,9 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,6 +14,7 @@ type approvalsOptions struct {
 	session string
 	output  string
 	limit   int
+	follow  bool
 }
 
 func newCmdApprovals(f *Factory) *cobra.Command {
@@ -20,7 +23,8 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 		Use:   "approvals",
 		Short: "List irreversible effects awaiting a decision, oldest first",
 		Example: `  undolog approvals
-  undolog approvals --limit 0 -o ids | undolog approve -`,
+  undolog approvals --limit 0 -o ids | undolog approve -
+  undolog approvals --follow -o jsonl   # each new request as it appears`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkFormat(opts.output, true); err != nil {
@@ -28,6 +32,12 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 			}
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
+			}
+			if opts.follow {
+				if opts.output == formatJSON {
+					return usagef("--follow prints a request at a time: use -o jsonl, ids or text")
+				}
+				return followApprovals(c.Context(), f, opts)
 			}
 			list, waiting, err := f.Log().PendingApprovals(c.Context(), opts.session, opts.limit)
 			if err != nil {
@@ -47,6 +57,7 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 	}
 	c.Flags().StringVar(&opts.session, "session", "", "only requests of this session")
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many requests (0: all)")
+	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "print each waiting request, then each new one as it appears, until interrupted")
 	addFormatFlag(c, &opts.output, true)
 	return c
 }
@@ -72,4 +83,51 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return string(r[:n-1]) + "…"
+}
+
+// followApprovals prints every waiting request, then each request that
+// starts waiting (a new one, or one asked again after a failed run), until
+// ctx ends. It looks when the log's change feed moved.
+func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) error {
+	store := f.Log()
+	type round struct {
+		id    uint64
+		asked time.Time
+	}
+	seen := map[round]bool{}
+	last := ^uint64(0)
+	tick := time.NewTicker(followInterval)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		position, err := store.LastChange(ctx)
+		if err != nil {
+			return err
+		}
+		if position != last {
+			last = position
+			list, _, err := store.PendingApprovals(ctx, opts.session, 0)
+			if err != nil {
+				return err
+			}
+			var fresh []effectlog.PendingApproval
+			for _, a := range list {
+				if r := (round{a.EffectID, a.RequestedAt}); !seen[r] {
+					seen[r] = true
+					fresh = append(fresh, a)
+				}
+			}
+			if len(fresh) > 0 {
+				err := printListing(f, opts.output, fresh, func(a effectlog.PendingApproval) any { return a.EffectID },
+					func() error { return renderApprovals(f, fresh) })
+				if err != nil {
+					return err
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	return nil // Ctrl-C ends a follow
 }
