@@ -48,6 +48,7 @@ type Log interface {
 	Verify(ctx context.Context) (VerifyReport, error)
 	GC(ctx context.Context, before time.Time, states []sm.SessionState) (GCReport, error)
 	Export(ctx context.Context, session string, fn func(ExportRecord) error) error
+	Import(ctx context.Context, next func() (ExportRecord, bool, error)) (ImportReport, error)
 
 	// Close lets the log go once this process's writes to it are done.
 	Close() error

@@ -156,6 +156,9 @@ type WriteTx interface {
 	ReadTx
 	NextEffectID() (uint64, error)
 	NextSessionSeq() (uint64, error)
+	// ReserveIDs makes the ids allocated from now on greater than effect
+	// and sessionSeq (an import keeps the ids it brings).
+	ReserveIDs(effect, sessionSeq uint64) error
 	// InsertSession writes a new session and its place in creation order
 	// (its Seq); PutSession writes one that exists.
 	InsertSession(s *model.Session) error

@@ -524,3 +524,17 @@ func (w *writeTx) nextSequence(bucket []byte) (uint64, error) {
 	w.ops.Uint(seq)
 	return seq, nil
 }
+
+// raiseSequence makes the bucket's next sequence above n.
+func (w *writeTx) raiseSequence(bucket []byte, n uint64) error {
+	b := w.Bucket(bucket)
+	if b.Sequence() >= n {
+		return nil
+	}
+	if err := b.SetSequence(n); err != nil {
+		return err
+	}
+	w.op(opSequence, bucket)
+	w.ops.Uint(n)
+	return nil
+}

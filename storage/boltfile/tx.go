@@ -161,6 +161,13 @@ func (r txReader) SchemaVersion() uint64 { return btoi(r.tx.Bucket(bMeta).Get(ke
 func (w txWriter) NextEffectID() (uint64, error)   { return w.w.nextSequence(bEffects) }
 func (w txWriter) NextSessionSeq() (uint64, error) { return w.w.nextSequence(bSessionsByTime) }
 
+func (w txWriter) ReserveIDs(effect, sessionSeq uint64) error {
+	if err := w.w.raiseSequence(bEffects, effect); err != nil {
+		return err
+	}
+	return w.w.raiseSequence(bSessionsByTime, sessionSeq)
+}
+
 func (w txWriter) InsertSession(s *model.Session) error {
 	if err := w.w.put(bSessionsByTime, itob(s.Seq), []byte(s.ID)); err != nil {
 		return err

@@ -408,6 +408,11 @@ func (w *writer) next(counter string) (uint64, error) {
 func (w *writer) NextEffectID() (uint64, error)   { return w.next("effect") }
 func (w *writer) NextSessionSeq() (uint64, error) { return w.next("session") }
 
+func (w *writer) ReserveIDs(effect, sessionSeq uint64) error {
+	return w.exec(`UPDATE undolog_counters SET n = GREATEST(n, CASE name WHEN 'effect' THEN $1::bigint ELSE $2::bigint END)
+		WHERE name IN ('effect', 'session')`, int64(effect), int64(sessionSeq))
+}
+
 func (w *writer) exec(query string, args ...any) error {
 	_, err := w.tx.Exec(w.ctx, query, args...)
 	return err

@@ -1,0 +1,157 @@
+package effectlog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage"
+)
+
+// ImportReport says what Import wrote.
+type ImportReport struct {
+	Sessions int `json:"sessions"`
+	Effects  int `json:"effects"`
+	Records  int `json:"history_records"`
+}
+
+// Import writes the records of an export (in its order: a session, its
+// history, then its effects each with their history, undo entry and
+// approval) into an empty log, as they are: the same ids, times and
+// hashes, so that the log verifies as the one exported did. next returns
+// the records one by one, and ok false at the end. A session and what
+// belongs to it are one transaction; a log that holds a session already is
+// refused (ErrConflict), and a record out of its place is ErrInvalidInput.
+func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bool, err error)) (ImportReport, error) {
+	var rep ImportReport
+	empty := true
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		return tx.Sessions(true, 0, func(uint64, string) (bool, error) {
+			empty = false
+			return false, nil
+		})
+	})
+	if err != nil {
+		return rep, err
+	}
+	if !empty {
+		return rep, fmt.Errorf("%w: import writes into an empty log; this one holds sessions", model.ErrConflict)
+	}
+	var batch []ExportRecord
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		var got ImportReport
+		err := s.update(ctx, func(tx storage.WriteTx) error {
+			got = ImportReport{}
+			return importSession(tx, batch, &got)
+		})
+		if err != nil {
+			return err
+		}
+		rep.Sessions, rep.Effects, rep.Records = rep.Sessions+got.Sessions, rep.Effects+got.Effects, rep.Records+got.Records
+		batch = batch[:0]
+		return nil
+	}
+	for line := 1; ; line++ {
+		r, ok, err := next()
+		if err != nil {
+			return rep, fmt.Errorf("record %d: %w", line, err)
+		}
+		if !ok {
+			return rep, flush()
+		}
+		switch r.Type {
+		case "meta":
+			continue
+		case "session":
+			if err := flush(); err != nil {
+				return rep, err
+			}
+		default:
+			if len(batch) == 0 {
+				return rep, fmt.Errorf("%w: record %d: a %s record before any session", model.ErrInvalidInput, line, r.Type)
+			}
+		}
+		batch = append(batch, r)
+	}
+}
+
+// importSession writes one session's records.
+func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport) error {
+	var sess *model.Session
+	var effect *model.Effect
+	for _, r := range records {
+		wrong := func() error {
+			return fmt.Errorf("%w: a %s record (%T) where it does not belong", model.ErrInvalidInput, r.Type, r.Record)
+		}
+		switch v := r.Record.(type) {
+		case *model.Session:
+			if sess != nil || r.Type != "session" {
+				return wrong()
+			}
+			if err := model.ValidSessionID(v.ID); err != nil {
+				return err
+			}
+			sess = v
+			if err := tx.InsertSession(v); err != nil {
+				return err
+			}
+			if err := tx.ReserveIDs(0, v.Seq); err != nil {
+				return err
+			}
+			rep.Sessions++
+		case *model.HistoryRecord:
+			switch {
+			case r.Type == "session_history" && v.Kind == model.KindSession && v.Session == sess.ID:
+			case r.Type == "history" && effect != nil && v.EffectID == effect.ID:
+			default:
+				return wrong()
+			}
+			if err := tx.AddHistory(v); err != nil {
+				return err
+			}
+			rep.Records++
+		case *model.Effect:
+			if r.Type != "effect" || v.Session != sess.ID || v.ID == 0 {
+				return wrong()
+			}
+			effect = v
+			if err := tx.PutEffect(v, ""); err != nil {
+				return err
+			}
+			if v.ReplayOf == nil {
+				if err := tx.SetSignatureOwner(v.CallSignature, v.ID); err != nil {
+					return err
+				}
+			}
+			if err := tx.ReserveIDs(v.ID, 0); err != nil {
+				return err
+			}
+			rep.Effects++
+		case *model.UndoEntry:
+			if r.Type != "undo" || effect == nil || v.EffectID != effect.ID || v.Session != sess.ID {
+				return wrong()
+			}
+			if err := tx.PutUndo(v); err != nil {
+				return err
+			}
+		case *model.Approval:
+			if r.Type != "approval" || effect == nil || v.EffectID != effect.ID || v.Session != sess.ID {
+				return wrong()
+			}
+			if err := tx.PutApproval(v); err != nil {
+				return err
+			}
+			if v.Outcome == model.ApprovalPending {
+				if err := tx.OpenRequest(v.EffectID, v.Session, v.ExpiresAt); err != nil {
+					return err
+				}
+			}
+		default:
+			return wrong()
+		}
+	}
+	return nil
+}
