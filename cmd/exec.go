@@ -146,7 +146,10 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		if opts.undo != "" {
 			return usagef("--undo is for compensable calls; a safe call is not logged")
 		}
-		code, _, err := runCommand(f, argv, nil, nil)
+		signals := make(chan os.Signal, 2)
+		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(signals)
+		code, _, err := runCommand(ctx, f, argv, nil, nil, signals)
 		if err != nil {
 			return err
 		}
@@ -296,6 +299,11 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 		}
 		return err
 	}
+	// From here on an interrupt reaches the command; one that came before
+	// (while the log was busy) has ended ctx, or ends it at once.
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
 	if ctx.Err() != nil {
 		// Interrupted while the log was busy, before the command started:
 		// it does not start, and a repeat runs it.
@@ -307,7 +315,7 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 	}
 	stdout, stderr := &capture{limit: captureLimit}, &capture{limit: captureLimit}
 	began := time.Now()
-	code, interrupted, runErr := runCommand(f, argv, stdout, stderr)
+	code, interrupted, runErr := runCommand(ctx, f, argv, stdout, stderr, signals)
 	if runErr != nil {
 		code = 127
 		if errors.Is(runErr, os.ErrPermission) {
@@ -340,7 +348,7 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 // runCommand runs argv with the streams passed through (and copied into the
 // captures when given), forwarding SIGINT and SIGTERM to it. It returns the
 // exit code, the signal that interrupted it, or an error if it did not start.
-func runCommand(f *Factory, argv []string, stdout, stderr *capture) (int, os.Signal, error) {
+func runCommand(ctx context.Context, f *Factory, argv []string, stdout, stderr *capture, signals chan os.Signal) (int, os.Signal, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	child.DieWithParent(cmd)
 	cmd.Stdin = f.In
@@ -348,20 +356,32 @@ func runCommand(f *Factory, argv []string, stdout, stderr *capture) (int, os.Sig
 	if stdout != nil {
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(f.Out, stdout), io.MultiWriter(f.ErrOut, stderr)
 	}
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(signals)
 	if err := cmd.Start(); err != nil {
 		return 0, nil, fmt.Errorf("cannot run %s: %w", argv[0], errors.Unwrap(err))
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var interrupted os.Signal
+	interrupts := ctx.Done()
 	for {
 		select {
 		case sig := <-signals:
-			interrupted = sig
+			interrupted, interrupts = sig, nil
 			cmd.Process.Signal(sig)
+		case <-interrupts:
+			// ctx ended: by a signal that signals hears too (forwarded
+			// above), or by one that came just before signals listened,
+			// which the command gets all the same.
+			interrupts = nil
+			select {
+			case sig := <-signals:
+				interrupted = sig
+			case <-time.After(20 * time.Millisecond):
+				if interrupted == nil {
+					interrupted = os.Interrupt
+				}
+			}
+			cmd.Process.Signal(interrupted)
 		case err := <-done:
 			code := cmd.ProcessState.ExitCode()
 			if code < 0 { // killed by a signal

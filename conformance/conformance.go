@@ -75,6 +75,7 @@ var suite = []struct {
 	{"CompensationOwnerIsTakenOnlyByReclaim", testCompensationOwnerIsTakenOnlyByReclaim},
 	{"VerifyFindsWhatChangedBehindTheRules", testVerifyFindsWhatChangedBehindTheRules},
 	{"ApprovalTimeoutPastTheLastTimeIsRefused", testApprovalTimeoutPastTheLastTimeIsRefused},
+	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},
 }
 
 // clock is a settable time source.

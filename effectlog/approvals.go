@@ -69,7 +69,12 @@ func reopenApproval(tx storage.WriteTx, sess *model.Session, id uint64, c model.
 	}
 	a.Earlier = append(a.Earlier, a.ApprovalRound)
 	if a.ExpiresAt != nil {
+		// As long as the first request waited, and at most until the last
+		// time a log holds.
 		exp := now.Add(a.ExpiresAt.Sub(a.RequestedAt))
+		if exp.After(lastTime) {
+			exp = lastTime
+		}
 		a.ExpiresAt = &exp
 	}
 	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, model.ApprovalPending, "", nil, ""

@@ -292,6 +292,9 @@ func (n *noWriteAccess) Unwrap() error { return n.error }
 // that opened the log while compaction held it would otherwise lock, and
 // write to, a file renamed away.
 func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
+	if err := s.checkJournalPath(); err != nil {
+		return nil, err
+	}
 	var db *bolt.DB
 	// checkFile catches the damage known to make bbolt.Open panic; the guard is
 	// for the rest, so that a damaged log is an error and never a crash.
@@ -471,6 +474,35 @@ const (
 	metaTxid      = 48
 )
 
+// checkJournalPath refuses a journal path that holds something other than
+// a regular file: a FIFO would block every open, a symbolic link would send
+// the journal's writes (and its mode) to whatever it names.
+func (s *Engine) checkJournalPath() error {
+	info, err := os.Lstat(s.journalPath())
+	if err != nil || info.Mode().IsRegular() {
+		return nil // none yet, or a file: the opens that follow say what is wrong
+	}
+	return fmt.Errorf("%w: %s is %s, not a regular file: undolog keeps the log's journal there; move it away",
+		model.ErrCorrupt, s.journalPath(), fileKind(info.Mode()))
+}
+
+// fileKind names what a path that is not a regular file holds.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "a symbolic link"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "not a plain file"
+}
+
 // checkFile refuses, before bbolt maps it, a file that is empty, not a bbolt
 // file, or shorter than its own meta page says: bbolt would initialize an empty
 // file and may fault on a truncated one. It returns os.ErrNotExist (wrapped)
@@ -479,7 +511,7 @@ func (s *Engine) checkFile() error {
 	// Only a regular file is opened: opening a FIFO would wait for a writer
 	// for ever, a device would read what it streams.
 	if info, err := os.Stat(s.path); err == nil && !info.Mode().IsRegular() && !info.IsDir() {
-		return fmt.Errorf("%w: %s is not a regular file (%s)", model.ErrCorrupt, s.path, info.Mode().Type())
+		return fmt.Errorf("%w: %s is %s, not a regular file", model.ErrCorrupt, s.path, fileKind(info.Mode()))
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
