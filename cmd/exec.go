@@ -293,6 +293,12 @@ func rejection(ctx context.Context, store effectlog.Log, id uint64) error {
 // and commits or fails it.
 func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *lifecycle.Call, argv []string) error {
 	id := call.Effect.ID
+	if ctx.Err() != nil && call.Effect.State != sm.Executing {
+		// Interrupted before its start: the effect is left as it is (an
+		// approval is for the run that has not happened), and a repeat
+		// runs it.
+		return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the command ran; effect %d was not started: the same exec runs it", id)}
+	}
 	if err := lc.Start(ctx, call); err != nil {
 		if errors.Is(err, sm.ErrInvalidStateTransition) {
 			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was started by another process", id)}

@@ -6,6 +6,7 @@ package cmd
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -200,5 +201,58 @@ func TestLogThatIsAFIFO(t *testing.T) {
 		cmd.Process.Kill()
 		<-done
 		t.Fatal("list on a FIFO hung for 3s and SIGTERM did not end it")
+	}
+}
+
+// An approved irreversible exec interrupted while the log is busy, before
+// its command starts: exit 130, the command did not run, and the approval
+// stands for the run a repeat makes (it was spent on the run that did not
+// happen).
+func TestApprovalSurvivesAnInterruptBeforeTheCommand(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "u.db")
+	if out, err := runWithLog(t, db, "session", "start", "s").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	marker := filepath.Join(dir, "ran")
+	cmd := runWithLog(t, db, "exec", "--session", "s", "--tier", "irreversible", "--", "sh", "-c", "echo x >> "+marker)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out, err := runWithLog(t, db, "approve", "1").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	released := holdLog(t, db, 1500*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	<-released
+	if _, serr := os.Stat(marker); serr == nil {
+		t.Skip("exec saw the approval before the log was held: the command ran")
+	}
+	if code := exitCodeOf(err); code != 130 {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+	out, err := runWithLog(t, db, "show", "1", "-o", "json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Approval struct {
+			Outcome string `json:"outcome"`
+		} `json:"approval"`
+	}
+	json.Unmarshal(out, &d)
+	if d.Approval.Outcome != "approved" {
+		t.Fatalf("the command never ran, but its approval is gone (request %q): the repeat needs a new decision", d.Approval.Outcome)
+	}
+	if out, err := runWithLog(t, db, "exec", "--session", "s", "--tier", "irreversible", "--", "sh", "-c", "echo x >> "+marker).CombinedOutput(); err != nil {
+		t.Fatalf("the repeat: %v %s", err, out)
+	}
+	if data, _ := os.ReadFile(marker); string(data) != "x\n" {
+		t.Fatalf("the repeat ran the command %q", data)
 	}
 }
