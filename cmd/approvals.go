@@ -100,13 +100,17 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 	defer tick.Stop()
 	for ctx.Err() == nil {
 		position, err := store.LastChange(ctx)
-		if err != nil {
+		if ctx.Err() != nil {
+			break // an engine that cancels may have cut the read short
+		} else if err != nil {
 			return err
 		}
 		if position != last {
 			last = position
 			list, _, err := store.PendingApprovals(ctx, opts.session, 0)
-			if err != nil {
+			if ctx.Err() != nil {
+				break
+			} else if err != nil {
 				return err
 			}
 			var fresh []effectlog.PendingApproval

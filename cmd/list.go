@@ -141,7 +141,9 @@ func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOpti
 	defer tick.Stop()
 	for ctx.Err() == nil {
 		changes, last, err := store.Changes(ctx, position, 1000)
-		if err != nil {
+		if ctx.Err() != nil {
+			break // an engine that cancels may have cut the read short
+		} else if err != nil {
 			return err
 		}
 		position = last
