@@ -58,13 +58,24 @@ func DefaultLogPath(getenv func(string) string) string {
 	return filepath.Join(home, ".local", "state", "undolog", "undolog.db")
 }
 
-// LogPath is --log, else UNDOLOG_LOG, else the default path.
+// pgEnvironment are the libpq variables that, set, say which database to
+// use; PGUSER or PGPASSWORD alone do not (they are set for other tools).
+var pgEnvironment = []string{"PGHOST", "PGHOSTADDR", "PGDATABASE", "PGSERVICE"}
+
+// LogPath is --log, else UNDOLOG_LOG, else the database a PG* environment
+// names (postgres:// with every part from PGHOST, PGPORT, PGUSER,
+// PGDATABASE, ... as libpq reads them), else the default path.
 func (f *Factory) LogPath() string {
 	if f.LogFlag != "" {
 		return f.LogFlag
 	}
 	if p := f.Getenv("UNDOLOG_LOG"); p != "" {
 		return p
+	}
+	for _, name := range pgEnvironment {
+		if f.Getenv(name) != "" {
+			return "postgres://"
+		}
 	}
 	return DefaultLogPath(f.Getenv)
 }
