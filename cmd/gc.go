@@ -64,7 +64,7 @@ or compensating (a call in flight or in doubt) is kept.`,
 				}
 			}
 			if opts.output != formatText {
-				return writeJSON(f.Out, map[string]any{"sessions": rep.Sessions, "effects": rep.Effects,
+				return writeObject(f.Out, opts.output, map[string]any{"sessions": rep.Sessions, "effects": rep.Effects,
 					"bytes_before": sizeBefore, "bytes_after": sizeAfter})
 			}
 			fmt.Fprintf(f.Out, "dropped %d sessions (%d effects)\n", len(rep.Sessions), rep.Effects)

@@ -47,7 +47,7 @@ is one transaction.`,
 				return err
 			}
 			if opts.output != formatText {
-				return writeJSON(f.Out, rep)
+				return writeObject(f.Out, opts.output, rep)
 			}
 			_, err = fmt.Fprintf(f.Out, "imported %d sessions, %d effects, %d history records\n", rep.Sessions, rep.Effects, rep.Records)
 			return err

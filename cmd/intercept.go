@@ -77,7 +77,7 @@ The session is created if it does not exist.`,
 				return err
 			}
 			if opts.output != formatText {
-				if err := writeJSON(f.Out, res); err != nil {
+				if err := writeObject(f.Out, opts.output, res); err != nil {
 					return err
 				}
 			} else {

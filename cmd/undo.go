@@ -62,7 +62,7 @@ again (compensations are not assumed idempotent).`,
 			}
 			if opts.dryRun {
 				if opts.output != formatText {
-					return writeJSON(f.Out, struct {
+					return writeObject(f.Out, opts.output, struct {
 						saga.Plan
 						Upstream []string `json:"upstream,omitempty"`
 					}{plan, sess.Upstream})
@@ -103,7 +103,7 @@ again (compensations are not assumed idempotent).`,
 			}
 			res, err := runner.Run(c.Context(), plan.Session)
 			if opts.output != formatText {
-				if werr := writeJSON(f.Out, res); werr != nil {
+				if werr := writeObject(f.Out, opts.output, res); werr != nil {
 					return werr
 				}
 			} else if err == nil {

@@ -30,7 +30,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 				return err
 			}
 			if opts.output != formatText {
-				if err := writeJSON(f.Out, rep); err != nil {
+				if err := writeObject(f.Out, opts.output, rep); err != nil {
 					return err
 				}
 			} else {
