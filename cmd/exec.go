@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -92,7 +93,14 @@ interrupted while waiting for approval or before the command started.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			err := runExec(c.Context(), f, opts, args)
+			var err error
+			if c.Flags().Changed("undo") && strings.TrimSpace(opts.undo) == "" {
+				// An unset variable in a script (--undo "$UNDO") would make the
+				// step irreversible and wait an hour for an approval.
+				err = usagef("--undo is empty: give the command that undoes this one, or leave the flag out (the call is then irreversible)")
+			} else {
+				err = runExec(c.Context(), f, opts, args)
+			}
 			var ee *exitError
 			if err != nil && !errors.As(err, &ee) {
 				return &exitError{code: ExitExecError, msg: err.Error()}
