@@ -36,6 +36,7 @@ func newCmdIntercept(f *Factory) *cobra.Command {
 		Long: `Register a tool call in the effect log before it runs. The outcome says what to do:
 
   new          a new effect, pending: start it, run the call, then commit or fail it
+  pending      the same call was registered before and never started: as for new
   retry        the same call failed before and is pending again: run it again
   replayed     the same call already committed: do not run it, use the cached result
   in_progress  the same call is executing or awaiting approval (exit code 6)

@@ -197,6 +197,7 @@ type Outcome string
 const (
 	OutcomeNew        Outcome = "new"         // a new effect, pending
 	OutcomeReplayed   Outcome = "replayed"    // owner committed: cached result, nothing to run
+	OutcomePending    Outcome = "pending"     // owner registered before and never started: start it, run it
 	OutcomeRetry      Outcome = "retry"       // owner pending again after a failure: run it again
 	OutcomeInProgress Outcome = "in_progress" // owner executing or awaiting a decision
 	OutcomeRejected   Outcome = "rejected"    // owner rejected: the answer stands
