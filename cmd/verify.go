@@ -38,7 +38,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 					fmt.Fprintln(f.Out, textfmt.Escape(p.String()))
 				}
 				if len(rep.Problems) == 0 {
-					fmt.Fprintf(f.Out, "ok: %d sessions, %d effects, %d history records\n", rep.Sessions, rep.Effects, rep.Records)
+					fmt.Fprintf(f.Out, "ok: %s, %s, %s\n", textfmt.Count(rep.Sessions, "session"), textfmt.Count(rep.Effects, "effect"), textfmt.Count(rep.Records, "history record"))
 				}
 			}
 			if n := len(rep.Problems); n > 0 {
