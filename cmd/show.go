@@ -9,6 +9,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 type showOptions struct {
@@ -135,7 +136,7 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 			detail = "error: " + r.Error + reasonSuffix(r.Reason)
 		}
 		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
-			plain(orDash(r.From)), stateCell(what), plain(r.Trigger), plain(r.Actor), plain(orDash(detail))})
+			plain(orDash(r.From)), stateCell(what), plain(sm.TriggerText(r.Trigger)), plain(r.Actor), plain(orDash(detail))})
 	}
 	return renderTable(f, []string{"SEQ", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON"}, rows)
 }
