@@ -53,12 +53,15 @@ func newCmdList(f *Factory) *cobra.Command {
 					return err
 				}
 			}
-			list, _, err := store.ListEffects(c.Context(), filter)
+			list, more, err := store.ListEffects(c.Context(), filter)
 			if err != nil {
 				return err
 			}
 			if err := printEffects(f, opts.output, list); err != nil {
 				return err
+			}
+			if more != 0 && opts.output == formatText {
+				fmt.Fprintf(f.ErrOut, "the newest %s; --limit 0 lists all\n", textfmt.Count(len(list), "matching effect"))
 			}
 			if !opts.follow {
 				return nil
