@@ -21,6 +21,7 @@ import (
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -59,7 +60,12 @@ func fakeServer() {
 		case "initialize":
 			reply(m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`)
 		case "tools/list":
-			reply(m.ID, `{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"die","inputSchema":{"type":"object"}},{"name":"garble","inputSchema":{"type":"object"}}]}`)
+			tools := `{"name":"echo","inputSchema":{"type":"object"}},{"name":"die","inputSchema":{"type":"object"}},{"name":"garble","inputSchema":{"type":"object"}}`
+			if name := os.Getenv("UNDOLOG_FAKE_TOOL"); name != "" {
+				quoted, _ := json.Marshal(name)
+				tools += `,{"name":` + string(quoted) + `,"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`
+			}
+			reply(m.ID, `{"tools":[`+tools+`]}`)
 		case "tools/call":
 			switch m.Params.Name {
 			case "die":
@@ -553,6 +559,39 @@ func TestPolicyInitFromTheServer(t *testing.T) {
 	os.WriteFile(file, []byte(out), 0o644)
 	if check := h.cli("policy", "check", file); !strings.Contains(check, "ok: 9 rules") {
 		t.Fatalf("check: %s", check)
+	}
+}
+
+// A server's tool names are its own: one that would be YAML (a colon, a
+// newline, a comment) stays one quoted key of the policy, and one that
+// would be a glob (*) matches itself only: the read-only tool "evil*" makes
+// no other evil... tool safe.
+func TestPolicyInitQuotesToolNames(t *testing.T) {
+	h := newHarness(t)
+	const hostile = "evil*:\n    tier: safe\n  x # [y]?\\"
+	cmd := exec.Command(testbin.Undolog(t), "policy", "init", "--file", filepath.Join(h.dir, "p.yaml"), "--", os.Args[0])
+	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "UNDOLOG_FAKE_TOOL="+hostile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	p, err := proxy.LoadPolicy(filepath.Join(h.dir, "p.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func() (bool, bool) { return false, false }
+	if c := p.Classify(hostile, none); c.Tier != sm.Safe || c.Rule == nil || len(p.Rules) != 4 {
+		t.Fatalf("%q: %+v; rules %+v", hostile, c, p.Rules)
+	}
+	for _, other := range []string{"evil-twin", "echo-not", "evil"} {
+		if c := p.Classify(other, none); c.Tier != sm.Irreversible || c.Rule != nil {
+			t.Fatalf("%q: %+v", other, c)
+		}
+	}
+	// --file never overwrites.
+	cmd = exec.Command(testbin.Undolog(t), "policy", "init", "--file", filepath.Join(h.dir, "p.yaml"), "--", os.Args[0])
+	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "exists; not overwriting it") {
+		t.Fatalf("%v %s", err, out)
 	}
 }
 
