@@ -77,7 +77,7 @@ type policyInitOptions struct {
 func newCmdPolicyInit(f *Factory) *cobra.Command {
 	opts := &policyInitOptions{}
 	c := &cobra.Command{
-		Use:   "init [-o FILE] -- SERVER_CMD [ARGS...]",
+		Use:   "init [--file FILE] -- SERVER_CMD [ARGS...]",
 		Short: "Write a starting policy from a server's tools and their annotations",
 		Long: `Start the MCP server, list its tools and write a starting policy: tools annotated
 readOnlyHint are safe, the others irreversible until you give them a compensate
