@@ -97,7 +97,9 @@ last-in-first-out when the session fails.`,
 		newCmdTUI(f),
 		newCmdDemo(f),
 		newCmdVersion(f),
+		newCmdMan(f),
 	)
+	addCompletions(f, root)
 	return root
 }
 
