@@ -26,8 +26,9 @@ func (s SessionState) AcceptsEffects() bool {
 	return s == SessionActive || s == SessionAwaitingApproval
 }
 
-// IsTerminal reports whether no transition leaves s.
-func (s SessionState) IsTerminal() bool { return s == SessionCompleted || s == SessionCompensated }
+// IsTerminal reports whether no transition leaves s. A completed session
+// is not: rolling back a run that finished is the most common undo of all.
+func (s SessionState) IsTerminal() bool { return s == SessionCompensated }
 
 // ParseSessionState turns a name into a SessionState.
 func ParseSessionState(name string) (SessionState, error) {
@@ -62,6 +63,7 @@ var sessionTransitions = []SessionTransition{
 	{SessionFailed, SessionCompensating, "Undo starts"},
 	{SessionHalted, SessionCompensating, "Undo starts"},
 	{SessionAwaitingApproval, SessionCompensating, "Undo starts"},
+	{SessionCompleted, SessionCompensating, "Undo starts"},
 	{SessionCompensating, SessionCompensated, "Undo stack empty"},
 	{SessionCompensating, SessionHalted, "Compensation failed permanently"},
 }
