@@ -27,6 +27,7 @@ func addCompletions(f *Factory, root *cobra.Command) {
 	effectStates := words(sm.States)
 	sessionStates := words(sm.SessionStates)
 	tiers := words(sm.Tiers)
+	entryStates := words(sm.EntryStates)
 	positional := map[string]completeFunc{
 		"undolog session show":     first(sessionIDs(f)),
 		"undolog session complete": first(sessionIDs(f)),
@@ -52,6 +53,9 @@ func addCompletions(f *Factory, root *cobra.Command) {
 			c.ValidArgs, c.ValidArgsFunction = nil, fn
 		}
 		flags := map[string]completeFunc{"session": sessionIDs(f), "tier": fixed(tiers)}
+		if c.CommandPath() == "undolog list" {
+			flags["undo"] = fixed(entryStates) // exec's --undo is a command
+		}
 		if c.HasParent() && c.Parent().Name() == "session" {
 			flags["state"] = fixed(sessionStates)
 		} else {

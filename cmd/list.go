@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -19,6 +20,7 @@ type listOptions struct {
 	state   string
 	tier    string
 	tool    string
+	undo    string
 	since   string
 	limit   int
 	follow  bool
@@ -57,7 +59,7 @@ func newCmdList(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := printEffects(f, opts.output, list); err != nil {
+			if err := printEffectsWithUndo(c.Context(), f, store, opts.output, list); err != nil {
 				return err
 			}
 			if more != 0 && opts.output == formatText {
@@ -73,6 +75,7 @@ func newCmdList(f *Factory) *cobra.Command {
 	c.Flags().StringVar(&opts.state, "state", "", "only effects in this state")
 	c.Flags().StringVar(&opts.tier, "tier", "", "only effects of this tier")
 	c.Flags().StringVar(&opts.tool, "tool", "", "only effects of this tool")
+	c.Flags().StringVar(&opts.undo, "undo", "", "only effects whose undo entry is in this state (compensated: undone)")
 	c.Flags().StringVar(&opts.since, "since", "", "only effects created since a time (RFC 3339) or duration (1h, 7d)")
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects (0: all)")
 	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "then print transitions as they happen, until interrupted")
@@ -92,6 +95,13 @@ func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
 		}
 		filter.State = st
 	}
+	if o.undo != "" {
+		u, err := sm.ParseEntryState(o.undo)
+		if err != nil {
+			return filter, err
+		}
+		filter.Undo = u
+	}
 	if o.tier != "" {
 		t, err := sm.ParseTier(o.tier)
 		if err != nil {
@@ -102,6 +112,30 @@ func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
 	since, err := parseSince(f.Now(), "--since", o.since)
 	filter.Since = since
 	return filter, err
+}
+
+// printEffectsWithUndo prints effects with the state of their undo entries:
+// an effect the undo compensated stays committed (the spec's terminal
+// state), and its entry says it was undone.
+func printEffectsWithUndo(ctx context.Context, f *Factory, store effectlog.Log, format string, list []model.Effect) error {
+	if format != formatText {
+		return printEffects(f, format, list)
+	}
+	bySession := map[string][]uint64{}
+	for _, e := range list {
+		if e.Tier == sm.Compensable {
+			bySession[e.Session] = append(bySession[e.Session], e.ID)
+		}
+	}
+	entries := map[uint64]model.UndoEntry{}
+	for session, ids := range bySession {
+		got, err := store.UndoEntries(ctx, session, ids)
+		if err != nil {
+			return err
+		}
+		maps.Copy(entries, got)
+	}
+	return renderEffects(f, list, entries)
 }
 
 func printEffects(f *Factory, format string, list []model.Effect) error {

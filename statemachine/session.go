@@ -114,6 +114,23 @@ const (
 	EntryResolved           EntryState = "resolved"
 )
 
+// ParseEntryState turns a name into an EntryState.
+func ParseEntryState(name string) (EntryState, error) {
+	s := EntryState(name)
+	if !s.Valid() {
+		return "", unknown("undo entry state", name, words(EntryStates))
+	}
+	return s, nil
+}
+
+func words[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
 // EntryStates lists every undo-entry state.
 var EntryStates = []EntryState{EntryPending, EntryCompensating, EntryCompensated, EntryCompensationFailed, EntrySkipped, EntryResolved}
 
