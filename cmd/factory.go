@@ -2,8 +2,10 @@ package cmd
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -29,9 +31,10 @@ type Factory struct {
 	LogFlag     string
 	LockTimeout time.Duration
 
-	lines  *bufio.Reader
-	warned bool
-	opened []effectlog.Log // closed when the command ends
+	lines        *bufio.Reader
+	warned       bool
+	notedMissing bool
+	opened       []effectlog.Log // closed when the command ends
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so
@@ -93,6 +96,20 @@ func (f *Factory) Log() effectlog.Log {
 	}
 	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now})
 	f.opened = append(f.opened, log)
+	return log
+}
+
+// ReadLog is Log for a command that only reads: a log file that does not
+// exist reads as empty, and it says so on stderr (once), so that a
+// mistyped --log or UNDOLOG_LOG is not an empty listing in silence.
+func (f *Factory) ReadLog() effectlog.Log {
+	log := f.Log()
+	if fl, ok := log.(effectlog.FileLog); ok && !f.notedMissing {
+		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
+			f.notedMissing = true
+			fmt.Fprintf(f.ErrOut, "undolog: no log at %s yet: nothing is recorded there\n", textfmt.Escape(fl.Path()))
+		}
+	}
 	return log
 }
 

@@ -47,7 +47,7 @@ func newCmdList(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store := f.Log()
+			store := f.ReadLog()
 			var position uint64
 			if opts.follow {
 				// Take the position first: nothing recorded after the listing is missed.

@@ -46,7 +46,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			list, more, err := f.Log().ListSessions(c.Context(), filter)
+			list, more, err := f.ReadLog().ListSessions(c.Context(), filter)
 			if err != nil {
 				return err
 			}

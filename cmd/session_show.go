@@ -48,7 +48,7 @@ there are in all.`,
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			v, err := loadSessionView(c.Context(), f.Log(), args[0], opts.limit)
+			v, err := loadSessionView(c.Context(), f.ReadLog(), args[0], opts.limit)
 			if err != nil {
 				return err
 			}

@@ -35,7 +35,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, store := c.Context(), f.Log()
+			ctx, store := c.Context(), f.ReadLog()
 			details := make([]model.EffectDetail, 0, len(ids))
 			// An mcp compensation is called on its session's server.
 			upstreams := map[string][]string{}

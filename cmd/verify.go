@@ -25,7 +25,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			rep, err := f.Log().Verify(c.Context())
+			rep, err := f.ReadLog().Verify(c.Context())
 			if err != nil {
 				return err
 			}
