@@ -61,6 +61,9 @@ it runs, replayed from the log when repeated, held for a person when it cannot b
 undone, and undone last-in-first-out when the session fails.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return f.readFallback()
+		},
 	}
 	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `file` (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db)")
 	root.PersistentFlags().DurationVar(&f.LockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
