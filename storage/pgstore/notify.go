@@ -135,13 +135,16 @@ func (e *Engine) runListener(ctx context.Context, done chan struct{}) {
 		}
 		l.mu.Unlock()
 		if err == nil {
-			backoff = minBackoff
+			began := time.Now()
 			e.hear(ctx, conn, schema)
 			conn.Close(context.Background())
 			l.mu.Lock()
 			l.ready = false
 			l.mu.Unlock()
-			continue // at once: a connection that worked is worth one quick try
+			if time.Since(began) > maxBackoff {
+				backoff = minBackoff
+				continue // at once: a connection that lasted is worth a quick try
+			}
 		}
 		select {
 		case <-ctx.Done():
