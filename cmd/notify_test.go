@@ -125,7 +125,8 @@ func startLines(t *testing.T, cmd *exec.Cmd) <-chan string {
 }
 
 // waitListening waits until a process listens for the log's changes: its
-// first look is done, and what commits from now on must reach it.
+// listener has read the feed's position after LISTEN (its last query) and
+// waits, so what commits from now on can reach it only by a notification.
 func waitListening(t *testing.T, url string) {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), url)
@@ -136,7 +137,8 @@ func waitListening(t *testing.T, url string) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		var n int
 		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = 'undolog listen' AND datname = current_database()`).Scan(&n); err != nil {
+			WHERE application_name = 'undolog listen' AND datname = current_database()
+			AND state = 'idle' AND query LIKE 'SELECT n FROM undolog_counters%'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
