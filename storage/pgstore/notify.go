@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -180,7 +181,7 @@ func (e *Engine) connectListener(ctx context.Context) (conn *pgx.Conn, schema st
 	if counters {
 		var n int64
 		err := conn.QueryRow(ctx, `SELECT n FROM undolog_counters WHERE name = 'change'`).Scan(&n)
-		if err != nil && err != pgx.ErrNoRows {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fail(err)
 		}
 		latest = uint64(n)

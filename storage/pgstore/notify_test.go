@@ -165,3 +165,36 @@ func TestWaitChangeSurvivesTheListenerKilled(t *testing.T) {
 	last, _ := writer.LastChange(t.Context())
 	waitUntil(t, "notification after the reconnection", func() bool { return slices.Contains(pgstore.Heard(waiter), last) })
 }
+
+// The waiters of one engine share one listening connection, and one
+// commit wakes them all.
+func TestWaitersShareOneListener(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	writer := open(url)
+	defer writer.Close()
+	if err := intercept(t, writer, "s"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := pgstore.New(url)
+	defer waiter.Close()
+	pos, err := writer.LastChange(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	listening(t, waiter)
+	var woken []<-chan error
+	for range 8 {
+		woken = append(woken, waitChange(t, waiter, pos))
+	}
+	if n := count(t, url, `SELECT count(*) FROM pg_stat_activity WHERE application_name = '`+pgstore.ListenName+`' AND datname = current_database()`); n != 1 {
+		t.Fatalf("%d listening connections for one engine's 8 waiters", n)
+	}
+	if err := intercept(t, writer, "t"); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range woken {
+		if err := <-w; err != nil {
+			t.Fatalf("waiter %d was not woken: %v", i, err)
+		}
+	}
+}
