@@ -96,8 +96,6 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 	}
 	seen := map[round]bool{}
 	last := ^uint64(0)
-	tick := time.NewTicker(followInterval)
-	defer tick.Stop()
 	for ctx.Err() == nil {
 		position, err := store.LastChange(ctx)
 		if ctx.Err() != nil {
@@ -128,10 +126,7 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
+		store.WaitChange(ctx, position, followInterval) // an interrupt ends the loop
 	}
 	return nil // Ctrl-C ends a follow
 }

@@ -30,6 +30,8 @@ type Factory struct {
 	// Set by the root command's persistent flags.
 	LogFlag     string
 	LockTimeout time.Duration
+	// Fallback is $UNDOLOG_NOTIFY_FALLBACK, read by the root command.
+	Fallback time.Duration
 
 	lines        *bufio.Reader
 	warned       bool
@@ -94,7 +96,7 @@ func (f *Factory) Log() effectlog.Log {
 				textfmt.Escape(path), info.Mode().Perm(), textfmt.Escape(path))
 		}
 	}
-	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now})
+	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback})
 	f.opened = append(f.opened, log)
 	return log
 }
@@ -169,4 +171,23 @@ func (f *Factory) Color() bool {
 func lookupEnv(getenv func(string) string, key string) (string, bool) {
 	v := getenv(key)
 	return v, v != ""
+}
+
+// readFallback sets Fallback from $UNDOLOG_NOTIFY_FALLBACK: how long a wait
+// on a log that pushes changes (PostgreSQL) goes without a notification
+// before it looks anyway; 0 turns the push off (waits poll, as on a file).
+func (f *Factory) readFallback() error {
+	v := f.Getenv("UNDOLOG_NOTIFY_FALLBACK")
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return usagef("UNDOLOG_NOTIFY_FALLBACK=%q: want a duration such as 3s, or 0 to poll", v)
+	}
+	f.Fallback = d
+	if d == 0 {
+		f.Fallback = -1
+	}
+	return nil
 }

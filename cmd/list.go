@@ -27,7 +27,9 @@ type listOptions struct {
 	output  string
 }
 
-// followInterval is how often --follow polls the log's change feed.
+// followInterval is how often --follow polls the log's change feed on an
+// engine that cannot tell of changes (a file); one that can (PostgreSQL)
+// wakes it at once, with the log's slow poll as the safety net.
 const followInterval = 200 * time.Millisecond
 
 func newCmdList(f *Factory) *cobra.Command {
@@ -174,8 +176,6 @@ func trimColumns(rows [][]cell, n int) [][]cell {
 // the filter, until the context ends (Ctrl-C).
 func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOptions, position uint64) error {
 	filter, _ := opts.filter(f)
-	tick := time.NewTicker(followInterval)
-	defer tick.Stop()
 	for ctx.Err() == nil {
 		changes, last, err := store.Changes(ctx, position, 1000)
 		if ctx.Err() != nil {
@@ -205,10 +205,7 @@ func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOpti
 		if len(changes) == 1000 {
 			continue
 		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
+		store.WaitChange(ctx, position, followInterval) // an interrupt ends the loop
 	}
 	return nil // Ctrl-C ends a follow
 }

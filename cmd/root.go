@@ -62,6 +62,9 @@ when repeated, held for a person when it cannot be undone, and undone
 last-in-first-out when the session fails.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return f.readFallback()
+		},
 	}
 	// --version prints what `undolog version` does.
 	v, cm, d := BuildInfo()

@@ -212,14 +212,24 @@ func (s *Service) Changes(ctx context.Context, after uint64, limit int) ([]Chang
 	last := after
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		out, last = out[:0], after
-		return tx.Changes(after, func(pos uint64, r model.HistoryRecord) (bool, error) {
+		full := false
+		err := tx.Changes(after, func(pos uint64, r model.HistoryRecord) (bool, error) {
 			if limit > 0 && len(out) == limit {
+				full = true
 				return false, nil
 			}
 			last = pos
 			out = append(out, ChangeRecord{Position: pos, Record: r})
 			return true, nil
 		})
+		if err != nil || full {
+			return err
+		}
+		// Read to the end: past changes gc dropped too, so that a follower
+		// waiting for a change after last waits for a new one.
+		top, err := tx.LastChange()
+		last = max(last, top)
+		return err
 	})
 	return out, last, err
 }

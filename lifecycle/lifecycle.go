@@ -16,8 +16,10 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// Poll is how often a waiting call looks at the log; it opens the log only
-// for each look, so decisions from other processes always get through.
+// Poll is how often a waiting call looks at a log that cannot tell of
+// changes (a file); it opens the log only for each look, so decisions from
+// other processes always get through. On a log that can (PostgreSQL), the
+// wait looks when told, and after the log's slow poll at most.
 const Poll = 50 * time.Millisecond
 
 // Lifecycle runs calls through one log.
@@ -162,14 +164,21 @@ type Waited struct {
 	Detail  model.EffectDetail
 }
 
-// Wait polls the log every Poll until the call's effect is decided, the
-// bound has passed (even on a request opened earlier that expires later),
-// or ctx ends. Once the first look finds it undecided, announce (if given)
-// is called with when the request expires and how long this wait lasts.
+// Wait looks at the log until the call's effect is decided, the bound has
+// passed (even on a request opened earlier that expires later), or ctx
+// ends: each time the log's change feed moves (Log.WaitChange), every Poll
+// on a log that cannot tell. Once the first look finds it undecided,
+// announce (if given) is called with when the request expires and how
+// long this wait lasts.
 func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, announce func(Announce)) (Waited, error) {
 	giveUp := l.now().Add(bound)
 	for {
-		d, err := l.Log.GetEffect(ctx, c.Effect.ID)
+		// The feed's position first: a decision recorded after it wakes the wait.
+		position, err := l.Log.LastChange(ctx)
+		var d model.EffectDetail
+		if err == nil {
+			d, err = l.Log.GetEffect(ctx, c.Effect.ID)
+		}
 		if err != nil && ctx.Err() != nil {
 			return Waited{Interrupted, model.EffectDetail{Effect: c.Effect}}, nil // the look was cut short: the request stands
 		} else if err != nil {
@@ -203,10 +212,16 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 			announce(Announce{ExpiresIn: expiresIn, Expires: expires, WaitsFor: giveUp.Sub(now)})
 			announce = nil
 		}
-		select {
-		case <-ctx.Done():
+		// Look again at the bound or the request's expiry, if sooner than a change.
+		next := giveUp.Sub(now)
+		if a := d.Approval; a != nil && a.ExpiresAt != nil {
+			next = min(next, a.ExpiresAt.Sub(now))
+		}
+		wait, cancel := context.WithTimeout(ctx, max(next, 0))
+		l.Log.WaitChange(wait, position, Poll)
+		cancel()
+		if ctx.Err() != nil {
 			return Waited{Interrupted, d}, nil
-		case <-time.After(Poll):
 		}
 	}
 }
