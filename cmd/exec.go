@@ -175,8 +175,12 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		}
 		req.Compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: undo, Dir: cwd}
 	}
+	lease, err := f.Lease()
+	if err != nil {
+		return err
+	}
 	store := f.Log()
-	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now}
+	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now, Lease: lease}
 	call, err := lc.Intercept(ctx, req)
 	if err != nil {
 		return err
@@ -201,14 +205,23 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	return runEffect(ctx, f, lc, call, argv)
 }
 
-// reclaimInDoubt handles a call whose owner is executing: a live owner is
-// never overtaken; a dead one's effect is in doubt, and --retry-in-doubt fails
+// reclaimInDoubt handles a call whose owner is executing: a live owner (on
+// another host: one whose lease holds) is never overtaken; a dead one's
+// effect, or one whose lease lapsed, is in doubt, and --retry-in-doubt fails
 // it back to pending so that this call can run it.
 func reclaimInDoubt(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
 	e := call.Effect
 	switch call.Liveness {
 	case model.OwnerElsewhere:
-		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d)", e.ID, e.Owner.Host, e.Owner.PID)}
+		lease := ""
+		if !e.Owner.LeaseUntil.IsZero() {
+			lease = ", lease until " + e.Owner.LeaseUntil.UTC().Format(time.RFC3339Nano)
+		}
+		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d%s)", e.ID, e.Owner.Host, e.Owner.PID, lease)}
+	case model.OwnerLapsed:
+		if !opts.retryInDoubt {
+			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt: its owner's %s; it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.Gone(call.Liveness))}
+		}
 	case model.OwnerAlive:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing (pid %d, since %s)", e.ID, e.Owner.PID, e.Owner.StartedAt.Format(time.RFC3339))}
 	case model.OwnerNone:
@@ -227,11 +240,7 @@ func reclaimInDoubt(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, op
 	if err != nil {
 		return err
 	}
-	note := "no owner recorded"
-	if e.Owner != nil {
-		note = fmt.Sprintf("owner pid %d gone", e.Owner.PID)
-	}
-	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, note)
+	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, e.Owner.Gone(call.Liveness))
 	return nil
 }
 
