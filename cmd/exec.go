@@ -77,11 +77,17 @@ code, stdout and stderr (up to 1 MiB each) are recorded.
   - A call that failed (non-zero exit) is retried by the next identical exec.
   - An irreversible call (the default without --undo: fail closed) waits for
     'undolog approve ID' from any shell, and does not run if rejected or expired.
+  - While the command runs, its owner (host, pid, start) holds a lease of
+    $UNDOLOG_LEASE (default 30s) that exec renews every third of it. The same call
+    from another machine is in progress (123) while the lease holds, and in doubt
+    (124) once it ran out unrenewed; on this machine the owner's pid decides.
 
 Exit codes: the command's own, or 121 rejected, 122 approval timed out (the request
-expired, or no decision within --approval-timeout), 123 in progress elsewhere, 124 in
-doubt (owner died; see --retry-in-doubt), 125 undolog error (usage included), 130
-interrupted while waiting for approval or before the command started.`,
+expired, or no decision within --approval-timeout), 123 in progress elsewhere (a live
+owner, or one on another machine whose lease holds: never overtaken), 124 in doubt
+(owner died, or its lease ran out; see --retry-in-doubt), 125 undolog error (usage
+included; a bad $UNDOLOG_LEASE), 130 interrupted while waiting for approval or before
+the command started.`,
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
   undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
   undolog exec --session $RUN --tier safe -- kubectl get pods`,
@@ -108,7 +114,7 @@ interrupted while waiting for approval or before the command started.`,
 	c.Flags().StringVar(&opts.undo, "undo", "", "command that undoes this one, run without a shell by 'undolog undo' ('ARGV...' or a JSON array)")
 	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", time.Hour, "irreversible: give up waiting for approval after this long")
 	c.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "no notes on stderr about replays and waiting")
-	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run (fail it, then run it)")
+	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run, or whose lease on another machine ran out (fail it, then run it)")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields out of the log: a glob over dotted paths of the call (argv.3) and result (stdout); repeatable")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	// exec's own errors, usage included, are 125: the command's codes are the rest.
