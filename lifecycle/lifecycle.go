@@ -1,7 +1,8 @@
 // Package lifecycle runs one call through the effect log, for exec and the
 // proxy alike: intercept it, classify what the log says about it, wait for
 // a decision on an irreversible call without holding the log, start it,
-// record its end, and reclaim a call left in doubt by a dead owner. The
+// renew its owner's lease while it runs, record its end, and reclaim a call
+// left in doubt by a dead owner or a lapsed lease. The
 // callers keep only what is theirs: how a call runs and what the user reads.
 package lifecycle
 
