@@ -16,6 +16,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/model"
 )
 
 // Factory carries what every command needs: the I/O streams, the environment
@@ -125,6 +126,16 @@ func (f *Factory) closeLogs() error {
 	}
 	f.opened = nil
 	return first
+}
+
+// Lease is how long the lease of this process's running calls and
+// compensations lasts unless renewed: $UNDOLOG_LEASE, else model.DefaultLease.
+func (f *Factory) Lease() (time.Duration, error) {
+	d, err := model.LeaseFromEnv(f.Getenv)
+	if err != nil {
+		return 0, usagef("%v", err)
+	}
+	return d, nil
 }
 
 // Actor is --as, else UNDOLOG_ACTOR, else user@host.

@@ -105,7 +105,11 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		field("compensation", describeCompensation(*e.Compensation)+compensationServer(*e.Compensation, upstream))
 	}
 	if e.Owner != nil {
-		field("owner", fmt.Sprintf("pid %d on %s since %s", e.Owner.PID, e.Owner.Host, e.Owner.StartedAt.Format("2006-01-02T15:04:05Z07:00")))
+		lease := ""
+		if !e.Owner.LeaseUntil.IsZero() {
+			lease = ", lease until " + e.Owner.LeaseUntil.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		field("owner", fmt.Sprintf("pid %d on %s since %s%s", e.Owner.PID, e.Owner.Host, e.Owner.StartedAt.Format("2006-01-02T15:04:05Z07:00"), lease))
 	}
 	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
 	if d.Approval != nil {

@@ -84,7 +84,11 @@ again (compensations are not assumed idempotent).`,
 					return &exitError{code: ExitError, msg: "undo cancelled; nothing changed"}
 				}
 			}
-			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt,
+			lease, err := f.Lease()
+			if err != nil {
+				return err
+			}
+			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease,
 				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
 					// A nil *mcpclient.Client must not reach the interface.
 					client, err := mcpclient.Dial(ctx, upstream)

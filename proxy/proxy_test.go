@@ -615,3 +615,50 @@ func TestProxyPassesOtherRequestsThrough(t *testing.T) {
 		t.Fatalf("ping: %v", err)
 	}
 }
+
+// TestProxyCallWhoseLeaseLapsedOnAnotherMachine: a call left executing on
+// machine m1 (its server died mid-call) is no longer renewed, though m1's
+// proxy lives: machine m2 finds it in progress while its lease holds, then
+// in doubt with its lease named, and never runs it.
+func TestProxyCallWhoseLeaseLapsedOnAnotherMachine(t *testing.T) {
+	h := newHarness(t)
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	env := h.env
+	h.env = append(append([]string{}, env...), "UNDOLOG_HOST=m1", "UNDOLOG_LEASE=2s")
+	in, out, m1 := rawProxy(t, h)
+	io.WriteString(in, initialize+"\n")
+	next(t, out)
+	io.WriteString(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"die","arguments":{}}}`+"\n")
+	if m := next(t, out); m["error"] == nil {
+		t.Fatalf("dying server: %v", m)
+	}
+
+	h.env = append(append([]string{}, env...), "UNDOLOG_HOST=m2")
+	in2, out2, _ := rawProxy(t, h)
+	io.WriteString(in2, initialize+"\n")
+	next(t, out2)
+	deadline := time.Now().Add(time.Minute) // a failure bound, not a speed target
+	sawInProgress := false
+	for id := 2; ; id++ {
+		fmt.Fprintf(in2, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"die","arguments":{}}}`+"\n", id)
+		text := toolText(next(t, out2))
+		if strings.Contains(text, "the same call (effect 1) is executing; retry it later") {
+			sawInProgress = true
+		} else if want := fmt.Sprintf("(last renewed by pid %d on m1); check it, then fail or undo it", m1.Process.Pid); strings.Contains(text, "the same call (effect 1) is in doubt: its owner's lease expired at ") && strings.Contains(text, want) {
+			break
+		} else {
+			t.Fatalf("repeat on m2: %q", text)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease of the call left executing never ran out")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !sawInProgress {
+		t.Fatal("in doubt at once: the lease was not held at first")
+	}
+	store := engines.File(h.logPath, engines.Options{})
+	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
+		t.Fatalf("the call in doubt was touched: %+v %v", d, err)
+	}
+}
