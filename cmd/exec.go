@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -26,13 +27,18 @@ import (
 )
 
 // Exit codes of undolog exec's own outcomes, chosen where commands rarely
-// tread (as env, nohup and timeout do); the command's own code otherwise.
+// tread; the command's own code otherwise. 125, 126 and 127 mean what they
+// mean for env, nohup and timeout (undolog failed; the command could not be
+// run; not found); 124 is left alone, so that `timeout 10m undolog exec`
+// tells its own timeout from ours.
 const (
+	ExitExecInDoubt    = 120 // the same call's owner died mid-run: --retry-in-doubt reclaims it
 	ExitExecRejected   = 121 // the call was rejected by a person
 	ExitExecTimedOut   = 122 // the approval request expired
 	ExitExecInProgress = 123 // the same call is executing elsewhere (a live owner)
-	ExitExecInDoubt    = 124 // the same call's owner died mid-run: --retry-in-doubt reclaims it
 	ExitExecError      = 125 // undolog itself failed (usage, log busy, session not active, ...)
+	ExitExecCannotRun  = 126 // the command was found but could not be run
+	ExitExecNotFound   = 127 // the command was not found
 )
 
 // captureLimit bounds how much of each output stream is kept in the log.
@@ -81,14 +87,15 @@ code, stdout and stderr (up to 1 MiB each) are recorded.
   - While the command runs, its owner (host, pid, start) holds a lease of
     $UNDOLOG_LEASE (default 30s) that exec renews every third of it. The same call
     from another machine is in progress (123) while the lease holds, and in doubt
-    (124) once it ran out unrenewed; on this machine the owner's pid decides.
+    (120) once it ran out unrenewed; on this machine the owner's pid decides.
 
-Exit codes: the command's own, or 121 rejected, 122 approval timed out (the request
-expired, or no decision within --approval-timeout), 123 in progress elsewhere (a live
-owner, or one on another machine whose lease holds: never overtaken), 124 in doubt
-(owner died, or its lease ran out; see --retry-in-doubt), 125 undolog error (usage
-included; a bad $UNDOLOG_LEASE), 130 interrupted while waiting for approval or before
-the command started.`,
+Exit codes: the command's own, or 120 in doubt (owner died, or its lease ran out; see
+--retry-in-doubt), 121 rejected, 122 approval timed out (the request expired, or no
+decision within --approval-timeout), 123 in progress elsewhere (a live owner, or one on
+another machine whose lease holds: never overtaken), 125 undolog error (usage included;
+a bad $UNDOLOG_LEASE), 126 the command could not be run, 127 not found, 130
+interrupted while waiting for approval or before the command started. 124 is left to
+timeout(1).`,
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
   undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
   undolog exec --session $RUN --tier safe -- kubectl get pods`,
@@ -346,14 +353,10 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 	began := time.Now()
 	code, interrupted, runErr := runCommand(ctx, f, argv, stdout, stderr, signals)
 	if runErr != nil {
-		code = 127
-		if errors.Is(runErr, os.ErrPermission) {
-			code = 126
-		}
 		if err := lc.Fail(ctx, call, runErr.Error()); err != nil {
 			return err
 		}
-		return &exitError{code: code, msg: runErr.Error()}
+		return runErr
 	}
 	// A command that an interrupt reached but that exited 0 did its work:
 	// it is committed like any other.
@@ -386,7 +389,12 @@ func runCommand(ctx context.Context, f *Factory, argv []string, stdout, stderr *
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(f.Out, stdout), io.MultiWriter(f.ErrOut, stderr)
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, fmt.Errorf("cannot run %s: %w", argv[0], errors.Unwrap(err))
+		// As a shell says it: 127 not found, 126 found but not runnable.
+		code := ExitExecCannotRun
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = ExitExecNotFound
+		}
+		return 0, nil, &exitError{code: code, msg: fmt.Sprintf("cannot run %s: %v", argv[0], errors.Unwrap(err))}
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -19,7 +19,7 @@ import (
 // A long exec on machine m1 keeps renewing its short lease: machine m2's
 // same call is in progress (123) long after the first lease would have run
 // out, even with --retry-in-doubt. Once m1's undolog is killed (-9), its
-// lease runs out: m2's call is in doubt (124, naming host, pid and lease),
+// lease runs out: m2's call is in doubt (120, naming host, pid and lease),
 // and --retry-in-doubt runs it.
 func TestLeaseAcrossMachines(t *testing.T) {
 	t.Run("file", func(t *testing.T) {
