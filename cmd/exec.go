@@ -279,7 +279,7 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 		case a.Expires: // a request an earlier run left open outlasts this wait
 			expiry = " (expires in " + compactDuration(a.ExpiresIn) + "; waiting " + compactDuration(a.WaitsFor) + ")"
 		}
-		opts.note(f, "effect %d (%s, irreversible) awaits approval%s: undolog approve %d", e.ID, e.Tool, expiry, e.ID)
+		opts.note(f, "effect %d (%s, irreversible) awaits approval%s: %s approve %d", e.ID, e.Tool, expiry, f.CLI(), e.ID)
 	})
 	if err != nil {
 		return err
@@ -298,8 +298,8 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 		}
 		return &exitError{code: ExitExecError, msg: fmt.Sprintf("effect %d: session %q %s and its approval request was closed; the command did not run", e.ID, e.Session, state)}
 	case lifecycle.TimedOut:
-		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: undolog approve %d)",
-			e.ID, opts.approvalTimeout, e.ID)}
+		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: %s approve %d)",
+			e.ID, opts.approvalTimeout, f.CLI(), e.ID)}
 	}
 	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -100,6 +101,34 @@ func (f *Factory) Log() effectlog.Log {
 	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback})
 	f.opened = append(f.opened, log)
 	return log
+}
+
+// CLI is how a hint printed for a person starts a command on this log:
+// "undolog", and --log ADDR when the log is not the default one, so that
+// `undolog approve 3` from another shell approves this log's effect 3 and
+// not another log's (ids are per log). A database URL is shown without its
+// password.
+func (f *Factory) CLI() string {
+	addr := f.LogPath()
+	if addr == DefaultLogPath(f.Getenv) {
+		return "undolog"
+	}
+	return "undolog --log " + shellQuote(engines.Shown(addr))
+}
+
+// shellQuote quotes s for a POSIX shell where it needs it.
+func shellQuote(s string) string {
+	bare := s != ""
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("_./:@%+=,-~", r)) {
+			bare = false
+			break
+		}
+	}
+	if bare {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // ReadLog is Log for a command that only reads: a log file that does not

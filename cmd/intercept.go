@@ -96,7 +96,7 @@ The session is created if it does not exist.`,
 			}
 			switch res.Outcome {
 			case model.OutcomeInProgress:
-				return &exitError{code: ExitInProgress, msg: inProgressMessage(res.Effect)}
+				return &exitError{code: ExitInProgress, msg: inProgressMessage(f, res.Effect)}
 			case model.OutcomeRejected:
 				return &exitError{code: ExitRejected, msg: fmt.Sprintf("effect %d for this call was rejected; it will not run", res.Effect.ID)}
 			}
@@ -131,14 +131,14 @@ func printIntercept(f *Factory, res effectlog.InterceptResult) {
 	default:
 		fmt.Fprintf(f.Out, "%s effect %d: %s %s %s\n", res.Outcome, e.ID, textfmt.Escape(e.Tool), e.Tier, paint(f, stateCell(string(e.State))))
 		if res.Outcome == model.OutcomeNew && e.Tier == sm.Irreversible {
-			fmt.Fprintf(f.Out, "waiting for approval: undolog approve %d\n", e.ID)
+			fmt.Fprintf(f.Out, "waiting for approval: %s approve %d\n", textfmt.Escape(f.CLI()), e.ID)
 		}
 	}
 }
 
-func inProgressMessage(e model.Effect) string {
+func inProgressMessage(f *Factory, e model.Effect) string {
 	if e.State == sm.Pending && e.Tier == sm.Irreversible {
-		return fmt.Sprintf("effect %d for this call is awaiting approval: undolog approve %d", e.ID, e.ID)
+		return fmt.Sprintf("effect %d for this call is awaiting approval: %s approve %d", e.ID, f.CLI(), e.ID)
 	}
 	return fmt.Sprintf("effect %d for this call is %s", e.ID, e.State)
 }

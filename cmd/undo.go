@@ -88,7 +88,7 @@ again (compensations are not assumed idempotent).`,
 			if err != nil {
 				return err
 			}
-			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease,
+			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease, CLI: f.CLI(),
 				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
 					// A nil *mcpclient.Client must not reach the interface.
 					client, err := mcpclient.Dial(ctx, upstream)
@@ -144,7 +144,7 @@ func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 			println("  %2d. effect %d %s (%s): skip, it never ran", n, e.ID, e.Tool, e.State)
 		case saga.ActionBlocked:
 			n++
-			println("  %2d. effect %d %s: BLOCKED, failed before (%s): undolog resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, e.ID)
+			println("  %2d. effect %d %s: BLOCKED, failed before (%s): %s resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, f.CLI(), e.ID)
 		case saga.ActionInProgress:
 			n++
 			if s.Entry.State != sm.EntryCompensating {

@@ -226,7 +226,7 @@ func preconditions(tx storage.ReadTx, sess *model.Session, e *model.Effect, to s
 		// Only approved starts an irreversible effect: an approval is for
 		// one execution, and one that failed is asked again.
 		if e.Tier == sm.Irreversible && e.State == sm.Pending {
-			return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", model.ErrInProgress, e.ID, e.ID)
+			return fmt.Errorf("%w: effect %d is irreversible and %w", model.ErrInProgress, e.ID, model.ErrAwaitsApproval)
 		}
 	case sm.Replayed:
 		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", model.ErrConflict, e.ID)

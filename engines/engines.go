@@ -7,6 +7,7 @@ package engines
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"runtime"
 	"strings"
 	"time"
@@ -80,4 +81,25 @@ func (u unreachable) Close() error                                              
 func File(path string, opts Options) effectlog.FileLog {
 	engine := boltfile.New(path, boltfile.Options{LockTimeout: opts.LockTimeout})
 	return effectlog.New(engine, effectlog.Options{Now: opts.Now}).(effectlog.FileLog)
+}
+
+// Shown is addr as a command a person copies may name it: a PostgreSQL URL
+// without its password (whoever runs the command has their own, in
+// PGPASSWORD or ~/.pgpass), a path as it is.
+func Shown(addr string) string {
+	if _, ok := urlScheme(addr); !ok {
+		return addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return addr
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Del("password")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }

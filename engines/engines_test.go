@@ -54,3 +54,16 @@ func TestAnAddressNoEngineServesIsRefused(t *testing.T) {
 		t.Fatalf("made %v", entries)
 	}
 }
+
+func TestShownLeavesThePasswordOut(t *testing.T) {
+	for addr, want := range map[string]string{
+		"/var/lib/undolog.db":                                     "/var/lib/undolog.db",
+		"postgres://ci:s3cret@db.internal:5432/undolog":           "postgres://ci@db.internal:5432/undolog",
+		"postgres://ci@db/undolog?sslmode=require":                "postgres://ci@db/undolog?sslmode=require",
+		"postgresql://db/undolog?password=s3cret&sslmode=require": "postgresql://db/undolog?sslmode=require",
+	} {
+		if got := Shown(addr); got != want {
+			t.Errorf("Shown(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}

@@ -12,6 +12,9 @@ var (
 	ErrBusy = errors.New("log busy")
 	// ErrInProgress: the call's owner effect is executing or awaiting a decision.
 	ErrInProgress = errors.New("in progress")
+	// ErrAwaitsApproval: an irreversible effect cannot start before a person
+	// approves it; it comes with ErrInProgress, and callers add how to.
+	ErrAwaitsApproval = errors.New("awaits approval")
 	// ErrSessionNotActive: the session no longer accepts new effects.
 	ErrSessionNotActive = errors.New("session not active")
 	// ErrCorrupt: the file is not an undolog log, or is damaged or truncated.

@@ -80,6 +80,9 @@ type Proxy struct {
 	// Lease is how long the lease of a running call's owner lasts unless
 	// renewed (see lifecycle.Lifecycle.Lease); zero: model.DefaultLease.
 	Lease time.Duration
+	// CLI starts the commands that hints name ("undolog --log ADDR" when
+	// the log is not the default); "" means "undolog".
+	CLI string
 
 	clientMu sync.Mutex
 	client   io.Writer
@@ -544,11 +547,18 @@ func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {
 	return fmt.Sprintf("undolog: %s (effect %d) was rejected; it will not run", tool, id)
 }
 
+func (p *Proxy) cli() string {
+	if p.CLI == "" {
+		return "undolog"
+	}
+	return p.CLI
+}
+
 // awaitApproval waits up to ApprovalWait for a decision. It returns "" once
 // approved, or the text of the tool error to answer with.
 func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call) string {
 	e := call.Effect
-	p.note("effect %d (%s, irreversible) awaits approval: undolog approve %d", e.ID, e.Tool, e.ID)
+	p.note("effect %d (%s, irreversible) awaits approval: %s approve %d", e.ID, e.Tool, p.cli(), e.ID)
 	w, err := lc.Wait(ctx, call, p.ApprovalWait, nil)
 	if err != nil {
 		return "undolog: " + err.Error()
@@ -564,8 +574,8 @@ func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call
 		return fmt.Sprintf("undolog: %s (effect %d) will not run: its session stopped accepting calls (%s) and closed the approval request", e.Tool, e.ID, w.Detail.Approval.Decision)
 	case lifecycle.TimedOut:
 		return fmt.Sprintf("undolog: %s is irreversible and waits for a person's approval (effect %d). "+
-			"Ask them to run `undolog approve %d` (or reject it), then call %s again with the same arguments: "+
-			"the retry goes ahead once approved.", e.Tool, e.ID, e.ID, e.Tool)
+			"Ask them to run `%s approve %d` (or reject it), then call %s again with the same arguments: "+
+			"the retry goes ahead once approved.", e.Tool, e.ID, p.cli(), e.ID, e.Tool)
 	}
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
 		return "undolog: cancelled by the client"

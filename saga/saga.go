@@ -219,8 +219,18 @@ type Runner struct {
 	// unless renewed (it is renewed every third of it while the
 	// compensation runs); zero: model.DefaultLease.
 	Lease time.Duration
+	// CLI starts the commands that hints name ("undolog --log ADDR" when
+	// the log is not the default); "" means "undolog".
+	CLI string
 
 	caller ToolCaller
+}
+
+func (r *Runner) cli() string {
+	if r.CLI == "" {
+		return "undolog"
+	}
+	return r.CLI
 }
 
 // Result sums up a run.
@@ -300,8 +310,8 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			r.progress("effect %d %s: skipped (never ran)", id, step.Effect.Tool)
 			continue
 		case ActionBlocked:
-			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
-				ErrCompensationFailed, id, step.Effect.Tool, step.Entry.LastError, id))
+			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
+				ErrCompensationFailed, id, step.Effect.Tool, step.Entry.LastError, r.cli(), id))
 		case ActionCompensate:
 			// Taking the entry records its owner in the same transaction: of
 			// two undos at once, the second finds it taken.
@@ -340,8 +350,8 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		}
 		if cerr != nil {
 			r.progress("effect %d %s: compensation failed after %d attempts: %s", id, step.Effect.Tool, attempts, change.Error)
-			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
-				ErrCompensationFailed, id, step.Effect.Tool, change.Error, id))
+			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
+				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}
 		res.Compensated = append(res.Compensated, id)
 		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, step.Call, attempts, plural(attempts))
