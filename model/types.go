@@ -255,6 +255,8 @@ func (d EffectDetail) Decision(now time.Time) Decision {
 		return DecisionRejected
 	case d.Effect.State != sm.Pending:
 		return DecisionTaken
+	case a != nil && a.Outcome == ApprovalTimedOut:
+		return DecisionRejected // not run; the same call asks again
 	case a != nil && a.Outcome == ApprovalClosed:
 		return DecisionClosed
 	case a != nil && a.Outcome == ApprovalPending && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt):
