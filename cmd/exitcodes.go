@@ -17,7 +17,7 @@ const (
 	ExitBusy         = 5 // another process held the log past the lock timeout
 	ExitInProgress   = 6 // in progress or conflict: owner executing or awaiting approval
 	ExitNotActive    = 7 // the session accepts no new effects
-	ExitRejected     = 8 // the call was rejected (by a person or an approval timeout)
+	ExitRejected     = 8 // the call was rejected by a person
 	ExitCompensation = 9 // undo stopped: a compensation failed and needs a person
 )
 
