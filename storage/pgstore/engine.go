@@ -219,7 +219,11 @@ const migrationLock = 0x756e646f6c6f67 // "undolog"
 
 // migrate moves the database to this build's schema, once per engine: in
 // one transaction, under an advisory lock, so that two processes starting
-// at once apply each migration once.
+// at once apply each migration once. The lock is the connection's, taken
+// before the transaction begins: a transaction that begins after the
+// winner's commit reads the catalog afresh, while one that waited for the
+// lock inside it may still find "no tables" in its connection's catalog
+// cache (from an earlier read) and migrate again.
 func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	e.mu.Lock()
 	done := e.migrated
@@ -227,10 +231,21 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if done {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
-			return err
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return e.wrapped(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+		conn.Conn().Close(context.WithoutCancel(ctx)) // it may hold the lock still: the server lets it go with the connection
+		return e.wrapped(err)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock)); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx))
 		}
+	}()
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		version, err := schemaVersion(ctx, tx)
 		if err != nil {
 			return err

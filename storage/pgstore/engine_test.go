@@ -136,3 +136,46 @@ func count(t *testing.T, url, sql string) int {
 	}
 	return n
 }
+
+// One engine that has read an empty database (its connections looked for
+// the tables and found none) and then writes from many goroutines at once
+// migrates once, and every write lands: a migration that waited for
+// another's sees the tables that one made (it failed with "relation
+// undolog_meta already exists": the connection's catalog cache still said
+// there were none).
+func TestFirstWritesOfOneEngineAfterReadsMigrateOnce(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	defer log.Close()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := log.ListEffects(t.Context(), effectlog.EffectFilter{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: fmt.Sprintf("s%d", i), Tool: "w",
+				Tier: sm.Compensable, Args: json.RawMessage(`{}`), CreateSession: true})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_effects`); n != 8 {
+		t.Fatalf("%d effects", n)
+	}
+}
