@@ -86,6 +86,12 @@ func (e *Engine) failed(err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57014", "55P03": // a statement cancelled (statement_timeout), a lock not had within lock_timeout
+			// The server rolled the transaction back: nothing was written, as
+			// when a log file is held past the lock timeout.
+			return fmt.Errorf("%w: log %s: %s (SQLSTATE %s)", model.ErrBusy, redactURL(e.url), pe.Message, pe.Code)
+		}
 		return fmt.Errorf("log %s: %s (SQLSTATE %s)", redactURL(e.url), pe.Message, pe.Code)
 	}
 	// pgx puts each address it tried on a line of its own: one line here,
