@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,6 +188,41 @@ func TestPostgresFaultsAreOneLineAndWriteNothing(t *testing.T) {
 		}
 	})
 
+	// A backend killed (the server then ends every session and recovers): the
+	// connection just ends, with no word from the server.
+	t.Run("backend killed", func(t *testing.T) {
+		args := writes[0]
+		release := holdFeedLock(t, server.AdminURL(), database)
+		defer release()
+		cmd := runWithLog(t, addr, args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid, waited := waitForBlockedWriter(t, server.AdminURL(), database)
+		if !waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%v: no writer waited for the lock with its rows written within 20s (stderr %q)", args, stderr.String())
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		err := cmd.Wait()
+		release()
+		line := strings.TrimSpace(stderr.String())
+		if code := exitCodeOf(err); code != ExitError || strings.Contains(line, "\n") || strings.Contains(line, pgtest.LoginPassword) ||
+			!strings.HasPrefix(line, "undolog: log postgres://"+pgtest.Login+":xxxxx@127.0.0.1") {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, line)
+		}
+		waitForServer(t, addr)
+		if after := pgSnapshot(t, addr); after != before {
+			t.Fatalf("%v left the log changed:\n%s\nwas\n%s", args, after, before)
+		}
+		mustRun(t, addr, "verify")
+	})
+
 	t.Run("statement timeout", func(t *testing.T) {
 		timeout := addr + "&options=-c%20statement_timeout%3D50"
 		for _, args := range writes {
@@ -281,4 +317,73 @@ func withDB(t *testing.T, u, database string) string {
 	}
 	p.Path = "/" + database
 	return p.String()
+}
+
+// waitForServer waits up to 30 s for the server at addr to take
+// connections again (after a crash, it recovers first).
+func waitForServer(t *testing.T, addr string) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var conn *pgx.Conn
+		if conn, err = pgx.Connect(t.Context(), addr); err == nil {
+			conn.Close(context.Background())
+			return
+		}
+	}
+	t.Fatalf("the server did not take connections again within 30s: %v", err)
+}
+
+// A write whose commit was asked for but whose answer never came (the
+// connection ended while the server waited to confirm it) is reported in
+// doubt, in one line: it may have been made, and here it was. A server
+// made to wait for a synchronous standby that is not there holds the
+// commit until the test ends the session.
+func TestPostgresCommitWithoutAnAnswerIsInDoubt(t *testing.T) {
+	server := pgtest.Own(t)
+	u, err := url.Parse(server.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	database := strings.TrimPrefix(u.Path, "/")
+	addr := server.TCPURL(database, pgtest.Login, pgtest.LoginPassword)
+	mustRun(t, addr, "session", "start", "a")
+	adminExec(t, server.AdminURL(), "ALTER SYSTEM SET synchronous_standby_names = 'nobody'")
+	adminExec(t, server.AdminURL(), "SELECT pg_reload_conf()")
+	reset := func() {
+		adminExec(t, server.AdminURL(), "ALTER SYSTEM RESET synchronous_standby_names")
+		adminExec(t, server.AdminURL(), "SELECT pg_reload_conf()")
+	}
+
+	cmd := runWithLog(t, addr, "session", "start", "b")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conn := adminConn(t, server.AdminURL())
+	var pid int
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := conn.QueryRow(t.Context(), `SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'SyncRep'`, database).Scan(&pid)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			reset()
+			t.Fatalf("no commit waited for the standby within 20s: %v (stderr %q)", err, stderr.String())
+		}
+	}
+	adminExec(t, server.AdminURL(), "SELECT pg_terminate_backend($1)", pid)
+	err = cmd.Wait()
+	reset()
+	line := strings.TrimSpace(stderr.String())
+	if code := exitCodeOf(err); code != ExitError || strings.Contains(line, "\n") || strings.Contains(line, pgtest.LoginPassword) ||
+		!strings.HasPrefix(line, "undolog: write in doubt: log postgres://"+pgtest.Login+":xxxxx@") || !strings.Contains(line, "may or may not have been made") {
+		t.Fatalf("exit %d, stderr %q", code, line)
+	}
+	// Made, as the server had it committed before it waited.
+	mustRun(t, addr, "session", "show", "b")
+	mustRun(t, addr, "verify")
 }

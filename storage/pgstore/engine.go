@@ -18,7 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -184,8 +186,23 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	if err := w.flushChanges(); err != nil {
 		return nil, err
 	}
-	return outcome, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Severity == "ERROR" {
+			return nil, err // the server refused the commit: rolled back
+		}
+		// The connection went (or the server ended the session) while
+		// the commit was asked for: it may have been made.
+		return nil, commitInDoubt{err}
+	}
+	return outcome, nil
 }
+
+// commitInDoubt is a commit whose answer was lost.
+type commitInDoubt struct{ err error }
+
+func (c commitInDoubt) Error() string { return c.err.Error() }
+func (c commitInDoubt) Unwrap() error { return c.err }
 
 // retryable says whether a transaction that failed with err is worth
 // running again: PostgreSQL asked for it, or another writer took first
@@ -207,7 +224,15 @@ func retryable(err error) bool {
 func (e *Engine) wrapped(err error) error {
 	var pe *pgconn.PgError
 	var ce *pgconn.ConnectError
-	if errors.As(err, &pe) || errors.As(err, &ce) || pgconn.Timeout(err) {
+	var ne net.Error
+	var doubt commitInDoubt
+	switch {
+	case errors.As(err, &doubt):
+		return fmt.Errorf("%w: %v: the connection was lost as the write was committed, so it may or may not have been made (look before repeating it)",
+			model.ErrInDoubt, e.failed(doubt.err))
+	case errors.As(err, &pe) || errors.As(err, &ce) || pgconn.Timeout(err) || errors.As(err, &ne),
+		// A connection lost mid-transaction: the server went, or ended it.
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, pgx.ErrTxClosed):
 		return e.failed(err)
 	}
 	return err
