@@ -154,14 +154,26 @@ func testFeedUnderConcurrentWritersNeverSkips(t *testing.T, newStore opener) {
 		t.Fatalf("the follower saw %d changes, the feed holds %d", len(got), len(all))
 	}
 
-	// Every history record the log holds is in the feed.
+	// Every history record the log holds is in the feed; effect ids stay
+	// small integers (the writers made writers*calls effects).
 	history := 0
+	var maxID uint64
 	err = s.Export(ctx, "", func(r effectlog.ExportRecord) error {
-		if r.Type == "history" || r.Type == "session_history" {
+		switch r.Type {
+		case "history", "session_history":
 			history++
+		case "effect":
+			if e, ok := r.Record.(model.Effect); ok {
+				maxID = max(maxID, e.ID)
+			} else if e, ok := r.Record.(*model.Effect); ok {
+				maxID = max(maxID, e.ID)
+			}
 		}
 		return nil
 	})
+	if maxID == 0 || maxID > 2*writers*calls {
+		t.Fatalf("effect ids up to %d for %d effects", maxID, writers*calls)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
