@@ -46,6 +46,10 @@ type Engine struct {
 
 var _ storage.Engine = (*Engine)(nil)
 
+// DefaultConnectTimeout bounds a connection's making (the dial, TLS and the
+// sign-in) when the URL has no connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
 // New returns the Engine for the database at url (postgres://...). It does
 // no I/O.
 func New(url string) *Engine { return &Engine{url: url} }
@@ -60,6 +64,11 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(e.url)
 	if err != nil {
 		return nil, fmt.Errorf("%w: log %s: %v", model.ErrInvalidInput, redactURL(e.url), err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 && !strings.Contains(e.url, "connect_timeout") {
+		// Without one, a server that takes the connection and says nothing
+		// (or a host that drops the packets) holds a command for minutes.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -83,7 +92,10 @@ func (e *Engine) Close() error {
 
 // failed says what went wrong with the server, in one line.
 func (e *Engine) failed(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	// The caller's context ending passes as it is; a connect timeout (a
+	// deadline of the connection's own) is the server's failure.
+	var ce *pgconn.ConnectError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &ce) {
 		return err
 	}
 	var pe *pgconn.PgError

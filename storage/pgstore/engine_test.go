@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -177,5 +178,48 @@ func TestFirstWritesOfOneEngineAfterReadsMigrateOnce(t *testing.T) {
 	}
 	if n := count(t, url, `SELECT count(*) FROM undolog_effects`); n != 8 {
 		t.Fatalf("%d effects", n)
+	}
+}
+
+// A server that takes the connection and never answers (a hung server, a
+// proxy whose database is gone) fails a command within the default connect
+// timeout, in one line naming the log: it does not hold it for minutes.
+func TestSilentServerTimesOut(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, say nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	log := open("postgres://agent:hunter2@" + l.Addr().String() + "/undolog?sslmode=disable")
+	defer log.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*pgstore.DefaultConnectTimeout)
+	defer cancel()
+	_, _, err = log.ListEffects(ctx, effectlog.EffectFilter{})
+	if ctx.Err() != nil {
+		t.Fatalf("still connecting after %v: the connect timeout did not end it", 3*pgstore.DefaultConnectTimeout)
+	}
+	if err == nil || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "hunter2") ||
+		!strings.Contains(err.Error(), "agent:xxxxx@"+l.Addr().String()) || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("%v", err)
 	}
 }
