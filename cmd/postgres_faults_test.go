@@ -206,6 +206,7 @@ func TestPostgresFaultsAreOneLineAndWriteNothing(t *testing.T) {
 			cmd.Wait()
 			t.Fatalf("%v: no writer waited for the lock with its rows written within 20s (stderr %q)", args, stderr.String())
 		}
+		checkpointer := checkpointerPid(t, server.AdminURL())
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +217,7 @@ func TestPostgresFaultsAreOneLineAndWriteNothing(t *testing.T) {
 			!strings.HasPrefix(line, "undolog: log postgres://"+pgtest.Login+":xxxxx@127.0.0.1") {
 			t.Fatalf("%v: exit %d, stderr %q", args, code, line)
 		}
-		waitForServer(t, addr)
+		waitForRestart(t, server.AdminURL(), checkpointer)
 		if after := pgSnapshot(t, addr); after != before {
 			t.Fatalf("%v left the log changed:\n%s\nwas\n%s", args, after, before)
 		}
@@ -319,19 +320,35 @@ func withDB(t *testing.T, u, database string) string {
 	return p.String()
 }
 
-// waitForServer waits up to 30 s for the server at addr to take
-// connections again (after a crash, it recovers first).
-func waitForServer(t *testing.T, addr string) {
+// checkpointerPid is the pid of the server's checkpointer, which a crash
+// restart replaces.
+func checkpointerPid(t *testing.T, admin string) int {
+	t.Helper()
+	var pid int
+	if err := adminConn(t, admin).QueryRow(t.Context(), `SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// waitForRestart waits up to 30 s for the server to take connections again
+// after a crash (it ends every session and recovers first): until its
+// checkpointer is another than before.
+func waitForRestart(t *testing.T, admin string, checkpointer int) {
 	t.Helper()
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		var conn *pgx.Conn
-		if conn, err = pgx.Connect(t.Context(), addr); err == nil {
+		if conn, err = pgx.Connect(t.Context(), admin); err == nil {
+			var pid int
+			err = conn.QueryRow(t.Context(), `SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'`).Scan(&pid)
 			conn.Close(context.Background())
-			return
+			if err == nil && pid != checkpointer {
+				return
+			}
 		}
 	}
-	t.Fatalf("the server did not take connections again within 30s: %v", err)
+	t.Fatalf("the server did not restart within 30s: %v", err)
 }
 
 // A write whose commit was asked for but whose answer never came (the

@@ -166,7 +166,7 @@ func TestVerifyOnPostgresFindsATamperedRow(t *testing.T) {
 		run("start", id)
 		run("commit", id, "--result", `{"ok":true}`)
 	}
-	if out := run("verify"); !strings.HasPrefix(out, "ok: 1 sessions, 2 effects") {
+	if out := run("verify"); !strings.HasPrefix(out, "ok: 1 session, 2 effects") {
 		t.Fatalf("verify: %s", out)
 	}
 

@@ -42,6 +42,8 @@ type Engine struct {
 	mu       sync.Mutex
 	pool     *pgxpool.Pool
 	migrated bool // the schema is this build's
+
+	listener listener // the connection that hears of other processes' writes
 }
 
 var _ storage.Engine = (*Engine)(nil)
@@ -84,6 +86,7 @@ func (e *Engine) Close() error {
 	pool := e.pool
 	e.pool, e.migrated = nil, false
 	e.mu.Unlock()
+	e.stopListening()
 	if pool != nil {
 		pool.Close()
 	}

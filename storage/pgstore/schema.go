@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations are the schema's versions in order: migrations[i] moves a
 // database from version i to version i+1. Only ever add at the end.
@@ -78,4 +78,8 @@ CREATE TRIGGER undolog_session_history_append_only BEFORE UPDATE ON undolog_sess
 CREATE TRIGGER undolog_changes_append_only BEFORE UPDATE ON undolog_changes
 	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
 `,
+	// Schema 2 changes no table: records are written in form 3 (owners
+	// with leases), which a build of schema 1 cannot decode, so it must
+	// refuse the database rather than read its executing effects as damage.
+	`SELECT 1`,
 }
