@@ -75,6 +75,7 @@ var suite = []struct {
 	{"CompensationOwnerIsTakenOnlyByReclaim", testCompensationOwnerIsTakenOnlyByReclaim},
 	{"RenewLeaseOnlyWhileOwned", testRenewLeaseOnlyWhileOwned},
 	{"VerifyFindsWhatChangedBehindTheRules", testVerifyFindsWhatChangedBehindTheRules},
+	{"FeedUnderConcurrentWritersNeverSkips", testFeedUnderConcurrentWritersNeverSkips},
 	{"ApprovalTimeoutPastTheLastTimeIsRefused", testApprovalTimeoutPastTheLastTimeIsRefused},
 	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},
 }

@@ -18,7 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +48,10 @@ type Engine struct {
 
 var _ storage.Engine = (*Engine)(nil)
 
+// DefaultConnectTimeout bounds a connection's making (the dial, TLS and the
+// sign-in) when the URL has no connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
+
 // New returns the Engine for the database at url (postgres://...). It does
 // no I/O.
 func New(url string) *Engine { return &Engine{url: url} }
@@ -60,6 +66,11 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(e.url)
 	if err != nil {
 		return nil, fmt.Errorf("%w: log %s: %v", model.ErrInvalidInput, redactURL(e.url), err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 && !strings.Contains(e.url, "connect_timeout") {
+		// Without one, a server that takes the connection and says nothing
+		// (or a host that drops the packets) holds a command for minutes.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -84,11 +95,20 @@ func (e *Engine) Close() error {
 
 // failed says what went wrong with the server, in one line.
 func (e *Engine) failed(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	// The caller's context ending passes as it is; a connect timeout (a
+	// deadline of the connection's own) is the server's failure.
+	var ce *pgconn.ConnectError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &ce) {
 		return err
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "57014", "55P03": // a statement cancelled (statement_timeout), a lock not had within lock_timeout
+			// The server rolled the transaction back: nothing was written, as
+			// when a log file is held past the lock timeout.
+			return fmt.Errorf("%w: log %s: %s (SQLSTATE %s)", model.ErrBusy, redactURL(e.url), pe.Message, pe.Code)
+		}
 		return fmt.Errorf("log %s: %s (SQLSTATE %s)", redactURL(e.url), pe.Message, pe.Code)
 	}
 	// pgx puts each address it tried on a line of its own: one line here,
@@ -181,8 +201,23 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	if err := w.flushChanges(); err != nil {
 		return nil, err
 	}
-	return outcome, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Severity == "ERROR" {
+			return nil, err // the server refused the commit: rolled back
+		}
+		// The connection went (or the server ended the session) while
+		// the commit was asked for: it may have been made.
+		return nil, commitInDoubt{err}
+	}
+	return outcome, nil
 }
+
+// commitInDoubt is a commit whose answer was lost.
+type commitInDoubt struct{ err error }
+
+func (c commitInDoubt) Error() string { return c.err.Error() }
+func (c commitInDoubt) Unwrap() error { return c.err }
 
 // retryable says whether a transaction that failed with err is worth
 // running again: PostgreSQL asked for it, or another writer took first
@@ -204,7 +239,15 @@ func retryable(err error) bool {
 func (e *Engine) wrapped(err error) error {
 	var pe *pgconn.PgError
 	var ce *pgconn.ConnectError
-	if errors.As(err, &pe) || errors.As(err, &ce) || pgconn.Timeout(err) {
+	var ne net.Error
+	var doubt commitInDoubt
+	switch {
+	case errors.As(err, &doubt):
+		return fmt.Errorf("%w: %v: the connection was lost as the write was committed, so it may or may not have been made (look before repeating it)",
+			model.ErrInDoubt, e.failed(doubt.err))
+	case errors.As(err, &pe) || errors.As(err, &ce) || pgconn.Timeout(err) || errors.As(err, &ne),
+		// A connection lost mid-transaction: the server went, or ended it.
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, pgx.ErrTxClosed):
 		return e.failed(err)
 	}
 	return err
@@ -222,7 +265,11 @@ const migrationLock = 0x756e646f6c6f67 // "undolog"
 
 // migrate moves the database to this build's schema, once per engine: in
 // one transaction, under an advisory lock, so that two processes starting
-// at once apply each migration once.
+// at once apply each migration once. The lock is the connection's, taken
+// before the transaction begins: a transaction that begins after the
+// winner's commit reads the catalog afresh, while one that waited for the
+// lock inside it may still find "no tables" in its connection's catalog
+// cache (from an earlier read) and migrate again.
 func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	e.mu.Lock()
 	done := e.migrated
@@ -230,10 +277,21 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if done {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
-			return err
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return e.wrapped(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+		conn.Conn().Close(context.WithoutCancel(ctx)) // it may hold the lock still: the server lets it go with the connection
+		return e.wrapped(err)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock)); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx))
 		}
+	}()
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		version, err := schemaVersion(ctx, tx)
 		if err != nil {
 			return err
