@@ -134,8 +134,12 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		if r.Error != "" {
 			detail = "error: " + r.Error + reasonSuffix(r.Reason)
 		}
+		actor := r.Actor
+		if r.Role != "" { // the database role it wrote as, which the database checked
+			actor += " (role " + r.Role + ")"
+		}
 		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
-			plain(orDash(r.From)), stateCell(what), plain(r.Trigger), plain(r.Actor), plain(orDash(detail))})
+			plain(orDash(r.From)), stateCell(what), plain(r.Trigger), plain(actor), plain(orDash(detail))})
 	}
 	return renderTable(f, []string{"SEQ", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON"}, rows)
 }

@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations are the schema's versions in order: migrations[i] moves a
 // database from version i to version i+1. Only ever add at the end.
@@ -77,5 +77,99 @@ CREATE TRIGGER undolog_session_history_append_only BEFORE UPDATE ON undolog_sess
 	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
 CREATE TRIGGER undolog_changes_append_only BEFORE UPDATE ON undolog_changes
 	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
+`,
+	// 2: the authenticated role in history rows, and who may do what. A
+	// history row says the role that wrote it, the database checks it is
+	// session_user's, and the effect rows' columns say enough of the move
+	// (kind, target state, trigger, actor) for a trigger to check the role
+	// may make it: approve, reject, undo and resolve are undolog_approver's;
+	// intercept, start, commit and fail undolog_agent's; the owner of the
+	// tables may do everything. The groups need not exist: a role that is
+	// in no group may do nothing but what the owner grants it. The row's
+	// columns beside the record are written from the record by the engine;
+	// verify checks they agree.
+	`
+ALTER TABLE undolog_history
+	ADD COLUMN role     text NOT NULL DEFAULT '',
+	ADD COLUMN kind     text NOT NULL DEFAULT '',
+	ADD COLUMN to_state text NOT NULL DEFAULT '',
+	ADD COLUMN trigger  text NOT NULL DEFAULT '',
+	ADD COLUMN actor    text NOT NULL DEFAULT '';
+ALTER TABLE undolog_session_history
+	ADD COLUMN role     text NOT NULL DEFAULT '',
+	ADD COLUMN to_state text NOT NULL DEFAULT '',
+	ADD COLUMN trigger  text NOT NULL DEFAULT '';
+CREATE FUNCTION undolog_is_owner() RETURNS boolean LANGUAGE sql STABLE AS $$
+	SELECT pg_has_role(session_user, c.relowner, 'MEMBER') FROM pg_class c WHERE c.oid = 'undolog_history'::regclass
+$$;
+CREATE FUNCTION undolog_member(grp text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = grp) THEN
+		RETURN false;
+	END IF;
+	RETURN pg_has_role(session_user, grp, 'MEMBER');
+END $$;
+CREATE FUNCTION undolog_check_role(claimed text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF claimed IS DISTINCT FROM session_user::text THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not write a record in the name of role %s', session_user, claimed);
+	END IF;
+END $$;
+CREATE FUNCTION undolog_require(grp text, verb text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF NOT undolog_member(grp) THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not %s: it is not a member of %s', session_user, verb, grp);
+	END IF;
+END $$;
+-- A session's own moves follow its effects' (checked there), but for
+-- those of an undo, which starts before any effect moves.
+CREATE FUNCTION undolog_check_session_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF undolog_is_owner() THEN
+		RETURN NEW;
+	END IF;
+	PERFORM undolog_check_role(NEW.role);
+	IF NEW.to_state IN ('compensating', 'compensated') OR NEW.trigger = 'Compensation failed permanently' THEN
+		PERFORM undolog_require('undolog_approver', 'undo');
+	ELSIF NOT undolog_member('undolog_approver') THEN
+		PERFORM undolog_require('undolog_agent', 'write');
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE FUNCTION undolog_check_effect_record() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	verb text;
+	grp  text := 'undolog_agent';
+BEGIN
+	IF undolog_is_owner() THEN
+		RETURN NEW;
+	END IF;
+	PERFORM undolog_check_role(NEW.role);
+	verb := CASE
+		WHEN NEW.kind = 'undo' AND NEW.to_state = 'resolved' THEN 'resolve'
+		WHEN NEW.kind = 'undo' THEN 'undo'
+		WHEN NEW.to_state = 'approved' THEN 'approve'
+		-- An expired request is rejected by whoever finds it expired: a
+		-- rejection only ever stops a call.
+		WHEN NEW.to_state = 'rejected' AND NEW.actor = 'system:timeout' THEN 'expire'
+		WHEN NEW.to_state = 'rejected' THEN 'reject'
+		WHEN NEW.to_state IN ('compensating', 'compensated', 'compensation_failed') THEN 'undo'
+		WHEN NEW.to_state = 'executing' THEN 'start'
+		WHEN NEW.to_state = 'committed' THEN 'commit'
+		WHEN NEW.trigger = 'Fail RPC' THEN 'fail'
+		ELSE 'intercept'
+	END;
+	IF verb IN ('resolve', 'undo', 'approve', 'reject') THEN
+		grp := 'undolog_approver';
+	END IF;
+	PERFORM undolog_require(grp, verb);
+	RETURN NEW;
+END $$;
+CREATE TRIGGER undolog_history_role BEFORE INSERT ON undolog_history
+	FOR EACH ROW EXECUTE FUNCTION undolog_check_effect_record();
+CREATE TRIGGER undolog_session_history_role BEFORE INSERT ON undolog_session_history
+	FOR EACH ROW EXECUTE FUNCTION undolog_check_session_record();
 `,
 }
