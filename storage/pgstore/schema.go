@@ -167,6 +167,38 @@ BEGIN
 	PERFORM undolog_require(grp, verb);
 	RETURN NEW;
 END $$;
+-- The same gate on the effect rows themselves, for a client that writes
+-- them without a history row: approved, and the moves of an undo, are the
+-- approver's; an irreversible effect starts only once approved.
+CREATE FUNCTION undolog_check_effect_row() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	was text := 'pending';
+BEGIN
+	IF TG_OP = 'UPDATE' THEN
+		was := OLD.state;
+		IF NEW.state = OLD.state AND NEW.tier = OLD.tier THEN
+			RETURN NEW;
+		END IF;
+	END IF;
+	IF undolog_is_owner() THEN
+		RETURN NEW;
+	END IF;
+	IF TG_OP = 'UPDATE' AND NEW.tier <> OLD.tier THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not change the tier of effect %s', session_user, NEW.id);
+	END IF;
+	IF NEW.state = 'approved' THEN
+		PERFORM undolog_require('undolog_approver', 'approve');
+	ELSIF NEW.state IN ('compensating', 'compensated', 'compensation_failed') THEN
+		PERFORM undolog_require('undolog_approver', 'undo');
+	ELSIF NEW.tier = 'irreversible' AND NEW.state = 'executing' AND was <> 'approved' THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not start effect %s: it is irreversible and was not approved', session_user, NEW.id);
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER undolog_effects_role BEFORE INSERT OR UPDATE ON undolog_effects
+	FOR EACH ROW EXECUTE FUNCTION undolog_check_effect_row();
 CREATE TRIGGER undolog_history_role BEFORE INSERT ON undolog_history
 	FOR EACH ROW EXECUTE FUNCTION undolog_check_effect_record();
 CREATE TRIGGER undolog_session_history_role BEFORE INSERT ON undolog_session_history
