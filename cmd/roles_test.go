@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -298,3 +299,22 @@ func roleOf(t *testing.T, addr string) string {
 // redacted is an address as undolog prints it (the test URLs have no
 // password: as they are).
 func redacted(addr string) string { return addr }
+
+// The SQL README's Roles section shows is what `undolog migrate
+// --print-roles` prints, which rolesDB runs: the README's SQL is proven.
+func TestREADMEShowsThePrintedRoles(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n#### Roles\n")
+	_, block, ok2 := strings.Cut(section, "```sql\n")
+	block, _, ok3 := strings.Cut(block, "```\n")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README has no SQL block in a Roles section")
+	}
+	code, out, errOut := undolog(t, "unused.db", "migrate", "--print-roles")
+	if code != 0 || out != block {
+		t.Fatalf("migrate --print-roles (exit %d, %s) prints\n%s\nREADME shows\n%s", code, errOut, out, block)
+	}
+}
