@@ -175,3 +175,37 @@ func TestMigrateReportsVersions(t *testing.T) {
 		t.Fatalf("newer schema: %v", err)
 	}
 }
+
+// A database of schema 1 (before roles) with a log in it reads and verifies
+// as it is, before and after `undolog migrate` moves it to this schema;
+// the records written since carry the role.
+func TestSchemaOneMovesToRoles(t *testing.T) {
+	db := pgtest.Server(t).NewDatabase(t)
+	exec(t, db, pgstore.Migrations[0]+`; INSERT INTO undolog_meta (key, value) VALUES ('schema_version', 1)`)
+	// A row as an undolog of schema 1 could write it (a session record in
+	// the JSON form every engine reads).
+	exec(t, db, `INSERT INTO undolog_sessions (id, seq, rec) VALUES ('old', 1, '\x7b226964223a226f6c64222c227374617465223a22616374697665227d')`)
+	exec(t, db, `UPDATE undolog_counters SET n = 1 WHERE name = 'session'`)
+	log := open(db)
+	defer log.Close()
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatalf("verify of schema 1: %v", err)
+	}
+	e := pgstore.New(db)
+	defer e.Close()
+	if before, after, err := e.Migrate(t.Context()); err != nil || before != 1 || after != pgstore.SchemaVersion {
+		t.Fatalf("migrate: %d -> %d, %v", before, after, err)
+	}
+	again, err := log.Verify(t.Context())
+	if err != nil || len(again.Problems) != len(rep.Problems) {
+		t.Fatalf("verify after migrating: %v %v (before: %v)", err, again.Problems, rep.Problems)
+	}
+	if _, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := log.SessionHistory(t.Context(), "new")
+	if err != nil || len(hist) != 1 || hist[0].Role == "" {
+		t.Fatalf("history of a session written since: %+v %v", hist, err)
+	}
+}

@@ -157,8 +157,10 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 	// migrations[1]) against the records beside them: a row whose columns
 	// say another move than its record got past those checks. Rows written
 	// before have none.
-	if err := r.checkHistoryColumns(report); err != nil {
-		return err
+	if r.SchemaVersion() >= 2 { // a database not yet migrated has no such columns
+		if err := r.checkHistoryColumns(report); err != nil {
+			return err
+		}
 	}
 	// Open requests against the requests.
 	open := map[uint64]openEntry{}
