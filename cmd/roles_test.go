@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -316,5 +318,63 @@ func TestREADMEShowsThePrintedRoles(t *testing.T) {
 	code, out, errOut := undolog(t, "unused.db", "migrate", "--print-roles")
 	if code != 0 || out != block {
 		t.Fatalf("migrate --print-roles (exit %d, %s) prints\n%s\nREADME shows\n%s", code, errOut, out, block)
+	}
+}
+
+// exec as an agent: its irreversible command waits for a decision it may
+// not make itself; the approver's approval lets it run, as the agent.
+func TestExecAsAgentWaitsForTheApprover(t *testing.T) {
+	_, agent, approver, _ := rolesDB(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	run := runWithLog(t, agent, "exec", "--session", "s", "--tool", "deploy", "--", "sh", "-c", "echo ran > "+marker)
+	var stderr strings.Builder
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- run.Wait() }()
+	// The request exists once exec has intercepted the call.
+	for {
+		code, out, errOut := undolog(t, approver, "approvals", "-o", "ids")
+		if code != 0 {
+			t.Fatalf("approvals: exit %d: %s", code, errOut)
+		}
+		if strings.TrimSpace(out) == "1" {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("exec ended before a decision: %v\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if code, _, errOut := undolog(t, agent, "approve", "1"); code != ExitDenied {
+		t.Fatalf("approve as agent: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran before its approval")
+	}
+	if code, _, errOut := undolog(t, approver, "approve", "1", "--as", "alice"); code != 0 {
+		t.Fatalf("approve as approver: exit %d: %s", code, errOut)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("exec: %v\n%s", err, stderr.String())
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("the approved command did not run: %v", err)
+	}
+	code, out, _ := undolog(t, approver, "show", "1", "-o", "json")
+	var d struct {
+		Effect  struct{ State string }
+		History []struct{ To, Role string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.Effect.State != "committed" {
+		t.Fatalf("show: exit %d: %s", code, out)
+	}
+	for _, h := range d.History {
+		if want := map[bool]string{true: roleOf(t, approver), false: roleOf(t, agent)}[h.To == "approved"]; h.Role != want {
+			t.Errorf("record to %s by role %q, want %q", h.To, h.Role, want)
+		}
 	}
 }
