@@ -25,7 +25,7 @@ var rolesMu sync.Mutex
 // withRoles is a fresh database migrated by its owner, with pgstore.RolesSQL
 // run on it and a log-in role in each group; it returns the owner's URL and
 // the agent's, approver's and reader's.
-func withRoles(t *testing.T) (owner, agent, approver, reader string) {
+func withRoles(t testing.TB) (owner, agent, approver, reader string) {
 	t.Helper()
 	owner = pgtest.Server(t).NewDatabase(t)
 	u, err := url.Parse(owner)
@@ -38,9 +38,9 @@ func withRoles(t *testing.T) (owner, agent, approver, reader string) {
 	}
 	names := []string{"ci_" + suffix, "alice_" + suffix, "audit_" + suffix}
 	rolesMu.Lock()
-	exec(t, owner, pgstore.RolesSQL)
+	execTB(t, owner, pgstore.RolesSQL)
 	for i, group := range []string{"undolog_agent", "undolog_approver", "undolog_reader"} {
-		exec(t, owner, "CREATE ROLE "+pgx.Identifier{names[i]}.Sanitize()+" LOGIN IN ROLE "+group)
+		execTB(t, owner, "CREATE ROLE "+pgx.Identifier{names[i]}.Sanitize()+" LOGIN IN ROLE "+group)
 	}
 	rolesMu.Unlock()
 	t.Cleanup(func() {
@@ -207,5 +207,18 @@ func TestSchemaOneMovesToRoles(t *testing.T) {
 	hist, err := log.SessionHistory(t.Context(), "new")
 	if err != nil || len(hist) != 1 || hist[0].Role == "" {
 		t.Fatalf("history of a session written since: %+v %v", hist, err)
+	}
+}
+
+// execTB runs sql on the database at url.
+func execTB(t testing.TB, url, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatal(err)
 	}
 }

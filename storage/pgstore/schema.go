@@ -104,7 +104,7 @@ CREATE FUNCTION undolog_is_owner() RETURNS boolean LANGUAGE sql STABLE AS $$
 $$;
 CREATE FUNCTION undolog_member(grp text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
 BEGIN
-	IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = grp) THEN
+	IF to_regrole(grp) IS NULL THEN
 		RETURN false;
 	END IF;
 	RETURN pg_has_role(session_user, grp, 'MEMBER');
