@@ -13,8 +13,9 @@ import (
 // RolesSQL creates undolog's three group roles and grants them the tables,
 // run by the owner of the tables (the role that ran `undolog migrate`)
 // with the right to create roles. Table privileges cannot tell an approval
-// from a commit: the history trigger of migrations[1] does, by membership
-// of these groups. It can be run again: a role that exists is kept.
+// from a commit: the triggers of the migration to rolesSchema do, by
+// membership of these groups. It can be run again: a role that exists is
+// kept.
 const RolesSQL = `-- undolog's database roles. Run as the owner of undolog's tables (the role
 -- that ran undolog migrate), once per database; it can be run again.
 DO $$

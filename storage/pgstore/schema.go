@@ -4,6 +4,10 @@ package pgstore
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
 const SchemaVersion = 2
 
+// rolesSchema is the version that added history rows' role columns and the
+// role checks (renumber with its migration).
+const rolesSchema = 2
+
 // migrations are the schema's versions in order: migrations[i] moves a
 // database from version i to version i+1. Only ever add at the end.
 //

@@ -468,7 +468,7 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 		return err
 	}
 	// The columns beside the record are what the database's trigger checks
-	// the move by (see migrations[1]).
+	// the move by (see the migration to rolesSchema).
 	err = w.exec(`INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, int64(h.EffectID), int32(h.Seq), data, h.Role, h.Kind, h.To, h.Trigger, h.Actor)
 	w.changes = append(w.changes, change{kind: "E", effectID: h.EffectID, session: h.Session, seq: h.Seq})

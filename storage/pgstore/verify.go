@@ -154,10 +154,10 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 	}
 	orphans.Close()
 	// The columns of history rows the database's role checks read (see
-	// migrations[1]) against the records beside them: a row whose columns
+	// rolesSchema) against the records beside them: a row whose columns
 	// say another move than its record got past those checks. Rows written
 	// before have none.
-	if r.SchemaVersion() >= 2 { // a database not yet migrated has no such columns
+	if r.SchemaVersion() >= rolesSchema { // a database not yet migrated has no such columns
 		if err := r.checkHistoryColumns(report); err != nil {
 			return err
 		}
