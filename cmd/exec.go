@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -77,11 +78,17 @@ code, stdout and stderr (up to 1 MiB each) are recorded.
   - A call that failed (non-zero exit) is retried by the next identical exec.
   - An irreversible call (the default without --undo: fail closed) waits for
     'undolog approve ID' from any shell, and does not run if rejected or expired.
+  - While the command runs, its owner (host, pid, start) holds a lease of
+    $UNDOLOG_LEASE (default 30s) that exec renews every third of it. The same call
+    from another machine is in progress (123) while the lease holds, and in doubt
+    (124) once it ran out unrenewed; on this machine the owner's pid decides.
 
 Exit codes: the command's own, or 121 rejected, 122 approval timed out (the request
-expired, or no decision within --approval-timeout), 123 in progress elsewhere, 124 in
-doubt (owner died; see --retry-in-doubt), 125 undolog error (usage included), 130
-interrupted while waiting for approval or before the command started.`,
+expired, or no decision within --approval-timeout), 123 in progress elsewhere (a live
+owner, or one on another machine whose lease holds: never overtaken), 124 in doubt
+(owner died, or its lease ran out; see --retry-in-doubt), 125 undolog error (usage
+included; a bad $UNDOLOG_LEASE), 130 interrupted while waiting for approval or before
+the command started.`,
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
   undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
   undolog exec --session $RUN --tier safe -- kubectl get pods`,
@@ -92,7 +99,14 @@ interrupted while waiting for approval or before the command started.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			err := runExec(c.Context(), f, opts, args)
+			var err error
+			if c.Flags().Changed("undo") && strings.TrimSpace(opts.undo) == "" {
+				// An unset variable in a script (--undo "$UNDO") would make the
+				// step irreversible and wait an hour for an approval.
+				err = usagef("--undo is empty: give the command that undoes this one, or leave the flag out (the call is then irreversible)")
+			} else {
+				err = runExec(c.Context(), f, opts, args)
+			}
 			var ee *exitError
 			if err != nil && !errors.As(err, &ee) {
 				return &exitError{code: ExitExecError, msg: err.Error()}
@@ -108,7 +122,7 @@ interrupted while waiting for approval or before the command started.`,
 	c.Flags().StringVar(&opts.undo, "undo", "", "command that undoes this one, run without a shell by 'undolog undo' ('ARGV...' or a JSON array)")
 	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", time.Hour, "irreversible: give up waiting for approval after this long")
 	c.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "no notes on stderr about replays and waiting")
-	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run (fail it, then run it)")
+	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run, or whose lease on another machine ran out (fail it, then run it)")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields out of the log: a glob over dotted paths of the call (argv.3) and result (stdout); repeatable")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	// exec's own errors, usage included, are 125: the command's codes are the rest.
@@ -175,8 +189,12 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		}
 		req.Compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: undo, Dir: cwd}
 	}
+	lease, err := f.Lease()
+	if err != nil {
+		return err
+	}
 	store := f.Log()
-	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now}
+	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now, Lease: lease}
 	call, err := lc.Intercept(ctx, req)
 	if err != nil {
 		return err
@@ -201,14 +219,23 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	return runEffect(ctx, f, lc, call, argv)
 }
 
-// reclaimInDoubt handles a call whose owner is executing: a live owner is
-// never overtaken; a dead one's effect is in doubt, and --retry-in-doubt fails
+// reclaimInDoubt handles a call whose owner is executing: a live owner (on
+// another host: one whose lease holds) is never overtaken; a dead one's
+// effect, or one whose lease lapsed, is in doubt, and --retry-in-doubt fails
 // it back to pending so that this call can run it.
 func reclaimInDoubt(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
 	e := call.Effect
 	switch call.Liveness {
 	case model.OwnerElsewhere:
-		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d)", e.ID, e.Owner.Host, e.Owner.PID)}
+		lease := ""
+		if !e.Owner.LeaseUntil.IsZero() {
+			lease = ", lease until " + e.Owner.LeaseUntil.UTC().Format(time.RFC3339Nano)
+		}
+		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d%s)", e.ID, e.Owner.Host, e.Owner.PID, lease)}
+	case model.OwnerLapsed:
+		if !opts.retryInDoubt {
+			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt: its owner's %s; it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.Gone(call.Liveness))}
+		}
 	case model.OwnerAlive:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing (pid %d, since %s)", e.ID, e.Owner.PID, e.Owner.StartedAt.Format(time.RFC3339))}
 	case model.OwnerNone:
@@ -227,11 +254,7 @@ func reclaimInDoubt(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, op
 	if err != nil {
 		return err
 	}
-	note := "no owner recorded"
-	if e.Owner != nil {
-		note = fmt.Sprintf("owner pid %d gone", e.Owner.PID)
-	}
-	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, note)
+	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, e.Owner.Gone(call.Liveness))
 	return nil
 }
 

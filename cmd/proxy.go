@@ -50,6 +50,10 @@ compensations last-in-first-out.`,
 				}
 				policy = p
 			}
+			lease, err := f.Lease()
+			if err != nil {
+				return err
+			}
 			store := f.Log()
 			session := opts.session
 			if session == "" {
@@ -74,7 +78,7 @@ compensations last-in-first-out.`,
 			if policy != nil {
 				redact = append(redact, policy.Redact...)
 			}
-			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now}
+			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease}
 			return p.Run(c.Context(), args, f.In, f.Out)
 		},
 	}

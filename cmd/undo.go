@@ -62,7 +62,7 @@ again (compensations are not assumed idempotent).`,
 			}
 			if opts.dryRun {
 				if opts.output != formatText {
-					return writeJSON(f.Out, struct {
+					return writeObject(f.Out, opts.output, struct {
 						saga.Plan
 						Upstream []string `json:"upstream,omitempty"`
 					}{plan, sess.Upstream})
@@ -84,7 +84,11 @@ again (compensations are not assumed idempotent).`,
 					return &exitError{code: ExitError, msg: "undo cancelled; nothing changed"}
 				}
 			}
-			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt,
+			lease, err := f.Lease()
+			if err != nil {
+				return err
+			}
+			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease,
 				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
 					// A nil *mcpclient.Client must not reach the interface.
 					client, err := mcpclient.Dial(ctx, upstream)
@@ -103,7 +107,7 @@ again (compensations are not assumed idempotent).`,
 			}
 			res, err := runner.Run(c.Context(), plan.Session)
 			if opts.output != formatText {
-				if werr := writeJSON(f.Out, res); werr != nil {
+				if werr := writeObject(f.Out, opts.output, res); werr != nil {
 					return werr
 				}
 			} else if err == nil {

@@ -73,6 +73,7 @@ var suite = []struct {
 	{"CloseKeepsWhatWasWritten", testCloseKeepsWhatWasWritten},
 	{"ReclaimOfAnOwnerThatChangedIsRefused", testReclaimOfAnOwnerThatChangedIsRefused},
 	{"CompensationOwnerIsTakenOnlyByReclaim", testCompensationOwnerIsTakenOnlyByReclaim},
+	{"RenewLeaseOnlyWhileOwned", testRenewLeaseOnlyWhileOwned},
 	{"VerifyFindsWhatChangedBehindTheRules", testVerifyFindsWhatChangedBehindTheRules},
 	{"ApprovalTimeoutPastTheLastTimeIsRefused", testApprovalTimeoutPastTheLastTimeIsRefused},
 	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},

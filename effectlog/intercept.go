@@ -352,6 +352,10 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 		res.Outcome, res.Effect = model.OutcomeReplayed, rep
 	case sm.Pending:
 		res.Outcome = model.OutcomeRetry
+		if owner.HistoryLen <= 1 {
+			// Registered and never started: nothing ran, so it is not a retry.
+			res.Outcome = model.OutcomePending
+		}
 		if owner.Tier == sm.Irreversible {
 			// It awaits a decision: each execution needs its own. A log
 			// written before kept the approval of a failed run: ask again.

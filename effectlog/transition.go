@@ -374,7 +374,7 @@ func compensationStep(tx storage.WriteTx, sess *model.Session, e model.Effect, t
 		return model.UndoEntry{}, e, err
 	}
 	if to == sm.EntryCompensating && e.State == sm.Executing {
-		if err := model.CallStillRunning(e); err != nil {
+		if err := model.CallStillRunning(e, now); err != nil {
 			return model.UndoEntry{}, e, err
 		}
 	}

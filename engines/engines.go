@@ -29,6 +29,10 @@ type Options struct {
 	LockTimeout time.Duration
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
+	// Fallback is the slow poll under waits on a log that pushes changes
+	// (effectlog.Options.Fallback): zero means effectlog.DefaultFallback,
+	// negative turns the push off.
+	Fallback time.Duration
 }
 
 // Open returns the log at addr: a postgres:// (or postgresql://) URL is a
@@ -39,7 +43,7 @@ type Options struct {
 func Open(addr string, opts Options) effectlog.Log {
 	if scheme, ok := urlScheme(addr); ok {
 		if s := strings.ToLower(scheme); s == "postgres" || s == "postgresql" {
-			return effectlog.New(pgstore.New(addr), effectlog.Options{Now: opts.Now})
+			return effectlog.New(pgstore.New(addr), effectlog.Options{Now: opts.Now, Fallback: opts.Fallback})
 		}
 		why := fmt.Errorf("%w: log address %q: no engine keeps logs at %s:// addresses (give a file path or a postgres:// URL)", model.ErrInvalidInput, addr, scheme)
 		return effectlog.New(unreachable{why}, effectlog.Options{Now: opts.Now})

@@ -75,6 +75,11 @@ type Owner struct {
 	// (Linux: clock ticks after boot), so that a reused pid is not taken
 	// for the owner; 0 where unknown (other systems, older logs).
 	ProcessStart uint64 `json:"process_start,omitempty"`
+	// LeaseUntil is when the owner's lease runs out unless its process
+	// renews it: past it, another host judges the owner gone (see
+	// Owner.LivenessAt). Zero: no lease (older logs, owners that do not
+	// renew). Renewals change it without a history record.
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
 }
 
 // Record kinds of the history.
@@ -201,6 +206,7 @@ type Outcome string
 const (
 	OutcomeNew        Outcome = "new"         // a new effect, pending
 	OutcomeReplayed   Outcome = "replayed"    // owner committed: cached result, nothing to run
+	OutcomePending    Outcome = "pending"     // owner registered before and never started: start it, run it
 	OutcomeRetry      Outcome = "retry"       // owner pending again after a failure: run it again
 	OutcomeInProgress Outcome = "in_progress" // owner executing or awaiting a decision
 	OutcomeRejected   Outcome = "rejected"    // owner rejected: the answer stands

@@ -77,6 +77,9 @@ type Proxy struct {
 	Diagnostics io.Writer
 	// Now is the clock of owners and approval waits; nil: time.Now.
 	Now func() time.Time
+	// Lease is how long the lease of a running call's owner lasts unless
+	// renewed (see lifecycle.Lifecycle.Lease); zero: model.DefaultLease.
+	Lease time.Duration
 
 	clientMu sync.Mutex
 	client   io.Writer
@@ -487,6 +490,10 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		return
 	case lifecycle.InDoubt:
 		// No reclaim here: the client cannot say it checked what happened.
+		if call.Liveness == model.OwnerLapsed {
+			p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner's %s; check it, then fail or undo it", e.ID, e.Owner.Gone(call.Liveness))))
+			return
+		}
 		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner (%s) is gone; check it, then fail or undo it", e.ID, e.Owner)))
 		return
 	}
@@ -503,7 +510,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 }
 
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
-	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now}
+	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now, Lease: p.Lease}
 }
 
 func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
@@ -577,12 +584,14 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	}
 	ch := p.expect(m.ID)
 	if err := p.writeUpstream(m.raw); err != nil {
+		call.StopRenewing() // left executing: other hosts find it in doubt once its lease lapses
 		p.forget(m.ID)
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
 		return
 	}
 	resp, ok := <-ch
 	if !ok {
+		call.StopRenewing()
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): check it, then fail or undo it", e.Tool, e.ID)))
 		return
 	}

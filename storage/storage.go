@@ -74,6 +74,19 @@ type Roles interface {
 	ApplyRoles(ctx context.Context) error
 }
 
+// Notifier is what an engine that hears of other processes' writes can do
+// beyond Engine (PostgreSQL's LISTEN/NOTIFY). Waiters check for it; without
+// it they poll.
+type Notifier interface {
+	// WaitChange returns nil once the change feed may hold a change after
+	// position after, or ctx.Err() once ctx ends. A caller reads the feed's
+	// position, then waits for something after it: a change committed in
+	// between returns at once. It may also return with nothing new (the
+	// engine lost track, as when its listening connection dropped): the
+	// caller looks again.
+	WaitChange(ctx context.Context, after uint64) error
+}
+
 // ErrNothingToWrite is returned by an Update function that looked and found
 // nothing to change: the call succeeds and writes nothing.
 var ErrNothingToWrite = errors.New("nothing to write")

@@ -60,7 +60,8 @@ type Model struct {
 	status     string
 	statusErr  bool
 	follow     bool
-	lastChange uint64
+	lastChange uint64 // the feed's position the screen shows
+	seen       uint64 // the feed's position last read, shown or not
 }
 
 type menuState struct {
@@ -84,7 +85,7 @@ type undoState struct {
 
 // Init loads the first screen and starts watching for changes.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.reload(), tick(m.opts.Refresh), checkChanges(m.ctx, m.opts.Log))
+	return tea.Batch(m.reload(), checkChanges(m.ctx, m.opts.Log))
 }
 
 // reload fetches what the current screen shows.
@@ -119,20 +120,19 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.help.Width = msg.Width
 		return m, nil
 	case tickMsg:
-		if !m.follow {
-			return m, tick(m.opts.Refresh)
-		}
-		return m, tea.Batch(tick(m.opts.Refresh), checkChanges(m.ctx, m.opts.Log))
+		return m, checkChanges(m.ctx, m.opts.Log)
 	case changeMsg:
 		if msg.err != nil {
 			m.setStatus("", msg.err)
-			return m, nil
+			return m, tick(m.opts.Refresh) // look again later
 		}
-		if msg.position == m.lastChange {
-			return m, nil
+		m.seen = msg.position
+		next := watchChanges(m.ctx, m.opts.Log, msg.position, m.opts.Refresh)
+		if !m.follow || msg.position == m.lastChange {
+			return m, next
 		}
 		m.lastChange = msg.position
-		return m, m.reload()
+		return m, tea.Batch(m.reload(), next)
 	case sessionsMsg:
 		if msg.err != nil {
 			m.setStatus("", msg.err)
@@ -236,6 +236,10 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Follow):
 		m.follow = !m.follow
 		m.setStatus(map[bool]string{true: "follow on", false: "follow off"}[m.follow], nil)
+		if m.follow && m.seen != m.lastChange {
+			m.lastChange = m.seen // catch up with what changed while not following
+			return m.reload()
+		}
 		return nil
 	}
 	if m.screen == screenSessions {

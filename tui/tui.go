@@ -25,7 +25,8 @@ type Options struct {
 	Now     func() time.Time
 	Color   bool
 	// Refresh is how often the view looks for changes made by other
-	// processes; zero means 500ms.
+	// processes on a log that cannot tell of them (a file); zero means
+	// 500ms. On one that can (PostgreSQL) it looks when told.
 	Refresh time.Duration
 	// Output is where the renderer writes (for colour detection).
 	Output io.Writer

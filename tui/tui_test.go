@@ -37,6 +37,12 @@ func start(t *testing.T, store effectlog.Log, session string) *teatest.TestModel
 	t.Helper()
 	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
 		Refresh: 100 * time.Millisecond})
+	return startModel(t, m, store)
+}
+
+// startModel runs m, the view over store, until the test ends.
+func startModel(t *testing.T, m *Model, store effectlog.Log) *teatest.TestModel {
+	t.Helper()
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
 	// The view stops, and lets the log go, before the test's directory goes:
 	// a read it started late would make the journal again beside a log

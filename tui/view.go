@@ -196,7 +196,7 @@ func (m *Model) sessionView() string {
 		return "loading…"
 	}
 	s := v.sess
-	head := fmt.Sprintf("%s  %s  %d effects", m.st.title.Render(esc(s.ID)), m.st.state(string(s.State)), s.Effects)
+	head := fmt.Sprintf("%s  %s  %s", m.st.title.Render(esc(s.ID)), m.st.state(string(s.State)), textfmt.Count(s.Effects, "effect"))
 	if s.PendingApprovals > 0 {
 		head += "  " + m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))
 	}
@@ -258,7 +258,7 @@ func (m *Model) detailLines() []string {
 		add("replay of effect %d", *e.ReplayOf)
 	}
 	if e.ReplayCount > 0 {
-		add("replayed %d times, last %s ago", e.ReplayCount, textfmt.Ago(now, *e.LastReplayedAt))
+		add("replayed %s, last %s ago", textfmt.Count(e.ReplayCount, "time"), textfmt.Ago(now, *e.LastReplayedAt))
 	}
 	if e.Error != "" {
 		add("%s %s", m.st.label.Render("error:"), esc(e.Error))
@@ -295,7 +295,7 @@ func (m *Model) detailLines() []string {
 		if r.Kind == model.KindUndo {
 			to = "undo:" + r.To
 		}
-		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, r.Trigger, r.Actor)
+		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, sm.TriggerText(r.Trigger), r.Actor)
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}

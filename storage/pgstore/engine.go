@@ -41,6 +41,8 @@ type Engine struct {
 	pool     *pgxpool.Pool
 	role     string // the user the pool authenticates as: its session_user
 	migrated bool   // the schema is this build's
+
+	listener listener // the connection that hears of other processes' writes
 }
 
 var (
@@ -77,6 +79,7 @@ func (e *Engine) Close() error {
 	pool := e.pool
 	e.pool, e.migrated = nil, false
 	e.mu.Unlock()
+	e.stopListening()
 	if pool != nil {
 		pool.Close()
 	}

@@ -2,11 +2,11 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
-const rolesSchema = 2
+const rolesSchema = 3
 
 // migrations are the schema's versions in order: migrations[i] moves a
 // database from version i to version i+1. Only ever add at the end.
@@ -82,7 +82,11 @@ CREATE TRIGGER undolog_session_history_append_only BEFORE UPDATE ON undolog_sess
 CREATE TRIGGER undolog_changes_append_only BEFORE UPDATE ON undolog_changes
 	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
 `,
-	// 2: the authenticated role in history rows, and who may do what. A
+	// Schema 2 changes no table: records are written in form 3 (owners
+	// with leases), which a build of schema 1 cannot decode, so it must
+	// refuse the database rather than read its executing effects as damage.
+	`SELECT 1`,
+	// 3: the authenticated role in history rows, and who may do what. A
 	// history row says the role that wrote it, the database checks it is
 	// session_user's, and the effect rows' columns say enough of the move
 	// (kind, target state, trigger, actor) for a trigger to check the role

@@ -483,8 +483,11 @@ func (w *writer) flushChanges() error {
 		return nil
 	}
 	var last int64
-	if err := w.tx.QueryRow(w.ctx, `UPDATE undolog_counters SET n = n + $1 WHERE name = 'change' RETURNING n`,
-		int64(len(w.changes))).Scan(&last); err != nil {
+	// The notification goes with the commit (and not without it): waiters
+	// in other processes learn of the new positions (notify.go).
+	if err := w.tx.QueryRow(w.ctx, `UPDATE undolog_counters SET n = n + $1 WHERE name = 'change'
+		RETURNING n, pg_notify('`+channel+`', coalesce(current_schema(), '') || ' ' || n)::text`,
+		int64(len(w.changes))).Scan(&last, nil); err != nil {
 		return err
 	}
 	pos := make([]int64, len(w.changes))
