@@ -77,6 +77,10 @@ func (u unreachable) View(context.Context, func(storage.ReadTx) error) error    
 func (u unreachable) Update(context.Context, func(storage.WriteTx) error) error { return u.why }
 func (u unreachable) Close() error                                              { return nil }
 
+// PostgresRoles is the SQL that creates a shared log's group roles
+// (undolog_reader, undolog_agent, undolog_approver) with their grants.
+const PostgresRoles = pgstore.RolesSQL
+
 // File returns the log kept in the bbolt file at path.
 func File(path string, opts Options) effectlog.FileLog {
 	engine := boltfile.New(path, boltfile.Options{LockTimeout: opts.LockTimeout})

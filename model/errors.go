@@ -29,4 +29,7 @@ var (
 	// ErrConflict: the request contradicts the log (a session name taken, a
 	// step the effect's record rules out, such as replayed by hand).
 	ErrConflict = errors.New("conflict")
+	// ErrDenied: the log's database refused the operation to the role it
+	// authenticated (not a member of the group that may do it).
+	ErrDenied = errors.New("denied")
 )

@@ -93,14 +93,18 @@ const (
 // history. Hash covers every field and PrevHash, chaining the records; from
 // HashWithContent on, also what the effect says at that point.
 type HistoryRecord struct {
-	Seq      uint32    `json:"seq"`
-	Kind     string    `json:"kind"`
-	EffectID uint64    `json:"effect_id,omitempty"`
-	Session  string    `json:"session"`
-	From     string    `json:"from"`
-	To       string    `json:"to"`
-	Trigger  string    `json:"trigger"`
-	Actor    string    `json:"actor"`
+	Seq      uint32 `json:"seq"`
+	Kind     string `json:"kind"`
+	EffectID uint64 `json:"effect_id,omitempty"`
+	Session  string `json:"session"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Trigger  string `json:"trigger"`
+	Actor    string `json:"actor"`
+	// Role is the database role the engine was authenticated as when it
+	// wrote the record (a shared log's); "" where an engine authenticates
+	// no one (a log file). Actor is who the caller says it is (--as).
+	Role     string    `json:"role,omitempty"`
 	Reason   string    `json:"reason"`
 	Error    string    `json:"error,omitempty"`
 	At       time.Time `json:"at"`

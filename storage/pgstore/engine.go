@@ -41,12 +41,16 @@ type Engine struct {
 
 	mu       sync.Mutex
 	pool     *pgxpool.Pool
-	migrated bool // the schema is this build's
+	role     string // the user the pool authenticates as: its session_user
+	migrated bool   // the schema is this build's
 
 	listener listener // the connection that hears of other processes' writes
 }
 
-var _ storage.Engine = (*Engine)(nil)
+var (
+	_ storage.Engine   = (*Engine)(nil)
+	_ storage.Migrator = (*Engine)(nil)
+)
 
 // DefaultConnectTimeout bounds a connection's making (the dial, TLS and the
 // sign-in) when the URL has no connect_timeout.
@@ -76,7 +80,7 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, e.failed(err)
 	}
-	e.pool = pool
+	e.pool, e.role = pool, cfg.ConnConfig.User
 	return pool, nil
 }
 
@@ -104,6 +108,8 @@ func (e *Engine) failed(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
+		case insufficientPrivilege:
+			return e.denied(pe)
 		case "57014", "55P03": // a statement cancelled (statement_timeout), a lock not had within lock_timeout
 			// The server rolled the transaction back: nothing was written, as
 			// when a log file is held past the lock timeout.
@@ -187,7 +193,10 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 		return nil, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}}
+	e.mu.Lock()
+	role := e.role
+	e.mu.Unlock()
+	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role}
 	err = fn(w)
 	if kept, ok := storage.Kept(err); ok {
 		outcome, err = kept, nil
@@ -263,13 +272,40 @@ func (e *Engine) failed0(err error) error {
 // migrationLock is the advisory lock key that keeps two migrations apart.
 const migrationLock = 0x756e646f6c6f67 // "undolog"
 
-// migrate moves the database to this build's schema, once per engine: in
-// one transaction, under an advisory lock, so that two processes starting
-// at once apply each migration once. The lock is the connection's, taken
-// before the transaction begins: a transaction that begins after the
-// winner's commit reads the catalog afresh, while one that waited for the
-// lock inside it may still find "no tables" in its connection's catalog
-// cache (from an earlier read) and migrate again.
+// insufficientPrivilege is the SQLSTATE of a refused privilege, which
+// undolog's own checks raise too.
+const insufficientPrivilege = "42501"
+
+// denied is a refusal by the database, in one line that names the role.
+func (e *Engine) denied(pe *pgconn.PgError) error {
+	msg := pe.Message
+	if !strings.HasPrefix(msg, "the database role ") {
+		msg = fmt.Sprintf("the database role %s may not change this log (%s)", e.roleName(), msg)
+	}
+	return fmt.Errorf("%w: log %s: %s", model.ErrDenied, redactURL(e.url), msg)
+}
+
+func (e *Engine) roleName() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.role
+}
+
+// Migrate moves the database to this build's schema now; it returns the
+// schema version the database had and the one it has.
+func (e *Engine) Migrate(ctx context.Context) (before, after uint64, err error) {
+	pool, err := e.connect(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	before, err = e.migrateOnce(ctx, pool)
+	if err != nil {
+		return 0, 0, err
+	}
+	return before, SchemaVersion, nil
+}
+
+// migrate moves the database to this build's schema, once per engine.
 func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	e.mu.Lock()
 	done := e.migrated
@@ -277,14 +313,27 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if done {
 		return nil
 	}
+	_, err := e.migrateOnce(ctx, pool)
+	return err
+}
+
+// migrateOnce applies the migrations the database lacks in one
+// transaction, under an advisory lock, so that two processes starting at
+// once apply each migration once. The lock is the connection's, taken
+// before the transaction begins: a transaction that begins after the
+// winner's commit reads the catalog afresh, while one that waited for the
+// lock inside it may still find "no tables" in its connection's catalog
+// cache (from an earlier read) and migrate again. A role that may not
+// change the schema (an agent's) is told to have the owner migrate.
+func (e *Engine) migrateOnce(ctx context.Context, pool *pgxpool.Pool) (before uint64, err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return e.wrapped(err)
+		return 0, e.wrapped(err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
 		conn.Conn().Close(context.WithoutCancel(ctx)) // it may hold the lock still: the server lets it go with the connection
-		return e.wrapped(err)
+		return 0, e.wrapped(err)
 	}
 	defer func() {
 		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock)); err != nil {
@@ -296,11 +345,17 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		if err != nil {
 			return err
 		}
+		before = version
 		if version > SchemaVersion {
 			return newerSchema(e.url, version)
 		}
 		for v := version; v < SchemaVersion; v++ {
 			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				var pe *pgconn.PgError
+				if errors.As(err, &pe) && pe.Code == insufficientPrivilege {
+					return fmt.Errorf("%w: log %s has schema version %d and this undolog needs %d, which the database role %s may not create (%s): run `undolog migrate` as the database's owner",
+						model.ErrDenied, redactURL(e.url), version, SchemaVersion, e.roleName(), pe.Message)
+				}
 				return fmt.Errorf("migration to schema %d: %w", v+1, err)
 			}
 		}
@@ -311,12 +366,12 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	})
 	if err != nil {
-		return e.wrapped(err)
+		return 0, e.wrapped(err)
 	}
 	e.mu.Lock()
 	e.migrated = true
 	e.mu.Unlock()
-	return nil
+	return before, nil
 }
 
 // schemaVersion is the database's schema version; 0 without undolog's tables.

@@ -307,6 +307,11 @@ func (w *Writer) history(h *model.HistoryRecord) {
 	} else {
 		w.hash(h.Hash)
 	}
+	// The role is last and only there when set, so records without one
+	// (every record of a log file) are byte for byte as before.
+	if h.Role != "" {
+		w.str(h.Role)
+	}
 }
 
 // undo stores only what the entry adds to its effect: the effect id and
@@ -592,6 +597,9 @@ func (r *Reader) history(h *model.HistoryRecord) {
 	h.Error = r.str()
 	h.At = r.time()
 	h.Hash, h.HashVersion = r.historyHash()
+	if len(r.Buf) > 0 {
+		h.Role = r.str()
+	}
 }
 
 // historyHash reads a history record's hash and its version: the flag byte

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
@@ -106,7 +107,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		// The effect id, session and prev_hash are implied by where the record is, not stored.
 		h := &model.HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
 			Actor: word(t, "actor"), Reason: rapid.String().Draw(t, "reason"), Error: rapid.String().Draw(t, "error"),
-			At: drawTime(t, "at"), Hash: drawHash(t, "hash")}
+			At: drawTime(t, "at"), Hash: drawHash(t, "hash"), Role: rapid.String().Draw(t, "role")}
 		if _, raw := RawHash(h.Hash); raw && rapid.Bool().Draw(t, "content?") {
 			h.HashVersion = model.HashWithContent
 		}
@@ -185,6 +186,45 @@ func TestRecordCodecRefusesDamage(t *testing.T) {
 	var h model.HistoryRecord
 	if Decode(data, &h) == nil {
 		t.Fatal("an effect record decoded as a history record")
+	}
+}
+
+// A history record without a role is stored as before roles, byte for byte
+// (a log file's records, and every record written before); with one, the
+// role follows the hash.
+func TestHistoryRoleIsAnOptionalTail(t *testing.T) {
+	h := model.HistoryRecord{Seq: 2, Kind: model.KindEffect, From: "pending", To: "approved", Trigger: "Human approves via dashboard",
+		Actor: "alice", At: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), HashVersion: model.HashWithContent,
+		Hash: "0214342757ab5bc09c10e640bb979f29e79c84d987006158a88de467c221b8cf"}
+	without, err := Encode(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the undolog before roles stored it (in form 2; only the form byte
+	// has changed since), and that record reads back without a role.
+	const pinned = "0248020d0107200005616c696365000001808092a4adb98ced31020214342757ab5bc09c10e640bb979f29e79c84d987006158a88de467c221b8cf"
+	if got := hex.EncodeToString(without); got[2:] != pinned[2:] {
+		t.Fatalf("a record without a role is stored as\n%s, want\n%s", got, pinned)
+	}
+	old, _ := hex.DecodeString(pinned)
+	var read model.HistoryRecord
+	if err := Decode(old, &read); err != nil || read.Role != "" {
+		t.Fatalf("the record of before roles reads as %+v (%v)", read, err)
+	}
+	if again, _ := Encode(&read); !bytes.Equal(again, without) {
+		t.Fatalf("the record of before roles reads as %+v, not as written", read)
+	}
+	h.Role = "alice_db"
+	with, err := Encode(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(with[:len(without)], without) || string(with[len(without)+1:]) != "alice_db" {
+		t.Fatalf("role not a tail: %x", with)
+	}
+	var back model.HistoryRecord
+	if err := Decode(with[:len(with)-1], &back); err == nil {
+		t.Fatal("a role cut short decoded")
 	}
 }
 
