@@ -83,7 +83,7 @@ func logAddress(store effectlog.Log, addr string) string {
 		q.Del("password")
 		u.RawQuery = q.Encode()
 	}
-	if u.String() == u.Scheme+"://" {
+	if u.Host == "" && u.Path == "" && u.RawQuery == "" {
 		return u.Scheme + ":// (from the PG* environment)"
 	}
 	return u.String()

@@ -153,19 +153,25 @@ func (m *Model) View() string {
 // footer is the screen's keys on one line: `? help` and `q quit` always, the
 // others as many as fit, most useful first.
 func (m *Model) footer() string {
-	h := m.help
-	h.Width = 0
-	tail := h.ShortHelpView([]key.Binding{m.keys.Help, m.keys.Quit})
-	sep := h.Styles.ShortSeparator.Render(h.ShortSeparator)
-	h.Width = m.width - ansi.StringWidth(tail) - ansi.StringWidth(sep)
-	if h.Width <= 0 {
-		return tail
+	// Laid out here, not by help.ShortHelpView: that one overflows the
+	// width when not even its ellipsis fits.
+	st := m.help.Styles
+	item := func(b key.Binding) string {
+		return st.ShortKey.Inline(true).Render(b.Help().Key) + " " + st.ShortDesc.Inline(true).Render(b.Help().Desc)
 	}
-	rest := h.ShortHelpView(m.keys.shortHelp(m.screen))
-	if rest == "" {
-		return tail
+	sep := st.ShortSeparator.Inline(true).Render(m.help.ShortSeparator)
+	tail := item(m.keys.Help) + sep + item(m.keys.Quit)
+	room := m.width - ansi.StringWidth(tail)
+	var b strings.Builder
+	for _, k := range m.keys.shortHelp(m.screen) {
+		s := item(k) + sep
+		if ansi.StringWidth(s) > room {
+			break
+		}
+		b.WriteString(s)
+		room -= ansi.StringWidth(s)
 	}
-	return rest + sep + tail
+	return b.String() + tail
 }
 
 // legend explains the view's abbreviations, under `?`.
@@ -370,7 +376,7 @@ func (m *Model) sessionView() string {
 	// The session's state and counts stay whole; a long name gives way.
 	rest := fmt.Sprintf("  %s  %s", m.st.state(string(s.State)), textfmt.Count(s.Effects, "effect"))
 	if s.PendingApprovals > 0 {
-		rest += "  " + m.st.badge.Render(fmt.Sprintf("● %d awaiting", s.PendingApprovals))
+		rest += "  " + m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))
 	}
 	if v.filter != "" {
 		rest += "  filter: " + esc(v.filter)
