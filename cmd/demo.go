@@ -54,8 +54,14 @@ a terminal (to be opened later), the log is kept.`,
 			f.LogFlag = path
 			shown := textfmt.Escape(path)
 			if !interactive {
-				_, err := fmt.Fprintf(f.Out, "demo log written to %s\nopen it:    undolog tui --log %s\nor script:  undolog --log %s session list\n", shown, shown, shown)
-				return err
+				if _, err := fmt.Fprintf(f.Out, "demo log written to %s\nopen it:    undolog tui --log %s\nor script:  undolog --log %s session list\n", shown, shown, shown); err != nil {
+					return err
+				}
+				if dir != "" { // kept, to be opened later: say how it goes
+					_, err := fmt.Fprintf(f.Out, "remove it: rm -r %s\n", textfmt.Escape(dir))
+					return err
+				}
+				return nil
 			}
 			err := runTUI(c, f, "", "")
 			if cerr := f.closeLogs(); err == nil {

@@ -274,7 +274,7 @@ func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
 			return makePlan(m.ctx, m.opts.Log, s.ID)
 		}
 	case key.Matches(msg, k.Filter):
-		m.openFilter(v.filter)
+		m.openFilter()
 	}
 	return nil
 }
@@ -333,7 +333,7 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Undo):
 		return makePlan(m.ctx, m.opts.Log, v.id)
 	case key.Matches(msg, k.Filter):
-		m.openFilter(v.filter)
+		m.openFilter()
 	}
 	return nil
 }
@@ -452,7 +452,7 @@ func typeInto(in *textinput.Model, msg tea.KeyMsg) tea.Cmd {
 
 // openFilter opens an empty filter input (the dialog shows the current
 // one): what is typed replaces the filter instead of adding to it.
-func (m *Model) openFilter(string) {
+func (m *Model) openFilter() {
 	m.filter = newInput(m.filterWhat() + "; empty clears")
 	m.overlay = overlayFilter
 }
