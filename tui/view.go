@@ -313,11 +313,11 @@ func (m *Model) sessionsView() string {
 		if s.PendingApprovals > 0 {
 			wait = "●" + strconv.Itoa(s.PendingApprovals)
 		}
-		line := m.renderRow(cols, []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects),
-			countsLine(s.Counts), wait}, i == v.cursor)
-		if len(cols) == 5 { // no room for BY STATE
-			line = m.renderRow(cols, []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects), wait}, i == v.cursor)
+		cells := []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects), countsLine(s.Counts), wait}
+		if len(cols) < len(cells) { // no room for BY STATE
+			cells = append(cells[:4], wait)
 		}
+		line := m.renderRow(cols, cells, i == v.cursor)
 		if wait != "" && i != v.cursor {
 			line = strings.Replace(line, wait, m.st.badge.Render(wait), 1)
 		}
