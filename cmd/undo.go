@@ -159,6 +159,9 @@ func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 			n++
 			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, call)
 		}
+		if s.Problem != "" && s.Action != saga.ActionDone {
+			println("      WILL FAIL: %s", s.Problem) // not the exact call: it cannot be made
+		}
 	}
 	if len(plan.Steps) == 0 {
 		println("  (nothing to undo)")

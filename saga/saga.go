@@ -58,6 +58,9 @@ type Step struct {
 	Effect model.Effect    `json:"effect"`
 	// Call is the exact compensation call, as a person would type it.
 	Call string `json:"call"`
+	// Problem says why the call cannot be made as Call shows it (an mcp
+	// argument template that does not expand): that step would fail.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Plan is what undo would do.
@@ -112,6 +115,8 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		if u.Compensation.Kind == model.CompensationMCP {
 			if args, err := MCPArgs(d.Effect, u.Compensation); err == nil {
 				step.Call = "mcp " + u.Compensation.Tool + " " + string(args)
+			} else {
+				step.Problem = "the argument template does not expand: " + err.Error()
 			}
 		}
 		switch {

@@ -19,7 +19,10 @@ import (
 
 // Options configure the view.
 type Options struct {
-	Log     effectlog.Log
+	Log effectlog.Log
+	// Address names the log in the title (a PostgreSQL URL without its
+	// password): which log a decision goes to.
+	Address string
 	Session string // open this session first; empty: the sessions screen
 	Actor   string // recorded in history for decisions made here
 	Now     func() time.Time
