@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/tui"
 )
@@ -71,20 +72,8 @@ func logAddress(store effectlog.Log, addr string) string {
 		}
 		return fl.Path()
 	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		return "postgres (address not shown: it does not parse as a URL)"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	q := u.Query()
-	if q.Has("password") {
-		q.Del("password")
-		u.RawQuery = q.Encode()
-	}
-	if u.Host == "" && u.Path == "" && u.RawQuery == "" {
+	if u, err := url.Parse(addr); err == nil && u.Host == "" && u.Path == "" && u.RawQuery == "" {
 		return u.Scheme + ":// (from the PG* environment)"
 	}
-	return u.String()
+	return engines.Shown(addr)
 }

@@ -96,7 +96,8 @@ func Shown(addr string) string {
 	}
 	u, err := url.Parse(addr)
 	if err != nil {
-		return addr
+		scheme, _ := urlScheme(addr)
+		return scheme + "://... (not shown: it does not parse as a URL, and may hold a password)"
 	}
 	if u.User != nil {
 		u.User = url.User(u.User.Username())

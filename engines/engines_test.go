@@ -61,6 +61,7 @@ func TestShownLeavesThePasswordOut(t *testing.T) {
 		"postgres://ci:s3cret@db.internal:5432/undolog":           "postgres://ci@db.internal:5432/undolog",
 		"postgres://ci@db/undolog?sslmode=require":                "postgres://ci@db/undolog?sslmode=require",
 		"postgresql://db/undolog?password=s3cret&sslmode=require": "postgresql://db/undolog?sslmode=require",
+		"postgres://ci:s3cret@db:port/undolog":                    "postgres://... (not shown: it does not parse as a URL, and may hold a password)",
 	} {
 		if got := Shown(addr); got != want {
 			t.Errorf("Shown(%q) = %q, want %q", addr, got, want)
