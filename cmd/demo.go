@@ -54,7 +54,8 @@ a terminal (to be opened later), the log is kept.`,
 			f.LogFlag = path
 			shown := textfmt.Escape(path)
 			if !interactive {
-				if _, err := fmt.Fprintf(f.Out, "demo log written to %s\nopen it:    undolog tui --log %s\nor script:  undolog --log %s session list\n", shown, shown, shown); err != nil {
+				cli := textfmt.Escape(f.CLI())
+				if _, err := fmt.Fprintf(f.Out, "demo log written to %s\nopen it:    %s tui\nor script:  %s session list\n", shown, cli, cli); err != nil {
 					return err
 				}
 				if dir != "" { // kept, to be opened later: say how it goes
@@ -74,7 +75,7 @@ a terminal (to be opened later), the log is kept.`,
 					fmt.Fprintf(f.Out, "the demo log was %s, now removed (undolog demo --keep keeps it)\n", shown)
 				}
 			} else {
-				fmt.Fprintf(f.Out, "the demo log is kept at %s: undolog tui --log %s\n", shown, shown)
+				fmt.Fprintf(f.Out, "the demo log is kept at %s: %s tui\n", shown, textfmt.Escape(f.CLI()))
 			}
 			return err
 		},

@@ -109,11 +109,30 @@ func (f *Factory) Log() effectlog.Log {
 // not another log's (ids are per log). A database URL is shown without its
 // password.
 func (f *Factory) CLI() string {
+	prog := program()
 	addr := f.LogPath()
 	if addr == DefaultLogPath(f.Getenv) {
+		return prog
+	}
+	return prog + " --log " + shellQuote(engines.Shown(addr))
+}
+
+// program is how a person runs this undolog again: "go run ." when it was
+// started so (`go run . demo` in a clone, where no undolog is installed),
+// else "undolog".
+func program() string {
+	// go run links into a work dir (go-build*/b001/exe/undolog) or, since
+	// Go 1.24, into the build cache (go-build/xx/HASH-d/undolog).
+	exe, err := os.Executable()
+	dir := filepath.Base(filepath.Dir(exe))
+	if err != nil || !strings.Contains(exe, "go-build") || dir != "exe" && !strings.HasSuffix(dir, "-d") {
 		return "undolog"
 	}
-	return "undolog --log " + shellQuote(engines.Shown(addr))
+	mod, err := os.ReadFile("go.mod")
+	if err != nil || !strings.HasPrefix(string(mod), "module github.com/undolog/undolog\n") {
+		return "undolog"
+	}
+	return "go run ."
 }
 
 // shellQuote quotes s for a POSIX shell where it needs it.

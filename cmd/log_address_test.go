@@ -79,3 +79,21 @@ func TestPGEnvironmentSelectsTheDatabase(t *testing.T) {
 		t.Fatalf("the session is not in the database the environment names: %v", err)
 	}
 }
+
+// A user who ran `go run . demo` in a clone has no undolog installed: the
+// hints say go run . too.
+func TestHintsOfGoRunSayGoRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds undolog with go run")
+	}
+	cmd := exec.Command("go", "run", ".", "demo")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir(), "UNDOLOG_LOG=")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	if !strings.Contains(string(out), "open it:    go run . --log ") || !strings.Contains(string(out), "or script:  go run . --log ") {
+		t.Fatalf("hints of go run . demo:\n%s", out)
+	}
+}
