@@ -67,7 +67,7 @@ func DefaultLogPath(getenv func(string) string) string {
 
 // pgEnvironment are the libpq variables that, set, say which database to
 // use; PGUSER or PGPASSWORD alone do not (they are set for other tools).
-var pgEnvironment = []string{"PGHOST", "PGHOSTADDR", "PGDATABASE", "PGSERVICE"}
+var pgEnvironment = []string{"PGHOST", "PGDATABASE", "PGSERVICE"}
 
 // LogPath is --log, else UNDOLOG_LOG, else the database a PG* environment
 // names (postgres:// with every part from PGHOST, PGPORT, PGUSER,
@@ -107,14 +107,14 @@ func (f *Factory) Log() effectlog.Log {
 // "undolog", and --log ADDR when the log is not the default one, so that
 // `undolog approve 3` from another shell approves this log's effect 3 and
 // not another log's (ids are per log). A database URL is shown without its
-// password.
+// user and password: whoever runs the command has their own.
 func (f *Factory) CLI() string {
 	prog := program()
 	addr := f.LogPath()
 	if addr == DefaultLogPath(f.Getenv) {
 		return prog
 	}
-	return prog + " --log " + shellQuote(engines.Shown(addr))
+	return prog + " --log " + shellQuote(engines.SharedAddress(addr))
 }
 
 // program is how a person runs this undolog again: "go run ." when it was

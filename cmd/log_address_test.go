@@ -27,6 +27,7 @@ func TestLogAddressPrecedence(t *testing.T) {
 		{env: map[string]string{"PGHOST": "db.internal"}, want: "postgres://"},
 		{env: map[string]string{"PGDATABASE": "undolog"}, want: "postgres://"},
 		{env: map[string]string{"PGSERVICE": "undolog"}, want: "postgres://"},
+		{env: map[string]string{"PGHOSTADDR": "10.0.0.7"}, want: "/home/u/.local/state/undolog/undolog.db"}, // pgx does not read it
 		{env: map[string]string{"PGHOST": "db", "UNDOLOG_LOG": "/x.db"}, want: "/x.db"},
 		{flag: "/f.db", env: map[string]string{"PGHOST": "db", "UNDOLOG_LOG": "/x.db"}, want: "/f.db"},
 	} {

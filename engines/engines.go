@@ -25,8 +25,8 @@ const DefaultLockTimeout = boltfile.DefaultLockTimeout
 
 // Options tune an opened log.
 type Options struct {
-	// LockTimeout bounds the wait for a log file's lock; zero means
-	// DefaultLockTimeout.
+	// LockTimeout bounds the wait for a log file's lock, or on PostgreSQL
+	// for the rows another transaction holds; zero means DefaultLockTimeout.
 	LockTimeout time.Duration
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
@@ -43,8 +43,13 @@ type Options struct {
 // a log whose every operation fails with model.ErrInvalidInput.
 func Open(addr string, opts Options) effectlog.Log {
 	if scheme, ok := urlScheme(addr); ok {
-		if s := strings.ToLower(scheme); s == "postgres" || s == "postgresql" {
-			return effectlog.New(pgstore.New(addr), effectlog.Options{Now: opts.Now, Fallback: opts.Fallback})
+		if isPostgres(addr) {
+			engine := pgstore.New(addr)
+			engine.LockTimeout = opts.LockTimeout
+			if engine.LockTimeout == 0 {
+				engine.LockTimeout = DefaultLockTimeout
+			}
+			return effectlog.New(engine, effectlog.Options{Now: opts.Now, Fallback: opts.Fallback})
 		}
 		why := fmt.Errorf("%w: log address %q: no engine keeps logs at %s:// addresses (give a file path or a postgres:// URL)", model.ErrInvalidInput, addr, scheme)
 		return effectlog.New(unreachable{why}, effectlog.Options{Now: opts.Now})
@@ -85,6 +90,22 @@ const PostgresRoles = pgstore.RolesSQL
 func File(path string, opts Options) effectlog.FileLog {
 	engine := boltfile.New(path, boltfile.Options{LockTimeout: opts.LockTimeout})
 	return effectlog.New(engine, effectlog.Options{Now: opts.Now}).(effectlog.FileLog)
+}
+
+// SharedAddress is addr as another person names the same log in a command
+// they copy: a PostgreSQL URL without user or password (theirs are their
+// own), the server a PG* environment names written out; a path as it is.
+func SharedAddress(addr string) string {
+	if isPostgres(addr) {
+		return pgstore.SharedAddress(addr)
+	}
+	return addr
+}
+
+func isPostgres(addr string) bool {
+	scheme, ok := urlScheme(addr)
+	s := strings.ToLower(scheme)
+	return ok && (s == "postgres" || s == "postgresql")
 }
 
 // Shown is addr as a command a person copies may name it: a PostgreSQL URL

@@ -39,6 +39,12 @@ import (
 type Engine struct {
 	url string
 
+	// LockTimeout bounds a statement's wait for the rows (and tables)
+	// another transaction holds, as --lock-timeout bounds a wait for a
+	// log file's lock: past it the write fails as the log busy and wrote
+	// nothing. Zero, or a URL that sets lock_timeout itself: no bound.
+	LockTimeout time.Duration
+
 	mu       sync.Mutex
 	pool     *pgxpool.Pool
 	role     string // the user the pool authenticates as: its session_user
@@ -75,6 +81,10 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		// Without one, a server that takes the connection and says nothing
 		// (or a host that drops the packets) holds a command for minutes.
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if e.LockTimeout > 0 && !strings.Contains(e.url, "lock_timeout") {
+		// A parameter of the connection's start, so it costs no round trip.
+		cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(max(e.LockTimeout.Milliseconds(), 1))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -556,18 +554,4 @@ func (w *writer) DeleteSession(s *model.Session) error {
 		return err
 	}
 	return w.exec(`DELETE FROM undolog_sessions WHERE id = $1`, s.ID)
-}
-
-var passwordInDSN = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
-
-// redactURL is a log's address fit to print: without its password.
-func redactURL(addr string) string {
-	if u, err := url.Parse(addr); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
-		}
-		return addr
-	}
-	return passwordInDSN.ReplaceAllString(addr, "${1}xxxxx")
 }
