@@ -275,9 +275,9 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 		expiry := ""
 		switch {
 		case a.Expires && a.ExpiresIn <= a.WaitsFor:
-			expiry = " (expires in " + compactDuration(a.ExpiresIn) + ")"
+			expiry = " (expires in " + compactDuration(roundSecond(a.ExpiresIn)) + ")"
 		case a.Expires: // a request an earlier run left open outlasts this wait
-			expiry = " (expires in " + compactDuration(a.ExpiresIn) + "; waiting " + compactDuration(a.WaitsFor) + ")"
+			expiry = " (expires in " + compactDuration(roundSecond(a.ExpiresIn)) + "; waiting " + compactDuration(roundSecond(a.WaitsFor)) + ")"
 		}
 		opts.note(f, "effect %d (%s, irreversible) awaits approval%s: %s approve %d", e.ID, e.Tool, expiry, f.CLI(), e.ID)
 	})
@@ -303,6 +303,10 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 	}
 	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
 }
+
+// roundSecond rounds a time left to the nearest second: a request of 30m
+// read a moment after it opened has 29m59.99s left, which reads "30m".
+func roundSecond(d time.Duration) time.Duration { return d.Round(time.Second) }
 
 func rejection(ctx context.Context, store effectlog.Log, id uint64) error {
 	d, err := store.GetEffect(ctx, id)

@@ -41,25 +41,28 @@ func recordDecision(tx storage.WriteTx, sess *model.Session, id uint64, to sm.St
 // afterDecision moves the session after a decision: back to active when
 // nothing else waits, halted on a rejection (which closes its other requests).
 func afterDecision(tx storage.WriteTx, sess *model.Session, to sm.State, c model.Change, now time.Time) error {
-	next := sm.SessionHalted
+	next, change := sm.SessionHalted, model.Change{Actor: c.Actor, Reason: c.Reason}
 	if to == sm.Approved {
 		if sess.PendingApprovals > 0 {
 			return nil
 		}
-		next = sm.SessionActive
+		// The approver's reason is the effect's: the session only goes on.
+		next, change.Reason = sm.SessionActive, ""
 	}
 	if _, err := sm.ValidateSession(sess.State, next); err != nil {
 		return nil // e.g. a session already failed: its state stands
 	}
-	return setSessionState(tx, sess, next, model.Change{Actor: c.Actor, Reason: c.Reason}, now)
+	return setSessionState(tx, sess, next, change, now)
 }
 
 // reopenApproval asks again for an irreversible effect that failed (or was
 // in doubt) after its approval: each execution needs its own decision. The
-// decision made becomes an earlier round; the new request waits as long as
-// the first one did. In a session that accepts no effects any more, the new
-// request is closed at once: nobody can decide it.
-func reopenApproval(tx storage.WriteTx, sess *model.Session, id uint64, c model.Change, now time.Time) error {
+// decision made becomes an earlier round; the new request waits for
+// timeout, the asking call's (a re-run that raised --approval-timeout after
+// nobody answered in time), or if zero as long as the first one did. In a
+// session that accepts no effects any more, the new request is closed at
+// once: nobody can decide it.
+func reopenApproval(tx storage.WriteTx, sess *model.Session, id uint64, c model.Change, timeout time.Duration, now time.Time) error {
 	a, err := requestOf(tx, id)
 	if err != nil {
 		return err
@@ -68,11 +71,13 @@ func reopenApproval(tx storage.WriteTx, sess *model.Session, id uint64, c model.
 		return nil
 	}
 	a.Earlier = append(a.Earlier, a.ApprovalRound)
-	if a.ExpiresAt != nil {
-		// As long as the first request waited, and at most until the last
-		// time a log holds.
-		exp := now.Add(a.ExpiresAt.Sub(a.RequestedAt))
-		if exp.After(lastTime) {
+	if timeout == 0 && a.ExpiresAt != nil {
+		timeout = a.ExpiresAt.Sub(a.RequestedAt)
+	}
+	if timeout > 0 {
+		// At most until the last time a log holds.
+		exp := now.Add(timeout)
+		if exp.After(lastTime) || exp.Before(now) {
 			exp = lastTime
 		}
 		a.ExpiresAt = &exp

@@ -387,7 +387,7 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 			if a == nil || a.Outcome == model.ApprovalPending || a.Outcome == model.ApprovalClosed {
 				return storage.ErrNothingToWrite
 			}
-			if err := reopenApproval(tx, sess, owner.ID, model.Change{Actor: req.Actor}, now); err != nil {
+			if err := reopenApproval(tx, sess, owner.ID, model.Change{Actor: req.Actor}, req.ApprovalTimeout, now); err != nil {
 				return err
 			}
 			return tx.PutSession(sess)

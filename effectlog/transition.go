@@ -158,7 +158,7 @@ func applyTransition(tx storage.WriteTx, sess *model.Session, e *model.Effect, f
 		}
 		rec.Error = e.Error
 		if e.Tier == sm.Irreversible {
-			if err := reopenApproval(tx, sess, e.ID, c, now); err != nil {
+			if err := reopenApproval(tx, sess, e.ID, c, 0, now); err != nil {
 				return err
 			}
 		}
@@ -295,7 +295,7 @@ func expireDue(tx storage.WriteTx, sess *model.Session, now time.Time) (int, err
 		expired++
 	}
 	if expired > 0 && sess.PendingApprovals == 0 && sess.State == sm.SessionAwaitingApproval {
-		if err := setSessionState(tx, sess, sm.SessionActive, timeout, now); err != nil {
+		if err := setSessionState(tx, sess, sm.SessionActive, model.Change{Actor: timeout.Actor}, now); err != nil {
 			return 0, err
 		}
 	}

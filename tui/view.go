@@ -572,7 +572,7 @@ func (m *Model) confirmUndoView() string {
 	for _, e := range p.NotUndoable {
 		lines = append(lines, escf("  not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State))
 	}
-	lines = append(lines, "", m.st.title.Render(escf("Undo %d steps of session %s? (y/n)", p.Work(), p.Session)))
+	lines = append(lines, "", m.st.title.Render(escf("Undo %s of session %s? (y/n)", textfmt.Count(p.Work(), "step"), p.Session)))
 	return m.st.box.Width(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
 
