@@ -9,6 +9,9 @@
 # WORKDIR is where this demo "deploys" (default ./pipeline-work).
 # FINAL_ATTEMPT=1 makes a failure roll the session back instead of leaving it
 # for a re-run. The smoke test fails while $WORKDIR/break-smoke exists.
+# On a shared PostgreSQL log with roles (README, Roles), undo is an approver's:
+# the job's role then needs undolog_approver too, or the rollback is run by a
+# person (undolog undo $RUN --yes); an agent-only role gets exit 10 here.
 set -euo pipefail
 
 : "${RUN:?set RUN to the pipeline run id}"
