@@ -149,9 +149,6 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	if opts.session == "" {
 		opts.session = f.Getenv("UNDOLOG_SESSION")
 	}
-	if opts.session == "" {
-		return usagef("exec needs --session (or $UNDOLOG_SESSION)")
-	}
 	tier := sm.Irreversible
 	if opts.undo != "" {
 		tier = sm.Compensable
@@ -163,7 +160,11 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		}
 		tier = t
 	}
+	if tier != sm.Safe && opts.session == "" {
+		return usagef("exec needs --session (or $UNDOLOG_SESSION)")
+	}
 	if tier == sm.Safe {
+		// Not logged: it needs no session.
 		if opts.undo != "" {
 			return usagef("--undo is for compensable calls; a safe call is not logged")
 		}
