@@ -7,7 +7,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/undolog" .
 export PATH="$work:$PATH" UNDOLOG_LOG="$work/undolog.db" UNDOLOG_ACTOR="quickstart"
-say() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+bold='' plain=''
+if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi   # no escapes into a pipe or a file
+say() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
 
 say undolog session start agent-run-1 --meta agent=demo
 
