@@ -46,6 +46,7 @@ var suite = []struct {
 	{"CompensableLifecycleAndReplay", testCompensableLifecycleAndReplay},
 	{"NumbersAreExact", testNumbersAreExact},
 	{"RetryAfterFail", testRetryAfterFail},
+	{"SameCallAnotherTierIsRefused", testSameCallAnotherTierIsRefused},
 	{"EveryEffectTransition", testEveryEffectTransition},
 	{"InvalidTransitionsChangeNothing", testInvalidTransitionsChangeNothing},
 	{"BadInterceptInput", testBadInterceptInput},

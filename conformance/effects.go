@@ -89,6 +89,28 @@ func testNumbersAreExact(t *testing.T, newStore opener) {
 	verifyClean(t, s)
 }
 
+// The tier is not part of a call's signature, so the first registration
+// would decide it: a call registered compensable and repeated as
+// irreversible would run without an approval. It is refused, and nothing is
+// written.
+func testSameCallAnotherTierIsRefused(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	first := intercept(t, s, "ci", "publish", sm.Compensable, `{"v":1}`)
+	before := must[uint64](t)(s.LastChange(t.Context()))
+	_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "ci", Tool: "publish", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{"v":1}`), CreateSession: true})
+	if !errors.Is(err, model.ErrConflict) || !strings.Contains(err.Error(), "registered compensable") {
+		t.Fatalf("the same call as irreversible: %v", err)
+	}
+	if after := must[uint64](t)(s.LastChange(t.Context())); after != before {
+		t.Fatalf("a refused intercept wrote (feed at %d, was %d)", after, before)
+	}
+	if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), first.Effect.ID)); d.Effect.Tier != sm.Compensable || d.Effect.State != sm.Pending {
+		t.Fatalf("%+v", d.Effect)
+	}
+	verifyClean(t, s)
+}
+
 func testRetryAfterFail(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	id := intercept(t, s, "ci", "deploy", sm.Compensable, `{"v":1}`).Effect.ID

@@ -337,6 +337,16 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 	if err != nil {
 		return err
 	}
+	if owner.CallSignature != res.Signature || owner.Session != sess.ID {
+		// The index names an effect of another call: replaying its result,
+		// or going by its tier, would answer this call with another's.
+		return fmt.Errorf("%w: the signature index names effect %d for this call, which is another call; run undolog verify",
+			model.ErrCorrupt, owner.ID)
+	}
+	if owner.Tier != req.Tier {
+		return refuse(fmt.Errorf("%w: the same call was registered %s (effect %d); as %s it would be another call: give it a --key, or the same tier",
+			model.ErrConflict, owner.Tier, owner.ID, req.Tier))
+	}
 	res.Effect = owner
 	if owner.State == sm.Rejected {
 		res.Outcome = model.OutcomeRejected // the answer stands; nobody is asked twice

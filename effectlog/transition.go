@@ -231,6 +231,16 @@ func preconditions(tx storage.ReadTx, sess *model.Session, e *model.Effect, to s
 		if e.Tier == sm.Irreversible && e.State == sm.Pending {
 			return fmt.Errorf("%w: effect %d is irreversible and %w", model.ErrInProgress, e.ID, model.ErrAwaitsApproval)
 		}
+		// What was approved is what runs: an irreversible effect whose
+		// records were changed since (its args, by a writer past the rules)
+		// fails its check and does not start.
+		if e.Tier == sm.Irreversible {
+			return checkEffectTx(tx, e)
+		}
+	case sm.Approved:
+		// A person approves what the request shows: an effect or request
+		// changed behind the log's back is refused, not approved.
+		return checkEffectTx(tx, e)
 	case sm.Replayed:
 		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", model.ErrConflict, e.ID)
 	}

@@ -65,7 +65,7 @@ func (e *Engine) ApplyRoles(ctx context.Context) error {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// GRANT by a role that may not grant only warns: ask first.
 		var owner bool
-		if err := tx.QueryRow(ctx, `SELECT undolog_is_owner()`).Scan(&owner); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT undolog_is_owner(to_regclass(quote_ident(current_schema()) || '.undolog_history'))`).Scan(&owner); err != nil {
 			return err
 		}
 		if !owner {

@@ -104,6 +104,12 @@ func TestRolesAreTheDatabasesToCheck(t *testing.T) {
 		{"a session record in another's name", `INSERT INTO undolog_session_history (session, seq, rec, role)
 			VALUES ('s', 99, '\x00', '` + approverName + `')`, "in the name of role"},
 		{"gc", `DELETE FROM undolog_history`, "permission denied"},
+		// A temporary table comes first in the client's search_path: the
+		// checks must judge the table they guard, not one by that name.
+		{"owner by a temporary table", `CREATE TEMP TABLE undolog_history (x int);
+			UPDATE public.undolog_effects SET state = 'approved' WHERE id = 1`, "may not approve"},
+		{"a timeout in the agent's name", `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
+			VALUES (1, 99, '\x00', '` + agentName + `', 'effect', 'rejected', 'x', 'system:timeout')`, "may not reject"},
 	} {
 		if err := rawExec(t, agent, c.sql); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
@@ -220,5 +226,62 @@ func execTB(t testing.TB, url, sql string) {
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(t.Context(), sql); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// What an approver approves is what the request showed and what runs: an
+// agent that rewrites the effect's and the request's bytes (which the row
+// checks cannot read) gets its call refused, not approved.
+func TestAnApprovalOfRewrittenArgumentsIsRefused(t *testing.T) {
+	owner, agent, approver, _ := withRoles(t)
+	log := open(agent)
+	defer log.Close()
+	res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{"cmd":"DANGEROUS"}`), CreateSession: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"undolog_effects", "undolog_approvals"} {
+		column := map[string]string{"undolog_effects": "id", "undolog_approvals": "effect_id"}[table]
+		if err := rawExec(t, agent, `UPDATE `+table+` SET rec = overlay(rec placing convert_to('HARMLESS!', 'UTF8')
+			from position(convert_to('DANGEROUS', 'UTF8') in rec)) WHERE `+column+` = 1`); err != nil {
+			t.Fatalf("%s: %v", table, err)
+		}
+	}
+	if d, err := log.GetEffect(t.Context(), res.Effect.ID); err != nil || !strings.Contains(string(d.Approval.Args), "HARMLESS!") {
+		t.Fatalf("the rewrite did not take: %v %s", err, d.Approval.Args)
+	}
+	_, err = open(approver).Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice"})
+	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "fails its check") {
+		t.Fatalf("approve of rewritten args: %v", err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_effects WHERE state <> 'pending'`); n != 0 {
+		t.Fatal("the effect moved")
+	}
+}
+
+// The signature index is writable by an agent's role (intercepts write it):
+// an entry that names another call's effect is refused as damage, never
+// answered with that effect's result or tier.
+func TestASignatureIndexEntryForAnotherCallIsRefused(t *testing.T) {
+	_, agent, _, _ := withRoles(t)
+	log := open(agent)
+	defer log.Close()
+	other, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "sg", Tool: "deploy", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"v":"FAKE"}`), CreateSession: true, Start: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Commit(t.Context(), other.Effect.ID, model.Change{Result: json.RawMessage(`"FAKE-OUTPUT"`)}); err != nil {
+		t.Fatal(err)
+	}
+	sig := model.Signature("sg", "deploy", []byte(`{"v":"LEGIT"}`), "")
+	if err := rawExec(t, agent, `INSERT INTO undolog_signatures (sig, effect_id) VALUES ('`+sig+`', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "sg", Tool: "deploy", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"v":"LEGIT"}`)})
+	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "signature index names effect 1") {
+		t.Fatalf("intercept through a forged index entry: %+v %v", res, err)
 	}
 }

@@ -107,8 +107,11 @@ ALTER TABLE undolog_session_history
 	ADD COLUMN role     text NOT NULL DEFAULT '',
 	ADD COLUMN to_state text NOT NULL DEFAULT '',
 	ADD COLUMN trigger  text NOT NULL DEFAULT '';
-CREATE FUNCTION undolog_is_owner() RETURNS boolean LANGUAGE sql STABLE AS $$
-	SELECT pg_has_role(session_user, c.relowner, 'MEMBER') FROM pg_class c WHERE c.oid = 'undolog_history'::regclass
+-- rel is the table a trigger fires on (TG_RELID), never a name looked up:
+-- a temporary table a client makes comes first in its search_path, and
+-- 'undolog_history'::regclass would find the client's own.
+CREATE FUNCTION undolog_is_owner(rel oid) RETURNS boolean LANGUAGE sql STABLE AS $$
+	SELECT coalesce((SELECT pg_has_role(session_user, c.relowner, 'MEMBER') FROM pg_class c WHERE c.oid = rel), false)
 $$;
 CREATE FUNCTION undolog_member(grp text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -135,7 +138,7 @@ END $$;
 -- those of an undo, which starts before any effect moves.
 CREATE FUNCTION undolog_check_session_record() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-	IF undolog_is_owner() THEN
+	IF undolog_is_owner(TG_RELID) THEN
 		RETURN NEW;
 	END IF;
 	PERFORM undolog_check_role(NEW.role);
@@ -151,7 +154,7 @@ DECLARE
 	verb text;
 	grp  text := 'undolog_agent';
 BEGIN
-	IF undolog_is_owner() THEN
+	IF undolog_is_owner(TG_RELID) THEN
 		RETURN NEW;
 	END IF;
 	PERFORM undolog_check_role(NEW.role);
@@ -159,9 +162,6 @@ BEGIN
 		WHEN NEW.kind = 'undo' AND NEW.to_state = 'resolved' THEN 'resolve'
 		WHEN NEW.kind = 'undo' THEN 'undo'
 		WHEN NEW.to_state = 'approved' THEN 'approve'
-		-- An expired request is rejected by whoever finds it expired: a
-		-- rejection only ever stops a call.
-		WHEN NEW.to_state = 'rejected' AND NEW.actor = 'system:timeout' THEN 'expire'
 		WHEN NEW.to_state = 'rejected' THEN 'reject'
 		WHEN NEW.to_state IN ('compensating', 'compensated', 'compensation_failed') THEN 'undo'
 		WHEN NEW.to_state = 'executing' THEN 'start'
@@ -188,7 +188,7 @@ BEGIN
 			RETURN NEW;
 		END IF;
 	END IF;
-	IF undolog_is_owner() THEN
+	IF undolog_is_owner(TG_RELID) THEN
 		RETURN NEW;
 	END IF;
 	IF TG_OP = 'UPDATE' AND NEW.tier <> OLD.tier THEN
