@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
 )
 
@@ -42,7 +43,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 				}
 			}
 			if n := len(rep.Problems); n > 0 {
-				return &exitError{code: ExitError, msg: fmt.Sprintf("verify: %d problems in %s", n, f.LogPath())}
+				return &exitError{code: ExitError, msg: fmt.Sprintf("verify: %s in %s", textfmt.Count(n, "problem"), engines.Shown(f.LogPath()))}
 			}
 			return nil
 		},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -18,14 +19,23 @@ func redactURL(addr string) string {
 			return fmt.Sprintf("postgres://%s@%s/%s (from the PG* environment)", cfg.User, hostPort(cfg), cfg.Database)
 		}
 	}
-	if u, err := url.Parse(addr); err == nil && u.User != nil {
+	if !strings.Contains(addr, "://") { // key=value
+		return passwordInDSN.ReplaceAllString(addr, "${1}xxxxx")
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "postgres://... (not shown: it does not parse as a URL, and may hold a password)"
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
 		}
-		return addr
 	}
-	return passwordInDSN.ReplaceAllString(addr, "${1}xxxxx")
+	return u.String()
 }
 
 // SharedAddress is the address by which another person reaches the same
