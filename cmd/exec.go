@@ -184,6 +184,18 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	if err != nil {
 		return err
 	}
+	// The call is recorded as JSON text, where bytes that are not UTF-8
+	// would all become U+FFFD: two commands would be one call, and the
+	// second would get the first's output replayed.
+	for i, a := range append([]string{cwd}, argv...) {
+		if !utf8.ValidString(a) {
+			what := fmt.Sprintf("argument %d of the command", i-1) // 0: the command's name
+			if i == 0 {
+				what = "the working directory"
+			}
+			return usagef("%s is not valid UTF-8 (%q): undolog records a call as text, and cannot tell it from another", what, a)
+		}
+	}
 	args, _ := json.Marshal(map[string]any{"argv": argv, "cwd": cwd})
 	req := effectlog.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
 		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Redact: opts.redact}
