@@ -281,7 +281,12 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return res, err
 		}
 		if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
-			return res, err
+			// Another undo may have started it since this one looked: then
+			// the walk goes on, and meets that undo's steps as in progress.
+			now, gerr := r.Log.GetSession(ctx, session)
+			if !errors.Is(err, sm.ErrInvalidStateTransition) || gerr != nil || now.State != sm.SessionCompensating {
+				return res, err
+			}
 		}
 	}
 	owner := r.Owner.Identity()

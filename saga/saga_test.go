@@ -339,3 +339,36 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 		})
 	}
 }
+
+// startedMeanwhile is a log on which another undo moves the session to
+// compensating just before this one does.
+type startedMeanwhile struct {
+	effectlog.Log
+	done bool
+}
+
+func (l *startedMeanwhile) SetSessionState(ctx context.Context, id string, to sm.SessionState, c model.Change) (model.Session, error) {
+	if to == sm.SessionCompensating && !l.done {
+		l.done = true
+		if _, err := l.Log.SetSessionState(ctx, id, to, model.Change{Actor: "the other undo"}); err != nil {
+			return model.Session{}, err
+		}
+	}
+	return l.Log.SetSessionState(ctx, id, to, c)
+}
+
+// Two undos that both find the session not yet compensating: the one that
+// moves it second goes on with the walk (and meets the other's steps as in
+// progress), not with an invalid transition compensating -> compensating.
+func TestAnUndoStartedMeanwhileIsJoined(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}, `1`)
+	if _, err := store.SetSessionState(t.Context(), "s", sm.SessionFailed, model.Change{}); err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Log: &startedMeanwhile{Log: store}, Actor: "test"}
+	res, err := r.Run(t.Context(), "s")
+	if err != nil || res.State != string(sm.SessionCompensated) || len(res.Compensated) != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
