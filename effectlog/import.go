@@ -2,6 +2,7 @@ package effectlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/undolog/undolog/model"
@@ -78,10 +79,26 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 	}
 }
 
-// importSession writes one session's records.
+// importSession writes one session's records, each effect and the session
+// once they pass the checks verify makes (an export changed since, or
+// damaged, is refused rather than imported to fail verify later).
 func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport) error {
 	var sess *model.Session
+	var sessHist []model.HistoryRecord
 	var effect *model.Effect
+	var hist []model.HistoryRecord
+	var undo *model.UndoEntry
+	var approval *model.Approval
+	checkEffect := func() error {
+		if effect == nil {
+			return nil
+		}
+		if problems, _ := effectProblems(effect, hist, undo, approval); len(problems) > 0 {
+			return fmt.Errorf("%w: effect %d fails its check (%s): the export is damaged or was changed", model.ErrInvalidInput, effect.ID, problems[0].Detail)
+		}
+		effect, hist, undo, approval = nil, nil, nil, nil
+		return nil
+	}
 	for _, r := range records {
 		wrong := func() error {
 			return fmt.Errorf("%w: a %s record (%T) where it does not belong", model.ErrInvalidInput, r.Type, r.Record)
@@ -105,7 +122,9 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 		case *model.HistoryRecord:
 			switch {
 			case r.Type == "session_history" && v.Kind == model.KindSession && v.Session == sess.ID:
+				sessHist = append(sessHist, *v)
 			case r.Type == "history" && effect != nil && v.EffectID == effect.ID:
+				hist = append(hist, *v)
 			default:
 				return wrong()
 			}
@@ -116,6 +135,14 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 		case *model.Effect:
 			if r.Type != "effect" || v.Session != sess.ID || v.ID == 0 {
 				return wrong()
+			}
+			if err := checkEffect(); err != nil {
+				return err
+			}
+			if _, err := tx.Effect(v.ID); err == nil {
+				return fmt.Errorf("%w: effect %d appears twice in the export", model.ErrInvalidInput, v.ID)
+			} else if !errors.Is(err, model.ErrNotFound) {
+				return err
 			}
 			effect = v
 			if err := tx.PutEffect(v, ""); err != nil {
@@ -134,6 +161,7 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 			if r.Type != "undo" || effect == nil || v.EffectID != effect.ID || v.Session != sess.ID {
 				return wrong()
 			}
+			undo = v
 			if err := tx.PutUndo(v); err != nil {
 				return err
 			}
@@ -141,6 +169,7 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 			if r.Type != "approval" || effect == nil || v.EffectID != effect.ID || v.Session != sess.ID {
 				return wrong()
 			}
+			approval = v
 			if err := tx.PutApproval(v); err != nil {
 				return err
 			}
@@ -151,6 +180,14 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 			}
 		default:
 			return wrong()
+		}
+	}
+	if err := checkEffect(); err != nil {
+		return err
+	}
+	if sess != nil {
+		if problems, _ := sessionProblems(sess, sessHist); len(problems) > 0 {
+			return fmt.Errorf("%w: session %s fails its check (%s): the export is damaged or was changed", model.ErrInvalidInput, sess.ID, problems[0].Detail)
 		}
 	}
 	return nil
