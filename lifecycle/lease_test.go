@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -145,5 +146,63 @@ func TestALapsedLeaseOnAnotherHostIsInDoubt(t *testing.T) {
 	d, err := log.GetEffect(t.Context(), cb.Effect.ID)
 	if err != nil || d.Effect.State != sm.Executing || !d.Effect.Owner.Same(cb.Owner) {
 		t.Fatalf("%s by %s, want executing by the reclaimer (%v)", d.Effect.State, d.Effect.Owner, err)
+	}
+}
+
+// flakyCommits is a log whose Commit fails with the errors given, in turn,
+// before it reaches the log.
+type flakyCommits struct {
+	effectlog.Log
+	answers []error
+	tries   int
+}
+
+func (f *flakyCommits) Commit(ctx context.Context, id uint64, c model.Change) (model.Effect, error) {
+	f.tries++
+	if len(f.answers) > 0 {
+		err := f.answers[0]
+		f.answers = f.answers[1:]
+		if errors.Is(err, model.ErrInDoubt) { // the write was made; its answer was lost
+			if _, cerr := f.Log.Commit(ctx, id, c); cerr != nil {
+				return model.Effect{}, cerr
+			}
+		}
+		return model.Effect{}, err
+	}
+	return f.Log.Commit(ctx, id, c)
+}
+
+// A call that ran is recorded although the log failed for a moment (a
+// server restarting): Commit tries again while the lease holds; a commit
+// whose answer was lost is found made, not made twice; the rules' own
+// answer (the call taken) is not tried again.
+func TestCommitOutlastsAMomentsFault(t *testing.T) {
+	down := errors.New("log postgres://db/undolog: dial tcp 127.0.0.1:5432: connect: connection refused")
+	for _, c := range []struct {
+		name    string
+		answers []error
+		tries   int
+		ok      bool
+	}{
+		{"server down twice", []error{down, down}, 3, true},
+		{"answer lost", []error{fmt.Errorf("%w: log x: conn closed", model.ErrInDoubt)}, 1, true},
+		{"taken", []error{fmt.Errorf("%w: effect 1 was reclaimed", model.ErrInProgress)}, 1, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			log := &flakyCommits{Log: newLog(t, nil), answers: c.answers}
+			l := &Lifecycle{Log: log, Lease: time.Minute}
+			call, err := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
+			if err != nil || !call.Started {
+				t.Fatalf("%+v %v", call, err)
+			}
+			err = l.Commit(t.Context(), call, []byte(`{"ok":true}`))
+			if (err == nil) != c.ok || log.tries != c.tries {
+				t.Fatalf("commit: %v after %d tries", err, log.tries)
+			}
+			d, _ := log.GetEffect(t.Context(), call.Effect.ID)
+			if want := map[bool]sm.State{true: sm.Committed, false: sm.Executing}[c.ok]; d.Effect.State != want || (c.ok && call.Effect.State != sm.Committed) {
+				t.Fatalf("effect %s, call's %s", d.Effect.State, call.Effect.State)
+			}
+		})
 	}
 }

@@ -282,22 +282,67 @@ func (l *Lifecycle) Start(ctx context.Context, c *Call) error {
 // host reclaimed (this owner's lease lapsed) is model.ErrInProgress.
 func (l *Lifecycle) Commit(ctx context.Context, c *Call, result []byte) error {
 	c.StopRenewing()
-	e, err := l.Log.Commit(context.WithoutCancel(ctx), c.Effect.ID, model.Change{Actor: c.actor, Result: result, ExpectOwner: c.expectSelf()})
-	if err == nil {
-		c.Effect = e
-	}
-	return err
+	return l.settle(ctx, c, sm.Committed, func(ctx context.Context) (model.Effect, error) {
+		return l.Log.Commit(ctx, c.Effect.ID, model.Change{Actor: c.actor, Result: result, ExpectOwner: c.expectSelf()})
+	})
 }
 
 // Fail records that the call failed, with what went wrong: a repeat runs it
 // again. Like Commit, it records what happened even once ctx is cancelled.
 func (l *Lifecycle) Fail(ctx context.Context, c *Call, why string) error {
 	c.StopRenewing()
-	e, err := l.Log.Fail(context.WithoutCancel(ctx), c.Effect.ID, model.Change{Actor: c.actor, Error: why, ExpectOwner: c.expectSelf()})
-	if err == nil {
-		c.Effect = e
+	return l.settle(ctx, c, sm.Pending, func(ctx context.Context) (model.Effect, error) {
+		return l.Log.Fail(ctx, c.Effect.ID, model.Change{Actor: c.actor, Error: why, ExpectOwner: c.expectSelf()})
+	})
+}
+
+// settleRetryMax is the longest pause between two tries of recording a
+// call's end.
+const settleRetryMax = 2 * time.Second
+
+// settle records a call's end (write moves it to `to`), also once ctx is
+// cancelled, trying again while the log fails for what is not the call's
+// doing (a server down for a moment, the log busy): a call that ran is not
+// left in doubt for that while its lease holds, and its owner still holds
+// it (the write checks). A write whose answer was lost (in doubt) may have
+// been made: the effect is looked at before it is made again.
+func (l *Lifecycle) settle(ctx context.Context, c *Call, to sm.State, write func(context.Context) (model.Effect, error)) error {
+	ctx = context.WithoutCancel(ctx)
+	deadline := time.Now().Add(l.lease())
+	if c.Owner != nil && !c.Owner.LeaseUntil.IsZero() {
+		deadline = c.Owner.LeaseUntil
 	}
-	return err
+	pause := 50 * time.Millisecond
+	for {
+		e, err := write(ctx)
+		if err == nil {
+			c.Effect = e
+			return nil
+		}
+		if errors.Is(err, model.ErrInDoubt) {
+			if d, gerr := l.Log.GetEffect(ctx, c.Effect.ID); gerr == nil && d.Effect.State == to && d.Effect.HistoryLen > c.Effect.HistoryLen {
+				c.Effect = d.Effect
+				return nil
+			}
+		}
+		if !logFault(err) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, settleRetryMax)
+	}
+}
+
+// logFault tells an error of the log's (its server, its disk, its lock)
+// from the rules' answer about the call, which another try would not change.
+func logFault(err error) bool {
+	for _, answer := range []error{model.ErrNotFound, model.ErrInProgress, model.ErrConflict, model.ErrInvalidInput,
+		model.ErrDenied, model.ErrCorrupt, model.ErrNewerSchema, model.ErrSessionNotActive, sm.ErrInvalidStateTransition} {
+		if errors.Is(err, answer) {
+			return false
+		}
+	}
+	return true
 }
 
 // Reclaim fails an in-doubt call back to pending so that this caller can
