@@ -271,7 +271,7 @@ func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 	agent := h.proxied("agent-2", "--approval-wait", "300ms")
 	// No decision within the wait: a tool error that names the effect and asks for a retry.
 	held := call(t, agent, "delete_entities", map[string]any{"entityNames": []string{"a"}})
-	if !held.IsError || !strings.Contains(text(held), "undolog approve 1") || !strings.Contains(text(held), "call delete_entities again") {
+	if !held.IsError || !strings.Contains(text(held), "undolog --log "+h.logPath+" approve 1") || !strings.Contains(text(held), "call delete_entities again") {
 		t.Fatalf("held call: %s", text(held))
 	}
 	if g := graph(t, agent); !strings.Contains(g, `"a"`) {
