@@ -343,3 +343,36 @@ func tail(path string) string {
 	}
 	return string(bytes.TrimSpace(b))
 }
+
+// Start starts a PostgreSQL server of its own for a program that is not a
+// test (the benchmark): the caller stops it with Stop. It fails when the
+// binaries in BinDir are missing.
+func Start() (*Cluster, error) {
+	for _, bin := range []string{"initdb", "postgres"} {
+		if _, err := os.Stat(filepath.Join(BinDir, bin)); err != nil {
+			return nil, fmt.Errorf("PostgreSQL 15 is not installed (no %s)", filepath.Join(BinDir, bin))
+		}
+	}
+	return start()
+}
+
+// Attach uses the server at an admin URL that runs already (Stop leaves it
+// running).
+func Attach(adminURL string) (*Cluster, error) { return attach(adminURL) }
+
+// Stop shuts down a server Start started.
+func (c *Cluster) Stop() error { return c.stop() }
+
+// CreateDatabase creates database name and returns its URL; DropDatabase
+// drops it. NewDatabase is the same for a test.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {
+	if err := c.admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %v", name, err)
+	}
+	return withDatabase(c.adminURL, name)
+}
+
+// DropDatabase drops database name, ending its connections.
+func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
+	return c.admin(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+}

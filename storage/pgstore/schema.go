@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrations are the schema's versions in order: migrations[i] moves a
 // database from version i to version i+1. Only ever add at the end.
@@ -77,5 +77,48 @@ CREATE TRIGGER undolog_session_history_append_only BEFORE UPDATE ON undolog_sess
 	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
 CREATE TRIGGER undolog_changes_append_only BEFORE UPDATE ON undolog_changes
 	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
+`,
+	// 2: effect ids and session seqs come from sequences, so that writers
+	// of different sessions do not queue on one counter row until each
+	// commits (an id a rolled-back transaction took is skipped). A write
+	// puts its changes in undolog_changes_pending; undolog_publish gives
+	// them their positions under one advisory lock, which a write tries
+	// for as its last statement and, if another holds it, waits for after
+	// its commit: positions are gap-free, and a follower sees a position
+	// only after every lower one, but writers' commits no longer wait for
+	// each other's flushes.
+	`
+CREATE SEQUENCE undolog_effect_ids;
+CREATE SEQUENCE undolog_session_seqs;
+SELECT setval('undolog_effect_ids', n) FROM undolog_counters WHERE name = 'effect' AND n > 0;
+SELECT setval('undolog_session_seqs', n) FROM undolog_counters WHERE name = 'session' AND n > 0;
+DELETE FROM undolog_counters WHERE name IN ('effect', 'session');
+CREATE TABLE undolog_changes_pending (
+	id        bigserial PRIMARY KEY, -- the order of a transaction's changes
+	kind      text NOT NULL,
+	effect_id bigint NOT NULL,
+	session   text NOT NULL,
+	seq       integer NOT NULL
+);
+CREATE FUNCTION undolog_publish(wait boolean) RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+	last bigint;
+	moved bigint;
+BEGIN
+	IF wait THEN
+		PERFORM pg_advisory_xact_lock(8461811179599128432);
+	ELSIF NOT pg_try_advisory_xact_lock(8461811179599128432) THEN
+		RETURN false;
+	END IF;
+	SELECT n INTO last FROM undolog_counters WHERE name = 'change';
+	WITH m AS (DELETE FROM undolog_changes_pending RETURNING id, kind, effect_id, session, seq)
+	INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+		SELECT last + row_number() OVER (ORDER BY id), kind, effect_id, session, seq FROM m;
+	GET DIAGNOSTICS moved = ROW_COUNT;
+	IF moved > 0 THEN
+		UPDATE undolog_counters SET n = n + moved WHERE name = 'change';
+	END IF;
+	RETURN true;
+END $$;
 `,
 }

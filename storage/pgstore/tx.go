@@ -20,7 +20,7 @@ import (
 // locks the session and effect rows it reads (forUpdate).
 type reader struct {
 	ctx       context.Context
-	tx        pgx.Tx
+	tx        querier
 	forUpdate bool
 }
 
@@ -29,6 +29,12 @@ type reader struct {
 type writer struct {
 	reader
 	changes []change
+	// session is the record of the session of the effect read last,
+	// read (and locked) with it: the rules read it next.
+	session struct {
+		id   string
+		data []byte
+	}
 }
 
 type change struct {
@@ -67,6 +73,33 @@ func (r reader) Session(id string) (model.Session, error) {
 	} else if err != nil {
 		return s, err
 	}
+	return s, decode(data, &s, "sessions/"+id)
+}
+
+// Effect reads and locks an effect and its session, which the rules read
+// next: one round trip for the two.
+func (w *writer) Effect(id uint64) (model.Effect, error) {
+	var e model.Effect
+	var data, sdata []byte
+	var session string
+	err := w.tx.QueryRow(w.ctx, `SELECT e.rec, s.id, s.rec FROM undolog_effects e JOIN undolog_sessions s ON s.id = e.session
+		WHERE e.id = $1 FOR UPDATE`, int64(id)).Scan(&data, &session, &sdata)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return w.reader.Effect(id) // not there, or without its session
+	} else if err != nil {
+		return e, err
+	}
+	w.session.id, w.session.data = session, sdata
+	return e, decode(data, &e, fmt.Sprintf("effects/%d", id))
+}
+
+func (w *writer) Session(id string) (model.Session, error) {
+	if w.session.data == nil || w.session.id != id {
+		return w.reader.Session(id)
+	}
+	var s model.Session
+	data := w.session.data
+	w.session.id, w.session.data = "", nil
 	return s, decode(data, &s, "sessions/"+id)
 }
 
@@ -388,6 +421,8 @@ func (r reader) Changes(after uint64, fn func(pos uint64, rec model.HistoryRecor
 	}
 }
 
+// LastChange is the newest position given; changes committed but not yet
+// given one (their writer is about to) are not in the feed yet.
 func (r reader) LastChange() (uint64, error) {
 	var n int64
 	err := r.tx.QueryRow(r.ctx, `SELECT n FROM undolog_counters WHERE name = 'change'`).Scan(&n)
@@ -399,18 +434,31 @@ func (r reader) SchemaVersion() uint64 {
 	return v
 }
 
-func (w *writer) next(counter string) (uint64, error) {
+func (w *writer) next(sequence string) (uint64, error) {
 	var n int64
-	err := w.tx.QueryRow(w.ctx, `UPDATE undolog_counters SET n = n + 1 WHERE name = $1 RETURNING n`, counter).Scan(&n)
+	err := w.tx.QueryRow(w.ctx, `SELECT nextval($1::regclass)`, sequence).Scan(&n)
 	return uint64(n), err
 }
 
-func (w *writer) NextEffectID() (uint64, error)   { return w.next("effect") }
-func (w *writer) NextSessionSeq() (uint64, error) { return w.next("session") }
+func (w *writer) NextEffectID() (uint64, error)   { return w.next("undolog_effect_ids") }
+func (w *writer) NextSessionSeq() (uint64, error) { return w.next("undolog_session_seqs") }
 
 func (w *writer) ReserveIDs(effect, sessionSeq uint64) error {
-	return w.exec(`UPDATE undolog_counters SET n = GREATEST(n, CASE name WHEN 'effect' THEN $1::bigint ELSE $2::bigint END)
-		WHERE name IN ('effect', 'session')`, int64(effect), int64(sessionSeq))
+	// setval is not undone by a rollback: a reservation that stays only
+	// leaves ids unused.
+	for _, r := range []struct {
+		sequence string
+		n        uint64
+	}{{"undolog_effect_ids", effect}, {"undolog_session_seqs", sessionSeq}} {
+		if r.n == 0 {
+			continue
+		}
+		if err := w.exec(`SELECT setval($1::regclass, $2) FROM (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS used FROM `+
+			r.sequence+`) s WHERE used < $2`, r.sequence, int64(r.n)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *writer) exec(query string, args ...any) error {
@@ -419,6 +467,7 @@ func (w *writer) exec(query string, args ...any) error {
 }
 
 func (w *writer) InsertSession(s *model.Session) error {
+	w.session.id, w.session.data = "", nil
 	data, err := record.Encode(s)
 	if err != nil {
 		return err
@@ -427,6 +476,7 @@ func (w *writer) InsertSession(s *model.Session) error {
 }
 
 func (w *writer) PutSession(s *model.Session) error {
+	w.session.id, w.session.data = "", nil
 	data, err := record.Encode(s)
 	if err != nil {
 		return err
@@ -465,27 +515,26 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 	return err
 }
 
-// flushChanges gives the transaction's history records their positions in
-// the change feed, last thing before the commit: the counter's row stays
-// locked until the commit, so positions follow commit order.
-func (w *writer) flushChanges() error {
+// flushChanges puts the transaction's history records in the change feed's
+// queue, last thing before the commit, and gives them their positions if no
+// other writer is giving positions (holding the lock that undolog_publish
+// takes until its commit). It returns the statements to send with COMMIT,
+// and sets *published once they ran.
+func (w *writer) flushChanges(published *bool) *pgx.Batch {
+	b := &pgx.Batch{}
+	*published = true
 	if len(w.changes) == 0 {
-		return nil
+		return b
 	}
-	var last int64
-	if err := w.tx.QueryRow(w.ctx, `UPDATE undolog_counters SET n = n + $1 WHERE name = 'change' RETURNING n`,
-		int64(len(w.changes))).Scan(&last); err != nil {
-		return err
-	}
-	pos := make([]int64, len(w.changes))
 	kinds, sessions := make([]string, len(w.changes)), make([]string, len(w.changes))
 	effects, seqs := make([]int64, len(w.changes)), make([]int32, len(w.changes))
 	for i, c := range w.changes {
-		pos[i] = last - int64(len(w.changes)) + int64(i) + 1
 		kinds[i], sessions[i], effects[i], seqs[i] = c.kind, c.session, int64(c.effectID), int32(c.seq)
 	}
-	return w.exec(`INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::integer[])`, pos, kinds, effects, sessions, seqs)
+	b.Queue(`INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[])`, kinds, effects, sessions, seqs)
+	b.Queue(`SELECT undolog_publish(false)`).QueryRow(func(row pgx.Row) error { return row.Scan(published) })
+	return b
 }
 
 func (w *writer) PutUndo(u *model.UndoEntry) error {
@@ -539,6 +588,7 @@ func (w *writer) DeleteEffect(e *model.Effect) error {
 }
 
 func (w *writer) DeleteSession(s *model.Session) error {
+	w.session.id, w.session.data = "", nil
 	if err := w.exec(`DELETE FROM undolog_session_history WHERE session = $1`, s.ID); err != nil {
 		return err
 	}
