@@ -69,13 +69,22 @@ func pgRows(add func(what, value, ratio string), work string) error {
 	if err != nil {
 		return err
 	}
+	pipeURL, err := newDB()
+	if err != nil {
+		return err
+	}
 	s := engines.Open(url, engines.Options{})
 	defer s.Close()
-	f, err := openFloor(ctx, floorURL)
+	f, err := openFloor(ctx, floorURL, false)
 	if err != nil {
 		return err
 	}
 	defer f.pool.Close()
+	fp, err := openFloor(ctx, pipeURL, true)
+	if err != nil {
+		return err
+	}
+	defer fp.pool.Close()
 	measures := 0
 	prefix := func() string { measures++; return fmt.Sprintf("m%d-", measures) }
 
@@ -85,7 +94,7 @@ func pgRows(add func(what, value, ratio string), work string) error {
 			return concurrently(sessions, each, func(g, i int) error { return lifecycle(s, fmt.Sprintf("%s%d", p, g), i) })
 		}
 	}
-	floorRun := func(sessions, each int) func() (float64, error) {
+	floorRun := func(f *floor, sessions, each int) func() (float64, error) {
 		return func() (float64, error) {
 			p := prefix()
 			return concurrently(sessions, each, func(g, i int) error { return f.lifecycle(ctx, fmt.Sprintf("%s%d", p, g), i) })
@@ -93,27 +102,52 @@ func pgRows(add func(what, value, ratio string), work string) error {
 	}
 	// Warm both: tables, prepared statements, the pools' connections, the
 	// server's WAL segments.
-	for _, fn := range []func() (float64, error){undologRun(64, 10), floorRun(64, 10), undologRun(1, 200), floorRun(1, 200)} {
+	for _, fn := range []func() (float64, error){undologRun(64, 10), floorRun(f, 64, 10), floorRun(fp, 64, 10),
+		undologRun(1, 200), floorRun(f, 1, 200), floorRun(fp, 1, 200)} {
 		if _, err := fn(); err != nil {
 			return err
 		}
 	}
-	ratio := func(r rounds) string { return fmt.Sprintf("%.2fx the floor's time", r.ratio(1, 0)) }
+	// A ratio is undolog's time per lifecycle over a floor's, the median of
+	// the rounds'. Within a round the three take turns in chunks of a
+	// tenth, so that a disk whose flushes slow down for a second slows all
+	// three alike.
+	const chunks = 10
+	rows := func(what string, sessions, each int) error {
+		part := max(each/chunks, 1)
+		sides := []func() (float64, error){undologRun(sessions, part), floorRun(f, sessions, part), floorRun(fp, sessions, part)}
+		var r rounds
+		for round := 0; round < *runs; round++ {
+			secs := make([]float64, len(sides))
+			for c := 0; c < chunks; c++ {
+				for j, side := range sides {
+					rate, err := side()
+					if err != nil {
+						return err
+					}
+					secs[j] += float64(sessions*part) / rate
+				}
+			}
+			rates := make([]float64, len(sides))
+			for j := range secs {
+				rates[j] = float64(sessions*part*chunks) / secs[j]
+			}
+			r = append(r, rates)
+		}
+		add("PostgreSQL "+what+": undolog", fmt.Sprintf("%.0f /s", r.median(0)),
+			fmt.Sprintf("%.2fx plain SQL's time, %.2fx pipelined's", r.ratio(1, 0), r.ratio(2, 0)))
+		add("PostgreSQL "+what+": plain SQL floor", fmt.Sprintf("%.0f /s", r.median(1)), "")
+		add("PostgreSQL "+what+": pipelined SQL floor", fmt.Sprintf("%.0f /s", r.median(2)), "")
+		return nil
+	}
 	// Serial: one caller, as the file rows; the same as 1 session.
-	r, err := sideBySide(undologRun(1, *serial), floorRun(1, *serial))
-	if err != nil {
+	if err := rows("serial lifecycles", 1, *serial); err != nil {
 		return err
 	}
-	add("PostgreSQL serial lifecycles: undolog", fmt.Sprintf("%.0f /s", r.median(0)), ratio(r))
-	add("PostgreSQL serial lifecycles: plain SQL floor", fmt.Sprintf("%.0f /s", r.median(1)), "1.00")
 	for _, n := range []int{1, 8, 64} {
-		each := max(*pgTotal/n, 1)
-		r, err := sideBySide(undologRun(n, each), floorRun(n, each))
-		if err != nil {
+		if err := rows(fmt.Sprintf("%d concurrent sessions", n), n, max(*pgTotal/n, 1)); err != nil {
 			return err
 		}
-		add(fmt.Sprintf("PostgreSQL %d concurrent sessions: undolog", n), fmt.Sprintf("%.0f /s", r.median(0)), ratio(r))
-		add(fmt.Sprintf("PostgreSQL %d concurrent sessions: plain SQL floor", n), fmt.Sprintf("%.0f /s", r.median(1)), "1.00")
 	}
 	cliURL, err := newDB()
 	if err != nil {
@@ -145,14 +179,20 @@ func checkSynchronousCommit(ctx context.Context, url string) error {
 	return nil
 }
 
-// floor is the least a store on PostgreSQL does for a durable lifecycle: an
-// effect row (its unique signature column makes a repeat fail), its history
-// rows and change-feed rows (a bigserial: positions in allocation order, not
-// commit order), then the update to committed with its history and change
-// rows; each of the two transactions sent as one pipelined batch (BEGIN ...
-// COMMIT: one round trip and the commit's WAL flush). No session row, undo
-// entry, hash chain or retry.
-type floor struct{ pool *pgxpool.Pool }
+// floor is what a store written by hand on PostgreSQL does for a durable
+// lifecycle, at least: an effect row (its unique signature column makes a
+// repeat fail), its two history rows and their change-feed rows (a
+// bigserial: positions in allocation order, not commit order), then the
+// update to committed with its history and change rows. No session row,
+// undo entry, hash chain, row locks or reads before writing, retries. Plain,
+// each statement is sent when the one before has answered (BEGIN, three
+// statements, COMMIT: five round trips a transaction); pipelined, each
+// transaction is sent as one batch (one round trip), which a store that
+// reads before it writes cannot do.
+type floor struct {
+	pool      *pgxpool.Pool
+	pipelined bool
+}
 
 const floorSchema = `
 CREATE TABLE effects (id bigserial PRIMARY KEY, session text NOT NULL, tool text NOT NULL, tier text NOT NULL,
@@ -164,7 +204,7 @@ CREATE TABLE history (effect_id bigint NOT NULL, seq integer NOT NULL, from_stat
   trigger text NOT NULL, actor text NOT NULL, at timestamptz NOT NULL, PRIMARY KEY (effect_id, seq));
 CREATE TABLE changes (pos bigserial PRIMARY KEY, effect_id bigint NOT NULL, seq integer NOT NULL);`
 
-func openFloor(ctx context.Context, url string) (*floor, error) {
+func openFloor(ctx context.Context, url string, pipelined bool) (*floor, error) {
 	// The engine's own pool settings, so that both sides have as many
 	// connections.
 	cfg, err := pgstore.PoolConfig(url)
@@ -179,33 +219,53 @@ func openFloor(ctx context.Context, url string) (*floor, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &floor{pool}, nil
+	return &floor{pool, pipelined}, nil
 }
 
 func (f *floor) lifecycle(ctx context.Context, session string, i int) error {
 	a := args(session, i)
 	sig := model.Signature(session, "write_file", a, "")
 	now := time.Now()
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
 	var id int64
-	b.Queue(`INSERT INTO effects (session, tool, tier, state, call_signature, args, created_at, updated_at)
+	err := f.tx(ctx, func(q func(sql string, args ...any) *pgx.QueuedQuery) {
+		q(`INSERT INTO effects (session, tool, tier, state, call_signature, args, created_at, updated_at)
 		VALUES ($1, 'write_file', 'compensable', 'executing', $2, $3, $4, $4) RETURNING id`, session, sig, []byte(a), now).
-		QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
-	b.Queue(`INSERT INTO history VALUES (currval('effects_id_seq'), 1, NULL, 'pending', 'Intercept', 'bench', $1),
+			QueryRow(func(row pgx.Row) error { return row.Scan(&id) })
+		q(`INSERT INTO history VALUES (currval('effects_id_seq'), 1, NULL, 'pending', 'Intercept', 'bench', $1),
 		(currval('effects_id_seq'), 2, 'pending', 'executing', 'Start', 'bench', $1)`, now)
-	b.Queue(`INSERT INTO changes (effect_id, seq) VALUES (currval('effects_id_seq'), 1), (currval('effects_id_seq'), 2)`)
-	b.Queue(`COMMIT`)
-	if err := f.pool.SendBatch(ctx, b).Close(); err != nil {
+		q(`INSERT INTO changes (effect_id, seq) VALUES (currval('effects_id_seq'), 1), (currval('effects_id_seq'), 2)`)
+	})
+	if err != nil {
 		return err
 	}
-	b = &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	b.Queue(`UPDATE effects SET state = 'committed', result = $2, updated_at = $3 WHERE id = $1`, id, []byte(`{"ok":true}`), now)
-	b.Queue(`INSERT INTO history VALUES ($1, 3, 'executing', 'committed', 'Commit', 'bench', $2)`, id, now)
-	b.Queue(`INSERT INTO changes (effect_id, seq) VALUES ($1, 3)`, id)
-	b.Queue(`COMMIT`)
-	return f.pool.SendBatch(ctx, b).Close()
+	return f.tx(ctx, func(q func(sql string, args ...any) *pgx.QueuedQuery) {
+		q(`UPDATE effects SET state = 'committed', result = $2, updated_at = $3 WHERE id = $1`, id, []byte(`{"ok":true}`), now)
+		q(`INSERT INTO history VALUES ($1, 3, 'executing', 'committed', 'Commit', 'bench', $2)`, id, now)
+		q(`INSERT INTO changes (effect_id, seq) VALUES ($1, 3)`, id)
+	})
+}
+
+// tx runs the statements fill queues in a transaction, pipelined or one at
+// a time.
+func (f *floor) tx(ctx context.Context, fill func(q func(sql string, args ...any) *pgx.QueuedQuery)) error {
+	b := &pgx.Batch{}
+	fill(b.Queue)
+	if f.pipelined {
+		all := &pgx.Batch{}
+		all.Queue(`BEGIN`)
+		all.QueuedQueries = append(all.QueuedQueries, b.QueuedQueries...)
+		all.Queue(`COMMIT`)
+		return f.pool.SendBatch(ctx, all).Close()
+	}
+	return pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+		for _, qq := range b.QueuedQueries {
+			one := &pgx.Batch{QueuedQueries: []*pgx.QueuedQuery{qq}}
+			if err := tx.SendBatch(ctx, one).Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // cliSteps times one undolog process per step (intercept, start, commit),

@@ -212,6 +212,10 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	return outcome, nil
 }
 
+// publishLock is the advisory lock undolog_publish (schema.go) takes to give
+// change positions.
+const publishLock = 0x756e646f6c6f6770 // "undologp"
+
 // publisher gives positions to the changes of this engine's writes that
 // could not give them at their commit: one publish at a time, again while
 // writes keep asking.
@@ -236,7 +240,7 @@ func (e *Engine) publishLater(pool *pgxpool.Pool) {
 			// A failure leaves the changes queued: the next write's
 			// publish gives them their positions.
 			var ok bool
-			_ = pool.QueryRow(context.Background(), `SELECT undolog_publish(true)`).Scan(&ok)
+			_ = pool.QueryRow(context.Background(), `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`).Scan(&ok)
 			p.mu.Lock()
 			if !p.again {
 				p.running = false

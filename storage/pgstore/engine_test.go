@@ -136,3 +136,77 @@ func count(t *testing.T, url, sql string) int {
 	}
 	return n
 }
+
+// A write that finds another giving change positions commits without
+// waiting for it, and its changes stay out of the feed until they have
+// positions: then they follow every change before them, without a gap.
+func TestChangesQueuedBehindAPublisherComeAfterWithoutAGap(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	defer log.Close()
+	intercept := func(session string) model.Effect {
+		t.Helper()
+		res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: "w", Tier: sm.Compensable,
+			Args: json.RawMessage(`{}`), CreateSession: true, Start: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Effect
+	}
+	intercept("a")
+	before := count(t, url, `SELECT count(*) FROM undolog_changes`)
+
+	holder, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
+		t.Fatal(err)
+	}
+	e := intercept("b") // returns: it does not wait for the lock
+	if n := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); n == 0 {
+		t.Fatal("the write found the lock taken but queued nothing")
+	}
+	// Another process sees the effect but not yet its changes.
+	other := open(url)
+	defer other.Close()
+	if _, err := other.GetEffect(t.Context(), e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := other.Changes(t.Context(), 0, 0); err != nil || len(got) != before {
+		t.Fatalf("while queued: %d changes (%v), want %d", len(got), err, before)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := log.Changes(t.Context(), 0, 0) // waits for this engine's publish
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); n != 0 || len(got) <= before {
+		t.Fatalf("after the lock: %d queued, %d changes (had %d)", n, len(got), before)
+	}
+	var last uint32
+	for i, c := range got {
+		if c.Position != uint64(i+1) {
+			t.Fatalf("change %d at position %d", i+1, c.Position)
+		}
+		if i < before {
+			continue
+		}
+		if c.Record.Session != "b" || c.Record.Kind == model.KindEffect && c.Record.Seq <= last && c.Record.EffectID == e.ID {
+			t.Fatalf("change %d: %+v", c.Position, c.Record)
+		}
+		if c.Record.Kind == model.KindEffect {
+			last = c.Record.Seq
+		}
+	}
+	if last != 2 {
+		t.Fatalf("effect %d's records in the feed end at seq %d, want 2 (pending, executing)", e.ID, last)
+	}
+}

@@ -80,13 +80,14 @@ CREATE TRIGGER undolog_changes_append_only BEFORE UPDATE ON undolog_changes
 `,
 	// 2: effect ids and session seqs come from sequences, so that writers
 	// of different sessions do not queue on one counter row until each
-	// commits (an id a rolled-back transaction took is skipped). A write
-	// puts its changes in undolog_changes_pending; undolog_publish gives
-	// them their positions under one advisory lock, which a write tries
-	// for as its last statement and, if another holds it, waits for after
-	// its commit: positions are gap-free, and a follower sees a position
-	// only after every lower one, but writers' commits no longer wait for
-	// each other's flushes.
+	// commits (an id a rolled-back transaction took is skipped). Change
+	// positions are given by undolog_publish under one advisory lock, held
+	// to the commit, which a write tries for as its last statement; if
+	// another holds it, the write queues its changes in
+	// undolog_changes_pending and its engine publishes them after the
+	// commit. Positions stay gap-free, and a follower sees a position only
+	// after every lower one, but writers' commits no longer wait for each
+	// other's flushes.
 	`
 CREATE SEQUENCE undolog_effect_ids;
 CREATE SEQUENCE undolog_session_seqs;
@@ -100,23 +101,36 @@ CREATE TABLE undolog_changes_pending (
 	session   text NOT NULL,
 	seq       integer NOT NULL
 );
-CREATE FUNCTION undolog_publish(wait boolean) RETURNS boolean LANGUAGE plpgsql AS $$
+-- undolog_publish gives positions to the changes queued and then to those
+-- given (a write's own, which it queues instead if another holds the lock
+-- and wait is false: it returns false then).
+CREATE FUNCTION undolog_publish(wait boolean, kinds text[], effects bigint[], sessions text[], seqs integer[])
+RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
 	last bigint;
-	moved bigint;
+	queued bigint := 0;
+	own bigint := coalesce(cardinality(kinds), 0);
 BEGIN
 	IF wait THEN
 		PERFORM pg_advisory_xact_lock(8461811179599128432);
 	ELSIF NOT pg_try_advisory_xact_lock(8461811179599128432) THEN
+		INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
+			SELECT * FROM unnest(kinds, effects, sessions, seqs);
 		RETURN false;
 	END IF;
 	SELECT n INTO last FROM undolog_counters WHERE name = 'change';
-	WITH m AS (DELETE FROM undolog_changes_pending RETURNING id, kind, effect_id, session, seq)
-	INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
-		SELECT last + row_number() OVER (ORDER BY id), kind, effect_id, session, seq FROM m;
-	GET DIAGNOSTICS moved = ROW_COUNT;
-	IF moved > 0 THEN
-		UPDATE undolog_counters SET n = n + moved WHERE name = 'change';
+	IF EXISTS (SELECT 1 FROM undolog_changes_pending) THEN
+		WITH m AS (DELETE FROM undolog_changes_pending RETURNING id, kind, effect_id, session, seq)
+		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+			SELECT last + row_number() OVER (ORDER BY id), kind, effect_id, session, seq FROM m;
+		GET DIAGNOSTICS queued = ROW_COUNT;
+	END IF;
+	IF own > 0 THEN
+		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+			SELECT last + queued + o, k, e, s, q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o);
+	END IF;
+	IF queued + own > 0 THEN
+		UPDATE undolog_counters SET n = n + queued + own WHERE name = 'change';
 	END IF;
 	RETURN true;
 END $$;

@@ -77,13 +77,17 @@ func (r reader) Session(id string) (model.Session, error) {
 }
 
 // Effect reads and locks an effect and its session, which the rules read
-// next: one round trip for the two.
+// next: one round trip for the two. The session is locked first, as an
+// intercept locks it before the effect it repeats: writers that took them
+// in the other order deadlocked, and waited a second for PostgreSQL to say.
 func (w *writer) Effect(id uint64) (model.Effect, error) {
 	var e model.Effect
 	var data, sdata []byte
 	var session string
-	err := w.tx.QueryRow(w.ctx, `SELECT e.rec, s.id, s.rec FROM undolog_effects e JOIN undolog_sessions s ON s.id = e.session
-		WHERE e.id = $1 FOR UPDATE`, int64(id)).Scan(&data, &session, &sdata)
+	err := w.tx.QueryRow(w.ctx, `WITH s AS MATERIALIZED (SELECT id, rec FROM undolog_sessions
+			WHERE id = (SELECT session FROM undolog_effects WHERE id = $1) FOR UPDATE)
+		SELECT e.rec, s.id, s.rec FROM s JOIN undolog_effects e ON e.session = s.id WHERE e.id = $1 FOR UPDATE OF e`,
+		int64(id)).Scan(&data, &session, &sdata)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return w.reader.Effect(id) // not there, or without its session
 	} else if err != nil {
@@ -515,11 +519,11 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 	return err
 }
 
-// flushChanges puts the transaction's history records in the change feed's
-// queue, last thing before the commit, and gives them their positions if no
-// other writer is giving positions (holding the lock that undolog_publish
-// takes until its commit). It returns the statements to send with COMMIT,
-// and sets *published once they ran.
+// flushChanges gives the transaction's history records their positions in
+// the change feed, last thing before the commit, unless another writer is
+// giving positions (holding the lock that undolog_publish takes until its
+// commit): then it queues them. It returns the statement to send with
+// COMMIT, and sets *published once it ran.
 func (w *writer) flushChanges(published *bool) *pgx.Batch {
 	b := &pgx.Batch{}
 	*published = true
@@ -531,9 +535,8 @@ func (w *writer) flushChanges(published *bool) *pgx.Batch {
 	for i, c := range w.changes {
 		kinds[i], sessions[i], effects[i], seqs[i] = c.kind, c.session, int64(c.effectID), int32(c.seq)
 	}
-	b.Queue(`INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
-		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[])`, kinds, effects, sessions, seqs)
-	b.Queue(`SELECT undolog_publish(false)`).QueryRow(func(row pgx.Row) error { return row.Scan(published) })
+	b.Queue(`SELECT undolog_publish(false, $1, $2, $3, $4)`, kinds, effects, sessions, seqs).
+		QueryRow(func(row pgx.Row) error { return row.Scan(published) })
 	return b
 }
 

@@ -1,0 +1,3 @@
+package pgstore
+
+const PublishLock = publishLock
