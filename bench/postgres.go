@@ -88,23 +88,27 @@ func pgRows(add func(what, value, ratio string), work string) error {
 	measures := 0
 	prefix := func() string { measures++; return fmt.Sprintf("m%d-", measures) }
 
-	undologRun := func(sessions, each int) func() (float64, error) {
-		return func() (float64, error) {
-			p := prefix()
-			return concurrently(sessions, each, func(g, i int) error { return lifecycle(s, fmt.Sprintf("%s%d", p, g), i) })
+	// A run is one chunk of a round: sessions callers, each doing each
+	// lifecycles, numbered from first so that the chunks of a round call
+	// with new args in the same sessions.
+	type run func(round string, first int) (float64, error)
+	undologRun := func(sessions, each int) run {
+		return func(round string, first int) (float64, error) {
+			return concurrently(sessions, each, func(g, i int) error { return lifecycle(s, fmt.Sprintf("%s%d", round, g), first+i) })
 		}
 	}
-	floorRun := func(f *floor, sessions, each int) func() (float64, error) {
-		return func() (float64, error) {
-			p := prefix()
-			return concurrently(sessions, each, func(g, i int) error { return f.lifecycle(ctx, fmt.Sprintf("%s%d", p, g), i) })
+	floorRun := func(f *floor, sessions, each int) run {
+		return func(round string, first int) (float64, error) {
+			return concurrently(sessions, each, func(g, i int) error {
+				return f.lifecycle(ctx, fmt.Sprintf("%s%d", round, g), first+i)
+			})
 		}
 	}
 	// Warm both: tables, prepared statements, the pools' connections, the
 	// server's WAL segments.
-	for _, fn := range []func() (float64, error){undologRun(64, 10), floorRun(f, 64, 10), floorRun(fp, 64, 10),
+	for _, fn := range []run{undologRun(64, 10), floorRun(f, 64, 10), floorRun(fp, 64, 10),
 		undologRun(1, 200), floorRun(f, 1, 200), floorRun(fp, 1, 200)} {
-		if _, err := fn(); err != nil {
+		if _, err := fn(prefix(), 0); err != nil {
 			return err
 		}
 	}
@@ -115,13 +119,14 @@ func pgRows(add func(what, value, ratio string), work string) error {
 	const chunks = 10
 	rows := func(what string, sessions, each int) error {
 		part := max(each/chunks, 1)
-		sides := []func() (float64, error){undologRun(sessions, part), floorRun(f, sessions, part), floorRun(fp, sessions, part)}
+		sides := []run{undologRun(sessions, part), floorRun(f, sessions, part), floorRun(fp, sessions, part)}
 		var r rounds
 		for round := 0; round < *runs; round++ {
 			secs := make([]float64, len(sides))
+			name := prefix()
 			for c := 0; c < chunks; c++ {
 				for j, side := range sides {
-					rate, err := side()
+					rate, err := side(name, c*part)
 					if err != nil {
 						return err
 					}

@@ -316,7 +316,23 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if done {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	// A database at this build's schema is read in one query, without the
+	// lock or a transaction: a process per command pays it each time.
+	var v int64
+	err := pool.QueryRow(ctx, `SELECT value FROM undolog_meta WHERE key = 'schema_version'`).Scan(&v)
+	var pe *pgconn.PgError
+	switch {
+	case err == nil && uint64(v) == SchemaVersion:
+		e.mu.Lock()
+		e.migrated = true
+		e.mu.Unlock()
+		return nil
+	case err == nil && uint64(v) > SchemaVersion:
+		return newerSchema(e.url, uint64(v))
+	case err != nil && !errors.Is(err, pgx.ErrNoRows) && !(errors.As(err, &pe) && pe.Code == "42P01"): // 42P01: no such table
+		return e.wrapped(err)
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
 			return err
 		}

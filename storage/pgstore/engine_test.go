@@ -210,3 +210,30 @@ func TestChangesQueuedBehindAPublisherComeAfterWithoutAGap(t *testing.T) {
 		t.Fatalf("effect %d's records in the feed end at seq %d, want 2 (pending, executing)", e.ID, last)
 	}
 }
+
+// A database of schema 1 (ids from counter rows) goes on from its counters
+// once migrated: no id is given twice.
+func TestIDsGoOnFromSchemaOnesCounters(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	exec(t, url, pgstore.Migrations[0])
+	exec(t, url, `INSERT INTO undolog_meta (key, value) VALUES ('schema_version', 1);
+		UPDATE undolog_counters SET n = 41 WHERE name = 'effect';
+		UPDATE undolog_counters SET n = 7 WHERE name = 'session'`)
+	log := open(url)
+	defer log.Close()
+	res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := log.GetSession(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Effect.ID != 42 || sess.Seq != 8 {
+		t.Fatalf("effect %d, session seq %d; want 42 and 8", res.Effect.ID, sess.Seq)
+	}
+	if v := count(t, url, `SELECT value FROM undolog_meta WHERE key = 'schema_version'`); v != pgstore.SchemaVersion {
+		t.Fatalf("schema %d", v)
+	}
+}

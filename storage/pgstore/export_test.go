@@ -1,3 +1,5 @@
 package pgstore
 
 const PublishLock = publishLock
+
+var Migrations = migrations
