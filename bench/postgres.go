@@ -27,15 +27,14 @@ func pgRows(add func(what, value, ratio string), work string) error {
 	var c *pgtest.Cluster
 	var err error
 	if *pgURL != "" {
-		c, err = pgtest.Attach(*pgURL)
-	} else {
-		c, err = pgtest.Start()
-	}
-	if err != nil {
-		if *only == "postgres" {
-			return err
+		if c, err = pgtest.Attach(*pgURL); err != nil {
+			return fmt.Errorf("-postgres: %s", oneLine(err))
 		}
-		add("PostgreSQL rows", "skipped", "no server: "+err.Error())
+	} else if c, err = pgtest.Start(); err != nil {
+		if *only == "postgres" {
+			return fmt.Errorf("PostgreSQL: %s", oneLine(err))
+		}
+		add("PostgreSQL rows", "skipped", oneLine(err))
 		return nil
 	}
 	defer c.Stop()
@@ -350,3 +349,6 @@ func buildUndolog() (string, error) {
 }
 
 var builtBin bool
+
+// oneLine is err on one line (pgx puts each address it tried on its own).
+func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -178,16 +178,11 @@ func withDatabase(u, name string) (string, error) {
 	return p.String(), nil
 }
 
-// attach uses a server that runs already.
+// attach uses the server UNDOLOG_POSTGRES_URL names.
 func attach(u string) (*Cluster, error) {
-	if _, err := withDatabase(u, "x"); err != nil {
+	c, err := Attach(u)
+	if err != nil {
 		return nil, fmt.Errorf("UNDOLOG_POSTGRES_URL: %v", err)
-	}
-	c := &Cluster{adminURL: u}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.admin(ctx, "SELECT 1"); err != nil {
-		return nil, fmt.Errorf("UNDOLOG_POSTGRES_URL: connect: %v", err)
 	}
 	return c, nil
 }
@@ -358,7 +353,18 @@ func Start() (*Cluster, error) {
 
 // Attach uses the server at an admin URL that runs already (Stop leaves it
 // running).
-func Attach(adminURL string) (*Cluster, error) { return attach(adminURL) }
+func Attach(adminURL string) (*Cluster, error) {
+	if _, err := withDatabase(adminURL, "x"); err != nil {
+		return nil, err
+	}
+	c := &Cluster{adminURL: adminURL}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.admin(ctx, "SELECT 1"); err != nil {
+		return nil, fmt.Errorf("connect: %v", err)
+	}
+	return c, nil
+}
 
 // Stop shuts down a server Start started.
 func (c *Cluster) Stop() error { return c.stop() }
