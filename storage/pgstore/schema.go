@@ -93,7 +93,9 @@ CREATE SEQUENCE undolog_effect_ids;
 CREATE SEQUENCE undolog_session_seqs;
 SELECT setval('undolog_effect_ids', n) FROM undolog_counters WHERE name = 'effect' AND n > 0;
 SELECT setval('undolog_session_seqs', n) FROM undolog_counters WHERE name = 'session' AND n > 0;
-DELETE FROM undolog_counters WHERE name IN ('effect', 'session');
+-- The newest change position is the greatest (change rows are never
+-- deleted): no counter row for every write to update.
+DELETE FROM undolog_counters;
 CREATE TABLE undolog_changes_pending (
 	id        bigserial PRIMARY KEY, -- the order of a transaction's changes
 	kind      text NOT NULL,
@@ -118,7 +120,7 @@ BEGIN
 			SELECT * FROM unnest(kinds, effects, sessions, seqs);
 		RETURN false;
 	END IF;
-	SELECT n INTO last FROM undolog_counters WHERE name = 'change';
+	SELECT coalesce(max(pos), 0) INTO last FROM undolog_changes;
 	IF EXISTS (SELECT 1 FROM undolog_changes_pending) THEN
 		WITH m AS (DELETE FROM undolog_changes_pending RETURNING id, kind, effect_id, session, seq)
 		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
@@ -128,9 +130,6 @@ BEGIN
 	IF own > 0 THEN
 		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
 			SELECT last + queued + o, k, e, s, q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o);
-	END IF;
-	IF queued + own > 0 THEN
-		UPDATE undolog_counters SET n = n + queued + own WHERE name = 'change';
 	END IF;
 	RETURN true;
 END $$;

@@ -429,7 +429,7 @@ func (r reader) Changes(after uint64, fn func(pos uint64, rec model.HistoryRecor
 // given one (their writer is about to) are not in the feed yet.
 func (r reader) LastChange() (uint64, error) {
 	var n int64
-	err := r.tx.QueryRow(r.ctx, `SELECT n FROM undolog_counters WHERE name = 'change'`).Scan(&n)
+	err := r.tx.QueryRow(r.ctx, `SELECT coalesce(max(pos), 0) FROM undolog_changes`).Scan(&n)
 	return uint64(n), err
 }
 
