@@ -1,6 +1,7 @@
 // Command bench measures undolog against the physical limit of the disk and
-// against what a user would build instead (SQLite in WAL mode), in one run,
-// on the same disk, and prints one table of medians with ratios.
+// against what a user would build instead (SQLite in WAL mode; on
+// PostgreSQL, the same records written as plain SQL), in one run, on the
+// same disk, and prints one table of medians with ratios.
 //
 //	go run -C bench .              # from the repository root
 //	go run -C bench . -large=false # without the 1,000,000-effect part
