@@ -37,7 +37,7 @@ func pgRows(add func(what, value, ratio string), work string) error {
 		add("PostgreSQL rows", "skipped", oneLine(err))
 		return nil
 	}
-	defer c.Stop()
+	defer c.Remove()
 	ctx := context.Background()
 	if err := checkSynchronousCommit(ctx, c.AdminURL()); err != nil {
 		return err

@@ -39,7 +39,7 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 				}
 				return followApprovals(c.Context(), f, opts)
 			}
-			list, waiting, err := f.Log().PendingApprovals(c.Context(), opts.session, opts.limit)
+			list, waiting, err := f.ReadLog().PendingApprovals(c.Context(), opts.session, opts.limit)
 			if err != nil {
 				return err
 			}
@@ -89,15 +89,13 @@ func truncate(s string, n int) string {
 // starts waiting (a new one, or one asked again after a failed run), until
 // ctx ends. It looks when the log's change feed moved.
 func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) error {
-	store := f.Log()
+	store := f.ReadLog()
 	type round struct {
 		id    uint64
 		asked time.Time
 	}
 	seen := map[round]bool{}
 	last := ^uint64(0)
-	tick := time.NewTicker(followInterval)
-	defer tick.Stop()
 	for ctx.Err() == nil {
 		position, err := store.LastChange(ctx)
 		if ctx.Err() != nil {
@@ -128,10 +126,7 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
+		store.WaitChange(ctx, position, followInterval) // an interrupt ends the loop
 	}
 	return nil // Ctrl-C ends a follow
 }

@@ -33,7 +33,7 @@ writes still in its journal folded in, and rename it into place atomically. Refu
 				return err
 			}
 			if opts.output != formatText {
-				return writeJSON(f.Out, map[string]int64{"bytes_before": before, "bytes_after": after})
+				return writeObject(f.Out, opts.output, map[string]int64{"bytes_before": before, "bytes_after": after})
 			}
 			_, err = fmt.Fprintf(f.Out, "compacted %s: %s -> %s\n", f.LogPath(), byteSize(before), byteSize(after))
 			return err

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -25,13 +27,18 @@ import (
 )
 
 // Exit codes of undolog exec's own outcomes, chosen where commands rarely
-// tread (as env, nohup and timeout do); the command's own code otherwise.
+// tread; the command's own code otherwise. 125, 126 and 127 mean what they
+// mean for env, nohup and timeout (undolog failed; the command could not be
+// run; not found); 124 is left alone, so that `timeout 10m undolog exec`
+// tells its own timeout from ours.
 const (
+	ExitExecInDoubt    = 120 // the same call's owner died mid-run: --retry-in-doubt reclaims it
 	ExitExecRejected   = 121 // the call was rejected by a person
 	ExitExecTimedOut   = 122 // the approval request expired
 	ExitExecInProgress = 123 // the same call is executing elsewhere (a live owner)
-	ExitExecInDoubt    = 124 // the same call's owner died mid-run: --retry-in-doubt reclaims it
 	ExitExecError      = 125 // undolog itself failed (usage, log busy, session not active, ...)
+	ExitExecCannotRun  = 126 // the command was found but could not be run
+	ExitExecNotFound   = 127 // the command was not found
 )
 
 // captureLimit bounds how much of each output stream is kept in the log.
@@ -77,11 +84,18 @@ code, stdout and stderr (up to 1 MiB each) are recorded.
   - A call that failed (non-zero exit) is retried by the next identical exec.
   - An irreversible call (the default without --undo: fail closed) waits for
     'undolog approve ID' from any shell, and does not run if rejected or expired.
+  - While the command runs, its owner (host, pid, start) holds a lease of
+    $UNDOLOG_LEASE (default 30s) that exec renews every third of it. The same call
+    from another machine is in progress (123) while the lease holds, and in doubt
+    (120) once it ran out unrenewed; on this machine the owner's pid decides.
 
-Exit codes: the command's own, or 121 rejected, 122 approval timed out (the request
-expired, or no decision within --approval-timeout), 123 in progress elsewhere, 124 in
-doubt (owner died; see --retry-in-doubt), 125 undolog error (usage included), 130
-interrupted while waiting for approval or before the command started.`,
+Exit codes: the command's own, or 120 in doubt (owner died, or its lease ran out; see
+--retry-in-doubt), 121 rejected, 122 approval timed out (the request expired, or no
+decision within --approval-timeout), 123 in progress elsewhere (a live owner, or one on
+another machine whose lease holds: never overtaken), 125 undolog error (usage included;
+a bad $UNDOLOG_LEASE), 126 the command could not be run, 127 not found, 130
+interrupted while waiting for approval or before the command started. 124 is left to
+timeout(1).`,
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
   undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
   undolog exec --session $RUN --tier safe -- kubectl get pods`,
@@ -92,7 +106,14 @@ interrupted while waiting for approval or before the command started.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			err := runExec(c.Context(), f, opts, args)
+			var err error
+			if c.Flags().Changed("undo") && strings.TrimSpace(opts.undo) == "" {
+				// An unset variable in a script (--undo "$UNDO") would make the
+				// step irreversible and wait an hour for an approval.
+				err = usagef("--undo is empty: give the command that undoes this one, or leave the flag out (the call is then irreversible)")
+			} else {
+				err = runExec(c.Context(), f, opts, args)
+			}
 			var ee *exitError
 			if err != nil && !errors.As(err, &ee) {
 				return &exitError{code: ExitExecError, msg: err.Error()}
@@ -108,7 +129,7 @@ interrupted while waiting for approval or before the command started.`,
 	c.Flags().StringVar(&opts.undo, "undo", "", "command that undoes this one, run without a shell by 'undolog undo' ('ARGV...' or a JSON array)")
 	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", time.Hour, "irreversible: give up waiting for approval after this long")
 	c.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "no notes on stderr about replays and waiting")
-	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run (fail it, then run it)")
+	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run, or whose lease on another machine ran out (fail it, then run it)")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields out of the log: a glob over dotted paths of the call (argv.3) and result (stdout); repeatable")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	// exec's own errors, usage included, are 125: the command's codes are the rest.
@@ -175,8 +196,12 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		}
 		req.Compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: undo, Dir: cwd}
 	}
+	lease, err := f.Lease()
+	if err != nil {
+		return err
+	}
 	store := f.Log()
-	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now}
+	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now, Lease: lease}
 	call, err := lc.Intercept(ctx, req)
 	if err != nil {
 		return err
@@ -201,14 +226,23 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	return runEffect(ctx, f, lc, call, argv)
 }
 
-// reclaimInDoubt handles a call whose owner is executing: a live owner is
-// never overtaken; a dead one's effect is in doubt, and --retry-in-doubt fails
+// reclaimInDoubt handles a call whose owner is executing: a live owner (on
+// another host: one whose lease holds) is never overtaken; a dead one's
+// effect, or one whose lease lapsed, is in doubt, and --retry-in-doubt fails
 // it back to pending so that this call can run it.
 func reclaimInDoubt(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
 	e := call.Effect
 	switch call.Liveness {
 	case model.OwnerElsewhere:
-		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d)", e.ID, e.Owner.Host, e.Owner.PID)}
+		lease := ""
+		if !e.Owner.LeaseUntil.IsZero() {
+			lease = ", lease until " + e.Owner.LeaseUntil.UTC().Format(time.RFC3339Nano)
+		}
+		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d%s)", e.ID, e.Owner.Host, e.Owner.PID, lease)}
+	case model.OwnerLapsed:
+		if !opts.retryInDoubt {
+			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt: its owner's %s; it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.Gone(call.Liveness))}
+		}
 	case model.OwnerAlive:
 		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing (pid %d, since %s)", e.ID, e.Owner.PID, e.Owner.StartedAt.Format(time.RFC3339))}
 	case model.OwnerNone:
@@ -227,11 +261,7 @@ func reclaimInDoubt(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, op
 	if err != nil {
 		return err
 	}
-	note := "no owner recorded"
-	if e.Owner != nil {
-		note = fmt.Sprintf("owner pid %d gone", e.Owner.PID)
-	}
-	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, note)
+	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, e.Owner.Gone(call.Liveness))
 	return nil
 }
 
@@ -249,7 +279,7 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 		case a.Expires: // a request an earlier run left open outlasts this wait
 			expiry = " (expires in " + compactDuration(a.ExpiresIn) + "; waiting " + compactDuration(a.WaitsFor) + ")"
 		}
-		opts.note(f, "effect %d (%s, irreversible) awaits approval%s: undolog approve %d", e.ID, e.Tool, expiry, e.ID)
+		opts.note(f, "effect %d (%s, irreversible) awaits approval%s: %s approve %d", e.ID, e.Tool, expiry, f.CLI(), e.ID)
 	})
 	if err != nil {
 		return err
@@ -268,8 +298,8 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 		}
 		return &exitError{code: ExitExecError, msg: fmt.Sprintf("effect %d: session %q %s and its approval request was closed; the command did not run", e.ID, e.Session, state)}
 	case lifecycle.TimedOut:
-		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: undolog approve %d)",
-			e.ID, opts.approvalTimeout, e.ID)}
+		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: %s approve %d)",
+			e.ID, opts.approvalTimeout, f.CLI(), e.ID)}
 	}
 	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
 }
@@ -323,14 +353,10 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 	began := time.Now()
 	code, interrupted, runErr := runCommand(ctx, f, argv, stdout, stderr, signals)
 	if runErr != nil {
-		code = 127
-		if errors.Is(runErr, os.ErrPermission) {
-			code = 126
-		}
 		if err := lc.Fail(ctx, call, runErr.Error()); err != nil {
 			return err
 		}
-		return &exitError{code: code, msg: runErr.Error()}
+		return runErr
 	}
 	// A command that an interrupt reached but that exited 0 did its work:
 	// it is committed like any other.
@@ -363,7 +389,12 @@ func runCommand(ctx context.Context, f *Factory, argv []string, stdout, stderr *
 		cmd.Stdout, cmd.Stderr = io.MultiWriter(f.Out, stdout), io.MultiWriter(f.ErrOut, stderr)
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, fmt.Errorf("cannot run %s: %w", argv[0], errors.Unwrap(err))
+		// As a shell says it: 127 not found, 126 found but not runnable.
+		code := ExitExecCannotRun
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = ExitExecNotFound
+		}
+		return 0, nil, &exitError{code: code, msg: fmt.Sprintf("cannot run %s: %v", argv[0], errors.Unwrap(err))}
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -13,33 +13,51 @@ import (
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
 )
 
 // BenchmarkExecApprovalLatency measures, with the real binary, the time from
 // `undolog approve ID` returning in one process to the command of an
-// `undolog exec` waiting in another process starting. It reports the median
-// (p50-ms), p90-ms and max-ms over the iterations; run it with a fixed count:
+// `undolog exec` waiting in another process starting, the two as on two
+// machines (UNDOLOG_HOST m1 and m2). It reports the median (p50-ms), p90-ms
+// and max-ms over the iterations, on a log file (polled), on PostgreSQL
+// (pushed by NOTIFY) and on PostgreSQL with the push off (polled, as before
+// it); run it with a fixed count:
 //
-//	go test ./cmd -run '^$' -bench ExecApprovalLatency -benchtime 30x
+//	UNDOLOG_REQUIRE_POSTGRES=1 go test ./cmd -run '^$' -bench ExecApprovalLatency -benchtime 30x
 func BenchmarkExecApprovalLatency(b *testing.B) {
+	b.Run("file", func(b *testing.B) {
+		logPath := filepath.Join(b.TempDir(), "undolog.db")
+		benchApprovalLatency(b, logPath, engines.File(logPath, engines.Options{}))
+	})
+	b.Run("postgres", func(b *testing.B) {
+		url := pgtest.Server(b).NewDatabase(b)
+		benchApprovalLatency(b, url, engines.Open(url, engines.Options{}))
+	})
+	b.Run("postgres-poll", func(b *testing.B) {
+		url := pgtest.Server(b).NewDatabase(b)
+		benchApprovalLatency(b, url, engines.Open(url, engines.Options{}), "UNDOLOG_NOTIFY_FALLBACK=0")
+	})
+}
+
+func benchApprovalLatency(b *testing.B, addr string, store effectlog.Log, env ...string) {
+	defer store.Close()
 	dir := b.TempDir()
 	bin := testbin.Undolog(b)
-	logPath := filepath.Join(dir, "undolog.db")
-	env := append(os.Environ(), "UNDOLOG_LOG="+logPath, "UNDOLOG_ACTOR=bench")
-	store := engines.File(logPath, engines.Options{})
+	env = append(append(os.Environ(), "UNDOLOG_LOG="+addr, "UNDOLOG_ACTOR=bench"), env...)
 	var latencies []time.Duration
 	for i := 0; b.Loop(); i++ {
 		started := filepath.Join(dir, fmt.Sprintf("started-%d", i))
 		waiter := exec.Command(bin, "exec", "--session", fmt.Sprintf("bench-%d", i), "--tool", "deploy", "--quiet",
 			"--", "sh", "-c", "date +%s%N > "+started)
-		waiter.Env = env
+		waiter.Env = append(env, "UNDOLOG_HOST=m1")
 		if err := waiter.Start(); err != nil {
 			b.Fatal(err)
 		}
 		id := waitForRequest(b, store, fmt.Sprintf("bench-%d", i))
 		approve := exec.Command(bin, "approve", strconv.FormatUint(id, 10))
-		approve.Env = env
+		approve.Env = append(env, "UNDOLOG_HOST=m2")
 		if out, err := approve.CombinedOutput(); err != nil {
 			b.Fatalf("approve: %v\n%s", err, out)
 		}

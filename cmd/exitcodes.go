@@ -10,15 +10,16 @@ import (
 // Exit codes, documented in README.md. They are undolog's contract with scripts.
 const (
 	ExitOK           = 0
-	ExitError        = 1 // anything else: I/O, a damaged log, verify problems
-	ExitUsage        = 2 // bad flags, arguments or input
-	ExitNotFound     = 3 // no such effect, session or undo entry
-	ExitInvalid      = 4 // invalid state transition (the spec's reason is printed), a second decision too
-	ExitBusy         = 5 // another process held the log past the lock timeout
-	ExitInProgress   = 6 // in progress or conflict: owner executing or awaiting approval
-	ExitNotActive    = 7 // the session accepts no new effects
-	ExitRejected     = 8 // the call was rejected (by a person or an approval timeout)
-	ExitCompensation = 9 // undo stopped: a compensation failed and needs a person
+	ExitError        = 1  // anything else: I/O, a damaged log, verify problems
+	ExitUsage        = 2  // bad flags, arguments or input
+	ExitNotFound     = 3  // no such effect, session or undo entry
+	ExitInvalid      = 4  // invalid state transition (the spec's reason is printed), a second decision too
+	ExitBusy         = 5  // another process held the log past the lock timeout
+	ExitInProgress   = 6  // in progress or conflict: owner executing or awaiting approval
+	ExitNotActive    = 7  // the session accepts no new effects
+	ExitRejected     = 8  // the call was rejected by a person
+	ExitCompensation = 9  // undo stopped: a compensation failed and needs a person
+	ExitDenied       = 10 // the log's database refused the operation to its role
 )
 
 // usageError marks errors in how the command was called.
@@ -59,6 +60,8 @@ func ExitCode(err error) int {
 		return ExitInProgress
 	case errors.Is(err, model.ErrSessionNotActive):
 		return ExitNotActive
+	case errors.Is(err, model.ErrDenied):
+		return ExitDenied
 	}
 	return ExitError
 }

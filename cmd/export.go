@@ -25,7 +25,7 @@ History records carry their hash chain, so an export can be checked elsewhere.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			w := bufio.NewWriter(f.Out)
-			err := f.Log().Export(c.Context(), opts.session, func(r effectlog.ExportRecord) error {
+			err := f.ReadLog().Export(c.Context(), opts.session, func(r effectlog.ExportRecord) error {
 				return writeJSONLine(w, r)
 			})
 			if ferr := w.Flush(); err == nil {

@@ -2,11 +2,14 @@ package cmd
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/term"
@@ -14,6 +17,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/model"
 )
 
 // Factory carries what every command needs: the I/O streams, the environment
@@ -28,10 +32,13 @@ type Factory struct {
 	// Set by the root command's persistent flags.
 	LogFlag     string
 	LockTimeout time.Duration
+	// Fallback is $UNDOLOG_NOTIFY_FALLBACK, read by the root command.
+	Fallback time.Duration
 
-	lines  *bufio.Reader
-	warned bool
-	opened []effectlog.Log // closed when the command ends
+	lines        *bufio.Reader
+	warned       bool
+	notedMissing bool
+	opened       []effectlog.Log // closed when the command ends
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so
@@ -58,13 +65,24 @@ func DefaultLogPath(getenv func(string) string) string {
 	return filepath.Join(home, ".local", "state", "undolog", "undolog.db")
 }
 
-// LogPath is --log, else UNDOLOG_LOG, else the default path.
+// pgEnvironment are the libpq variables that, set, say which database to
+// use; PGUSER or PGPASSWORD alone do not (they are set for other tools).
+var pgEnvironment = []string{"PGHOST", "PGDATABASE", "PGSERVICE"}
+
+// LogPath is --log, else UNDOLOG_LOG, else the database a PG* environment
+// names (postgres:// with every part from PGHOST, PGPORT, PGUSER,
+// PGDATABASE, ... as libpq reads them), else the default path.
 func (f *Factory) LogPath() string {
 	if f.LogFlag != "" {
 		return f.LogFlag
 	}
 	if p := f.Getenv("UNDOLOG_LOG"); p != "" {
 		return p
+	}
+	for _, name := range pgEnvironment {
+		if f.Getenv(name) != "" {
+			return "postgres://"
+		}
 	}
 	return DefaultLogPath(f.Getenv)
 }
@@ -80,8 +98,69 @@ func (f *Factory) Log() effectlog.Log {
 				textfmt.Escape(path), info.Mode().Perm(), textfmt.Escape(path))
 		}
 	}
-	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now})
+	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback})
 	f.opened = append(f.opened, log)
+	return log
+}
+
+// CLI is how a hint printed for a person starts a command on this log:
+// "undolog", and --log ADDR when the log is not the default one, so that
+// `undolog approve 3` from another shell approves this log's effect 3 and
+// not another log's (ids are per log). A database URL is shown without its
+// user and password: whoever runs the command has their own.
+func (f *Factory) CLI() string {
+	prog := program()
+	addr := f.LogPath()
+	if addr == DefaultLogPath(f.Getenv) {
+		return prog
+	}
+	return prog + " --log " + shellQuote(engines.SharedAddress(addr))
+}
+
+// program is how a person runs this undolog again: "go run ." when it was
+// started so (`go run . demo` in a clone, where no undolog is installed),
+// else "undolog".
+func program() string {
+	// go run links into a work dir (go-build*/b001/exe/undolog) or, since
+	// Go 1.24, into the build cache (go-build/xx/HASH-d/undolog).
+	exe, err := os.Executable()
+	dir := filepath.Base(filepath.Dir(exe))
+	if err != nil || !strings.Contains(exe, "go-build") || dir != "exe" && !strings.HasSuffix(dir, "-d") {
+		return "undolog"
+	}
+	mod, err := os.ReadFile("go.mod")
+	if err != nil || !strings.HasPrefix(string(mod), "module github.com/undolog/undolog\n") {
+		return "undolog"
+	}
+	return "go run ."
+}
+
+// shellQuote quotes s for a POSIX shell where it needs it.
+func shellQuote(s string) string {
+	bare := s != ""
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("_./:@%+=,-~", r)) {
+			bare = false
+			break
+		}
+	}
+	if bare {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// ReadLog is Log for a command that only reads: a log file that does not
+// exist reads as empty, and it says so on stderr (once), so that a
+// mistyped --log or UNDOLOG_LOG is not an empty listing in silence.
+func (f *Factory) ReadLog() effectlog.Log {
+	log := f.Log()
+	if fl, ok := log.(effectlog.FileLog); ok && !f.notedMissing {
+		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
+			f.notedMissing = true
+			fmt.Fprintf(f.ErrOut, "undolog: no log at %s yet: nothing is recorded there\n", textfmt.Escape(fl.Path()))
+		}
+	}
 	return log
 }
 
@@ -95,6 +174,16 @@ func (f *Factory) closeLogs() error {
 	}
 	f.opened = nil
 	return first
+}
+
+// Lease is how long the lease of this process's running calls and
+// compensations lasts unless renewed: $UNDOLOG_LEASE, else model.DefaultLease.
+func (f *Factory) Lease() (time.Duration, error) {
+	d, err := model.LeaseFromEnv(f.Getenv)
+	if err != nil {
+		return 0, usagef("%v", err)
+	}
+	return d, nil
 }
 
 // Actor is --as, else UNDOLOG_ACTOR, else user@host.
@@ -141,4 +230,23 @@ func (f *Factory) Color() bool {
 func lookupEnv(getenv func(string) string, key string) (string, bool) {
 	v := getenv(key)
 	return v, v != ""
+}
+
+// readFallback sets Fallback from $UNDOLOG_NOTIFY_FALLBACK: how long a wait
+// on a log that pushes changes (PostgreSQL) goes without a notification
+// before it looks anyway; 0 turns the push off (waits poll, as on a file).
+func (f *Factory) readFallback() error {
+	v := f.Getenv("UNDOLOG_NOTIFY_FALLBACK")
+	if v == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return usagef("UNDOLOG_NOTIFY_FALLBACK=%q: want a duration such as 3s, or 0 to poll", v)
+	}
+	f.Fallback = d
+	if d == 0 {
+		f.Fallback = -1
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -64,10 +65,10 @@ or compensating (a call in flight or in doubt) is kept.`,
 				}
 			}
 			if opts.output != formatText {
-				return writeJSON(f.Out, map[string]any{"sessions": rep.Sessions, "effects": rep.Effects,
+				return writeObject(f.Out, opts.output, map[string]any{"sessions": rep.Sessions, "effects": rep.Effects,
 					"bytes_before": sizeBefore, "bytes_after": sizeAfter})
 			}
-			fmt.Fprintf(f.Out, "dropped %d sessions (%d effects)\n", len(rep.Sessions), rep.Effects)
+			fmt.Fprintf(f.Out, "dropped %s (%s)\n", textfmt.Count(len(rep.Sessions), "session"), textfmt.Count(rep.Effects, "effect"))
 			if sizeBefore > 0 {
 				fmt.Fprintf(f.Out, "compacted: %s -> %s\n", byteSize(sizeBefore), byteSize(sizeAfter))
 			}

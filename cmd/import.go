@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 )
 
@@ -47,9 +48,9 @@ is one transaction.`,
 				return err
 			}
 			if opts.output != formatText {
-				return writeJSON(f.Out, rep)
+				return writeObject(f.Out, opts.output, rep)
 			}
-			_, err = fmt.Fprintf(f.Out, "imported %d sessions, %d effects, %d history records\n", rep.Sessions, rep.Effects, rep.Records)
+			_, err = fmt.Fprintf(f.Out, "imported %s, %s, %s\n", textfmt.Count(rep.Sessions, "session"), textfmt.Count(rep.Effects, "effect"), textfmt.Count(rep.Records, "history record"))
 			return err
 		},
 	}

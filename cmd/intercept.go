@@ -3,6 +3,7 @@ package cmd
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,11 +31,12 @@ type interceptOptions struct {
 func newCmdIntercept(f *Factory) *cobra.Command {
 	opts := &interceptOptions{}
 	c := &cobra.Command{
-		Use:   "intercept --session S --tool NAME --tier TIER",
+		Use:   "intercept [--session S] --tool NAME --tier TIER",
 		Short: "Register a tool call before it runs, and learn what to do with it",
 		Long: `Register a tool call in the effect log before it runs. The outcome says what to do:
 
   new          a new effect, pending: start it, run the call, then commit or fail it
+  pending      the same call was registered before and never started: as for new
   retry        the same call failed before and is pending again: run it again
   replayed     the same call already committed: do not run it, use the cached result
   in_progress  the same call is executing or awaiting approval (exit code 6)
@@ -48,6 +50,15 @@ The session is created if it does not exist.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
+			}
+			if opts.session == "" {
+				opts.session = f.Getenv("UNDOLOG_SESSION")
+			}
+			if opts.session == "" {
+				return usagef("intercept needs --session (or $UNDOLOG_SESSION)")
+			}
+			if c.Flags().Changed("compensate-cmd") && strings.TrimSpace(opts.compensateCmd) == "" {
+				return usagef("--compensate-cmd is empty: give the command that undoes the call, or leave the flag out")
 			}
 			tier, err := sm.ParseTier(opts.tier)
 			if err != nil {
@@ -77,7 +88,7 @@ The session is created if it does not exist.`,
 				return err
 			}
 			if opts.output != formatText {
-				if err := writeJSON(f.Out, res); err != nil {
+				if err := writeObject(f.Out, opts.output, res); err != nil {
 					return err
 				}
 			} else {
@@ -85,14 +96,14 @@ The session is created if it does not exist.`,
 			}
 			switch res.Outcome {
 			case model.OutcomeInProgress:
-				return &exitError{code: ExitInProgress, msg: inProgressMessage(res.Effect)}
+				return &exitError{code: ExitInProgress, msg: inProgressMessage(f, res.Effect)}
 			case model.OutcomeRejected:
 				return &exitError{code: ExitRejected, msg: fmt.Sprintf("effect %d for this call was rejected; it will not run", res.Effect.ID)}
 			}
 			return nil
 		},
 	}
-	c.Flags().StringVar(&opts.session, "session", "", "session id (created if new)")
+	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION; created if new)")
 	c.Flags().StringVar(&opts.tool, "tool", "", "tool name")
 	c.Flags().StringVar(&opts.tier, "tier", "", "safe, compensable or irreversible")
 	c.Flags().StringVar(&opts.args, "args", "", "call arguments: `JSON`, @FILE, or - for stdin (default {})")
@@ -103,7 +114,7 @@ The session is created if it does not exist.`,
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history and the approval request")
 	addFormatFlag(c, &opts.output, false)
-	for _, name := range []string{"session", "tool", "tier"} {
+	for _, name := range []string{"tool", "tier"} {
 		c.MarkFlagRequired(name)
 	}
 	return c
@@ -120,14 +131,14 @@ func printIntercept(f *Factory, res effectlog.InterceptResult) {
 	default:
 		fmt.Fprintf(f.Out, "%s effect %d: %s %s %s\n", res.Outcome, e.ID, textfmt.Escape(e.Tool), e.Tier, paint(f, stateCell(string(e.State))))
 		if res.Outcome == model.OutcomeNew && e.Tier == sm.Irreversible {
-			fmt.Fprintf(f.Out, "waiting for approval: undolog approve %d\n", e.ID)
+			fmt.Fprintf(f.Out, "waiting for approval: %s approve %d\n", textfmt.Escape(f.CLI()), e.ID)
 		}
 	}
 }
 
-func inProgressMessage(e model.Effect) string {
+func inProgressMessage(f *Factory, e model.Effect) string {
 	if e.State == sm.Pending && e.Tier == sm.Irreversible {
-		return fmt.Sprintf("effect %d for this call is awaiting approval: undolog approve %d", e.ID, e.ID)
+		return fmt.Sprintf("effect %d for this call is awaiting approval: %s approve %d", e.ID, f.CLI(), e.ID)
 	}
 	return fmt.Sprintf("effect %d for this call is %s", e.ID, e.State)
 }

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"time"
 
@@ -19,13 +20,16 @@ type listOptions struct {
 	state   string
 	tier    string
 	tool    string
+	undo    string
 	since   string
 	limit   int
 	follow  bool
 	output  string
 }
 
-// followInterval is how often --follow polls the log's change feed.
+// followInterval is how often --follow polls the log's change feed on an
+// engine that cannot tell of changes (a file); one that can (PostgreSQL)
+// wakes it at once, with the log's slow poll as the safety net.
 const followInterval = 200 * time.Millisecond
 
 func newCmdList(f *Factory) *cobra.Command {
@@ -45,7 +49,7 @@ func newCmdList(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			store := f.Log()
+			store := f.ReadLog()
 			var position uint64
 			if opts.follow {
 				// Take the position first: nothing recorded after the listing is missed.
@@ -53,12 +57,15 @@ func newCmdList(f *Factory) *cobra.Command {
 					return err
 				}
 			}
-			list, _, err := store.ListEffects(c.Context(), filter)
+			list, more, err := store.ListEffects(c.Context(), filter)
 			if err != nil {
 				return err
 			}
-			if err := printEffects(f, opts.output, list); err != nil {
+			if err := printEffectsWithUndo(c.Context(), f, store, opts.output, list); err != nil {
 				return err
+			}
+			if more != 0 && opts.output == formatText {
+				fmt.Fprintf(f.ErrOut, "the newest %s; --limit 0 lists all\n", textfmt.Count(len(list), "matching effect"))
 			}
 			if !opts.follow {
 				return nil
@@ -70,6 +77,7 @@ func newCmdList(f *Factory) *cobra.Command {
 	c.Flags().StringVar(&opts.state, "state", "", "only effects in this state")
 	c.Flags().StringVar(&opts.tier, "tier", "", "only effects of this tier")
 	c.Flags().StringVar(&opts.tool, "tool", "", "only effects of this tool")
+	c.Flags().StringVar(&opts.undo, "undo", "", "only effects whose undo entry is in this state (compensated: undone)")
 	c.Flags().StringVar(&opts.since, "since", "", "only effects created since a time (RFC 3339) or duration (1h, 7d)")
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects (0: all)")
 	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "then print transitions as they happen, until interrupted")
@@ -89,6 +97,13 @@ func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
 		}
 		filter.State = st
 	}
+	if o.undo != "" {
+		u, err := sm.ParseEntryState(o.undo)
+		if err != nil {
+			return filter, err
+		}
+		filter.Undo = u
+	}
 	if o.tier != "" {
 		t, err := sm.ParseTier(o.tier)
 		if err != nil {
@@ -99,6 +114,30 @@ func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
 	since, err := parseSince(f.Now(), "--since", o.since)
 	filter.Since = since
 	return filter, err
+}
+
+// printEffectsWithUndo prints effects with the state of their undo entries:
+// an effect the undo compensated stays committed (the spec's terminal
+// state), and its entry says it was undone.
+func printEffectsWithUndo(ctx context.Context, f *Factory, store effectlog.Log, format string, list []model.Effect) error {
+	if format != formatText {
+		return printEffects(f, format, list)
+	}
+	bySession := map[string][]uint64{}
+	for _, e := range list {
+		if e.Tier == sm.Compensable {
+			bySession[e.Session] = append(bySession[e.Session], e.ID)
+		}
+	}
+	entries := map[uint64]model.UndoEntry{}
+	for session, ids := range bySession {
+		got, err := store.UndoEntries(ctx, session, ids)
+		if err != nil {
+			return err
+		}
+		maps.Copy(entries, got)
+	}
+	return renderEffects(f, list, entries)
 }
 
 func printEffects(f *Factory, format string, list []model.Effect) error {
@@ -137,8 +176,6 @@ func trimColumns(rows [][]cell, n int) [][]cell {
 // the filter, until the context ends (Ctrl-C).
 func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOptions, position uint64) error {
 	filter, _ := opts.filter(f)
-	tick := time.NewTicker(followInterval)
-	defer tick.Stop()
 	for ctx.Err() == nil {
 		changes, last, err := store.Changes(ctx, position, 1000)
 		if ctx.Err() != nil {
@@ -168,10 +205,7 @@ func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOpti
 		if len(changes) == 1000 {
 			continue
 		}
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
+		store.WaitChange(ctx, position, followInterval) // an interrupt ends the loop
 	}
 	return nil // Ctrl-C ends a follow
 }
@@ -199,7 +233,7 @@ func printChange(f *Factory, format string, e model.Effect, r model.HistoryRecor
 		from = "(new)"
 	}
 	_, err := fmt.Fprintf(f.Out, "%s  %s %d %s %s: %s -> %s  by %s\n", r.At.Local().Format("15:04:05"), what, e.ID,
-		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, paint(f, stateCell(r.To)), textfmt.Escape(r.Actor+reasonSuffix(r.Reason)))
+		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, paint(f, stateCell(r.To)), textfmt.Escape(actorOf(r)+reasonSuffix(r.Reason)))
 	return err
 }
 

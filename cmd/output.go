@@ -55,6 +55,15 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// writeObject writes one object as indented JSON (json) or on one line
+// (jsonl: one object a line, whatever the command).
+func writeObject(w io.Writer, format string, v any) error {
+	if format == formatJSONL {
+		return writeJSONLine(w, v)
+	}
+	return writeJSON(w, v)
+}
+
 func writeJSONLine(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -9,9 +10,30 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/proxy"
 )
+
+// globEscaper escapes what path.Match would read as a pattern.
+var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`)
+
+// policyKey is a tool's name as a policy key: bare when it is letters,
+// digits, _ . and -; else a quoted YAML string with its glob characters
+// escaped.
+func policyKey(name string) string {
+	bare := name != ""
+	for _, r := range name {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '.' || r == '-') {
+			bare = false
+		}
+	}
+	if bare {
+		return name
+	}
+	quoted, _ := json.Marshal(globEscaper.Replace(name))
+	return string(quoted)
+}
 
 func newCmdPolicy(f *Factory) *cobra.Command {
 	c := &cobra.Command{
@@ -49,13 +71,13 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 }
 
 type policyInitOptions struct {
-	output string
+	file string
 }
 
 func newCmdPolicyInit(f *Factory) *cobra.Command {
 	opts := &policyInitOptions{}
 	c := &cobra.Command{
-		Use:   "init [-o FILE] -- SERVER_CMD [ARGS...]",
+		Use:   "init [--file FILE] -- SERVER_CMD [ARGS...]",
 		Short: "Write a starting policy from a server's tools and their annotations",
 		Long: `Start the MCP server, list its tools and write a starting policy: tools annotated
 readOnlyHint are safe, the others irreversible until you give them a compensate
@@ -79,35 +101,39 @@ call (the policy shows where). Review it before use.`,
 				return err
 			}
 			var b strings.Builder
-			fmt.Fprintf(&b, "# undolog policy for: %s\n# Written by 'undolog policy init'; review it. Check it with 'undolog policy check FILE'.\n", strings.Join(args, " "))
+			fmt.Fprintf(&b, "# undolog policy for: %s\n# Written by 'undolog policy init'; review it. Check it with 'undolog policy check FILE'.\n", textfmt.Escape(strings.Join(args, " ")))
 			b.WriteString("# A compensable tool names the call that undoes it; its args are JSON in which\n")
 			b.WriteString("# \"{{ jq }}\" is evaluated over .args (the call's), .result and .capture.\ntools:\n")
 			for _, t := range tools {
+				// A tool's name is the server's to choose: quoted (a JSON string is
+				// a YAML one), a name with a colon, a newline or a # stays one key;
+				// its glob characters escaped, a name like "*" matches itself only.
+				name := policyKey(t.Name)
 				a := t.Annotations
 				switch {
 				case a != nil && a.ReadOnlyHint:
-					fmt.Fprintf(&b, "  %s:\n    tier: safe            # readOnlyHint\n", t.Name)
+					fmt.Fprintf(&b, "  %s:\n    tier: safe            # readOnlyHint\n", name)
 				case a != nil && a.DestructiveHint != nil && *a.DestructiveHint:
-					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # destructiveHint\n", t.Name)
+					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # destructiveHint\n", name)
 				default:
-					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable with:\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT\n    #   args: {}\n", t.Name)
+					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable with:\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT\n    #   args: {}\n", name)
 				}
 			}
-			if opts.output == "" || opts.output == "-" {
+			if opts.file == "" || opts.file == "-" {
 				_, err = fmt.Fprint(f.Out, b.String())
 				return err
 			}
-			if _, err := os.Stat(opts.output); err == nil {
-				return usagef("%s exists; not overwriting it", opts.output)
+			if _, err := os.Lstat(opts.file); err == nil {
+				return usagef("%s exists; not overwriting it", opts.file)
 			}
-			if err := os.WriteFile(opts.output, []byte(b.String()), 0o644); err != nil {
+			if err := os.WriteFile(opts.file, []byte(b.String()), 0o644); err != nil {
 				return err
 			}
-			fmt.Fprintf(f.ErrOut, "wrote %s: %d tools\n", opts.output, len(tools))
+			fmt.Fprintf(f.ErrOut, "wrote %s: %d tools\n", textfmt.Escape(opts.file), len(tools))
 			return nil
 		},
 	}
 	c.Flags().SetInterspersed(false)
-	c.Flags().StringVarP(&opts.output, "output", "o", "", "write to `FILE` instead of standard output")
+	c.Flags().StringVar(&opts.file, "file", "", "write to `FILE` (which must not exist) instead of standard output")
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/proxy"
 )
 
@@ -50,6 +51,10 @@ compensations last-in-first-out.`,
 				}
 				policy = p
 			}
+			lease, err := f.Lease()
+			if err != nil {
+				return err
+			}
 			store := f.Log()
 			session := opts.session
 			if session == "" {
@@ -69,12 +74,12 @@ compensations last-in-first-out.`,
 			if _, err := store.SetUpstream(c.Context(), session, args); err != nil {
 				return err
 			}
-			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s (undo it with: undolog undo %s)\n", session, session)
+			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s (undo it with: %s undo %s)\n", session, textfmt.Escape(f.CLI()), session)
 			redact := opts.redact
 			if policy != nil {
 				redact = append(redact, policy.Redact...)
 			}
-			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now}
+			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI()}
 			return p.Run(c.Context(), args, f.In, f.Out)
 		},
 	}

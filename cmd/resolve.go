@@ -39,7 +39,7 @@ func newCmdResolve(f *Factory) *cobra.Command {
 				return err
 			}
 			if opts.output != formatText {
-				return writeJSON(f.Out, u)
+				return writeObject(f.Out, opts.output, u)
 			}
 			_, err = fmt.Fprintf(f.Out, "effect %d undo entry %s\n", id, paint(f, stateCell(string(u.State))))
 			return err

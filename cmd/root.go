@@ -55,14 +55,22 @@ func NewRootCmd(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "undolog",
 		Short: "Make tool calls transactional: log, replay, approve and undo them",
-		Long: `undolog puts every tool call of an AI agent or CI script through a durable local
-effect log: classified by tier (safe, compensable, irreversible), recorded before
-it runs, replayed from the log when repeated, held for a person when it cannot be
-undone, and undone last-in-first-out when the session fails.`,
+		Long: `undolog puts every tool call of an AI agent or CI script through a durable effect
+log (a local file, or a PostgreSQL database that a team shares): classified by tier
+(safe, compensable, irreversible), recorded before it runs, replayed from the log
+when repeated, held for a person when it cannot be undone, and undone
+last-in-first-out when the session fails.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return f.readFallback()
+		},
 	}
-	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `file` (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db)")
+	// --version prints what `undolog version` does.
+	v, cm, d := BuildInfo()
+	root.Version = v
+	root.SetVersionTemplate(fmt.Sprintf("undolog %s\ncommit: %s\nbuilt:  %s\n", v, cm, d))
+	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else the database $PGHOST/$PGDATABASE/$PGSERVICE name, else $XDG_STATE_HOME/undolog/undolog.db)")
 	root.PersistentFlags().DurationVar(&f.LockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
@@ -89,10 +97,13 @@ undone, and undone last-in-first-out when the session fails.`,
 		newCmdResolve(f),
 		newCmdCompact(f),
 		newCmdGC(f),
+		newCmdMigrate(f, nil),
 		newCmdTUI(f),
 		newCmdDemo(f),
 		newCmdVersion(f),
+		newCmdMan(f),
 	)
+	addCompletions(f, root)
 	return root
 }
 

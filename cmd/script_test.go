@@ -107,6 +107,7 @@ func runScripts(t *testing.T, engine string) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"exit":         cmdExit,
 			"json":         cmdJSON,
+			"jsonlines":    cmdJSONLines,
 			"sleep":        cmdSleep,
 			"hold":         cmdHold,
 			"waitfor":      cmdWaitFor,
@@ -316,6 +317,23 @@ func cmdJSON(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	if (got == args[2]) == neg {
 		ts.Fatalf("json %s: got %s, want %s%s", args[1], got, map[bool]string{true: "not ", false: ""}[neg], args[2])
+	}
+}
+
+// jsonlines FILE N: FILE (or stdout) is N lines, each one JSON object.
+func cmdJSONLines(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 || neg {
+		ts.Fatalf("usage: jsonlines FILE N")
+	}
+	lines := strings.Split(strings.TrimSuffix(ts.ReadFile(args[0]), "\n"), "\n")
+	if strconv.Itoa(len(lines)) != args[1] {
+		ts.Fatalf("jsonlines: %d lines, want %s", len(lines), args[1])
+	}
+	for i, l := range lines {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			ts.Fatalf("jsonlines: line %d is not one JSON object: %v: %q", i+1, err, l)
+		}
 	}
 }
 

@@ -34,7 +34,7 @@ func newSessionEndCmd(f *Factory, name, short string, to sm.SessionState) *cobra
 				return err
 			}
 			if opts.output != formatText {
-				return writeJSON(f.Out, sess)
+				return writeObject(f.Out, opts.output, sess)
 			}
 			_, err = f.Out.Write([]byte(sess.ID + " " + string(sess.State) + "\n"))
 			return err

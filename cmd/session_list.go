@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -45,7 +46,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			list, _, err := f.Log().ListSessions(c.Context(), filter)
+			list, more, err := f.ReadLog().ListSessions(c.Context(), filter)
 			if err != nil {
 				return err
 			}
@@ -61,7 +62,13 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
 			}
-			return printListing(f, opts.output, list, func(s model.Session) any { return s.ID }, text)
+			if err := printListing(f, opts.output, list, func(s model.Session) any { return s.ID }, text); err != nil {
+				return err
+			}
+			if more != 0 && opts.output == formatText {
+				fmt.Fprintf(f.ErrOut, "the newest %s; --limit 0 lists all\n", textfmt.Count(len(list), "matching session"))
+			}
+			return nil
 		},
 	}
 	c.Flags().StringVar(&opts.state, "state", "", "only sessions in this state")

@@ -48,7 +48,7 @@ there are in all.`,
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			v, err := loadSessionView(c.Context(), f.Log(), args[0], opts.limit)
+			v, err := loadSessionView(c.Context(), f.ReadLog(), args[0], opts.limit)
 			if err != nil {
 				return err
 			}
@@ -99,7 +99,7 @@ func loadSessionView(ctx context.Context, store effectlog.Log, id string, limit 
 func printSessionView(f *Factory, v sessionView) error {
 	s := v.Session
 	now := f.Now()
-	fmt.Fprintf(f.Out, "session %s  %s  created %s ago  %d effects\n", textfmt.Escape(s.ID), paint(f, stateCell(string(s.State))), ago(now, s.CreatedAt), s.Effects)
+	fmt.Fprintf(f.Out, "session %s  %s  created %s ago  %s\n", textfmt.Escape(s.ID), paint(f, stateCell(string(s.State))), ago(now, s.CreatedAt), textfmt.Count(s.Effects, "effect"))
 	if len(s.Meta) > 0 {
 		keys := make([]string, 0, len(s.Meta))
 		for k := range s.Meta {

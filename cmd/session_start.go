@@ -44,7 +44,7 @@ func newCmdSessionStart(f *Factory) *cobra.Command {
 				return err
 			}
 			if opts.output != formatText {
-				return writeJSON(f.Out, sess)
+				return writeObject(f.Out, opts.output, sess)
 			}
 			_, err = fmt.Fprintln(f.Out, sess.ID)
 			return err

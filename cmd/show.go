@@ -9,6 +9,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 type showOptions struct {
@@ -34,7 +35,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, store := c.Context(), f.Log()
+			ctx, store := c.Context(), f.ReadLog()
 			details := make([]model.EffectDetail, 0, len(ids))
 			// An mcp compensation is called on its session's server.
 			upstreams := map[string][]string{}
@@ -104,7 +105,11 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		field("compensation", describeCompensation(*e.Compensation)+compensationServer(*e.Compensation, upstream))
 	}
 	if e.Owner != nil {
-		field("owner", fmt.Sprintf("pid %d on %s since %s", e.Owner.PID, e.Owner.Host, e.Owner.StartedAt.Format("2006-01-02T15:04:05Z07:00")))
+		lease := ""
+		if !e.Owner.LeaseUntil.IsZero() {
+			lease = ", lease until " + e.Owner.LeaseUntil.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		}
+		field("owner", fmt.Sprintf("pid %d on %s since %s%s", e.Owner.PID, e.Owner.Host, e.Owner.StartedAt.Format("2006-01-02T15:04:05Z07:00"), lease))
 	}
 	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
 	if d.Approval != nil {
@@ -135,9 +140,18 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 			detail = "error: " + r.Error + reasonSuffix(r.Reason)
 		}
 		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
-			plain(orDash(r.From)), stateCell(what), plain(r.Trigger), plain(r.Actor), plain(orDash(detail))})
+			plain(orDash(r.From)), stateCell(what), plain(sm.TriggerText(r.Trigger)), plain(actorOf(r)), plain(orDash(detail))})
 	}
 	return renderTable(f, []string{"SEQ", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON"}, rows)
+}
+
+// actorOf is who a record says made it: the --as name, and the database
+// role it was written as (checked by the database) where the log has one.
+func actorOf(r model.HistoryRecord) string {
+	if r.Role == "" {
+		return r.Actor
+	}
+	return r.Actor + " (role " + r.Role + ")"
 }
 
 // approvalLine is one approval request and its decision, if made.

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -75,6 +76,9 @@ func runSteps(ctx context.Context, f *Factory, opts *stepOptions, ids []uint64, 
 	var done []model.Effect
 	for _, id := range ids {
 		e, err := store.Transition(ctx, id, to, change)
+		if errors.Is(err, model.ErrAwaitsApproval) {
+			err = fmt.Errorf("%w: %s approve %d", err, f.CLI(), id)
+		}
 		if err != nil {
 			if len(ids) == 1 {
 				return err

@@ -1,8 +1,18 @@
 package cmd
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/tui"
 )
 
@@ -19,7 +29,10 @@ func newCmdTUI(f *Factory) *cobra.Command {
 		Long: `Open the interactive view of the log: sessions, then a session's effects with
 the detail of the selected one. Keys: arrows or j/k, enter, esc, tab; a approve,
 r reject, t transition, u undo the session, / filter, f follow, ? help, q quit.
-What other processes do shows within a second; the log is never held open.`,
+The title names the log. What other processes do shows within a second; the
+log is never held open. A log file that does not exist is refused (exit 3):
+nothing is recorded there to review, and a mistyped --log would be an empty
+view in silence.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			return runTUI(c, f, opts.session, opts.as)
@@ -31,14 +44,36 @@ What other processes do shows within a second; the log is never held open.`,
 }
 
 func runTUI(c *cobra.Command, f *Factory, session, as string) error {
+	store := f.Log()
+	// Checked before the terminal, so that scripts can see it too.
+	if fl, ok := store.(effectlog.FileLog); ok {
+		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: no log at %s: nothing is recorded there yet (exec or session start makes one); check --log or UNDOLOG_LOG",
+				model.ErrNotFound, fl.Path())
+		}
+	}
 	if !f.StdoutIsTerminal() || !f.StdinIsTerminal() {
 		return usagef("tui needs a terminal; for scripts use list, show and approvals with -o json")
 	}
-	store := f.Log()
 	if session != "" {
 		if _, err := store.GetSession(c.Context(), session); err != nil {
 			return err
 		}
 	}
-	return tui.Run(c.Context(), tui.Options{Log: store, Session: session, Actor: f.Actor(as), Now: f.Now, Color: f.Color()}, f.In, f.Out)
+	return tui.Run(c.Context(), tui.Options{Log: store, Address: logAddress(store, f.LogPath()), Session: session, Actor: f.Actor(as), Now: f.Now, Color: f.Color()}, f.In, f.Out)
+}
+
+// logAddress is how the view names its log: a file by its absolute path, a
+// PostgreSQL URL without its password.
+func logAddress(store effectlog.Log, addr string) string {
+	if fl, ok := store.(effectlog.FileLog); ok {
+		if abs, err := filepath.Abs(fl.Path()); err == nil {
+			return abs
+		}
+		return fl.Path()
+	}
+	if u, err := url.Parse(addr); err == nil && u.Host == "" && u.Path == "" && u.RawQuery == "" {
+		return u.Scheme + ":// (from the PG* environment)"
+	}
+	return engines.Shown(addr)
 }

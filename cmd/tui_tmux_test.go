@@ -2,9 +2,11 @@ package cmd
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +109,124 @@ func TestTUIInTmux(t *testing.T) {
 	}
 	screen("committed") // the view follows the exec's commit by itself
 	tmux("send-keys", "q")
+}
+
+// tmuxServer starts a private tmux server for the test, or skips without tmux.
+func tmuxServer(t *testing.T) func(args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("UNDOLOG_REQUIRE_TMUX") != "" {
+			t.Fatal("tmux is required (UNDOLOG_REQUIRE_TMUX is set) but not installed")
+		}
+		t.Skip("tmux not installed")
+	}
+	socket := "undolog-test-" + filepath.Base(t.TempDir())
+	t.Cleanup(func() { exec.Command("tmux", "-L", socket, "kill-server").Run() })
+	return func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("tmux", append([]string{"-L", socket}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+}
+
+// waitScreen waits until the pane (the window named target) shows want.
+func waitScreen(t *testing.T, tmux func(...string) string, target, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pane := tmux("capture-pane", "-p", "-t", target)
+		if strings.Contains(pane, want) {
+			return pane
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the screen never showed %q:\n%s", want, pane)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The view in a real terminal at 80x24 and 160x45, with and without
+// NO_COLOR: the selected row is marked by text, the footer keeps help and
+// quit, the title names the log (issue 16, items 1, 4 and 6).
+func TestTUILayoutsInTmux(t *testing.T) {
+	tmux := tmuxServer(t)
+	dir := t.TempDir()
+	bin := testbin.Undolog(t)
+	logPath := filepath.Join(dir, "demo.db")
+	if out, err := exec.Command(bin, "demo", "--log", logPath).CombinedOutput(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	for i, l := range []struct {
+		w, h    int
+		noColor bool
+	}{{80, 24, true}, {80, 24, false}, {160, 45, true}, {160, 45, false}} {
+		name := fmt.Sprintf("v%d", i)
+		env := []string{"env", "UNDOLOG_LOG=" + logPath, "TERM=xterm-256color"}
+		if l.noColor {
+			env = append(env, "NO_COLOR=1")
+		}
+		tmux(append([]string{"new-session", "-d", "-s", name, "-x", strconv.Itoa(l.w), "-y", strconv.Itoa(l.h)}, append(env, bin, "tui")...)...)
+		pane := waitScreen(t, tmux, name, "ci-nightly-88")
+		lines := strings.Split(strings.TrimRight(pane, "\n"), "\n")
+		if !strings.Contains(pane, "▶ ci-nightly-88") {
+			t.Errorf("%dx%d no_color=%v: the selection is not marked:\n%s", l.w, l.h, l.noColor, pane)
+		}
+		if last := strings.TrimSpace(lines[len(lines)-1]); !strings.HasSuffix(last, "? help • q quit") || strings.Contains(last, "approve") {
+			t.Errorf("%dx%d: footer %q", l.w, l.h, last)
+		}
+		if !strings.Contains(lines[0], "demo.db") {
+			t.Errorf("%dx%d: the title %q does not name the log", l.w, l.h, lines[0])
+		}
+		coloured := tmux("capture-pane", "-p", "-e", "-t", name)
+		if hasColour := strings.Contains(coloured, "\x1b[3") || strings.Contains(coloured, "\x1b[9"); hasColour == l.noColor {
+			t.Errorf("%dx%d no_color=%v: colour shown: %v", l.w, l.h, l.noColor, hasColour)
+		}
+		tmux("send-keys", "-t", name, "j")
+		waitScreen(t, tmux, name, "▶ agent-ops-3")
+		// The session screen's longer footer keeps help and quit too.
+		tmux("send-keys", "-t", name, "Enter")
+		pane = waitScreen(t, tmux, name, "drop_database")
+		lines = strings.Split(strings.TrimRight(pane, "\n"), "\n")
+		if last := strings.TrimSpace(lines[len(lines)-1]); !strings.HasSuffix(last, "? help • q quit") || !strings.Contains(last, "a approve") {
+			t.Errorf("%dx%d: session footer %q", l.w, l.h, last)
+		}
+		if !strings.Contains(pane, "▶ ") {
+			t.Errorf("%dx%d: no row marked:\n%s", l.w, l.h, pane)
+		}
+		tmux("send-keys", "-t", name, "q")
+	}
+}
+
+// `undolog demo` at a terminal says, after the view closes, where its log
+// was; it removes its temporary folder unless --keep, which keeps it and
+// says where (issue 16, item 6).
+func TestDemoSaysWhereItsLogIsInTmux(t *testing.T) {
+	tmux := tmuxServer(t)
+	bin := testbin.Undolog(t)
+	for i, keep := range []bool{false, true} {
+		tmp := t.TempDir()
+		name := fmt.Sprintf("d%d", i)
+		args := "demo"
+		if keep {
+			args += " --keep"
+		}
+		tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", "env", "TMPDIR="+tmp, "TERM=xterm-256color", "sh", "-c",
+			bin+" "+args+"; echo exit=$?; sleep 60")
+		waitScreen(t, tmux, name, "agent-research-42")
+		tmux("send-keys", "-t", name, "q")
+		pane := strings.ReplaceAll(waitScreen(t, tmux, name, "exit=0"), "\n", "") // long lines wrap
+		left, _ := filepath.Glob(filepath.Join(tmp, "undolog-demo-*"))
+		if keep {
+			if len(left) != 1 || !strings.Contains(pane, "the demo log is kept at "+filepath.Join(left[0], "undolog.db")) {
+				t.Fatalf("--keep: folders %v\n%s", left, pane)
+			}
+			continue
+		}
+		if len(left) != 0 || !strings.Contains(pane, "the demo log was "+tmp) || !strings.Contains(pane, "now removed (undolog demo --keep keeps it)") {
+			t.Fatalf("folders left %v\n%s", left, pane)
+		}
+	}
 }

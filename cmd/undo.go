@@ -62,7 +62,7 @@ again (compensations are not assumed idempotent).`,
 			}
 			if opts.dryRun {
 				if opts.output != formatText {
-					return writeJSON(f.Out, struct {
+					return writeObject(f.Out, opts.output, struct {
 						saga.Plan
 						Upstream []string `json:"upstream,omitempty"`
 					}{plan, sess.Upstream})
@@ -84,7 +84,11 @@ again (compensations are not assumed idempotent).`,
 					return &exitError{code: ExitError, msg: "undo cancelled; nothing changed"}
 				}
 			}
-			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt,
+			lease, err := f.Lease()
+			if err != nil {
+				return err
+			}
+			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease, CLI: f.CLI(),
 				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
 					// A nil *mcpclient.Client must not reach the interface.
 					client, err := mcpclient.Dial(ctx, upstream)
@@ -103,7 +107,7 @@ again (compensations are not assumed idempotent).`,
 			}
 			res, err := runner.Run(c.Context(), plan.Session)
 			if opts.output != formatText {
-				if werr := writeJSON(f.Out, res); werr != nil {
+				if werr := writeObject(f.Out, opts.output, res); werr != nil {
 					return werr
 				}
 			} else if err == nil {
@@ -140,7 +144,7 @@ func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 			println("  %2d. effect %d %s (%s): skip, it never ran", n, e.ID, e.Tool, e.State)
 		case saga.ActionBlocked:
 			n++
-			println("  %2d. effect %d %s: BLOCKED, failed before (%s): undolog resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, e.ID)
+			println("  %2d. effect %d %s: BLOCKED, failed before (%s): %s resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, f.CLI(), e.ID)
 		case saga.ActionInProgress:
 			n++
 			if s.Entry.State != sm.EntryCompensating {
@@ -154,6 +158,9 @@ func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 		default:
 			n++
 			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, call)
+		}
+		if s.Problem != "" && s.Action != saga.ActionDone {
+			println("      WILL FAIL: %s", s.Problem) // not the exact call: it cannot be made
 		}
 	}
 	if len(plan.Steps) == 0 {

@@ -25,12 +25,12 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			rep, err := f.Log().Verify(c.Context())
+			rep, err := f.ReadLog().Verify(c.Context())
 			if err != nil {
 				return err
 			}
 			if opts.output != formatText {
-				if err := writeJSON(f.Out, rep); err != nil {
+				if err := writeObject(f.Out, opts.output, rep); err != nil {
 					return err
 				}
 			} else {
@@ -38,7 +38,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 					fmt.Fprintln(f.Out, textfmt.Escape(p.String()))
 				}
 				if len(rep.Problems) == 0 {
-					fmt.Fprintf(f.Out, "ok: %d sessions, %d effects, %d history records\n", rep.Sessions, rep.Effects, rep.Records)
+					fmt.Fprintf(f.Out, "ok: %s, %s, %s\n", textfmt.Count(rep.Sessions, "session"), textfmt.Count(rep.Effects, "effect"), textfmt.Count(rep.Records, "history record"))
 				}
 			}
 			if n := len(rep.Problems); n > 0 {

@@ -43,15 +43,32 @@ func BuildInfo() (v, c, d string) {
 	return v, c, d
 }
 
+type versionOptions struct {
+	output string
+}
+
 func newCmdVersion(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	opts := &versionOptions{}
+	c := &cobra.Command{
 		Use:   "version",
 		Short: "Print version, commit and build date",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
-			v, cm, d := BuildInfo()
-			_, err := fmt.Fprintf(f.Out, "undolog %s\ncommit: %s\nbuilt:  %s\n", v, cm, d)
-			return err
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			return versionRun(f, opts)
 		},
 	}
+	addFormatFlag(c, &opts.output, false)
+	return c
+}
+
+func versionRun(f *Factory, opts *versionOptions) error {
+	v, cm, d := BuildInfo()
+	if opts.output != formatText {
+		return writeObject(f.Out, opts.output, map[string]string{"version": v, "commit": cm, "date": d})
+	}
+	_, err := fmt.Fprintf(f.Out, "undolog %s\ncommit: %s\nbuilt:  %s\n", v, cm, d)
+	return err
 }

@@ -27,7 +27,7 @@ func testIrreversibleApprovePath(t *testing.T, newStore opener) {
 	if again := intercept(t, s, "agent", "wire_money", sm.Irreversible, `{"amount":100}`); again.Outcome != model.OutcomeInProgress {
 		t.Fatalf("repeat while waiting: %+v", again)
 	}
-	if _, err := s.Start(t.Context(), id, model.Change{}); !errors.Is(err, model.ErrInProgress) || !strings.Contains(err.Error(), "undolog approve") {
+	if _, err := s.Start(t.Context(), id, model.Change{}); !errors.Is(err, model.ErrInProgress) || !errors.Is(err, model.ErrAwaitsApproval) {
 		t.Fatalf("start before approval: %v", err)
 	}
 	e := must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice", Reason: "looks right"}))
@@ -94,14 +94,34 @@ func testApprovalExpiry(t *testing.T, newStore opener) {
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("expired request still listed as waiting")
 	}
-	if _, err := s.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "late"}); !errors.Is(err, sm.ErrInvalidStateTransition) ||
-		!strings.Contains(err.Error(), sm.ReasonTerminal) || !strings.Contains(err.Error(), "timed out") {
-		t.Fatalf("approve after expiry: %v", err)
+	// Nobody answered: no one decides it late, and nothing ran.
+	for _, decide := range []func(context.Context, uint64, model.Change) (model.Effect, error){s.Approve, s.Reject} {
+		if _, err := decide(t.Context(), res.Effect.ID, model.Change{Actor: "late"}); !errors.Is(err, model.ErrConflict) || !strings.Contains(err.Error(), "timed out") {
+			t.Fatalf("decision after expiry: %v", err)
+		}
 	}
 	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID))
-	if d.Effect.State != sm.Rejected || d.Approval.Outcome != model.ApprovalTimedOut || d.Approval.DecidedBy != model.TimeoutActor {
+	if d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalTimedOut || d.Approval.DecidedBy != model.TimeoutActor || d.Effect.HistoryLen != 1 {
 		t.Fatalf("after expiry: %+v %+v", d.Effect, d.Approval)
 	}
+	// That is no rejection: the session is not halted, and the same call,
+	// run again, asks again (as long as the first request waited).
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "ci")); sess.State != sm.SessionActive || sess.PendingApprovals != 0 {
+		t.Fatalf("session after expiry: %+v", sess)
+	}
+	again := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "ci", Tool: "deploy", Tier: sm.Irreversible}))
+	if again.Outcome != model.OutcomeInProgress || again.Effect.ID != res.Effect.ID {
+		t.Fatalf("the same call again: %+v", again)
+	}
+	d = must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID))
+	if a := d.Approval; a.Outcome != model.ApprovalPending || len(a.Earlier) != 1 || a.Earlier[0].Outcome != model.ApprovalTimedOut ||
+		a.ExpiresAt == nil || !a.ExpiresAt.Equal(clk.now().Add(time.Minute)) {
+		t.Fatalf("asked again: %+v", a)
+	}
+	if n := len(pending(t, s)); n != 1 {
+		t.Fatalf("%d waiting", n)
+	}
+	must[model.Effect](t)(s.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice"}))
 	verifyClean(t, s)
 }
 
@@ -235,21 +255,34 @@ func testRejectionClosesOtherRequests(t *testing.T, newStore opener) {
 	a := intercept(t, s, "run", "a", sm.Irreversible, `{}`).Effect.ID
 	b := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "run", Tool: "b", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
 	c := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "run", Tool: "c", Tier: sm.Irreversible, ApprovalTimeout: time.Minute})).Effect.ID
+	d := intercept(t, s, "run", "d", sm.Irreversible, `{}`).Effect.ID
 	clk.add(2 * time.Minute)
+	// Timeouts reject nothing and halt nothing: a and d still wait.
 	if n := must[int](t)(s.ExpireApprovals(t.Context(), "run")); n != 2 {
 		t.Fatalf("%d expired", n)
 	}
 	for _, id := range []uint64{b, c} {
-		if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)); d.Approval.Outcome != model.ApprovalTimedOut || d.Effect.State != sm.Rejected {
-			t.Fatalf("effect %d: %+v %+v", id, d.Effect, d.Approval)
+		if det := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)); det.Approval.Outcome != model.ApprovalTimedOut || det.Effect.State != sm.Pending {
+			t.Fatalf("effect %d: %+v %+v", id, det.Effect, det.Approval)
 		}
 	}
-	if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), a)); d.Approval.Outcome != model.ApprovalClosed || d.Effect.State != sm.Pending ||
-		d.Approval.Decision != "session halted" {
-		t.Fatalf("effect %d: %+v %+v", a, d.Effect, d.Approval)
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "run")); sess.State != sm.SessionAwaitingApproval || sess.PendingApprovals != 2 {
+		t.Fatalf("session after timeouts: %+v", sess)
+	}
+	// A person's rejection halts the session and closes the requests still waiting.
+	must[model.Effect](t)(s.Reject(t.Context(), a, model.Change{Actor: "dana", Reason: "no"}))
+	if det := must[model.EffectDetail](t)(s.GetEffect(t.Context(), d)); det.Approval.Outcome != model.ApprovalClosed || det.Effect.State != sm.Pending ||
+		det.Approval.Decision != "session halted" {
+		t.Fatalf("effect %d: %+v %+v", d, det.Effect, det.Approval)
+	}
+	if det := must[model.EffectDetail](t)(s.GetEffect(t.Context(), b)); det.Approval.Outcome != model.ApprovalTimedOut {
+		t.Fatalf("effect %d: %+v", b, det.Approval)
 	}
 	if n := len(pending(t, s)); n != 0 {
 		t.Fatalf("%d still waiting", n)
+	}
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "run")); sess.State != sm.SessionHalted || sess.PendingApprovals != 0 {
+		t.Fatalf("session after the rejection: %+v", sess)
 	}
 	verifyClean(t, s)
 }

@@ -73,7 +73,9 @@ var suite = []struct {
 	{"CloseKeepsWhatWasWritten", testCloseKeepsWhatWasWritten},
 	{"ReclaimOfAnOwnerThatChangedIsRefused", testReclaimOfAnOwnerThatChangedIsRefused},
 	{"CompensationOwnerIsTakenOnlyByReclaim", testCompensationOwnerIsTakenOnlyByReclaim},
+	{"RenewLeaseOnlyWhileOwned", testRenewLeaseOnlyWhileOwned},
 	{"VerifyFindsWhatChangedBehindTheRules", testVerifyFindsWhatChangedBehindTheRules},
+	{"FeedUnderConcurrentWritersNeverSkips", testFeedUnderConcurrentWritersNeverSkips},
 	{"ApprovalTimeoutPastTheLastTimeIsRefused", testApprovalTimeoutPastTheLastTimeIsRefused},
 	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},
 }

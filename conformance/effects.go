@@ -214,7 +214,7 @@ func testInterceptManyIsOneAllOrNothingTransaction(t *testing.T, newStore opener
 		t.Fatal(err)
 	}
 	got := []model.Outcome{res[0].Outcome, res[1].Outcome, res[2].Outcome, res[3].Outcome}
-	if !reflect.DeepEqual(got, []model.Outcome{model.OutcomeNew, model.OutcomeNew, model.OutcomeRetry, model.OutcomeSafe}) || res[2].Effect.ID != res[0].Effect.ID {
+	if !reflect.DeepEqual(got, []model.Outcome{model.OutcomeNew, model.OutcomeNew, model.OutcomePending, model.OutcomeSafe}) || res[2].Effect.ID != res[0].Effect.ID {
 		t.Fatalf("%v", got)
 	}
 	must[model.Session](t)(s.SetSessionState(t.Context(), "a", sm.SessionCompleted, model.Change{}))

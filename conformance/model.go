@@ -23,6 +23,7 @@ type modelEffect struct {
 	state    sm.State
 	entry    sm.EntryState // "" without an undo entry (irreversible, replays)
 	approval string        // "" without an approval request
+	moved    bool          // its state changed after the intercept
 }
 
 // model is the log as statemachine's tables and the log's documented rules
@@ -131,7 +132,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 			if got.State != to {
 				rt.Fatalf("%s effect %d: %s, want %s", name, e.id, got.State, to)
 			}
-			e.state = to
+			e.state, e.moved = to, true
 			session := m.sessions[e.session]
 			switch to {
 			case sm.Pending: // a failure: an irreversible effect is asked again
@@ -179,6 +180,8 @@ func testRandomOperations(t *testing.T, newStore opener) {
 						want = &expect{err: model.ErrSessionNotActive}
 					case owner.state == sm.Committed:
 						outcome = model.OutcomeReplayed
+					case owner.state == sm.Pending && tier == sm.Compensable && !owner.moved:
+						outcome = model.OutcomePending
 					case owner.state == sm.Pending && tier == sm.Compensable:
 						outcome = model.OutcomeRetry
 					case owner.state == sm.Pending, owner.state == sm.Executing, owner.state == sm.Approved:
@@ -218,14 +221,14 @@ func testRandomOperations(t *testing.T, newStore opener) {
 					}
 					e.entry = sm.EntryPending
 					if start {
-						e.state = sm.Executing
+						e.state, e.moved = sm.Executing, true
 					}
 				default:
 					if res.Effect.ID != ownerID {
 						rt.Fatalf("intercept %s: %s names effect %d, the owner is %d", call, outcome, res.Effect.ID, ownerID)
 					}
-					if outcome == model.OutcomeRetry && start {
-						m.effects[ownerID].state = sm.Executing
+					if (outcome == model.OutcomeRetry || outcome == model.OutcomePending) && start {
+						m.effects[ownerID].state, m.effects[ownerID].moved = sm.Executing, true
 					}
 				}
 			},
@@ -287,7 +290,7 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				}
 				e.entry = to
 				if effTo != "" {
-					e.state = effTo
+					e.state, e.moved = effTo, true
 				}
 			},
 			"": func(rt *rapid.T) { m.agrees(rt, s) },

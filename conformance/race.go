@@ -34,8 +34,8 @@ func testSameSignatureFromManyGoroutines(t *testing.T, newStore opener) {
 		count[results[i].Outcome]++
 		owners[results[i].Effect.ID] = true
 	}
-	// One call creates the owner; the rest find it pending and may retry it.
-	if count[model.OutcomeNew] != 1 || count[model.OutcomeRetry] != n-1 || len(owners) != 1 {
+	// One call creates the owner; the rest find it registered, never started.
+	if count[model.OutcomeNew] != 1 || count[model.OutcomePending] != n-1 || len(owners) != 1 {
 		t.Fatalf("outcomes %v, owners %v", count, owners)
 	}
 

@@ -115,11 +115,17 @@ func (w *writer) researchAgent() {
 	const s, agent = "agent-research-42", "agent:claude"
 	_, err := w.store.CreateSession(w.ctx, effectlog.NewSession{ID: s, Meta: map[string]string{"agent": "research", "model": "claude"}, Actor: agent})
 	w.check(err)
-	report := w.intercept(s, "write_file", sm.Compensable, `{"path":"reports/q3.md","bytes":4812}`, cmd("rm", "-f", "reports/q3.md"), agent)
+	// Its compensations only say what they would do: the demo's undo runs
+	// them for real, in whatever directory the view was opened.
+	report := w.intercept(s, "write_file", sm.Compensable, `{"path":"reports/q3.md","bytes":4812}`, cmd("echo", "demo: would remove reports/q3.md"), agent)
 	w.run(report, agent, `{"written":4812}`)
 	w.intercept(s, "write_file", sm.Compensable, `{"bytes":4812,"path":"reports/q3.md"}`, nil, agent) // the agent repeats itself: replayed
 	ticket := w.intercept(s, "create_ticket", sm.Compensable, `{"project":"FIN","title":"Q3 variance in EMEA"}`,
-		&model.Compensation{Kind: model.CompensationMCP, Tool: "close_ticket", Args: json.RawMessage(`{"id":"{{result.id}}"}`)}, agent)
+		// A command, not an mcp close_ticket: this session ran behind no
+		// MCP server, so an mcp compensation could never run and the demo's
+		// main session could not be undone. The result reaches it as
+		// $UNDOLOG_RESULT.
+		cmd("sh", "-c", `echo "demo: would close the ticket of $UNDOLOG_RESULT"`), agent)
 	w.step(ticket, sm.Executing, model.Change{Actor: agent})
 	w.step(ticket, sm.Pending, model.Change{Actor: agent, Error: "HTTP 503 from tracker"})
 	w.intercept(s, "create_ticket", sm.Compensable, `{"project":"FIN","title":"Q3 variance in EMEA"}`, nil, agent) // the retry

@@ -153,6 +153,17 @@ func alreadyDecided(tx storage.ReadTx, id uint64, err error) error {
 	return err
 }
 
+// timedOut refuses a decision on a request that timed out: nobody can
+// decide it any more, and the same call, run again, asks again.
+func timedOut(tx storage.ReadTx, id uint64) error {
+	a, err := tx.Approval(id)
+	if err != nil || a == nil || a.Outcome != model.ApprovalTimedOut {
+		return err
+	}
+	return fmt.Errorf("%w: effect %d's approval request timed out at %s and can no longer be decided; run the same call again to ask again",
+		model.ErrConflict, id, a.DecidedAt.UTC().Format(time.RFC3339))
+}
+
 // requestOf reads the approval request of irreversible effect id, which
 // must have one.
 func requestOf(tx storage.WriteTx, id uint64) (*model.Approval, error) {

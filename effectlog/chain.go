@@ -18,11 +18,18 @@ import (
 // recordHash covers every field of the record and the previous hash, and
 // for model.HashWithContent records the effect's content digest too (see
 // effectContent).
+//
+// The role is covered when set, as one more field at the end: a record
+// without one hashes as records did before roles.
 func recordHash(r *model.HistoryRecord, content string) string {
 	if r.HashVersion == model.HashWithContent {
-		return model.FieldsHash("undolog-history-v2", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
+		fields := []string{"undolog-history-v2", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 			strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
-			r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash, content)
+			r.Error, r.At.UTC().Format(time.RFC3339Nano), r.PrevHash, content}
+		if r.Role != "" {
+			fields = append(fields, r.Role)
+		}
+		return model.FieldsHash(fields...)
 	}
 	return model.FieldsHash("undolog-history-v1", r.Kind, strconv.FormatUint(uint64(r.Seq), 10),
 		strconv.FormatUint(r.EffectID, 10), r.Session, r.From, r.To, r.Trigger, r.Actor, r.Reason,
@@ -187,6 +194,9 @@ func appendSessionHistory(tx storage.WriteTx, s *model.Session, rec model.Histor
 // it and moves n and head on.
 func chain(tx storage.WriteTx, rec model.HistoryRecord, content string, n *uint32, head *string) error {
 	rec.Seq, rec.PrevHash = *n+1, *head
+	if id, ok := tx.(storage.Identity); ok {
+		rec.Role = id.Role()
+	}
 	rec.Hash = recordHash(&rec, content)
 	if err := tx.AddHistory(&rec); err != nil {
 		return err

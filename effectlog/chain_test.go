@@ -44,4 +44,12 @@ func TestContentDigestsKeepTheirForm(t *testing.T) {
 	if got := recordHash(&r, effectContent(&plain, contentPoint{})); got != "0214342757ab5bc09c10e640bb979f29e79c84d987006158a88de467c221b8cf" {
 		t.Errorf("record hash %s", got)
 	}
+	// A role is covered: one more field, so a record without one hashes as
+	// above, as records did before roles.
+	r.Role = "ci"
+	if got := recordHash(&r, effectContent(&plain, contentPoint{})); got == "0214342757ab5bc09c10e640bb979f29e79c84d987006158a88de467c221b8cf" ||
+		got != model.FieldsHash("undolog-history-v2", "effect", "3", "9", "s-1", "pending", "executing", "x", "a", "r", "e",
+			"2026-12-01T10:00:00.000000005Z", "ph", effectContent(&plain, contentPoint{}), "ci") {
+		t.Errorf("record hash with a role %s", got)
+	}
 }

@@ -312,6 +312,24 @@ func newEffect(tx storage.WriteTx, sess *model.Session, req InterceptRequest, ar
 	return e, nil
 }
 
+// everStarted reports whether effect e was ever executing: its history
+// holds a move to executing (a record of its undo entry does not count).
+func everStarted(tx storage.ReadTx, e *model.Effect) (bool, error) {
+	if e.HistoryLen <= 1 {
+		return false, nil
+	}
+	hist, err := tx.EffectHistory(e.ID, e.Session)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range hist {
+		if r.Kind == model.KindEffect && r.To == string(sm.Executing) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // repeat resolves a call whose signature already has an owner effect.
 func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
 	now time.Time, refuse func(error) error) error {
@@ -352,6 +370,12 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 		res.Outcome, res.Effect = model.OutcomeReplayed, rep
 	case sm.Pending:
 		res.Outcome = model.OutcomeRetry
+		if started, err := everStarted(tx, &owner); err != nil {
+			return err
+		} else if !started {
+			// Registered and never started: nothing ran, so it is not a retry.
+			res.Outcome = model.OutcomePending
+		}
 		if owner.Tier == sm.Irreversible {
 			// It awaits a decision: each execution needs its own. A log
 			// written before kept the approval of a failed run: ask again.

@@ -35,6 +35,9 @@ type Log interface {
 	Approve(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
 	Reject(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
 	UndoStep(ctx context.Context, id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error)
+	// RenewLease renews owner's lease on the effect it executes or
+	// compensates (see Service.RenewLease).
+	RenewLease(ctx context.Context, id uint64, owner *model.Owner, until time.Time) error
 	ExpireApprovals(ctx context.Context, session string) (int, error)
 
 	GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error)
@@ -44,6 +47,12 @@ type Log interface {
 	UndoEntries(ctx context.Context, session string, ids []uint64) (map[uint64]model.UndoEntry, error)
 	Changes(ctx context.Context, after uint64, limit int) ([]ChangeRecord, uint64, error)
 	LastChange(ctx context.Context) (uint64, error)
+	// WaitChange returns once the change feed may hold a change after
+	// position after (read before the caller's last look): when the engine
+	// hears of one (PostgreSQL's NOTIFY), else once poll has passed. Even an
+	// engine that hears of changes is looked at again after the log's
+	// Fallback at most. It returns ctx.Err() once ctx ends, else nil: look.
+	WaitChange(ctx context.Context, after uint64, poll time.Duration) error
 
 	Verify(ctx context.Context) (VerifyReport, error)
 	GC(ctx context.Context, before time.Time, states []sm.SessionState) (GCReport, error)
@@ -67,12 +76,21 @@ type FileLog interface {
 type Options struct {
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
+	// Fallback is how long a wait on an engine that hears of changes goes
+	// without hearing of one before it looks anyway: the safety net for a
+	// notification lost. Zero means DefaultFallback; negative: do not
+	// listen, poll as on an engine that cannot hear.
+	Fallback time.Duration
 }
+
+// DefaultFallback is the slow poll under waits that are woken by the engine.
+const DefaultFallback = 3 * time.Second
 
 // Service is the log's rules over one engine.
 type Service struct {
-	engine storage.Engine
-	clock  func() time.Time
+	engine   storage.Engine
+	clock    func() time.Time
+	fallback time.Duration
 }
 
 // New returns the log kept by engine. A FileLog when the engine keeps its
@@ -81,7 +99,10 @@ func New(engine storage.Engine, opts Options) Log {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Service{engine: engine, clock: opts.Now}
+	if opts.Fallback == 0 {
+		opts.Fallback = DefaultFallback
+	}
+	s := &Service{engine: engine, clock: opts.Now, fallback: opts.Fallback}
 	if f, ok := engine.(storage.File); ok {
 		return &fileLog{s, f}
 	}

@@ -68,6 +68,7 @@ type EffectFilter struct {
 	State     sm.State
 	Tier      sm.Tier
 	Tool      string
+	Undo      sm.EntryState // only effects whose undo entry is in this state
 	Since     time.Time
 	Limit     int
 	Cursor    uint64 // id of the last effect of the previous page
@@ -83,6 +84,8 @@ func (s *Service) ListEffects(ctx context.Context, f EffectFilter) ([]model.Effe
 		out, next = out[:0], 0
 		ix, name := storage.AllEffects, ""
 		switch {
+		case f.Session != "" && f.Undo != "":
+			ix, name = storage.WithUndo, f.Session
 		case f.Session != "":
 			ix, name = storage.BySession, f.Session
 		case f.Tool != "":
@@ -104,6 +107,15 @@ func (s *Service) ListEffects(ctx context.Context, f EffectFilter) ([]model.Effe
 			if (f.Session != "" && e.Session != f.Session) || (f.Tool != "" && e.Tool != f.Tool) ||
 				(f.State != "" && e.State != f.State) || (f.Tier != "" && e.Tier != f.Tier) {
 				return true, nil
+			}
+			if f.Undo != "" {
+				u, err := tx.Undo(e.Session, e.ID, nil)
+				if err != nil {
+					return false, err
+				}
+				if u == nil || u.State != f.Undo {
+					return true, nil
+				}
 			}
 			if f.Limit > 0 && len(out) == f.Limit {
 				next = out[len(out)-1].ID
@@ -200,14 +212,24 @@ func (s *Service) Changes(ctx context.Context, after uint64, limit int) ([]Chang
 	last := after
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		out, last = out[:0], after
-		return tx.Changes(after, func(pos uint64, r model.HistoryRecord) (bool, error) {
+		full := false
+		err := tx.Changes(after, func(pos uint64, r model.HistoryRecord) (bool, error) {
 			if limit > 0 && len(out) == limit {
+				full = true
 				return false, nil
 			}
 			last = pos
 			out = append(out, ChangeRecord{Position: pos, Record: r})
 			return true, nil
 		})
+		if err != nil || full {
+			return err
+		}
+		// Read to the end: past changes gc dropped too, so that a follower
+		// waiting for a change after last waits for a new one.
+		top, err := tx.LastChange()
+		last = max(last, top)
+		return err
 	})
 	return out, last, err
 }

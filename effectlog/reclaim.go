@@ -9,7 +9,11 @@ import (
 )
 
 // ownedAsExpected checks a reclaim's ExpectOwner against the current owner
-// (a zero ExpectOwner expects none). No expectation always holds.
+// (a zero ExpectOwner expects none). No expectation always holds. An
+// expected owner with a lease is one judged by that lease having run out: if
+// the owner renewed it since (it lives, it was only slow), it is not the
+// owner judged, and is never overtaken. An owner expecting itself passes its
+// Identity, as its renewals moved its lease.
 func ownedAsExpected(cur, want *model.Owner) bool {
 	switch {
 	case want == nil:
@@ -17,11 +21,14 @@ func ownedAsExpected(cur, want *model.Owner) bool {
 	case *want == (model.Owner{}):
 		return cur == nil
 	}
-	return cur.Same(want)
+	return cur.Same(want) && (want.LeaseUntil.IsZero() || !cur.LeaseUntil.After(want.LeaseUntil))
 }
 
 // takenMeanwhile refuses a reclaim whose owner judged dead is no longer the owner.
 func takenMeanwhile(id uint64, cur, want *model.Owner) error {
+	if cur.Same(want) {
+		return fmt.Errorf("%w: effect %d: its owner %s renewed its lease meanwhile (until %s): it is alive", model.ErrInProgress, id, cur, cur.LeaseUntil.UTC().Format(time.RFC3339Nano))
+	}
 	return fmt.Errorf("%w: effect %d is no longer held by %s but by %s: another process took it meanwhile", model.ErrInProgress, id, want, cur)
 }
 
@@ -34,7 +41,7 @@ func reclaimCompensation(tx storage.WriteTx, sess *model.Session, e model.Effect
 	if c.ExpectOwner == nil {
 		return model.UndoEntry{}, e, fmt.Errorf("%w: effect %d is being compensated (%s)", model.ErrInProgress, e.ID, u.Owner)
 	}
-	trigger, why := "Reclaimed in doubt", "in doubt: "+goneOwner(u.Owner)
+	trigger, why := "Reclaimed in doubt", "in doubt: "+u.Owner.Gone(u.Owner.LivenessAt(now))
 	if c.Owner == nil {
 		trigger, why = "Compensation interrupted", c.Error
 	}
@@ -42,11 +49,4 @@ func reclaimCompensation(tx storage.WriteTx, sess *model.Session, e model.Effect
 	err := saveUndoStep(tx, sess, &e, e.State, u, model.HistoryRecord{Kind: model.KindUndo, From: string(u.State), To: string(u.State),
 		Trigger: trigger, Actor: actorOr(c.Actor), Reason: c.Reason, Error: why, At: now})
 	return *u, e, err
-}
-
-func goneOwner(o *model.Owner) string {
-	if o == nil {
-		return "no owner recorded"
-	}
-	return fmt.Sprintf("owner pid %d on %s gone", o.PID, o.Host)
 }

@@ -107,6 +107,9 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 			if _, err := sm.Validate(e.Tier, e.State, to); err != nil {
 				return refuse(alreadyDecided(tx, e.ID, err))
 			}
+			if err := timedOut(tx, e.ID); err != nil {
+				return refuse(err)
+			}
 		}
 		if err := applyTransition(tx, &sess, &e, false, to, c, result, now); err != nil {
 			var te *sm.TransitionError
@@ -226,7 +229,7 @@ func preconditions(tx storage.ReadTx, sess *model.Session, e *model.Effect, to s
 		// Only approved starts an irreversible effect: an approval is for
 		// one execution, and one that failed is asked again.
 		if e.Tier == sm.Irreversible && e.State == sm.Pending {
-			return fmt.Errorf("%w: effect %d is irreversible and awaits approval: undolog approve %d", model.ErrInProgress, e.ID, e.ID)
+			return fmt.Errorf("%w: effect %d is irreversible and %w", model.ErrInProgress, e.ID, model.ErrAwaitsApproval)
 		}
 	case sm.Replayed:
 		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", model.ErrConflict, e.ID)
@@ -243,7 +246,7 @@ func decide(tx storage.WriteTx, sess *model.Session, id uint64, to sm.State, c m
 	return afterDecision(tx, sess, to, c, now)
 }
 
-// expireApprovals rejects, as system:timeout, the session's pending approval
+// expireApprovals closes, as system:timeout, the session's pending approval
 // requests whose time is up, and says whether there were any.
 func expireApprovals(tx storage.WriteTx, sess *model.Session, now time.Time) (bool, error) {
 	n, err := expireDue(tx, sess, now)
@@ -273,7 +276,7 @@ func expireDue(tx storage.WriteTx, sess *model.Session, now time.Time) (int, err
 		return 0, err
 	}
 	timeout := model.Change{Actor: model.TimeoutActor, Reason: "approval request expired"}
-	rejected := 0
+	expired := 0
 	for _, id := range due {
 		e, err := tx.Effect(id)
 		if err != nil {
@@ -282,29 +285,26 @@ func expireDue(tx storage.WriteTx, sess *model.Session, now time.Time) (int, err
 		if e.State != sm.Pending {
 			continue
 		}
-		if _, err := sm.Validate(e.Tier, e.State, sm.Rejected); err != nil {
-			return 0, err
-		}
-		// The session halts once all are recorded: halting closes the
-		// requests still waiting, and these expired.
+		// Nobody answered: that is no rejection. The request is closed as
+		// timed out and the effect stays pending, not run; its session is
+		// not halted, and the same call asks again (a re-run of the
+		// pipeline gets a new request, not exit 122 for ever).
 		if err := recordDecision(tx, sess, id, sm.Rejected, timeout, now); err != nil {
 			return 0, err
 		}
-		rejected++
-		if err := moveEffect(tx, sess, &e, false, sm.Rejected, model.HistoryRecord{Actor: timeout.Actor, Reason: timeout.Reason, At: now}); err != nil {
+		expired++
+	}
+	if expired > 0 && sess.PendingApprovals == 0 && sess.State == sm.SessionAwaitingApproval {
+		if err := setSessionState(tx, sess, sm.SessionActive, timeout, now); err != nil {
 			return 0, err
 		}
 	}
-	if rejected > 0 {
-		if err := afterDecision(tx, sess, sm.Rejected, timeout, now); err != nil {
-			return 0, err
-		}
-	}
-	return rejected, nil
+	return expired, nil
 }
 
-// ExpireApprovals rejects, as system:timeout, the session's approval requests
-// whose time is up, and returns how many there were.
+// ExpireApprovals closes, as system:timeout, the session's approval
+// requests whose time is up (their effects stay pending, not run), and
+// returns how many there were.
 func (s *Service) ExpireApprovals(ctx context.Context, session string) (int, error) {
 	n := 0
 	err := s.update(ctx, func(tx storage.WriteTx) error {
@@ -374,7 +374,7 @@ func compensationStep(tx storage.WriteTx, sess *model.Session, e model.Effect, t
 		return model.UndoEntry{}, e, err
 	}
 	if to == sm.EntryCompensating && e.State == sm.Executing {
-		if err := model.CallStillRunning(e); err != nil {
+		if err := model.CallStillRunning(e, now); err != nil {
 			return model.UndoEntry{}, e, err
 		}
 	}

@@ -7,6 +7,7 @@ package engines
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"runtime"
 	"strings"
 	"time"
@@ -24,11 +25,15 @@ const DefaultLockTimeout = boltfile.DefaultLockTimeout
 
 // Options tune an opened log.
 type Options struct {
-	// LockTimeout bounds the wait for a log file's lock; zero means
-	// DefaultLockTimeout.
+	// LockTimeout bounds the wait for a log file's lock, or on PostgreSQL
+	// for the rows another transaction holds; zero means DefaultLockTimeout.
 	LockTimeout time.Duration
 	// Now returns the current time; nil means time.Now. Tests set it.
 	Now func() time.Time
+	// Fallback is the slow poll under waits on a log that pushes changes
+	// (effectlog.Options.Fallback): zero means effectlog.DefaultFallback,
+	// negative turns the push off.
+	Fallback time.Duration
 }
 
 // Open returns the log at addr: a postgres:// (or postgresql://) URL is a
@@ -38,8 +43,13 @@ type Options struct {
 // a log whose every operation fails with model.ErrInvalidInput.
 func Open(addr string, opts Options) effectlog.Log {
 	if scheme, ok := urlScheme(addr); ok {
-		if s := strings.ToLower(scheme); s == "postgres" || s == "postgresql" {
-			return effectlog.New(pgstore.New(addr), effectlog.Options{Now: opts.Now})
+		if isPostgres(addr) {
+			engine := pgstore.New(addr)
+			engine.LockTimeout = opts.LockTimeout
+			if engine.LockTimeout == 0 {
+				engine.LockTimeout = DefaultLockTimeout
+			}
+			return effectlog.New(engine, effectlog.Options{Now: opts.Now, Fallback: opts.Fallback})
 		}
 		why := fmt.Errorf("%w: log address %q: no engine keeps logs at %s:// addresses (give a file path or a postgres:// URL)", model.ErrInvalidInput, addr, scheme)
 		return effectlog.New(unreachable{why}, effectlog.Options{Now: opts.Now})
@@ -72,8 +82,50 @@ func (u unreachable) View(context.Context, func(storage.ReadTx) error) error    
 func (u unreachable) Update(context.Context, func(storage.WriteTx) error) error { return u.why }
 func (u unreachable) Close() error                                              { return nil }
 
+// PostgresRoles is the SQL that creates a shared log's group roles
+// (undolog_reader, undolog_agent, undolog_approver) with their grants.
+const PostgresRoles = pgstore.RolesSQL
+
 // File returns the log kept in the bbolt file at path.
 func File(path string, opts Options) effectlog.FileLog {
 	engine := boltfile.New(path, boltfile.Options{LockTimeout: opts.LockTimeout})
 	return effectlog.New(engine, effectlog.Options{Now: opts.Now}).(effectlog.FileLog)
+}
+
+// SharedAddress is addr as another person names the same log in a command
+// they copy: a PostgreSQL URL without user or password (theirs are their
+// own), the server a PG* environment names written out; a path as it is.
+func SharedAddress(addr string) string {
+	if isPostgres(addr) {
+		return pgstore.SharedAddress(addr)
+	}
+	return addr
+}
+
+func isPostgres(addr string) bool {
+	scheme, ok := urlScheme(addr)
+	s := strings.ToLower(scheme)
+	return ok && (s == "postgres" || s == "postgresql")
+}
+
+// Shown is addr as a command a person copies may name it: a PostgreSQL URL
+// without its password (whoever runs the command has their own, in
+// PGPASSWORD or ~/.pgpass), a path as it is.
+func Shown(addr string) string {
+	if _, ok := urlScheme(addr); !ok {
+		return addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		scheme, _ := urlScheme(addr)
+		return scheme + "://... (not shown: it does not parse as a URL, and may hold a password)"
+	}
+	if u.User != nil {
+		u.User = url.User(u.User.Username())
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Del("password")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }

@@ -54,3 +54,36 @@ func TestAnAddressNoEngineServesIsRefused(t *testing.T) {
 		t.Fatalf("made %v", entries)
 	}
 }
+
+func TestShownLeavesThePasswordOut(t *testing.T) {
+	for addr, want := range map[string]string{
+		"/var/lib/undolog.db":                                     "/var/lib/undolog.db",
+		"postgres://ci:s3cret@db.internal:5432/undolog":           "postgres://ci@db.internal:5432/undolog",
+		"postgres://ci@db/undolog?sslmode=require":                "postgres://ci@db/undolog?sslmode=require",
+		"postgresql://db/undolog?password=s3cret&sslmode=require": "postgresql://db/undolog?sslmode=require",
+		"postgres://ci:s3cret@db:port/undolog":                    "postgres://... (not shown: it does not parse as a URL, and may hold a password)",
+	} {
+		if got := Shown(addr); got != want {
+			t.Errorf("Shown(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// Another person reaches the same database with their own user: a hint
+// names neither user nor password, and spells out what a PG* environment
+// named.
+func TestSharedAddressIsTheDatabaseNotTheUser(t *testing.T) {
+	t.Setenv("PGHOST", "db.internal")
+	t.Setenv("PGPORT", "5433")
+	t.Setenv("PGDATABASE", "undolog")
+	t.Setenv("PGUSER", "ci")
+	for addr, want := range map[string]string{
+		"/var/lib/undolog.db": "/var/lib/undolog.db",
+		"postgres://ci:s3cret@db.example.com/undolog?sslmode=require": "postgres://db.example.com/undolog?sslmode=require",
+		"postgres://": "postgres://db.internal:5433/undolog",
+	} {
+		if got := SharedAddress(addr); got != want {
+			t.Errorf("SharedAddress(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}

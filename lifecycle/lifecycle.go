@@ -1,7 +1,8 @@
 // Package lifecycle runs one call through the effect log, for exec and the
 // proxy alike: intercept it, classify what the log says about it, wait for
 // a decision on an irreversible call without holding the log, start it,
-// record its end, and reclaim a call left in doubt by a dead owner. The
+// renew its owner's lease while it runs, record its end, and reclaim a call
+// left in doubt by a dead owner or a lapsed lease. The
 // callers keep only what is theirs: how a call runs and what the user reads.
 package lifecycle
 
@@ -16,15 +17,35 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// Poll is how often a waiting call looks at the log; it opens the log only
-// for each look, so decisions from other processes always get through.
+// Poll is how often a waiting call looks at a log that cannot tell of
+// changes (a file); it opens the log only for each look, so decisions from
+// other processes always get through. On a log that can (PostgreSQL), the
+// wait looks when told, and after the log's slow poll at most.
 const Poll = 50 * time.Millisecond
 
 // Lifecycle runs calls through one log.
 type Lifecycle struct {
 	Log effectlog.Log
-	// Now is the clock of owners, decisions and wait bounds; nil: time.Now.
+	// Now is the clock of owners, decisions, leases and wait bounds; nil: time.Now.
 	Now func() time.Time
+	// Lease is how long the lease of a call's owner lasts unless renewed;
+	// a started call renews it every third of that until it ends. Zero:
+	// model.DefaultLease.
+	Lease time.Duration
+}
+
+func (l *Lifecycle) lease() time.Duration {
+	if l.Lease <= 0 {
+		return model.DefaultLease
+	}
+	return l.Lease
+}
+
+// keepLease starts renewing the lease of a call that has started.
+func (l *Lifecycle) keepLease(c *Call) {
+	if c.Started && c.renewal == nil {
+		c.renewal = KeepLease(l.Log, c.Effect.ID, c.Owner, l.lease(), l.Now)
+	}
 }
 
 func (l *Lifecycle) now() time.Time {
@@ -52,8 +73,8 @@ const (
 	Replayed                  // committed before: its result is the answer, nothing runs
 	Rejected                  // rejected (by a person or by expiry): the answer stands
 	Pending                   // the same call awaits a decision elsewhere: wait for it too
-	InProgress                // the same call is executing with a live owner (or on another host)
-	InDoubt                   // the same call is executing and its owner died (or none is recorded)
+	InProgress                // the same call is executing with a live owner (or on another host, its lease holding)
+	InDoubt                   // the same call is executing and its owner died, its lease lapsed, or none is recorded
 	Closed                    // the session accepts no new effects: nothing runs
 	Safe                      // safe tier: nothing written, run directly
 )
@@ -74,11 +95,22 @@ type Call struct {
 	Effect model.Effect
 	// Started: the intercept moved it to executing, owned by Owner.
 	Started bool
-	// Owner is this process as the call's owner, once it starts.
+	// Owner is this process as the call's owner, once it starts (without
+	// its lease, which the log holds and renewals move).
 	Owner *model.Owner
 	// Liveness is how the executing owner was judged (InProgress, InDoubt).
 	Liveness model.Liveness
 	actor    string
+	renewal  *Renewal
+}
+
+// StopRenewing ends the renewals of the call's lease without recording an
+// end: a call left executing (its outcome unknown) then lapses into doubt
+// for other hosts once its lease runs out. Commit and Fail do it first.
+func (c *Call) StopRenewing() error {
+	err := c.renewal.Stop()
+	c.renewal = nil
+	return err
 }
 
 // NeedsDecision tells whether the call must wait for a decision before it
@@ -101,7 +133,8 @@ func (l *Lifecycle) Intercept(ctx context.Context, req effectlog.InterceptReques
 		req.Owner = model.NewOwner(l.now())
 	}
 	req.Start = true
-	c := &Call{Owner: req.Owner, actor: req.Actor}
+	c := &Call{Owner: req.Owner.Identity(), actor: req.Actor}
+	req.Owner = c.Owner.WithLease(l.now().Add(l.lease()))
 	res, err := l.Log.Intercept(ctx, req)
 	if err != nil {
 		if errors.Is(err, model.ErrSessionNotActive) {
@@ -113,9 +146,10 @@ func (l *Lifecycle) Intercept(ctx context.Context, req effectlog.InterceptReques
 	c.Effect = res.Effect
 	c.Verdict = classify(res)
 	c.Started = (c.Verdict == New || c.Verdict == Retry) && c.Effect.State == sm.Executing
+	l.keepLease(c)
 	if c.Verdict == InProgress || c.Verdict == InDoubt {
-		c.Liveness = c.Effect.Owner.Liveness()
-		if c.Liveness == model.OwnerNone || c.Liveness == model.OwnerDead {
+		c.Liveness = c.Effect.Owner.LivenessAt(l.now())
+		if c.Liveness == model.OwnerNone || c.Liveness == model.OwnerDead || c.Liveness == model.OwnerLapsed {
 			c.Verdict = InDoubt
 		} else {
 			c.Verdict = InProgress
@@ -162,14 +196,21 @@ type Waited struct {
 	Detail  model.EffectDetail
 }
 
-// Wait polls the log every Poll until the call's effect is decided, the
-// bound has passed (even on a request opened earlier that expires later),
-// or ctx ends. Once the first look finds it undecided, announce (if given)
-// is called with when the request expires and how long this wait lasts.
+// Wait looks at the log until the call's effect is decided, the bound has
+// passed (even on a request opened earlier that expires later), or ctx
+// ends: each time the log's change feed moves (Log.WaitChange), every Poll
+// on a log that cannot tell. Once the first look finds it undecided,
+// announce (if given) is called with when the request expires and how
+// long this wait lasts.
 func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, announce func(Announce)) (Waited, error) {
 	giveUp := l.now().Add(bound)
 	for {
-		d, err := l.Log.GetEffect(ctx, c.Effect.ID)
+		// The feed's position first: a decision recorded after it wakes the wait.
+		position, err := l.Log.LastChange(ctx)
+		var d model.EffectDetail
+		if err == nil {
+			d, err = l.Log.GetEffect(ctx, c.Effect.ID)
+		}
 		if err != nil && ctx.Err() != nil {
 			return Waited{Interrupted, model.EffectDetail{Effect: c.Effect}}, nil // the look was cut short: the request stands
 		} else if err != nil {
@@ -203,34 +244,45 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 			announce(Announce{ExpiresIn: expiresIn, Expires: expires, WaitsFor: giveUp.Sub(now)})
 			announce = nil
 		}
-		select {
-		case <-ctx.Done():
+		// Look again at the bound or the request's expiry, if sooner than a change.
+		next := giveUp.Sub(now)
+		if a := d.Approval; a != nil && a.ExpiresAt != nil {
+			next = min(next, a.ExpiresAt.Sub(now))
+		}
+		wait, cancel := context.WithTimeout(ctx, max(next, 0))
+		l.Log.WaitChange(wait, position, Poll)
+		cancel()
+		if ctx.Err() != nil {
 			return Waited{Interrupted, d}, nil
-		case <-time.After(Poll):
 		}
 	}
 }
 
 // Start moves an approved (or compensable) call to executing, owned by its
-// Owner from now. An effect another caller started meanwhile is
-// sm.ErrInvalidStateTransition.
+// Owner from now under a lease that it renews until the call ends. An
+// effect another caller started meanwhile is sm.ErrInvalidStateTransition.
 func (l *Lifecycle) Start(ctx context.Context, c *Call) error {
 	if c.Started {
 		return nil
 	}
-	c.Owner.StartedAt = l.now().UTC()
-	e, err := l.Log.Start(ctx, c.Effect.ID, model.Change{Actor: c.actor, Owner: c.Owner})
+	now := l.now().UTC()
+	c.Owner.StartedAt = now
+	e, err := l.Log.Start(ctx, c.Effect.ID, model.Change{Actor: c.actor, Owner: c.Owner.WithLease(now.Add(l.lease()))})
 	if err != nil {
 		return err
 	}
 	c.Effect, c.Started = e, true
+	l.keepLease(c)
 	return nil
 }
 
 // Commit records the call's success with its result snapshot. The call has
-// run: an interrupt (ctx cancelled) does not stop its recording.
+// run: an interrupt (ctx cancelled) does not stop its recording. It is
+// recorded only while the call's owner still holds the effect: one another
+// host reclaimed (this owner's lease lapsed) is model.ErrInProgress.
 func (l *Lifecycle) Commit(ctx context.Context, c *Call, result []byte) error {
-	e, err := l.Log.Commit(context.WithoutCancel(ctx), c.Effect.ID, model.Change{Actor: c.actor, Result: result})
+	c.StopRenewing()
+	e, err := l.Log.Commit(context.WithoutCancel(ctx), c.Effect.ID, model.Change{Actor: c.actor, Result: result, ExpectOwner: c.expectSelf()})
 	if err == nil {
 		c.Effect = e
 	}
@@ -240,7 +292,8 @@ func (l *Lifecycle) Commit(ctx context.Context, c *Call, result []byte) error {
 // Fail records that the call failed, with what went wrong: a repeat runs it
 // again. Like Commit, it records what happened even once ctx is cancelled.
 func (l *Lifecycle) Fail(ctx context.Context, c *Call, why string) error {
-	e, err := l.Log.Fail(context.WithoutCancel(ctx), c.Effect.ID, model.Change{Actor: c.actor, Error: why})
+	c.StopRenewing()
+	e, err := l.Log.Fail(context.WithoutCancel(ctx), c.Effect.ID, model.Change{Actor: c.actor, Error: why, ExpectOwner: c.expectSelf()})
 	if err == nil {
 		c.Effect = e
 	}
@@ -248,19 +301,18 @@ func (l *Lifecycle) Fail(ctx context.Context, c *Call, why string) error {
 }
 
 // Reclaim fails an in-doubt call back to pending so that this caller can
-// run it, only while the owner judged dead still owns it: another process
-// may have reclaimed it since the intercept looked (then an error that
-// TakenMeanwhile recognises). An irreversible call needs a decision again:
-// the run in doubt used its approval.
+// run it, only while the owner judged gone still owns it, its lease not
+// renewed since: another process may have reclaimed it since the intercept
+// looked, or its owner may have renewed a lease that had lapsed (then an
+// error that TakenMeanwhile recognises). An irreversible call needs a
+// decision again: the run in doubt used its approval.
 func (l *Lifecycle) Reclaim(ctx context.Context, c *Call, reason string) error {
 	if c.Verdict != InDoubt {
 		return fmt.Errorf("%w: effect %d is %s, not in doubt", model.ErrInProgress, c.Effect.ID, c.Verdict)
 	}
-	expect, gone := c.Effect.Owner, "no owner recorded"
+	expect, gone := c.Effect.Owner, c.Effect.Owner.Gone(c.Liveness)
 	if expect == nil {
 		expect = &model.Owner{}
-	} else {
-		gone = fmt.Sprintf("owner pid %d on %s gone", expect.PID, expect.Host)
 	}
 	e, err := l.Log.Fail(ctx, c.Effect.ID, model.Change{Actor: c.actor, Error: "in doubt: " + gone, Reason: reason, ExpectOwner: expect})
 	if err != nil {
@@ -268,6 +320,15 @@ func (l *Lifecycle) Reclaim(ctx context.Context, c *Call, reason string) error {
 	}
 	c.Effect, c.Verdict = e, Retry
 	return nil
+}
+
+// expectSelf is what recording the call's end expects: this owner, whatever
+// its lease now says; none for a call that never started here.
+func (c *Call) expectSelf() *model.Owner {
+	if !c.Started || c.Owner == nil {
+		return nil
+	}
+	return c.Owner.Identity()
 }
 
 // TakenMeanwhile tells whether a Start or Reclaim was refused because

@@ -175,7 +175,7 @@ func TestWaitRecordsAnExpiredRequest(t *testing.T) {
 	if err != nil || w.Outcome != Refused {
 		t.Fatalf("%v %v", w.Outcome, err)
 	}
-	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Rejected || d.Approval.Outcome != model.ApprovalTimedOut {
+	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalTimedOut {
 		t.Fatalf("%s %s", d.Effect.State, d.Approval.Outcome)
 	}
 }

@@ -12,6 +12,9 @@ var (
 	ErrBusy = errors.New("log busy")
 	// ErrInProgress: the call's owner effect is executing or awaiting a decision.
 	ErrInProgress = errors.New("in progress")
+	// ErrAwaitsApproval: an irreversible effect cannot start before a person
+	// approves it; it comes with ErrInProgress, and callers add how to.
+	ErrAwaitsApproval = errors.New("awaits approval")
 	// ErrSessionNotActive: the session no longer accepts new effects.
 	ErrSessionNotActive = errors.New("session not active")
 	// ErrCorrupt: the file is not an undolog log, or is damaged or truncated.
@@ -26,4 +29,7 @@ var (
 	// ErrConflict: the request contradicts the log (a session name taken, a
 	// step the effect's record rules out, such as replayed by hand).
 	ErrConflict = errors.New("conflict")
+	// ErrDenied: the log's database refused the operation to the role it
+	// authenticated (not a member of the group that may do it).
+	ErrDenied = errors.New("denied")
 )

@@ -12,7 +12,7 @@ import (
 )
 
 // ValidSessionID reports whether id can name a session: 1 to 128 characters,
-// letters, digits and . _ : @ + / -, starting with a letter or digit. (A loop,
+// ASCII letters, digits and . _ : @ + / -, starting with a letter or digit. (A loop,
 // not a regexp: compiling {0,127} cost every undolog process almost a millisecond.)
 func ValidSessionID(id string) error {
 	ok := len(id) >= 1 && len(id) <= 128
@@ -22,7 +22,7 @@ func ValidSessionID(id string) error {
 		ok = alnum || i > 0 && strings.IndexByte("._:@+/-", c) >= 0
 	}
 	if !ok {
-		return fmt.Errorf("%w: session id %q: use 1-128 letters, digits and . _ : @ + / -, starting with a letter or digit", ErrInvalidInput, id)
+		return fmt.Errorf("%w: session id %q: use 1-128 ASCII letters, digits and . _ : @ + / -, starting with a letter or digit", ErrInvalidInput, id)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"runtime"
@@ -72,5 +73,57 @@ func TestHostNameFromTheEnvironment(t *testing.T) {
 	same.Host = machine
 	if same.Liveness() != OwnerElsewhere {
 		t.Fatalf("an owner on %s, seen as runner-7: %v", machine, same.Liveness())
+	}
+}
+
+// On another host an owner's lease answers for it: one that holds is alive
+// (never overtaken), one that ran out is in doubt, none (older logs) is
+// alive as before leases. On this host the pid wins over the lease.
+func TestOwnerLeaseJudgesOwnersOnOtherHosts(t *testing.T) {
+	t.Setenv("UNDOLOG_HOST", "m2")
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	far := &Owner{PID: 4242, Host: "m1", StartedAt: now.Add(-time.Minute)}
+	if got := far.LivenessAt(now); got != OwnerElsewhere {
+		t.Fatalf("no lease, another host: %v", got)
+	}
+	leased := far.WithLease(now.Add(time.Second))
+	if got := leased.LivenessAt(now); got != OwnerElsewhere {
+		t.Fatalf("a lease that holds: %v", got)
+	}
+	if got := leased.LivenessAt(now.Add(time.Second)); got != OwnerLapsed {
+		t.Fatalf("a lease that ran out just now: %v", got)
+	}
+	if got, want := leased.Gone(OwnerLapsed), "lease expired at 2026-12-01T12:00:01Z (last renewed by pid 4242 on m1)"; got != want {
+		t.Fatalf("Gone: %q, want %q", got, want)
+	}
+	if !leased.Same(far) || leased.Identity().LeaseUntil != (time.Time{}) || far.LeaseUntil != (time.Time{}) {
+		t.Fatalf("a lease is not part of who the owner is: %+v %+v", leased, far)
+	}
+	e := Effect{ID: 3, Tool: "w", Owner: leased}
+	if err := CallStillRunning(e, now); err == nil {
+		t.Fatal("a call under a lease that holds is not running")
+	}
+	if err := CallStillRunning(e, now.Add(time.Hour)); err != nil {
+		t.Fatalf("a call whose lease ran out: %v", err)
+	}
+	// This process, its lease long run out: alive, as its pid runs here.
+	self := NewOwner(now).WithLease(now)
+	if got := self.LivenessAt(now.Add(time.Hour)); got != OwnerAlive {
+		t.Fatalf("this process with an expired lease: %v", got)
+	}
+}
+
+func TestLeaseFromEnv(t *testing.T) {
+	env := func(v string) func(string) string { return func(string) string { return v } }
+	if d, err := LeaseFromEnv(env("")); err != nil || d != DefaultLease {
+		t.Fatalf("unset: %v %v", d, err)
+	}
+	if d, err := LeaseFromEnv(env("1500ms")); err != nil || d != 1500*time.Millisecond {
+		t.Fatalf("1500ms: %v %v", d, err)
+	}
+	for _, bad := range []string{"soon", "0", "-1s", "1ms", "25h"} {
+		if _, err := LeaseFromEnv(env(bad)); !errors.Is(err, ErrInvalidInput) {
+			t.Fatalf("%q: %v", bad, err)
+		}
 	}
 }

@@ -75,6 +75,11 @@ type Owner struct {
 	// (Linux: clock ticks after boot), so that a reused pid is not taken
 	// for the owner; 0 where unknown (other systems, older logs).
 	ProcessStart uint64 `json:"process_start,omitempty"`
+	// LeaseUntil is when the owner's lease runs out unless its process
+	// renews it: past it, another host judges the owner gone (see
+	// Owner.LivenessAt). Zero: no lease (older logs, owners that do not
+	// renew). Renewals change it without a history record.
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
 }
 
 // Record kinds of the history.
@@ -88,14 +93,18 @@ const (
 // history. Hash covers every field and PrevHash, chaining the records; from
 // HashWithContent on, also what the effect says at that point.
 type HistoryRecord struct {
-	Seq      uint32    `json:"seq"`
-	Kind     string    `json:"kind"`
-	EffectID uint64    `json:"effect_id,omitempty"`
-	Session  string    `json:"session"`
-	From     string    `json:"from"`
-	To       string    `json:"to"`
-	Trigger  string    `json:"trigger"`
-	Actor    string    `json:"actor"`
+	Seq      uint32 `json:"seq"`
+	Kind     string `json:"kind"`
+	EffectID uint64 `json:"effect_id,omitempty"`
+	Session  string `json:"session"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Trigger  string `json:"trigger"`
+	Actor    string `json:"actor"`
+	// Role is the database role the engine was authenticated as when it
+	// wrote the record (a shared log's); "" where an engine authenticates
+	// no one (a log file). Actor is who the caller says it is (--as).
+	Role     string    `json:"role,omitempty"`
 	Reason   string    `json:"reason"`
 	Error    string    `json:"error,omitempty"`
 	At       time.Time `json:"at"`
@@ -197,6 +206,7 @@ type Outcome string
 const (
 	OutcomeNew        Outcome = "new"         // a new effect, pending
 	OutcomeReplayed   Outcome = "replayed"    // owner committed: cached result, nothing to run
+	OutcomePending    Outcome = "pending"     // owner registered before and never started: start it, run it
 	OutcomeRetry      Outcome = "retry"       // owner pending again after a failure: run it again
 	OutcomeInProgress Outcome = "in_progress" // owner executing or awaiting a decision
 	OutcomeRejected   Outcome = "rejected"    // owner rejected: the answer stands
@@ -249,6 +259,8 @@ func (d EffectDetail) Decision(now time.Time) Decision {
 		return DecisionRejected
 	case d.Effect.State != sm.Pending:
 		return DecisionTaken
+	case a != nil && a.Outcome == ApprovalTimedOut:
+		return DecisionRejected // not run; the same call asks again
 	case a != nil && a.Outcome == ApprovalClosed:
 		return DecisionClosed
 	case a != nil && a.Outcome == ApprovalPending && a.ExpiresAt != nil && !now.Before(*a.ExpiresAt):

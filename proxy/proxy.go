@@ -77,6 +77,12 @@ type Proxy struct {
 	Diagnostics io.Writer
 	// Now is the clock of owners and approval waits; nil: time.Now.
 	Now func() time.Time
+	// Lease is how long the lease of a running call's owner lasts unless
+	// renewed (see lifecycle.Lifecycle.Lease); zero: model.DefaultLease.
+	Lease time.Duration
+	// CLI starts the commands that hints name ("undolog --log ADDR" when
+	// the log is not the default); "" means "undolog".
+	CLI string
 
 	clientMu sync.Mutex
 	client   io.Writer
@@ -487,6 +493,10 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		return
 	case lifecycle.InDoubt:
 		// No reclaim here: the client cannot say it checked what happened.
+		if call.Liveness == model.OwnerLapsed {
+			p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner's %s; check it, then fail or undo it", e.ID, e.Owner.Gone(call.Liveness))))
+			return
+		}
 		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner (%s) is gone; check it, then fail or undo it", e.ID, e.Owner)))
 		return
 	}
@@ -503,7 +513,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 }
 
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
-	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now}
+	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now, Lease: p.Lease}
 }
 
 func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
@@ -537,11 +547,18 @@ func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {
 	return fmt.Sprintf("undolog: %s (effect %d) was rejected; it will not run", tool, id)
 }
 
+func (p *Proxy) cli() string {
+	if p.CLI == "" {
+		return "undolog"
+	}
+	return p.CLI
+}
+
 // awaitApproval waits up to ApprovalWait for a decision. It returns "" once
 // approved, or the text of the tool error to answer with.
 func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call) string {
 	e := call.Effect
-	p.note("effect %d (%s, irreversible) awaits approval: undolog approve %d", e.ID, e.Tool, e.ID)
+	p.note("effect %d (%s, irreversible) awaits approval: %s approve %d", e.ID, e.Tool, p.cli(), e.ID)
 	w, err := lc.Wait(ctx, call, p.ApprovalWait, nil)
 	if err != nil {
 		return "undolog: " + err.Error()
@@ -557,8 +574,8 @@ func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call
 		return fmt.Sprintf("undolog: %s (effect %d) will not run: its session stopped accepting calls (%s) and closed the approval request", e.Tool, e.ID, w.Detail.Approval.Decision)
 	case lifecycle.TimedOut:
 		return fmt.Sprintf("undolog: %s is irreversible and waits for a person's approval (effect %d). "+
-			"Ask them to run `undolog approve %d` (or reject it), then call %s again with the same arguments: "+
-			"the retry goes ahead once approved.", e.Tool, e.ID, e.ID, e.Tool)
+			"Ask them to run `%s approve %d` (or reject it), then call %s again with the same arguments: "+
+			"the retry goes ahead once approved.", e.Tool, e.ID, p.cli(), e.ID, e.Tool)
 	}
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
 		return "undolog: cancelled by the client"
@@ -577,12 +594,14 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	}
 	ch := p.expect(m.ID)
 	if err := p.writeUpstream(m.raw); err != nil {
+		call.StopRenewing() // left executing: other hosts find it in doubt once its lease lapses
 		p.forget(m.ID)
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
 		return
 	}
 	resp, ok := <-ch
 	if !ok {
+		call.StopRenewing()
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): check it, then fail or undo it", e.Tool, e.ID)))
 		return
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -59,7 +60,12 @@ func fakeServer() {
 		case "initialize":
 			reply(m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`)
 		case "tools/list":
-			reply(m.ID, `{"tools":[{"name":"echo","inputSchema":{"type":"object"}},{"name":"die","inputSchema":{"type":"object"}},{"name":"garble","inputSchema":{"type":"object"}}]}`)
+			tools := `{"name":"echo","inputSchema":{"type":"object"}},{"name":"die","inputSchema":{"type":"object"}},{"name":"garble","inputSchema":{"type":"object"}}`
+			if name := os.Getenv("UNDOLOG_FAKE_TOOL"); name != "" {
+				quoted, _ := json.Marshal(name)
+				tools += `,{"name":` + string(quoted) + `,"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`
+			}
+			reply(m.ID, `{"tools":[`+tools+`]}`)
 		case "tools/call":
 			switch m.Params.Name {
 			case "die":
@@ -556,6 +562,39 @@ func TestPolicyInitFromTheServer(t *testing.T) {
 	}
 }
 
+// A server's tool names are its own: one that would be YAML (a colon, a
+// newline, a comment) stays one quoted key of the policy, and one that
+// would be a glob (*) matches itself only: the read-only tool "evil*" makes
+// no other evil... tool safe.
+func TestPolicyInitQuotesToolNames(t *testing.T) {
+	h := newHarness(t)
+	const hostile = "evil*:\n    tier: safe\n  x # [y]?\\"
+	cmd := exec.Command(testbin.Undolog(t), "policy", "init", "--file", filepath.Join(h.dir, "p.yaml"), "--", os.Args[0])
+	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "UNDOLOG_FAKE_TOOL="+hostile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	p, err := proxy.LoadPolicy(filepath.Join(h.dir, "p.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func() (bool, bool) { return false, false }
+	if c := p.Classify(hostile, none); c.Tier != sm.Safe || c.Rule == nil || len(p.Rules) != 4 {
+		t.Fatalf("%q: %+v; rules %+v", hostile, c, p.Rules)
+	}
+	for _, other := range []string{"evil-twin", "echo-not", "evil"} {
+		if c := p.Classify(other, none); c.Tier != sm.Irreversible || c.Rule != nil {
+			t.Fatalf("%q: %+v", other, c)
+		}
+	}
+	// --file never overwrites.
+	cmd = exec.Command(testbin.Undolog(t), "policy", "init", "--file", filepath.Join(h.dir, "p.yaml"), "--", os.Args[0])
+	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "exists; not overwriting it") {
+		t.Fatalf("%v %s", err, out)
+	}
+}
+
 // Requests other than tools/call (here resources/list and prompts/list) get
 // exactly what the server says, whatever that is.
 func TestProxyPassesOtherRequestsThrough(t *testing.T) {
@@ -574,5 +613,52 @@ func TestProxyPassesOtherRequestsThrough(t *testing.T) {
 	}
 	if err := proxied.Ping(ctx, nil); err != nil {
 		t.Fatalf("ping: %v", err)
+	}
+}
+
+// TestProxyCallWhoseLeaseLapsedOnAnotherMachine: a call left executing on
+// machine m1 (its server died mid-call) is no longer renewed, though m1's
+// proxy lives: machine m2 finds it in progress while its lease holds, then
+// in doubt with its lease named, and never runs it.
+func TestProxyCallWhoseLeaseLapsedOnAnotherMachine(t *testing.T) {
+	h := newHarness(t)
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	env := h.env
+	h.env = append(append([]string{}, env...), "UNDOLOG_HOST=m1", "UNDOLOG_LEASE=2s")
+	in, out, m1 := rawProxy(t, h)
+	io.WriteString(in, initialize+"\n")
+	next(t, out)
+	io.WriteString(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"die","arguments":{}}}`+"\n")
+	if m := next(t, out); m["error"] == nil {
+		t.Fatalf("dying server: %v", m)
+	}
+
+	h.env = append(append([]string{}, env...), "UNDOLOG_HOST=m2")
+	in2, out2, _ := rawProxy(t, h)
+	io.WriteString(in2, initialize+"\n")
+	next(t, out2)
+	deadline := time.Now().Add(time.Minute) // a failure bound, not a speed target
+	sawInProgress := false
+	for id := 2; ; id++ {
+		fmt.Fprintf(in2, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"die","arguments":{}}}`+"\n", id)
+		text := toolText(next(t, out2))
+		if strings.Contains(text, "the same call (effect 1) is executing; retry it later") {
+			sawInProgress = true
+		} else if want := fmt.Sprintf("(last renewed by pid %d on m1); check it, then fail or undo it", m1.Process.Pid); strings.Contains(text, "the same call (effect 1) is in doubt: its owner's lease expired at ") && strings.Contains(text, want) {
+			break
+		} else {
+			t.Fatalf("repeat on m2: %q", text)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease of the call left executing never ran out")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !sawInProgress {
+		t.Fatal("in doubt at once: the lease was not held at first")
+	}
+	store := engines.File(h.logPath, engines.Options{})
+	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
+		t.Fatalf("the call in doubt was touched: %+v %v", d, err)
 	}
 }

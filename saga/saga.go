@@ -20,6 +20,7 @@ import (
 	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -57,6 +58,9 @@ type Step struct {
 	Effect model.Effect    `json:"effect"`
 	// Call is the exact compensation call, as a person would type it.
 	Call string `json:"call"`
+	// Problem says why the call cannot be made as Call shows it (an mcp
+	// argument template that does not expand): that step would fail.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Plan is what undo would do.
@@ -93,6 +97,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		return Plan{}, err
 	}
 	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}}
+	now := time.Now()
 	for _, u := range stack {
 		d, err := store.GetEffect(ctx, u.EffectID)
 		if err != nil {
@@ -110,6 +115,8 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		if u.Compensation.Kind == model.CompensationMCP {
 			if args, err := MCPArgs(d.Effect, u.Compensation); err == nil {
 				step.Call = "mcp " + u.Compensation.Tool + " " + string(args)
+			} else {
+				step.Problem = "the argument template does not expand: " + err.Error()
 			}
 		}
 		switch {
@@ -120,7 +127,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		case u.State == sm.EntryCompensating:
 			// A compensation has one runner at a time: a live one (or one on
 			// another host, which cannot be asked) is never overtaken.
-			switch u.Owner.Liveness() {
+			switch u.Owner.LivenessAt(now) {
 			case model.OwnerAlive, model.OwnerElsewhere:
 				step.Action = ActionInProgress
 			default:
@@ -128,7 +135,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 			}
 		case d.Effect.State == sm.Pending:
 			step.Action = ActionSkip
-		case d.Effect.State == sm.Executing && model.CallStillRunning(d.Effect) != nil:
+		case d.Effect.State == sm.Executing && model.CallStillRunning(d.Effect, now) != nil:
 			step.Action = ActionInProgress // the call itself runs: undo waits for it to end
 		default:
 			step.Action = ActionCompensate
@@ -213,8 +220,22 @@ type Runner struct {
 	RetryInDoubt bool
 	// Owner is who runs the compensations; nil: this process.
 	Owner *model.Owner
+	// Lease is how long the lease of a running compensation's owner lasts
+	// unless renewed (it is renewed every third of it while the
+	// compensation runs); zero: model.DefaultLease.
+	Lease time.Duration
+	// CLI starts the commands that hints name ("undolog --log ADDR" when
+	// the log is not the default); "" means "undolog".
+	CLI string
 
 	caller ToolCaller
+}
+
+func (r *Runner) cli() string {
+	if r.CLI == "" {
+		return "undolog"
+	}
+	return r.CLI
 }
 
 // Result sums up a run.
@@ -263,9 +284,13 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return res, err
 		}
 	}
-	owner := r.Owner
+	owner := r.Owner.Identity()
 	if owner == nil {
 		owner = model.NewOwner(time.Now())
+	}
+	lease := r.Lease
+	if lease <= 0 {
+		lease = model.DefaultLease
 	}
 	defer func() {
 		if r.caller != nil {
@@ -290,24 +315,26 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			r.progress("effect %d %s: skipped (never ran)", id, step.Effect.Tool)
 			continue
 		case ActionBlocked:
-			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
-				ErrCompensationFailed, id, step.Effect.Tool, step.Entry.LastError, id))
+			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
+				ErrCompensationFailed, id, step.Effect.Tool, step.Entry.LastError, r.cli(), id))
 		case ActionCompensate:
 			// Taking the entry records its owner in the same transaction: of
 			// two undos at once, the second finds it taken.
-			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner}); err != nil {
+			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner.WithLease(time.Now().Add(lease))}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 		case ActionInDoubt:
 			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "reclaimed with --retry-in-doubt",
-				Owner: owner, ExpectOwner: expected(step.Entry.Owner)}); err != nil {
+				Owner: owner.WithLease(time.Now().Add(lease)), ExpectOwner: expected(step.Entry.Owner)}); err != nil {
 				return res, err
 			}
 			r.progress("effect %d %s: in doubt (%s); running its compensation again", id, step.Effect.Tool, gone(step.Entry.Owner))
 		case ActionInProgress:
 			return res, r.refuse(step)
 		}
+		renewal := lifecycle.KeepLease(r.Log, id, owner, lease, time.Now)
 		attempts, cerr := r.compensate(ctx, step, upstream)
+		renewal.Stop() // a lost entry is told by the step below, which expects this owner
 		if cerr != nil && ctx.Err() != nil {
 			// Interrupted mid-run: the entry stays compensating, without an
 			// owner, so that it is in doubt for the next run (if this write
@@ -328,8 +355,8 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		}
 		if cerr != nil {
 			r.progress("effect %d %s: compensation failed after %d attempts: %s", id, step.Effect.Tool, attempts, change.Error)
-			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: undolog resolve %d --reason WHAT_WAS_DONE",
-				ErrCompensationFailed, id, step.Effect.Tool, change.Error, id))
+			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
+				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}
 		res.Compensated = append(res.Compensated, id)
 		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, step.Call, attempts, plural(attempts))
@@ -347,7 +374,7 @@ func (r *Runner) refuse(step Step) error {
 	e, o := step.Effect, step.Entry.Owner
 	switch {
 	case step.Action == ActionInProgress && step.Entry.State != sm.EntryCompensating:
-		return model.CallStillRunning(e)
+		return model.CallStillRunning(e, time.Now())
 	case step.Action == ActionInProgress:
 		return fmt.Errorf("effect %d %s is being compensated by %s: %w; wait for that undo", e.ID, e.Tool, o, model.ErrInProgress)
 	case step.Action == ActionInDoubt && !r.RetryInDoubt:
@@ -360,6 +387,9 @@ func (r *Runner) refuse(step Step) error {
 func DescribeDoubt(o *model.Owner) string {
 	if o == nil {
 		return "its undo was interrupted mid-run"
+	}
+	if l := o.Liveness(); l == model.OwnerLapsed {
+		return "its undo's " + o.Gone(l)
 	}
 	return fmt.Sprintf("its undo (pid %d on %s) died mid-run", o.PID, o.Host)
 }
@@ -384,6 +414,9 @@ func expected(o *model.Owner) *model.Owner {
 func gone(o *model.Owner) string {
 	if o == nil {
 		return "interrupted"
+	}
+	if l := o.Liveness(); l == model.OwnerLapsed {
+		return o.Gone(l)
 	}
 	return fmt.Sprintf("owner pid %d gone", o.PID)
 }

@@ -304,9 +304,9 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 	// form, 'S', its id and its state's token (compensated 5, failed 21).
 	entryState := func(id uint64, token byte) string {
 		key := append([]byte("s\x00"), 0, 0, 0, 0, 0, 0, 0, byte(id))
-		return string(key) + "\x02U" + string([]byte{token})
+		return string(key) + "\x03U" + string([]byte{token})
 	}
-	sessionState := func(token byte) string { return "\x02S\x01s" + string([]byte{token}) }
+	sessionState := func(token byte) string { return "\x03S\x01s" + string([]byte{token}) }
 	for name, flips := range map[string][][2]string{
 		"entry and session": {{entryState(1, 5), entryState(1, 1)}, {sessionState(5), sessionState(21)}},
 		"entry":             {{entryState(1, 5), entryState(1, 1)}},

@@ -1,5 +1,7 @@
 package statemachine
 
+import "strings"
+
 // State is an effect state; its value is the spec's DB value.
 type State string
 
@@ -180,4 +182,12 @@ func Next(tier Tier, from State) []State {
 		}
 	}
 	return out
+}
+
+// TriggerText is a recorded trigger as a person reads it. The spec has
+// approvals made "via dashboard"; undolog takes them from the command line,
+// the view and the proxy alike, so the text says who without where (the
+// record keeps the spec's words).
+func TriggerText(trigger string) string {
+	return strings.TrimSuffix(trigger, " via dashboard")
 }

@@ -26,8 +26,9 @@ func (s SessionState) AcceptsEffects() bool {
 	return s == SessionActive || s == SessionAwaitingApproval
 }
 
-// IsTerminal reports whether no transition leaves s.
-func (s SessionState) IsTerminal() bool { return s == SessionCompleted || s == SessionCompensated }
+// IsTerminal reports whether no transition leaves s. A completed session
+// is not: rolling back a run that finished is the most common undo of all.
+func (s SessionState) IsTerminal() bool { return s == SessionCompensated }
 
 // ParseSessionState turns a name into a SessionState.
 func ParseSessionState(name string) (SessionState, error) {
@@ -62,6 +63,7 @@ var sessionTransitions = []SessionTransition{
 	{SessionFailed, SessionCompensating, "Undo starts"},
 	{SessionHalted, SessionCompensating, "Undo starts"},
 	{SessionAwaitingApproval, SessionCompensating, "Undo starts"},
+	{SessionCompleted, SessionCompensating, "Undo starts"},
 	{SessionCompensating, SessionCompensated, "Undo stack empty"},
 	{SessionCompensating, SessionHalted, "Compensation failed permanently"},
 }
@@ -111,6 +113,23 @@ const (
 	EntrySkipped            EntryState = "skipped"
 	EntryResolved           EntryState = "resolved"
 )
+
+// ParseEntryState turns a name into an EntryState.
+func ParseEntryState(name string) (EntryState, error) {
+	s := EntryState(name)
+	if !s.Valid() {
+		return "", unknown("undo entry state", name, words(EntryStates))
+	}
+	return s, nil
+}
+
+func words[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
 
 // EntryStates lists every undo-entry state.
 var EntryStates = []EntryState{EntryPending, EntryCompensating, EntryCompensated, EntryCompensationFailed, EntrySkipped, EntryResolved}

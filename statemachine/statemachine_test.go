@@ -218,6 +218,7 @@ var sessionValid = map[string]bool{
 	"failed->compensating":            true,
 	"halted->compensating":            true,
 	"awaiting_approval->compensating": true,
+	"completed->compensating":         true,
 	"compensating->compensated":       true,
 	"compensating->halted":            true,
 }
@@ -237,7 +238,7 @@ func TestValidateSessionEveryPair(t *testing.T) {
 					t.Fatalf("%s: %v", key, err)
 				}
 				want := "Not a transition of the session table."
-				if from == "completed" || from == "compensated" {
+				if from == "compensated" {
 					want = "Terminal session state. No further transitions."
 				}
 				if te.Reason != want {

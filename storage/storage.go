@@ -51,6 +51,42 @@ type File interface {
 	Compact() (before, after int64, err error)
 }
 
+// Identity is what a write transaction of an engine that authenticates to
+// a server can say: the role it is authenticated as. The rules record it in
+// every history record they write; an engine that authenticates no one
+// lacks it.
+type Identity interface {
+	Role() string
+}
+
+// Migrator is what an engine with a versioned schema of its own can do
+// beyond Engine: move the log to this build's schema now, rather than on
+// first write, and say from which version to which.
+type Migrator interface {
+	Engine
+	Migrate(ctx context.Context) (before, after uint64, err error)
+}
+
+// Roles is what an engine whose server checks who may do what can do: set
+// up its group roles (see the engine's documentation for what each may do).
+type Roles interface {
+	Engine
+	ApplyRoles(ctx context.Context) error
+}
+
+// Notifier is what an engine that hears of other processes' writes can do
+// beyond Engine (PostgreSQL's LISTEN/NOTIFY). Waiters check for it; without
+// it they poll.
+type Notifier interface {
+	// WaitChange returns nil once the change feed may hold a change after
+	// position after, or ctx.Err() once ctx ends. A caller reads the feed's
+	// position, then waits for something after it: a change committed in
+	// between returns at once. It may also return with nothing new (the
+	// engine lost track, as when its listening connection dropped): the
+	// caller looks again.
+	WaitChange(ctx context.Context, after uint64) error
+}
+
 // ErrNothingToWrite is returned by an Update function that looked and found
 // nothing to change: the call succeeds and writes nothing.
 var ErrNothingToWrite = errors.New("nothing to write")

@@ -65,6 +65,19 @@ func checkChanges(ctx context.Context, store effectlog.Log) tea.Cmd {
 	}
 }
 
+// watchChanges waits for the change feed to move past position after (told
+// by the engine, or after poll where it cannot tell), then reads where it
+// is. Exactly one watch runs at a time: each changeMsg starts the next.
+func watchChanges(ctx context.Context, store effectlog.Log, after uint64, poll time.Duration) tea.Cmd {
+	return func() tea.Msg {
+		if store.WaitChange(ctx, after, poll) != nil {
+			return nil // the view is closing
+		}
+		pos, err := store.LastChange(ctx)
+		return changeMsg{position: pos, err: err}
+	}
+}
+
 func decide(ctx context.Context, store effectlog.Log, id uint64, to sm.State, actor, reason string) tea.Cmd {
 	return func() tea.Msg {
 		e, err := store.Transition(ctx, id, to, model.Change{Actor: actor, Reason: reason})

@@ -126,4 +126,20 @@ func TestViewEscapesStoredText(t *testing.T) {
 		t.Fatalf("no undo error in the detail:\n%s", m.View())
 	}
 	requireTerminalSafe(t, "undo entry detail", m.View())
+
+	// The decision dialog shows the effect's args; the title the log's
+	// address (an environment variable may hold anything).
+	m.opts.Address = hostile
+	// (Every effect here is past deciding: the dialog is opened as a and r do.)
+	e := m.session.selected()
+	m.openPrompt("Approve effect "+itoa(e.ID)+" ("+e.Tool+")?", false, e.Args, nil)
+	if !strings.Contains(m.View(), `\u009b2J\u202ex`) && !strings.Contains(m.View(), `\x9b2J`) {
+		t.Fatalf("the dialog does not show the args escaped:\n%s", m.View())
+	}
+	requireTerminalSafe(t, "decision dialog and title", m.View())
+	// A filter typed (pasted) with controls, shown in the title.
+	m.overlay, m.screen, m.sessions.filter = overlayNone, screenSessions, hostile
+	requireTerminalSafe(t, "sessions filter", m.View())
+	run(m.handleKey(press("/")))
+	requireTerminalSafe(t, "filter dialog", m.View())
 }

@@ -2,7 +2,8 @@ package tui
 
 import "github.com/charmbracelet/bubbles/key"
 
-// keyMap is every key the view answers to; `?` shows them all.
+// keyMap is every key the view answers to. Each screen offers (in the footer
+// and under `?`) only the keys that do something there.
 type keyMap struct {
 	Up, Down, PageUp, PageDown key.Binding
 	Open, Back, Tab            key.Binding
@@ -20,7 +21,7 @@ func newKeyMap() keyMap {
 		PageDown:   key.NewBinding(key.WithKeys("pgdown", " "), key.WithHelp("pgdn", "page down")),
 		Open:       key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open")),
 		Back:       key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "back")),
-		Tab:        key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "switch pane")),
+		Tab:        key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "table/detail")),
 		Approve:    key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "approve")),
 		Reject:     key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reject")),
 		Transition: key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "transition")),
@@ -32,15 +33,26 @@ func newKeyMap() keyMap {
 	}
 }
 
-// ShortHelp is the one-line help at the bottom.
-func (k keyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Open, k.Back, k.Approve, k.Reject, k.Transition, k.Undo, k.Help, k.Quit}
+// shortHelp is the footer of screen s, most useful first: the footer drops
+// keys from the end when the terminal is narrow (help and quit it keeps).
+func (k keyMap) shortHelp(s screen) []key.Binding {
+	if s == screenSessions {
+		return []key.Binding{k.Open, k.Undo, k.Filter}
+	}
+	return []key.Binding{k.Approve, k.Reject, k.Transition, k.Undo, k.Tab, k.Back, k.Filter}
 }
 
-// FullHelp is the `?` screen.
-func (k keyMap) FullHelp() [][]key.Binding {
+// fullHelp is the `?` screen of screen s.
+func (k keyMap) fullHelp(s screen) [][]key.Binding {
+	if s == screenSessions {
+		return [][]key.Binding{
+			{k.Up, k.Down, k.PageUp, k.PageDown, k.Open},
+			{k.Undo, k.Filter, k.Follow},
+			{k.Help, k.Quit},
+		}
+	}
 	return [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Open, k.Back, k.Tab},
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Tab, k.Back},
 		{k.Approve, k.Reject, k.Transition, k.Undo},
 		{k.Filter, k.Follow, k.Help, k.Quit},
 	}

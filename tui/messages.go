@@ -28,6 +28,7 @@ type detailMsg struct {
 	err    error
 }
 
+// tickMsg asks for a look at the change feed again after a failed one.
 type tickMsg time.Time
 
 type changeMsg struct {

@@ -60,7 +60,8 @@ type Model struct {
 	status     string
 	statusErr  bool
 	follow     bool
-	lastChange uint64
+	lastChange uint64 // the feed's position the screen shows
+	seen       uint64 // the feed's position last read, shown or not
 }
 
 type menuState struct {
@@ -71,6 +72,9 @@ type menuState struct {
 
 type promptState struct {
 	title    string
+	question string   // what the input asks for
+	args     []string // the effect's arguments, pretty and escaped
+	top      int      // first args line shown
 	input    textinput.Model
 	required bool
 	submit   func(reason string) tea.Cmd
@@ -84,7 +88,7 @@ type undoState struct {
 
 // Init loads the first screen and starts watching for changes.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.reload(), tick(m.opts.Refresh), checkChanges(m.ctx, m.opts.Log))
+	return tea.Batch(m.reload(), checkChanges(m.ctx, m.opts.Log))
 }
 
 // reload fetches what the current screen shows.
@@ -119,20 +123,19 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.help.Width = msg.Width
 		return m, nil
 	case tickMsg:
-		if !m.follow {
-			return m, tick(m.opts.Refresh)
-		}
-		return m, tea.Batch(tick(m.opts.Refresh), checkChanges(m.ctx, m.opts.Log))
+		return m, checkChanges(m.ctx, m.opts.Log)
 	case changeMsg:
 		if msg.err != nil {
 			m.setStatus("", msg.err)
-			return m, nil
+			return m, tick(m.opts.Refresh) // look again later
 		}
-		if msg.position == m.lastChange {
-			return m, nil
+		m.seen = msg.position
+		next := watchChanges(m.ctx, m.opts.Log, msg.position, m.opts.Refresh)
+		if !m.follow || msg.position == m.lastChange {
+			return m, next
 		}
 		m.lastChange = msg.position
-		return m, m.reload()
+		return m, tea.Batch(m.reload(), next)
 	case sessionsMsg:
 		if msg.err != nil {
 			m.setStatus("", msg.err)
@@ -236,6 +239,10 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Follow):
 		m.follow = !m.follow
 		m.setStatus(map[bool]string{true: "follow on", false: "follow off"}[m.follow], nil)
+		if m.follow && m.seen != m.lastChange {
+			m.lastChange = m.seen // catch up with what changed while not following
+			return m.reload()
+		}
 		return nil
 	}
 	if m.screen == screenSessions {
@@ -267,7 +274,7 @@ func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
 			return makePlan(m.ctx, m.opts.Log, s.ID)
 		}
 	case key.Matches(msg, k.Filter):
-		m.openFilter(v.filter)
+		m.openFilter()
 	}
 	return nil
 }
@@ -302,7 +309,9 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 			m.setStatus("", fmt.Errorf("effect %d is %s %s: only a pending irreversible effect awaits a decision", e.ID, e.Tier, e.State))
 			return nil
 		}
-		m.openPrompt(fmt.Sprintf("%s effect %d (%s)? Reason:", verb, e.ID, e.Tool), to == sm.Rejected, func(reason string) tea.Cmd {
+		// A reason is optional, for a rejection too, as on the command line:
+		// the decision and who made it are recorded either way.
+		m.openPrompt(fmt.Sprintf("%s effect %d (%s)?", verb, e.ID, e.Tool), false, e.Args, func(reason string) tea.Cmd {
 			return decide(m.ctx, m.opts.Log, e.ID, to, m.opts.Actor, reason)
 		})
 	case key.Matches(msg, k.Transition):
@@ -310,8 +319,12 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 		if e == nil {
 			return nil
 		}
-		options := sm.Next(e.Tier, e.State)
+		options := allowedNext(*e, v.sess.State)
 		if len(options) == 0 {
+			if len(sm.Next(e.Tier, e.State)) > 0 {
+				m.setStatus("", fmt.Errorf("effect %d is %s (%s) and session %s is %s: it allows no transition of it", e.ID, e.State, e.Tier, v.sess.ID, v.sess.State))
+				return nil
+			}
 			m.setStatus("", fmt.Errorf("effect %d is %s (%s): no transition leaves it", e.ID, e.State, e.Tier))
 			return nil
 		}
@@ -320,7 +333,7 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 	case key.Matches(msg, k.Undo):
 		return makePlan(m.ctx, m.opts.Log, v.id)
 	case key.Matches(msg, k.Filter):
-		m.openFilter(v.filter)
+		m.openFilter()
 	}
 	return nil
 }
@@ -336,7 +349,7 @@ func (m *Model) menuKey(msg tea.KeyMsg) tea.Cmd {
 		m.menu.cursor = min(len(m.menu.options)-1, m.menu.cursor+1)
 	case key.Matches(msg, k.Open):
 		e, to := m.menu.effect, m.menu.options[m.menu.cursor]
-		m.openPrompt(fmt.Sprintf("Move effect %d (%s) %s -> %s? Reason:", e.ID, e.Tool, e.State, to), to == sm.Rejected, func(reason string) tea.Cmd {
+		m.openPrompt(fmt.Sprintf("Move effect %d (%s) %s -> %s?", e.ID, e.Tool, e.State, to), false, e.Args, func(reason string) tea.Cmd {
 			return decide(m.ctx, m.opts.Log, e.ID, to, m.opts.Actor, reason)
 		})
 	}
@@ -353,12 +366,40 @@ func newInput(placeholder string) textinput.Model {
 	return in
 }
 
-func (m *Model) openPrompt(title string, required bool, submit func(string) tea.Cmd) {
-	ph := "optional"
-	if required {
-		ph = "required"
+// allowedNext is what the transition menu offers: the states the spec's
+// table allows from the effect's tier and state, less those the log refuses
+// in the session's state (statemachine: AcceptsEffects), so that no choice
+// is refused after two dialogs.
+func allowedNext(e model.Effect, session sm.SessionState) []sm.State {
+	var out []sm.State
+	for _, to := range sm.Next(e.Tier, e.State) {
+		switch {
+		case to == sm.Executing && !session.AcceptsEffects():
+			continue // a session that accepts no effects starts none
+		case to == sm.Executing && e.Tier == sm.Irreversible && e.State == sm.Pending:
+			continue // it awaits approval: only approved starts it
+		case e.State == sm.Pending && e.Tier == sm.Irreversible && (to == sm.Approved || to == sm.Rejected) && !session.AcceptsEffects():
+			continue // its approval requests are closed
+		case to == sm.Replayed:
+			continue // reached only by intercepting a repeat
+		}
+		out = append(out, to)
 	}
-	m.prompt = promptState{title: title, input: newInput(ph), required: required, submit: submit}
+	return out
+}
+
+// openPrompt asks for a reason before submit; args are the arguments of
+// the effect decided on, shown in the dialog.
+func (m *Model) openPrompt(title string, required bool, args []byte, submit func(string) tea.Cmd) {
+	ph, q := "optional", "Reason (optional):"
+	if required {
+		ph, q = "required", "Reason:"
+	}
+	var lines []string
+	if len(args) > 0 {
+		lines = prettyJSON(args)
+	}
+	m.prompt = promptState{title: title, question: q, args: lines, input: newInput(ph), required: required, submit: submit}
 	m.overlay = overlayPrompt
 }
 
@@ -376,6 +417,18 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		m.overlay = overlayNone
 		return m.prompt.submit(reason)
+	case tea.KeyUp:
+		m.prompt.top = max(0, m.prompt.top-1)
+		return nil
+	case tea.KeyDown:
+		m.prompt.top++ // the view holds it to the end
+		return nil
+	case tea.KeyPgUp:
+		m.prompt.top = max(0, m.prompt.top-m.bodyHeight()/2)
+		return nil
+	case tea.KeyPgDown:
+		m.prompt.top += m.bodyHeight() / 2
+		return nil
 	}
 	return typeInto(&m.prompt.input, msg)
 }
@@ -397,10 +450,25 @@ func typeInto(in *textinput.Model, msg tea.KeyMsg) tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-func (m *Model) openFilter(current string) {
-	m.filter = newInput("tool name or state; empty clears")
-	m.filter.SetValue(current)
+// openFilter opens an empty filter input (the dialog shows the current
+// one): what is typed replaces the filter instead of adding to it.
+func (m *Model) openFilter() {
+	m.filter = newInput(m.filterWhat() + "; empty clears")
 	m.overlay = overlayFilter
+}
+
+func (m *Model) currentFilter() string {
+	if m.screen == screenSessions {
+		return m.sessions.filter
+	}
+	return m.session.filter
+}
+
+func (m *Model) filterWhat() string {
+	if m.screen == screenSessions {
+		return "session name or state"
+	}
+	return "tool name or state"
 }
 
 func (m *Model) filterKey(msg tea.KeyMsg) tea.Cmd {
@@ -412,8 +480,11 @@ func (m *Model) filterKey(msg tea.KeyMsg) tea.Cmd {
 		m.overlay = overlayNone
 		text := strings.TrimSpace(m.filter.Value())
 		if m.screen == screenSessions {
+			// Applied now to the sessions read, not at the next change.
 			m.sessions.filter = text
 			m.sessions.cursor, m.sessions.offset = 0, 0
+			m.sessions.set(m.sessions.all)
+			m.sessions.cursor = 0
 			return nil
 		}
 		m.session.filter = text
@@ -426,5 +497,14 @@ func (m *Model) filterKey(msg tea.KeyMsg) tea.Cmd {
 // bodyHeight is the number of lines between the title and the status line.
 func (m *Model) bodyHeight() int { return max(3, m.height-3) }
 
-// tableHeight is the number of effect rows the session screen shows.
+// tableHeight is the number of effect rows the session screen shows at most.
 func (m *Model) tableHeight() int { return max(3, (m.bodyHeight()-3)/2) }
+
+// tableRows is the number it shows: a short session leaves the rest of the
+// screen to the detail, where an approver reads the arguments.
+func (m *Model) tableRows() int {
+	if m.session.page == 0 && m.session.next == 0 {
+		return max(1, min(m.tableHeight(), len(m.session.effects)))
+	}
+	return m.tableHeight()
+}

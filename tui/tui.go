@@ -19,13 +19,17 @@ import (
 
 // Options configure the view.
 type Options struct {
-	Log     effectlog.Log
+	Log effectlog.Log
+	// Address names the log in the title (a PostgreSQL URL without its
+	// password): which log a decision goes to.
+	Address string
 	Session string // open this session first; empty: the sessions screen
 	Actor   string // recorded in history for decisions made here
 	Now     func() time.Time
 	Color   bool
 	// Refresh is how often the view looks for changes made by other
-	// processes; zero means 500ms.
+	// processes on a log that cannot tell of them (a file); zero means
+	// 500ms. On one that can (PostgreSQL) it looks when told.
 	Refresh time.Duration
 	// Output is where the renderer writes (for colour detection).
 	Output io.Writer

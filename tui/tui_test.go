@@ -37,6 +37,12 @@ func start(t *testing.T, store effectlog.Log, session string) *teatest.TestModel
 	t.Helper()
 	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
 		Refresh: 100 * time.Millisecond})
+	return startModel(t, m, store)
+}
+
+// startModel runs m, the view over store, until the test ends.
+func startModel(t *testing.T, m *Model, store effectlog.Log) *teatest.TestModel {
+	t.Helper()
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
 	// The view stops, and lets the log go, before the test's directory goes:
 	// a read it started late would make the journal again beside a log
@@ -101,7 +107,7 @@ func TestGoldenHelp(t *testing.T) {
 	tm := start(t, demoStore(t), "")
 	waitFor(t, tm, "agent-research-42")
 	tm.Send(press("?"))
-	waitFor(t, tm, "switch pane")
+	waitFor(t, tm, "Abbreviations")
 	golden.RequireEqual(t, finalView(t, tm))
 }
 
@@ -124,42 +130,69 @@ func TestGoldenUndoConfirmation(t *testing.T) {
 	golden.RequireEqual(t, finalView(t, tm))
 }
 
-// The transition menu offers exactly the valid next states of the effect's
-// tier and state, for effects in every state the demo and a few steps reach.
+// The transition menu offers exactly the next states the log accepts: the
+// spec's table for the effect's tier and state, less what the session's state
+// refuses. Each state of the table is tried on a copy of the log.
 func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
-	store := demoStore(t)
-	mk := func(tier sm.Tier, args string, steps ...sm.State) {
-		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "menu", Tool: "t", Tier: tier, Args: json.RawMessage(args), CreateSession: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, to := range steps {
-			if _, err := store.Transition(t.Context(), res.Effect.ID, to, model.Change{}); err != nil {
+	build := func() effectlog.FileLog {
+		store := demoStore(t)
+		mk := func(session string, tier sm.Tier, args string, steps ...sm.State) {
+			res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: "t", Tier: tier, Args: json.RawMessage(args), CreateSession: true})
+			if err != nil {
 				t.Fatal(err)
 			}
+			for _, to := range steps {
+				if _, err := store.Transition(t.Context(), res.Effect.ID, to, model.Change{}); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
+		mk("menu", sm.Compensable, `1`)
+		mk("menu", sm.Compensable, `2`, sm.Executing)
+		mk("menu", sm.Compensable, `3`, sm.Executing, sm.Compensating)
+		mk("menu", sm.Irreversible, `4`, sm.Approved)
+		mk("menu", sm.Irreversible, `5`, sm.Approved, sm.Executing)
+		// A failed session: its pending effects can neither start nor be decided.
+		mk("failed", sm.Compensable, `6`)
+		mk("failed", sm.Irreversible, `7`)
+		mk("failed", sm.Compensable, `8`, sm.Executing, sm.Committed)
+		if _, err := store.SetSessionState(t.Context(), "failed", sm.SessionFailed, model.Change{}); err != nil {
+			t.Fatal(err)
+		}
+		return store
 	}
-	mk(sm.Compensable, `1`)
-	mk(sm.Compensable, `2`, sm.Executing)
-	mk(sm.Compensable, `3`, sm.Executing, sm.Compensating)
-	mk(sm.Irreversible, `4`, sm.Approved)
-	mk(sm.Irreversible, `5`, sm.Approved, sm.Executing)
+	store := build()
+	defer store.Close()
+	// Each transition of the table is tried on a log of its own.
+	accepted := func(id uint64, to sm.State) bool {
+		other := build()
+		defer other.Close()
+		_, err := other.Transition(t.Context(), id, to, model.Change{})
+		return err == nil
+	}
 	effects, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checked := 0
+	checked, refused := 0, 0
 	for _, e := range effects {
+		var want []sm.State
+		for _, to := range sm.Next(e.Tier, e.State) {
+			if accepted(e.ID, to) {
+				want = append(want, to)
+			} else {
+				refused++
+			}
+		}
 		m := New(t.Context(), Options{Log: store, Session: e.Session, Actor: "tester", Now: func() time.Time { return demoEnd }})
 		m.Update(loadEffects(t.Context(), store, e.Session, effectlog.EffectFilter{}, 0, 0)())
 		for m.session.selected() != nil && m.session.selected().ID != e.ID {
 			m.session.cursor++
 		}
 		m.Update(press("t"))
-		want := sm.Next(e.Tier, e.State)
 		if len(want) == 0 {
 			if m.overlay == overlayMenu || !m.statusErr {
-				t.Errorf("effect %d (%s %s): menu opened with no valid state", e.ID, e.Tier, e.State)
+				t.Errorf("effect %d (%s %s): menu opened with no state the log accepts", e.ID, e.Tier, e.State)
 			}
 			continue
 		}
@@ -179,8 +212,8 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 		}
 		checked++
 	}
-	if checked != 6 {
-		t.Fatalf("%d effects had a menu, want 6", checked)
+	if checked < 6 || refused == 0 {
+		t.Fatalf("%d effects had a menu, %d transitions of the table were refused: the test proves little", checked, refused)
 	}
 }
 
@@ -202,33 +235,6 @@ func TestApproveWritesHistoryWithActor(t *testing.T) {
 	last := d.History[len(d.History)-1]
 	if d.Effect.State != sm.Approved || last.Actor != "tester" || last.Reason != "right after review" || d.Approval.DecidedBy != "tester" {
 		t.Fatalf("%+v %+v", d.Effect, last)
-	}
-	tm.Quit()
-}
-
-func TestRejectAsksForAReason(t *testing.T) {
-	store := demoStore(t)
-	tm := start(t, store, "agent-research-42")
-	waitFor(t, tm, "send_email")
-	tm.Send(press("jjj"))
-	waitFor(t, tm, "expires in")
-	tm.Send(press("r"))
-	waitFor(t, tm, "Reject effect 4")
-	tm.Send(press("enter"))
-	waitFor(t, tm, "a reason is required")
-	if d, _ := store.GetEffect(t.Context(), 4); d.Effect.State != sm.Pending {
-		t.Fatalf("rejected without a reason: %s", d.Effect.State)
-	}
-	tm.Type("wrong recipient")
-	tm.Send(press("enter"))
-	waitFor(t, tm, "effect 4 rejected by tester")
-	d, _ := store.GetEffect(t.Context(), 4)
-	last := d.History[len(d.History)-1]
-	if d.Effect.State != sm.Rejected || last.Reason != "wrong recipient" || last.Actor != "tester" {
-		t.Fatalf("%+v", last)
-	}
-	if s, _ := store.GetSession(t.Context(), "agent-research-42"); s.State != sm.SessionHalted {
-		t.Fatalf("session %s", s.State)
 	}
 	tm.Quit()
 }
@@ -298,6 +304,6 @@ func TestLogReplacedWhileRunning(t *testing.T) {
 	os.WriteFile(store.Path()+".tmp", good, 0o600)
 	os.Rename(store.Path()+".tmp", store.Path())
 	tm.Send(press("?"))
-	waitFor(t, tm, "switch pane")
+	waitFor(t, tm, "Abbreviations")
 	tm.Quit()
 }

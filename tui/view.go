@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/mattn/go-runewidth"
 
 	"github.com/undolog/undolog/internal/textfmt"
@@ -33,10 +35,22 @@ type column struct {
 	state bool
 }
 
-// renderRow lays cells out in columns, escaped (textfmt.Escape); the
-// selected row is reversed whole.
+// cursorMark leads the selected row. It is text, not a colour: with NO_COLOR
+// (which drops every style) it still shows what a, r or t act on.
+const (
+	cursorMark = "▶ "
+	noMark     = "  "
+)
+
+// renderRow lays cells out in columns, escaped (textfmt.Escape), after the
+// cursor column; the selected row is also reversed whole.
 func (m *Model) renderRow(cols []column, cells []string, selected bool) string {
 	var b strings.Builder
+	if selected {
+		b.WriteString(cursorMark)
+	} else {
+		b.WriteString(noMark)
+	}
 	for i, c := range cols {
 		text := fit(esc(cells[i]), c.width)
 		if c.state && !selected {
@@ -65,7 +79,7 @@ func (m *Model) renderHeader(cols []column) string {
 
 // flexColumns gives the first column marked with width 0 what is left of the width.
 func flexColumns(cols []column, width int) []column {
-	used := len(cols) - 1
+	used := len(cols) - 1 + runewidth.StringWidth(noMark)
 	for _, c := range cols {
 		used += c.width
 	}
@@ -75,6 +89,16 @@ func flexColumns(cols []column, width int) []column {
 		}
 	}
 	return cols
+}
+
+// widest is the width of the widest of title and values: a column as wide
+// as what it shows now, so that narrow terminals keep room for names.
+func widest(title string, values ...string) int {
+	w := runewidth.StringWidth(title)
+	for _, v := range values {
+		w = max(w, runewidth.StringWidth(esc(v)))
+	}
+	return w
 }
 
 // scrolled returns the first visible row so that cursor stays on screen.
@@ -93,13 +117,13 @@ func (m *Model) View() string {
 	var body string
 	switch m.overlay {
 	case overlayHelp:
-		body = m.st.box.Render(m.st.title.Render("Keys") + "\n\n" + m.help.FullHelpView(m.keys.FullHelp()))
+		body = m.helpView()
 	case overlayMenu:
 		body = m.menuView()
 	case overlayPrompt:
-		body = m.st.box.Width(min(m.width-2, 76)).Render(esc(m.prompt.title) + "\n\n" + m.prompt.input.View() + "\n\n" + m.st.dim.Render("enter: confirm  esc: cancel"))
+		body = m.promptView()
 	case overlayFilter:
-		body = m.st.box.Width(min(m.width-2, 76)).Render("Filter by tool or state:\n\n" + m.filter.View() + "\n\n" + m.st.dim.Render("enter: apply  esc: cancel"))
+		body = m.filterView()
 	case overlayConfirmUndo:
 		body = m.confirmUndoView()
 	case overlayUndo:
@@ -123,11 +147,123 @@ func (m *Model) View() string {
 	if m.statusErr {
 		status = m.st.errText.Render(fit("error: "+esc(m.status), m.width))
 	}
-	return m.titleLine() + "\n" + strings.Join(lines, "\n") + "\n" + status + "\n" + m.help.ShortHelpView(m.keys.ShortHelp())
+	return m.titleLine() + "\n" + strings.Join(lines, "\n") + "\n" + status + "\n" + m.footer()
+}
+
+// footer is the screen's keys on one line: `? help` and `q quit` always, the
+// others as many as fit, most useful first.
+func (m *Model) footer() string {
+	// Laid out here, not by help.ShortHelpView: that one overflows the
+	// width when not even its ellipsis fits.
+	st := m.help.Styles
+	item := func(b key.Binding) string {
+		return st.ShortKey.Inline(true).Render(b.Help().Key) + " " + st.ShortDesc.Inline(true).Render(b.Help().Desc)
+	}
+	sep := st.ShortSeparator.Inline(true).Render(m.help.ShortSeparator)
+	tail := item(m.keys.Help) + sep + item(m.keys.Quit)
+	room := m.width - ansi.StringWidth(tail)
+	var b strings.Builder
+	for _, k := range m.keys.shortHelp(m.screen) {
+		s := item(k) + sep
+		if ansi.StringWidth(s) > room {
+			break
+		}
+		b.WriteString(s)
+		room -= ansi.StringWidth(s)
+	}
+	return b.String() + tail
+}
+
+// legend explains the view's abbreviations, under `?`.
+var legend = []string{
+	"BY STATE counts a session's effects: pend pending, exec executing,",
+	"  done committed, comp… compensating, undone compensated,",
+	"  FAIL compensation_failed, ok approved, rej rejected, rep replayed.",
+	"WAIT ●N: N calls await approval.  RPL: times the call was replayed.",
+	"UNDO: the undo entry's state (- none: safe or irreversible).",
+	cursorMark + "marks the selected row: what a, r, t and u act on.",
+}
+
+func (m *Model) helpView() string {
+	lines := []string{m.st.title.Render("Keys"), "", m.help.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Abbreviations")}
+	lines = append(lines, legend...)
+	return m.st.box.Render(strings.Join(lines, "\n"))
+}
+
+func (m *Model) filterView() string {
+	now := "none"
+	if f := m.currentFilter(); f != "" {
+		now = strconv.Quote(f)
+	}
+	return m.st.box.Width(min(m.width-2, 76)).Render("Filter by " + m.filterWhat() + " (now: " + esc(now) + "):\n\n" + m.filter.View() + "\n\n" +
+		m.st.dim.Render("enter: apply (empty clears)  esc: keep the filter"))
+}
+
+// promptView is the decision dialog: the question, the effect's arguments
+// (what is being decided on, wrapped, scrolled with ↑/↓) and the reason.
+func (m *Model) promptView() string {
+	p := &m.prompt
+	w := min(m.width-2, 100)
+	inner := max(10, w-4) // border and padding
+	lines := wrapLines([]string{esc(p.title)}, inner)
+	var args []string
+	if len(p.args) > 0 {
+		args = wrapLines(p.args, inner)
+	}
+	// What the box may give the arguments: the body less the border, the
+	// question, the labels, the input and the hint.
+	room := max(1, m.bodyHeight()-2-len(lines)-6)
+	if len(args) > 0 {
+		p.top = max(0, min(p.top, len(args)-room))
+		end := min(len(args), p.top+room)
+		label := "args:"
+		if len(args) > room {
+			label = fmt.Sprintf("args (lines %d-%d of %d, ↑/↓ scroll):", p.top+1, end, len(args))
+		}
+		lines = append(lines, m.st.label.Render(label))
+		lines = append(lines, args[p.top:end]...)
+	}
+	lines = append(lines, "", m.st.label.Render(p.question), p.input.View(), m.st.dim.Render("enter: confirm  esc: cancel"))
+	return m.st.box.Width(w).Render(strings.Join(lines, "\n"))
+}
+
+// wrapLines wraps each line to w cells; a continued line keeps its indent
+// and two more cells, so that wrapped JSON still reads as nested.
+func wrapLines(lines []string, w int) []string {
+	var out []string
+	for _, l := range lines {
+		out = append(out, wrap(l, w)...)
+	}
+	return out
+}
+
+func wrap(line string, w int) []string {
+	if w <= 0 || ansi.StringWidth(line) <= w {
+		return []string{line}
+	}
+	n := len(line) - len(strings.TrimLeft(line, " "))
+	if n+2 > w/2 {
+		n = 0
+	}
+	// At spaces where there are some, else anywhere (a long token).
+	parts := strings.Split(ansi.Wrap(line[n:], w-n-2, ""), "\n")
+	first, cont := strings.Repeat(" ", n), strings.Repeat(" ", n+2)
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		if i == 0 {
+			out[i] = first + p
+		} else {
+			out[i] = cont + p
+		}
+	}
+	return out
 }
 
 func (m *Model) titleLine() string {
 	crumb := "sessions"
+	if m.screen == screenSessions && m.sessions.filter != "" {
+		crumb += " (filter: " + esc(m.sessions.filter) + ")"
+	}
 	if m.screen == screenSession {
 		crumb = "sessions › " + esc(m.session.id)
 	}
@@ -137,6 +273,17 @@ func (m *Model) titleLine() string {
 	}
 	left := m.st.title.Render("undolog") + "  " + crumb
 	right := follow
+	// The log the view is on, cut from the left (its end names it best)
+	// to what the crumb leaves.
+	if a := esc(m.opts.Address); a != "" {
+		room := m.width - runewidth.StringWidth("undolog  "+crumb) - runewidth.StringWidth(" · "+follow) - 2
+		if room >= 12 {
+			if runewidth.StringWidth(a) > room {
+				a = "…" + ansi.TruncateLeft(a, runewidth.StringWidth(a)-room+1, "")
+			}
+			right = a + " · " + follow
+		}
+	}
 	pad := m.width - runewidth.StringWidth("undolog  "+crumb) - runewidth.StringWidth(right)
 	if pad < 1 {
 		return left
@@ -155,8 +302,7 @@ func (m *Model) sessionsView() string {
 		}
 		return "no sessions yet: undolog session start, undolog exec or undolog demo make some"
 	}
-	cols := flexColumns([]column{{"SESSION", 0, false}, {"STATE", 17, true}, {"AGE", 4, false},
-		{"EFFECTS", 7, false}, {"BY STATE", 24, false}, {"WAIT", 6, false}}, m.width)
+	cols := m.sessionColumns()
 	rows := m.bodyHeight() - 1
 	v.offset = scrolled(v.offset, v.cursor, rows)
 	out := []string{m.renderHeader(cols)}
@@ -167,14 +313,45 @@ func (m *Model) sessionsView() string {
 		if s.PendingApprovals > 0 {
 			wait = "●" + strconv.Itoa(s.PendingApprovals)
 		}
-		line := m.renderRow(cols, []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects),
-			countsLine(s.Counts), wait}, i == v.cursor)
+		cells := []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects), countsLine(s.Counts), wait}
+		if len(cols) < len(cells) { // no room for BY STATE
+			cells = append(cells[:4], wait)
+		}
+		line := m.renderRow(cols, cells, i == v.cursor)
 		if wait != "" && i != v.cursor {
 			line = strings.Replace(line, wait, m.st.badge.Render(wait), 1)
 		}
 		out = append(out, line)
 	}
 	return strings.Join(out, "\n")
+}
+
+// sessionColumns sizes the sessions table to what it shows: the session
+// names get their full width first, BY STATE what is left (at least 10
+// cells, or it goes, and the names get its room too).
+func (m *Model) sessionColumns() []column {
+	var ids, states []string
+	for _, s := range m.sessions.list {
+		ids, states = append(ids, s.ID), append(states, string(s.State))
+	}
+	st := column{"STATE", widest("STATE", states...), true}
+	fixed := []column{{"AGE", 4, false}, {"EFFECTS", 7, false}}
+	wait := column{"WAIT", 4, false}
+	avail := m.width - runewidth.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width
+	idw, by := widest("SESSION", ids...), 0
+	switch {
+	case avail-idw >= 10:
+		by = avail - idw
+	case idw <= avail+1:
+		// BY STATE goes (and its separator): the names are worth more.
+	default:
+		idw = max(6, avail+1)
+	}
+	cols := []column{{"SESSION", idw, false}, st, fixed[0], fixed[1]}
+	if by > 0 {
+		cols = append(cols, column{"BY STATE", by, false})
+	}
+	return append(cols, wait)
 }
 
 // countsLine abbreviates per-state counts: 3C 1P 2R ...
@@ -196,20 +373,33 @@ func (m *Model) sessionView() string {
 		return "loading…"
 	}
 	s := v.sess
-	head := fmt.Sprintf("%s  %s  %d effects", m.st.title.Render(esc(s.ID)), m.st.state(string(s.State)), s.Effects)
+	// The session's state and counts stay whole; a long name gives way.
+	rest := fmt.Sprintf("  %s  %s", m.st.state(string(s.State)), textfmt.Count(s.Effects, "effect"))
 	if s.PendingApprovals > 0 {
-		head += "  " + m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))
+		rest += "  " + m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))
 	}
 	if v.filter != "" {
-		head += "  filter: " + esc(v.filter)
+		rest += "  filter: " + esc(v.filter)
 	}
 	if v.page > 0 || v.next != 0 {
-		head += fmt.Sprintf("  page %d", v.page+1)
+		rest += fmt.Sprintf("  page %d", v.page+1)
 	}
-	cols := flexColumns([]column{{"ID", 6, false}, {"TOOL", 0, false}, {"TIER", 12, false}, {"STATE", 19, true},
-		{"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", 19, true}}, m.width)
+	id := esc(s.ID)
+	if room := m.width - ansi.StringWidth(rest); runewidth.StringWidth(id) > room {
+		id = runewidth.Truncate(id, max(8, room), "…")
+	}
+	head := ansi.Truncate(m.st.title.Render(id)+rest, m.width, "…")
+	var ids, tiers, states, undos []string
+	for _, e := range v.effects {
+		ids, tiers, states = append(ids, itoa(e.ID)), append(tiers, string(e.Tier)), append(states, string(e.State))
+		if u, ok := v.entries[e.ID]; ok {
+			undos = append(undos, string(u.State))
+		}
+	}
+	cols := flexColumns([]column{{"ID", widest("ID", ids...), false}, {"TOOL", 0, false}, {"TIER", widest("TIER", tiers...), false},
+		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, m.width)
 	out := []string{head, m.renderHeader(cols)}
-	rows := m.tableHeight()
+	rows := m.tableRows()
 	v.offset = scrolled(v.offset, v.cursor, rows)
 	now := m.opts.Now()
 	for i := v.offset; i < v.offset+rows; i++ {
@@ -229,15 +419,21 @@ func (m *Model) sessionView() string {
 		out = append(out, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), string(e.State),
 			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), undo}, i == v.cursor && !v.focusDetail))
 	}
-	sep := strings.Repeat("─", m.width)
-	if v.focusDetail {
-		sep = m.st.label.Render(fit("── detail (tab: back to the table) ", m.width))
-	}
-	out = append(out, m.st.dim.Render(sep))
 	detail := m.detailLines()
-	room := m.bodyHeight() - len(out)
+	room := m.bodyHeight() - len(out) - 1
 	v.detailTop = max(0, min(v.detailTop, len(detail)-room))
 	end := min(len(detail), v.detailTop+room)
+	// The separator says when the detail goes on, and how to read it all.
+	sep := "── detail "
+	if len(detail) > room {
+		sep += fmt.Sprintf("(lines %d-%d of %d, tab then ↑/↓ to scroll) ", v.detailTop+1, end, len(detail))
+	}
+	if v.focusDetail {
+		sep = fmt.Sprintf("── detail (lines %d-%d of %d; ↑/↓ scroll, tab: back to the table) ", v.detailTop+1, end, len(detail))
+		out = append(out, m.st.label.Render(runewidth.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
+	} else {
+		out = append(out, m.st.dim.Render(runewidth.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
+	}
 	out = append(out, detail[v.detailTop:end]...)
 	return strings.Join(out, "\n")
 }
@@ -253,12 +449,18 @@ func (m *Model) detailLines() []string {
 	now := m.opts.Now()
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
-	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, esc(e.Tool), e.Tier, m.st.state(string(e.State)))
+	// A long tool name is cut, not the tier and state after it.
+	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, e.State)
+	tool := esc(e.Tool)
+	if tw := m.width - runewidth.StringWidth(rest); runewidth.StringWidth(tool) > tw {
+		tool = runewidth.Truncate(tool, max(1, tw), "…")
+	}
+	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, tool, e.Tier, m.st.state(string(e.State)))
 	if e.ReplayOf != nil {
 		add("replay of effect %d", *e.ReplayOf)
 	}
 	if e.ReplayCount > 0 {
-		add("replayed %d times, last %s ago", e.ReplayCount, textfmt.Ago(now, *e.LastReplayedAt))
+		add("replayed %s, last %s ago", textfmt.Count(e.ReplayCount, "time"), textfmt.Ago(now, *e.LastReplayedAt))
 	}
 	if e.Error != "" {
 		add("%s %s", m.st.label.Render("error:"), esc(e.Error))
@@ -295,7 +497,7 @@ func (m *Model) detailLines() []string {
 		if r.Kind == model.KindUndo {
 			to = "undo:" + r.To
 		}
-		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, r.Trigger, r.Actor)
+		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, sm.TriggerText(r.Trigger), r.Actor)
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}
@@ -304,18 +506,8 @@ func (m *Model) detailLines() []string {
 		}
 		out = append(out, esc(line))
 	}
-	for i := range out {
-		out[i] = fitANSI(out[i], m.width)
-	}
-	return out
-}
-
-// fitANSI cuts a line that may hold colour codes to w cells.
-func fitANSI(s string, w int) string {
-	if runewidth.StringWidth(s) <= w || strings.Contains(s, "\x1b") {
-		return s
-	}
-	return runewidth.Truncate(s, w, "…")
+	// Wrapped, never cut: an approver reads all of what they approve.
+	return wrapLines(out, m.width)
 }
 
 // prettyJSON indents raw, each line escaped: a JSON string may hold C1
@@ -369,6 +561,9 @@ func (m *Model) confirmUndoView() string {
 		default:
 			n++
 			lines = append(lines, escf("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.Call))
+		}
+		if s.Problem != "" && s.Action != saga.ActionDone {
+			lines = append(lines, m.st.errText.Render(escf("      WILL FAIL: %s", s.Problem)))
 		}
 	}
 	if len(p.Steps) == 0 {

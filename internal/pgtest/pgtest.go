@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -46,6 +47,12 @@ type Cluster struct {
 	dir  string // holds the socket, data/ and server.log
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the server exited
+	env  []string
+	cred *syscall.Credential
+	args []string // the server's flags beside its directories
+	port int      // set for a server that also listens on 127.0.0.1 (Own)
+
+	stopped atomic.Bool // by Stop, until Start
 }
 
 var (
@@ -111,6 +118,105 @@ func Server(tb testing.TB) *Cluster {
 	return shared
 }
 
+// Login is the role of an Own server that signs in over TCP with a
+// password (scram-sha-256), and its password.
+const (
+	Login         = "agent"
+	LoginPassword = "hunter2-pw"
+)
+
+// Own starts a server for tb alone, which tb may stop and start again (Stop,
+// Start) to see what a client does without one; it is removed when tb ends.
+// Beside its socket it listens on 127.0.0.1 (TCPURL), where only roles with
+// a password get in (scram-sha-256): Login, a superuser. It skips or fails
+// tb as Server does without the server binaries, and it ignores
+// UNDOLOG_POSTGRES_URL: a server someone else runs cannot be stopped.
+func Own(tb testing.TB) *Cluster {
+	tb.Helper()
+	if !mainRan.Load() {
+		tb.Fatal("pgtest: the package's TestMain must call pgtest.Main(m), which stops the server")
+	}
+	for _, bin := range []string{"initdb", "postgres"} {
+		if _, err := os.Stat(filepath.Join(BinDir, bin)); err != nil {
+			if os.Getenv("UNDOLOG_REQUIRE_POSTGRES") != "" {
+				tb.Fatalf("pgtest: UNDOLOG_REQUIRE_POSTGRES is set but %s is not installed", filepath.Join(BinDir, bin))
+			}
+			tb.Skipf("pgtest: PostgreSQL 15 is not installed (no %s)", filepath.Join(BinDir, bin))
+		}
+	}
+	c, err := initCluster()
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := c.stop(); err != nil {
+			tb.Errorf("pgtest: %v", err)
+		}
+	})
+	hba := "local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n"
+	if err := os.WriteFile(filepath.Join(c.dir, "data", "pg_hba.conf"), []byte(hba), 0o600); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	if c.cred != nil {
+		os.Chown(filepath.Join(c.dir, "data", "pg_hba.conf"), nobodyID, nobodyID)
+	}
+	if c.port, err = freePort(); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	c.args = []string{"-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(c.port), "-c", "max_connections=50"}
+	if err := c.launch(); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.admin(ctx, "CREATE ROLE "+Login+" LOGIN SUPERUSER PASSWORD '"+LoginPassword+"'"); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	return c
+}
+
+// freePort is a TCP port of 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// TCPURL is the URL of database on an Own server, over TCP, as user with
+// password (url-escaped here).
+func (c *Cluster) TCPURL(database, user, password string) string {
+	return (&url.URL{Scheme: "postgres", User: url.UserPassword(user, password), Host: fmt.Sprintf("127.0.0.1:%d", c.port),
+		Path: "/" + database, RawQuery: "sslmode=disable&connect_timeout=5"}).String()
+}
+
+// Stop shuts an Own server down (fast: the sessions it ends get an error);
+// Start runs it again, on the same data and port.
+func (c *Cluster) Stop(tb testing.TB) {
+	tb.Helper()
+	if c.port == 0 {
+		tb.Fatal("pgtest: Stop is for a server of the test's own (Own)")
+	}
+	if err := c.shutdown(); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	c.stopped.Store(true)
+}
+
+// Start runs a server Stop stopped again, and waits until it takes connections.
+func (c *Cluster) Start(tb testing.TB) {
+	tb.Helper()
+	if !c.stopped.Load() {
+		tb.Fatal("pgtest: Start of a server that runs")
+	}
+	if err := c.launch(); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	c.stopped.Store(false)
+}
+
 // AdminURL is the URL of a superuser of the server, on its maintenance
 // database (postgres).
 func (c *Cluster) AdminURL() string { return c.adminURL }
@@ -127,6 +233,9 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 		tb.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	tb.Cleanup(func() {
+		if c.stopped.Load() {
+			return // the test failed with its own server stopped; the server goes with its directory
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := c.admin(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
@@ -191,6 +300,20 @@ func attach(u string) (*Cluster, error) {
 // directory under /tmp (short: a socket's path has at most 107 bytes). As
 // root both run as nobody, which owns the directory.
 func start() (*Cluster, error) {
+	c, err := initCluster()
+	if err != nil {
+		return nil, err
+	}
+	c.args = []string{"-c", "listen_addresses=", "-c", "max_connections=200"}
+	if err := c.launch(); err != nil {
+		os.RemoveAll(c.dir)
+		return nil, err
+	}
+	return c, nil
+}
+
+// initCluster makes the cluster's directory and runs initdb in it.
+func initCluster() (*Cluster, error) {
 	sweep()
 	dir, err := os.MkdirTemp(tmpRoot, tmpPrefix)
 	if err != nil {
@@ -200,16 +323,15 @@ func start() (*Cluster, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	c := &Cluster{dir: dir, done: make(chan struct{})}
+	c := &Cluster{dir: dir, env: []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "LANG=C", "TZ=UTC"}}
 	ok := false
 	defer func() {
 		if !ok {
 			os.RemoveAll(dir)
 		}
 	}()
-	var cred *syscall.Credential
 	if os.Geteuid() == 0 {
-		cred = &syscall.Credential{Uid: nobodyID, Gid: nobodyID}
+		c.cred = &syscall.Credential{Uid: nobodyID, Gid: nobodyID}
 		if err := os.Chown(dir, nobodyID, nobodyID); err != nil {
 			return nil, err
 		}
@@ -218,56 +340,61 @@ func start() (*Cluster, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	data := filepath.Join(dir, "data")
-	env := []string{"PATH=/usr/bin:/bin", "LC_ALL=C", "LANG=C", "TZ=UTC"}
-
-	initdb := exec.Command(filepath.Join(BinDir, "initdb"), "-D", data, "-U", "postgres",
+	initdb := exec.Command(filepath.Join(BinDir, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres",
 		"--auth=trust", "--encoding=UTF8", "--no-locale", "--no-sync", "--no-instructions")
-	initdb.Dir, initdb.Env = dir, env
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	initdb.Dir, initdb.Env = dir, c.env
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("initdb: %v\n%s", err, out)
 	}
+	ok = true
+	return c, nil
+}
 
-	logPath := filepath.Join(dir, "server.log")
-	logFile, err := os.Create(logPath)
+// launch runs the server of c's directory with c.args, and waits until it
+// accepts connections.
+func (c *Cluster) launch() error {
+	logPath := filepath.Join(c.dir, "server.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer logFile.Close() // the server has its own copy of the descriptor
-	c.cmd = exec.Command(filepath.Join(BinDir, "postgres"), "-D", data, "-k", dir,
-		"-c", "listen_addresses=", "-c", "max_connections=200")
-	c.cmd.Dir, c.cmd.Env = dir, env
+	c.done = make(chan struct{})
+	c.cmd = exec.Command(filepath.Join(BinDir, "postgres"), append([]string{"-D", filepath.Join(c.dir, "data"), "-k", c.dir}, c.args...)...)
+	c.cmd.Dir, c.cmd.Env = c.dir, c.env
 	c.cmd.Stdout, c.cmd.Stderr = logFile, logFile
 	// The kernel ends the server (immediate shutdown) if this process dies
 	// without Main stopping it: a test timeout's panic, a kill. Every thread
 	// of a test binary lives as long as it does (see internal/child).
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGQUIT}
 	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("postgres: %v", err)
+		return fmt.Errorf("postgres: %v", err)
 	}
-	go func() { c.cmd.Wait(); close(c.done) }()
+	cmd, done := c.cmd, c.done
+	go func() { cmd.Wait(); close(done) }()
 
-	c.adminURL = (&url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/postgres",
-		RawQuery: "host=" + strings.ReplaceAll(url.QueryEscape(dir), "%2F", "/") + "&sslmode=disable"}).String()
+	query := "host=" + strings.ReplaceAll(url.QueryEscape(c.dir), "%2F", "/") + "&sslmode=disable"
+	if c.port != 0 {
+		query += "&port=" + strconv.Itoa(c.port)
+	}
+	c.adminURL = (&url.URL{Scheme: "postgres", User: url.User("postgres"), Path: "/postgres", RawQuery: query}).String()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for {
 		err := c.admin(ctx, "SELECT 1")
 		if err == nil {
-			break
+			return nil
 		}
 		select {
 		case <-c.done:
-			return nil, fmt.Errorf("postgres exited (%v):\n%s", c.cmd.ProcessState, tail(logPath))
+			return fmt.Errorf("postgres exited (%v):\n%s", c.cmd.ProcessState, tail(logPath))
 		case <-ctx.Done():
 			c.kill()
-			return nil, fmt.Errorf("postgres did not accept connections within a minute: %v\n%s", err, tail(logPath))
+			return fmt.Errorf("postgres did not accept connections within a minute: %v\n%s", err, tail(logPath))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	ok = true
-	return c, nil
 }
 
 const (
@@ -296,12 +423,22 @@ func sweep() {
 	}
 }
 
-// stop shuts the server down (fast: it ends the sessions left) and removes
-// its directory. A server it did not start it leaves alone.
+// stop shuts the server down and removes its directory. A server it did not
+// start it leaves alone.
 func (c *Cluster) stop() error {
 	if c.cmd == nil {
 		return nil
 	}
+	err := c.shutdown()
+	if rmErr := os.RemoveAll(c.dir); rmErr != nil && err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+// shutdown stops the server (fast: it ends the sessions left) and keeps
+// its directory.
+func (c *Cluster) shutdown() error {
 	c.cmd.Process.Signal(syscall.SIGINT)
 	var err error
 	select {
@@ -309,9 +446,6 @@ func (c *Cluster) stop() error {
 	case <-time.After(30 * time.Second):
 		c.kill()
 		err = fmt.Errorf("postgres did not shut down within 30s:\n%s", tail(filepath.Join(c.dir, "server.log")))
-	}
-	if rmErr := os.RemoveAll(c.dir); rmErr != nil && err == nil {
-		err = rmErr
 	}
 	return err
 }
@@ -340,7 +474,7 @@ func tail(path string) string {
 }
 
 // Start starts a PostgreSQL server of its own for a program that is not a
-// test (the benchmark): the caller stops it with Stop. It fails when the
+// test (the benchmark): the caller stops it with Remove. It fails when the
 // binaries in BinDir are missing.
 func Start() (*Cluster, error) {
 	for _, bin := range []string{"initdb", "postgres"} {
@@ -351,7 +485,7 @@ func Start() (*Cluster, error) {
 	return start()
 }
 
-// Attach uses the server at an admin URL that runs already (Stop leaves it
+// Attach uses the server at an admin URL that runs already (Remove leaves it
 // running).
 func Attach(adminURL string) (*Cluster, error) {
 	if _, err := withDatabase(adminURL, "x"); err != nil {
@@ -366,8 +500,9 @@ func Attach(adminURL string) (*Cluster, error) {
 	return c, nil
 }
 
-// Stop shuts down a server Start started.
-func (c *Cluster) Stop() error { return c.stop() }
+// Remove shuts down a server Start started and removes its files (Stop is
+// a test's, which keeps them).
+func (c *Cluster) Remove() error { return c.stop() }
 
 // CreateDatabase creates database name and returns its URL; DropDatabase
 // drops it. NewDatabase is the same for a test.

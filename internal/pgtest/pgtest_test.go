@@ -106,3 +106,42 @@ func TestDBName(t *testing.T) {
 		t.Errorf("dbName = %s", got)
 	}
 }
+
+// A server of a test's own takes Login's password over TCP and refuses a
+// wrong one, and stops and starts again with what it held.
+func TestOwnServerStopsAndStarts(t *testing.T) {
+	c := Own(t)
+	db := c.NewDatabase(t)
+	name := current(t, db)
+	tcp := c.TCPURL(name, Login, LoginPassword)
+	ctx := t.Context()
+	conn, err := pgx.Connect(ctx, tcp)
+	if err != nil {
+		t.Fatalf("Login over TCP: %v", err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if conn, err := pgx.Connect(ctx, c.TCPURL(name, Login, "wrong")); err == nil {
+		conn.Close(ctx)
+		t.Fatal("a wrong password got in")
+	} else if !strings.Contains(err.Error(), "password authentication failed") {
+		t.Fatalf("wrong password: %v", err)
+	}
+	c.Stop(t)
+	if conn, err := pgx.Connect(ctx, tcp); err == nil {
+		conn.Close(ctx)
+		t.Fatal("connected to a stopped server")
+	}
+	c.Start(t)
+	conn, err = pgx.Connect(ctx, tcp)
+	if err != nil {
+		t.Fatalf("after Start: %v", err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT n FROM kept").Scan(&n); err != nil || n != 7 {
+		t.Fatalf("after Start: %d, %v", n, err)
+	}
+}

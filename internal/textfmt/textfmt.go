@@ -32,3 +32,12 @@ func Duration(d time.Duration) string {
 	}
 	return neg + strconv.Itoa(int(d/(24*time.Hour))) + "d"
 }
+
+// Count renders n things: "1 effect", "2 effects", "0 effects". noun is
+// the singular; the plural adds an s.
+func Count[N ~int | ~int64 | ~uint64 | ~uint32](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.FormatUint(uint64(n), 10) + " " + noun + "s"
+}

@@ -18,3 +18,14 @@ func TestDuration(t *testing.T) {
 		t.Error("zero time")
 	}
 }
+
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want string
+	}{{0, "0 effects"}, {1, "1 effect"}, {2, "2 effects"}} {
+		if got := Count(c.n, "effect"); got != c.want {
+			t.Errorf("Count(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

@@ -42,7 +42,9 @@ import (
 // Version 4 writes records of form 2 (codec.go), which version 3 cannot decode,
 // and history records whose hash covers their effect's content
 // (model.HashWithContent), which it would read as damage.
-const SchemaVersion = 4
+// Version 5 writes records of form 3 (owners' leases), which version 4
+// cannot decode.
+const SchemaVersion = 5
 
 // DefaultLockTimeout is how long an operation waits for another process to
 // release the log before giving up with ErrBusy.

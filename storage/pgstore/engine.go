@@ -18,7 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -37,13 +39,29 @@ import (
 type Engine struct {
 	url string
 
+	// LockTimeout bounds a statement's wait for the rows (and tables)
+	// another transaction holds, as --lock-timeout bounds a wait for a
+	// log file's lock: past it the write fails as the log busy and wrote
+	// nothing. Zero, or a URL that sets lock_timeout itself: no bound.
+	LockTimeout time.Duration
+
 	mu       sync.Mutex
 	pool     *pgxpool.Pool
-	migrated bool // the schema is this build's
+	role     string // the user the pool authenticates as: its session_user
+	migrated bool   // the schema is this build's
 	pub      publisher
+
+	listener listener // the connection that hears of other processes' writes
 }
 
-var _ storage.Engine = (*Engine)(nil)
+var (
+	_ storage.Engine   = (*Engine)(nil)
+	_ storage.Migrator = (*Engine)(nil)
+)
+
+// DefaultConnectTimeout bounds a connection's making (the dial, TLS and the
+// sign-in) when the URL has no connect_timeout.
+const DefaultConnectTimeout = 10 * time.Second
 
 // New returns the Engine for the database at url (postgres://...). It does
 // no I/O.
@@ -60,11 +78,20 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: log %s: %v", model.ErrInvalidInput, redactURL(e.url), err)
 	}
+	if cfg.ConnConfig.ConnectTimeout == 0 && !strings.Contains(e.url, "connect_timeout") {
+		// Without one, a server that takes the connection and says nothing
+		// (or a host that drops the packets) holds a command for minutes.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	if e.LockTimeout > 0 && !strings.Contains(e.url, "lock_timeout") {
+		// A parameter of the connection's start, so it costs no round trip.
+		cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(max(e.LockTimeout.Milliseconds(), 1))
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, e.failed(err)
 	}
-	e.pool = pool
+	e.pool, e.role = pool, cfg.ConnConfig.User
 	return pool, nil
 }
 
@@ -93,6 +120,7 @@ func (e *Engine) Close() error {
 	pool := e.pool
 	e.pool, e.migrated = nil, false
 	e.mu.Unlock()
+	e.stopListening()
 	if pool != nil {
 		pool.Close()
 	}
@@ -101,11 +129,22 @@ func (e *Engine) Close() error {
 
 // failed says what went wrong with the server, in one line.
 func (e *Engine) failed(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	// The caller's context ending passes as it is; a connect timeout (a
+	// deadline of the connection's own) is the server's failure.
+	var ce *pgconn.ConnectError
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &ce) {
 		return err
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		switch pe.Code {
+		case insufficientPrivilege:
+			return e.denied(pe)
+		case "57014", "55P03": // a statement cancelled (statement_timeout), a lock not had within lock_timeout
+			// The server rolled the transaction back: nothing was written, as
+			// when a log file is held past the lock timeout.
+			return fmt.Errorf("%w: log %s: %s (SQLSTATE %s)", model.ErrBusy, redactURL(e.url), pe.Message, pe.Code)
+		}
 		return fmt.Errorf("log %s: %s (SQLSTATE %s)", redactURL(e.url), pe.Message, pe.Code)
 	}
 	// pgx puts each address it tried on a line of its own: one line here,
@@ -188,7 +227,10 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 		return nil, err
 	}
 	defer tx.release(context.WithoutCancel(ctx))
-	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}}
+	e.mu.Lock()
+	role := e.role
+	e.mu.Unlock()
+	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role}
 	err = fn(w)
 	if kept, ok := storage.Kept(err); ok {
 		outcome, err = kept, nil
@@ -270,6 +312,12 @@ func (e *Engine) published(ctx context.Context) error {
 	}
 }
 
+// commitInDoubt is a commit whose answer was lost.
+type commitInDoubt struct{ err error }
+
+func (c commitInDoubt) Error() string { return c.err.Error() }
+func (c commitInDoubt) Unwrap() error { return c.err }
+
 // retryable says whether a transaction that failed with err is worth
 // running again: PostgreSQL asked for it, or another writer took first
 // what this one was about to (a unique key the rules looked up before).
@@ -290,7 +338,15 @@ func retryable(err error) bool {
 func (e *Engine) wrapped(err error) error {
 	var pe *pgconn.PgError
 	var ce *pgconn.ConnectError
-	if errors.As(err, &pe) || errors.As(err, &ce) || pgconn.Timeout(err) {
+	var ne net.Error
+	var doubt commitInDoubt
+	switch {
+	case errors.As(err, &doubt):
+		return fmt.Errorf("%w: %v: the connection was lost as the write was committed, so it may or may not have been made (look before repeating it)",
+			model.ErrInDoubt, e.failed(doubt.err))
+	case errors.As(err, &pe) || errors.As(err, &ce) || pgconn.Timeout(err) || errors.As(err, &ne),
+		// A connection lost mid-transaction: the server went, or ended it.
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, pgx.ErrTxClosed):
 		return e.failed(err)
 	}
 	return err
@@ -306,9 +362,40 @@ func (e *Engine) failed0(err error) error {
 // migrationLock is the advisory lock key that keeps two migrations apart.
 const migrationLock = 0x756e646f6c6f67 // "undolog"
 
-// migrate moves the database to this build's schema, once per engine: in
-// one transaction, under an advisory lock, so that two processes starting
-// at once apply each migration once.
+// insufficientPrivilege is the SQLSTATE of a refused privilege, which
+// undolog's own checks raise too.
+const insufficientPrivilege = "42501"
+
+// denied is a refusal by the database, in one line that names the role.
+func (e *Engine) denied(pe *pgconn.PgError) error {
+	msg := pe.Message
+	if !strings.HasPrefix(msg, "the database role ") {
+		msg = fmt.Sprintf("the database role %s may not change this log (%s)", e.roleName(), msg)
+	}
+	return fmt.Errorf("%w: log %s: %s", model.ErrDenied, redactURL(e.url), msg)
+}
+
+func (e *Engine) roleName() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.role
+}
+
+// Migrate moves the database to this build's schema now; it returns the
+// schema version the database had and the one it has.
+func (e *Engine) Migrate(ctx context.Context) (before, after uint64, err error) {
+	pool, err := e.connect(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	before, err = e.migrateOnce(ctx, pool)
+	if err != nil {
+		return 0, 0, err
+	}
+	return before, SchemaVersion, nil
+}
+
+// migrate moves the database to this build's schema, once per engine.
 func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	e.mu.Lock()
 	done := e.migrated
@@ -332,19 +419,49 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	case err != nil && !errors.Is(err, pgx.ErrNoRows) && !(errors.As(err, &pe) && pe.Code == "42P01"): // 42P01: no such table
 		return e.wrapped(err)
 	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
-			return err
+	_, err = e.migrateOnce(ctx, pool)
+	return err
+}
+
+// migrateOnce applies the migrations the database lacks in one
+// transaction, under an advisory lock, so that two processes starting at
+// once apply each migration once. The lock is the connection's, taken
+// before the transaction begins: a transaction that begins after the
+// winner's commit reads the catalog afresh, while one that waited for the
+// lock inside it may still find "no tables" in its connection's catalog
+// cache (from an earlier read) and migrate again. A role that may not
+// change the schema (an agent's) is told to have the owner migrate.
+func (e *Engine) migrateOnce(ctx context.Context, pool *pgxpool.Pool) (before uint64, err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, e.wrapped(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
+		conn.Conn().Close(context.WithoutCancel(ctx)) // it may hold the lock still: the server lets it go with the connection
+		return 0, e.wrapped(err)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock)); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx))
 		}
+	}()
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		version, err := schemaVersion(ctx, tx)
 		if err != nil {
 			return err
 		}
+		before = version
 		if version > SchemaVersion {
 			return newerSchema(e.url, version)
 		}
 		for v := version; v < SchemaVersion; v++ {
 			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				var pe *pgconn.PgError
+				if errors.As(err, &pe) && pe.Code == insufficientPrivilege {
+					return fmt.Errorf("%w: log %s has schema version %d and this undolog needs %d, which the database role %s may not create (%s): run `undolog migrate` as the database's owner",
+						model.ErrDenied, redactURL(e.url), version, SchemaVersion, e.roleName(), pe.Message)
+				}
 				return fmt.Errorf("migration to schema %d: %w", v+1, err)
 			}
 		}
@@ -355,12 +472,12 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	})
 	if err != nil {
-		return e.wrapped(err)
+		return 0, e.wrapped(err)
 	}
 	e.mu.Lock()
 	e.migrated = true
 	e.mu.Unlock()
-	return nil
+	return before, nil
 }
 
 // schemaVersion is the database's schema version; 0 without undolog's tables.

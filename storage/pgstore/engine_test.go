@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -235,5 +236,91 @@ func TestIDsGoOnFromSchemaOnesCounters(t *testing.T) {
 	}
 	if v := count(t, url, `SELECT value FROM undolog_meta WHERE key = 'schema_version'`); v != pgstore.SchemaVersion {
 		t.Fatalf("schema %d", v)
+	}
+}
+
+// One engine that has read an empty database (its connections looked for
+// the tables and found none) and then writes from many goroutines at once
+// migrates once, and every write lands: a migration that waited for
+// another's sees the tables that one made (it failed with "relation
+// undolog_meta already exists": the connection's catalog cache still said
+// there were none).
+func TestFirstWritesOfOneEngineAfterReadsMigrateOnce(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	defer log.Close()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, err := log.ListEffects(t.Context(), effectlog.EffectFilter{}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: fmt.Sprintf("s%d", i), Tool: "w",
+				Tier: sm.Compensable, Args: json.RawMessage(`{}`), CreateSession: true})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_effects`); n != 8 {
+		t.Fatalf("%d effects", n)
+	}
+}
+
+// A server that takes the connection and never answers (a hung server, a
+// proxy whose database is gone) fails a command within the default connect
+// timeout, in one line naming the log: it does not hold it for minutes.
+func TestSilentServerTimesOut(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, say nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	log := open("postgres://agent:hunter2@" + l.Addr().String() + "/undolog?sslmode=disable")
+	defer log.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*pgstore.DefaultConnectTimeout)
+	defer cancel()
+	_, _, err = log.ListEffects(ctx, effectlog.EffectFilter{})
+	if ctx.Err() != nil {
+		t.Fatalf("still connecting after %v: the connect timeout did not end it", 3*pgstore.DefaultConnectTimeout)
+	}
+	if err == nil || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "hunter2") ||
+		!strings.Contains(err.Error(), "agent:xxxxx@"+l.Addr().String()) || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("%v", err)
 	}
 }

@@ -2,7 +2,15 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 2
+const SchemaVersion = 4
+
+// rolesSchema is the version that added history rows' role columns and the
+// role checks (renumber with its migration).
+const rolesSchema = 3
+
+// publishSchema is the version whose change positions undolog_publish gives
+// (ids from sequences, no counter rows).
+const publishSchema = 4
 
 // migrations are the schema's versions in order: migrations[i] moves a
 // database from version i to version i+1. Only ever add at the end.
@@ -78,7 +86,137 @@ CREATE TRIGGER undolog_session_history_append_only BEFORE UPDATE ON undolog_sess
 CREATE TRIGGER undolog_changes_append_only BEFORE UPDATE ON undolog_changes
 	FOR EACH ROW EXECUTE FUNCTION undolog_append_only();
 `,
-	// 2: effect ids and session seqs come from sequences, so that writers
+	// Schema 2 changes no table: records are written in form 3 (owners
+	// with leases), which a build of schema 1 cannot decode, so it must
+	// refuse the database rather than read its executing effects as damage.
+	`SELECT 1`,
+	// 3: the authenticated role in history rows, and who may do what. A
+	// history row says the role that wrote it, the database checks it is
+	// session_user's, and the effect rows' columns say enough of the move
+	// (kind, target state, trigger, actor) for a trigger to check the role
+	// may make it: approve, reject, undo and resolve are undolog_approver's;
+	// intercept, start, commit and fail undolog_agent's; the owner of the
+	// tables may do everything. The groups need not exist: a role that is
+	// in no group may do nothing but what the owner grants it. The row's
+	// columns beside the record are written from the record by the engine;
+	// verify checks they agree.
+	`
+ALTER TABLE undolog_history
+	ADD COLUMN role     text NOT NULL DEFAULT '',
+	ADD COLUMN kind     text NOT NULL DEFAULT '',
+	ADD COLUMN to_state text NOT NULL DEFAULT '',
+	ADD COLUMN trigger  text NOT NULL DEFAULT '',
+	ADD COLUMN actor    text NOT NULL DEFAULT '';
+ALTER TABLE undolog_session_history
+	ADD COLUMN role     text NOT NULL DEFAULT '',
+	ADD COLUMN to_state text NOT NULL DEFAULT '',
+	ADD COLUMN trigger  text NOT NULL DEFAULT '';
+CREATE FUNCTION undolog_is_owner() RETURNS boolean LANGUAGE sql STABLE AS $$
+	SELECT pg_has_role(session_user, c.relowner, 'MEMBER') FROM pg_class c WHERE c.oid = 'undolog_history'::regclass
+$$;
+CREATE FUNCTION undolog_member(grp text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+BEGIN
+	IF to_regrole(grp) IS NULL THEN
+		RETURN false;
+	END IF;
+	RETURN pg_has_role(session_user, grp, 'MEMBER');
+END $$;
+CREATE FUNCTION undolog_check_role(claimed text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF claimed IS DISTINCT FROM session_user::text THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not write a record in the name of role %s', session_user, claimed);
+	END IF;
+END $$;
+CREATE FUNCTION undolog_require(grp text, verb text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	IF NOT undolog_member(grp) THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not %s: it is not a member of %s', session_user, verb, grp);
+	END IF;
+END $$;
+-- A session's own moves follow its effects' (checked there), but for
+-- those of an undo, which starts before any effect moves.
+CREATE FUNCTION undolog_check_session_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF undolog_is_owner() THEN
+		RETURN NEW;
+	END IF;
+	PERFORM undolog_check_role(NEW.role);
+	IF NEW.to_state IN ('compensating', 'compensated') OR NEW.trigger = 'Compensation failed permanently' THEN
+		PERFORM undolog_require('undolog_approver', 'undo');
+	ELSIF NOT undolog_member('undolog_approver') THEN
+		PERFORM undolog_require('undolog_agent', 'write');
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE FUNCTION undolog_check_effect_record() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	verb text;
+	grp  text := 'undolog_agent';
+BEGIN
+	IF undolog_is_owner() THEN
+		RETURN NEW;
+	END IF;
+	PERFORM undolog_check_role(NEW.role);
+	verb := CASE
+		WHEN NEW.kind = 'undo' AND NEW.to_state = 'resolved' THEN 'resolve'
+		WHEN NEW.kind = 'undo' THEN 'undo'
+		WHEN NEW.to_state = 'approved' THEN 'approve'
+		-- An expired request is rejected by whoever finds it expired: a
+		-- rejection only ever stops a call.
+		WHEN NEW.to_state = 'rejected' AND NEW.actor = 'system:timeout' THEN 'expire'
+		WHEN NEW.to_state = 'rejected' THEN 'reject'
+		WHEN NEW.to_state IN ('compensating', 'compensated', 'compensation_failed') THEN 'undo'
+		WHEN NEW.to_state = 'executing' THEN 'start'
+		WHEN NEW.to_state = 'committed' THEN 'commit'
+		WHEN NEW.trigger = 'Fail RPC' THEN 'fail'
+		ELSE 'intercept'
+	END;
+	IF verb IN ('resolve', 'undo', 'approve', 'reject') THEN
+		grp := 'undolog_approver';
+	END IF;
+	PERFORM undolog_require(grp, verb);
+	RETURN NEW;
+END $$;
+-- The same gate on the effect rows themselves, for a client that writes
+-- them without a history row: approved, and the moves of an undo, are the
+-- approver's; an irreversible effect starts only once approved.
+CREATE FUNCTION undolog_check_effect_row() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	was text := 'pending';
+BEGIN
+	IF TG_OP = 'UPDATE' THEN
+		was := OLD.state;
+		IF NEW.state = OLD.state AND NEW.tier = OLD.tier THEN
+			RETURN NEW;
+		END IF;
+	END IF;
+	IF undolog_is_owner() THEN
+		RETURN NEW;
+	END IF;
+	IF TG_OP = 'UPDATE' AND NEW.tier <> OLD.tier THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not change the tier of effect %s', session_user, NEW.id);
+	END IF;
+	IF NEW.state = 'approved' THEN
+		PERFORM undolog_require('undolog_approver', 'approve');
+	ELSIF NEW.state IN ('compensating', 'compensated', 'compensation_failed') THEN
+		PERFORM undolog_require('undolog_approver', 'undo');
+	ELSIF NEW.tier = 'irreversible' AND NEW.state = 'executing' AND was <> 'approved' THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not start effect %s: it is irreversible and was not approved', session_user, NEW.id);
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER undolog_effects_role BEFORE INSERT OR UPDATE ON undolog_effects
+	FOR EACH ROW EXECUTE FUNCTION undolog_check_effect_row();
+CREATE TRIGGER undolog_history_role BEFORE INSERT ON undolog_history
+	FOR EACH ROW EXECUTE FUNCTION undolog_check_effect_record();
+CREATE TRIGGER undolog_session_history_role BEFORE INSERT ON undolog_session_history
+	FOR EACH ROW EXECUTE FUNCTION undolog_check_session_record();
+`,
+	// 4: effect ids and session seqs come from sequences, so that writers
 	// of different sessions do not queue on one counter row until each
 	// commits (an id a rolled-back transaction took is skipped). Change
 	// positions are given by undolog_publish under one advisory lock, held

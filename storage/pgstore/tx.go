@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +26,7 @@ type reader struct {
 // give them their change-feed positions at commit.
 type writer struct {
 	reader
+	role    string
 	changes []change
 	// session is the record of the session of the effect read last,
 	// read (and locked) with it: the rules read it next.
@@ -37,6 +36,10 @@ type writer struct {
 	}
 }
 
+// Role is the role the engine authenticates as; the database checks that
+// each history row's role is its session_user.
+func (w *writer) Role() string { return w.role }
+
 type change struct {
 	kind     string
 	effectID uint64
@@ -45,8 +48,9 @@ type change struct {
 }
 
 var (
-	_ storage.ReadTx  = reader{}
-	_ storage.WriteTx = (*writer)(nil)
+	_ storage.ReadTx   = reader{}
+	_ storage.WriteTx  = (*writer)(nil)
+	_ storage.Identity = (*writer)(nil)
 )
 
 func (r reader) lock() string {
@@ -510,11 +514,15 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 		return err
 	}
 	if h.Kind == model.KindSession {
-		err = w.exec(`INSERT INTO undolog_session_history (session, seq, rec) VALUES ($1, $2, $3)`, h.Session, int32(h.Seq), data)
+		err = w.exec(`INSERT INTO undolog_session_history (session, seq, rec, role, to_state, trigger) VALUES ($1, $2, $3, $4, $5, $6)`,
+			h.Session, int32(h.Seq), data, h.Role, h.To, h.Trigger)
 		w.changes = append(w.changes, change{kind: "S", session: h.Session, seq: h.Seq})
 		return err
 	}
-	err = w.exec(`INSERT INTO undolog_history (effect_id, seq, rec) VALUES ($1, $2, $3)`, int64(h.EffectID), int32(h.Seq), data)
+	// The columns beside the record are what the database's trigger checks
+	// the move by (see the migration to rolesSchema).
+	err = w.exec(`INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, int64(h.EffectID), int32(h.Seq), data, h.Role, h.Kind, h.To, h.Trigger, h.Actor)
 	w.changes = append(w.changes, change{kind: "E", effectID: h.EffectID, session: h.Session, seq: h.Seq})
 	return err
 }
@@ -596,18 +604,4 @@ func (w *writer) DeleteSession(s *model.Session) error {
 		return err
 	}
 	return w.exec(`DELETE FROM undolog_sessions WHERE id = $1`, s.ID)
-}
-
-var passwordInDSN = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
-
-// redactURL is a log's address fit to print: without its password.
-func redactURL(addr string) string {
-	if u, err := url.Parse(addr); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
-		}
-		return addr
-	}
-	return passwordInDSN.ReplaceAllString(addr, "${1}xxxxx")
 }

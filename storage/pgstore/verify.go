@@ -153,6 +153,15 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 		report("history", 0, session, "session history belongs to no session")
 	}
 	orphans.Close()
+	// The columns of history rows the database's role checks read (see
+	// rolesSchema) against the records beside them: a row whose columns
+	// say another move than its record got past those checks. Rows written
+	// before have none.
+	if r.SchemaVersion() >= rolesSchema { // a database not yet migrated has no such columns
+		if err := r.checkHistoryColumns(report); err != nil {
+			return err
+		}
+	}
 	// Open requests against the requests.
 	open := map[uint64]openEntry{}
 	rows, err = r.tx.Query(r.ctx, `SELECT effect_id, session, expires FROM undolog_approvals_open`)
@@ -200,4 +209,52 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 type openEntry struct {
 	session string
 	expires int64
+}
+
+// checkHistoryColumns reports each history row whose role, kind, target
+// state, trigger or actor column disagrees with its record.
+func (r reader) checkHistoryColumns(report func(kind string, effect uint64, session, format string, args ...any)) error {
+	for _, q := range []struct {
+		query   string
+		session bool
+	}{
+		{`SELECT effect_id, '', seq, rec, role, kind, to_state, trigger, actor FROM undolog_history
+			WHERE role <> '' OR kind <> '' ORDER BY effect_id, seq`, false},
+		{`SELECT 0, session, seq, rec, role, 'session', to_state, trigger, '' FROM undolog_session_history
+			WHERE role <> '' OR to_state <> '' ORDER BY session, seq`, true},
+	} {
+		rows, err := r.tx.Query(r.ctx, q.query)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id int64
+			var seq int32
+			var session, role, kind, to, trigger, actor string
+			var data []byte
+			if err := rows.Scan(&id, &session, &seq, &data, &role, &kind, &to, &trigger, &actor); err != nil {
+				rows.Close()
+				return err
+			}
+			var h model.HistoryRecord
+			if record.Decode(data, &h) != nil {
+				continue // the history's reader reports it
+			}
+			if q.session {
+				h.Kind, h.Actor = "session", ""
+			}
+			for _, c := range []struct{ name, column, record string }{
+				{"role", role, h.Role}, {"kind", kind, h.Kind}, {"to", to, h.To}, {"trigger", trigger, h.Trigger}, {"actor", actor, h.Actor},
+			} {
+				if c.column != c.record {
+					report("history", uint64(id), session, "history record %d: its row's %s %q disagrees with the record's %q", seq, c.name, c.column, c.record)
+				}
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/spf13/cobra/doc"
-
 	"github.com/undolog/undolog/cmd"
 )
 
@@ -29,13 +27,7 @@ func main() {
 func run(out string) error {
 	f := &cmd.Factory{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv, Now: time.Now}
 	root := cmd.NewRootCmd(f)
-	root.DisableAutoGenTag = true
-	man := filepath.Join(out, "man")
-	if err := os.MkdirAll(man, 0o755); err != nil {
-		return err
-	}
-	header := &doc.GenManHeader{Title: "UNDOLOG", Section: "1", Source: "undolog", Manual: "undolog manual"}
-	if err := doc.GenManTree(root, header, man); err != nil {
+	if _, err := cmd.WriteManPages(root, filepath.Join(out, "man")); err != nil {
 		return err
 	}
 	comp := filepath.Join(out, "completions")

@@ -38,6 +38,11 @@ const Form1 = recordBinary
 // a record of form 2 cut short is still an error.
 const recordBinary2 = 0x02
 
+// recordBinary3 is form 2 with an owner's lease (model.Owner.LeaseUntil)
+// after the owner's other fields at the end: the effect's last field, and
+// the undo entry's owner's. Forms 1 and 2 read with no lease.
+const recordBinary3 = 0x03
+
 // Record-type bytes.
 const (
 	recEffect  = 'E'
@@ -94,7 +99,7 @@ func Encode(v any) ([]byte, error) {
 // Decode decodes what Encode wrote (or JSON) into v, copying
 // everything out of data, which may be bbolt's memory.
 func Decode(data []byte, v any) error {
-	if len(data) == 0 || data[0] != recordBinary && data[0] != recordBinary2 {
+	if len(data) == 0 || data[0] < recordBinary || data[0] > recordBinary3 {
 		return json.Unmarshal(data, v)
 	}
 	if len(data) < 2 {
@@ -140,7 +145,7 @@ func Decode(data []byte, v any) error {
 // Writer appends fields in the binary form to Buf.
 type Writer struct{ Buf []byte }
 
-func (w *Writer) head(t byte)   { w.Buf = append(w.Buf, recordBinary2, t) }
+func (w *Writer) head(t byte)   { w.Buf = append(w.Buf, recordBinary3, t) }
 func (w *Writer) Uint(v uint64) { w.Buf = binary.AppendUvarint(w.Buf, v) }
 func (w *Writer) int(v int)     { w.Buf = binary.AppendVarint(w.Buf, int64(v)) }
 
@@ -272,10 +277,13 @@ func (w *Writer) effect(e *model.Effect) {
 	w.hash(e.HistoryHead)
 	// Fields of form 2.
 	var procStart uint64
+	var lease time.Time
 	if e.Owner != nil {
-		procStart = e.Owner.ProcessStart
+		procStart, lease = e.Owner.ProcessStart, e.Owner.LeaseUntil
 	}
 	w.Uint(procStart)
+	// Fields of form 3.
+	w.time(lease)
 }
 
 // history stores neither the effect id and session, which its key gives
@@ -299,6 +307,11 @@ func (w *Writer) history(h *model.HistoryRecord) {
 	} else {
 		w.hash(h.Hash)
 	}
+	// The role is last and only there when set, so records without one
+	// (every record of a log file) are byte for byte as before.
+	if h.Role != "" {
+		w.str(h.Role)
+	}
 }
 
 // undo stores only what the entry adds to its effect: the effect id and
@@ -318,6 +331,7 @@ func (w *Writer) undo(u *model.UndoEntry) {
 		w.str(u.Owner.Host)
 		w.time(u.Owner.StartedAt)
 		w.Uint(u.Owner.ProcessStart)
+		w.time(u.Owner.LeaseUntil) // form 3
 	}
 }
 
@@ -557,6 +571,11 @@ func (r *Reader) effect(e *model.Effect) {
 			e.Owner.ProcessStart = start
 		}
 	}
+	if r.form >= recordBinary3 {
+		if lease := r.time(); e.Owner != nil {
+			e.Owner.LeaseUntil = lease
+		}
+	}
 }
 
 func (r *Reader) uint32() uint32 {
@@ -578,6 +597,9 @@ func (r *Reader) history(h *model.HistoryRecord) {
 	h.Error = r.str()
 	h.At = r.time()
 	h.Hash, h.HashVersion = r.historyHash()
+	if len(r.Buf) > 0 {
+		h.Role = r.str()
+	}
 }
 
 // historyHash reads a history record's hash and its version: the flag byte
@@ -598,6 +620,9 @@ func (r *Reader) undo(u *model.UndoEntry) {
 	u.UpdatedAt = r.time()
 	if r.form >= recordBinary2 && r.flag() {
 		u.Owner = &model.Owner{PID: r.int(), Host: r.str(), StartedAt: r.time(), ProcessStart: r.Uint()}
+		if r.form >= recordBinary3 {
+			u.Owner.LeaseUntil = r.time()
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"reflect"
@@ -72,7 +73,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if data[0] != recordBinary2 {
+		if data[0] != recordBinary3 {
 			t.Fatalf("%T not stored in binary form", in)
 		}
 		if err := Decode(data, out); err != nil {
@@ -106,7 +107,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		// The effect id, session and prev_hash are implied by where the record is, not stored.
 		h := &model.HistoryRecord{Seq: rapid.Uint32().Draw(t, "seq"), Kind: word(t, "kind"), From: word(t, "from"), To: word(t, "to"), Trigger: word(t, "trigger"),
 			Actor: word(t, "actor"), Reason: rapid.String().Draw(t, "reason"), Error: rapid.String().Draw(t, "error"),
-			At: drawTime(t, "at"), Hash: drawHash(t, "hash")}
+			At: drawTime(t, "at"), Hash: drawHash(t, "hash"), Role: rapid.String().Draw(t, "role")}
 		if _, raw := RawHash(h.Hash); raw && rapid.Bool().Draw(t, "content?") {
 			h.HashVersion = model.HashWithContent
 		}
@@ -188,6 +189,45 @@ func TestRecordCodecRefusesDamage(t *testing.T) {
 	}
 }
 
+// A history record without a role is stored as before roles, byte for byte
+// (a log file's records, and every record written before); with one, the
+// role follows the hash.
+func TestHistoryRoleIsAnOptionalTail(t *testing.T) {
+	h := model.HistoryRecord{Seq: 2, Kind: model.KindEffect, From: "pending", To: "approved", Trigger: "Human approves via dashboard",
+		Actor: "alice", At: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), HashVersion: model.HashWithContent,
+		Hash: "0214342757ab5bc09c10e640bb979f29e79c84d987006158a88de467c221b8cf"}
+	without, err := Encode(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the undolog before roles stored it (in form 2; only the form byte
+	// has changed since), and that record reads back without a role.
+	const pinned = "0248020d0107200005616c696365000001808092a4adb98ced31020214342757ab5bc09c10e640bb979f29e79c84d987006158a88de467c221b8cf"
+	if got := hex.EncodeToString(without); got[2:] != pinned[2:] {
+		t.Fatalf("a record without a role is stored as\n%s, want\n%s", got, pinned)
+	}
+	old, _ := hex.DecodeString(pinned)
+	var read model.HistoryRecord
+	if err := Decode(old, &read); err != nil || read.Role != "" {
+		t.Fatalf("the record of before roles reads as %+v (%v)", read, err)
+	}
+	if again, _ := Encode(&read); !bytes.Equal(again, without) {
+		t.Fatalf("the record of before roles reads as %+v, not as written", read)
+	}
+	h.Role = "alice_db"
+	with, err := Encode(&h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(with[:len(without)], without) || string(with[len(without)+1:]) != "alice_db" {
+		t.Fatalf("role not a tail: %x", with)
+	}
+	var back model.HistoryRecord
+	if err := Decode(with[:len(with)-1], &back); err == nil {
+		t.Fatal("a role cut short decoded")
+	}
+}
+
 // TestTokensOnlyGrow pins the token table: records on disk name tokens by
 // index, so an entry may be added at the end but never moved or changed.
 func TestTokensOnlyGrow(t *testing.T) {
@@ -216,5 +256,46 @@ func TestTokensOnlyGrow(t *testing.T) {
 
 func drawOwner(t *rapid.T) *model.Owner {
 	return &model.Owner{PID: rapid.Int().Draw(t, "pid"), Host: rapid.String().Draw(t, "host"), StartedAt: drawTime(t, "started"),
-		ProcessStart: rapid.Uint64().Draw(t, "process start")}
+		ProcessStart: rapid.Uint64().Draw(t, "process start"), LeaseUntil: drawTime(t, "lease")}
+}
+
+// Records of form 2, written before leases, end after the owner's start
+// time: they read with no lease, and one cut short of it is still an error.
+func TestForm2RecordsReadWithoutALease(t *testing.T) {
+	owner := &model.Owner{PID: 7, Host: "m1", StartedAt: time.Unix(100, 0), ProcessStart: 42}
+	e := &model.Effect{ID: 1, Session: "s", Tool: "t", Tier: "compensable", State: "executing", Owner: owner}
+	data, err := Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without a lease, form 3 adds one byte (a zero time) at the end.
+	form2 := append([]byte{recordBinary2}, data[1:len(data)-1]...)
+	var back model.Effect
+	if err := Decode(form2, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !back.Owner.Same(owner) || !back.Owner.LeaseUntil.IsZero() {
+		t.Fatalf("form 2 effect: owner %+v", back.Owner)
+	}
+	if err := Decode(form2[:len(form2)-1], &back); err == nil {
+		t.Fatal("a form 2 effect record cut short decoded")
+	}
+	u := &model.UndoEntry{State: "compensating", Owner: owner}
+	if data, err = Encode(u); err != nil {
+		t.Fatal(err)
+	}
+	form2 = append([]byte{recordBinary2}, data[1:len(data)-1]...)
+	var backU model.UndoEntry
+	if err := Decode(form2, &backU); err != nil || !backU.Owner.Same(owner) || !backU.Owner.LeaseUntil.IsZero() {
+		t.Fatalf("form 2 undo entry: %+v %v", backU.Owner, err)
+	}
+	// With a lease, form 3 keeps it.
+	leased := owner.WithLease(time.Unix(200, 5))
+	e.Owner = leased
+	if data, err = Encode(e); err != nil {
+		t.Fatal(err)
+	}
+	if err := Decode(data, &back); err != nil || !back.Owner.LeaseUntil.Equal(leased.LeaseUntil) {
+		t.Fatalf("form 3 effect: %+v %v", back.Owner, err)
+	}
 }

@@ -1,0 +1,170 @@
+package cmd
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// What a shell completes beyond command and flag names: the vocabularies
+// (states, tiers, formats) and, read from the log, session ids and effect
+// ids. Registered once over the whole tree, by flag name and command path,
+// so that each command's file stays about its work.
+
+// completeLimit bounds what one completion reads from the log.
+const completeLimit = 200
+
+type completeFunc = func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective)
+
+// addCompletions registers the completions of every command under root.
+func addCompletions(f *Factory, root *cobra.Command) {
+	effectStates := words(sm.States)
+	sessionStates := words(sm.SessionStates)
+	tiers := words(sm.Tiers)
+	entryStates := words(sm.EntryStates)
+	positional := map[string]completeFunc{
+		"undolog session show":     first(sessionIDs(f)),
+		"undolog session complete": first(sessionIDs(f)),
+		"undolog session fail":     first(sessionIDs(f)),
+		"undolog undo":             first(sessionIDs(f)),
+		"undolog approve":          waitingIDs(f),
+		"undolog reject":           waitingIDs(f),
+		"undolog show":             effectIDs(f),
+		"undolog start":            effectIDs(f),
+		"undolog commit":           first(effectIDs(f)),
+		"undolog fail":             first(effectIDs(f)),
+		"undolog resolve":          first(effectIDs(f)),
+		"undolog transition": func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 1 {
+				return fixed(effectStates)(c, args, toComplete)
+			}
+			return first(effectIDs(f))(c, args, toComplete)
+		},
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if fn, ok := positional[c.CommandPath()]; ok {
+			c.ValidArgs, c.ValidArgsFunction = nil, fn
+		}
+		flags := map[string]completeFunc{"session": sessionIDs(f), "tier": fixed(tiers)}
+		if c.CommandPath() == "undolog list" {
+			flags["undo"] = fixed(entryStates) // exec's --undo is a command
+		}
+		if c.HasParent() && c.Parent().Name() == "session" {
+			flags["state"] = fixed(sessionStates)
+		} else {
+			flags["state"] = fixed(effectStates)
+		}
+		if o := c.Flags().Lookup("output"); o != nil && strings.HasPrefix(o.Usage, "output format") {
+			formats := []string{formatText, formatJSON, formatJSONL}
+			if strings.Contains(o.Usage, formatIDs) {
+				formats = append(formats, formatIDs)
+			}
+			flags["output"] = fixed(formats)
+		}
+		for name, fn := range flags {
+			if c.Flags().Lookup(name) != nil {
+				_ = c.RegisterFlagCompletionFunc(name, fn)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+func words[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
+}
+
+func fixed(vs []string) completeFunc {
+	return func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return vs, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// first completes the first argument only.
+func first(fn completeFunc) completeFunc {
+	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return fn(c, args, toComplete)
+	}
+}
+
+// completionLog is the log to read candidates from, without the warning
+// about its mode (it would land in the middle of the command line).
+func completionLog(f *Factory) effectlog.Log {
+	f.warned = true
+	return f.Log()
+}
+
+// candidate is one completion: the value, a tab, and a description made
+// safe for the terminal (stored text is an agent's to choose).
+func candidate(value, description string) string {
+	return value + "\t" + textfmt.Escape(description)
+}
+
+func sessionIDs(f *Factory) completeFunc {
+	return func(c *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		list, _, err := completionLog(f).ListSessions(c.Context(), effectlog.SessionFilter{Limit: completeLimit})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []string
+		for _, s := range list {
+			if strings.HasPrefix(s.ID, toComplete) {
+				out = append(out, candidate(s.ID, string(s.State)))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// waitingIDs completes the effects awaiting a decision, not already given.
+func waitingIDs(f *Factory) completeFunc {
+	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		list, _, err := completionLog(f).PendingApprovals(c.Context(), "", completeLimit)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []string
+		for _, a := range list {
+			id := fmt.Sprint(a.EffectID)
+			if strings.HasPrefix(id, toComplete) && !slices.Contains(args, id) {
+				out = append(out, candidate(id, a.Effect.Tool+" in "+a.Effect.Session))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// effectIDs completes the newest effects, not already given.
+func effectIDs(f *Factory) completeFunc {
+	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		list, _, err := completionLog(f).ListEffects(c.Context(), effectlog.EffectFilter{Limit: completeLimit})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var out []string
+		for _, e := range list {
+			id := fmt.Sprint(e.ID)
+			if strings.HasPrefix(id, toComplete) && !slices.Contains(args, id) {
+				out = append(out, candidate(id, e.Tool+" "+string(e.State)+" in "+e.Session))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

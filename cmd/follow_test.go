@@ -1,0 +1,173 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/internal/pgtest"
+)
+
+// `list --follow -o jsonl` prints every effect change that writers in other
+// processes make while it runs exactly once: what it printed is, record for
+// record, the effects' history that the export holds afterwards (less what
+// was there before it started), and each effect's records come in their
+// order.
+func TestFollowSeesEveryChangeOfConcurrentWriters(t *testing.T) {
+	t.Run("file", func(t *testing.T) { followEveryChange(t, filepath.Join(t.TempDir(), "u.db")) })
+	t.Run("postgres", func(t *testing.T) { followEveryChange(t, pgtest.Server(t).NewDatabase(t)) })
+}
+
+// lockedBuffer is a follower's stdout, read while it is written.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitForLine waits up to 30 s for a line of out that contains s.
+func waitForLine(t *testing.T, out *lockedBuffer, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(out.String(), s) {
+			return
+		}
+	}
+	t.Fatalf("no line holding %s within 30s; the follower printed:\n%s", s, out.String())
+}
+
+func followEveryChange(t *testing.T, addr string) {
+	mustRun(t, addr, "exec", "--session", "seed", "--undo", "true", "--", "true")
+	follower := runWithLog(t, addr, "list", "--follow", "-o", "jsonl")
+	out := &lockedBuffer{}
+	follower.Stdout = out
+	var stderr bytes.Buffer
+	follower.Stderr = &stderr
+	if err := follower.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		follower.Process.Kill()
+		follower.Wait()
+	}()
+	// The listing comes after the follower took its place in the feed.
+	waitForLine(t, out, `"session":"seed"`)
+	listed := strings.Count(out.String(), "\n")
+
+	const writers, calls = 4, 8
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			script := fmt.Sprintf(`for i in $(seq %d); do undolog exec --session w%d --undo true -- echo "$i" >/dev/null || exit 1; done`, calls, w)
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(runWithLog(t, addr).Env, "PATH="+filepath.Dir(runWithLog(t, addr).Path)+":/usr/bin:/bin")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				errs[w] = fmt.Errorf("writer %d: %v: %s", w, err, b)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One write after the writers': once the follower printed it, it has read
+	// past everything theirs.
+	mustRun(t, addr, "intercept", "--session", "sentinel", "--tool", "last", "--tier", "compensable")
+	waitForLine(t, out, `"session":"sentinel"`)
+	follower.Process.Signal(syscall.SIGINT)
+	if err := follower.Wait(); err != nil {
+		t.Fatalf("follow: %v: %s", err, stderr.String())
+	}
+
+	// What the follower printed after its listing.
+	type key struct {
+		effect uint64
+		seq    uint32
+	}
+	printed := map[key]int{}
+	lastSeq := map[uint64]uint32{}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")[listed:]
+	for _, line := range lines {
+		var ch struct {
+			Transition struct {
+				EffectID uint64 `json:"effect_id"`
+				Seq      uint32 `json:"seq"`
+			} `json:"transition"`
+		}
+		if err := json.Unmarshal([]byte(line), &ch); err != nil || ch.Transition.EffectID == 0 {
+			t.Fatalf("not a change: %q (%v)", line, err)
+		}
+		k := key{ch.Transition.EffectID, ch.Transition.Seq}
+		printed[k]++
+		if printed[k] > 1 {
+			t.Fatalf("effect %d's record %d printed twice", k.effect, k.seq)
+		}
+		if prev := lastSeq[k.effect]; k.seq <= prev {
+			t.Fatalf("effect %d's record %d printed after its record %d", k.effect, k.seq, prev)
+		}
+		lastSeq[k.effect] = k.seq
+	}
+
+	// The effects' history as the export has it, less the seed's (there
+	// before the follower started).
+	export := runWithLog(t, addr, "export")
+	pipe, _ := export.StdoutPipe()
+	if err := export.Start(); err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	sc := bufio.NewScanner(pipe)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r struct {
+			Type   string `json:"type"`
+			Record struct {
+				EffectID uint64 `json:"effect_id"`
+				Seq      uint32 `json:"seq"`
+				Session  string `json:"session"`
+			} `json:"record"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Type != "history" || r.Record.Session == "seed" {
+			continue
+		}
+		want++
+		if printed[key{r.Record.EffectID, r.Record.Seq}] != 1 {
+			t.Errorf("effect %d's record %d (session %s) was not printed", r.Record.EffectID, r.Record.Seq, r.Record.Session)
+		}
+	}
+	io.Copy(io.Discard, pipe)
+	if err := export.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(printed) != want || want < writers*calls*3 {
+		t.Fatalf("%d changes printed, the export holds %d (at least %d expected)", len(printed), want, writers*calls*3)
+	}
+}

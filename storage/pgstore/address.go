@@ -1,0 +1,66 @@
+package pgstore
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+var passwordInDSN = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+
+// redactURL is a log's address fit to print: without its password; one
+// that leaves the server to the PG* environment says which it names.
+func redactURL(addr string) string {
+	if fromEnvironment(addr) {
+		if cfg, err := pgconn.ParseConfig(addr); err == nil {
+			return fmt.Sprintf("postgres://%s@%s/%s (from the PG* environment)", cfg.User, hostPort(cfg), cfg.Database)
+		}
+	}
+	if u, err := url.Parse(addr); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+		return addr
+	}
+	return passwordInDSN.ReplaceAllString(addr, "${1}xxxxx")
+}
+
+// SharedAddress is the address by which another person reaches the same
+// database: no user and no password (theirs are their own), and the server
+// and database a PG* environment names written out.
+func SharedAddress(addr string) string {
+	if fromEnvironment(addr) {
+		if cfg, err := pgconn.ParseConfig(addr); err == nil {
+			u := url.URL{Scheme: "postgres", Host: hostPort(cfg), Path: "/" + cfg.Database}
+			if len(cfg.Host) > 0 && cfg.Host[0] == '/' { // a socket directory
+				u.Host = ""
+				u.RawQuery = url.Values{"host": {cfg.Host}, "port": {fmt.Sprint(cfg.Port)}}.Encode()
+			}
+			return u.String()
+		}
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "postgres://... (not shown: it does not parse as a URL, and may hold a password)"
+	}
+	u.User = nil
+	if q := u.Query(); q.Has("password") {
+		q.Del("password")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// fromEnvironment reports whether addr leaves the server and database to
+// the PG* environment (postgres://, as a PG* environment selects it).
+func fromEnvironment(addr string) bool {
+	u, err := url.Parse(addr)
+	return err == nil && u.Host == "" && (u.Path == "" || u.Path == "/") && u.RawQuery == ""
+}
+
+func hostPort(cfg *pgconn.Config) string {
+	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+}

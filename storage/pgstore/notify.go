@@ -1,0 +1,216 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/undolog/undolog/storage"
+)
+
+// Every write that appends to the change feed sends a notification on
+// channel, in its own transaction (so PostgreSQL delivers it on commit, and
+// only if it commits), whose payload is the schema the log is in and the
+// newest position the write gave: "schema position".
+const channel = "undolog_changes"
+
+// listenName is the application_name of the listening connection, by which
+// an operator (or a test) can tell it among a log's connections.
+const listenName = "undolog listen"
+
+// Reconnecting after the listening connection dropped waits from
+// minBackoff, doubling up to maxBackoff, between attempts.
+const (
+	minBackoff = 50 * time.Millisecond
+	maxBackoff = 5 * time.Second
+)
+
+var _ storage.Notifier = (*Engine)(nil)
+
+// listener is the one listening connection an Engine shares among all its
+// waiters. It knows the newest position it has heard of: read after LISTEN
+// took effect, so a change is either counted in that read or notified
+// after it.
+type listener struct {
+	mu      sync.Mutex
+	running bool
+	stop    context.CancelFunc
+	done    chan struct{}
+	ready   bool          // listening, and latest read since
+	latest  uint64        // newest position heard of
+	epoch   uint64        // bumped on each (re)connection: a wait begun before it looks again
+	wake    chan struct{} // closed (and replaced) on whatever a waiter may want to see
+	heard   []uint64      // positions notified, for tests (kept only if record)
+	record  bool
+	lastErr error // why the last connection attempt failed, for tests
+}
+
+// broadcast wakes every waiter; l.mu is held.
+func (l *listener) broadcast() {
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// WaitChange returns once a change after position after was committed (a
+// notification said so, or the position read when listening began), or
+// once the listening connection was made anew (what was notified while it
+// was down is lost: the caller looks again), or when ctx ends. It connects
+// the listener on first use; until it is listening, only ctx ends a wait.
+func (e *Engine) WaitChange(ctx context.Context, after uint64) error {
+	l := e.listen()
+	l.mu.Lock()
+	epoch := l.epoch
+	for !(l.ready && l.latest > after) {
+		wake := l.wake
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		}
+		l.mu.Lock()
+		if l.epoch != epoch {
+			break
+		}
+	}
+	l.mu.Unlock()
+	return nil
+}
+
+// listen returns the engine's listener, started if it is not running.
+func (e *Engine) listen() *listener {
+	l := &e.listener
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.wake == nil {
+		l.wake = make(chan struct{})
+	}
+	if !l.running {
+		ctx, stop := context.WithCancel(context.Background())
+		l.running, l.stop, l.done = true, stop, make(chan struct{})
+		go e.runListener(ctx, l.done)
+	}
+	return l
+}
+
+// stopListening ends the listener, if running, and waits for it to let its
+// connection go. Its waiters are woken (they look again, and a wait after
+// starts it anew).
+func (e *Engine) stopListening() {
+	l := &e.listener
+	l.mu.Lock()
+	if !l.running {
+		l.mu.Unlock()
+		return
+	}
+	stop, done := l.stop, l.done
+	l.mu.Unlock()
+	stop()
+	<-done
+	l.mu.Lock()
+	l.running, l.ready = false, false
+	l.epoch++
+	l.broadcast()
+	l.mu.Unlock()
+}
+
+// runListener keeps one connection listening until ctx ends, connecting
+// again, with backoff, whenever it drops.
+func (e *Engine) runListener(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	l := &e.listener
+	backoff := minBackoff
+	for ctx.Err() == nil {
+		conn, schema, latest, err := e.connectListener(ctx)
+		l.mu.Lock()
+		l.lastErr = err
+		if err == nil {
+			l.ready, l.latest = true, latest
+			l.epoch++
+			l.broadcast()
+		}
+		l.mu.Unlock()
+		if err == nil {
+			began := time.Now()
+			e.hear(ctx, conn, schema)
+			conn.Close(context.Background())
+			l.mu.Lock()
+			l.ready = false
+			l.mu.Unlock()
+			if time.Since(began) > maxBackoff {
+				backoff = minBackoff
+				continue // at once: a connection that lasted is worth a quick try
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// connectListener opens the listening connection, starts listening, and
+// then reads the feed's newest position and the schema the log is in.
+func (e *Engine) connectListener(ctx context.Context) (conn *pgx.Conn, schema string, latest uint64, err error) {
+	cfg, err := pgx.ParseConfig(e.url)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	cfg.RuntimeParams["application_name"] = listenName
+	conn, err = pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, "", 0, err
+	}
+	fail := func(err error) (*pgx.Conn, string, uint64, error) {
+		conn.Close(context.Background())
+		return nil, "", 0, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return fail(err)
+	}
+	var counters bool
+	if err := conn.QueryRow(ctx, `SELECT coalesce(current_schema(), ''), to_regclass('undolog_counters') IS NOT NULL`).Scan(&schema, &counters); err != nil {
+		return fail(err)
+	}
+	if counters {
+		var n int64
+		err := conn.QueryRow(ctx, `SELECT n FROM undolog_counters WHERE name = 'change'`).Scan(&n)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fail(err)
+		}
+		latest = uint64(n)
+	}
+	return conn, schema, latest, nil
+}
+
+// hear passes on the notifications of the log's schema until the
+// connection fails or ctx ends.
+func (e *Engine) hear(ctx context.Context, conn *pgx.Conn, schema string) {
+	l := &e.listener
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return
+		}
+		s, p, ok := strings.Cut(n.Payload, " ")
+		pos, err := strconv.ParseUint(p, 10, 64)
+		if !ok || s != schema || err != nil {
+			continue // another log's, in another schema of this database
+		}
+		l.mu.Lock()
+		if l.record {
+			l.heard = append(l.heard, pos)
+		}
+		if pos > l.latest {
+			l.latest = pos
+			l.broadcast()
+		}
+		l.mu.Unlock()
+	}
+}

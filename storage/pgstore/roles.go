@@ -1,0 +1,79 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage"
+)
+
+// RolesSQL creates undolog's three group roles and grants them the tables,
+// run by the owner of the tables (the role that ran `undolog migrate`)
+// with the right to create roles. Table privileges cannot tell an approval
+// from a commit: the triggers of the migration to rolesSchema do, by
+// membership of these groups. It can be run again: a role that exists is
+// kept.
+const RolesSQL = `-- undolog's database roles. Run as the owner of undolog's tables (the role
+-- that ran undolog migrate), once per database; it can be run again.
+DO $$
+DECLARE
+	name text;
+BEGIN
+	FOREACH name IN ARRAY ARRAY['undolog_reader', 'undolog_agent', 'undolog_approver'] LOOP
+		IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = name) THEN
+			EXECUTE format('CREATE ROLE %I NOLOGIN', name);
+		END IF;
+	END LOOP;
+END $$;
+
+-- Everyone reads: list, show, verify, export, approvals, follow.
+GRANT SELECT ON undolog_meta, undolog_counters, undolog_sessions, undolog_effects,
+	undolog_history, undolog_session_history, undolog_signatures, undolog_undo,
+	undolog_approvals, undolog_approvals_open, undolog_changes
+	TO undolog_reader, undolog_agent, undolog_approver;
+
+-- Agents and approvers write. What each may record is checked row by row:
+-- an agent intercepts, starts, commits and fails calls (and sessions);
+-- an approver approves, rejects, undoes and resolves. Neither may delete
+-- (gc) or import: that is the owner's.
+GRANT INSERT, UPDATE ON undolog_counters, undolog_sessions, undolog_effects,
+	undolog_history, undolog_session_history, undolog_signatures, undolog_undo,
+	undolog_approvals, undolog_approvals_open, undolog_changes
+	TO undolog_agent, undolog_approver;
+GRANT DELETE ON undolog_approvals_open TO undolog_agent, undolog_approver;
+
+-- Log-in roles are members of a group, for example:
+--   CREATE ROLE ci LOGIN PASSWORD 'change me' IN ROLE undolog_agent;
+--   CREATE ROLE alice LOGIN PASSWORD 'change me' IN ROLE undolog_approver;
+--   CREATE ROLE auditor LOGIN PASSWORD 'change me' IN ROLE undolog_reader;
+`
+
+var _ storage.Roles = (*Engine)(nil)
+
+// ApplyRoles migrates the database and runs RolesSQL on it.
+func (e *Engine) ApplyRoles(ctx context.Context) error {
+	pool, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	if err := e.migrate(ctx, pool); err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		// GRANT by a role that may not grant only warns: ask first.
+		var owner bool
+		if err := tx.QueryRow(ctx, `SELECT undolog_is_owner()`).Scan(&owner); err != nil {
+			return err
+		}
+		if !owner {
+			return fmt.Errorf("%w: log %s: the database role %s may not set up roles: it does not own undolog's tables",
+				model.ErrDenied, redactURL(e.url), e.roleName())
+		}
+		_, err := tx.Exec(ctx, RolesSQL)
+		return err
+	})
+	return e.wrapped(err)
+}

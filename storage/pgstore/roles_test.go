@@ -1,0 +1,224 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage/pgstore"
+)
+
+// rolesMu keeps tests that create roles (cluster-wide) apart.
+var rolesMu sync.Mutex
+
+// withRoles is a fresh database migrated by its owner, with pgstore.RolesSQL
+// run on it and a log-in role in each group; it returns the owner's URL and
+// the agent's, approver's and reader's.
+func withRoles(t testing.TB) (owner, agent, approver, reader string) {
+	t.Helper()
+	owner = pgtest.Server(t).NewDatabase(t)
+	u, err := url.Parse(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.TrimPrefix(u.Path, "/"), "_")
+	if _, _, err := pgstore.New(owner).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"ci_" + suffix, "alice_" + suffix, "audit_" + suffix}
+	rolesMu.Lock()
+	execTB(t, owner, pgstore.RolesSQL)
+	for i, group := range []string{"undolog_agent", "undolog_approver", "undolog_reader"} {
+		execTB(t, owner, "CREATE ROLE "+pgx.Identifier{names[i]}.Sanitize()+" LOGIN IN ROLE "+group)
+	}
+	rolesMu.Unlock()
+	t.Cleanup(func() {
+		rolesMu.Lock()
+		defer rolesMu.Unlock()
+		conn, err := pgx.Connect(context.Background(), pgtest.Server(t).AdminURL())
+		if err != nil {
+			return
+		}
+		defer conn.Close(context.Background())
+		for _, name := range names {
+			conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+		}
+	})
+	as := func(role string) string {
+		v := *u
+		v.User = url.User(role)
+		return v.String()
+	}
+	return owner, as(names[0]), as(names[1]), as(names[2])
+}
+
+// rawExec runs sql as the role of addr and returns the server's error.
+func rawExec(t *testing.T, addr, sql string) error {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), sql)
+	return err
+}
+
+// An agent's client that writes SQL of its own cannot approve either: not
+// by writing the effect's row, not by a history row in the approver's name,
+// nor one in its own name that records an approval.
+func TestRolesAreTheDatabasesToCheck(t *testing.T) {
+	owner, agent, approver, _ := withRoles(t)
+	log := open(agent)
+	defer log.Close()
+	res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "wire", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "bot"}); !errors.Is(err, model.ErrDenied) ||
+		!strings.Contains(err.Error(), "may not approve: it is not a member of undolog_approver") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("approve as agent: %v", err)
+	}
+	agentName := strings.TrimPrefix(strings.SplitN(agent, "@", 2)[0], "postgres://")
+	approverName := strings.TrimPrefix(strings.SplitN(approver, "@", 2)[0], "postgres://")
+	for _, c := range []struct{ name, sql, want string }{
+		{"effect row to approved", `UPDATE undolog_effects SET state = 'approved' WHERE id = 1`, "may not approve"},
+		{"irreversible effect started unapproved", `UPDATE undolog_effects SET state = 'executing' WHERE id = 1`, "was not approved"},
+		{"tier changed", `UPDATE undolog_effects SET tier = 'compensable' WHERE id = 1`, "may not change the tier"},
+		{"a record in another's name", `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
+			VALUES (1, 99, '\x00', '` + approverName + `', 'effect', 'pending', 'x', 'x')`, "in the name of role " + approverName},
+		{"an approval in its own name", `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
+			VALUES (1, 99, '\x00', '` + agentName + `', 'effect', 'approved', 'x', 'x')`, "may not approve"},
+		{"a session record in another's name", `INSERT INTO undolog_session_history (session, seq, rec, role)
+			VALUES ('s', 99, '\x00', '` + approverName + `')`, "in the name of role"},
+		{"gc", `DELETE FROM undolog_history`, "permission denied"},
+	} {
+		if err := rawExec(t, agent, c.sql); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_history WHERE seq = 99 OR to_state = 'approved'`); n != 0 {
+		t.Fatalf("%d forged rows", n)
+	}
+	// The approver's approval stands, in its name.
+	if _, err := open(approver).Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := log.GetEffect(t.Context(), res.Effect.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.History[len(d.History)-1]; got.To != "approved" || got.Role != approverName || got.Actor != "alice" || d.History[0].Role != agentName {
+		t.Fatalf("history %+v", d.History)
+	}
+	if rep, err := log.Verify(t.Context()); err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+}
+
+// A row whose columns say another move than its record (written past the
+// triggers, by the owner) is a verify problem.
+func TestVerifyComparesHistoryColumnsWithRecords(t *testing.T) {
+	owner := pgtest.Server(t).NewDatabase(t)
+	log := open(owner)
+	defer log.Close()
+	if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := log.Verify(t.Context()); err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("verify: %v %v", err, rep.Problems)
+	}
+	exec(t, owner, `ALTER TABLE undolog_history DISABLE TRIGGER undolog_history_append_only;
+		UPDATE undolog_history SET role = 'someone', to_state = 'approved' WHERE effect_id = 1 AND seq = 1`)
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var details []string
+	for _, p := range rep.Problems {
+		details = append(details, p.Detail)
+	}
+	got := strings.Join(details, "\n")
+	if !strings.Contains(got, `history record 1: its row's role "someone" disagrees with the record's`) ||
+		!strings.Contains(got, `its row's to "approved" disagrees with the record's "pending"`) {
+		t.Fatalf("verify problems:\n%s", got)
+	}
+}
+
+// Migrate says what it did; the role of a database that has no roles set
+// up is recorded all the same (the owner's).
+func TestMigrateReportsVersions(t *testing.T) {
+	db := pgtest.Server(t).NewDatabase(t)
+	e := pgstore.New(db)
+	defer e.Close()
+	if before, after, err := e.Migrate(t.Context()); err != nil || before != 0 || after != pgstore.SchemaVersion {
+		t.Fatalf("first: %d -> %d, %v", before, after, err)
+	}
+	if before, after, err := e.Migrate(t.Context()); err != nil || before != pgstore.SchemaVersion || after != pgstore.SchemaVersion {
+		t.Fatalf("second: %d -> %d, %v", before, after, err)
+	}
+	exec(t, db, `UPDATE undolog_meta SET value = 99 WHERE key = 'schema_version'`)
+	if _, _, err := e.Migrate(t.Context()); !errors.Is(err, model.ErrNewerSchema) {
+		t.Fatalf("newer schema: %v", err)
+	}
+}
+
+// A database of schema 1 (before roles) with a log in it reads and verifies
+// as it is, before and after `undolog migrate` moves it to this schema;
+// the records written since carry the role.
+func TestSchemaOneMovesToRoles(t *testing.T) {
+	db := pgtest.Server(t).NewDatabase(t)
+	exec(t, db, pgstore.Migrations[0]+`; INSERT INTO undolog_meta (key, value) VALUES ('schema_version', 1)`)
+	// A row as an undolog of schema 1 could write it (a session record in
+	// the JSON form every engine reads).
+	exec(t, db, `INSERT INTO undolog_sessions (id, seq, rec) VALUES ('old', 1, '\x7b226964223a226f6c64222c227374617465223a22616374697665227d')`)
+	exec(t, db, `UPDATE undolog_counters SET n = 1 WHERE name = 'session'`)
+	log := open(db)
+	defer log.Close()
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatalf("verify of schema 1: %v", err)
+	}
+	e := pgstore.New(db)
+	defer e.Close()
+	if before, after, err := e.Migrate(t.Context()); err != nil || before != 1 || after != pgstore.SchemaVersion {
+		t.Fatalf("migrate: %d -> %d, %v", before, after, err)
+	}
+	again, err := log.Verify(t.Context())
+	if err != nil || len(again.Problems) != len(rep.Problems) {
+		t.Fatalf("verify after migrating: %v %v (before: %v)", err, again.Problems, rep.Problems)
+	}
+	if _, err := log.CreateSession(t.Context(), effectlog.NewSession{ID: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	hist, err := log.SessionHistory(t.Context(), "new")
+	if err != nil || len(hist) != 1 || hist[0].Role == "" {
+		t.Fatalf("history of a session written since: %+v %v", hist, err)
+	}
+}
+
+// execTB runs sql on the database at url.
+func execTB(t testing.TB, url, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), sql); err != nil {
+		t.Fatal(err)
+	}
+}

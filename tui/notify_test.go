@@ -1,0 +1,65 @@
+package tui
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/pgtest"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// On PostgreSQL the view shows what another process commits when it
+// commits: its poll and the log's slow poll are an hour here, so only a
+// notification can bring the change within the test.
+func TestViewIsPushedOnPostgres(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	other := engines.Open(url, engines.Options{})
+	defer other.Close()
+	add := func(session, tool string) {
+		if _, err := other.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: tool, Tier: sm.Compensable,
+			Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("watched", "first_tool")
+	store := engines.Open(url, engines.Options{Fallback: time.Hour})
+	m := New(t.Context(), Options{Log: store, Session: "watched", Actor: "tester", Refresh: time.Hour})
+	tm := startModel(t, m, store)
+	waitFor(t, tm, "first_tool")
+	waitListening(t, url)
+	add("watched", "pushed_tool")
+	waitFor(t, tm, "pushed_tool")
+}
+
+// waitListening waits until the view listens for the log's changes: its
+// listener has read the feed's position after LISTEN (its last query) and
+// waits, so what commits from now on can reach it only by a notification.
+func waitListening(t *testing.T, url string) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = 'undolog listen' AND datname = current_database()
+			AND state = 'idle' AND query LIKE 'SELECT n FROM undolog_counters%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the view does not listen after 10s")
+		}
+	}
+}
