@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -156,6 +157,10 @@ func TestChangesQueuedBehindAPublisherComeAfterWithoutAGap(t *testing.T) {
 	}
 	intercept("a")
 	before := count(t, url, `SELECT count(*) FROM undolog_changes`)
+	waiter := pgstore.New(url)
+	defer waiter.Close()
+	pgstore.RecordHeard(waiter)
+	listening(t, waiter)
 
 	holder, err := pgx.Connect(t.Context(), url)
 	if err != nil {
@@ -209,6 +214,13 @@ func TestChangesQueuedBehindAPublisherComeAfterWithoutAGap(t *testing.T) {
 	}
 	if last != 2 {
 		t.Fatalf("effect %d's records in the feed end at seq %d, want 2 (pending, executing)", e.ID, last)
+	}
+	// Waiters hear of the queued changes once they are in the feed, from the
+	// publish: the write that queued them told nobody.
+	end := uint64(len(got))
+	waitUntil(t, "notification of the publish", func() bool { return slices.Contains(pgstore.Heard(waiter), end) })
+	if heard := pgstore.Heard(waiter); !slices.Equal(heard, []uint64{end}) {
+		t.Fatalf("heard %v; want only the publish's position %d", heard, end)
 	}
 }
 

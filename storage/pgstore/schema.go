@@ -243,7 +243,7 @@ CREATE TABLE undolog_changes_pending (
 );
 -- undolog_publish gives positions to the changes queued and then to those
 -- given (a write's own, which it queues instead if another holds the lock
--- and wait is false: it returns false then).
+-- and wait is false: it returns false then), and notifies the newest.
 CREATE FUNCTION undolog_publish(wait boolean, kinds text[], effects bigint[], sessions text[], seqs integer[])
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
@@ -268,6 +268,11 @@ BEGIN
 	IF own > 0 THEN
 		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
 			SELECT last + queued + o, k, e, s, q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o);
+	END IF;
+	-- Waiters hear of positions once they are in the feed: sent with the
+	-- commit of the transaction that gave them (notify.go).
+	IF queued + own > 0 THEN
+		PERFORM pg_notify('undolog_changes', coalesce(current_schema(), '') || ' ' || (last + queued + own));
 	END IF;
 	RETURN true;
 END $$;
