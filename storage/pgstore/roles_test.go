@@ -222,3 +222,59 @@ func execTB(t testing.TB, url, sql string) {
 		t.Fatal(err)
 	}
 }
+
+// An agent and an approver may queue their changes behind another's
+// publish and move the queue into the feed (RolesSQL grants the queue, the
+// sequences and undolog_publish); a reader may not put a change in the feed
+// by calling undolog_publish (it runs with its caller's rights).
+func TestRolesQueueAndPublish(t *testing.T) {
+	owner, agent, approver, reader := withRoles(t)
+	agentLog, approverLog := open(agent), open(approver)
+	defer agentLog.Close()
+	defer approverLog.Close()
+	res, err := agentLog.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "wire", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pgx.Connect(t.Context(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agentLog.Intercept(t.Context(), effectlog.InterceptRequest{Session: "t", Tool: "wire", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatalf("an agent's write queued behind a publish: %v", err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_changes_pending`); n == 0 {
+		t.Fatal("the agent's write queued nothing")
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The approver's write gives the queue its positions if the agent's
+	// engine has not yet: either way, the queue ends empty and the feed whole.
+	if _, err := approverLog.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := agentLog.Changes(t.Context(), 0, 0); err != nil { // waits for the agent's engine's publish
+		t.Fatal(err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_changes_pending`); n != 0 {
+		t.Fatalf("%d changes still queued", n)
+	}
+	if n, max := count(t, owner, `SELECT count(*) FROM undolog_changes`), count(t, owner, `SELECT max(pos) FROM undolog_changes`); n != max {
+		t.Fatalf("%d changes up to position %d", n, max)
+	}
+	err = rawExec(t, reader, `SELECT undolog_publish(true, ARRAY['S'], ARRAY[0::bigint], ARRAY['x'], ARRAY[1])`)
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("a reader's publish: %v", err)
+	}
+}
