@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -103,10 +104,38 @@ func (t *pipelined) flush(ctx context.Context) error {
 	return br.Close()
 }
 
-// commit sends what is queued with b and COMMIT.
+// commit sends what is queued with b and COMMIT. A statement before
+// COMMIT that the server says failed rolled the transaction back (err is
+// the server's); a COMMIT the server refused too. Any other failure is
+// commitInDoubt: the answers of a batch are flushed only at its end, so a
+// connection lost with none of them may have lost a commit's.
 func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
 	b.Queue(`COMMIT`)
-	return t.SendBatch(ctx, b).Close()
+	queued := t.pending
+	t.pending = &pgx.Batch{}
+	queued.QueuedQueries = append(queued.QueuedQueries, b.QueuedQueries...)
+	br := t.conn.SendBatch(ctx, queued)
+	last := len(queued.QueuedQueries) - 1
+	for i, q := range queued.QueuedQueries {
+		var err error
+		if q.Fn != nil {
+			err = q.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			br.Close()
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && (i < last || pe.Severity == "ERROR") {
+				return err
+			}
+			return commitInDoubt{err}
+		}
+	}
+	if err := br.Close(); err != nil {
+		return commitInDoubt{err}
+	}
+	return nil
 }
 
 // release ends the transaction if it is still open and gives the
