@@ -276,5 +276,19 @@ BEGIN
 	END IF;
 	RETURN true;
 END $$;
+-- A database whose roles were set up at an earlier schema: its writers may
+-- go on writing (RolesSQL grants the same).
+DO $$
+DECLARE
+	grp text;
+BEGIN
+	FOREACH grp IN ARRAY ARRAY['undolog_agent', 'undolog_approver'] LOOP
+		IF to_regrole(grp) IS NOT NULL THEN
+			EXECUTE format('GRANT USAGE ON SEQUENCE undolog_effect_ids, undolog_session_seqs, undolog_changes_pending_id_seq TO %I', grp);
+			EXECUTE format('GRANT SELECT, INSERT, DELETE ON undolog_changes_pending TO %I', grp);
+			EXECUTE format('GRANT EXECUTE ON FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) TO %I', grp);
+		END IF;
+	END LOOP;
+END $$;
 `,
 }
