@@ -1,9 +1,11 @@
 // Command bench measures undolog against the physical limit of the disk and
-// against what a user would build instead (SQLite in WAL mode), in one run,
-// on the same disk, and prints one table of medians with ratios.
+// against what a user would build instead (SQLite in WAL mode; on
+// PostgreSQL, the same records written as plain SQL), in one run, on the
+// same disk, and prints one table of medians with ratios.
 //
 //	go run -C bench .              # from the repository root
 //	go run -C bench . -large=false # without the 1,000,000-effect part
+//	go run -C bench . -only postgres # only the PostgreSQL rows
 //
 // It is a module of its own so that SQLite (modernc.org/sqlite) never
 // becomes a dependency of undolog.
@@ -29,16 +31,20 @@ import (
 	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/tui"
 )
 
 var (
-	runs   = flag.Int("runs", 5, "rounds of each measure; the table shows medians, and medians of the ratios within a round")
-	serial = flag.Int("n", 200, "lifecycles per serial run")
-	large  = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
-	dir    = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
+	runs    = flag.Int("runs", 5, "rounds of each measure; the table shows medians, and medians of the ratios within a round")
+	serial  = flag.Int("n", 200, "lifecycles per serial run")
+	large   = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
+	dir     = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
+	only    = flag.String("only", "", "postgres: only the PostgreSQL rows")
+	pgURL   = flag.String("postgres", "", "a superuser's postgres:// URL of a server to measure on (default: start a PostgreSQL 15 of its own from "+pgtest.BinDir+", or skip the PostgreSQL rows)")
+	pgTotal = flag.Int("pg-n", 1000, "lifecycles per concurrent PostgreSQL run")
 )
 
 func main() {
@@ -129,6 +135,15 @@ func run() error {
 		return filepath.Join(work, fmt.Sprintf("%s-%d.db", name, seq))
 	}
 
+	if *only != "" && *only != "postgres" {
+		return fmt.Errorf("-only %q: the choice is postgres", *only)
+	}
+	if *only == "postgres" {
+		if err := pgRows(add, work); err != nil {
+			return err
+		}
+		return printTable(rows)
+	}
 	raw := func() (float64, error) { return fsyncRate(fresh("raw"), 300) }
 	r, err := sideBySide(raw,
 		func() (float64, error) { return undologSerial(fresh("undolog"), *serial) },
@@ -158,12 +173,18 @@ func run() error {
 	}
 	add("log bytes per committed effect (200-byte args, compacted)", fmt.Sprintf("%.0f B", perEffect), fmt.Sprintf("%.2f of 1 KiB", perEffect/1024))
 
+	if err := pgRows(add, work); err != nil {
+		return err
+	}
 	if *large {
 		if err := largeRows(add); err != nil {
 			return err
 		}
 	}
+	return printTable(rows)
+}
 
+func printTable(rows []row) error {
 	fmt.Printf("\nundolog benchmark: medians of %d rounds, each measuring side by side what its ratios compare; %s\n\n", *runs, time.Now().Format("2006-01-02"))
 	tw := tabwriter.NewWriter(os.Stdout, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "measure\tvalue\tratio")
@@ -202,7 +223,7 @@ func args(session string, i int) json.RawMessage {
 }
 
 // lifecycle is what exec and the proxy do: intercept-and-start, then commit.
-func lifecycle(s effectlog.FileLog, session string, i int) error {
+func lifecycle(s effectlog.Log, session string, i int) error {
 	res, err := s.Intercept(context.Background(), effectlog.InterceptRequest{Session: session, Tool: "write_file", Tier: sm.Compensable,
 		Args: args(session, i), CreateSession: true, Start: true})
 	if err != nil {
@@ -413,12 +434,9 @@ func largeRows(add func(what, value, ratio string)) error {
 	if err := demo.WriteLarge(context.Background(), path); err != nil {
 		return err
 	}
-	bin := filepath.Join(os.TempDir(), "undolog-bench-bin")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = ".."
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build undolog: %v\n%s", err, out)
+	bin, err := buildUndolog()
+	if err != nil {
+		return err
 	}
 	timeProcess := func(args ...string) (float64, error) {
 		return measure(func() (float64, error) {

@@ -138,7 +138,7 @@ func waitListening(t *testing.T, url string) {
 		var n int
 		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
 			WHERE application_name = 'undolog listen' AND datname = current_database()
-			AND state = 'idle' AND query LIKE 'SELECT n FROM undolog_counters%'`).Scan(&n); err != nil {
+			AND state = 'idle' AND query LIKE 'SELECT coalesce(max(pos), 0) FROM undolog_changes%'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {

@@ -287,16 +287,11 @@ func withDatabase(u, name string) (string, error) {
 	return p.String(), nil
 }
 
-// attach uses a server that runs already.
+// attach uses the server UNDOLOG_POSTGRES_URL names.
 func attach(u string) (*Cluster, error) {
-	if _, err := withDatabase(u, "x"); err != nil {
+	c, err := Attach(u)
+	if err != nil {
 		return nil, fmt.Errorf("UNDOLOG_POSTGRES_URL: %v", err)
-	}
-	c := &Cluster{adminURL: u}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.admin(ctx, "SELECT 1"); err != nil {
-		return nil, fmt.Errorf("UNDOLOG_POSTGRES_URL: connect: %v", err)
 	}
 	return c, nil
 }
@@ -476,4 +471,49 @@ func tail(path string) string {
 		b = b[len(b)-4000:]
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+// Start starts a PostgreSQL server of its own for a program that is not a
+// test (the benchmark): the caller stops it with Remove. It fails when the
+// binaries in BinDir are missing.
+func Start() (*Cluster, error) {
+	for _, bin := range []string{"initdb", "postgres"} {
+		if _, err := os.Stat(filepath.Join(BinDir, bin)); err != nil {
+			return nil, fmt.Errorf("PostgreSQL 15 is not installed (no %s)", filepath.Join(BinDir, bin))
+		}
+	}
+	return start()
+}
+
+// Attach uses the server at an admin URL that runs already (Remove leaves it
+// running).
+func Attach(adminURL string) (*Cluster, error) {
+	if _, err := withDatabase(adminURL, "x"); err != nil {
+		return nil, err
+	}
+	c := &Cluster{adminURL: adminURL}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.admin(ctx, "SELECT 1"); err != nil {
+		return nil, fmt.Errorf("connect: %v", err)
+	}
+	return c, nil
+}
+
+// Remove shuts down a server Start started and removes its files (Stop is
+// a test's, which keeps them).
+func (c *Cluster) Remove() error { return c.stop() }
+
+// CreateDatabase creates database name and returns its URL; DropDatabase
+// drops it. NewDatabase is the same for a test.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {
+	if err := c.admin(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %v", name, err)
+	}
+	return withDatabase(c.adminURL, name)
+}
+
+// DropDatabase drops database name, ending its connections.
+func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
+	return c.admin(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 }

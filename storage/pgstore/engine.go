@@ -49,6 +49,7 @@ type Engine struct {
 	pool     *pgxpool.Pool
 	role     string // the user the pool authenticates as: its session_user
 	migrated bool   // the schema is this build's
+	pub      publisher
 
 	listener listener // the connection that hears of other processes' writes
 }
@@ -73,7 +74,7 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if e.pool != nil {
 		return e.pool, nil
 	}
-	cfg, err := pgxpool.ParseConfig(e.url)
+	cfg, err := PoolConfig(e.url)
 	if err != nil {
 		return nil, fmt.Errorf("%w: log %s: %v", model.ErrInvalidInput, redactURL(e.url), err)
 	}
@@ -94,8 +95,27 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// DefaultPoolSize is how many connections an engine keeps at most, unless its
+// URL says (pool_max_conns): writers of different sessions commit at once,
+// and PostgreSQL flushes their commits together.
+const DefaultPoolSize = 16
+
+// PoolConfig is the pool an engine makes for url (the benchmark's plain-SQL
+// floor uses the same).
+func PoolConfig(url string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = DefaultPoolSize
+	}
+	return cfg, nil
+}
+
 // Close closes the pool; the engine connects again if used again.
 func (e *Engine) Close() error {
+	e.published(context.Background())
 	e.mu.Lock()
 	pool := e.pool
 	e.pool, e.migrated = nil, false
@@ -144,6 +164,10 @@ func (e *Engine) failed(err error) error {
 func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error {
 	pool, err := e.connect(ctx)
 	if err != nil {
+		return err
+	}
+	// What this process wrote is in the feed it reads.
+	if err := e.published(ctx); err != nil {
 		return err
 	}
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
@@ -198,11 +222,11 @@ func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) err
 // updateOnce is one attempt of Update: err is a failure (the transaction
 // rolled back), outcome what fn returned through KeepWrites (committed).
 func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error) (outcome, err error) {
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, err := beginPipelined(ctx, pool)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer tx.release(context.WithoutCancel(ctx))
 	e.mu.Lock()
 	role := e.role
 	e.mu.Unlock()
@@ -217,19 +241,75 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	case err != nil:
 		return nil, err
 	}
-	if err := w.flushChanges(); err != nil {
+	var published bool
+	if err := tx.commit(ctx, w.flushChanges(&published)); err != nil {
 		return nil, err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Severity == "ERROR" {
-			return nil, err // the server refused the commit: rolled back
-		}
-		// The connection went (or the server ended the session) while
-		// the commit was asked for: it may have been made.
-		return nil, commitInDoubt{err}
+	if !published {
+		// Another writer was giving positions, to changes committed before
+		// these: these get theirs once it is done, from this engine's
+		// publisher, without this call waiting for a second commit.
+		e.publishLater(pool)
 	}
 	return outcome, nil
+}
+
+// publishLock is the advisory lock undolog_publish (schema.go) takes to give
+// change positions.
+const publishLock = 0x756e646f6c6f6770 // "undologp"
+
+// publisher gives positions to the changes of this engine's writes that
+// could not give them at their commit: one publish at a time, again while
+// writes keep asking.
+type publisher struct {
+	mu      sync.Mutex
+	running bool
+	again   bool
+	idle    chan struct{} // closed when the run ends
+}
+
+func (e *Engine) publishLater(pool *pgxpool.Pool) {
+	p := &e.pub
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.running {
+		p.again = true
+		return
+	}
+	p.running, p.idle = true, make(chan struct{})
+	go func() {
+		for {
+			// A failure leaves the changes queued: the next write's
+			// publish gives them their positions.
+			var ok bool
+			_ = pool.QueryRow(context.Background(), `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`).Scan(&ok)
+			p.mu.Lock()
+			if !p.again {
+				p.running = false
+				close(p.idle)
+				p.mu.Unlock()
+				return
+			}
+			p.again = false
+			p.mu.Unlock()
+		}
+	}()
+}
+
+// published waits until this engine's writes are all in the change feed.
+func (e *Engine) published(ctx context.Context) error {
+	e.pub.mu.Lock()
+	idle, running := e.pub.idle, e.pub.running
+	e.pub.mu.Unlock()
+	if !running {
+		return nil
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // commitInDoubt is a commit whose answer was lost.
@@ -323,7 +403,23 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if done {
 		return nil
 	}
-	_, err := e.migrateOnce(ctx, pool)
+	// A database at this build's schema is read in one query, without the
+	// lock or a transaction: a process per command pays it each time.
+	var v int64
+	err := pool.QueryRow(ctx, `SELECT value FROM undolog_meta WHERE key = 'schema_version'`).Scan(&v)
+	var pe *pgconn.PgError
+	switch {
+	case err == nil && uint64(v) == SchemaVersion:
+		e.mu.Lock()
+		e.migrated = true
+		e.mu.Unlock()
+		return nil
+	case err == nil && uint64(v) > SchemaVersion:
+		return newerSchema(e.url, uint64(v))
+	case err != nil && !errors.Is(err, pgx.ErrNoRows) && !(errors.As(err, &pe) && pe.Code == "42P01"): // 42P01: no such table
+		return e.wrapped(err)
+	}
+	_, err = e.migrateOnce(ctx, pool)
 	return err
 }
 
@@ -385,7 +481,7 @@ func (e *Engine) migrateOnce(ctx context.Context, pool *pgxpool.Pool) (before ui
 }
 
 // schemaVersion is the database's schema version; 0 without undolog's tables.
-func schemaVersion(ctx context.Context, tx pgx.Tx) (uint64, error) {
+func schemaVersion(ctx context.Context, tx querier) (uint64, error) {
 	var exists bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass('undolog_meta') IS NOT NULL`).Scan(&exists); err != nil || !exists {
 		return 0, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -136,6 +137,118 @@ func count(t *testing.T, url, sql string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// A write that finds another giving change positions commits without
+// waiting for it, and its changes stay out of the feed until they have
+// positions: then they follow every change before them, without a gap.
+func TestChangesQueuedBehindAPublisherComeAfterWithoutAGap(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	defer log.Close()
+	intercept := func(session string) model.Effect {
+		t.Helper()
+		res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: "w", Tier: sm.Compensable,
+			Args: json.RawMessage(`{}`), CreateSession: true, Start: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Effect
+	}
+	intercept("a")
+	before := count(t, url, `SELECT count(*) FROM undolog_changes`)
+	waiter := pgstore.New(url)
+	defer waiter.Close()
+	pgstore.RecordHeard(waiter)
+	listening(t, waiter)
+
+	holder, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
+		t.Fatal(err)
+	}
+	e := intercept("b") // returns: it does not wait for the lock
+	if n := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); n == 0 {
+		t.Fatal("the write found the lock taken but queued nothing")
+	}
+	// Another process sees the effect but not yet its changes.
+	other := open(url)
+	defer other.Close()
+	if _, err := other.GetEffect(t.Context(), e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := other.Changes(t.Context(), 0, 0); err != nil || len(got) != before {
+		t.Fatalf("while queued: %d changes (%v), want %d", len(got), err, before)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := log.Changes(t.Context(), 0, 0) // waits for this engine's publish
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); n != 0 || len(got) <= before {
+		t.Fatalf("after the lock: %d queued, %d changes (had %d)", n, len(got), before)
+	}
+	var last uint32
+	for i, c := range got {
+		if c.Position != uint64(i+1) {
+			t.Fatalf("change %d at position %d", i+1, c.Position)
+		}
+		if i < before {
+			continue
+		}
+		if c.Record.Session != "b" || c.Record.Kind == model.KindEffect && c.Record.Seq <= last && c.Record.EffectID == e.ID {
+			t.Fatalf("change %d: %+v", c.Position, c.Record)
+		}
+		if c.Record.Kind == model.KindEffect {
+			last = c.Record.Seq
+		}
+	}
+	if last != 2 {
+		t.Fatalf("effect %d's records in the feed end at seq %d, want 2 (pending, executing)", e.ID, last)
+	}
+	// Waiters hear of the queued changes once they are in the feed, from the
+	// publish: the write that queued them told nobody.
+	end := uint64(len(got))
+	waitUntil(t, "notification of the publish", func() bool { return slices.Contains(pgstore.Heard(waiter), end) })
+	if heard := pgstore.Heard(waiter); !slices.Equal(heard, []uint64{end}) {
+		t.Fatalf("heard %v; want only the publish's position %d", heard, end)
+	}
+}
+
+// A database of schema 1 (ids from counter rows) goes on from its counters
+// once migrated: no id is given twice.
+func TestIDsGoOnFromSchemaOnesCounters(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	exec(t, url, pgstore.Migrations[0])
+	exec(t, url, `INSERT INTO undolog_meta (key, value) VALUES ('schema_version', 1);
+		UPDATE undolog_counters SET n = 41 WHERE name = 'effect';
+		UPDATE undolog_counters SET n = 7 WHERE name = 'session'`)
+	log := open(url)
+	defer log.Close()
+	res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := log.GetSession(t.Context(), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Effect.ID != 42 || sess.Seq != 8 {
+		t.Fatalf("effect %d, session seq %d; want 42 and 8", res.Effect.ID, sess.Seq)
+	}
+	if v := count(t, url, `SELECT value FROM undolog_meta WHERE key = 'schema_version'`); v != pgstore.SchemaVersion {
+		t.Fatalf("schema %d", v)
+	}
 }
 
 // One engine that has read an empty database (its connections looked for

@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,10 +12,12 @@ import (
 	"github.com/undolog/undolog/storage"
 )
 
-// Every write that appends to the change feed sends a notification on
-// channel, in its own transaction (so PostgreSQL delivers it on commit, and
-// only if it commits), whose payload is the schema the log is in and the
-// newest position the write gave: "schema position".
+// Every transaction that gives change-feed positions (undolog_publish: a
+// write's own at its commit, or a publish of queued ones after) sends a
+// notification on channel, so PostgreSQL delivers it on commit, only if it
+// commits, and only once the changes are in the feed. Its payload is the
+// schema the log is in and the newest position given: "schema position".
+// The name is in undolog_publish's text too.
 const channel = "undolog_changes"
 
 // listenName is the application_name of the listening connection, by which
@@ -174,14 +175,15 @@ func (e *Engine) connectListener(ctx context.Context) (conn *pgx.Conn, schema st
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return fail(err)
 	}
-	var counters bool
-	if err := conn.QueryRow(ctx, `SELECT coalesce(current_schema(), ''), to_regclass('undolog_counters') IS NOT NULL`).Scan(&schema, &counters); err != nil {
+	var feed bool
+	if err := conn.QueryRow(ctx, `SELECT coalesce(current_schema(), ''), to_regclass('undolog_changes') IS NOT NULL`).Scan(&schema, &feed); err != nil {
 		return fail(err)
 	}
-	if counters {
+	if feed {
+		// The newest position is the greatest at every schema (change rows
+		// are never deleted; before publishSchema a counter kept it too).
 		var n int64
-		err := conn.QueryRow(ctx, `SELECT n FROM undolog_counters WHERE name = 'change'`).Scan(&n)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := conn.QueryRow(ctx, `SELECT coalesce(max(pos), 0) FROM undolog_changes`).Scan(&n); err != nil {
 			return fail(err)
 		}
 		latest = uint64(n)

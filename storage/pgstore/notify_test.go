@@ -3,8 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,9 +51,9 @@ func waitChange(t *testing.T, e *pgstore.Engine, after uint64) <-chan error {
 }
 
 // A waiter is woken by a write another connection commits, and only by
-// it: the notification goes in the write's transaction, so one that
-// rolls back after sending it (here: its change-feed row is taken, every
-// attempt) is never heard.
+// it: the notification goes in the transaction that gives the positions,
+// so one that rolls back after sending it (here: a check deferred to its
+// commit refuses it) is never heard.
 func TestWaitChangeIsWokenByACommitOnly(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
 	writer := open(url)
@@ -70,11 +70,18 @@ func TestWaitChangeIsWokenByACommitOnly(t *testing.T) {
 	}
 	woken := waitChange(t, waiter, before)
 
-	exec(t, url, fmt.Sprintf(`INSERT INTO undolog_changes (pos, kind, effect_id, session, seq) VALUES (%d, 'S', 0, 'x', 0)`, before+1))
-	if err := intercept(t, writer, "rolled-back"); err == nil {
-		t.Fatal("a write whose change-feed position was taken committed")
+	// A check deferred to the commit, so it fails after the positions (and
+	// the notification) were given.
+	exec(t, url, `CREATE FUNCTION refuse_rolled_back() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.session = 'rolled-back' THEN RAISE EXCEPTION 'refused at commit'; END IF;
+			RETURN NULL;
+		END $$;
+		CREATE CONSTRAINT TRIGGER refuse_rolled_back AFTER INSERT ON undolog_changes
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_rolled_back()`)
+	if err := intercept(t, writer, "rolled-back"); err == nil || !strings.Contains(err.Error(), "refused at commit") {
+		t.Fatalf("a write refused at its commit: %v", err)
 	}
-	exec(t, url, fmt.Sprintf(`DELETE FROM undolog_changes WHERE pos = %d`, before+1))
 	if err := intercept(t, writer, "committed"); err != nil {
 		t.Fatal(err)
 	}

@@ -285,3 +285,129 @@ func TestASignatureIndexEntryForAnotherCallIsRefused(t *testing.T) {
 		t.Fatalf("intercept through a forged index entry: %+v %v", res, err)
 	}
 }
+
+// An agent and an approver may queue their changes behind another's
+// publish and move the queue into the feed (RolesSQL grants the queue, the
+// sequences and undolog_publish); a reader may not put a change in the feed
+// by calling undolog_publish (it runs with its caller's rights).
+func TestRolesQueueAndPublish(t *testing.T) {
+	owner, agent, approver, reader := withRoles(t)
+	agentLog, approverLog := open(agent), open(approver)
+	defer agentLog.Close()
+	defer approverLog.Close()
+	res, err := agentLog.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "wire", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pgx.Connect(t.Context(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agentLog.Intercept(t.Context(), effectlog.InterceptRequest{Session: "t", Tool: "wire", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatalf("an agent's write queued behind a publish: %v", err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_changes_pending`); n == 0 {
+		t.Fatal("the agent's write queued nothing")
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The approver's write gives the queue its positions if the agent's
+	// engine has not yet: either way, the queue ends empty and the feed whole.
+	if _, err := approverLog.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := agentLog.Changes(t.Context(), 0, 0); err != nil { // waits for the agent's engine's publish
+		t.Fatal(err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_changes_pending`); n != 0 {
+		t.Fatalf("%d changes still queued", n)
+	}
+	if n, max := count(t, owner, `SELECT count(*) FROM undolog_changes`), count(t, owner, `SELECT max(pos) FROM undolog_changes`); n != max {
+		t.Fatalf("%d changes up to position %d", n, max)
+	}
+	err = rawExec(t, reader, `SELECT undolog_publish(true, ARRAY['S'], ARRAY[0::bigint], ARRAY['x'], ARRAY[1])`)
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("a reader's publish: %v", err)
+	}
+}
+
+// Roles set up at schema 3 (RolesSQL then granted no sequences, queue or
+// publish function) go on writing once the owner migrates: the migration
+// grants its new objects to the groups that exist.
+func TestRolesSetUpAtSchemaThreeGoOnAfterMigrating(t *testing.T) {
+	owner := pgtest.Server(t).NewDatabase(t)
+	u, err := url.Parse(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, owner, pgstore.Migrations[0]+`;`+pgstore.Migrations[1]+`;`+pgstore.Migrations[2]+
+		`; INSERT INTO undolog_meta (key, value) VALUES ('schema_version', 3)`)
+	// RolesSQL as it was at schema 3: without the grants of schema 4's objects.
+	old := pgstore.RolesSQL
+	i, j := strings.Index(old, "-- Writers take ids"), strings.Index(old, "-- Log-in roles")
+	if i < 0 || j < i {
+		t.Fatal("RolesSQL has no part for schema 4's objects")
+	}
+	old = old[:i] + old[j:]
+	name := "ci_" + regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.TrimPrefix(u.Path, "/"), "_")
+	rolesMu.Lock()
+	execTB(t, owner, old)
+	execTB(t, owner, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN IN ROLE undolog_agent")
+	rolesMu.Unlock()
+	t.Cleanup(func() {
+		rolesMu.Lock()
+		defer rolesMu.Unlock()
+		if conn, err := pgx.Connect(context.Background(), pgtest.Server(t).AdminURL()); err == nil {
+			conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+			conn.Close(context.Background())
+		}
+	})
+	e := pgstore.New(owner)
+	defer e.Close()
+	if before, after, err := e.Migrate(t.Context()); err != nil || before != 3 || after != pgstore.SchemaVersion {
+		t.Fatalf("migrate: %d -> %d, %v", before, after, err)
+	}
+	v := *u
+	v.User = url.User(name)
+	agent := open(v.String())
+	defer agent.Close()
+	if _, err := agent.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatalf("an agent's write after the migration: %v", err)
+	}
+	// And one queued behind another's publish.
+	holder, err := pgx.Connect(t.Context(), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.Intercept(t.Context(), effectlog.InterceptRequest{Session: "t", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatalf("an agent's write queued behind a publish: %v", err)
+	}
+	tx.Rollback(t.Context())
+	if _, _, err := agent.Changes(t.Context(), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_changes_pending`); n != 0 {
+		t.Fatalf("%d changes still queued after the agent's engine published", n)
+	}
+}

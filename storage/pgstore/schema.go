@@ -2,11 +2,15 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
 const rolesSchema = 3
+
+// publishSchema is the version whose change positions undolog_publish gives
+// (ids from sequences, no counter rows).
+const publishSchema = 4
 
 // migrations are the schema's versions in order: migrations[i] moves a
 // database from version i to version i+1. Only ever add at the end.
@@ -211,5 +215,80 @@ CREATE TRIGGER undolog_history_role BEFORE INSERT ON undolog_history
 	FOR EACH ROW EXECUTE FUNCTION undolog_check_effect_record();
 CREATE TRIGGER undolog_session_history_role BEFORE INSERT ON undolog_session_history
 	FOR EACH ROW EXECUTE FUNCTION undolog_check_session_record();
+`,
+	// 4: effect ids and session seqs come from sequences, so that writers
+	// of different sessions do not queue on one counter row until each
+	// commits (an id a rolled-back transaction took is skipped). Change
+	// positions are given by undolog_publish under one advisory lock, held
+	// to the commit, which a write tries for as its last statement; if
+	// another holds it, the write queues its changes in
+	// undolog_changes_pending and its engine publishes them after the
+	// commit. Positions stay gap-free, and a follower sees a position only
+	// after every lower one, but writers' commits no longer wait for each
+	// other's flushes.
+	`
+CREATE SEQUENCE undolog_effect_ids;
+CREATE SEQUENCE undolog_session_seqs;
+SELECT setval('undolog_effect_ids', n) FROM undolog_counters WHERE name = 'effect' AND n > 0;
+SELECT setval('undolog_session_seqs', n) FROM undolog_counters WHERE name = 'session' AND n > 0;
+-- The newest change position is the greatest (change rows are never
+-- deleted): no counter row for every write to update.
+DELETE FROM undolog_counters;
+CREATE TABLE undolog_changes_pending (
+	id        bigserial PRIMARY KEY, -- the order of a transaction's changes
+	kind      text NOT NULL,
+	effect_id bigint NOT NULL,
+	session   text NOT NULL,
+	seq       integer NOT NULL
+);
+-- undolog_publish gives positions to the changes queued and then to those
+-- given (a write's own, which it queues instead if another holds the lock
+-- and wait is false: it returns false then), and notifies the newest.
+CREATE FUNCTION undolog_publish(wait boolean, kinds text[], effects bigint[], sessions text[], seqs integer[])
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+	last bigint;
+	queued bigint := 0;
+	own bigint := coalesce(cardinality(kinds), 0);
+BEGIN
+	IF wait THEN
+		PERFORM pg_advisory_xact_lock(8461811179599128432);
+	ELSIF NOT pg_try_advisory_xact_lock(8461811179599128432) THEN
+		INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
+			SELECT * FROM unnest(kinds, effects, sessions, seqs);
+		RETURN false;
+	END IF;
+	SELECT coalesce(max(pos), 0) INTO last FROM undolog_changes;
+	IF EXISTS (SELECT 1 FROM undolog_changes_pending) THEN
+		WITH m AS (DELETE FROM undolog_changes_pending RETURNING id, kind, effect_id, session, seq)
+		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+			SELECT last + row_number() OVER (ORDER BY id), kind, effect_id, session, seq FROM m;
+		GET DIAGNOSTICS queued = ROW_COUNT;
+	END IF;
+	IF own > 0 THEN
+		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+			SELECT last + queued + o, k, e, s, q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o);
+	END IF;
+	-- Waiters hear of positions once they are in the feed: sent with the
+	-- commit of the transaction that gave them (notify.go).
+	IF queued + own > 0 THEN
+		PERFORM pg_notify('undolog_changes', coalesce(current_schema(), '') || ' ' || (last + queued + own));
+	END IF;
+	RETURN true;
+END $$;
+-- A database whose roles were set up at an earlier schema: its writers may
+-- go on writing (RolesSQL grants the same).
+DO $$
+DECLARE
+	grp text;
+BEGIN
+	FOREACH grp IN ARRAY ARRAY['undolog_agent', 'undolog_approver'] LOOP
+		IF to_regrole(grp) IS NOT NULL THEN
+			EXECUTE format('GRANT USAGE ON SEQUENCE undolog_effect_ids, undolog_session_seqs, undolog_changes_pending_id_seq TO %I', grp);
+			EXECUTE format('GRANT SELECT, INSERT, DELETE ON undolog_changes_pending TO %I', grp);
+			EXECUTE format('GRANT EXECUTE ON FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) TO %I', grp);
+		END IF;
+	END LOOP;
+END $$;
 `,
 }

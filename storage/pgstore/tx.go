@@ -18,7 +18,7 @@ import (
 // locks the session and effect rows it reads (forUpdate).
 type reader struct {
 	ctx       context.Context
-	tx        pgx.Tx
+	tx        querier
 	forUpdate bool
 }
 
@@ -28,6 +28,12 @@ type writer struct {
 	reader
 	role    string
 	changes []change
+	// session is the record of the session of the effect read last,
+	// read (and locked) with it: the rules read it next.
+	session struct {
+		id   string
+		data []byte
+	}
 }
 
 // Role is the role the engine authenticates as; the database checks that
@@ -71,6 +77,37 @@ func (r reader) Session(id string) (model.Session, error) {
 	} else if err != nil {
 		return s, err
 	}
+	return s, decode(data, &s, "sessions/"+id)
+}
+
+// Effect reads and locks an effect and its session, which the rules read
+// next: one round trip for the two. The session is locked first, as an
+// intercept locks it before the effect it repeats: writers that took them
+// in the other order deadlocked, and waited a second for PostgreSQL to say.
+func (w *writer) Effect(id uint64) (model.Effect, error) {
+	var e model.Effect
+	var data, sdata []byte
+	var session string
+	err := w.tx.QueryRow(w.ctx, `WITH s AS MATERIALIZED (SELECT id, rec FROM undolog_sessions
+			WHERE id = (SELECT session FROM undolog_effects WHERE id = $1) FOR UPDATE)
+		SELECT e.rec, s.id, s.rec FROM s JOIN undolog_effects e ON e.session = s.id WHERE e.id = $1 FOR UPDATE OF e`,
+		int64(id)).Scan(&data, &session, &sdata)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return w.reader.Effect(id) // not there, or without its session
+	} else if err != nil {
+		return e, err
+	}
+	w.session.id, w.session.data = session, sdata
+	return e, decode(data, &e, fmt.Sprintf("effects/%d", id))
+}
+
+func (w *writer) Session(id string) (model.Session, error) {
+	if w.session.data == nil || w.session.id != id {
+		return w.reader.Session(id)
+	}
+	var s model.Session
+	data := w.session.data
+	w.session.id, w.session.data = "", nil
 	return s, decode(data, &s, "sessions/"+id)
 }
 
@@ -392,9 +429,11 @@ func (r reader) Changes(after uint64, fn func(pos uint64, rec model.HistoryRecor
 	}
 }
 
+// LastChange is the newest position given; changes committed but not yet
+// given one (their writer is about to) are not in the feed yet.
 func (r reader) LastChange() (uint64, error) {
 	var n int64
-	err := r.tx.QueryRow(r.ctx, `SELECT n FROM undolog_counters WHERE name = 'change'`).Scan(&n)
+	err := r.tx.QueryRow(r.ctx, `SELECT coalesce(max(pos), 0) FROM undolog_changes`).Scan(&n)
 	return uint64(n), err
 }
 
@@ -403,18 +442,31 @@ func (r reader) SchemaVersion() uint64 {
 	return v
 }
 
-func (w *writer) next(counter string) (uint64, error) {
+func (w *writer) next(sequence string) (uint64, error) {
 	var n int64
-	err := w.tx.QueryRow(w.ctx, `UPDATE undolog_counters SET n = n + 1 WHERE name = $1 RETURNING n`, counter).Scan(&n)
+	err := w.tx.QueryRow(w.ctx, `SELECT nextval($1::regclass)`, sequence).Scan(&n)
 	return uint64(n), err
 }
 
-func (w *writer) NextEffectID() (uint64, error)   { return w.next("effect") }
-func (w *writer) NextSessionSeq() (uint64, error) { return w.next("session") }
+func (w *writer) NextEffectID() (uint64, error)   { return w.next("undolog_effect_ids") }
+func (w *writer) NextSessionSeq() (uint64, error) { return w.next("undolog_session_seqs") }
 
 func (w *writer) ReserveIDs(effect, sessionSeq uint64) error {
-	return w.exec(`UPDATE undolog_counters SET n = GREATEST(n, CASE name WHEN 'effect' THEN $1::bigint ELSE $2::bigint END)
-		WHERE name IN ('effect', 'session')`, int64(effect), int64(sessionSeq))
+	// setval is not undone by a rollback: a reservation that stays only
+	// leaves ids unused.
+	for _, r := range []struct {
+		sequence string
+		n        uint64
+	}{{"undolog_effect_ids", effect}, {"undolog_session_seqs", sessionSeq}} {
+		if r.n == 0 {
+			continue
+		}
+		if err := w.exec(`SELECT setval($1::regclass, $2) FROM (SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS used FROM `+
+			r.sequence+`) s WHERE used < $2`, r.sequence, int64(r.n)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (w *writer) exec(query string, args ...any) error {
@@ -423,6 +475,7 @@ func (w *writer) exec(query string, args ...any) error {
 }
 
 func (w *writer) InsertSession(s *model.Session) error {
+	w.session.id, w.session.data = "", nil
 	data, err := record.Encode(s)
 	if err != nil {
 		return err
@@ -431,6 +484,7 @@ func (w *writer) InsertSession(s *model.Session) error {
 }
 
 func (w *writer) PutSession(s *model.Session) error {
+	w.session.id, w.session.data = "", nil
 	data, err := record.Encode(s)
 	if err != nil {
 		return err
@@ -474,29 +528,24 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 }
 
 // flushChanges gives the transaction's history records their positions in
-// the change feed, last thing before the commit: the counter's row stays
-// locked until the commit, so positions follow commit order.
-func (w *writer) flushChanges() error {
+// the change feed, last thing before the commit, unless another writer is
+// giving positions (holding the lock that undolog_publish takes until its
+// commit): then it queues them. It returns the statement to send with
+// COMMIT, and sets *published once it ran.
+func (w *writer) flushChanges(published *bool) *pgx.Batch {
+	b := &pgx.Batch{}
+	*published = true
 	if len(w.changes) == 0 {
-		return nil
+		return b
 	}
-	var last int64
-	// The notification goes with the commit (and not without it): waiters
-	// in other processes learn of the new positions (notify.go).
-	if err := w.tx.QueryRow(w.ctx, `UPDATE undolog_counters SET n = n + $1 WHERE name = 'change'
-		RETURNING n, pg_notify('`+channel+`', coalesce(current_schema(), '') || ' ' || n)::text`,
-		int64(len(w.changes))).Scan(&last, nil); err != nil {
-		return err
-	}
-	pos := make([]int64, len(w.changes))
 	kinds, sessions := make([]string, len(w.changes)), make([]string, len(w.changes))
 	effects, seqs := make([]int64, len(w.changes)), make([]int32, len(w.changes))
 	for i, c := range w.changes {
-		pos[i] = last - int64(len(w.changes)) + int64(i) + 1
 		kinds[i], sessions[i], effects[i], seqs[i] = c.kind, c.session, int64(c.effectID), int32(c.seq)
 	}
-	return w.exec(`INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::integer[])`, pos, kinds, effects, sessions, seqs)
+	b.Queue(`SELECT undolog_publish(false, $1, $2, $3, $4)`, kinds, effects, sessions, seqs).
+		QueryRow(func(row pgx.Row) error { return row.Scan(published) })
+	return b
 }
 
 func (w *writer) PutUndo(u *model.UndoEntry) error {
@@ -550,6 +599,7 @@ func (w *writer) DeleteEffect(e *model.Effect) error {
 }
 
 func (w *writer) DeleteSession(s *model.Session) error {
+	w.session.id, w.session.data = "", nil
 	if err := w.exec(`DELETE FROM undolog_session_history WHERE session = $1`, s.ID); err != nil {
 		return err
 	}

@@ -1,0 +1,174 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// querier is what a transaction's reads and writes run on: a pgx.Tx (View,
+// verify) or a pipelined write transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// pipelined is a write transaction that sends its statements with the
+// next one whose answer it needs: BEGIN goes with the first read, the writes
+// since a read go with the next read, and the last writes with COMMIT. A
+// lifecycle's transaction then costs a round trip per read instead of one
+// per statement. A write's error is returned by the read or the commit it
+// went with: the whole transaction fails, as it would have.
+type pipelined struct {
+	conn    *pgxpool.Conn
+	pending *pgx.Batch // not sent yet
+}
+
+var _ querier = (*pipelined)(nil)
+
+func beginPipelined(ctx context.Context, pool *pgxpool.Pool) (*pipelined, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := &pipelined{conn: conn, pending: &pgx.Batch{}}
+	t.pending.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	return t, nil
+}
+
+// Exec queues a write; its command tag is not known.
+func (t *pipelined) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	t.pending.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+// send sends what is queued with b's statements after it; the caller reads
+// b's results from the BatchResults returned, then closes it.
+func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
+	queued := t.pending
+	t.pending = &pgx.Batch{}
+	n := queued.Len()
+	queued.QueuedQueries = append(queued.QueuedQueries, b.QueuedQueries...)
+	br := t.conn.SendBatch(ctx, queued)
+	for i := 0; i < n; i++ {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
+	return br, nil
+}
+
+func (t *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.pending.Len() == 0 {
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br, err := t.send(ctx, b)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{br.QueryRow(), br}
+}
+
+func (t *pipelined) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.pending.Len() == 0 {
+		return t.conn.Query(ctx, sql, args...)
+	}
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	return t.conn.Query(ctx, sql, args...)
+}
+
+// SendBatch sends what is queued, then b.
+func (t *pipelined) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	br, err := t.send(ctx, b)
+	if err != nil {
+		return errBatch{err}
+	}
+	return br
+}
+
+func (t *pipelined) flush(ctx context.Context) error {
+	br, err := t.send(ctx, &pgx.Batch{})
+	if err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// commit sends what is queued with b and COMMIT. A statement before
+// COMMIT that the server says failed rolled the transaction back (err is
+// the server's); a COMMIT the server refused too. Any other failure is
+// commitInDoubt: the answers of a batch are flushed only at its end, so a
+// connection lost with none of them may have lost a commit's.
+func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
+	b.Queue(`COMMIT`)
+	queued := t.pending
+	t.pending = &pgx.Batch{}
+	queued.QueuedQueries = append(queued.QueuedQueries, b.QueuedQueries...)
+	br := t.conn.SendBatch(ctx, queued)
+	last := len(queued.QueuedQueries) - 1
+	for i, q := range queued.QueuedQueries {
+		var err error
+		if q.Fn != nil {
+			err = q.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
+			br.Close()
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && (i < last || pe.Severity == "ERROR") {
+				return err
+			}
+			return commitInDoubt{err}
+		}
+	}
+	if err := br.Close(); err != nil {
+		return commitInDoubt{err}
+	}
+	return nil
+}
+
+// release ends the transaction if it is still open and gives the
+// connection back (the pool drops one left in a transaction or broken).
+func (t *pipelined) release(ctx context.Context) {
+	if t.conn.Conn().PgConn().TxStatus() != 'I' {
+		t.conn.Exec(ctx, `ROLLBACK`)
+	}
+	t.conn.Release()
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// batchRow is a row read with queued writes: it ends their batch.
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }
