@@ -312,6 +312,23 @@ func newEffect(tx storage.WriteTx, sess *model.Session, req InterceptRequest, ar
 	return e, nil
 }
 
+// undoesAlike tells whether two compensations undo a call alike: the
+// capture (the call's pre-image, taken anew each time) left out.
+func undoesAlike(a, b model.Compensation) bool {
+	a.Capture, b.Capture = nil, nil
+	return sameCompensation(&a, &b)
+}
+
+func describeCompensation(c model.Compensation) string {
+	switch {
+	case c.Kind == model.CompensationCommand:
+		return fmt.Sprintf("command %q", c.Argv)
+	case c.Kind == model.CompensationMCP:
+		return "mcp tool " + c.Tool
+	}
+	return c.Kind
+}
+
 // everStarted reports whether effect e was ever executing: its history
 // holds a move to executing (a record of its undo entry does not count).
 func everStarted(tx storage.ReadTx, e *model.Effect) (bool, error) {
@@ -346,6 +363,13 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 	if owner.Tier != req.Tier {
 		return refuse(fmt.Errorf("%w: the same call was registered %s (effect %d); as %s it would be another call: give it a --key, or the same tier",
 			model.ErrConflict, owner.Tier, owner.ID, req.Tier))
+	}
+	if req.Compensation != nil && owner.Compensation != nil && !undoesAlike(*req.Compensation, *owner.Compensation) {
+		// Whoever registered the call first chose how it is undone: a
+		// caller that says otherwise would have its call undone by another's
+		// compensation (or replayed from another's run) without a word.
+		return refuse(fmt.Errorf("%w: the same call was registered with another compensation (effect %d: %s); give it the same one, or a --key",
+			model.ErrConflict, owner.ID, describeCompensation(*owner.Compensation)))
 	}
 	res.Effect = owner
 	if owner.State == sm.Rejected {
