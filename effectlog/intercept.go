@@ -88,6 +88,15 @@ func prepare(req InterceptRequest) (prepared, error) {
 	if err := model.ValidToolName(req.Tool); err != nil {
 		return prepared{}, err
 	}
+	if err := model.ValidText("key", req.Key); err != nil {
+		return prepared{}, err
+	}
+	if err := model.ValidChange(model.Change{Actor: req.Actor, Reason: req.Reason}); err != nil {
+		return prepared{}, err
+	}
+	if err := model.ValidCompensation(req.Compensation); err != nil {
+		return prepared{}, err
+	}
 	args, err := model.CanonicalArgs(req.Args)
 	if err != nil {
 		return prepared{}, err

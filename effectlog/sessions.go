@@ -28,6 +28,14 @@ func (s *Service) CreateSession(ctx context.Context, req NewSession) (model.Sess
 	if err := model.ValidSessionID(req.ID); err != nil {
 		return model.Session{}, err
 	}
+	for k, v := range req.Meta {
+		if err := model.ValidText("meta", k, v); err != nil {
+			return model.Session{}, err
+		}
+	}
+	if err := model.ValidText("actor", req.Actor); err != nil {
+		return model.Session{}, err
+	}
 	var out model.Session
 	err := s.update(ctx, func(tx storage.WriteTx) error {
 		if _, err := tx.Session(req.ID); err == nil {
@@ -117,6 +125,9 @@ func (s *Service) ListSessions(ctx context.Context, f SessionFilter) ([]model.Se
 // SetSessionState moves a session through the session table (complete, fail,
 // halt, compensating, compensated) and records who and why.
 func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionState, c model.Change) (model.Session, error) {
+	if err := model.ValidChange(c); err != nil {
+		return model.Session{}, err
+	}
 	var out model.Session
 	err := s.update(ctx, func(tx storage.WriteTx) error {
 		sess, err := tx.Session(id)

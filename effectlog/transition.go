@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -46,6 +47,9 @@ func (s *Service) Reject(ctx context.Context, id uint64, c model.Change) (model.
 // A refused request changes nothing (except an approval found expired on the
 // way, which is recorded as timed out).
 func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c model.Change) (model.Effect, error) {
+	if err := model.ValidChange(c); err != nil {
+		return model.Effect{}, err
+	}
 	if !to.Valid() {
 		_, err := sm.ParseState(string(to))
 		return model.Effect{}, fmt.Errorf("%w: %v", model.ErrInvalidInput, err)
@@ -348,6 +352,11 @@ func expiredAt(expires, now time.Time) bool {
 // the spec allows, the effect follows (executing -> compensating -> ...); a
 // committed effect keeps its state and the entry carries the undo.
 func (s *Service) UndoStep(ctx context.Context, id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error) {
+	if err := model.ValidChange(model.Change{Actor: c.Actor, Reason: c.Reason}); err != nil {
+		return model.UndoEntry{}, err
+	}
+	// What a compensation said when it failed is its own: kept, as text.
+	c.Error = strings.ToValidUTF8(c.Error, "\uFFFD")
 	var out model.UndoEntry
 	err := s.update(ctx, func(tx storage.WriteTx) error {
 		now := s.now()

@@ -66,3 +66,38 @@ func NewSessionID(now time.Time) string {
 	rand.Read(b[:])
 	return "sess-" + now.UTC().Format("20060102") + "-" + hex.EncodeToString(b[:])
 }
+
+// ValidText refuses text that is not UTF-8, naming what it is: the log
+// keeps text as text (JSON in exports), where bytes that are not UTF-8
+// would become U+FFFD, and two keys, reasons or commands one.
+func ValidText(what string, texts ...string) error {
+	for _, s := range texts {
+		if !utf8.ValidString(s) {
+			return fmt.Errorf("%w: %s %q is not valid UTF-8", ErrInvalidInput, what, s)
+		}
+	}
+	return nil
+}
+
+// ValidChange refuses a change whose actor, reason or error is not UTF-8.
+func ValidChange(c Change) error {
+	if err := ValidText("actor", c.Actor); err != nil {
+		return err
+	}
+	if err := ValidText("reason", c.Reason); err != nil {
+		return err
+	}
+	return ValidText("error", c.Error)
+}
+
+// ValidCompensation refuses a compensation whose command, directory, tool
+// or note is not UTF-8.
+func ValidCompensation(c *Compensation) error {
+	if c == nil {
+		return nil
+	}
+	if err := ValidText("compensation argument", c.Argv...); err != nil {
+		return err
+	}
+	return ValidText("compensation", c.Dir, c.Tool, c.Note)
+}
