@@ -2,11 +2,12 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -31,8 +32,33 @@ func policyKey(name string) string {
 	if bare {
 		return name
 	}
-	quoted, _ := json.Marshal(globEscaper.Replace(name))
-	return string(quoted)
+	return yamlQuote(globEscaper.Replace(name))
+}
+
+// yamlQuote is s as a YAML double-quoted string in which everything but
+// printable text is an escape: a control, C1, bidi or invisible character
+// of a server's tool name is neither written raw into the policy nor
+// refused by the YAML reader.
+func yamlQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == utf8.RuneError, !unicode.IsPrint(r) && r != ' ', textfmt.Unsafe(r):
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 func newCmdPolicy(f *Factory) *cobra.Command {
@@ -54,17 +80,19 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
+			// A policy's names are an MCP server's (policy init writes them):
+			// escaped, as every stored text is.
 			for _, r := range p.Rules {
-				line := fmt.Sprintf("%-24s %s", r.Pattern, r.Tier)
+				line := fmt.Sprintf("%-24s %s", textfmt.Escape(r.Pattern), r.Tier)
 				if r.Capture != nil {
-					line += "  capture " + r.Capture.Tool
+					line += "  capture " + textfmt.Escape(r.Capture.Tool)
 				}
 				if r.Compensate != nil {
-					line += "  undo " + r.Compensate.Tool + " " + string(r.Compensate.Args)
+					line += "  undo " + textfmt.Escape(r.Compensate.Tool+" "+string(r.Compensate.Args))
 				}
 				fmt.Fprintln(f.Out, line)
 			}
-			fmt.Fprintf(f.Out, "ok: %d rules in %s\n", len(p.Rules), args[0])
+			fmt.Fprintf(f.Out, "ok: %s in %s\n", textfmt.Count(len(p.Rules), "rule"), textfmt.Escape(args[0]))
 			return nil
 		},
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
@@ -568,15 +569,28 @@ func TestPolicyInitFromTheServer(t *testing.T) {
 // no other evil... tool safe.
 func TestPolicyInitQuotesToolNames(t *testing.T) {
 	h := newHarness(t)
-	const hostile = "evil*:\n    tier: safe\n  x # [y]?\\"
+	const hostile = "evil*:\n    tier: safe\n  x # [y]?\\ \x1b]0;OWNED\x07\u009b2J\u202e\u200b\x7f\u0085 done"
 	cmd := exec.Command(testbin.Undolog(t), "policy", "init", "--file", filepath.Join(h.dir, "p.yaml"), "--", os.Args[0])
 	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "UNDOLOG_FAKE_TOOL="+hostile)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
+	written, _ := os.ReadFile(filepath.Join(h.dir, "p.yaml"))
+	for _, r := range string(written) {
+		if r != '\n' && textfmt.Unsafe(r) {
+			t.Fatalf("policy init wrote %U raw:\n%q", r, written)
+		}
+	}
 	p, err := proxy.LoadPolicy(filepath.Join(h.dir, "p.yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// policy check shows the names escaped.
+	check := exec.Command(testbin.Undolog(t), "policy", "check", filepath.Join(h.dir, "p.yaml"))
+	check.Env = h.env
+	out, err := check.CombinedOutput()
+	if err != nil || strings.ContainsAny(string(out), "\x1b\x07\u009b\u202e") || !strings.Contains(string(out), `\x1b]0;OWNED`) {
+		t.Fatalf("policy check: %v\n%q", err, out)
 	}
 	none := func() (bool, bool) { return false, false }
 	if c := p.Classify(hostile, none); c.Tier != sm.Safe || c.Rule == nil || len(p.Rules) != 4 {
