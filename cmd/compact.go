@@ -5,6 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 type compactOptions struct {
@@ -26,7 +28,7 @@ writes still in its journal folded in, and rename it into place atomically. Refu
 			}
 			fl, ok := f.Log().(effectlog.FileLog)
 			if !ok {
-				return usagef("compact rewrites a log file; %s is not one", f.LogPath())
+				return usagef("compact rewrites a log file; %s is not one", engines.Shown(f.LogPath()))
 			}
 			before, after, err := fl.Compact()
 			if err != nil {
@@ -35,7 +37,7 @@ writes still in its journal folded in, and rename it into place atomically. Refu
 			if opts.output != formatText {
 				return writeObject(f.Out, opts.output, map[string]int64{"bytes_before": before, "bytes_after": after})
 			}
-			_, err = fmt.Fprintf(f.Out, "compacted %s: %s -> %s\n", f.LogPath(), byteSize(before), byteSize(after))
+			_, err = fmt.Fprintf(f.Out, "compacted %s: %s -> %s\n", textfmt.Escape(f.LogPath()), byteSize(before), byteSize(after))
 			return err
 		},
 	}

@@ -114,6 +114,9 @@ func (f *Factory) CLI() string {
 	if addr == DefaultLogPath(f.Getenv) {
 		return prog
 	}
+	if abs, err := filepath.Abs(addr); err == nil && !strings.Contains(addr, "://") {
+		addr = abs // pasted in another directory, a relative path is another log
+	}
 	return prog + " --log " + shellQuote(engines.SharedAddress(addr))
 }
 

@@ -63,6 +63,9 @@ last-in-first-out when the session fails.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if f.LockTimeout < 0 {
+				return usagef("--lock-timeout must not be negative")
+			}
 			return f.readFallback()
 		},
 	}

@@ -74,6 +74,11 @@ func createSession(tx storage.WriteTx, req NewSession, now time.Time) (model.Ses
 
 // GetSession returns one session.
 func (s *Service) GetSession(ctx context.Context, id string) (model.Session, error) {
+	// A name no session can have is a mistake in the asking (exit 2), not
+	// a session that is not there.
+	if err := model.ValidSessionID(id); err != nil {
+		return model.Session{}, err
+	}
 	var out model.Session
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		var err error
@@ -125,6 +130,9 @@ func (s *Service) ListSessions(ctx context.Context, f SessionFilter) ([]model.Se
 // SetSessionState moves a session through the session table (complete, fail,
 // halt, compensating, compensated) and records who and why.
 func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionState, c model.Change) (model.Session, error) {
+	if err := model.ValidSessionID(id); err != nil {
+		return model.Session{}, err
+	}
 	if err := model.ValidChange(c); err != nil {
 		return model.Session{}, err
 	}
@@ -175,6 +183,9 @@ func (s *Service) SetUpstream(ctx context.Context, id string, upstream []string)
 // transaction (see CheckSession): undo starts the upstream and moves the
 // session only of one that passes.
 func (s *Service) VerifySession(ctx context.Context, id string) (model.Session, error) {
+	if err := model.ValidSessionID(id); err != nil {
+		return model.Session{}, err
+	}
 	var out model.Session
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		sess, err := tx.Session(id)

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -309,6 +310,10 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 			m.setStatus("", fmt.Errorf("effect %d is %s %s: only a pending irreversible effect awaits a decision", e.ID, e.Tier, e.State))
 			return nil
 		}
+		if why := v.undecidable(e.ID); why != "" {
+			m.setStatus("", errors.New(why))
+			return nil
+		}
 		// A reason is optional, for a rejection too, as on the command line:
 		// the decision and who made it are recorded either way.
 		m.openPrompt(fmt.Sprintf("%s effect %d (%s)?", verb, e.ID, e.Tool), false, e.Args, func(reason string) tea.Cmd {
@@ -319,7 +324,7 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 		if e == nil {
 			return nil
 		}
-		options := allowedNext(*e, v.sess.State)
+		options := allowedNext(*e, v.sess.State, v.undecidable(e.ID) == "")
 		if len(options) == 0 {
 			if len(sm.Next(e.Tier, e.State)) > 0 {
 				m.setStatus("", fmt.Errorf("effect %d is %s (%s) and session %s is %s: it allows no transition of it", e.ID, e.State, e.Tier, v.sess.ID, v.sess.State))
@@ -370,10 +375,12 @@ func newInput(placeholder string) textinput.Model {
 // table allows from the effect's tier and state, less those the log refuses
 // in the session's state (statemachine: AcceptsEffects), so that no choice
 // is refused after two dialogs.
-func allowedNext(e model.Effect, session sm.SessionState) []sm.State {
+func allowedNext(e model.Effect, session sm.SessionState, decidable bool) []sm.State {
 	var out []sm.State
 	for _, to := range sm.Next(e.Tier, e.State) {
 		switch {
+		case (to == sm.Approved || to == sm.Rejected) && !decidable:
+			continue // its request timed out or was closed: nobody decides it now
 		case to == sm.Executing && !session.AcceptsEffects():
 			continue // a session that accepts no effects starts none
 		case to == sm.Executing && e.Tier == sm.Irreversible && e.State == sm.Pending:

@@ -159,6 +159,16 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 		if _, err := store.SetSessionState(t.Context(), "failed", sm.SessionFailed, model.Change{}); err != nil {
 			t.Fatal(err)
 		}
+		// A request nobody answered in time: pending, and nobody decides it now.
+		if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "late", Tool: "t", Tier: sm.Irreversible,
+			Args: json.RawMessage(`9`), CreateSession: true, ApprovalTimeout: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		later := engines.File(store.Path(), engines.Options{Now: func() time.Time { return demoEnd.Add(time.Hour) }})
+		if n, err := later.ExpireApprovals(t.Context(), "late"); err != nil || n != 1 {
+			t.Fatal(n, err)
+		}
+		later.Close()
 		return store
 	}
 	store := build()
@@ -189,6 +199,7 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 		for m.session.selected() != nil && m.session.selected().ID != e.ID {
 			m.session.cursor++
 		}
+		m.Update(loadDetail(t.Context(), store, e.ID)())
 		m.Update(press("t"))
 		if len(want) == 0 {
 			if m.overlay == overlayMenu || !m.statusErr {

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	tea "github.com/charmbracelet/bubbletea"
@@ -120,6 +121,24 @@ func (v *sessionView) set(ctx context.Context, msg effectsMsg, store effectlog.L
 	}
 	v.detail = nil
 	return nil
+}
+
+// undecidable says why effect id's approval request can no longer be
+// decided (it timed out, or its session closed it), as its loaded detail
+// shows; "" while it waits, or before the detail is read (the log answers
+// then).
+func (v *sessionView) undecidable(id uint64) string {
+	d := v.detail
+	if d == nil || d.Effect.ID != id || d.Approval == nil {
+		return ""
+	}
+	switch a := d.Approval; a.Outcome {
+	case model.ApprovalTimedOut:
+		return fmt.Sprintf("effect %d's approval request timed out: nobody can decide it now; the same call run again asks again", id)
+	case model.ApprovalClosed:
+		return fmt.Sprintf("effect %d's approval request was closed (%s): nobody can decide it now", id, a.Decision)
+	}
+	return ""
 }
 
 func (v *sessionView) selected() *model.Effect {
