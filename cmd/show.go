@@ -159,8 +159,11 @@ func approvalLine(now time.Time, r model.ApprovalRound) string {
 	line := r.Outcome
 	if r.DecidedAt != nil {
 		line += fmt.Sprintf(" by %s %s ago%s", r.DecidedBy, ago(now, *r.DecidedAt), reasonSuffix(r.Decision))
+	} else if r.ExpiresAt != nil && !now.Before(*r.ExpiresAt) {
+		// Recorded as timed out by the next write to its session.
+		line = fmt.Sprintf("expired %s ago: nobody can decide it now", ago(now, *r.ExpiresAt))
 	} else if r.ExpiresAt != nil {
-		line += ", expires in " + compactDuration(r.ExpiresAt.Sub(now))
+		line += ", expires in " + compactDuration(roundSecond(r.ExpiresAt.Sub(now)))
 	}
 	return line
 }

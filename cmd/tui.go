@@ -60,7 +60,7 @@ func runTUI(c *cobra.Command, f *Factory, session, as string) error {
 			return err
 		}
 	}
-	return tui.Run(c.Context(), tui.Options{Log: store, Address: logAddress(store, f.LogPath()), Session: session, Actor: f.Actor(as), Now: f.Now, Color: f.Color()}, f.In, f.Out)
+	return tui.Run(c.Context(), tui.Options{Log: store, Address: logAddress(store, f.LogPath()), CLI: f.CLI(), Session: session, Actor: f.Actor(as), Now: f.Now, Color: f.Color()}, f.In, f.Out)
 }
 
 // logAddress is how the view names its log: a file by its absolute path, a

@@ -76,7 +76,7 @@ again (compensations are not assumed idempotent).`,
 					return usagef("undo acts on the world: pass --yes (standard input is not a terminal to ask)")
 				}
 				printPlan(f, plan, sess.Upstream)
-				ok, err := ask(f, fmt.Sprintf("Undo session %s (%d steps)? [y/N] ", plan.Session, plan.Work()))
+				ok, err := ask(f, fmt.Sprintf("Undo session %s (%s)? [y/N] ", plan.Session, textfmt.Count(plan.Work(), "step")))
 				if err != nil {
 					return err
 				}

@@ -359,7 +359,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return res, err
 		}
 		if cerr != nil {
-			r.progress("effect %d %s: compensation failed after %d attempts: %s", id, step.Effect.Tool, attempts, change.Error)
+			r.progress("effect %d %s: compensation failed after %d attempt%s: %s", id, step.Effect.Tool, attempts, plural(attempts), change.Error)
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}

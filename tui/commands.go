@@ -97,10 +97,10 @@ func makePlan(ctx context.Context, store effectlog.Log, session string) tea.Cmd 
 
 // runUndo starts the undo walk in the background and streams its progress
 // lines as messages, one listen at a time.
-func runUndo(ctx context.Context, store effectlog.Log, session, actor string) tea.Cmd {
+func runUndo(ctx context.Context, store effectlog.Log, session, actor, cli string) tea.Cmd {
 	ch := make(chan undoEvent, 16)
 	go func() {
-		r := &saga.Runner{Log: store, Actor: actor, Progress: lineWriter(ch)}
+		r := &saga.Runner{Log: store, Actor: actor, Progress: lineWriter(ch), CLI: cli}
 		res, err := r.Run(ctx, session)
 		ch <- undoEvent{done: &undoDoneMsg{result: res, err: err}}
 		close(ch)

@@ -168,6 +168,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setStatus("", msg.err)
 			return m, nil
 		}
+		if why := m.notHere(msg.plan); why != "" {
+			m.setStatus("", errors.New(why))
+			return m, nil
+		}
 		m.plan, m.overlay = msg.plan, overlayConfirmUndo
 		return m, nil
 	case undoLineMsg:
@@ -188,6 +192,28 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.handleKey(msg)
 	}
 	return m, nil
+}
+
+// notHere says why a plan cannot be carried out from the view, where no
+// operator answers a manual step and none resolves a blocked one: started,
+// it would fail the step for good and halt the session. The command line
+// can.
+func (m *Model) notHere(p saga.Plan) string {
+	cli := m.opts.CLI
+	if cli == "" {
+		cli = "undolog"
+	}
+	for _, s := range p.Steps {
+		switch {
+		case s.Action == saga.ActionBlocked:
+			return fmt.Sprintf("effect %d %s failed before: fix it, then %s resolve %d --reason WHAT_WAS_DONE, and undo again",
+				s.Effect.ID, s.Effect.Tool, cli, s.Effect.ID)
+		case s.Action == saga.ActionCompensate && s.Entry.Compensation.Kind == model.CompensationManual:
+			return fmt.Sprintf("effect %d %s is undone by hand (a manual compensation): run %s undo %s in a shell, which asks you to confirm it",
+				s.Effect.ID, s.Effect.Tool, cli, p.Session)
+		}
+	}
+	return ""
 }
 
 func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
@@ -218,7 +244,7 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 		case "y", "Y":
 			m.overlay = overlayUndo
 			m.undo = undoState{session: m.plan.Session}
-			return runUndo(m.ctx, m.opts.Log, m.plan.Session, m.opts.Actor)
+			return runUndo(m.ctx, m.opts.Log, m.plan.Session, m.opts.Actor, m.opts.CLI)
 		case "n", "N", "esc", "q":
 			m.overlay = overlayNone
 			m.setStatus("undo cancelled; nothing changed", nil)
@@ -316,7 +342,11 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		// A reason is optional, for a rejection too, as on the command line:
 		// the decision and who made it are recorded either way.
-		m.openPrompt(fmt.Sprintf("%s effect %d (%s)?", verb, e.ID, e.Tool), false, e.Args, func(reason string) tea.Cmd {
+		title := fmt.Sprintf("%s effect %d (%s)?", verb, e.ID, e.Tool)
+		if to == sm.Rejected {
+			title += " Its session halts: it takes no new calls."
+		}
+		m.openPrompt(title, false, e.Args, func(reason string) tea.Cmd {
 			return decide(m.ctx, m.opts.Log, e.ID, to, m.opts.Actor, reason)
 		})
 	case key.Matches(msg, k.Transition):

@@ -23,6 +23,9 @@ type Options struct {
 	// Address names the log in the title (a PostgreSQL URL without its
 	// password): which log a decision goes to.
 	Address string
+	// CLI starts the commands that hints name ("undolog --log ADDR" when
+	// the log is not the default); "" means "undolog".
+	CLI string
 	Session string // open this session first; empty: the sessions screen
 	Actor   string // recorded in history for decisions made here
 	Now     func() time.Time

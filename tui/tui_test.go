@@ -124,10 +124,21 @@ func TestGoldenTransitionMenu(t *testing.T) {
 func TestGoldenUndoConfirmation(t *testing.T) {
 	tm := start(t, demoStore(t), "")
 	waitFor(t, tm, "ci-nightly-88")
-	tm.Send(press("jjj")) // ci-deploy-117: resumes at its failed entry
+	tm.Send(press("jjjj")) // agent-research-42
 	tm.Send(press("u"))
 	waitFor(t, tm, "(y/n)")
 	golden.RequireEqual(t, finalView(t, tm))
+}
+
+// ci-deploy-117 resumes at an entry that failed for good: the view does not
+// start a walk that would stop there, and says what to do.
+func TestUndoOfABlockedPlanSaysResolveFirst(t *testing.T) {
+	tm := start(t, demoStore(t), "")
+	waitFor(t, tm, "ci-nightly-88")
+	tm.Send(press("jjj"))
+	tm.Send(press("u"))
+	waitFor(t, tm, "failed before: fix it, then undolog resolve 6")
+	tm.Quit()
 }
 
 // The transition menu offers exactly the next states the log accepts: the
@@ -317,4 +328,29 @@ func TestLogReplacedWhileRunning(t *testing.T) {
 	tm.Send(press("?"))
 	waitFor(t, tm, "Abbreviations")
 	tm.Quit()
+}
+
+// The view has no operator to confirm a manual compensation and no way to
+// resolve a blocked step: such a plan is not started there (it would fail
+// the step for good and halt the session); the status names the command
+// that can.
+func TestUndoThatNeedsAShellIsNotStartedHere(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	defer store.Close()
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "hand", Tool: "paper", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true, Start: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(t.Context(), res.Effect.ID, model.Change{}); err != nil {
+		t.Fatal(err)
+	}
+	m := New(t.Context(), Options{Log: store, Session: "hand", Actor: "tester", CLI: "undolog --log /x.db"})
+	m.Update(makePlan(t.Context(), store, "hand")())
+	if m.overlay == overlayConfirmUndo || !m.statusErr || !strings.Contains(m.status, "run undolog --log /x.db undo hand in a shell") {
+		t.Fatalf("overlay %v, status %q", m.overlay, m.status)
+	}
+	if s, _ := store.GetSession(t.Context(), "hand"); s.State != sm.SessionActive {
+		t.Fatalf("session %s", s.State)
+	}
 }
