@@ -137,7 +137,7 @@ type PendingApproval struct {
 // PendingApprovals returns up to limit (0: all) approval requests awaiting a
 // decision, oldest first, and how many are waiting in all. Only the requests
 // returned are read with their effects; the rest are only counted. Expired
-// requests are not waiting: they are left out (and rejected as timed out by
+// requests are not waiting: they are left out (and closed as timed out by
 // the next write that touches their session).
 func (s *Service) PendingApprovals(ctx context.Context, session string, limit int) ([]PendingApproval, int, error) {
 	var out []PendingApproval
