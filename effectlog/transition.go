@@ -68,7 +68,7 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 		if err != nil {
 			return err
 		}
-		// Any command that touches the session rejects its expired requests.
+		// Any command that touches the session closes its expired requests.
 		expired, err := expireApprovals(tx, &sess, now)
 		if err != nil {
 			return err
@@ -267,7 +267,7 @@ func expireApprovals(tx storage.WriteTx, sess *model.Session, now time.Time) (bo
 	return n > 0, err
 }
 
-// expireDue is expireApprovals, counting the requests it rejected.
+// expireDue is expireApprovals, counting the requests it closed.
 func expireDue(tx storage.WriteTx, sess *model.Session, now time.Time) (int, error) {
 	if sess.PendingApprovals == 0 {
 		return 0, nil

@@ -71,7 +71,7 @@ const (
 	New        Verdict = iota // a new effect: run it (once approved if irreversible)
 	Retry                     // an effect that failed, pending again: run it again
 	Replayed                  // committed before: its result is the answer, nothing runs
-	Rejected                  // rejected (by a person or by expiry): the answer stands
+	Rejected                  // rejected by a person: the answer stands
 	Pending                   // the same call awaits a decision elsewhere: wait for it too
 	InProgress                // the same call is executing with a live owner (or on another host, its lease holding)
 	InDoubt                   // the same call is executing and its owner died, its lease lapsed, or none is recorded
@@ -183,7 +183,7 @@ type WaitOutcome int
 // Wait outcomes.
 const (
 	Approved    WaitOutcome = iota // go ahead: Start it
-	Refused                        // rejected, by a person or by expiry
+	Refused                        // rejected by a person, or its request expired (not run; asked again next time)
 	Taken                          // another caller moved the effect on
 	Abandoned                      // the session closed the request: nobody will decide
 	TimedOut                       // no decision within the wait's bound; the request stays open

@@ -168,7 +168,7 @@ const (
 	ApprovalClosed = "closed"
 )
 
-// TimeoutActor is the actor that rejects expired approval requests.
+// TimeoutActor is the actor that closes expired approval requests.
 const TimeoutActor = "system:timeout"
 
 // SessionActor is the actor that closes the requests of a session that
