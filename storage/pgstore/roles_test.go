@@ -97,6 +97,12 @@ func TestRolesAreTheDatabasesToCheck(t *testing.T) {
 		{"effect row to approved", `UPDATE undolog_effects SET state = 'approved' WHERE id = 1`, "may not approve"},
 		{"irreversible effect started unapproved", `UPDATE undolog_effects SET state = 'executing' WHERE id = 1`, "was not approved"},
 		{"tier changed", `UPDATE undolog_effects SET tier = 'compensable' WHERE id = 1`, "may not change the tier"},
+		{"effect row to compensating", `UPDATE undolog_effects SET state = 'compensating' WHERE id = 1`, "may not undo"},
+		// Inserts are judged too, not only pending ones let through.
+		{"effect row inserted approved", `INSERT INTO undolog_effects (id, session, tool, tier, state, rec)
+			VALUES (2, 's', 'w', 'compensable', 'approved', '\x00')`, "may not approve"},
+		{"irreversible effect inserted executing", `INSERT INTO undolog_effects (id, session, tool, tier, state, rec)
+			VALUES (2, 's', 'w', 'irreversible', 'executing', '\x00')`, "was not approved"},
 		{"a record in another's name", `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
 			VALUES (1, 99, '\x00', '` + approverName + `', 'effect', 'pending', 'x', 'x')`, "in the name of role " + approverName},
 		{"an approval in its own name", `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
