@@ -24,7 +24,8 @@ func BenchmarkCallByRole(b *testing.B) {
 			if mode == "owner-no-triggers" {
 				execTB(b, owner, `ALTER TABLE undolog_history DISABLE TRIGGER undolog_history_role;
 					ALTER TABLE undolog_session_history DISABLE TRIGGER undolog_session_history_role;
-					ALTER TABLE undolog_effects DISABLE TRIGGER undolog_effects_role`)
+					ALTER TABLE undolog_effects DISABLE TRIGGER undolog_effects_role;
+					ALTER TABLE undolog_effects DISABLE TRIGGER undolog_effects_role_insert`)
 			}
 			log := open(addr)
 			defer log.Close()

@@ -16,7 +16,8 @@ import (
 // write's own at its commit, or a publish of queued ones after) sends a
 // notification on channel, so PostgreSQL delivers it on commit, only if it
 // commits, and only once the changes are in the feed. Its payload is the
-// schema the log is in and the newest position given: "schema position".
+// schema the log is in and the newest position given: "schema position",
+// a hint only (hear reads the position from the feed).
 // The name is in undolog_publish's text too.
 const channel = "undolog_changes"
 
@@ -34,16 +35,16 @@ const (
 var _ storage.Notifier = (*Engine)(nil)
 
 // listener is the one listening connection an Engine shares among all its
-// waiters. It knows the newest position it has heard of: read after LISTEN
+// waiters. It knows the newest position in the feed: read after LISTEN
 // took effect, so a change is either counted in that read or notified
-// after it.
+// after it, and read again on a notification of a newer one.
 type listener struct {
 	mu      sync.Mutex
 	running bool
 	stop    context.CancelFunc
 	done    chan struct{}
 	ready   bool          // listening, and latest read since
-	latest  uint64        // newest position heard of
+	latest  uint64        // newest position read from the feed
 	epoch   uint64        // bumped on each (re)connection: a wait begun before it looks again
 	wake    chan struct{} // closed (and replaced) on whatever a waiter may want to see
 	heard   []uint64      // positions notified, for tests (kept only if record)
@@ -57,8 +58,8 @@ func (l *listener) broadcast() {
 	l.wake = make(chan struct{})
 }
 
-// WaitChange returns once a change after position after was committed (a
-// notification said so, or the position read when listening began), or
+// WaitChange returns once a change after position after was committed (read
+// from the feed when listening began, or on a notification since), or
 // once the listening connection was made anew (what was notified while it
 // was down is lost: the caller looks again), or when ctx ends. It connects
 // the listener on first use; until it is listening, only ctx ends a wait.
@@ -206,11 +207,26 @@ func (e *Engine) hear(ctx context.Context, conn *pgx.Conn, schema string) {
 			continue // another log's, in another schema of this database
 		}
 		l.mu.Lock()
+		news := pos > l.latest
+		l.mu.Unlock()
+		// Any role that can connect may send a notification, with any
+		// payload: it only says "look". The position waiters compare with
+		// is read from the feed, so a forged one wakes nobody, and a burst
+		// of notifications already counted in a read costs no more reads.
+		var latest uint64
+		if news {
+			var n int64
+			if err := conn.QueryRow(ctx, `SELECT coalesce(max(pos), 0) FROM undolog_changes`).Scan(&n); err != nil {
+				return
+			}
+			latest = uint64(n)
+		}
+		l.mu.Lock()
 		if l.record {
 			l.heard = append(l.heard, pos)
 		}
-		if pos > l.latest {
-			l.latest = pos
+		if latest > l.latest {
+			l.latest = latest
 			l.broadcast()
 		}
 		l.mu.Unlock()

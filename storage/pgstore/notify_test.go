@@ -205,3 +205,57 @@ func TestWaitersShareOneListener(t *testing.T) {
 		}
 	}
 }
+
+// Any role that can connect may notify on the channel, with any payload: a
+// forged notification of a huge position makes no wait return, neither
+// then nor after, and a real commit still wakes a waiter. (A WaitChange
+// whose context is already cancelled tells, without waiting, whether the
+// listener counts a change after the position.)
+func TestAForgedNotificationWakesNobody(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	writer := open(url)
+	defer writer.Close()
+	if err := intercept(t, writer, "s"); err != nil {
+		t.Fatal(err)
+	}
+	waiter := pgstore.New(url)
+	defer waiter.Close()
+	listening(t, waiter)
+	pos, err := writer.LastChange(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	pending := func(after uint64) bool {
+		return waiter.WaitChange(cancelled, after) != nil
+	}
+	if !pending(pos) {
+		t.Fatal("a wait after the newest position returned at once")
+	}
+	woken := waitChange(t, waiter, pos)
+	const huge = uint64(18446744073709551615)
+	exec(t, url, `SELECT pg_notify('undolog_changes', current_schema() || ' 18446744073709551615')`)
+	waitUntil(t, "the forged notification", func() bool { return slices.Contains(pgstore.Heard(waiter), huge) })
+	if !pending(pos) {
+		t.Fatal("after a forged notification, a wait returned without a change")
+	}
+	select {
+	case err := <-woken:
+		t.Fatalf("a forged notification ended a wait: %v", err)
+	default:
+	}
+	if err := intercept(t, writer, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-woken; err != nil {
+		t.Fatalf("the waiter was not woken by a commit: %v", err)
+	}
+	next, err := writer.LastChange(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pending(next) {
+		t.Fatal("after the commit, a wait for what comes next returned at once")
+	}
+}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -97,6 +100,12 @@ func TestRolesAreTheDatabasesToCheck(t *testing.T) {
 		{"effect row to approved", `UPDATE undolog_effects SET state = 'approved' WHERE id = 1`, "may not approve"},
 		{"irreversible effect started unapproved", `UPDATE undolog_effects SET state = 'executing' WHERE id = 1`, "was not approved"},
 		{"tier changed", `UPDATE undolog_effects SET tier = 'compensable' WHERE id = 1`, "may not change the tier"},
+		{"effect row to compensating", `UPDATE undolog_effects SET state = 'compensating' WHERE id = 1`, "may not undo"},
+		// Inserts are judged too, not only pending ones let through.
+		{"effect row inserted approved", `INSERT INTO undolog_effects (id, session, tool, tier, state, rec)
+			VALUES (2, 's', 'w', 'compensable', 'approved', '\x00')`, "may not approve"},
+		{"irreversible effect inserted executing", `INSERT INTO undolog_effects (id, session, tool, tier, state, rec)
+			VALUES (2, 's', 'w', 'irreversible', 'executing', '\x00')`, "was not approved"},
 		{"a record in another's name", `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
 			VALUES (1, 99, '\x00', '` + approverName + `', 'effect', 'pending', 'x', 'x')`, "in the name of role " + approverName},
 		{"an approval in its own name", `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
@@ -409,5 +418,76 @@ func TestRolesSetUpAtSchemaThreeGoOnAfterMigrating(t *testing.T) {
 	}
 	if n := count(t, owner, `SELECT count(*) FROM undolog_changes_pending`); n != 0 {
 		t.Fatalf("%d changes still queued after the agent's engine published", n)
+	}
+}
+
+// Any writer may insert into the change feed (publishing runs with its
+// caller's rights): verify reports rows that name no history record, name
+// one another row names, name an effect in another session, or leave a
+// gap. A session gc dropped and made anew under its name is no problem.
+func TestVerifyChecksTheFeed(t *testing.T) {
+	owner, agent, _, _ := withRoles(t)
+	log := open(agent)
+	defer log.Close()
+	for _, s := range []string{"s", "g"} {
+		if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: s, Tool: "w", Tier: sm.Compensable,
+			Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ownerLog := open(owner)
+	defer ownerLog.Close()
+	if _, err := ownerLog.SetSessionState(t.Context(), "g", sm.SessionFailed, model.Change{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ownerLog.SetSessionState(t.Context(), "s", sm.SessionCompleted, model.Change{}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := ownerLog.GC(t.Context(), time.Now().Add(time.Hour), []sm.SessionState{sm.SessionFailed}); err != nil || len(rep.Sessions) != 1 {
+		t.Fatalf("gc: %+v %v", rep, err)
+	}
+	if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "g", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"again":1}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := log.Verify(t.Context()); err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("verify of a clean log: %v %v", err, rep.Problems)
+	}
+	last := count(t, owner, `SELECT max(pos) FROM undolog_changes`)
+	first := count(t, owner, `SELECT min(seq) FROM undolog_history WHERE effect_id = 1`)
+	// (Not the first record: a row naming that begins a new session of
+	// the name, for all verify can tell.)
+	secondS := count(t, owner, `SELECT max(seq) FROM undolog_session_history WHERE session = 's'`)
+	if err := rawExec(t, agent, fmt.Sprintf(`INSERT INTO undolog_changes (pos, kind, effect_id, session, seq) VALUES
+		(%[1]d + 1, 'E', 1, 's', 99),
+		(%[1]d + 2, 'E', 1, 's', %[2]d),
+		(%[1]d + 3, 'S', 0, 's', %[3]d),
+		(%[1]d + 4, 'E', 1, 'g', %[2]d),
+		(%[1]d + 5, 'X', 0, '', 0),
+		(9223372036854775807, 'S', 0, 's', 98)`, last, first, secondS)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range rep.Problems {
+		if p.Kind == "feed" {
+			got = append(got, p.Detail)
+		}
+	}
+	want := []string{
+		fmt.Sprintf("change %d names history record 99, which the effect does not have", last+1),
+		fmt.Sprintf("change %d names the effect in session \"g\", which is not its", last+4),
+		fmt.Sprintf("change %d names history record %d, which an earlier change names", last+2, first),
+		fmt.Sprintf("change %d names history record %d, which an earlier change names", last+4, first),
+		"change 9223372036854775807 names session history record 98, which the session does not have",
+		fmt.Sprintf("change %d names session history record %d, which an earlier change names", last+3, secondS),
+		fmt.Sprintf("change %d is of no kind the feed has", last+5),
+		fmt.Sprintf("change 9223372036854775807 follows change %d: the positions between are missing", last+5),
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("verify's feed problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -162,6 +162,9 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 			return err
 		}
 	}
+	if err := r.checkFeed(report); err != nil {
+		return err
+	}
 	// Open requests against the requests.
 	open := map[uint64]openEntry{}
 	rows, err = r.tx.Query(r.ctx, `SELECT effect_id, session, expires FROM undolog_approvals_open`)
@@ -250,6 +253,88 @@ func (r reader) checkHistoryColumns(report func(kind string, effect uint64, sess
 					report("history", uint64(id), session, "history record %d: its row's %s %q disagrees with the record's %q", seq, c.name, c.column, c.record)
 				}
 			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// feedChecks find change-feed rows that name no history record, or one
+// another row names too, and gaps in the positions. Any writer may insert
+// into undolog_changes (undolog_publish runs with its caller's rights), so
+// the feed is checked like the indexes. gc keeps change rows but drops the
+// records: a row of an effect or session gc dropped is not judged. Effect
+// ids are never reused; a session's name may be, after gc, so a session's
+// rows are judged from the newest row naming its first record (seq 1) on:
+// a forged one of those is not told from a session made anew, and hides
+// the rows before it from these checks (but not from the gap check).
+var feedChecks = []struct {
+	query, detail string
+	gap           bool // the second column is the position before, not an effect
+}{
+	{`SELECT c.pos, c.effect_id, c.session, c.seq FROM undolog_changes c
+		JOIN undolog_effects e ON e.id = c.effect_id
+		LEFT JOIN undolog_history h ON h.effect_id = c.effect_id AND h.seq = c.seq
+		WHERE c.kind = 'E' AND h.effect_id IS NULL ORDER BY c.pos`,
+		"change %[1]d names history record %[4]d, which the effect does not have", false},
+	{`SELECT c.pos, c.effect_id, c.session, c.seq FROM undolog_changes c
+		JOIN undolog_effects e ON e.id = c.effect_id
+		WHERE c.kind = 'E' AND c.session <> e.session ORDER BY c.pos`,
+		"change %[1]d names the effect in session %[3]q, which is not its", false},
+	{`SELECT pos, effect_id, session, seq FROM (
+			SELECT pos, effect_id, session, seq, row_number() OVER (PARTITION BY effect_id, seq ORDER BY pos) AS n
+			FROM undolog_changes WHERE kind = 'E') c
+		WHERE n > 1 ORDER BY pos`,
+		"change %[1]d names history record %[4]d, which an earlier change names", false},
+	{`WITH c AS (
+			SELECT c.*, max(c.pos) FILTER (WHERE c.seq = 1) OVER (PARTITION BY c.session) AS since
+			FROM undolog_changes c JOIN undolog_sessions s ON s.id = c.session WHERE c.kind = 'S')
+		SELECT c.pos, 0, c.session, c.seq FROM c
+		LEFT JOIN undolog_session_history h ON h.session = c.session AND h.seq = c.seq
+		WHERE c.pos >= coalesce(c.since, 0) AND h.session IS NULL ORDER BY c.pos`,
+		"change %[1]d names session history record %[4]d, which the session does not have", false},
+	{`WITH c AS (
+			SELECT c.*, max(c.pos) FILTER (WHERE c.seq = 1) OVER (PARTITION BY c.session) AS since
+			FROM undolog_changes c JOIN undolog_sessions s ON s.id = c.session WHERE c.kind = 'S')
+		SELECT pos, 0, session, seq FROM (
+			SELECT pos, session, seq, row_number() OVER (PARTITION BY session, seq ORDER BY pos) AS n
+			FROM c WHERE pos >= coalesce(since, 0)) d
+		WHERE n > 1 ORDER BY pos`,
+		"change %[1]d names session history record %[4]d, which an earlier change names", false},
+	{`SELECT pos, effect_id, session, seq FROM undolog_changes WHERE kind NOT IN ('E', 'S') ORDER BY pos`,
+		"change %[1]d is of no kind the feed has", false},
+	// Positions are given one after another from 1 and change rows are
+	// never deleted: a gap is a row written past undolog_publish (a huge
+	// position would make every later one follow it).
+	{`SELECT pos, prev, '', 0 FROM (
+			SELECT pos, lag(pos, 1, 0::bigint) OVER (ORDER BY pos) AS prev FROM undolog_changes) c
+		WHERE pos <> prev + 1 ORDER BY pos`,
+		"change %[1]d follows change %[2]d: the positions between are missing", true},
+}
+
+// checkFeed reports the change-feed rows feedChecks find.
+func (r reader) checkFeed(report func(kind string, effect uint64, session, format string, args ...any)) error {
+	for _, c := range feedChecks {
+		rows, err := r.tx.Query(r.ctx, c.query)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var pos, id int64
+			var session string
+			var seq int32
+			if err := rows.Scan(&pos, &id, &session, &seq); err != nil {
+				rows.Close()
+				return err
+			}
+			effect := uint64(max(id, 0))
+			if c.gap {
+				effect = 0
+			}
+			report("feed", effect, session, c.detail, pos, id, session, seq)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
