@@ -258,9 +258,7 @@ CREATE TABLE undolog_changes_pending (
 CREATE FUNCTION undolog_publish(wait boolean, kinds text[], effects bigint[], sessions text[], seqs integer[])
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
-	last bigint;
-	queued bigint := 0;
-	own bigint := coalesce(cardinality(kinds), 0);
+	newest bigint;
 BEGIN
 	IF wait THEN
 		PERFORM pg_advisory_xact_lock(8461811179599128432);
@@ -269,21 +267,21 @@ BEGIN
 			SELECT * FROM unnest(kinds, effects, sessions, seqs);
 		RETURN false;
 	END IF;
-	SELECT coalesce(max(pos), 0) INTO last FROM undolog_changes;
-	IF EXISTS (SELECT 1 FROM undolog_changes_pending) THEN
-		WITH m AS (DELETE FROM undolog_changes_pending RETURNING id, kind, effect_id, session, seq)
-		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
-			SELECT last + row_number() OVER (ORDER BY id), kind, effect_id, session, seq FROM m;
-		GET DIAGNOSTICS queued = ROW_COUNT;
-	END IF;
-	IF own > 0 THEN
-		INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
-			SELECT last + queued + o, k, e, s, q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o);
-	END IF;
+	-- One statement, its snapshot taken once the lock is held: the queued
+	-- changes first, in their order, then the write's own.
+	WITH last AS (SELECT coalesce(max(pos), 0) AS n FROM undolog_changes),
+	m AS (DELETE FROM undolog_changes_pending RETURNING id, kind, effect_id, session, seq),
+	a AS (SELECT 0 AS g, id AS o, kind, effect_id, session, seq FROM m
+		UNION ALL
+		SELECT 1, u.o, u.k, u.e, u.s, u.q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o)),
+	ins AS (INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+		SELECT last.n + row_number() OVER (ORDER BY a.g, a.o), a.kind, a.effect_id, a.session, a.seq FROM a, last
+		RETURNING pos)
+	SELECT max(pos) INTO newest FROM ins;
 	-- Waiters hear of positions once they are in the feed: sent with the
 	-- commit of the transaction that gave them (notify.go).
-	IF queued + own > 0 THEN
-		PERFORM pg_notify('undolog_changes', coalesce(current_schema(), '') || ' ' || (last + queued + own));
+	IF newest IS NOT NULL THEN
+		PERFORM pg_notify('undolog_changes', coalesce(current_schema(), '') || ' ' || newest);
 	END IF;
 	RETURN true;
 END $$;
