@@ -34,6 +34,9 @@ type writer struct {
 		id   string
 		data []byte
 	}
+	// nextID is an effect id taken with a signature look-up that found
+	// no owner (the id the intercept takes next), 0 if none.
+	nextID uint64
 }
 
 // Role is the role the engine authenticates as; the database checks that
@@ -209,6 +212,24 @@ func (r reader) SignatureOwner(sig string) (uint64, bool, error) {
 		return 0, false, nil
 	}
 	return uint64(id), err == nil, err
+}
+
+// SignatureOwner, in a write, takes the next effect id with a look-up that
+// finds no owner: the intercept that looked takes one next, and this saves
+// it the round trip. COALESCE evaluates nextval only then; a refused
+// intercept leaves its id unused, as a rolled-back one does.
+func (w *writer) SignatureOwner(sig string) (uint64, bool, error) {
+	var id int64
+	err := w.tx.QueryRow(w.ctx, `SELECT coalesce((SELECT effect_id FROM undolog_signatures WHERE sig = $1),
+		-nextval('undolog_effect_ids'))`, sig).Scan(&id)
+	if err != nil {
+		return 0, false, err
+	}
+	if id < 0 {
+		w.nextID = uint64(-id)
+		return 0, false, nil
+	}
+	return uint64(id), true, nil
 }
 
 // indexColumns are the columns of the effect indexes, by storage.Index.
@@ -448,12 +469,20 @@ func (w *writer) next(sequence string) (uint64, error) {
 	return uint64(n), err
 }
 
-func (w *writer) NextEffectID() (uint64, error)   { return w.next("undolog_effect_ids") }
+func (w *writer) NextEffectID() (uint64, error) {
+	if id := w.nextID; id != 0 {
+		w.nextID = 0
+		return id, nil
+	}
+	return w.next("undolog_effect_ids")
+}
+
 func (w *writer) NextSessionSeq() (uint64, error) { return w.next("undolog_session_seqs") }
 
 func (w *writer) ReserveIDs(effect, sessionSeq uint64) error {
 	// setval is not undone by a rollback: a reservation that stays only
-	// leaves ids unused.
+	// leaves ids unused. An id taken before may be one reserved now.
+	w.nextID = 0
 	for _, r := range []struct {
 		sequence string
 		n        uint64
