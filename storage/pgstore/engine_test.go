@@ -336,3 +336,28 @@ func TestSilentServerTimesOut(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// The signature look-up takes the new effect id only when it finds no
+// owner: a repeated call takes none, so the next new effect's id follows
+// the last one's.
+func TestARepeatTakesNoEffectID(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	defer log.Close()
+	call := func(args string) uint64 {
+		t.Helper()
+		res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+			Args: json.RawMessage(args), CreateSession: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Effect.ID
+	}
+	first := call(`{"n":1}`)
+	if again := call(`{"n":1}`); again != first {
+		t.Fatalf("the repeat is effect %d, not %d", again, first)
+	}
+	if next := call(`{"n":2}`); next != first+1 {
+		t.Fatalf("the next new effect is %d after %d", next, first)
+	}
+}
