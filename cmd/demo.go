@@ -59,7 +59,7 @@ a terminal (to be opened later), the log is kept.`,
 					return err
 				}
 				if dir != "" { // kept, to be opened later: say how it goes
-					_, err := fmt.Fprintf(f.Out, "remove it: rm -r %s\n", textfmt.Escape(dir))
+					_, err := fmt.Fprintf(f.Out, "remove it:  rm -r %s\n", textfmt.Escape(dir))
 					return err
 				}
 				return nil
