@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 
@@ -71,9 +70,6 @@ func logAddress(store effectlog.Log, addr string) string {
 			return abs
 		}
 		return fl.Path()
-	}
-	if u, err := url.Parse(addr); err == nil && u.Host == "" && u.Path == "" && u.RawQuery == "" {
-		return u.Scheme + ":// (from the PG* environment)"
 	}
 	return engines.Shown(addr)
 }

@@ -19,10 +19,9 @@ func TestLogAddressHidesThePassword(t *testing.T) {
 	file := filepath.Join(dir, "undolog.db")
 	for addr, want := range map[string]string{
 		file: file,
-		"postgres://alice:s3cret@db.internal:5432/undolog?sslmode=disable": "postgres://alice@db.internal:5432/undolog?sslmode=disable",
-		"postgresql://db.internal/undolog?password=s3cret&user=alice":      "postgresql://db.internal/undolog?user=alice",
-		"postgres://":                        "postgres:// (from the PG* environment)",
-		"postgres://bob@db.internal/undolog": "postgres://bob@db.internal/undolog",
+		"postgres://alice:s3cret@db.internal:5432/undolog?sslmode=disable": "postgres://alice:xxxxx@db.internal:5432/undolog?sslmode=disable",
+		"postgresql://db.internal/undolog?password=s3cret&user=alice":      "postgresql://db.internal/undolog?password=xxxxx&user=alice",
+		"postgres://bob@db.internal/undolog":                               "postgres://bob@db.internal/undolog",
 	} {
 		store := engines.Open(addr, engines.Options{})
 		got := logAddress(store, addr)
@@ -30,6 +29,16 @@ func TestLogAddressHidesThePassword(t *testing.T) {
 		if got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("%s: %q, want %q", addr, got, want)
 		}
+	}
+	// A PG* environment's database is named as the environment gives it.
+	t.Setenv("PGHOST", "db.internal")
+	t.Setenv("PGDATABASE", "undolog")
+	t.Setenv("PGUSER", "alice")
+	t.Setenv("PGPASSWORD", "s3cret")
+	store := engines.Open("postgres://", engines.Options{})
+	defer store.Close()
+	if got := logAddress(store, "postgres://"); got != "postgres://alice@db.internal:5432/undolog (from the PG* environment)" {
+		t.Errorf("the PG* environment's log: %q", got)
 	}
 }
 

@@ -7,7 +7,6 @@ package engines
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"runtime"
 	"strings"
 	"time"
@@ -108,24 +107,12 @@ func isPostgres(addr string) bool {
 	return ok && (s == "postgres" || s == "postgresql")
 }
 
-// Shown is addr as a command a person copies may name it: a PostgreSQL URL
-// without its password (whoever runs the command has their own, in
-// PGPASSWORD or ~/.pgpass), a path as it is.
+// Shown is addr as errors and the view print it: a PostgreSQL URL with its
+// password masked (and what a PG* environment names, spelled out), as the
+// engine's own errors show it; a path as it is.
 func Shown(addr string) string {
-	if _, ok := urlScheme(addr); !ok {
-		return addr
+	if isPostgres(addr) {
+		return pgstore.Redacted(addr)
 	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		scheme, _ := urlScheme(addr)
-		return scheme + "://... (not shown: it does not parse as a URL, and may hold a password)"
-	}
-	if u.User != nil {
-		u.User = url.User(u.User.Username())
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Del("password")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
+	return addr
 }

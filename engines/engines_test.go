@@ -58,9 +58,9 @@ func TestAnAddressNoEngineServesIsRefused(t *testing.T) {
 func TestShownLeavesThePasswordOut(t *testing.T) {
 	for addr, want := range map[string]string{
 		"/var/lib/undolog.db":                                     "/var/lib/undolog.db",
-		"postgres://ci:s3cret@db.internal:5432/undolog":           "postgres://ci@db.internal:5432/undolog",
+		"postgres://ci:s3cret@db.internal:5432/undolog":           "postgres://ci:xxxxx@db.internal:5432/undolog",
 		"postgres://ci@db/undolog?sslmode=require":                "postgres://ci@db/undolog?sslmode=require",
-		"postgresql://db/undolog?password=s3cret&sslmode=require": "postgresql://db/undolog?sslmode=require",
+		"postgresql://db/undolog?password=s3cret&sslmode=require": "postgresql://db/undolog?password=xxxxx&sslmode=require",
 		"postgres://ci:s3cret@db:port/undolog":                    "postgres://... (not shown: it does not parse as a URL, and may hold a password)",
 	} {
 		if got := Shown(addr); got != want {

@@ -11,6 +11,9 @@ import (
 
 var passwordInDSN = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
 
+// Redacted is a log's address as undolog prints it (redactURL).
+func Redacted(addr string) string { return redactURL(addr) }
+
 // redactURL is a log's address fit to print: without its password; one
 // that leaves the server to the PG* environment says which it names.
 func redactURL(addr string) string {

@@ -162,18 +162,7 @@ func TestChangesQueuedBehindAPublisherComeAfterWithoutAGap(t *testing.T) {
 	pgstore.RecordHeard(waiter)
 	listening(t, waiter)
 
-	holder, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.Background())
-	tx, err := holder.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdPublishLock(t, url)
 	e := intercept("b") // returns: it does not wait for the lock
 	if n := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); n == 0 {
 		t.Fatal("the write found the lock taken but queued nothing")
@@ -360,4 +349,24 @@ func TestARepeatTakesNoEffectID(t *testing.T) {
 	if next := call(`{"n":2}`); next != first+1 {
 		t.Fatalf("the next new effect is %d after %d", next, first)
 	}
+}
+
+// holdPublishLock takes, in a transaction of the test's own on the database
+// at url, the lock under which writes publish their change positions: a
+// write then queues its changes. Ending tx lets it go.
+func holdPublishLock(t *testing.T, url string) pgx.Tx {
+	t.Helper()
+	holder, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close(context.Background()) })
+	tx, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }

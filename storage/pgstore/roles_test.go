@@ -309,18 +309,7 @@ func TestRolesQueueAndPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder, err := pgx.Connect(t.Context(), owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.Background())
-	tx, err := holder.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdPublishLock(t, owner)
 	if _, err := agentLog.Intercept(t.Context(), effectlog.InterceptRequest{Session: "t", Tool: "wire", Tier: sm.Compensable,
 		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
 		t.Fatalf("an agent's write queued behind a publish: %v", err)
@@ -396,18 +385,7 @@ func TestRolesSetUpAtSchemaThreeGoOnAfterMigrating(t *testing.T) {
 		t.Fatalf("an agent's write after the migration: %v", err)
 	}
 	// And one queued behind another's publish.
-	holder, err := pgx.Connect(t.Context(), owner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.Background())
-	tx, err := holder.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdPublishLock(t, owner)
 	if _, err := agent.Intercept(t.Context(), effectlog.InterceptRequest{Session: "t", Tool: "w", Tier: sm.Compensable,
 		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
 		t.Fatalf("an agent's write queued behind a publish: %v", err)
