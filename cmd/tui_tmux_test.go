@@ -59,8 +59,8 @@ func TestTUIInTmux(t *testing.T) {
 		}
 		return string(out)
 	}
-	tmux("new-session", "-d", "-x", "100", "-y", "30", "env", "UNDOLOG_LOG="+logPath, "UNDOLOG_ACTOR=tmux-user", "TERM=xterm-256color",
-		bin, "tui", "--session", "release-9")
+	tmux(append([]string{"new-session", "-d", "-x", "100", "-y", "30"}, terminalEnv("UNDOLOG_LOG="+logPath, "UNDOLOG_ACTOR=tmux-user",
+		bin, "tui", "--session", "release-9")...)...)
 	defer exec.Command("tmux", "-L", socket, "kill-server").Run()
 	screen := func(want string) {
 		t.Helper()
@@ -132,6 +132,14 @@ func tmuxServer(t *testing.T) func(args ...string) string {
 	}
 }
 
+// terminalEnv is the env(1) command line for a pane: a person's terminal,
+// whatever the test's environment says. A CI runner sets CI (termenv then
+// takes no output for a terminal) and may set NO_COLOR; tmux passes its
+// starting environment on to every pane.
+func terminalEnv(args ...string) []string {
+	return append([]string{"env", "-u", "CI", "-u", "NO_COLOR", "-u", "CLICOLOR", "-u", "CLICOLOR_FORCE", "TERM=xterm-256color"}, args...)
+}
+
 // waitScreen waits until the pane (the window named target) shows want.
 func waitScreen(t *testing.T, tmux func(...string) string, target, want string) string {
 	t.Helper()
@@ -164,11 +172,11 @@ func TestTUILayoutsInTmux(t *testing.T) {
 		noColor bool
 	}{{80, 24, true}, {80, 24, false}, {160, 45, true}, {160, 45, false}} {
 		name := fmt.Sprintf("v%d", i)
-		env := []string{"env", "UNDOLOG_LOG=" + logPath, "TERM=xterm-256color"}
+		vars := []string{"UNDOLOG_LOG=" + logPath}
 		if l.noColor {
-			env = append(env, "NO_COLOR=1")
+			vars = append(vars, "NO_COLOR=1")
 		}
-		tmux(append([]string{"new-session", "-d", "-s", name, "-x", strconv.Itoa(l.w), "-y", strconv.Itoa(l.h)}, append(env, bin, "tui")...)...)
+		tmux(append([]string{"new-session", "-d", "-s", name, "-x", strconv.Itoa(l.w), "-y", strconv.Itoa(l.h)}, terminalEnv(append(vars, bin, "tui")...)...)...)
 		pane := waitScreen(t, tmux, name, "ci-nightly-88")
 		lines := strings.Split(strings.TrimRight(pane, "\n"), "\n")
 		if !strings.Contains(pane, "▶ ci-nightly-88") {
@@ -213,8 +221,8 @@ func TestDemoSaysWhereItsLogIsInTmux(t *testing.T) {
 		if keep {
 			args += " --keep"
 		}
-		tmux("new-session", "-d", "-s", name, "-x", "100", "-y", "30", "env", "TMPDIR="+tmp, "TERM=xterm-256color", "sh", "-c",
-			bin+" "+args+"; echo exit=$?; sleep 60")
+		tmux(append([]string{"new-session", "-d", "-s", name, "-x", "100", "-y", "30"}, terminalEnv("TMPDIR="+tmp, "sh", "-c",
+			bin+" "+args+"; echo exit=$?; sleep 60")...)...)
 		waitScreen(t, tmux, name, "agent-research-42")
 		tmux("send-keys", "-t", name, "q")
 		pane := strings.ReplaceAll(waitScreen(t, tmux, name, "exit=0"), "\n", "") // long lines wrap
