@@ -6,6 +6,7 @@
 //	go run -C bench .              # from the repository root
 //	go run -C bench . -large=false # without the 1,000,000-effect part
 //	go run -C bench . -only postgres # only the PostgreSQL rows
+//	go run -C bench . -only cli      # only undolog's commands as processes
 //
 // It is a module of its own so that SQLite (modernc.org/sqlite) never
 // becomes a dependency of undolog.
@@ -42,7 +43,7 @@ var (
 	serial  = flag.Int("n", 200, "lifecycles per serial run")
 	large   = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
 	dir     = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
-	only    = flag.String("only", "", "postgres: only the PostgreSQL rows")
+	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes")
 	pgURL   = flag.String("postgres", "", "a superuser's postgres:// URL of a server to measure on (default: start a PostgreSQL 15 of its own from "+pgtest.BinDir+", or skip the PostgreSQL rows)")
 	pgTotal = flag.Int("pg-n", 1000, "lifecycles per concurrent PostgreSQL run")
 )
@@ -135,8 +136,15 @@ func run() error {
 		return filepath.Join(work, fmt.Sprintf("%s-%d.db", name, seq))
 	}
 
-	if *only != "" && *only != "postgres" {
-		return fmt.Errorf("-only %q: the choice is postgres", *only)
+	switch *only {
+	case "", "postgres":
+	case "cli":
+		if err := cliRows(add, work); err != nil {
+			return err
+		}
+		return printTable(rows)
+	default:
+		return fmt.Errorf("-only %q: the choices are postgres and cli", *only)
 	}
 	if *only == "postgres" {
 		if err := pgRows(add, work); err != nil {
@@ -173,6 +181,9 @@ func run() error {
 	}
 	add("log bytes per committed effect (200-byte args, compacted)", fmt.Sprintf("%.0f B", perEffect), fmt.Sprintf("%.2f of 1 KiB", perEffect/1024))
 
+	if err := cliRows(add, work); err != nil {
+		return err
+	}
 	if err := pgRows(add, work); err != nil {
 		return err
 	}
