@@ -61,6 +61,7 @@ var suite = []struct {
 	{"RejectionClosesOtherRequests", testRejectionClosesOtherRequests},
 	{"FailInClosedSessionClosesNewRequest", testFailInClosedSessionClosesNewRequest},
 	{"Sessions", testSessions},
+	{"UpstreamDir", testUpstreamDir},
 	{"EverySessionTransition", testEverySessionTransition},
 	{"ListEffectsFiltersAndPages", testListEffectsFiltersAndPages},
 	{"ReadLimits", testReadLimits},

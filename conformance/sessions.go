@@ -53,6 +53,36 @@ func testSessions(t *testing.T, newStore opener) {
 	}
 }
 
+// testUpstreamDir: the directory a proxy's upstream ran in round-trips
+// with its command, through creation and SetUpstreamAt, and the session's
+// check holds it to its history.
+func testUpstreamDir(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	a := must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv", "scratch"}, UpstreamDir: "/work/a"}))
+	if a.UpstreamDir != "/work/a" {
+		t.Fatalf("created: %+v", a)
+	}
+	got := must[model.Session](t)(s.VerifySession(t.Context(), "p"))
+	if got.UpstreamDir != "/work/a" || len(got.Upstream) != 2 {
+		t.Fatalf("read back: %+v", got)
+	}
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv", "scratch"}, "/work/b"))
+	got = must[model.Session](t)(s.VerifySession(t.Context(), "p"))
+	if got.UpstreamDir != "/work/b" {
+		t.Fatalf("after SetUpstreamAt: %+v", got)
+	}
+	before := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p")))
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv", "scratch"}, "/work/b"))
+	if after := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p"))); after != before {
+		t.Fatalf("the same upstream and directory again added a record: %d -> %d", before, after)
+	}
+	// Without a directory: as before, none.
+	must[model.Session](t)(s.SetUpstream(t.Context(), "p", []string{"srv"}))
+	if got = must[model.Session](t)(s.VerifySession(t.Context(), "p")); got.UpstreamDir != "" {
+		t.Fatalf("SetUpstream kept a directory: %+v", got)
+	}
+}
+
 func testListEffectsFiltersAndPages(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	for i := 0; i < 10; i++ {

@@ -39,6 +39,12 @@ type InterceptRequest struct {
 	Redact []string
 	Actor  string
 	Reason string
+	// NoNewEffect resolves a repeated call as usual, but where the call
+	// would make a new effect it writes nothing and says
+	// model.OutcomeUnregistered: a caller whose compensation costs work
+	// (a capture call) looks the call up first and does that work only
+	// for a call that is to run anew, then intercepts it again.
+	NoNewEffect bool
 }
 
 // InterceptResult says what happened to the call.
@@ -60,9 +66,13 @@ func validCompensation(c *model.Compensation) error {
 		if c.Tool == "" {
 			return fmt.Errorf("%w: an mcp compensation needs a tool", model.ErrInvalidInput)
 		}
+	case model.CompensationCases:
+		if len(c.Args) == 0 {
+			return fmt.Errorf("%w: a cases compensation needs its cases", model.ErrInvalidInput)
+		}
 	case model.CompensationManual:
 	default:
-		return fmt.Errorf("%w: compensation kind %q: use command, mcp or manual", model.ErrInvalidInput, c.Kind)
+		return fmt.Errorf("%w: compensation kind %q: use command, mcp, cases or manual", model.ErrInvalidInput, c.Kind)
 	}
 	if c.MaxRetries < 0 || c.InitialBackoffMS < 0 {
 		return fmt.Errorf("%w: compensation retries and backoff must not be negative", model.ErrInvalidInput)
@@ -191,6 +201,10 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 	now := s.now()
 	sess, err := tx.Session(req.Session)
 	if err != nil {
+		if req.NoNewEffect && errors.Is(err, model.ErrNotFound) {
+			res.Outcome = model.OutcomeUnregistered
+			return res, storage.ErrNothingToWrite
+		}
 		// Only a session that is not there is made: one that cannot be
 		// read (damaged, or the engine failed) is the error it is.
 		if !req.CreateSession || !errors.Is(err, model.ErrNotFound) {
@@ -222,6 +236,13 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 	}
 	if !sess.State.AcceptsEffects() {
 		return res, refuse(notAccepting(&sess))
+	}
+	if req.NoNewEffect {
+		res.Outcome = model.OutcomeUnregistered
+		if expired {
+			return res, tx.PutSession(&sess)
+		}
+		return res, storage.ErrNothingToWrite
 	}
 	if req.Tier == sm.Compensable {
 		// The effect holds its compensation from its first record on, which

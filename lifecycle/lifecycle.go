@@ -77,9 +77,10 @@ const (
 	InDoubt                   // the same call is executing and its owner died, its lease lapsed, or none is recorded
 	Closed                    // the session accepts no new effects: nothing runs
 	Safe                      // safe tier: nothing written, run directly
+	Unregistered              // asked with NoNewEffect: it would be a new effect, and nothing was written
 )
 
-var verdictNames = [...]string{"new", "retry", "replayed", "rejected", "pending", "in_progress", "in_doubt", "closed", "safe"}
+var verdictNames = [...]string{"new", "retry", "replayed", "rejected", "pending", "in_progress", "in_doubt", "closed", "safe", "unregistered"}
 
 func (v Verdict) String() string {
 	if int(v) < len(verdictNames) {
@@ -168,6 +169,8 @@ func classify(res effectlog.InterceptResult) Verdict {
 		return Retry
 	case model.OutcomeSafe:
 		return Safe
+	case model.OutcomeUnregistered:
+		return Unregistered
 	case model.OutcomeInProgress:
 		if res.Effect.State == sm.Executing {
 			return InProgress // judged live or in doubt by the caller
