@@ -89,9 +89,9 @@ again (compensations are not assumed idempotent).`,
 				return err
 			}
 			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease, CLI: f.CLI(),
-				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
+				Tools: func(ctx context.Context, upstream []string, dir string) (saga.ToolCaller, error) {
 					// A nil *mcpclient.Client must not reach the interface.
-					client, err := mcpclient.Dial(ctx, upstream)
+					client, err := mcpclient.DialIn(ctx, upstream, dir)
 					if err != nil {
 						return nil, err
 					}
