@@ -87,9 +87,9 @@ func tierCases(n *yaml.Node) ([]TierCase, error) {
 }
 
 type callYAML struct {
-	Tool     string         `yaml:"tool"`
-	Args     map[string]any `yaml:"args"`
-	Optional bool           `yaml:"optional"`
+	Tool     string `yaml:"tool"`
+	Args     any    `yaml:"args"` // a mapping, or one "{{ }}" that gives it (or, for a capture, an array of them)
+	Optional bool   `yaml:"optional"`
 }
 
 func parseCall(n *yaml.Node, what string, keys ...string) (*Call, error) {
@@ -113,9 +113,17 @@ func parseCall(n *yaml.Node, what string, keys ...string) (*Call, error) {
 	return &Call{Tool: c.Tool, Args: raw, Optional: c.Optional}, nil
 }
 
-func templateJSON(args map[string]any, what string) (json.RawMessage, error) {
-	if args == nil {
+func templateJSON(args any, what string) (json.RawMessage, error) {
+	switch a := args.(type) {
+	case nil:
 		args = map[string]any{}
+	case map[string]any:
+	case string:
+		if !strings.HasPrefix(strings.TrimSpace(a), "{{") {
+			return nil, fmt.Errorf("%s args are a mapping, or a \"{{ }}\" that gives one", what)
+		}
+	default:
+		return nil, fmt.Errorf("%s args are a mapping, or a \"{{ }}\" that gives one", what)
 	}
 	raw, err := json.Marshal(args)
 	if err != nil {
@@ -197,13 +205,13 @@ func parseCase(n *yaml.Node) (template.Case, error) {
 		return template.Case{}, err
 	}
 	var y struct {
-		When        string         `yaml:"when"`
-		Tool        string         `yaml:"tool"`
-		Args        map[string]any `yaml:"args"`
-		Run         []string       `yaml:"run"`
-		Stdin       string         `yaml:"stdin"`
-		StdinBase64 string         `yaml:"stdin_base64"`
-		Skip        string         `yaml:"skip"`
+		When        string   `yaml:"when"`
+		Tool        string   `yaml:"tool"`
+		Args        any      `yaml:"args"`
+		Run         []string `yaml:"run"`
+		Stdin       string   `yaml:"stdin"`
+		StdinBase64 string   `yaml:"stdin_base64"`
+		Skip        string   `yaml:"skip"`
 	}
 	if err := n.Decode(&y); err != nil {
 		return template.Case{}, fmt.Errorf("line %d: %v", n.Line, oneLine(err.Error()))
