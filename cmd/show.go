@@ -9,6 +9,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -101,8 +102,18 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	if e.ReplayCount > 0 {
 		field("replays", fmt.Sprintf("%d (last %s ago)", e.ReplayCount, ago(now, *e.LastReplayedAt)))
 	}
-	if e.Compensation != nil {
-		field("compensation", describeCompensation(*e.Compensation)+compensationServer(*e.Compensation, upstream))
+	if c := e.Compensation; c != nil {
+		field("compensation", saga.Shorten(describeCompensation(*c))+compensationServer(*c, upstream))
+		if len(c.Capture) > 0 {
+			field("capture", textfmt.Count(len(c.Capture), "byte")+" (JSON output has it)")
+		}
+		if c.Kind == model.CompensationCases {
+			if ch, err := saga.ChooseCase(e, *c); err != nil {
+				field("undo would", "fail: "+err.Error())
+			} else {
+				field("undo would", saga.Shorten(saga.DescribeChosen(ch)))
+			}
+		}
 	}
 	if e.Owner != nil {
 		lease := ""

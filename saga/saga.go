@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
@@ -175,6 +176,53 @@ func DescribeCall(c model.Compensation) string {
 		return "manual: " + c.Note
 	}
 	return "manual (an operator confirms it was done)"
+}
+
+// MaxShown is how much of a compensation call a line shows: a call that
+// restores a file carries the file.
+const MaxShown = 240
+
+// Shorten cuts a call for a line of text to MaxShown bytes (at a character
+// boundary), saying how much was left out; JSON output has it whole.
+func Shorten(s string) string {
+	if len(s) <= MaxShown {
+		return s
+	}
+	cut := MaxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes in all)", s[:cut], len(s))
+}
+
+// DescribeCases renders a cases compensation: each case, its condition
+// and what it does, as the policy wrote them.
+func DescribeCases(c model.Compensation) string {
+	var cs template.Cases
+	if err := json.Unmarshal(c.Args, &cs); err != nil {
+		return "cases (unreadable: " + err.Error() + ")"
+	}
+	parts := make([]string, len(cs.Cases))
+	for i, k := range cs.Cases {
+		when := "otherwise"
+		if k.When != "" {
+			when = "when " + k.When
+		}
+		var do string
+		switch {
+		case k.Tool != "":
+			do = "mcp " + k.Tool + " " + string(k.Args)
+		case len(k.Run) > 0:
+			do = ShellQuote(k.Run)
+			if k.Stdin != "" || k.StdinBase64 != "" {
+				do += " < " + k.Stdin + k.StdinBase64
+			}
+		default:
+			do = "nothing: " + k.Skip
+		}
+		parts[i] = fmt.Sprintf("%d. %s: %s", i+1, when, do)
+	}
+	return "cases: " + strings.Join(parts, "; ")
 }
 
 // ShellQuote renders argv so that a person can paste it into a shell.
@@ -376,7 +424,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}
 		res.Compensated = append(res.Compensated, id)
-		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, step.Call, attempts, plural(attempts))
+		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, Shorten(step.Call), attempts, plural(attempts))
 	}
 	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
 		return res, err
