@@ -14,8 +14,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/child"
