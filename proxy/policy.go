@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -170,6 +171,9 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		}
 		r, err := ry.rule(k.Value)
 		if err != nil {
+			if strings.HasPrefix(err.Error(), "line ") { // it names its own line
+				return nil, fmt.Errorf("%w: %s: %v", ErrPolicy, k.Value, err)
+			}
 			return nil, fmt.Errorf("%w: line %d: %s: %v", ErrPolicy, k.Line, k.Value, err)
 		}
 		if seen[k.Value] {
