@@ -46,7 +46,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 					return err
 				}
 				details = append(details, d)
-				if c := d.Effect.Compensation; c != nil && c.Kind == model.CompensationMCP {
+				if c := d.Effect.Compensation; c != nil && (c.Kind == model.CompensationMCP || c.Kind == model.CompensationCases) {
 					if _, ok := upstreams[d.Effect.Session]; !ok {
 						sess, err := store.GetSession(ctx, d.Effect.Session)
 						if err != nil {

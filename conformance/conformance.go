@@ -62,6 +62,7 @@ var suite = []struct {
 	{"FailInClosedSessionClosesNewRequest", testFailInClosedSessionClosesNewRequest},
 	{"Sessions", testSessions},
 	{"UpstreamDir", testUpstreamDir},
+	{"NoNewEffect", testNoNewEffect},
 	{"EverySessionTransition", testEverySessionTransition},
 	{"ListEffectsFiltersAndPages", testListEffectsFiltersAndPages},
 	{"ReadLimits", testReadLimits},

@@ -170,7 +170,7 @@ func DescribeCall(c model.Compensation) string {
 	case model.CompensationMCP:
 		return "mcp " + c.Tool + " " + string(c.Args)
 	case model.CompensationCases:
-		return "cases " + string(c.Args)
+		return DescribeCases(c)
 	}
 	if c.Note != "" {
 		return "manual: " + c.Note
