@@ -54,7 +54,8 @@ func TestShowAndUndoCutLongCompensations(t *testing.T) {
 		t.Fatalf("show %d: %d %.600s %s", mcpID, code, out, stderr)
 	}
 	code, out, stderr = undolog(t, db, "show", strconv.FormatUint(casesID, 10))
-	if code != 0 || !strings.Contains(out, "compensation: cases: 1. when .capture.isError: rm -f -- '{{ .args.name }}'; 2. otherwise: mcp write_file") ||
+	if code != 0 || !strings.Contains(out, "compensation: 2 cases (in /work)") || !strings.Contains(out, "  1. when .capture.isError: rm -f -- '{{ .args.name }}'\n") ||
+		!strings.Contains(out, "  2. otherwise: mcp write_file {") ||
 		!regexp.MustCompile(`undo would: +mcp write_file {`).MatchString(out) || !strings.Contains(out, "bytes in all)") || len(out) > 4096 {
 		t.Fatalf("show %d: %d %.2000s %s", casesID, code, out, stderr)
 	}

@@ -82,7 +82,12 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	e := d.Effect
 	out := f.Out
 	fmt.Fprintf(out, "effect %d  %s\n", e.ID, paint(f, stateCell(string(e.State))))
-	field := func(name, value string) { fmt.Fprintf(out, "%-13s %s\n", name+":", textfmt.Escape(value)) }
+	field := func(name, value string) {
+		if name != "" {
+			name += ":"
+		}
+		fmt.Fprintf(out, "%-13s %s\n", name, textfmt.Escape(value))
+	}
 	field("session", e.Session)
 	field("tool", e.Tool+" ("+string(e.Tier)+")")
 	field("signature", e.CallSignature)
@@ -103,7 +108,15 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		field("replays", fmt.Sprintf("%d (last %s ago)", e.ReplayCount, ago(now, *e.LastReplayedAt)))
 	}
 	if c := e.Compensation; c != nil {
-		field("compensation", saga.Shorten(describeCompensation(*c))+compensationServer(*c, upstream))
+		if lines, err := saga.CaseLines(*c); c.Kind == model.CompensationCases && err == nil {
+			// One line a case: each may be long.
+			field("compensation", textfmt.Count(len(lines), "case")+compensationDir(*c)+compensationServer(*c, upstream))
+			for _, l := range lines {
+				field("", "  "+saga.Shorten(l))
+			}
+		} else {
+			field("compensation", saga.Shorten(describeCompensation(*c))+compensationServer(*c, upstream))
+		}
 		if len(c.Capture) > 0 {
 			field("capture", textfmt.Count(len(c.Capture), "byte")+" (JSON output has it)")
 		}

@@ -198,9 +198,18 @@ func Shorten(s string) string {
 // DescribeCases renders a cases compensation: each case, its condition
 // and what it does, as the policy wrote them.
 func DescribeCases(c model.Compensation) string {
+	parts, err := CaseLines(c)
+	if err != nil {
+		return "cases (unreadable: " + err.Error() + ")"
+	}
+	return "cases: " + strings.Join(parts, "; ")
+}
+
+// CaseLines renders each case of a cases compensation: "N. when COND: CALL".
+func CaseLines(c model.Compensation) ([]string, error) {
 	var cs template.Cases
 	if err := json.Unmarshal(c.Args, &cs); err != nil {
-		return "cases (unreadable: " + err.Error() + ")"
+		return nil, err
 	}
 	parts := make([]string, len(cs.Cases))
 	for i, k := range cs.Cases {
@@ -222,7 +231,7 @@ func DescribeCases(c model.Compensation) string {
 		}
 		parts[i] = fmt.Sprintf("%d. %s: %s", i+1, when, do)
 	}
-	return "cases: " + strings.Join(parts, "; ")
+	return parts, nil
 }
 
 // ShellQuote renders argv so that a person can paste it into a shell.
