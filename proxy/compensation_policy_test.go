@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/undolog/undolog/internal/template"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -87,6 +88,60 @@ func TestShippedPolicies(t *testing.T) {
 		}
 		if _, err := LoadPolicy(f); err != nil {
 			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// The filesystem policy's conditions: relative paths and paths not in
+// normal form are irreversible, a dry run safe; create_directory removes
+// exactly the directories that did not exist.
+func TestFilesystemPolicyRules(t *testing.T) {
+	p, err := LoadPolicy("../examples/filesystem-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func() (bool, bool) { return false, false }
+	for _, c := range []struct {
+		tool, args string
+		want       sm.Tier
+	}{
+		{"write_file", `{"path":"/s/a.txt"}`, sm.Compensable},
+		{"write_file", `{"path":"/s/.hidden"}`, sm.Compensable},
+		{"write_file", `{"path":"a.txt"}`, sm.Irreversible},
+		{"write_file", `{"path":"~/a.txt"}`, sm.Irreversible},
+		{"write_file", `{"path":"/s/x/../a.txt"}`, sm.Irreversible},
+		{"write_file", `{"path":"/s/./a.txt"}`, sm.Irreversible},
+		{"write_file", `{"path":"/s//a.txt"}`, sm.Irreversible},
+		{"edit_file", `{"path":"a.txt","dryRun":true}`, sm.Safe},
+		{"edit_file", `{"path":"/s/a.txt","dryRun":false}`, sm.Compensable},
+		{"create_directory", `{"path":"/s/n1/n2/"}`, sm.Compensable},
+		{"move_file", `{"source":"a","destination":"b"}`, sm.Compensable},
+		{"read_text_file", `{"path":"a"}`, sm.Safe},
+	} {
+		cls, err := tierOf(p.Classify(c.tool, none), json.RawMessage(c.args))
+		if err != nil || cls.Tier != c.want {
+			t.Errorf("%s %s: %s %v, want %s", c.tool, c.args, cls.Tier, err, c.want)
+		}
+	}
+	r := p.Classify("create_directory", none).Rule
+	capArgs, err := template.Eval(r.Capture.Args, template.Input{Args: json.RawMessage(`{"path":"/s/n1/n2/n3/"}`)})
+	if err != nil || string(capArgs) != `[{"path":"/s/n1/n2/n3"},{"path":"/s/n1/n2"},{"path":"/s/n1"},{"path":"/s"}]` {
+		t.Fatalf("capture args %s %v", capArgs, err)
+	}
+	enoent := `{"isError":true,"content":[{"type":"text","text":"ENOENT: no such file or directory, stat"}]}`
+	exists := `{"content":[{"type":"text","text":"isDirectory: true"}]}`
+	for capture, want := range map[string]string{
+		"[" + enoent + "," + enoent + "," + exists + "," + exists + "]": "rmdir -- /s/n1/n2/n3 /s/n1/n2",
+		"[" + enoent + "," + exists + "," + enoent + "," + exists + "]": "rmdir -- /s/n1/n2/n3",
+		"[" + exists + "," + exists + "," + exists + "," + exists + "]": "skip the directory existed",
+	} {
+		ch, err := r.Cases.Choose(template.Input{Args: json.RawMessage(`{"path":"/s/n1/n2/n3/"}`), Capture: json.RawMessage(capture)})
+		got := strings.Join(ch.Argv, " ")
+		if ch.Kind() == "skip" {
+			got = "skip " + ch.Skip
+		}
+		if err != nil || got != want {
+			t.Errorf("%s: %q %v, want %q", capture, got, err, want)
 		}
 	}
 }
