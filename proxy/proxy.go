@@ -72,6 +72,9 @@ type Proxy struct {
 	ApprovalWait time.Duration
 	// Redact keeps matching fields of arguments and results out of the log.
 	Redact []string
+	// Dir is the directory the upstream runs in, where command
+	// compensations run at undo; "": the proxy's own.
+	Dir string
 	// Diagnostics receives the proxy's own notes and the server's stderr.
 	Diagnostics io.Writer
 	// Now is the clock of owners and approval waits; nil: time.Now.
@@ -82,9 +85,6 @@ type Proxy struct {
 	// CLI starts the commands that hints name ("undolog --log ADDR" when
 	// the log is not the default); "" means "undolog".
 	CLI string
-	// Dir is the directory the upstream runs in, where command
-	// compensations run at undo; "": the proxy's own.
-	Dir string
 
 	clientMu sync.Mutex
 	client   io.Writer
