@@ -24,12 +24,18 @@ type Client struct {
 }
 
 // Dial starts the server command and connects to it.
-func Dial(ctx context.Context, argv []string) (*Client, error) {
+func Dial(ctx context.Context, argv []string) (*Client, error) { return DialIn(ctx, argv, "") }
+
+// DialIn starts the server command in dir ("": this process's directory)
+// and connects to it.
+func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no MCP server command")
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "undolog", Version: "1"}, nil)
-	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(argv[0], argv[1:]...)}, nil)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to MCP server %s: %w", strings.Join(argv, " "), err)
 	}
