@@ -79,6 +79,9 @@ var suite = []struct {
 	{"FeedUnderConcurrentWritersNeverSkips", testFeedUnderConcurrentWritersNeverSkips},
 	{"ApprovalTimeoutPastTheLastTimeIsRefused", testApprovalTimeoutPastTheLastTimeIsRefused},
 	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},
+	{"RepeatAfterTheAnswerRunsAgain", testRepeatAfterTheAnswerRunsAgain},
+	{"AnswersOfCommittedCallsOnly", testAnswersOfCommittedCallsOnly},
+	{"RepeatsOfAnAnsweredCallRace", testRepeatsOfAnAnsweredCallRace},
 }
 
 // clock is a settable time source.
