@@ -17,9 +17,12 @@ import (
 // intercept.
 func proxyCall(t *testing.T, s effectlog.Log, session, tool string, tier sm.Tier, args string) effectlog.InterceptResult {
 	t.Helper()
-	return must[effectlog.InterceptResult](t)(s.Intercept(context.Background(), effectlog.InterceptRequest{Session: session, Tool: tool, Tier: tier,
-		Args: json.RawMessage(args), CreateSession: true, Actor: "mcp:client", Reason: "policy: " + tool, Start: true, RunAgainAnswered: true,
-		Owner: &model.Owner{PID: 1, Host: "h"}}))
+	return must[effectlog.InterceptResult](t)(s.Intercept(context.Background(), proxyRequest(session, tool, tier, args)))
+}
+
+func proxyRequest(session, tool string, tier sm.Tier, args string) effectlog.InterceptRequest {
+	return effectlog.InterceptRequest{Session: session, Tool: tool, Tier: tier, Args: json.RawMessage(args), CreateSession: true,
+		Actor: "mcp:client", Reason: "policy: " + tool, Start: true, RunAgainAnswered: true, Owner: &model.Owner{PID: 1, Host: "h"}}
 }
 
 // Under the proxy's rule a repeat is a retry (answered from the log) until

@@ -82,6 +82,7 @@ var suite = []struct {
 	{"RepeatAfterTheAnswerRunsAgain", testRepeatAfterTheAnswerRunsAgain},
 	{"AnswersOfCommittedCallsOnly", testAnswersOfCommittedCallsOnly},
 	{"RepeatsOfAnAnsweredCallRace", testRepeatsOfAnAnsweredCallRace},
+	{"ResumeAHaltedSession", testResumeAHaltedSession},
 }
 
 // clock is a settable time source.

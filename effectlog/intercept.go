@@ -458,7 +458,9 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 			if err != nil {
 				return err
 			}
-			if a == nil || a.Outcome == model.ApprovalPending || a.Outcome == model.ApprovalClosed {
+			// A request closed when the session stopped accepting calls
+			// (it was halted, then resumed) is asked again as well.
+			if a == nil || a.Outcome == model.ApprovalPending {
 				return storage.ErrNothingToWrite
 			}
 			if err := reopenApproval(tx, sess, owner.ID, model.Change{Actor: req.Actor}, req.ApprovalTimeout, now); err != nil {
