@@ -30,6 +30,10 @@ type Rule struct {
 	Tier       sm.Tier
 	Capture    *Call
 	Compensate *Call
+	// ReplayAlways (replay: always) answers a repeat from the log whenever
+	// its arguments are the same; by default (replay: retry) only a retry
+	// is, and a call made again after its answer reached the client runs.
+	ReplayAlways bool
 }
 
 // Policy maps tool names and globs to rules; the first match in file order
@@ -43,6 +47,7 @@ type ruleYAML struct {
 	Tier       string    `yaml:"tier"`
 	Capture    *callYAML `yaml:"capture"`
 	Compensate *callYAML `yaml:"compensate"`
+	Replay     string    `yaml:"replay"`
 }
 
 type callYAML struct {
@@ -131,6 +136,16 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 		r.Tier = sm.Compensable
 	default:
 		return Rule{}, errors.New("needs a tier (safe, compensable or irreversible) or a compensate call")
+	}
+	switch ry.Replay {
+	case "", "retry":
+	case "always":
+		r.ReplayAlways = true
+	default:
+		return Rule{}, fmt.Errorf("replay %q: use retry (the default: a repeat after the answer reached the client runs again) or always", ry.Replay)
+	}
+	if ry.Replay != "" && r.Tier == sm.Safe {
+		return Rule{}, errors.New("replay is for logged calls; a safe one is never logged")
 	}
 	if ry.Compensate != nil && r.Tier != sm.Compensable {
 		return Rule{}, fmt.Errorf("a compensate call is for compensable tools; this one is %s", r.Tier)

@@ -83,6 +83,13 @@ type Proxy struct {
 	// CLI starts the commands that hints name ("undolog --log ADDR" when
 	// the log is not the default); "" means "undolog".
 	CLI string
+	// SessionActor is who the records of the sessions the proxy makes name.
+	SessionActor string
+
+	upstream []string
+	sessMu   sync.Mutex
+	current  string // the session calls go in, once chosen (session.go)
+	answers  answerWaits
 
 	clientMu sync.Mutex
 	client   io.Writer
@@ -119,7 +126,7 @@ func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io
 	if p.Diagnostics == nil {
 		p.Diagnostics = io.Discard
 	}
-	p.client, p.upGone = out, make(chan struct{})
+	p.client, p.upGone, p.upstream = out, make(chan struct{}), upstream
 	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 	cmd := exec.Command(upstream[0], upstream[1:]...)
 	cmd.Stderr = p.Diagnostics
@@ -157,18 +164,20 @@ func (p *Proxy) note(format string, args ...any) {
 	}
 }
 
-func (p *Proxy) writeClient(b []byte) {
+func (p *Proxy) writeClient(b []byte) error {
 	p.clientMu.Lock()
 	defer p.clientMu.Unlock()
-	p.client.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
+	_, err := p.client.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
+	return err
 }
 
-// reply answers a tools/call, unless the client has cancelled it.
-func (p *Proxy) reply(ctx context.Context, b []byte) {
+// reply answers a tools/call, unless the client has cancelled it, and says
+// whether the answer was written.
+func (p *Proxy) reply(ctx context.Context, b []byte) bool {
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
-		return
+		return false
 	}
-	p.writeClient(b)
+	return p.writeClient(b) == nil
 }
 
 func (p *Proxy) writeUpstream(b []byte) error {
@@ -461,7 +470,8 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		args = json.RawMessage("{}")
 	}
 	req := effectlog.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
-		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact}
+		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact,
+		RunAgainAnswered: cls.Rule == nil || !cls.Rule.ReplayAlways}
 	if r := cls.Rule; r != nil && r.Compensate != nil {
 		comp := &model.Compensation{Kind: model.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
 		if r.Capture != nil {
@@ -475,7 +485,11 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		req.Compensation = comp
 	}
 	lc := p.lifecycle()
-	call, err := lc.Intercept(ctx, req)
+	call, refusal, err := p.intercept(ctx, lc, req)
+	if refusal != "" {
+		p.reply(ctx, toolError(m.ID, refusal))
+		return
+	}
 	if err != nil {
 		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
 		return
@@ -483,7 +497,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	e := call.Effect
 	switch call.Verdict {
 	case lifecycle.Replayed:
-		p.reply(ctx, resultResponse(m.ID, e.Result))
+		p.replyAnswer(ctx, resultResponse(m.ID, e.Result), e)
 		return
 	case lifecycle.Rejected:
 		p.reply(ctx, toolError(m.ID, p.rejection(ctx, e.ID, params.Name)))
@@ -542,7 +556,8 @@ func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {
 		if a.Decision != "" {
 			why = ": " + a.Decision
 		}
-		return fmt.Sprintf("undolog: %s (effect %d) was rejected by %s%s; it will not run, and the session is halted", tool, id, a.DecidedBy, why)
+		return fmt.Sprintf("undolog: %s (effect %d) was rejected by %s%s; it will not run, and session %s is halted until a person resumes it: `%s session resume %s --as NAME --reason TEXT`",
+			tool, id, a.DecidedBy, why, d.Effect.Session, p.cli(), d.Effect.Session)
 	}
 	return fmt.Sprintf("undolog: %s (effect %d) was rejected; it will not run", tool, id)
 }
@@ -606,6 +621,7 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		return
 	}
 	var err error
+	committed := false
 	switch {
 	case resp.Error != nil:
 		err = lc.Fail(ctx, call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
@@ -613,9 +629,14 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		err = lc.Fail(ctx, call, "tool error: "+mcpclient.ResultText(resp.Result))
 	default:
 		err = lc.Commit(ctx, call, resp.Result)
+		committed = err == nil
 	}
 	if err != nil {
 		p.note("effect %d: recording the outcome failed, it stays in doubt: %v", e.ID, err)
+	}
+	if committed {
+		p.replyAnswer(ctx, resp.raw, call.Effect)
+		return
 	}
 	p.reply(ctx, resp.raw)
 }
