@@ -484,6 +484,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		}
 		req.Compensation = comp
 	}
+	ctx = withAnswerKey(ctx, params.Name, args)
 	lc := p.lifecycle()
 	call, refusal, err := p.intercept(ctx, lc, req)
 	if refusal != "" {

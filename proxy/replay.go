@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"hash/maphash"
+	"strconv"
 	"sync"
 
 	"github.com/undolog/undolog/model"
@@ -30,14 +32,14 @@ func (p *Policy) runsAgainAnswered(tool string) bool {
 
 // replyAnswer writes the answer b of committed (or replayed) effect e to
 // the client and then records that it reached it. Until it is recorded, a
-// repeat of the same tool waits (see answerWaits): the client may send it
+// repeat of the same call waits (see answerWaits): the client may send it
 // as soon as it reads the answer.
 func (p *Proxy) replyAnswer(ctx context.Context, b []byte, e model.Effect) {
 	if !p.runsAgainAnswered(e.Tool) {
 		p.reply(ctx, b)
 		return
 	}
-	done := p.answers.begin(e.Tool)
+	done := p.answers.begin(answerKeyOf(ctx, e.Tool))
 	defer done()
 	if !p.reply(ctx, b) {
 		return // cancelled, or the client is gone: a repeat is a retry
@@ -47,43 +49,61 @@ func (p *Proxy) replyAnswer(ctx context.Context, b []byte, e model.Effect) {
 	}
 }
 
-// answerWaits tracks, by tool, the answers written whose record is still
-// being made.
+// answerKey is what a call and its repeat share: the tool and a hash of
+// the arguments as the client sent them (a repeat sends the same bytes; a
+// collision only makes a call wait for another's record).
+type answerKey struct{}
+
+var answerSeed = maphash.MakeSeed()
+
+func withAnswerKey(ctx context.Context, tool string, args []byte) context.Context {
+	return context.WithValue(ctx, answerKey{}, tool+"\x00"+strconv.FormatUint(maphash.Bytes(answerSeed, args), 16))
+}
+
+func answerKeyOf(ctx context.Context, tool string) string {
+	if k, ok := ctx.Value(answerKey{}).(string); ok {
+		return k
+	}
+	return tool
+}
+
+// answerWaits tracks, by call (answerKey), the answers written whose record
+// is still being made.
 type answerWaits struct {
 	mu      sync.Mutex
 	pending map[string]map[chan struct{}]bool
 }
 
-// begin registers an answer of tool; done is called once it is recorded
-// (or known not to be needed).
-func (a *answerWaits) begin(tool string) (done func()) {
+// begin registers an answer of the call key; done is called once it is
+// recorded (or known not to be needed).
+func (a *answerWaits) begin(key string) (done func()) {
 	ch := make(chan struct{})
 	a.mu.Lock()
 	if a.pending == nil {
 		a.pending = map[string]map[chan struct{}]bool{}
 	}
-	if a.pending[tool] == nil {
-		a.pending[tool] = map[chan struct{}]bool{}
+	if a.pending[key] == nil {
+		a.pending[key] = map[chan struct{}]bool{}
 	}
-	a.pending[tool][ch] = true
+	a.pending[key][ch] = true
 	a.mu.Unlock()
 	return func() {
 		a.mu.Lock()
-		delete(a.pending[tool], ch)
-		if len(a.pending[tool]) == 0 {
-			delete(a.pending, tool)
+		delete(a.pending[key], ch)
+		if len(a.pending[key]) == 0 {
+			delete(a.pending, key)
 		}
 		a.mu.Unlock()
 		close(ch)
 	}
 }
 
-// wait returns once the answers of tool registered before it was called
-// are recorded, or ctx ends.
-func (a *answerWaits) wait(ctx context.Context, tool string) {
+// wait returns once the answers of the call key registered before it was
+// called are recorded, or ctx ends.
+func (a *answerWaits) wait(ctx context.Context, key string) {
 	a.mu.Lock()
 	var chans []chan struct{}
-	for ch := range a.pending[tool] {
+	for ch := range a.pending[key] {
 		chans = append(chans, ch)
 	}
 	a.mu.Unlock()

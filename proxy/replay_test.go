@@ -223,3 +223,31 @@ func TestProxyMemoryCallMadeAgainRuns(t *testing.T) {
 		t.Fatalf("logged %s", got)
 	}
 }
+
+// A client may repeat a call as soon as it reads the answer: the repeat
+// waits for the answer's record, so it runs again rather than being taken
+// for a retry.
+func TestProxyImmediateRepeatsRunAgain(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	ip := startInproc(t, store, "quick", io.Discard, nil)
+	const n = 20
+	for range n {
+		if m := ip.call("echo", `{"line":"x"}`); toolText(m) != "" {
+			t.Fatalf("%v", m)
+		}
+	}
+	ip.close()
+	list, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "quick"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list {
+		if e.State != "committed" {
+			t.Fatalf("logged %s", states(t, store, "quick"))
+		}
+	}
+	if len(list) != n {
+		t.Fatalf("%d effects, want %d", len(list), n)
+	}
+}

@@ -34,12 +34,12 @@ func successorName(base string, n int) string {
 const MetaFollows = "follows"
 
 // intercept registers the call in the proxy's session, waiting first for
-// the answers of the same tool still being recorded. refusal, if not "",
+// the answers of the same call still being recorded. refusal, if not "",
 // is the tool error to answer with: the session is halted or being undone,
 // and nothing was logged.
 func (p *Proxy) intercept(ctx context.Context, lc *lifecycle.Lifecycle, req effectlog.InterceptRequest) (call *lifecycle.Call, refusal string, err error) {
 	if req.RunAgainAnswered {
-		p.answers.wait(ctx, req.Tool)
+		p.answers.wait(ctx, answerKeyOf(ctx, req.Tool))
 	}
 	for try := 0; ; try++ {
 		session, refusal, err := p.callSession(ctx)
