@@ -557,8 +557,11 @@ func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {
 		if a.Decision != "" {
 			why = ": " + a.Decision
 		}
-		return fmt.Sprintf("undolog: %s (effect %d) was rejected by %s%s; it will not run, and session %s is halted until a person resumes it: `%s session resume %s --as NAME --reason TEXT`",
-			tool, id, a.DecidedBy, why, d.Effect.Session, p.cli(), d.Effect.Session)
+		msg := fmt.Sprintf("undolog: %s (effect %d) was rejected by %s%s; it will not run", tool, id, a.DecidedBy, why)
+		if s, err := p.Log.GetSession(ctx, d.Effect.Session); err == nil && s.State == sm.SessionHalted {
+			msg += fmt.Sprintf(", and session %s is halted until a person resumes it: `%s session resume %s --as NAME --reason TEXT`", s.ID, p.cli(), s.ID)
+		}
+		return msg
 	}
 	return fmt.Sprintf("undolog: %s (effect %d) was rejected; it will not run", tool, id)
 }

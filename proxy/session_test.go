@@ -173,6 +173,10 @@ func TestProxyHaltedSessionUntilAPersonResumesIt(t *testing.T) {
 	if m := ip.call("echo", `{"n":2}`); toolText(m) != "" {
 		t.Fatalf("a call after the resume: %v", m)
 	}
+	// The rejection stands, and says no more that the session is halted.
+	if m := ip.call("send", `{"to":"x"}`); !strings.Contains(toolText(m), "rejected by alice") || strings.Contains(toolText(m), "halted") {
+		t.Fatalf("the rejected call after the resume: %v", m)
+	}
 	ip.close()
 	if got := states(t, store, "halt"); got != "1:echo:committed 2:send:rejected 3:echo:committed" {
 		t.Fatalf("logged %s", got)
