@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/proxy"
 )
 
@@ -30,12 +30,20 @@ by the policy (a YAML file of tool names or globs, each with a tier, an optional
 capture call and a compensate call); a tool with no entry is safe when the server
 annotates it readOnlyHint, else irreversible (fail closed).
 
-Compensable calls are logged before they run, with their compensation, and a
-repeat is answered from the log without reaching the server. Irreversible calls
+Compensable calls are logged before they run, with their compensation. A repeat
+is answered from the log without reaching the server when it is a retry (the
+same call still runs, or its answer never reached the client); a repeat after
+the client got its answer runs again, unless the tool's policy rule says
+replay: always. Irreversible calls
 wait up to --approval-wait for 'undolog approve ID'; if no decision comes, the
 client gets a tool error naming the effect and asking to retry the same call.
 'undolog undo SESSION' starts the recorded server again and runs the
-compensations last-in-first-out.`,
+compensations last-in-first-out.
+
+The session is made on the first logged call. One that has ended (completed,
+failed, undone) gets a successor, SESSION.2, SESSION.3, ..., so calls go on; one
+a rejection halted takes no calls until a person runs
+'undolog session resume SESSION --reason TEXT'.`,
 		Example: `  undolog proxy --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -57,20 +65,16 @@ compensations last-in-first-out.`,
 				return err
 			}
 			store := f.Log()
-			session := opts.session
+			// The session is made on the first logged call (proxy/session.go):
+			// a proxy that logs nothing writes nothing.
+			session, made := opts.session, ""
 			if session == "" {
 				session = f.Getenv("UNDOLOG_SESSION")
 			}
 			if session == "" {
-				s, err := store.CreateSession(c.Context(), effectlog.NewSession{Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}})
-				if err != nil {
-					return err
-				}
-				session = s.ID
-			} else if _, err := store.GetSession(c.Context(), session); err != nil {
-				if _, err := store.CreateSession(c.Context(), effectlog.NewSession{ID: session, Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}}); err != nil {
-					return err
-				}
+				session, made = model.NewSessionID(f.Now()), ", made on its first logged call"
+			} else if err := model.ValidSessionID(session); err != nil {
+				return err
 			}
 			// Undo starts the server where it ran: a relative path in its
 			// command names the same directory then.
@@ -78,20 +82,17 @@ compensations last-in-first-out.`,
 			if err != nil {
 				return err
 			}
-			if _, err := store.SetUpstreamAt(c.Context(), session, args, dir); err != nil {
-				return err
-			}
-			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s (undo it with: %s undo %s)\n", session, textfmt.Escape(f.CLI()), session)
+			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s%s (undo it with: %s undo %s)\n", session, made, textfmt.Escape(f.CLI()), session)
 			redact := opts.redact
 			if policy != nil {
 				redact = append(redact, policy.Redact...)
 			}
-			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(), Dir: dir}
+			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(), Dir: dir, SessionActor: f.Actor("")}
 			return p.Run(c.Context(), args, f.In, f.Out)
 		},
 	}
 	c.Flags().SetInterspersed(false)
-	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION, else a new one printed on stderr)")
+	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION, else a new name printed on stderr); made on the first logged call")
 	c.Flags().StringVar(&opts.policy, "policy", "", "policy `file` (YAML); without one, read-only tools are safe and the rest irreversible")
 	c.Flags().DurationVar(&opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of arguments and results out of the log (*.password, *token*); adds to the policy's redact list")

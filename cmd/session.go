@@ -14,6 +14,7 @@ func newCmdSession(f *Factory) *cobra.Command {
 		newCmdSessionShow(f),
 		newCmdSessionComplete(f),
 		newCmdSessionFail(f),
+		newCmdSessionResume(f),
 	)
 	return c
 }

@@ -81,6 +81,10 @@ var suite = []struct {
 	{"FeedUnderConcurrentWritersNeverSkips", testFeedUnderConcurrentWritersNeverSkips},
 	{"ApprovalTimeoutPastTheLastTimeIsRefused", testApprovalTimeoutPastTheLastTimeIsRefused},
 	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},
+	{"RepeatAfterTheAnswerRunsAgain", testRepeatAfterTheAnswerRunsAgain},
+	{"AnswersOfCommittedCallsOnly", testAnswersOfCommittedCallsOnly},
+	{"RepeatsOfAnAnsweredCallRace", testRepeatsOfAnAnsweredCallRace},
+	{"ResumeAHaltedSession", testResumeAHaltedSession},
 }
 
 // clock is a settable time source.

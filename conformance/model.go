@@ -33,6 +33,9 @@ type logModel struct {
 	effects  map[uint64]*modelEffect
 	ids      []uint64
 	owners   map[string]uint64 // the call (session, tier, args) -> its owner effect
+	// haltedFrom is the state a halted session was halted from: one its
+	// undo halted (compensating) is not resumed.
+	haltedFrom map[string]sm.SessionState
 }
 
 func (m *logModel) waiting(session string) int {
@@ -48,6 +51,9 @@ func (m *logModel) waiting(session string) int {
 // moveSession makes a session move; one that stops accepting effects closes
 // its waiting requests.
 func (m *logModel) moveSession(session string, to sm.SessionState) {
+	if to == sm.SessionHalted {
+		m.haltedFrom[session] = m.sessions[session]
+	}
 	m.sessions[session] = to
 	if to.AcceptsEffects() {
 		return
@@ -101,7 +107,8 @@ func testRandomOperations(t *testing.T, newStore opener) {
 	tiers := []sm.Tier{sm.Compensable, sm.Irreversible}
 	rapid.Check(t, func(rt *rapid.T) {
 		s, _ := newStore(t)
-		m := &logModel{sessions: map[string]sm.SessionState{}, effects: map[uint64]*modelEffect{}, owners: map[string]uint64{}}
+		m := &logModel{sessions: map[string]sm.SessionState{}, effects: map[uint64]*modelEffect{}, owners: map[string]uint64{},
+			haltedFrom: map[string]sm.SessionState{}}
 		pick := func(rt *rapid.T) *modelEffect {
 			if len(m.ids) == 0 {
 				rt.Skip("no effect yet")
@@ -227,6 +234,14 @@ func testRandomOperations(t *testing.T, newStore opener) {
 					if res.Effect.ID != ownerID {
 						rt.Fatalf("intercept %s: %s names effect %d, the owner is %d", call, outcome, res.Effect.ID, ownerID)
 					}
+					// A request its session closed, asked again once the
+					// session takes calls again (it was resumed).
+					if owner := m.effects[ownerID]; owner.tier == sm.Irreversible && owner.state == sm.Pending && owner.approval == model.ApprovalClosed {
+						owner.approval = model.ApprovalPending
+						if state == sm.SessionActive {
+							m.moveSession(session, sm.SessionAwaitingApproval)
+						}
+					}
 					if (outcome == model.OutcomeRetry || outcome == model.OutcomePending) && start {
 						m.effects[ownerID].state, m.effects[ownerID].moved = sm.Executing, true
 					}
@@ -246,10 +261,13 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				}
 				_, verr := sm.ValidateSession(from, to)
 				var want *expect
-				if verr != nil {
+				switch {
+				case verr != nil:
 					want = refusedBy(verr)
+				case from == sm.SessionHalted && to == sm.SessionActive && m.haltedFrom[session] == sm.SessionCompensating:
+					want = &expect{err: model.ErrConflict} // halted by its undo: finish that
 				}
-				_, err := s.SetSessionState(t.Context(), session, to, model.Change{Actor: "rapid"})
+				_, err := s.SetSessionState(t.Context(), session, to, model.Change{Actor: "rapid", Reason: "rapid"})
 				want.check(rt, fmt.Sprintf("session %s %s -> %s", session, from, to), err)
 				if want == nil {
 					m.moveSession(session, to)

@@ -89,6 +89,7 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 	var hist []model.HistoryRecord
 	var undo *model.UndoEntry
 	var approval *model.Approval
+	owners := map[string]uint64{} // signature -> the newest effect of it so far
 	checkEffect := func() error {
 		if effect == nil {
 			return nil
@@ -149,9 +150,20 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 				return err
 			}
 			if v.ReplayOf == nil {
-				if err := tx.SetSignatureOwner(v.CallSignature, v.ID); err != nil {
+				// A call run again after it was answered: the newer
+				// effect owns the signature (verify checks the older).
+				var err error
+				if prev, ok := owners[v.CallSignature]; ok && prev > v.ID {
+					return fmt.Errorf("%w: effect %d comes after effect %d of the same call: an export lists them in order", model.ErrInvalidInput, v.ID, prev)
+				} else if ok {
+					err = tx.MoveSignatureOwner(v.CallSignature, prev, v.ID)
+				} else {
+					err = tx.SetSignatureOwner(v.CallSignature, v.ID)
+				}
+				if err != nil {
 					return err
 				}
+				owners[v.CallSignature] = v.ID
 			}
 			if err := tx.ReserveIDs(v.ID, 0); err != nil {
 				return err

@@ -46,6 +46,12 @@ type InterceptRequest struct {
 	Redact []string
 	Actor  string
 	Reason string
+	// RunAgainAnswered is the proxy's replay rule: a repeat of a committed
+	// call whose answer reached its client (see Answered) is a new call,
+	// a new effect that runs; only a retry (the answer never reached the
+	// client) is answered from the log. False (exec, intercept, a policy's
+	// replay: always): a repeat is the same call for good.
+	RunAgainAnswered bool
 }
 
 // InterceptResult says what happened to the call.
@@ -244,8 +250,18 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 		}
 		return res, err
 	}
+	err = newCall(tx, &sess, req, args, &res, 0, now, refuse)
+	return res, err
+}
+
+// newCall writes the new effect of a call: the signature's first, or
+// (previous not 0) the one that runs again after effect previous was
+// answered, which then owns the signature.
+func newCall(tx storage.WriteTx, sess *model.Session, req InterceptRequest, args []byte, res *InterceptResult, previous uint64,
+	now time.Time, refuse func(error) error) error {
+	sig := res.Signature
 	if !sess.State.AcceptsEffects() {
-		return res, refuse(notAccepting(&sess))
+		return refuse(notAccepting(sess))
 	}
 	if req.Tier == sm.Compensable {
 		// The effect holds its compensation from its first record on, which
@@ -256,19 +272,24 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 		}
 		req.Compensation = &comp
 	}
-	e, err := newEffect(tx, &sess, req, args, sig, nil, now)
+	e, err := newEffect(tx, sess, req, args, sig, nil, now)
 	if err != nil {
-		return res, err
+		return err
 	}
-	if err := tx.SetSignatureOwner(sig, e.ID); err != nil {
-		return res, err
+	if previous == 0 {
+		err = tx.SetSignatureOwner(sig, e.ID)
+	} else {
+		err = tx.MoveSignatureOwner(sig, previous, e.ID)
+	}
+	if err != nil {
+		return err
 	}
 	switch req.Tier {
 	case sm.Compensable:
 		u := model.UndoEntry{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, State: sm.EntryPending,
 			Compensation: *e.Compensation, CreatedAt: now, UpdatedAt: now}
 		if err := tx.PutUndo(&u); err != nil {
-			return res, err
+			return err
 		}
 	case sm.Irreversible:
 		a := model.Approval{EffectID: e.ID, Session: sess.ID, Tool: e.Tool, Args: e.Args, Reason: req.Reason,
@@ -276,35 +297,35 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 		if req.ApprovalTimeout > 0 {
 			exp := now.Add(req.ApprovalTimeout)
 			if exp.After(lastTime) {
-				return res, fmt.Errorf("%w: an approval timeout of %s expires after %s, the last time a log holds",
+				return fmt.Errorf("%w: an approval timeout of %s expires after %s, the last time a log holds",
 					model.ErrInvalidInput, req.ApprovalTimeout, lastTime.Format(time.DateOnly))
 			}
 			a.ExpiresAt = &exp
 		}
 		if err := tx.PutApproval(&a); err != nil {
-			return res, err
+			return err
 		}
 		if err := tx.OpenRequest(e.ID, sess.ID, a.ExpiresAt); err != nil {
-			return res, err
+			return err
 		}
 		sess.PendingApprovals++
 		if sess.State == sm.SessionActive {
-			if err := setSessionState(tx, &sess, sm.SessionAwaitingApproval, model.Change{Actor: req.Actor}, now); err != nil {
-				return res, err
+			if err := setSessionState(tx, sess, sm.SessionAwaitingApproval, model.Change{Actor: req.Actor}, now); err != nil {
+				return err
 			}
 		}
 	}
 	if req.Start && e.Tier == sm.Compensable {
 		// The effect and its state index are written once, as executing; its
 		// history holds both records, pending and then executing.
-		if err := applyTransition(tx, &sess, &e, true, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
-			return res, err
+		if err := applyTransition(tx, sess, &e, true, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+			return err
 		}
 	} else if err := tx.PutEffect(&e, ""); err != nil {
-		return res, err
+		return err
 	}
 	res.Outcome, res.Effect = model.OutcomeNew, e
-	return res, tx.PutSession(&sess)
+	return tx.PutSession(sess)
 }
 
 // lastTime is the latest time a log holds: times are kept as nanoseconds
@@ -396,6 +417,16 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 		return fmt.Errorf("%w: the signature index names effect %d for this call, which is another call; run undolog verify",
 			model.ErrCorrupt, owner.ID)
 	}
+	if req.RunAgainAnswered && owner.State == sm.Committed {
+		// The client got the answer: this is no retry but the call made
+		// again (write A, write B, write A), which runs as a new effect.
+		if answered, err := answeredTx(tx, &owner); err != nil {
+			return err
+		} else if answered {
+			req.Reason = rerunReason(owner.ID, req.Reason)
+			return newCall(tx, sess, req, args, res, owner.ID, now, refuse)
+		}
+	}
 	if owner.Tier != req.Tier {
 		return refuse(fmt.Errorf("%w: the same call was registered %s (effect %d); as %s it would be another call: give it a --key, or the same tier",
 			model.ErrConflict, owner.Tier, owner.ID, req.Tier))
@@ -454,7 +485,9 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 			if err != nil {
 				return err
 			}
-			if a == nil || a.Outcome == model.ApprovalPending || a.Outcome == model.ApprovalClosed {
+			// A request closed when the session stopped accepting calls
+			// (it was halted, then resumed) is asked again as well.
+			if a == nil || a.Outcome == model.ApprovalPending {
 				return storage.ErrNothingToWrite
 			}
 			if err := reopenApproval(tx, sess, owner.ID, model.Change{Actor: req.Actor}, req.ApprovalTimeout, now); err != nil {

@@ -36,6 +36,9 @@ type Log interface {
 	Approve(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
 	Reject(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
 	UndoStep(ctx context.Context, id uint64, to sm.EntryState, c model.Change) (model.UndoEntry, error)
+	// Answered records that a committed call's answer reached its client
+	// (see Service.Answered).
+	Answered(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
 	// RenewLease renews owner's lease on the effect it executes or
 	// compensates (see Service.RenewLease).
 	RenewLease(ctx context.Context, id uint64, owner *model.Owner, until time.Time) error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -144,6 +145,11 @@ func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionS
 		if err != nil {
 			return err
 		}
+		if sess.State == sm.SessionHalted && to == sm.SessionActive {
+			if err := resumable(tx, &sess, c); err != nil {
+				return err
+			}
+		}
 		if err := setSessionState(tx, &sess, to, c, s.now()); err != nil {
 			return err
 		}
@@ -212,4 +218,31 @@ func (s *Service) VerifySession(ctx context.Context, id string) (model.Session, 
 		return CheckSession(sess, hist)
 	})
 	return out, err
+}
+
+// resumable says whether halted session sess may be resumed (halted ->
+// active) with change c: a person says why, and only a halt by a rejection
+// is lifted. A session an undo halted (a compensation failed for good) is
+// half undone: its undo is finished (undolog undo) or its entry resolved,
+// not new calls made on top of it.
+func resumable(tx storage.ReadTx, sess *model.Session, c model.Change) error {
+	if strings.TrimSpace(c.Reason) == "" {
+		return fmt.Errorf("%w: resuming halted session %q needs a reason", model.ErrInvalidInput, sess.ID)
+	}
+	hist, err := tx.SessionHistory(sess.ID)
+	if err != nil {
+		return err
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		r := hist[i]
+		if r.To != string(sm.SessionHalted) || r.From == r.To {
+			continue // a record that moved nothing (its upstream)
+		}
+		if r.Trigger == "Effect rejected" {
+			return nil
+		}
+		return fmt.Errorf("%w: session %q was halted by %q, not by a rejection: finish its undo (undolog undo %s) or resolve what failed",
+			model.ErrConflict, sess.ID, r.Trigger, sess.ID)
+	}
+	return nil
 }

@@ -77,6 +77,7 @@ func (v *verifier) run() error {
 	}
 	// Effects, their history chains and the state they claim.
 	counts := map[string]map[sm.State]int{}
+	answered := map[uint64]bool{}
 	for _, e := range effects {
 		v.rep.Effects++
 		if counts[e.Session] == nil {
@@ -93,6 +94,9 @@ func (v *verifier) run() error {
 		if err != nil {
 			v.add("history", e.ID, "", "%v", err)
 			continue
+		}
+		if answeredIn(hist) {
+			answered[e.ID] = true
 		}
 		problems, read := effectProblems(e, hist, u, a)
 		v.rep.Records += read
@@ -115,13 +119,16 @@ func (v *verifier) run() error {
 			v.add("count", 0, id, "counts %d effects, the log holds %d", sess.Effects, total)
 		}
 	}
-	v.signatures(effects)
+	v.signatures(effects, answered)
 	return v.tx.CheckIndexes(v.sessions, v.effects, v.problem)
 }
 
 // signatures checks that each call signature has one owner and that each
-// replay names an owner of its signature.
-func (v *verifier) signatures(effects []*model.Effect) {
+// replay names an effect of its signature. A call made again after its
+// answer reached the client is a new effect of the same signature, which
+// owns it from then on: each earlier effect of a signature must be a
+// committed one whose answer was recorded (effects walk in id order).
+func (v *verifier) signatures(effects []*model.Effect, answered map[uint64]bool) {
 	owners := map[string]uint64{}
 	for _, e := range effects {
 		if e.ReplayOf != nil {
@@ -130,11 +137,18 @@ func (v *verifier) signatures(effects []*model.Effect) {
 			}
 			continue
 		}
-		if other, dup := owners[e.CallSignature]; dup {
+		if other, dup := owners[e.CallSignature]; dup && (!answered[other] || other > e.ID) {
 			v.add("signature", e.ID, "", "signature %.16s is also owned by effect %d", e.CallSignature, other)
 		}
 		owners[e.CallSignature] = e.ID
 	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "new"
+	}
+	return s
 }
 
 // checkChain checks the sequence numbers and hashes of one history (of
@@ -260,6 +274,11 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 				add("history", "record %d: %v", r.Seq, err)
 			}
 			state = r.To
+		case model.KindAnswer:
+			// An answer is a committed call's: it moves nothing.
+			if state != string(sm.Committed) || r.From != state || r.To != state {
+				add("history", "answer record %d on a %s effect, %q -> %q", r.Seq, orNone(state), r.From, r.To)
+			}
 		case model.KindUndo:
 			if r.From != entry {
 				add("history", "undo record %d moves from %q but the entry was %q", r.Seq, r.From, entry)

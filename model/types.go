@@ -90,6 +90,9 @@ const (
 	KindEffect  = "effect"
 	KindUndo    = "undo"
 	KindSession = "session"
+	// KindAnswer records that a committed call's answer was written to
+	// its client (the proxy's replay rule asks it; see effectlog.Answered).
+	KindAnswer = "answer"
 )
 
 // HistoryRecord is one append-only entry of an effect's (or a session's)

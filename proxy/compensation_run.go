@@ -59,21 +59,26 @@ func (p *Proxy) compensationOf(r *Rule) *model.Compensation {
 // pays for its capture. failed is the tool error to answer with when a
 // capture failed and the call was not made.
 func (p *Proxy) intercept(ctx context.Context, lc *lifecycle.Lifecycle, req effectlog.InterceptRequest, r *Rule) (call *lifecycle.Call, failed []byte, err error) {
-	if r == nil || req.Tier != sm.Compensable || !r.HasCompensation() {
-		call, err := lc.Intercept(ctx, req)
+	logCall := func(req effectlog.InterceptRequest) (*lifecycle.Call, []byte, error) {
+		call, refusal, err := p.logCall(ctx, lc, req)
+		if refusal != "" {
+			return nil, toolErrorResult(refusal), nil
+		}
 		return call, nil, err
+	}
+	if r == nil || req.Tier != sm.Compensable || !r.HasCompensation() {
+		return logCall(req)
 	}
 	comp := p.compensationOf(r)
 	req.Compensation = comp
 	if !r.HasCapture() {
-		call, err := lc.Intercept(ctx, req)
-		return call, nil, err
+		return logCall(req)
 	}
 	look := req
 	look.NoNewEffect = true
-	call, err = lc.Intercept(ctx, look)
-	if err != nil || call.Verdict != lifecycle.Unregistered {
-		return call, nil, err
+	call, failed, err = logCall(look)
+	if err != nil || failed != nil || call.Verdict != lifecycle.Unregistered {
+		return call, failed, err
 	}
 	capture, failed, err := p.captureAll(ctx, r, req.Tool, req.Args)
 	if failed != nil || err != nil {
@@ -82,8 +87,7 @@ func (p *Proxy) intercept(ctx context.Context, lc *lifecycle.Lifecycle, req effe
 	c := *comp
 	c.Capture = capture
 	req.Compensation = &c
-	call, err = lc.Intercept(ctx, req)
-	return call, nil, err
+	return logCall(req)
 }
 
 // captureAll runs a rule's captures: the one (.capture) or the named ones

@@ -57,6 +57,10 @@ type Rule struct {
 	// compensation cases chosen at undo (kind cases).
 	Compensate *Call
 	Cases      *template.Cases
+	// ReplayAlways (replay: always) answers a repeat from the log whenever
+	// its arguments are the same; by default (replay: retry) only a retry
+	// is, and a call made again after its answer reached the client runs.
+	ReplayAlways bool
 }
 
 // Compensable tells whether a call of the rule can be compensable.
@@ -70,6 +74,16 @@ func (r *Rule) Compensable() bool {
 		}
 	}
 	return false
+}
+
+// alwaysSafe tells whether no call of the rule is ever logged.
+func (r *Rule) alwaysSafe() bool {
+	for _, t := range r.Tiers {
+		if t.Tier != sm.Safe {
+			return false
+		}
+	}
+	return r.Tier == sm.Safe
 }
 
 // HasCompensation tells whether the rule says how to undo its calls.
@@ -109,6 +123,7 @@ type ruleYAML struct {
 	Tier       yaml.Node `yaml:"tier"`
 	Capture    yaml.Node `yaml:"capture"`
 	Compensate yaml.Node `yaml:"compensate"`
+	Replay     string    `yaml:"replay"`
 }
 
 // ruleKeys are the keys a rule may have.
@@ -209,6 +224,16 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 		r.Tier = sm.Compensable
 	default:
 		return Rule{}, errors.New("needs a tier (safe, compensable or irreversible) or a compensate call")
+	}
+	switch ry.Replay {
+	case "", "retry":
+	case "always":
+		r.ReplayAlways = true
+	default:
+		return Rule{}, fmt.Errorf("replay %q: use retry (the default: a repeat after the answer reached the client runs again) or always", ry.Replay)
+	}
+	if ry.Replay != "" && r.alwaysSafe() {
+		return Rule{}, errors.New("replay is for logged calls; a safe one is never logged")
 	}
 	if hasComp && !r.Compensable() {
 		return Rule{}, fmt.Errorf("a compensate call is for compensable tools; this one is %s", r.Tier)

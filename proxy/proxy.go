@@ -85,6 +85,13 @@ type Proxy struct {
 	// CLI starts the commands that hints name ("undolog --log ADDR" when
 	// the log is not the default); "" means "undolog".
 	CLI string
+	// SessionActor is who the records of the sessions the proxy makes name.
+	SessionActor string
+
+	upstream []string
+	sessMu   sync.Mutex
+	current  string // the session calls go in, once chosen (session.go)
+	answers  answerWaits
 
 	clientMu sync.Mutex
 	client   io.Writer
@@ -121,7 +128,7 @@ func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io
 	if p.Diagnostics == nil {
 		p.Diagnostics = io.Discard
 	}
-	p.client, p.upGone = out, make(chan struct{})
+	p.client, p.upGone, p.upstream = out, make(chan struct{}), upstream
 	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 	cmd := exec.Command(upstream[0], upstream[1:]...)
 	cmd.Stderr = p.Diagnostics
@@ -159,18 +166,20 @@ func (p *Proxy) note(format string, args ...any) {
 	}
 }
 
-func (p *Proxy) writeClient(b []byte) {
+func (p *Proxy) writeClient(b []byte) error {
 	p.clientMu.Lock()
 	defer p.clientMu.Unlock()
-	p.client.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
+	_, err := p.client.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
+	return err
 }
 
-// reply answers a tools/call, unless the client has cancelled it.
-func (p *Proxy) reply(ctx context.Context, b []byte) {
+// reply answers a tools/call, unless the client has cancelled it, and says
+// whether the answer was written.
+func (p *Proxy) reply(ctx context.Context, b []byte) bool {
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
-		return
+		return false
 	}
-	p.writeClient(b)
+	return p.writeClient(b) == nil
 }
 
 func (p *Proxy) writeUpstream(b []byte) error {
@@ -204,7 +213,12 @@ func resultResponse(id json.RawMessage, result json.RawMessage) []byte {
 // toolError answers a tools/call with a tool error result: the agent sees it
 // and can act on it.
 func toolError(id json.RawMessage, text string) []byte {
-	return resultResponse(id, encode(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}, "isError": true}))
+	return resultResponse(id, toolErrorResult(text))
+}
+
+// toolErrorResult is the result of a tool error with text.
+func toolErrorResult(text string) []byte {
+	return encode(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}, "isError": true})
 }
 
 func parse(line []byte) (message, error) {
@@ -468,7 +482,9 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		args = json.RawMessage("{}")
 	}
 	req := effectlog.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
-		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact}
+		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact,
+		RunAgainAnswered: cls.Rule == nil || !cls.Rule.ReplayAlways}
+	ctx = withAnswerKey(ctx, params.Name, args)
 	lc := p.lifecycle()
 	call, failed, err := p.intercept(ctx, lc, req, cls.Rule)
 	if failed != nil {
@@ -482,7 +498,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	e := call.Effect
 	switch call.Verdict {
 	case lifecycle.Replayed:
-		p.reply(ctx, resultResponse(m.ID, e.Result))
+		p.replyAnswer(ctx, resultResponse(m.ID, e.Result), e)
 		return
 	case lifecycle.Rejected:
 		p.reply(ctx, toolError(m.ID, p.rejection(ctx, e.ID, params.Name)))
@@ -526,7 +542,11 @@ func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {
 		if a.Decision != "" {
 			why = ": " + a.Decision
 		}
-		return fmt.Sprintf("undolog: %s (effect %d) was rejected by %s%s; it will not run, and the session is halted", tool, id, a.DecidedBy, why)
+		msg := fmt.Sprintf("undolog: %s (effect %d) was rejected by %s%s; it will not run", tool, id, a.DecidedBy, why)
+		if s, err := p.Log.GetSession(ctx, d.Effect.Session); err == nil && s.State == sm.SessionHalted {
+			msg += fmt.Sprintf(", and session %s is halted until a person resumes it: `%s session resume %s --as NAME --reason TEXT`", s.ID, p.cli(), s.ID)
+		}
+		return msg
 	}
 	return fmt.Sprintf("undolog: %s (effect %d) was rejected; it will not run", tool, id)
 }
@@ -590,6 +610,7 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		return
 	}
 	var err error
+	committed := false
 	switch {
 	case resp.Error != nil:
 		err = lc.Fail(ctx, call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
@@ -597,9 +618,14 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		err = lc.Fail(ctx, call, "tool error: "+mcpclient.ResultText(resp.Result))
 	default:
 		err = lc.Commit(ctx, call, resp.Result)
+		committed = err == nil
 	}
 	if err != nil {
 		p.note("effect %d: recording the outcome failed, it stays in doubt: %v", e.ID, err)
+	}
+	if committed {
+		p.replyAnswer(ctx, resp.raw, call.Effect)
+		return
 	}
 	p.reply(ctx, resp.raw)
 }

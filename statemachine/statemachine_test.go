@@ -221,6 +221,7 @@ var sessionValid = map[string]bool{
 	"completed->compensating":         true,
 	"compensating->compensated":       true,
 	"compensating->halted":            true,
+	"halted->active":                  true,
 }
 
 func TestValidateSessionEveryPair(t *testing.T) {

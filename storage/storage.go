@@ -204,6 +204,10 @@ type WriteTx interface {
 	PutEffect(e *model.Effect, from sm.State) error
 	// SetSignatureOwner makes effect id the owner of a call signature.
 	SetSignatureOwner(sig string, id uint64) error
+	// MoveSignatureOwner makes effect to the owner of a signature that
+	// effect from owns (a call run again after its answer reached the
+	// client); model.ErrConflict if from does not own it.
+	MoveSignatureOwner(sig string, from, to uint64) error
 	// AddHistory writes a history record (a session's own, of
 	// model.KindSession, under its session; else under its effect) and
 	// appends it to the change feed.
@@ -219,4 +223,14 @@ type WriteTx interface {
 	DeleteEffect(e *model.Effect) error
 	// DeleteSession drops a session, its history and its place in order.
 	DeleteSession(s *model.Session) error
+}
+
+// LaterOwner tells whether owner, the effect a signature index entry names,
+// may own the signature of effect e, an earlier effect of the same call that
+// is not a replay: a call the proxy ran again after its first answer
+// reached the client (which the rules check) is a new effect, with a
+// greater id, and the index names the newest. For CheckIndexes.
+func LaterOwner(owner, e *model.Effect) bool {
+	return owner != nil && owner.ReplayOf == nil && owner.CallSignature == e.CallSignature &&
+		owner.Session == e.Session && owner.ID > e.ID
 }

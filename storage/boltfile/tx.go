@@ -1,6 +1,7 @@
 package boltfile
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -181,6 +182,19 @@ func (w txWriter) PutEffect(e *model.Effect, from sm.State) error { return putEf
 
 func (w txWriter) SetSignatureOwner(sig string, id uint64) error {
 	return w.w.put(bSignatures, signatureKey(sig), itob(id))
+}
+
+func (w txWriter) MoveSignatureOwner(sig string, from, to uint64) error {
+	if v := signatureOwner(w.tx, sig); len(v) != 8 || btoi(v) != from {
+		return fmt.Errorf("%w: effect %d does not own signature %.16s", model.ErrConflict, from, sig)
+	}
+	// A schema-1 log may hold it under its hex digits: one key stays.
+	if legacy := []byte(sig); !bytes.Equal(legacy, signatureKey(sig)) && w.tx.Bucket(bSignatures).Get(legacy) != nil {
+		if err := w.w.delete(bSignatures, legacy); err != nil {
+			return err
+		}
+	}
+	return w.SetSignatureOwner(sig, to)
 }
 
 func (w txWriter) AddHistory(rec *model.HistoryRecord) error {

@@ -469,3 +469,47 @@ func TestVerifyChecksTheFeed(t *testing.T) {
 		t.Fatalf("verify's feed problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// An agent's role records that a call's answer reached its client and
+// runs the call again after it (the signature index moves to the new
+// effect); lifting a halt is an approver's, as the rejection was.
+func TestAnsweredAgainAndResume(t *testing.T) {
+	_, agent, approver, _ := withRoles(t)
+	a, p := open(agent), open(approver)
+	defer a.Close()
+	defer p.Close()
+	ctx := t.Context()
+	call := effectlog.InterceptRequest{Session: "rs", Tool: "write", Tier: sm.Compensable, Args: json.RawMessage(`{"c":"A"}`),
+		CreateSession: true, Start: true, RunAgainAnswered: true, Actor: "ci"}
+	first, err := a.Intercept(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Commit(ctx, first.Effect.ID, model.Change{Result: json.RawMessage(`"ok"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Answered(ctx, first.Effect.ID, model.Change{Actor: "ci"}); err != nil {
+		t.Fatalf("an agent records an answer: %v", err)
+	}
+	again, err := a.Intercept(ctx, call)
+	if err != nil || again.Outcome != model.OutcomeNew || again.Effect.ID == first.Effect.ID {
+		t.Fatalf("an agent runs an answered call again: %+v %v", again, err)
+	}
+	send, err := a.Intercept(ctx, effectlog.InterceptRequest{Session: "rs", Tool: "send", Tier: sm.Irreversible, Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Reject(ctx, send.Effect.ID, model.Change{Actor: "alice", Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	resume := model.Change{Actor: "ci", Reason: "let me go on"}
+	if _, err := a.SetSessionState(ctx, "rs", sm.SessionActive, resume); !errors.Is(err, model.ErrDenied) {
+		t.Fatalf("an agent resumes its halted session: %v", err)
+	}
+	if s, err := p.SetSessionState(ctx, "rs", sm.SessionActive, model.Change{Actor: "alice", Reason: "fixed"}); err != nil || s.State != sm.SessionActive {
+		t.Fatalf("an approver resumes it: %+v %v", s, err)
+	}
+	if rep, err := p.Verify(ctx); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+}

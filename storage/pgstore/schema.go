@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
@@ -298,6 +298,37 @@ BEGIN
 			EXECUTE format('GRANT EXECUTE ON FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) TO %I', grp);
 		END IF;
 	END LOOP;
+END $$;
+`,
+	// 5: resuming a halted session (halted -> active) lifts a person's
+	// rejection: it is undolog_approver's, as the rejection was, not the
+	// halted agent's own. The session-record gate as in 3, with that added.
+	`
+CREATE OR REPLACE FUNCTION undolog_check_session_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER') THEN
+		RETURN NEW;
+	END IF;
+	IF NEW.role IS DISTINCT FROM session_user::text THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not write a record in the name of role %s', session_user, NEW.role);
+	END IF;
+	IF coalesce(pg_has_role(session_user, to_regrole('undolog_approver'), 'MEMBER'), false) THEN
+		RETURN NEW;
+	END IF;
+	IF NEW.to_state IN ('compensating', 'compensated') OR NEW.trigger = 'Compensation failed permanently' THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not undo: it is not a member of undolog_approver', session_user);
+	END IF;
+	IF NEW.trigger = 'Person resumes the session' THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not resume a halted session: it is not a member of undolog_approver', session_user);
+	END IF;
+	IF NOT coalesce(pg_has_role(session_user, to_regrole('undolog_agent'), 'MEMBER'), false) THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not write: it is not a member of undolog_agent', session_user);
+	END IF;
+	RETURN NEW;
 END $$;
 `,
 }

@@ -537,6 +537,17 @@ func (w *writer) SetSignatureOwner(sig string, id uint64) error {
 	return w.exec(`INSERT INTO undolog_signatures (sig, effect_id) VALUES ($1, $2)`, sig, int64(id))
 }
 
+func (w *writer) MoveSignatureOwner(sig string, from, to uint64) error {
+	// A read, not a queued write: the answer says whether from owned it.
+	var moved int64
+	err := w.tx.QueryRow(w.ctx, `UPDATE undolog_signatures SET effect_id = $3 WHERE sig = $1 AND effect_id = $2 RETURNING effect_id`,
+		sig, int64(from), int64(to)).Scan(&moved)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: effect %d does not own signature %.16s", model.ErrConflict, from, sig)
+	}
+	return err
+}
+
 func (w *writer) AddHistory(h *model.HistoryRecord) error {
 	data, err := record.Encode(h)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage"
 	"github.com/undolog/undolog/storage/internal/record"
 )
 
@@ -121,7 +122,10 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 	}
 	rows.Close()
 	for id, e := range effects {
-		if e.ReplayOf == nil && owners[e.CallSignature] != id {
+		// A call run again after its answer reached the client has a later
+		// effect, which owns the signature (effectlog checks the earlier
+		// one was answered).
+		if o := owners[e.CallSignature]; e.ReplayOf == nil && o != id && !storage.LaterOwner(effects[o], e) {
 			report("index", id, "", "signature index does not point at the effect")
 		}
 	}

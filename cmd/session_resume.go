@@ -1,0 +1,48 @@
+package cmd
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+func newCmdSessionResume(f *Factory) *cobra.Command {
+	opts := &sessionEndOptions{}
+	c := &cobra.Command{
+		Use:   "resume NAME --reason TEXT",
+		Short: "Let a session a rejection halted take calls again (halted -> active)",
+		Long: `A person's rejection halts a session: it takes no new calls (a proxy answers each
+logged call with a tool error naming this command). Resume it once whatever the
+rejection was about is settled: the session is active again, and the resumption
+is recorded in its history with who (--as) and why (--reason, required). The
+rejected call stays rejected; a request the halt closed is asked again when its
+call comes again. A session its undo halted (a compensation failed for good) is
+not resumed: finish the undo or resolve what failed.`,
+		Example: `  undolog session resume research-agent --as alice --reason "wrong recipient fixed in the prompt"`,
+		Args:    exactArgs(1, "one session name"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := checkFormat(opts.output, false); err != nil {
+				return err
+			}
+			if strings.TrimSpace(opts.reason) == "" {
+				return usagef("session resume needs --reason: why the session may go on (recorded in its history)")
+			}
+			sess, err := f.Log().SetSessionState(c.Context(), args[0], sm.SessionActive, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+			if err != nil {
+				return err
+			}
+			if opts.output != formatText {
+				return writeObject(f.Out, opts.output, sess)
+			}
+			_, err = f.Out.Write([]byte(sess.ID + " " + string(sess.State) + "\n"))
+			return err
+		},
+	}
+	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
+	c.Flags().StringVar(&opts.reason, "reason", "", "why the session may go on, recorded in history (required)")
+	addFormatFlag(c, &opts.output, false)
+	return c
+}

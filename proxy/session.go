@@ -1,0 +1,157 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/lifecycle"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// The proxy's session: Proxy.Session names it (pinned by --session or
+// UNDOLOG_SESSION, or a new name), and it is made on the first logged call,
+// not before: a proxy that logs nothing writes nothing. A session that has
+// ended (completed, failed, undone) gets a successor, so that calls go on:
+// S.2, then S.3, each made with `follows: PREVIOUS` in its meta, the same
+// names for every proxy pinned to S (the one whose create comes second
+// finds it made and uses it). A halted session is a person's to resume:
+// until then every logged call gets a tool error that says so.
+
+// successorName is the n-th session of the chain that starts at base.
+func successorName(base string, n int) string {
+	if n == 1 {
+		return base
+	}
+	return base + "." + strconv.Itoa(n)
+}
+
+// MetaFollows is the session meta key that names the session a successor
+// follows.
+const MetaFollows = "follows"
+
+// logCall registers the call in the proxy's session, waiting first for
+// the answers of the same call still being recorded. refusal, if not "",
+// is the tool error to answer with: the session is halted or being undone,
+// and nothing was logged.
+func (p *Proxy) logCall(ctx context.Context, lc *lifecycle.Lifecycle, req effectlog.InterceptRequest) (call *lifecycle.Call, refusal string, err error) {
+	if req.RunAgainAnswered {
+		p.answers.wait(ctx, answerKeyOf(ctx, req.Tool))
+	}
+	for try := 0; ; try++ {
+		session, refusal, err := p.callSession(ctx)
+		if err != nil || refusal != "" {
+			return nil, refusal, err
+		}
+		req.Session = session
+		call, err = lc.Intercept(ctx, req)
+		// The session ended (or went) since it was chosen: choose again.
+		if try < 2 && (errors.Is(err, model.ErrSessionNotActive) || errors.Is(err, model.ErrNotFound)) {
+			p.forgetSession(session)
+			continue
+		}
+		return call, "", err
+	}
+}
+
+func (p *Proxy) forgetSession(id string) {
+	p.sessMu.Lock()
+	if p.current == id {
+		p.current = ""
+	}
+	p.sessMu.Unlock()
+}
+
+// callSession is the session the next logged call goes in, made if need
+// be, or the refusal a halted one gives.
+func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error) {
+	p.sessMu.Lock()
+	defer p.sessMu.Unlock()
+	if p.current != "" {
+		return p.current, "", nil
+	}
+	prev, prevState, raced := "", sm.SessionState(""), 0
+	for n := 1; ; n++ {
+		id := successorName(p.Session, n)
+		s, err := p.Log.GetSession(ctx, id)
+		if errors.Is(err, model.ErrNotFound) {
+			meta := map[string]string{"via": "proxy"}
+			if prev != "" {
+				meta[MetaFollows] = prev
+			}
+			_, err = p.Log.CreateSession(ctx, effectlog.NewSession{ID: id, Meta: meta, Upstream: p.upstream, UpstreamDir: p.dir(), Actor: p.SessionActor})
+			if errors.Is(err, model.ErrConflict) && raced < 3 {
+				raced++ // another proxy made it first: look at it
+				n--
+				continue
+			}
+			if err != nil {
+				return "", "", err
+			}
+			p.chose(id, prev, prevState)
+			return id, "", nil
+		} else if err != nil {
+			return "", "", err
+		}
+		if n > 1 && s.Meta[MetaFollows] != prev {
+			continue // a session of that name that is not of this chain
+		}
+		switch s.State {
+		case sm.SessionActive, sm.SessionAwaitingApproval:
+			if len(p.upstream) > 0 {
+				if _, err := p.Log.SetUpstreamAt(ctx, id, p.upstream, p.dir()); err != nil {
+					return "", "", err
+				}
+			}
+			p.chose(id, prev, prevState)
+			return id, "", nil
+		case sm.SessionHalted, sm.SessionCompensating:
+			return "", p.stopped(ctx, s), nil
+		}
+		prev, prevState = id, s.State // ended: its successor takes the calls
+	}
+}
+
+// chose makes id the proxy's session and says so when it is not the one
+// named at the start.
+func (p *Proxy) chose(id, prev string, prevState sm.SessionState) {
+	if p.current != id && prev != "" {
+		p.note("session %s is %s: calls go on in session %s, which follows it (undo it with: %s undo %s)", prev, prevState, id, p.cli(), id)
+	}
+	p.current = id
+}
+
+// stopped is the tool error for a call in session s, halted or being undone.
+func (p *Proxy) stopped(ctx context.Context, s model.Session) string {
+	if s.State == sm.SessionCompensating {
+		return fmt.Sprintf("undolog: session %s is being undone; no call is logged or made until the undo ends, and calls then go on in a session that follows it", s.ID)
+	}
+	if !haltedByUndo(ctx, p.Log, s.ID) {
+		why := ""
+		if s.Reason != "" {
+			why = " (" + s.Reason + ")"
+		}
+		return fmt.Sprintf("undolog: session %s is halted: a person rejected one of its calls%s. No call is logged or made until a person resumes it: "+
+			"`%s session resume %s --as NAME --reason TEXT`", s.ID, why, p.cli(), s.ID)
+	}
+	return fmt.Sprintf("undolog: session %s is halted: its undo stopped (%s). No call is logged or made until the undo is finished (`%s undo %s --yes`); "+
+		"calls then go on in a session that follows it", s.ID, s.Reason, p.cli(), s.ID)
+}
+
+// haltedByUndo tells whether halted session id was halted by its undo (a
+// compensation that failed for good) rather than by a rejection.
+func haltedByUndo(ctx context.Context, log effectlog.Log, id string) bool {
+	hist, err := log.SessionHistory(ctx, id)
+	if err != nil {
+		return false
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if r := hist[i]; r.To == string(sm.SessionHalted) && r.From != r.To {
+			return r.From == string(sm.SessionCompensating)
+		}
+	}
+	return false
+}
