@@ -210,7 +210,7 @@ func (j *journal) overlay(tx *bolt.Tx) (*overlay, error) {
 	if j.base != baseOf(tx) {
 		return nil, fmt.Errorf("journal %s was read for transaction %d, not %d", j.path, j.base.txid, baseOf(tx).txid)
 	}
-	o := newOverlay()
+	o := newOverlay(j.records)
 	err := j.apply(func(name []byte) opBucket {
 		if b := o.bucket(tx, name); b != nil {
 			return b

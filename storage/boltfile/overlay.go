@@ -17,7 +17,9 @@ package boltfile
 
 import (
 	"bytes"
+	"slices"
 	"sort"
+	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -67,7 +69,7 @@ type readBucket struct {
 // nested bucket, as bbolt's Get does).
 func (b *readBucket) Get(key []byte) []byte {
 	if b.o != nil {
-		if e, ok := b.o.entries[string(key)]; ok {
+		if e := b.o.get(key); e != nil {
 			return e.value // nil when deleted
 		}
 	}
@@ -195,7 +197,7 @@ func (c *readCursor) Prev() ([]byte, []byte) {
 func (c *readCursor) skip(dir int8) {
 	c.dir = dir
 	for c.bk != nil {
-		if _, ok := c.o.entries[string(c.bk)]; !ok {
+		if _, ok := c.o.index[string(c.bk)]; !ok {
 			return
 		}
 		if dir > 0 {
@@ -237,6 +239,7 @@ func (c *readCursor) moved(k, v []byte) ([]byte, []byte) {
 // overlay is the journal's records over bbolt, by bucket.
 type overlay struct {
 	buckets map[string]*bucketOverlay
+	hint    int // keys a bucket is made room for: most records touch most buckets once
 	ops     int // operations applied, to order them
 	record  int // the offset in the journal of the record being applied
 }
@@ -245,8 +248,9 @@ type overlay struct {
 type bucketOverlay struct {
 	b       *bolt.Bucket // bbolt's bucket under it
 	ov      *overlay
-	entries map[string]*overlayEntry // every key put or deleted
-	puts    []*overlayEntry          // the keys put, in order (once built)
+	index   map[string]int32 // every key put or deleted, to its entry
+	entries []overlayEntry
+	puts    []*overlayEntry // the keys put, in order (once finished)
 	seq     uint64
 	hasSeq  bool
 }
@@ -257,7 +261,10 @@ type overlayEntry struct {
 	record     int    // the offset of its record in the journal
 }
 
-func newOverlay() *overlay { return &overlay{buckets: map[string]*bucketOverlay{}} }
+// newOverlay is an overlay for the given number of records.
+func newOverlay(records int) *overlay {
+	return &overlay{buckets: make(map[string]*bucketOverlay, len(allBuckets)), hint: records}
+}
 
 // bucket is the overlay of bbolt's bucket name in tx, made on first use;
 // nil if tx has no such bucket.
@@ -269,20 +276,30 @@ func (o *overlay) bucket(tx *bolt.Tx, name []byte) *bucketOverlay {
 	if bb == nil {
 		return nil
 	}
-	b := &bucketOverlay{b: bb, ov: o, entries: map[string]*overlayEntry{}}
+	b := &bucketOverlay{b: bb, ov: o, index: make(map[string]int32, o.hint), entries: make([]overlayEntry, 0, o.hint)}
 	o.buckets[string(name)] = b
 	return b
 }
 
 // entry is the overlay's entry for key, made on first use by the
-// operation being applied.
+// operation being applied. The index's strings are the journal's bytes,
+// which stay as they are for the read: no copy per key.
 func (b *bucketOverlay) entry(key []byte) *overlayEntry {
-	e, ok := b.entries[string(key)]
+	i, ok := b.index[string(key)]
 	if !ok {
-		e = &overlayEntry{key: key, first: b.ov.ops, record: b.ov.record}
-		b.entries[string(key)] = e
+		i = int32(len(b.entries))
+		b.entries = append(b.entries, overlayEntry{key: key, first: b.ov.ops, record: b.ov.record})
+		b.index[unsafe.String(unsafe.SliceData(key), len(key))] = i
 	}
-	return e
+	return &b.entries[i]
+}
+
+// get is the entry for key, or nil.
+func (b *bucketOverlay) get(key []byte) *overlayEntry {
+	if i, ok := b.index[string(key)]; ok {
+		return &b.entries[i]
+	}
+	return nil
 }
 
 // Put, Delete and SetSequence are bbolt's, with its refusals. bbolt also
@@ -320,7 +337,7 @@ func (b *bucketOverlay) SetSequence(seq uint64) error {
 
 // has is 1 if the overlay puts key, else 0.
 func (b *bucketOverlay) has(key []byte) int {
-	if e, ok := b.entries[string(key)]; ok && e.value != nil {
+	if e := b.get(key); e != nil && e.value != nil {
 		return 1
 	}
 	return 0
@@ -337,11 +354,12 @@ func (b *bucketOverlay) ceil(key []byte) int {
 func (o *overlay) finish() *overlayEntry {
 	var refused *overlayEntry
 	for _, b := range o.buckets {
-		all := make([]*overlayEntry, 0, len(b.entries))
-		for _, e := range b.entries {
-			all = append(all, e)
+		all := make([]*overlayEntry, len(b.entries))
+		for i := range b.entries {
+			all[i] = &b.entries[i]
 		}
-		sort.Slice(all, func(i, j int) bool { return bytes.Compare(all[i].key, all[j].key) < 0 })
+		// Mostly in order already: the journal's keys are mostly new ids.
+		slices.SortFunc(all, func(x, y *overlayEntry) int { return bytes.Compare(x.key, y.key) })
 		b.puts = make([]*overlayEntry, 0, len(all))
 		for _, e := range all {
 			if e.value != nil {
