@@ -70,11 +70,12 @@ func BenchmarkReadBesideJournal(b *testing.B) {
 	}
 }
 
-// BenchmarkReadWithPendingJournal is a reading command's way into a log
+// BenchmarkReadWithPendingJournal is a process's repeated reads of a log
 // whose journal holds records bbolt does not (a checkpoint's worth less
-// one, of 1 KiB effects, after 10,000 in bbolt): open read-only, lay the
-// journal over bbolt, list 50 effects, close; beside the same read once
-// the journal is checkpointed.
+// one, of 1 KiB effects, after 10,000 in bbolt): open read-only, read and
+// check the journal, lay it over bbolt (the overlay made by the first read
+// and reused while nothing changes), list 50 effects, close; beside the
+// same reads once the journal is checkpointed.
 func BenchmarkReadWithPendingJournal(b *testing.B) {
 	s := newTestLog(filepath.Join(b.TempDir(), "u.db"), testOptions{})
 	var batch []effectlog.InterceptRequest

@@ -47,6 +47,8 @@ type writeGroup struct {
 	commits  atomic.Int64 // bbolt transactions committed, for tests and benchmarks
 	journals atomic.Int64 // journal records appended, likewise
 
+	overlays overlayCache // the readers' last overlay of the journal
+
 	// The committer's own.
 	ops  []byte   // the buffer for journal records, reused
 	held *heldLog // the log it holds open, or nil

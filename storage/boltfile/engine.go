@@ -195,7 +195,7 @@ func (s *Engine) readView(tx *bolt.Tx) (*readTx, error) {
 		return nil, err
 	}
 	if j != nil {
-		if rtx.ov, err = j.overlay(tx); err != nil {
+		if rtx.ov, err = s.group.overlays.overlay(j, tx, s.path); err != nil {
 			return nil, err
 		}
 	}

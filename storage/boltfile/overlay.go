@@ -17,8 +17,10 @@ package boltfile
 
 import (
 	"bytes"
+	"os"
 	"slices"
 	"sort"
+	"sync"
 	"unsafe"
 
 	bolt "go.etcd.io/bbolt"
@@ -246,7 +248,7 @@ type overlay struct {
 
 // bucketOverlay is what the journal's records did to one bucket.
 type bucketOverlay struct {
-	b       *bolt.Bucket // bbolt's bucket under it
+	b       *bolt.Bucket // bbolt's bucket under it, until finished
 	ov      *overlay
 	index   map[string]int32 // every key put or deleted, to its entry
 	entries []overlayEntry
@@ -384,6 +386,43 @@ func (o *overlay) finish() *overlayEntry {
 				refused = e
 			}
 		}
+		b.b = nil // of this transaction: the overlay may serve later ones (overlayCache)
 	}
 	return refused
+}
+
+// overlayCache keeps the last overlay a process made of a log, for the
+// reads that follow while neither bbolt nor the journal changes (an export's
+// pages, the view's refreshes): each still reads and checks the journal, and
+// lays the same records over the same bbolt state. A finished overlay is
+// only read, so reads share it.
+type overlayCache struct {
+	mu   sync.Mutex
+	file os.FileInfo // the log file it was made on
+	base journalBase
+	data []byte // the journal's records
+	ov   *overlay
+}
+
+// overlay is the overlay of j's records on tx, a read transaction of the
+// log file at path, made or reused.
+func (c *overlayCache) overlay(j *journal, tx *bolt.Tx, path string) (*overlay, error) {
+	file, err := os.Stat(path) // the file this reader locked: no writer can replace it meanwhile
+	if err != nil {
+		return j.overlay(tx)
+	}
+	c.mu.Lock()
+	hit := c.ov != nil && c.base == j.base && os.SameFile(c.file, file) && bytes.Equal(c.data, j.data)
+	ov := c.ov
+	c.mu.Unlock()
+	if hit {
+		return ov, nil
+	}
+	if ov, err = j.overlay(tx); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.file, c.base, c.data, c.ov = file, j.base, j.data, ov
+	c.mu.Unlock()
+	return ov, nil
 }

@@ -233,3 +233,52 @@ func TestConcurrentReadsOfTheJournal(t *testing.T) {
 		t.Fatalf("reads changed a file:\n%s\nwas\n%s", after, before)
 	}
 }
+
+// Reads while neither bbolt nor the journal changes share one overlay (an
+// export's pages, the view's refreshes); a write, a checkpoint or a
+// compaction in between is read.
+func TestOverlayIsReusedWhileNothingChanges(t *testing.T) {
+	s := withJournal(t)
+	cached := func() *overlay {
+		s.group.overlays.mu.Lock()
+		defer s.group.overlays.mu.Unlock()
+		return s.group.overlays.ov
+	}
+	show := func(id uint64) model.EffectDetail {
+		t.Helper()
+		s.pause()()
+		return must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
+	}
+	show(4)
+	first := cached()
+	if first == nil {
+		t.Fatal("no overlay kept")
+	}
+	if show(2); cached() != first {
+		t.Fatal("a read of the same log and journal made another overlay")
+	}
+	id := intercept(t, s, "s3", "write", sm.Compensable, `5`).Effect.ID
+	if e := show(id); e.Effect.Session != "s3" || cached() == first {
+		t.Fatalf("after a write: %+v, overlay reused: %v", e.Effect, cached() == first)
+	}
+	// A checkpoint moves bbolt on: the journal's records are leftovers.
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	second := cached()
+	if e := show(id); e.Effect.Session != "s3" || cached() != second {
+		t.Fatalf("after a checkpoint: %+v", e.Effect)
+	}
+	// Journal records again, on the compacted log (a new file, a new id).
+	intercept(t, s, "s3", "write", sm.Compensable, `6`)
+	show(id + 1)
+	third := cached()
+	if _, _, err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	next := intercept(t, s, "s3", "write", sm.Compensable, `7`).Effect.ID
+	if e := show(next); string(e.Effect.Args) != `7` || cached() == third {
+		t.Fatalf("after a compaction: %+v", e.Effect)
+	}
+	verifyClean(t, s)
+}
