@@ -121,8 +121,7 @@ func readJournal(path string, want journalBase) (*journal, error) {
 	j.exists, j.mode = true, info.Mode().Perm()
 	off := 0
 	for off < len(data) {
-		n, base, ok := parseRecord(data[off:])
-		if ok && base == want {
+		if n, ok := recordOn(data[off:], want); ok {
 			j.records++
 			off += n
 			continue
@@ -155,7 +154,7 @@ func soundRecordAfter(data []byte, after int, want journalBase) int {
 			return -1
 		}
 		at := from + i
-		if _, base, ok := parseRecord(data[at:]); ok && base == want {
+		if _, ok := recordOn(data[at:], want); ok {
 			return at
 		}
 		from = at + 1
@@ -173,6 +172,19 @@ func parseRecord(data []byte) (n int, base journalBase, ok bool) {
 	}
 	n = journalHeader + int(le.Uint32(data))
 	return n, headerBase(data), crc32.Checksum(data[8:n], castagnoli()) == le.Uint32(data[4:])
+}
+
+// recordOn reports whether the record at the start of data is a sound one
+// on want, and its length. Its checksum is computed only for a record on
+// want: a journal holding only leftovers (a log in use, mostly) costs a
+// reader no checksum, nor the building of the checksum's table.
+func recordOn(data []byte, want journalBase) (n int, ok bool) {
+	le := binary.LittleEndian
+	if len(data) < journalHeader || uint64(le.Uint32(data)) > uint64(len(data)-journalHeader) || headerBase(data) != want {
+		return 0, false
+	}
+	n = journalHeader + int(le.Uint32(data))
+	return n, crc32.Checksum(data[8:n], castagnoli()) == le.Uint32(data[4:])
 }
 
 // headerBase is the base a record header names.
