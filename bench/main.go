@@ -189,6 +189,9 @@ func run() error {
 	if err := cliRows(add, work); err != nil {
 		return err
 	}
+	if err := readRows(add, work); err != nil {
+		return err
+	}
 	if err := pgRows(add, work); err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 	}
 	// Once its owner has read it (which gives the journal the log's mode,
 	// and writes nothing else), nobody can too: the write still only in the
-	// journal included, read from a private copy of the log.
+	// journal included, laid over the log in memory.
 	if out, code := run(false, "list"); code != 0 {
 		t.Fatalf("owner's read: %s", out)
 	}
@@ -91,7 +91,7 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 }
 
 // On a read-only file system, with writes still in the journal, reads work
-// and see them, from a private copy of the log; a write fails with one line.
+// and see them, laid over the log in memory; a write fails with one line.
 func TestReadOnlyFileSystem(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a file system")

@@ -47,6 +47,8 @@ type writeGroup struct {
 	commits  atomic.Int64 // bbolt transactions committed, for tests and benchmarks
 	journals atomic.Int64 // journal records appended, likewise
 
+	overlays overlayCache // the readers' last overlay of the journal
+
 	// The committer's own.
 	ops  []byte   // the buffer for journal records, reused
 	held *heldLog // the log it holds open, or nil
@@ -65,7 +67,7 @@ func (g *writeGroup) durableWrites() int64 { return g.commits.Load() + g.journal
 // neither, a checkpoint of the journal.
 type writeCall struct {
 	fn      func(tx *writeTx) error
-	read    func(tx *bolt.Tx) error
+	read    func(tx *readTx) error
 	timeout time.Duration // the caller's lock timeout
 	err     error
 	done    chan struct{} // closed when the call is answered
@@ -109,7 +111,7 @@ func (s *Engine) enqueue(c *writeCall) error {
 // viewInCommitter runs fn in the committer's transaction if the committer
 // runs (it may hold the log, which this process could not open beside it);
 // ok is false if it does not.
-func (s *Engine) viewInCommitter(fn func(tx *bolt.Tx) error) (err error, ok bool) {
+func (s *Engine) viewInCommitter(fn func(tx *readTx) error) (err error, ok bool) {
 	g := s.group
 	c := &writeCall{read: fn, timeout: s.opts.LockTimeout, done: make(chan struct{})}
 	g.mu.Lock()
@@ -231,7 +233,7 @@ func (s *Engine) runBatch(batch []*writeCall) {
 			writes = append(writes, c)
 			continue
 		}
-		err := s.guard(func() error { return c.read(h.tx) })
+		err := s.guard(func() error { return c.read(plainTx(h.tx)) })
 		if errors.As(err, new(damagedPage)) {
 			s.letGo(err, false)
 			answer(batch, err)
@@ -413,7 +415,7 @@ func (s *Engine) hold(timeout time.Duration, create bool) (*heldLog, error) {
 		if _, err := h.j.replay(h.tx); err != nil {
 			return err
 		}
-		if h.version, err = checkSchema(h.tx, s.path); err != nil {
+		if h.version, err = checkSchema(plainTx(h.tx), s.path); err != nil {
 			return err
 		}
 		h.j.takeMode(h.file.Mode().Perm())

@@ -39,7 +39,7 @@ func (s *Engine) Compact() (before, after int64, err error) {
 			if _, err := j.replay(tx); err != nil {
 				return err
 			}
-			_, err = checkSchema(tx, s.path)
+			_, err = checkSchema(plainTx(tx), s.path)
 			return err
 		})
 	}); srcErr != nil {

@@ -23,7 +23,7 @@ func TestReplayRefusesATamperedResult(t *testing.T) {
 	s, id := seeded(t)
 	tamper(t, s, func(tx *bolt.Tx) error {
 		var e model.Effect
-		if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
+		if _, err := getRecord(plainTx(tx).Bucket(bEffects), itob(id), &e); err != nil {
 			return err
 		}
 		e.Result = json.RawMessage(`2`)
@@ -45,7 +45,7 @@ func TestUndoStepRefusesATamperedCompensation(t *testing.T) {
 	s, id := seededWithCommand(t)
 	tamper(t, s, func(tx *bolt.Tx) error {
 		var e model.Effect
-		if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
+		if _, err := getRecord(plainTx(tx).Bucket(bEffects), itob(id), &e); err != nil {
 			return err
 		}
 		e.Compensation.Argv = []string{"rm", "-rf", "/"}
@@ -82,10 +82,10 @@ func writtenBefore(t *testing.T, s *testLog, asJSON bool) {
 		effects.ForEach(func(k, _ []byte) error { ids = append(ids, btoi(k)); return nil })
 		for _, id := range ids {
 			var e model.Effect
-			if _, err := getRecord(effects, itob(id), &e); err != nil {
+			if _, err := getRecord(plainTx(tx).Bucket(bEffects), itob(id), &e); err != nil {
 				return err
 			}
-			hist, err := effectHistory(tx, id, e.Session)
+			hist, err := effectHistory(plainTx(tx), id, e.Session)
 			if err != nil {
 				return err
 			}
@@ -149,7 +149,7 @@ func TestLogsHashedBeforeContentVerifyClean(t *testing.T) {
 			writtenBefore(t, s, asJSON)
 			tamper(t, s, func(tx *bolt.Tx) error {
 				var e model.Effect
-				if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
+				if _, err := getRecord(plainTx(tx).Bucket(bEffects), itob(id), &e); err != nil {
 					return err
 				}
 				e.Args = json.RawMessage(`{"a":2}`)
@@ -200,11 +200,11 @@ func TestContentHashCostsNoBytes(t *testing.T) {
 func sessionsWrittenBefore(t *testing.T, s *testLog, id string, upstream []string) {
 	t.Helper()
 	tamper(t, s, func(tx *bolt.Tx) error {
-		sess, err := getSession(tx, id)
+		sess, err := getSession(plainTx(tx), id)
 		if err != nil {
 			return err
 		}
-		hist, err := sessionHistory(tx, id)
+		hist, err := sessionHistory(plainTx(tx), id)
 		if err != nil {
 			return err
 		}
@@ -257,7 +257,7 @@ func TestSessionsWrittenBeforeVerifyClean(t *testing.T) {
 	}
 	verifyClean(t, s)
 	tamper(t, s, func(tx *bolt.Tx) error {
-		sess, err := getSession(tx, "p")
+		sess, err := getSession(plainTx(tx), "p")
 		if err != nil {
 			return err
 		}

@@ -182,9 +182,8 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	t.Run("edited history record", func(t *testing.T) {
 		s, id := seeded(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
-			b := tx.Bucket(bHistory)
 			var r model.HistoryRecord
-			getRecord(b, historyKey(id, 2), &r)
+			getRecord(plainTx(tx).Bucket(bHistory), historyKey(id, 2), &r)
 			r.Actor = "mallory"
 			return putRecord(&writeTx{Tx: tx}, bHistory, historyKey(id, 2), &r)
 		})
@@ -214,7 +213,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		s, id := seeded(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
 			var e model.Effect
-			getRecord(tx.Bucket(bEffects), itob(id), &e)
+			getRecord(plainTx(tx).Bucket(bEffects), itob(id), &e)
 			e.State = sm.Executing
 			return putRecord(&writeTx{Tx: tx}, bEffects, itob(id), &e)
 		})
@@ -224,9 +223,9 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		s, id := seeded(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
 			var e model.Effect
-			getRecord(tx.Bucket(bEffects), itob(id+1), &e)
+			getRecord(plainTx(tx).Bucket(bEffects), itob(id+1), &e)
 			var owner model.Effect
-			getRecord(tx.Bucket(bEffects), itob(id), &owner)
+			getRecord(plainTx(tx).Bucket(bEffects), itob(id), &owner)
 			e.CallSignature = owner.CallSignature
 			return putRecord(&writeTx{Tx: tx}, bEffects, itob(id+1), &e)
 		})
@@ -248,7 +247,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		t.Helper()
 		tamper(t, s, func(tx *bolt.Tx) error {
 			var e model.Effect
-			if _, err := getRecord(tx.Bucket(bEffects), itob(id), &e); err != nil {
+			if _, err := getRecord(plainTx(tx).Bucket(bEffects), itob(id), &e); err != nil {
 				return err
 			}
 			edit(&e)
@@ -285,7 +284,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 		tamper(t, s, func(tx *bolt.Tx) error {
 			// An undo entry that holds its own compensation, as JSON entries
 			// of older logs do.
-			u, err := getUndoOf(tx, "c", id)
+			u, err := getUndoOf(plainTx(tx), "c", id)
 			if err != nil || u == nil {
 				return fmt.Errorf("undo entry: %v", err)
 			}
@@ -301,7 +300,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	t.Run("flipped byte in approval args", func(t *testing.T) {
 		s, id := seeded(t) // id+1 waits for approval
 		tamper(t, s, func(tx *bolt.Tx) error {
-			a, err := getApproval(tx, id+1)
+			a, err := getApproval(plainTx(tx), id+1)
 			if err != nil || a == nil {
 				return fmt.Errorf("approval: %v", err)
 			}
@@ -316,7 +315,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			Args: json.RawMessage(`{"b":2}`), CreateSession: true, Reason: "refund order 17"})).Effect.ID
 		verifyClean(t, s)
 		tamper(t, s, func(tx *bolt.Tx) error {
-			a, err := getApproval(tx, id)
+			a, err := getApproval(plainTx(tx), id)
 			if err != nil || a == nil {
 				return fmt.Errorf("approval: %v", err)
 			}
@@ -330,7 +329,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	editSession := func(t *testing.T, s *testLog, id string, edit func(sess *model.Session)) {
 		t.Helper()
 		tamper(t, s, func(tx *bolt.Tx) error {
-			sess, err := getSession(tx, id)
+			sess, err := getSession(plainTx(tx), id)
 			if err != nil {
 				return err
 			}
@@ -376,7 +375,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 	t.Run("undo entry moved without a record", func(t *testing.T) {
 		s, id := seededWithCommand(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
-			u, err := getUndoOf(tx, "c", id)
+			u, err := getUndoOf(plainTx(tx), "c", id)
 			if err != nil || u == nil {
 				return fmt.Errorf("undo entry: %v", err)
 			}

@@ -21,7 +21,7 @@ func TestFailedApprovalOfAnOlderLogIsAskedAgain(t *testing.T) {
 		must[model.Effect](t)(s.Fail(t.Context(), id, model.Change{}))
 		// Back to what an earlier undolog left after the failure.
 		err := s.update(func(tx *writeTx) error {
-			a, err := getApproval(tx.Tx, id)
+			a, err := getApproval(plainTx(tx.Tx), id)
 			if err != nil {
 				return err
 			}
@@ -30,7 +30,7 @@ func TestFailedApprovalOfAnOlderLogIsAskedAgain(t *testing.T) {
 			if err := putRecord(tx, bApprovals, itob(id), a); err != nil {
 				return err
 			}
-			sess, err := getSession(tx.Tx, "old")
+			sess, err := getSession(plainTx(tx.Tx), "old")
 			if err != nil {
 				return err
 			}

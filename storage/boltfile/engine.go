@@ -9,9 +9,10 @@
 // append to a journal beside the file (journal.go). It keeps the log open
 // only while calls keep coming, and never longer than 50 ms at a time, so
 // that `undolog approve` in another shell always gets through. Reads never
-// write: they open the log read-only, or read in the committer's transaction
-// while it holds the log or the journal holds writes bbolt does not. All
-// writes of one logical step are one transaction.
+// write: they open the log read-only, under its shared lock, with the
+// journal's records laid over it in memory (overlay.go), or read in the
+// committer's transaction while it holds the log. All writes of one logical
+// step are one transaction.
 package boltfile
 
 import (
@@ -25,7 +26,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -150,31 +150,18 @@ func (s *Engine) journalPath() string { return s.path + JournalSuffix }
 // view runs fn in a read-only transaction. A log that does not exist yet reads
 // as empty: fn is not called and nothing is created. While this process's
 // committer runs, fn runs in its transaction, which holds the journal's
-// writes. Otherwise fn reads bbolt as it is when the journal holds nothing
-// for it, and else reads in a write transaction with the journal replayed
-// into it, which is rolled back: a read never writes, so it works on a full
-// disk; on a read-only file system, or a log it may not write, it reads a
-// private copy (viewCopy).
-func (s *Engine) view(fn func(tx *bolt.Tx) error) error {
-	err, inCommitter := s.viewInCommitter(fn)
-	if !inCommitter {
-		if err = s.viewOnce(fn); err == errJournalPending {
-			err = s.enqueue(&writeCall{read: fn})
-		}
+// writes. Otherwise fn reads bbolt, opened read-only under the shared lock,
+// with the journal's records laid over it in memory (readView): a read takes
+// no exclusive lock and never writes or syncs, so it works on a full disk,
+// on a read-only file system and as a user who may not write the log.
+func (s *Engine) view(fn func(tx *readTx) error) error {
+	if err, inCommitter := s.viewInCommitter(fn); inCommitter {
+		return err
 	}
-	// The committer could not open the log to replay the journal (fn did
-	// not run): read a private copy.
-	var nw *noWriteAccess
-	if errors.As(err, &nw) {
-		return s.viewCopy(fn)
-	}
-	return err
+	return s.viewOnce(fn)
 }
 
-// errJournalPending sends a reader to read with the journal replayed.
-var errJournalPending = errors.New("journal pending")
-
-func (s *Engine) viewOnce(fn func(tx *bolt.Tx) error) error {
+func (s *Engine) viewOnce(fn func(tx *readTx) error) error {
 	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
 		return nil
 	} else if err != nil {
@@ -186,72 +173,36 @@ func (s *Engine) viewOnce(fn func(tx *bolt.Tx) error) error {
 	}
 	err = s.guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
-			if pending, err := journalPending(s.path, tx); err != nil {
-				return err
-			} else if pending {
-				return errJournalPending
-			}
-			if _, err := checkSchema(tx, s.path); err != nil {
+			rtx, err := s.readView(tx)
+			if err != nil {
 				return err
 			}
-			return fn(tx)
+			return fn(rtx)
 		})
 	})
 	closeDB(db, err)
 	return err
 }
 
-// viewCopy runs fn on a private copy of the log with the journal replayed
-// into it, for a reader that may not open the log for writing (a read-only
-// file system, a log readable by others) while the journal holds writes
-// bbolt does not. The copy is made under the log's shared lock, so that no
-// writer moves either file meanwhile, and costs the log's size in memory.
-func (s *Engine) viewCopy(fn func(tx *bolt.Tx) error) error {
-	db, err := s.open(true, s.opts.LockTimeout)
+// readView is tx, a read transaction under the log's shared lock, with the
+// journal's records over it: what a writer would hold after replaying them
+// (the same checks, the same records, the same refusals), and the schema
+// checked as a writer checks it, after them.
+func (s *Engine) readView(tx *bolt.Tx) (*readTx, error) {
+	rtx := plainTx(tx)
+	j, err := pendingJournal(s.path, tx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var j *journal
-	var cp *os.File
-	var cpPath string
-	done := func() {}
-	err = s.guard(func() error {
-		return db.View(func(tx *bolt.Tx) error {
-			if _, err := checkSchema(tx, s.path); err != nil {
-				return err
-			}
-			if j, err = readJournal(s.journalPath(), baseOf(tx)); err != nil {
-				return err
-			}
-			if cp, cpPath, done, err = privateFile(); err != nil {
-				return fmt.Errorf("read log %s: a private copy: %w", s.path, err)
-			}
-			_, err = tx.WriteTo(cp)
-			return err
-		})
-	})
-	closeDB(db, err)
-	defer done()
-	if err != nil {
-		return err
-	}
-	cdb, err := bolt.Open(cpPath, 0o600, &bolt.Options{Timeout: s.opts.LockTimeout})
-	if err != nil {
-		return fmt.Errorf("read log %s: a private copy: %w", s.path, err)
-	}
-	err = s.guard(func() error {
-		tx, err := cdb.Begin(true)
-		if err != nil {
-			return err
+	if j != nil {
+		if rtx.ov, err = s.group.overlays.overlay(j, tx, s.path); err != nil {
+			return nil, err
 		}
-		defer tx.Rollback()
-		if _, err := j.replay(tx); err != nil {
-			return err
-		}
-		return fn(tx)
-	})
-	closeDB(cdb, err)
-	return err
+	}
+	if _, err := checkSchema(rtx, s.path); err != nil {
+		return nil, err
+	}
+	return rtx, nil
 }
 
 // guard turns a panic or a memory fault inside bbolt, which a damaged page
@@ -282,12 +233,6 @@ func closeDB(db *bolt.DB, err error) {
 	}
 	db.Close()
 }
-
-// noWriteAccess marks a log that this process may read but not open for
-// writing (a read-only file system, a file it may not write).
-type noWriteAccess struct{ error }
-
-func (n *noWriteAccess) Unwrap() error { return n.error }
 
 // open opens the log, waiting up to timeout for its lock. The file it locked
 // must still be the one at the path, or it opens the path again: a process
@@ -333,8 +278,6 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", model.ErrBusy, s.path, timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("%w: %s: %v", model.ErrCorrupt, s.path, err)
-	case !readOnly && (errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS)):
-		return nil, &noWriteAccess{fmt.Errorf("open log %s: %w", s.path, bare(err))}
 	default:
 		return nil, fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
@@ -407,7 +350,7 @@ func (s *Engine) create() error {
 
 // checkSchema checks that tx is an undolog log this build can read and
 // returns its schema version.
-func checkSchema(tx *bolt.Tx, path string) (uint64, error) {
+func checkSchema(tx *readTx, path string) (uint64, error) {
 	meta := tx.Bucket(bMeta)
 	if meta == nil {
 		return 0, fmt.Errorf("%w: %s is a bbolt file without undolog's records", model.ErrCorrupt, path)
@@ -685,13 +628,4 @@ func btoi(b []byte) uint64 {
 		return 0
 	}
 	return binary.BigEndian.Uint64(b)
-}
-
-// privateTempFile is privateFile in the temporary directory.
-func privateTempFile() (f *os.File, path string, done func(), err error) {
-	f, err = os.CreateTemp("", "undolog-copy-*")
-	if err != nil {
-		return nil, "", nil, err
-	}
-	return f, f.Name(), func() { f.Close(); os.Remove(f.Name()) }, nil
 }

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage"
 	"github.com/undolog/undolog/storage/internal/record"
@@ -58,7 +56,7 @@ func (r txReader) CheckIndexes(sessions map[string]*model.Session, effects map[u
 }
 
 type indexChecker struct {
-	tx       *bolt.Tx
+	tx       *readTx
 	sessions map[string]*model.Session
 	effects  map[uint64]*model.Effect
 	add      func(model.Problem)

@@ -8,8 +8,8 @@ package boltfile
 // record to a journal beside the file (one write, one fdatasync), and stays
 // uncommitted in the committer's bbolt transaction (committer.go). Whoever
 // opens the log next replays the journal into its own transaction before
-// anything else, so it sees every write made before it; a reader replays it
-// into a transaction it rolls back, and writes nothing. Once the journal
+// anything else, so it sees every write made before it; a reader lays it over
+// bbolt in memory (overlay.go), and writes nothing. Once the journal
 // holds journalMaxRecords records or would pass journalMaxBytes, or when a
 // checkpoint or a compaction asks, the journal is checkpointed: committed to
 // bbolt with the transaction that holds it. The next records overwrite it
@@ -41,6 +41,7 @@ import (
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage/internal/record"
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // JournalSuffix is added to the log's path to name its journal.
@@ -120,8 +121,7 @@ func readJournal(path string, want journalBase) (*journal, error) {
 	j.exists, j.mode = true, info.Mode().Perm()
 	off := 0
 	for off < len(data) {
-		n, base, ok := parseRecord(data[off:])
-		if ok && base == want {
+		if n, ok := recordOn(data[off:], want); ok {
 			j.records++
 			off += n
 			continue
@@ -154,7 +154,7 @@ func soundRecordAfter(data []byte, after int, want journalBase) int {
 			return -1
 		}
 		at := from + i
-		if _, base, ok := parseRecord(data[at:]); ok && base == want {
+		if _, ok := recordOn(data[at:], want); ok {
 			return at
 		}
 		from = at + 1
@@ -174,6 +174,19 @@ func parseRecord(data []byte) (n int, base journalBase, ok bool) {
 	return n, headerBase(data), crc32.Checksum(data[8:n], castagnoli()) == le.Uint32(data[4:])
 }
 
+// recordOn reports whether the record at the start of data is a sound one
+// on want, and its length. Its checksum is computed only for a record on
+// want: a journal holding only leftovers (a log in use, mostly) costs a
+// reader no checksum, nor the building of the checksum's table.
+func recordOn(data []byte, want journalBase) (n int, ok bool) {
+	le := binary.LittleEndian
+	if len(data) < journalHeader || uint64(le.Uint32(data)) > uint64(len(data)-journalHeader) || headerBase(data) != want {
+		return 0, false
+	}
+	n = journalHeader + int(le.Uint32(data))
+	return n, crc32.Checksum(data[8:n], castagnoli()) == le.Uint32(data[4:])
+}
+
 // headerBase is the base a record header names.
 func headerBase(header []byte) journalBase {
 	le := binary.LittleEndian
@@ -189,26 +202,83 @@ func (j *journal) replay(tx *bolt.Tx) (bool, error) {
 	if j.base != baseOf(tx) {
 		return false, fmt.Errorf("journal %s was read for transaction %d, not %d", j.path, j.base.txid, baseOf(tx).txid)
 	}
-	le := binary.LittleEndian
-	for off := 0; off < len(j.data); {
-		end := off + journalHeader + int(le.Uint32(j.data[off:]))
-		if err := applyOps(tx, j.data[off+journalHeader:end]); err != nil {
-			return false, fmt.Errorf("%w: journal %s, record at byte %d: %v", model.ErrCorrupt, j.path, off, err)
+	err := j.apply(func(name []byte) opBucket {
+		if b := tx.Bucket(name); b != nil {
+			return b
 		}
-		off = end
+		return nil
+	}, nil)
+	if err != nil {
+		return false, err
 	}
 	j.data = nil // bbolt keeps what it needs until the transaction ends
 	return true, nil
 }
 
-func applyOps(tx *bolt.Tx, ops []byte) error {
+// overlay applies the records to an overlay of tx, a read transaction on
+// the base they were read for, as replay would to a write transaction on
+// it, and fails where replay would.
+func (j *journal) overlay(tx *bolt.Tx) (*overlay, error) {
+	if j.base != baseOf(tx) {
+		return nil, fmt.Errorf("journal %s was read for transaction %d, not %d", j.path, j.base.txid, baseOf(tx).txid)
+	}
+	o := newOverlay(j.records)
+	err := j.apply(func(name []byte) opBucket {
+		if b := o.bucket(tx, name); b != nil {
+			return b
+		}
+		return nil
+	}, func(off int) { o.record = off })
+	// Every key touched was touched before the operation that failed, if
+	// one did: a refusal finish finds came first. (The overlay's keys and
+	// values are the journal's bytes, which j keeps for the read.)
+	if refused := o.finish(); refused != nil {
+		return nil, j.damaged(refused.record, berrors.ErrIncompatibleValue)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// apply applies the records' operations to the buckets bucket returns,
+// telling at (if set) the offset of each record first.
+func (j *journal) apply(bucket func(name []byte) opBucket, at func(off int)) error {
+	le := binary.LittleEndian
+	for off := 0; off < len(j.data); {
+		end := off + journalHeader + int(le.Uint32(j.data[off:]))
+		if at != nil {
+			at(off)
+		}
+		if err := applyOps(bucket, j.data[off+journalHeader:end]); err != nil {
+			return j.damaged(off, err)
+		}
+		off = end
+	}
+	return nil
+}
+
+// damaged is the error of a record, at offset off, that cannot be applied.
+func (j *journal) damaged(off int, err error) error {
+	return fmt.Errorf("%w: journal %s, record at byte %d: %v", model.ErrCorrupt, j.path, off, err)
+}
+
+// opBucket is what a journal operation applies to: a bucket of a write
+// transaction (replay), or of a reader's overlay.
+type opBucket interface {
+	Put(key, value []byte) error
+	Delete(key []byte) error
+	SetSequence(seq uint64) error
+}
+
+func applyOps(bucket func(name []byte) opBucket, ops []byte) error {
 	r := &record.Reader{Buf: ops}
 	for len(r.Buf) > 0 && r.Err == nil {
 		kind, name := r.Bytes(1), r.Bytes(r.Uint())
 		if r.Err != nil {
 			break
 		}
-		b := tx.Bucket(name)
+		b := bucket(name)
 		if b == nil {
 			return fmt.Errorf("no bucket %q", name)
 		}
@@ -279,11 +349,7 @@ func (j *journal) append(base journalBase, rec []byte) error {
 		}
 	}
 	at := j.size
-	le := binary.LittleEndian
-	le.PutUint32(rec, uint32(len(rec)-journalHeader))
-	le.PutUint64(rec[8:], base.txid)
-	le.PutUint64(rec[16:], base.log)
-	le.PutUint32(rec[4:], crc32.Checksum(rec[8:], castagnoli()))
+	sealRecord(rec, base)
 	_, err := j.f.WriteAt(rec, at)
 	if err == nil {
 		err = syncJournal(j.f)
@@ -295,6 +361,16 @@ func (j *journal) append(base journalBase, rec []byte) error {
 	j.records++
 	j.base = base
 	return nil
+}
+
+// sealRecord fills in the header of rec, a record on base: its length and
+// checksum.
+func sealRecord(rec []byte, base journalBase) {
+	le := binary.LittleEndian
+	le.PutUint32(rec, uint32(len(rec)-journalHeader))
+	le.PutUint64(rec[8:], base.txid)
+	le.PutUint64(rec[16:], base.log)
+	le.PutUint32(rec[4:], crc32.Checksum(rec[8:], castagnoli()))
 }
 
 // intact reports whether the journal file this holder writes is still the
@@ -420,27 +496,28 @@ func (j *journal) empty(reset bool) error {
 	return nil
 }
 
-// journalPending reports whether the journal of the log at logPath holds
-// records for the read transaction tx, which a reader must see: it reads
-// them replayed (Engine.view). An empty journal is not opened; any other is
-// read whole, so that a reader finds the damage a writer would (a damaged
-// first header hides nothing from it). A journal whose permission bits are
-// not the log's gets the log's, if this user owns it, so that whoever may
-// read the log may read the journal, as they must.
-func journalPending(logPath string, tx *bolt.Tx) (bool, error) {
+// pendingJournal reads the journal of the log at logPath for the read
+// transaction tx: the records bbolt does not hold yet, which a reader lays
+// over it (readView); nil when there are none. An empty journal is not
+// opened; any other is read whole, so that a reader finds the damage a
+// writer would (a damaged first header hides nothing from it). A journal
+// whose permission bits are not the log's gets the log's, if this user owns
+// it, so that whoever may read the log may read the journal, as they must
+// (a change of mode, never of the file's bytes).
+func pendingJournal(logPath string, tx *bolt.Tx) (*journal, error) {
 	path := logPath + JournalSuffix
 	info, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
-		return false, nil
+		return nil, nil
 	}
 	if log, err := os.Stat(logPath); err == nil && info != nil && info.Mode().Perm() != log.Mode().Perm() {
 		os.Chmod(path, log.Mode().Perm())
 	}
 	j, err := readJournal(path, baseOf(tx))
-	if err != nil {
-		return false, err
+	if err != nil || j.records == 0 {
+		return nil, err
 	}
-	return j.records > 0, nil
+	return j, nil
 }
 
 // journalBase is what journal records apply on: a log, in the state of one

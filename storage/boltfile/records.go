@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage/internal/record"
@@ -75,7 +73,7 @@ func changeLocation(v []byte) (bucket, key []byte, err error) {
 	return nil, nil, fmt.Errorf("unknown kind %q", v[0])
 }
 
-func getRecord(b *bolt.Bucket, key []byte, v any) (bool, error) {
+func getRecord(b *readBucket, key []byte, v any) (bool, error) {
 	data := b.Get(key)
 	if data == nil {
 		return false, nil
@@ -86,14 +84,7 @@ func getRecord(b *bolt.Bucket, key []byte, v any) (bool, error) {
 	return true, nil
 }
 
-func bucketName(b *bolt.Bucket) string {
-	for _, name := range allBuckets {
-		if b.Tx().Bucket(name) == b {
-			return string(name)
-		}
-	}
-	return "?"
-}
+func bucketName(b *readBucket) string { return b.name }
 
 func putRecord(tx *writeTx, bucket, key []byte, v any) error {
 	data, err := record.Encode(v)
@@ -103,7 +94,7 @@ func putRecord(tx *writeTx, bucket, key []byte, v any) error {
 	return tx.put(bucket, key, data)
 }
 
-func getEffect(tx *bolt.Tx, id uint64) (model.Effect, error) {
+func getEffect(tx *readTx, id uint64) (model.Effect, error) {
 	var e model.Effect
 	ok, err := getRecord(tx.Bucket(bEffects), itob(id), &e)
 	if err != nil {
@@ -115,7 +106,7 @@ func getEffect(tx *bolt.Tx, id uint64) (model.Effect, error) {
 	return e, nil
 }
 
-func getSession(tx *bolt.Tx, id string) (model.Session, error) {
+func getSession(tx *readTx, id string) (model.Session, error) {
 	var s model.Session
 	ok, err := getRecord(tx.Bucket(bSessions), []byte(id), &s)
 	if err != nil {
@@ -128,13 +119,13 @@ func getSession(tx *bolt.Tx, id string) (model.Session, error) {
 }
 
 // getUndo reads the undo entry of e (nil if it has none).
-func getUndo(tx *bolt.Tx, e *model.Effect) (*model.UndoEntry, error) {
+func getUndo(tx *readTx, e *model.Effect) (*model.UndoEntry, error) {
 	return readUndo(tx, e.Session, e.ID, func() (*model.Effect, error) { return e, nil })
 }
 
 // getUndoOf reads the undo entry of effect id of session, and the effect only
 // if the entry needs it.
-func getUndoOf(tx *bolt.Tx, session string, id uint64) (*model.UndoEntry, error) {
+func getUndoOf(tx *readTx, session string, id uint64) (*model.UndoEntry, error) {
 	return readUndo(tx, session, id, func() (*model.Effect, error) {
 		e, err := getEffect(tx, id)
 		return &e, err
@@ -143,7 +134,7 @@ func getUndoOf(tx *bolt.Tx, session string, id uint64) (*model.UndoEntry, error)
 
 // readUndo reads an undo entry; the binary form leaves its tool and
 // compensation to the effect, which effect supplies.
-func readUndo(tx *bolt.Tx, session string, id uint64, effect func() (*model.Effect, error)) (*model.UndoEntry, error) {
+func readUndo(tx *readTx, session string, id uint64, effect func() (*model.Effect, error)) (*model.UndoEntry, error) {
 	var u model.UndoEntry
 	ok, err := getRecord(tx.Bucket(bUndo), nameKey(session, id), &u)
 	if err != nil || !ok {
@@ -162,7 +153,7 @@ func readUndo(tx *bolt.Tx, session string, id uint64, effect func() (*model.Effe
 	return &u, nil
 }
 
-func getApproval(tx *bolt.Tx, id uint64) (*model.Approval, error) {
+func getApproval(tx *readTx, id uint64) (*model.Approval, error) {
 	var a model.Approval
 	ok, err := getRecord(tx.Bucket(bApprovals), itob(id), &a)
 	if err != nil || !ok {
@@ -205,7 +196,7 @@ func putEffect(tx *writeTx, e *model.Effect, oldState sm.State) error {
 // scan walks the keys of b that start with prefix and end in an 8-byte id, in
 // id order (descending unless asc), strictly after/before the cursor id (0: from
 // the start), until fn returns false.
-func scan(b *bolt.Bucket, prefix []byte, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error {
+func scan(b *readBucket, prefix []byte, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error {
 	c := b.Cursor()
 	var k []byte
 	if asc {
@@ -234,7 +225,7 @@ func scan(b *bolt.Bucket, prefix []byte, asc bool, cursor uint64, fn func(id uin
 	return nil
 }
 
-func step(c *bolt.Cursor, asc bool) []byte {
+func step(c *readCursor, asc bool) []byte {
 	var k []byte
 	if asc {
 		k, _ = c.Next()
@@ -256,7 +247,7 @@ func signatureKey(sig string) []byte {
 
 // signatureOwner returns the id (8 bytes) of the effect owning sig, or nil.
 // Only a log from schema 1 can hold the signature as hex digits too.
-func signatureOwner(tx *bolt.Tx, sig string) []byte {
+func signatureOwner(tx *readTx, sig string) []byte {
 	b := tx.Bucket(bSignatures)
 	if v := b.Get(signatureKey(sig)); v != nil {
 		return v
@@ -304,17 +295,17 @@ func openFor(value []byte, session string) bool {
 	return name == "" || name == session
 }
 
-func effectHistory(tx *bolt.Tx, id uint64, session string) ([]model.HistoryRecord, error) {
+func effectHistory(tx *readTx, id uint64, session string) ([]model.HistoryRecord, error) {
 	return readHistory(tx.Bucket(bHistory), itob(id), id, session)
 }
 
-func sessionHistory(tx *bolt.Tx, session string) ([]model.HistoryRecord, error) {
+func sessionHistory(tx *readTx, session string) ([]model.HistoryRecord, error) {
 	return readHistory(tx.Bucket(bSessionHistory), namePrefix(session), 0, session)
 }
 
 // readHistory reads the history under prefix, which belongs to effectID (0
 // for a session's own history) of session.
-func readHistory(b *bolt.Bucket, prefix []byte, effectID uint64, session string) ([]model.HistoryRecord, error) {
+func readHistory(b *readBucket, prefix []byte, effectID uint64, session string) ([]model.HistoryRecord, error) {
 	var out []model.HistoryRecord
 	c := b.Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+4; k, v = c.Next() {
@@ -333,7 +324,7 @@ func readHistory(b *bolt.Bucket, prefix []byte, effectID uint64, session string)
 
 // placeChange fills in the effect id and session of a record of the change
 // feed from its key: the session of an effect's record is the effect's.
-func placeChange(tx *bolt.Tx, r *model.HistoryRecord, bucket, key []byte) error {
+func placeChange(tx *readTx, r *model.HistoryRecord, bucket, key []byte) error {
 	if r.EffectID != 0 || r.Session != "" || len(key) < 5 {
 		return nil
 	}

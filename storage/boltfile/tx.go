@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage"
@@ -16,7 +14,7 @@ import (
 )
 
 // txReader is a bbolt transaction as the rules read it.
-type txReader struct{ tx *bolt.Tx }
+type txReader struct{ tx *readTx }
 
 // txWriter is the committer's write transaction as the rules write it.
 type txWriter struct {
@@ -270,13 +268,13 @@ func (w txWriter) DeleteSession(s *model.Session) error {
 // transactions are not cancelled: ctx is not consulted, and what the lock
 // timeout bounds is what a caller waits.
 func (s *Engine) View(_ context.Context, fn func(storage.ReadTx) error) error {
-	return s.view(func(tx *bolt.Tx) error { return fn(txReader{tx}) })
+	return s.view(func(tx *readTx) error { return fn(txReader{tx}) })
 }
 
 // Update runs fn in a write transaction of this process's committer (see
 // update); like View, it is not cancelled.
 func (s *Engine) Update(_ context.Context, fn func(storage.WriteTx) error) error {
-	return s.update(func(tx *writeTx) error { return fn(txWriter{txReader{tx.Tx}, tx}) })
+	return s.update(func(tx *writeTx) error { return fn(txWriter{txReader{plainTx(tx.Tx)}, tx}) })
 }
 
 var _ storage.File = (*Engine)(nil)
