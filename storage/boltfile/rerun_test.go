@@ -30,7 +30,7 @@ func TestVerifyChecksACallMadeAgain(t *testing.T) {
 		s, first, again := seed(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
 			var e model.Effect
-			getRecord(tx.Bucket(bEffects), itob(again), &e)
+			getRecord(plainTx(tx).Bucket(bEffects), itob(again), &e)
 			return tx.Bucket(bSignatures).Put(signatureKey(e.CallSignature), itob(first))
 		})
 		expectProblem(t, s, "index", "signature index does not point at the effect")
@@ -39,7 +39,7 @@ func TestVerifyChecksACallMadeAgain(t *testing.T) {
 		s, first, _ := seed(t)
 		tamper(t, s, func(tx *bolt.Tx) error {
 			var e model.Effect
-			getRecord(tx.Bucket(bEffects), itob(first), &e)
+			getRecord(plainTx(tx).Bucket(bEffects), itob(first), &e)
 			if err := tx.Bucket(bHistory).Delete(historyKey(first, e.HistoryLen)); err != nil {
 				return err
 			}
