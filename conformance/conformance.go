@@ -45,6 +45,7 @@ var suite = []struct {
 	{"SafeCallsWriteNothing", testSafeCallsWriteNothing},
 	{"CompensableLifecycleAndReplay", testCompensableLifecycleAndReplay},
 	{"NumbersAreExact", testNumbersAreExact},
+	{"LoneSurrogatesAndNULsAreKept", testLoneSurrogatesAndNULsAreKept},
 	{"RetryAfterFail", testRetryAfterFail},
 	{"SameCallAnotherTierIsRefused", testSameCallAnotherTierIsRefused},
 	{"EveryEffectTransition", testEveryEffectTransition},
