@@ -80,7 +80,8 @@ compensations last-in-first-out.`,
 				redact = append(redact, policy.Redact...)
 			}
 			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI()}
-			return p.Run(c.Context(), args, f.In, f.Out)
+			ignoreBrokenPipe()
+			return proxyEnd(p.Run(c.Context(), args, f.In, f.Out))
 		},
 	}
 	c.Flags().SetInterspersed(false)

@@ -83,7 +83,11 @@ type Proxy struct {
 	// CLI starts the commands that hints name ("undolog --log ADDR" when
 	// the log is not the default); "" means "undolog".
 	CLI string
+	// StopGrace is how long the calls the server is running have to be
+	// answered after a signal; zero: DefaultStopGrace.
+	StopGrace time.Duration
 
+	life     lifeline
 	clientMu sync.Mutex
 	client   io.Writer
 	upMu     sync.Mutex
@@ -111,7 +115,8 @@ type Proxy struct {
 var errCancelledByClient = errors.New("cancelled by the client")
 
 // Run starts the upstream server, serves the client until it closes its
-// input, then stops the server.
+// input (nil), ctx ends (ErrInterrupted) or the server exits
+// (ErrUpstreamExited), then stops the server (see serve).
 func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io.Writer) error {
 	if p.ApprovalWait <= 0 {
 		p.ApprovalWait = DefaultApprovalWait
@@ -136,18 +141,12 @@ func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io
 	}
 	p.up = stdin
 	go p.readUpstream(stdout)
-	p.readClient(ctx, in)
-	p.calls.Wait()
-	stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		<-done
+	why := p.serve(ctx, in)
+	p.drain(why)
+	if exit := p.stopUpstream(cmd, stdin); errors.Is(why, ErrUpstreamExited) && exit != nil {
+		return fmt.Errorf("%w (%v)", why, exit)
 	}
-	return nil
+	return why
 }
 
 func (p *Proxy) note(format string, args ...any) {
@@ -254,6 +253,10 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 			p.infoMu.Unlock()
 		case "tools/call":
 			if len(m.ID) > 0 {
+				if !p.admit() {
+					p.writeClient(errorResponse(m.ID, codeInternal, "undolog: the proxy is stopping; the call was not made"))
+					return
+				}
 				callCtx, cancel := context.WithCancelCause(ctx)
 				key := string(m.ID)
 				p.cancelMu.Lock()
@@ -262,7 +265,6 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 				}
 				p.cancels[key] = cancel
 				p.cancelMu.Unlock()
-				p.calls.Add(1)
 				go func() {
 					defer p.calls.Done()
 					defer func() {
@@ -328,6 +330,7 @@ func (p *Proxy) readUpstream(r io.Reader) {
 				p.learnAnnotations(m.Result, false)
 			}
 		}
+		p.toolsChanged(m)
 		p.writeClient(line)
 	})
 	close(p.upGone)
@@ -450,12 +453,13 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		return
 	}
 	cls := p.Policy.Classify(params.Name, func() (bool, bool) { return p.readOnly(ctx, params.Name) })
-	if cls.Tier == sm.Safe {
+	if cls.Tier == sm.Safe || p.serverLacks(ctx, params.Name) {
 		if err := p.writeUpstream(m.raw); err != nil {
 			p.reply(ctx, errorResponse(m.ID, codeInternal, err.Error()))
 		}
 		return
 	}
+	m = p.plainCall(m)
 	args := params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -493,15 +497,14 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		return
 	case lifecycle.InDoubt:
 		// No reclaim here: the client cannot say it checked what happened.
-		if call.Liveness == model.OwnerLapsed {
-			p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner's %s; check it, then fail or undo it", e.ID, e.Owner.Gone(call.Liveness))))
-			return
-		}
-		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner (%s) is gone; check it, then fail or undo it", e.ID, e.Owner)))
+		p.reply(ctx, toolError(m.ID, p.inDoubt(call)))
 		return
 	}
 	if call.NeedsDecision() {
-		if msg := p.awaitApproval(ctx, lc, call); msg != "" {
+		wait, done := p.approvalContext(ctx)
+		msg := p.awaitApproval(wait, lc, call)
+		done()
+		if msg != "" {
 			if errors.Is(context.Cause(ctx), errCancelledByClient) {
 				p.note("the client cancelled %s (effect %d); its approval request stands", e.Tool, e.ID)
 			}
@@ -580,7 +583,7 @@ func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
 		return "undolog: cancelled by the client"
 	}
-	return "undolog: the proxy is stopping"
+	return p.stoppedWaiting(ctx, e)
 }
 
 // execute starts the effect (unless its intercept did), forwards the call
@@ -593,7 +596,14 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		return
 	}
 	ch := p.expect(m.ID)
-	if err := p.writeUpstream(m.raw); err != nil {
+	if err := p.writeUpstream(m.raw); errors.Is(err, errUpstreamGone) {
+		p.forget(m.ID) // never sent: a retry runs it
+		if ferr := lc.Fail(ctx, call, "not sent: the upstream MCP server had exited"); ferr != nil {
+			p.note("effect %d: recording that it was not sent failed, it stays in doubt: %v", e.ID, ferr)
+		}
+		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; %s (effect %d) was not sent", err, e.Tool, e.ID)))
+		return
+	} else if err != nil {
 		call.StopRenewing() // left executing: other hosts find it in doubt once its lease lapses
 		p.forget(m.ID)
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
@@ -602,7 +612,11 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	resp, ok := <-ch
 	if !ok {
 		call.StopRenewing()
-		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): check it, then fail or undo it", e.Tool, e.ID)))
+		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): %s", e.Tool, e.ID, p.resolveHint(e.ID))))
+		return
+	}
+	if resp.Error == nil && taskHandle(resp.Result) {
+		p.taskAnswer(ctx, call, resp)
 		return
 	}
 	var err error
