@@ -22,7 +22,7 @@ var (
 	// ErrInterrupted: the run's context ended (a signal). The calls the
 	// server was running had StopGrace to be answered; those that were not
 	// stay executing, their leases stopped: in doubt once the proxy is gone.
-	ErrInterrupted = errors.New("undolog proxy stopped by a signal")
+	ErrInterrupted = errors.New("stopped by a signal")
 	// ErrUpstreamExited: the server exited (or closed its output) while the
 	// proxy served; every call in flight was answered with an error. Clients
 	// that restart dead servers start the proxy again.
@@ -83,7 +83,7 @@ func (p *Proxy) serve(ctx context.Context, in io.Reader) error {
 	p.life.mu.Unlock()
 	p.life.endWaits(cause)
 	if why != nil {
-		p.note("%v: no new calls; answering the %d in flight", why, p.inFlight())
+		p.note("%v: no new calls; calls in flight: %d", why, p.inFlight())
 	}
 	return why
 }
@@ -114,7 +114,7 @@ func (p *Proxy) drain(why error) {
 	select {
 	case <-done:
 	case <-time.After(grace):
-		p.note("%d calls still running after %s: stopping the server; they stay executing (in doubt)", p.inFlight(), grace)
+		p.note("calls still running %s after the signal: %d; stopping the server: they stay executing (in doubt)", grace, p.inFlight())
 	}
 }
 
@@ -157,7 +157,7 @@ func (p *Proxy) stoppedWaiting(ctx context.Context, e model.Effect) string {
 		why = "the client closed its input"
 	case errors.Is(cause, errUpstreamGone):
 		why = "the upstream MCP server exited"
-	case errors.Is(cause, ErrInterrupted), cause != nil && !errors.Is(cause, context.Canceled):
+	case errors.Is(cause, ErrInterrupted), cause != nil && cause != context.Canceled: // a signal's cause (signal.NotifyContext) Is context.Canceled too
 		why = "the proxy was stopped by a signal"
 	}
 	return fmt.Sprintf("undolog: %s (effect %d) was not run: %s while it waited for approval; its request stands: "+
