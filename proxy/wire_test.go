@@ -174,7 +174,9 @@ func TestProxySignalAnswersAndRecordsTheCallsInFlight(t *testing.T) {
 	if m["id"] != 3.0 || !strings.Contains(toolText(m), "echo (effect 2) was not run: the proxy was stopped by a signal while it waited for approval; its request stands") {
 		t.Fatalf("the call waiting for approval: %v", m)
 	}
-	waitFor(t, "the proxy to say it stops", func() bool { return strings.Contains(w.errText(), "stopped by a signal (terminated signal received): no new calls") })
+	waitFor(t, "the proxy to say it stops", func() bool {
+		return strings.Contains(w.errText(), "stopped by a signal (terminated signal received): no new calls")
+	})
 	w.send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo","arguments":{"n":2}}}`)
 	os.WriteFile(goFile, nil, 0o644)
 	answers := map[float64]map[string]any{}
