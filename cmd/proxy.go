@@ -34,7 +34,11 @@ repeat is answered from the log without reaching the server. Irreversible calls
 wait up to --approval-wait for 'undolog approve ID'; if no decision comes, the
 client gets a tool error naming the effect and asking to retry the same call.
 'undolog undo SESSION' starts the recorded server again and runs the
-compensations last-in-first-out.`,
+compensations last-in-first-out.
+
+Exit codes: 0 once the client closes its input; 11 when the server exits
+(each call in flight gets an error first: restart the proxy); 130 on SIGINT
+or SIGTERM. A call left in doubt is reclaimed by a person: undolog resolve ID.`,
 		Example: `  undolog proxy --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {

@@ -34,7 +34,8 @@ const rawInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"
 type wired struct {
 	t      *testing.T
 	in     io.WriteCloser
-	out    *bufio.Scanner
+	lines  chan []byte // what the proxy writes to the client, closed at its end
+	stdout io.ReadCloser
 	cmd    *exec.Cmd
 	pid    int
 	mu     sync.Mutex
@@ -51,14 +52,23 @@ func wire(t *testing.T, h *harness, policyYAML string, flags ...string) *wired {
 	args := append([]string{"proxy", "--session", "wire-1", "--policy", policy}, flags...)
 	cmd := exec.Command(testbin.Undolog(t), append(args, "--", os.Args[0])...)
 	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "UNDOLOG_FAKE_PIDFILE="+pidFile)
-	w := &wired{t: t, cmd: cmd, exited: make(chan error, 1)}
+	w := &wired{t: t, cmd: cmd, exited: make(chan error, 1), lines: make(chan []byte, 100)}
 	w.in, _ = cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
-	w.out = bufio.NewScanner(stdout)
+	w.stdout = stdout
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		defer close(w.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			w.lines <- append([]byte(nil), sc.Bytes()...)
+		}
+	}()
 	errDone := make(chan struct{})
 	go func() {
 		defer close(errDone)
@@ -74,6 +84,7 @@ func wire(t *testing.T, h *harness, policyYAML string, flags ...string) *wired {
 	}()
 	go func() {
 		<-errDone
+		<-outDone
 		w.exited <- cmd.Wait()
 	}()
 	t.Cleanup(func() {
@@ -81,7 +92,7 @@ func wire(t *testing.T, h *harness, policyYAML string, flags ...string) *wired {
 		cmd.Process.Kill()
 	})
 	w.send(rawInitialize)
-	if m := next(t, w.out); m["id"] != 1.0 {
+	if m := w.next(); m["id"] != 1.0 {
 		t.Fatalf("initialize: %v", m)
 	}
 	b, _ := os.ReadFile(pidFile)
@@ -93,6 +104,26 @@ func wire(t *testing.T, h *harness, policyYAML string, flags ...string) *wired {
 }
 
 func (w *wired) send(s string) { io.WriteString(w.in, s+"\n") }
+
+// next is the proxy's next message to the client (a failure bound, not a
+// speed target).
+func (w *wired) next() map[string]any {
+	w.t.Helper()
+	select {
+	case line, ok := <-w.lines:
+		if !ok {
+			w.t.Fatal("the proxy closed its output")
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			w.t.Fatalf("the proxy wrote a malformed line %q", line)
+		}
+		return m
+	case <-time.After(20 * time.Second):
+		w.t.Fatal("no answer from the proxy")
+	}
+	return nil
+}
 
 func (w *wired) errText() string {
 	w.mu.Lock()
@@ -106,8 +137,8 @@ func (w *wired) end(what string) int {
 	w.t.Helper()
 	select {
 	case err := <-w.exited:
-		if w.out.Scan() {
-			w.t.Fatalf("the proxy wrote %s at its end", w.out.Text())
+		for line := range w.lines {
+			w.t.Fatalf("the proxy wrote %s at its end", line)
 		}
 		return exitCode(err)
 	case <-time.After(20 * time.Second):
@@ -135,7 +166,7 @@ func TestProxySignalStopsAnIdleProxy(t *testing.T) {
 			h := newHarness(t)
 			w := wire(t, h, "tools:\n  echo: {tier: compensable}\n")
 			w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
-			if m := next(t, w.out); m["id"] != 2.0 || m["result"] == nil {
+			if m := w.next(); m["id"] != 2.0 || m["result"] == nil {
 				t.Fatalf("echo: %v", m)
 			}
 			w.cmd.Process.Signal(sig)
@@ -170,7 +201,7 @@ func TestProxySignalAnswersAndRecordsTheCallsInFlight(t *testing.T) {
 	w.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
 	w.cmd.Process.Signal(syscall.SIGTERM)
-	m := next(t, w.out)
+	m := w.next()
 	if m["id"] != 3.0 || !strings.Contains(toolText(m), "echo (effect 2) was not run: the proxy was stopped by a signal while it waited for approval; its request stands") {
 		t.Fatalf("the call waiting for approval: %v", m)
 	}
@@ -181,7 +212,7 @@ func TestProxySignalAnswersAndRecordsTheCallsInFlight(t *testing.T) {
 	os.WriteFile(goFile, nil, 0o644)
 	answers := map[float64]map[string]any{}
 	for range 2 {
-		m := next(t, w.out)
+		m := w.next()
 		answers[m["id"].(float64)] = m
 	}
 	if m := answers[2]; !strings.Contains(string(mustJSON(m["result"])), "held, then done") {
@@ -267,7 +298,7 @@ func TestProxyExitsWithItsServer(t *testing.T) {
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
 	syscall.Kill(w.pid, syscall.SIGKILL)
-	m := next(t, w.out)
+	m := w.next()
 	if m["id"] != 2.0 || !strings.Contains(toolText(m), "echo (effect 1) was not run: the upstream MCP server exited while it waited for approval; its request stands") {
 		t.Fatalf("the waiting call: %v", m)
 	}
@@ -289,7 +320,7 @@ func TestProxyClientLeavesWhileItsCallWaits(t *testing.T) {
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
 	w.in.Close()
-	m := next(t, w.out)
+	m := w.next()
 	if m["id"] != 2.0 || !strings.Contains(toolText(m), "echo (effect 1) was not run: the client closed its input while it waited for approval; its request stands") {
 		t.Fatalf("the waiting call: %v", m)
 	}
@@ -312,7 +343,7 @@ func TestProxyClientDiesWhileItsCallWaits(t *testing.T) {
 	w := wire(t, h, "tools:\n  echo: {tier: irreversible}\n", "--approval-wait", "10m")
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
-	w.cmd.Stdout.(io.Closer).Close()
+	w.stdout.Close() // the client's end of the proxy's output: its answer gets EPIPE
 	w.in.Close()
 	select {
 	case err := <-w.exited:
@@ -338,7 +369,7 @@ func TestProxyTaskAugmentedCalls(t *testing.T) {
 	const policy = "tools:\n  task: {tier: compensable}\n  taskonly: {tier: compensable}\n  echo: {tier: safe}\n"
 	w := wire(t, h, policy)
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task","arguments":{"a":1},"task":{"ttl":60000}}}`)
-	m := next(t, w.out)
+	m := w.next()
 	if m["id"] != 2.0 || !strings.Contains(string(mustJSON(m["result"])), "ran as a plain call") {
 		t.Fatalf("the logged task call: %v", m)
 	}
@@ -349,11 +380,11 @@ func TestProxyTaskAugmentedCalls(t *testing.T) {
 	// Safe: passed through as sent, task and all.
 	w.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"task","arguments":{},"task":{"ttl":60000}}}`)
 	w.send(`{"jsonrpc":"2.0","id":4,"method":"tools/list"}`)
-	next(t, w.out) // the logged call again: whatever the log says
-	next(t, w.out)
+	w.next() // the logged call again: whatever the log says
+	w.next()
 
 	w.send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"taskonly","arguments":{}}}`)
-	m = next(t, w.out)
+	m = w.next()
 	if m["id"] != 5.0 || !strings.Contains(string(mustJSON(m["result"])), `"taskId":"t-1"`) {
 		t.Fatalf("the handle: %v", m)
 	}
@@ -369,7 +400,7 @@ func TestProxyTaskAugmentedCalls(t *testing.T) {
 
 	w = wire(t, h, policy)
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"taskonly","arguments":{}}}`)
-	if m := next(t, w.out); !strings.Contains(toolText(m), "is in doubt") {
+	if m := w.next(); !strings.Contains(toolText(m), "is in doubt") {
 		t.Fatalf("the repeat of the call answered with a handle: %v", m)
 	}
 }
@@ -378,7 +409,7 @@ func TestProxySafeTaskCallKeepsItsTask(t *testing.T) {
 	h := newHarness(t)
 	w := wire(t, h, "tools:\n  task: {tier: safe}\n")
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task","arguments":{},"task":{"ttl":60000}}}`)
-	if m := next(t, w.out); !strings.Contains(string(mustJSON(m["result"])), `"taskId":"t-1"`) {
+	if m := w.next(); !strings.Contains(string(mustJSON(m["result"])), `"taskId":"t-1"`) {
 		t.Fatalf("the safe task call: %v", m)
 	}
 }
