@@ -427,7 +427,9 @@ func TestProxyUnknownToolGoesToTheServer(t *testing.T) {
 	want, wantErr := direct.CallTool(context.Background(), &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{"x": 1}})
 	direct.Close()
 	agent := h.proxied("unknown", "--approval-wait", "10m")
-	got, gotErr := agent.CallTool(context.Background(), &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{"x": 1}})
+	bound, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a failure bound: held for approval, it would wait 10m
+	defer cancel()
+	got, gotErr := agent.CallTool(bound, &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{"x": 1}})
 	if !reflect.DeepEqual(want, got) || errString(wantErr) != errString(gotErr) {
 		t.Fatalf("direct %+v %v\nproxied %+v %v", want, wantErr, got, gotErr)
 	}
