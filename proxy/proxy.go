@@ -141,12 +141,9 @@ func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io
 	}
 	p.up = stdin
 	go p.readUpstream(stdout)
-	why := p.serve(ctx, in)
+	why := p.serve(ctx, func() { p.readClient(ctx, in) })
 	p.drain(why)
-	if exit := p.stopUpstream(cmd, stdin); errors.Is(why, ErrUpstreamExited) && exit != nil {
-		return fmt.Errorf("%w (%v)", why, exit)
-	}
-	return why
+	return p.stopUpstream(why, func() error { return stopCommand(cmd, stdin) })
 }
 
 func (p *Proxy) note(format string, args ...any) {

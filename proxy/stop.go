@@ -55,14 +55,15 @@ func (p *Proxy) admit() bool {
 	return true
 }
 
-// serve reads the client until it closes its input, ctx ends or the server
-// exits, whichever comes first, and returns why (nil: the client closed).
-func (p *Proxy) serve(ctx context.Context, in io.Reader) error {
+// serve runs readClient (the client's side, whatever its transport) until
+// the client closes its input, ctx ends or the server exits, whichever
+// comes first, and returns why (nil: the client closed).
+func (p *Proxy) serve(ctx context.Context, readClient func()) error {
 	p.life.waits, p.life.endWaits = context.WithCancelCause(context.Background())
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		p.readClient(ctx, in)
+		readClient()
 	}()
 	var why, cause error
 	select {
@@ -118,22 +119,32 @@ func (p *Proxy) drain(why error) {
 	}
 }
 
-// stopUpstream closes the server's input and gives it 5 s to exit before it
-// is killed, then waits for the calls still in flight: the server's output
-// closed, each gets its error. It returns how the server ended.
-func (p *Proxy) stopUpstream(cmd *exec.Cmd, stdin io.Closer) error {
+// stopUpstream stops the server (stop, whatever its transport), then waits
+// for the calls still in flight: the server's side closed, each gets its
+// error. It returns Run's error: why (see serve), with how the server ended
+// when that is the news.
+func (p *Proxy) stopUpstream(why error, stop func() error) error {
+	exit := stop()
+	p.calls.Wait()
+	if errors.Is(why, ErrUpstreamExited) && exit != nil {
+		return fmt.Errorf("%w (%v)", why, exit)
+	}
+	return why
+}
+
+// stopCommand closes a server process's input and gives it 5 s to exit
+// before it is killed; it returns how it ended.
+func stopCommand(cmd *exec.Cmd, stdin io.Closer) error {
 	stdin.Close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	var err error
 	select {
-	case err = <-done:
+	case err := <-done:
+		return err
 	case <-time.After(5 * time.Second):
 		cmd.Process.Kill()
-		err = <-done
+		return <-done
 	}
-	p.calls.Wait()
-	return err
 }
 
 // approvalContext is ctx, also ended when the run ends: a call waiting for
