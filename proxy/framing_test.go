@@ -49,11 +49,12 @@ func FuzzClientFraming(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		client, upstream := &lockedBuffer{}, &lockedBuffer{}
 		p := &Proxy{Log: store, Session: "fuzz", ApprovalWait: time.Millisecond}
-		p.client, p.up, p.upGone = client, upstream, make(chan struct{})
+		in := NewStdioConn(bytes.NewReader(data), client)
+		p.client, p.up, p.upGone = in, NewStdioConn(bytes.NewReader(nil), upstream), make(chan struct{})
 		p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // nothing answers upstream: calls give up at once
-		p.readClient(ctx, bytes.NewReader(data))
+		p.readClient(ctx, in)
 		p.calls.Wait()
 		for side, out := range map[string]string{"client": client.String(), "upstream": upstream.String()} {
 			for _, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {

@@ -1,0 +1,89 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// stdioConn is the stdio transport: one JSON-RPC message a line.
+type stdioConn struct {
+	sc    *bufio.Scanner
+	mu    sync.Mutex
+	w     io.Writer
+	close func() error
+}
+
+// NewStdioConn is the stdio transport over r and w (a client's stdin and
+// stdout); closing it closes w if w is an io.Closer.
+func NewStdioConn(r io.Reader, w io.Writer) Conn {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	c := &stdioConn{sc: sc, w: w, close: func() error { return nil }}
+	if wc, ok := w.(io.Closer); ok {
+		c.close = wc.Close
+	}
+	return c
+}
+
+// Read returns the next non-blank line (a copy, trimmed).
+func (c *stdioConn) Read() ([]byte, error) {
+	for c.sc.Scan() {
+		if line := bytes.TrimSpace(c.sc.Bytes()); len(line) > 0 {
+			return append([]byte(nil), line...), nil
+		}
+	}
+	if err := c.sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, io.EOF
+}
+
+func (c *stdioConn) Write(msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.w.Write(append(bytes.TrimRight(msg, "\r\n"), '\n'))
+	return err
+}
+
+func (c *stdioConn) Close() error { return c.close() }
+
+// StartCommand starts an MCP server command and connects to its stdio; its
+// stderr goes to stderr. Closing the Conn closes the server's stdin, waits
+// up to 5 s for it to exit, then kills it.
+func StartCommand(argv []string, stderr io.Writer) (Conn, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start upstream server %s: %w", argv[0], err)
+	}
+	c := NewStdioConn(stdout, stdin).(*stdioConn)
+	var once sync.Once
+	c.close = func() error {
+		once.Do(func() {
+			stdin.Close()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		})
+		return nil
+	}
+	return c, nil
+}
