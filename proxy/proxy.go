@@ -265,7 +265,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 		if err := p.writeUpstream(line); err != nil && len(m.ID) > 0 && m.Method != "" {
 			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
 		}
-	}, nil)
+	}, p.clientTooBig)
 	if err != nil {
 		p.note("reading the client: %v", err)
 	}
@@ -303,7 +303,7 @@ func (p *Proxy) readUpstream(r Conn) {
 			}
 		}
 		p.writeClient(line)
-	}, nil)
+	}, p.upstreamTooBig)
 	close(p.upGone)
 	p.waitMu.Lock()
 	for key, ch := range p.waiting {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -12,7 +13,7 @@ import (
 
 // stdioConn is the stdio transport: one JSON-RPC message a line.
 type stdioConn struct {
-	sc    *bufio.Scanner
+	r     *bufio.Reader
 	mu    sync.Mutex
 	w     io.Writer
 	close func() error
@@ -21,26 +22,49 @@ type stdioConn struct {
 // NewStdioConn is the stdio transport over r and w (a client's stdin and
 // stdout); closing it closes w if w is an io.Closer.
 func NewStdioConn(r io.Reader, w io.Writer) Conn {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	c := &stdioConn{sc: sc, w: w, close: func() error { return nil }}
+	c := &stdioConn{r: bufio.NewReaderSize(r, 64<<10), w: w, close: func() error { return nil }}
 	if wc, ok := w.(io.Closer); ok {
 		c.close = wc.Close
 	}
 	return c
 }
 
-// Read returns the next non-blank line (a copy, trimmed).
+// Read returns the next non-blank line (a copy, trimmed). A line over
+// maxLine is read to its end and skipped: a *TooLargeError, after which the
+// next line is read as usual.
 func (c *stdioConn) Read() ([]byte, error) {
-	for c.sc.Scan() {
-		if line := bytes.TrimSpace(c.sc.Bytes()); len(line) > 0 {
-			return append([]byte(nil), line...), nil
+	for {
+		var line []byte
+		over := false
+		for {
+			chunk, err := c.r.ReadSlice('\n')
+			if !over && len(line)+len(chunk) > maxLine+2 { // +2: a CRLF ending
+				over = true
+				line = append(line, chunk[:min(len(chunk), 64<<10)]...)
+			} else if !over {
+				line = append(line, chunk...)
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			if over {
+				return nil, tooLarge(line)
+			}
+			if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+				if len(trimmed) > maxLine {
+					return nil, tooLarge(trimmed)
+				}
+				return trimmed, nil
+			}
+			if err != nil {
+				return nil, io.EOF
+			}
+			break
 		}
 	}
-	if err := c.sc.Err(); err != nil {
-		return nil, err
-	}
-	return nil, io.EOF
 }
 
 func (c *stdioConn) Write(msg []byte) error {
