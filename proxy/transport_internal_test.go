@@ -15,9 +15,25 @@ import (
 
 // end is a test's side of a pipe pair: it writes lines, reads messages.
 type end struct {
-	t *testing.T
-	w io.WriteCloser
-	r *bufio.Reader
+	t     *testing.T
+	w     io.WriteCloser
+	lines chan []byte
+}
+
+func newEnd(t *testing.T, w io.WriteCloser, r io.Reader) *end {
+	e := &end{t: t, w: w, lines: make(chan []byte, 16)}
+	go func() {
+		defer close(e.lines)
+		br := bufio.NewReader(r)
+		for {
+			line, err := br.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			e.lines <- line
+		}
+	}()
+	return e
 }
 
 func (e *end) send(s string) {
@@ -30,9 +46,15 @@ func (e *end) send(s string) {
 // next reads one line: a JSON value.
 func (e *end) next() any {
 	e.t.Helper()
-	line, err := e.r.ReadBytes('\n')
-	if err != nil {
-		e.t.Fatalf("the proxy wrote no more: %v", err)
+	var line []byte
+	select {
+	case l, ok := <-e.lines:
+		if !ok {
+			e.t.Fatal("the proxy closed its side")
+		}
+		line = l
+	case <-time.After(30 * time.Second): // a guard against hanging, not a measure
+		e.t.Fatal("the proxy wrote nothing for 30 s")
 	}
 	var v any
 	if err := json.Unmarshal(line, &v); err != nil {
@@ -72,7 +94,7 @@ func inProcess(t *testing.T, policy string) (client, server *end, done chan erro
 		sw.Close()
 	}()
 	t.Cleanup(func() { cw.Close(); ur.Close() })
-	return &end{t, cw, bufio.NewReader(pr)}, &end{t, sw, bufio.NewReader(ur)}, done
+	return newEnd(t, cw, pr), newEnd(t, sw, ur), done
 }
 
 func errCode(m map[string]any) float64 {
