@@ -129,6 +129,7 @@ func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	if p.Diagnostics == nil {
 		p.Diagnostics = io.Discard
 	}
+	client = newBatcher(client)
 	p.client, p.up, p.upGone = client, up, make(chan struct{})
 	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 	go p.readUpstream(up)

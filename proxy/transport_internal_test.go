@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -143,4 +144,107 @@ func TestServerMessageOverTheLimit(t *testing.T) {
 	if m := client.nextObject(); m["id"] != 2.0 {
 		t.Fatalf("ping after: %v", m)
 	}
+}
+
+func initialize(t *testing.T, client, server *end, version string) {
+	t.Helper()
+	client.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if m := server.nextObject(); m["method"] != "initialize" {
+		t.Fatalf("server got %v", m)
+	}
+	server.send(`{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"` + version + `","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`)
+	if m := client.nextObject(); m["id"] != 0.0 {
+		t.Fatalf("initialize answer: %v", m)
+	}
+}
+
+// TestBatchUnderAProtocolThatHasThem: under MCP 2025-03-26 a batch is taken
+// apart (a tools/call in it goes through the policy: a safe one reaches the
+// server, an unknown one is logged first), and the answers come back as one
+// array; an empty batch is an invalid request.
+func TestBatchUnderAProtocolThatHasThem(t *testing.T) {
+	client, server, _ := inProcess(t, "tools:\n  look: {tier: safe}\n")
+	initialize(t, client, server, "2025-03-26")
+	client.send(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},` +
+		`{"jsonrpc":"2.0","id":"b","method":"tools/call","params":{"name":"look","arguments":{}}},5]`)
+	got := map[string]bool{}
+	for range 3 {
+		m := server.nextObject()
+		got[fmt.Sprint(m["method"])] = true
+		if id, ok := m["id"]; ok {
+			server.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"echo":%q}}`, mustJSON(id), m["method"]))
+		}
+	}
+	if !got["ping"] || !got["notifications/initialized"] || !got["tools/call"] {
+		t.Fatalf("the server got %v", got)
+	}
+	v := client.next()
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 3 {
+		t.Fatalf("want an array of 3 answers (2 requests, 1 invalid element), got %v", v)
+	}
+	ids := map[any]bool{}
+	for _, a := range arr {
+		m := a.(map[string]any)
+		ids[m["id"]] = true
+		if m["id"] == nil && errCode(m) != codeInvalidRequest {
+			t.Fatalf("the element 5: %v", m)
+		}
+	}
+	if !ids[1.0] || !ids["b"] || !ids[nil] {
+		t.Fatalf("answers %v", arr)
+	}
+	client.send(`[]`)
+	if m := client.nextObject(); m["id"] != nil || errCode(m) != codeInvalidRequest {
+		t.Fatalf("empty batch: %v", m)
+	}
+	client.send(`[{"jsonrpc":"2.0","method":"notifications/x"}]`)
+	client.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if m := server.nextObject(); m["method"] != "notifications/x" {
+		t.Fatalf("a batch of one notification: %v", m)
+	}
+	if m := server.nextObject(); m["id"] != 9.0 {
+		t.Fatalf("after it: %v", m)
+	}
+	server.send(`{"jsonrpc":"2.0","id":9,"result":{}}`)
+	if m := client.nextObject(); m["id"] != 9.0 {
+		t.Fatalf("a batch of notifications got an answer: %v", m)
+	}
+}
+
+// TestBatchUnderAProtocolWithout: from MCP 2025-06-18 on there are no
+// batches: each request of one gets -32600 (valid JSON is never -32700),
+// and nothing of it reaches the server.
+func TestBatchUnderAProtocolWithout(t *testing.T) {
+	for _, version := range []string{"2025-06-18", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			client, server, _ := inProcess(t, "tools:\n  look: {tier: safe}\n")
+			initialize(t, client, server, version)
+			client.send(`[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"look"}}]`)
+			v := client.next()
+			arr, ok := v.([]any)
+			if !ok || len(arr) != 2 {
+				t.Fatalf("want an error for each of the 2 requests, got %v", v)
+			}
+			for i, a := range arr {
+				m := a.(map[string]any)
+				if m["id"] != float64(i+1) || errCode(m) != codeInvalidRequest || !strings.Contains(m["error"].(map[string]any)["message"].(string), "batches are not part of MCP protocol version "+version) {
+					t.Fatalf("answer %d: %v", i, m)
+				}
+			}
+			client.send(`[{"jsonrpc":"2.0","method":"notifications/initialized"}]`)
+			if m := client.nextObject(); m["id"] != nil || errCode(m) != codeInvalidRequest {
+				t.Fatalf("a batch of a notification: %v", m)
+			}
+			client.send(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+			if m := server.nextObject(); m["id"] != 3.0 {
+				t.Fatalf("something of the batches reached the server: %v", m)
+			}
+		})
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
