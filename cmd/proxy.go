@@ -16,12 +16,13 @@ type proxyOptions struct {
 	policy       string
 	approvalWait time.Duration
 	redact       []string
+	http         httpOptions
 }
 
 func newCmdProxy(f *Factory) *cobra.Command {
 	opts := &proxyOptions{}
 	c := &cobra.Command{
-		Use:   "proxy [--session S] [--policy FILE] -- SERVER_CMD [ARGS...]",
+		Use:   "proxy [--session S] [--policy FILE] [--listen ADDR] (--url URL [--header NAME=ENV_VAR]... | -- SERVER_CMD [ARGS...])",
 		Short: "Put an MCP server behind the effect log (MCP over stdio on both sides)",
 		Long: `Start an MCP server and speak MCP over stdio to both the client and the server.
 Everything but tools/call passes through unchanged. Each tools/call is classified
@@ -34,13 +35,20 @@ repeat is answered from the log without reaching the server. Irreversible calls
 wait up to --approval-wait for 'undolog approve ID'; if no decision comes, the
 client gets a tool error naming the effect and asking to retry the same call.
 'undolog undo SESSION' starts the recorded server again and runs the
-compensations last-in-first-out.`,
-		Example: `  undolog proxy --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory`,
+compensations last-in-first-out.
+
+--url fronts a remote server over Streamable HTTP instead of starting one;
+each --header NAME=ENV_VAR sends the header NAME with the value of the
+environment variable ENV_VAR (the log records the URL and the names, never a
+value; undo reads the variables again). --listen 127.0.0.1:PORT serves MCP
+clients over Streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio:
+each client session gets its own upstream (a server process, or an HTTP
+session).`,
+		Example: `  undolog proxy --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory
+  undolog proxy --url https://mcp.example.com/mcp --header Authorization=EXAMPLE_AUTH
+  undolog proxy --listen 127.0.0.1:8931 --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory`,
 		Args: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("proxy needs the MCP server command: undolog proxy -- SERVER_CMD [ARGS...]")
-			}
-			return nil
+			return opts.http.checkArgs(args)
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			var policy *proxy.Policy
@@ -55,23 +63,30 @@ compensations last-in-first-out.`,
 			if err != nil {
 				return err
 			}
+			upstream, remote, err := opts.http.upstream(f, args)
+			if err != nil {
+				return err
+			}
 			store := f.Log()
+			if opts.http.listen != "" {
+				return proxyListen(c.Context(), f, opts, policy, lease, upstream, remote)
+			}
 			session := opts.session
 			if session == "" {
 				session = f.Getenv("UNDOLOG_SESSION")
 			}
 			if session == "" {
-				s, err := store.CreateSession(c.Context(), effectlog.NewSession{Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}})
+				s, err := store.CreateSession(c.Context(), effectlog.NewSession{Upstream: upstream, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}})
 				if err != nil {
 					return err
 				}
 				session = s.ID
 			} else if _, err := store.GetSession(c.Context(), session); err != nil {
-				if _, err := store.CreateSession(c.Context(), effectlog.NewSession{ID: session, Upstream: args, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}}); err != nil {
+				if _, err := store.CreateSession(c.Context(), effectlog.NewSession{ID: session, Upstream: upstream, Actor: f.Actor(""), Meta: map[string]string{"via": "proxy"}}); err != nil {
 					return err
 				}
 			}
-			if _, err := store.SetUpstream(c.Context(), session, args); err != nil {
+			if _, err := store.SetUpstream(c.Context(), session, upstream); err != nil {
 				return err
 			}
 			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s (undo it with: %s undo %s)\n", session, textfmt.Escape(f.CLI()), session)
@@ -80,6 +95,9 @@ compensations last-in-first-out.`,
 				redact = append(redact, policy.Redact...)
 			}
 			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI()}
+			if remote != nil {
+				return p.Serve(c.Context(), proxy.NewStdioConn(f.In, f.Out), remote.dial(f))
+			}
 			return p.Run(c.Context(), args, f.In, f.Out)
 		},
 	}
@@ -88,5 +106,6 @@ compensations last-in-first-out.`,
 	c.Flags().StringVar(&opts.policy, "policy", "", "policy `file` (YAML); without one, read-only tools are safe and the rest irreversible")
 	c.Flags().DurationVar(&opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of arguments and results out of the log (*.password, *token*); adds to the policy's redact list")
+	opts.http.flags(c)
 	return c
 }
