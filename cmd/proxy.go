@@ -23,8 +23,9 @@ func newCmdProxy(f *Factory) *cobra.Command {
 	opts := &proxyOptions{}
 	c := &cobra.Command{
 		Use:   "proxy [--session S] [--policy FILE] [--listen ADDR] (--url URL [--header NAME=ENV_VAR]... | -- SERVER_CMD [ARGS...])",
-		Short: "Put an MCP server behind the effect log (MCP over stdio on both sides)",
-		Long: `Start an MCP server and speak MCP over stdio to both the client and the server.
+		Short: "Put an MCP server behind the effect log (MCP over stdio or Streamable HTTP)",
+		Long: `Start an MCP server and speak MCP over stdio to both the client and the server
+(or over Streamable HTTP: --url, --listen, below).
 Everything but tools/call passes through unchanged. Each tools/call is classified
 by the policy (a YAML file of tool names or globs, each with a tier, an optional
 capture call and a compensate call); a tool with no entry is safe when the server

@@ -254,7 +254,19 @@ func TestProxyListenRefusesOtherHosts(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 
-	url, _, _ := listening(t, h, "--", os.Args[0])
+	policy := filepath.Join(h.dir, "fake.yaml")
+	os.WriteFile(policy, []byte("tools:\n  echo: {tier: safe}\n"), 0o644)
+	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
+	// A client with the right host gets a server process of its own.
+	c := mcp.NewClient(&mcp.Implementation{Name: "local", Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, s, "echo", map[string]any{}); res.IsError || text(res) != "ok" {
+		t.Fatalf("echo through --listen to a stdio server: %+v", res)
+	}
+	s.Close()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
 	req.Host = "evil.example.com"
 	req.Header.Set("Content-Type", "application/json")

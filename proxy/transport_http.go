@@ -91,7 +91,17 @@ func (c *httpConn) Write(msg []byte) error {
 	case method == "initialize" || method == "" || len(id) == 0:
 		c.post(msg, id, method)
 		if method == "notifications/initialized" {
-			c.getOnce.Do(func() { go c.listen() })
+			// The GET stream is open before the client's next message goes:
+			// a server may send what a request makes it ask (sampling, say)
+			// on that stream, and drops it when no stream is open.
+			c.getOnce.Do(func() {
+				ready := make(chan struct{})
+				go c.listen(ready)
+				select {
+				case <-ready:
+				case <-time.After(10 * time.Second):
+				}
+			})
 		}
 	default:
 		go c.post(msg, id, method)
@@ -258,8 +268,12 @@ func (c *httpConn) resume(lastID string, retry time.Duration, deliver func([]byt
 }
 
 // listen holds the GET stream open for the server's own requests and
-// notifications, reopening it while the server keeps it.
-func (c *httpConn) listen() {
+// notifications, reopening it while the server keeps it; ready is closed
+// once the server has answered the first GET (or it failed).
+func (c *httpConn) listen(ready chan struct{}) {
+	var once sync.Once
+	isReady := func() { once.Do(func() { close(ready) }) }
+	defer isReady()
 	lastID, retry, failures := "", time.Second, 0
 	for c.ctx.Err() == nil && failures < 5 {
 		req, err := c.request(c.ctx, http.MethodGet, nil)
@@ -270,6 +284,7 @@ func (c *httpConn) listen() {
 			req.Header.Set("Last-Event-ID", lastID)
 		}
 		resp, err := c.client.Do(req)
+		isReady()
 		if err != nil {
 			failures++
 		} else {

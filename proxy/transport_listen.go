@@ -399,12 +399,15 @@ func (ss *listenSession) Write(msg []byte) error {
 		}
 		return nil
 	}
-	switch {
-	case len(ss.streams) > 0:
-		ss.streams[len(ss.streams)-1].send(msg)
-	case ss.get != nil:
-		ss.get.send(msg)
-	case len(ss.backlog) < 1000:
+	for i := len(ss.streams) - 1; i >= 0; i-- {
+		if ss.streams[i].send(msg) {
+			return nil
+		}
+	}
+	if ss.get != nil && ss.get.send(msg) {
+		return nil
+	}
+	if len(ss.backlog) < 1000 {
 		ss.backlog = append(ss.backlog, msg)
 	}
 	return nil
@@ -446,13 +449,18 @@ func (st *eventStream) signal() {
 	}
 }
 
-func (st *eventStream) send(msg []byte) {
+// send queues a message of the server's on a stream still open: not on one
+// that has had all its answers (its response is ending), nor on one whose
+// client went away. It tells whether it did.
+func (st *eventStream) send(msg []byte) bool {
 	st.mu.Lock()
-	if !st.done {
+	ok := !st.done && st.due != 0
+	if ok {
 		st.queue = append(st.queue, msg)
 	}
 	st.mu.Unlock()
 	st.signal()
+	return ok
 }
 
 func (st *eventStream) answer(msg []byte) {
