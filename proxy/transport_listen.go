@@ -28,11 +28,50 @@ type HTTPServer struct {
 	// served (against DNS rebinding, as the transport asks of local servers).
 	AllowRemote bool
 	Diagnostics io.Writer
+	// IdleTimeout ends a session that has had no request and no open
+	// stream for that long (a client gone without its DELETE would keep its
+	// upstream running); zero: DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Now is the clock of idle sessions; nil: time.Now.
+	Now func() time.Time
 
 	ctx      context.Context
 	mu       sync.Mutex
 	sessions map[string]*listenSession
 	wg       sync.WaitGroup
+}
+
+// DefaultIdleTimeout is how long an HTTP client session may sit idle.
+const DefaultIdleTimeout = 30 * time.Minute
+
+func (s *HTTPServer) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+// sweep ends the sessions idle past IdleTimeout.
+func (s *HTTPServer) sweep() {
+	idle := s.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	now := s.now()
+	s.mu.Lock()
+	var ended []*listenSession
+	for _, ss := range s.sessions {
+		ss.mu.Lock()
+		if ss.open == 0 && now.Sub(ss.active) > idle {
+			ended = append(ended, ss)
+		}
+		ss.mu.Unlock()
+	}
+	s.mu.Unlock()
+	for _, ss := range ended {
+		fmt.Fprintf(s.Diagnostics, "undolog proxy: an HTTP client session idle for over %s ended\n", idle)
+		ss.Close()
+	}
 }
 
 // Serve serves ln until ctx ends, then ends every session, waits for their
@@ -48,10 +87,19 @@ func (s *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
 	var err error
-	select {
-	case <-ctx.Done():
-	case err = <-errc:
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case err = <-errc:
+			break wait
+		case <-tick.C:
+			s.sweep()
+		}
 	}
 	s.mu.Lock()
 	for _, ss := range s.sessions {
@@ -143,6 +191,9 @@ func (s *HTTPServer) lookup(w http.ResponseWriter, r *http.Request) *listenSessi
 		rpcFail(w, http.StatusNotFound, nil, -32001, "session not found")
 		return nil
 	}
+	ss.mu.Lock()
+	ss.active = s.now()
+	ss.mu.Unlock()
 	return ss
 }
 
@@ -259,7 +310,7 @@ func (s *HTTPServer) get(w http.ResponseWriter, r *http.Request) {
 // POST that begins it, so it runs in the server's context.
 func (s *HTTPServer) open() *listenSession {
 	ss := &listenSession{id: rand.Text(), incoming: make(chan []byte, 16), closed: make(chan struct{}),
-		routes: map[string]*eventStream{}}
+		routes: map[string]*eventStream{}, active: s.now(), clock: s.now}
 	s.mu.Lock()
 	s.sessions[ss.id] = ss
 	s.wg.Add(1)
@@ -288,7 +339,10 @@ type listenSession struct {
 	streams []*eventStream          // open POST streams, oldest first
 	get     *eventStream            // the GET stream, if open
 	backlog [][]byte                // server messages waiting for a stream
-	version string                  // the protocol version the server answered
+	open    int                     // streams open (HTTP requests in progress)
+	active  time.Time               // when the last request began or ended
+	clock   func() time.Time
+	version string // the protocol version the server answered
 }
 
 func (ss *listenSession) deliver(msg []byte) bool {
@@ -314,6 +368,7 @@ func (ss *listenSession) stream(requests []string, jsonBody bool) *eventStream {
 	st := newEventStream(len(requests))
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.open++
 	for _, id := range requests {
 		ss.routes[id] = st
 	}
@@ -327,6 +382,7 @@ func (ss *listenSession) standalone() *eventStream {
 	st := newEventStream(-1)
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.open++
 	if ss.get != nil {
 		ss.get.finish()
 	}
@@ -343,6 +399,8 @@ func (ss *listenSession) standalone() *eventStream {
 func (ss *listenSession) drop(st *eventStream) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	ss.open--
+	ss.active = ss.clock()
 	for id, s := range ss.routes {
 		if s == st {
 			delete(ss.routes, id)

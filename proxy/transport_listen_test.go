@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // echoServer serves HTTP clients with a fake server behind the batcher (as
@@ -159,5 +161,62 @@ func TestHTTPServerBatchesAndLimits(t *testing.T) {
 	r = postTo(t, url, sid, both, big)
 	if r.status != http.StatusRequestEntityTooLarge || r.msgs[0].(map[string]any)["id"] != 9.0 {
 		t.Fatalf("oversize body: %d %v", r.status, r.msgs)
+	}
+}
+
+// TestHTTPServerEndsIdleSessions: a session with no request and no open
+// stream for IdleTimeout ends (its upstream with it); one with its GET
+// stream open does not.
+func TestHTTPServerEndsIdleSessions(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	ended := make(chan struct{}, 2)
+	s := &HTTPServer{IdleTimeout: time.Hour, Now: clock, Start: func(ctx context.Context, client Conn) {
+		for {
+			msg, err := client.Read()
+			if err != nil {
+				ended <- struct{}{}
+				return
+			}
+			if id, method, _ := peek(msg); method == "initialize" {
+				client.Write(resultResponse(id, json.RawMessage(`{"protocolVersion":"2025-11-25"}`)))
+			}
+		}
+	}}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + ln.Addr().String() + "/mcp"
+	idle := postTo(t, url, "", both, initBody("2025-11-25")).session
+	listening := postTo(t, url, "", both, initBody("2025-11-25")).session
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", listening)
+	resp, err := http.DefaultClient.Do(req) // headers come once the stream is open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+
+	mu.Lock()
+	now = now.Add(59 * time.Minute)
+	mu.Unlock()
+	s.sweep()
+	if r := postTo(t, url, idle, both, `{"jsonrpc":"2.0","method":"notifications/x"}`); r.status != 202 {
+		t.Fatalf("a session idle for less than the timeout: %+v", r)
+	}
+	mu.Lock()
+	now = now.Add(61 * time.Minute)
+	mu.Unlock()
+	s.sweep()
+	<-ended
+	if r := postTo(t, url, idle, both, `{"jsonrpc":"2.0","method":"notifications/x"}`); r.status != 404 {
+		t.Fatalf("an idle session: %+v", r)
+	}
+	if r := postTo(t, url, listening, both, `{"jsonrpc":"2.0","method":"notifications/x"}`); r.status != 202 {
+		t.Fatalf("a session with its GET stream open: %+v", r)
 	}
 }
