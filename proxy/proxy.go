@@ -6,14 +6,11 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,7 +25,7 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// maxLine bounds one JSON-RPC message.
+// maxLine bounds one JSON-RPC message (on every transport).
 const maxLine = 64 << 20
 
 // DefaultApprovalWait stays below the 60 s most MCP clients wait for a call.
@@ -89,9 +86,9 @@ type Proxy struct {
 
 	life     lifeline
 	clientMu sync.Mutex
-	client   io.Writer
+	client   Conn
 	upMu     sync.Mutex
-	up       io.WriteCloser
+	up       Conn
 	upGone   chan struct{}
 
 	waitMu  sync.Mutex
@@ -116,34 +113,35 @@ var errCancelledByClient = errors.New("cancelled by the client")
 
 // Run starts the upstream server, serves the client until it closes its
 // input (nil), ctx ends (ErrInterrupted) or the server exits
-// (ErrUpstreamExited), then stops the server (see serve).
+// (ErrUpstreamExited), then stops the server: the stdio transport on both
+// sides.
 func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io.Writer) error {
+	if p.Diagnostics == nil {
+		p.Diagnostics = io.Discard
+	}
+	up, err := StartCommand(upstream, p.Diagnostics)
+	if err != nil {
+		return err
+	}
+	return p.Serve(ctx, NewStdioConn(in, out), up)
+}
+
+// Serve relays between the client and the upstream server until the
+// client's side ends, then closes the upstream. A Proxy serves once.
+func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	if p.ApprovalWait <= 0 {
 		p.ApprovalWait = DefaultApprovalWait
 	}
 	if p.Diagnostics == nil {
 		p.Diagnostics = io.Discard
 	}
-	p.client, p.upGone = out, make(chan struct{})
+	client = newBatcher(client)
+	p.client, p.up, p.upGone = client, up, make(chan struct{})
 	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
-	cmd := exec.Command(upstream[0], upstream[1:]...)
-	cmd.Stderr = p.Diagnostics
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start upstream server %s: %w", upstream[0], err)
-	}
-	p.up = stdin
-	go p.readUpstream(stdout)
-	why := p.serve(ctx, func() { p.readClient(ctx, in) })
+	go p.readUpstream(up)
+	why := p.serve(ctx, func() { p.readClient(ctx, client) })
 	p.drain(why)
-	return p.stopUpstream(why, func() error { return stopCommand(cmd, stdin) })
+	return p.stopUpstream(why, up.Close)
 }
 
 func (p *Proxy) note(format string, args ...any) {
@@ -156,7 +154,7 @@ func (p *Proxy) note(format string, args ...any) {
 func (p *Proxy) writeClient(b []byte) {
 	p.clientMu.Lock()
 	defer p.clientMu.Unlock()
-	p.client.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
+	p.client.Write(b)
 }
 
 // reply answers a tools/call, unless the client has cancelled it.
@@ -175,8 +173,7 @@ func (p *Proxy) writeUpstream(b []byte) error {
 	}
 	p.upMu.Lock()
 	defer p.upMu.Unlock()
-	_, err := p.up.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
-	return err
+	return p.up.Write(b)
 }
 
 func encode(v any) []byte {
@@ -210,22 +207,9 @@ func parse(line []byte) (message, error) {
 	return m, nil
 }
 
-// eachLine calls fn with each non-blank line of r (a copy, trimmed): one
-// JSON-RPC message of the stdio transport.
-func eachLine(r io.Reader, fn func(line []byte)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for sc.Scan() {
-		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-			fn(append([]byte(nil), line...))
-		}
-	}
-	return sc.Err()
-}
-
 // readClient handles the client's messages until it closes its input.
-func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
-	err := eachLine(in, func(line []byte) {
+func (p *Proxy) readClient(ctx context.Context, in Conn) {
+	err := eachMessage(in, func(line []byte) {
 		m, err := parse(line)
 		switch {
 		case err != nil:
@@ -290,15 +274,15 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 		if err := p.writeUpstream(line); err != nil && len(m.ID) > 0 && m.Method != "" {
 			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
 		}
-	})
+	}, p.clientTooBig)
 	if err != nil {
 		p.note("reading the client: %v", err)
 	}
 }
 
 // readUpstream handles the server's messages until it exits.
-func (p *Proxy) readUpstream(r io.Reader) {
-	eachLine(r, func(line []byte) {
+func (p *Proxy) readUpstream(r Conn) {
+	eachMessage(r, func(line []byte) {
 		m, err := parse(line)
 		if err != nil || m.JSONRPC != "2.0" {
 			p.note("malformed message from the server: %.200s", line)
@@ -329,7 +313,7 @@ func (p *Proxy) readUpstream(r io.Reader) {
 		}
 		p.toolsChanged(m)
 		p.writeClient(line)
-	})
+	}, p.upstreamTooBig)
 	close(p.upGone)
 	p.waitMu.Lock()
 	for key, ch := range p.waiting {

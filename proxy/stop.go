@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -130,21 +128,6 @@ func (p *Proxy) stopUpstream(why error, stop func() error) error {
 		return fmt.Errorf("%w (%v)", why, exit)
 	}
 	return why
-}
-
-// stopCommand closes a server process's input and gives it 5 s to exit
-// before it is killed; it returns how it ended.
-func stopCommand(cmd *exec.Cmd, stdin io.Closer) error {
-	stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		return <-done
-	}
 }
 
 // approvalContext is ctx, also ended when the run ends: a call waiting for
