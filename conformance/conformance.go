@@ -46,6 +46,7 @@ var suite = []struct {
 	{"CompensableLifecycleAndReplay", testCompensableLifecycleAndReplay},
 	{"NumbersAreExact", testNumbersAreExact},
 	{"LoneSurrogatesAndNULsAreKept", testLoneSurrogatesAndNULsAreKept},
+	{"NULsInActorsAndErrors", testNULsInActorsAndErrors},
 	{"RetryAfterFail", testRetryAfterFail},
 	{"SameCallAnotherTierIsRefused", testSameCallAnotherTierIsRefused},
 	{"EveryEffectTransition", testEveryEffectTransition},

@@ -323,3 +323,29 @@ func testLoneSurrogatesAndNULsAreKept(t *testing.T, newStore opener) {
 	}
 	verifyClean(t, s)
 }
+
+// An error (a tool's text) holding a NUL is kept as sent, by an engine with
+// text columns too; an actor holding one (an actor is a text column of a
+// shared log) is refused by every engine alike, and nothing is written.
+func testNULsInActorsAndErrors(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	res := intercept(t, s, "z", "write", sm.Compensable, `{}`)
+	must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{}))
+	must[model.Effect](t)(s.Fail(t.Context(), res.Effect.ID, model.Change{Error: "tool error: bad\x00byte"}))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID))
+	if d.Effect.Error != "tool error: bad\x00byte" {
+		t.Fatalf("error %q", d.Effect.Error)
+	}
+	before := must[uint64](t)(s.LastChange(t.Context()))
+	_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "z", Tool: "other", Tier: sm.Compensable, Args: json.RawMessage(`{}`), Actor: "mcp:a\x00b"})
+	if !errors.Is(err, model.ErrInvalidInput) {
+		t.Fatalf("an actor with a NUL: %v", err)
+	}
+	if _, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "y", Actor: "a\x00b"}); !errors.Is(err, model.ErrInvalidInput) {
+		t.Fatalf("a session's actor with a NUL: %v", err)
+	}
+	if after := must[uint64](t)(s.LastChange(t.Context())); after != before {
+		t.Fatalf("a refused write moved the log from %d to %d", before, after)
+	}
+	verifyClean(t, s)
+}

@@ -420,7 +420,7 @@ func (p *Proxy) actor() string {
 	if p.clientName == "" {
 		return "mcp-client"
 	}
-	return "mcp:" + p.clientName
+	return "mcp:" + textfmt.Escape(p.clientName) // the client names itself: no NUL or control bytes reach the log
 }
 
 // toolCall runs one tools/call through the effect log.

@@ -45,6 +45,12 @@ type wired struct {
 
 func wire(t *testing.T, h *harness, policyYAML string, flags ...string) *wired {
 	t.Helper()
+	return wireAs(t, h, rawInitialize, policyYAML, flags...)
+}
+
+// wireAs is wire with the client's own initialize message.
+func wireAs(t *testing.T, h *harness, initialize, policyYAML string, flags ...string) *wired {
+	t.Helper()
 	policy := filepath.Join(h.dir, "wire.yaml")
 	os.WriteFile(policy, []byte(policyYAML), 0o644)
 	pidFile := filepath.Join(h.dir, "server.pid")
@@ -91,7 +97,7 @@ func wire(t *testing.T, h *harness, policyYAML string, flags ...string) *wired {
 		w.in.Close()
 		cmd.Process.Kill()
 	})
-	w.send(rawInitialize)
+	w.send(initialize)
 	if m := w.next(); m["id"] != 1.0 {
 		t.Fatalf("initialize: %v", m)
 	}
@@ -493,5 +499,22 @@ func TestProxyLoneSurrogateInAnArgument(t *testing.T) {
 	}
 	if rep, err := store.Verify(t.Context()); err != nil || len(rep.Problems) != 0 {
 		t.Fatalf("verify: %v %v", rep.Problems, err)
+	}
+}
+
+// A client whose name holds a NUL or control bytes (the proxy records it as
+// the actor) gets its calls logged, the name escaped, on either engine.
+func TestProxyClientNameWithANUL(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"evil\u0000\u001b[2Jname","version":"1"}}}`
+	w := wireAs(t, h, initialize, "tools:\n  echo: {tier: compensable}\n")
+	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	if m := w.next(); m["id"] != 2.0 || m["result"] == nil || toolText(m) != "" {
+		t.Fatalf("the call: %v", m)
+	}
+	d, err := store.GetEffect(t.Context(), 1)
+	if err != nil || d.Effect.State != sm.Committed || d.History[0].Actor != `mcp:evil\x00\x1b[2Jname` {
+		t.Fatalf("effect 1: %+v %v", d, err)
 	}
 }
