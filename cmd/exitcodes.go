@@ -20,6 +20,10 @@ const (
 	ExitRejected     = 8  // the call was rejected by a person
 	ExitCompensation = 9  // undo stopped: a compensation failed and needs a person
 	ExitDenied       = 10 // the log's database refused the operation to its role
+
+	// undolog proxy's own ends.
+	ExitProxyUpstream    = 11  // the MCP server exited while the proxy served it (restart the proxy)
+	ExitProxyInterrupted = 130 // stopped by SIGINT or SIGTERM
 )
 
 // usageError marks errors in how the command was called.

@@ -17,14 +17,16 @@ type proxyOptions struct {
 	policy       string
 	approvalWait time.Duration
 	redact       []string
+	http         httpOptions
 }
 
 func newCmdProxy(f *Factory) *cobra.Command {
 	opts := &proxyOptions{}
 	c := &cobra.Command{
-		Use:   "proxy [--session S] [--policy FILE] -- SERVER_CMD [ARGS...]",
-		Short: "Put an MCP server behind the effect log (MCP over stdio on both sides)",
-		Long: `Start an MCP server and speak MCP over stdio to both the client and the server.
+		Use:   "proxy [--session S] [--policy FILE] [--listen ADDR] (--url URL [--header NAME=ENV_VAR]... | -- SERVER_CMD [ARGS...])",
+		Short: "Put an MCP server behind the effect log (MCP over stdio or Streamable HTTP)",
+		Long: `Start an MCP server and speak MCP over stdio to both the client and the server
+(or over Streamable HTTP: --url, --listen, below).
 Everything but tools/call passes through unchanged. Each tools/call is classified
 by the policy (a YAML file of tool names or globs, each with a tier, an optional
 capture call and a compensate call); a tool with no entry is safe when the server
@@ -43,13 +45,24 @@ compensations last-in-first-out.
 The session is made on the first logged call. One that has ended (completed,
 failed, undone) gets a successor, SESSION.2, SESSION.3, ..., so calls go on; one
 a rejection halted takes no calls until a person runs
-'undolog session resume SESSION --reason TEXT'.`,
-		Example: `  undolog proxy --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory`,
+'undolog session resume SESSION --reason TEXT'.
+
+--url fronts a remote server over Streamable HTTP instead of starting one;
+each --header NAME=ENV_VAR sends the header NAME with the value of the
+environment variable ENV_VAR (the log records the URL and the names, never a
+value; undo reads the variables again). --listen 127.0.0.1:PORT serves MCP
+clients over Streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio:
+each client session gets its own upstream (a server process, or an HTTP
+session).
+
+Exit codes: 0 once the client closes its input; 11 when the server exits
+(each call in flight gets an error first: restart the proxy); 130 on SIGINT
+or SIGTERM. A call left in doubt is reclaimed by a person: undolog resolve ID.`,
+		Example: `  undolog proxy --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory
+  undolog proxy --url https://mcp.example.com/mcp --header Authorization=EXAMPLE_AUTH
+  undolog proxy --listen 127.0.0.1:8931 --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory`,
 		Args: func(c *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("proxy needs the MCP server command: undolog proxy -- SERVER_CMD [ARGS...]")
-			}
-			return nil
+			return opts.http.checkArgs(args)
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			var policy *proxy.Policy
@@ -64,7 +77,14 @@ a rejection halted takes no calls until a person runs
 			if err != nil {
 				return err
 			}
+			upstream, remote, err := opts.http.upstream(f, args)
+			if err != nil {
+				return err
+			}
 			store := f.Log()
+			if opts.http.listen != "" {
+				return proxyListen(c.Context(), f, opts, policy, lease, upstream, remote)
+			}
 			// The session is made on the first logged call (proxy/session.go):
 			// a proxy that logs nothing writes nothing.
 			session, made := opts.session, ""
@@ -87,8 +107,13 @@ a rejection halted takes no calls until a person runs
 			if policy != nil {
 				redact = append(redact, policy.Redact...)
 			}
-			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(), Dir: dir, SessionActor: f.Actor("")}
-			return p.Run(c.Context(), args, f.In, f.Out)
+			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
+				Dir: dir, SessionActor: f.Actor(""), Upstream: upstream}
+			ignoreBrokenPipe()
+			if remote != nil {
+				return proxyEnd(p.Serve(c.Context(), proxy.NewStdioConn(f.In, f.Out), remote.dial(f)))
+			}
+			return proxyEnd(p.Run(c.Context(), args, f.In, f.Out))
 		},
 	}
 	c.Flags().SetInterspersed(false)
@@ -96,5 +121,6 @@ a rejection halted takes no calls until a person runs
 	c.Flags().StringVar(&opts.policy, "policy", "", "policy `file` (YAML); without one, read-only tools are safe and the rest irreversible")
 	c.Flags().DurationVar(&opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of arguments and results out of the log (*.password, *token*); adds to the policy's redact list")
+	opts.http.flags(c)
 	return c
 }

@@ -19,8 +19,17 @@ func newCmdResolve(f *Factory) *cobra.Command {
 	opts := &resolveOptions{}
 	c := &cobra.Command{
 		Use:   "resolve ID --reason R",
-		Short: "Record a manual fix of a failed compensation, so the next undo walks on",
+		Short: "Record a manual fix of a failed compensation, so the next undo walks on; or reclaim a call in doubt",
+		Long: `Record a manual fix of a failed compensation, so the next undo walks on.
+
+On a call in doubt (left executing by an owner that died, or whose lease ran
+out: a proxy whose server died mid-call, say), resolve records what a person
+checked and fails the call back to pending, so that the same call runs again
+(an irreversible one once approved again). If it did take effect, record that
+instead with 'undolog commit ID --result JSON'. A call whose owner still runs
+is refused (exit 6).`,
 		Example: `  undolog resolve 42 --reason "deleted the bucket by hand"
+  undolog resolve 17 --reason "checked: the entity was not created"
   undolog undo deploy-117 --yes`,
 		Args: exactArgs(1, "one effect id"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -33,6 +42,9 @@ func newCmdResolve(f *Factory) *cobra.Command {
 			}
 			if opts.reason == "" {
 				return usagef("resolve needs --reason: say what was done by hand")
+			}
+			if done, err := resolveInDoubt(c.Context(), f, id, opts); done || err != nil {
+				return err
 			}
 			u, err := f.Log().UndoStep(c.Context(), id, sm.EntryResolved, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
 			if err != nil {

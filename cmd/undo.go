@@ -85,6 +85,16 @@ again (compensations are not assumed idempotent).`,
 					return &exitError{code: ExitError, msg: "undo cancelled; nothing changed"}
 				}
 			}
+			// An HTTP server's headers come from the environment: a variable
+			// missing stops undo before it changes anything.
+			if r, ok, err := mcpclient.ParseRemote(sess.Upstream); ok {
+				if err == nil {
+					_, err = r.Header(f.Getenv)
+				}
+				if err != nil {
+					return usagef("undo %s: its MCP server %s: %v", plan.Session, textfmt.Escape(r.URL), err)
+				}
+			}
 			lease, err := f.Lease()
 			if err != nil {
 				return err

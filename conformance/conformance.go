@@ -45,6 +45,8 @@ var suite = []struct {
 	{"SafeCallsWriteNothing", testSafeCallsWriteNothing},
 	{"CompensableLifecycleAndReplay", testCompensableLifecycleAndReplay},
 	{"NumbersAreExact", testNumbersAreExact},
+	{"LoneSurrogatesAndNULsAreKept", testLoneSurrogatesAndNULsAreKept},
+	{"NULsInActorsAndErrors", testNULsInActorsAndErrors},
 	{"RetryAfterFail", testRetryAfterFail},
 	{"SameCallAnotherTierIsRefused", testSameCallAnotherTierIsRefused},
 	{"EveryEffectTransition", testEveryEffectTransition},

@@ -292,3 +292,60 @@ func testSafeCallsWriteNothing(t *testing.T, newStore opener) {
 		t.Fatalf("a safe call wrote an effect: %v %v", list, err)
 	}
 }
+
+// A string cut inside an emoji (a lone surrogate) and a NUL are text MCP
+// servers accept: the call is logged, its args and result are kept to the
+// byte (both engines: no database type that refuses or changes them), the
+// same call spelt another way has the same signature, and verify passes.
+func testLoneSurrogatesAndNULsAreKept(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	const args = `{"name":"cut \ud83d","nul":"a\u0000b","pair":"😀"}`
+	res := intercept(t, s, "u", "write", sm.Compensable, `{"pair":"\ud83d\ude00","nul":"a\u0000b","name":"cut \uD83D"}`)
+	if res.Outcome != model.OutcomeNew || string(res.Effect.Args) != args {
+		t.Fatalf("%+v", res)
+	}
+	id := res.Effect.ID
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{Owner: &model.Owner{PID: 42, Host: "h"}}))
+	same := intercept(t, s, "u", "write", sm.Compensable, args)
+	if same.Signature != res.Signature || same.Effect.ID != id || same.Outcome != model.OutcomeInProgress {
+		t.Fatalf("the same call: %+v", same)
+	}
+	if other := intercept(t, s, "u", "write", sm.Compensable, `{"name":"cut \ufffd","nul":"a\u0000b","pair":"😀"}`); other.Signature == res.Signature {
+		t.Fatalf("U+FFFD shares the signature of a lone surrogate: %+v", other)
+	}
+	const result = `{"content":[{"text":"made \ude00\u0000","type":"text"}]}`
+	if e := must[model.Effect](t)(s.Commit(t.Context(), id, model.Change{Result: json.RawMessage(result)})); string(e.Result) != result {
+		t.Fatalf("result %s", e.Result)
+	}
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))
+	if string(d.Effect.Args) != args || string(d.Effect.Result) != result {
+		t.Fatalf("read back: args %s result %s", d.Effect.Args, d.Effect.Result)
+	}
+	verifyClean(t, s)
+}
+
+// An error (a tool's text) holding a NUL is kept as sent, by an engine with
+// text columns too; an actor holding one (an actor is a text column of a
+// shared log) is refused by every engine alike, and nothing is written.
+func testNULsInActorsAndErrors(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	res := intercept(t, s, "z", "write", sm.Compensable, `{}`)
+	must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{}))
+	must[model.Effect](t)(s.Fail(t.Context(), res.Effect.ID, model.Change{Error: "tool error: bad\x00byte"}))
+	d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID))
+	if d.Effect.Error != "tool error: bad\x00byte" {
+		t.Fatalf("error %q", d.Effect.Error)
+	}
+	before := must[uint64](t)(s.LastChange(t.Context()))
+	_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "z", Tool: "other", Tier: sm.Compensable, Args: json.RawMessage(`{}`), Actor: "mcp:a\x00b"})
+	if !errors.Is(err, model.ErrInvalidInput) {
+		t.Fatalf("an actor with a NUL: %v", err)
+	}
+	if _, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "y", Actor: "a\x00b"}); !errors.Is(err, model.ErrInvalidInput) {
+		t.Fatalf("a session's actor with a NUL: %v", err)
+	}
+	if after := must[uint64](t)(s.LastChange(t.Context())); after != before {
+		t.Fatalf("a refused write moved the log from %d to %d", before, after)
+	}
+	verifyClean(t, s)
+}

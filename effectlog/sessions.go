@@ -36,7 +36,7 @@ func (s *Service) CreateSession(ctx context.Context, req NewSession) (model.Sess
 			return model.Session{}, err
 		}
 	}
-	if err := model.ValidText("actor", req.Actor); err != nil {
+	if err := model.ValidActor(req.Actor); err != nil {
 		return model.Session{}, err
 	}
 	var out model.Session

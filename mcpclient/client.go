@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 
@@ -23,16 +25,34 @@ type Client struct {
 	session *mcp.ClientSession
 }
 
-// Dial starts the server command and connects to it.
+// Dial starts the server command and connects to it; an HTTP upstream
+// (see Remote) is connected to over Streamable HTTP, its headers read from
+// the environment again.
 func Dial(ctx context.Context, argv []string) (*Client, error) { return DialIn(ctx, argv, "") }
 
-// DialIn starts the server command in dir ("": this process's directory)
-// and connects to it.
+// DialIn is Dial with the server command started in dir ("": this
+// process's directory).
 func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no MCP server command")
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "undolog", Version: "1"}, nil)
+	if r, ok, err := ParseRemote(argv); ok {
+		if err != nil {
+			return nil, err
+		}
+		header, err := r.Header(os.Getenv)
+		if err != nil {
+			return nil, err
+		}
+		t := &mcp.StreamableClientTransport{Endpoint: r.URL, DisableStandaloneSSE: true,
+			HTTPClient: &http.Client{Transport: headerTransport{base: http.DefaultTransport, header: header}}}
+		s, err := c.Connect(ctx, t, nil)
+		if err != nil {
+			return nil, fmt.Errorf("connect to MCP server %s: %w", r.URL, err)
+		}
+		return &Client{session: s}, nil
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)

@@ -79,9 +79,20 @@ func ValidText(what string, texts ...string) error {
 	return nil
 }
 
-// ValidChange refuses a change whose actor, reason or error is not UTF-8.
+// ValidActor refuses an actor that is not UTF-8 or holds a NUL: an actor
+// is also a text column of the shared log (PostgreSQL text holds no NUL), and
+// one engine must not take what another refuses.
+func ValidActor(actor string) error {
+	if strings.ContainsRune(actor, 0) {
+		return fmt.Errorf("%w: actor %q holds a NUL character", ErrInvalidInput, actor)
+	}
+	return ValidText("actor", actor)
+}
+
+// ValidChange refuses a change whose actor, reason or error is not UTF-8,
+// or whose actor holds a NUL.
 func ValidChange(c Change) error {
-	if err := ValidText("actor", c.Actor); err != nil {
+	if err := ValidActor(c.Actor); err != nil {
 		return err
 	}
 	if err := ValidText("reason", c.Reason); err != nil {

@@ -6,14 +6,11 @@
 package proxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,7 +24,7 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// maxLine bounds one JSON-RPC message.
+// maxLine bounds one JSON-RPC message (on every transport).
 const maxLine = 64 << 20
 
 // DefaultApprovalWait stays below the 60 s most MCP clients wait for a call.
@@ -85,18 +82,25 @@ type Proxy struct {
 	// CLI starts the commands that hints name ("undolog --log ADDR" when
 	// the log is not the default); "" means "undolog".
 	CLI string
+	// StopGrace is how long the calls the server is running have to be
+	// answered after a signal; zero: DefaultStopGrace.
+	StopGrace time.Duration
 	// SessionActor is who the records of the sessions the proxy makes name.
 	SessionActor string
+	// Upstream is what the sessions the proxy makes record as their
+	// upstream: the server command, or an HTTP server's recorded address;
+	// nil: the command Run starts.
+	Upstream []string
 
-	upstream []string
-	sessMu   sync.Mutex
-	current  string // the session calls go in, once chosen (session.go)
-	answers  answerWaits
+	sessMu  sync.Mutex
+	current string // the session calls go in, once chosen (session.go)
+	answers answerWaits
 
+	life     lifeline
 	clientMu sync.Mutex
-	client   io.Writer
+	client   Conn
 	upMu     sync.Mutex
-	up       io.WriteCloser
+	up       Conn
 	upGone   chan struct{}
 
 	waitMu  sync.Mutex
@@ -120,43 +124,39 @@ type Proxy struct {
 var errCancelledByClient = errors.New("cancelled by the client")
 
 // Run starts the upstream server, serves the client until it closes its
-// input, then stops the server.
+// input (nil), ctx ends (ErrInterrupted) or the server exits
+// (ErrUpstreamExited), then stops the server: the stdio transport on both
+// sides.
 func (p *Proxy) Run(ctx context.Context, upstream []string, in io.Reader, out io.Writer) error {
+	if p.Diagnostics == nil {
+		p.Diagnostics = io.Discard
+	}
+	up, err := StartCommand(upstream, p.Diagnostics)
+	if err != nil {
+		return err
+	}
+	if p.Upstream == nil {
+		p.Upstream = upstream
+	}
+	return p.Serve(ctx, NewStdioConn(in, out), up)
+}
+
+// Serve relays between the client and the upstream server until the
+// client's side ends, then closes the upstream. A Proxy serves once.
+func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	if p.ApprovalWait <= 0 {
 		p.ApprovalWait = DefaultApprovalWait
 	}
 	if p.Diagnostics == nil {
 		p.Diagnostics = io.Discard
 	}
-	p.client, p.upGone, p.upstream = out, make(chan struct{}), upstream
+	client = newBatcher(client)
+	p.client, p.up, p.upGone = client, up, make(chan struct{})
 	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
-	cmd := exec.Command(upstream[0], upstream[1:]...)
-	cmd.Stderr = p.Diagnostics
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start upstream server %s: %w", upstream[0], err)
-	}
-	p.up = stdin
-	go p.readUpstream(stdout)
-	p.readClient(ctx, in)
-	p.calls.Wait()
-	stdin.Close()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		cmd.Process.Kill()
-		<-done
-	}
-	return nil
+	go p.readUpstream(up)
+	why := p.serve(ctx, func() { p.readClient(ctx, client) })
+	p.drain(why)
+	return p.stopUpstream(why, up.Close)
 }
 
 func (p *Proxy) note(format string, args ...any) {
@@ -169,8 +169,7 @@ func (p *Proxy) note(format string, args ...any) {
 func (p *Proxy) writeClient(b []byte) error {
 	p.clientMu.Lock()
 	defer p.clientMu.Unlock()
-	_, err := p.client.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
-	return err
+	return p.client.Write(b)
 }
 
 // reply answers a tools/call, unless the client has cancelled it, and says
@@ -190,8 +189,7 @@ func (p *Proxy) writeUpstream(b []byte) error {
 	}
 	p.upMu.Lock()
 	defer p.upMu.Unlock()
-	_, err := p.up.Write(append(bytes.TrimRight(b, "\r\n"), '\n'))
-	return err
+	return p.up.Write(b)
 }
 
 func encode(v any) []byte {
@@ -230,22 +228,9 @@ func parse(line []byte) (message, error) {
 	return m, nil
 }
 
-// eachLine calls fn with each non-blank line of r (a copy, trimmed): one
-// JSON-RPC message of the stdio transport.
-func eachLine(r io.Reader, fn func(line []byte)) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for sc.Scan() {
-		if line := bytes.TrimSpace(sc.Bytes()); len(line) > 0 {
-			fn(append([]byte(nil), line...))
-		}
-	}
-	return sc.Err()
-}
-
 // readClient handles the client's messages until it closes its input.
-func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
-	err := eachLine(in, func(line []byte) {
+func (p *Proxy) readClient(ctx context.Context, in Conn) {
+	err := eachMessage(in, func(line []byte) {
 		m, err := parse(line)
 		switch {
 		case err != nil:
@@ -270,6 +255,10 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 			p.infoMu.Unlock()
 		case "tools/call":
 			if len(m.ID) > 0 {
+				if !p.admit() {
+					p.writeClient(errorResponse(m.ID, codeInternal, "undolog: the proxy is stopping; the call was not made"))
+					return
+				}
 				callCtx, cancel := context.WithCancelCause(ctx)
 				key := string(m.ID)
 				p.cancelMu.Lock()
@@ -278,7 +267,6 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 				}
 				p.cancels[key] = cancel
 				p.cancelMu.Unlock()
-				p.calls.Add(1)
 				go func() {
 					defer p.calls.Done()
 					defer func() {
@@ -307,15 +295,15 @@ func (p *Proxy) readClient(ctx context.Context, in io.Reader) {
 		if err := p.writeUpstream(line); err != nil && len(m.ID) > 0 && m.Method != "" {
 			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
 		}
-	})
+	}, p.clientTooBig)
 	if err != nil {
 		p.note("reading the client: %v", err)
 	}
 }
 
 // readUpstream handles the server's messages until it exits.
-func (p *Proxy) readUpstream(r io.Reader) {
-	eachLine(r, func(line []byte) {
+func (p *Proxy) readUpstream(r Conn) {
+	eachMessage(r, func(line []byte) {
 		m, err := parse(line)
 		if err != nil || m.JSONRPC != "2.0" {
 			p.note("malformed message from the server: %.200s", line)
@@ -344,8 +332,9 @@ func (p *Proxy) readUpstream(r io.Reader) {
 				p.learnAnnotations(m.Result, false)
 			}
 		}
+		p.toolsChanged(m)
 		p.writeClient(line)
-	})
+	}, p.upstreamTooBig)
 	close(p.upGone)
 	p.waitMu.Lock()
 	for key, ch := range p.waiting {
@@ -452,7 +441,7 @@ func (p *Proxy) actor() string {
 	if p.clientName == "" {
 		return "mcp-client"
 	}
-	return "mcp:" + p.clientName
+	return "mcp:" + textfmt.Escape(p.clientName) // the client names itself: no NUL or control bytes reach the log
 }
 
 // toolCall runs one tools/call through the effect log.
@@ -471,12 +460,13 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		p.reply(ctx, toolError(m.ID, "undolog: the policy's tier cases for "+params.Name+" failed, so the call was not made: "+err.Error()))
 		return
 	}
-	if cls.Tier == sm.Safe {
+	if cls.Tier == sm.Safe || p.serverLacks(ctx, params.Name) {
 		if err := p.writeUpstream(m.raw); err != nil {
 			p.reply(ctx, errorResponse(m.ID, codeInternal, err.Error()))
 		}
 		return
 	}
+	m = p.plainCall(m)
 	args := params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
@@ -508,15 +498,14 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		return
 	case lifecycle.InDoubt:
 		// No reclaim here: the client cannot say it checked what happened.
-		if call.Liveness == model.OwnerLapsed {
-			p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner's %s; check it, then fail or undo it", e.ID, e.Owner.Gone(call.Liveness))))
-			return
-		}
-		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is in doubt: its owner (%s) is gone; check it, then fail or undo it", e.ID, e.Owner)))
+		p.reply(ctx, toolError(m.ID, p.inDoubt(call)))
 		return
 	}
 	if call.NeedsDecision() {
-		if msg := p.awaitApproval(ctx, lc, call); msg != "" {
+		wait, done := p.approvalContext(ctx)
+		msg := p.awaitApproval(wait, lc, call)
+		done()
+		if msg != "" {
 			if errors.Is(context.Cause(ctx), errCancelledByClient) {
 				p.note("the client cancelled %s (effect %d); its approval request stands", e.Tool, e.ID)
 			}
@@ -584,7 +573,7 @@ func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
 		return "undolog: cancelled by the client"
 	}
-	return "undolog: the proxy is stopping"
+	return p.stoppedWaiting(ctx, e)
 }
 
 // execute starts the effect (unless its intercept did), forwards the call
@@ -597,7 +586,14 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		return
 	}
 	ch := p.expect(m.ID)
-	if err := p.writeUpstream(m.raw); err != nil {
+	if err := p.writeUpstream(m.raw); errors.Is(err, errUpstreamGone) {
+		p.forget(m.ID) // never sent: a retry runs it
+		if ferr := lc.Fail(ctx, call, "not sent: the upstream MCP server had exited"); ferr != nil {
+			p.note("effect %d: recording that it was not sent failed, it stays in doubt: %v", e.ID, ferr)
+		}
+		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; %s (effect %d) was not sent", err, e.Tool, e.ID)))
+		return
+	} else if err != nil {
 		call.StopRenewing() // left executing: other hosts find it in doubt once its lease lapses
 		p.forget(m.ID)
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
@@ -606,7 +602,11 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	resp, ok := <-ch
 	if !ok {
 		call.StopRenewing()
-		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): check it, then fail or undo it", e.Tool, e.ID)))
+		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): %s", e.Tool, e.ID, p.resolveHint(e.ID))))
+		return
+	}
+	if resp.Error == nil && taskHandle(resp.Result) {
+		p.taskAnswer(ctx, call, resp)
 		return
 	}
 	var err error

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,11 +39,22 @@ func TestMain(m *testing.M) {
 
 // fakeServer answers initialize, tools/list and tools/call; the tool "die"
 // exits mid-call, "garble" writes a malformed line before its answer, and
-// "flaky" fails while the file $UNDOLOG_FAKE_FAIL exists.
+// "flaky" fails while the file $UNDOLOG_FAKE_FAIL exists. Those of
+// wire_test.go: "hold" answers once the file $UNDOLOG_FAKE_GO exists, "hang"
+// never, "dieonce" exits while the file $UNDOLOG_FAKE_DIE exists (removing
+// it), "task" answers a task-augmented call with a task handle and a plain
+// one with its outcome, "taskonly" always with a handle. It writes its pid
+// to $UNDOLOG_FAKE_PIDFILE.
 func fakeServer() {
+	if f := os.Getenv("UNDOLOG_FAKE_PIDFILE"); f != "" {
+		os.WriteFile(f, []byte(fmt.Sprint(os.Getpid())), 0o644)
+	}
 	sc := bufio.NewScanner(os.Stdin)
 	out := bufio.NewWriter(os.Stdout)
+	var outMu sync.Mutex
 	reply := func(id json.RawMessage, result string) {
+		outMu.Lock()
+		defer outMu.Unlock()
 		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
 		out.Flush()
 	}
@@ -51,7 +63,8 @@ func fakeServer() {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 			Params struct {
-				Name string `json:"name"`
+				Name string          `json:"name"`
+				Task json.RawMessage `json:"task"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(sc.Bytes(), &m) != nil || len(m.ID) == 0 || m.Method == "" {
@@ -62,6 +75,9 @@ func fakeServer() {
 			reply(m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`)
 		case "tools/list":
 			tools := `{"name":"echo","inputSchema":{"type":"object"}},{"name":"die","inputSchema":{"type":"object"}},{"name":"garble","inputSchema":{"type":"object"}}`
+			for _, name := range []string{"flaky", "hold", "hang", "dieonce", "task", "taskonly", "same", "send"} {
+				tools += `,{"name":"` + name + `","inputSchema":{"type":"object"}}`
+			}
 			if name := os.Getenv("UNDOLOG_FAKE_TOOL"); name != "" {
 				quoted, _ := json.Marshal(name)
 				tools += `,{"name":` + string(quoted) + `,"inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`
@@ -72,18 +88,46 @@ func fakeServer() {
 			case "die":
 				os.Exit(3)
 			case "garble":
+				outMu.Lock()
 				fmt.Fprintln(out, "this is not JSON-RPC")
 				out.Flush()
+				outMu.Unlock()
 			case "flaky":
 				if _, err := os.Stat(os.Getenv("UNDOLOG_FAKE_FAIL")); err == nil {
 					reply(m.ID, `{"content":[{"type":"text","text":"flaked"}],"isError":true}`)
 					continue
 				}
+			case "hold":
+				go func(id json.RawMessage) {
+					for {
+						if _, err := os.Stat(os.Getenv("UNDOLOG_FAKE_GO")); err == nil {
+							reply(id, `{"content":[{"type":"text","text":"held, then done"}]}`)
+							return
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				}(m.ID)
+				continue
+			case "hang":
+				continue
+			case "dieonce":
+				if os.Remove(os.Getenv("UNDOLOG_FAKE_DIE")) == nil {
+					os.Exit(3)
+				}
+			case "task", "taskonly":
+				if len(m.Params.Task) > 0 || m.Params.Name == "taskonly" {
+					reply(m.ID, `{"task":{"taskId":"t-1","status":"working","createdAt":"2026-12-01T00:00:00Z","lastUpdatedAt":"2026-12-01T00:00:00Z","ttl":60000}}`)
+					continue
+				}
+				reply(m.ID, `{"content":[{"type":"text","text":"ran as a plain call"}]}`)
+				continue
 			}
 			reply(m.ID, `{"content":[{"type":"text","text":"ok"}]}`)
 		default:
+			outMu.Lock()
 			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`+"\n", m.ID)
 			out.Flush()
+			outMu.Unlock()
 		}
 	}
 }
@@ -371,7 +415,7 @@ func next(t *testing.T, sc *bufio.Scanner) map[string]any {
 
 func TestProxyMalformedInputAndDyingServer(t *testing.T) {
 	h := newHarness(t)
-	in, out, _ := rawProxy(t, h)
+	in, out, cmd := rawProxy(t, h)
 	send := func(s string) { io.WriteString(in, s+"\n") }
 
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
@@ -401,47 +445,77 @@ func TestProxyMalformedInputAndDyingServer(t *testing.T) {
 	if err != nil || d.Effect.State != sm.Executing || d.Effect.Tool != "die" {
 		t.Fatalf("%+v %v", d.Effect, err)
 	}
-	send(`{"jsonrpc":"2.0","id":5,"method":"ping"}`)
-	if m := next(t, out); m["id"] != 5.0 || m["error"] == nil {
-		t.Fatalf("request after the server died: %v", m)
+	// The proxy exits with its server (the client keeps its input open),
+	// so that a client that restarts dead servers does.
+	if out.Scan() {
+		t.Fatalf("the proxy wrote %s after its server died", out.Text())
+	}
+	if err := cmd.Wait(); exitCode(err) != 11 {
+		t.Fatalf("the proxy ended with %v, want exit code 11", err)
 	}
 }
 
 // TestProxyRepeatOfACallInDoubt: a call left executing when its server died
-// is in progress while its proxy lives, and in doubt once that proxy is gone:
-// a repeat never runs it again, and says which.
+// is in doubt once its proxy has gone, which it does with its server: the
+// same call through a new proxy never runs it again, and names the command
+// with which a person who checked reclaims it; then it runs.
 func TestProxyRepeatOfACallInDoubt(t *testing.T) {
 	h := newHarness(t)
+	dieFile := filepath.Join(h.dir, "die")
+	os.WriteFile(dieFile, nil, 0o644)
+	h.env = append(h.env, "UNDOLOG_FAKE_DIE="+dieFile)
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
-	in, out, cmd := rawProxy(t, h)
+	const policy = "tools:\n  dieonce: {tier: compensable}\n"
+	in, out, cmd := rawProxyWith(t, h, policy)
 	send := func(s string) { io.WriteString(in, s+"\n") }
 	send(initialize)
 	next(t, out)
-	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"die","arguments":{}}}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"dieonce","arguments":{}}}`)
 	if m := next(t, out); m["error"] == nil {
 		t.Fatalf("dying server: %v", m)
 	}
-	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"die","arguments":{}}}`)
-	if m := next(t, out); m["id"] != 3.0 || !strings.Contains(toolText(m), "the same call (effect 1) is executing; retry it later") {
-		t.Fatalf("repeat while its owner lives: %v", m)
+	if err := cmd.Wait(); exitCode(err) != 11 {
+		t.Fatalf("the proxy ended with %v, want exit code 11", err)
 	}
-	in.Close()
-	cmd.Wait()
 
-	in, out, _ = rawProxy(t, h)
+	in, out, _ = rawProxyWith(t, h, policy)
 	send = func(s string) { io.WriteString(in, s+"\n") }
 	send(initialize)
 	next(t, out)
-	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"die","arguments":{}}}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"dieonce","arguments":{}}}`)
 	m := next(t, out)
-	if m["id"] != 2.0 || !strings.Contains(toolText(m), "the same call (effect 1) is in doubt: its owner (pid ") ||
-		!strings.Contains(toolText(m), "is gone; check it, then fail or undo it") {
+	text := toolText(m)
+	want := "undolog --log " + h.logPath + " resolve 1 --reason \"what you found\""
+	if m["id"] != 2.0 || !strings.Contains(text, "the same call (effect 1) is in doubt: its owner (pid ") ||
+		!strings.Contains(text, "is gone; it may or may not have taken effect") || !strings.Contains(text, "`"+want+"`") {
 		t.Fatalf("repeat once its owner died: %v", m)
 	}
 	store := engines.File(h.logPath, engines.Options{})
 	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
 		t.Fatalf("the call in doubt was touched: %+v %v", d, err)
 	}
+
+	// A person checks, runs the command the error names, and the same call runs.
+	h.cli("resolve", "1", "--reason", "checked: nothing was made")
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"dieonce","arguments":{}}}`)
+	if m := next(t, out); m["id"] != 3.0 || m["result"] == nil || toolText(m) != "" {
+		t.Fatalf("the call once resolved: %v", m)
+	}
+	d, err := store.GetEffect(t.Context(), 1)
+	if err != nil || d.Effect.State != sm.Committed || d.History[2].Reason != "checked: nothing was made" || d.History[2].Actor != "tester" {
+		t.Fatalf("effect 1: %+v %v", d, err)
+	}
+}
+
+// exitCode is the exit code of a process that ended with err (-1: no code).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if err == nil {
+		return 0
+	} else if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 // toolText is the text of a tool error result.
@@ -596,7 +670,7 @@ func TestPolicyInitQuotesToolNames(t *testing.T) {
 		t.Fatalf("policy check: %v\n%q", err, out)
 	}
 	none := func() (bool, bool) { return false, false }
-	if c := p.Classify(hostile, none); c.Tier != sm.Safe || c.Rule == nil || len(p.Rules) != 4 {
+	if c := p.Classify(hostile, none); c.Tier != sm.Safe || c.Rule == nil || len(p.Rules) != 12 { // the fake server's 11 tools and this one
 		t.Fatalf("%q: %+v; rules %+v", hostile, c, p.Rules)
 	}
 	for _, other := range []string{"evil-twin", "echo-not", "evil"} {
@@ -661,7 +735,7 @@ func TestProxyCallWhoseLeaseLapsedOnAnotherMachine(t *testing.T) {
 		text := toolText(next(t, out2))
 		if strings.Contains(text, "the same call (effect 1) is executing; retry it later") {
 			sawInProgress = true
-		} else if want := fmt.Sprintf("(last renewed by pid %d on m1); check it, then fail or undo it", m1.Process.Pid); strings.Contains(text, "the same call (effect 1) is in doubt: its owner's lease expired at ") && strings.Contains(text, want) {
+		} else if want := fmt.Sprintf("(last renewed by pid %d on m1); it may or may not have taken effect: check, then run `undolog --log %s resolve 1", m1.Process.Pid, h.logPath); strings.Contains(text, "the same call (effect 1) is in doubt: its owner's lease expired at ") && strings.Contains(text, want) {
 			break
 		} else {
 			t.Fatalf("repeat on m2: %q", text)

@@ -82,7 +82,7 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 			if prev != "" {
 				meta[MetaFollows] = prev
 			}
-			_, err = p.Log.CreateSession(ctx, effectlog.NewSession{ID: id, Meta: meta, Upstream: p.upstream, UpstreamDir: p.dir(), Actor: p.SessionActor})
+			_, err = p.Log.CreateSession(ctx, effectlog.NewSession{ID: id, Meta: meta, Upstream: p.Upstream, UpstreamDir: p.dir(), Actor: p.SessionActor})
 			if errors.Is(err, model.ErrConflict) && raced < 3 {
 				raced++ // another proxy made it first: look at it
 				n--
@@ -101,8 +101,8 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 		}
 		switch s.State {
 		case sm.SessionActive, sm.SessionAwaitingApproval:
-			if len(p.upstream) > 0 {
-				if _, err := p.Log.SetUpstreamAt(ctx, id, p.upstream, p.dir()); err != nil {
+			if len(p.Upstream) > 0 {
+				if _, err := p.Log.SetUpstreamAt(ctx, id, p.Upstream, p.dir()); err != nil {
 					return "", "", err
 				}
 			}

@@ -1,9 +1,17 @@
 // Package jcs owns JSON canonicalization as RFC 8785 (JCS) defines it: object
 // members sorted by the UTF-16 code units of their names, no whitespace, strings
 // with the minimal escapes, and numbers in ECMAScript's shortest form. Input that
-// is not I-JSON (duplicate names, lone surrogates, invalid UTF-8, numbers out of
-// the double range) is refused rather than silently changed, so two different
-// inputs never share one canonical form.
+// is not I-JSON (duplicate names, invalid UTF-8, numbers out of the double
+// range) is refused rather than silently changed, so two different inputs
+// never share one canonical form.
+//
+// Another difference: a lone surrogate escape (\ud83d, a string cut inside an
+// emoji by a client counting UTF-16 units) is kept, written as the escape in
+// lower-case hex, where RFC 8785 refuses it: MCP servers (JavaScript ones)
+// accept such strings, so the log must be able to record such a call, and
+// the same string always gets the same form. Inside the package such a
+// string holds the surrogate as WTF-8 (the 3-byte form UTF-8 forbids), which
+// raw input can never produce: invalid UTF-8 in the input is refused.
 //
 // One difference from RFC 8785: a number keeps its exact value. Where the
 // ECMAScript form of the nearest double is that value (1.0, 1e2, 4.50, every
@@ -137,7 +145,7 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		members = append(members, member{key: key, units: utf16.Encode([]rune(key)), value: v})
+		members = append(members, member{key: key, units: units(key), value: v})
 		more, err := p.next('}', "object")
 		if err != nil {
 			return nil, err
@@ -157,6 +165,38 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		out = append(out, m.value...)
 	}
 	return append(out, '}'), nil
+}
+
+// writeSurrogate writes a lone surrogate code point as WTF-8.
+func writeSurrogate(b *strings.Builder, r rune) {
+	b.WriteByte(0xED)
+	b.WriteByte(byte(0x80 | (r>>6)&0x3F))
+	b.WriteByte(byte(0x80 | r&0x3F))
+}
+
+// surrogateAt returns the lone surrogate that s holds as WTF-8 at i, if any.
+func surrogateAt(s string, i int) (rune, bool) {
+	if i+2 < len(s) && s[i] == 0xED && s[i+1] >= 0xA0 && s[i+1] <= 0xBF && s[i+2]&0xC0 == 0x80 {
+		return 0xD000 | rune(s[i+1]&0x3F)<<6 | rune(s[i+2]&0x3F), true
+	}
+	return 0, false
+}
+
+// units is the UTF-16 form of a decoded string, its lone surrogates as
+// themselves: member names are sorted by it.
+func units(s string) []uint16 {
+	var u []uint16
+	for i := 0; i < len(s); {
+		if r, ok := surrogateAt(s, i); ok {
+			u = append(u, uint16(r))
+			i += 3
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		u = utf16.AppendRune(u, r)
+		i += n
+	}
+	return u
 }
 
 func lessUTF16(a, b []uint16) bool {
@@ -251,17 +291,21 @@ func (p *parser) str() (string, error) {
 					return "", err
 				}
 				if utf16.IsSurrogate(r) {
-					if r >= 0xDC00 || p.pos+1 >= len(p.in) || p.in[p.pos] != '\\' || p.in[p.pos+1] != 'u' {
-						return "", p.errorf("lone surrogate \\u%04x", r)
+					if r < 0xDC00 && p.pos+6 <= len(p.in) && p.in[p.pos] == '\\' && p.in[p.pos+1] == 'u' {
+						save := p.pos
+						p.pos += 2
+						r2, err := p.hex4()
+						if err != nil {
+							return "", err
+						}
+						if pair := utf16.DecodeRune(r, r2); pair != utf8.RuneError {
+							b.WriteRune(pair)
+							continue
+						}
+						p.pos = save // a high surrogate then something else: both stand alone
 					}
-					p.pos += 2
-					r2, err := p.hex4()
-					if err != nil {
-						return "", err
-					}
-					if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-						return "", p.errorf("invalid surrogate pair")
-					}
+					writeSurrogate(&b, r)
+					continue
 				}
 				b.WriteRune(r)
 			default:
@@ -446,7 +490,10 @@ func appendString(out []byte, s string) []byte {
 		case '\t':
 			out = append(out, '\\', 't')
 		default:
-			if c < 0x20 {
+			if r, ok := surrogateAt(s, i); ok {
+				out = append(out, fmt.Sprintf("\\u%04x", r)...)
+				i += 2
+			} else if c < 0x20 {
 				out = append(out, fmt.Sprintf("\\u%04x", c)...)
 			} else {
 				out = append(out, c)

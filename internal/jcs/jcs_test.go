@@ -149,13 +149,53 @@ func TestNumbersKeepTheirValue(t *testing.T) {
 
 func TestInvalidInput(t *testing.T) {
 	for _, in := range []string{
-		``, `{`, `{"a":1,}`, `[1,]`, `{"a":1,"a":2}`, `"\ud800"`, `"\udc00x"`, "\"\xff\"",
+		``, `{`, `{"a":1,}`, `[1,]`, `{"a":1,"a":2}`, "\"\xff\"", "\"\xed\xa0\xbd\"", `"\ud83d\uzzzz"`,
 		`01`, `1.`, `-`, `1e`, `1e999`, `-1.8e308`, `1e99999999999999999999`, `1e-99999999999999999999`, `nul`, `{"a" 1}`, `[1 2]`, `1 2`, "\"a\x01\"", `"\x"`,
 		strings.Repeat("[", 2000) + strings.Repeat("]", 2000),
 	} {
 		if out, err := Canonicalize([]byte(in)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%.40q: got %s, %v; want ErrInvalid", in, out, err)
 		}
+	}
+}
+
+// A lone surrogate (a string cut inside an emoji) is kept as its escape, in
+// one form whatever case its hex digits had, distinct from U+FFFD and from
+// every other string; a real pair is still the character.
+func TestLoneSurrogatesAreKept(t *testing.T) {
+	cases := map[string]string{
+		`"\ud83d"`:             `"\ud83d"`,
+		`"\uD83D"`:             `"\ud83d"`,
+		`"x\ude00y"`:           `"x\ude00y"`,
+		`"\ud83d\u0041"`:       `"\ud83dA"`,
+		`"\ud83d\ud83d\ude00"`: `"\ud83d😀"`,
+		`"\ude00\ud83d"`:       `"\ude00\ud83d"`,
+		`"\ud83d\ude00"`:       `"😀"`,
+		`{"\ud83d\ude00":1,"\ud83d":2,"\ufb33":3,"a":4}`: `{"a":4,"\ud83d":2,"😀":1,"דּ":3}`,
+		`{"\ud83d":1,"\ud83e":2}`:                        `{"\ud83d":1,"\ud83e":2}`,
+	}
+	seen := map[string]string{}
+	for in, want := range cases {
+		got, err := Canonicalize([]byte(in))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: got %s %v, want %s", in, got, err, want)
+			continue
+		}
+		if again, err := Canonicalize(got); err != nil || string(again) != want {
+			t.Errorf("%s: not a fixed point: %s %v", want, again, err)
+		}
+		if other, dup := seen[want]; dup && !strings.EqualFold(other, in) {
+			t.Errorf("%s and %s share %s", in, other, want)
+		}
+		seen[want] = in
+	}
+	for _, in := range []string{`"\ufffd"`, "\"\uFFFD\"", `"\ud83c"`} {
+		if got, _ := Canonicalize([]byte(in)); string(got) == `"\ud83d"` {
+			t.Errorf("%s shares the form of a lone surrogate", in)
+		}
+	}
+	if _, err := Canonicalize([]byte(`{"\ud83d":1,"\uD83D":2}`)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("one lone surrogate as two names: %v", err)
 	}
 }
 
@@ -454,7 +494,7 @@ func decodeNumbers(t *testing.T, in []byte) any {
 
 func FuzzCanonicalize(f *testing.F) {
 	for _, s := range []string{`{"b":1,"a":[true,null,"x"]}`, `1e30`, `"\u20ac"`, `{"a":{"b":{}}}`, `[]`, `-0.0`,
-		`[12345678901234567891,0.10000000000000000555,1e-400,-0.00120e+5]`} {
+		`[12345678901234567891,0.10000000000000000555,1e-400,-0.00120e+5]`, `{"\ud83d":"a\ude00\ud83d\ude00"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

@@ -89,6 +89,9 @@ func inputOf(in Input) (map[string]any, error) {
 	input := map[string]any{}
 	for name, raw := range map[string]json.RawMessage{"args": in.Args, "result": in.Result, "capture": in.Capture} {
 		var x any
+		if err := loneSurrogate(raw); err != nil {
+			return nil, fmt.Errorf("%w: .%s: %v", ErrTemplate, name, err)
+		}
 		if len(raw) > 0 {
 			if err := decode(raw, &x); err != nil {
 				return nil, fmt.Errorf("%w: %s is not JSON", ErrTemplate, name)
@@ -159,4 +162,51 @@ func run(expr string, input map[string]any) (any, error) {
 		return nil, fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
 	}
 	return v, nil
+}
+
+// loneSurrogate refuses JSON text with a lone surrogate escape (a string cut
+// inside an emoji, which the log keeps): decoded, it would become U+FFFD, and
+// a compensation or capture would name another string than the call did
+// (an undo that deletes nothing, and says it compensated).
+func loneSurrogate(data []byte) error {
+	hex4 := func(i int) (rune, bool) {
+		if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+			return 0, false
+		}
+		var r rune
+		for _, c := range data[i+2 : i+6] {
+			switch {
+			case c >= '0' && c <= '9':
+				r = r<<4 | rune(c-'0')
+			case c >= 'a' && c <= 'f':
+				r = r<<4 | rune(c-'a'+10)
+			case c >= 'A' && c <= 'F':
+				r = r<<4 | rune(c-'A'+10)
+			default:
+				return 0, false
+			}
+		}
+		return r, true
+	}
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		r, ok := hex4(i)
+		if !ok {
+			i++ // another escape: skip what it escapes
+			continue
+		}
+		if r >= 0xD800 && r < 0xDC00 {
+			if r2, ok := hex4(i + 6); ok && r2 >= 0xDC00 && r2 < 0xE000 {
+				i += 11
+				continue
+			}
+		}
+		if r >= 0xD800 && r < 0xE000 {
+			return fmt.Errorf("a string holds a lone surrogate (\\u%04x, a string cut inside a character), which cannot pass through jq unchanged", r)
+		}
+		i += 5
+	}
+	return nil
 }

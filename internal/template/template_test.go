@@ -3,6 +3,7 @@ package template
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -68,5 +69,22 @@ func TestErrors(t *testing.T) {
 	}
 	if _, err := Eval(json.RawMessage(`{"a":"{{ empty }}"}`), Input{}); !errors.Is(err, ErrTemplate) {
 		t.Errorf("no value: %v", err)
+	}
+}
+
+// A lone surrogate (which the log keeps) cannot pass through jq unchanged:
+// the template refuses it rather than name another string (U+FFFD); a real
+// pair, an escaped backslash before "u", and text with none pass.
+func TestLoneSurrogateIsRefused(t *testing.T) {
+	tmpl := json.RawMessage(`{"names":"{{ .args.names }}"}`)
+	for _, args := range []string{`{"names":["cut \ud83d"]}`, `{"names":["\ude00 cut"]}`, `{"names":["\uD83D\u0041"]}`} {
+		if out, err := Eval(tmpl, Input{Args: json.RawMessage(args)}); !errors.Is(err, ErrTemplate) || !strings.Contains(err.Error(), "lone surrogate") {
+			t.Errorf("%s: %s %v", args, out, err)
+		}
+	}
+	for args, want := range map[string]string{`{"names":["\ud83d\ude00"]}`: `{"names":["😀"]}`, `{"names":["\\ud83d"]}`: `{"names":["\\ud83d"]}`} {
+		if out, err := Eval(tmpl, Input{Args: json.RawMessage(args)}); err != nil || string(out) != want {
+			t.Errorf("%s: %s %v, want %s", args, out, err, want)
+		}
 	}
 }

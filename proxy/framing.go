@@ -1,0 +1,48 @@
+package proxy
+
+import "encoding/json"
+
+// clientTooBig answers a client message over maxLine, which was not passed
+// on: the proxy goes on with the next one. The reply has the message's id
+// when its first bytes say it, so a request gets its answer.
+func (p *Proxy) clientTooBig(big *TooLargeError) {
+	p.note("a client message over 64 MiB was refused (id %s)", idOrNone(big.ID))
+	if big.Request && len(big.ID) == 0 {
+		return // a notification: nothing to answer
+	}
+	p.writeClient(errorResponse(big.ID, codeInvalidRequest, "invalid request: the message is over 64 MiB, the proxy's limit; it was not passed on"))
+}
+
+// upstreamTooBig drops a server message over maxLine: a request of the
+// server's is answered with an error, an answer to the client becomes an
+// error for that id, and one the proxy waits for is lost as if the server
+// had gone (a logged call stays in doubt).
+func (p *Proxy) upstreamTooBig(big *TooLargeError) {
+	p.note("a server message over 64 MiB was dropped (id %s)", idOrNone(big.ID))
+	if len(big.ID) == 0 {
+		return
+	}
+	const text = "the upstream server's answer is over 64 MiB, the proxy's limit; it was dropped"
+	if big.Request {
+		p.writeUpstream(errorResponse(big.ID, codeInvalidRequest, "invalid request: the message is over 64 MiB, the proxy's limit"))
+		return
+	}
+	p.waitMu.Lock()
+	ch, ours := p.waiting[string(big.ID)]
+	delete(p.waiting, string(big.ID))
+	p.waitMu.Unlock()
+	if ours {
+		// As when the server is gone: a logged call it answered stays
+		// executing (in doubt), for it may have had its effect.
+		close(ch)
+		return
+	}
+	p.writeClient(errorResponse(big.ID, codeInternal, text))
+}
+
+func idOrNone(id json.RawMessage) string {
+	if len(id) == 0 {
+		return "none"
+	}
+	return string(id)
+}

@@ -1,0 +1,282 @@
+package proxy_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/undolog/undolog/internal/testbin"
+)
+
+// remote is an MCP server over Streamable HTTP (the Go SDK's) that wants
+// "Authorization: Bearer s3cret-token" and keeps a set of names: put adds
+// one, remove takes it away. It counts the sessions clients open.
+type remote struct {
+	url string
+
+	mu       sync.Mutex
+	names    map[string]bool
+	sessions int
+	denied   int
+}
+
+const remoteToken = "Bearer s3cret-token"
+
+func newRemote(t *testing.T) *remote {
+	r := &remote{names: map[string]bool{}}
+	server := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
+	type nameArgs struct {
+		Name string `json:"name"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "put"}, func(_ context.Context, _ *mcp.CallToolRequest, a nameArgs) (*mcp.CallToolResult, any, error) {
+		r.mu.Lock()
+		r.names[a.Name] = true
+		r.mu.Unlock()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "put " + a.Name}}}, nil, nil
+	})
+	mcp.AddTool(server, &mcp.Tool{Name: "remove"}, func(_ context.Context, _ *mcp.CallToolRequest, a nameArgs) (*mcp.CallToolResult, any, error) {
+		r.mu.Lock()
+		delete(r.names, a.Name)
+		r.mu.Unlock()
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "removed " + a.Name}}}, nil, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		if req.Header.Get("Authorization") != remoteToken {
+			r.denied++
+			r.mu.Unlock()
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		if req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "" {
+			r.sessions++
+		}
+		r.mu.Unlock()
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(ts.Close)
+	r.url = ts.URL + "/mcp"
+	return r
+}
+
+func (r *remote) has(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.names[name]
+}
+
+const remotePolicy = `tools:
+  put:
+    tier: compensable
+    compensate: {tool: remove, args: {name: "{{ .args.name }}"}}
+  remove: {tier: safe}
+`
+
+// TestProxyFrontsAnHTTPServer: --url with --header NAME=ENV_VAR reaches a
+// server that wants a token; the token is read from the environment, so it
+// is in neither the log nor the proxy's command line; the session records
+// the URL and the variable's name, and undo reconnects the same way,
+// reading the variable again (and says which is missing without it).
+func TestProxyFrontsAnHTTPServer(t *testing.T) {
+	h := newHarness(t)
+	r := newRemote(t)
+	policy := filepath.Join(h.dir, "remote.yaml")
+	os.WriteFile(policy, []byte(remotePolicy), 0o644)
+	argv := []string{testbin.Undolog(t), "proxy", "--session", "remote-1", "--policy", policy, "--url", r.url, "--header", "Authorization=REMOTE_AUTH"}
+	s := h.connect(argv, "REMOTE_AUTH="+remoteToken)
+	if res := call(t, s, "put", map[string]any{"name": "alpha"}); res.IsError || text(res) != "put alpha" {
+		t.Fatalf("put through the proxy: %+v", res)
+	}
+	if !r.has("alpha") {
+		t.Fatal("the remote server did not get the call")
+	}
+	s.Close()
+
+	for _, arg := range argv {
+		if strings.Contains(arg, "s3cret") {
+			t.Fatalf("the token is on the command line: %q", arg)
+		}
+	}
+	raw, err := os.ReadFile(h.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "s3cret") {
+		t.Fatal("the token reached the log")
+	}
+	show := h.cli("session", "show", "remote-1")
+	if !strings.Contains(show, "--url "+r.url+" --header Authorization=REMOTE_AUTH") {
+		t.Fatalf("the session does not name the URL and the header's variable:\n%s", show)
+	}
+
+	// Without the variable, undo says which one it needs, and changes nothing.
+	cmd := exec.Command(testbin.Undolog(t), "undo", "remote-1", "--yes")
+	cmd.Env = h.env
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "REMOTE_AUTH is not set") || !r.has("alpha") {
+		t.Fatalf("undo without the variable: %v\n%s", err, out)
+	}
+	cmd = exec.Command(testbin.Undolog(t), "undo", "remote-1", "--yes")
+	cmd.Env = append(h.env, "REMOTE_AUTH="+remoteToken)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("undo: %v\n%s", err, out)
+	}
+	if r.has("alpha") {
+		t.Fatal("undo did not reach the remote server")
+	}
+}
+
+// TestProxyRefusesAnURLWithCredentials: the URL is recorded, so a password
+// in it is refused before anything is logged.
+func TestProxyRefusesAnURLWithCredentials(t *testing.T) {
+	h := newHarness(t)
+	cmd := exec.Command(testbin.Undolog(t), "proxy", "--url", "https://me:pw@example.com/mcp")
+	cmd.Env = h.env
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "holds credentials") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if _, err := os.Stat(h.logPath); err == nil {
+		t.Fatal("a log was written")
+	}
+}
+
+// listening starts `undolog proxy --listen 127.0.0.1:0 ARGS...` and returns
+// the URL it prints, its stderr lines after that, and its exit.
+func listening(t *testing.T, h *harness, args ...string) (string, *exec.Cmd, chan error) {
+	t.Helper()
+	cmd := exec.Command(testbin.Undolog(t), append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "REMOTE_AUTH="+remoteToken)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	url := ""
+	for url == "" && sc.Scan() {
+		if _, rest, ok := strings.Cut(sc.Text(), "listening on "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	exited := make(chan error, 1)
+	go func() {
+		for sc.Scan() {
+			if testing.Verbose() {
+				t.Log(sc.Text())
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	if url == "" {
+		t.Fatal("the proxy printed no URL")
+	}
+	return url, cmd, exited
+}
+
+// TestProxyListensForHTTPClients: two MCP clients over Streamable HTTP
+// share one proxy and one log, each client session with its own upstream
+// session and its own undolog session; SIGINT stops the proxy cleanly.
+func TestProxyListensForHTTPClients(t *testing.T) {
+	h := newHarness(t)
+	r := newRemote(t)
+	policy := filepath.Join(h.dir, "remote.yaml")
+	os.WriteFile(policy, []byte(remotePolicy), 0o644)
+	url, cmd, exited := listening(t, h, "--policy", policy, "--url", r.url, "--header", "Authorization=REMOTE_AUTH")
+
+	var clients []*mcp.ClientSession
+	for _, name := range []string{"agent-a", "agent-b"} {
+		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
+		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, s)
+		if res := call(t, s, "put", map[string]any{"name": name}); res.IsError || text(res) != "put "+name {
+			t.Fatalf("%s: %+v", name, res)
+		}
+	}
+	r.mu.Lock()
+	sessions := r.sessions
+	r.mu.Unlock()
+	if sessions != 2 {
+		t.Fatalf("two client sessions opened %d upstream sessions", sessions)
+	}
+	for _, s := range clients {
+		s.Close()
+	}
+	list := h.cli("list")
+	if strings.Count(list, "\tput\t") != 2 || strings.Count(list, "committed") != 2 {
+		t.Fatalf("both agents' calls should be in the one log:\n%s", list)
+	}
+	sessionsLogged := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		if cols := strings.Split(line, "\t"); len(cols) > 2 && cols[2] == "put" {
+			sessionsLogged[cols[1]] = true
+		}
+	}
+	if len(sessionsLogged) != 2 {
+		t.Fatalf("the two client sessions should be two undolog sessions:\n%s", list)
+	}
+
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("SIGINT: %v", err)
+		}
+	case <-time.After(30 * time.Second): // a guard against hanging
+		t.Fatal("the proxy did not stop within 30 s of SIGINT")
+	}
+}
+
+// TestProxyListenRefusesOtherHosts: --listen takes a loopback address unless
+// --listen-non-loopback says otherwise, and requests naming another host
+// (DNS rebinding) are refused.
+func TestProxyListenRefusesOtherHosts(t *testing.T) {
+	h := newHarness(t)
+	cmd := exec.Command(testbin.Undolog(t), "proxy", "--listen", "0.0.0.0:0", "--", os.Args[0])
+	cmd.Env = h.env
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "not a loopback address") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+
+	policy := filepath.Join(h.dir, "fake.yaml")
+	os.WriteFile(policy, []byte("tools:\n  echo: {tier: safe}\n"), 0o644)
+	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
+	// A client with the right host gets a server process of its own.
+	c := mcp.NewClient(&mcp.Implementation{Name: "local", Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, s, "echo", map[string]any{}); res.IsError || text(res) != "ok" {
+		t.Fatalf("echo through --listen to a stdio server: %+v", res)
+	}
+	s.Close()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+	req.Host = "evil.example.com"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a request for another host: HTTP %d", resp.StatusCode)
+	}
+}

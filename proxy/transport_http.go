@@ -1,0 +1,382 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// httpConn is the client side of MCP's Streamable HTTP transport (protocol
+// 2025-03-26 and later), in front of a remote server: each message is a
+// POST, answered by nothing (202), one JSON body, or a stream of server-sent
+// events; a GET stream carries what the server sends unasked. Messages pass
+// as the bytes the server sent.
+type httpConn struct {
+	url    string
+	header http.Header
+	client *http.Client
+	diag   io.Writer
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	incoming chan []byte
+	closed   chan struct{}
+	once     sync.Once
+	getOnce  sync.Once
+
+	mu        sync.Mutex
+	sessionID string
+	version   string
+}
+
+// DialHTTP is the Streamable HTTP transport to the MCP server at url; header
+// goes with every request (authentication, read from the environment by the
+// caller). Nothing is sent until the first message.
+func DialHTTP(url string, header http.Header, diag io.Writer) Conn {
+	if diag == nil {
+		diag = io.Discard
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &httpConn{url: url, header: header, client: &http.Client{}, diag: diag,
+		ctx: ctx, cancel: cancel, incoming: make(chan []byte, 16), closed: make(chan struct{})}
+}
+
+func (c *httpConn) Read() ([]byte, error) {
+	select {
+	case m := <-c.incoming:
+		return m, nil
+	case <-c.closed:
+		return nil, io.EOF
+	}
+}
+
+func (c *httpConn) push(msg []byte) {
+	select {
+	case c.incoming <- msg:
+	case <-c.closed:
+	}
+}
+
+// fail answers request id with a JSON-RPC error, as if the server had.
+func (c *httpConn) fail(id json.RawMessage, format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	fmt.Fprintln(c.diag, "undolog proxy: "+text)
+	if len(id) > 0 {
+		c.push(errorResponse(id, codeInternal, text))
+	}
+}
+
+// Write sends one message. The initialize request is answered before Write
+// returns (its answer carries the session id every later message needs);
+// notifications and responses are sent before Write returns, in order;
+// other requests run concurrently, their answers arriving through Read.
+func (c *httpConn) Write(msg []byte) error {
+	select {
+	case <-c.closed:
+		return errUpstreamGone
+	default:
+	}
+	id, method, _ := peek(msg)
+	msg = append([]byte(nil), msg...)
+	switch {
+	case method == "initialize" || method == "" || len(id) == 0:
+		c.post(msg, id, method)
+		if method == "notifications/initialized" {
+			// The GET stream is open before the client's next message goes:
+			// a server may send what a request makes it ask (sampling, say)
+			// on that stream, and drops it when no stream is open.
+			c.getOnce.Do(func() {
+				ready := make(chan struct{})
+				go c.listen(ready)
+				select {
+				case <-ready:
+				case <-time.After(10 * time.Second):
+				}
+			})
+		}
+	default:
+		go c.post(msg, id, method)
+	}
+	return nil
+}
+
+func (c *httpConn) request(ctx context.Context, method string, body []byte) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url, r)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	c.mu.Lock()
+	if c.sessionID != "" {
+		req.Header.Set("Mcp-Session-Id", c.sessionID)
+	}
+	if c.version != "" {
+		req.Header.Set("Mcp-Protocol-Version", c.version)
+	}
+	c.mu.Unlock()
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	} else {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	return req, nil
+}
+
+// post sends one message and passes on what the server answers.
+func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
+	// Only a request is answered; for a notification or a response the
+	// server's 202 is all, and a failure has no one to tell but the notes.
+	asks := method != "" && len(id) > 0
+	if !asks {
+		id = nil
+	}
+	req, err := c.request(c.ctx, http.MethodPost, msg)
+	if err != nil {
+		c.fail(id, "the upstream server %s: %v", c.url, err)
+		return
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.fail(id, "the upstream server %s could not be reached: %v", c.url, err)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" && method == "initialize" {
+		c.mu.Lock()
+		c.sessionID = sid
+		c.mu.Unlock()
+	}
+	if resp.StatusCode >= 300 {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		// A JSON-RPC error the server put in the body is its answer.
+		if rid, m, ok := peek(body); ok && m == "" && asks && bytes.Equal(rid, id) {
+			c.push(bytes.TrimSpace(body))
+			return
+		}
+		if asks {
+			c.fail(id, "the upstream server %s answered HTTP %d to %s: %.300s", c.url, resp.StatusCode, describe(method), bytes.TrimSpace(body))
+		}
+		return
+	}
+	got := false
+	deliver := func(m []byte) {
+		if rid, mm, ok := peek(m); ok && mm == "" && len(id) > 0 && bytes.Equal(rid, id) {
+			got = true
+			if method == "initialize" {
+				c.learnVersion(m)
+			}
+		}
+		c.push(m)
+	}
+	switch mediaType(resp.Header.Get("Content-Type")) {
+	case "text/event-stream":
+		lastID, retry := c.events(resp.Body, deliver)
+		// A server may end a stream before its answer and have the client
+		// resume it (2025-11-25 polling): GET with the last event's id.
+		for tries := 0; !got && asks && lastID != "" && tries < 5 && c.ctx.Err() == nil; tries++ {
+			select {
+			case <-time.After(retry):
+			case <-c.ctx.Done():
+				return
+			}
+			var ok bool
+			if lastID, retry, ok = c.resume(lastID, retry, deliver); !ok {
+				break
+			}
+		}
+	case "application/json":
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxLine+1))
+		switch {
+		case err != nil:
+		case len(body) > maxLine:
+			c.fail(id, "the upstream server's answer is over 64 MiB, the proxy's limit; it was dropped")
+			return
+		case len(bytes.TrimSpace(body)) > 0 && bytes.TrimSpace(body)[0] == '[':
+			var elems []json.RawMessage
+			if json.Unmarshal(body, &elems) == nil {
+				for _, e := range elems {
+					deliver(e)
+				}
+			}
+		case len(bytes.TrimSpace(body)) > 0:
+			deliver(bytes.TrimSpace(body))
+		}
+	}
+	if !got && asks && c.ctx.Err() == nil {
+		c.fail(id, "the upstream server %s answered %s with no JSON-RPC response", c.url, describe(method))
+	}
+}
+
+func describe(method string) string {
+	if method == "" {
+		return "a message"
+	}
+	return method
+}
+
+func (c *httpConn) learnVersion(resp []byte) {
+	var r struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(resp, &r) == nil && r.Result.ProtocolVersion != "" {
+		c.mu.Lock()
+		c.version = r.Result.ProtocolVersion
+		c.mu.Unlock()
+	}
+}
+
+// resume reopens an event stream after lastID.
+func (c *httpConn) resume(lastID string, retry time.Duration, deliver func([]byte)) (string, time.Duration, bool) {
+	req, err := c.request(c.ctx, http.MethodGet, nil)
+	if err != nil {
+		return lastID, retry, false
+	}
+	req.Header.Set("Last-Event-ID", lastID)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return lastID, retry, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || mediaType(resp.Header.Get("Content-Type")) != "text/event-stream" {
+		return lastID, retry, false
+	}
+	last, r := c.events(resp.Body, deliver)
+	if last == "" {
+		last = lastID
+	}
+	return last, r, true
+}
+
+// listen holds the GET stream open for the server's own requests and
+// notifications, reopening it while the server keeps it; ready is closed
+// once the server has answered the first GET (or it failed).
+func (c *httpConn) listen(ready chan struct{}) {
+	var once sync.Once
+	isReady := func() { once.Do(func() { close(ready) }) }
+	defer isReady()
+	lastID, retry, failures := "", time.Second, 0
+	for c.ctx.Err() == nil && failures < 5 {
+		req, err := c.request(c.ctx, http.MethodGet, nil)
+		if err != nil {
+			return
+		}
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := c.client.Do(req)
+		isReady()
+		if err != nil {
+			failures++
+		} else {
+			ok := resp.StatusCode == http.StatusOK && mediaType(resp.Header.Get("Content-Type")) == "text/event-stream"
+			if resp.StatusCode == http.StatusMethodNotAllowed {
+				resp.Body.Close()
+				return // the server offers no such stream
+			}
+			if ok {
+				failures = 0
+				var last string
+				last, retry = c.events(resp.Body, c.push)
+				if last != "" {
+					lastID = last
+				}
+			} else {
+				failures++
+			}
+			resp.Body.Close()
+		}
+		select {
+		case <-time.After(retry):
+		case <-c.ctx.Done():
+		}
+	}
+}
+
+// events reads server-sent events, passing each message event's data on;
+// it returns the last event id and the retry delay the server asked for.
+func (c *httpConn) events(r io.Reader, deliver func([]byte)) (lastID string, retry time.Duration) {
+	retry = time.Second
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine+16)
+	var data bytes.Buffer
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			if data.Len() > 0 && (event == "" || event == "message") {
+				deliver(append([]byte(nil), bytes.TrimSpace(data.Bytes())...))
+			}
+			data.Reset()
+			event = ""
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "data":
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(value)
+		case "event":
+			event = value
+		case "id":
+			lastID = value
+		case "retry":
+			if ms, err := strconv.Atoi(value); err == nil && ms >= 0 {
+				retry = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		fmt.Fprintln(c.diag, "undolog proxy: an event over 64 MiB from the upstream server was dropped")
+	}
+	return lastID, retry
+}
+
+// Close ends the session (a DELETE, as the transport asks of a client that
+// is done) and stops every stream.
+func (c *httpConn) Close() error {
+	c.once.Do(func() {
+		c.mu.Lock()
+		sid := c.sessionID
+		c.mu.Unlock()
+		c.cancel()
+		if sid != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if req, err := c.request(ctx, http.MethodDelete, nil); err == nil {
+				if resp, err := c.client.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+			cancel()
+		}
+		close(c.closed)
+	})
+	return nil
+}
+
+func mediaType(v string) string {
+	t, _, _ := strings.Cut(v, ";")
+	return strings.ToLower(strings.TrimSpace(t))
+}

@@ -1,0 +1,598 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// HTTPServer is the server side of MCP's Streamable HTTP transport, so that
+// the proxy can front HTTP clients: each client session (begun by an
+// initialize POST, ended by a DELETE or by Shutdown) is a Conn handed to
+// Start, which serves it until it ends. It answers at /mcp only.
+type HTTPServer struct {
+	// Start serves one client session (a proxy with its own upstream
+	// connection) and returns once client has ended.
+	Start func(ctx context.Context, client Conn)
+	// AllowRemote accepts any Host; otherwise only loopback names are
+	// served (against DNS rebinding, as the transport asks of local servers).
+	AllowRemote bool
+	Diagnostics io.Writer
+	// IdleTimeout ends a session that has had no request and no open
+	// stream for that long (a client gone without its DELETE would keep its
+	// upstream running); zero: DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Now is the clock of idle sessions; nil: time.Now.
+	Now func() time.Time
+
+	ctx      context.Context
+	mu       sync.Mutex
+	sessions map[string]*listenSession
+	wg       sync.WaitGroup
+}
+
+// DefaultIdleTimeout is how long an HTTP client session may sit idle.
+const DefaultIdleTimeout = 30 * time.Minute
+
+func (s *HTTPServer) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
+}
+
+// sweep ends the sessions idle past IdleTimeout.
+func (s *HTTPServer) sweep() {
+	idle := s.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout
+	}
+	now := s.now()
+	s.mu.Lock()
+	var ended []*listenSession
+	for _, ss := range s.sessions {
+		ss.mu.Lock()
+		if ss.open == 0 && now.Sub(ss.active) > idle {
+			ended = append(ended, ss)
+		}
+		ss.mu.Unlock()
+	}
+	s.mu.Unlock()
+	for _, ss := range ended {
+		fmt.Fprintf(s.Diagnostics, "undolog proxy: an HTTP client session idle for over %s ended\n", idle)
+		ss.Close()
+	}
+}
+
+// Serve serves ln until ctx ends, then ends every session, waits for their
+// Start to return, and returns.
+func (s *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
+	if s.Diagnostics == nil {
+		s.Diagnostics = io.Discard
+	}
+	s.mu.Lock()
+	s.ctx, s.sessions = ctx, map[string]*listenSession{}
+	s.mu.Unlock()
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	var err error
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case err = <-errc:
+			break wait
+		case <-tick.C:
+			s.sweep()
+		}
+	}
+	s.mu.Lock()
+	for _, ss := range s.sessions {
+		ss.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(shut)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// localHost tells whether a host (with or without a port) names loopback.
+func localHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (s *HTTPServer) allowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	var o *url.URL
+	if origin != "" {
+		var err error
+		if o, err = url.Parse(origin); err != nil {
+			return false
+		}
+	}
+	if s.AllowRemote {
+		return o == nil || strings.EqualFold(o.Host, r.Host)
+	}
+	return localHost(r.Host) && (o == nil || localHost(o.Host))
+}
+
+// rpcFail answers an HTTP request with a JSON-RPC error body.
+func rpcFail(w http.ResponseWriter, status int, id json.RawMessage, code int, text string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(errorResponse(id, code, text))
+}
+
+func (s *HTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/mcp" {
+		http.NotFound(w, r)
+		return
+	}
+	if !s.allowed(r) {
+		rpcFail(w, http.StatusForbidden, nil, codeInvalidRequest, "forbidden: the Host or Origin header is not this server's (DNS rebinding protection)")
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		s.post(w, r)
+	case http.MethodGet:
+		s.get(w, r)
+	case http.MethodDelete:
+		ss := s.lookup(w, r)
+		if ss == nil {
+			return
+		}
+		ss.Close()
+		w.WriteHeader(http.StatusOK)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+	}
+}
+
+func (s *HTTPServer) lookup(w http.ResponseWriter, r *http.Request) *listenSession {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		rpcFail(w, http.StatusBadRequest, nil, -32000, "bad request: no Mcp-Session-Id header (initialize first)")
+		return nil
+	}
+	s.mu.Lock()
+	ss := s.sessions[sid]
+	s.mu.Unlock()
+	if ss == nil {
+		rpcFail(w, http.StatusNotFound, nil, -32001, "session not found")
+		return nil
+	}
+	ss.mu.Lock()
+	ss.active = s.now()
+	ss.mu.Unlock()
+	return ss
+}
+
+func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxLine+1))
+	if err != nil {
+		rpcFail(w, http.StatusBadRequest, nil, codeParse, "parse error: reading the body: "+err.Error())
+		return
+	}
+	if len(body) > maxLine {
+		id := tooLarge(body[:64<<10]).ID
+		rpcFail(w, http.StatusRequestEntityTooLarge, id, codeInvalidRequest, "invalid request: the message is over 64 MiB, the proxy's limit; it was not passed on")
+		return
+	}
+	body = bytes.TrimSpace(body)
+	var elems []json.RawMessage
+	if len(body) > 0 && body[0] == '[' {
+		if err := json.Unmarshal(body, &elems); err != nil {
+			rpcFail(w, http.StatusBadRequest, nil, codeParse, "parse error: "+err.Error())
+			return
+		}
+	} else {
+		if !json.Valid(body) {
+			rpcFail(w, http.StatusBadRequest, nil, codeParse, "parse error: the body is not JSON")
+			return
+		}
+		elems = []json.RawMessage{body}
+	}
+	var requests []string
+	initialize := false
+	for _, e := range elems {
+		if id, method, ok := peek(e); ok && method != "" && len(id) > 0 {
+			requests = append(requests, string(id))
+			initialize = initialize || method == "initialize"
+		}
+	}
+	var ss *listenSession
+	if r.Header.Get("Mcp-Session-Id") == "" && initialize && len(elems) == 1 {
+		ss = s.open()
+	} else if ss = s.lookup(w, r); ss == nil {
+		return
+	}
+	if body[0] == '[' {
+		ss.mu.Lock()
+		version := ss.version
+		ss.mu.Unlock()
+		switch {
+		case len(elems) == 0:
+			rpcFail(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: an empty batch")
+			return
+		case !batchesAllowed(version):
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(batchRefusal(version, elems))
+			return
+		}
+	}
+	if len(requests) == 0 {
+		if !ss.deliver(body) {
+			rpcFail(w, http.StatusNotFound, nil, -32001, "session not found")
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	st := ss.stream(requests, !sse)
+	defer ss.drop(st)
+	if initialize {
+		w.Header().Set("Mcp-Session-Id", ss.id)
+	}
+	if !ss.deliver(body) {
+		rpcFail(w, http.StatusNotFound, nil, -32001, "session not found")
+		return
+	}
+	if !sse {
+		msgs := st.wait(r.Context())
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case len(msgs) == 1 && body[0] != '[':
+			w.Write(msgs[0])
+		default:
+			w.Write(encode(msgs))
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	st.pump(r.Context(), w)
+}
+
+func (s *HTTPServer) get(w http.ResponseWriter, r *http.Request) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		w.WriteHeader(http.StatusNotAcceptable)
+		return
+	}
+	ss := s.lookup(w, r)
+	if ss == nil {
+		return
+	}
+	st := ss.standalone()
+	defer ss.drop(st)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	st.pump(r.Context(), w)
+}
+
+// open begins a client session and its Start; the session outlives the
+// POST that begins it, so it runs in the server's context.
+func (s *HTTPServer) open() *listenSession {
+	ss := &listenSession{id: rand.Text(), incoming: make(chan []byte, 16), closed: make(chan struct{}),
+		routes: map[string]*eventStream{}, active: s.now(), clock: s.now}
+	s.mu.Lock()
+	s.sessions[ss.id] = ss
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		s.Start(s.ctx, ss)
+		ss.Close()
+		s.mu.Lock()
+		delete(s.sessions, ss.id)
+		s.mu.Unlock()
+	}()
+	return ss
+}
+
+// listenSession is one client session: a Conn whose messages come from the
+// client's POSTs and whose answers go back on the POST that asked.
+type listenSession struct {
+	id       string
+	incoming chan []byte
+	closed   chan struct{}
+	once     sync.Once
+
+	mu      sync.Mutex
+	routes  map[string]*eventStream // request id -> the stream its answer goes on
+	streams []*eventStream          // open POST streams, oldest first
+	get     *eventStream            // the GET stream, if open
+	backlog [][]byte                // server messages waiting for a stream
+	open    int                     // streams open (HTTP requests in progress)
+	active  time.Time               // when the last request began or ended
+	clock   func() time.Time
+	version string // the protocol version the server answered
+}
+
+func (ss *listenSession) deliver(msg []byte) bool {
+	select {
+	case ss.incoming <- append([]byte(nil), msg...):
+		return true
+	case <-ss.closed:
+		return false
+	}
+}
+
+func (ss *listenSession) Read() ([]byte, error) {
+	select {
+	case m := <-ss.incoming:
+		return m, nil
+	case <-ss.closed:
+		return nil, io.EOF
+	}
+}
+
+// stream opens the stream a POST's requests are answered on.
+func (ss *listenSession) stream(requests []string, jsonBody bool) *eventStream {
+	st := newEventStream(len(requests))
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.open++
+	for _, id := range requests {
+		ss.routes[id] = st
+	}
+	if !jsonBody {
+		ss.streams = append(ss.streams, st)
+	}
+	return st
+}
+
+func (ss *listenSession) standalone() *eventStream {
+	st := newEventStream(-1)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.open++
+	if ss.get != nil {
+		ss.get.finish()
+	}
+	ss.get = st
+	for _, m := range ss.backlog {
+		st.send(m)
+	}
+	ss.backlog = nil
+	return st
+}
+
+// drop forgets a stream whose HTTP request ended: answers still due on it
+// are lost (the client went away), as the transport allows.
+func (ss *listenSession) drop(st *eventStream) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.open--
+	ss.active = ss.clock()
+	for id, s := range ss.routes {
+		if s == st {
+			delete(ss.routes, id)
+		}
+	}
+	for i, s := range ss.streams {
+		if s == st {
+			ss.streams = append(ss.streams[:i], ss.streams[i+1:]...)
+			break
+		}
+	}
+	if ss.get == st {
+		ss.get = nil
+	}
+	st.finish()
+}
+
+// Write routes a message from the proxy: an answer to the stream of the
+// POST that asked; a request or notification of the server's to the most
+// recent POST stream still open, else the GET stream, else it waits for one.
+func (ss *listenSession) Write(msg []byte) error {
+	msg = bytes.TrimSpace(msg)
+	if len(msg) > 0 && msg[0] == '[' { // a batch's answers
+		var elems []json.RawMessage
+		if json.Unmarshal(msg, &elems) == nil {
+			for _, e := range elems {
+				ss.Write(e)
+			}
+			return nil
+		}
+	}
+	id, method, _ := peek(msg)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	select {
+	case <-ss.closed:
+		return io.ErrClosedPipe
+	default:
+	}
+	if method == "" && len(id) > 0 {
+		if ss.version == "" {
+			var r struct {
+				Result struct {
+					ProtocolVersion string `json:"protocolVersion"`
+				} `json:"result"`
+			}
+			if json.Unmarshal(msg, &r) == nil && r.Result.ProtocolVersion != "" {
+				ss.version = r.Result.ProtocolVersion
+			}
+		}
+		if st := ss.routes[string(id)]; st != nil {
+			delete(ss.routes, string(id))
+			st.answer(msg)
+		}
+		return nil
+	}
+	for i := len(ss.streams) - 1; i >= 0; i-- {
+		if ss.streams[i].send(msg) {
+			return nil
+		}
+	}
+	if ss.get != nil && ss.get.send(msg) {
+		return nil
+	}
+	if len(ss.backlog) < 1000 {
+		ss.backlog = append(ss.backlog, msg)
+	}
+	return nil
+}
+
+func (ss *listenSession) Close() error {
+	ss.once.Do(func() {
+		ss.mu.Lock()
+		close(ss.closed)
+		for _, st := range ss.streams {
+			st.finish()
+		}
+		if ss.get != nil {
+			ss.get.finish()
+		}
+		ss.mu.Unlock()
+	})
+	return nil
+}
+
+// eventStream is what one HTTP response carries: as server-sent events, or
+// (json) collected into one JSON body.
+type eventStream struct {
+	mu    sync.Mutex
+	queue [][]byte
+	due   int // answers still due; -1: a GET stream, which never completes
+	done  bool
+	wake  chan struct{}
+}
+
+func newEventStream(due int) *eventStream {
+	return &eventStream{due: due, wake: make(chan struct{}, 1)}
+}
+
+func (st *eventStream) signal() {
+	select {
+	case st.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send queues a message of the server's on a stream still open: not on one
+// that has had all its answers (its response is ending), nor on one whose
+// client went away. It tells whether it did.
+func (st *eventStream) send(msg []byte) bool {
+	st.mu.Lock()
+	ok := !st.done && st.due != 0
+	if ok {
+		st.queue = append(st.queue, msg)
+	}
+	st.mu.Unlock()
+	st.signal()
+	return ok
+}
+
+func (st *eventStream) answer(msg []byte) {
+	st.mu.Lock()
+	if !st.done {
+		st.queue = append(st.queue, msg)
+		if st.due > 0 {
+			st.due--
+		}
+	}
+	st.mu.Unlock()
+	st.signal()
+}
+
+func (st *eventStream) finish() {
+	st.mu.Lock()
+	st.done = true
+	st.mu.Unlock()
+	st.signal()
+}
+
+// take returns what is queued, and whether the stream is complete.
+func (st *eventStream) take() ([][]byte, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	q := st.queue
+	st.queue = nil
+	return q, st.done || st.due == 0
+}
+
+// pump writes the stream's messages as events until it is complete or the
+// client goes away.
+func (st *eventStream) pump(ctx context.Context, w http.ResponseWriter) {
+	f, _ := w.(http.Flusher)
+	for {
+		q, complete := st.take()
+		for _, m := range q {
+			if bytes.ContainsAny(m, "\r\n") { // an event's data is one line here
+				var b bytes.Buffer
+				if json.Compact(&b, m) == nil {
+					m = b.Bytes()
+				}
+			}
+			if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", m); err != nil {
+				return
+			}
+		}
+		if f != nil && len(q) > 0 {
+			f.Flush()
+		}
+		if complete {
+			return
+		}
+		select {
+		case <-st.wake:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// wait collects a JSON stream's answers.
+func (st *eventStream) wait(ctx context.Context) [][]byte {
+	var all [][]byte
+	for {
+		q, complete := st.take()
+		all = append(all, q...)
+		if complete {
+			return all
+		}
+		select {
+		case <-st.wake:
+		case <-ctx.Done():
+			return all
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer serves HTTP clients with a fake server behind the batcher (as
+// Serve has it): each request is answered with its method; initialize with
+// version. ended gets each session's end.
+func echoServer(t *testing.T, version string) (url string, ended chan struct{}) {
+	ended = make(chan struct{}, 4)
+	s := &HTTPServer{Start: func(ctx context.Context, client Conn) {
+		c := newBatcher(client)
+		for {
+			msg, err := c.Read()
+			if err != nil {
+				ended <- struct{}{}
+				return
+			}
+			id, method, _ := peek(msg)
+			if method == "" || len(id) == 0 {
+				continue
+			}
+			result := `{"method":"` + method + `"}`
+			if method == "initialize" {
+				result = `{"protocolVersion":"` + version + `","capabilities":{},"serverInfo":{"name":"echo","version":"1"}}`
+			}
+			c.Write(resultResponse(id, json.RawMessage(result)))
+		}
+	}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return "http://" + ln.Addr().String() + "/mcp", ended
+}
+
+type httpReply struct {
+	status  int
+	session string
+	msgs    []any // the JSON body, or each event's data
+}
+
+func postTo(t *testing.T, url, session, accept, body string) httpReply {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := httpReply{status: resp.StatusCode, session: resp.Header.Get("Mcp-Session-Id")}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				var v any
+				if err := json.Unmarshal([]byte(data), &v); err != nil {
+					t.Fatalf("event data %q", data)
+				}
+				r.msgs = append(r.msgs, v)
+			}
+		}
+		return r
+	}
+	b, _ := io.ReadAll(resp.Body)
+	var v any
+	if json.Unmarshal(b, &v) == nil {
+		r.msgs = append(r.msgs, v)
+	}
+	return r
+}
+
+const both = "application/json, text/event-stream"
+
+func initBody(version string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+}
+
+// TestHTTPServerSessions: initialize opens a session (its id in the
+// header); a request names it or is refused (400 without, 404 unknown); a
+// notification is accepted (202); a client that accepts only JSON gets a
+// JSON body; DELETE ends the session, and its Conn reads EOF.
+func TestHTTPServerSessions(t *testing.T) {
+	url, ended := echoServer(t, "2025-11-25")
+	r := postTo(t, url, "", both, initBody("2025-11-25"))
+	if r.status != 200 || r.session == "" || len(r.msgs) != 1 || r.msgs[0].(map[string]any)["id"] != 1.0 {
+		t.Fatalf("initialize: %+v", r)
+	}
+	sid := r.session
+	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); r.status != 400 {
+		t.Fatalf("no session: %+v", r)
+	}
+	if r := postTo(t, url, "nope", both, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); r.status != 404 {
+		t.Fatalf("unknown session: %+v", r)
+	}
+	if r := postTo(t, url, sid, both, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); r.status != 202 {
+		t.Fatalf("notification: %+v", r)
+	}
+	r = postTo(t, url, sid, "application/json", `{"jsonrpc":"2.0","id":"p","method":"ping"}`)
+	if m, ok := r.msgs[0].(map[string]any); r.status != 200 || !ok || m["id"] != "p" || m["result"].(map[string]any)["method"] != "ping" {
+		t.Fatalf("JSON answer: %+v", r)
+	}
+	if r := postTo(t, url, sid, both, `not json`); r.status != 400 || errCode(r.msgs[0].(map[string]any)) != codeParse {
+		t.Fatalf("not JSON: %+v", r)
+	}
+	req, _ := http.NewRequest(http.MethodDelete, url, nil)
+	req.Header.Set("Mcp-Session-Id", sid)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("DELETE: %v %v", resp, err)
+	}
+	<-ended
+	if r := postTo(t, url, sid, both, `{"jsonrpc":"2.0","id":3,"method":"ping"}`); r.status != 404 {
+		t.Fatalf("after DELETE: %+v", r)
+	}
+}
+
+// TestHTTPServerBatchesAndLimits: under 2025-03-26 a POSTed batch is
+// answered as a batch; from 2025-06-18 it is refused with -32600 for each
+// request (HTTP 400); a body over 64 MiB gets 413 with the request's id.
+func TestHTTPServerBatchesAndLimits(t *testing.T) {
+	url, _ := echoServer(t, "2025-03-26")
+	sid := postTo(t, url, "", both, initBody("2025-03-26")).session
+	r := postTo(t, url, sid, "application/json", `[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":2,"method":"b"}]`)
+	arr, ok := r.msgs[0].([]any)
+	if r.status != 200 || !ok || len(arr) != 2 {
+		t.Fatalf("batch under 2025-03-26: %+v", r)
+	}
+	r = postTo(t, url, sid, both, `[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]`)
+	if r.status != 200 || len(r.msgs) != 2 {
+		t.Fatalf("batch as events: %+v", r)
+	}
+
+	url, _ = echoServer(t, "2025-11-25")
+	sid = postTo(t, url, "", both, initBody("2025-11-25")).session
+	r = postTo(t, url, sid, both, `[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","id":2,"method":"b"}]`)
+	arr, ok = r.msgs[0].([]any)
+	if r.status != 400 || !ok || len(arr) != 2 || errCode(arr[1].(map[string]any)) != codeInvalidRequest || arr[1].(map[string]any)["id"] != 2.0 {
+		t.Fatalf("batch under 2025-11-25: %+v", r)
+	}
+	big := `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"x":"` + strings.Repeat("x", maxLine) + `"}}`
+	r = postTo(t, url, sid, both, big)
+	if r.status != http.StatusRequestEntityTooLarge || r.msgs[0].(map[string]any)["id"] != 9.0 {
+		t.Fatalf("oversize body: %d %v", r.status, r.msgs)
+	}
+}
+
+// TestHTTPServerEndsIdleSessions: a session with no request and no open
+// stream for IdleTimeout ends (its upstream with it); one with its GET
+// stream open does not.
+func TestHTTPServerEndsIdleSessions(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	ended := make(chan struct{}, 2)
+	s := &HTTPServer{IdleTimeout: time.Hour, Now: clock, Start: func(ctx context.Context, client Conn) {
+		for {
+			msg, err := client.Read()
+			if err != nil {
+				ended <- struct{}{}
+				return
+			}
+			if id, method, _ := peek(msg); method == "initialize" {
+				client.Write(resultResponse(id, json.RawMessage(`{"protocolVersion":"2025-11-25"}`)))
+			}
+		}
+	}}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + ln.Addr().String() + "/mcp"
+	idle := postTo(t, url, "", both, initBody("2025-11-25")).session
+	listening := postTo(t, url, "", both, initBody("2025-11-25")).session
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", listening)
+	resp, err := http.DefaultClient.Do(req) // headers come once the stream is open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+
+	mu.Lock()
+	now = now.Add(59 * time.Minute)
+	mu.Unlock()
+	s.sweep()
+	if r := postTo(t, url, idle, both, `{"jsonrpc":"2.0","method":"notifications/x"}`); r.status != 202 {
+		t.Fatalf("a session idle for less than the timeout: %+v", r)
+	}
+	mu.Lock()
+	now = now.Add(61 * time.Minute)
+	mu.Unlock()
+	s.sweep()
+	<-ended
+	if r := postTo(t, url, idle, both, `{"jsonrpc":"2.0","method":"notifications/x"}`); r.status != 404 {
+		t.Fatalf("an idle session: %+v", r)
+	}
+	if r := postTo(t, url, listening, both, `{"jsonrpc":"2.0","method":"notifications/x"}`); r.status != 202 {
+		t.Fatalf("a session with its GET stream open: %+v", r)
+	}
+}
