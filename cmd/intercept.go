@@ -26,6 +26,7 @@ type interceptOptions struct {
 	as              string
 	reason          string
 	output          string
+	start           bool
 }
 
 func newCmdIntercept(f *Factory) *cobra.Command {
@@ -43,9 +44,15 @@ func newCmdIntercept(f *Factory) *cobra.Command {
   rejected     the same call was rejected (exit code 8)
   safe         a safe call: nothing is logged, run it directly
 
-The session is created if it does not exist.`,
+The session is created if it does not exist. With --start, a call that may run now
+(new, pending or retry, and compensable) is also started, in the same write: the
+effect is executing, and the step after the call is commit or fail. One process
+and one sync where intercept then start take two; an irreversible call still
+waits for approval and is started with 'undolog start ID' once approved.`,
 		Example: `  undolog intercept --session deploy-117 --tool write_file --tier compensable \
-    --args '{"path":"/tmp/x"}' --compensate-cmd 'rm -f /tmp/x'`,
+    --args '{"path":"/tmp/x"}' --compensate-cmd 'rm -f /tmp/x'
+  id=$(undolog intercept --session deploy-117 --tool write_file --tier compensable \
+    --args '{"path":"/tmp/y"}' --start -o json | jq -r .effect.id)`,
 		Args: exactArgs(0, "no arguments (use flags)"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkFormat(opts.output, false); err != nil {
@@ -65,7 +72,8 @@ The session is created if it does not exist.`,
 				return err
 			}
 			req := effectlog.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Key: opts.key,
-				ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Reason: opts.reason, Redact: opts.redact}
+				ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Reason: opts.reason, Redact: opts.redact,
+				Start: opts.start}
 			if opts.args != "" {
 				data, err := readInput(f, opts.args)
 				if err != nil {
@@ -113,6 +121,7 @@ The session is created if it does not exist.`,
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of args and result out of the log: a glob over dotted paths (*.password, *token*); repeatable")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history and the approval request")
+	c.Flags().BoolVar(&opts.start, "start", false, "also start a call that may run now (compensable: new, pending or retry), in the same write")
 	addFormatFlag(c, &opts.output, false)
 	for _, name := range []string{"tool", "tier"} {
 		c.MarkFlagRequired(name)

@@ -14,6 +14,7 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/proxy"
+	"github.com/undolog/undolog/saga"
 )
 
 // globEscaper escapes what path.Match would read as a pattern.
@@ -81,21 +82,86 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 				return usagef("%v", err)
 			}
 			// A policy's names are an MCP server's (policy init writes them):
-			// escaped, as every stored text is.
-			for _, r := range p.Rules {
-				line := fmt.Sprintf("%-24s %s", textfmt.Escape(r.Pattern), r.Tier)
-				if r.Capture != nil {
-					line += "  capture " + textfmt.Escape(r.Capture.Tool)
+			// escaped, as every stored text is (renderTable escapes cells).
+			rows := make([][]cell, 0, len(p.Rules))
+			var warnings []string
+			for i := range p.Rules {
+				r := &p.Rules[i]
+				rows = append(rows, []cell{plain(r.Pattern), plain(ruleTier(r)), plain(orDash(ruleCapture(r))), plain(orDash(ruleUndo(r)))})
+				if r.Compensable() && !r.HasCompensation() {
+					warnings = append(warnings, fmt.Sprintf("warning: %s is compensable but says no compensate: undo will ask a person to confirm it was undone by hand (see docs/policy.md)", r.Pattern))
 				}
-				if r.Compensate != nil {
-					line += "  undo " + textfmt.Escape(r.Compensate.Tool+" "+string(r.Compensate.Args))
-				}
-				fmt.Fprintln(f.Out, line)
 			}
-			fmt.Fprintf(f.Out, "ok: %s in %s\n", textfmt.Count(len(p.Rules), "rule"), textfmt.Escape(args[0]))
+			if err := renderTable(f, []string{"TOOL", "TIER", "CAPTURE", "UNDO"}, rows); err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				fmt.Fprintln(f.ErrOut, textfmt.Escape(w))
+			}
+			fmt.Fprintf(f.ErrOut, "ok: %s in %s%s\n", textfmt.Count(len(p.Rules), "rule"), textfmt.Escape(args[0]),
+				map[bool]string{true: "", false: ", " + textfmt.Count(len(warnings), "warning")}[len(warnings) == 0])
 			return nil
 		},
 	}
+}
+
+// ruleTier is a rule's tier, or its tier cases.
+func ruleTier(r *proxy.Rule) string {
+	if len(r.Tiers) == 0 {
+		return string(r.Tier)
+	}
+	parts := make([]string, len(r.Tiers))
+	for i, t := range r.Tiers {
+		if t.When == "" {
+			parts[i] = string(t.Tier)
+		} else {
+			parts[i] = fmt.Sprintf("%s if %s", t.Tier, t.When)
+		}
+	}
+	return strings.Join(parts, ", else ")
+}
+
+func captureName(c *proxy.Call) string {
+	if c.Optional {
+		return c.Tool + " (optional)"
+	}
+	return c.Tool
+}
+
+// ruleCapture names a rule's capture calls.
+func ruleCapture(r *proxy.Rule) string {
+	if r.Capture != nil {
+		return captureName(r.Capture)
+	}
+	parts := make([]string, len(r.Captures))
+	for i, n := range r.Captures {
+		parts[i] = n.Name + "=" + captureName(n.Call)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ruleUndo is what undoes a rule's calls, in brief.
+func ruleUndo(r *proxy.Rule) string {
+	switch {
+	case r.Compensate != nil:
+		return saga.Shorten("mcp " + r.Compensate.Tool + " " + string(r.Compensate.Args))
+	case r.Cases != nil:
+		parts := make([]string, len(r.Cases.Cases))
+		for i, c := range r.Cases.Cases {
+			switch {
+			case c.Tool != "":
+				parts[i] = "mcp " + c.Tool
+			case len(c.Run) > 0:
+				parts[i] = "run " + c.Run[0]
+			default:
+				parts[i] = "skip"
+			}
+		}
+		return textfmt.Count(len(parts), "case") + ": " + strings.Join(parts, " | ")
+	case r.Compensable():
+		return "manual"
+	}
+	return ""
 }
 
 type policyInitOptions struct {
@@ -108,8 +174,8 @@ func newCmdPolicyInit(f *Factory) *cobra.Command {
 		Use:   "init [--file FILE] -- SERVER_CMD [ARGS...]",
 		Short: "Write a starting policy from a server's tools and their annotations",
 		Long: `Start the MCP server, list its tools and write a starting policy: tools annotated
-readOnlyHint are safe, the others irreversible until you give them a compensate
-call (the policy shows where). Review it before use.`,
+readOnlyHint are safe, the others irreversible until you say how to undo them
+(the policy shows where; docs/policy.md is the reference). Review it before use.`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("policy init needs the MCP server command: undolog policy init -- SERVER_CMD [ARGS...]")
@@ -130,8 +196,9 @@ call (the policy shows where). Review it before use.`,
 			}
 			var b strings.Builder
 			fmt.Fprintf(&b, "# undolog policy for: %s\n# Written by 'undolog policy init'; review it. Check it with 'undolog policy check FILE'.\n", textfmt.Escape(strings.Join(args, " ")))
-			b.WriteString("# A compensable tool names the call that undoes it; its args are JSON in which\n")
-			b.WriteString("# \"{{ jq }}\" is evaluated over .args (the call's), .result and .capture.\ntools:\n")
+			b.WriteString("# A compensable tool says how to undo it: an MCP call or a command, chosen by a\n")
+			b.WriteString("# condition if need be, with \"{{ jq }}\" templates over .args (the call's), .result\n")
+			b.WriteString("# and .capture (a call made before it). docs/policy.md is the reference, with examples.\ntools:\n")
 			for _, t := range tools {
 				// A tool's name is the server's to choose: quoted (a JSON string is
 				// a YAML one), a name with a colon, a newline or a # stays one key;
@@ -142,9 +209,9 @@ call (the policy shows where). Review it before use.`,
 				case a != nil && a.ReadOnlyHint:
 					fmt.Fprintf(&b, "  %s:\n    tier: safe            # readOnlyHint\n", name)
 				case a != nil && a.DestructiveHint != nil && *a.DestructiveHint:
-					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # destructiveHint\n", name)
+					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # destructiveHint (compensable if you can undo it: docs/policy.md)\n", name)
 				default:
-					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable with:\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT\n    #   args: {}\n", name)
+					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable with:\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT   # or run: [COMMAND, ARG, ...]: see docs/policy.md\n    #   args: {}\n", name)
 				}
 			}
 			if opts.file == "" || opts.file == "-" {

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -87,7 +88,13 @@ session).`,
 					return err
 				}
 			}
-			if _, err := store.SetUpstream(c.Context(), session, upstream); err != nil {
+			// Undo starts the server where it ran: a relative path in its
+			// command names the same directory then.
+			dir, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			if _, err := store.SetUpstreamAt(c.Context(), session, upstream, dir); err != nil {
 				return err
 			}
 			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s (undo it with: %s undo %s)\n", session, textfmt.Escape(f.CLI()), session)
@@ -95,7 +102,7 @@ session).`,
 			if policy != nil {
 				redact = append(redact, policy.Redact...)
 			}
-			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI()}
+			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(), Dir: dir}
 			if remote != nil {
 				return p.Serve(c.Context(), proxy.NewStdioConn(f.In, f.Out), remote.dial(f))
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -110,13 +111,18 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		pinned = f.Getenv("UNDOLOG_SESSION")
 	}
 	meta := map[string]string{"via": "proxy", "listen": opts.http.listen}
+	// Undo starts the server where it ran (see proxy.go).
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
 	if pinned != "" {
 		if _, err := store.GetSession(ctx, pinned); err != nil {
-			if _, err := store.CreateSession(ctx, effectlog.NewSession{ID: pinned, Upstream: upstream, Actor: f.Actor(""), Meta: meta}); err != nil {
+			if _, err := store.CreateSession(ctx, effectlog.NewSession{ID: pinned, Upstream: upstream, UpstreamDir: dir, Actor: f.Actor(""), Meta: meta}); err != nil {
 				return err
 			}
 		}
-		if _, err := store.SetUpstream(ctx, pinned, upstream); err != nil {
+		if _, err := store.SetUpstreamAt(ctx, pinned, upstream, dir); err != nil {
 			return err
 		}
 	}
@@ -134,7 +140,7 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 	srv := &proxy.HTTPServer{AllowRemote: opts.http.allowRemote, Diagnostics: errOut, Start: func(ctx context.Context, client proxy.Conn) {
 		session := pinned
 		if session == "" {
-			s, err := store.CreateSession(ctx, effectlog.NewSession{Upstream: upstream, Actor: f.Actor(""), Meta: meta})
+			s, err := store.CreateSession(ctx, effectlog.NewSession{Upstream: upstream, UpstreamDir: dir, Actor: f.Actor(""), Meta: meta})
 			if err != nil {
 				fmt.Fprintf(errOut, "undolog proxy: a client session was refused: %s\n", textfmt.Escape(err.Error()))
 				client.Close()
@@ -153,7 +159,7 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		} else {
 			up = cmdUp
 		}
-		p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI()}
+		p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI(), Dir: dir}
 		p.Serve(ctx, client, up)
 	}}
 	err = srv.Serve(ctx, ln)

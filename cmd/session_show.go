@@ -141,7 +141,7 @@ func printSessionView(f *Factory, v sessionView) error {
 	err := section("Undo stack (last in, first out)", len(v.UndoStack), v.UndoTotal, "the top", func() error {
 		rows := make([][]cell, 0, len(v.UndoStack))
 		for _, u := range v.UndoStack {
-			rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(describeCompensation(u.Compensation))})
+			rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(saga.Shorten(describeCompensation(u.Compensation)))})
 		}
 		return renderTable(f, []string{"EFFECT", "TOOL", "ENTRY", "COMPENSATION"}, rows)
 	})
@@ -154,13 +154,19 @@ func printSessionView(f *Factory, v sessionView) error {
 // describeCompensation is a compensation's call and, for a command, the
 // directory it runs in.
 func describeCompensation(c model.Compensation) string {
-	return c.Kind + ": " + saga.DescribeCall(c) + compensationDir(c)
+	switch c.Kind {
+	case model.CompensationCommand:
+		return c.Kind + ": " + saga.DescribeCall(c) + compensationDir(c)
+	case model.CompensationCases:
+		return saga.DescribeCases(c) + compensationDir(c)
+	}
+	return saga.DescribeCall(c) // "mcp TOOL ARGS", "manual ...": it names its kind
 }
 
 // compensationDir says where a command compensation runs; empty when it runs
 // where undo does.
 func compensationDir(c model.Compensation) string {
-	if c.Kind != model.CompensationCommand || c.Dir == "" {
+	if c.Kind != model.CompensationCommand && c.Kind != model.CompensationCases || c.Dir == "" {
 		return ""
 	}
 	return " (in " + saga.ShellQuote([]string{c.Dir}) + ")"
@@ -169,7 +175,7 @@ func compensationDir(c model.Compensation) string {
 // compensationServer says which MCP server an mcp compensation is called on:
 // the session's upstream command.
 func compensationServer(c model.Compensation, upstream []string) string {
-	if c.Kind != model.CompensationMCP {
+	if c.Kind != model.CompensationMCP && !(c.Kind == model.CompensationCases && strings.Contains(string(c.Args), `"tool"`)) {
 		return ""
 	}
 	if len(upstream) == 0 {

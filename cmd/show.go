@@ -9,6 +9,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -45,7 +46,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 					return err
 				}
 				details = append(details, d)
-				if c := d.Effect.Compensation; c != nil && c.Kind == model.CompensationMCP {
+				if c := d.Effect.Compensation; c != nil && (c.Kind == model.CompensationMCP || c.Kind == model.CompensationCases) {
 					if _, ok := upstreams[d.Effect.Session]; !ok {
 						sess, err := store.GetSession(ctx, d.Effect.Session)
 						if err != nil {
@@ -81,7 +82,12 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	e := d.Effect
 	out := f.Out
 	fmt.Fprintf(out, "effect %d  %s\n", e.ID, paint(f, stateCell(string(e.State))))
-	field := func(name, value string) { fmt.Fprintf(out, "%-13s %s\n", name+":", textfmt.Escape(value)) }
+	field := func(name, value string) {
+		if name != "" {
+			name += ":"
+		}
+		fmt.Fprintf(out, "%-13s %s\n", name, textfmt.Escape(value))
+	}
 	field("session", e.Session)
 	field("tool", e.Tool+" ("+string(e.Tier)+")")
 	field("signature", e.CallSignature)
@@ -101,8 +107,26 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	if e.ReplayCount > 0 {
 		field("replays", fmt.Sprintf("%d (last %s ago)", e.ReplayCount, ago(now, *e.LastReplayedAt)))
 	}
-	if e.Compensation != nil {
-		field("compensation", describeCompensation(*e.Compensation)+compensationServer(*e.Compensation, upstream))
+	if c := e.Compensation; c != nil {
+		if lines, err := saga.CaseLines(*c); c.Kind == model.CompensationCases && err == nil {
+			// One line a case: each may be long.
+			field("compensation", textfmt.Count(len(lines), "case")+compensationDir(*c)+compensationServer(*c, upstream))
+			for _, l := range lines {
+				field("", "  "+saga.Shorten(l))
+			}
+		} else {
+			field("compensation", saga.Shorten(describeCompensation(*c))+compensationServer(*c, upstream))
+		}
+		if len(c.Capture) > 0 {
+			field("capture", textfmt.Count(len(c.Capture), "byte")+" (JSON output has it)")
+		}
+		if c.Kind == model.CompensationCases {
+			if ch, err := saga.ChooseCase(e, *c); err != nil {
+				field("undo would", "fail: "+err.Error())
+			} else {
+				field("undo would", saga.Shorten(saga.DescribeChosen(ch)))
+			}
+		}
 	}
 	if e.Owner != nil {
 		lease := ""

@@ -59,8 +59,8 @@ func TestTUIInTmux(t *testing.T) {
 		}
 		return string(out)
 	}
-	tmux(append([]string{"new-session", "-d", "-x", "100", "-y", "30"}, terminalEnv("UNDOLOG_LOG="+logPath, "UNDOLOG_ACTOR=tmux-user",
-		bin, "tui", "--session", "release-9")...)...)
+	pane := terminalEnv(append([]string{"UNDOLOG_LOG=" + logPath, "UNDOLOG_ACTOR=tmux-user"}, keepPane(bin, "tui", "--session", "release-9")...)...)
+	tmux(append([]string{"new-session", "-d", "-x", "100", "-y", "30"}, pane...)...)
 	defer exec.Command("tmux", "-L", socket, "kill-server").Run()
 	screen := func(want string) {
 		t.Helper()
@@ -140,6 +140,13 @@ func terminalEnv(args ...string) []string {
 	return append([]string{"env", "-u", "CI", "-u", "NO_COLOR", "-u", "CLICOLOR", "-u", "CLICOLOR_FORCE", "TERM=xterm-256color"}, args...)
 }
 
+// keepPane runs argv in a pane that stays after it exits, with its exit
+// status: a view that fails at once leaves its error on the screen that the
+// failing test prints, and not "server exited unexpectedly".
+func keepPane(argv ...string) []string {
+	return append([]string{"sh", "-c", `"$@"; echo "[exited $?]"; sleep 600`, "sh"}, argv...)
+}
+
 // waitScreen waits until the pane (the window named target) shows want.
 func waitScreen(t *testing.T, tmux func(...string) string, target, want string) string {
 	t.Helper()
@@ -176,7 +183,8 @@ func TestTUILayoutsInTmux(t *testing.T) {
 		if l.noColor {
 			vars = append(vars, "NO_COLOR=1")
 		}
-		tmux(append([]string{"new-session", "-d", "-s", name, "-x", strconv.Itoa(l.w), "-y", strconv.Itoa(l.h)}, terminalEnv(append(vars, bin, "tui")...)...)...)
+		view := terminalEnv(append(vars, keepPane(bin, "tui")...)...)
+		tmux(append([]string{"new-session", "-d", "-s", name, "-x", strconv.Itoa(l.w), "-y", strconv.Itoa(l.h)}, view...)...)
 		pane := waitScreen(t, tmux, name, "ci-nightly-88")
 		lines := strings.Split(strings.TrimRight(pane, "\n"), "\n")
 		if !strings.Contains(pane, "▶ ci-nightly-88") {

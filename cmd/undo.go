@@ -10,6 +10,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/mcpclient"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -99,9 +100,9 @@ again (compensations are not assumed idempotent).`,
 				return err
 			}
 			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease, CLI: f.CLI(),
-				Tools: func(ctx context.Context, upstream []string) (saga.ToolCaller, error) {
+				Tools: func(ctx context.Context, upstream []string, dir string) (saga.ToolCaller, error) {
 					// A nil *mcpclient.Client must not reach the interface.
-					client, err := mcpclient.Dial(ctx, upstream)
+					client, err := mcpclient.DialIn(ctx, upstream, dir)
 					if err != nil {
 						return nil, err
 					}
@@ -137,6 +138,21 @@ again (compensations are not assumed idempotent).`,
 	return c
 }
 
+// planWhere says where a step's call runs: a command in its directory, an
+// mcp call on the session's server (for cases, the case chosen).
+func planWhere(s saga.Step, upstream []string) string {
+	c := s.Entry.Compensation
+	if c.Kind == model.CompensationCases {
+		if strings.HasPrefix(s.Call, "mcp ") {
+			return compensationServer(model.Compensation{Kind: model.CompensationMCP}, upstream)
+		}
+		if strings.HasPrefix(s.Call, "nothing to undo") {
+			return ""
+		}
+	}
+	return compensationDir(c) + compensationServer(c, upstream)
+}
+
 func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 	// Each line is escaped whole: it quotes tool names, errors and commands.
 	println := func(format string, args ...any) { fmt.Fprintln(f.Out, textfmt.Escape(fmt.Sprintf(format, args...))) }
@@ -145,7 +161,7 @@ func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 	for _, s := range plan.Steps {
 		e := s.Effect
 		// The exact call: where it runs too.
-		call := s.Call + compensationDir(s.Entry.Compensation) + compensationServer(s.Entry.Compensation, upstream)
+		call := saga.Shorten(s.Call) + planWhere(s, upstream)
 		switch s.Action {
 		case saga.ActionDone:
 			println("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State)

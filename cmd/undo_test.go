@@ -107,7 +107,7 @@ func TestCompensationsShowWhereTheyRun(t *testing.T) {
 		{[]string{"undo", "s", "--dry-run"}, []string{`mcp delete {"name":"y"} ` + server, "rm out.txt " + dir}},
 		{[]string{"undo", "s", "--dry-run", "-o", "json"}, []string{`"upstream": [`, `"dir": "/srv/build \u001b[2J"`}},
 		{[]string{"show", "1"}, []string{"command: rm out.txt " + dir}},
-		{[]string{"show", "2"}, []string{`mcp: mcp delete {"name":"{{ .args.name }}"} ` + server}},
+		{[]string{"show", "2"}, []string{`compensation: mcp delete {"name":"{{ .args.name }}"} ` + server}},
 		{[]string{"session", "show", "s"}, []string{"mcp server: npx -y @modelcontextprotocol/server-memory '\\u202e'", "rm out.txt " + dir}},
 	} {
 		code, stdout, stderr := undolog(t, db, c.args...)

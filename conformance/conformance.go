@@ -61,6 +61,8 @@ var suite = []struct {
 	{"RejectionClosesOtherRequests", testRejectionClosesOtherRequests},
 	{"FailInClosedSessionClosesNewRequest", testFailInClosedSessionClosesNewRequest},
 	{"Sessions", testSessions},
+	{"UpstreamDir", testUpstreamDir},
+	{"NoNewEffect", testNoNewEffect},
 	{"EverySessionTransition", testEverySessionTransition},
 	{"ListEffectsFiltersAndPages", testListEffectsFiltersAndPages},
 	{"ReadLimits", testReadLimits},

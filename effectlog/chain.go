@@ -207,36 +207,56 @@ func chain(tx storage.WriteTx, rec model.HistoryRecord, content string, n *uint3
 
 // TriggerUpstream is the trigger of the session record that sets the
 // session's upstream MCP server command; its reason holds the command as a
-// JSON array, which the record's hash covers.
+// JSON array, which the record's hash covers, or, with the directory it ran
+// in, {"command": [...], "dir": "..."}.
 const TriggerUpstream = "Upstream recorded"
+
+type statedDir struct {
+	Command []string `json:"command"`
+	Dir     string   `json:"dir"`
+}
 
 // recordUpstream sets the session's upstream and appends the record that
 // states it.
-func recordUpstream(tx storage.WriteTx, s *model.Session, upstream []string, actor string, now time.Time) error {
-	stated, err := json.Marshal(upstream)
+func recordUpstream(tx storage.WriteTx, s *model.Session, upstream []string, dir string, actor string, now time.Time) error {
+	var stated []byte
+	var err error
+	if dir == "" {
+		stated, err = json.Marshal(upstream) // as undologs before directories wrote it
+	} else {
+		stated, err = json.Marshal(statedDir{Command: upstream, Dir: dir})
+	}
 	if err != nil {
 		return err
 	}
-	s.Upstream, s.UpdatedAt = upstream, now
+	s.Upstream, s.UpstreamDir, s.UpdatedAt = upstream, dir, now
 	return appendSessionHistory(tx, s, model.HistoryRecord{From: string(s.State), To: string(s.State), Trigger: TriggerUpstream,
 		Actor: actorOr(actor), Reason: string(stated), At: now})
 }
 
-// statedUpstream is the upstream a session's history states: that of its
-// last TriggerUpstream record, else none for a session created by an
-// undolog that records upstreams (its first record covers its content).
-// stated is false for a session of an older undolog, which set its upstream
-// without a record.
-func statedUpstream(hist []model.HistoryRecord) (upstream []string, stated bool, err error) {
+// statedUpstream is the upstream (and its directory) a session's history
+// states: that of its last TriggerUpstream record, else none for a session
+// created by an undolog that records upstreams (its first record covers its
+// content). stated is false for a session of an older undolog, which set its
+// upstream without a record.
+func statedUpstream(hist []model.HistoryRecord) (upstream []string, dir string, stated bool, err error) {
 	for i := len(hist) - 1; i >= 0; i-- {
 		if hist[i].Trigger == TriggerUpstream {
-			if err := json.Unmarshal([]byte(hist[i].Reason), &upstream); err != nil {
-				return nil, true, fmt.Errorf("record %d states no upstream: %v", hist[i].Seq, err)
+			reason := []byte(hist[i].Reason)
+			if len(reason) > 0 && reason[0] == '{' {
+				var sd statedDir
+				if err := json.Unmarshal(reason, &sd); err != nil || sd.Dir == "" {
+					return nil, "", true, fmt.Errorf("record %d states no upstream: %v", hist[i].Seq, err)
+				}
+				return sd.Command, sd.Dir, true, nil
 			}
-			return upstream, true, nil
+			if err := json.Unmarshal(reason, &upstream); err != nil {
+				return nil, "", true, fmt.Errorf("record %d states no upstream: %v", hist[i].Seq, err)
+			}
+			return upstream, "", true, nil
 		}
 	}
-	return nil, len(hist) > 0 && hist[0].HashVersion == model.HashWithContent, nil
+	return nil, "", len(hist) > 0 && hist[0].HashVersion == model.HashWithContent, nil
 }
 
 // setSessionState moves a session through the session table and records it.

@@ -27,6 +27,13 @@ type InterceptRequest struct {
 	ApprovalTimeout time.Duration
 	// CreateSession creates the session if it does not exist yet.
 	CreateSession bool
+	// NoNewEffect resolves a repeated call as usual, but where the call
+	// would make a new effect it writes nothing and says
+	// model.OutcomeUnregistered: a caller whose compensation costs work
+	// (a capture call) looks the call up first and does that work only
+	// for a call that is to run anew, then intercepts it again. (Intercept
+	// only: in InterceptMany such a call refuses the batch.)
+	NoNewEffect bool
 	// Start moves a call that may run now (new or retried, and approved if
 	// irreversible) to executing in the same transaction, owned by Owner: a
 	// whole lifecycle is then two write transactions. Check the returned
@@ -60,9 +67,13 @@ func validCompensation(c *model.Compensation) error {
 		if c.Tool == "" {
 			return fmt.Errorf("%w: an mcp compensation needs a tool", model.ErrInvalidInput)
 		}
+	case model.CompensationCases:
+		if len(c.Args) == 0 {
+			return fmt.Errorf("%w: a cases compensation needs its cases", model.ErrInvalidInput)
+		}
 	case model.CompensationManual:
 	default:
-		return fmt.Errorf("%w: compensation kind %q: use command, mcp or manual", model.ErrInvalidInput, c.Kind)
+		return fmt.Errorf("%w: compensation kind %q: use command, mcp, cases or manual", model.ErrInvalidInput, c.Kind)
 	}
 	if c.MaxRetries < 0 || c.InitialBackoffMS < 0 {
 		return fmt.Errorf("%w: compensation retries and backoff must not be negative", model.ErrInvalidInput)
@@ -144,8 +155,17 @@ func (s *Service) Intercept(ctx context.Context, req InterceptRequest) (Intercep
 		res, err = s.interceptTx(tx, p)
 		return err
 	})
+	if errors.Is(err, errUnregistered) {
+		// Undone whole, an expiry found on the way too: the intercept that
+		// follows records it.
+		return InterceptResult{Outcome: model.OutcomeUnregistered, Signature: p.sig}, nil
+	}
 	return res, err
 }
+
+// errUnregistered ends the transaction of a NoNewEffect intercept whose
+// call would make a new effect: nothing is written.
+var errUnregistered = errors.New("a new effect, not made (NoNewEffect)")
 
 // InterceptMany registers many calls in one transaction, in order, as
 // Intercept would one by one: one fsync for the lot. It is all or nothing: a
@@ -191,6 +211,10 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 	now := s.now()
 	sess, err := tx.Session(req.Session)
 	if err != nil {
+		if req.NoNewEffect && errors.Is(err, model.ErrNotFound) {
+			res.Outcome = model.OutcomeUnregistered
+			return res, storage.ErrNothingToWrite
+		}
 		// Only a session that is not there is made: one that cannot be
 		// read (damaged, or the engine failed) is the error it is.
 		if !req.CreateSession || !errors.Is(err, model.ErrNotFound) {
@@ -304,6 +328,9 @@ func putAnd(tx storage.WriteTx, sess *model.Session, err error) error {
 // nil) with its first history record and the session, tool and tier index
 // entries; the caller adds the rest and puts it.
 func newEffect(tx storage.WriteTx, sess *model.Session, req InterceptRequest, args []byte, sig string, replayOf *uint64, now time.Time) (model.Effect, error) {
+	if req.NoNewEffect && replayOf == nil {
+		return model.Effect{}, errUnregistered
+	}
 	id, err := tx.NextEffectID()
 	if err != nil {
 		return model.Effect{}, err

@@ -17,7 +17,9 @@ type NewSession struct {
 	ID       string // empty: generated
 	Meta     map[string]string
 	Upstream []string
-	Actor    string
+	// UpstreamDir is the directory the upstream runs in.
+	UpstreamDir string
+	Actor       string
 }
 
 // CreateSession creates an active session. A taken id is ErrConflict.
@@ -65,7 +67,7 @@ func createSession(tx storage.WriteTx, req NewSession, now time.Time) (model.Ses
 		return model.Session{}, err
 	}
 	if len(req.Upstream) > 0 {
-		if err := recordUpstream(tx, &sess, req.Upstream, req.Actor, now); err != nil {
+		if err := recordUpstream(tx, &sess, req.Upstream, req.UpstreamDir, req.Actor, now); err != nil {
 			return model.Session{}, err
 		}
 	}
@@ -156,6 +158,15 @@ func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionS
 // only the command its history covers); an upstream it states already
 // writes nothing.
 func (s *Service) SetUpstream(ctx context.Context, id string, upstream []string) (model.Session, error) {
+	return s.SetUpstreamAt(ctx, id, upstream, "")
+}
+
+// SetUpstreamAt is SetUpstream with the directory the upstream runs in
+// (absolute; "" for none), which undo starts it in.
+func (s *Service) SetUpstreamAt(ctx context.Context, id string, upstream []string, dir string) (model.Session, error) {
+	if err := model.ValidText("upstream directory", dir); err != nil {
+		return model.Session{}, err
+	}
 	var out model.Session
 	err := s.update(ctx, func(tx storage.WriteTx) error {
 		sess, err := tx.Session(id)
@@ -167,10 +178,11 @@ func (s *Service) SetUpstream(ctx context.Context, id string, upstream []string)
 		if err != nil {
 			return err
 		}
-		if stated, ok, err := statedUpstream(hist); err == nil && ok && slices.Equal(stated, upstream) && slices.Equal(sess.Upstream, upstream) {
+		if stated, sdir, ok, err := statedUpstream(hist); err == nil && ok && slices.Equal(stated, upstream) && slices.Equal(sess.Upstream, upstream) &&
+			sdir == dir && sess.UpstreamDir == dir {
 			return storage.ErrNothingToWrite
 		}
-		if err := recordUpstream(tx, &sess, upstream, "", s.now()); err != nil {
+		if err := recordUpstream(tx, &sess, upstream, dir, "", s.now()); err != nil {
 			return err
 		}
 		out = sess

@@ -68,18 +68,19 @@ type Verdict int
 
 // Verdicts of an intercept.
 const (
-	New        Verdict = iota // a new effect: run it (once approved if irreversible)
-	Retry                     // an effect that failed, pending again: run it again
-	Replayed                  // committed before: its result is the answer, nothing runs
-	Rejected                  // rejected by a person: the answer stands
-	Pending                   // the same call awaits a decision elsewhere: wait for it too
-	InProgress                // the same call is executing with a live owner (or on another host, its lease holding)
-	InDoubt                   // the same call is executing and its owner died, its lease lapsed, or none is recorded
-	Closed                    // the session accepts no new effects: nothing runs
-	Safe                      // safe tier: nothing written, run directly
+	New          Verdict = iota // a new effect: run it (once approved if irreversible)
+	Retry                       // an effect that failed, pending again: run it again
+	Replayed                    // committed before: its result is the answer, nothing runs
+	Rejected                    // rejected by a person: the answer stands
+	Pending                     // the same call awaits a decision elsewhere: wait for it too
+	InProgress                  // the same call is executing with a live owner (or on another host, its lease holding)
+	InDoubt                     // the same call is executing and its owner died, its lease lapsed, or none is recorded
+	Closed                      // the session accepts no new effects: nothing runs
+	Safe                        // safe tier: nothing written, run directly
+	Unregistered                // asked with NoNewEffect: it would be a new effect, and nothing was written
 )
 
-var verdictNames = [...]string{"new", "retry", "replayed", "rejected", "pending", "in_progress", "in_doubt", "closed", "safe"}
+var verdictNames = [...]string{"new", "retry", "replayed", "rejected", "pending", "in_progress", "in_doubt", "closed", "safe", "unregistered"}
 
 func (v Verdict) String() string {
 	if int(v) < len(verdictNames) {
@@ -168,6 +169,8 @@ func classify(res effectlog.InterceptResult) Verdict {
 		return Retry
 	case model.OutcomeSafe:
 		return Safe
+	case model.OutcomeUnregistered:
+		return Unregistered
 	case model.OutcomeInProgress:
 		if res.Effect.State == sm.Executing {
 			return InProgress // judged live or in doubt by the caller

@@ -25,10 +25,13 @@ type Client struct {
 	session *mcp.ClientSession
 }
 
-// Dial starts the server command and connects to it; an HTTP upstream
-// (see Remote) is connected to over Streamable HTTP, its headers read from
-// the environment again.
-func Dial(ctx context.Context, argv []string) (*Client, error) {
+// Dial starts the server command and connects to it.
+func Dial(ctx context.Context, argv []string) (*Client, error) { return DialIn(ctx, argv, "") }
+
+// DialIn starts the server command in dir ("": this process's directory)
+// and connects to it; an HTTP upstream (see Remote) is connected to over
+// Streamable HTTP, its headers read from the environment again.
+func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no MCP server command")
 	}
@@ -49,7 +52,9 @@ func Dial(ctx context.Context, argv []string) (*Client, error) {
 		}
 		return &Client{session: s}, nil
 	}
-	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: exec.Command(argv[0], argv[1:]...)}, nil)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to MCP server %s: %w", strings.Join(argv, " "), err)
 	}

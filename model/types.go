@@ -42,7 +42,9 @@ type Effect struct {
 // Compensation describes how to undo an effect.
 type Compensation struct {
 	// Kind is "command" (Argv run without a shell), "mcp" (Tool called on the
-	// session's upstream server with Args) or "manual" (an operator confirms).
+	// session's upstream server with Args), "cases" (Args holds a proxy
+	// policy's cases, one chosen at undo: an mcp call or a command run in
+	// Dir) or "manual" (an operator confirms).
 	Kind string   `json:"kind"`
 	Argv []string `json:"argv,omitempty"`
 	// Dir is the working directory for Argv; empty: the undo runner's own.
@@ -63,6 +65,7 @@ const (
 	CompensationCommand = "command"
 	CompensationMCP     = "mcp"
 	CompensationManual  = "manual"
+	CompensationCases   = "cases"
 )
 
 // Owner records which process is executing an effect, so that a later caller
@@ -135,9 +138,12 @@ type Session struct {
 	Effects          int              `json:"effects"`
 	PendingApprovals int              `json:"pending_approvals"`
 	// Upstream is the MCP server command a proxy session runs behind.
-	Upstream    []string `json:"upstream,omitempty"`
-	HistoryLen  uint32   `json:"history_len"`
-	HistoryHead string   `json:"history_head"`
+	Upstream []string `json:"upstream,omitempty"`
+	// UpstreamDir is the directory the upstream ran in: undo starts it
+	// there, so that a relative path in its command names the same place.
+	UpstreamDir string `json:"upstream_dir,omitempty"`
+	HistoryLen  uint32 `json:"history_len"`
+	HistoryHead string `json:"history_head"`
 	// Seq orders sessions by creation (the sessions_by_time index key).
 	Seq uint64 `json:"seq"`
 }
@@ -211,6 +217,9 @@ const (
 	OutcomeInProgress Outcome = "in_progress" // owner executing or awaiting a decision
 	OutcomeRejected   Outcome = "rejected"    // owner rejected: the answer stands
 	OutcomeSafe       Outcome = "safe"        // safe tier: nothing written, run directly
+	// OutcomeUnregistered: asked with NoNewEffect, the call would be a new
+	// effect; nothing was written.
+	OutcomeUnregistered Outcome = "unregistered"
 )
 
 // Change carries who asks for a transition, why, and what it brings.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -18,18 +19,80 @@ var ErrPolicy = errors.New("invalid policy")
 
 // Call is an MCP tool call made by undolog: a capture before the call, or a
 // compensation. Args is a template (see internal/template) over the original
-// call's args, its result and the capture.
+// call's args, its result and the capture. A capture's Args may give an
+// array: the tool is then called once per element, and the capture is the
+// array of the results.
 type Call struct {
 	Tool string          `json:"tool"`
 	Args json.RawMessage `json:"args"`
+	// Optional: a capture that fails does not stop the call; the capture
+	// is then the failure, a tool result with isError true.
+	Optional bool `json:"optional,omitempty"`
+}
+
+// NamedCapture is one capture of several: .capture.NAME.
+type NamedCapture struct {
+	Name string
+	Call *Call
+}
+
+// TierCase chooses a rule's tier by a condition over .args.
+type TierCase struct {
+	When string // a jq expression; "" for the default, always last
+	Tier sm.Tier
 }
 
 // Rule classifies the calls of the tools its pattern matches.
 type Rule struct {
-	Pattern    string
-	Tier       sm.Tier
-	Capture    *Call
+	Pattern string
+	// Tier is the rule's tier, the default of Tiers when it has them.
+	Tier sm.Tier
+	// Tiers, when set, choose the tier of each call by its args.
+	Tiers []TierCase
+	// Capture is the one capture (.capture), Captures the named ones
+	// (.capture.NAME); at most one of them is set.
+	Capture  *Call
+	Captures []NamedCapture
+	// Compensate is a single mcp compensation (kind mcp); Cases the
+	// compensation cases chosen at undo (kind cases).
 	Compensate *Call
+	Cases      *template.Cases
+}
+
+// Compensable tells whether a call of the rule can be compensable.
+func (r *Rule) Compensable() bool {
+	if r.Tier == sm.Compensable {
+		return true
+	}
+	for _, t := range r.Tiers {
+		if t.Tier == sm.Compensable {
+			return true
+		}
+	}
+	return false
+}
+
+// HasCompensation tells whether the rule says how to undo its calls.
+func (r *Rule) HasCompensation() bool { return r.Compensate != nil || r.Cases != nil }
+
+// HasCapture tells whether the rule captures before its calls.
+func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 0 }
+
+// TierFor is the tier of a call of the rule with args, and why.
+func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
+	for i, t := range r.Tiers {
+		if t.When == "" {
+			return t.Tier, "", nil
+		}
+		ok, err := template.True(t.When, template.Input{Args: args})
+		if err != nil {
+			return "", "", fmt.Errorf("tier case %d: %w", i+1, err)
+		}
+		if ok {
+			return t.Tier, " (when " + t.When + ")", nil
+		}
+	}
+	return r.Tier, "", nil
 }
 
 // Policy maps tool names and globs to rules; the first match in file order
@@ -39,16 +102,17 @@ type Policy struct {
 	Redact []string
 }
 
+// ruleYAML is a rule as written: tier a word or a list of cases, capture
+// one call or named calls, compensate one call or case or a list of cases
+// (see compensation.go).
 type ruleYAML struct {
-	Tier       string    `yaml:"tier"`
-	Capture    *callYAML `yaml:"capture"`
-	Compensate *callYAML `yaml:"compensate"`
+	Tier       yaml.Node `yaml:"tier"`
+	Capture    yaml.Node `yaml:"capture"`
+	Compensate yaml.Node `yaml:"compensate"`
 }
 
-type callYAML struct {
-	Tool string         `yaml:"tool"`
-	Args map[string]any `yaml:"args"`
-}
+// ruleKeys are the keys a rule may have.
+var ruleKeys = []string{"tier", "capture", "compensate", "replay"}
 
 // LoadPolicy reads and checks a policy file.
 func LoadPolicy(file string) (*Policy, error) {
@@ -99,11 +163,17 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	for i := 0; i+1 < len(doc.Tools.Content); i += 2 {
 		k, v := doc.Tools.Content[i], doc.Tools.Content[i+1]
 		var ry ruleYAML
+		if err := knownKeys(v, "a rule", ruleKeys...); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrPolicy, k.Value, err)
+		}
 		if err := v.Decode(&ry); err != nil {
 			return nil, fmt.Errorf("%w: line %d: %s: %v", ErrPolicy, v.Line, k.Value, oneLine(err.Error()))
 		}
 		r, err := ry.rule(k.Value)
 		if err != nil {
+			if strings.HasPrefix(err.Error(), "line ") { // it names its own line
+				return nil, fmt.Errorf("%w: %s: %v", ErrPolicy, k.Value, err)
+			}
 			return nil, fmt.Errorf("%w: line %d: %s: %v", ErrPolicy, k.Line, k.Value, err)
 		}
 		if seen[k.Value] {
@@ -120,53 +190,39 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 		return Rule{}, fmt.Errorf("bad glob: %v", err)
 	}
 	r := Rule{Pattern: pattern}
+	hasComp := ry.Compensate.Kind != 0
+	var err error
 	switch {
-	case ry.Tier != "":
-		t, err := sm.ParseTier(ry.Tier)
-		if err != nil {
+	case ry.Tier.Kind == yaml.SequenceNode:
+		if r.Tiers, err = tierCases(&ry.Tier); err != nil {
 			return Rule{}, err
 		}
-		r.Tier = t
-	case ry.Compensate != nil:
+		r.Tier = r.Tiers[len(r.Tiers)-1].Tier
+	case ry.Tier.Kind != 0:
+		if r.Tier, err = sm.ParseTier(ry.Tier.Value); err != nil || ry.Tier.Kind != yaml.ScalarNode {
+			if err == nil {
+				err = errors.New("tier is a word (safe, compensable or irreversible) or a list of cases")
+			}
+			return Rule{}, err
+		}
+	case hasComp:
 		r.Tier = sm.Compensable
 	default:
 		return Rule{}, errors.New("needs a tier (safe, compensable or irreversible) or a compensate call")
 	}
-	if ry.Compensate != nil && r.Tier != sm.Compensable {
+	if hasComp && !r.Compensable() {
 		return Rule{}, fmt.Errorf("a compensate call is for compensable tools; this one is %s", r.Tier)
 	}
-	if ry.Capture != nil && ry.Compensate == nil {
+	if ry.Capture.Kind != 0 && !hasComp {
 		return Rule{}, errors.New("a capture is only useful with a compensate call that uses it")
 	}
-	var err error
-	if r.Capture, err = ry.Capture.call("capture"); err != nil {
+	if r.Capture, r.Captures, err = captures(&ry.Capture); err != nil {
 		return Rule{}, err
 	}
-	if r.Compensate, err = ry.Compensate.call("compensate"); err != nil {
+	if r.Compensate, r.Cases, err = compensation(&ry.Compensate); err != nil {
 		return Rule{}, err
 	}
 	return r, nil
-}
-
-func (c *callYAML) call(what string) (*Call, error) {
-	if c == nil {
-		return nil, nil
-	}
-	if c.Tool == "" {
-		return nil, fmt.Errorf("%s needs a tool", what)
-	}
-	args := c.Args
-	if args == nil {
-		args = map[string]any{}
-	}
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return nil, fmt.Errorf("%s args: %v", what, err)
-	}
-	if err := template.Check(raw); err != nil {
-		return nil, fmt.Errorf("%s args: %v", what, err)
-	}
-	return &Call{Tool: c.Tool, Args: raw}, nil
 }
 
 // Classification is how one call is treated, and why.

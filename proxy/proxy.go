@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/mcpclient"
@@ -70,6 +69,9 @@ type Proxy struct {
 	ApprovalWait time.Duration
 	// Redact keeps matching fields of arguments and results out of the log.
 	Redact []string
+	// Dir is the directory the upstream runs in, where command
+	// compensations run at undo; "": the proxy's own.
+	Dir string
 	// Diagnostics receives the proxy's own notes and the server's stderr.
 	Diagnostics io.Writer
 	// Now is the clock of owners and approval waits; nil: time.Now.
@@ -425,6 +427,11 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 		return
 	}
 	cls := p.Policy.Classify(params.Name, func() (bool, bool) { return p.readOnly(ctx, params.Name) })
+	cls, err := tierOf(cls, params.Arguments)
+	if err != nil {
+		p.reply(ctx, toolError(m.ID, "undolog: the policy's tier cases for "+params.Name+" failed, so the call was not made: "+err.Error()))
+		return
+	}
 	if cls.Tier == sm.Safe {
 		if err := p.writeUpstream(m.raw); err != nil {
 			p.reply(ctx, errorResponse(m.ID, codeInternal, err.Error()))
@@ -437,20 +444,12 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	}
 	req := effectlog.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
 		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact}
-	if r := cls.Rule; r != nil && r.Compensate != nil {
-		comp := &model.Compensation{Kind: model.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
-		if r.Capture != nil {
-			capture, err := p.capture(ctx, r.Capture, args)
-			if err != nil {
-				p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the capture call %s before %s failed, so the call was not made: %v", r.Capture.Tool, params.Name, err)))
-				return
-			}
-			comp.Capture = capture
-		}
-		req.Compensation = comp
-	}
 	lc := p.lifecycle()
-	call, err := lc.Intercept(ctx, req)
+	call, failed, err := p.intercept(ctx, lc, req, cls.Rule)
+	if failed != nil {
+		p.reply(ctx, resultResponse(m.ID, failed))
+		return
+	}
 	if err != nil {
 		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
 		return
@@ -489,21 +488,6 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
 	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now, Lease: p.Lease}
-}
-
-func (p *Proxy) capture(ctx context.Context, c *Call, args json.RawMessage) (json.RawMessage, error) {
-	capArgs, err := template.Eval(c.Args, template.Input{Args: args})
-	if err != nil {
-		return nil, err
-	}
-	r, err := p.request(ctx, "tools/call", map[string]any{"name": c.Tool, "arguments": capArgs})
-	if err != nil {
-		return nil, err
-	}
-	if toolFailed(r.Result) {
-		return nil, errors.New(mcpclient.ResultText(r.Result))
-	}
-	return r.Result, nil
 }
 
 func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/child"
@@ -112,11 +113,18 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 			}
 		}
 		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation)}
-		if u.Compensation.Kind == model.CompensationMCP {
+		switch u.Compensation.Kind {
+		case model.CompensationMCP:
 			if args, err := MCPArgs(d.Effect, u.Compensation); err == nil {
 				step.Call = "mcp " + u.Compensation.Tool + " " + string(args)
 			} else {
 				step.Problem = "the argument template does not expand: " + err.Error()
+			}
+		case model.CompensationCases:
+			if ch, err := ChooseCase(d.Effect, u.Compensation); err == nil {
+				step.Call = DescribeChosen(ch)
+			} else {
+				step.Problem = "the policy's cases do not give a call: " + err.Error()
 			}
 		}
 		switch {
@@ -161,11 +169,69 @@ func DescribeCall(c model.Compensation) string {
 		return ShellQuote(c.Argv)
 	case model.CompensationMCP:
 		return "mcp " + c.Tool + " " + string(c.Args)
+	case model.CompensationCases:
+		return DescribeCases(c)
 	}
 	if c.Note != "" {
 		return "manual: " + c.Note
 	}
 	return "manual (an operator confirms it was done)"
+}
+
+// MaxShown is how much of a compensation call a line shows: a call that
+// restores a file carries the file.
+const MaxShown = 240
+
+// Shorten cuts a call for a line of text to MaxShown bytes (at a character
+// boundary), saying how much was left out; JSON output has it whole.
+func Shorten(s string) string {
+	if len(s) <= MaxShown {
+		return s
+	}
+	cut := MaxShown
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes in all)", s[:cut], len(s))
+}
+
+// DescribeCases renders a cases compensation: each case, its condition
+// and what it does, as the policy wrote them.
+func DescribeCases(c model.Compensation) string {
+	parts, err := CaseLines(c)
+	if err != nil {
+		return "cases (unreadable: " + err.Error() + ")"
+	}
+	return "cases: " + strings.Join(parts, "; ")
+}
+
+// CaseLines renders each case of a cases compensation: "N. when COND: CALL".
+func CaseLines(c model.Compensation) ([]string, error) {
+	var cs template.Cases
+	if err := json.Unmarshal(c.Args, &cs); err != nil {
+		return nil, err
+	}
+	parts := make([]string, len(cs.Cases))
+	for i, k := range cs.Cases {
+		when := "otherwise"
+		if k.When != "" {
+			when = "when " + k.When
+		}
+		var do string
+		switch {
+		case k.Tool != "":
+			do = "mcp " + k.Tool + " " + string(k.Args)
+		case len(k.Run) > 0:
+			do = ShellQuote(k.Run)
+			if k.Stdin != "" || k.StdinBase64 != "" {
+				do += " < " + k.Stdin + k.StdinBase64
+			}
+		default:
+			do = "nothing: " + k.Skip
+		}
+		parts[i] = fmt.Sprintf("%d. %s: %s", i+1, when, do)
+	}
+	return parts, nil
 }
 
 // ShellQuote renders argv so that a person can paste it into a shell.
@@ -210,8 +276,9 @@ type Runner struct {
 	// Sleep waits between retries; nil uses a timer that honours ctx.
 	Sleep func(context.Context, time.Duration) error
 	// Tools connects to the session's upstream MCP server for mcp
-	// compensations; nil means they cannot run here.
-	Tools func(ctx context.Context, upstream []string) (ToolCaller, error)
+	// compensations, starting it in dir (the directory it ran in behind
+	// the proxy; "" where not recorded); nil means they cannot run here.
+	Tools func(ctx context.Context, upstream []string, dir string) (ToolCaller, error)
 	// RetryInDoubt runs again a compensation whose undo died mid-run. It is
 	// not done by default: such a compensation may have taken effect, and
 	// many are not idempotent (kubectl rollout undo, run twice, goes back
@@ -228,7 +295,8 @@ type Runner struct {
 	// the log is not the default); "" means "undolog".
 	CLI string
 
-	caller ToolCaller
+	caller      ToolCaller
+	upstreamDir string
 }
 
 func (r *Runner) cli() string {
@@ -304,6 +372,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		}
 	}()
 	upstream := sess.Upstream
+	r.upstreamDir = sess.UpstreamDir
 	for _, step := range plan.Steps {
 		if err := ctx.Err(); err != nil {
 			return res, err
@@ -364,7 +433,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}
 		res.Compensated = append(res.Compensated, id)
-		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, step.Call, attempts, plural(attempts))
+		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, Shorten(step.Call), attempts, plural(attempts))
 	}
 	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
 		return res, err
@@ -513,21 +582,58 @@ func (r *Runner) execute(ctx context.Context, step Step, attempt int, upstream [
 	c := step.Entry.Compensation
 	switch c.Kind {
 	case model.CompensationCommand:
-		return r.runCommand(ctx, step, attempt)
+		return r.runCommand(ctx, step, attempt, c.Argv, c.Dir, nil)
 	case model.CompensationMCP:
-		return r.callTool(ctx, step, upstream)
+		args, err := MCPArgs(step.Effect, c)
+		if err != nil {
+			return &permanentError{err}
+		}
+		return r.callTool(ctx, step, upstream, c.Tool, args)
+	case model.CompensationCases:
+		ch, err := ChooseCase(step.Effect, c)
+		if err != nil {
+			return &permanentError{err}
+		}
+		switch ch.Kind() {
+		case model.CompensationMCP:
+			return r.callTool(ctx, step, upstream, ch.Tool, ch.Args)
+		case model.CompensationCommand:
+			return r.runCommand(ctx, step, attempt, ch.Argv, c.Dir, ch.Stdin)
+		}
+		r.progress("effect %d %s: nothing to undo: %s", step.Effect.ID, step.Effect.Tool, ch.Skip)
+		return nil
 	}
 	return &permanentError{fmt.Errorf("unknown compensation kind %q", c.Kind)}
 }
 
+// ChooseCase picks the case of a cases compensation that the effect's
+// args, result and capture select, filled in.
+func ChooseCase(e model.Effect, c model.Compensation) (template.Chosen, error) {
+	var cs template.Cases
+	if err := json.Unmarshal(c.Args, &cs); err != nil {
+		return template.Chosen{}, fmt.Errorf("the compensation's cases are not readable: %v", err)
+	}
+	return cs.Choose(template.Input{Args: e.Args, Result: e.Result, Capture: c.Capture})
+}
+
+// DescribeChosen renders a chosen case as the call undo will make.
+func DescribeChosen(ch template.Chosen) string {
+	switch ch.Kind() {
+	case model.CompensationMCP:
+		return "mcp " + ch.Tool + " " + string(ch.Args)
+	case model.CompensationCommand:
+		s := ShellQuote(ch.Argv)
+		if ch.Stdin != nil {
+			s += fmt.Sprintf(" < (%d bytes)", len(ch.Stdin))
+		}
+		return s
+	}
+	return "nothing to undo: " + ch.Skip
+}
+
 // callTool runs an mcp compensation on the session's upstream server, its
 // arguments filled from the effect's args, result and capture.
-func (r *Runner) callTool(ctx context.Context, step Step, upstream []string) error {
-	c := step.Entry.Compensation
-	args, err := MCPArgs(step.Effect, c)
-	if err != nil {
-		return &permanentError{err}
-	}
+func (r *Runner) callTool(ctx context.Context, step Step, upstream []string, tool string, args json.RawMessage) error {
 	if r.caller == nil {
 		switch {
 		case len(upstream) == 0:
@@ -537,7 +643,7 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string) err
 		}
 		// Kept only once connected: a failed dial is a failed attempt, and
 		// what it returned (often a nil pointer in the interface) is no client.
-		caller, err := r.Tools(ctx, upstream)
+		caller, err := r.Tools(ctx, upstream, r.upstreamDir)
 		if err != nil {
 			return err
 		}
@@ -546,7 +652,7 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string) err
 		}
 		r.caller = caller
 	}
-	_, err = r.caller.CallTool(ctx, c.Tool, args)
+	_, err := r.caller.CallTool(ctx, tool, args)
 	return err
 }
 
@@ -572,7 +678,7 @@ const maxEnvValue = 64 << 10
 // UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS and
 // UNDOLOG_RESULT (when under 64 KiB), UNDOLOG_ATTEMPT and UNDOLOG_EFFECT_FILE
 // (the whole effect as JSON).
-func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
+func (r *Runner) runCommand(ctx context.Context, step Step, attempt int, argv []string, dir string, stdin []byte) error {
 	e := step.Effect
 	file, err := os.CreateTemp("", "undolog-effect-*.json")
 	if err != nil {
@@ -588,10 +694,12 @@ func (r *Runner) runCommand(ctx context.Context, step Step, attempt int) error {
 	if result == "" {
 		result = "null"
 	}
-	argv := step.Entry.Compensation.Argv
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	child.DieWithParent(cmd)
-	cmd.Dir = step.Entry.Compensation.Dir
+	cmd.Dir = dir
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	cmd.Env = append(os.Environ(),
 		"UNDOLOG_EFFECT_ID="+strconv.FormatUint(e.ID, 10),
 		"UNDOLOG_SESSION="+e.Session,

@@ -223,7 +223,7 @@ func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
 	}
 	dials := 0
 	r := &Runner{Log: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil },
-		Tools: func(context.Context, []string) (ToolCaller, error) {
+		Tools: func(context.Context, []string, string) (ToolCaller, error) {
 			dials++
 			var c *unreachable
 			return c, errors.New("connect to MCP server sh -c exit 1: EOF")
@@ -243,7 +243,7 @@ func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
 // stubTools records the upstream servers undo asked to start.
 type stubTools struct{ started [][]string }
 
-func (s *stubTools) dial(_ context.Context, upstream []string) (ToolCaller, error) {
+func (s *stubTools) dial(_ context.Context, upstream []string, _ string) (ToolCaller, error) {
 	s.started = append(s.started, upstream)
 	return stubCaller{}, nil
 }

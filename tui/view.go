@@ -479,7 +479,7 @@ func (m *Model) detailLines() []string {
 		add("%s %s", m.st.label.Render("approval:"), esc(line))
 	}
 	if u := d.Undo; u != nil {
-		line := string(u.State) + "  " + u.Compensation.Kind + ": " + saga.DescribeCall(u.Compensation)
+		line := string(u.State) + "  " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
 		if u.LastError != "" {
 			line += "  last error: " + u.LastError
 		}

@@ -2,6 +2,8 @@
 // captures: JSON in which a string "{{ EXPR }}" is replaced by the value of the
 // jq expression EXPR, evaluated over {"args": ..., "result": ..., "capture": ...}.
 // A string with text around "{{ EXPR }}" interpolates the value as text.
+// EXPR is any jq expression, "}}" inside it included (an object literal, a
+// string): a placeholder ends at the first "}}" before which EXPR parses.
 package template
 
 import (
@@ -10,16 +12,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"strings"
 
 	"github.com/itchyny/gojq"
 )
 
 // ErrTemplate is matched by every error of this package.
 var ErrTemplate = errors.New("template")
-
-var placeholder = regexp.MustCompile(`\{\{(.*?)\}\}`)
 
 // Check parses every expression of tmpl without evaluating it.
 func Check(tmpl json.RawMessage) error {
@@ -39,8 +37,12 @@ func Check(tmpl json.RawMessage) error {
 func walk(v any, fn func(string) error) error {
 	switch x := v.(type) {
 	case string:
-		for _, m := range placeholder.FindAllStringSubmatch(x, -1) {
-			if err := fn(strings.TrimSpace(m[1])); err != nil {
+		ms, err := placeholders(x)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if err := fn(m.expr); err != nil {
 				return err
 			}
 		}
@@ -82,12 +84,8 @@ func decode(data []byte, v *any) error {
 	return nil
 }
 
-// Eval fills tmpl from in and returns the JSON.
-func Eval(tmpl json.RawMessage, in Input) (json.RawMessage, error) {
-	var v any
-	if err := decode(tmpl, &v); err != nil {
-		return nil, fmt.Errorf("%w: not JSON: %v", ErrTemplate, err)
-	}
+// inputOf decodes what expressions see.
+func inputOf(in Input) (map[string]any, error) {
 	input := map[string]any{}
 	for name, raw := range map[string]json.RawMessage{"args": in.Args, "result": in.Result, "capture": in.Capture} {
 		var x any
@@ -97,6 +95,19 @@ func Eval(tmpl json.RawMessage, in Input) (json.RawMessage, error) {
 			}
 		}
 		input[name] = x
+	}
+	return input, nil
+}
+
+// Eval fills tmpl from in and returns the JSON.
+func Eval(tmpl json.RawMessage, in Input) (json.RawMessage, error) {
+	var v any
+	if err := decode(tmpl, &v); err != nil {
+		return nil, fmt.Errorf("%w: not JSON: %v", ErrTemplate, err)
+	}
+	input, err := inputOf(in)
+	if err != nil {
+		return nil, err
 	}
 	out, err := fill(v, input)
 	if err != nil {
@@ -108,31 +119,7 @@ func Eval(tmpl json.RawMessage, in Input) (json.RawMessage, error) {
 func fill(v any, input map[string]any) (any, error) {
 	switch x := v.(type) {
 	case string:
-		ms := placeholder.FindAllStringSubmatchIndex(x, -1)
-		if len(ms) == 0 {
-			return x, nil
-		}
-		if len(ms) == 1 && ms[0][0] == 0 && ms[0][1] == len(x) {
-			return run(strings.TrimSpace(x[ms[0][2]:ms[0][3]]), input)
-		}
-		var b strings.Builder
-		last := 0
-		for _, m := range ms {
-			b.WriteString(x[last:m[0]])
-			val, err := run(strings.TrimSpace(x[m[2]:m[3]]), input)
-			if err != nil {
-				return nil, err
-			}
-			if s, ok := val.(string); ok {
-				b.WriteString(s)
-			} else {
-				j, _ := json.Marshal(val)
-				b.Write(j)
-			}
-			last = m[1]
-		}
-		b.WriteString(x[last:])
-		return b.String(), nil
+		return fillString(x, input)
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {

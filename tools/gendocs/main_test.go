@@ -23,7 +23,7 @@ func TestGeneratesManPagesAndCompletions(t *testing.T) {
 		}
 	}
 	page, _ := os.ReadFile(filepath.Join(dir, "man/undolog-approve.1"))
-	if !strings.Contains(string(page), "approvals -o ids") {
+	if !strings.Contains(string(page), `approvals \-o ids`) {
 		t.Errorf("approve's man page lacks its example")
 	}
 }

@@ -396,6 +396,11 @@ func (w *Writer) session(s *model.Session) {
 	w.Uint(uint64(s.HistoryLen))
 	w.hash(s.HistoryHead)
 	w.Uint(s.Seq)
+	// The upstream's directory is last and only there when set, so that a
+	// session without one is byte for byte as before.
+	if s.UpstreamDir != "" {
+		w.str(s.UpstreamDir)
+	}
 }
 
 // Reader reads fields until the first error, which it keeps; every
@@ -666,6 +671,9 @@ func (r *Reader) session(s *model.Session) {
 	s.HistoryLen = r.uint32()
 	s.HistoryHead = r.hash()
 	s.Seq = r.Uint()
+	if len(r.Buf) > 0 && r.Err == nil {
+		s.UpstreamDir = r.str()
+	}
 }
 
 func (r *Reader) approval(a *model.Approval) {

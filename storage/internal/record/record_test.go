@@ -137,7 +137,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 	t.Run("session", rapid.MakeCheck(func(t *rapid.T) {
 		s := &model.Session{ID: rapid.String().Draw(t, "id"), State: sm.SessionState(word(t, "state")), Reason: rapid.String().Draw(t, "reason"),
 			CreatedAt: drawTime(t, "created"), UpdatedAt: drawTime(t, "updated"), Effects: rapid.Int().Draw(t, "effects"),
-			PendingApprovals: rapid.Int().Draw(t, "pending"), Upstream: drawStrings(t, "upstream"),
+			PendingApprovals: rapid.Int().Draw(t, "pending"), Upstream: drawStrings(t, "upstream"), UpstreamDir: rapid.String().Draw(t, "upstream dir"),
 			HistoryLen: rapid.Uint32().Draw(t, "hlen"), HistoryHead: drawHash(t, "head"), Seq: rapid.Uint64().Draw(t, "seq")}
 		if rapid.Bool().Draw(t, "meta?") {
 			s.Meta = rapid.MapOf(rapid.String(), rapid.String()).Draw(t, "meta")
