@@ -306,7 +306,7 @@ func (p *Proxy) readUpstream(r Conn) {
 			}
 		}
 		p.writeClient(line)
-	}, p.upstreamTooBig)
+	}, p.upstreamSkipped)
 	close(p.upGone)
 	p.waitMu.Lock()
 	for key, ch := range p.waiting {
