@@ -140,7 +140,9 @@ func TestConformanceThroughTheProxy(t *testing.T) {
 	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port), serverExited)
 	upstream := fmt.Sprintf("http://localhost:%d/mcp", port)
 
+	start := time.Now()
 	direct := runConformance(t, dir, upstream)
+	t.Logf("the suite directly: %d scenarios in %v", len(direct), time.Since(start).Round(time.Millisecond))
 	passed := 0
 	for _, checks := range direct {
 		for _, c := range checks {
@@ -193,7 +195,9 @@ func TestConformanceThroughTheProxy(t *testing.T) {
 				}
 			}()
 
+			start := time.Now()
 			proxied := runConformance(t, dir, url)
+			t.Logf("the suite through the proxy (%s): %v", pol.name, time.Since(start).Round(time.Millisecond))
 			for scenario, want := range direct {
 				if got := proxied[scenario]; !slices.Equal(got, want) {
 					t.Errorf("%s: direct %v, through the proxy %v", scenario, want, got)

@@ -3,11 +3,13 @@ package proxy_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,7 +35,7 @@ type remote struct {
 
 const remoteToken = "Bearer s3cret-token"
 
-func newRemote(t *testing.T) *remote {
+func newRemote(t testing.TB) *remote {
 	r := &remote{names: map[string]bool{}}
 	server := mcp.NewServer(&mcp.Implementation{Name: "remote", Version: "1"}, nil)
 	type nameArgs struct {
@@ -156,6 +158,10 @@ func TestProxyRefusesAnURLWithCredentials(t *testing.T) {
 // listening starts `undolog proxy --listen 127.0.0.1:0 ARGS...` and returns
 // the URL it prints, its stderr lines after that, and its exit.
 func listening(t *testing.T, h *harness, args ...string) (string, *exec.Cmd, chan error) {
+	return listeningTB(t, h, args...)
+}
+
+func listeningTB(t testing.TB, h *harness, args ...string) (string, *exec.Cmd, chan error) {
 	t.Helper()
 	cmd := exec.Command(testbin.Undolog(t), append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "REMOTE_AUTH="+remoteToken)
@@ -280,3 +286,62 @@ func TestProxyListenRefusesOtherHosts(t *testing.T) {
 		t.Fatalf("a request for another host: HTTP %d", resp.StatusCode)
 	}
 }
+
+// BenchmarkHTTPProxyLatency measures one compensable call (put) made over
+// Streamable HTTP directly to a Go SDK server and through `undolog proxy
+// --listen ... --url ...`, alternately in one run: medians, p99s and the
+// median the proxy adds (two HTTP hops instead of one, and the log).
+//
+//	go test ./proxy -run '^$' -bench HTTPProxyLatency -benchtime 300x
+func BenchmarkHTTPProxyLatency(b *testing.B) {
+	h := newHarness(b)
+	r := newRemote(b)
+	policy := filepath.Join(h.dir, "remote.yaml")
+	os.WriteFile(policy, []byte(remotePolicy), 0o644)
+	url, _, _ := listeningTB(b, h, "--policy", policy, "--url", r.url, "--header", "Authorization=REMOTE_AUTH")
+	connect := func(endpoint string, header http.Header) *mcp.ClientSession {
+		c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+		hc := &http.Client{Transport: roundTrip(func(req *http.Request) (*http.Response, error) {
+			for k, v := range header {
+				req.Header[k] = v
+			}
+			return http.DefaultTransport.RoundTrip(req)
+		})}
+		s, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	}
+	direct := connect(r.url, http.Header{"Authorization": {remoteToken}})
+	proxied := connect(url, nil)
+	var d, p []time.Duration
+	timed := func(s *mcp.ClientSession, name string) time.Duration {
+		start := time.Now()
+		res, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "put", Arguments: map[string]any{"name": name}})
+		if err != nil || res.IsError {
+			b.Fatalf("%v %v", err, res)
+		}
+		return time.Since(start)
+	}
+	for i := 0; b.Loop(); i++ {
+		d = append(d, timed(direct, fmt.Sprintf("d%d", i)))
+		p = append(p, timed(proxied, fmt.Sprintf("p%d", i)))
+	}
+	q := func(x []time.Duration, f float64) float64 {
+		s := append([]time.Duration(nil), x...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return float64(s[int(f*float64(len(s)-1))]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(q(d, 0.5), "direct-p50-ms")
+	b.ReportMetric(q(d, 0.99), "direct-p99-ms")
+	b.ReportMetric(q(p, 0.5), "proxy-p50-ms")
+	b.ReportMetric(q(p, 0.99), "proxy-p99-ms")
+	b.ReportMetric(q(p, 0.5)-q(d, 0.5), "added-p50-ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -334,7 +334,7 @@ func (p *Proxy) readUpstream(r Conn) {
 		}
 		p.toolsChanged(m)
 		p.writeClient(line)
-	}, p.upstreamTooBig)
+	}, p.upstreamSkipped)
 	close(p.upGone)
 	p.waitMu.Lock()
 	for key, ch := range p.waiting {

@@ -14,7 +14,8 @@ import (
 // (transport_http.go, transport_listen.go).
 type Conn interface {
 	// Read returns the next message. io.EOF: the peer is done. A
-	// *TooLargeError: that message was skipped, the next Read goes on.
+	// *TooLargeError or *LostError: that message was skipped or lost, the
+	// next Read goes on.
 	Read() ([]byte, error)
 	// Write sends one message.
 	Write(msg []byte) error
@@ -63,17 +64,28 @@ func (e *TooLargeError) Error() string {
 	return "a JSON-RPC message over 64 MiB"
 }
 
-// eachMessage calls fn with each message c reads until it ends, and tooBig
-// with each message it had to skip; it returns the error that ended it
-// (nil at io.EOF).
-func eachMessage(c Conn, fn func(msg []byte), tooBig func(*TooLargeError)) error {
+// LostError is the answer to request ID that a Conn lost after sending
+// the request (an HTTP exchange that broke, a 5xx, a stream that ended
+// without it): the server may have acted on it.
+type LostError struct {
+	ID     json.RawMessage
+	Reason string
+}
+
+func (e *LostError) Error() string { return e.Reason }
+
+// eachMessage calls fn with each message c reads until it ends, and skipped
+// with each *TooLargeError or *LostError; it returns the error that ended
+// it (nil at io.EOF).
+func eachMessage(c Conn, fn func(msg []byte), skipped func(error)) error {
 	for {
 		msg, err := c.Read()
 		var big *TooLargeError
+		var lost *LostError
 		switch {
-		case errors.As(err, &big):
-			if tooBig != nil {
-				tooBig(big)
+		case errors.As(err, &big), errors.As(err, &lost):
+			if skipped != nil {
+				skipped(err)
 			}
 			continue
 		case errors.Is(err, io.EOF):

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -28,7 +29,7 @@ type httpConn struct {
 
 	ctx      context.Context
 	cancel   context.CancelFunc
-	incoming chan []byte
+	incoming chan item
 	closed   chan struct{}
 	once     sync.Once
 	getOnce  sync.Once
@@ -47,32 +48,52 @@ func DialHTTP(url string, header http.Header, diag io.Writer) Conn {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpConn{url: url, header: header, client: &http.Client{}, diag: diag,
-		ctx: ctx, cancel: cancel, incoming: make(chan []byte, 16), closed: make(chan struct{})}
+		ctx: ctx, cancel: cancel, incoming: make(chan item, 16), closed: make(chan struct{})}
+}
+
+// item is what Read returns next: a message, or a *LostError.
+type item struct {
+	msg []byte
+	err error
 }
 
 func (c *httpConn) Read() ([]byte, error) {
 	select {
-	case m := <-c.incoming:
-		return m, nil
+	case it := <-c.incoming:
+		return it.msg, it.err
 	case <-c.closed:
 		return nil, io.EOF
 	}
 }
 
-func (c *httpConn) push(msg []byte) {
+func (c *httpConn) push(msg []byte) { c.pushItem(item{msg: msg}) }
+
+func (c *httpConn) pushItem(it item) {
 	select {
-	case c.incoming <- msg:
+	case c.incoming <- it:
 	case <-c.closed:
 	}
 }
 
-// fail answers request id with a JSON-RPC error, as if the server had.
+// fail answers request id with a JSON-RPC error, as if the server had: for
+// a request the server never got.
 func (c *httpConn) fail(id json.RawMessage, format string, args ...any) {
 	text := fmt.Sprintf(format, args...)
 	fmt.Fprintln(c.diag, "undolog proxy: "+text)
 	if len(id) > 0 {
 		c.push(errorResponse(id, codeInternal, text))
 	}
+}
+
+// lose reports the answer to request id lost: for a request the server got,
+// or may have (see LostError).
+func (c *httpConn) lose(id json.RawMessage, format string, args ...any) {
+	text := fmt.Sprintf(format, args...)
+	if len(id) == 0 {
+		fmt.Fprintln(c.diag, "undolog proxy: "+text)
+		return
+	}
+	c.pushItem(item{err: &LostError{ID: id, Reason: text}})
 }
 
 // Write sends one message. The initialize request is answered before Write
@@ -153,8 +174,13 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		if c.ctx.Err() == nil {
+		var op *net.OpError
+		switch {
+		case c.ctx.Err() != nil:
+		case errors.As(err, &op) && op.Op == "dial":
 			c.fail(id, "the upstream server %s could not be reached: %v", c.url, err)
+		default: // the request may have reached it
+			c.lose(id, "the exchange with the upstream server %s broke: %v", c.url, err)
 		}
 		return
 	}
@@ -171,7 +197,12 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 			c.push(bytes.TrimSpace(body))
 			return
 		}
-		if asks {
+		switch {
+		case !asks:
+			fmt.Fprintf(c.diag, "undolog proxy: the upstream server %s answered HTTP %d to %s\n", c.url, resp.StatusCode, describe(method))
+		case resp.StatusCode >= 500: // it may have acted on the request
+			c.lose(id, "the upstream server %s answered HTTP %d to %s: %.300s", c.url, resp.StatusCode, describe(method), bytes.TrimSpace(body))
+		default:
 			c.fail(id, "the upstream server %s answered HTTP %d to %s: %.300s", c.url, resp.StatusCode, describe(method), bytes.TrimSpace(body))
 		}
 		return
@@ -207,7 +238,7 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 		switch {
 		case err != nil:
 		case len(body) > maxLine:
-			c.fail(id, "the upstream server's answer is over 64 MiB, the proxy's limit; it was dropped")
+			c.lose(id, "the upstream server's answer is over 64 MiB, the proxy's limit; it was dropped")
 			return
 		case len(bytes.TrimSpace(body)) > 0 && bytes.TrimSpace(body)[0] == '[':
 			var elems []json.RawMessage
@@ -221,7 +252,7 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 		}
 	}
 	if !got && asks && c.ctx.Err() == nil {
-		c.fail(id, "the upstream server %s answered %s with no JSON-RPC response", c.url, describe(method))
+		c.lose(id, "the upstream server %s ended its answer to %s without a JSON-RPC response", c.url, describe(method))
 	}
 }
 

@@ -1,13 +1,19 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/undolog/undolog/engines"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 func readWithin(t *testing.T, c Conn) map[string]any {
@@ -61,6 +67,8 @@ func TestHTTPUpstream(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"no"}}`, m.ID)
+		case m.Method == "boom":
+			w.WriteHeader(http.StatusBadGateway)
 		case m.Method == "poll":
 			// Ends the stream before the answer (2025-11-25 SSE polling).
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -85,6 +93,11 @@ func TestHTTPUpstream(t *testing.T) {
 	if m := readWithin(t, c); m["id"] != 3.0 || m["result"].(map[string]any)["resumed"] != true {
 		t.Fatalf("the resumed answer: %v", m)
 	}
+	// A 5xx may come after the server acted: the answer is lost, not failed.
+	c.Write([]byte(`{"jsonrpc":"2.0","id":4,"method":"boom"}`))
+	if _, err := c.Read(); err == nil || string(err.(*LostError).ID) != "4" {
+		t.Fatalf("a 502: %v", err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if want := "POST bad sess-9 2025-11-25 k1"; !contains(seen, want) {
@@ -106,4 +119,54 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestLoggedCallWhoseHTTPAnswerIsLost: a logged call whose HTTP exchange
+// ends in a 5xx stays executing (in doubt: the server may have run it), and
+// the client gets an error; a call the server never got (connection
+// refused) is failed, so that a retry runs it.
+func TestLoggedCallWhoseHTTPAnswerIsLost(t *testing.T) {
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		switch m.Method {
+		case "tools/call":
+			w.WriteHeader(http.StatusInternalServerError)
+		case "":
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+		}
+	}))
+	defer ts.Close()
+	for _, c := range []struct {
+		url  string
+		want sm.State
+	}{{ts.URL, sm.Executing}, {"http://127.0.0.1:1/mcp", sm.Pending}} {
+		pol, _ := ParsePolicy([]byte("tools:\n  put: {tier: compensable}\n"))
+		store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+		p := &Proxy{Log: store, Session: "s", Policy: pol}
+		cr, cw := io.Pipe()
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			done <- p.Serve(context.Background(), NewStdioConn(cr, pw), DialHTTP(c.url, nil, nil))
+			pw.Close()
+		}()
+		client := newEnd(t, cw, pr)
+		client.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"put","arguments":{"k":1}}}`)
+		if m := client.nextObject(); m["id"] != 1.0 || m["error"] == nil {
+			t.Fatalf("%s: the answer %v", c.url, m)
+		}
+		cw.Close()
+		<-done
+		d, err := store.GetEffect(context.Background(), 1)
+		if err != nil || d.Effect.State != c.want {
+			t.Fatalf("%s: the effect is %s, want %s (%v)", c.url, d.Effect.State, c.want, err)
+		}
+	}
 }

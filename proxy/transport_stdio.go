@@ -78,7 +78,7 @@ func (c *stdioConn) Close() error { return c.close() }
 
 // StartCommand starts an MCP server command and connects to its stdio; its
 // stderr goes to stderr. Closing the Conn closes the server's stdin, waits
-// up to 5 s for it to exit, then kills it.
+// up to 5 s for it to exit, then kills it; it returns how the server ended.
 func StartCommand(argv []string, stderr io.Writer) (Conn, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
