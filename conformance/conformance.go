@@ -63,6 +63,7 @@ var suite = []struct {
 	{"Sessions", testSessions},
 	{"EverySessionTransition", testEverySessionTransition},
 	{"ListEffectsFiltersAndPages", testListEffectsFiltersAndPages},
+	{"EveryFilterCombination", testEveryFilterCombination},
 	{"ReadLimits", testReadLimits},
 	{"UndoSteps", testUndoSteps},
 	{"EveryUndoEntryTransition", testEveryUndoEntryTransition},
