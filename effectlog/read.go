@@ -95,6 +95,10 @@ func (f EffectFilter) matches() []storage.Match {
 	if f.Tier != "" {
 		m = append(m, storage.Match{Index: storage.ByTier, Name: string(f.Tier)})
 	}
+	if f.Undo != "" {
+		// It may give more: walkEffects reads each entry.
+		m = append(m, storage.Match{Index: storage.ByUndoState, Name: string(f.Undo)})
+	}
 	return m
 }
 

@@ -121,6 +121,10 @@ const (
 	ByTier
 	// WithUndo holds the effects of a session that have an undo entry.
 	WithUndo
+	// ByUndoState holds the effects whose undo entry may be in the state
+	// named: an engine may give more (entries written before it kept the
+	// index), never fewer, and the rules read the entry.
+	ByUndoState
 )
 
 // Match is one condition of EffectsWhere: the ids under Name in index Index

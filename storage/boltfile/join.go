@@ -3,6 +3,7 @@ package boltfile
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -15,6 +16,11 @@ import (
 // A walk costs a few seeks per id of the smallest index, not a read of the
 // largest.
 func (r txReader) EffectsWhere(m []storage.Match, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error {
+	if r.tx.Bucket(bUndoByState) == nil {
+		// A log written before schema 6: ByUndoState may give more, so it
+		// gives every effect, and the others say which.
+		m = slices.DeleteFunc(slices.Clone(m), func(x storage.Match) bool { return x.Index == storage.ByUndoState })
+	}
 	switch len(m) {
 	case 0:
 		return r.Effects(storage.AllEffects, "", asc, cursor, fn)

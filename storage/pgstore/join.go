@@ -20,6 +20,10 @@ func (r reader) EffectsWhere(m []storage.Match, asc bool, cursor uint64, fn func
 		args = append(args, x.Name)
 		n := len(args)
 		switch col, ok := indexColumns[x.Index]; {
+		case x.Index == storage.ByUndoState:
+			// Rows written before schema 5 have no state (NULL): the rules
+			// read their entries.
+			fmt.Fprintf(&where, " AND e.id IN (SELECT u.effect_id FROM undolog_undo u WHERE u.state = $%d OR u.state IS NULL)", n)
 		case x.Index == storage.WithUndo:
 			fmt.Fprintf(&where, " AND EXISTS (SELECT 1 FROM undolog_undo u WHERE u.session = $%d AND u.effect_id = e.id)", n)
 		case ok:
