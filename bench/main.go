@@ -22,9 +22,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -499,8 +499,15 @@ func largeRows(add func(what, value, ratio string)) error {
 // peak RSS. Output goes to /dev/null, as to a pipe: the tab-separated
 // layout, written as it is read.
 func filterRows(add func(what, value, ratio string), bin, path string) error {
-	run := func(args ...string) (ms, rssMiB float64, err error) {
-		cmd := exec.Command(bin, append([]string{"--log", path}, args...)...)
+	// run runs undolog once; with rss, under /usr/bin/time, whose report of
+	// the child's peak RSS is the child's alone (the rusage Go's Wait gives
+	// here was found to say hundreds of MiB for a child that peaked at 45).
+	run := func(rss bool, args ...string) (ms, rssMiB float64, err error) {
+		argv := append([]string{"--log", path}, args...)
+		cmd := exec.Command(bin, argv...)
+		if rss {
+			cmd = exec.Command("/usr/bin/time", append([]string{"-f", "maxrss=%M", bin}, argv...)...)
+		}
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		start := time.Now()
@@ -508,8 +515,13 @@ func filterRows(add func(what, value, ratio string), bin, path string) error {
 			return 0, 0, fmt.Errorf("undolog %v: %v\n%.300s", args, err, stderr.String())
 		}
 		ms = float64(time.Since(start).Microseconds()) / 1000
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rssMiB = float64(ru.Maxrss) / 1024 // KiB on Linux
+		if rss {
+			i := strings.LastIndex(stderr.String(), "maxrss=")
+			kib, err := strconv.ParseFloat(strings.TrimSpace(stderr.String()[i+len("maxrss="):]), 64)
+			if i < 0 || err != nil {
+				return 0, 0, fmt.Errorf("undolog %v: no peak RSS from /usr/bin/time: %q", args, stderr.String())
+			}
+			rssMiB = kib / 1024
 		}
 		return ms, rssMiB, nil
 	}
@@ -524,13 +536,16 @@ func filterRows(add func(what, value, ratio string), bin, path string) error {
 		{"--state", "pending", "--since", "1h"},
 	} {
 		args = append(append([]string{"list"}, args...), "--limit", "50")
-		ms, err := measure(func() (float64, error) { ms, _, err := run(args...); return ms, err })
+		ms, err := measure(func() (float64, error) { ms, _, err := run(false, args...); return ms, err })
 		if err != nil {
 			return err
 		}
 		add("1M effects, whole process: undolog "+strings.Join(args, " "), fmt.Sprintf("%.1f ms", ms), fmt.Sprintf("%.2f of 20 ms", ms/20))
 	}
-	ms, err := measure(func() (float64, error) { ms, _, err := run("approvals", "--session", "load-0500"); return ms, err })
+	ms, err := measure(func() (float64, error) {
+		ms, _, err := run(false, "approvals", "--session", "load-0500")
+		return ms, err
+	})
 	if err != nil {
 		return err
 	}
@@ -539,7 +554,7 @@ func filterRows(add func(what, value, ratio string), bin, path string) error {
 	for _, args := range [][]string{{"list", "--limit", "0"}, {"list", "--limit", "0", "-o", "json"}, {"export"}} {
 		var times, rss []float64
 		for i := 0; i < min(*runs, 3); i++ {
-			ms, mib, err := run(args...)
+			ms, mib, err := run(true, args...)
 			if err != nil {
 				return err
 			}

@@ -136,7 +136,9 @@ func (c *indexChecker) schema6() {
 		return // a log written before schema 6
 	}
 	undo := c.tx.Bucket(bUndo)
-	entries := map[uint64]int{}
+	// How many times each id is in the index, by id: a byte each, where a
+	// map of a million entries would cost verify tens of MiB.
+	entries := make([]uint8, c.tx.Bucket(bEffects).Sequence()+1)
 	byState.ForEach(func(k, _ []byte) error {
 		if len(k) < 9 {
 			c.report("index", 0, "", "undo state index key %x is malformed", k)
@@ -146,15 +148,18 @@ func (c *indexChecker) schema6() {
 		if e := c.effects[id]; e == nil || undo.Get(nameKey(e.Session, id)) == nil {
 			c.report("index", id, "", "undo state index entry %q is dangling", k[:len(k)-9])
 		}
-		entries[id]++
+		if id < uint64(len(entries)) && entries[id] < 255 {
+			entries[id]++
+		}
 		return nil
 	})
 	undo.ForEach(func(k, _ []byte) error {
 		if len(k) < 9 {
 			return nil // undoAndApprovals reports it
 		}
-		if id := btoi(k[len(k)-8:]); entries[id] != 1 {
-			c.report("index", id, "", "undo state index holds the entry %d times", entries[id])
+		id := btoi(k[len(k)-8:])
+		if n := entryCount(entries, id); n != 1 {
+			c.report("index", id, "", "undo state index holds the entry %d times", n)
 		}
 		return nil
 	})
@@ -179,4 +184,11 @@ func (c *indexChecker) schema6() {
 	if total != n {
 		c.report("index", 0, "", "%d open requests, %d in the index by session", total, n)
 	}
+}
+
+func entryCount(counts []uint8, id uint64) uint8 {
+	if id < uint64(len(counts)) {
+		return counts[id]
+	}
+	return 0
 }

@@ -116,3 +116,36 @@ func effectIDs(list []model.Effect) []uint64 {
 	}
 	return out
 }
+
+// TestVerifyChecksSchema6Indexes: an undo entry missing from the index by
+// state, or there twice, and an open request missing from its session's
+// index, or under another session, are reported.
+func TestVerifyChecksSchema6Indexes(t *testing.T) {
+	for _, c := range []struct {
+		name, detail string
+		edit         func(tx *bolt.Tx, compensable, irreversible uint64) error
+	}{
+		{"undo entry not indexed", "holds the entry 0 times", func(tx *bolt.Tx, id, _ uint64) error {
+			return tx.Bucket(bUndoByState).Delete(nameKey("pending", id))
+		}},
+		{"undo entry indexed twice", "holds the entry 2 times", func(tx *bolt.Tx, id, _ uint64) error {
+			return tx.Bucket(bUndoByState).Put(nameKey("skipped", id), nil)
+		}},
+		{"request not indexed", "1 open requests, 0 in the index by session", func(tx *bolt.Tx, _, id uint64) error {
+			return tx.Bucket(bOpenBySession).Delete(nameKey("s", id))
+		}},
+		{"request under another session", `is under session "t"`, func(tx *bolt.Tx, _, id uint64) error {
+			v := tx.Bucket(bOpenBySession).Get(nameKey("s", id))
+			if err := tx.Bucket(bOpenBySession).Delete(nameKey("s", id)); err != nil {
+				return err
+			}
+			return tx.Bucket(bOpenBySession).Put(nameKey("t", id), append([]byte{}, v...))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, id := seeded(t) // id compensable, id+1 waiting for approval
+			tamper(t, s, func(tx *bolt.Tx) error { return c.edit(tx, id, id+1) })
+			expectProblem(t, s, "index", c.detail)
+		})
+	}
+}
