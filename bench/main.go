@@ -7,6 +7,7 @@
 //	go run -C bench . -large=false # without the 1,000,000-effect part
 //	go run -C bench . -only postgres # only the PostgreSQL rows
 //	go run -C bench . -only cli      # only undolog's commands as processes
+//	go run -C bench . -only large    # only the rows on 1,000,000 effects
 //
 // It is a module of its own so that SQLite (modernc.org/sqlite) never
 // becomes a dependency of undolog.
@@ -22,6 +23,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -43,7 +45,7 @@ var (
 	serial  = flag.Int("n", 200, "lifecycles per serial run")
 	large   = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
 	dir     = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
-	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes")
+	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes; large: only the rows on 1,000,000 effects")
 	pgURL   = flag.String("postgres", "", "a superuser's postgres:// URL of a server to measure on (default: start a PostgreSQL 15 of its own from "+pgtest.BinDir+", or skip the PostgreSQL rows)")
 	pgTotal = flag.Int("pg-n", 1000, "lifecycles per concurrent PostgreSQL run")
 )
@@ -143,8 +145,13 @@ func run() error {
 			return err
 		}
 		return printTable(rows)
+	case "large":
+		if err := largeRows(add); err != nil {
+			return err
+		}
+		return printTable(rows)
 	default:
-		return fmt.Errorf("-only %q: the choices are postgres and cli", *only)
+		return fmt.Errorf("-only %q: the choices are postgres, cli and large", *only)
 	}
 	if *only == "postgres" {
 		if err := pgRows(add, work); err != nil {
@@ -478,7 +485,10 @@ func bytesPerEffect(path string, n int) (float64, error) {
 
 // largeRows times whole undolog processes on a log of 1,000,000 effects.
 func largeRows(add func(what, value, ratio string)) error {
-	path := filepath.Join(os.TempDir(), "undolog-bench-1m-v4.db")
+	// v6: the file engine's schema 6 (its indexes of undo entries by state
+	// and of open requests by session); a log of an earlier schema gets
+	// them on its first write, which no row here makes.
+	path := filepath.Join(os.TempDir(), "undolog-bench-1m-v6.db")
 	if err := demo.WriteLarge(context.Background(), path); err != nil {
 		return err
 	}
@@ -511,6 +521,9 @@ func largeRows(add func(what, value, ratio string)) error {
 		}
 		add("1M effects, whole process: undolog "+strings.Join(c.args, " "), fmt.Sprintf("%.1f ms", ms), fmt.Sprintf("%.2f of %.0f ms", ms/c.target, c.target))
 	}
+	if err := filterRows(add, bin, path); err != nil {
+		return err
+	}
 	store := engines.File(path, engines.Options{})
 	paint, err := measure(func() (float64, error) {
 		start := time.Now()
@@ -523,5 +536,80 @@ func largeRows(add func(what, value, ratio string)) error {
 		return err
 	}
 	add("1M effects: TUI first paint (in process)", fmt.Sprintf("%.1f ms", paint), fmt.Sprintf("%.2f of 200 ms", paint/200))
+	return nil
+}
+
+// filterRows times list with combinations of filters on the 1M log (every
+// effect is write_file and pending; one in 1,000 irreversible; the
+// compensable ones have a pending undo entry), a session's approvals, and
+// the listings that read the whole log (list --limit 0, export) with their
+// peak RSS. Output goes to /dev/null, as to a pipe: the tab-separated
+// layout, written as it is read.
+func filterRows(add func(what, value, ratio string), bin, path string) error {
+	// run runs undolog once; with rss, under /usr/bin/time, whose report of
+	// the child's peak RSS is the child's alone (the rusage Go's Wait gives
+	// here was found to say hundreds of MiB for a child that peaked at 45).
+	run := func(rss bool, args ...string) (ms, rssMiB float64, err error) {
+		argv := append([]string{"--log", path}, args...)
+		cmd := exec.Command(bin, argv...)
+		if rss {
+			cmd = exec.Command("/usr/bin/time", append([]string{"-f", "maxrss=%M", bin}, argv...)...)
+		}
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			return 0, 0, fmt.Errorf("undolog %v: %v\n%.300s", args, err, stderr.String())
+		}
+		ms = float64(time.Since(start).Microseconds()) / 1000
+		if rss {
+			i := strings.LastIndex(stderr.String(), "maxrss=")
+			kib, err := strconv.ParseFloat(strings.TrimSpace(stderr.String()[i+len("maxrss="):]), 64)
+			if i < 0 || err != nil {
+				return 0, 0, fmt.Errorf("undolog %v: no peak RSS from /usr/bin/time: %q", args, stderr.String())
+			}
+			rssMiB = kib / 1024
+		}
+		return ms, rssMiB, nil
+	}
+	for _, args := range [][]string{
+		{"--tool", "write_file", "--state", "committed"},
+		{"--tool", "write_file", "--tier", "irreversible"},
+		{"--tool", "write_file", "--state", "pending", "--tier", "compensable"},
+		{"--session", "load-0500", "--tier", "irreversible", "--state", "pending"},
+		{"--session", "load-0500", "--tool", "write_file", "--undo", "pending"},
+		{"--undo", "compensated"},
+		{"--undo", "pending", "--tier", "compensable", "--since", "3650d"},
+		{"--state", "pending", "--since", "1h"},
+	} {
+		args = append(append([]string{"list"}, args...), "--limit", "50")
+		ms, err := measure(func() (float64, error) { ms, _, err := run(false, args...); return ms, err })
+		if err != nil {
+			return err
+		}
+		add("1M effects, whole process: undolog "+strings.Join(args, " "), fmt.Sprintf("%.1f ms", ms), fmt.Sprintf("%.2f of 20 ms", ms/20))
+	}
+	ms, err := measure(func() (float64, error) {
+		ms, _, err := run(false, "approvals", "--session", "load-0500")
+		return ms, err
+	})
+	if err != nil {
+		return err
+	}
+	add("1M effects, whole process: undolog approvals --session load-0500", fmt.Sprintf("%.1f ms", ms), fmt.Sprintf("%.2f of 20 ms", ms/20))
+	// Whole-log reads take seconds: three rounds at most.
+	for _, args := range [][]string{{"list", "--limit", "0"}, {"list", "--limit", "0", "-o", "json"}, {"export"}} {
+		var times, rss []float64
+		for i := 0; i < min(*runs, 3); i++ {
+			ms, mib, err := run(true, args...)
+			if err != nil {
+				return err
+			}
+			times, rss = append(times, ms), append(rss, mib)
+		}
+		what := "1M effects, whole process: undolog " + strings.Join(args, " ")
+		add(what+" (time)", fmt.Sprintf("%.1f s", median(times)/1000), "")
+		add(what+" (peak RSS)", fmt.Sprintf("%.1f MiB", median(rss)), fmt.Sprintf("%.2f of 64 MiB", median(rss)/64))
+	}
 	return nil
 }

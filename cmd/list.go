@@ -57,15 +57,12 @@ func newCmdList(f *Factory) *cobra.Command {
 					return err
 				}
 			}
-			list, more, err := store.ListEffects(c.Context(), filter)
+			shown, more, err := streamEffects(c.Context(), f, store, opts.output, filter)
 			if err != nil {
 				return err
 			}
-			if err := printEffectsWithUndo(c.Context(), f, store, opts.output, list); err != nil {
-				return err
-			}
-			if more != 0 && opts.output == formatText {
-				fmt.Fprintf(f.ErrOut, "the newest %s; --limit 0 lists all\n", textfmt.Count(len(list), "matching effect"))
+			if more && opts.output == formatText {
+				fmt.Fprintf(f.ErrOut, "the newest %s; --limit 0 lists all\n", textfmt.Count(shown, "matching effect"))
 			}
 			if !opts.follow {
 				return nil
@@ -116,13 +113,10 @@ func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
 	return filter, err
 }
 
-// printEffectsWithUndo prints effects with the state of their undo entries:
-// an effect the undo compensated stays committed (the spec's terminal
-// state), and its entry says it was undone.
-func printEffectsWithUndo(ctx context.Context, f *Factory, store effectlog.Log, format string, list []model.Effect) error {
-	if format != formatText {
-		return printEffects(f, format, list)
-	}
+// undoEntriesOf reads the undo entries of the compensable effects of list,
+// for the table's UNDO column: an effect the undo compensated stays
+// committed (the spec's terminal state), and its entry says it was undone.
+func undoEntriesOf(ctx context.Context, store effectlog.Log, list []model.Effect) (map[uint64]model.UndoEntry, error) {
 	bySession := map[string][]uint64{}
 	for _, e := range list {
 		if e.Tier == sm.Compensable {
@@ -133,11 +127,11 @@ func printEffectsWithUndo(ctx context.Context, f *Factory, store effectlog.Log, 
 	for session, ids := range bySession {
 		got, err := store.UndoEntries(ctx, session, ids)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		maps.Copy(entries, got)
 	}
-	return renderEffects(f, list, entries)
+	return entries, nil
 }
 
 func printEffects(f *Factory, format string, list []model.Effect) error {
@@ -148,6 +142,16 @@ func printEffects(f *Factory, format string, list []model.Effect) error {
 // renderEffects prints the effects table; entries, when given, adds each
 // effect's undo-entry state.
 func renderEffects(f *Factory, list []model.Effect, entries map[uint64]model.UndoEntry) error {
+	rows := effectRows(f, list, entries)
+	header := effectHeader
+	if entries == nil {
+		header, rows = header[:7], trimColumns(rows, 7)
+	}
+	return renderTable(f, header, rows)
+}
+
+// effectRows are the effects table's rows, with the undo-entry column.
+func effectRows(f *Factory, list []model.Effect, entries map[uint64]model.UndoEntry) [][]cell {
 	now := f.Now()
 	rows := make([][]cell, 0, len(list))
 	for _, e := range list {
@@ -158,11 +162,7 @@ func renderEffects(f *Factory, list []model.Effect, entries map[uint64]model.Und
 		rows = append(rows, []cell{idCell(e.ID), plain(e.Session), plain(e.Tool), plain(string(e.Tier)),
 			stateCell(string(e.State)), plain(ago(now, e.CreatedAt)), plain(strconv.Itoa(e.ReplayCount)), stateCell(undo)})
 	}
-	header := []string{"ID", "SESSION", "TOOL", "TIER", "STATE", "AGE", "REPLAYS", "UNDO"}
-	if entries == nil {
-		header, rows = header[:7], trimColumns(rows, 7)
-	}
-	return renderTable(f, header, rows)
+	return rows
 }
 
 func trimColumns(rows [][]cell, n int) [][]cell {

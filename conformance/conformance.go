@@ -67,6 +67,7 @@ var suite = []struct {
 	{"NoNewEffect", testNoNewEffect},
 	{"EverySessionTransition", testEverySessionTransition},
 	{"ListEffectsFiltersAndPages", testListEffectsFiltersAndPages},
+	{"EveryFilterCombination", testEveryFilterCombination},
 	{"ReadLimits", testReadLimits},
 	{"UndoSteps", testUndoSteps},
 	{"EveryUndoEntryTransition", testEveryUndoEntryTransition},

@@ -60,8 +60,9 @@ func (s *Service) SessionHistory(ctx context.Context, id string) ([]model.Histor
 	return out, err
 }
 
-// EffectFilter selects effects. The most selective index among the filters
-// given is walked (session, tool, state, tier); no filter walks the effects
+// EffectFilter selects effects. The engine joins the indexes of the
+// filters given (session, tool, state, tier; with Undo, the session's undo
+// entries); Since bounds the ids walked; no filter walks the effects
 // themselves. Results are newest first unless Ascending.
 type EffectFilter struct {
 	Session   string
@@ -75,6 +76,32 @@ type EffectFilter struct {
 	Ascending bool
 }
 
+// matches are the index conditions of f, for the engine to join.
+func (f EffectFilter) matches() []storage.Match {
+	var m []storage.Match
+	switch {
+	case f.Session != "" && f.Undo != "":
+		// A session's undo entries are of its effects: the one index says both.
+		m = append(m, storage.Match{Index: storage.WithUndo, Name: f.Session})
+	case f.Session != "":
+		m = append(m, storage.Match{Index: storage.BySession, Name: f.Session})
+	}
+	if f.Tool != "" {
+		m = append(m, storage.Match{Index: storage.ByTool, Name: f.Tool})
+	}
+	if f.State != "" {
+		m = append(m, storage.Match{Index: storage.ByState, Name: string(f.State)})
+	}
+	if f.Tier != "" {
+		m = append(m, storage.Match{Index: storage.ByTier, Name: string(f.Tier)})
+	}
+	if f.Undo != "" {
+		// It may give more: walkEffects reads each entry.
+		m = append(m, storage.Match{Index: storage.ByUndoState, Name: string(f.Undo)})
+	}
+	return m
+}
+
 // ListEffects returns the effects matching f and the cursor of the next page
 // (0 when there is none).
 func (s *Service) ListEffects(ctx context.Context, f EffectFilter) ([]model.Effect, uint64, error) {
@@ -82,41 +109,7 @@ func (s *Service) ListEffects(ctx context.Context, f EffectFilter) ([]model.Effe
 	var next uint64
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		out, next = out[:0], 0
-		ix, name := storage.AllEffects, ""
-		switch {
-		case f.Session != "" && f.Undo != "":
-			ix, name = storage.WithUndo, f.Session
-		case f.Session != "":
-			ix, name = storage.BySession, f.Session
-		case f.Tool != "":
-			ix, name = storage.ByTool, f.Tool
-		case f.State != "":
-			ix, name = storage.ByState, string(f.State)
-		case f.Tier != "":
-			ix, name = storage.ByTier, string(f.Tier)
-		}
-		return tx.Effects(ix, name, f.Ascending, f.Cursor, func(id uint64) (bool, error) {
-			e, err := tx.Effect(id)
-			if err != nil {
-				return false, err
-			}
-			if !f.Since.IsZero() && e.CreatedAt.Before(f.Since) {
-				// Ids grow with time: going back, nothing older follows.
-				return f.Ascending, nil
-			}
-			if (f.Session != "" && e.Session != f.Session) || (f.Tool != "" && e.Tool != f.Tool) ||
-				(f.State != "" && e.State != f.State) || (f.Tier != "" && e.Tier != f.Tier) {
-				return true, nil
-			}
-			if f.Undo != "" {
-				u, err := tx.Undo(e.Session, e.ID, nil)
-				if err != nil {
-					return false, err
-				}
-				if u == nil || u.State != f.Undo {
-					return true, nil
-				}
-			}
+		return walkEffects(tx, f, func(e model.Effect) (bool, error) {
 			if f.Limit > 0 && len(out) == f.Limit {
 				next = out[len(out)-1].ID
 				return false, nil
@@ -126,6 +119,82 @@ func (s *Service) ListEffects(ctx context.Context, f EffectFilter) ([]model.Effe
 		})
 	})
 	return out, next, err
+}
+
+// walkEffects calls fn with each effect matching f (Limit and all), in f's
+// order from f's cursor, until fn returns false.
+func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool, error)) error {
+	cursor, floor := f.Cursor, uint64(0)
+	if !f.Since.IsZero() {
+		var err error
+		if floor, err = sinceFloor(tx, f.Since); err != nil {
+			return err
+		}
+		if f.Ascending && floor > 0 {
+			cursor = max(cursor, floor-1)
+		}
+	}
+	return tx.EffectsWhere(f.matches(), f.Ascending, cursor, func(id uint64) (bool, error) {
+		if !f.Ascending && id < floor {
+			return false, nil // everything further back is older
+		}
+		e, err := tx.Effect(id)
+		if err != nil {
+			return false, err
+		}
+		// The engine's join answers for the indexed fields (verify checks
+		// its indexes agree with the records); the rest are checked here.
+		if !f.Since.IsZero() && e.CreatedAt.Before(f.Since) {
+			return true, nil
+		}
+		if f.Undo != "" {
+			u, err := tx.Undo(e.Session, e.ID, &e)
+			if err != nil {
+				return false, err
+			}
+			if u == nil || u.State != f.Undo {
+				return true, nil
+			}
+		}
+		return fn(e)
+	})
+}
+
+// sinceFloor is the least id that may have been created at or after since:
+// ids grow with time, so a binary search over them reads a few dozen
+// effects where a walk from either end would read every older or newer one.
+func sinceFloor(tx storage.ReadTx, since time.Time) (uint64, error) {
+	// next is the first id at or after x, and whether it is older than since.
+	next := func(x uint64) (id uint64, older bool, err error) {
+		err = tx.Effects(storage.AllEffects, "", true, x-1, func(got uint64) (bool, error) {
+			e, err := tx.Effect(got)
+			id, older = got, err == nil && e.CreatedAt.Before(since)
+			return false, err
+		})
+		return id, older, err
+	}
+	var last uint64
+	err := tx.Effects(storage.AllEffects, "", false, 0, func(id uint64) (bool, error) {
+		last = id
+		return false, nil
+	})
+	if err != nil || last == 0 {
+		return 0, err
+	}
+	lo, hi := uint64(1), last+1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		id, older, err := next(mid)
+		if err != nil {
+			return 0, err
+		}
+		if older {
+			lo = id + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
 }
 
 // PendingApproval is a request awaiting a decision, with its effect.

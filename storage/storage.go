@@ -121,7 +121,18 @@ const (
 	ByTier
 	// WithUndo holds the effects of a session that have an undo entry.
 	WithUndo
+	// ByUndoState holds the effects whose undo entry may be in the state
+	// named: an engine may give more (entries written before it kept the
+	// index), never fewer, and the rules read the entry.
+	ByUndoState
 )
+
+// Match is one condition of EffectsWhere: the ids under Name in index Index
+// (not AllEffects).
+type Match struct {
+	Index Index
+	Name  string
+}
 
 // OpenRequest is an entry of the index of approval requests awaiting a
 // decision.
@@ -158,6 +169,11 @@ type ReadTx interface {
 	// AllEffects), ascending or descending, strictly after the cursor id in
 	// that direction (0: from the start), until fn returns false.
 	Effects(ix Index, name string, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error
+	// EffectsWhere walks, like Effects, the ids that are under every one
+	// of the matches at once (none: every effect): the engine joins its
+	// indexes itself, so that a walk costs about what its matches share,
+	// not what its largest index holds.
+	EffectsWhere(m []Match, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error
 	// Sessions walks the sessions in the order they were created (their
 	// Seq), ascending or descending, strictly after the cursor (0: from the
 	// start), until fn returns false.

@@ -38,6 +38,9 @@ func TestFailedApprovalOfAnOlderLogIsAskedAgain(t *testing.T) {
 			if err := tx.delete(bApprovalsOpen, itob(id)); err != nil {
 				return err
 			}
+			if err := tx.delete(bOpenBySession, nameKey("old", id)); err != nil {
+				return err
+			}
 			return putSession(tx, &sess)
 		})
 		if err != nil {

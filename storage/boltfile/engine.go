@@ -44,7 +44,9 @@ import (
 // (model.HashWithContent), which it would read as damage.
 // Version 5 writes records of form 3 (owners' leases), which version 4
 // cannot decode.
-const SchemaVersion = 5
+// Version 6 adds the indexes of undo entries by state and of open requests
+// by session (byindex.go), which version 5 would not keep in step.
+const SchemaVersion = 6
 
 // DefaultLockTimeout is how long an operation waits for another process to
 // release the log before giving up with ErrBusy.
@@ -321,7 +323,7 @@ func (s *Engine) create() error {
 		return fmt.Errorf("create log %s: %w", s.path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range allBuckets {
+		for _, name := range append(allBuckets, schema6Buckets...) {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return err
 			}
@@ -388,6 +390,11 @@ func upgradeSchema(tx *writeTx, from uint64) error {
 	}
 	if from < 3 {
 		if err := tx.put(bMeta, keyLogID, newLogID()); err != nil {
+			return err
+		}
+	}
+	if from < 6 {
+		if err := buildSchema6(tx.Tx); err != nil {
 			return err
 		}
 	}

@@ -52,6 +52,7 @@ func (r txReader) CheckIndexes(sessions map[string]*model.Session, effects map[u
 	c.signatures()
 	c.fields()
 	c.undoAndApprovals()
+	c.schema6()
 	return nil
 }
 

@@ -61,7 +61,7 @@ func (r txReader) SignatureOwner(sig string) (uint64, bool, error) {
 // indexBuckets are the buckets of the effect indexes, by storage.Index.
 var indexBuckets = map[storage.Index][]byte{
 	storage.BySession: bBySession, storage.ByTool: bByTool, storage.ByState: bByState,
-	storage.ByTier: bByTier, storage.WithUndo: bUndo,
+	storage.ByTier: bByTier, storage.WithUndo: bUndo, storage.ByUndoState: bUndoByState,
 }
 
 func (r txReader) Effects(ix storage.Index, name string, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error {
@@ -71,6 +71,10 @@ func (r txReader) Effects(ix storage.Index, name string, asc bool, cursor uint64
 	b, ok := indexBuckets[ix]
 	if !ok {
 		return fmt.Errorf("no effect index %d", ix)
+	}
+	if r.tx.Bucket(b) == nil {
+		// An index a log written before lacks (schema 6) may give more.
+		return scan(r.tx.Bucket(bEffects), nil, asc, cursor, fn)
 	}
 	return scan(r.tx.Bucket(b), namePrefix(name), asc, cursor, fn)
 }
@@ -103,11 +107,27 @@ func (r txReader) Sessions(asc bool, cursor uint64, fn func(seq uint64, id strin
 
 func (r txReader) OpenRequests(session string, fn func(storage.OpenRequest) (bool, error)) error {
 	c := r.tx.Bucket(bApprovalsOpen).Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		if session != "" && !openFor(v, session) {
+	k, v := c.First()
+	var prefix []byte
+	if b := r.tx.Bucket(bOpenBySession); session != "" && b != nil {
+		// Only the session's own requests, each under its own session.
+		prefix = namePrefix(session)
+		c = b.Cursor()
+		k, v = c.Seek(prefix)
+	}
+	for ; k != nil; k, v = c.Next() {
+		if prefix != nil {
+			if len(k) != len(prefix)+8 || string(k[:len(prefix)]) != string(prefix) {
+				break
+			}
+			k = k[len(prefix):]
+		} else if session != "" && !openFor(v, session) {
 			continue
 		}
 		name, expires, known := parsePending(v)
+		if prefix != nil {
+			name = session
+		}
 		req := storage.OpenRequest{EffectID: btoi(k), Session: name, Known: known}
 		if known && expires != 0 {
 			req.Expires = time.Unix(0, expires).UTC()
@@ -211,7 +231,15 @@ func (w txWriter) AddHistory(rec *model.HistoryRecord) error {
 }
 
 func (w txWriter) PutUndo(u *model.UndoEntry) error {
-	return putRecord(w.w, bUndo, nameKey(u.Session, u.EffectID), u)
+	key := nameKey(u.Session, u.EffectID)
+	was, err := storedUndoState(w.tx, key)
+	if err != nil {
+		return err
+	}
+	if err := putRecord(w.w, bUndo, key, u); err != nil {
+		return err
+	}
+	return putUndoState(w.w, u.EffectID, was, string(u.State))
 }
 
 func (w txWriter) PutApproval(a *model.Approval) error {
@@ -219,12 +247,54 @@ func (w txWriter) PutApproval(a *model.Approval) error {
 }
 
 func (w txWriter) OpenRequest(id uint64, session string, expires *time.Time) error {
-	return w.w.put(bApprovalsOpen, itob(id), pendingValue(session, expires))
+	v := pendingValue(session, expires)
+	if w.tx.Bucket(bOpenBySession) != nil {
+		was, err := openSession(w.tx, id)
+		if err != nil {
+			return err
+		}
+		if was != "" && was != session {
+			if err := w.w.delete(bOpenBySession, nameKey(was, id)); err != nil {
+				return err
+			}
+		}
+		if err := w.w.put(bOpenBySession, nameKey(session, id), v); err != nil {
+			return err
+		}
+	}
+	return w.w.put(bApprovalsOpen, itob(id), v)
 }
 
-func (w txWriter) CloseRequest(id uint64) error { return w.w.delete(bApprovalsOpen, itob(id)) }
+func (w txWriter) CloseRequest(id uint64) error {
+	if w.tx.Bucket(bOpenBySession) != nil {
+		session, err := openSession(w.tx, id)
+		if err != nil {
+			return err
+		}
+		if session != "" {
+			if err := w.w.delete(bOpenBySession, nameKey(session, id)); err != nil {
+				return err
+			}
+		}
+	}
+	return w.w.delete(bApprovalsOpen, itob(id))
+}
 
 func (w txWriter) DeleteEffect(e *model.Effect) error {
+	if w.tx.Bucket(bUndoByState) != nil {
+		state, err := storedUndoState(w.tx, nameKey(e.Session, e.ID))
+		if err != nil {
+			return err
+		}
+		if state != "" {
+			if err := w.w.delete(bUndoByState, nameKey(state, e.ID)); err != nil {
+				return err
+			}
+		}
+		if err := w.CloseRequest(e.ID); err != nil {
+			return err
+		}
+	}
 	for seq := uint32(1); seq <= e.HistoryLen; seq++ {
 		if err := w.w.delete(bHistory, historyKey(e.ID, seq)); err != nil {
 			return err

@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
@@ -330,5 +330,13 @@ BEGIN
 	END IF;
 	RETURN NEW;
 END $$;
+`,
+	// 6: the undo entries' state beside their record, indexed, so that
+	// list --undo finds them without reading every entry. Rows written
+	// before keep it NULL: the engine gives them too, and the rules read
+	// their records.
+	`
+ALTER TABLE undolog_undo ADD COLUMN state text;
+CREATE INDEX undolog_undo_state ON undolog_undo (state, effect_id);
 `,
 }

@@ -593,8 +593,8 @@ func (w *writer) PutUndo(u *model.UndoEntry) error {
 	if err != nil {
 		return err
 	}
-	return w.exec(`INSERT INTO undolog_undo (session, effect_id, rec) VALUES ($1, $2, $3)
-		ON CONFLICT (session, effect_id) DO UPDATE SET rec = EXCLUDED.rec`, u.Session, int64(u.EffectID), data)
+	return w.exec(`INSERT INTO undolog_undo (session, effect_id, rec, state) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (session, effect_id) DO UPDATE SET rec = EXCLUDED.rec, state = EXCLUDED.state`, u.Session, int64(u.EffectID), data, string(u.State))
 }
 
 func (w *writer) PutApproval(a *model.Approval) error {

@@ -1,0 +1,170 @@
+package cmd
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/model"
+)
+
+// listPage is how many effects list reads in one transaction and prints
+// before it reads on: a long listing (--limit 0) goes out as it is read,
+// in the memory of one page, and no transaction waits on a slow reader.
+var listPage = 4000
+
+// streamEffects prints the effects matching filter (at most filter.Limit;
+// 0: all) a page at a time, and says how many it printed and whether more
+// match beyond the limit.
+func streamEffects(ctx context.Context, f *Factory, store effectlog.Log, format string, filter effectlog.EffectFilter) (int, bool, error) {
+	s := newEffectStream(f, format)
+	limit, shown := filter.Limit, 0
+	for {
+		filter.Limit = listPage
+		if limit > 0 {
+			filter.Limit = min(listPage, limit-shown)
+		}
+		list, next, err := store.ListEffects(ctx, filter)
+		if err != nil {
+			return shown, false, err
+		}
+		if err := s.page(ctx, store, list); err != nil {
+			return shown, false, err
+		}
+		shown += len(list)
+		if next == 0 || (limit > 0 && shown >= limit) {
+			return shown, next != 0, s.end()
+		}
+		filter.Cursor = next
+	}
+}
+
+// effectStream writes pages of effects in one format: a JSON array written
+// element by element, JSON Lines, ids, tab-separated rows when piped, or on
+// a terminal a table whose columns are as wide as its first page needs
+// (a later page's longer cell widens its column from there on).
+type effectStream struct {
+	f        *Factory
+	w        *bufio.Writer
+	format   string
+	terminal bool
+	n        int
+	widths   []int
+	buf      bytes.Buffer
+}
+
+func newEffectStream(f *Factory, format string) *effectStream {
+	return &effectStream{f: f, w: bufio.NewWriter(f.Out), format: format, terminal: f.StdoutIsTerminal()}
+}
+
+var effectHeader = []string{"ID", "SESSION", "TOOL", "TIER", "STATE", "AGE", "REPLAYS", "UNDO"}
+
+func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []model.Effect) error {
+	switch s.format {
+	case formatJSON:
+		for _, e := range list {
+			sep := ",\n  "
+			if s.n == 0 {
+				sep = "[\n  "
+			}
+			s.buf.Reset()
+			enc := json.NewEncoder(&s.buf)
+			enc.SetIndent("  ", "  ")
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+			s.w.WriteString(sep)
+			s.w.Write(bytes.TrimSuffix(s.buf.Bytes(), []byte("\n")))
+			s.n++
+		}
+	case formatJSONL:
+		for _, e := range list {
+			if err := writeJSONLine(s.w, e); err != nil {
+				return err
+			}
+		}
+	case formatIDs:
+		for _, e := range list {
+			fmt.Fprintln(s.w, e.ID)
+		}
+	default:
+		entries, err := undoEntriesOf(ctx, store, list)
+		if err != nil {
+			return err
+		}
+		s.table(effectRows(s.f, list, entries))
+	}
+	return s.w.Flush()
+}
+
+// end finishes what the pages began (the JSON array) and flushes.
+func (s *effectStream) end() error {
+	if s.format == formatJSON {
+		if s.n == 0 {
+			s.w.WriteString("[]\n")
+		} else {
+			s.w.WriteString("\n]\n")
+		}
+	}
+	return s.w.Flush()
+}
+
+// table writes rows as renderTable does, its widths kept across pages.
+func (s *effectStream) table(rows [][]cell) {
+	for _, r := range rows {
+		for i := range r {
+			r[i].text = textfmt.Escape(r[i].text)
+		}
+	}
+	if !s.terminal {
+		for _, r := range rows {
+			for i, c := range r {
+				if i > 0 {
+					s.w.WriteByte('\t')
+				}
+				s.w.WriteString(c.text)
+			}
+			s.w.WriteByte('\n')
+		}
+		return
+	}
+	first := s.widths == nil
+	if first {
+		for _, h := range effectHeader {
+			s.widths = append(s.widths, utf8.RuneCountInString(h))
+		}
+	}
+	for _, r := range rows {
+		for i, c := range r {
+			if n := utf8.RuneCountInString(c.text); i < len(s.widths) && n > s.widths[i] {
+				s.widths[i] = n
+			}
+		}
+	}
+	line := func(cells []cell) {
+		for i, c := range cells {
+			s.w.WriteString(paint(s.f, c))
+			if i < len(cells)-1 {
+				s.w.WriteString(strings.Repeat(" ", max(s.widths[i]-utf8.RuneCountInString(c.text), 0)+2))
+			}
+		}
+		s.w.WriteByte('\n')
+	}
+	if first {
+		hc := make([]cell, len(effectHeader))
+		for i, h := range effectHeader {
+			hc[i] = cell{text: h, color: colBold}
+		}
+		line(hc)
+	}
+	for _, r := range rows {
+		line(r)
+	}
+}

@@ -1,0 +1,98 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// TestListStreamsInPages: a listing longer than a page is read and written
+// a page at a time, and says the same as the whole list written at once: a
+// JSON array byte for byte, JSON Lines, ids, the piped table; the limit and
+// the note that more match hold across pages; on a terminal the table has
+// one header.
+func TestListStreamsInPages(t *testing.T) {
+	defer func(n int) { listPage = n }(listPage)
+	listPage = 4
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	store := engines.File(filepath.Join(t.TempDir(), "undolog.db"), engines.Options{Now: func() time.Time { return now }})
+	defer store.Close()
+	for i := 0; i < 11; i++ {
+		tier := sm.Compensable
+		if i%3 == 2 {
+			tier = sm.Irreversible
+		}
+		_, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: fmt.Sprintf("s%d", i%2), Tool: "write", Tier: tier,
+			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"html":"<b>"}`, i)), CreateSession: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	newFactory := func(out *bytes.Buffer) *Factory {
+		return &Factory{Out: out, ErrOut: out, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}
+	}
+	all, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{})
+	if err != nil || len(all) != 11 {
+		t.Fatalf("%d effects, %v", len(all), err)
+	}
+	for _, format := range []string{formatJSON, formatJSONL, formatIDs, formatText} {
+		for _, limit := range []int{0, 3, 4, 9, 11, 12} {
+			var want, got bytes.Buffer
+			n := len(all)
+			if limit > 0 {
+				n = min(limit, n)
+			}
+			wf := newFactory(&want)
+			if format == formatText {
+				entries, err := undoEntriesOf(t.Context(), store, all[:n])
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = renderEffects(wf, all[:n], entries)
+			} else {
+				err = printEffects(wf, format, all[:n])
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown, more, err := streamEffects(t.Context(), newFactory(&got), store, format, effectlog.EffectFilter{Limit: limit})
+			if err != nil || shown != n || more != (n < len(all)) {
+				t.Fatalf("%s, --limit %d: %d shown, more %v, %v", format, limit, shown, more, err)
+			}
+			if got.String() != want.String() {
+				t.Fatalf("%s, --limit %d: streamed\n%s\nwant\n%s", format, limit, got.String(), want.String())
+			}
+			if format == formatJSON && !json.Valid(got.Bytes()) {
+				t.Fatalf("--limit %d: not one JSON value:\n%s", limit, got.String())
+			}
+		}
+	}
+	var none bytes.Buffer
+	if _, _, err := streamEffects(t.Context(), newFactory(&none), store, formatJSON, effectlog.EffectFilter{Tool: "nothing"}); err != nil || none.String() != "[]\n" {
+		t.Fatalf("no match as JSON: %q, %v", none.String(), err)
+	}
+
+	var term bytes.Buffer
+	s := newEffectStream(newFactory(&term), formatText)
+	s.terminal = true
+	for i := 0; i < len(all); i += 4 {
+		if err := s.page(t.Context(), store, all[i:min(i+4, len(all))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.end(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(term.String(), "\n"), "\n")
+	if len(lines) != 12 || !strings.HasPrefix(lines[0], "ID ") || strings.Count(term.String(), "SESSION") != 1 {
+		t.Fatalf("terminal table:\n%s", term.String())
+	}
+}
