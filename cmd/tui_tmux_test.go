@@ -51,7 +51,7 @@ func TestTUIInTmux(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
-	socket := "undolog-test-" + filepath.Base(dir)
+	socket := tmuxSocket(t)
 	tmux := func(args ...string) string {
 		out, err := exec.Command("tmux", append([]string{"-L", socket}, args...)...).CombinedOutput()
 		if err != nil {
@@ -111,6 +111,13 @@ func TestTUIInTmux(t *testing.T) {
 	tmux("send-keys", "q")
 }
 
+// tmuxSocket names a private tmux server for the test: its own for each
+// test and process, so that test runs side by side never share one (a
+// temp dir's base name, 001, is every test's).
+func tmuxSocket(t *testing.T) string {
+	return fmt.Sprintf("undolog-test-%d-%s", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
+}
+
 // tmuxServer starts a private tmux server for the test, or skips without tmux.
 func tmuxServer(t *testing.T) func(args ...string) string {
 	t.Helper()
@@ -120,7 +127,7 @@ func tmuxServer(t *testing.T) func(args ...string) string {
 		}
 		t.Skip("tmux not installed")
 	}
-	socket := "undolog-test-" + filepath.Base(t.TempDir())
+	socket := tmuxSocket(t)
 	t.Cleanup(func() { exec.Command("tmux", "-L", socket, "kill-server").Run() })
 	return func(args ...string) string {
 		t.Helper()
