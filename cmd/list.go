@@ -134,11 +134,6 @@ func undoEntriesOf(ctx context.Context, store effectlog.Log, list []model.Effect
 	return entries, nil
 }
 
-func printEffects(f *Factory, format string, list []model.Effect) error {
-	return printListing(f, format, list, func(e model.Effect) any { return e.ID },
-		func() error { return renderEffects(f, list, nil) })
-}
-
 // renderEffects prints the effects table; entries, when given, adds each
 // effect's undo-entry state.
 func renderEffects(f *Factory, list []model.Effect, entries map[uint64]model.UndoEntry) error {

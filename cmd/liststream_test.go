@@ -11,6 +11,7 @@ import (
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -95,4 +96,11 @@ func TestListStreamsInPages(t *testing.T) {
 	if len(lines) != 12 || !strings.HasPrefix(lines[0], "ID ") || strings.Count(term.String(), "SESSION") != 1 {
 		t.Fatalf("terminal table:\n%s", term.String())
 	}
+}
+
+// printEffects is the listing as it was printed whole, before streaming: the
+// reference the streamed output must equal.
+func printEffects(f *Factory, format string, list []model.Effect) error {
+	return printListing(f, format, list, func(e model.Effect) any { return e.ID },
+		func() error { return renderEffects(f, list, nil) })
 }
