@@ -15,13 +15,13 @@ func (r reader) EffectsWhere(m []storage.Match, asc bool, cursor uint64, fn func
 		return r.Effects(storage.AllEffects, "", asc, cursor, fn)
 	}
 	var where strings.Builder
-	args := []any{0, page}
+	var args []any // $3 on: $1 is the cursor, $2 the page size
 	for _, x := range m {
 		args = append(args, x.Name)
-		n := len(args)
+		n := len(args) + 2
 		switch col, ok := indexColumns[x.Index]; {
 		case x.Index == storage.ByUndoState:
-			// Rows written before schema 5 have no state (NULL): the rules
+			// Rows written before schema 6 have no state (NULL): the rules
 			// read their entries.
 			fmt.Fprintf(&where, " AND e.id IN (SELECT u.effect_id FROM undolog_undo u WHERE u.state = $%d OR u.state IS NULL)", n)
 		case x.Index == storage.WithUndo:
@@ -32,29 +32,7 @@ func (r reader) EffectsWhere(m []storage.Match, asc bool, cursor uint64, fn func
 			return fmt.Errorf("no effect index %d", x.Index)
 		}
 	}
-	order, cmp := "ASC", ">"
-	if !asc {
-		order, cmp = "DESC", "<"
-		if cursor == 0 {
-			cursor = 1<<63 - 1
-		}
-	}
+	cmp, order, cursor := direction(asc, cursor)
 	query := fmt.Sprintf(`SELECT e.id FROM undolog_effects e WHERE e.id %s $1%s ORDER BY e.id %s LIMIT $2`, cmp, where.String(), order)
-	for {
-		args[0] = int64(cursor)
-		ids, err := r.ids(query, args...)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			more, err := fn(id)
-			if err != nil || !more {
-				return err
-			}
-		}
-		if len(ids) < page {
-			return nil
-		}
-		cursor = ids[len(ids)-1]
-	}
+	return r.walkIDs(query, cursor, args, fn)
 }

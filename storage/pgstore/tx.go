@@ -258,16 +258,28 @@ func (r reader) Effects(ix storage.Index, name string, asc bool, cursor uint64, 
 	if table == "undolog_undo" {
 		idCol = "effect_id"
 	}
-	order, cmp := "ASC", ">"
-	if !asc {
-		order, cmp = "DESC", "<"
-		if cursor == 0 {
-			cursor = 1<<63 - 1
-		}
-	}
+	cmp, order, cursor := direction(asc, cursor)
 	query := fmt.Sprintf(`SELECT %[1]s FROM %[2]s WHERE %[3]s AND %[1]s %[4]s $1 ORDER BY %[1]s %[5]s LIMIT $2`, idCol, table, where, cmp, order)
+	return r.walkIDs(query, cursor, args, fn)
+}
+
+// direction is the comparison and order of a walk of ids after cursor, and
+// the cursor to start from (0 going down: from the top).
+func direction(asc bool, cursor uint64) (cmp, order string, from uint64) {
+	if asc {
+		return ">", "ASC", cursor
+	}
+	if cursor == 0 {
+		cursor = 1<<63 - 1
+	}
+	return "<", "DESC", cursor
+}
+
+// walkIDs pages through the ids of query ($1 the cursor, $2 the page size,
+// then rest), calling fn with each until it returns false.
+func (r reader) walkIDs(query string, cursor uint64, rest []any, fn func(id uint64) (bool, error)) error {
 	for {
-		ids, err := r.ids(query, append([]any{int64(cursor), page}, args...)...)
+		ids, err := r.ids(query, append([]any{int64(cursor), page}, rest...)...)
 		if err != nil {
 			return err
 		}
