@@ -202,6 +202,7 @@ func TestRunPaintsTheFirstScreenInItsFirstWrite(t *testing.T) {
 	store := demoStore(t)
 	defer store.Close()
 	in, typed := io.Pipe()
+	defer typed.Close()
 	out := &writes{came: make(chan struct{}, 1)}
 	done := make(chan error, 1)
 	go func() {
