@@ -536,7 +536,7 @@ func largeRows(add func(what, value, ratio string)) error {
 		return err
 	}
 	add("1M effects: TUI first paint (in process)", fmt.Sprintf("%.1f ms", paint), fmt.Sprintf("%.2f of 200 ms", paint/200))
-	return nil
+	return paintRows(add, bin, path)
 }
 
 // filterRows times list with combinations of filters on the 1M log (every

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
@@ -59,7 +60,11 @@ func runTUI(c *cobra.Command, f *Factory, session, as string) error {
 			return err
 		}
 	}
-	return tui.Run(c.Context(), tui.Options{Log: store, Address: logAddress(store, f.LogPath()), CLI: f.CLI(), Session: session, Actor: f.Actor(as), Now: f.Now, Color: f.Color()}, f.In, f.Out)
+	opts := tui.Options{Log: store, Address: logAddress(store, f.LogPath()), CLI: f.CLI(), Session: session, Actor: f.Actor(as), Now: f.Now, Color: f.Color()}
+	if out, ok := f.Out.(interface{ Fd() uintptr }); ok {
+		opts.Width, opts.Height, _ = term.GetSize(int(out.Fd())) // the first frame's size
+	}
+	return tui.Run(c.Context(), opts, f.In, f.Out)
 }
 
 // logAddress is how the view names its log: a file by its absolute path, a

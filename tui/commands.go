@@ -58,6 +58,19 @@ func tick(d time.Duration) tea.Cmd {
 	return tea.Tick(d, func(t time.Time) tea.Msg { return tickMsg(t) })
 }
 
+// firstLoad reads the change feed's position, then the first screen
+// (load): one load, and a change made after the position is read is seen
+// by the first watch, which starts from it.
+func firstLoad(ctx context.Context, store effectlog.Log, load tea.Cmd) tea.Cmd {
+	return func() tea.Msg {
+		pos, err := store.LastChange(ctx)
+		if err != nil {
+			return primeMsg{err: err}
+		}
+		return primeMsg{position: pos, screen: load()}
+	}
+}
+
 func checkChanges(ctx context.Context, store effectlog.Log) tea.Cmd {
 	return func() tea.Msg {
 		pos, err := store.LastChange(ctx)

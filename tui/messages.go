@@ -3,6 +3,8 @@ package tui
 import (
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 )
@@ -27,6 +29,17 @@ type detailMsg struct {
 	detail model.EffectDetail
 	err    error
 }
+
+// primeMsg is the first load: the change feed's position, then the
+// screen's own message read after it.
+type primeMsg struct {
+	position uint64
+	screen   tea.Msg
+	err      error
+}
+
+// primeAgainMsg asks for the first load again after a failed one.
+type primeAgainMsg struct{}
 
 // tickMsg asks for a look at the change feed again after a failed one.
 type tickMsg time.Time

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/bubbles/cursor"
 	"github.com/charmbracelet/bubbles/help"
@@ -63,6 +64,7 @@ type Model struct {
 	follow     bool
 	lastChange uint64 // the feed's position the screen shows
 	seen       uint64 // the feed's position last read, shown or not
+	primed     bool   // the first screen was loaded before the program ran
 }
 
 type menuState struct {
@@ -87,9 +89,22 @@ type undoState struct {
 	done    bool
 }
 
-// Init loads the first screen and starts watching for changes.
+// Init loads the first screen, unless Run has, and starts watching for
+// changes after the position it was read at.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.reload(), checkChanges(m.ctx, m.opts.Log))
+	if m.primed {
+		return watchChanges(m.ctx, m.opts.Log, m.seen, m.opts.Refresh)
+	}
+	return firstLoad(m.ctx, m.opts.Log, m.reload())
+}
+
+// prime takes in the first load: the feed's position it was read after,
+// then the screen. It returns what the screen asks for next (the selected
+// effect's detail), but not the watch.
+func (m *Model) prime(msg primeMsg) tea.Cmd {
+	m.lastChange, m.seen = msg.position, msg.position
+	_, cmd := m.Update(msg.screen)
+	return cmd
 }
 
 // reload fetches what the current screen shows.
@@ -125,6 +140,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tickMsg:
 		return m, checkChanges(m.ctx, m.opts.Log)
+	case primeMsg:
+		if msg.err != nil {
+			m.setStatus("", msg.err)
+			return m, tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return primeAgainMsg{} })
+		}
+		return m, tea.Batch(m.prime(msg), watchChanges(m.ctx, m.opts.Log, msg.position, m.opts.Refresh))
+	case primeAgainMsg:
+		return m, firstLoad(m.ctx, m.opts.Log, m.reload())
 	case changeMsg:
 		if msg.err != nil {
 			m.setStatus("", msg.err)

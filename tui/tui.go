@@ -8,11 +8,13 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/charmbracelet/bubbles/help"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/effectlog"
 )
@@ -36,17 +38,49 @@ type Options struct {
 	Refresh time.Duration
 	// Output is where the renderer writes (for colour detection).
 	Output io.Writer
+	// Width and Height are the terminal's size, if known: the first frame
+	// is painted before the program tells the model (default 80x24).
+	Width, Height int
 }
 
 // Run shows the view on the terminal until the user quits.
+//
+// The first screen is loaded before the program starts and painted at
+// once: bubbletea's renderer writes frames on a 60 fps ticker, so its
+// first would go out one tick (16.7 ms) after it starts, and entering the
+// alternate screen itself it would clear the one painted here. Run enters
+// that screen itself, and the renderer's first flush rewrites the same
+// lines in place; it leaves the screen when the program ends.
 func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	opts.Output = out
-	p := tea.NewProgram(New(ctx, opts), tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithAltScreen())
+	m := New(ctx, opts)
+	frame, _ := m.firstFrame() // a failed load shows in the status line, as later ones do
+	io.WriteString(out, ansi.HideCursor+ansi.SetAltScreenSaveCursorMode+ansi.EraseEntireScreen+ansi.CursorHomePosition+
+		paintLines(frame, m.width, m.height)+ansi.CursorHomePosition)
+	defer io.WriteString(out, ansi.ResetAltScreenSaveCursorMode)
+	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out))
 	_, err := p.Run()
 	if err == tea.ErrProgramKilled && ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+// paintLines is frame as the renderer writes it: at most height lines, each
+// cut to width and cleared to its end.
+func paintLines(frame string, width, height int) string {
+	lines := strings.Split(frame, "\n")
+	if len(lines) > height {
+		lines = lines[len(lines)-height:]
+	}
+	for i, l := range lines {
+		l = ansi.Truncate(l, width, "")
+		if ansi.StringWidth(l) < width {
+			l += ansi.EraseLineRight
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\r\n")
 }
 
 // New builds the root model; its commands read and write the log under ctx.
@@ -62,6 +96,9 @@ func New(ctx context.Context, opts Options) *Model {
 		r = lipgloss.NewRenderer(opts.Output)
 	}
 	m := &Model{ctx: ctx, opts: opts, st: newStyles(r, opts.Color), keys: newKeyMap(), help: help.New(), follow: true, width: 80, height: 24}
+	if opts.Width > 0 && opts.Height > 0 {
+		m.width, m.height = opts.Width, opts.Height
+	}
 	m.help.Width = m.width
 	if opts.Session != "" {
 		m.screen = screenSession
@@ -75,20 +112,27 @@ func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
 // FirstFrame builds the view, loads its first screen and renders it once,
 // synchronously: what a person waits for when the view opens.
 func FirstFrame(ctx context.Context, opts Options) (string, error) {
-	m := New(ctx, opts)
-	var msg tea.Msg
-	if m.screen == screenSessions {
-		msg = loadSessions(ctx, opts.Log)()
-	} else {
-		msg = loadEffects(ctx, opts.Log, m.session.id, effectlog.EffectFilter{}, 0, 0)()
+	return New(ctx, opts).firstFrame()
+}
+
+// firstFrame loads the first screen (the change feed's position, then what
+// the screen shows and the selected effect's detail) and renders it; the
+// model then starts from it: its Init only watches for changes.
+func (m *Model) firstFrame() (string, error) {
+	msg := firstLoad(m.ctx, m.opts.Log, m.reload())().(primeMsg)
+	if msg.err != nil {
+		m.setStatus("", msg.err)
+		return m.View(), msg.err
 	}
-	if _, cmd := m.Update(msg); cmd != nil {
+	if cmd := m.prime(msg); cmd != nil {
 		if next := cmd(); next != nil {
 			m.Update(next)
 		}
 	}
+	// A screen that failed to load is loaded again by Init.
+	m.primed = !m.statusErr
 	if m.statusErr {
-		return "", errors.New(m.status)
+		return m.View(), errors.New(m.status)
 	}
 	return m.View(), nil
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/mattn/go-runewidth"
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
@@ -22,10 +21,10 @@ func fit(s string, w int) string {
 	if w <= 0 {
 		return ""
 	}
-	if runewidth.StringWidth(s) > w {
-		s = runewidth.Truncate(s, w, "…")
+	if ansi.StringWidth(s) > w {
+		s = ansi.Truncate(s, w, "…")
 	}
-	return runewidth.FillRight(s, w)
+	return s + strings.Repeat(" ", max(0, w-ansi.StringWidth(s)))
 }
 
 // column is one table column: its width and, for state columns, a colour.
@@ -79,7 +78,7 @@ func (m *Model) renderHeader(cols []column) string {
 
 // flexColumns gives the first column marked with width 0 what is left of the width.
 func flexColumns(cols []column, width int) []column {
-	used := len(cols) - 1 + runewidth.StringWidth(noMark)
+	used := len(cols) - 1 + ansi.StringWidth(noMark)
 	for _, c := range cols {
 		used += c.width
 	}
@@ -94,9 +93,9 @@ func flexColumns(cols []column, width int) []column {
 // widest is the width of the widest of title and values: a column as wide
 // as what it shows now, so that narrow terminals keep room for names.
 func widest(title string, values ...string) int {
-	w := runewidth.StringWidth(title)
+	w := ansi.StringWidth(title)
 	for _, v := range values {
-		w = max(w, runewidth.StringWidth(esc(v)))
+		w = max(w, ansi.StringWidth(esc(v)))
 	}
 	return w
 }
@@ -276,15 +275,15 @@ func (m *Model) titleLine() string {
 	// The log the view is on, cut from the left (its end names it best)
 	// to what the crumb leaves.
 	if a := esc(m.opts.Address); a != "" {
-		room := m.width - runewidth.StringWidth("undolog  "+crumb) - runewidth.StringWidth(" · "+follow) - 2
+		room := m.width - ansi.StringWidth("undolog  "+crumb) - ansi.StringWidth(" · "+follow) - 2
 		if room >= 12 {
-			if runewidth.StringWidth(a) > room {
-				a = "…" + ansi.TruncateLeft(a, runewidth.StringWidth(a)-room+1, "")
+			if ansi.StringWidth(a) > room {
+				a = "…" + ansi.TruncateLeft(a, ansi.StringWidth(a)-room+1, "")
 			}
 			right = a + " · " + follow
 		}
 	}
-	pad := m.width - runewidth.StringWidth("undolog  "+crumb) - runewidth.StringWidth(right)
+	pad := m.width - ansi.StringWidth("undolog  "+crumb) - ansi.StringWidth(right)
 	if pad < 1 {
 		return left
 	}
@@ -337,7 +336,7 @@ func (m *Model) sessionColumns() []column {
 	st := column{"STATE", widest("STATE", states...), true}
 	fixed := []column{{"AGE", 4, false}, {"EFFECTS", 7, false}}
 	wait := column{"WAIT", 4, false}
-	avail := m.width - runewidth.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width
+	avail := m.width - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width
 	idw, by := widest("SESSION", ids...), 0
 	switch {
 	case avail-idw >= 10:
@@ -385,8 +384,8 @@ func (m *Model) sessionView() string {
 		rest += fmt.Sprintf("  page %d", v.page+1)
 	}
 	id := esc(s.ID)
-	if room := m.width - ansi.StringWidth(rest); runewidth.StringWidth(id) > room {
-		id = runewidth.Truncate(id, max(8, room), "…")
+	if room := m.width - ansi.StringWidth(rest); ansi.StringWidth(id) > room {
+		id = ansi.Truncate(id, max(8, room), "…")
 	}
 	head := ansi.Truncate(m.st.title.Render(id)+rest, m.width, "…")
 	var ids, tiers, states, undos []string
@@ -430,9 +429,9 @@ func (m *Model) sessionView() string {
 	}
 	if v.focusDetail {
 		sep = fmt.Sprintf("── detail (lines %d-%d of %d; ↑/↓ scroll, tab: back to the table) ", v.detailTop+1, end, len(detail))
-		out = append(out, m.st.label.Render(runewidth.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
+		out = append(out, m.st.label.Render(ansi.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
 	} else {
-		out = append(out, m.st.dim.Render(runewidth.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
+		out = append(out, m.st.dim.Render(ansi.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
 	}
 	out = append(out, detail[v.detailTop:end]...)
 	return strings.Join(out, "\n")
@@ -452,8 +451,8 @@ func (m *Model) detailLines() []string {
 	// A long tool name is cut, not the tier and state after it.
 	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, e.State)
 	tool := esc(e.Tool)
-	if tw := m.width - runewidth.StringWidth(rest); runewidth.StringWidth(tool) > tw {
-		tool = runewidth.Truncate(tool, max(1, tw), "…")
+	if tw := m.width - ansi.StringWidth(rest); ansi.StringWidth(tool) > tw {
+		tool = ansi.Truncate(tool, max(1, tw), "…")
 	}
 	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, tool, e.Tier, m.st.state(string(e.State)))
 	if e.ReplayOf != nil {
