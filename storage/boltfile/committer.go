@@ -11,8 +11,9 @@ package boltfile
 // it had written stays in the journal, which the next holder replays. A
 // process waiting for the log says so (waiters_flock.go), and the committer
 // that lets the log go then waits for it to get in. So no process keeps the
-// log for longer than maxHold at a time, and `undolog approve` in another
-// shell gets through within about 0.1 s however busy the log is.
+// log for longer than maxHold at a time while another waits for it, and
+// `undolog approve` in another shell gets through within about 0.1 s however
+// busy the log is.
 //
 // A caller that expects another write soon (a call in flight through the
 // proxy: its intercept written, its commit to come once the server answers)
