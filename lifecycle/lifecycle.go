@@ -15,6 +15,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
 )
 
 // Poll is how often a waiting call looks at a log that cannot tell of
@@ -103,12 +104,45 @@ type Call struct {
 	Liveness model.Liveness
 	actor    string
 	renewal  *Renewal
+	// kept ends the log's keeping for this call's next write (keepLog).
+	kept func()
+}
+
+// writeExpecter is an engine that can keep the log for a write expected
+// soon while nobody else waits for it (the bbolt file: see its committer).
+type writeExpecter interface{ ExpectWrite() (done func()) }
+
+// keepLog asks the log's engine, if it can, to keep the log open for the
+// call's next write: the end of a call that runs now, its intercept or
+// start just written. The call's end (or StopRenewing) lets it go.
+func (l *Lifecycle) keepLog(c *Call) {
+	if c.kept != nil {
+		return
+	}
+	if s, ok := l.Log.(interface{ Engine() storage.Engine }); ok {
+		if e, ok := s.Engine().(writeExpecter); ok {
+			c.kept = e.ExpectWrite()
+		}
+	}
+}
+
+// letLogGo ends what keepLog asked.
+func (c *Call) letLogGo() {
+	if c.kept != nil {
+		c.kept()
+		c.kept = nil
+	}
 }
 
 // StopRenewing ends the renewals of the call's lease without recording an
 // end: a call left executing (its outcome unknown) then lapses into doubt
 // for other hosts once its lease runs out. Commit and Fail do it first.
 func (c *Call) StopRenewing() error {
+	c.letLogGo()
+	return c.stopRenewal()
+}
+
+func (c *Call) stopRenewal() error {
 	err := c.renewal.Stop()
 	c.renewal = nil
 	return err
@@ -136,8 +170,10 @@ func (l *Lifecycle) Intercept(ctx context.Context, req effectlog.InterceptReques
 	req.Start = true
 	c := &Call{Owner: req.Owner.Identity(), actor: req.Actor}
 	req.Owner = c.Owner.WithLease(l.now().Add(l.lease()))
+	l.keepLog(c) // from its write: a call that starts in it ends soon after
 	res, err := l.Log.Intercept(ctx, req)
 	if err != nil {
+		c.letLogGo()
 		if errors.Is(err, model.ErrSessionNotActive) {
 			c.Verdict = Closed
 			return c, err
@@ -147,6 +183,9 @@ func (l *Lifecycle) Intercept(ctx context.Context, req effectlog.InterceptReques
 	c.Effect = res.Effect
 	c.Verdict = classify(res)
 	c.Started = (c.Verdict == New || c.Verdict == Retry) && c.Effect.State == sm.Executing
+	if !c.Started {
+		c.letLogGo() // nothing runs now: a decision or another caller comes first
+	}
 	l.keepLease(c)
 	if c.Verdict == InProgress || c.Verdict == InDoubt {
 		c.Liveness = c.Effect.Owner.LivenessAt(l.now())
@@ -270,8 +309,10 @@ func (l *Lifecycle) Start(ctx context.Context, c *Call) error {
 	}
 	now := l.now().UTC()
 	c.Owner.StartedAt = now
+	l.keepLog(c)
 	e, err := l.Log.Start(ctx, c.Effect.ID, model.Change{Actor: c.actor, Owner: c.Owner.WithLease(now.Add(l.lease()))})
 	if err != nil {
+		c.letLogGo()
 		return err
 	}
 	c.Effect, c.Started = e, true
@@ -284,7 +325,8 @@ func (l *Lifecycle) Start(ctx context.Context, c *Call) error {
 // recorded only while the call's owner still holds the effect: one another
 // host reclaimed (this owner's lease lapsed) is model.ErrInProgress.
 func (l *Lifecycle) Commit(ctx context.Context, c *Call, result []byte) error {
-	c.StopRenewing()
+	c.stopRenewal()
+	defer c.letLogGo() // once written: the log lingers as after any write
 	return l.settle(ctx, c, sm.Committed, func(ctx context.Context) (model.Effect, error) {
 		return l.Log.Commit(ctx, c.Effect.ID, model.Change{Actor: c.actor, Result: result, ExpectOwner: c.expectSelf()})
 	})
@@ -293,7 +335,8 @@ func (l *Lifecycle) Commit(ctx context.Context, c *Call, result []byte) error {
 // Fail records that the call failed, with what went wrong: a repeat runs it
 // again. Like Commit, it records what happened even once ctx is cancelled.
 func (l *Lifecycle) Fail(ctx context.Context, c *Call, why string) error {
-	c.StopRenewing()
+	c.stopRenewal()
+	defer c.letLogGo() // once written: the log lingers as after any write
 	return l.settle(ctx, c, sm.Pending, func(ctx context.Context) (model.Effect, error) {
 		return l.Log.Fail(ctx, c.Effect.ID, model.Change{Actor: c.actor, Error: why, ExpectOwner: c.expectSelf()})
 	})

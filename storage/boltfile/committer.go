@@ -11,8 +11,17 @@ package boltfile
 // it had written stays in the journal, which the next holder replays. A
 // process waiting for the log says so (waiters_flock.go), and the committer
 // that lets the log go then waits for it to get in. So no process keeps the
-// log for longer than maxHold at a time, and `undolog approve` in another
-// shell gets through within about 0.1 s however busy the log is.
+// log for longer than maxHold at a time while another waits for it, and
+// `undolog approve` in another shell gets through within about 0.1 s however
+// busy the log is.
+//
+// A caller that expects another write soon (a call in flight through the
+// proxy: its intercept written, its commit to come once the server answers)
+// says so with ExpectWrite. Meanwhile the committer keeps the log past
+// linger and maxHold, as long as nobody waits for it (it looks every
+// expectPoll) and for maxExpect at most: the commit then goes on in the
+// same transaction instead of reopening the log and replaying the journal.
+// Without a way to see waiters (waiters_other.go) it lingers as before.
 
 import (
 	"errors"
@@ -32,6 +41,12 @@ const (
 	linger = time.Millisecond
 	// maxHold bounds how long the committer keeps the log at a time.
 	maxHold = 50 * time.Millisecond
+	// maxExpect bounds a hold kept for an expected write: an opener that
+	// does not say it waits (no flock, or not undolog) gets in after it.
+	maxExpect = time.Second
+	// expectPoll is how often a committer kept for an expected write looks
+	// for waiters; waiters look for the lock as often (waitLock).
+	expectPoll = time.Millisecond
 )
 
 // writeGroup holds the calls of one process to one log file and the
@@ -46,12 +61,21 @@ type writeGroup struct {
 
 	commits  atomic.Int64 // bbolt transactions committed, for tests and benchmarks
 	journals atomic.Int64 // journal records appended, likewise
+	opens    atomic.Int64 // opens of the log by this process, likewise
+
+	expecting atomic.Int64 // writes expected soon (ExpectWrite)
 
 	overlays overlayCache // the readers' last overlay of the journal
 
 	// The committer's own.
-	ops  []byte   // the buffer for journal records, reused
-	held *heldLog // the log it holds open, or nil
+	ops      []byte   // the buffer for journal records, reused
+	held     *heldLog // the log it holds open, or nil
+	yielding bool     // take let the log go for a waiter: yield to it
+}
+
+// kept reports whether h is kept for an expected write.
+func (g *writeGroup) kept(h *heldLog) bool {
+	return canSeeWaiters && g.expecting.Load() > 0 && time.Since(h.since) < maxExpect
 }
 
 func newWriteGroup() *writeGroup {
@@ -62,6 +86,25 @@ func newWriteGroup() *writeGroup {
 
 // durableWrites counts journal appends and commits: each costs a flush.
 func (g *writeGroup) durableWrites() int64 { return g.commits.Load() + g.journals.Load() }
+
+// ExpectWrite tells the committer that this process will write again soon:
+// it keeps the log until done is called while nobody else waits for it (see
+// the top of this file). done may be called more than once.
+func (s *Engine) ExpectWrite() (done func()) {
+	g := s.group
+	g.expecting.Add(1)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.expecting.Add(-1)
+			g.signal() // a committer kept for it lingers from now
+		})
+	}
+}
+
+// Opens counts the times this process opened the log (to write or to
+// read), for benchmarks: each open of a writer replays the journal.
+func (s *Engine) Opens() int64 { return s.group.opens.Load() }
 
 // writeCall is one caller's request: a write (fn), a read (read), or, with
 // neither, a checkpoint of the journal.
@@ -161,11 +204,14 @@ func (s *Engine) committer() {
 		if batch := g.take(); batch != nil {
 			s.runBatch(batch)
 			if h := g.held; h != nil && time.Since(h.since) > maxHold {
-				s.letGo(nil, h.waiters.others())
+				if others := h.waiters.others(); others || !g.kept(h) {
+					s.letGo(nil, others)
+				}
 			}
 			continue
 		}
-		s.letGo(nil, false)
+		s.letGo(nil, g.yielding)
+		g.yielding = false
 		g.mu.Lock()
 		if len(g.queue) == 0 || g.pauses > 0 {
 			g.running = false
@@ -177,10 +223,12 @@ func (s *Engine) committer() {
 	}
 }
 
-// take returns the calls queued, waiting up to linger for some while the
-// log is held; nil when none came or Compact waits.
+// take returns the calls queued, waiting for some while the log is held: up
+// to linger, or while it is kept for an expected write and nobody waits
+// (then yielding is set once someone does); nil when none came or Compact
+// waits.
 func (g *writeGroup) take() []*writeCall {
-	var timer *time.Timer
+	var lingerEnd time.Time
 	for {
 		g.mu.Lock()
 		batch, paused := g.queue, g.pauses > 0
@@ -190,20 +238,31 @@ func (g *writeGroup) take() []*writeCall {
 			g.queue = nil
 		}
 		g.mu.Unlock()
-		if len(batch) > 0 || paused || g.held == nil {
-			if timer != nil {
-				timer.Stop()
-			}
+		h := g.held
+		if len(batch) > 0 || paused || h == nil {
 			return batch
 		}
-		if timer == nil {
-			timer = time.NewTimer(linger)
+		var wait time.Duration
+		if g.kept(h) {
+			if h.waiters.others() {
+				g.yielding = true
+				return nil
+			}
+			wait, lingerEnd = expectPoll, time.Time{}
+		} else {
+			if lingerEnd.IsZero() {
+				lingerEnd = time.Now().Add(linger)
+			}
+			if wait = time.Until(lingerEnd); wait <= 0 {
+				return nil
+			}
 		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-g.wake:
 		case <-timer.C:
-			return nil
 		}
+		timer.Stop()
 	}
 }
 
@@ -401,6 +460,7 @@ func (s *Engine) hold(timeout time.Duration, create bool) (*heldLog, error) {
 	if err != nil {
 		return nil, err
 	}
+	g.opens.Add(1)
 	h := &heldLog{db: db, since: time.Now()}
 	err = s.guard(func() error {
 		if h.file, err = os.Stat(s.path); err != nil {

@@ -35,7 +35,11 @@ func TestMain(m *testing.M) {
 // writer runs full lifecycles and prints each effect id once its commit
 // returned (acknowledged). "count:N" stops after N; "loop" never stops.
 func writer(mode, path, session string) int {
-	s := newTestLog(path, testOptions{LockTimeout: 20 * time.Second})
+	timeout := 20 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("UNDOLOG_TEST_LOCK_TIMEOUT")); err == nil {
+		timeout = d
+	}
+	s := newTestLog(path, testOptions{LockTimeout: timeout})
 	if mode == "compact-and-hang" { // a compaction killed with its copy made
 		compactBeforeRename = func() { fmt.Println("copied"); select {} }
 		s.Compact()

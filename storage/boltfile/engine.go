@@ -173,6 +173,7 @@ func (s *Engine) viewOnce(fn func(tx *readTx) error) error {
 	if err != nil {
 		return err
 	}
+	s.group.opens.Add(1)
 	err = s.guard(func() error {
 		return db.View(func(tx *bolt.Tx) error {
 			rtx, err := s.readView(tx)
@@ -251,6 +252,15 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	var file *os.File
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		f, err := openLogFile(name, flag, perm)
+		if err == nil {
+			// bbolt looks for the lock every 50 ms; waitLock every 1 ms, so
+			// a log let go for this process is taken at once. bbolt's own
+			// flock on the same file then succeeds.
+			if err = waitLock(f, !readOnly, timeout); err != nil {
+				f.Close()
+				f = nil
+			}
+		}
 		file = f
 		return f, err
 	}

@@ -6,7 +6,12 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	berrors "go.etcd.io/bbolt/errors"
 )
+
+// canSeeWaiters: a committer sees who waits for the log it holds.
+const canSeeWaiters = true
 
 // waitSignal shows the committer that others wait for the log it holds: a
 // process (or a reader of this one) waiting for the log's lock holds a
@@ -68,4 +73,27 @@ func announceWaiting(journal string) (done func()) {
 		return func() {}
 	}
 	return func() { f.Close() } // closing the file drops the lock
+}
+
+// waitLock takes the log file's lock (exclusive or shared) on f, looking
+// every expectPoll for up to timeout; bbolt's ErrTimeout when it did not
+// get it. bbolt then locks the same open file, which succeeds at once.
+func waitLock(f *os.File, exclusive bool, timeout time.Duration) error {
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		} else if err != syscall.EWOULDBLOCK {
+			return nil // bbolt's flock reports what is wrong
+		}
+		if time.Now().After(deadline) {
+			return berrors.ErrTimeout
+		}
+		time.Sleep(expectPoll)
+	}
 }

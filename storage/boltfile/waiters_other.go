@@ -2,7 +2,12 @@
 
 package boltfile
 
-import "os"
+import (
+	"os"
+	"time"
+)
+
+const canSeeWaiters = false
 
 // Without flock, a committer cannot see who waits: it lets the log go after
 // linger or maxHold only.
@@ -13,3 +18,6 @@ func (waitSignal) others() bool                   { return false }
 func (waitSignal) yield()                         {}
 func (waitSignal) close()                         {}
 func announceWaiting(string) (done func())        { return func() {} }
+
+// waitLock leaves the wait for the lock to bbolt.
+func waitLock(*os.File, bool, time.Duration) error { return nil }
