@@ -208,10 +208,12 @@ readOnlyHint are safe, the others irreversible until you say how to undo them
 				switch {
 				case a != nil && a.ReadOnlyHint:
 					fmt.Fprintf(&b, "  %s:\n    tier: safe            # readOnlyHint\n", name)
-				case a != nil && a.DestructiveHint != nil && *a.DestructiveHint:
-					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # destructiveHint (compensable if you can undo it: docs/policy.md)\n", name)
 				default:
-					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable with:\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT   # or run: [COMMAND, ARG, ...]: see docs/policy.md\n    #   args: {}\n", name)
+					why := "" // the server's own word, when it says the tool destroys
+					if a != nil && a.DestructiveHint != nil && *a.DestructiveHint {
+						why = " (destructiveHint)"
+					}
+					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable%s with:\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT   # or run: [COMMAND, ARG, ...]: see docs/policy.md\n    #   args: {}\n", name, why)
 				}
 			}
 			if opts.file == "" || opts.file == "-" {

@@ -551,7 +551,10 @@ func (p *Proxy) cli() string {
 // approved, or the text of the tool error to answer with.
 func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call) string {
 	e := call.Effect
-	p.note("effect %d (%s, irreversible) awaits approval: %s approve %d", e.ID, e.Tool, p.cli(), e.ID)
+	if e.State == sm.Pending {
+		// One approved already (before a halt, say) goes ahead at once.
+		p.note("effect %d (%s, irreversible) awaits approval: %s approve %d", e.ID, e.Tool, p.cli(), e.ID)
+	}
 	w, err := lc.Wait(ctx, call, p.ApprovalWait, nil)
 	if err != nil {
 		return "undolog: " + err.Error()
