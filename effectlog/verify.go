@@ -24,12 +24,15 @@ type VerifyReport struct {
 // Verify walks the whole log: every record, every hash chain,
 // every index entry against its record (both ways), signature uniqueness, the
 // per-session counts, and that each effect's state equals its last history
-// record. It reports every problem it finds; it changes nothing.
+// record. It reports every problem it finds; it changes nothing. Each effect
+// is checked as it is read, then only its keys are kept (storage.EffectSet):
+// verify's memory is a few dozen bytes an effect, not the log.
 func (s *Service) Verify(ctx context.Context) (VerifyReport, error) {
 	var rep VerifyReport
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		rep = VerifyReport{Problems: []model.Problem{}}
-		v := verifier{tx: tx, rep: &rep, effects: map[uint64]*model.Effect{}, sessions: map[string]*model.Session{}}
+		v := verifier{tx: tx, rep: &rep, effects: storage.NewEffectSet(), sessions: map[string]*model.Session{},
+			counts: map[string]map[sm.State]int{}}
 		return v.run()
 	})
 	return rep, err
@@ -40,8 +43,12 @@ func (s *Service) Verify(ctx context.Context) (VerifyReport, error) {
 type verifier struct {
 	tx       storage.ReadTx
 	rep      *VerifyReport
-	effects  map[uint64]*model.Effect
+	effects  *storage.EffectSet
 	sessions map[string]*model.Session
+	counts   map[string]map[sm.State]int
+	// answered holds, by position in effects, the effects whose answer was
+	// recorded.
+	answered []uint64
 }
 
 func (v *verifier) add(kind string, effect uint64, session, format string, args ...any) {
@@ -51,67 +58,22 @@ func (v *verifier) add(kind string, effect uint64, session, format string, args 
 func (v *verifier) problem(p model.Problem) { v.rep.Problems = append(v.rep.Problems, p) }
 
 func (v *verifier) run() error {
-	var sessions []*model.Session
-	var effects []*model.Effect
-	err := v.tx.Records(func(sess model.Session) {
-		v.sessions[sess.ID] = &sess
-		sessions = append(sessions, &sess)
-	}, func(e model.Effect) {
-		v.effects[e.ID] = &e
-		effects = append(effects, &e)
-	}, v.problem)
+	// Records walks every session before any effect: an effect's session
+	// is known by the time it is checked.
+	err := v.tx.Records(v.session, v.effect, v.problem)
 	if err != nil {
 		return err
 	}
-	// Sessions and their own history chains.
-	for _, sess := range sessions {
-		v.rep.Sessions++
-		hist, err := v.tx.SessionHistory(sess.ID)
-		if err != nil {
-			v.add("history", 0, sess.ID, "%v", err)
-			continue
-		}
-		problems, read := sessionProblems(sess, hist)
-		v.rep.Records += read
-		v.rep.Problems = append(v.rep.Problems, problems...)
-	}
-	// Effects, their history chains and the state they claim.
-	counts := map[string]map[sm.State]int{}
-	answered := map[uint64]bool{}
-	for _, e := range effects {
-		v.rep.Effects++
-		if counts[e.Session] == nil {
-			counts[e.Session] = map[sm.State]int{}
-		}
-		counts[e.Session][e.State]++
-		if v.sessions[e.Session] == nil {
-			v.add("reference", e.ID, "", "belongs to missing session %q", e.Session)
-		}
-		u, _ := v.tx.Undo(e.Session, e.ID, e)
-		a, _ := v.tx.Approval(e.ID)
-		v.undoAndApproval(e, u, a)
-		hist, err := v.tx.EffectHistory(e.ID, e.Session)
-		if err != nil {
-			v.add("history", e.ID, "", "%v", err)
-			continue
-		}
-		if answeredIn(hist) {
-			answered[e.ID] = true
-		}
-		problems, read := effectProblems(e, hist, u, a)
-		v.rep.Records += read
-		v.rep.Problems = append(v.rep.Problems, problems...)
-	}
 	for id, sess := range v.sessions {
 		total := 0
-		for st, n := range counts[id] {
+		for st, n := range v.counts[id] {
 			total += n
 			if sess.Counts[st] != n {
 				v.add("count", 0, id, "counts %d %s effects, the log holds %d", sess.Counts[st], st, n)
 			}
 		}
 		for st, n := range sess.Counts {
-			if counts[id][st] == 0 && n != 0 {
+			if v.counts[id][st] == 0 && n != 0 {
 				v.add("count", 0, id, "counts %d %s effects, the log holds 0", n, st)
 			}
 		}
@@ -119,29 +81,97 @@ func (v *verifier) run() error {
 			v.add("count", 0, id, "counts %d effects, the log holds %d", sess.Effects, total)
 		}
 	}
-	v.signatures(effects, answered)
+	v.signatures()
 	return v.tx.CheckIndexes(v.sessions, v.effects, v.problem)
+}
+
+// session checks a session and its own history chain.
+func (v *verifier) session(sess model.Session) {
+	v.sessions[sess.ID] = &sess
+	v.rep.Sessions++
+	hist, err := v.tx.SessionHistory(sess.ID)
+	if err != nil {
+		v.add("history", 0, sess.ID, "%v", err)
+		return
+	}
+	problems, read := sessionProblems(&sess, hist)
+	v.rep.Records += read
+	v.rep.Problems = append(v.rep.Problems, problems...)
+}
+
+// effect checks an effect, its history chain and the state it claims, and
+// keeps its keys.
+func (v *verifier) effect(e model.Effect) {
+	pos := v.effects.Len()
+	v.effects.Add(&e)
+	v.rep.Effects++
+	if v.counts[e.Session] == nil {
+		v.counts[e.Session] = map[sm.State]int{}
+	}
+	v.counts[e.Session][e.State]++
+	if v.sessions[e.Session] == nil {
+		v.add("reference", e.ID, "", "belongs to missing session %q", e.Session)
+	}
+	u, _ := v.tx.Undo(e.Session, e.ID, &e)
+	a, _ := v.tx.Approval(e.ID)
+	v.undoAndApproval(&e, u, a)
+	hist, err := v.tx.EffectHistory(e.ID, e.Session)
+	if err != nil {
+		v.add("history", e.ID, "", "%v", err)
+		return
+	}
+	if answeredIn(hist) {
+		for len(v.answered) <= pos/64 {
+			v.answered = append(v.answered, 0)
+		}
+		v.answered[pos/64] |= 1 << (pos % 64)
+	}
+	problems, read := effectProblems(&e, hist, u, a)
+	v.rep.Records += read
+	v.rep.Problems = append(v.rep.Problems, problems...)
+}
+
+func (v *verifier) isAnswered(id uint64) bool {
+	pos, ok := v.effects.Pos(id)
+	return ok && pos/64 < len(v.answered) && v.answered[pos/64]&(1<<(pos%64)) != 0
 }
 
 // signatures checks that each call signature has one owner and that each
 // replay names an effect of its signature. A call made again after its
 // answer reached the client is a new effect of the same signature, which
 // owns it from then on: each earlier effect of a signature must be a
-// committed one whose answer was recorded (effects walk in id order).
-func (v *verifier) signatures(effects []*model.Effect, answered map[uint64]bool) {
-	owners := map[string]uint64{}
-	for _, e := range effects {
-		if e.ReplayOf != nil {
-			if o := v.effects[*e.ReplayOf]; o == nil || o.CallSignature != e.CallSignature {
-				v.add("reference", e.ID, "", "replay_of %d is missing or has another signature", *e.ReplayOf)
+// committed one whose answer was recorded. The effects are taken a
+// signature at a time (in id order within one) and what is found is
+// reported in id order.
+func (v *verifier) signatures() {
+	var found []model.Problem
+	v.effects.Each(func(_ int, e storage.EffectKeys) {
+		if !e.Replay {
+			return
+		}
+		if o, ok := v.effects.Get(e.ReplayOf); !ok || o.CallSignature != e.CallSignature {
+			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d is missing or has another signature", e.ReplayOf)})
+		}
+	})
+	v.effects.BySignature(func(sig string, group []storage.EffectKeys) {
+		for i := 1; i < len(group); i++ {
+			if other := group[i-1].ID; !v.isAnswered(other) {
+				found = append(found, model.Problem{Kind: "signature", Effect: group[i].ID, Detail: fmt.Sprintf("signature %.16s is also owned by effect %d", sig, other)})
 			}
-			continue
 		}
-		if other, dup := owners[e.CallSignature]; dup && (!answered[other] || other > e.ID) {
-			v.add("signature", e.ID, "", "signature %.16s is also owned by effect %d", e.CallSignature, other)
-		}
-		owners[e.CallSignature] = e.ID
+	})
+	slices.SortStableFunc(found, func(a, b model.Problem) int { return cmpUint(a.Effect, b.Effect) })
+	v.rep.Problems = append(v.rep.Problems, found...)
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
+	return 0
 }
 
 func orNone(s string) string {

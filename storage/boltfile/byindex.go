@@ -145,7 +145,7 @@ func (c *indexChecker) schema6() {
 			return nil
 		}
 		id := btoi(k[len(k)-8:])
-		if e := c.effects[id]; e == nil || undo.Get(nameKey(e.Session, id)) == nil {
+		if !c.has(id) || undo.Get(nameKey(c.session(id), id)) == nil {
 			c.report("index", id, "", "undo state index entry %q is dangling", k[:len(k)-9])
 		}
 		if id < uint64(len(entries)) && entries[id] < 255 {
@@ -174,7 +174,7 @@ func (c *indexChecker) schema6() {
 		id := btoi(k[len(k)-8:])
 		if w := open.Get(itob(id)); w == nil || string(w) != string(v) {
 			c.report("index", id, "", "open requests index entry of session %q is dangling", k[:len(k)-9])
-		} else if e := c.effects[id]; e == nil || e.Session != string(k[:len(k)-9]) {
+		} else if !c.inSession(id, string(k[:len(k)-9])) {
 			c.report("index", id, "", "open requests index entry is under session %q", k[:len(k)-9])
 		}
 		return nil
