@@ -131,9 +131,8 @@ func (v *verifier) effect(e model.Effect) {
 	v.rep.Problems = append(v.rep.Problems, problems...)
 }
 
-func (v *verifier) isAnswered(id uint64) bool {
-	pos, ok := v.effects.Pos(id)
-	return ok && pos/64 < len(v.answered) && v.answered[pos/64]&(1<<(pos%64)) != 0
+func (v *verifier) answeredAt(pos int) bool {
+	return pos/64 < len(v.answered) && v.answered[pos/64]&(1<<(pos%64)) != 0
 }
 
 // signatures checks that each call signature has one owner and that each
@@ -153,10 +152,11 @@ func (v *verifier) signatures() {
 			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d is missing or has another signature", e.ReplayOf)})
 		}
 	})
-	v.effects.BySignature(func(sig string, group []storage.EffectKeys) {
+	v.effects.BySignature(func(group []int) {
 		for i := 1; i < len(group); i++ {
-			if other := group[i-1].ID; !v.isAnswered(other) {
-				found = append(found, model.Problem{Kind: "signature", Effect: group[i].ID, Detail: fmt.Sprintf("signature %.16s is also owned by effect %d", sig, other)})
+			if !v.answeredAt(group[i-1]) {
+				found = append(found, model.Problem{Kind: "signature", Effect: v.effects.ID(group[i]),
+					Detail: fmt.Sprintf("signature %.16s is also owned by effect %d", v.effects.Signature(group[i]), v.effects.ID(group[i-1]))})
 			}
 		}
 	})

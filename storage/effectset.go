@@ -2,6 +2,8 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"encoding/hex"
 	"slices"
 
@@ -31,6 +33,7 @@ type EffectSet struct {
 	n      int
 	odd    map[int]string // signatures that are not 64 lower-case hex digits, by position
 	sorted bool
+	hint   int // the position Pos last found
 }
 
 type packedKeys struct {
@@ -109,6 +112,14 @@ func (s *EffectSet) Pos(id uint64) (int, bool) {
 		return 0, false
 	}
 	if s.sorted {
+		// Most lookups walk ids in order: the one after the last found
+		// first.
+		for _, h := range [2]int{s.hint, s.hint + 1} {
+			if h < s.n && s.at(h).id == id {
+				s.hint = h
+				return h, true
+			}
+		}
 		lo, hi := 0, s.n
 		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
@@ -118,7 +129,11 @@ func (s *EffectSet) Pos(id uint64) (int, bool) {
 				hi = m
 			}
 		}
-		return lo, lo < s.n && s.at(lo).id == id
+		if lo < s.n && s.at(lo).id == id {
+			s.hint = lo
+			return lo, true
+		}
+		return lo, false
 	}
 	for i := 0; i < s.n; i++ {
 		if s.at(i).id == id {
@@ -161,53 +176,98 @@ func (s *EffectSet) Field(pos int, field string) string {
 	return ""
 }
 
-// BySignature calls fn with the effects that are not replays grouped by
-// call signature, each group's in ascending id order, the groups in the
-// order of their signatures' bytes: lookups made in that order walk a
-// signature index from one end to the other.
-func (s *EffectSet) BySignature(fn func(sig string, group []EffectKeys)) {
-	var order []int32
+// BySignature calls fn with the positions of the effects that are not
+// replays grouped by call signature, each group's in ascending id order,
+// the groups in the order of their signatures' bytes: lookups made in that
+// order walk a signature index from one end to the other.
+func (s *EffectSet) BySignature(fn func(group []int)) {
+	// Sorted by the signature's first 8 bytes, then by all of it: most
+	// comparisons end at the first.
+	type entry struct {
+		prefix uint64
+		pos    int32
+	}
+	order := make([]entry, 0, s.Len())
 	for i := 0; i < s.Len(); i++ {
-		if !s.at(i).replay {
-			order = append(order, int32(i))
+		if p := s.at(i); !p.replay {
+			order = append(order, entry{prefix(s.SignatureKey(i)), int32(i)})
 		}
 	}
-	key := func(i int32) []byte {
-		if p := s.at(int(i)); !p.oddSig {
-			return p.sig[:]
+	slices.SortFunc(order, func(a, b entry) int {
+		if a.prefix != b.prefix {
+			return cmp.Compare(a.prefix, b.prefix)
 		}
-		return []byte(s.odd[int(i)])
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		if c := bytes.Compare(key(a), key(b)); c != 0 {
+		pa, pb := s.at(int(a.pos)), s.at(int(b.pos))
+		if c := bytes.Compare(s.SignatureKey(int(a.pos)), s.SignatureKey(int(b.pos))); c != 0 || pa.oddSig != pb.oddSig {
+			if c == 0 && pa.oddSig {
+				return 1
+			} else if c == 0 {
+				return -1
+			}
 			return c
 		}
-		pa, pb := s.at(int(a)), s.at(int(b))
-		if pa.oddSig != pb.oddSig {
-			if pa.oddSig {
-				return 1
-			}
-			return -1
-		}
-		switch {
-		case pa.id < pb.id:
-			return -1
-		case pa.id > pb.id:
-			return 1
-		}
-		return 0
+		return cmp.Compare(pa.id, pb.id)
 	})
-	var group []EffectKeys
+	var group []int
 	for i := 0; i < len(order); {
+		first := int(order[i].pos)
+		group = append(group[:0], first)
 		j := i + 1
-		for j < len(order) && s.at(int(order[j])).oddSig == s.at(int(order[i])).oddSig && bytes.Equal(key(order[j]), key(order[i])) {
-			j++
+		for ; j < len(order) && s.sameSignature(first, int(order[j].pos)); j++ {
+			group = append(group, int(order[j].pos))
 		}
-		group = group[:0]
-		for _, o := range order[i:j] {
-			group = append(group, s.keys(int(o)))
-		}
-		fn(group[0].CallSignature, group)
+		fn(group)
 		i = j
 	}
 }
+
+func (s *EffectSet) sameSignature(a, b int) bool {
+	pa, pb := s.at(a), s.at(b)
+	return pa.oddSig == pb.oddSig && bytes.Equal(s.SignatureKey(a), s.SignatureKey(b))
+}
+
+// SignatureKey is the signature of the effect at pos as a signature index
+// keys it: its 32 bytes, or as it is stored if it is not a SHA-256 in hex.
+func (s *EffectSet) SignatureKey(pos int) []byte {
+	if p := s.at(pos); !p.oddSig {
+		return p.sig[:]
+	}
+	return []byte(s.odd[pos])
+}
+
+// prefix is a signature key's first 8 bytes (zero-padded) as a number.
+func prefix(k []byte) uint64 {
+	var b [8]byte
+	copy(b[:], k)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// Signature is the call signature of the effect at pos.
+func (s *EffectSet) Signature(pos int) string {
+	if p := s.at(pos); !p.oddSig {
+		return hex.EncodeToString(p.sig[:])
+	}
+	return s.odd[pos]
+}
+
+// SignatureIs says whether the effect at pos has the signature a
+// signature index key k names (32 bytes, or the signature as stored).
+func (s *EffectSet) SignatureIs(pos int, k []byte) bool {
+	p := s.at(pos)
+	if len(k) == 32 {
+		return !p.oddSig && bytes.Equal(p.sig[:], k)
+	}
+	if p.oddSig {
+		return s.odd[pos] == string(k)
+	}
+	return len(k) == 64 && hex.EncodeToString(p.sig[:]) == string(k)
+}
+
+// ID is the id of the effect at pos.
+func (s *EffectSet) ID(pos int) uint64 { return s.at(pos).id }
+
+// Replay says whether the effect at pos is a replay.
+func (s *EffectSet) Replay(pos int) bool { return s.at(pos).replay }
+
+// Keys is the keys of the effect at pos.
+func (s *EffectSet) Keys(pos int) EffectKeys { return s.keys(pos) }

@@ -140,6 +140,7 @@ func (c *indexChecker) schema6() {
 	// map of a million entries would cost verify tens of MiB.
 	entries := make([]uint8, c.tx.Bucket(bEffects).Sequence()+1)
 	byState.ForEach(func(k, _ []byte) error {
+		c.tx.walk()
 		if len(k) < 9 {
 			c.report("index", 0, "", "undo state index key %x is malformed", k)
 			return nil
@@ -154,6 +155,7 @@ func (c *indexChecker) schema6() {
 		return nil
 	})
 	undo.ForEach(func(k, _ []byte) error {
+		c.tx.walk()
 		if len(k) < 9 {
 			return nil // undoAndApprovals reports it
 		}

@@ -33,6 +33,7 @@ func (r txReader) Records(session func(model.Session), effect func(model.Effect)
 		return err
 	}
 	return r.tx.Bucket(bEffects).ForEach(func(k, val []byte) error {
+		r.tx.walk()
 		var e model.Effect
 		if err := record.Decode(val, &e); err != nil || len(k) != 8 || btoi(k) != e.ID {
 			bad(model.Problem{Kind: "record", Detail: fmt.Sprintf("unreadable effect record %x", k)})
@@ -108,6 +109,7 @@ func (c *indexChecker) orphanHistory() {
 	// looked up once.
 	last, lastOK, looked := uint64(0), false, false
 	c.tx.Bucket(bHistory).ForEach(func(k, _ []byte) error {
+		c.tx.walk()
 		if len(k) != 12 {
 			c.report("history", 0, "", "history record %x belongs to no effect", k)
 			return nil
@@ -132,28 +134,33 @@ func (c *indexChecker) orphanHistory() {
 func (c *indexChecker) signatures() {
 	// Looked up in the order of the signatures' bytes, the index's own: a
 	// walk from one end of it to the other.
-	c.effects.BySignature(func(sig string, group []storage.EffectKeys) {
-		got := signatureOwner(c.tx, sig)
-		var owner storage.EffectKeys
-		found := false
-		if len(got) == 8 {
-			owner, found = c.effects.Get(btoi(got))
-		}
-		for _, e := range group {
+	c.effects.BySignature(func(group []int) {
+		c.tx.walk()
+		got := signatureOwnerKey(c.tx, c.effects.SignatureKey(group[0]), func() string { return c.effects.Signature(group[0]) })
+		for _, pos := range group {
+			if len(got) == 8 && btoi(got) == c.effects.ID(pos) {
+				continue
+			}
 			// A call run again after its answer reached the client has a
 			// later effect, which owns the signature (effectlog checks the
 			// earlier one was answered).
-			if got == nil || len(got) != 8 || btoi(got) != e.ID && !storage.LaterOwner(owner, found, e) {
-				c.report("index", e.ID, "", "signature index does not point at the effect")
+			var owner storage.EffectKeys
+			found := false
+			if len(got) == 8 {
+				owner, found = c.effects.Get(btoi(got))
+			}
+			if !storage.LaterOwner(owner, found, c.effects.Keys(pos)) {
+				c.report("index", c.effects.ID(pos), "", "signature index does not point at the effect")
 			}
 		}
 	})
 	c.tx.Bucket(bSignatures).ForEach(func(k, val []byte) error {
+		c.tx.walk()
 		if len(val) != 8 {
 			c.report("index", 0, "", "signature index entry %.16s is malformed", signatureOfKey(k))
 			return nil
 		}
-		if e, ok := c.effects.Get(btoi(val)); !ok || e.CallSignature != signatureOfKey(k) || e.Replay {
+		if pos, ok := c.effects.Pos(btoi(val)); !ok || !c.effects.SignatureIs(pos, k) || c.effects.Replay(pos) {
 			c.report("index", btoi(val), "", "signature index entry %.16s is dangling", signatureOfKey(k))
 		}
 		return nil
@@ -170,6 +177,7 @@ func (c *indexChecker) fields() {
 		seen := make([]uint64, (c.effects.Len()+63)/64)
 		var dangling []model.Problem
 		c.tx.Bucket(f.bucket).ForEach(func(k, _ []byte) error {
+			c.tx.walk()
 			if len(k) < 9 {
 				dangling = append(dangling, model.Problem{Kind: "index", Detail: fmt.Sprintf("%s index key %x is malformed", f.name, k)})
 				return nil
@@ -228,6 +236,7 @@ func (c *indexChecker) undoAndApprovals() {
 		return nil
 	})
 	c.tx.Bucket(bUndo).ForEach(func(k, _ []byte) error {
+		c.tx.walk()
 		if len(k) < 9 {
 			c.report("undo", 0, "", "undo key %x is malformed", k)
 			return nil

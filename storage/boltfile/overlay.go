@@ -34,6 +34,17 @@ type readTx struct {
 	tx      *bolt.Tx
 	ov      *overlay // nil: bbolt holds everything (the committer's transaction, or no journal)
 	buckets map[string]*readBucket
+	walked  int // records a long walk (verify) has read since it last dropped its pages
+}
+
+// walk counts a record read by a walk of the whole log, and every so many
+// gives back the file's pages (dropPages), so that such a walk's memory
+// stays flat however large the log.
+func (t *readTx) walk() {
+	if t.walked++; t.walked >= 1<<14 {
+		t.walked = 0
+		t.dropPages()
+	}
 }
 
 // plainTx reads tx alone: the committer's transaction, which holds what the
