@@ -8,6 +8,7 @@
 //	go run -C bench . -only postgres # only the PostgreSQL rows
 //	go run -C bench . -only cli      # only undolog's commands as processes
 //	go run -C bench . -only large    # only the rows on 1,000,000 effects
+//	go run -C bench . -only maint    # only verify, compact and gc as processes
 //
 // It is a module of its own so that SQLite (modernc.org/sqlite) never
 // becomes a dependency of undolog.
@@ -150,8 +151,13 @@ func run() error {
 			return err
 		}
 		return printTable(rows)
+	case "maint":
+		if err := maintRows(add, work); err != nil {
+			return err
+		}
+		return printTable(rows)
 	default:
-		return fmt.Errorf("-only %q: the choices are postgres, cli and large", *only)
+		return fmt.Errorf("-only %q: the choices are postgres, cli, large and maint", *only)
 	}
 	if *only == "postgres" {
 		if err := pgRows(add, work); err != nil {
@@ -204,6 +210,9 @@ func run() error {
 	}
 	if *large {
 		if err := largeRows(add); err != nil {
+			return err
+		}
+		if err := maintRows(add, work); err != nil {
 			return err
 		}
 	}
