@@ -37,11 +37,15 @@ type readTx struct {
 	walked  int // records a long walk (verify) has read since it last dropped its pages
 }
 
+// walkDropEvery is how many records a walk reads between drops of its
+// pages (a variable for the test that drops them after every record).
+var walkDropEvery = 1 << 14
+
 // walk counts a record read by a walk of the whole log, and every so many
 // gives back the file's pages (dropPages), so that such a walk's memory
 // stays flat however large the log.
 func (t *readTx) walk() {
-	if t.walked++; t.walked >= 1<<14 {
+	if t.walked++; t.walked >= walkDropEvery {
 		t.walked = 0
 		t.dropPages()
 	}
