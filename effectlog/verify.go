@@ -49,18 +49,25 @@ type verifier struct {
 	// answered holds, by position in effects, the effects whose answer was
 	// recorded.
 	answered []uint64
+	batch    []effectJob     // effects read, not yet handed to a checker
+	pending  []*checkedBatch // batches being checked, oldest first
 }
 
 func (v *verifier) add(kind string, effect uint64, session, format string, args ...any) {
 	v.problem(model.Problem{Kind: kind, Effect: effect, Session: session, Detail: fmt.Sprintf(format, args...)})
 }
 
-func (v *verifier) problem(p model.Problem) { v.rep.Problems = append(v.rep.Problems, p) }
+// problem reports p after what the effects read before it found.
+func (v *verifier) problem(p model.Problem) {
+	v.drain()
+	v.rep.Problems = append(v.rep.Problems, p)
+}
 
 func (v *verifier) run() error {
 	// Records walks every session before any effect: an effect's session
 	// is known by the time it is checked.
 	err := v.tx.Records(v.session, v.effect, v.problem)
+	v.drain()
 	if err != nil {
 		return err
 	}
@@ -99,8 +106,9 @@ func (v *verifier) session(sess model.Session) {
 	v.rep.Problems = append(v.rep.Problems, problems...)
 }
 
-// effect checks an effect, its history chain and the state it claims, and
-// keeps its keys.
+// effect keeps an effect's keys and reads what its checks need; the checks
+// themselves (the hashes, the signature from the args) run on another core,
+// a batch at a time, while the next effects are read.
 func (v *verifier) effect(e model.Effect) {
 	pos := v.effects.Len()
 	v.effects.Add(&e)
@@ -109,26 +117,95 @@ func (v *verifier) effect(e model.Effect) {
 		v.counts[e.Session] = map[sm.State]int{}
 	}
 	v.counts[e.Session][e.State]++
-	if v.sessions[e.Session] == nil {
-		v.add("reference", e.ID, "", "belongs to missing session %q", e.Session)
-	}
-	u, _ := v.tx.Undo(e.Session, e.ID, &e)
-	a, _ := v.tx.Approval(e.ID)
-	v.undoAndApproval(&e, u, a)
-	hist, err := v.tx.EffectHistory(e.ID, e.Session)
-	if err != nil {
-		v.add("history", e.ID, "", "%v", err)
-		return
-	}
-	if answeredIn(hist) {
+	j := effectJob{e: e}
+	j.u, _ = v.tx.Undo(e.Session, e.ID, &e)
+	j.a, _ = v.tx.Approval(e.ID)
+	j.hist, j.err = v.tx.EffectHistory(e.ID, e.Session)
+	if j.err == nil && answeredIn(j.hist) {
 		for len(v.answered) <= pos/64 {
 			v.answered = append(v.answered, 0)
 		}
 		v.answered[pos/64] |= 1 << (pos % 64)
 	}
-	problems, read := effectProblems(&e, hist, u, a)
-	v.rep.Records += read
-	v.rep.Problems = append(v.rep.Problems, problems...)
+	v.batch = append(v.batch, j)
+	if len(v.batch) == verifyBatch {
+		v.dispatch()
+	}
+}
+
+// verifyBatch is how many effects' checks go to the checker at once; at
+// most two batches wait, so that memory holds a few thousand effects.
+const verifyBatch = 1024
+
+type effectJob struct {
+	e    model.Effect
+	hist []model.HistoryRecord
+	err  error
+	u    *model.UndoEntry
+	a    *model.Approval
+}
+
+type checkedBatch struct {
+	problems []model.Problem
+	read     int
+	done     chan struct{}
+}
+
+// dispatch hands the batch to a checker and collects the oldest batches
+// done, so that problems are reported in the order of their effects.
+func (v *verifier) dispatch() {
+	if len(v.batch) == 0 {
+		return
+	}
+	jobs := v.batch
+	v.batch = nil
+	b := &checkedBatch{done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		for i := range jobs {
+			j := &jobs[i]
+			problems, read := v.checkEffect(j)
+			b.problems, b.read = append(b.problems, problems...), b.read+read
+		}
+	}()
+	v.pending = append(v.pending, b)
+	for len(v.pending) > 2 {
+		v.collect()
+	}
+}
+
+// collect waits for the oldest batch and reports what it found.
+func (v *verifier) collect() {
+	b := v.pending[0]
+	v.pending = v.pending[1:]
+	<-b.done
+	v.rep.Records += b.read
+	v.rep.Problems = append(v.rep.Problems, b.problems...)
+}
+
+// drain reports every batch still being checked, in order.
+func (v *verifier) drain() {
+	v.dispatch()
+	for len(v.pending) > 0 {
+		v.collect()
+	}
+}
+
+// checkEffect is every check of one effect read by effect: its session,
+// its undo entry and request, its history and what that covers. It reads
+// only the job and the sessions (complete before any effect is read).
+func (v *verifier) checkEffect(j *effectJob) (_ []model.Problem, read int) {
+	var out []model.Problem
+	e := &j.e
+	if v.sessions[e.Session] == nil {
+		out = append(out, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("belongs to missing session %q", e.Session)})
+	}
+	out = append(out, undoAndApproval(e, j.u, j.a)...)
+	if j.err != nil {
+		return append(out, model.Problem{Kind: "history", Effect: e.ID, Detail: j.err.Error()}), 0
+	}
+	problems, read := effectProblems(e, j.hist, j.u, j.a)
+	return append(out, problems...), read
 }
 
 func (v *verifier) answeredAt(pos int) bool {
@@ -408,15 +485,16 @@ func CheckSession(s model.Session, hist []model.HistoryRecord) error {
 // undoAndApproval checks that effect e has the undo entry u and approval
 // request a its tier calls for. (What they say is checked against the
 // effect by effectProblems; the engine checks the request's index entry.)
-func (v *verifier) undoAndApproval(e *model.Effect, u *model.UndoEntry, a *model.Approval) {
+func undoAndApproval(e *model.Effect, u *model.UndoEntry, a *model.Approval) []model.Problem {
 	if e.ReplayOf != nil {
-		return
+		return nil
 	}
-	id := e.ID
+	var out []model.Problem
 	if (e.Tier == sm.Compensable) != (u != nil) {
-		v.add("undo", id, "", "a %s effect with undo entry=%v", e.Tier, u != nil)
+		out = append(out, model.Problem{Kind: "undo", Effect: e.ID, Detail: fmt.Sprintf("a %s effect with undo entry=%v", e.Tier, u != nil)})
 	}
 	if (e.Tier == sm.Irreversible) != (a != nil) {
-		v.add("approval", id, "", "a %s effect with approval request=%v", e.Tier, a != nil)
+		out = append(out, model.Problem{Kind: "approval", Effect: e.ID, Detail: fmt.Sprintf("a %s effect with approval request=%v", e.Tier, a != nil)})
 	}
+	return out
 }

@@ -111,7 +111,7 @@ func (s *EffectSet) Pos(id uint64) (int, bool) {
 	if s == nil {
 		return 0, false
 	}
-	if s.sorted {
+	if s.sorted && s.n > 0 {
 		// Most lookups walk ids in order: the one after the last found
 		// first.
 		for _, h := range [2]int{s.hint, s.hint + 1} {
@@ -119,6 +119,15 @@ func (s *EffectSet) Pos(id uint64) (int, bool) {
 				s.hint = h
 				return h, true
 			}
+		}
+		if first, last := s.at(0).id, s.at(s.n-1).id; last-first == uint64(s.n-1) {
+			// Ids without a gap (a log gc never ran on): the position is
+			// the id's distance from the first.
+			if id < first || id > last {
+				return 0, false
+			}
+			s.hint = int(id - first)
+			return s.hint, true
 		}
 		lo, hi := 0, s.n
 		for lo < hi {

@@ -70,4 +70,14 @@ func TestEffectSetKeepsKeysAndGroupsSignatures(t *testing.T) {
 	if k, ok := u.Get(1); !ok || k.CallSignature != hexSig("a") {
 		t.Fatalf("unsorted: %+v %v", k, ok)
 	}
+	// Ids without a gap are found by their distance from the first.
+	d := NewEffectSet()
+	for id := uint64(5); id <= 7; id++ {
+		d.Add(&model.Effect{ID: id, CallSignature: hexSig("c")})
+	}
+	for id, want := range map[uint64]bool{4: false, 5: true, 6: true, 7: true, 8: false} {
+		if k, ok := d.Get(id); ok != want || ok && k.ID != id {
+			t.Fatalf("dense: %d: %+v %v", id, k, ok)
+		}
+	}
 }
