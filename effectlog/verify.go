@@ -216,9 +216,8 @@ func (v *verifier) answeredAt(pos int) bool {
 // replay names an effect of its signature. A call made again after its
 // answer reached the client is a new effect of the same signature, which
 // owns it from then on: each earlier effect of a signature must be a
-// committed one whose answer was recorded. The effects are taken a
-// signature at a time (in id order within one) and what is found is
-// reported in id order.
+// committed one whose answer was recorded. What is found is reported in
+// id order.
 func (v *verifier) signatures() {
 	var found []model.Problem
 	v.effects.Each(func(_ int, e storage.EffectKeys) {
@@ -229,12 +228,10 @@ func (v *verifier) signatures() {
 			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d is missing or has another signature", e.ReplayOf)})
 		}
 	})
-	v.effects.BySignature(func(group []int) {
-		for i := 1; i < len(group); i++ {
-			if !v.answeredAt(group[i-1]) {
-				found = append(found, model.Problem{Kind: "signature", Effect: v.effects.ID(group[i]),
-					Detail: fmt.Sprintf("signature %.16s is also owned by effect %d", v.effects.Signature(group[i]), v.effects.ID(group[i-1]))})
-			}
+	v.effects.Repeats(func(earlier, pos int) {
+		if !v.answeredAt(earlier) {
+			found = append(found, model.Problem{Kind: "signature", Effect: v.effects.ID(pos),
+				Detail: fmt.Sprintf("signature %.16s is also owned by effect %d", v.effects.Signature(pos), v.effects.ID(earlier))})
 		}
 	})
 	slices.SortStableFunc(found, func(a, b model.Problem) int { return cmpUint(a.Effect, b.Effect) })

@@ -2,10 +2,8 @@ package storage
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"encoding/hex"
-	"slices"
 
 	"github.com/undolog/undolog/model"
 )
@@ -185,49 +183,52 @@ func (s *EffectSet) Field(pos int, field string) string {
 	return ""
 }
 
-// BySignature calls fn with the positions of the effects that are not
-// replays grouped by call signature, each group's in ascending id order,
-// the groups in the order of their signatures' bytes: lookups made in that
-// order walk a signature index from one end to the other.
-func (s *EffectSet) BySignature(fn func(group []int)) {
-	// Sorted by the signature's first 8 bytes, then by all of it: most
-	// comparisons end at the first.
-	type entry struct {
-		prefix uint64
-		pos    int32
-	}
-	order := make([]entry, 0, s.Len())
+// Repeats calls fn with each effect that is not a replay and has the
+// signature of an earlier one that is not (by position, in Add order), and
+// the latest such earlier one: the pairs a signature's history of owners
+// is made of. It keeps a number a signature, not the signatures.
+func (s *EffectSet) Repeats(fn func(earlier, pos int)) {
+	// By the signature's first 8 bytes; prefixes two signatures share are
+	// told apart by the whole signature.
+	last := make(map[uint64]int32, s.Len())
+	shared := map[uint64]bool{}
+	exact := map[string]int32{}
 	for i := 0; i < s.Len(); i++ {
-		if p := s.at(i); !p.replay {
-			order = append(order, entry{prefix(s.SignatureKey(i)), int32(i)})
+		if s.at(i).replay {
+			continue
 		}
-	}
-	slices.SortFunc(order, func(a, b entry) int {
-		if a.prefix != b.prefix {
-			return cmp.Compare(a.prefix, b.prefix)
-		}
-		pa, pb := s.at(int(a.pos)), s.at(int(b.pos))
-		if c := bytes.Compare(s.SignatureKey(int(a.pos)), s.SignatureKey(int(b.pos))); c != 0 || pa.oddSig != pb.oddSig {
-			if c == 0 && pa.oddSig {
-				return 1
-			} else if c == 0 {
-				return -1
+		k := s.SignatureKey(i)
+		p := prefix(k)
+		if shared[p] {
+			if e, ok := exact[s.exactKey(i)]; ok {
+				fn(int(e), i)
 			}
-			return c
+			exact[s.exactKey(i)] = int32(i)
+			continue
 		}
-		return cmp.Compare(pa.id, pb.id)
-	})
-	var group []int
-	for i := 0; i < len(order); {
-		first := int(order[i].pos)
-		group = append(group[:0], first)
-		j := i + 1
-		for ; j < len(order) && s.sameSignature(first, int(order[j].pos)); j++ {
-			group = append(group, int(order[j].pos))
+		e, ok := last[p]
+		switch {
+		case !ok:
+		case s.sameSignature(int(e), i):
+			fn(int(e), i)
+		default:
+			shared[p] = true
+			exact[s.exactKey(int(e))] = e
+			exact[s.exactKey(i)] = int32(i)
+			delete(last, p)
+			continue
 		}
-		fn(group)
-		i = j
+		last[p] = int32(i)
 	}
+}
+
+// exactKey tells signatures apart whole (an odd one from a hex one of the
+// same bytes too).
+func (s *EffectSet) exactKey(pos int) string {
+	if s.at(pos).oddSig {
+		return "o" + s.odd[pos]
+	}
+	return "h" + string(s.at(pos).sig[:])
 }
 
 func (s *EffectSet) sameSignature(a, b int) bool {

@@ -46,21 +46,16 @@ func TestEffectSetKeepsKeysAndGroupsSignatures(t *testing.T) {
 			t.Fatalf("effect %d found", id)
 		}
 	}
-	var groups [][]uint64
-	s.BySignature(func(group []int) {
-		var ids []uint64
-		for _, pos := range group {
-			ids = append(ids, s.ID(pos))
-			if s.Signature(pos) != s.Signature(group[0]) {
-				t.Fatalf("group %v mixes signatures", group)
-			}
+	var pairs [][2]uint64
+	s.Repeats(func(earlier, pos int) {
+		if s.Signature(earlier) != s.Signature(pos) || earlier >= pos {
+			t.Fatalf("pair %d, %d", earlier, pos)
 		}
-		groups = append(groups, ids)
+		pairs = append(pairs, [2]uint64{s.ID(earlier), s.ID(pos)})
 	})
-	slices.SortFunc(groups, func(a, b []uint64) int { return int(a[0]) - int(b[0]) })
-	want := [][]uint64{{1, 4}, {3}, {9, 10}, {11}, {12}}
-	if !slices.EqualFunc(groups, want, slices.Equal) {
-		t.Fatalf("groups %v, want %v", groups, want)
+	// 7 is a replay; 11's signature is not hex, and not 1's.
+	if want := [][2]uint64{{1, 4}, {9, 10}}; !slices.Equal(pairs, want) {
+		t.Fatalf("repeats %v, want %v", pairs, want)
 	}
 	// Out of order, a lookup still finds each.
 	u := NewEffectSet()
@@ -79,5 +74,16 @@ func TestEffectSetKeepsKeysAndGroupsSignatures(t *testing.T) {
 		if k, ok := d.Get(id); ok != want || ok && k.ID != id {
 			t.Fatalf("dense: %d: %+v %v", id, k, ok)
 		}
+	}
+	// Signatures that share their first 8 bytes are told apart.
+	c := NewEffectSet()
+	a, b := strings.Repeat("a", 16)+strings.Repeat("b", 48), strings.Repeat("a", 16)+strings.Repeat("c", 48)
+	for i, sig := range []string{a, b, a, b, a} {
+		c.Add(&model.Effect{ID: uint64(i + 1), CallSignature: sig})
+	}
+	pairs = nil
+	c.Repeats(func(earlier, pos int) { pairs = append(pairs, [2]uint64{c.ID(earlier), c.ID(pos)}) })
+	if want := [][2]uint64{{1, 3}, {2, 4}, {3, 5}}; !slices.Equal(pairs, want) {
+		t.Fatalf("shared prefix: repeats %v, want %v", pairs, want)
 	}
 }

@@ -132,39 +132,46 @@ func (c *indexChecker) orphanHistory() {
 }
 
 func (c *indexChecker) signatures() {
-	// Looked up in the order of the signatures' bytes, the index's own: a
-	// walk from one end of it to the other.
-	c.effects.BySignature(func(group []int) {
-		c.tx.walk()
-		got := signatureOwnerKey(c.tx, c.effects.SignatureKey(group[0]), func() string { return c.effects.Signature(group[0]) })
-		for _, pos := range group {
-			if len(got) == 8 && btoi(got) == c.effects.ID(pos) {
-				continue
-			}
-			// A call run again after its answer reached the client has a
-			// later effect, which owns the signature (effectlog checks the
-			// earlier one was answered).
-			var owner storage.EffectKeys
-			found := false
-			if len(got) == 8 {
-				owner, found = c.effects.Get(btoi(got))
-			}
-			if !storage.LaterOwner(owner, found, c.effects.Keys(pos)) {
-				c.report("index", c.effects.ID(pos), "", "signature index does not point at the effect")
-			}
-		}
-	})
+	// One walk of the index: each entry keyed by its effect's signature
+	// (as 32 bytes, as signatureOwner finds it first) marks the effect as
+	// its owner. Only an effect left unmarked is looked up, as
+	// signatureOwner would: a call run again, or a damaged index.
+	owns := make([]uint64, (c.effects.Len()+63)/64)
 	c.tx.Bucket(bSignatures).ForEach(func(k, val []byte) error {
 		c.tx.walk()
 		if len(val) != 8 {
 			c.report("index", 0, "", "signature index entry %.16s is malformed", signatureOfKey(k))
 			return nil
 		}
-		if pos, ok := c.effects.Pos(btoi(val)); !ok || !c.effects.SignatureIs(pos, k) || c.effects.Replay(pos) {
+		pos, ok := c.effects.Pos(btoi(val))
+		if !ok || !c.effects.SignatureIs(pos, k) || c.effects.Replay(pos) {
 			c.report("index", btoi(val), "", "signature index entry %.16s is dangling", signatureOfKey(k))
+		} else if len(k) == 32 { // its raw key (a hex one is looked up below)
+			owns[pos/64] |= 1 << (pos % 64)
 		}
 		return nil
 	})
+	for pos := 0; pos < c.effects.Len(); pos++ {
+		if c.effects.Replay(pos) || owns[pos/64]&(1<<(pos%64)) != 0 {
+			continue
+		}
+		e := c.effects.Keys(pos)
+		got := signatureOwnerKey(c.tx, c.effects.SignatureKey(pos), func() string { return e.CallSignature })
+		if len(got) == 8 && btoi(got) == e.ID {
+			continue
+		}
+		// A call run again after its answer reached the client has a later
+		// effect, which owns the signature (effectlog checks the earlier
+		// one was answered).
+		var owner storage.EffectKeys
+		found := false
+		if len(got) == 8 {
+			owner, found = c.effects.Get(btoi(got))
+		}
+		if !storage.LaterOwner(owner, found, e) {
+			c.report("index", e.ID, "", "signature index does not point at the effect")
+		}
+	}
 }
 
 func (c *indexChecker) fields() {
