@@ -19,9 +19,10 @@ type GCReport struct {
 
 // GC drops the sessions in one of the given states whose last change is
 // older than `before`, with everything recorded about them: effects, history,
-// indexes, undo entries and approvals. Each session goes in one transaction,
-// so the log stays consistent (verify stays clean) whatever happens; a
-// session that moved since GC chose it is kept and not reported.
+// indexes, undo entries and approvals. Each session goes whole in one
+// transaction (with a few others), so the log stays consistent (verify stays
+// clean) whatever happens; a session that moved since GC chose it is kept
+// and not reported.
 func (s *Service) GC(ctx context.Context, before time.Time, states []sm.SessionState) (GCReport, error) {
 	rep := GCReport{Sessions: []string{}}
 	want := map[sm.SessionState]bool{}
@@ -29,12 +30,13 @@ func (s *Service) GC(ctx context.Context, before time.Time, states []sm.SessionS
 		want[st] = true
 	}
 	var victims []string
+	var sizes []int
 	err := s.view(ctx, func(tx storage.ReadTx) error {
-		victims = victims[:0]
+		victims, sizes = victims[:0], sizes[:0]
 		var bad error
 		err := tx.Records(func(sess model.Session) {
 			if collectable(sess, want, before) {
-				victims = append(victims, sess.ID)
+				victims, sizes = append(victims, sess.ID), append(sizes, sess.Effects)
 			}
 		}, nil, func(p model.Problem) {
 			if bad == nil {
@@ -46,30 +48,53 @@ func (s *Service) GC(ctx context.Context, before time.Time, states []sm.SessionS
 	if err != nil {
 		return rep, err
 	}
-	for _, id := range victims {
-		if gcBeforeDrop != nil {
-			gcBeforeDrop(id)
+	// Sessions are dropped a few at a time, up to gcBatchEffects effects a
+	// transaction (one session at least): each sync and each rewrite of an
+	// index's pages serves several sessions, and no transaction grows
+	// without bound.
+	for len(victims) > 0 {
+		n, total := 0, 0
+		for n < len(victims) && (n == 0 || total+sizes[n] <= gcBatchEffects) {
+			total += sizes[n]
+			n++
 		}
-		n, dropped := 0, false
+		batch := victims[:n]
+		victims, sizes = victims[n:], sizes[n:]
+		if gcBeforeDrop != nil {
+			for _, id := range batch {
+				gcBeforeDrop(id)
+			}
+		}
+		var dropped []string
+		effects := 0
 		err := s.update(ctx, func(tx storage.WriteTx) error {
-			var err error
-			n, dropped, err = dropSession(tx, id, func(sess model.Session) bool { return collectable(sess, want, before) })
-			if err == nil && !dropped {
+			dropped, effects = dropped[:0], 0
+			for _, id := range batch {
+				n, ok, err := dropSession(tx, id, func(sess model.Session) bool { return collectable(sess, want, before) })
+				if err != nil {
+					return err
+				}
+				if ok {
+					dropped, effects = append(dropped, id), effects+n
+				}
+			}
+			if len(dropped) == 0 {
 				return storage.ErrNothingToWrite
 			}
-			return err
+			return nil
 		})
 		if err != nil {
 			return rep, err
 		}
-		if !dropped {
-			continue
-		}
-		rep.Sessions = append(rep.Sessions, id)
-		rep.Effects += n
+		rep.Sessions = append(rep.Sessions, dropped...)
+		rep.Effects += effects
 	}
 	return rep, nil
 }
+
+// gcBatchEffects is how many effects GC drops in one transaction at most
+// (but a whole session, however large).
+const gcBatchEffects = 10000
 
 // gcBeforeDrop, set by tests, runs between GC's read and each drop.
 var gcBeforeDrop func(session string)

@@ -24,12 +24,15 @@ type VerifyReport struct {
 // Verify walks the whole log: every record, every hash chain,
 // every index entry against its record (both ways), signature uniqueness, the
 // per-session counts, and that each effect's state equals its last history
-// record. It reports every problem it finds; it changes nothing.
+// record. It reports every problem it finds; it changes nothing. Each effect
+// is checked as it is read, then only its keys are kept (storage.EffectSet):
+// verify's memory is a few dozen bytes an effect, not the log.
 func (s *Service) Verify(ctx context.Context) (VerifyReport, error) {
 	var rep VerifyReport
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		rep = VerifyReport{Problems: []model.Problem{}}
-		v := verifier{tx: tx, rep: &rep, effects: map[uint64]*model.Effect{}, sessions: map[string]*model.Session{}}
+		v := verifier{tx: tx, rep: &rep, effects: storage.NewEffectSet(), sessions: map[string]*model.Session{},
+			counts: map[string]map[sm.State]int{}}
 		return v.run()
 	})
 	return rep, err
@@ -40,78 +43,44 @@ func (s *Service) Verify(ctx context.Context) (VerifyReport, error) {
 type verifier struct {
 	tx       storage.ReadTx
 	rep      *VerifyReport
-	effects  map[uint64]*model.Effect
+	effects  *storage.EffectSet
 	sessions map[string]*model.Session
+	counts   map[string]map[sm.State]int
+	// answered holds, by position in effects, the effects whose answer was
+	// recorded.
+	answered []uint64
+	batch    []effectJob     // effects read, not yet handed to a checker
+	pending  []*checkedBatch // batches being checked, oldest first
 }
 
 func (v *verifier) add(kind string, effect uint64, session, format string, args ...any) {
 	v.problem(model.Problem{Kind: kind, Effect: effect, Session: session, Detail: fmt.Sprintf(format, args...)})
 }
 
-func (v *verifier) problem(p model.Problem) { v.rep.Problems = append(v.rep.Problems, p) }
+// problem reports p after what the effects read before it found.
+func (v *verifier) problem(p model.Problem) {
+	v.drain()
+	v.rep.Problems = append(v.rep.Problems, p)
+}
 
 func (v *verifier) run() error {
-	var sessions []*model.Session
-	var effects []*model.Effect
-	err := v.tx.Records(func(sess model.Session) {
-		v.sessions[sess.ID] = &sess
-		sessions = append(sessions, &sess)
-	}, func(e model.Effect) {
-		v.effects[e.ID] = &e
-		effects = append(effects, &e)
-	}, v.problem)
+	// Records walks every session before any effect: an effect's session
+	// is known by the time it is checked.
+	err := v.tx.Records(v.session, v.effect, v.problem)
+	v.drain()
 	if err != nil {
 		return err
 	}
-	// Sessions and their own history chains.
-	for _, sess := range sessions {
-		v.rep.Sessions++
-		hist, err := v.tx.SessionHistory(sess.ID)
-		if err != nil {
-			v.add("history", 0, sess.ID, "%v", err)
-			continue
-		}
-		problems, read := sessionProblems(sess, hist)
-		v.rep.Records += read
-		v.rep.Problems = append(v.rep.Problems, problems...)
-	}
-	// Effects, their history chains and the state they claim.
-	counts := map[string]map[sm.State]int{}
-	answered := map[uint64]bool{}
-	for _, e := range effects {
-		v.rep.Effects++
-		if counts[e.Session] == nil {
-			counts[e.Session] = map[sm.State]int{}
-		}
-		counts[e.Session][e.State]++
-		if v.sessions[e.Session] == nil {
-			v.add("reference", e.ID, "", "belongs to missing session %q", e.Session)
-		}
-		u, _ := v.tx.Undo(e.Session, e.ID, e)
-		a, _ := v.tx.Approval(e.ID)
-		v.undoAndApproval(e, u, a)
-		hist, err := v.tx.EffectHistory(e.ID, e.Session)
-		if err != nil {
-			v.add("history", e.ID, "", "%v", err)
-			continue
-		}
-		if answeredIn(hist) {
-			answered[e.ID] = true
-		}
-		problems, read := effectProblems(e, hist, u, a)
-		v.rep.Records += read
-		v.rep.Problems = append(v.rep.Problems, problems...)
-	}
 	for id, sess := range v.sessions {
 		total := 0
-		for st, n := range counts[id] {
+		for st, n := range v.counts[id] {
 			total += n
 			if sess.Counts[st] != n {
 				v.add("count", 0, id, "counts %d %s effects, the log holds %d", sess.Counts[st], st, n)
 			}
 		}
 		for st, n := range sess.Counts {
-			if counts[id][st] == 0 && n != 0 {
+			if v.counts[id][st] == 0 && n != 0 {
 				v.add("count", 0, id, "counts %d %s effects, the log holds 0", n, st)
 			}
 		}
@@ -119,29 +88,164 @@ func (v *verifier) run() error {
 			v.add("count", 0, id, "counts %d effects, the log holds %d", sess.Effects, total)
 		}
 	}
-	v.signatures(effects, answered)
+	v.signatures()
 	return v.tx.CheckIndexes(v.sessions, v.effects, v.problem)
+}
+
+// session checks a session and its own history chain.
+func (v *verifier) session(sess model.Session) {
+	v.sessions[sess.ID] = &sess
+	v.rep.Sessions++
+	hist, err := v.tx.SessionHistory(sess.ID)
+	if err != nil {
+		v.add("history", 0, sess.ID, "%v", err)
+		return
+	}
+	problems, read := sessionProblems(&sess, hist)
+	v.rep.Records += read
+	v.rep.Problems = append(v.rep.Problems, problems...)
+}
+
+// effect keeps an effect's keys and reads what its checks need; the checks
+// themselves (the hashes, the signature from the args) run on another core,
+// a batch at a time, while the next effects are read.
+func (v *verifier) effect(e model.Effect) {
+	pos := v.effects.Len()
+	v.effects.Add(&e)
+	v.rep.Effects++
+	if v.counts[e.Session] == nil {
+		v.counts[e.Session] = map[sm.State]int{}
+	}
+	v.counts[e.Session][e.State]++
+	j := effectJob{e: e}
+	j.u, _ = v.tx.Undo(e.Session, e.ID, &e)
+	j.a, _ = v.tx.Approval(e.ID)
+	j.hist, j.err = v.tx.EffectHistory(e.ID, e.Session)
+	if j.err == nil && answeredIn(j.hist) {
+		for len(v.answered) <= pos/64 {
+			v.answered = append(v.answered, 0)
+		}
+		v.answered[pos/64] |= 1 << (pos % 64)
+	}
+	v.batch = append(v.batch, j)
+	if len(v.batch) == verifyBatch {
+		v.dispatch()
+	}
+}
+
+// verifyBatch is how many effects' checks go to the checker at once; at
+// most two batches wait, so that memory holds a few thousand effects.
+const verifyBatch = 1024
+
+type effectJob struct {
+	e    model.Effect
+	hist []model.HistoryRecord
+	err  error
+	u    *model.UndoEntry
+	a    *model.Approval
+}
+
+type checkedBatch struct {
+	problems []model.Problem
+	read     int
+	done     chan struct{}
+}
+
+// dispatch hands the batch to a checker and collects the oldest batches
+// done, so that problems are reported in the order of their effects.
+func (v *verifier) dispatch() {
+	if len(v.batch) == 0 {
+		return
+	}
+	jobs := v.batch
+	v.batch = nil
+	b := &checkedBatch{done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		for i := range jobs {
+			j := &jobs[i]
+			problems, read := v.checkEffect(j)
+			b.problems, b.read = append(b.problems, problems...), b.read+read
+		}
+	}()
+	v.pending = append(v.pending, b)
+	for len(v.pending) > 2 {
+		v.collect()
+	}
+}
+
+// collect waits for the oldest batch and reports what it found.
+func (v *verifier) collect() {
+	b := v.pending[0]
+	v.pending = v.pending[1:]
+	<-b.done
+	v.rep.Records += b.read
+	v.rep.Problems = append(v.rep.Problems, b.problems...)
+}
+
+// drain reports every batch still being checked, in order.
+func (v *verifier) drain() {
+	v.dispatch()
+	for len(v.pending) > 0 {
+		v.collect()
+	}
+}
+
+// checkEffect is every check of one effect read by effect: its session,
+// its undo entry and request, its history and what that covers. It reads
+// only the job and the sessions (complete before any effect is read).
+func (v *verifier) checkEffect(j *effectJob) (_ []model.Problem, read int) {
+	var out []model.Problem
+	e := &j.e
+	if v.sessions[e.Session] == nil {
+		out = append(out, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("belongs to missing session %q", e.Session)})
+	}
+	out = append(out, undoAndApproval(e, j.u, j.a)...)
+	if j.err != nil {
+		return append(out, model.Problem{Kind: "history", Effect: e.ID, Detail: j.err.Error()}), 0
+	}
+	problems, read := effectProblems(e, j.hist, j.u, j.a)
+	return append(out, problems...), read
+}
+
+func (v *verifier) answeredAt(pos int) bool {
+	return pos/64 < len(v.answered) && v.answered[pos/64]&(1<<(pos%64)) != 0
 }
 
 // signatures checks that each call signature has one owner and that each
 // replay names an effect of its signature. A call made again after its
 // answer reached the client is a new effect of the same signature, which
 // owns it from then on: each earlier effect of a signature must be a
-// committed one whose answer was recorded (effects walk in id order).
-func (v *verifier) signatures(effects []*model.Effect, answered map[uint64]bool) {
-	owners := map[string]uint64{}
-	for _, e := range effects {
-		if e.ReplayOf != nil {
-			if o := v.effects[*e.ReplayOf]; o == nil || o.CallSignature != e.CallSignature {
-				v.add("reference", e.ID, "", "replay_of %d is missing or has another signature", *e.ReplayOf)
-			}
-			continue
+// committed one whose answer was recorded. What is found is reported in
+// id order.
+func (v *verifier) signatures() {
+	var found []model.Problem
+	v.effects.Each(func(_ int, e storage.EffectKeys) {
+		if !e.Replay {
+			return
 		}
-		if other, dup := owners[e.CallSignature]; dup && (!answered[other] || other > e.ID) {
-			v.add("signature", e.ID, "", "signature %.16s is also owned by effect %d", e.CallSignature, other)
+		if o, ok := v.effects.Get(e.ReplayOf); !ok || o.CallSignature != e.CallSignature {
+			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d is missing or has another signature", e.ReplayOf)})
 		}
-		owners[e.CallSignature] = e.ID
+	})
+	v.effects.Repeats(func(earlier, pos int) {
+		if !v.answeredAt(earlier) {
+			found = append(found, model.Problem{Kind: "signature", Effect: v.effects.ID(pos),
+				Detail: fmt.Sprintf("signature %.16s is also owned by effect %d", v.effects.Signature(pos), v.effects.ID(earlier))})
+		}
+	})
+	slices.SortStableFunc(found, func(a, b model.Problem) int { return cmpUint(a.Effect, b.Effect) })
+	v.rep.Problems = append(v.rep.Problems, found...)
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
+	return 0
 }
 
 func orNone(s string) string {
@@ -378,15 +482,16 @@ func CheckSession(s model.Session, hist []model.HistoryRecord) error {
 // undoAndApproval checks that effect e has the undo entry u and approval
 // request a its tier calls for. (What they say is checked against the
 // effect by effectProblems; the engine checks the request's index entry.)
-func (v *verifier) undoAndApproval(e *model.Effect, u *model.UndoEntry, a *model.Approval) {
+func undoAndApproval(e *model.Effect, u *model.UndoEntry, a *model.Approval) []model.Problem {
 	if e.ReplayOf != nil {
-		return
+		return nil
 	}
-	id := e.ID
+	var out []model.Problem
 	if (e.Tier == sm.Compensable) != (u != nil) {
-		v.add("undo", id, "", "a %s effect with undo entry=%v", e.Tier, u != nil)
+		out = append(out, model.Problem{Kind: "undo", Effect: e.ID, Detail: fmt.Sprintf("a %s effect with undo entry=%v", e.Tier, u != nil)})
 	}
 	if (e.Tier == sm.Irreversible) != (a != nil) {
-		v.add("approval", id, "", "a %s effect with approval request=%v", e.Tier, a != nil)
+		out = append(out, model.Problem{Kind: "approval", Effect: e.ID, Detail: fmt.Sprintf("a %s effect with approval request=%v", e.Tier, a != nil)})
 	}
+	return out
 }

@@ -193,13 +193,14 @@ type ReadTx interface {
 
 	// Records and CheckIndexes are verify's engine half. Records calls
 	// session and effect with every record the log holds (a nil one: that
-	// kind is not walked), in the order of their ids, and bad with every
-	// record it cannot read. CheckIndexes reports, with add, each
+	// kind is not walked), all sessions first, in the order of their ids,
+	// and bad with every record it cannot read; session and effect may
+	// read the transaction. CheckIndexes reports, with add, each
 	// index entry that disagrees with the records given (those Records
-	// read), each record its indexes lack, and each thing stored that
-	// belongs to no record.
+	// read, kept as their keys), each record its indexes lack, and each
+	// thing stored that belongs to no record.
 	Records(session func(model.Session), effect func(model.Effect), bad func(model.Problem)) error
-	CheckIndexes(sessions map[string]*model.Session, effects map[uint64]*model.Effect, add func(model.Problem)) error
+	CheckIndexes(sessions map[string]*model.Session, effects *EffectSet, add func(model.Problem)) error
 }
 
 // WriteTx writes a log. The rules write a record after changing it; the
@@ -246,7 +247,7 @@ type WriteTx interface {
 // is not a replay: a call the proxy ran again after its first answer
 // reached the client (which the rules check) is a new effect, with a
 // greater id, and the index names the newest. For CheckIndexes.
-func LaterOwner(owner, e *model.Effect) bool {
-	return owner != nil && owner.ReplayOf == nil && owner.CallSignature == e.CallSignature &&
+func LaterOwner(owner EffectKeys, found bool, e EffectKeys) bool {
+	return found && !owner.Replay && owner.CallSignature == e.CallSignature &&
 		owner.Session == e.Session && owner.ID > e.ID
 }

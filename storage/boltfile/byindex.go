@@ -140,12 +140,13 @@ func (c *indexChecker) schema6() {
 	// map of a million entries would cost verify tens of MiB.
 	entries := make([]uint8, c.tx.Bucket(bEffects).Sequence()+1)
 	byState.ForEach(func(k, _ []byte) error {
+		c.tx.walk()
 		if len(k) < 9 {
 			c.report("index", 0, "", "undo state index key %x is malformed", k)
 			return nil
 		}
 		id := btoi(k[len(k)-8:])
-		if e := c.effects[id]; e == nil || undo.Get(nameKey(e.Session, id)) == nil {
+		if !c.has(id) || undo.Get(nameKey(c.session(id), id)) == nil {
 			c.report("index", id, "", "undo state index entry %q is dangling", k[:len(k)-9])
 		}
 		if id < uint64(len(entries)) && entries[id] < 255 {
@@ -154,6 +155,7 @@ func (c *indexChecker) schema6() {
 		return nil
 	})
 	undo.ForEach(func(k, _ []byte) error {
+		c.tx.walk()
 		if len(k) < 9 {
 			return nil // undoAndApprovals reports it
 		}
@@ -174,7 +176,7 @@ func (c *indexChecker) schema6() {
 		id := btoi(k[len(k)-8:])
 		if w := open.Get(itob(id)); w == nil || string(w) != string(v) {
 			c.report("index", id, "", "open requests index entry of session %q is dangling", k[:len(k)-9])
-		} else if e := c.effects[id]; e == nil || e.Session != string(k[:len(k)-9]) {
+		} else if !c.inSession(id, string(k[:len(k)-9])) {
 			c.report("index", id, "", "open requests index entry is under session %q", k[:len(k)-9])
 		}
 		return nil

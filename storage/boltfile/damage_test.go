@@ -432,3 +432,12 @@ func TestInterceptDoesNotRecreateADamagedSession(t *testing.T) {
 		return nil
 	})
 }
+
+// Verify gives back the file's pages as it walks (dropPages): dropped after
+// every record, it finds all it finds otherwise, and a clean log is clean.
+func TestVerifyFindsTheSameDroppingItsPages(t *testing.T) {
+	defer func(n int) { walkDropEvery = n }(walkDropEvery)
+	walkDropEvery = 1
+	TestVerifyDetectsTampering(t)
+	TestVerifyChecksSchema6Indexes(t)
+}

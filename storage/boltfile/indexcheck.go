@@ -33,6 +33,7 @@ func (r txReader) Records(session func(model.Session), effect func(model.Effect)
 		return err
 	}
 	return r.tx.Bucket(bEffects).ForEach(func(k, val []byte) error {
+		r.tx.walk()
 		var e model.Effect
 		if err := record.Decode(val, &e); err != nil || len(k) != 8 || btoi(k) != e.ID {
 			bad(model.Problem{Kind: "record", Detail: fmt.Sprintf("unreadable effect record %x", k)})
@@ -45,7 +46,9 @@ func (r txReader) Records(session func(model.Session), effect func(model.Effect)
 
 // CheckIndexes checks every index entry against its record and every
 // record against its index entries, and finds what belongs to no record.
-func (r txReader) CheckIndexes(sessions map[string]*model.Session, effects map[uint64]*model.Effect, add func(model.Problem)) error {
+// Each index is walked once, in its own order, against the effects' keys
+// (no lookup of an index entry per effect).
+func (r txReader) CheckIndexes(sessions map[string]*model.Session, effects *storage.EffectSet, add func(model.Problem)) error {
 	c := indexChecker{tx: r.tx, sessions: sessions, effects: effects, add: add}
 	c.sessionOrder()
 	c.orphanHistory()
@@ -59,12 +62,31 @@ func (r txReader) CheckIndexes(sessions map[string]*model.Session, effects map[u
 type indexChecker struct {
 	tx       *readTx
 	sessions map[string]*model.Session
-	effects  map[uint64]*model.Effect
+	effects  *storage.EffectSet
 	add      func(model.Problem)
 }
 
 func (c *indexChecker) report(kind string, effect uint64, session, format string, args ...any) {
 	c.add(model.Problem{Kind: kind, Effect: effect, Session: session, Detail: fmt.Sprintf(format, args...)})
+}
+
+// inSession says whether the set holds effect id, of session.
+func (c *indexChecker) inSession(id uint64, session string) bool {
+	pos, ok := c.effects.Pos(id)
+	return ok && c.effects.Field(pos, "session") == session
+}
+
+// session is effect id's session ("" if the set lacks it).
+func (c *indexChecker) session(id uint64) string {
+	if pos, ok := c.effects.Pos(id); ok {
+		return c.effects.Field(pos, "session")
+	}
+	return ""
+}
+
+func (c *indexChecker) has(id uint64) bool {
+	_, ok := c.effects.Pos(id)
+	return ok
 }
 
 func (c *indexChecker) sessionOrder() {
@@ -83,8 +105,19 @@ func (c *indexChecker) sessionOrder() {
 }
 
 func (c *indexChecker) orphanHistory() {
+	// History keys are by effect id, as the set is: one id's records are
+	// looked up once.
+	last, lastOK, looked := uint64(0), false, false
 	c.tx.Bucket(bHistory).ForEach(func(k, _ []byte) error {
-		if len(k) != 12 || c.effects[btoi(k[:8])] == nil {
+		c.tx.walk()
+		if len(k) != 12 {
+			c.report("history", 0, "", "history record %x belongs to no effect", k)
+			return nil
+		}
+		if id := btoi(k[:8]); !looked || id != last {
+			last, lastOK, looked = id, c.has(id), true
+		}
+		if !lastOK {
 			c.report("history", 0, "", "history record %x belongs to no effect", k)
 		}
 		return nil
@@ -99,59 +132,79 @@ func (c *indexChecker) orphanHistory() {
 }
 
 func (c *indexChecker) signatures() {
-	for id, e := range c.effects {
-		if e.ReplayOf != nil {
+	// One walk of the index: each entry keyed by its effect's signature
+	// (as 32 bytes, as signatureOwner finds it first) marks the effect as
+	// its owner. Only an effect left unmarked is looked up, as
+	// signatureOwner would: a call run again, or a damaged index.
+	owns := make([]uint64, (c.effects.Len()+63)/64)
+	c.tx.Bucket(bSignatures).ForEach(func(k, val []byte) error {
+		c.tx.walk()
+		if len(val) != 8 {
+			c.report("index", 0, "", "signature index entry %.16s is malformed", signatureOfKey(k))
+			return nil
+		}
+		pos, ok := c.effects.Pos(btoi(val))
+		if !ok || !c.effects.SignatureIs(pos, k) || c.effects.Replay(pos) {
+			c.report("index", btoi(val), "", "signature index entry %.16s is dangling", signatureOfKey(k))
+		} else if len(k) == 32 { // its raw key (a hex one is looked up below)
+			owns[pos/64] |= 1 << (pos % 64)
+		}
+		return nil
+	})
+	for pos := 0; pos < c.effects.Len(); pos++ {
+		if c.effects.Replay(pos) || owns[pos/64]&(1<<(pos%64)) != 0 {
+			continue
+		}
+		e := c.effects.Keys(pos)
+		got := signatureOwnerKey(c.tx, c.effects.SignatureKey(pos), func() string { return e.CallSignature })
+		if len(got) == 8 && btoi(got) == e.ID {
 			continue
 		}
 		// A call run again after its answer reached the client has a later
 		// effect, which owns the signature (effectlog checks the earlier
 		// one was answered).
-		got := signatureOwner(c.tx, e.CallSignature)
-		if got == nil || len(got) != 8 || btoi(got) != id && !storage.LaterOwner(c.effects[btoi(got)], e) {
-			c.report("index", id, "", "signature index does not point at the effect")
+		var owner storage.EffectKeys
+		found := false
+		if len(got) == 8 {
+			owner, found = c.effects.Get(btoi(got))
+		}
+		if !storage.LaterOwner(owner, found, e) {
+			c.report("index", e.ID, "", "signature index does not point at the effect")
 		}
 	}
-	c.tx.Bucket(bSignatures).ForEach(func(k, val []byte) error {
-		if len(val) != 8 {
-			c.report("index", 0, "", "signature index entry %.16s is malformed", signatureOfKey(k))
-			return nil
-		}
-		if e := c.effects[btoi(val)]; e == nil || e.CallSignature != signatureOfKey(k) || e.ReplayOf != nil {
-			c.report("index", btoi(val), "", "signature index entry %.16s is dangling", signatureOfKey(k))
-		}
-		return nil
-	})
 }
 
 func (c *indexChecker) fields() {
-	fields := []struct {
+	for _, f := range []struct {
 		bucket []byte
 		name   string
-		of     func(*model.Effect) string
-	}{
-		{bBySession, "session", func(e *model.Effect) string { return e.Session }},
-		{bByState, "state", func(e *model.Effect) string { return string(e.State) }},
-		{bByTool, "tool", func(e *model.Effect) string { return e.Tool }},
-		{bByTier, "tier", func(e *model.Effect) string { return string(e.Tier) }},
-	}
-	for _, f := range fields {
-		b := c.tx.Bucket(f.bucket)
-		for id, e := range c.effects {
-			if b.Get(nameKey(f.of(e), id)) == nil {
-				c.report("index", id, "", "%s index lacks the effect", f.name)
-			}
-		}
-		b.ForEach(func(k, _ []byte) error {
+	}{{bBySession, "session"}, {bByState, "state"}, {bByTool, "tool"}, {bByTier, "tier"}} {
+		// One walk of the index: each entry that names its effect's value
+		// marks it; an effect left unmarked is one the index lacks.
+		seen := make([]uint64, (c.effects.Len()+63)/64)
+		var dangling []model.Problem
+		c.tx.Bucket(f.bucket).ForEach(func(k, _ []byte) error {
+			c.tx.walk()
 			if len(k) < 9 {
-				c.report("index", 0, "", "%s index key %x is malformed", f.name, k)
+				dangling = append(dangling, model.Problem{Kind: "index", Detail: fmt.Sprintf("%s index key %x is malformed", f.name, k)})
 				return nil
 			}
 			id := btoi(k[len(k)-8:])
-			if e := c.effects[id]; e == nil || f.of(e) != string(k[:len(k)-9]) {
-				c.report("index", id, "", "%s index entry %q is dangling", f.name, k[:len(k)-9])
+			if pos, ok := c.effects.Pos(id); ok && c.effects.Field(pos, f.name) == string(k[:len(k)-9]) {
+				seen[pos/64] |= 1 << (pos % 64)
+			} else {
+				dangling = append(dangling, model.Problem{Kind: "index", Effect: id, Detail: fmt.Sprintf("%s index entry %q is dangling", f.name, k[:len(k)-9])})
 			}
 			return nil
 		})
+		c.effects.Each(func(pos int, e storage.EffectKeys) {
+			if seen[pos/64]&(1<<(pos%64)) == 0 {
+				c.report("index", e.ID, "", "%s index lacks the effect", f.name)
+			}
+		})
+		for _, p := range dangling {
+			c.add(p)
+		}
 	}
 }
 
@@ -159,13 +212,19 @@ func (c *indexChecker) fields() {
 // requests against the requests.
 func (c *indexChecker) undoAndApprovals() {
 	open := c.tx.Bucket(bApprovalsOpen)
-	for id, e := range c.effects {
-		if e.ReplayOf != nil {
-			continue
+	// The requests there are, rather than a lookup per effect: most
+	// effects have none.
+	c.tx.Bucket(bApprovals).ForEach(func(k, _ []byte) error {
+		if len(k) != 8 {
+			return nil
+		}
+		id := btoi(k)
+		if e, ok := c.effects.Get(id); !ok || e.Replay {
+			return nil // an effect with no record: the rules report its request
 		}
 		a, err := getApproval(c.tx, id)
 		if err != nil || a == nil {
-			continue // the rules report a missing or unreadable request
+			return nil // the rules report a missing or unreadable request
 		}
 		openValue := open.Get(itob(id))
 		isOpen := openValue != nil
@@ -181,20 +240,22 @@ func (c *indexChecker) undoAndApprovals() {
 				c.report("index", id, "", "pending index entry expires at %d, the request at %d", expires, want)
 			}
 		}
-	}
+		return nil
+	})
 	c.tx.Bucket(bUndo).ForEach(func(k, _ []byte) error {
+		c.tx.walk()
 		if len(k) < 9 {
 			c.report("undo", 0, "", "undo key %x is malformed", k)
 			return nil
 		}
 		id := btoi(k[len(k)-8:])
-		if e := c.effects[id]; e == nil || e.Session != string(k[:len(k)-9]) {
+		if !c.inSession(id, string(k[:len(k)-9])) {
 			c.report("undo", id, "", "undo entry belongs to no effect of session %q", k[:len(k)-9])
 		}
 		return nil
 	})
 	open.ForEach(func(k, val []byte) error {
-		if e := c.effects[btoi(k)]; len(k) != 8 || e == nil || !openFor(val, e.Session) {
+		if len(k) != 8 || !c.has(btoi(k)) || !openFor(val, c.session(btoi(k))) {
 			c.report("index", btoi(k), "", "pending approval entry is dangling")
 		}
 		return nil

@@ -34,6 +34,21 @@ type readTx struct {
 	tx      *bolt.Tx
 	ov      *overlay // nil: bbolt holds everything (the committer's transaction, or no journal)
 	buckets map[string]*readBucket
+	walked  int // records a long walk (verify) has read since it last dropped its pages
+}
+
+// walkDropEvery is how many records a walk reads between drops of its
+// pages (a variable for the test that drops them after every record).
+var walkDropEvery = 1 << 14
+
+// walk counts a record read by a walk of the whole log, and every so many
+// gives back the file's pages (dropPages), so that such a walk's memory
+// stays flat however large the log.
+func (t *readTx) walk() {
+	if t.walked++; t.walked >= walkDropEvery {
+		t.walked = 0
+		t.dropPages()
+	}
 }
 
 // plainTx reads tx alone: the committer's transaction, which holds what the

@@ -259,6 +259,19 @@ func signatureOwner(tx *readTx, sig string) []byte {
 	return b.Get([]byte(sig))
 }
 
+// signatureOwnerKey is signatureOwner given the signature's key (see
+// signatureKey), and the signature itself only if a log of schema 1 needs it.
+func signatureOwnerKey(tx *readTx, key []byte, sig func() string) []byte {
+	if v := tx.Bucket(bSignatures).Get(key); v != nil {
+		return v
+	}
+	meta := tx.Bucket(bMeta)
+	if meta.Get(keyHexSignatures) == nil && btoi(meta.Get(keySchema)) >= 2 {
+		return nil
+	}
+	return tx.Bucket(bSignatures).Get([]byte(sig()))
+}
+
 // signatureOfKey reads a signatures-index key back as the signature.
 func signatureOfKey(k []byte) string {
 	if len(k) == 32 {

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage"
@@ -9,29 +10,64 @@ import (
 )
 
 // Records calls session and effect with every record the log holds, by id,
-// and bad with every record it cannot read.
+// and bad with every record it cannot read. Rows are read a page at a
+// time and handed on after the page's query is done, so that session and
+// effect can read the transaction (its connection runs one query at once).
 func (r reader) Records(session func(model.Session), effect func(model.Effect), bad func(model.Problem)) error {
+	type row struct {
+		key  string
+		data []byte
+	}
 	if session != nil {
+		var all []row // sessions are few beside their effects
 		err := r.rows(`SELECT id, rec FROM undolog_sessions ORDER BY id`, func(key string, data []byte) {
-			var s model.Session
-			if err := record.Decode(data, &s); err != nil || s.ID != key {
-				bad(model.Problem{Kind: "record", Session: key, Detail: fmt.Sprintf("unreadable session record: %v", err)})
-				return
-			}
-			session(s)
+			all = append(all, row{key, data})
 		})
-		if err != nil || effect == nil {
+		if err != nil {
 			return err
 		}
-	}
-	return r.rows(`SELECT id::text, rec FROM undolog_effects ORDER BY id`, func(key string, data []byte) {
-		var e model.Effect
-		if err := record.Decode(data, &e); err != nil || fmt.Sprint(e.ID) != key {
-			bad(model.Problem{Kind: "record", Detail: fmt.Sprintf("unreadable effect record %s", key)})
-			return
+		for _, w := range all {
+			var s model.Session
+			if err := record.Decode(w.data, &s); err != nil || s.ID != w.key {
+				bad(model.Problem{Kind: "record", Session: w.key, Detail: fmt.Sprintf("unreadable session record: %v", err)})
+				continue
+			}
+			session(s)
 		}
-		effect(e)
-	})
+		if effect == nil {
+			return nil
+		}
+	}
+	const page = 1000
+	for after, first := int64(0), true; ; first = false {
+		var got []row
+		last := after
+		query := fmt.Sprintf(`SELECT id::text, rec FROM undolog_effects WHERE id > %d ORDER BY id LIMIT %d`, after, page)
+		if first {
+			query = fmt.Sprintf(`SELECT id::text, rec FROM undolog_effects ORDER BY id LIMIT %d`, page)
+		}
+		err := r.rows(query, func(key string, data []byte) {
+			got = append(got, row{key, data})
+		})
+		if err != nil {
+			return err
+		}
+		for _, w := range got {
+			if n, err := strconv.ParseInt(w.key, 10, 64); err == nil {
+				last = n
+			}
+			var e model.Effect
+			if err := record.Decode(w.data, &e); err != nil || fmt.Sprint(e.ID) != w.key {
+				bad(model.Problem{Kind: "record", Detail: fmt.Sprintf("unreadable effect record %s", w.key)})
+				continue
+			}
+			effect(e)
+		}
+		if len(got) < page || !first && last == after {
+			return nil
+		}
+		after = last
+	}
 }
 
 // rows calls fn with each (key, record) row of query.
@@ -56,7 +92,7 @@ func (r reader) rows(query string, fn func(key string, data []byte)) error {
 // records against them: each effect's indexed columns, each session's
 // place in order, the signature owners, the open requests, and rows that
 // belong to no record. (Keys and uniqueness are the schema's constraints.)
-func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uint64]*model.Effect, add func(model.Problem)) error {
+func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storage.EffectSet, add func(model.Problem)) error {
 	report := func(kind string, effect uint64, session, format string, args ...any) {
 		add(model.Problem{Kind: kind, Effect: effect, Session: session, Detail: fmt.Sprintf(format, args...)})
 	}
@@ -89,12 +125,12 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 			rows.Close()
 			return err
 		}
-		e := effects[uint64(id)]
-		if e == nil {
+		e, ok := effects.Get(uint64(id))
+		if !ok {
 			continue // unreadable: Records said so
 		}
 		for _, c := range []struct{ name, column, record string }{
-			{"session", session, e.Session}, {"tool", tool, e.Tool}, {"tier", tier, string(e.Tier)}, {"state", state, string(e.State)},
+			{"session", session, e.Session}, {"tool", tool, e.Tool}, {"tier", tier, e.Tier}, {"state", state, e.State},
 		} {
 			if c.column != c.record {
 				report("index", e.ID, "", "%s index entry %q disagrees with the record's %q", c.name, c.column, c.record)
@@ -116,19 +152,21 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 			return err
 		}
 		owners[sig] = uint64(id)
-		if e := effects[uint64(id)]; e == nil || e.CallSignature != sig || e.ReplayOf != nil {
+		if e, ok := effects.Get(uint64(id)); !ok || e.CallSignature != sig || e.Replay {
 			report("index", uint64(id), "", "signature index entry %.16s is dangling", sig)
 		}
 	}
 	rows.Close()
-	for id, e := range effects {
+	effects.Each(func(_ int, e storage.EffectKeys) {
 		// A call run again after its answer reached the client has a later
 		// effect, which owns the signature (effectlog checks the earlier
 		// one was answered).
-		if o := owners[e.CallSignature]; e.ReplayOf == nil && o != id && !storage.LaterOwner(effects[o], e) {
-			report("index", id, "", "signature index does not point at the effect")
+		if o := owners[e.CallSignature]; !e.Replay && o != e.ID {
+			if owner, found := effects.Get(o); !storage.LaterOwner(owner, found, e) {
+				report("index", e.ID, "", "signature index does not point at the effect")
+			}
 		}
-	}
+	})
 	// Rows that belong to no record.
 	for _, q := range []struct{ query, what string }{
 		{`SELECT h.effect_id FROM undolog_history h LEFT JOIN undolog_effects e ON e.id = h.effect_id WHERE e.id IS NULL`, "history record"},
@@ -183,14 +221,20 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects map[uin
 			return err
 		}
 		open[uint64(id)] = openEntry{session, expires}
-		if e := effects[uint64(id)]; e == nil || e.Session != session {
+		if e, ok := effects.Get(uint64(id)); !ok || e.Session != session {
 			report("index", uint64(id), "", "pending approval entry is dangling")
 		}
 	}
 	rows.Close()
-	for id, e := range effects {
-		if e.ReplayOf != nil {
-			continue
+	// The requests there are, rather than a query per effect: most effects
+	// have none.
+	requests, err := r.ids(`SELECT effect_id FROM undolog_approvals ORDER BY effect_id`)
+	if err != nil {
+		return err
+	}
+	for _, id := range requests {
+		if e, ok := effects.Get(id); !ok || e.Replay {
+			continue // an effect with no record: the rules report its request
 		}
 		a, err := r.Approval(id)
 		if err != nil || a == nil {
