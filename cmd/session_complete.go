@@ -1,6 +1,8 @@
 package cmd
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/model"
@@ -26,22 +28,28 @@ func newSessionEndCmd(f *Factory, name, short string, to sm.SessionState) *cobra
 		Short: short,
 		Args:  exactArgs(1, "one session name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkFormat(opts.output, false); err != nil {
-				return err
-			}
-			sess, err := f.Log().SetSessionState(c.Context(), args[0], to, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
-			if err != nil {
-				return err
-			}
-			if opts.output != formatText {
-				return writeObject(f.Out, opts.output, sess)
-			}
-			_, err = f.Out.Write([]byte(sess.ID + " " + string(sess.State) + "\n"))
-			return err
+			return moveSession(c.Context(), f, opts, args[0], to)
 		},
 	}
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history")
 	addFormatFlag(c, &opts.output, false)
 	return c
+}
+
+// moveSession moves session id to state to, recording the options' actor
+// and reason, and prints the session.
+func moveSession(ctx context.Context, f *Factory, opts *sessionEndOptions, id string, to sm.SessionState) error {
+	if err := checkFormat(opts.output, false); err != nil {
+		return err
+	}
+	sess, err := f.Log().SetSessionState(ctx, id, to, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+	if err != nil {
+		return err
+	}
+	if opts.output != formatText {
+		return writeObject(f.Out, opts.output, sess)
+	}
+	_, err = f.Out.Write([]byte(sess.ID + " " + string(sess.State) + "\n"))
+	return err
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -24,21 +23,10 @@ not resumed: finish the undo or resolve what failed.`,
 		Example: `  undolog session resume research-agent --as alice --reason "wrong recipient fixed in the prompt"`,
 		Args:    exactArgs(1, "one session name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkFormat(opts.output, false); err != nil {
-				return err
-			}
 			if strings.TrimSpace(opts.reason) == "" {
 				return usagef("session resume needs --reason: why the session may go on (recorded in its history)")
 			}
-			sess, err := f.Log().SetSessionState(c.Context(), args[0], sm.SessionActive, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
-			if err != nil {
-				return err
-			}
-			if opts.output != formatText {
-				return writeObject(f.Out, opts.output, sess)
-			}
-			_, err = f.Out.Write([]byte(sess.ID + " " + string(sess.State) + "\n"))
-			return err
+			return moveSession(c.Context(), f, opts, args[0], sm.SessionActive)
 		},
 	}
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
