@@ -7,6 +7,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,6 +108,11 @@ type Proxy struct {
 	waitMu  sync.Mutex
 	waiting map[string]chan message
 	seq     atomic.Int64
+	idOnce  sync.Once
+	idBase  string
+
+	inflightMu sync.Mutex
+	inflight   map[string]bool // ids of the client's requests not yet answered
 
 	infoMu      sync.Mutex
 	clientName  string
@@ -175,6 +182,11 @@ func (p *Proxy) writeClient(b []byte) error {
 // reply answers a tools/call, unless the client has cancelled it, and says
 // whether the answer was written.
 func (p *Proxy) reply(ctx context.Context, b []byte) bool {
+	// The request is answered (or, cancelled, needs no answer): its id is
+	// the client's to use again.
+	if id, _, ok := peek(b); ok && len(id) > 0 {
+		p.releaseID(id)
+	}
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
 		return false
 	}
@@ -228,6 +240,42 @@ func parse(line []byte) (message, error) {
 	return m, nil
 }
 
+// ownIDs is the random part of the ids of the proxy's own requests to the
+// server (captures, tool lists): the server's answers are routed by id, and
+// a client that could send a request with the same id would have its answer
+// taken for the proxy's (a capture that says a file did not exist).
+func (p *Proxy) ownIDs() string {
+	p.idOnce.Do(func() {
+		var b [12]byte
+		rand.Read(b[:])
+		p.idBase = hex.EncodeToString(b[:])
+	})
+	return p.idBase
+}
+
+// claimID records the id of a client request in flight; false if a request
+// with that id is in flight already (JSON-RPC ids must differ: two answers
+// with one id would go to the wrong call, and the wrong result be logged).
+func (p *Proxy) claimID(id json.RawMessage) bool {
+	p.inflightMu.Lock()
+	defer p.inflightMu.Unlock()
+	if p.inflight == nil {
+		p.inflight = map[string]bool{}
+	}
+	if p.inflight[string(id)] {
+		return false
+	}
+	p.inflight[string(id)] = true
+	return true
+}
+
+// releaseID forgets a client request's id once it is answered.
+func (p *Proxy) releaseID(id json.RawMessage) {
+	p.inflightMu.Lock()
+	delete(p.inflight, string(id))
+	p.inflightMu.Unlock()
+}
+
 // readClient handles the client's messages until it closes its input.
 func (p *Proxy) readClient(ctx context.Context, in Conn) {
 	err := eachMessage(in, func(line []byte) {
@@ -238,6 +286,9 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 			return
 		case m.JSONRPC != "2.0":
 			p.writeClient(errorResponse(m.ID, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
+			return
+		case m.Method != "" && len(m.ID) > 0 && !p.claimID(m.ID):
+			p.writeClient(errorResponse(m.ID, codeInvalidRequest, "invalid request: the id "+string(m.ID)+" is used by a request still in flight"))
 			return
 		}
 		switch m.Method {
@@ -275,7 +326,9 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 						p.cancelMu.Unlock()
 						cancel(nil)
 					}()
-					p.toolCall(callCtx, m)
+					if !p.toolCall(callCtx, m) {
+						p.releaseID(m.ID) // answered by the proxy
+					}
 				}()
 				return
 			}
@@ -331,6 +384,7 @@ func (p *Proxy) readUpstream(r Conn) {
 			if isList {
 				p.learnAnnotations(m.Result, false)
 			}
+			p.releaseID(m.ID) // a client request's answer, passed on
 		}
 		p.toolsChanged(m)
 		p.writeClient(line)
@@ -371,7 +425,7 @@ func (p *Proxy) learnAnnotations(result json.RawMessage, complete bool) string {
 
 // request sends the proxy's own request upstream and waits for the answer.
 func (p *Proxy) request(ctx context.Context, method string, params any) (message, error) {
-	id := json.RawMessage(strconv.Quote("undolog-" + strconv.FormatInt(p.seq.Add(1), 10)))
+	id := json.RawMessage(strconv.Quote("undolog-" + p.ownIDs() + "-" + strconv.FormatInt(p.seq.Add(1), 10)))
 	ch := p.expect(id)
 	if err := p.writeUpstream(encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})); err != nil {
 		p.forget(id)
@@ -445,26 +499,27 @@ func (p *Proxy) actor() string {
 }
 
 // toolCall runs one tools/call through the effect log.
-func (p *Proxy) toolCall(ctx context.Context, m message) {
+func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 	var params struct {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
 	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
 		p.reply(ctx, errorResponse(m.ID, codeInvalidParams, "invalid params: tools/call needs a name"))
-		return
+		return false
 	}
 	cls := p.Policy.Classify(params.Name, func() (bool, bool) { return p.readOnly(ctx, params.Name) })
 	cls, err := tierOf(cls, params.Arguments)
 	if err != nil {
 		p.reply(ctx, toolError(m.ID, "undolog: the policy's tier cases for "+params.Name+" failed, so the call was not made: "+err.Error()))
-		return
+		return false
 	}
 	if cls.Tier == sm.Safe || p.serverLacks(ctx, params.Name) {
 		if err := p.writeUpstream(m.raw); err != nil {
 			p.reply(ctx, errorResponse(m.ID, codeInternal, err.Error()))
+			return false
 		}
-		return
+		return true // its id is in flight until the server's answer passes
 	}
 	m = p.plainCall(m)
 	args := params.Arguments
@@ -479,27 +534,27 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 	call, failed, err := p.intercept(ctx, lc, req, cls.Rule)
 	if failed != nil {
 		p.reply(ctx, resultResponse(m.ID, failed))
-		return
+		return false
 	}
 	if err != nil {
 		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
-		return
+		return false
 	}
 	e := call.Effect
 	switch call.Verdict {
 	case lifecycle.Replayed:
 		p.replyAnswer(ctx, resultResponse(m.ID, e.Result), e)
-		return
+		return false
 	case lifecycle.Rejected:
 		p.reply(ctx, toolError(m.ID, p.rejection(ctx, e.ID, params.Name)))
-		return
+		return false
 	case lifecycle.InProgress:
 		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)))
-		return
+		return false
 	case lifecycle.InDoubt:
 		// No reclaim here: the client cannot say it checked what happened.
 		p.reply(ctx, toolError(m.ID, p.inDoubt(call)))
-		return
+		return false
 	}
 	if call.NeedsDecision() {
 		wait, done := p.approvalContext(ctx)
@@ -510,10 +565,11 @@ func (p *Proxy) toolCall(ctx context.Context, m message) {
 				p.note("the client cancelled %s (effect %d); its approval request stands", e.Tool, e.ID)
 			}
 			p.reply(ctx, toolError(m.ID, msg))
-			return
+			return false
 		}
 	}
 	p.execute(ctx, lc, call, m)
+	return false
 }
 
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {

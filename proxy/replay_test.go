@@ -47,8 +47,19 @@ const fakePolicy = "tools:\n  echo: {tier: compensable}\n  same: {tier: compensa
 // out (nil: a pipe the test reads).
 func startInproc(t *testing.T, store effectlog.Log, session string, diag io.Writer, out io.Writer) *inproc {
 	t.Helper()
+	return startInprocPolicy(t, store, session, diag, out, fakePolicy)
+}
+
+// startInprocWith is startInproc with a policy of the test's own.
+func startInprocWith(t *testing.T, store effectlog.Log, session, policy string) *inproc {
+	t.Helper()
+	return startInprocPolicy(t, store, session, io.Discard, nil, policy)
+}
+
+func startInprocPolicy(t *testing.T, store effectlog.Log, session string, diag io.Writer, out io.Writer, policyText string) *inproc {
+	t.Helper()
 	t.Setenv("UNDOLOG_FAKE_SERVER", "1")
-	policy, err := proxy.ParsePolicy([]byte(fakePolicy))
+	policy, err := proxy.ParsePolicy([]byte(policyText))
 	if err != nil {
 		t.Fatal(err)
 	}

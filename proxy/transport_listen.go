@@ -426,10 +426,13 @@ func (ss *listenSession) Write(msg []byte) error {
 	if len(msg) > 0 && msg[0] == '[' { // a batch's answers
 		var elems []json.RawMessage
 		if json.Unmarshal(msg, &elems) == nil {
+			var first error
 			for _, e := range elems {
-				ss.Write(e)
+				if err := ss.Write(e); err != nil && first == nil {
+					first = err
+				}
 			}
-			return nil
+			return first
 		}
 	}
 	id, method, _ := peek(msg)
@@ -451,9 +454,15 @@ func (ss *listenSession) Write(msg []byte) error {
 				ss.version = r.Result.ProtocolVersion
 			}
 		}
-		if st := ss.routes[string(id)]; st != nil {
-			delete(ss.routes, string(id))
-			st.answer(msg)
+		st := ss.routes[string(id)]
+		if st == nil {
+			// The POST that asked is gone (its client hung up): the answer
+			// reaches nobody, and the proxy must not record that it did.
+			return errAnswerUndelivered
+		}
+		delete(ss.routes, string(id))
+		if !st.answer(msg) {
+			return errAnswerUndelivered
 		}
 		return nil
 	}
@@ -521,9 +530,12 @@ func (st *eventStream) send(msg []byte) bool {
 	return ok
 }
 
-func (st *eventStream) answer(msg []byte) {
+// answer queues an answer on its stream, and tells whether it could (not
+// on a stream whose client went away).
+func (st *eventStream) answer(msg []byte) bool {
 	st.mu.Lock()
-	if !st.done {
+	ok := !st.done
+	if ok {
 		st.queue = append(st.queue, msg)
 		if st.due > 0 {
 			st.due--
@@ -531,7 +543,11 @@ func (st *eventStream) answer(msg []byte) {
 	}
 	st.mu.Unlock()
 	st.signal()
+	return ok
 }
+
+// errAnswerUndelivered is an answer whose HTTP request ended before it came.
+var errAnswerUndelivered = errors.New("the client's HTTP request ended before its answer")
 
 func (st *eventStream) finish() {
 	st.mu.Lock()
