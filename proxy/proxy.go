@@ -184,7 +184,7 @@ func (p *Proxy) writeClient(b []byte) error {
 func (p *Proxy) reply(ctx context.Context, b []byte) bool {
 	// The request is answered (or, cancelled, needs no answer): its id is
 	// the client's to use again.
-	if id, _, ok := peek(b); ok && len(id) > 0 {
+	if id, ok := ctx.Value(requestIDKey{}).(json.RawMessage); ok {
 		p.releaseID(id)
 	}
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
@@ -269,6 +269,10 @@ func (p *Proxy) claimID(id json.RawMessage) bool {
 	return true
 }
 
+// requestIDKey is the context key of the id of the client request a
+// tools/call goroutine answers.
+type requestIDKey struct{}
+
 // releaseID forgets a client request's id once it is answered.
 func (p *Proxy) releaseID(id json.RawMessage) {
 	p.inflightMu.Lock()
@@ -310,7 +314,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 					p.writeClient(errorResponse(m.ID, codeInternal, "undolog: the proxy is stopping; the call was not made"))
 					return
 				}
-				callCtx, cancel := context.WithCancelCause(ctx)
+				callCtx, cancel := context.WithCancelCause(context.WithValue(ctx, requestIDKey{}, m.ID))
 				key := string(m.ID)
 				p.cancelMu.Lock()
 				if p.cancels == nil {
