@@ -8,28 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/model"
-	sm "github.com/undolog/undolog/statemachine"
 )
-
-func committedEffect2(t *testing.T, store effectlog.Log, comp *model.Compensation) uint64 {
-	t.Helper()
-	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable,
-		Args: json.RawMessage(`{"name":"y"}`), Compensation: comp, CreateSession: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Start(t.Context(), res.Effect.ID, model.Change{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Commit(t.Context(), res.Effect.ID, model.Change{}); err != nil {
-		t.Fatal(err)
-	}
-	return res.Effect.ID
-}
 
 // show names an mcp compensation once ("mcp TOOL ARGS", not "mcp: mcp"),
 // and show and undo cut a compensation that carries a whole file to a line
@@ -46,7 +28,7 @@ func TestShowAndUndoCutLongCompensations(t *testing.T) {
 		{Tool: "write_file", Args: json.RawMessage(`{"path":"{{ .args.name }}","content":"{{ .capture.content[0].text }}"}`)},
 	}})
 	capture, _ := json.Marshal(map[string]any{"content": []map[string]string{{"type": "text", "text": big}}})
-	casesID := committedEffect2(t, store, &model.Compensation{Kind: model.CompensationCases, Args: cases, Dir: "/work", Capture: capture})
+	casesID := committedCall(t, store, "write", `{"name":"y"}`, &model.Compensation{Kind: model.CompensationCases, Args: cases, Dir: "/work", Capture: capture})
 	store.Close()
 
 	code, out, stderr := undolog(t, db, "show", strconv.FormatUint(mcpID, 10))

@@ -40,8 +40,15 @@ func undolog(t *testing.T, db string, args ...string) (int, string, string) {
 // the compensation comp.
 func committedEffect(t *testing.T, store effectlog.Log, comp *model.Compensation) uint64 {
 	t.Helper()
-	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "create", Tier: sm.Compensable,
-		Args: json.RawMessage(`{"name":"x"}`), Compensation: comp, CreateSession: true})
+	return committedCall(t, store, "create", `{"name":"x"}`, comp)
+}
+
+// committedCall logs a compensable call of tool with args in session s and
+// commits it.
+func committedCall(t *testing.T, store effectlog.Log, tool, args string, comp *model.Compensation) uint64 {
+	t.Helper()
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: tool, Tier: sm.Compensable,
+		Args: json.RawMessage(args), Compensation: comp, CreateSession: true})
 	if err != nil {
 		t.Fatal(err)
 	}
