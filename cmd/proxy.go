@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/proxy"
 )
@@ -85,6 +84,11 @@ or SIGTERM. A call left in doubt is reclaimed by a person: undolog resolve ID.`,
 			if opts.http.listen != "" {
 				return proxyListen(c.Context(), f, opts, policy, lease, upstream, remote)
 			}
+			if remote != nil {
+				if err := remote.reachable(c.Context()); err != nil {
+					return err
+				}
+			}
 			// The session is made on the first logged call (proxy/session.go):
 			// a proxy that logs nothing writes nothing.
 			session, made := opts.session, ""
@@ -102,7 +106,7 @@ or SIGTERM. A call left in doubt is reclaimed by a person: undolog resolve ID.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s%s (undo it with: %s undo %s)\n", session, made, textfmt.Escape(f.CLI()), session)
+			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s%s\n", session, made)
 			redact := opts.redact
 			if policy != nil {
 				redact = append(redact, policy.Redact...)

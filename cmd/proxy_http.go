@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -58,6 +59,26 @@ func (r *remoteUpstream) dial(f *Factory) proxy.Conn {
 	return proxy.DialHTTP(r.url, r.header, f.ErrOut)
 }
 
+// reachable connects to the server's host and port once, so that a proxy
+// in front of a server that is not there fails at its start, as one whose
+// command cannot start does, not on its client's first request.
+func (r *remoteUpstream) reachable(ctx context.Context) error {
+	u, err := url.Parse(r.url)
+	if err != nil {
+		return err
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	d := net.Dialer{Timeout: 10 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return fmt.Errorf("the upstream server %s cannot be reached: %v", r.url, err)
+	}
+	return conn.Close()
+}
+
 // upstream is what the session records (the command, or the URL and header
 // names) and, for --url, the remote with its header values read now.
 func (o *httpOptions) upstream(f *Factory, args []string) ([]string, *remoteUpstream, error) {
@@ -98,12 +119,17 @@ func (o *httpOptions) checkListen() error {
 	return nil
 }
 
-// proxyListen serves HTTP clients until ctx ends (Ctrl-C). A pinned session
+// proxyListen serves HTTP clients until ctx ends (Ctrl-C: exit 130). A pinned session
 // (--session, UNDOLOG_SESSION) is shared by every client session; otherwise
 // each client session gets a new one, printed on stderr.
 func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *proxy.Policy, lease time.Duration, upstream []string, remote *remoteUpstream) error {
 	if err := opts.http.checkListen(); err != nil {
 		return err
+	}
+	if remote != nil {
+		if err := remote.reachable(ctx); err != nil {
+			return err
+		}
 	}
 	store := f.Log()
 	pinned := opts.session
@@ -137,7 +163,7 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		if session == "" {
 			session, made = model.NewSessionID(f.Now()), ", made on its first logged call"
 		}
-		fmt.Fprintf(errOut, "undolog proxy: a client session: session %s%s (undo it with: %s undo %s)\n", session, made, textfmt.Escape(f.CLI()), session)
+		fmt.Fprintf(errOut, "undolog proxy: a client connected: its calls go in session %s%s\n", session, made)
 		var up proxy.Conn
 		if remote != nil {
 			up = proxy.DialHTTP(remote.url, remote.header, errOut)
@@ -154,7 +180,11 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 	}}
 	err = srv.Serve(ctx, ln)
 	fmt.Fprintln(errOut, "undolog proxy: stopped")
-	return err
+	if err == nil && ctx.Err() != nil {
+		// A signal: exit 130, as the stdio proxy does.
+		err = fmt.Errorf("%w (%v)", proxy.ErrInterrupted, context.Cause(ctx))
+	}
+	return proxyEnd(err)
 }
 
 type lockedWriter struct {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -155,6 +156,31 @@ func TestProxyRefusesAnURLWithCredentials(t *testing.T) {
 	}
 }
 
+// TestProxyRefusesAnUnreachableURL: a --url nobody answers at fails the
+// proxy at its start (exit 1, one line), with stdio and --listen clients
+// alike, before anything is logged.
+func TestProxyRefusesAnUnreachableURL(t *testing.T) {
+	h := newHarness(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	for _, args := range [][]string{{"proxy", "--url", closed}, {"proxy", "--listen", "127.0.0.1:0", "--url", closed}} {
+		cmd := exec.Command(testbin.Undolog(t), args...)
+		cmd.Env = h.env
+		cmd.Stdin = strings.NewReader(initializeLine + "\n")
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "cannot be reached") || strings.Contains(string(out), "listening") {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := os.Stat(h.logPath); err == nil {
+		t.Fatal("a log was written")
+	}
+}
+
 // listening starts `undolog proxy --listen 127.0.0.1:0 ARGS...` and returns
 // the URL it prints, its stderr lines after that, and its exit.
 func listening(t *testing.T, h *harness, args ...string) (string, *exec.Cmd, chan error) {
@@ -194,7 +220,8 @@ func listeningTB(t testing.TB, h *harness, args ...string) (string, *exec.Cmd, c
 
 // TestProxyListensForHTTPClients: two MCP clients over Streamable HTTP
 // share one proxy and one log, each client session with its own upstream
-// session and its own undolog session; SIGINT stops the proxy cleanly.
+// session and its own undolog session; SIGINT stops the proxy cleanly, with
+// the stdio proxy's exit code for a signal (130).
 func TestProxyListensForHTTPClients(t *testing.T) {
 	h := newHarness(t)
 	r := newRemote(t)
@@ -240,8 +267,8 @@ func TestProxyListensForHTTPClients(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-exited:
-		if err != nil {
-			t.Fatalf("SIGINT: %v", err)
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
+			t.Fatalf("SIGINT: %v, want exit 130", err)
 		}
 	case <-time.After(30 * time.Second): // a guard against hanging
 		t.Fatal("the proxy did not stop within 30 s of SIGINT")

@@ -115,11 +115,16 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 	}
 }
 
-// chose makes id the proxy's session and says so when it is not the one
-// named at the start.
+// chose makes id the proxy's session and says so, with how to undo it,
+// when it first takes a call: a session that is never made is never named
+// as one to undo.
 func (p *Proxy) chose(id, prev string, prevState sm.SessionState) {
-	if p.current != id && prev != "" {
-		p.note("session %s is %s: calls go on in session %s, which follows it (undo it with: %s undo %s)", prev, prevState, id, p.cli(), id)
+	if p.current != id {
+		if prev != "" {
+			p.note("session %s is %s: calls go on in session %s, which follows it (undo it with: %s undo %s)", prev, prevState, id, p.cli(), id)
+		} else {
+			p.note("calls are logged in session %s (undo it with: %s undo %s)", id, p.cli(), id)
+		}
 	}
 	p.current = id
 }
