@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -372,3 +373,66 @@ func BenchmarkHTTPProxyLatency(b *testing.B) {
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestProxyListenRetryAfterADroppedPOSTIsReplayed: an HTTP client whose
+// POST ended before the server answered never got the answer, so the same
+// call made again is a retry: answered from the log, not run a second time
+// (over stdio a written answer is a delivered one; over HTTP it is not).
+func TestProxyListenRetryAfterADroppedPOSTIsReplayed(t *testing.T) {
+	h := newHarness(t)
+	release := filepath.Join(h.dir, "go")
+	h.env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "UNDOLOG_FAKE_GO="+release)
+	policy := filepath.Join(h.dir, "hold.yaml")
+	os.WriteFile(policy, []byte("tools:\n  hold:\n    tier: compensable\n    compensate: {tool: echo, args: {}}\n"), 0o644)
+	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
+
+	post := func(ctx context.Context, sid, body string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		return http.DefaultClient.Do(req)
+	}
+	resp, err := post(t.Context(), "", initializeLine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp, err := post(t.Context(), sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err == nil {
+		resp.Body.Close()
+	}
+	const holdCall = `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"hold","arguments":{"n":1}}}`
+
+	// The POST ends while the server holds the call.
+	ctx, cancel := context.WithCancel(t.Context())
+	dropped := make(chan struct{})
+	go func() {
+		defer close(dropped)
+		if resp, err := post(ctx, sid, fmt.Sprintf(holdCall, 2)); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	waitFor(t, "the call to execute", func() bool { return strings.Contains(h.cli("list"), "executing") })
+	cancel()
+	<-dropped
+	os.WriteFile(release, nil, 0o644)
+	waitFor(t, "the held call to commit", func() bool { return strings.Contains(h.cli("list"), "committed") })
+
+	resp, err = post(t.Context(), sid, fmt.Sprintf(holdCall, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "held, then done") {
+		t.Fatalf("the retry's answer: %s", body)
+	}
+	if list := h.cli("list"); strings.Count(list, "\tcommitted\t") != 1 || !strings.Contains(list, "\treplayed\t") {
+		t.Fatalf("the retry of a call whose POST was dropped ran again:\n%s", list)
+	}
+}
