@@ -1,9 +1,115 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 )
+
+// unparsed is the answer to a client message encoding/json refused, with
+// its id: a message nested deeper than the decoder's limit (10000 levels)
+// is still JSON, so it is an invalid request answered with the id read
+// from its top level, and its caller is not left waiting; anything else is
+// a parse error (id null).
+func unparsed(msg []byte, err error) (id json.RawMessage, code int, text string) {
+	var syn *json.SyntaxError
+	if errors.As(err, &syn) && strings.HasSuffix(syn.Error(), "exceeded max depth") {
+		return topLevelID(msg), codeInvalidRequest, "invalid request: the message nests deeper than 10000 levels, the proxy's limit; it was not passed on"
+	}
+	return nil, codeParse, "parse error: " + err.Error()
+}
+
+// topLevelID is the "id" member of the object msg, read without decoding
+// the other members (which may nest deeper than a decoder allows); nil when
+// msg is not an object or its id is not a string or a number. Of two ids
+// the last counts, as encoding/json has it.
+func topLevelID(msg []byte) json.RawMessage {
+	i := skipSpace(msg, 0)
+	if i >= len(msg) || msg[i] != '{' {
+		return nil
+	}
+	var id json.RawMessage
+	for i = skipSpace(msg, i+1); i < len(msg) && msg[i] != '}'; {
+		keyEnd := skipValue(msg, i)
+		if msg[i] != '"' || keyEnd < 0 {
+			return nil
+		}
+		key := msg[i:keyEnd]
+		if i = skipSpace(msg, keyEnd); i >= len(msg) || msg[i] != ':' {
+			return nil
+		}
+		i = skipSpace(msg, i+1)
+		end := skipValue(msg, i)
+		if end < 0 {
+			return nil
+		}
+		var k string
+		if json.Unmarshal(key, &k) == nil && k == "id" {
+			id = nil
+			if v := msg[i:end]; (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid(v) {
+				id = bytes.Clone(v)
+			}
+		}
+		if i = skipSpace(msg, end); i < len(msg) && msg[i] == ',' {
+			i = skipSpace(msg, i+1)
+		}
+	}
+	return id
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// skipValue is the end of the JSON value that starts at b[i], found by
+// counting brackets outside strings (no depth limit), or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	depth := 0
+	for j := i; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			for j++; j < len(b) && b[j] != '"'; j++ {
+				if b[j] == '\\' {
+					j++
+				}
+			}
+			if j >= len(b) {
+				return -1
+			}
+			if depth == 0 {
+				return j + 1
+			}
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth == 0 { // the end of the scalar at b[i:j], if any
+				if j == i {
+					return -1
+				}
+				return j
+			}
+			if depth--; depth == 0 {
+				return j + 1
+			}
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\r' || c == '\n'):
+			if j == i {
+				return -1
+			}
+			return j
+		}
+	}
+	if depth == 0 && i < len(b) {
+		return len(b) // a scalar that ends the input
+	}
+	return -1
+}
 
 // clientTooBig answers a client message over maxLine, which was not passed
 // on: the proxy goes on with the next one. The reply has the message's id

@@ -75,3 +75,75 @@ func FuzzClientFraming(f *testing.F) {
 		}
 	})
 }
+
+// TestTopLevelID reads the id of a message whatever its other members hold.
+func TestTopLevelID(t *testing.T) {
+	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
+	for msg, want := range map[string]string{
+		`{"jsonrpc":"2.0","method":"tools/call","params":` + deep + `,"id":7}`: `7`,
+		`{"id":"a\"}b","params":{"s":"}]\\\"` + deep + `"}}`:                    `"a\"}b"`,
+		` { "params" : [1,{"id":2}] , "id" : -3.5e1 } `:                        `-3.5e1`,
+		`{"id":1,"id":"last"}`:     `"last"`,
+		`{"id":{"x":1}}`:           ``,
+		`{"id":null}`:              ``,
+		`[{"id":1}]`:               ``,
+		`{"params":[` + deep[:100]: ``,
+		`{"id":7`:                  `7`,
+		`{"id"`:                    ``,
+		`{"a":1,,"id":2}`:          ``,
+	} {
+		if got := string(topLevelID([]byte(msg))); got != want {
+			t.Errorf("topLevelID(%.60q) = %q, want %q", msg, got, want)
+		}
+	}
+}
+
+// TestClientMessageNestedTooDeep: a request nested deeper than the JSON
+// decoder's limit is answered with its own id (-32600), not -32700 with id
+// null, so its caller does not wait for good; the next request is served.
+func TestClientMessageNestedTooDeep(t *testing.T) {
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	input := `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t","arguments":{"a":` + deep + `}},"id":"deep-1"}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
+	client, upstream := &lockedBuffer{}, &lockedBuffer{}
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	p := &Proxy{Log: store, Session: "deep", ApprovalWait: time.Millisecond}
+	in := newBatcher(NewStdioConn(strings.NewReader(input), client))
+	p.client, p.up, p.upGone = in, NewStdioConn(bytes.NewReader(nil), upstream), make(chan struct{})
+	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
+	p.readClient(t.Context(), in)
+	p.calls.Wait()
+	var first struct {
+		ID    json.RawMessage    `json:"id"`
+		Error struct{ Code int } `json:"error"`
+	}
+	line, _, _ := strings.Cut(client.String(), "\n")
+	if err := json.Unmarshal([]byte(line), &first); err != nil || string(first.ID) != `"deep-1"` || first.Error.Code != codeInvalidRequest {
+		t.Fatalf("answer to the deep request: %s (%v)", line, err)
+	}
+	if !strings.Contains(upstream.String(), `"method":"ping"`) || strings.Contains(upstream.String(), "deep-1") {
+		t.Fatalf("upstream got %q", upstream.String())
+	}
+}
+
+// FuzzTopLevelID: never panics, and on JSON the decoder reads it agrees
+// with the decoder about a string or number id.
+func FuzzTopLevelID(f *testing.F) {
+	for _, seed := range []string{`{"id":1}`, `{"a":[{"id":2}],"id":"x\"y"}`, `{"id":1,"id":2}`, `{"id":{}}`, `{ "id" : -0.5 }`, `[1]`, `{"id`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		got := topLevelID(msg)
+		var m map[string]json.RawMessage
+		if json.Unmarshal(msg, &m) != nil {
+			return
+		}
+		want := m["id"]
+		if len(want) > 0 && want[0] != '"' && want[0] != '-' && (want[0] < '0' || want[0] > '9') {
+			want = nil
+		}
+		if !bytes.Equal(bytes.TrimSpace(got), bytes.TrimSpace(want)) {
+			t.Fatalf("topLevelID(%q) = %q, the decoder reads %q", msg, got, want)
+		}
+	})
+}

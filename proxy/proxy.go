@@ -286,7 +286,8 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 		m, err := parse(line)
 		switch {
 		case err != nil:
-			p.writeClient(errorResponse(nil, codeParse, "parse error: "+err.Error()))
+			id, code, text := unparsed(line, err)
+			p.writeClient(errorResponse(id, code, text))
 			return
 		case m.JSONRPC != "2.0":
 			p.writeClient(errorResponse(m.ID, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))

@@ -217,7 +217,8 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		if !json.Valid(body) {
-			rpcFail(w, http.StatusBadRequest, nil, codeParse, "parse error: the body is not JSON")
+			id, code, text := unparsed(body, json.Unmarshal(body, new(any)))
+			rpcFail(w, http.StatusBadRequest, id, code, text)
 			return
 		}
 		elems = []json.RawMessage{body}

@@ -122,6 +122,10 @@ func TestHTTPServerSessions(t *testing.T) {
 	if r := postTo(t, url, sid, both, `not json`); r.status != 400 || errCode(r.msgs[0].(map[string]any)) != codeParse {
 		t.Fatalf("not JSON: %+v", r)
 	}
+	deep := `{"jsonrpc":"2.0","method":"ping","params":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `,"id":"deep"}`
+	if r := postTo(t, url, sid, both, deep); r.status != 400 || errCode(r.msgs[0].(map[string]any)) != codeInvalidRequest || r.msgs[0].(map[string]any)["id"] != "deep" {
+		t.Fatalf("nested deeper than the decoder's limit: %+v", r)
+	}
 	req, _ := http.NewRequest(http.MethodDelete, url, nil)
 	req.Header.Set("Mcp-Session-Id", sid)
 	resp, err := http.DefaultClient.Do(req)
