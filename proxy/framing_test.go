@@ -81,7 +81,7 @@ func TestTopLevelID(t *testing.T) {
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
 	for msg, want := range map[string]string{
 		`{"jsonrpc":"2.0","method":"tools/call","params":` + deep + `,"id":7}`: `7`,
-		`{"id":"a\"}b","params":{"s":"}]\\\"` + deep + `"}}`:                    `"a\"}b"`,
+		`{"id":"a\"}b","params":{"s":"}]\\\"` + deep + `"}}`:                   `"a\"}b"`,
 		` { "params" : [1,{"id":2}] , "id" : -3.5e1 } `:                        `-3.5e1`,
 		`{"id":1,"id":"last"}`:     `"last"`,
 		`{"id":{"x":1}}`:           ``,
