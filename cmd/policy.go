@@ -91,6 +91,13 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 				if r.Compensable() && !r.HasCompensation() {
 					warnings = append(warnings, fmt.Sprintf("warning: %s is compensable but says no compensate: undo will ask a person to confirm it was undone by hand (see docs/policy.md)", r.Pattern))
 				}
+				if r.Cases != nil {
+					for _, c := range r.Cases.Cases {
+						for _, a := range c.Unguarded() {
+							warnings = append(warnings, fmt.Sprintf("warning: %s: the run argument %q comes before a `--`: an agent's value there can be an option of %s (-rf, --help); put `--` before it (see docs/policy.md)", r.Pattern, a, c.Run[0]))
+						}
+					}
+				}
 			}
 			if err := renderTable(f, []string{"TOOL", "TIER", "CAPTURE", "UNDO"}, rows); err != nil {
 				return err

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/itchyny/gojq"
@@ -193,28 +195,23 @@ func (c Case) fill(input map[string]any) (Chosen, error) {
 		return ch, nil
 	}
 	for _, a := range c.Run {
-		// One placeholder that gives an array is spliced in, an element
-		// each: a list of paths becomes that many arguments.
+		// One placeholder gives an argument for each value its expression
+		// yields: `.args.paths[]` is that many arguments, as the policy's
+		// author wrote. An array is an error, never spread: the agent
+		// chooses an argument's type, and would make one into several
+		// (options, other targets).
 		if expr, ok, _ := whole(a); ok {
-			v, err := run(expr, input)
+			vs, err := runAll(expr, input)
 			if err != nil {
 				return ch, err
 			}
-			if list, isList := v.([]any); isList {
-				for _, e := range list {
-					s, err := argText(expr, e)
-					if err != nil {
-						return ch, err
-					}
-					ch.Argv = append(ch.Argv, s)
+			for _, v := range vs {
+				s, err := argText(expr, v)
+				if err != nil {
+					return ch, err
 				}
-				continue
+				ch.Argv = append(ch.Argv, s)
 			}
-			s, err := argText(expr, v)
-			if err != nil {
-				return ch, err
-			}
-			ch.Argv = append(ch.Argv, s)
 			continue
 		}
 		v, err := fillString(a, input)
@@ -251,11 +248,33 @@ func (c Case) fill(input map[string]any) (Chosen, error) {
 	return ch, nil
 }
 
+// Unguarded is the run arguments of c that take the call's args before a
+// `--`: there an agent's value can be an option (-rf, --help) of the
+// command. A shell's `-c SCRIPT NAME ARG...` takes its ARGs as positional
+// parameters, never options, and is not flagged.
+func (c Case) Unguarded() []string {
+	if len(c.Run) > 2 && c.Run[1] == "-c" && slices.Contains([]string{"sh", "bash", "dash", "zsh"}, filepath.Base(c.Run[0])) {
+		return nil
+	}
+	var out []string
+	for i, a := range c.Run {
+		if a == "--" {
+			break
+		}
+		if i > 0 && strings.Contains(a, "{{") && strings.Contains(a, ".args") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // argText is one argument of a command: a string, number or boolean as
-// text; null, an object or an array (inside an array) is a mistake.
+// text; null, an object or an array is a mistake.
 func argText(expr string, v any) (string, error) {
 	switch v.(type) {
-	case nil, map[string]any, []any:
+	case []any:
+		return "", fmt.Errorf("%w: %q gives an array, %s, which is no command argument (for an argument of each element, write %q)", ErrTemplate, expr, text(v), "{{ "+strings.TrimSpace(expr)+"[] }}")
+	case nil, map[string]any:
 		return "", fmt.Errorf("%w: %q gives %s, which is no command argument", ErrTemplate, expr, text(v))
 	}
 	return text(v), nil

@@ -39,7 +39,8 @@ func TestChooseACase(t *testing.T) {
 	cs := Cases{Cases: []Case{
 		{When: `.capture.isError`, Run: []string{"rm", "-f", "--", "{{ .args.path }}"}},
 		{When: `{{ .args.mode == "bin" }}`, Run: []string{"sh", "-c", `cat > "$1"`, "sh", "{{ .args.path }}"}, StdinBase64: "{{ .capture.content[0].data }}"},
-		{When: `.args.dirs`, Run: []string{"rmdir", "--", "{{ .args.dirs }}"}},
+		{When: `.args.dirs`, Run: []string{"rmdir", "--", "{{ .args.dirs[] }}"}},
+		{When: `.args.p`, Run: []string{"touch", "{{ .args.p }}"}},
 		{Tool: "write_file", Args: json.RawMessage(`{"path":"{{ .args.path }}","content":"{{ .capture.content[0].text }}"}`)},
 	}}
 	if err := cs.Check(); err != nil {
@@ -58,6 +59,11 @@ func TestChooseACase(t *testing.T) {
 	got, err = cs.Choose(Input{Args: json.RawMessage(`{"dirs":["a/b","a"]}`)})
 	if err != nil || strings.Join(got.Argv, "|") != "rmdir|--|a/b|a" {
 		t.Fatalf("%+v %v", got, err)
+	}
+	// An array where the policy wrote one argument is an error: the agent
+	// would choose options and targets (touch -d DATE victim).
+	if got, err = cs.Choose(Input{Args: json.RawMessage(`{"p":["-d","2001-01-01","victim"]}`)}); err == nil || !strings.Contains(err.Error(), `write "{{ .args.p[] }}"`) {
+		t.Fatalf("an array for one argument: %+v %v", got, err)
 	}
 	got, err = cs.Choose(Input{Args: json.RawMessage(`{"path":"p"}`), Capture: json.RawMessage(`{"content":[{"text":"old"}]}`)})
 	if err != nil || got.Kind() != "mcp" || string(got.Args) != `{"content":"old","path":"p"}` {

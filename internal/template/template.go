@@ -148,6 +148,25 @@ func fill(v any, input map[string]any) (any, error) {
 }
 
 // run evaluates one jq expression and returns its single value.
+// runAll is every value expr yields over input, in order.
+func runAll(expr string, input map[string]any) ([]any, error) {
+	q, err := gojq.Parse(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
+	}
+	var vs []any
+	for iter := q.Run(input); ; {
+		v, ok := iter.Next()
+		if !ok {
+			return vs, nil
+		}
+		if err, isErr := v.(error); isErr {
+			return nil, fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
+		}
+		vs = append(vs, v)
+	}
+}
+
 func run(expr string, input map[string]any) (any, error) {
 	q, err := gojq.Parse(expr)
 	if err != nil {
