@@ -436,3 +436,40 @@ func TestProxyListenRetryAfterADroppedPOSTIsReplayed(t *testing.T) {
 		t.Fatalf("the retry of a call whose POST was dropped ran again:\n%s", list)
 	}
 }
+
+// TestProxyListenSignalAnswersAWaitingCall: Ctrl-C on a --listen proxy
+// answers a call that waits for approval on its own POST, as the stdio
+// proxy does ("was not run ... its request stands"), and exits 130.
+func TestProxyListenSignalAnswersAWaitingCall(t *testing.T) {
+	h := newHarness(t)
+	h.env = append(h.env, "UNDOLOG_FAKE_SERVER=1")
+	policy := filepath.Join(h.dir, "ask.yaml")
+	os.WriteFile(policy, []byte("tools:\n  echo: {tier: irreversible}\n"), 0o644)
+	url, cmd, exited := listening(t, h, "--policy", policy, "--approval-wait", "10m", "--", os.Args[0])
+	c := mcp.NewClient(&mcp.Implementation{Name: "waiting", Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{}})
+		if err != nil {
+			res = &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "error: " + err.Error()}}}
+		}
+		answered <- res
+	}()
+	waitFor(t, "the call to wait for approval", func() bool { return strings.Contains(h.cli("approvals"), "echo") })
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case res := <-answered:
+		if !res.IsError || !strings.Contains(text(res), "was not run: the proxy was stopped by a signal while it waited for approval; its request stands") {
+			t.Fatalf("the waiting call's answer: %+v %s", res, text(res))
+		}
+	case <-time.After(30 * time.Second): // a guard against hanging
+		t.Fatal("the waiting call got no answer within 30 s of SIGINT")
+	}
+	if err := <-exited; err == nil || err.(*exec.ExitError).ExitCode() != 130 {
+		t.Fatalf("exit: %v, want 130", err)
+	}
+}

@@ -83,8 +83,12 @@ func (s *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	s.ctx, s.sessions = ctx, map[string]*listenSession{}
 	s.mu.Unlock()
+	// Requests outlive ctx: once it ends, each session's proxy answers the
+	// calls it has in flight (a call waiting for approval gets its "was not
+	// run" error) on their POSTs, which must still be open for it.
+	base := context.WithoutCancel(ctx)
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	tick := time.NewTicker(time.Minute)
@@ -99,6 +103,17 @@ wait:
 			break wait
 		case <-tick.C:
 			s.sweep()
+		}
+	}
+	if ctx.Err() != nil {
+		// Each session's Start sees ctx end too: the proxy answers the calls
+		// it has in flight, on their POSTs, and returns (its session closes
+		// then). A while for that, beyond the proxy's own grace.
+		started := make(chan struct{})
+		go func() { s.wg.Wait(); close(started) }()
+		select {
+		case <-started:
+		case <-time.After(DefaultStopGrace + 5*time.Second):
 		}
 	}
 	s.mu.Lock()

@@ -19,6 +19,7 @@ import (
 func echoServer(t *testing.T, version string) (url string, ended chan struct{}) {
 	ended = make(chan struct{}, 4)
 	s := &HTTPServer{Start: func(ctx context.Context, client Conn) {
+		go func() { <-ctx.Done(); client.Close() }() // as a proxy's Serve ends with ctx
 		c := newBatcher(client)
 		for {
 			msg, err := c.Read()
