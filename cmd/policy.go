@@ -94,7 +94,7 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 				if r.Cases != nil {
 					for _, c := range r.Cases.Cases {
 						for _, a := range c.Unguarded() {
-							warnings = append(warnings, fmt.Sprintf("warning: %s: the run argument %q comes before a `--`: an agent's value there can be an option of %s (-rf, --help); put `--` before it (see docs/policy.md)", r.Pattern, a, c.Run[0]))
+							warnings = append(warnings, fmt.Sprintf("warning: %s: the run argument %q begins with a value before any `--`: one that begins with - is an option of %s (-rf, --help); put `--` before it if %s takes one, or begin the argument with fixed text (./, /dir/) (see docs/policy.md)", r.Pattern, a, c.Run[0], c.Run[0]))
 						}
 					}
 				}

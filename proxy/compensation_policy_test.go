@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -148,5 +150,39 @@ func TestFilesystemPolicyRules(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("%s: %q %v, want %q", capture, got, err, want)
 		}
+	}
+}
+
+// TestDocsCreateDirectoryIsTheShippedOne: docs/policy.md's create_directory
+// example captures and compensates as the shipped filesystem policy does (a
+// copy that drifted failed at undo).
+func TestDocsCreateDirectoryIsTheShippedOne(t *testing.T) {
+	doc, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, b := range strings.Split(string(doc), "```yaml\n")[1:] {
+		if b, _, _ = strings.Cut(b, "```"); strings.HasPrefix(b, "  create_directory:\n") {
+			block = b
+		}
+	}
+	if block == "" {
+		t.Fatal("docs/policy.md has no create_directory example")
+	}
+	file := filepath.Join(t.TempDir(), "doc.yaml")
+	os.WriteFile(file, []byte("tools:\n"+block), 0o644)
+	fromDoc, err := LoadPolicy(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := LoadPolicy("../examples/filesystem-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func() (bool, bool) { return false, false }
+	d, s := fromDoc.Classify("create_directory", none).Rule, shipped.Classify("create_directory", none).Rule
+	if !reflect.DeepEqual(d.Capture, s.Capture) || !reflect.DeepEqual(d.Cases, s.Cases) {
+		t.Fatalf("docs/policy.md's create_directory is not the shipped one:\n%+v %+v\n%+v %+v", d.Capture, d.Cases, s.Capture, s.Cases)
 	}
 }

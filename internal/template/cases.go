@@ -248,10 +248,11 @@ func (c Case) fill(input map[string]any) (Chosen, error) {
 	return ch, nil
 }
 
-// Unguarded is the run arguments of c that take the call's args before a
-// `--`: there an agent's value can be an option (-rf, --help) of the
-// command. A shell's `-c SCRIPT NAME ARG...` takes its ARGs as positional
-// parameters, never options, and is not flagged.
+// Unguarded is the run arguments of c that begin with a value filled in
+// (the call's args, its result, a capture) before a `--`: there a value
+// that begins with - is an option of the command (-rf, --help). One that
+// begins with fixed text (/base/{{ }}, --file={{ }}) is not, nor are the
+// ARGs of a shell's `-c SCRIPT NAME ARG...`, its positional parameters.
 func (c Case) Unguarded() []string {
 	if len(c.Run) > 2 && c.Run[1] == "-c" && slices.Contains([]string{"sh", "bash", "dash", "zsh"}, filepath.Base(c.Run[0])) {
 		return nil
@@ -261,7 +262,7 @@ func (c Case) Unguarded() []string {
 		if a == "--" {
 			break
 		}
-		if i > 0 && strings.Contains(a, "{{") && strings.Contains(a, ".args") {
+		if i > 0 && strings.HasPrefix(strings.TrimLeft(a, " "), "{{") {
 			out = append(out, a)
 		}
 	}
