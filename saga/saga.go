@@ -600,8 +600,7 @@ func (r *Runner) execute(ctx context.Context, step Step, attempt int, upstream [
 		case model.CompensationCommand:
 			return r.runCommand(ctx, step, attempt, ch.Argv, c.Dir, ch.Stdin)
 		}
-		r.progress("effect %d %s: nothing to undo: %s", step.Effect.ID, step.Effect.Tool, ch.Skip)
-		return nil
+		return nil // a skip: the step's line says "compensated (nothing to undo: ...)"
 	}
 	return &permanentError{fmt.Errorf("unknown compensation kind %q", c.Kind)}
 }
