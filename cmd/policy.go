@@ -220,7 +220,7 @@ readOnlyHint are safe, the others irreversible until you say how to undo them
 					if a != nil && a.DestructiveHint != nil && *a.DestructiveHint {
 						why = " (destructiveHint)"
 					}
-					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable%s with:\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT   # or run: [COMMAND, ARG, ...]: see docs/policy.md\n    #   args: {}\n", name, why)
+					fmt.Fprintf(&b, "  %s:\n    tier: irreversible    # make it compensable%s: tier: compensable, and\n    # compensate:\n    #   tool: TOOL_THAT_UNDOES_IT   # or run: [COMMAND, ARG, ...] in place of tool and args: see docs/policy.md\n    #   args: {}\n", name, why)
 				}
 			}
 			if opts.file == "" || opts.file == "-" {

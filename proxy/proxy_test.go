@@ -627,8 +627,8 @@ func TestProxyFailedIrreversibleCallAsksAgain(t *testing.T) {
 func TestPolicyInitFromTheServer(t *testing.T) {
 	h := newHarness(t)
 	out := h.cli("policy", "init", "--", memoryServer(t))
-	for _, want := range []string{"read_graph:\n    tier: safe", "delete_entities:\n    tier: irreversible    # make it compensable (destructiveHint) with:\n    # compensate:",
-		"create_entities:\n    tier: irreversible    # make it compensable with:", "see docs/policy.md", "docs/policy.md is the reference"} {
+	for _, want := range []string{"read_graph:\n    tier: safe", "delete_entities:\n    tier: irreversible    # make it compensable (destructiveHint): tier: compensable, and\n    # compensate:",
+		"create_entities:\n    tier: irreversible    # make it compensable: tier: compensable, and", "see docs/policy.md", "docs/policy.md is the reference"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("policy init lacks %q:\n%s", want, out)
 		}
