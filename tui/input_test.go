@@ -71,3 +71,24 @@ func TestFooterFollowsTheBackground(t *testing.T) {
 		t.Fatalf("no colour, yet %q", f)
 	}
 }
+
+// A box wraps a long line inside its width; a style the wrap cuts is closed
+// before the border and opened again on the next line, so the border is
+// never coloured.
+func TestBoxWrapsAndKeepsItsBorderPlain(t *testing.T) {
+	st := newStyles(true)
+	out := st.boxWidth(14).Render(st.errText.Render("WILL FAIL: no such tool") + "\nok")
+	lines := strings.Split(out, "\n")
+	want := []string{"┌──────────────┐", "│ WILL FAIL:   │", "│ no such tool │", "│ ok           │", "└──────────────┘"}
+	for i, l := range lines {
+		if i >= len(want) || ansi.Strip(l) != want[i] {
+			t.Fatalf("box:\n%s", ansi.Strip(out))
+		}
+		if j := strings.LastIndex(l, "\x1b["); j >= 0 && !strings.HasPrefix(l[j:], "\x1b[m") {
+			t.Fatalf("line %d leaves its style open into the border: %q", i, l)
+		}
+	}
+	if len(lines) != len(want) || !strings.HasPrefix(lines[2], "│ \x1b[") {
+		t.Fatalf("the style does not go on after the wrap: %q", lines)
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
@@ -43,7 +42,7 @@ type Model struct {
 	opts Options
 	st   styles
 	keys keyMap
-	help help.Model
+	help helpStyles
 
 	width, height int
 	screen        screen
@@ -140,10 +139,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
-		m.help.SetWidth(msg.Width)
 		return m, nil
 	case tea.BackgroundColorMsg:
-		m.help.Styles = helpStyles(m.st.color, msg.IsDark())
+		m.help = newHelpStyles(m.st.color, msg.IsDark())
 		return m, nil
 	case tickMsg:
 		return m, checkChanges(m.ctx, m.opts.Log)

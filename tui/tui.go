@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"charm.land/bubbles/v2/help"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
@@ -94,13 +93,13 @@ func New(ctx context.Context, opts Options) *Model {
 	if opts.Refresh <= 0 {
 		opts.Refresh = 500 * time.Millisecond
 	}
-	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: help.New(), follow: true, width: 80, height: 24}
-	// Dark until the terminal says otherwise (Init asks it).
-	m.help.Styles = helpStyles(opts.Color, true)
+	// The help's colours are for a dark background until the terminal
+	// says otherwise (Init asks it).
+	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: newHelpStyles(opts.Color, true),
+		follow: true, width: 80, height: 24}
 	if opts.Width > 0 && opts.Height > 0 {
 		m.width, m.height = opts.Width, opts.Height
 	}
-	m.help.SetWidth(m.width)
 	if opts.Session != "" {
 		m.screen = screenSession
 		m.session = sessionView{id: opts.Session}

@@ -161,11 +161,11 @@ func (m *Model) render() string {
 func (m *Model) footer() string {
 	// Laid out here, not by help.ShortHelpView: that one overflows the
 	// width when not even its ellipsis fits.
-	st := m.help.Styles
+	st := m.help
 	item := func(b key.Binding) string {
-		return st.ShortKey.Inline(true).Render(b.Help().Key) + " " + st.ShortDesc.Inline(true).Render(b.Help().Desc)
+		return st.key.Render(b.Help().Key) + " " + st.desc.Render(b.Help().Desc)
 	}
-	sep := st.ShortSeparator.Inline(true).Render(m.help.ShortSeparator)
+	sep := st.sep.Render(shortSeparator)
 	tail := item(m.keys.Help) + sep + item(m.keys.Quit)
 	room := m.width - ansi.StringWidth(tail)
 	var b strings.Builder
@@ -191,7 +191,7 @@ var legend = []string{
 }
 
 func (m *Model) helpView() string {
-	lines := []string{m.st.title.Render("Keys"), "", m.help.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Abbreviations")}
+	lines := []string{m.st.title.Render("Keys"), "", m.help.fullHelp(m.keys.fullHelp(m.screen), m.width), "", m.st.title.Render("Abbreviations")}
 	lines = append(lines, legend...)
 	return m.st.box.Render(strings.Join(lines, "\n"))
 }
