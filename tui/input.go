@@ -65,7 +65,9 @@ func (in *input) update(msg tea.Msg) bool {
 			in.value = nil
 			return true
 		}
-		if msg.Text != "" && msg.Mod&^tea.ModShift == 0 {
+		// Text typed with shift or a lock key goes in; with ctrl, alt and
+		// the like it is a command, not text.
+		if msg.Text != "" && msg.Mod&(tea.ModCtrl|tea.ModAlt|tea.ModMeta|tea.ModSuper|tea.ModHyper) == 0 {
 			in.insert(msg.Text)
 			return true
 		}

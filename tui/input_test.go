@@ -17,6 +17,8 @@ func TestInputTypesPastesAndDeletes(t *testing.T) {
 	for _, r := range "ok by me" {
 		in.update(tea.KeyPressMsg{Code: r, Text: string(r)})
 	}
+	in.update(tea.KeyPressMsg{Code: 'x', Text: "X", Mod: tea.ModCapsLock})
+	in.update(tea.KeyPressMsg{Code: tea.KeyBackspace})
 	in.update(tea.KeyPressMsg{Code: tea.KeyBackspace})
 	if got := in.Value(); got != "ok by m" {
 		t.Fatalf("typed and backspaced: %q", got)
