@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
@@ -90,7 +90,7 @@ func TestViewEscapesStoredText(t *testing.T) {
 	for i, id := range []uint64{wire, note, failed} {
 		m.session.cursor = i
 		run(loadDetail(t.Context(), store, id))
-		screen := m.View()
+		screen := m.render()
 		requireTerminalSafe(t, "effect detail", screen)
 		if !strings.Contains(screen, `\x1b]0;owned\x07`) {
 			t.Fatalf("effect %d: the stored text is not shown escaped:\n%s", id, screen)
@@ -99,7 +99,7 @@ func TestViewEscapesStoredText(t *testing.T) {
 	// A decision on a decided effect: the status line quotes the decider.
 	m.session.cursor = 0
 	run(decide(t.Context(), store, wire, sm.Approved, "tester", ""))
-	requireTerminalSafe(t, "status line", m.View())
+	requireTerminalSafe(t, "status line", m.render())
 
 	m.screen = screenSessions
 	run(loadSessions(t.Context(), store))
@@ -107,25 +107,25 @@ func TestViewEscapesStoredText(t *testing.T) {
 	if m.overlay != overlayConfirmUndo {
 		t.Fatalf("no undo confirmation: %s", m.status)
 	}
-	requireTerminalSafe(t, "undo confirmation", m.View())
+	requireTerminalSafe(t, "undo confirmation", m.render())
 	run(m.handleKey(press("y")))
 	if !m.undo.done {
 		t.Fatal("the undo walk did not end")
 	}
-	requireTerminalSafe(t, "undo walk", m.View())
+	requireTerminalSafe(t, "undo walk", m.render())
 
 	// An error that quotes stored text, as the walk's stop does.
 	m.Update(undoDoneMsg{err: errors.New("compensation failed: " + hostile)})
-	requireTerminalSafe(t, "undo stop", m.View())
+	requireTerminalSafe(t, "undo stop", m.render())
 
 	m.overlay, m.screen = overlayNone, screenSession
 	run(loadEffects(t.Context(), store, "hostile", effectlog.EffectFilter{}, 0, 0))
 	m.session.cursor = 1
 	run(loadDetail(t.Context(), store, note))
-	if !strings.Contains(m.View(), `exit status 3: \x1b]0;owned\x07\x1b[2J\u009b\u202e`) {
-		t.Fatalf("no undo error in the detail:\n%s", m.View())
+	if !strings.Contains(m.render(), `exit status 3: \x1b]0;owned\x07\x1b[2J\u009b\u202e`) {
+		t.Fatalf("no undo error in the detail:\n%s", m.render())
 	}
-	requireTerminalSafe(t, "undo entry detail", m.View())
+	requireTerminalSafe(t, "undo entry detail", m.render())
 
 	// The decision dialog shows the effect's args; the title the log's
 	// address (an environment variable may hold anything).
@@ -133,13 +133,13 @@ func TestViewEscapesStoredText(t *testing.T) {
 	// (Every effect here is past deciding: the dialog is opened as a and r do.)
 	e := m.session.selected()
 	m.openPrompt("Approve effect "+itoa(e.ID)+" ("+e.Tool+")?", false, e.Args, nil)
-	if !strings.Contains(m.View(), `\u009b2J\u202ex`) && !strings.Contains(m.View(), `\x9b2J`) {
-		t.Fatalf("the dialog does not show the args escaped:\n%s", m.View())
+	if !strings.Contains(m.render(), `\u009b2J\u202ex`) && !strings.Contains(m.render(), `\x9b2J`) {
+		t.Fatalf("the dialog does not show the args escaped:\n%s", m.render())
 	}
-	requireTerminalSafe(t, "decision dialog and title", m.View())
+	requireTerminalSafe(t, "decision dialog and title", m.render())
 	// A filter typed (pasted) with controls, shown in the title.
 	m.overlay, m.screen, m.sessions.filter = overlayNone, screenSessions, hostile
-	requireTerminalSafe(t, "sessions filter", m.View())
+	requireTerminalSafe(t, "sessions filter", m.render())
 	run(m.handleKey(press("/")))
-	requireTerminalSafe(t, "filter dialog", m.View())
+	requireTerminalSafe(t, "filter dialog", m.render())
 }

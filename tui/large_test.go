@@ -38,7 +38,7 @@ func BenchmarkFirstPaint1M(b *testing.B) {
 	for b.Loop() {
 		m := New(b.Context(), Options{Log: store, Actor: "bench"})
 		m.Update(loadSessions(b.Context(), store)())
-		if !strings.Contains(m.View(), "load-0999") {
+		if !strings.Contains(m.render(), "load-0999") {
 			b.Fatal("first screen lacks the newest session")
 		}
 	}
@@ -53,7 +53,7 @@ func BenchmarkSessionScreen1M(b *testing.B) {
 		m.Update(loadEffects(b.Context(), store, "load-0500", effectlog.EffectFilter{}, 0, 0)())
 		m.Update(loadDetail(b.Context(), store, m.session.selected().ID)())
 		// The args are wrapped, not cut: at 80x24 the history is below.
-		if !strings.Contains(m.View(), "args:") {
+		if !strings.Contains(m.render(), "args:") {
 			b.Fatal("no detail")
 		}
 	}
@@ -74,7 +74,7 @@ func BenchmarkScrollPage1M(b *testing.B) {
 		}
 		cmd := m.session.move(b.Context(), 1, store)
 		m.Update(cmd())
-		_ = m.View()
+		_ = m.render()
 	}
 }
 
@@ -89,7 +89,7 @@ func TestMemoryProbe(t *testing.T) {
 	store := engines.File(path, engines.Options{})
 	m := New(t.Context(), Options{Log: store, Actor: "probe"})
 	m.Update(loadSessions(t.Context(), store)())
-	_ = m.View()
+	_ = m.render()
 	for _, session := range []string{"load-0999", "load-0500", "load-0000"} {
 		m.screen, m.session = screenSession, sessionView{id: session}
 		m.Update(loadEffects(t.Context(), store, session, effectlog.EffectFilter{}, 0, 0)())
@@ -97,7 +97,7 @@ func TestMemoryProbe(t *testing.T) {
 			if cmd := m.session.move(t.Context(), 1, store); cmd != nil {
 				m.Update(cmd())
 			}
-			_ = m.View()
+			_ = m.render()
 		}
 	}
 	var ru syscall.Rusage

@@ -7,11 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/cursor"
-	"github.com/charmbracelet/bubbles/help"
-	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/textinput"
-	tea "github.com/charmbracelet/bubbletea"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
@@ -45,7 +42,7 @@ type Model struct {
 	opts Options
 	st   styles
 	keys keyMap
-	help help.Model
+	help helpStyles
 
 	width, height int
 	screen        screen
@@ -57,7 +54,7 @@ type Model struct {
 	prompt  promptState
 	plan    saga.Plan
 	undo    undoState
-	filter  textinput.Model
+	filter  input
 
 	status     string
 	statusErr  bool
@@ -78,7 +75,7 @@ type promptState struct {
 	question string   // what the input asks for
 	args     []string // the effect's arguments, pretty and escaped
 	top      int      // first args line shown
-	input    textinput.Model
+	input    input
 	required bool
 	submit   func(reason string) tea.Cmd
 }
@@ -92,10 +89,16 @@ type undoState struct {
 // Init loads the first screen, unless Run has, and starts watching for
 // changes after the position it was read at.
 func (m *Model) Init() tea.Cmd {
-	if m.primed {
-		return watchChanges(m.ctx, m.opts.Log, m.seen, m.opts.Refresh)
+	// The footer's colours suit the terminal's background: the program asks
+	// it (only the view does; no command asks the terminal anything).
+	var bg tea.Cmd
+	if m.st.color {
+		bg = tea.RequestBackgroundColor
 	}
-	return firstLoad(m.ctx, m.opts.Log, m.reload())
+	if m.primed {
+		return tea.Batch(watchChanges(m.ctx, m.opts.Log, m.seen, m.opts.Refresh), bg)
+	}
+	return tea.Batch(firstLoad(m.ctx, m.opts.Log, m.reload()), bg)
 }
 
 // prime takes in the first load: the feed's position it was read after,
@@ -136,7 +139,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
-		m.help.Width = msg.Width
+		return m, nil
+	case tea.BackgroundColorMsg:
+		m.help = newHelpStyles(m.st.color, msg.IsDark())
 		return m, nil
 	case tickMsg:
 		return m, checkChanges(m.ctx, m.opts.Log)
@@ -211,8 +216,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setStatus(line, nil)
 		}
 		return m, m.reload()
-	case tea.KeyMsg:
+	case tea.KeyPressMsg:
 		return m, m.handleKey(msg)
+	case tea.PasteMsg:
+		switch m.overlay {
+		case overlayPrompt:
+			m.prompt.input.update(msg)
+		case overlayFilter:
+			m.filter.update(msg)
+		}
+		return m, nil
 	}
 	return m, nil
 }
@@ -239,16 +252,16 @@ func (m *Model) notHere(p saga.Plan) string {
 	return ""
 }
 
-func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
-	if msg.Type == tea.KeyCtrlC {
+func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
+	if msg.String() == "ctrl+c" {
 		return tea.Quit
 	}
-	// Keys typed faster than the terminal is read arrive as one message of
-	// several runes; outside text inputs, each is a key of its own.
-	if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste && m.overlay != overlayPrompt && m.overlay != overlayFilter {
+	// A key of several characters (text sent as one) is, outside text
+	// inputs, one key per character.
+	if runes := []rune(msg.Text); len(runes) > 1 && m.overlay != overlayPrompt && m.overlay != overlayFilter {
 		var cmds []tea.Cmd
-		for _, r := range msg.Runes {
-			cmds = append(cmds, m.handleKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}}))
+		for _, r := range runes {
+			cmds = append(cmds, m.handleKey(tea.KeyPressMsg{Code: r, Text: string(r)}))
 		}
 		return tea.Batch(cmds...)
 	}
@@ -301,7 +314,7 @@ func (m *Model) handleKey(msg tea.KeyMsg) tea.Cmd {
 	return m.sessionKey(msg)
 }
 
-func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
+func (m *Model) sessionsKey(msg tea.KeyPressMsg) tea.Cmd {
 	k, v := m.keys, &m.sessions
 	switch {
 	case key.Matches(msg, k.Up):
@@ -329,7 +342,7 @@ func (m *Model) sessionsKey(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
+func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 	k, v := m.keys, &m.session
 	switch {
 	case key.Matches(msg, k.Back):
@@ -396,7 +409,7 @@ func (m *Model) sessionKey(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-func (m *Model) menuKey(msg tea.KeyMsg) tea.Cmd {
+func (m *Model) menuKey(msg tea.KeyPressMsg) tea.Cmd {
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Back), msg.String() == "q":
@@ -412,16 +425,6 @@ func (m *Model) menuKey(msg tea.KeyMsg) tea.Cmd {
 		})
 	}
 	return nil
-}
-
-func newInput(placeholder string) textinput.Model {
-	in := textinput.New()
-	in.Placeholder = placeholder
-	in.Prompt = "> "
-	in.CharLimit = 500
-	in.Cursor.SetMode(cursor.CursorStatic)
-	in.Focus()
-	return in
 }
 
 // allowedNext is what the transition menu offers: the states the spec's
@@ -463,13 +466,13 @@ func (m *Model) openPrompt(title string, required bool, args []byte, submit func
 	m.overlay = overlayPrompt
 }
 
-func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
-	switch msg.Type {
-	case tea.KeyEsc:
+func (m *Model) promptKey(msg tea.KeyPressMsg) tea.Cmd {
+	switch msg.String() {
+	case "esc":
 		m.overlay = overlayNone
 		m.setStatus("cancelled; nothing changed", nil)
 		return nil
-	case tea.KeyEnter:
+	case "enter":
 		reason := strings.TrimSpace(m.prompt.input.Value())
 		if reason == "" && m.prompt.required {
 			m.setStatus("", fmt.Errorf("a reason is required"))
@@ -477,37 +480,21 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		}
 		m.overlay = overlayNone
 		return m.prompt.submit(reason)
-	case tea.KeyUp:
+	case "up":
 		m.prompt.top = max(0, m.prompt.top-1)
 		return nil
-	case tea.KeyDown:
+	case "down":
 		m.prompt.top++ // the view holds it to the end
 		return nil
-	case tea.KeyPgUp:
+	case "pgup":
 		m.prompt.top = max(0, m.prompt.top-m.bodyHeight()/2)
 		return nil
-	case tea.KeyPgDown:
+	case "pgdown":
 		m.prompt.top += m.bodyHeight() / 2
 		return nil
 	}
-	return typeInto(&m.prompt.input, msg)
-}
-
-// typeInto feeds a key to a text input. A burst of runes goes in one rune at
-// a time: as one message, a typed word such as "right" would read as a key name.
-func typeInto(in *textinput.Model, msg tea.KeyMsg) tea.Cmd {
-	if msg.Type != tea.KeyRunes || len(msg.Runes) < 2 {
-		var cmd tea.Cmd
-		*in, cmd = in.Update(msg)
-		return cmd
-	}
-	var cmds []tea.Cmd
-	for _, r := range msg.Runes {
-		var cmd tea.Cmd
-		*in, cmd = in.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
-		cmds = append(cmds, cmd)
-	}
-	return tea.Batch(cmds...)
+	m.prompt.input.update(msg)
+	return nil
 }
 
 // openFilter opens an empty filter input (the dialog shows the current
@@ -531,12 +518,12 @@ func (m *Model) filterWhat() string {
 	return "tool name or state"
 }
 
-func (m *Model) filterKey(msg tea.KeyMsg) tea.Cmd {
-	switch msg.Type {
-	case tea.KeyEsc:
+func (m *Model) filterKey(msg tea.KeyPressMsg) tea.Cmd {
+	switch msg.String() {
+	case "esc":
 		m.overlay = overlayNone
 		return nil
-	case tea.KeyEnter:
+	case "enter":
 		m.overlay = overlayNone
 		text := strings.TrimSpace(m.filter.Value())
 		if m.screen == screenSessions {
@@ -551,7 +538,8 @@ func (m *Model) filterKey(msg tea.KeyMsg) tea.Cmd {
 		m.session.page, m.session.pageStarts, m.session.cursor, m.session.offset = 0, nil, 0, 0
 		return m.reload()
 	}
-	return typeInto(&m.filter, msg)
+	m.filter.update(msg)
+	return nil
 }
 
 // bodyHeight is the number of lines between the title and the status line.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
@@ -136,8 +136,8 @@ func TestFirstScreenIsLoadedOnce(t *testing.T) {
 			}
 			msgs = runOnce(m.Init())
 			settle(m, msgs, 4)
-			if !strings.Contains(m.View(), "agent-research-42") {
-				t.Fatalf("session %q primed=%v: the screen:\n%s", session, primed, m.View())
+			if !strings.Contains(m.render(), "agent-research-42") {
+				t.Fatalf("session %q primed=%v: the screen:\n%s", session, primed, m.render())
 			}
 			got := store.snapshot()
 			if got["LastChange"] < 2 {

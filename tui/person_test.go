@@ -3,16 +3,13 @@ package tui
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/teatest"
-	"github.com/muesli/termenv"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
@@ -49,13 +46,6 @@ func startAt(t *testing.T, store effectlog.Log, session string, l layout) *teate
 	t.Helper()
 	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
 		Refresh: 100 * time.Millisecond, Color: l.color, Address: testAddress})
-	if l.color {
-		// The test's output is no terminal: colour is forced as a
-		// terminal that has it would get it.
-		r := lipgloss.NewRenderer(io.Discard)
-		r.SetColorProfile(termenv.ANSI256)
-		m.st = newStyles(r, true)
-	}
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(l.w, l.h))
 	t.Cleanup(func() {
 		tm.Quit()

@@ -7,13 +7,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/charmbracelet/bubbles/help"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/effectlog"
@@ -36,8 +36,6 @@ type Options struct {
 	// processes on a log that cannot tell of them (a file); zero means
 	// 500ms. On one that can (PostgreSQL) it looks when told.
 	Refresh time.Duration
-	// Output is where the renderer writes (for colour detection).
-	Output io.Writer
 	// Width and Height are the terminal's size, if known: the first frame
 	// is painted before the program tells the model (default 80x24).
 	Width, Height int
@@ -49,16 +47,20 @@ type Options struct {
 // once: bubbletea's renderer writes frames on a 60 fps ticker, so its
 // first would go out one tick (16.7 ms) after it starts, and entering the
 // alternate screen itself it would clear the one painted here. Run enters
-// that screen itself, and the renderer's first flush rewrites the same
-// lines in place; it leaves the screen when the program ends.
+// that screen itself, and the renderer (inline, from the top left corner)
+// draws over the same lines; Run leaves the screen when the program ends.
+// The first paint's colours are brought down to the terminal's profile as
+// the renderer's are.
 func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
-	opts.Output = out
 	m := New(ctx, opts)
 	frame, _ := m.firstFrame() // a failed load shows in the status line, as later ones do
+	profile := colorprofile.Detect(out, os.Environ())
+	var shown strings.Builder
+	io.WriteString(&colorprofile.Writer{Forward: &shown, Profile: profile}, frame)
 	io.WriteString(out, ansi.HideCursor+ansi.SetAltScreenSaveCursorMode+ansi.EraseEntireScreen+ansi.CursorHomePosition+
-		paintLines(frame, m.width, m.height)+ansi.CursorHomePosition)
+		paintLines(shown.String(), m.width, m.height)+ansi.CursorHomePosition)
 	defer io.WriteString(out, ansi.ResetAltScreenSaveCursorMode)
-	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out))
+	p := tea.NewProgram(m, tea.WithContext(ctx), tea.WithInput(in), tea.WithOutput(out), tea.WithColorProfile(profile))
 	_, err := p.Run()
 	if err == tea.ErrProgramKilled && ctx.Err() != nil {
 		return nil
@@ -91,15 +93,13 @@ func New(ctx context.Context, opts Options) *Model {
 	if opts.Refresh <= 0 {
 		opts.Refresh = 500 * time.Millisecond
 	}
-	r := lipgloss.DefaultRenderer()
-	if opts.Output != nil {
-		r = lipgloss.NewRenderer(opts.Output)
-	}
-	m := &Model{ctx: ctx, opts: opts, st: newStyles(r, opts.Color), keys: newKeyMap(), help: help.New(), follow: true, width: 80, height: 24}
+	// The help's colours are for a dark background until the terminal
+	// says otherwise (Init asks it).
+	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: newHelpStyles(opts.Color, true),
+		follow: true, width: 80, height: 24}
 	if opts.Width > 0 && opts.Height > 0 {
 		m.width, m.height = opts.Width, opts.Height
 	}
-	m.help.Width = m.width
 	if opts.Session != "" {
 		m.screen = screenSession
 		m.session = sessionView{id: opts.Session}
@@ -122,7 +122,7 @@ func (m *Model) firstFrame() (string, error) {
 	msg := firstLoad(m.ctx, m.opts.Log, m.reload())().(primeMsg)
 	if msg.err != nil {
 		m.setStatus("", msg.err)
-		return m.View(), msg.err
+		return m.render(), msg.err
 	}
 	if cmd := m.prime(msg); cmd != nil {
 		if next := cmd(); next != nil {
@@ -132,7 +132,7 @@ func (m *Model) firstFrame() (string, error) {
 	// A screen that failed to load is loaded again by Init.
 	m.primed = !m.statusErr
 	if m.statusErr {
-		return m.View(), errors.New(m.status)
+		return m.render(), errors.New(m.status)
 	}
-	return m.View(), nil
+	return m.render(), nil
 }

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/exp/golden"
-	"github.com/charmbracelet/x/exp/teatest"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/effectlog"
@@ -68,16 +68,22 @@ func waitFor(t *testing.T, tm *teatest.TestModel, texts ...string) {
 	}, teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(20*time.Millisecond))
 }
 
-func press(s string) tea.KeyMsg {
+// press is the key s, or the characters of s typed at once.
+func press(s string) tea.KeyPressMsg {
 	switch s {
 	case "enter":
-		return tea.KeyMsg{Type: tea.KeyEnter}
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
 	case "esc":
-		return tea.KeyMsg{Type: tea.KeyEsc}
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
 	case "tab":
-		return tea.KeyMsg{Type: tea.KeyTab}
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "up":
+		return tea.KeyPressMsg{Code: tea.KeyUp}
 	}
-	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(s)}
+	r := []rune(s)
+	return tea.KeyPressMsg{Code: r[0], Text: s}
 }
 
 // finalView quits and returns the last frame the model renders.
@@ -86,7 +92,7 @@ func finalView(t *testing.T, tm *teatest.TestModel) []byte {
 	if err := tm.Quit(); err != nil {
 		t.Fatal(err)
 	}
-	return []byte(tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).View())
+	return []byte(tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(*Model).render())
 }
 
 func TestGoldenSessions(t *testing.T) {
@@ -222,7 +228,7 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 			t.Errorf("effect %d (%s %s): menu %v, want %v", e.ID, e.Tier, e.State, m.menu.options, want)
 		}
 		var shown []sm.State
-		for _, line := range strings.Split(m.View(), "\n") {
+		for _, line := range strings.Split(m.render(), "\n") {
 			item := strings.TrimSpace(strings.Trim(line, "│ "))
 			item = strings.TrimPrefix(item, "> ")
 			if st, err := sm.ParseState(item); err == nil {

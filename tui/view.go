@@ -7,7 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/charmbracelet/bubbles/key"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/internal/textfmt"
@@ -111,8 +112,14 @@ func scrolled(offset, cursor, rows int) int {
 	return offset
 }
 
-// View renders the whole screen.
-func (m *Model) View() string {
+// View is the screen for the program: drawn inline, from the corner where
+// Run left the cursor, in the alternate screen Run entered (see Run).
+func (m *Model) View() tea.View {
+	return tea.NewView(m.render())
+}
+
+// render renders the whole screen.
+func (m *Model) render() string {
 	var body string
 	switch m.overlay {
 	case overlayHelp:
@@ -154,11 +161,11 @@ func (m *Model) View() string {
 func (m *Model) footer() string {
 	// Laid out here, not by help.ShortHelpView: that one overflows the
 	// width when not even its ellipsis fits.
-	st := m.help.Styles
+	st := m.help
 	item := func(b key.Binding) string {
-		return st.ShortKey.Inline(true).Render(b.Help().Key) + " " + st.ShortDesc.Inline(true).Render(b.Help().Desc)
+		return st.key.Render(b.Help().Key) + " " + st.desc.Render(b.Help().Desc)
 	}
-	sep := st.ShortSeparator.Inline(true).Render(m.help.ShortSeparator)
+	sep := st.sep.Render(shortSeparator)
 	tail := item(m.keys.Help) + sep + item(m.keys.Quit)
 	room := m.width - ansi.StringWidth(tail)
 	var b strings.Builder
@@ -184,7 +191,7 @@ var legend = []string{
 }
 
 func (m *Model) helpView() string {
-	lines := []string{m.st.title.Render("Keys"), "", m.help.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Abbreviations")}
+	lines := []string{m.st.title.Render("Keys"), "", m.help.fullHelp(m.keys.fullHelp(m.screen), m.width), "", m.st.title.Render("Abbreviations")}
 	lines = append(lines, legend...)
 	return m.st.box.Render(strings.Join(lines, "\n"))
 }
@@ -194,7 +201,7 @@ func (m *Model) filterView() string {
 	if f := m.currentFilter(); f != "" {
 		now = strconv.Quote(f)
 	}
-	return m.st.box.Width(min(m.width-2, 76)).Render("Filter by " + m.filterWhat() + " (now: " + esc(now) + "):\n\n" + m.filter.View() + "\n\n" +
+	return m.st.boxWidth(min(m.width-2, 76)).Render("Filter by " + m.filterWhat() + " (now: " + esc(now) + "):\n\n" + m.filter.view(m.st) + "\n\n" +
 		m.st.dim.Render("enter: apply (empty clears)  esc: keep the filter"))
 }
 
@@ -222,8 +229,8 @@ func (m *Model) promptView() string {
 		lines = append(lines, m.st.label.Render(label))
 		lines = append(lines, args[p.top:end]...)
 	}
-	lines = append(lines, "", m.st.label.Render(p.question), p.input.View(), m.st.dim.Render("enter: confirm  esc: cancel"))
-	return m.st.box.Width(w).Render(strings.Join(lines, "\n"))
+	lines = append(lines, "", m.st.label.Render(p.question), p.input.view(m.st), m.st.dim.Render("enter: confirm  esc: cancel"))
+	return m.st.boxWidth(w).Render(strings.Join(lines, "\n"))
 }
 
 // wrapLines wraps each line to w cells; a continued line keeps its indent
@@ -572,7 +579,7 @@ func (m *Model) confirmUndoView() string {
 		lines = append(lines, escf("  not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State))
 	}
 	lines = append(lines, "", m.st.title.Render(escf("Undo %s of session %s? (y/n)", textfmt.Count(p.Work(), "step"), p.Session)))
-	return m.st.box.Width(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
+	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
 
 func (m *Model) undoView() string {
@@ -583,5 +590,5 @@ func (m *Model) undoView() string {
 	if m.undo.done {
 		lines = append(lines, "", m.st.dim.Render("press any key"))
 	}
-	return m.st.box.Width(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
+	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
