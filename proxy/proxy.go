@@ -162,7 +162,7 @@ func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 	go p.readUpstream(up)
 	why := p.serve(ctx, func() { p.readClient(ctx, client) })
-	p.drain(why)
+	why = p.drain(ctx, why)
 	return p.stopUpstream(why, up.Close)
 }
 
@@ -663,7 +663,15 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
 		return
 	}
-	resp, ok := <-ch
+	resp, ok, gaveUp := p.awaitAnswer(ctx, ch)
+	if gaveUp {
+		// Cancelled, and the server sends no answer (servers on the MCP
+		// SDKs do not): no wait for good, the effect in doubt.
+		p.forget(m.ID)
+		call.StopRenewing()
+		p.note("effect %d (%s): no answer %s after the client cancelled it; it stays executing (in doubt): %s", e.ID, e.Tool, p.cancelGrace(), p.resolveHint(e.ID))
+		return
+	}
 	if !ok {
 		call.StopRenewing()
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): %s", e.Tool, e.ID, p.resolveHint(e.ID))))
@@ -692,6 +700,38 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		return
 	}
 	p.reply(ctx, resp.raw)
+}
+
+// awaitAnswer waits for the server's answer to a call it runs. Once the
+// client has cancelled the call, the server has the cancel grace to answer
+// still (it may have run it: the answer is recorded); then the wait gives up.
+func (p *Proxy) awaitAnswer(ctx context.Context, ch chan message) (resp message, ok, gaveUp bool) {
+	select {
+	case resp, ok = <-ch:
+		return resp, ok, false
+	case <-ctx.Done():
+	}
+	if !errors.Is(context.Cause(ctx), errCancelledByClient) {
+		resp, ok = <-ch // a signal: drain bounds the wait, stopping the server
+		return resp, ok, false
+	}
+	t := time.NewTimer(p.cancelGrace())
+	defer t.Stop()
+	select {
+	case resp, ok = <-ch:
+		return resp, ok, false
+	case <-t.C:
+		return message{}, false, true
+	}
+}
+
+// cancelGrace is how long a call the client cancelled waits for the
+// server's answer: the stop grace.
+func (p *Proxy) cancelGrace() time.Duration {
+	if p.StopGrace > 0 {
+		return p.StopGrace
+	}
+	return DefaultStopGrace
 }
 
 func toolFailed(result json.RawMessage) bool {

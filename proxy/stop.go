@@ -95,26 +95,34 @@ func (p *Proxy) inFlight() int {
 
 // drain waits for the calls in flight: all of them once the client closed
 // its input (the server answers those it runs) or the server exited (each
-// has its error), at most the stop grace after a signal.
-func (p *Proxy) drain(why error) {
+// has its error), at most the stop grace after a signal, also one that
+// comes while it waits. It returns why the run ends: a signal is news.
+func (p *Proxy) drain(ctx context.Context, why error) error {
 	done := make(chan struct{})
 	go func() {
 		p.calls.Wait()
 		close(done)
 	}()
 	if !errors.Is(why, ErrInterrupted) {
-		<-done
-		return
+		select {
+		case <-done:
+			return why
+		case <-ctx.Done():
+			if errors.Is(why, ErrUpstreamExited) {
+				<-done // each call has its error already
+				return why
+			}
+			why = fmt.Errorf("%w (%v)", ErrInterrupted, context.Cause(ctx))
+			p.note("%v while calls in flight finished: %d", why, p.inFlight())
+		}
 	}
-	grace := p.StopGrace
-	if grace <= 0 {
-		grace = DefaultStopGrace
-	}
+	grace := p.cancelGrace()
 	select {
 	case <-done:
 	case <-time.After(grace):
 		p.note("calls still running %s after the signal: %d; stopping the server: they stay executing (in doubt)", grace, p.inFlight())
 	}
+	return why
 }
 
 // stopUpstream stops the server (stop, whatever its transport), then waits

@@ -175,6 +175,10 @@ func (s *HTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rpcFail(w, http.StatusForbidden, nil, codeInvalidRequest, "forbidden: the Host or Origin header is not this server's (DNS rebinding protection)")
 		return
 	}
+	if s.ctx.Err() != nil { // stopping: the sessions' proxies take no more calls
+		rpcFail(w, http.StatusServiceUnavailable, nil, codeInternal, "the proxy is stopping")
+		return
+	}
 	switch r.Method {
 	case http.MethodPost:
 		s.post(w, r)

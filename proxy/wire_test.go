@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"os"
@@ -517,4 +518,55 @@ func TestProxyClientNameWithANUL(t *testing.T) {
 	if err != nil || d.Effect.State != sm.Committed || d.History[0].Actor != `mcp:evil\x00\x1b[2Jname` {
 		t.Fatalf("effect 1: %+v %v", d, err)
 	}
+}
+
+// A call the client cancels while the server runs it, and the server never
+// answers (servers on the MCP SDKs send nothing for a cancelled request):
+// the proxy gives up on it after the grace, leaving it executing (in
+// doubt, the resolve command named), and exits once the client closes its
+// input. A call the server never answers does not keep a signal from
+// stopping the proxy once the client has closed its input either.
+func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
+	t.Run("cancelled", func(t *testing.T) {
+		h := newHarness(t)
+		store := engines.File(h.logPath, engines.Options{})
+		w := wire(t, h, "tools:\n  hang: {tier: compensable}\n")
+		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{}}}`)
+		waitFor(t, "the call to execute", func() bool {
+			e, err := store.GetEffect(t.Context(), 1)
+			return err == nil && e.Effect.State == sm.Executing
+		})
+		w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+		waitFor(t, "the proxy to give up on the cancelled call", func() bool {
+			return strings.Contains(w.errText(), "after the client cancelled it; it stays executing (in doubt): check, then run `undolog")
+		})
+		w.in.Close()
+		if code := w.end("after its client left"); code != 0 {
+			t.Fatalf("exit %d; stderr:\n%s", code, w.errText())
+		}
+		if e, err := store.GetEffect(t.Context(), 1); err != nil || e.Effect.State != sm.Executing {
+			t.Fatalf("effect %+v %v", e.Effect, err)
+		}
+	})
+	t.Run("signal after the client left", func(t *testing.T) {
+		h := newHarness(t)
+		store := engines.File(h.logPath, engines.Options{})
+		w := wire(t, h, "tools:\n  hang: {tier: compensable}\n")
+		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{}}}`)
+		waitFor(t, "the call to execute", func() bool {
+			e, err := store.GetEffect(t.Context(), 1)
+			return err == nil && e.Effect.State == sm.Executing
+		})
+		w.in.Close()
+		w.cmd.Process.Signal(syscall.SIGTERM)
+		if m := w.next(); m["id"] != 2.0 || !strings.Contains(fmt.Sprint(m["error"]), "stays executing (in doubt)") {
+			t.Fatalf("the call's answer once the server is stopped: %v", m)
+		}
+		if code := w.end("after SIGTERM"); code != 130 {
+			t.Fatalf("exit %d, want 130; stderr:\n%s", code, w.errText())
+		}
+		if !w.serverGone() {
+			t.Fatal("the server outlived the proxy")
+		}
+	})
 }
