@@ -75,8 +75,15 @@ func (b *batcher) Read() ([]byte, error) {
 			return msg, nil
 		}
 		var elems []json.RawMessage
-		if json.Unmarshal(msg, &elems) != nil {
-			return msg, nil // not JSON: the handler answers -32700
+		if err := json.Unmarshal(msg, &elems); err != nil {
+			// Nested deeper than the decoder goes, it is still a batch:
+			// its elements are answered one by one.
+			if _, code, _ := unparsed(msg, err); code != codeInvalidRequest {
+				return msg, nil // not JSON: the handler answers -32700
+			}
+			if elems = splitArray(msg); elems == nil {
+				return msg, nil
+			}
 		}
 		if reply := b.take(elems); reply != nil {
 			if err := b.Conn.Write(reply); err != nil {
@@ -92,7 +99,7 @@ func (b *batcher) noteInitialize(msg []byte) {
 	}
 	if id, method, ok := peek(msg); ok && method == "initialize" && len(id) > 0 {
 		b.mu.Lock()
-		b.initID = string(id)
+		b.initID = idKey(id)
 		b.mu.Unlock()
 	}
 }
@@ -110,17 +117,32 @@ func (b *batcher) take(elems []json.RawMessage) []byte {
 		return batchRefusal(version, elems)
 	}
 	bt := &batch{want: map[string]bool{}}
+	b.mu.Lock()
 	for _, e := range elems {
 		id, method, ok := peek(e)
 		switch {
 		case !ok || bytes.TrimSpace(e)[0] != '{':
+			if err := json.Unmarshal(e, new(any)); err != nil {
+				if id, code, text := unparsed(e, err); code == codeInvalidRequest {
+					bt.answers = append(bt.answers, errorResponse(id, code, text)) // nested too deep, its id read
+					continue
+				}
+			}
 			bt.answers = append(bt.answers, errorResponse(nil, codeInvalidRequest, "invalid request: a batch element is not a JSON-RPC message"))
 			continue
 		case method != "" && len(id) > 0:
-			bt.want[string(id)] = true
+			// Two requests with one id would get each other's answer, in
+			// this batch or across batches still answered.
+			if k := idKey(id); bt.want[k] || b.pending[k] != nil {
+				bt.answers = append(bt.answers, errorResponse(id, codeInvalidRequest, "invalid request: the id "+string(id)+" is used by a request still in flight"))
+				continue
+			} else {
+				bt.want[k] = true
+			}
 		}
 		b.queue = append(b.queue, append([]byte(nil), e...))
 	}
+	b.mu.Unlock()
 	if len(bt.want) == 0 {
 		if len(bt.answers) == 0 {
 			return nil // only notifications and responses: nothing to answer
@@ -135,6 +157,27 @@ func (b *batcher) take(elems []json.RawMessage) []byte {
 	return nil
 }
 
+// splitArray is the elements of the JSON array msg, found without decoding
+// them (see skipValue); nil if msg is not an array.
+func splitArray(msg []byte) []json.RawMessage {
+	i := skipSpace(msg, 0)
+	if i >= len(msg) || msg[i] != '[' {
+		return nil
+	}
+	var elems []json.RawMessage
+	for i = skipSpace(msg, i+1); i < len(msg) && msg[i] != ']'; {
+		end := skipValue(msg, i)
+		if end < 0 {
+			return nil
+		}
+		elems = append(elems, msg[i:end])
+		if i = skipSpace(msg, end); i < len(msg) && msg[i] == ',' {
+			i = skipSpace(msg, i+1)
+		}
+	}
+	return elems
+}
+
 // batchRefusal answers each request of a batch the protocol version in use
 // does not allow with -32600 (never -32700: it is valid JSON).
 func batchRefusal(version string, elems []json.RawMessage) []byte {
@@ -147,6 +190,8 @@ func batchRefusal(version string, elems []json.RawMessage) []byte {
 		id, _, ok := peek(e)
 		if ok && len(id) == 0 {
 			continue // a notification or a response: not answered
+		} else if !ok {
+			id = topLevelID(e) // nested too deep to decode, say
 		}
 		answers = append(answers, errorResponse(id, codeInvalidRequest, text))
 	}
@@ -169,7 +214,7 @@ func (b *batcher) Write(msg []byte) error {
 		b.mu.Unlock()
 		return b.Conn.Write(msg)
 	}
-	if string(id) == b.initID {
+	if idKey(id) == b.initID {
 		var r struct {
 			Result struct {
 				ProtocolVersion string `json:"protocolVersion"`
@@ -178,13 +223,13 @@ func (b *batcher) Write(msg []byte) error {
 		json.Unmarshal(msg, &r)
 		b.version, b.initID = r.Result.ProtocolVersion, ""
 	}
-	bt := b.pending[string(id)]
+	bt := b.pending[idKey(id)]
 	if bt == nil {
 		b.mu.Unlock()
 		return b.Conn.Write(msg)
 	}
-	delete(b.pending, string(id))
-	delete(bt.want, string(id))
+	delete(b.pending, idKey(id))
+	delete(bt.want, idKey(id))
 	bt.answers = append(bt.answers, append(json.RawMessage(nil), bytes.TrimSpace(msg)...))
 	done := len(bt.want) == 0
 	b.mu.Unlock()

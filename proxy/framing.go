@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/undolog/undolog/internal/jcs"
 )
 
 // unparsed is the answer to a client message encoding/json refused, with
@@ -152,8 +154,8 @@ func (p *Proxy) upstreamSkipped(err error) {
 		return
 	}
 	p.waitMu.Lock()
-	ch, ours := p.waiting[string(id)]
-	delete(p.waiting, string(id))
+	ch, ours := p.waiting[idKey(id)]
+	delete(p.waiting, idKey(id))
 	p.waitMu.Unlock()
 	if ours {
 		// As when the server is gone: a logged call it answered stays
@@ -162,6 +164,16 @@ func (p *Proxy) upstreamSkipped(err error) {
 		return
 	}
 	p.writeClient(errorResponse(id, codeInternal, text))
+}
+
+// idKey is what the proxy knows a JSON-RPC id by: its value, not its
+// spelling. A server reads an id and writes it back its own way ("\u0061"
+// as "a", 1.0 as 1), and its answer must still find its request.
+func idKey(id json.RawMessage) string {
+	if c, err := jcs.Canonicalize(id); err == nil {
+		return string(c)
+	}
+	return string(id)
 }
 
 func idOrNone(id json.RawMessage) string {

@@ -473,3 +473,50 @@ func TestProxyListenSignalAnswersAWaitingCall(t *testing.T) {
 		t.Fatalf("exit: %v, want 130", err)
 	}
 }
+
+// TestProxyListenRefusesAnIDInFlight: over HTTP a POST whose request has the
+// id of one still in flight (however spelled) is refused whole (-32600, its
+// id), and the first still gets its answer on its own POST.
+func TestProxyListenRefusesAnIDInFlight(t *testing.T) {
+	h := newHarness(t)
+	release := filepath.Join(h.dir, "go")
+	h.env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "UNDOLOG_FAKE_GO="+release)
+	policy := filepath.Join(h.dir, "hold.yaml")
+	os.WriteFile(policy, []byte("tools:\n  hold: {tier: compensable}\n  echo: {tier: compensable}\n"), 0o644)
+	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
+	post := func(sid, body string) (int, string, string) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, "", ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+	}
+	_, sid, _ := post("", initializeLine)
+	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	first := make(chan string, 1)
+	go func() {
+		_, _, body := post(sid, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
+		first <- body
+	}()
+	waitFor(t, "the held call to execute", func() bool { return strings.Contains(h.cli("list"), "executing") })
+	status, _, body := post(sid, `{"jsonrpc":"2.0","id":5.0,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	if status != 400 || !strings.Contains(body, `"id":5.0`) || !strings.Contains(body, "still in flight") {
+		t.Fatalf("a second request with id 5.0: %d %s", status, body)
+	}
+	os.WriteFile(release, nil, 0o644)
+	if body := <-first; !strings.Contains(body, "held, then done") {
+		t.Fatalf("the first request's answer: %s", body)
+	}
+	if list := h.cli("list"); strings.Contains(list, "echo") {
+		t.Fatalf("the refused request was logged:\n%s", list)
+	}
+}

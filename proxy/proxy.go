@@ -262,10 +262,10 @@ func (p *Proxy) claimID(id json.RawMessage) bool {
 	if p.inflight == nil {
 		p.inflight = map[string]bool{}
 	}
-	if p.inflight[string(id)] {
+	if p.inflight[idKey(id)] {
 		return false
 	}
-	p.inflight[string(id)] = true
+	p.inflight[idKey(id)] = true
 	return true
 }
 
@@ -276,7 +276,7 @@ type requestIDKey struct{}
 // releaseID forgets a client request's id once it is answered.
 func (p *Proxy) releaseID(id json.RawMessage) {
 	p.inflightMu.Lock()
-	delete(p.inflight, string(id))
+	delete(p.inflight, idKey(id))
 	p.inflightMu.Unlock()
 }
 
@@ -307,7 +307,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 			p.infoMu.Unlock()
 		case "tools/list":
 			p.infoMu.Lock()
-			p.listIDs[string(m.ID)] = true
+			p.listIDs[idKey(m.ID)] = true
 			p.infoMu.Unlock()
 		case "tools/call":
 			if len(m.ID) > 0 {
@@ -316,7 +316,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 					return
 				}
 				callCtx, cancel := context.WithCancelCause(context.WithValue(ctx, requestIDKey{}, m.ID))
-				key := string(m.ID)
+				key := idKey(m.ID)
 				p.cancelMu.Lock()
 				if p.cancels == nil {
 					p.cancels = map[string]context.CancelCauseFunc{}
@@ -345,7 +345,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 			}
 			json.Unmarshal(m.Params, &params)
 			p.cancelMu.Lock()
-			if cancel := p.cancels[string(params.RequestID)]; cancel != nil {
+			if cancel := p.cancels[idKey(params.RequestID)]; cancel != nil {
 				cancel(errCancelledByClient)
 			}
 			p.cancelMu.Unlock()
@@ -373,7 +373,7 @@ func (p *Proxy) readUpstream(r Conn) {
 			return
 		}
 		if m.isResponse() {
-			key := string(m.ID)
+			key := idKey(m.ID)
 			p.waitMu.Lock()
 			ch, ours := p.waiting[key]
 			delete(p.waiting, key)
@@ -454,14 +454,14 @@ func (p *Proxy) request(ctx context.Context, method string, params any) (message
 func (p *Proxy) expect(id json.RawMessage) chan message {
 	ch := make(chan message, 1)
 	p.waitMu.Lock()
-	p.waiting[string(id)] = ch
+	p.waiting[idKey(id)] = ch
 	p.waitMu.Unlock()
 	return ch
 }
 
 func (p *Proxy) forget(id json.RawMessage) {
 	p.waitMu.Lock()
-	delete(p.waiting, string(id))
+	delete(p.waiting, idKey(id))
 	p.waitMu.Unlock()
 }
 

@@ -55,6 +55,13 @@ func fakeServer() {
 	reply := func(id json.RawMessage, result string) {
 		outMu.Lock()
 		defer outMu.Unlock()
+		if os.Getenv("UNDOLOG_FAKE_RESPELL") != "" {
+			// As a server in JavaScript does: the id read, then written
+			// its own way ("\u0061" as "a", 1.0 as 1).
+			var v any
+			json.Unmarshal(id, &v)
+			id, _ = json.Marshal(v)
+		}
 		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
 		out.Flush()
 	}

@@ -210,6 +210,32 @@ func TestBatchUnderAProtocolThatHasThem(t *testing.T) {
 	if m := client.nextObject(); m["id"] != 9.0 {
 		t.Fatalf("a batch of notifications got an answer: %v", m)
 	}
+
+	// Two requests with one id (however spelled), and one nested deeper
+	// than the decoder goes: all answered in the one array, each with its
+	// id; only the first of the two reaches the server.
+	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
+	client.send(`[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","id":7.0,"method":"ping"},` +
+		`{"jsonrpc":"2.0","method":"ping","params":` + deep + `,"id":"deep"}]`)
+	if m := server.nextObject(); m["id"] != 7.0 {
+		t.Fatalf("the server got %v", m)
+	}
+	server.send(`{"jsonrpc":"2.0","id":7,"result":{}}`)
+	arr, ok = client.next().([]any)
+	if !ok || len(arr) != 3 {
+		t.Fatalf("want one array of 3 answers, got %v", arr)
+	}
+	codes := map[any]int{}
+	for _, a := range arr {
+		m := a.(map[string]any)
+		codes[m["id"]]++
+		if m["id"] == "deep" && errCode(m) != codeInvalidRequest {
+			t.Fatalf("the deep element: %v", m)
+		}
+	}
+	if codes[7.0] != 2 || codes["deep"] != 1 {
+		t.Fatalf("answers %v", arr)
+	}
 }
 
 // TestBatchUnderAProtocolWithout: from MCP 2025-06-18 on there are no

@@ -231,8 +231,11 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	var elems []json.RawMessage
 	if len(body) > 0 && body[0] == '[' {
 		if err := json.Unmarshal(body, &elems); err != nil {
-			rpcFail(w, http.StatusBadRequest, nil, codeParse, "parse error: "+err.Error())
-			return
+			if _, code, _ := unparsed(body, err); code != codeInvalidRequest {
+				rpcFail(w, http.StatusBadRequest, nil, codeParse, "parse error: "+err.Error())
+				return
+			}
+			elems = splitArray(body) // nested deeper than the decoder goes: still a batch
 		}
 	} else {
 		if !json.Valid(body) {
@@ -242,11 +245,21 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		}
 		elems = []json.RawMessage{body}
 	}
-	var requests []string
+	var requests []string          // the requests' ids (idKey)
+	ids := map[string]json.RawMessage{} // and as sent
+	var twice json.RawMessage           // an id two of them have
 	initialize := false
 	for _, e := range elems {
-		if id, method, ok := peek(e); ok && method != "" && len(id) > 0 {
-			requests = append(requests, string(id))
+		id, method, ok := peek(e)
+		if !ok { // nested too deep to decode, say: answered with its id
+			id, method = topLevelID(e), "?"
+		}
+		if method != "" && len(id) > 0 {
+			k := idKey(id)
+			if ids[k] != nil {
+				twice = id
+			}
+			requests, ids[k] = append(requests, k), id
 			initialize = initialize || method == "initialize"
 		}
 	}
@@ -280,7 +293,19 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
-	st := ss.stream(requests, !sse)
+	var st *eventStream
+	if twice == nil {
+		var taken string
+		if st, taken = ss.stream(requests, !sse); st == nil {
+			twice = ids[taken]
+		}
+	}
+	if twice != nil {
+		// An answer could not tell the two requests apart: the one in
+		// flight keeps its route, and this POST is refused whole.
+		rpcFail(w, http.StatusBadRequest, twice, codeInvalidRequest, "invalid request: the id "+string(twice)+" is used by a request still in flight")
+		return
+	}
 	defer ss.drop(st)
 	if initialize {
 		w.Header().Set("Mcp-Session-Id", ss.id)
@@ -383,11 +408,18 @@ func (ss *listenSession) Read() ([]byte, error) {
 	}
 }
 
-// stream opens the stream a POST's requests are answered on.
-func (ss *listenSession) stream(requests []string, jsonBody bool) *eventStream {
-	st := newEventStream(len(requests))
+// stream opens the stream a POST's requests (their idKeys) are answered
+// on; none if one of them has an answer to come on another stream (taken
+// is its key).
+func (ss *listenSession) stream(requests []string, jsonBody bool) (st *eventStream, taken string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	for _, id := range requests {
+		if ss.routes[id] != nil {
+			return nil, id
+		}
+	}
+	st = newEventStream(len(requests))
 	ss.open++
 	for _, id := range requests {
 		ss.routes[id] = st
@@ -395,7 +427,7 @@ func (ss *listenSession) stream(requests []string, jsonBody bool) *eventStream {
 	if !jsonBody {
 		ss.streams = append(ss.streams, st)
 	}
-	return st
+	return st, ""
 }
 
 func (ss *listenSession) standalone() *eventStream {
@@ -474,13 +506,13 @@ func (ss *listenSession) Write(msg []byte) error {
 				ss.version = r.Result.ProtocolVersion
 			}
 		}
-		st := ss.routes[string(id)]
+		st := ss.routes[idKey(id)]
 		if st == nil {
 			// The POST that asked is gone (its client hung up): the answer
 			// reaches nobody, and the proxy must not record that it did.
 			return errAnswerUndelivered
 		}
-		delete(ss.routes, string(id))
+		delete(ss.routes, idKey(id))
 		if !st.answer(msg) {
 			return errAnswerUndelivered
 		}

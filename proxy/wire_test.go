@@ -570,3 +570,47 @@ func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 		}
 	})
 }
+
+// A server that writes ids back its own way ("\u0061" as "a", 1.0 as 1, as
+// servers in JavaScript do): answers still find their calls, which commit,
+// and a request whose id equals one in flight, however spelled, is refused.
+func TestProxyMatchesIDsByValue(t *testing.T) {
+	h := newHarness(t)
+	goFile := filepath.Join(h.dir, "go")
+	h.env = append(h.env, "UNDOLOG_FAKE_RESPELL=1", "UNDOLOG_FAKE_GO="+goFile)
+	store := engines.File(h.logPath, engines.Options{})
+	w := wire(t, h, "tools:\n  echo: {tier: compensable}\n  hold: {tier: compensable}\n")
+	w.send(`{"jsonrpc":"2.0","id":"\u0062","method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`)
+	if m := w.next(); m["id"] != "b" || m["result"] == nil {
+		t.Fatalf("answer to id \"\\u0062\": %v", m)
+	}
+	w.send(`{"jsonrpc":"2.0","id":1.0,"method":"tools/call","params":{"name":"echo","arguments":{"n":2}}}`)
+	if m := w.next(); m["id"] != 1.0 || m["result"] == nil {
+		t.Fatalf("answer to id 1.0: %v", m)
+	}
+	for id := uint64(1); id <= 2; id++ {
+		if e, err := store.GetEffect(t.Context(), id); err != nil || e.Effect.State != sm.Committed {
+			t.Fatalf("effect %d: %+v %v", id, e.Effect, err)
+		}
+	}
+	w.send(`{"jsonrpc":"2.0","id":"\u0061","method":"tools/call","params":{"name":"hold","arguments":{}}}`)
+	waitFor(t, "the held call to execute", func() bool {
+		e, err := store.GetEffect(t.Context(), 3)
+		return err == nil && e.Effect.State == sm.Executing
+	})
+	w.send(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"n":3}}}`)
+	if m := w.next(); m["id"] != "a" || !strings.Contains(fmt.Sprint(m["error"]), "still in flight") {
+		t.Fatalf("a request whose id is in flight, spelled otherwise: %v", m)
+	}
+	os.WriteFile(goFile, nil, 0o644)
+	if m := w.next(); m["id"] != "a" || !strings.Contains(fmt.Sprint(m["result"]), "held, then done") {
+		t.Fatalf("the held call's answer: %v", m)
+	}
+	waitFor(t, "the held call to commit", func() bool {
+		e, err := store.GetEffect(t.Context(), 3)
+		return err == nil && e.Effect.State == sm.Committed
+	})
+	if _, err := store.GetEffect(t.Context(), 4); err == nil {
+		t.Fatal("the refused request was logged")
+	}
+}
