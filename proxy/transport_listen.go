@@ -245,7 +245,7 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		}
 		elems = []json.RawMessage{body}
 	}
-	var requests []string          // the requests' ids (idKey)
+	var requests []string               // the requests' ids (idKey)
 	ids := map[string]json.RawMessage{} // and as sent
 	var twice json.RawMessage           // an id two of them have
 	initialize := false
