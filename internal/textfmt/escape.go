@@ -12,8 +12,12 @@ import (
 // screen), a bidirectional mark, embedding, override or isolate (they
 // reorder what is shown, so a reviewer reads another text than the stored
 // one), a line or paragraph separator (U+2028, U+2029: they break a line
-// where a field must stay on one), or an invisible joiner or space (U+200B
-// to U+200D, U+2060, U+FEFF: two texts that differ would look the same).
+// where a field must stay on one), or a character that shows as nothing:
+// invisible joiners and spaces (U+200B to U+200D, U+2060, U+FEFF), the soft
+// hyphen, the combining grapheme joiner, the Hangul fillers, the invisible
+// operators and deprecated format characters, the interlinear annotation
+// marks and the tag characters: two texts that differ would look the same
+// (/etc/pass\u00adwd is not /etc/passwd).
 func Unsafe(r rune) bool {
 	switch {
 	case r < 0x20, 0x7f <= r && r <= 0x9f:
@@ -21,6 +25,9 @@ func Unsafe(r rune) bool {
 	case r == 0x061c, r == 0x200e, r == 0x200f, 0x202a <= r && r <= 0x202e, 0x2066 <= r && r <= 0x2069:
 		return true
 	case 0x200b <= r && r <= 0x200d, r == 0x2028, r == 0x2029, r == 0x2060, r == 0xfeff:
+		return true
+	case r == 0x00ad, r == 0x034f, r == 0x115f, r == 0x1160, r == 0x180e, r == 0x3164, r == 0xffa0,
+		0x2061 <= r && r <= 0x2064, 0x206a <= r && r <= 0x206f, 0xfff9 <= r && r <= 0xfffb, 0xe0000 <= r && r <= 0xe007f:
 		return true
 	}
 	return false
@@ -64,6 +71,9 @@ func Escape(s string) string {
 		case r < 0x80:
 			b.WriteString(`\x`)
 			writeHex(&b, uint64(r), 2)
+		case r > 0xffff:
+			b.WriteString(`\U`)
+			writeHex(&b, uint64(r), 8)
 		default:
 			b.WriteString(`\u`)
 			writeHex(&b, uint64(r), 4)

@@ -16,13 +16,14 @@ func TestEscape(t *testing.T) {
 		"\u0085\u0080\u009f":             `\u0085\u0080\u009f`,
 		"invoice\u202efdp.exe":           `invoice\u202efdp.exe`,
 		"\u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069": `\u202a\u202b\u202c\u202d\u2066\u2067\u2068\u2069`,
-		"\u200e\u200f\u061c":                      `\u200e\u200f\u061c`,
-		"del\x7f":                                 `del\x7f`,
-		"one\ntwo\r\tthree\x00":                   `one\ntwo\r\tthree\x00`,
-		"bad \x9b byte \xff":                      `bad \x9b byte \xff`,
-		"zero\u200bwidth\u200c\u200d\u2060\ufeff": `zero\u200bwidth\u200c\u200d\u2060\ufeff`,
-		"line\u2028para\u2029graph":               `line\u2028para\u2029graph`,
-		"keep\u00a0\u202f\u200a":                  "keep\u00a0\u202f\u200a",
+		"\u200e\u200f\u061c":                            `\u200e\u200f\u061c`,
+		"del\x7f":                                       `del\x7f`,
+		"one\ntwo\r\tthree\x00":                         `one\ntwo\r\tthree\x00`,
+		"bad \x9b byte \xff":                            `bad \x9b byte \xff`,
+		"zero\u200bwidth\u200c\u200d\u2060\ufeff":       `zero\u200bwidth\u200c\u200d\u2060\ufeff`,
+		"line\u2028para\u2029graph":                     `line\u2028para\u2029graph`,
+		"keep\u00a0\u202f\u200a":                        "keep\u00a0\u202f\u200a",
+		"/etc/pass\u00adwd\u034f\u3164\U000e0041\ufff9": `/etc/pass\u00adwd\u034f\u3164\U000e0041\ufff9`,
 	} {
 		if got := Escape(in); got != want {
 			t.Errorf("Escape(%q) = %q, want %q", in, got, want)
@@ -57,12 +58,13 @@ func TestEscapeLeavesNothingUnsafe(t *testing.T) {
 
 func TestUnsafe(t *testing.T) {
 	for _, r := range []rune{0, '\t', '\n', 0x1b, 0x7f, 0x80, 0x9b, 0x9f, 0x61c, 0x200e, 0x200f, 0x202a, 0x202e, 0x2066, 0x2069,
-		0x200b, 0x200c, 0x200d, 0x2028, 0x2029, 0x2060, 0xfeff} {
+		0x200b, 0x200c, 0x200d, 0x2028, 0x2029, 0x2060, 0xfeff,
+		0xad, 0x34f, 0x115f, 0x1160, 0x180e, 0x3164, 0xffa0, 0x2061, 0x2064, 0x206a, 0x206f, 0xfff9, 0xfffb, 0xe0000, 0xe0041, 0xe007f} {
 		if !Unsafe(r) {
 			t.Errorf("%U is not unsafe", r)
 		}
 	}
-	for _, r := range []rune{' ', '~', 0xa0, 'é', 0x200a, 0x2027, 0x202f, 0x2065, 0x206a, 0xfefe, 0xff00, '日'} {
+	for _, r := range []rune{' ', '~', 0xa0, 'é', 0x200a, 0x2027, 0x202f, 0x2065, 0xfefe, 0xff00, '日', 0xac, 0xae, 0x1161, 0xfffc, 0xe0080, 0x1f600} {
 		if Unsafe(r) {
 			t.Errorf("%U is unsafe", r)
 		}
