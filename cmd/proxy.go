@@ -99,7 +99,7 @@ a person: undolog resolve ID.`,
 			}
 			if session == "" {
 				session, made = model.NewSessionID(f.Now()), ", made on its first logged call"
-			} else if err := model.ValidSessionID(session); err != nil {
+			} else if err := validPinned(session); err != nil {
 				return err
 			}
 			// Undo starts the server where it ran: a relative path in its

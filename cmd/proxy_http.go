@@ -103,6 +103,20 @@ func (o *httpOptions) upstream(f *Factory, args []string) ([]string, *remoteUpst
 	return r.Argv(), &remoteUpstream{url: o.url, header: header}, nil
 }
 
+// validPinned checks a pinned session's name, which must leave room for
+// the names of its successors (S.2, S.3, ...: proxy/session.go).
+func validPinned(session string) error {
+	if err := model.ValidSessionID(session); err != nil {
+		return err
+	}
+	if len(session) > maxPinned {
+		return usagef("session %q is %d characters: a proxy's session takes at most %d, to leave room for the names of the sessions that follow it (%s.2, ...)", session, len(session), maxPinned, session)
+	}
+	return nil
+}
+
+const maxPinned = 120
+
 // checkListen refuses an address other hosts can reach, unless allowed.
 func (o *httpOptions) checkListen() error {
 	host, _, err := net.SplitHostPort(o.listen)
@@ -137,7 +151,7 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		pinned = f.Getenv("UNDOLOG_SESSION")
 	}
 	if pinned != "" {
-		if err := model.ValidSessionID(pinned); err != nil {
+		if err := validPinned(pinned); err != nil {
 			return err
 		}
 	}

@@ -114,6 +114,8 @@ func TestFilesystemPolicyRules(t *testing.T) {
 		{"write_file", `{"path":"/s/x/../a.txt"}`, sm.Irreversible},
 		{"write_file", `{"path":"/s/./a.txt"}`, sm.Irreversible},
 		{"write_file", `{"path":"/s//a.txt"}`, sm.Irreversible},
+		{"write_file", `{"path":"/s/old.txt/"}`, sm.Irreversible},
+		{"edit_file", `{"path":"/s/old.txt/","dryRun":false}`, sm.Irreversible},
 		// The server may map a name onto another Unicode form of one that
 		// exists (NFD "cafe\u0301" onto "café"): not what undo would remove.
 		{"write_file", `{"path":"/s/cafe\u0301/a.txt"}`, sm.Irreversible},
