@@ -191,6 +191,11 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
 			Dir: dir, SessionActor: f.Actor(""), Upstream: upstream}
 		p.Serve(ctx, client, up)
+		if s := p.CurrentSession(); s != "" {
+			fmt.Fprintf(errOut, "undolog proxy: a client session ended; its calls are in session %s\n", s)
+		} else {
+			fmt.Fprintln(errOut, "undolog proxy: a client session ended; it logged no call")
+		}
 	}}
 	err = srv.Serve(ctx, ln)
 	fmt.Fprintln(errOut, "undolog proxy: stopped")

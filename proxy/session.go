@@ -57,6 +57,14 @@ func (p *Proxy) logCall(ctx context.Context, lc *lifecycle.Lifecycle, req effect
 	}
 }
 
+// CurrentSession is the session the proxy's logged calls go in: Session,
+// or a successor of it, once a call was logged; "" before.
+func (p *Proxy) CurrentSession() string {
+	p.sessMu.Lock()
+	defer p.sessMu.Unlock()
+	return p.current
+}
+
 func (p *Proxy) forgetSession(id string) {
 	p.sessMu.Lock()
 	if p.current == id {
