@@ -42,8 +42,20 @@ type Client struct {
 	done    chan struct{} // closed when the connection has ended
 	readErr error         // why it ended; set before done is closed
 
+	// Messages go out in the order they were sent, by one goroutine: a
+	// Write may block (an HTTP POST waits for its answer, a pipe the server
+	// does not read fills), and no caller waits on it past its context.
+	qmu   sync.Mutex
+	queue []outgoing
+	wake  chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+type outgoing struct {
+	msg     []byte
+	written chan error
 }
 
 type reply struct {
@@ -118,8 +130,9 @@ func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 }
 
 func newClient(conn mcpwire.Conn) *Client {
-	c := &Client{conn: conn, pending: map[string]chan reply{}, done: make(chan struct{})}
+	c := &Client{conn: conn, pending: map[string]chan reply{}, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	go c.read()
+	go c.write()
 	return c
 }
 
@@ -142,7 +155,14 @@ func (c *Client) initialize(ctx context.Context) error {
 		return fmt.Errorf("it speaks MCP protocol version %q; undolog speaks %s", r.ProtocolVersion, strings.Join(protocolVersions, ", "))
 	}
 	c.ProtocolVersion = r.ProtocolVersion
-	return c.notify("notifications/initialized", nil)
+	select {
+	case err := <-c.notify("notifications/initialized", nil):
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-c.done:
+		return c.readErr
+	}
 }
 
 // CallTool calls a tool; a tool error result is an error.
@@ -222,33 +242,38 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 	if err != nil {
 		return nil, err
 	}
-	if err := c.conn.Write(msg); err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("%s: %w", method, r.err)
-		}
-		return r.result, nil
-	case <-ctx.Done():
-		// initialize is never cancelled (MCP says so): the session is
-		// abandoned instead.
-		if method != "initialize" {
-			c.notify("notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": context.Cause(ctx).Error()})
-		}
-		return nil, fmt.Errorf("%s: %w", method, context.Cause(ctx))
-	case <-c.done:
-		// An answer may have come just before the end.
+	written := c.send(msg)
+	for {
 		select {
-		case r := <-ch:
-			if r.err == nil {
-				return r.result, nil
+		case err := <-written:
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", method, err)
 			}
-			return nil, fmt.Errorf("%s: %w", method, r.err)
-		default:
+			written = nil
+		case r := <-ch:
+			if r.err != nil {
+				return nil, fmt.Errorf("%s: %w", method, r.err)
+			}
+			return r.result, nil
+		case <-ctx.Done():
+			// initialize is never cancelled (MCP says so): the session is
+			// abandoned instead. The cancellation goes out after the request.
+			if method != "initialize" {
+				c.notify("notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": context.Cause(ctx).Error()})
+			}
+			return nil, fmt.Errorf("%s: %w", method, context.Cause(ctx))
+		case <-c.done:
+			// An answer may have come just before the end.
+			select {
+			case r := <-ch:
+				if r.err == nil {
+					return r.result, nil
+				}
+				return nil, fmt.Errorf("%s: %w", method, r.err)
+			default:
+			}
+			return nil, fmt.Errorf("%s: %w", method, c.readErr)
 		}
-		return nil, fmt.Errorf("%s: %w", method, c.readErr)
 	}
 }
 
@@ -258,16 +283,50 @@ func (c *Client) forget(id string) {
 	c.mu.Unlock()
 }
 
-func (c *Client) notify(method string, params any) error {
+// notify sends a notification; the channel has the Write's error.
+func (c *Client) notify(method string, params any) chan error {
 	m := map[string]any{"jsonrpc": "2.0", "method": method}
 	if params != nil {
 		m["params"] = params
 	}
-	msg, err := json.Marshal(m)
-	if err != nil {
-		return err
+	msg, _ := json.Marshal(m)
+	return c.send(msg)
+}
+
+// send queues msg to go out after those sent before it; the channel has
+// the Write's error once it is written.
+func (c *Client) send(msg []byte) chan error {
+	written := make(chan error, 1)
+	c.qmu.Lock()
+	c.queue = append(c.queue, outgoing{msg, written})
+	c.qmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // already woken
 	}
-	return c.conn.Write(msg)
+	return written
+}
+
+// write writes the queued messages, in order, until the connection ends.
+func (c *Client) write() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			c.qmu.Lock()
+			if len(c.queue) == 0 {
+				c.qmu.Unlock()
+				break
+			}
+			o := c.queue[0]
+			c.queue = c.queue[1:]
+			c.qmu.Unlock()
+			o.written <- c.conn.Write(o.msg)
+		}
+	}
 }
 
 // answer hands the answer to request id to its caller, if it still waits.
@@ -344,9 +403,7 @@ func (c *Client) handle(msg []byte) {
 			out = map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": &RPCError{Code: -32601, Message: "method not found: " + m.Method}}
 		}
 		b, _ := json.Marshal(out)
-		// Not from this goroutine: a server that writes before it reads
-		// must not stop the answers it is waiting to send.
-		go c.conn.Write(b)
+		c.send(b)
 	case m.Method != "":
 	case len(m.ID) > 0 && m.Error != nil:
 		c.answer(m.ID, reply{err: m.Error})

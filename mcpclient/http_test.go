@@ -3,6 +3,8 @@ package mcpclient_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -158,5 +160,20 @@ func TestHTTPMemoryServerThroughProxy(t *testing.T) {
 	d, err := store.GetEffect(context.Background(), 1)
 	if err != nil || d.Effect.Tool != "create_entities" {
 		t.Fatalf("effect 1: %+v, %v", d.Effect, err)
+	}
+}
+
+// TestHTTPDialCancelled: a server that never answers initialize does not
+// hold Dial past its context (the POST is abandoned, not waited for).
+func TestHTTPDialCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // (the server sees the client go only once the body is read)
+		cancel()                    // the caller gives up while the server sits on it
+		<-r.Context().Done()
+	}))
+	defer ts.Close()
+	if _, err := mcpclient.Dial(ctx, mcpclient.Remote{URL: ts.URL}.Argv()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Dial: %v, want context.Canceled", err)
 	}
 }
