@@ -17,6 +17,7 @@ var layers = []string{
 	"internal/child",
 	"internal/testbin",
 	"internal/pgtest",
+	"internal/mcpwire",
 	"statemachine",
 	"model",
 	"mcpclient",
@@ -39,11 +40,15 @@ var layers = []string{
 
 const module = "github.com/undolog/undolog"
 
+// sdk is the MCP Go SDK: its init alone costs more than a millisecond of
+// every command's start (issue 17), so no package of the binary links it.
+const sdk = "github.com/modelcontextprotocol/go-sdk"
+
 // TestImportsRunOneWay keeps the layers of README's Architecture section
 // true: imports run down the layers only, and internal/ holds leaf libraries
 // (no main packages, no imports of the rest of undolog), the rules
-// (effectlog) know no engine and only the bbolt engine imports bbolt. Test
-// files may import anything.
+// (effectlog) know no engine, only the bbolt engine imports bbolt and no
+// package imports the MCP Go SDK. Test files may import anything.
 func TestImportsRunOneWay(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Name}} {{join .Imports \" \"}}", "./...").CombinedOutput()
 	if err != nil {
@@ -77,6 +82,9 @@ func TestImportsRunOneWay(t *testing.T) {
 			}
 		}
 		for _, imp := range fields[2:] {
+			if strings.HasPrefix(imp, sdk) {
+				t.Errorf("%s imports %s: undolog speaks MCP itself (internal/mcpwire, mcpclient); only tests use the SDK, as a client driving the proxy", pkg, imp)
+			}
 			if strings.HasPrefix(imp, "go.etcd.io/bbolt") && pkg != "storage/boltfile" {
 				t.Errorf("%s imports %s: only the bbolt engine (storage/boltfile) does", pkg, imp)
 			}
@@ -89,4 +97,18 @@ func rel(importPath string) string {
 		return "."
 	}
 	return strings.TrimPrefix(importPath, module+"/")
+}
+
+// TestBinaryLinksNoMCPSDK: nor does anything the binary links pull the SDK
+// in through a dependency.
+func TestBinaryLinksNoMCPSDK(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, sdk) {
+			t.Errorf("the binary links %s", dep)
+		}
+	}
 }

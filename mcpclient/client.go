@@ -1,8 +1,10 @@
 // Package mcpclient is the MCP client undolog uses for the calls it makes
-// itself (compensations during undo, policy init): it starts a server command,
-// talks to it over stdio, lists and calls tools. It depends on no other
-// undolog package, so the layers above (saga's callers, proxy, cmd) can all
-// use it.
+// itself (compensations during undo, policy init): it starts a server command
+// and talks to it over stdio, or reaches a server over Streamable HTTP, lists
+// and calls tools. It is a small JSON-RPC client over internal/mcpwire's
+// transports (the proxy's own), so that the binary links no MCP SDK; it
+// depends on no other undolog package, so the layers above (saga's callers,
+// proxy, cmd) can all use it.
 package mcpclient
 
 import (
@@ -11,18 +13,80 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/undolog/undolog/internal/mcpwire"
 )
+
+// protocolVersions are the MCP protocol versions the client speaks, newest
+// first: it asks for the first, and accepts any of them in the answer.
+var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Client is an MCP client session with an upstream server, for the calls
 // undolog makes itself: compensations during undo, and policy init.
 type Client struct {
-	session *mcp.ClientSession
+	conn mcpwire.Conn
+	// ProtocolVersion is the version the server answered to initialize.
+	ProtocolVersion string
+
+	mu      sync.Mutex
+	nextID  int64
+	pending map[string]chan reply // request id (its JSON) -> who waits for the answer
+
+	done    chan struct{} // closed when the connection has ended
+	readErr error         // why it ended; set before done is closed
+
+	// Messages go out in the order they were sent, by one goroutine: a
+	// Write may block (an HTTP POST waits for its answer, a pipe the server
+	// does not read fills), and no caller waits on it past its context.
+	qmu   sync.Mutex
+	queue []outgoing
+	wake  chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type outgoing struct {
+	msg     []byte
+	written chan error
+}
+
+type reply struct {
+	result json.RawMessage
+	err    error
+}
+
+// RPCError is a JSON-RPC error the server answered.
+type RPCError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("MCP error %d: %s", e.Code, e.Message) }
+
+// Tool is one tool a server lists.
+type Tool struct {
+	Name        string           `json:"name"`
+	Description string           `json:"description,omitempty"`
+	Annotations *ToolAnnotations `json:"annotations,omitempty"`
+	InputSchema json.RawMessage  `json:"inputSchema,omitempty"`
+}
+
+// ToolAnnotations are a tool's hints, as MCP defines them (an unset
+// destructiveHint or openWorldHint means true).
+type ToolAnnotations struct {
+	ReadOnlyHint    bool  `json:"readOnlyHint,omitempty"`
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	IdempotentHint  bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool `json:"openWorldHint,omitempty"`
 }
 
 // Dial starts the server command and connects to it; an HTTP upstream
@@ -36,7 +100,8 @@ func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 	if len(argv) == 0 {
 		return nil, errors.New("no MCP server command")
 	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "undolog", Version: "1"}, nil)
+	var conn mcpwire.Conn
+	name := strings.Join(argv, " ")
 	if r, ok, err := ParseRemote(argv); ok {
 		if err != nil {
 			return nil, err
@@ -45,50 +110,307 @@ func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		t := &mcp.StreamableClientTransport{Endpoint: r.URL, DisableStandaloneSSE: true,
-			HTTPClient: &http.Client{Transport: headerTransport{base: http.DefaultTransport, header: header}}}
-		s, err := c.Connect(ctx, t, nil)
-		if err != nil {
-			return nil, fmt.Errorf("connect to MCP server %s: %w", r.URL, err)
+		name = r.URL
+		conn = mcpwire.DialHTTP(r.URL, header, nil)
+	} else {
+		// The server's stderr is dropped, as the SDK's command transport did:
+		// its banner is no part of undo's output.
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+		if conn, err = mcpwire.Start(cmd); err != nil {
+			return nil, fmt.Errorf("connect to MCP server %s: %w", name, err)
 		}
-		return &Client{session: s}, nil
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	s, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	c := newClient(conn)
+	if err := c.initialize(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("connect to MCP server %s: %w", name, err)
+	}
+	return c, nil
+}
+
+func newClient(conn mcpwire.Conn) *Client {
+	c := &Client{conn: conn, pending: map[string]chan reply{}, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	go c.read()
+	go c.write()
+	return c
+}
+
+func (c *Client) initialize(ctx context.Context) error {
+	res, err := c.call(ctx, "initialize", map[string]any{
+		"protocolVersion": protocolVersions[0],
+		"capabilities":    map[string]any{},
+		"clientInfo":      map[string]any{"name": "undolog", "version": "1"},
+	})
 	if err != nil {
-		return nil, fmt.Errorf("connect to MCP server %s: %w", strings.Join(argv, " "), err)
+		return err
 	}
-	return &Client{session: s}, nil
+	var r struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return fmt.Errorf("its answer to initialize: %w", err)
+	}
+	if !slices.Contains(protocolVersions, r.ProtocolVersion) {
+		return fmt.Errorf("it speaks MCP protocol version %q; undolog speaks %s", r.ProtocolVersion, strings.Join(protocolVersions, ", "))
+	}
+	c.ProtocolVersion = r.ProtocolVersion
+	select {
+	case err := <-c.notify("notifications/initialized", nil):
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-c.done:
+		return c.readErr
+	}
 }
 
 // CallTool calls a tool; a tool error result is an error.
 func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage) (json.RawMessage, error) {
-	res, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	params := map[string]any{"name": name}
+	if len(args) > 0 {
+		params["arguments"] = args
+	}
+	out, err := c.call(ctx, "tools/call", params)
 	if err != nil {
 		return nil, err
 	}
-	out, _ := json.Marshal(res)
-	if res.IsError {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		return nil, fmt.Errorf("%s: its result: %w", name, err)
+	}
+	if r.IsError {
 		return out, fmt.Errorf("%s: %s", name, ResultText(out))
 	}
 	return out, nil
 }
 
-// Tools lists the server's tools.
-func (c *Client) Tools(ctx context.Context) ([]*mcp.Tool, error) {
-	var tools []*mcp.Tool
-	for t, err := range c.session.Tools(ctx, nil) {
+// Tools lists the server's tools, every page of them.
+func (c *Client) Tools(ctx context.Context) ([]*Tool, error) {
+	var tools []*Tool
+	seen := map[string]bool{}
+	cursor := ""
+	for {
+		params := map[string]any{}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		res, err := c.call(ctx, "tools/list", params)
 		if err != nil {
 			return nil, err
 		}
-		tools = append(tools, t)
+		var page struct {
+			Tools      []*Tool `json:"tools"`
+			NextCursor string  `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(res, &page); err != nil {
+			return nil, fmt.Errorf("tools/list: %w", err)
+		}
+		tools = append(tools, page.Tools...)
+		if page.NextCursor == "" {
+			return tools, nil
+		}
+		// A server that hands out a cursor again would have us loop.
+		if seen[page.NextCursor] {
+			return nil, fmt.Errorf("tools/list: the server repeated the cursor %q", page.NextCursor)
+		}
+		seen[page.NextCursor] = true
+		cursor = page.NextCursor
 	}
-	return tools, nil
 }
 
-// Close ends the session and stops the server.
-func (c *Client) Close() error { return c.session.Close() }
+// Close ends the session: a started server's stdin is closed, it is waited
+// for (5 s at most) and then killed; an HTTP session is ended with a DELETE.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.conn.Close() })
+	return c.closeErr
+}
+
+// call sends a request and waits for its answer. When ctx ends first, the
+// server is told (notifications/cancelled) and the call returns ctx's error.
+func (c *Client) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	c.mu.Lock()
+	c.nextID++
+	id := strconv.FormatInt(c.nextID, 10)
+	ch := make(chan reply, 1)
+	c.pending[id] = ch
+	c.mu.Unlock()
+	defer c.forget(id)
+	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": params})
+	if err != nil {
+		return nil, err
+	}
+	written := c.send(msg)
+	for {
+		select {
+		case err := <-written:
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", method, err)
+			}
+			written = nil
+		case r := <-ch:
+			if r.err != nil {
+				return nil, fmt.Errorf("%s: %w", method, r.err)
+			}
+			return r.result, nil
+		case <-ctx.Done():
+			// initialize is never cancelled (MCP says so): the session is
+			// abandoned instead. The cancellation goes out after the request.
+			if method != "initialize" {
+				c.notify("notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": context.Cause(ctx).Error()})
+			}
+			return nil, fmt.Errorf("%s: %w", method, context.Cause(ctx))
+		case <-c.done:
+			// An answer may have come just before the end.
+			select {
+			case r := <-ch:
+				if r.err == nil {
+					return r.result, nil
+				}
+				return nil, fmt.Errorf("%s: %w", method, r.err)
+			default:
+			}
+			return nil, fmt.Errorf("%s: %w", method, c.readErr)
+		}
+	}
+}
+
+func (c *Client) forget(id string) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// notify sends a notification; the channel has the Write's error.
+func (c *Client) notify(method string, params any) chan error {
+	m := map[string]any{"jsonrpc": "2.0", "method": method}
+	if params != nil {
+		m["params"] = params
+	}
+	msg, _ := json.Marshal(m)
+	return c.send(msg)
+}
+
+// send queues msg to go out after those sent before it; the channel has
+// the Write's error once it is written.
+func (c *Client) send(msg []byte) chan error {
+	written := make(chan error, 1)
+	c.qmu.Lock()
+	c.queue = append(c.queue, outgoing{msg, written})
+	c.qmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default: // already woken
+	}
+	return written
+}
+
+// write writes the queued messages, in order, until the connection ends.
+func (c *Client) write() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		for {
+			c.qmu.Lock()
+			if len(c.queue) == 0 {
+				c.qmu.Unlock()
+				break
+			}
+			o := c.queue[0]
+			c.queue = c.queue[1:]
+			c.qmu.Unlock()
+			o.written <- c.conn.Write(o.msg)
+		}
+	}
+}
+
+// answer hands the answer to request id to its caller, if it still waits.
+func (c *Client) answer(id json.RawMessage, r reply) {
+	c.mu.Lock()
+	ch, ok := c.pending[string(bytes.TrimSpace(id))]
+	c.mu.Unlock()
+	if ok {
+		select {
+		case ch <- r:
+		default: // answered twice: the first stands
+		}
+	}
+}
+
+// read takes each message the server sends until the connection ends.
+func (c *Client) read() {
+	defer close(c.done)
+	for {
+		msg, err := c.conn.Read()
+		var big *mcpwire.TooLargeError
+		var lost *mcpwire.LostError
+		switch {
+		case errors.As(err, &big):
+			if len(big.ID) > 0 && !big.Request {
+				c.answer(big.ID, reply{err: errors.New("the server's answer is over 64 MiB; it was dropped")})
+			}
+			continue
+		case errors.As(err, &lost):
+			c.answer(lost.ID, reply{err: errors.New(lost.Reason)})
+			continue
+		case errors.Is(err, io.EOF):
+			c.readErr = errors.New("the MCP server closed the connection")
+			return
+		case err != nil:
+			c.readErr = fmt.Errorf("the connection to the MCP server: %w", err)
+			return
+		}
+		if msg = bytes.TrimSpace(msg); len(msg) > 0 && msg[0] == '[' {
+			var batch []json.RawMessage
+			if json.Unmarshal(msg, &batch) == nil {
+				for _, m := range batch {
+					c.handle(m)
+				}
+			}
+			continue
+		}
+		c.handle(msg)
+	}
+}
+
+// handle takes one message: an answer goes to its caller, a request from
+// the server is answered (ping, and "no such method" to the rest: the client
+// offers no capabilities), a notification is dropped.
+func (c *Client) handle(msg []byte) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Result json.RawMessage `json:"result"`
+		Error  *RPCError       `json:"error"`
+	}
+	if json.Unmarshal(msg, &m) != nil {
+		return
+	}
+	if string(m.ID) == "null" {
+		m.ID = nil
+	}
+	switch {
+	case m.Method != "" && len(m.ID) > 0:
+		var out map[string]any
+		if m.Method == "ping" {
+			out = map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{}}
+		} else {
+			out = map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": &RPCError{Code: -32601, Message: "method not found: " + m.Method}}
+		}
+		b, _ := json.Marshal(out)
+		c.send(b)
+	case m.Method != "":
+	case len(m.ID) > 0 && m.Error != nil:
+		c.answer(m.ID, reply{err: m.Error})
+	case len(m.ID) > 0:
+		c.answer(m.ID, reply{result: m.Result})
+	}
+}
 
 // ResultText is the text content of a tools/call result, cut to 300 bytes:
 // what an error message quotes of a tool's failure.

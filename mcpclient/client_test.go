@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -24,47 +26,107 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fakeServer answers initialize, tools/list and tools/call; the tool "fail"
-// answers with a tool error, the others with "ok".
+// fakeServer answers initialize, tools/list (in two pages: echo, then fail)
+// and tools/call; the tool "fail" answers with a tool error, "ask" has the
+// server ask the client a ping and a sampling request first and answers with
+// what came back, "hang" is never answered, and "report" answers with the
+// id of the last "hang" call and the request ids the client cancelled.
 func fakeServer() {
 	sc := bufio.NewScanner(os.Stdin)
 	out := bufio.NewWriter(os.Stdout)
-	reply := func(id json.RawMessage, result string) {
-		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", id, result)
+	send := func(format string, args ...any) {
+		fmt.Fprintf(out, format+"\n", args...)
 		out.Flush()
 	}
+	reply := func(id json.RawMessage, result string) {
+		send(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result)
+	}
+	text := func(id json.RawMessage, s string) {
+		b, _ := json.Marshal(s)
+		reply(id, `{"content":[{"type":"text","text":`+string(b)+`}]}`)
+	}
+	type message struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code int `json:"code"`
+		} `json:"error"`
+		Params struct {
+			Name      string          `json:"name"`
+			Cursor    string          `json:"cursor"`
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	var hung string
+	var cancelled []string
 	for sc.Scan() {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Name string `json:"name"`
-			} `json:"params"`
+		var m message
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
 		}
-		if json.Unmarshal(sc.Bytes(), &m) != nil || len(m.ID) == 0 || m.Method == "" {
+		if m.Method == "notifications/cancelled" {
+			cancelled = append(cancelled, string(m.Params.RequestID))
+		}
+		if len(m.ID) == 0 || m.Method == "" {
 			continue // notifications
 		}
 		switch m.Method {
 		case "initialize":
 			reply(m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`)
 		case "tools/list":
-			reply(m.ID, `{"tools":[{"name":"echo","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},{"name":"fail","inputSchema":{"type":"object"}}]}`)
-		case "tools/call":
-			if m.Params.Name == "fail" {
-				reply(m.ID, `{"content":[{"type":"text","text":"it broke"}],"isError":true}`)
-				continue
+			switch {
+			case os.Getenv("UNDOLOG_FAKE_SERVER") == "loop":
+				reply(m.ID, `{"tools":[],"nextCursor":"again"}`)
+			case m.Params.Cursor == "":
+				reply(m.ID, `{"tools":[{"name":"echo","description":"says ok","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":false}}],"nextCursor":"page-2"}`)
+			case m.Params.Cursor == "page-2":
+				reply(m.ID, `{"tools":[{"name":"fail","inputSchema":{"type":"object"}}]}`)
+			default:
+				send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"bad cursor"}}`, m.ID)
 			}
-			reply(m.ID, `{"content":[{"type":"text","text":"ok"}]}`)
+		case "tools/call":
+			switch m.Params.Name {
+			case "fail":
+				reply(m.ID, `{"content":[{"type":"text","text":"it broke"}],"isError":true}`)
+			case "ask":
+				send(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"asking"}}`)
+				send(`{"jsonrpc":"2.0","id":"s1","method":"ping"}`)
+				send(`{"jsonrpc":"2.0","id":"s2","method":"sampling/createMessage","params":{}}`)
+				got := map[string]string{}
+				for len(got) < 2 && sc.Scan() {
+					var a message
+					if json.Unmarshal(sc.Bytes(), &a) != nil || a.Method != "" {
+						continue
+					}
+					if a.Error != nil {
+						got[string(a.ID)] = fmt.Sprintf("error %d", a.Error.Code)
+					} else {
+						got[string(a.ID)] = "result " + string(a.Result)
+					}
+				}
+				text(m.ID, fmt.Sprintf("ping: %s; sampling: %s", got[`"s1"`], got[`"s2"`]))
+			case "hang":
+				hung = string(m.ID)
+			case "report":
+				text(m.ID, fmt.Sprintf("hung %s, cancelled %v", hung, cancelled))
+			default:
+				text(m.ID, "ok")
+			}
 		default:
-			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`+"\n", m.ID)
-			out.Flush()
+			send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no such method"}}`, m.ID)
 		}
 	}
 }
 
-func dialFake(t *testing.T) *mcpclient.Client {
+func dialFake(t *testing.T) *mcpclient.Client { return dialMode(t, "1") }
+
+// dialLoop's server answers every tools/list with the same cursor.
+func dialLoop(t *testing.T) *mcpclient.Client { return dialMode(t, "loop") }
+
+func dialMode(t *testing.T, mode string) *mcpclient.Client {
 	t.Helper()
-	t.Setenv("UNDOLOG_FAKE_SERVER", "1")
+	t.Setenv("UNDOLOG_FAKE_SERVER", mode)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := mcpclient.Dial(ctx, []string{os.Args[0]})
@@ -96,8 +158,16 @@ func TestToolsAndCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tools) != 2 || tools[0].Name != "echo" || tools[0].Annotations == nil || !tools[0].Annotations.ReadOnlyHint || tools[1].Name != "fail" {
+	// Both pages: the second asked for with the first's cursor.
+	if len(tools) != 2 || tools[0].Name != "echo" || tools[1].Name != "fail" {
 		t.Fatalf("tools: %+v", tools)
+	}
+	a := tools[0].Annotations
+	if a == nil || !a.ReadOnlyHint || a.DestructiveHint == nil || *a.DestructiveHint || tools[0].Description != "says ok" || string(tools[0].InputSchema) != `{"type":"object"}` || tools[1].Annotations != nil {
+		t.Fatalf("tools[0]: %+v %+v", tools[0], a)
+	}
+	if c.ProtocolVersion != "2025-06-18" {
+		t.Fatalf("protocol version %q: want the server's answer", c.ProtocolVersion)
 	}
 	out, err := c.CallTool(ctx, "echo", json.RawMessage(`{}`))
 	if err != nil || mcpclient.ResultText(out) != "ok" {
@@ -108,6 +178,48 @@ func TestToolsAndCalls(t *testing.T) {
 	out, err = c.CallTool(ctx, "fail", json.RawMessage(`{}`))
 	if err == nil || err.Error() != "fail: it broke" || mcpclient.ResultText(out) != "it broke" {
 		t.Fatalf("fail: %s, %v", out, err)
+	}
+}
+
+// TestServerRequests: the server's ping is answered with an empty result,
+// a request the client offers nothing for with "method not found", and a
+// notification is dropped; the call waiting meanwhile gets its answer.
+func TestServerRequests(t *testing.T) {
+	c := dialFake(t)
+	out, err := c.CallTool(context.Background(), "ask", nil)
+	if err != nil || mcpclient.ResultText(out) != "ping: result {}; sampling: error -32601" {
+		t.Fatalf("ask: %s, %v", out, err)
+	}
+}
+
+// TestCallCancelled: a call whose context ends returns its error, and the
+// server is told (notifications/cancelled with the call's id); the session
+// goes on.
+func TestCallCancelled(t *testing.T) {
+	c := dialFake(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.CallTool(ctx, "hang", nil)
+		errc <- err
+	}()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("hang: %v, want context.Canceled", err)
+	}
+	out, err := c.CallTool(context.Background(), "report", nil)
+	text := mcpclient.ResultText(out)
+	if m := regexp.MustCompile(`^hung (\S+), cancelled \[(\S+)\]$`).FindStringSubmatch(text); err != nil || m == nil || m[1] != m[2] {
+		t.Fatalf("report: %q, %v: want the hung call's id cancelled", text, err)
+	}
+}
+
+// TestToolsRepeatedCursor: a server that hands out the same cursor again
+// is an error, not a loop.
+func TestToolsRepeatedCursor(t *testing.T) {
+	c := dialLoop(t)
+	if _, err := c.Tools(context.Background()); err == nil || !strings.Contains(err.Error(), `repeated the cursor "again"`) {
+		t.Fatalf("Tools: %v", err)
 	}
 }
 

@@ -99,17 +99,3 @@ func (r Remote) Header(getenv func(string) string) (http.Header, error) {
 	}
 	return h, nil
 }
-
-// headerTransport adds fixed headers to each request.
-type headerTransport struct {
-	base   http.RoundTripper
-	header http.Header
-}
-
-func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	for k, v := range t.header {
-		req.Header[k] = v
-	}
-	return t.base.RoundTrip(req)
-}

@@ -1,4 +1,4 @@
-package proxy
+package mcpwire
 
 import (
 	"bufio"
@@ -103,7 +103,7 @@ func (c *httpConn) lose(id json.RawMessage, format string, args ...any) {
 func (c *httpConn) Write(msg []byte) error {
 	select {
 	case <-c.closed:
-		return errUpstreamGone
+		return ErrClosed
 	default:
 	}
 	id, method, _ := peek(msg)

@@ -1,4 +1,4 @@
-package proxy
+package mcpwire
 
 import (
 	"bufio"
@@ -51,11 +51,11 @@ func (c *stdioConn) Read() ([]byte, error) {
 				return nil, err
 			}
 			if over {
-				return nil, tooLarge(line)
+				return nil, TooLarge(line)
 			}
 			if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
 				if len(trimmed) > maxLine {
-					return nil, tooLarge(trimmed)
+					return nil, TooLarge(trimmed)
 				}
 				return trimmed, nil
 			}
@@ -82,6 +82,12 @@ func (c *stdioConn) Close() error { return c.close() }
 func StartCommand(argv []string, stderr io.Writer) (Conn, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
+	return Start(cmd)
+}
+
+// Start is StartCommand for a command already set up (its directory,
+// environment, stderr); its stdin and stdout must be unset.
+func Start(cmd *exec.Cmd) (Conn, error) {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -91,7 +97,7 @@ func StartCommand(argv []string, stderr io.Writer) (Conn, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start upstream server %s: %w", argv[0], err)
+		return nil, fmt.Errorf("start upstream server %s: %w", cmd.Args[0], err)
 	}
 	c := NewStdioConn(stdout, stdin).(*stdioConn)
 	var once sync.Once
