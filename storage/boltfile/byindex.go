@@ -6,6 +6,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage"
 	"github.com/undolog/undolog/storage/internal/record"
 )
 
@@ -136,9 +137,11 @@ func (c *indexChecker) schema6() {
 		return // a log written before schema 6
 	}
 	undo := c.tx.Bucket(bUndo)
-	// How many times each id is in the index, by id: a byte each, where a
-	// map of a million entries would cost verify tens of MiB.
-	entries := make([]uint8, c.tx.Bucket(bEffects).Sequence()+1)
+	// How many times each effect is in the index, by its place in the set
+	// of effects read: a byte each, where a map of a million entries would
+	// cost verify tens of MiB. (Not by id up to the bucket's sequence: a
+	// damaged file's may be anything, an allocation of 700 GB.)
+	entries := make([]uint8, c.effects.Len())
 	byState.ForEach(func(k, _ []byte) error {
 		c.tx.walk()
 		if len(k) < 9 {
@@ -149,8 +152,8 @@ func (c *indexChecker) schema6() {
 		if !c.has(id) || undo.Get(nameKey(c.session(id), id)) == nil {
 			c.report("index", id, "", "undo state index entry %q is dangling", k[:len(k)-9])
 		}
-		if id < uint64(len(entries)) && entries[id] < 255 {
-			entries[id]++
+		if pos, ok := c.effects.Pos(id); ok && entries[pos] < 255 {
+			entries[pos]++
 		}
 		return nil
 	})
@@ -160,7 +163,7 @@ func (c *indexChecker) schema6() {
 			return nil // undoAndApprovals reports it
 		}
 		id := btoi(k[len(k)-8:])
-		if n := entryCount(entries, id); n != 1 {
+		if n := entryCount(c.effects, entries, id); n != 1 {
 			c.report("index", id, "", "undo state index holds the entry %d times", n)
 		}
 		return nil
@@ -188,9 +191,9 @@ func (c *indexChecker) schema6() {
 	}
 }
 
-func entryCount(counts []uint8, id uint64) uint8 {
-	if id < uint64(len(counts)) {
-		return counts[id]
+func entryCount(effects *storage.EffectSet, counts []uint8, id uint64) uint8 {
+	if pos, ok := effects.Pos(id); ok {
+		return counts[pos]
 	}
 	return 0
 }
