@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
-
-	"github.com/undolog/undolog/internal/jcs"
 )
 
 // unparsed is the answer to a client message encoding/json refused, with
@@ -166,14 +165,28 @@ func (p *Proxy) upstreamSkipped(err error) {
 	p.writeClient(errorResponse(id, codeInternal, text))
 }
 
-// idKey is what the proxy knows a JSON-RPC id by: its value, not its
-// spelling. A server reads an id and writes it back its own way ("\u0061"
-// as "a", 1.0 as 1), and its answer must still find its request.
+// idKey is what the proxy knows a JSON-RPC id by: its value as a server
+// reads it, not its spelling. A server reads an id and writes it back its
+// own way, and its answer must still find its request: "\u0061" as "a", a
+// number as the double it reads (1.0 as 1, 9007199254740993 as ...992, -0
+// as 0), bytes that are not UTF-8 and lone surrogates as U+FFFD. Ids that
+// differ only so are one id to the proxy: a second is refused while the
+// first is in flight.
 func idKey(id json.RawMessage) string {
-	if c, err := jcs.Canonicalize(id); err == nil {
-		return string(c)
+	var v any
+	if json.Unmarshal(id, &v) != nil {
+		return "?" + string(id)
 	}
-	return string(id)
+	switch x := v.(type) {
+	case float64:
+		if x == 0 {
+			x = 0 // -0 too
+		}
+		return "n" + strconv.FormatFloat(x, 'g', -1, 64)
+	case string:
+		return "s" + x
+	}
+	return "?" + string(id) // not an id JSON-RPC allows
 }
 
 func idOrNone(id json.RawMessage) string {

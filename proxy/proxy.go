@@ -573,8 +573,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 			return false
 		}
 	}
-	p.execute(ctx, lc, call, m)
-	return false
+	return p.execute(ctx, lc, call, m)
 }
 
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
@@ -643,11 +642,15 @@ func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call
 // execute starts the effect (unless its intercept did), forwards the call
 // and records its outcome, also for a call the client has cancelled since:
 // the server may have run it all the same.
-func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, m message) {
+//
+// It returns whether the call's id stays in flight: a call the client
+// cancelled and the server has not answered yet keeps its id, so that a
+// request reusing it cannot take the answer the server still owes.
+func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, m message) (idInFlight bool) {
 	e := call.Effect
 	if err := lc.Start(ctx, call); err != nil {
 		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
-		return
+		return false
 	}
 	ch := p.expect(m.ID)
 	if err := p.writeUpstream(m.raw); errors.Is(err, errUpstreamGone) {
@@ -656,50 +659,71 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 			p.note("effect %d: recording that it was not sent failed, it stays in doubt: %v", e.ID, ferr)
 		}
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; %s (effect %d) was not sent", err, e.Tool, e.ID)))
-		return
+		return false
 	} else if err != nil {
 		call.StopRenewing() // left executing: other hosts find it in doubt once its lease lapses
 		p.forget(m.ID)
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
-		return
+		return false
 	}
 	resp, ok, gaveUp := p.awaitAnswer(ctx, ch)
 	if gaveUp {
-		// Cancelled, and the server sends no answer (servers on the MCP
-		// SDKs do not): no wait for good, the effect in doubt.
-		p.forget(m.ID)
+		// Cancelled, and no answer yet (servers on the MCP SDKs send none):
+		// the call ends, in doubt, but its id and its wait stay, so that an
+		// answer coming late is recorded, not taken by another request.
 		call.StopRenewing()
 		p.note("effect %d (%s): no answer %s after the client cancelled it; it stays executing (in doubt): %s", e.ID, e.Tool, p.cancelGrace(), p.resolveHint(e.ID))
-		return
+		go p.lateAnswer(lc, call, m.ID, ch)
+		return true
 	}
 	if !ok {
 		call.StopRenewing()
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): %s", e.Tool, e.ID, p.resolveHint(e.ID))))
-		return
+		return false
 	}
 	if resp.Error == nil && taskHandle(resp.Result) {
 		p.taskAnswer(ctx, call, resp)
-		return
+		return false
 	}
-	var err error
-	committed := false
-	switch {
-	case resp.Error != nil:
-		err = lc.Fail(ctx, call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
-	case toolFailed(resp.Result):
-		err = lc.Fail(ctx, call, "tool error: "+mcpclient.ResultText(resp.Result))
-	default:
-		err = lc.Commit(ctx, call, resp.Result)
-		committed = err == nil
-	}
+	committed, err := record(ctx, lc, call, resp)
 	if err != nil {
 		p.note("effect %d: recording the outcome failed, it stays in doubt: %v", e.ID, err)
 	}
 	if committed {
 		p.replyAnswer(ctx, resp.raw, call.Effect)
-		return
+		return false
 	}
 	p.reply(ctx, resp.raw)
+	return false
+}
+
+// record logs the outcome the server's answer says: committed with its
+// result, or failed (a JSON-RPC error, a tool error).
+func record(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, resp message) (committed bool, err error) {
+	switch {
+	case resp.Error != nil:
+		return false, lc.Fail(ctx, call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
+	case toolFailed(resp.Result):
+		return false, lc.Fail(ctx, call, "tool error: "+mcpclient.ResultText(resp.Result))
+	}
+	err = lc.Commit(ctx, call, resp.Result)
+	return err == nil, err
+}
+
+// lateAnswer records the outcome of a cancelled call the server answers
+// after the proxy stopped waiting, and then frees its id; the server gone,
+// it frees the id, the call left in doubt.
+func (p *Proxy) lateAnswer(lc *lifecycle.Lifecycle, call *lifecycle.Call, id json.RawMessage, ch chan message) {
+	defer p.releaseID(id)
+	resp, ok := <-ch
+	if !ok {
+		return
+	}
+	if _, err := record(context.Background(), lc, call, resp); err != nil {
+		p.note("effect %d: recording the late answer failed, it stays in doubt: %v", call.Effect.ID, err)
+		return
+	}
+	p.note("effect %d (%s): the server answered it after all; its outcome is recorded", call.Effect.ID, call.Effect.Tool)
 }
 
 // awaitAnswer waits for the server's answer to a call it runs. Once the

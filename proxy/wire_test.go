@@ -548,6 +548,41 @@ func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 			t.Fatalf("effect %+v %v", e.Effect, err)
 		}
 	})
+	t.Run("answered late", func(t *testing.T) {
+		// The id stays the cancelled call's until the server answers: a
+		// request reusing it meanwhile is refused, and the late answer is
+		// recorded (not passed on, nor taken for the other request's).
+		h := newHarness(t)
+		goFile := filepath.Join(h.dir, "go")
+		h.env = append(h.env, "UNDOLOG_FAKE_GO="+goFile)
+		store := engines.File(h.logPath, engines.Options{})
+		w := wire(t, h, "tools:\n  hold: {tier: compensable}\n  echo: {tier: compensable}\n")
+		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
+		waitFor(t, "the call to execute", func() bool {
+			e, err := store.GetEffect(t.Context(), 1)
+			return err == nil && e.Effect.State == sm.Executing
+		})
+		w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+		waitFor(t, "the proxy to give up on the cancelled call", func() bool {
+			return strings.Contains(w.errText(), "after the client cancelled it")
+		})
+		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+		if m := w.next(); m["id"] != 2.0 || !strings.Contains(fmt.Sprint(m["error"]), "still in flight") {
+			t.Fatalf("a request reusing the cancelled call's id: %v", m)
+		}
+		os.WriteFile(goFile, nil, 0o644)
+		waitFor(t, "the late answer to be recorded", func() bool {
+			e, err := store.GetEffect(t.Context(), 1)
+			return err == nil && e.Effect.State == sm.Committed
+		})
+		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+		if m := w.next(); m["id"] != 2.0 || !strings.Contains(fmt.Sprint(m["result"]), "ok") {
+			t.Fatalf("the id once the late answer came: %v", m)
+		}
+		if e, err := store.GetEffect(t.Context(), 2); err != nil || e.Effect.Tool != "echo" || e.Effect.State != sm.Committed {
+			t.Fatalf("effect 2: %+v %v", e.Effect, err)
+		}
+	})
 	t.Run("signal after the client left", func(t *testing.T) {
 		h := newHarness(t)
 		store := engines.File(h.logPath, engines.Options{})
@@ -588,14 +623,19 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 	if m := w.next(); m["id"] != 1.0 || m["result"] == nil {
 		t.Fatalf("answer to id 1.0: %v", m)
 	}
-	for id := uint64(1); id <= 2; id++ {
+	// Past 2^53 the server reads the double nearest: ...993 comes back ...992.
+	w.send(`{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"echo","arguments":{"n":2.5}}}`)
+	if m := w.next(); m["id"] != 9007199254740992.0 || m["result"] == nil {
+		t.Fatalf("answer to id 9007199254740993: %v", m)
+	}
+	for id := uint64(1); id <= 3; id++ {
 		if e, err := store.GetEffect(t.Context(), id); err != nil || e.Effect.State != sm.Committed {
 			t.Fatalf("effect %d: %+v %v", id, e.Effect, err)
 		}
 	}
 	w.send(`{"jsonrpc":"2.0","id":"\u0061","method":"tools/call","params":{"name":"hold","arguments":{}}}`)
 	waitFor(t, "the held call to execute", func() bool {
-		e, err := store.GetEffect(t.Context(), 3)
+		e, err := store.GetEffect(t.Context(), 4)
 		return err == nil && e.Effect.State == sm.Executing
 	})
 	w.send(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"n":3}}}`)
@@ -607,10 +647,10 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 		t.Fatalf("the held call's answer: %v", m)
 	}
 	waitFor(t, "the held call to commit", func() bool {
-		e, err := store.GetEffect(t.Context(), 3)
+		e, err := store.GetEffect(t.Context(), 4)
 		return err == nil && e.Effect.State == sm.Committed
 	})
-	if _, err := store.GetEffect(t.Context(), 4); err == nil {
+	if _, err := store.GetEffect(t.Context(), 5); err == nil {
 		t.Fatal("the refused request was logged")
 	}
 }
