@@ -61,6 +61,7 @@ type outgoing struct {
 type reply struct {
 	result json.RawMessage
 	err    error
+	lost   bool // the answer was lost on the way (the transport says so)
 }
 
 // RPCError is a JSON-RPC error the server answered.
@@ -212,9 +213,13 @@ func (c *Client) Tools(ctx context.Context) ([]*Tool, error) {
 		if page.NextCursor == "" {
 			return tools, nil
 		}
-		// A server that hands out a cursor again would have us loop.
+		// A server that hands out a cursor again, or new ones for good,
+		// would have us loop.
 		if seen[page.NextCursor] {
 			return nil, fmt.Errorf("tools/list: the server repeated the cursor %q", page.NextCursor)
+		}
+		if len(seen) >= maxToolPages {
+			return nil, fmt.Errorf("tools/list: the server gave over %d pages of tools", maxToolPages)
 		}
 		seen[page.NextCursor] = true
 		cursor = page.NextCursor
@@ -227,6 +232,14 @@ func (c *Client) Close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.conn.Close() })
 	return c.closeErr
 }
+
+// maxToolPages bounds the pages of tools/list followed.
+const maxToolPages = 1000
+
+// ErrNoAnswer is in the error of a request that was sent and got no answer
+// (the connection ended, the answer was lost, ctx ended): the server may
+// have acted on it.
+var ErrNoAnswer = errors.New("sent, and no answer came: the server may have acted on it")
 
 // call sends a request and waits for its answer. When ctx ends first, the
 // server is told (notifications/cancelled) and the call returns ctx's error.
@@ -243,14 +256,26 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 		return nil, err
 	}
 	written := c.send(msg)
+	sent := false
+	// noAnswer is the error of a request written that got no answer.
+	noAnswer := func(err error) error {
+		if sent {
+			return fmt.Errorf("%s: %w (%w)", method, ErrNoAnswer, err)
+		}
+		return fmt.Errorf("%s: %w", method, err)
+	}
 	for {
 		select {
 		case err := <-written:
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", method, err)
 			}
-			written = nil
+			written, sent = nil, true
 		case r := <-ch:
+			if r.lost {
+				sent = true
+				return nil, noAnswer(r.err)
+			}
 			if r.err != nil {
 				return nil, fmt.Errorf("%s: %w", method, r.err)
 			}
@@ -261,7 +286,7 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 			if method != "initialize" {
 				c.notify("notifications/cancelled", map[string]any{"requestId": json.RawMessage(id), "reason": context.Cause(ctx).Error()})
 			}
-			return nil, fmt.Errorf("%s: %w", method, context.Cause(ctx))
+			return nil, noAnswer(context.Cause(ctx))
 		case <-c.done:
 			// An answer may have come just before the end.
 			select {
@@ -272,7 +297,7 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 				return nil, fmt.Errorf("%s: %w", method, r.err)
 			default:
 			}
-			return nil, fmt.Errorf("%s: %w", method, c.readErr)
+			return nil, noAnswer(c.readErr)
 		}
 	}
 }
@@ -329,10 +354,20 @@ func (c *Client) write() {
 	}
 }
 
+// idOf is the key of a request id as the server writes it back: ours are
+// integers, which a server may write its own way (2 as 2.0).
+func idOf(id json.RawMessage) string {
+	var f float64
+	if json.Unmarshal(id, &f) == nil {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return string(bytes.TrimSpace(id))
+}
+
 // answer hands the answer to request id to its caller, if it still waits.
 func (c *Client) answer(id json.RawMessage, r reply) {
 	c.mu.Lock()
-	ch, ok := c.pending[string(bytes.TrimSpace(id))]
+	ch, ok := c.pending[idOf(id)]
 	c.mu.Unlock()
 	if ok {
 		select {
@@ -356,7 +391,7 @@ func (c *Client) read() {
 			}
 			continue
 		case errors.As(err, &lost):
-			c.answer(lost.ID, reply{err: errors.New(lost.Reason)})
+			c.answer(lost.ID, reply{err: errors.New(lost.Reason), lost: true})
 			continue
 		case errors.Is(err, io.EOF):
 			c.readErr = errors.New("the MCP server closed the connection")

@@ -78,6 +78,8 @@ func fakeServer() {
 			switch {
 			case os.Getenv("UNDOLOG_FAKE_SERVER") == "loop":
 				reply(m.ID, `{"tools":[],"nextCursor":"again"}`)
+			case os.Getenv("UNDOLOG_FAKE_SERVER") == "endless":
+				reply(m.ID, `{"tools":[],"nextCursor":"c`+m.Params.Cursor+`"}`)
 			case m.Params.Cursor == "":
 				reply(m.ID, `{"tools":[{"name":"echo","description":"says ok","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true,"destructiveHint":false}}],"nextCursor":"page-2"}`)
 			case m.Params.Cursor == "page-2":
@@ -108,6 +110,10 @@ func fakeServer() {
 				text(m.ID, fmt.Sprintf("ping: %s; sampling: %s", got[`"s1"`], got[`"s2"`]))
 			case "hang":
 				hung = string(m.ID)
+			case "respell": // the id written back as a double: 7 as 7.0
+				reply(json.RawMessage(string(m.ID)+".0"), `{"content":[{"type":"text","text":"respelled"}]}`)
+			case "die":
+				os.Exit(3)
 			case "report":
 				text(m.ID, fmt.Sprintf("hung %s, cancelled %v", hung, cancelled))
 			default:
@@ -220,6 +226,28 @@ func TestToolsRepeatedCursor(t *testing.T) {
 	c := dialLoop(t)
 	if _, err := c.Tools(context.Background()); err == nil || !strings.Contains(err.Error(), `repeated the cursor "again"`) {
 		t.Fatalf("Tools: %v", err)
+	}
+}
+
+// TestToolsEndlessCursors: a server handing out new cursors for good is not
+// followed for good.
+func TestToolsEndlessCursors(t *testing.T) {
+	c := dialMode(t, "endless")
+	if _, err := c.Tools(context.Background()); err == nil || !strings.Contains(err.Error(), "over 1000 pages") {
+		t.Fatalf("Tools: %v", err)
+	}
+}
+
+// TestAnswersByValueAndNoAnswer: an answer whose id the server wrote its own
+// way (7 as 7.0) finds its call; a call sent to a server that then dies got
+// no answer, which may mean it ran (ErrNoAnswer).
+func TestAnswersByValueAndNoAnswer(t *testing.T) {
+	c := dialFake(t)
+	if res, err := c.CallTool(context.Background(), "respell", json.RawMessage(`{}`)); err != nil || !strings.Contains(string(res), "respelled") {
+		t.Fatalf("respell: %s %v", res, err)
+	}
+	if _, err := c.CallTool(context.Background(), "die", json.RawMessage(`{}`)); !errors.Is(err, mcpclient.ErrNoAnswer) {
+		t.Fatalf("a call the server died on: %v, want ErrNoAnswer", err)
 	}
 }
 

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
 )
 
@@ -106,5 +110,40 @@ func TestCasesCompensation(t *testing.T) {
 	}
 	if !bytes.Contains(progress.Bytes(), []byte("nothing to undo: it was there already")) {
 		t.Errorf("progress: %s", progress.Bytes())
+	}
+}
+
+// noAnswerCaller sends each call and gets no answer (the connection ends).
+type noAnswerCaller struct{ calls int }
+
+func (n *noAnswerCaller) CallTool(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	n.calls++
+	return nil, fmt.Errorf("delete: %w (the MCP server closed the connection)", mcpclient.ErrNoAnswer)
+}
+func (*noAnswerCaller) Close() error { return nil }
+
+// TestCompensationWithoutAnAnswerIsInDoubt: an mcp compensation sent that
+// got no answer may have run, and compensations are not assumed
+// idempotent: it is not retried, the undo stops in doubt, and it runs again
+// only with RetryInDoubt.
+func TestCompensationWithoutAnAnswerIsInDoubt(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv"}}); err != nil {
+		t.Fatal(err)
+	}
+	committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `{"n":1}`)
+	caller := &noAnswerCaller{}
+	dial := func(context.Context, []string, string) (ToolCaller, error) { return caller, nil }
+	r := &Runner{Log: store, Actor: "test", Tools: dial, Sleep: func(context.Context, time.Duration) error { return nil }}
+	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 1 {
+		t.Fatalf("first undo: %v after %d calls, want in doubt after 1", err, caller.calls)
+	}
+	r = &Runner{Log: store, Actor: "test", Tools: dial}
+	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 1 {
+		t.Fatalf("undo again: %v after %d calls, want refused in doubt", err, caller.calls)
+	}
+	r = &Runner{Log: store, Actor: "test", Tools: dial, RetryInDoubt: true}
+	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 2 {
+		t.Fatalf("--retry-in-doubt: %v after %d calls, want one more call", err, caller.calls)
 	}
 }

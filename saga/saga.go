@@ -22,6 +22,7 @@ import (
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
+	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -409,13 +410,24 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		renewal := lifecycle.KeepLease(r.Log, id, owner, lease, time.Now)
 		attempts, cerr := r.compensate(ctx, step, upstream)
 		renewal.Stop() // a lost entry is told by the step below, which expects this owner
-		if cerr != nil && ctx.Err() != nil {
-			// Interrupted mid-run: the entry stays compensating, without an
-			// owner, so that it is in doubt for the next run (if this write
-			// fails, it keeps this process as owner: in doubt once it exits).
-			r.Log.UndoStep(context.WithoutCancel(ctx), id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo interrupted",
+		var doubt *inDoubtError
+		if cerr != nil && (ctx.Err() != nil || errors.As(cerr, &doubt)) {
+			// Interrupted mid-run, or its call got no answer: the entry
+			// stays compensating, without an owner, so that it is in doubt
+			// for the next run (if this write fails, it keeps this process
+			// as owner: in doubt once it exits).
+			reason := "undo interrupted"
+			if doubt != nil {
+				reason = "no answer to its compensation"
+			}
+			r.Log.UndoStep(context.WithoutCancel(ctx), id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: reason,
 				Error: oneLine(cerr.Error()), ExpectOwner: owner})
-			return res, ctx.Err()
+			if doubt == nil {
+				return res, ctx.Err()
+			}
+			r.progress("effect %d %s: compensation in doubt: %s", id, step.Effect.Tool, oneLine(cerr.Error()))
+			return res, fmt.Errorf("%w: effect %d %s: its compensation was sent and got no answer: it may or may not have run; check, then rerun with --retry-in-doubt",
+				ErrInDoubt, id, step.Effect.Tool)
 		}
 		to := sm.EntryCompensated
 		// Recorded only while this run still owns the entry.
@@ -551,7 +563,8 @@ func (r *Runner) compensate(ctx context.Context, step Step, upstream []string) (
 			return attempt, nil
 		}
 		var p *permanentError
-		if ctx.Err() != nil || attempt == retries+1 || errors.As(err, &p) {
+		var doubt *inDoubtError
+		if ctx.Err() != nil || attempt == retries+1 || errors.As(err, &p) || errors.As(err, &doubt) {
 			break
 		}
 		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, oneLine(err.Error()), backoff)
@@ -651,9 +664,27 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string, too
 		}
 		r.caller = caller
 	}
-	_, err := r.caller.CallTool(ctx, tool, args)
+	// Bounded: a server that never answers (or answers another id) would
+	// hold the undo for good.
+	callCtx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	_, err := r.caller.CallTool(callCtx, tool, args)
+	if errors.Is(err, mcpclient.ErrNoAnswer) && ctx.Err() == nil {
+		return &inDoubtError{err}
+	}
 	return err
 }
+
+// CallTimeout bounds one compensation's MCP call.
+var CallTimeout = 2 * time.Minute
+
+// inDoubtError is an attempt that may have had its effect: its MCP call was
+// sent and no answer came. It is not retried: compensations are not assumed
+// idempotent.
+type inDoubtError struct{ err error }
+
+func (e *inDoubtError) Error() string { return e.err.Error() }
+func (e *inDoubtError) Unwrap() error { return e.err }
 
 // MCPArgs fills an mcp compensation's argument template.
 func MCPArgs(e model.Effect, c model.Compensation) (json.RawMessage, error) {
