@@ -3,6 +3,7 @@ package textfmt
 import (
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -14,10 +15,11 @@ import (
 // one), a line or paragraph separator (U+2028, U+2029: they break a line
 // where a field must stay on one), or a character that shows as nothing:
 // invisible joiners and spaces (U+200B to U+200D, U+2060, U+FEFF), the soft
-// hyphen, the combining grapheme joiner, the Hangul fillers, the invisible
-// operators and deprecated format characters, the interlinear annotation
-// marks and the tag characters: two texts that differ would look the same
-// (/etc/pass\u00adwd is not /etc/passwd).
+// hyphen and every other format character (invisible operators, tags,
+// interlinear annotation marks...), the combining grapheme joiner, the
+// Hangul and braille blanks, Khmer's invisible vowels and the variation
+// selectors: two texts that differ would look the same (/etc/pass\u00adwd
+// is not /etc/passwd), or one could carry bytes nobody sees.
 func Unsafe(r rune) bool {
 	switch {
 	case r < 0x20, 0x7f <= r && r <= 0x9f:
@@ -26,9 +28,11 @@ func Unsafe(r rune) bool {
 		return true
 	case 0x200b <= r && r <= 0x200d, r == 0x2028, r == 0x2029, r == 0x2060, r == 0xfeff:
 		return true
-	case r == 0x00ad, r == 0x034f, r == 0x115f, r == 0x1160, r == 0x180e, r == 0x3164, r == 0xffa0,
-		0x2061 <= r && r <= 0x2064, 0x206a <= r && r <= 0x206f, 0xfff9 <= r && r <= 0xfffb, 0xe0000 <= r && r <= 0xe007f:
+	case r >= 0xad && unicode.Is(unicode.Cf, r): // every format character (soft hyphen, tags, ...)
 		return true
+	case r == 0x034f, r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, r == 0x17b4, r == 0x17b5, r == 0x2800,
+		0x180b <= r && r <= 0x180f, 0xfe00 <= r && r <= 0xfe0f, 0xe0100 <= r && r <= 0xe01ef, 0xe0000 <= r && r <= 0xe007f:
+		return true // invisible, or a variation selector (which can carry hidden bytes)
 	}
 	return false
 }
