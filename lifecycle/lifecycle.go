@@ -119,11 +119,19 @@ func (l *Lifecycle) keepLog(c *Call) {
 	if c.kept != nil {
 		return
 	}
-	if s, ok := l.Log.(interface{ Engine() storage.Engine }); ok {
+	c.kept = ExpectWrite(l.Log)
+}
+
+// ExpectWrite tells log's engine, if it is one that can keep the log open
+// between writes (the file engine), that this process will write again
+// soon; done ends that. nil: the engine keeps nothing.
+func ExpectWrite(log effectlog.Log) (done func()) {
+	if s, ok := log.(interface{ Engine() storage.Engine }); ok {
 		if e, ok := s.Engine().(writeExpecter); ok {
-			c.kept = e.ExpectWrite()
+			return e.ExpectWrite()
 		}
 	}
+	return nil
 }
 
 // letLogGo ends what keepLog asked.

@@ -2,12 +2,16 @@ package proxy_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
@@ -183,5 +187,32 @@ func TestProxyHaltedSessionUntilAPersonResumesIt(t *testing.T) {
 	}
 	if _, err := store.GetSession(ctx, "halt.2"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("a halted session got a successor: %v", err)
+	}
+}
+
+// TestProxyKeepsTheLogThroughABurstOfCalls: calls that come some ms apart
+// (an agent's burst) find the file log still open (no reopen, no journal
+// replay), and another process still gets in at once meanwhile.
+func TestProxyKeepsTheLogThroughABurstOfCalls(t *testing.T) {
+	h := newHarness(t)
+	s, opens := h.inprocProxy("burst")
+	create := func(name string) {
+		r, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "create_entities",
+			Arguments: map[string]any{"entities": []map[string]any{{"name": name, "entityType": "t", "observations": []string{}}}}})
+		if err != nil || r.IsError {
+			t.Fatalf("%s: %v %v", name, err, r)
+		}
+	}
+	create("first") // opens the log
+	before := opens()
+	for i := range 5 {
+		time.Sleep(20 * time.Millisecond) // the gap between two calls of a burst
+		create(fmt.Sprintf("e%d", i))
+	}
+	if n := opens() - before; n != 0 {
+		t.Fatalf("5 calls 20 ms apart reopened the log %d times", n)
+	}
+	if list := h.cli("list", "--session", "burst"); strings.Count(list, "committed") != 6 {
+		t.Fatalf("list from another process meanwhile:\n%s", list)
 	}
 }
