@@ -22,8 +22,10 @@ const (
 	ExitDenied       = 10 // the log's database refused the operation to its role
 
 	// undolog proxy's own ends.
-	ExitProxyUpstream    = 11  // the MCP server exited while the proxy served it (restart the proxy)
-	ExitProxyInterrupted = 130 // stopped by SIGINT or SIGTERM
+	ExitProxyUpstream    = 11              // the MCP server exited while the proxy served it (restart the proxy)
+	ExitProxyInterrupted = ExitInterrupted // stopped by SIGINT or SIGTERM
+
+	ExitInterrupted = 130 // a command stopped by SIGINT or SIGTERM
 )
 
 // usageError marks errors in how the command was called.

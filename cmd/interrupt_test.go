@@ -272,3 +272,33 @@ func TestInterruptJustBeforeTheCommandIsNotLost(t *testing.T) {
 		t.Fatalf("an interrupt was lost: the command ran to its end and was committed: %v", lost)
 	}
 }
+
+// An undo interrupted while its compensation runs exits 130 with a line
+// that says so (not exit 1, "context canceled"); the step is in doubt.
+func TestUndoInterruptedExits130(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "u.db")
+	started := filepath.Join(dir, "started")
+	if out, err := runWithLog(t, db, "exec", "--session", "s", "--tier", "compensable", "--undo", `["sh","-c","touch `+started+`; exec sleep 30"]`, "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	cmd := runWithLog(t, db, "undo", "s", "--yes")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the compensation never started")
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if code := exitCodeOf(err); code != 130 || !strings.Contains(stderr.String(), "undolog: interrupted by a signal") {
+		t.Fatalf("exit %d, stderr %q; want 130 and a line that says it was interrupted", code, stderr.String())
+	}
+}

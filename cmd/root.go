@@ -44,6 +44,11 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 		return ExitOK
 	}
 	err = classifyCobraError(err)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		// A signal ended what the command waited for (an undo's
+		// compensation, a read): say so, not "context canceled".
+		err = &exitError{code: ExitInterrupted, msg: "interrupted by a signal: " + oneLine(err.Error())}
+	}
 	if msg := err.Error(); msg != "" {
 		fmt.Fprintln(f.ErrOut, "undolog: "+textfmt.Escape(oneLine(msg)))
 	}
