@@ -248,9 +248,9 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 	c.nextID++
 	id := strconv.FormatInt(c.nextID, 10)
 	ch := make(chan reply, 1)
-	c.pending[id] = ch
+	c.pending[mcpwire.IDKey(json.RawMessage(id))] = ch
 	c.mu.Unlock()
-	defer c.forget(id)
+	defer c.forget(mcpwire.IDKey(json.RawMessage(id)))
 	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": params})
 	if err != nil {
 		return nil, err
@@ -354,20 +354,10 @@ func (c *Client) write() {
 	}
 }
 
-// idOf is the key of a request id as the server writes it back: ours are
-// integers, which a server may write its own way (2 as 2.0).
-func idOf(id json.RawMessage) string {
-	var f float64
-	if json.Unmarshal(id, &f) == nil {
-		return strconv.FormatFloat(f, 'f', -1, 64)
-	}
-	return string(bytes.TrimSpace(id))
-}
-
 // answer hands the answer to request id to its caller, if it still waits.
 func (c *Client) answer(id json.RawMessage, r reply) {
 	c.mu.Lock()
-	ch, ok := c.pending[idOf(id)]
+	ch, ok := c.pending[mcpwire.IDKey(id)]
 	c.mu.Unlock()
 	if ok {
 		select {

@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
+
+	"github.com/undolog/undolog/internal/mcpwire"
 )
 
 // unparsed is the answer to a client message encoding/json refused, with
@@ -165,28 +166,27 @@ func (p *Proxy) upstreamSkipped(err error) {
 	p.writeClient(errorResponse(id, codeInternal, text))
 }
 
-// idKey is what the proxy knows a JSON-RPC id by: its value as a server
-// reads it, not its spelling. A server reads an id and writes it back its
-// own way, and its answer must still find its request: "\u0061" as "a", a
-// number as the double it reads (1.0 as 1, 9007199254740993 as ...992, -0
-// as 0), bytes that are not UTF-8 and lone surrogates as U+FFFD. Ids that
-// differ only so are one id to the proxy: a second is refused while the
-// first is in flight.
-func idKey(id json.RawMessage) string {
-	var v any
-	if json.Unmarshal(id, &v) != nil {
-		return "?" + string(id)
+// idKey is what the proxy knows a JSON-RPC id by: its value, as a server
+// reads it (mcpwire.IDKey).
+func idKey(id json.RawMessage) string { return mcpwire.IDKey(id) }
+
+// oneLineID is an id as an error message quotes it: at most 64 bytes.
+func oneLineID(id json.RawMessage) string {
+	if len(id) > 64 {
+		return string(id[:64]) + "..."
 	}
-	switch x := v.(type) {
-	case float64:
-		if x == 0 {
-			x = 0 // -0 too
-		}
-		return "n" + strconv.FormatFloat(x, 'g', -1, 64)
-	case string:
-		return "s" + x
+	return string(id)
+}
+
+// requestIDMember is the id member of msg as sent, null too; ok is false
+// when msg has none (or is not an object).
+func requestIDMember(msg []byte) (id json.RawMessage, ok bool) {
+	var m map[string]json.RawMessage // a null id stays (a pointer field would be nil)
+	if json.Unmarshal(msg, &m) != nil {
+		return nil, false
 	}
-	return "?" + string(id) // not an id JSON-RPC allows
+	id, ok = m["id"]
+	return id, ok
 }
 
 func idOrNone(id json.RawMessage) string {

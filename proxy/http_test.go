@@ -520,3 +520,35 @@ func TestProxyListenRefusesAnIDInFlight(t *testing.T) {
 		t.Fatalf("the refused request was logged:\n%s", list)
 	}
 }
+
+// TestProxyListenRefusesANullID: over HTTP a request with id null is refused
+// (400, -32600), not taken for a notification (202) and run.
+func TestProxyListenRefusesANullID(t *testing.T) {
+	h := newHarness(t)
+	h.env = append(h.env, "UNDOLOG_FAKE_SERVER=1")
+	policy := filepath.Join(h.dir, "echo.yaml")
+	os.WriteFile(policy, []byte("tools:\n  echo: {tier: compensable}\n"), 0o644)
+	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
+	post := func(sid, body string) (int, string, string) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+	}
+	_, sid, _ := post("", initializeLine)
+	if status, _, body := post(sid, `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo","arguments":{}}}`); status != 400 || !strings.Contains(body, "is not a string or a number") {
+		t.Fatalf("id null: %d %s", status, body)
+	}
+	if list := h.cli("list"); strings.Contains(list, "echo") {
+		t.Fatalf("the refused call was logged:\n%s", list)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/mcpwire"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/mcpclient"
@@ -295,6 +296,11 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 			return
 		case m.JSONRPC != "2.0":
 			p.writeClient(errorResponse(m.ID, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
+			return
+		case m.Method != "" && len(m.ID) > 0 && !mcpwire.ValidRequestID(m.ID):
+			// null, a boolean, an array, an object, 1e400: not an id MCP
+			// allows, and one a server may write back as another's.
+			p.writeClient(errorResponse(nil, codeInvalidRequest, "invalid request: the id "+oneLineID(m.ID)+" is not a string or a number"))
 			return
 		case m.Method != "" && len(m.ID) > 0 && !p.claimID(m.ID):
 			p.writeClient(errorResponse(m.ID, codeInvalidRequest, "invalid request: the id "+string(m.ID)+" is used by a request still in flight"))

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/undolog/undolog/internal/mcpwire"
 )
 
 // HTTPServer is the server side of MCP's Streamable HTTP transport, so that
@@ -253,6 +255,14 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		id, method, ok := peek(e)
 		if !ok { // nested too deep to decode, say: answered with its id
 			id, method = topLevelID(e), "?"
+		}
+		bad := len(id) > 0 && !mcpwire.ValidRequestID(id)
+		if method != "" && len(id) == 0 {
+			_, bad = requestIDMember(e) // a request with id null (peek reads it as none)
+		}
+		if method != "" && bad {
+			rpcFail(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: its id is not a string or a number")
+			return
 		}
 		if method != "" && len(id) > 0 {
 			k := idKey(id)

@@ -654,3 +654,25 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 		t.Fatal("the refused request was logged")
 	}
 }
+
+// Ids MCP does not allow (null, a boolean, an array, an object, a number past
+// a double's range, which a JavaScript server writes back as null) are
+// refused before anything is logged: one could come back as another's.
+func TestProxyRefusesIDsMCPDoesNotAllow(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	w := wire(t, h, "tools:\n  echo: {tier: compensable}\n")
+	for _, id := range []string{`null`, `true`, `[1]`, `{"a":1}`, `1e400`} {
+		w.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+		if m := w.next(); m["id"] != nil || !strings.Contains(fmt.Sprint(m["error"]), "is not a string or a number") {
+			t.Fatalf("id %s: %v", id, m)
+		}
+	}
+	w.send(`{"jsonrpc":"2.0","id":"ok","method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	if m := w.next(); m["id"] != "ok" || m["result"] == nil {
+		t.Fatalf("a call after them: %v", m)
+	}
+	if _, err := store.GetEffect(t.Context(), 2); err == nil {
+		t.Fatal("a call with a refused id was logged")
+	}
+}

@@ -193,7 +193,7 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 	if resp.StatusCode >= 300 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		// A JSON-RPC error the server put in the body is its answer.
-		if rid, m, ok := peek(body); ok && m == "" && asks && bytes.Equal(rid, id) {
+		if rid, m, ok := peek(body); ok && m == "" && asks && IDKey(rid) == IDKey(id) {
 			c.push(bytes.TrimSpace(body))
 			return
 		}
@@ -209,7 +209,7 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 	}
 	got := false
 	deliver := func(m []byte) {
-		if rid, mm, ok := peek(m); ok && mm == "" && len(id) > 0 && bytes.Equal(rid, id) {
+		if rid, mm, ok := peek(m); ok && mm == "" && len(id) > 0 && IDKey(rid) == IDKey(id) {
 			got = true
 			if method == "initialize" {
 				c.learnVersion(m)
