@@ -31,8 +31,8 @@ func Unsafe(r rune) bool {
 	case r >= 0xad && unicode.Is(unicode.Cf, r): // every format character (soft hyphen, tags, ...)
 		return true
 	case r == 0x034f, r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, r == 0x17b4, r == 0x17b5, r == 0x2800,
-		0x180b <= r && r <= 0x180f, 0xfe00 <= r && r <= 0xfe0f, 0xe0100 <= r && r <= 0xe01ef, 0xe0000 <= r && r <= 0xe007f:
-		return true // invisible, or a variation selector (which can carry hidden bytes)
+		0x180b <= r && r <= 0x180f, 0xfe00 <= r && r <= 0xfe0f, 0xe0000 <= r && r <= 0xe0fff, r == 0x2065, 0xfff0 <= r && r <= 0xfff8:
+		return true // invisible, a variation selector (which can carry hidden bytes), or reserved to be ignored
 	}
 	return false
 }
