@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+
+	"github.com/undolog/undolog/internal/mcpwire"
 )
 
 // batchesUntil is the first MCP protocol version without JSON-RPC batches:
@@ -45,19 +47,7 @@ func newBatcher(c Conn) *batcher {
 }
 
 // peek reads the id and method of a message, if it is an object.
-func peek(msg []byte) (id json.RawMessage, method string, ok bool) {
-	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
-	if json.Unmarshal(msg, &m) != nil {
-		return nil, "", false
-	}
-	if string(m.ID) == "null" {
-		m.ID = nil
-	}
-	return m.ID, m.Method, true
-}
+func peek(msg []byte) (id json.RawMessage, method string, ok bool) { return mcpwire.Peek(msg) }
 
 func (b *batcher) Read() ([]byte, error) {
 	for {

@@ -484,22 +484,7 @@ func TestProxyListenRefusesAnIDInFlight(t *testing.T) {
 	policy := filepath.Join(h.dir, "hold.yaml")
 	os.WriteFile(policy, []byte("tools:\n  hold: {tier: compensable}\n  echo: {tier: compensable}\n"), 0o644)
 	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
-	post := func(sid, body string) (int, string, string) {
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Error(err)
-			return 0, "", ""
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
-	}
+	post := func(sid, body string) (int, string, string) { return postMCP(t, url, sid, body) }
 	_, sid, _ := post("", initializeLine)
 	post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	first := make(chan string, 1)
@@ -529,21 +514,7 @@ func TestProxyListenRefusesANullID(t *testing.T) {
 	policy := filepath.Join(h.dir, "echo.yaml")
 	os.WriteFile(policy, []byte("tools:\n  echo: {tier: compensable}\n"), 0o644)
 	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
-	post := func(sid, body string) (int, string, string) {
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
-	}
+	post := func(sid, body string) (int, string, string) { return postMCP(t, url, sid, body) }
 	_, sid, _ := post("", initializeLine)
 	if status, _, body := post(sid, `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"echo","arguments":{}}}`); status != 400 || !strings.Contains(body, "is not a string or a number") {
 		t.Fatalf("id null: %d %s", status, body)
@@ -551,4 +522,23 @@ func TestProxyListenRefusesANullID(t *testing.T) {
 	if list := h.cli("list"); strings.Contains(list, "echo") {
 		t.Fatalf("the refused call was logged:\n%s", list)
 	}
+}
+
+// postMCP POSTs one message to an MCP endpoint, in client session sid ("":
+// none yet), and returns the status, the session id answered and the body.
+func postMCP(t *testing.T, url, sid, body string) (status int, session, answer string) {
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, "", ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
 }

@@ -215,10 +215,7 @@ func encode(v any) []byte {
 }
 
 func errorResponse(id json.RawMessage, code int, msg string) []byte {
-	if len(id) == 0 {
-		id = json.RawMessage("null")
-	}
-	return encode(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcError{Code: code, Message: msg}})
+	return mcpwire.ErrorResponse(id, code, msg)
 }
 
 func resultResponse(id json.RawMessage, result json.RawMessage) []byte {

@@ -88,8 +88,9 @@ type LostError struct {
 
 func (e *LostError) Error() string { return e.Reason }
 
-// peek reads the id and method of a message, if it is an object.
-func peek(msg []byte) (id json.RawMessage, method string, ok bool) {
+// Peek reads the id and method of a message, if it is an object (an id of
+// null reads as none).
+func Peek(msg []byte) (id json.RawMessage, method string, ok bool) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -106,8 +107,8 @@ func peek(msg []byte) (id json.RawMessage, method string, ok bool) {
 // codeInternal is JSON-RPC's Internal error.
 const codeInternal = -32603
 
-// errorResponse is a JSON-RPC error answer to id.
-func errorResponse(id json.RawMessage, code int, msg string) []byte {
+// ErrorResponse is a JSON-RPC error answer to id (null when none).
+func ErrorResponse(id json.RawMessage, code int, msg string) []byte {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}

@@ -81,7 +81,7 @@ func (c *httpConn) fail(id json.RawMessage, format string, args ...any) {
 	text := fmt.Sprintf(format, args...)
 	fmt.Fprintln(c.diag, "undolog proxy: "+text)
 	if len(id) > 0 {
-		c.push(errorResponse(id, codeInternal, text))
+		c.push(ErrorResponse(id, codeInternal, text))
 	}
 }
 
@@ -106,7 +106,7 @@ func (c *httpConn) Write(msg []byte) error {
 		return ErrClosed
 	default:
 	}
-	id, method, _ := peek(msg)
+	id, method, _ := Peek(msg)
 	msg = append([]byte(nil), msg...)
 	switch {
 	case method == "initialize" || method == "" || len(id) == 0:
@@ -193,7 +193,7 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 	if resp.StatusCode >= 300 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		// A JSON-RPC error the server put in the body is its answer.
-		if rid, m, ok := peek(body); ok && m == "" && asks && IDKey(rid) == IDKey(id) {
+		if rid, m, ok := Peek(body); ok && m == "" && asks && IDKey(rid) == IDKey(id) {
 			c.push(bytes.TrimSpace(body))
 			return
 		}
@@ -209,7 +209,7 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 	}
 	got := false
 	deliver := func(m []byte) {
-		if rid, mm, ok := peek(m); ok && mm == "" && len(id) > 0 && IDKey(rid) == IDKey(id) {
+		if rid, mm, ok := Peek(m); ok && mm == "" && len(id) > 0 && IDKey(rid) == IDKey(id) {
 			got = true
 			if method == "initialize" {
 				c.learnVersion(m)
