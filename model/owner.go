@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -18,16 +19,23 @@ func HostName() string {
 	if h := os.Getenv("UNDOLOG_HOST"); h != "" {
 		return h
 	}
-	host, _ := os.Hostname()
-	return host
+	return self().host
 }
+
+// self is this process's host name and start, read once: a proxy makes an
+// owner for every call, and each read is a file's (/proc, the host name).
+var self = sync.OnceValue(func() (s struct {
+	host  string
+	start uint64
+}) {
+	s.host, _ = os.Hostname()
+	s.start, _ = processStart(os.Getpid())
+	return s
+})
 
 // NewOwner is this process as the owner of work it starts at now.
 func NewOwner(now time.Time) *Owner {
-	host := HostName()
-	pid := os.Getpid()
-	start, _ := processStart(pid)
-	return &Owner{PID: pid, Host: host, StartedAt: now.UTC(), ProcessStart: start}
+	return &Owner{PID: os.Getpid(), Host: HostName(), StartedAt: now.UTC(), ProcessStart: self().start}
 }
 
 // DefaultLease is how long an owner's lease lasts unless its process renews

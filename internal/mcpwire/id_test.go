@@ -2,6 +2,7 @@ package mcpwire
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 )
 
@@ -32,9 +33,41 @@ func TestIDKey(t *testing.T) {
 			}
 		}
 	}
+	// The fast path agrees with the decoding one.
+	for _, id := range []string{`0`, `7`, `123456789012345`, `"a"`, `"req-1_B"`, `""`} {
+		k, ok := plainIDKey([]byte(id))
+		if !ok {
+			t.Errorf("%s takes the slow path", id)
+		}
+		var v any
+		json.Unmarshal([]byte(id), &v)
+		if k != IDKey(json.RawMessage(id+" ")) { // the trailing space takes the slow path
+			t.Errorf("%s: fast key %q, slow %q", id, k, IDKey(json.RawMessage(id+" ")))
+		}
+		if f, isNum := v.(float64); isNum && k != "n"+strconv.FormatInt(int64(f), 10) || !isNum && k != "s"+v.(string) {
+			t.Errorf("%s: fast key %q", id, k)
+		}
+	}
+	for _, id := range []string{`07`, `1234567890123456`, `-1`, `1.0`, `"a b"`, `"\u0061"`, `"`} {
+		if _, ok := plainIDKey([]byte(id)); ok {
+			t.Errorf("%s takes the fast path", id)
+		}
+	}
 	for _, id := range []string{`null`, `true`, `[1]`, `{"a":1}`, `1e400`, ``, `x`} {
 		if ValidRequestID(json.RawMessage(id)) {
 			t.Errorf("%s is valid", id)
 		}
 	}
+}
+
+// FuzzIDKey: the fast path gives what decoding gives.
+func FuzzIDKey(f *testing.F) {
+	for _, s := range []string{`1`, `"a"`, `123456789012345`, `"x-Y_9"`, `0`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if k, ok := plainIDKey([]byte(id)); ok && k != IDKey(json.RawMessage(id+" ")) {
+			t.Fatalf("%q: fast %q, slow %q", id, k, IDKey(json.RawMessage(id+" ")))
+		}
+	})
 }
