@@ -27,8 +27,9 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// maxLine bounds one JSON-RPC message (on every transport).
-const maxLine = 64 << 20
+// maxLine bounds one JSON-RPC message: the transports' bound, so that a
+// message one lets through the other does not drop.
+const maxLine = mcpwire.MaxMessage
 
 // DefaultApprovalWait stays below the 60 s most MCP clients wait for a call.
 const DefaultApprovalWait = 45 * time.Second

@@ -532,10 +532,7 @@ func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 		store := engines.File(h.logPath, engines.Options{})
 		w := wire(t, h, "tools:\n  hang: {tier: compensable}\n")
 		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{}}}`)
-		waitFor(t, "the call to execute", func() bool {
-			e, err := store.GetEffect(t.Context(), 1)
-			return err == nil && e.Effect.State == sm.Executing
-		})
+		waitForState(t, store, 1, sm.Executing)
 		w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
 		waitFor(t, "the proxy to give up on the cancelled call", func() bool {
 			return strings.Contains(w.errText(), "after the client cancelled it; it stays executing (in doubt): check, then run `undolog")
@@ -558,10 +555,7 @@ func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 		store := engines.File(h.logPath, engines.Options{})
 		w := wire(t, h, "tools:\n  hold: {tier: compensable}\n  echo: {tier: compensable}\n")
 		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
-		waitFor(t, "the call to execute", func() bool {
-			e, err := store.GetEffect(t.Context(), 1)
-			return err == nil && e.Effect.State == sm.Executing
-		})
+		waitForState(t, store, 1, sm.Executing)
 		w.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
 		waitFor(t, "the proxy to give up on the cancelled call", func() bool {
 			return strings.Contains(w.errText(), "after the client cancelled it")
@@ -571,10 +565,7 @@ func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 			t.Fatalf("a request reusing the cancelled call's id: %v", m)
 		}
 		os.WriteFile(goFile, nil, 0o644)
-		waitFor(t, "the late answer to be recorded", func() bool {
-			e, err := store.GetEffect(t.Context(), 1)
-			return err == nil && e.Effect.State == sm.Committed
-		})
+		waitForState(t, store, 1, sm.Committed)
 		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 		if m := w.next(); m["id"] != 2.0 || !strings.Contains(fmt.Sprint(m["result"]), "ok") {
 			t.Fatalf("the id once the late answer came: %v", m)
@@ -588,10 +579,7 @@ func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 		store := engines.File(h.logPath, engines.Options{})
 		w := wire(t, h, "tools:\n  hang: {tier: compensable}\n")
 		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{}}}`)
-		waitFor(t, "the call to execute", func() bool {
-			e, err := store.GetEffect(t.Context(), 1)
-			return err == nil && e.Effect.State == sm.Executing
-		})
+		waitForState(t, store, 1, sm.Executing)
 		w.in.Close()
 		w.cmd.Process.Signal(syscall.SIGTERM)
 		if m := w.next(); m["id"] != 2.0 || !strings.Contains(fmt.Sprint(m["error"]), "stays executing (in doubt)") {
@@ -634,10 +622,7 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 		}
 	}
 	w.send(`{"jsonrpc":"2.0","id":"\u0061","method":"tools/call","params":{"name":"hold","arguments":{}}}`)
-	waitFor(t, "the held call to execute", func() bool {
-		e, err := store.GetEffect(t.Context(), 4)
-		return err == nil && e.Effect.State == sm.Executing
-	})
+	waitForState(t, store, 4, sm.Executing)
 	w.send(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"n":3}}}`)
 	if m := w.next(); m["id"] != "a" || !strings.Contains(fmt.Sprint(m["error"]), "still in flight") {
 		t.Fatalf("a request whose id is in flight, spelled otherwise: %v", m)
@@ -646,10 +631,7 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 	if m := w.next(); m["id"] != "a" || !strings.Contains(fmt.Sprint(m["result"]), "held, then done") {
 		t.Fatalf("the held call's answer: %v", m)
 	}
-	waitFor(t, "the held call to commit", func() bool {
-		e, err := store.GetEffect(t.Context(), 4)
-		return err == nil && e.Effect.State == sm.Committed
-	})
+	waitForState(t, store, 4, sm.Committed)
 	if _, err := store.GetEffect(t.Context(), 5); err == nil {
 		t.Fatal("the refused request was logged")
 	}
@@ -675,4 +657,14 @@ func TestProxyRefusesIDsMCPDoesNotAllow(t *testing.T) {
 	if _, err := store.GetEffect(t.Context(), 2); err == nil {
 		t.Fatal("a call with a refused id was logged")
 	}
+}
+
+// waitForState waits until effect id is in state (a guard of 30 s against
+// hanging, as waitFor has).
+func waitForState(t *testing.T, store effectlog.Log, id uint64, state sm.State) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("effect %d to be %s", id, state), func() bool {
+		e, err := store.GetEffect(t.Context(), id)
+		return err == nil && e.Effect.State == state
+	})
 }

@@ -666,7 +666,7 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string, too
 	}
 	// Bounded: a server that never answers (or answers another id) would
 	// hold the undo for good.
-	callCtx, cancel := context.WithTimeout(ctx, CallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	_, err := r.caller.CallTool(callCtx, tool, args)
 	if errors.Is(err, mcpclient.ErrNoAnswer) && ctx.Err() == nil {
@@ -675,8 +675,8 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string, too
 	return err
 }
 
-// CallTimeout bounds one compensation's MCP call.
-var CallTimeout = 2 * time.Minute
+// callTimeout bounds one compensation's MCP call.
+const callTimeout = 2 * time.Minute
 
 // inDoubtError is an attempt that may have had its effect: its MCP call was
 // sent and no answer came. It is not retried: compensations are not assumed

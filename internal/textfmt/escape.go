@@ -24,11 +24,12 @@ func Unsafe(r rune) bool {
 	switch {
 	case r < 0x20, 0x7f <= r && r <= 0x9f:
 		return true
-	case r == 0x061c, r == 0x200e, r == 0x200f, 0x202a <= r && r <= 0x202e, 0x2066 <= r && r <= 0x2069:
+	case r == 0x2028, r == 0x2029:
 		return true
-	case 0x200b <= r && r <= 0x200d, r == 0x2028, r == 0x2029, r == 0x2060, r == 0xfeff:
-		return true
-	case r >= 0xad && unicode.Is(unicode.Cf, r): // every format character (soft hyphen, tags, ...)
+	case r >= 0xad && unicode.Is(unicode.Cf, r):
+		// Every format character: the bidirectional marks, embeddings,
+		// overrides and isolates, the zero-width joiners and spaces, the
+		// soft hyphen, the tags, ...
 		return true
 	case r == 0x034f, r == 0x115f, r == 0x1160, r == 0x3164, r == 0xffa0, r == 0x17b4, r == 0x17b5, r == 0x2800,
 		0x180b <= r && r <= 0x180f, 0xfe00 <= r && r <= 0xfe0f, 0xe0000 <= r && r <= 0xe0fff, r == 0x2065, 0xfff0 <= r && r <= 0xfff8:
