@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -83,7 +84,11 @@ func runSteps(ctx context.Context, f *Factory, opts *stepOptions, ids []uint64, 
 			if len(ids) == 1 {
 				return err
 			}
-			fmt.Fprintf(f.ErrOut, "undolog: effect %d: %s\n", id, textfmt.Escape(oneLine(err.Error())))
+			msg := oneLine(err.Error())
+			if own := fmt.Sprintf("effect %d", id); !strings.HasPrefix(msg, own+" ") && !strings.HasPrefix(msg, own+"'s ") {
+				msg = own + ": " + msg // which id of the batch it is
+			}
+			fmt.Fprintf(f.ErrOut, "undolog: %s\n", textfmt.Escape(msg))
 			if firstCode == ExitOK {
 				firstCode = ExitCode(err)
 			}

@@ -143,7 +143,8 @@ func closeRequest(a *model.Approval, state sm.SessionState, now time.Time) {
 	a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = model.ApprovalClosed, model.SessionActor, &now, "session "+string(state)
 }
 
-// alreadyDecided adds to a refused decision who made the one that stands.
+// alreadyDecided puts before a refused decision's error who made the one
+// that stands: what a person asking wants to read first.
 func alreadyDecided(tx storage.ReadTx, id uint64, err error) error {
 	a, aerr := tx.Approval(id)
 	if aerr != nil || a == nil {
@@ -151,9 +152,9 @@ func alreadyDecided(tx storage.ReadTx, id uint64, err error) error {
 	}
 	switch a.Outcome {
 	case model.ApprovalApproved, model.ApprovalRejected:
-		return fmt.Errorf("%w (effect %d was already %s by %s)", err, id, a.Outcome, a.DecidedBy)
+		return fmt.Errorf("effect %d was already %s by %s: %w", id, a.Outcome, a.DecidedBy, err)
 	case model.ApprovalTimedOut:
-		return fmt.Errorf("%w (effect %d's approval request timed out)", err, id)
+		return fmt.Errorf("effect %d's approval request timed out: %w", id, err)
 	}
 	return err
 }
