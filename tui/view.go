@@ -149,11 +149,39 @@ func (m *Model) render() string {
 	for len(lines) < h {
 		lines = append(lines, "")
 	}
-	status := m.st.status.Render(fit(esc(m.status), m.width))
-	if m.statusErr {
-		status = m.st.errText.Render(fit("error: "+esc(m.status), m.width))
+	screen := append(append(append([]string{m.titleLine()}, lines...), m.statusLines()...), m.footer())
+	for i, line := range screen {
+		// A table that cannot shrink further is cut at the window's edge
+		// rather than wrapped by the terminal onto the next line.
+		screen[i] = ansi.Truncate(line, m.width, "")
 	}
-	return m.titleLine() + "\n" + strings.Join(lines, "\n") + "\n" + status + "\n" + m.footer()
+	return strings.Join(screen, "\n")
+}
+
+// maxStatusLines bounds the status message's lines: a refusal's whole
+// reason is shown (a role's denial names what it may not do at its end), and
+// the body keeps the rest.
+const maxStatusLines = 3
+
+// statusLines is the status message wrapped to the window's width.
+func (m *Model) statusLines() []string {
+	text, style := esc(m.status), m.st.status
+	if m.statusErr {
+		text, style = "error: "+text, m.st.errText
+	}
+	if m.width <= 0 {
+		return []string{""}
+	}
+	lines := strings.Split(ansi.Wrap(text, m.width, ""), "\n")
+	if len(lines) > maxStatusLines {
+		lines = lines[:maxStatusLines]
+		last := &lines[maxStatusLines-1]
+		*last = ansi.Truncate(*last, m.width-1, "") + "…"
+	}
+	for i, l := range lines {
+		lines[i] = style.Render(fit(l, m.width))
+	}
+	return lines
 }
 
 // footer is the screen's keys on one line: `? help` and `q quit` always, the
@@ -426,7 +454,7 @@ func (m *Model) sessionView() string {
 			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), undo}, i == v.cursor && !v.focusDetail))
 	}
 	detail := m.detailLines()
-	room := m.bodyHeight() - len(out) - 1
+	room := max(0, m.bodyHeight()-len(out)-1) // none in a window too short for the table
 	v.detailTop = max(0, min(v.detailTop, len(detail)-room))
 	end := min(len(detail), v.detailTop+room)
 	// The separator says when the detail goes on, and how to read it all.

@@ -1,0 +1,119 @@
+package tui
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// Every screen and overlay draws at every terminal size, down to one cell:
+// a resized window never ends the view (a 60x8 window on a session's screen
+// once did, with a slice out of range). From 40 columns on, no line is wider
+// than the terminal (narrower, the renderer cuts what does not fit).
+func TestViewAtEverySize(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{Now: func() time.Time { return demoEnd }})
+	for i := 0; i < 3; i++ {
+		if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: fmt.Sprintf("deploy_%d", i),
+			Tier: sm.Irreversible, CreateSession: true, Args: json.RawMessage(fmt.Sprintf(`{"target":"prod-%d","why":%q}`, i, strings.Repeat("long ", 40))),
+			Reason: "release", Actor: "ci"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable, Args: json.RawMessage(`{}`),
+		Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}, Start: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(t.Context(), res.Effect.ID, model.Change{Result: json.RawMessage(`{"ok":true}`)}); err != nil {
+		t.Fatal(err)
+	}
+	m := New(t.Context(), Options{Log: store, Actor: "tester", Now: func() time.Time { return demoEnd }})
+	run := func(cmd tea.Cmd) {
+		for cmd != nil {
+			msg := cmd()
+			if msg == nil {
+				return
+			}
+			_, cmd = m.Update(msg)
+		}
+	}
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	run(loadSessions(t.Context(), store))
+	type state struct {
+		name  string
+		enter func()
+	}
+	states := []state{
+		{"sessions", func() { m.screen, m.overlay = screenSessions, overlayNone }},
+		{"sessions help", func() { m.screen, m.overlay = screenSessions, overlayHelp }},
+		{"session", func() {
+			m.screen, m.overlay, m.session = screenSession, overlayNone, sessionView{id: "s"}
+			run(loadEffects(t.Context(), store, "s", effectlog.EffectFilter{}, 0, 0))
+			run(loadDetail(t.Context(), store, 1))
+		}},
+		{"session, detail focused", func() { m.session.focusDetail = true }},
+		{"approve prompt", func() { m.session.focusDetail = false; run(m.handleKey(press("a"))) }},
+		{"reject prompt", func() { m.overlay = overlayNone; run(m.handleKey(press("r"))) }},
+		{"undo confirmation", func() { m.overlay = overlayNone; run(makePlan(t.Context(), store, "s")) }},
+		{"filter", func() { m.overlay = overlayNone; run(m.handleKey(press("/"))) }},
+	}
+	for _, s := range states {
+		m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+		s.enter()
+		for w := 1; w <= 130; w += 1 + w/8 {
+			for h := 1; h <= 45; h += 1 + h/6 {
+				m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+				var screen string
+				func() {
+					defer func() {
+						if r := recover(); r != nil {
+							t.Fatalf("%s at %dx%d: panic: %v", s.name, w, h, r)
+						}
+					}()
+					screen = m.render()
+				}()
+				for i, line := range strings.Split(screen, "\n") {
+					if lw := ansi.StringWidth(line); lw > w && w >= 40 {
+						t.Fatalf("%s at %dx%d: line %d is %d cells wide: %q", s.name, w, h, i, lw, line)
+					}
+				}
+			}
+		}
+	}
+}
+
+// A long status message (a role's denial says what it may not do at its
+// end) is wrapped onto up to three lines, and the body gives them room: the
+// screen stays the window's height.
+func TestStatusShowsTheWholeReason(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	m := New(t.Context(), Options{Log: store, Actor: "tester"})
+	m.Update(tea.WindowSizeMsg{Width: 60, Height: 20})
+	m.status, m.statusErr = "the database role ci_agent may not write a record in the name of role alice: it may not approve effect 42", true
+	screen := m.render()
+	if !strings.Contains(strings.ReplaceAll(screen, "\n", " "), "approve effect 42") {
+		t.Fatalf("the status's end is cut:\n%s", screen)
+	}
+	if n := strings.Count(screen, "\n") + 1; n != 20 {
+		t.Fatalf("the screen is %d lines in a window of 20:\n%s", n, screen)
+	}
+	m.status = strings.Repeat("word ", 200) + "END"
+	screen = m.render()
+	if strings.Contains(screen, "END") || !strings.Contains(screen, "…") {
+		t.Fatalf("a status of 200 words is not cut at three lines:\n%s", screen)
+	}
+	if n := strings.Count(screen, "\n") + 1; n != 20 {
+		t.Fatalf("the screen is %d lines in a window of 20:\n%s", n, screen)
+	}
+}
