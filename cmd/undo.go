@@ -111,6 +111,9 @@ again (compensations are not assumed idempotent).`,
 			if opts.output == formatText {
 				runner.Progress = f.Out
 			}
+			if !opts.yes {
+				runner.Confirmed = &plan // what the person said yes to, and only that
+			}
 			if interactive {
 				runner.ConfirmManual = func(s saga.Step) (bool, error) {
 					return ask(f, fmt.Sprintf("Effect %d %s needs a manual compensation (%s). Done? [y/N] ", s.Effect.ID, s.Effect.Tool, s.Call))
@@ -123,6 +126,7 @@ again (compensations are not assumed idempotent).`,
 				}
 			} else if err == nil {
 				fmt.Fprintf(f.Out, "session %s %s: %d compensated, %d skipped\n", res.Session, paint(f, stateCell(res.State)), len(res.Compensated), len(res.Skipped))
+				printNotUndoable(f, plan)
 			}
 			if errors.Is(err, saga.ErrCompensationFailed) || errors.Is(err, saga.ErrInDoubt) {
 				return &exitError{code: ExitCompensation, msg: err.Error()}
@@ -192,8 +196,15 @@ func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 	if len(plan.Steps) == 0 {
 		println("  (nothing to undo)")
 	}
+	printNotUndoable(f, plan)
+}
+
+// printNotUndoable lists the effects that ran and stay as they are: the
+// plan says so before a walk, and the walk's end says it again (with --yes
+// no plan is shown).
+func printNotUndoable(f *Factory, plan saga.Plan) {
 	for _, e := range plan.NotUndoable {
-		println("not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State)
+		fmt.Fprintln(f.Out, textfmt.Escape(fmt.Sprintf("not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State)))
 	}
 }
 

@@ -36,6 +36,11 @@ var ErrCompensationFailed = errors.New("compensation failed")
 // only with Runner.RetryInDoubt. Nothing was changed.
 var ErrInDoubt = errors.New("compensation in doubt")
 
+// ErrPlanChanged is Run's refusal when the session's plan is no longer the
+// one a person confirmed (Runner.Confirmed): a call logged since, or a step
+// another undo took. Nothing ran or changed.
+var ErrPlanChanged = fmt.Errorf("%w: the session's undo plan changed since it was shown", model.ErrConflict)
+
 // Defaults for a descriptor that sets none.
 const (
 	DefaultMaxRetries     = 3
@@ -82,6 +87,20 @@ func (p Plan) Work() int {
 		}
 	}
 	return n
+}
+
+// samePlan tells whether b has a's steps: the same actions on the same
+// effects, in the same order.
+func samePlan(a, b Plan) bool {
+	if len(a.Steps) != len(b.Steps) {
+		return false
+	}
+	for i := range a.Steps {
+		if a.Steps[i].Effect.ID != b.Steps[i].Effect.ID || a.Steps[i].Action != b.Steps[i].Action {
+			return false
+		}
+	}
+	return true
 }
 
 // MakePlan reads the session's undo stack (LIFO) and decides each step. It
@@ -292,6 +311,10 @@ type Runner struct {
 	// unless renewed (it is renewed every third of it while the
 	// compensation runs); zero: model.DefaultLease.
 	Lease time.Duration
+	// Confirmed is the plan a person agreed to, if one was asked: the walk
+	// runs only while the session's plan is still that one (the same steps,
+	// in order, on the same effects), else Run returns ErrPlanChanged.
+	Confirmed *Plan
 	// CLI starts the commands that hints name ("undolog --log ADDR" when
 	// the log is not the default); "" means "undolog".
 	CLI string
@@ -336,6 +359,10 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	plan, err := MakePlan(ctx, r.Log, session)
 	if err != nil {
 		return res, err
+	}
+	if r.Confirmed != nil && !samePlan(*r.Confirmed, plan) {
+		return res, fmt.Errorf("%w: %s now, %s when shown; look at it again", ErrPlanChanged,
+			textfmt.Count(plan.Work(), "step"), textfmt.Count(r.Confirmed.Work(), "step"))
 	}
 	// A compensation another undo runs, or one in doubt, stops the walk
 	// before anything runs or changes.

@@ -372,3 +372,40 @@ func TestAnUndoStartedMeanwhileIsJoined(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 }
+
+// An undo a person confirmed runs only the plan they saw: a step logged
+// since (another process's call) makes it refuse with nothing run, and the
+// plan as it now is runs once confirmed.
+func TestConfirmedPlanRunsOnlyAsShown(t *testing.T) {
+	dir := t.TempDir()
+	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	touch := func(name string) *model.Compensation {
+		return &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, name)}}
+	}
+	committed(t, store, "s", touch("undo-1"), `{"n":1}`)
+	shown, err := MakePlan(t.Context(), store, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed(t, store, "s", touch("undo-2"), `{"n":2}`)
+	r := &Runner{Log: store, Actor: "test", Confirmed: &shown}
+	if _, err := r.Run(t.Context(), "s"); !errors.Is(err, ErrPlanChanged) || !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("undo of a plan that changed since it was shown: %v, want ErrPlanChanged", err)
+	}
+	for _, name := range []string{"undo-1", "undo-2"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Fatalf("%s ran, though the plan was refused", name)
+		}
+	}
+	if s, err := store.GetSession(t.Context(), "s"); err != nil || s.State != sm.SessionActive {
+		t.Fatalf("the session after a refused undo: %v %v, want active", s.State, err)
+	}
+	now, err := MakePlan(t.Context(), store, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Confirmed = &now
+	if res, err := r.Run(t.Context(), "s"); err != nil || len(res.Compensated) != 2 {
+		t.Fatalf("undo of the plan as it is: %+v %v", res, err)
+	}
+}

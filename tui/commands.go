@@ -110,11 +110,13 @@ func makePlan(ctx context.Context, store effectlog.Log, session string) tea.Cmd 
 
 // runUndo starts the undo walk in the background and streams its progress
 // lines as messages, one listen at a time.
-func runUndo(ctx context.Context, store effectlog.Log, session, actor, cli string) tea.Cmd {
+// It runs only the plan the person confirmed: if the session's plan has
+// changed since (a call logged meanwhile), nothing runs (saga.ErrPlanChanged).
+func runUndo(ctx context.Context, store effectlog.Log, plan saga.Plan, actor, cli string) tea.Cmd {
 	ch := make(chan undoEvent, 16)
 	go func() {
-		r := &saga.Runner{Log: store, Actor: actor, Progress: lineWriter(ch), CLI: cli}
-		res, err := r.Run(ctx, session)
+		r := &saga.Runner{Log: store, Actor: actor, Progress: lineWriter(ch), CLI: cli, Confirmed: &plan}
+		res, err := r.Run(ctx, plan.Session)
 		ch <- undoEvent{done: &undoDoneMsg{result: res, err: err}}
 		close(ch)
 	}()

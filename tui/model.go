@@ -207,6 +207,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, listenUndo(msg.ch)
 	case undoDoneMsg:
 		m.undo.done = true
+		if errors.Is(msg.err, saga.ErrPlanChanged) {
+			// Nothing ran: the plan as it is now, to confirm again.
+			m.overlay = overlayNone
+			m.setStatus("", msg.err)
+			return m, makePlan(m.ctx, m.opts.Log, m.undo.session)
+		}
 		if msg.err != nil {
 			m.undo.lines = append(m.undo.lines, "stopped: "+oneLine(msg.err.Error()))
 			m.setStatus("", msg.err)
@@ -280,7 +286,7 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		case "y", "Y":
 			m.overlay = overlayUndo
 			m.undo = undoState{session: m.plan.Session}
-			return runUndo(m.ctx, m.opts.Log, m.plan.Session, m.opts.Actor, m.opts.CLI)
+			return runUndo(m.ctx, m.opts.Log, m.plan, m.opts.Actor, m.opts.CLI)
 		case "n", "N", "esc", "q":
 			m.overlay = overlayNone
 			m.setStatus("undo cancelled; nothing changed", nil)

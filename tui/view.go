@@ -606,7 +606,11 @@ func (m *Model) confirmUndoView() string {
 	for _, e := range p.NotUndoable {
 		lines = append(lines, escf("  not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State))
 	}
-	lines = append(lines, "", m.st.title.Render(escf("Undo %s of session %s? (y/n)", textfmt.Count(p.Work(), "step"), p.Session)))
+	question := escf("Undo %s of session %s? (y/n)", textfmt.Count(p.Work(), "step"), p.Session)
+	if p.Work() == 0 {
+		question = escf("Nothing to compensate: mark session %s compensated? (y/n)", p.Session)
+	}
+	lines = append(lines, "", m.st.title.Render(question))
 	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
 

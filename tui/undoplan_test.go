@@ -1,0 +1,79 @@
+package tui
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// The undo a person confirms in the view is the plan it showed them: a step
+// another process logged meanwhile runs nothing, and the view shows the plan
+// as it now is to confirm again. A session with nothing to compensate says
+// so rather than asking to undo 0 steps.
+func TestViewUndoesOnlyThePlanItShowed(t *testing.T) {
+	dir := t.TempDir()
+	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	step := func(session, tool string, n int) {
+		t.Helper()
+		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: tool, Tier: sm.Compensable, CreateSession: true,
+			Args: json.RawMessage(`{"n":` + string(rune('0'+n)) + `}`), Start: true,
+			Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, tool)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Commit(t.Context(), res.Effect.ID, model.Change{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step("s", "first", 1)
+	m := New(t.Context(), Options{Log: store, Session: "s", Actor: "tester"})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	run := func(cmd tea.Cmd) {
+		for cmd != nil {
+			msg := cmd()
+			if msg == nil {
+				return
+			}
+			_, cmd = m.Update(msg)
+		}
+	}
+	run(makePlan(t.Context(), store, "s"))
+	if m.overlay != overlayConfirmUndo || !strings.Contains(m.render(), "Undo 1 step of session s?") {
+		t.Fatalf("no confirmation of the 1-step plan:\n%s", m.render())
+	}
+	step("s", "second", 2) // another process, while the question is on screen
+	run(m.handleKey(press("y")))
+	for _, name := range []string{"first", "second"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			t.Fatalf("the compensation of %s ran after the plan changed", name)
+		}
+	}
+	screen := m.render()
+	if m.overlay != overlayConfirmUndo || !strings.Contains(screen, "Undo 2 steps of session s?") || !strings.Contains(screen, "plan changed") {
+		t.Fatalf("the changed plan is not shown to confirm again:\n%s", screen)
+	}
+	run(m.handleKey(press("y")))
+	for _, name := range []string{"first", "second"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Fatalf("the confirmed plan did not compensate %s: %v", name, err)
+		}
+	}
+
+	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "empty"}); err != nil {
+		t.Fatal(err)
+	}
+	m.overlay = overlayNone
+	run(makePlan(t.Context(), store, "empty"))
+	if screen := m.render(); m.overlay != overlayConfirmUndo || strings.Contains(screen, "0 steps") || !strings.Contains(screen, "Nothing to compensate: mark session empty compensated?") {
+		t.Fatalf("a session with nothing to undo:\n%s", screen)
+	}
+}
