@@ -96,21 +96,26 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 	}
 	seen := map[round]bool{}
 	last := ^uint64(0)
+	lost := outage{f: f}
 	for ctx.Err() == nil {
 		position, err := store.LastChange(ctx)
 		if ctx.Err() != nil {
 			break // an engine that cancels may have cut the read short
+		} else if lost.retry(ctx, err) {
+			continue
 		} else if err != nil {
 			return err
 		}
 		if position != last {
-			last = position
 			list, _, err := store.PendingApprovals(ctx, opts.session, 0)
 			if ctx.Err() != nil {
 				break
+			} else if lost.retry(ctx, err) {
+				continue // looked at again once the server answers
 			} else if err != nil {
 				return err
 			}
+			last = position
 			var fresh []effectlog.PendingApproval
 			for _, a := range list {
 				if r := (round{a.EffectID, a.RequestedAt}); !seen[r] {
@@ -126,6 +131,7 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 				}
 			}
 		}
+		lost.ok()
 		store.WaitChange(ctx, position, followInterval) // an interrupt ends the loop
 	}
 	return nil // Ctrl-C ends a follow

@@ -214,7 +214,13 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 		return err
 	}
 	store := f.Log()
-	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now, Lease: lease}
+	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now, Lease: lease, Unavailable: func(err error) {
+		if err != nil {
+			opts.note(f, "%s; still waiting, trying again until it answers", oneLine(err.Error()))
+		} else {
+			opts.note(f, "the log's server answers again")
+		}
+	}}
 	call, err := lc.Intercept(ctx, req)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -171,38 +172,58 @@ func trimColumns(rows [][]cell, n int) [][]cell {
 // the filter, until the context ends (Ctrl-C).
 func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOptions, position uint64) error {
 	filter, _ := opts.filter(f)
+	lost := outage{f: f}
 	for ctx.Err() == nil {
 		changes, last, err := store.Changes(ctx, position, 1000)
+		if err == nil {
+			position, err = printChanges(ctx, f, store, opts.output, filter, position, changes, last)
+		}
 		if ctx.Err() != nil {
 			break // an engine that cancels may have cut the read short
+		} else if lost.retry(ctx, err) {
+			continue // from the first change not yet printed
 		} else if err != nil {
 			return err
 		}
-		position = last
-		for _, ch := range changes {
-			r := ch.Record
-			if r.Kind == model.KindSession {
-				continue
-			}
-			d, err := store.GetEffect(ctx, r.EffectID)
-			if err != nil {
-				continue // dropped since
-			}
-			e := d.Effect
-			if (filter.Session != "" && e.Session != filter.Session) || (filter.Tool != "" && e.Tool != filter.Tool) ||
-				(filter.Tier != "" && e.Tier != filter.Tier) || (filter.State != "" && sm.State(r.To) != filter.State) {
-				continue
-			}
-			if err := printChange(f, opts.output, e, r); err != nil {
-				return err
-			}
-		}
+		lost.ok()
 		if len(changes) == 1000 {
 			continue
 		}
 		store.WaitChange(ctx, position, followInterval) // an interrupt ends the loop
 	}
 	return nil // Ctrl-C ends a follow
+}
+
+// printChanges prints the changes read after position from that match
+// filter, and returns the feed's position to follow from: last, or, when the
+// log's server went meanwhile, the one before the first change it could not
+// look at.
+func printChanges(ctx context.Context, f *Factory, store effectlog.Log, format string, filter effectlog.EffectFilter,
+	from uint64, changes []effectlog.ChangeRecord, last uint64) (uint64, error) {
+	for i, ch := range changes {
+		r := ch.Record
+		if r.Kind == model.KindSession {
+			continue
+		}
+		d, err := store.GetEffect(ctx, r.EffectID)
+		if errors.Is(err, model.ErrUnavailable) || ctx.Err() != nil {
+			if i == 0 {
+				return from, err
+			}
+			return changes[i-1].Position, err
+		} else if err != nil {
+			continue // dropped since
+		}
+		e := d.Effect
+		if (filter.Session != "" && e.Session != filter.Session) || (filter.Tool != "" && e.Tool != filter.Tool) ||
+			(filter.Tier != "" && e.Tier != filter.Tier) || (filter.State != "" && sm.State(r.To) != filter.State) {
+			continue
+		}
+		if err := printChange(f, format, e, r); err != nil {
+			return last, err
+		}
+	}
+	return last, nil
 }
 
 // followedChange is one line of --follow's JSON output.

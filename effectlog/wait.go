@@ -27,3 +27,20 @@ func (s *Service) WaitChange(ctx context.Context, after uint64, poll time.Durati
 	n.WaitChange(wait, after) // nil or the fallback's end: either way, look
 	return ctx.Err()
 }
+
+// AfterUnavailable waits before a wait (a follow, an approval's wait) looks
+// at the log again after its server could not be reached
+// (model.ErrUnavailable): a server restarting is back within seconds, and
+// the wait goes on where it was. It waits 0.1 s after the first failed look
+// in a row, doubling up to 2 s; it returns ctx's error if ctx ends first.
+func AfterUnavailable(ctx context.Context, failures int) error {
+	d := min(100*time.Millisecond<<min(failures, 5), 2*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -33,6 +33,10 @@ type Lifecycle struct {
 	// a started call renews it every third of that until it ends. Zero:
 	// model.DefaultLease.
 	Lease time.Duration
+	// Unavailable, if set, hears of a wait's look that could not reach the
+	// log's server (err), after which the wait tries again until its bound,
+	// and of the server answering again (nil).
+	Unavailable func(err error)
 }
 
 func (l *Lifecycle) lease() time.Duration {
@@ -254,6 +258,7 @@ type Waited struct {
 // long this wait lasts.
 func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, announce func(Announce)) (Waited, error) {
 	giveUp := l.now().Add(bound)
+	fails := 0 // looks in a row that did not reach the log's server
 	for {
 		// The feed's position first: a decision recorded after it wakes the wait.
 		position, err := l.Log.LastChange(ctx)
@@ -263,9 +268,22 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 		}
 		if err != nil && ctx.Err() != nil {
 			return Waited{Interrupted, model.EffectDetail{Effect: c.Effect}}, nil // the look was cut short: the request stands
+		} else if errors.Is(err, model.ErrUnavailable) && l.now().Before(giveUp) {
+			// A server restarting: the request stands, and the wait goes on.
+			if fails++; l.Unavailable != nil && fails == 1 {
+				l.Unavailable(err)
+			}
+			if effectlog.AfterUnavailable(ctx, fails-1) != nil {
+				return Waited{Interrupted, model.EffectDetail{Effect: c.Effect}}, nil
+			}
+			continue
 		} else if err != nil {
 			return Waited{}, err
 		}
+		if fails > 0 && l.Unavailable != nil {
+			l.Unavailable(nil)
+		}
+		fails = 0
 		switch d.Decision(l.now()) {
 		case model.DecisionApproved:
 			return Waited{Approved, d}, nil

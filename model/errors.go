@@ -32,4 +32,8 @@ var (
 	// ErrDenied: the log's database refused the operation to the role it
 	// authenticated (not a member of the group that may do it).
 	ErrDenied = errors.New("denied")
+	// ErrUnavailable: the log's server could not be reached, or it ended the
+	// connection (shut down, restarted): nothing was written (a commit whose
+	// answer was lost is ErrInDoubt). A wait tries again; a command fails.
+	ErrUnavailable = errors.New("log unavailable")
 )

@@ -137,13 +137,17 @@ func (e *Engine) failed(err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		switch pe.Code {
-		case insufficientPrivilege:
+		switch {
+		case pe.Code == insufficientPrivilege:
 			return e.denied(pe)
-		case "57014", "55P03": // a statement cancelled (statement_timeout), a lock not had within lock_timeout
+		case pe.Code == "57014", pe.Code == "55P03": // a statement cancelled (statement_timeout), a lock not had within lock_timeout
 			// The server rolled the transaction back: nothing was written, as
 			// when a log file is held past the lock timeout.
 			return fmt.Errorf("%w: log %s: %s (SQLSTATE %s)", model.ErrBusy, redactURL(e.url), pe.Message, pe.Code)
+		case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+			// A connection exception, the server shutting down or starting
+			// up: it may be back in a moment.
+			return unavailable{fmt.Errorf("log %s: %s (SQLSTATE %s)", redactURL(e.url), pe.Message, pe.Code)}
 		}
 		return fmt.Errorf("log %s: %s (SQLSTATE %s)", redactURL(e.url), pe.Message, pe.Code)
 	}
@@ -156,8 +160,18 @@ func (e *Engine) failed(err error) error {
 		}
 	}
 	msg := strings.ReplaceAll(strings.Join(parts, "; "), ":; ", ": ")
-	return fmt.Errorf("log %s: %s", redactURL(e.url), msg)
+	// No answer from the server (refused, unreachable, timed out, the
+	// connection cut): it may be back in a moment.
+	return unavailable{fmt.Errorf("log %s: %s", redactURL(e.url), msg)}
 }
+
+// unavailable is a failure to reach the server (model.ErrUnavailable),
+// worded as the server's error alone.
+type unavailable struct{ err error }
+
+func (u unavailable) Error() string        { return u.err.Error() }
+func (u unavailable) Unwrap() error        { return u.err }
+func (u unavailable) Is(target error) bool { return target == model.ErrUnavailable }
 
 // View runs fn in a read-only transaction that sees one snapshot of the log
 // (REPEATABLE READ). A database without undolog's tables reads as empty.
