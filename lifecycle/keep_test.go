@@ -22,16 +22,32 @@ const serverTime = 30 * time.Millisecond
 const settleTime = 100 * time.Millisecond
 
 // A call that runs keeps the file log open from its intercept to its end
-// (nobody else waits for it): its commit opens nothing. A call that does
-// not run now (an irreversible call waiting for a decision) keeps nothing.
+// (nobody else waits for it) when its lifecycle holds the log (the proxy's):
+// its commit opens nothing. A call that does not run now (an irreversible
+// call waiting for a decision) keeps nothing, and neither does a call of a
+// lifecycle that does not hold (exec's): its commit opens the log again.
 func TestARunningCallKeepsTheFileLog(t *testing.T) {
 	log := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
 	t.Cleanup(func() { log.Close() })
 	opens := log.(interface{ Engine() storage.Engine }).Engine().(interface{ Opens() int64 }).Opens
-	lc := &lifecycle.Lifecycle{Log: log}
 	req := func(tier sm.Tier, arg string) effectlog.InterceptRequest {
 		return effectlog.InterceptRequest{Session: "s", Tool: "t", Tier: tier, Args: json.RawMessage(arg), CreateSession: true, Actor: "a"}
 	}
+	exec := &lifecycle.Lifecycle{Log: log}
+	time.Sleep(settleTime)
+	before := opens()
+	c, err := exec.Intercept(t.Context(), req(sm.Compensable, `0`))
+	if err != nil || !c.Started {
+		t.Fatalf("intercept: %+v %v", c, err)
+	}
+	time.Sleep(settleTime) // the command runs: not an assertion
+	if err := exec.Commit(t.Context(), c, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if n := opens() - before; n != 2 {
+		t.Fatalf("a call of a lifecycle that does not hold opened the log %d times, want 2: it kept it while the command ran", n)
+	}
+	lc := &lifecycle.Lifecycle{Log: log, Hold: true}
 	for i, arg := range []string{`1`, `2`} {
 		time.Sleep(settleTime) // the log lingers after the last write, then goes
 		before := opens()
@@ -48,12 +64,12 @@ func TestARunningCallKeepsTheFileLog(t *testing.T) {
 		}
 	}
 	time.Sleep(settleTime)
-	c, err := lc.Intercept(t.Context(), req(sm.Irreversible, `3`))
+	c, err = lc.Intercept(t.Context(), req(sm.Irreversible, `3`))
 	if err != nil || c.Started || !c.NeedsDecision() {
 		t.Fatalf("irreversible intercept: %+v %v", c, err)
 	}
 	time.Sleep(settleTime) // a decision is awaited: not an assertion
-	before := opens()
+	before = opens()
 	if _, err := log.GetEffect(t.Context(), c.Effect.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,12 @@ type Lifecycle struct {
 	// a started call renews it every third of that until it ends. Zero:
 	// model.DefaultLease.
 	Lease time.Duration
+	// Hold keeps a file log open from a call's start to its end while
+	// nobody waits for it: the proxy's tools answer in milliseconds, and the
+	// commit then reopens nothing. exec leaves it unset: its commands run for
+	// longer than a reopen takes, and a process stopped mid-command (Ctrl-Z,
+	// SIGSTOP) must not keep every other process out of the log.
+	Hold bool
 	// Unavailable, if set, hears of a wait's look that could not reach the
 	// log's server (err), after which the wait tries again until its bound,
 	// and of the server answering again (nil).
@@ -120,7 +126,7 @@ type writeExpecter interface{ ExpectWrite() (done func()) }
 // call's next write: the end of a call that runs now, its intercept or
 // start just written. The call's end (or StopRenewing) lets it go.
 func (l *Lifecycle) keepLog(c *Call) {
-	if c.kept != nil {
+	if c.kept != nil || !l.Hold {
 		return
 	}
 	c.kept = ExpectWrite(l.Log)
@@ -133,6 +139,18 @@ func ExpectWrite(log effectlog.Log) (done func()) {
 	if s, ok := log.(interface{ Engine() storage.Engine }); ok {
 		if e, ok := s.Engine().(writeExpecter); ok {
 			return e.ExpectWrite()
+		}
+	}
+	return nil
+}
+
+// Suspend lets log go now, if its engine keeps one open (the file engine),
+// and keeps this process off it until resume is called; nil: the engine
+// keeps nothing.
+func Suspend(log effectlog.Log) (resume func()) {
+	if s, ok := log.(interface{ Engine() storage.Engine }); ok {
+		if e, ok := s.Engine().(interface{ Suspend() func() }); ok {
+			return e.Suspend()
 		}
 	}
 	return nil

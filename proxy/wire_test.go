@@ -668,3 +668,31 @@ func waitForState(t *testing.T, store effectlog.Log, id uint64, state sm.State) 
 		return err == nil && e.Effect.State == state
 	})
 }
+
+// A proxy stopped with Ctrl-Z (SIGTSTP) right after a call, while it keeps
+// the log for the next one, lets the log go first: another process gets in
+// while it is stopped, and once continued the proxy serves calls again.
+func TestProxyStoppedKeepsNobodyOut(t *testing.T) {
+	h := newHarness(t)
+	w := wire(t, h, "tools:\n  echo: {tier: compensable}\n")
+	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	if m := w.next(); m["id"] != 2.0 || m["result"] == nil {
+		t.Fatalf("echo: %v", m)
+	}
+	w.cmd.Process.Signal(syscall.SIGTSTP) // within the 100 ms it keeps the log
+	defer w.cmd.Process.Signal(syscall.SIGCONT)
+	waitFor(t, "the proxy to stop", func() bool {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.cmd.Process.Pid))
+		return err == nil && strings.Contains(string(stat), ") T ")
+	})
+	start := exec.Command(testbin.Undolog(t), "--lock-timeout", "2s", "session", "start", "other")
+	start.Env = h.env
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("session start while the proxy is stopped: %v\n%s", err, out)
+	}
+	w.cmd.Process.Signal(syscall.SIGCONT)
+	w.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"n":2}}}`)
+	if m := w.next(); m["id"] != 3.0 || m["result"] == nil {
+		t.Fatalf("echo once continued: %v", m)
+	}
+}

@@ -176,6 +176,11 @@ func (g *writeGroup) signal() {
 	}
 }
 
+// Suspend lets the log go now and keeps this process off it until resume
+// is called (writes made meanwhile wait): a process about to be stopped
+// (SIGTSTP) then keeps no other process out while it is.
+func (s *Engine) Suspend() (resume func()) { return s.pause() }
+
 // pause stops the committer, which lets the log go, and keeps it stopped
 // until resume is called; calls made meanwhile wait.
 func (s *Engine) pause() (resume func()) {
