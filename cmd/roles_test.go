@@ -378,3 +378,29 @@ func TestExecAsAgentWaitsForTheApprover(t *testing.T) {
 		}
 	}
 }
+
+// An agent that moves an undo entry out of its session by SQL (its table
+// has no trigger) gets no effect left out of an undo: the approver's undo
+// refuses the whole session, naming the effect, and runs nothing.
+func TestUndoRefusesASessionMissingAnEntry(t *testing.T) {
+	_, agent, approver, _ := rolesDB(t)
+	marker := filepath.Join(t.TempDir(), "undone")
+	for _, args := range [][]string{
+		{"exec", "--session", "s", "--tool", "a", "--undo", "touch " + marker + "-1", "--", "true"},
+		{"exec", "--session", "s", "--tool", "b", "--undo", "touch " + marker + "-2", "--", "true"},
+	} {
+		if code, out, errOut := undolog(t, agent, args...); code != 0 {
+			t.Fatalf("%v as agent: exit %d: %s%s", args, code, out, errOut)
+		}
+	}
+	sqlExec(t, agent, `UPDATE undolog_undo SET session = 'elsewhere' WHERE effect_id = 1`)
+	code, _, errOut := undolog(t, approver, "undo", "s", "--yes")
+	if code != ExitError || !strings.Contains(errOut, "effect 1 (compensable, committed) of session s has no undo entry") {
+		t.Fatalf("undo of a session missing an entry: exit %d: %s", code, errOut)
+	}
+	for _, n := range []string{"-1", "-2"} {
+		if _, err := os.Stat(marker + n); err == nil {
+			t.Fatalf("a compensation ran (%s) though the undo was refused", n)
+		}
+	}
+}

@@ -119,11 +119,17 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 	}
 	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}}
 	now := time.Now()
+	entered := make(map[uint64]bool, len(stack))
 	for _, u := range stack {
 		d, err := store.GetEffect(ctx, u.EffectID)
 		if err != nil {
 			return Plan{}, err
 		}
+		if d.Effect.Session != session {
+			return Plan{}, fmt.Errorf("%w: session %s's undo stack holds effect %d of session %s: the log was changed outside undolog (undolog verify says more); nothing was undone",
+				model.ErrCorrupt, session, d.Effect.ID, d.Effect.Session)
+		}
+		entered[u.EffectID] = true
 		if d.Undo != nil {
 			u = *d.Undo // read with the effect, and checked with it below
 		}
@@ -175,6 +181,13 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		return Plan{}, err
 	}
 	for _, e := range effects {
+		if e.Tier == sm.Compensable && !entered[e.ID] {
+			// Every compensable effect's intercept wrote its entry: one
+			// missing (deleted or moved by hand) would be left as it is
+			// while undo said the session was compensated.
+			return Plan{}, fmt.Errorf("%w: effect %d (compensable, %s) of session %s has no undo entry: the log was changed outside undolog (undolog verify says more); nothing was undone",
+				model.ErrCorrupt, e.ID, e.State, session)
+		}
 		if e.Tier == sm.Irreversible && (e.State == sm.Committed || e.State == sm.Executing) {
 			plan.NotUndoable = append(plan.NotUndoable, e)
 		}
