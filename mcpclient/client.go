@@ -176,17 +176,31 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	var r struct {
-		IsError bool `json:"isError"`
+	// Only a tool result says what happened: success, or a tool error
+	// (isError true). Anything else the server answered (null, an array,
+	// isError not a boolean, a task it was not asked for) says neither,
+	// and the call may have acted.
+	var r map[string]json.RawMessage
+	if json.Unmarshal(out, &r) != nil || r == nil {
+		return nil, fmt.Errorf("%s: %w: %.200s", name, ErrUnreadableAnswer, out)
 	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		return nil, fmt.Errorf("%s: its result: %w", name, err)
+	isError := false
+	if v, ok := r["isError"]; ok && json.Unmarshal(v, &isError) != nil {
+		return nil, fmt.Errorf("%s: %w: isError is %.50s", name, ErrUnreadableAnswer, v)
 	}
-	if r.IsError {
+	if _, task := r["task"]; task && r["content"] == nil {
+		return nil, fmt.Errorf("%s: %w: a task handle, which was not asked for", name, ErrUnreadableAnswer)
+	}
+	if isError {
 		return out, fmt.Errorf("%s: %s", name, ResultText(out))
 	}
 	return out, nil
 }
+
+// ErrUnreadableAnswer is in the error of a request whose answer came but
+// says neither that it was done nor that it failed (not a JSON-RPC answer, a
+// tools/call answer that is no tool result): the server may have acted on it.
+var ErrUnreadableAnswer = errors.New("its answer says neither success nor failure: the server may have acted on it")
 
 // Tools lists the server's tools, every page of them.
 func (c *Client) Tools(ctx context.Context) ([]*Tool, error) {
@@ -272,6 +286,9 @@ func (c *Client) call(ctx context.Context, method string, params any) (json.RawM
 			}
 			written, sent = nil, true
 		case r := <-ch:
+			if errors.Is(r.err, ErrUnreadableAnswer) {
+				return nil, fmt.Errorf("%s: %w", method, r.err)
+			}
 			if r.lost {
 				sent = true
 				return nil, noAnswer(r.err)
@@ -377,7 +394,7 @@ func (c *Client) read() {
 		switch {
 		case errors.As(err, &big):
 			if len(big.ID) > 0 && !big.Request {
-				c.answer(big.ID, reply{err: errors.New("the server's answer is over 64 MiB; it was dropped")})
+				c.answer(big.ID, reply{err: fmt.Errorf("%w: it is over 64 MiB and was dropped", ErrUnreadableAnswer)})
 			}
 			continue
 		case errors.As(err, &lost):
@@ -408,10 +425,11 @@ func (c *Client) read() {
 // offers no capabilities), a notification is dropped.
 func (c *Client) handle(msg []byte) {
 	var m struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-		Result json.RawMessage `json:"result"`
-		Error  *RPCError       `json:"error"`
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Method  *string         `json:"method"`
+		Result  json.RawMessage `json:"result"`
+		Error   json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(msg, &m) != nil {
 		return
@@ -419,21 +437,36 @@ func (c *Client) handle(msg []byte) {
 	if string(m.ID) == "null" {
 		m.ID = nil
 	}
+	if m.Method == nil && len(m.ID) > 0 {
+		// An answer to one of ours must be JSON-RPC 2.0 with a result or a
+		// well-formed error: one that is neither is unreadable, and the
+		// request may have been acted on (it is not a failure to retry).
+		var rpcErr *RPCError
+		switch {
+		case m.JSONRPC != "2.0", m.Result == nil && m.Error == nil, m.Result != nil && m.Error != nil,
+			m.Error != nil && (json.Unmarshal(m.Error, &rpcErr) != nil || rpcErr == nil):
+			c.answer(m.ID, reply{err: fmt.Errorf("%w: %.200s", ErrUnreadableAnswer, msg), lost: true})
+		case m.Error != nil:
+			c.answer(m.ID, reply{err: rpcErr})
+		default:
+			c.answer(m.ID, reply{result: m.Result})
+		}
+		return
+	}
+	method := ""
+	if m.Method != nil {
+		method = *m.Method
+	}
 	switch {
-	case m.Method != "" && len(m.ID) > 0:
+	case method != "" && len(m.ID) > 0:
 		var out map[string]any
-		if m.Method == "ping" {
+		if method == "ping" {
 			out = map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{}}
 		} else {
-			out = map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": &RPCError{Code: -32601, Message: "method not found: " + m.Method}}
+			out = map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": &RPCError{Code: -32601, Message: "method not found: " + method}}
 		}
 		b, _ := json.Marshal(out)
 		c.send(b)
-	case m.Method != "":
-	case len(m.ID) > 0 && m.Error != nil:
-		c.answer(m.ID, reply{err: m.Error})
-	case len(m.ID) > 0:
-		c.answer(m.ID, reply{result: m.Result})
 	}
 }
 

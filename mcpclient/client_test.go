@@ -52,7 +52,9 @@ func fakeServer() {
 		Error  *struct {
 			Code int `json:"code"`
 		} `json:"error"`
+		Args   json.RawMessage `json:"-"`
 		Params struct {
+			Arguments json.RawMessage `json:"arguments"`
 			Name      string          `json:"name"`
 			Cursor    string          `json:"cursor"`
 			RequestID json.RawMessage `json:"requestId"`
@@ -65,6 +67,7 @@ func fakeServer() {
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue
 		}
+		m.Args = m.Params.Arguments
 		if m.Method == "notifications/cancelled" {
 			cancelled = append(cancelled, string(m.Params.RequestID))
 		}
@@ -116,6 +119,10 @@ func fakeServer() {
 				os.Exit(3)
 			case "report":
 				text(m.ID, fmt.Sprintf("hung %s, cancelled %v", hung, cancelled))
+			case "odd": // an answer that says neither success nor failure
+				var args struct{ Answer string }
+				json.Unmarshal(m.Args, &args)
+				send(strings.ReplaceAll(args.Answer, "ID", string(m.ID)))
 			default:
 				text(m.ID, "ok")
 			}
@@ -302,5 +309,46 @@ func TestMemoryServer(t *testing.T) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("close: %v", err)
+	}
+}
+
+// An answer that is neither a tool result nor a well-formed error says
+// neither that the call was done nor that it failed: ErrUnreadableAnswer (a
+// compensation so answered is in doubt, not retried); a tool error and a
+// JSON-RPC error are failures; a tool result is success.
+func TestAnswersThatSayNeither(t *testing.T) {
+	c := dialFake(t)
+	for _, answer := range []string{
+		`{"jsonrpc":"2.0","id":ID,"result":null}`,
+		`{"jsonrpc":"2.0","id":ID,"result":[1,2]}`,
+		`{"jsonrpc":"2.0","id":ID,"result":"done"}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":"true"}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"task":{"taskId":"t1","status":"working"}}}`,
+		`{"jsonrpc":"2.0","id":ID}`,
+		`{"id":ID,"result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":ID,"error":"it broke"}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[]},"error":{"code":1,"message":"x"}}`,
+	} {
+		args, _ := json.Marshal(map[string]string{"answer": answer})
+		_, err := c.CallTool(context.Background(), "odd", args)
+		if !errors.Is(err, mcpclient.ErrUnreadableAnswer) || errors.Is(err, mcpclient.ErrNoAnswer) {
+			t.Errorf("%s: %v, want ErrUnreadableAnswer", answer, err)
+		}
+	}
+	for answer, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":true}}`:             "failed",
+		`{"jsonrpc":"2.0","id":ID,"error":{"code":-32000,"message":"refused"}}`:        "failed",
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[{"type":"text","text":"ok"}]}}`: "done",
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":false}}`:            "done",
+	} {
+		args, _ := json.Marshal(map[string]string{"answer": answer})
+		_, err := c.CallTool(context.Background(), "odd", args)
+		got := "done"
+		if err != nil {
+			got = "failed"
+		}
+		if got != want || errors.Is(err, mcpclient.ErrUnreadableAnswer) || errors.Is(err, mcpclient.ErrNoAnswer) {
+			t.Errorf("%s: %v, want %s", answer, err, want)
+		}
 	}
 }

@@ -114,10 +114,16 @@ func TestCasesCompensation(t *testing.T) {
 }
 
 // noAnswerCaller sends each call and gets no answer (the connection ends).
-type noAnswerCaller struct{ calls int }
+type noAnswerCaller struct {
+	calls      int
+	unreadable bool // an answer came that says neither success nor failure
+}
 
 func (n *noAnswerCaller) CallTool(context.Context, string, json.RawMessage) (json.RawMessage, error) {
 	n.calls++
+	if n.unreadable {
+		return nil, fmt.Errorf("delete: %w: null", mcpclient.ErrUnreadableAnswer)
+	}
 	return nil, fmt.Errorf("delete: %w (the MCP server closed the connection)", mcpclient.ErrNoAnswer)
 }
 func (*noAnswerCaller) Close() error { return nil }
@@ -127,12 +133,16 @@ func (*noAnswerCaller) Close() error { return nil }
 // idempotent: it is not retried, the undo stops in doubt, and it runs again
 // only with RetryInDoubt.
 func TestCompensationWithoutAnAnswerIsInDoubt(t *testing.T) {
+	t.Run("no answer", func(t *testing.T) { compensationInDoubt(t, &noAnswerCaller{}) })
+	t.Run("an answer that says neither", func(t *testing.T) { compensationInDoubt(t, &noAnswerCaller{unreadable: true}) })
+}
+
+func compensationInDoubt(t *testing.T, caller *noAnswerCaller) {
 	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv"}}); err != nil {
 		t.Fatal(err)
 	}
 	committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `{"n":1}`)
-	caller := &noAnswerCaller{}
 	dial := func(context.Context, []string, string) (ToolCaller, error) { return caller, nil }
 	r := &Runner{Log: store, Actor: "test", Tools: dial, Sleep: func(context.Context, time.Duration) error { return nil }}
 	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 1 {

@@ -709,7 +709,7 @@ func (r *Runner) callTool(ctx context.Context, step Step, upstream []string, too
 	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	_, err := r.caller.CallTool(callCtx, tool, args)
-	if errors.Is(err, mcpclient.ErrNoAnswer) && ctx.Err() == nil {
+	if (errors.Is(err, mcpclient.ErrNoAnswer) || errors.Is(err, mcpclient.ErrUnreadableAnswer)) && ctx.Err() == nil {
 		return &inDoubtError{err}
 	}
 	return err
