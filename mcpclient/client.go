@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/undolog/undolog/internal/child"
 	"io"
 	"os"
 	"os/exec"
@@ -118,6 +119,9 @@ func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 		// its banner is no part of undo's output.
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = dir
+		// Killed outright, undo leaves the compensation in doubt: a server
+		// finishing it meanwhile would make it beside the retry.
+		child.DieWithParent(cmd)
 		if conn, err = mcpwire.Start(cmd); err != nil {
 			return nil, fmt.Errorf("connect to MCP server %s: %w", name, err)
 		}

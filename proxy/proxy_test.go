@@ -44,8 +44,12 @@ func TestMain(m *testing.M) {
 // never, "dieonce" exits while the file $UNDOLOG_FAKE_DIE exists (removing
 // it), "task" answers a task-augmented call with a task handle and a plain
 // one with its outcome, "taskonly" always with a handle. It writes its pid
-// to $UNDOLOG_FAKE_PIDFILE.
+// to $UNDOLOG_FAKE_PIDFILE. With $UNDOLOG_FAKE_LINGER set it stays 30 s
+// after its input ends, as a server finishing its calls does.
 func fakeServer() {
+	if os.Getenv("UNDOLOG_FAKE_LINGER") != "" {
+		defer time.Sleep(30 * time.Second)
+	}
 	if f := os.Getenv("UNDOLOG_FAKE_PIDFILE"); f != "" {
 		os.WriteFile(f, []byte(fmt.Sprint(os.Getpid())), 0o644)
 	}

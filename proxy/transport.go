@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"os/exec"
+
 	"errors"
+	"github.com/undolog/undolog/internal/child"
 	"io"
 	"net/http"
 
@@ -22,9 +25,15 @@ type (
 // stdout).
 func NewStdioConn(r io.Reader, w io.Writer) Conn { return mcpwire.NewStdioConn(r, w) }
 
-// StartCommand starts the upstream server command; see mcpwire.StartCommand.
+// StartCommand starts the upstream server command, its stderr to stderr;
+// see mcpwire.Start. The server dies with the proxy (child.DieWithParent): a
+// proxy killed outright leaves its calls in doubt, and a server finishing
+// one meanwhile would make it beside the retry.
 func StartCommand(argv []string, stderr io.Writer) (Conn, error) {
-	return mcpwire.StartCommand(argv, stderr)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = stderr
+	child.DieWithParent(cmd)
+	return mcpwire.Start(cmd)
 }
 
 // DialHTTP is the Streamable HTTP transport to the upstream server at url;

@@ -696,3 +696,56 @@ func TestProxyStoppedKeepsNobodyOut(t *testing.T) {
 		t.Fatalf("echo once continued: %v", m)
 	}
 }
+
+// A proxy killed outright (SIGKILL: it can do nothing) takes its server with
+// it, also one that would finish its calls first: a call the log then holds
+// in doubt does not go on being made.
+func TestProxyKilledTakesItsServer(t *testing.T) {
+	h := newHarness(t)
+	h.env = append(h.env, "UNDOLOG_FAKE_GO="+filepath.Join(h.dir, "go"), "UNDOLOG_FAKE_LINGER=1")
+	w := wire(t, h, "tools:\n  hold: {tier: compensable}\n")
+	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
+	store := engines.File(h.logPath, engines.Options{})
+	waitFor(t, "the call to run", func() bool {
+		d, err := store.GetEffect(t.Context(), 1)
+		return err == nil && d.Effect.State == sm.Executing
+	})
+	w.cmd.Process.Kill()
+	waitFor(t, "the server to end with its proxy", w.serverGone)
+}
+
+// An undo killed outright mid MCP compensation takes the server it started
+// with it, also one that would finish the call first: the compensation the
+// log then holds in doubt is not made behind a --retry-in-doubt.
+func TestUndoKilledTakesItsServer(t *testing.T) {
+	h := newHarness(t)
+	h.env = append(h.env, "UNDOLOG_FAKE_GO="+filepath.Join(h.dir, "go"), "UNDOLOG_FAKE_LINGER=1")
+	w := wire(t, h, "tools:\n  echo:\n    tier: compensable\n    compensate: {tool: hold, args: {}}\n")
+	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
+	if m := w.next(); m["id"] != 2.0 || m["result"] == nil {
+		t.Fatalf("echo: %v", m)
+	}
+	w.in.Close()
+	w.end("after its client left")
+	pidFile := filepath.Join(h.dir, "server.pid")
+	os.Remove(pidFile)
+	undo := exec.Command(testbin.Undolog(t), "undo", "wire-1", "--yes")
+	undo.Env = append(h.env, "UNDOLOG_FAKE_SERVER=1", "UNDOLOG_FAKE_PIDFILE="+pidFile)
+	if err := undo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer undo.Process.Kill()
+	store := engines.File(h.logPath, engines.Options{})
+	waitFor(t, "the compensation to be sent", func() bool {
+		d, err := store.GetEffect(t.Context(), 1)
+		return err == nil && d.Undo != nil && d.Undo.State == sm.EntryCompensating
+	})
+	b, _ := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(string(b))
+	if pid == 0 {
+		t.Fatal("undo's server wrote no pid")
+	}
+	undo.Process.Kill()
+	undo.Wait()
+	waitFor(t, "undo's server to end with it", func() bool { return syscall.Kill(pid, 0) != nil })
+}
