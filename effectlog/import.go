@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage"
 )
 
@@ -22,11 +23,11 @@ type ImportReport struct {
 // hashes, so that the log verifies as the one exported did. next returns
 // the records one by one, and ok false at the end. A session and what
 // belongs to it are one transaction; a log that holds a session already is
-// refused (ErrConflict), and a record out of its place is ErrInvalidInput.
-func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bool, err error)) (ImportReport, error) {
-	var rep ImportReport
+// refused (ErrConflict), and a record out of its place is ErrInvalidInput,
+// after which the sessions written before it are taken out again.
+func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bool, err error)) (rep ImportReport, err error) {
 	empty := true
-	err := s.view(ctx, func(tx storage.ReadTx) error {
+	err = s.view(ctx, func(tx storage.ReadTx) error {
 		return tx.Sessions(true, 0, func(uint64, string) (bool, error) {
 			empty = false
 			return false, nil
@@ -39,6 +40,26 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 		return rep, fmt.Errorf("%w: import writes into an empty log; this one holds sessions", model.ErrConflict)
 	}
 	var batch []ExportRecord
+	var imported []string // the sessions written, which a refusal takes out again
+	defer func() {
+		if err == nil || len(imported) == 0 {
+			return
+		}
+		// The log was empty: a refused export leaves it so, not with the
+		// sessions before the one that failed.
+		if uerr := s.update(context.WithoutCancel(ctx), func(tx storage.WriteTx) error {
+			for _, id := range imported {
+				if _, _, err := dropSession(tx, id, func(model.Session) bool { return true }); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); uerr != nil {
+			err = fmt.Errorf("%w; and taking out the %d sessions imported before failed too: %v", err, len(imported), uerr)
+		} else {
+			rep = ImportReport{}
+		}
+	}()
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
@@ -50,6 +71,9 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 		})
 		if err != nil {
 			return err
+		}
+		if sess, ok := batch[0].Record.(*model.Session); ok {
+			imported = append(imported, sess.ID)
 		}
 		rep.Sessions, rep.Effects, rep.Records = rep.Sessions+got.Sessions, rep.Effects+got.Effects, rep.Records+got.Records
 		batch = batch[:0]
@@ -90,12 +114,18 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 	var undo *model.UndoEntry
 	var approval *model.Approval
 	owners := map[string]uint64{} // signature -> the newest effect of it so far
+	// What the session's record counts, as the effects imported hold it.
+	counts, waiting := map[sm.State]int{}, 0
 	checkEffect := func() error {
 		if effect == nil {
 			return nil
 		}
 		if problems, _ := effectProblems(effect, hist, undo, approval); len(problems) > 0 {
 			return fmt.Errorf("%w: effect %d fails its check (%s): the export is damaged or was changed", model.ErrInvalidInput, effect.ID, problems[0].Detail)
+		}
+		counts[effect.State]++
+		if approval != nil && approval.Outcome == model.ApprovalPending {
+			waiting++
 		}
 		effect, hist, undo, approval = nil, nil, nil, nil
 		return nil
@@ -200,6 +230,24 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 	if sess != nil {
 		if problems, _ := sessionProblems(sess, sessHist); len(problems) > 0 {
 			return fmt.Errorf("%w: session %s fails its check (%s): the export is damaged or was changed", model.ErrInvalidInput, sess.ID, problems[0].Detail)
+		}
+		// An effect left out (a torn export, a line removed) shows in the
+		// session's counts, which the records above cannot.
+		total := 0
+		for st, n := range counts {
+			total += n
+			if sess.Counts[st] != n {
+				return fmt.Errorf("%w: session %s counts %d %s effects, the export holds %d: it is damaged, cut short or was changed", model.ErrInvalidInput, sess.ID, sess.Counts[st], st, n)
+			}
+		}
+		for st, n := range sess.Counts {
+			if n != 0 && counts[st] == 0 {
+				return fmt.Errorf("%w: session %s counts %d %s effects, the export holds none: it is damaged, cut short or was changed", model.ErrInvalidInput, sess.ID, n, st)
+			}
+		}
+		if sess.Effects != total || sess.PendingApprovals != waiting {
+			return fmt.Errorf("%w: session %s counts %d effects and %d waiting requests, the export holds %d and %d: it is damaged, cut short or was changed",
+				model.ErrInvalidInput, sess.ID, sess.Effects, sess.PendingApprovals, total, waiting)
 		}
 	}
 	return nil

@@ -32,7 +32,7 @@ func (s *Service) Verify(ctx context.Context) (VerifyReport, error) {
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		rep = VerifyReport{Problems: []model.Problem{}}
 		v := verifier{tx: tx, rep: &rep, effects: storage.NewEffectSet(), sessions: map[string]*model.Session{},
-			counts: map[string]map[sm.State]int{}}
+			counts: map[string]map[sm.State]int{}, waiting: map[string]int{}}
 		return v.run()
 	})
 	return rep, err
@@ -46,6 +46,7 @@ type verifier struct {
 	effects  *storage.EffectSet
 	sessions map[string]*model.Session
 	counts   map[string]map[sm.State]int
+	waiting  map[string]int // requests waiting for a decision, by session
 	// answered holds, by position in effects, the effects whose answer was
 	// recorded.
 	answered []uint64
@@ -87,6 +88,9 @@ func (v *verifier) run() error {
 		if sess.Effects != total {
 			v.add("count", 0, id, "counts %d effects, the log holds %d", sess.Effects, total)
 		}
+		if sess.PendingApprovals != v.waiting[id] {
+			v.add("count", 0, id, "counts %d requests waiting for approval, the log holds %d", sess.PendingApprovals, v.waiting[id])
+		}
 	}
 	v.signatures()
 	return v.tx.CheckIndexes(v.sessions, v.effects, v.problem)
@@ -120,6 +124,9 @@ func (v *verifier) effect(e model.Effect) {
 	j := effectJob{e: e}
 	j.u, _ = v.tx.Undo(e.Session, e.ID, &e)
 	j.a, _ = v.tx.Approval(e.ID)
+	if j.a != nil && j.a.Outcome == model.ApprovalPending {
+		v.waiting[e.Session]++
+	}
 	j.hist, j.err = v.tx.EffectHistory(e.ID, e.Session)
 	if j.err == nil && answeredIn(j.hist) {
 		for len(v.answered) <= pos/64 {
@@ -394,6 +401,16 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 	}
 	if state != string(e.State) {
 		add("state", "state is %s but the last history record says %q", e.State, state)
+	}
+	if e.ReplayOf == nil {
+		// A call's intercept writes these with it (a replay did nothing):
+		// one missing was removed, and undo or a decision would pass it by.
+		switch {
+		case e.Tier == sm.Compensable && u == nil:
+			add("undo", "a compensable call without its undo entry")
+		case e.Tier == sm.Irreversible && a == nil:
+			add("approval", "an irreversible call without its approval request")
+		}
 	}
 	if u != nil && string(u.State) != entry {
 		add("state", "undo entry is %s but its history says %s", u.State, entry)
