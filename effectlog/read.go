@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -386,10 +387,21 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 
 // exportSession emits session id's records, a page at a time, flushing
 // each page once its transaction has ended.
+//
+// A session of more pages is read in several transactions, so a write to it
+// in between would make the export disagree with itself (its counts with
+// its effects, which import refuses): its record is read again at the end,
+// and a session that changed meanwhile fails the export, to be run again.
 func (s *Service) exportSession(ctx context.Context, id string, emit func(ExportRecord), flush func() error) error {
+	var read model.Session // the record as exported
 	for cursor, first := uint64(0), true; ; first = false {
 		more := false
 		err := s.view(ctx, func(tx storage.ReadTx) error {
+			if !first {
+				if now, err := tx.Session(id); err != nil || !sameSessionRecord(now, read) {
+					return fmt.Errorf("%w: session %s changed while it was exported (a call was logged or decided meanwhile): export it again, or when it is quiet", model.ErrConflict, id)
+				}
+			}
 			if first {
 				sess, err := tx.Session(id)
 				if errors.Is(err, model.ErrNotFound) {
@@ -397,6 +409,7 @@ func (s *Service) exportSession(ctx context.Context, id string, emit func(Export
 				} else if err != nil {
 					return err
 				}
+				read = sess
 				emit(ExportRecord{Type: "session", Record: sess})
 				hist, err := tx.SessionHistory(id)
 				if err != nil {
@@ -423,6 +436,13 @@ func (s *Service) exportSession(ctx context.Context, id string, emit func(Export
 			return err
 		}
 	}
+}
+
+// sameSessionRecord tells whether a session's record is as it was read:
+// any write to the session or one of its effects moves its update time.
+func sameSessionRecord(a, b model.Session) bool {
+	return a.UpdatedAt.Equal(b.UpdatedAt) && a.HistoryLen == b.HistoryLen && a.Effects == b.Effects &&
+		a.PendingApprovals == b.PendingApprovals && maps.Equal(a.Counts, b.Counts)
 }
 
 // exportEffect emits effect id with its history, undo entry and approval.

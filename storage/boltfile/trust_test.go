@@ -448,3 +448,32 @@ func TestReadsWithoutWriteAccessReadTheJournal(t *testing.T) {
 		t.Fatalf("reads opened the log for writing %d times", n)
 	}
 }
+
+// A session written to while its export is between pages fails the export
+// (ErrConflict, to be run again) rather than giving one whose counts
+// disagree with its effects; one left alone meanwhile exports whole.
+func TestExportOfASessionWrittenMeanwhileFails(t *testing.T) {
+	s, _ := newStore(t)
+	for i := 0; i < effectlog.ExportPage+10; i++ {
+		intercept(t, s, "big", "w", sm.Compensable, strconv.Itoa(i))
+	}
+	records := 0
+	err := s.Export(t.Context(), "", func(r effectlog.ExportRecord) error {
+		if records++; records == 3 { // the first page is read, its transaction over
+			intercept(t, s, "big", "w", sm.Compensable, `"meanwhile"`)
+		}
+		return nil
+	})
+	if !errors.Is(err, model.ErrConflict) || !strings.Contains(err.Error(), "session big changed while it was exported") {
+		t.Fatalf("export of a session written meanwhile: %v", err)
+	}
+	effects := 0
+	if err := s.Export(t.Context(), "", func(r effectlog.ExportRecord) error {
+		if r.Type == "effect" {
+			effects++
+		}
+		return nil
+	}); err != nil || effects != effectlog.ExportPage+11 {
+		t.Fatalf("export when quiet: %d effects, %v", effects, err)
+	}
+}
