@@ -9,6 +9,9 @@
 # WORKDIR is where this demo "deploys" (default ./pipeline-work).
 # FINAL_ATTEMPT=1 makes a failure roll the session back instead of leaving it
 # for a re-run. The smoke test fails while $WORKDIR/break-smoke exists.
+# ATTEMPT numbers the attempts (default 1): a deploy a person rejected halts
+# the session; once they resume it (undolog session resume $RUN --as NAME
+# --reason WHY), a later attempt asks them again (its deploy is a new call).
 # On a shared PostgreSQL log with roles (README, Roles), undo is an approver's:
 # the job's role then needs undolog_approver too, or the rollback is run by a
 # person (undolog undo $RUN --yes); an agent-only role gets exit 10 here.
@@ -18,13 +21,35 @@ set -euo pipefail
 W=${WORKDIR:-./pipeline-work}
 mkdir -p "$W"
 step() { echo "--- $*" >&2; }
+state_is() { undolog session list --state "$1" -o ids | grep -qxF -- "$RUN"; }
+rollback() {
+  # A rejection halted the session already: it is undone as it is.
+  state_is halted || undolog session fail "$RUN" --reason "$1"
+  undolog undo "$RUN" --yes
+}
+
+# A run done already is not run again; one a person halted waits for them.
+if state_is completed; then
+  echo "pipeline $RUN is done already" >&2
+  exit 0
+fi
+if state_is halted; then
+  if [ "${FINAL_ATTEMPT:-0}" = 1 ]; then
+    echo "pipeline $RUN was halted by a rejection: rolling back" >&2
+    rollback "halted by a rejection"
+  else
+    echo "pipeline $RUN was halted by a rejection: resume it (undolog session resume $RUN --as NAME --reason WHY) and run a later ATTEMPT, or roll it back (undolog undo $RUN --yes)" >&2
+  fi
+  exit 8
+fi
 
 on_failure() {
   local code=$?
   if [ "${FINAL_ATTEMPT:-0}" = 1 ]; then
     echo "pipeline failed (exit $code) on its final attempt: rolling back" >&2
-    undolog session fail "$RUN" --reason "pipeline failed with exit $code"
-    undolog undo "$RUN" --yes
+    rollback "pipeline failed with exit $code"
+  elif state_is halted; then
+    echo "pipeline failed (exit $code): a person rejected a step and $RUN is halted: resume it (undolog session resume $RUN --as NAME --reason WHY) and run a later ATTEMPT, or roll it back (undolog undo $RUN --yes)" >&2
   else
     echo "pipeline failed (exit $code): re-run it to retry; finished steps will be replayed" >&2
   fi
@@ -45,7 +70,7 @@ undolog exec --session "$RUN" --tier safe -- \
   sh -c "echo smoke >> $W/journal; test ! -e $W/break-smoke"
 
 step "4. deploy (irreversible: waits for 'undolog approve')"
-undolog exec --session "$RUN" --tool deploy --tier irreversible --approval-timeout 30m -- \
+undolog exec --session "$RUN" --tool deploy --tier irreversible --key "attempt-${ATTEMPT:-1}" --approval-timeout 30m -- \
   sh -c "echo deploy >> $W/journal; cp $W/app.tar $W/live.tar"
 
 undolog session complete "$RUN" >/dev/null
