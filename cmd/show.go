@@ -164,18 +164,9 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 			detail = "error: " + r.Error + reasonSuffix(r.Reason)
 		}
 		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
-			plain(orDash(r.From)), stateCell(what), plain(sm.TriggerText(r.Trigger)), plain(actorOf(r)), plain(orDash(detail))})
+			plain(orDash(r.From)), stateCell(what), plain(sm.TriggerText(r.Trigger)), plain(r.Who()), plain(orDash(detail))})
 	}
 	return renderTable(f, []string{"SEQ", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON"}, rows)
-}
-
-// actorOf is who a record says made it: the --as name, and the database
-// role it was written as (checked by the database) where the log has one.
-func actorOf(r model.HistoryRecord) string {
-	if r.Role == "" {
-		return r.Actor
-	}
-	return r.Actor + " (role " + r.Role + ")"
 }
 
 // approvalLine is one approval request and its decision, if made.

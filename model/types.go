@@ -151,6 +151,15 @@ type Session struct {
 	Seq uint64 `json:"seq"`
 }
 
+// Who is who a record says made it: the --as name, and the database role
+// it was written as (which the database checks) where the log has one.
+func (r HistoryRecord) Who() string {
+	if r.Role == "" {
+		return r.Actor
+	}
+	return r.Actor + " (role " + r.Role + ")"
+}
+
 // UndoEntry is one entry of a session's undo stack.
 type UndoEntry struct {
 	EffectID     uint64        `json:"effect_id"`

@@ -117,3 +117,25 @@ func TestStatusShowsTheWholeReason(t *testing.T) {
 		t.Fatalf("the screen is %d lines in a window of 20:\n%s", n, screen)
 	}
 }
+
+// The history in the effect's detail says the database role next to the
+// --as name, as `show` does: on a shared log it is the proven identity.
+func TestDetailHistoryShowsTheRole(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: sm.Irreversible,
+		CreateSession: true, Args: json.RawMessage(`{}`), Actor: "github-actions"}); err != nil {
+		t.Fatal(err)
+	}
+	m := New(t.Context(), Options{Log: store, Session: "s", Actor: "tester"})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	for _, cmd := range []tea.Cmd{loadEffects(t.Context(), store, "s", effectlog.EffectFilter{}, 0, 0), loadDetail(t.Context(), store, 1)} {
+		m.Update(cmd())
+	}
+	if m.session.detail == nil || len(m.session.detail.History) == 0 {
+		t.Fatal("no detail loaded")
+	}
+	m.session.detail.History[0].Role = "ci" // as a shared log records it
+	if screen := m.render(); !strings.Contains(screen, "by github-actions (role ci)") {
+		t.Fatalf("the history does not say the role:\n%s", screen)
+	}
+}

@@ -531,7 +531,7 @@ func (m *Model) detailLines() []string {
 		if r.Kind == model.KindUndo {
 			to = "undo:" + r.To
 		}
-		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, sm.TriggerText(r.Trigger), r.Actor)
+		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, sm.TriggerText(r.Trigger), r.Who())
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}
