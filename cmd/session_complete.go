@@ -2,6 +2,8 @@ package cmd
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -43,7 +45,15 @@ func moveSession(ctx context.Context, f *Factory, opts *sessionEndOptions, id st
 	if err := checkFormat(opts.output, false); err != nil {
 		return err
 	}
-	sess, err := f.Log().SetSessionState(ctx, id, to, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+	store := f.Log()
+	sess, err := store.SetSessionState(ctx, id, to, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+	if errors.Is(err, sm.ErrInvalidStateTransition) {
+		if now, gerr := store.GetSession(ctx, id); gerr == nil && now.State == sm.SessionHalted {
+			// What a halted session can do next, after the spec's reason.
+			return fmt.Errorf("%w It is halted (a person rejected a call, or a compensation failed): a person resumes it (%s session resume %s --as NAME --reason WHY) or undoes it (%s undo %s --yes)",
+				err, f.CLI(), id, f.CLI(), id)
+		}
+	}
 	if err != nil {
 		return err
 	}
