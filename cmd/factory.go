@@ -167,6 +167,20 @@ func (f *Factory) ReadLog() effectlog.Log {
 	return log
 }
 
+// ExistingLog is Log for a command that acts on what the log holds (a
+// decision, a step, a resolve, an undo, a session's end): a log file that
+// does not exist is not made, and the command fails as not found, naming
+// the path (a mistyped --log, a log deleted since).
+func (f *Factory) ExistingLog() (effectlog.Log, error) {
+	log := f.Log()
+	if fl, ok := log.(effectlog.FileLog); ok {
+		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, fl.Path())
+		}
+	}
+	return log, nil
+}
+
 // closeLogs lets go of the logs the command used.
 func (f *Factory) closeLogs() error {
 	var first error

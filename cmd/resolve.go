@@ -46,7 +46,11 @@ is refused (exit 6).`,
 			if done, err := resolveInDoubt(c.Context(), f, id, opts); done || err != nil {
 				return err
 			}
-			u, err := f.Log().UndoStep(c.Context(), id, sm.EntryResolved, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
+			store, err := f.ExistingLog()
+			if err != nil {
+				return err
+			}
+			u, err := store.UndoStep(c.Context(), id, sm.EntryResolved, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
 			if err != nil {
 				return err
 			}

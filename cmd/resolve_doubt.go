@@ -17,7 +17,10 @@ import (
 // false for an effect that is not executing: resolve goes on to its undo
 // entry.
 func resolveInDoubt(ctx context.Context, f *Factory, id uint64, opts *resolveOptions) (done bool, err error) {
-	store := f.Log()
+	store, err := f.ExistingLog()
+	if err != nil {
+		return true, err
+	}
 	d, err := store.GetEffect(ctx, id)
 	if errors.Is(err, model.ErrNotFound) {
 		return false, nil // the undo step says so

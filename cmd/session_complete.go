@@ -45,7 +45,10 @@ func moveSession(ctx context.Context, f *Factory, opts *sessionEndOptions, id st
 	if err := checkFormat(opts.output, false); err != nil {
 		return err
 	}
-	store := f.Log()
+	store, err := f.ExistingLog()
+	if err != nil {
+		return err
+	}
 	sess, err := store.SetSessionState(ctx, id, to, model.Change{Actor: f.Actor(opts.as), Reason: opts.reason})
 	if errors.Is(err, sm.ErrInvalidStateTransition) {
 		if now, gerr := store.GetSession(ctx, id); gerr == nil && now.State == sm.SessionHalted {

@@ -72,7 +72,10 @@ func runSteps(ctx context.Context, f *Factory, opts *stepOptions, ids []uint64, 
 		}
 		change.Result = json.RawMessage(data)
 	}
-	store := f.Log()
+	store, err := f.ExistingLog()
+	if err != nil {
+		return err
+	}
 	firstCode := ExitOK
 	var done []model.Effect
 	for _, id := range ids {

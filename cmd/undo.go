@@ -51,7 +51,10 @@ again (compensations are not assumed idempotent).`,
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			store := f.Log()
+			store, err := f.ExistingLog()
+			if err != nil {
+				return err
+			}
 			plan, err := saga.MakePlan(c.Context(), store, args[0])
 			if err != nil {
 				return err
