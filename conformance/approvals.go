@@ -335,3 +335,22 @@ func testApprovalTimeoutPastTheLastTimeIsRefused(t *testing.T, open opener) {
 	}
 	verifyClean(t, s)
 }
+
+// A decision made on what a person was shown (ExpectCall: the call
+// signature of the effect they saw) moves the effect only while its id is
+// that call: another call's is refused as a conflict, nothing written.
+func testDecisionOnTheCallShown(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	res := intercept(t, s, "agent", "wire_money", sm.Irreversible, `{"amount":100}`)
+	other := intercept(t, s, "agent", "drop_table", sm.Irreversible, `{"table":"users"}`)
+	before := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID))
+	if _, err := s.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice", ExpectCall: other.Effect.CallSignature}); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("approval of another call than the one shown: %v", err)
+	}
+	if after := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID)); after.Effect.State != sm.Pending || len(after.History) != len(before.History) {
+		t.Fatalf("a refused decision changed the effect: %+v", after.Effect)
+	}
+	if e := must[model.Effect](t)(s.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice", ExpectCall: res.Effect.CallSignature})); e.State != sm.Approved {
+		t.Fatalf("approval of the call shown: %+v", e)
+	}
+}

@@ -60,6 +60,7 @@ var suite = []struct {
 	{"SecondDecisionIsInvalidTransition", testSecondDecisionIsInvalidTransition},
 	{"FailedIrreversibleNeedsNewDecision", testFailedIrreversibleNeedsNewDecision},
 	{"SessionMoveClosesApprovals", testSessionMoveClosesApprovals},
+	{"DecisionOnTheCallShown", testDecisionOnTheCallShown},
 	{"RejectionClosesOtherRequests", testRejectionClosesOtherRequests},
 	{"FailInClosedSessionClosesNewRequest", testFailInClosedSessionClosesNewRequest},
 	{"Sessions", testSessions},

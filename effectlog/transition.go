@@ -136,6 +136,9 @@ func applyTransition(tx storage.WriteTx, sess *model.Session, e *model.Effect, f
 	if !ownedAsExpected(e.Owner, c.ExpectOwner) {
 		return takenMeanwhile(e.ID, e.Owner, c.ExpectOwner)
 	}
+	if c.ExpectCall != "" && c.ExpectCall != e.CallSignature {
+		return fmt.Errorf("%w: effect %d is not the call that was shown (%s now): the log changed; look again", model.ErrConflict, e.ID, e.Tool)
+	}
 	t, err := sm.Validate(e.Tier, e.State, to)
 	if err != nil {
 		return err

@@ -245,6 +245,11 @@ type Change struct {
 	// the effect (or undo entry) is still owned by exactly this owner, the one
 	// judged dead; a zero Owner expects none recorded.
 	ExpectOwner *Owner
+	// ExpectCall makes a decision conditional on what a person was shown:
+	// the move happens only while the effect is still that call (its call
+	// signature), not another that took its id (a log replaced under a
+	// view). "" expects nothing.
+	ExpectCall string
 	// Attempts is how many times the undo runner tried the compensation.
 	Attempts int
 }

@@ -98,7 +98,9 @@ func TestViewEscapesStoredText(t *testing.T) {
 	}
 	// A decision on a decided effect: the status line quotes the decider.
 	m.session.cursor = 0
-	run(decide(t.Context(), store, wire, sm.Approved, "tester", ""))
+	wireEffect, err := store.GetEffect(t.Context(), wire)
+	step(err)
+	run(decide(t.Context(), store, wireEffect.Effect, sm.Approved, "tester", ""))
 	requireTerminalSafe(t, "status line", m.render())
 
 	m.screen = screenSessions

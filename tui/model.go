@@ -388,8 +388,9 @@ func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 		if to == sm.Rejected {
 			title += " Its session halts: it takes no new calls."
 		}
+		shown := *e
 		m.openPrompt(title, false, e.Args, func(reason string) tea.Cmd {
-			return decide(m.ctx, m.opts.Log, e.ID, to, m.opts.Actor, reason)
+			return decide(m.ctx, m.opts.Log, shown, to, m.opts.Actor, reason)
 		})
 	case key.Matches(msg, k.Transition):
 		e := v.selected()
@@ -427,7 +428,7 @@ func (m *Model) menuKey(msg tea.KeyPressMsg) tea.Cmd {
 	case key.Matches(msg, k.Open):
 		e, to := m.menu.effect, m.menu.options[m.menu.cursor]
 		m.openPrompt(fmt.Sprintf("Move effect %d (%s) %s -> %s?", e.ID, e.Tool, e.State, to), false, e.Args, func(reason string) tea.Cmd {
-			return decide(m.ctx, m.opts.Log, e.ID, to, m.opts.Actor, reason)
+			return decide(m.ctx, m.opts.Log, e, to, m.opts.Actor, reason)
 		})
 	}
 	return nil

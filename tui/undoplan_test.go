@@ -77,3 +77,58 @@ func TestViewUndoesOnlyThePlanItShowed(t *testing.T) {
 		t.Fatalf("a session with nothing to undo:\n%s", screen)
 	}
 }
+
+// A decision in the view is on the call it showed: with the log replaced
+// under the view (another log's effect 1 at the same path), the approval
+// is refused, and the other log's call stays undecided.
+func TestViewDecidesOnlyTheCallItShowed(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "u.db")
+	irreversible := func(store effectlog.Log, tool string) {
+		t.Helper()
+		if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: tool, Tier: sm.Irreversible,
+			CreateSession: true, Args: json.RawMessage(`{"what":"` + tool + `"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := engines.File(path, engines.Options{})
+	irreversible(store, "harmless")
+	other := engines.File(filepath.Join(dir, "other.db"), engines.Options{})
+	irreversible(other, "drop_prod")
+	if _, _, err := other.(effectlog.FileLog).Compact(); err != nil { // its journal folded in: one file to move
+		t.Fatal(err)
+	}
+	other.Close()
+
+	m := New(t.Context(), Options{Log: store, Session: "s", Actor: "tester"})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	run := func(cmd tea.Cmd) {
+		for cmd != nil {
+			msg := cmd()
+			if msg == nil {
+				return
+			}
+			_, cmd = m.Update(msg)
+		}
+	}
+	run(loadEffects(t.Context(), store, "s", effectlog.EffectFilter{}, 0, 0))
+	run(m.handleKey(press("a")))
+	if !strings.Contains(m.render(), "Approve effect 1 (harmless)?") {
+		t.Fatalf("no approval asked:\n%s", m.render())
+	}
+	store.Close()
+	for _, suffix := range []string{"", "-journal"} {
+		os.Remove(path + suffix)
+	}
+	if err := os.Rename(filepath.Join(dir, "other.db"), path); err != nil {
+		t.Fatal(err)
+	}
+	run(m.handleKey(press("enter")))
+	if !m.statusErr || !strings.Contains(m.status, "is not the call that was shown") {
+		t.Fatalf("the approval went through on another call: %q", m.status)
+	}
+	d, err := store.GetEffect(t.Context(), 1)
+	if err != nil || d.Effect.Tool != "drop_prod" || d.Effect.State != sm.Pending {
+		t.Fatalf("the other log's effect 1: %+v %v", d.Effect, err)
+	}
+}
