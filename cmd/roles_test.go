@@ -404,3 +404,42 @@ func TestUndoRefusesASessionMissingAnEntry(t *testing.T) {
 		}
 	}
 }
+
+// An agent cannot write its way out of a halt by SQL: the session row it
+// saved before a person's rejection, written back, makes the next call fail
+// as a log changed behind undolog (its command does not run), and a record
+// of its own moving the halted session is refused by the database.
+func TestAgentCannotUnhaltItsSession(t *testing.T) {
+	_, agent, approver, _ := rolesDB(t)
+	marker := filepath.Join(t.TempDir(), "ran")
+	if code, out, errOut := undolog(t, agent, "intercept", "--session", "s", "--tool", "drop", "--tier", "irreversible"); code != 0 {
+		t.Fatalf("intercept: exit %d: %s%s", code, out, errOut)
+	}
+	conn, err := pgx.Connect(t.Context(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var saved []byte
+	if err := conn.QueryRow(t.Context(), `SELECT rec FROM undolog_sessions WHERE id = 's'`).Scan(&saved); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := undolog(t, approver, "reject", "1", "--as", "alice"); code != 0 {
+		t.Fatalf("reject: exit %d: %s%s", code, out, errOut)
+	}
+	if _, err := conn.Exec(t.Context(), `UPDATE undolog_sessions SET rec = $1 WHERE id = 's'`, saved); err != nil {
+		t.Fatal(err) // the table's privileges allow it: what undolog does with it is the point
+	}
+	code, _, errOut := undolog(t, agent, "exec", "--session", "s", "--undo", "true", "--", "touch", marker)
+	if code == 0 || !strings.Contains(errOut, "session s's record disagrees with its history") {
+		t.Fatalf("a call in the session written back to active: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the call ran in a session a person halted")
+	}
+	_, err = conn.Exec(t.Context(), `INSERT INTO undolog_session_history (session, seq, rec, role, to_state, trigger)
+		SELECT 's', max(seq) + 1, '\x00', session_user, 'active', 'Session created' FROM undolog_session_history WHERE session = 's'`)
+	if err == nil || !strings.Contains(err.Error(), "may not move halted session s") {
+		t.Fatalf("an agent's record moving its halted session: %v", err)
+	}
+}

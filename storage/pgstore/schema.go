@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
@@ -338,5 +338,42 @@ END $$;
 	`
 ALTER TABLE undolog_undo ADD COLUMN state text;
 CREATE INDEX undolog_undo_state ON undolog_undo (state, effect_id);
+`,
+	// 7: a halted session's next record is a person's: an approver's resume
+	// or undo. An agent could otherwise write its own way out of a halt
+	// (a record from halted to active under another trigger, its session row
+	// to match), past the rejection that halted it. The gate as in 5, with
+	// that added.
+	`
+CREATE OR REPLACE FUNCTION undolog_check_session_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER') THEN
+		RETURN NEW;
+	END IF;
+	IF NEW.role IS DISTINCT FROM session_user::text THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not write a record in the name of role %s', session_user, NEW.role);
+	END IF;
+	IF coalesce(pg_has_role(session_user, to_regrole('undolog_approver'), 'MEMBER'), false) THEN
+		RETURN NEW;
+	END IF;
+	IF NEW.to_state IN ('compensating', 'compensated') OR NEW.trigger = 'Compensation failed permanently' THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not undo: it is not a member of undolog_approver', session_user);
+	END IF;
+	IF NEW.trigger = 'Person resumes the session' THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not resume a halted session: it is not a member of undolog_approver', session_user);
+	END IF;
+	IF (SELECT h.to_state FROM undolog_session_history h WHERE h.session = NEW.session ORDER BY h.seq DESC LIMIT 1) = 'halted' THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not move halted session %s: a person resumes or undoes it (not a member of undolog_approver)', session_user, NEW.session);
+	END IF;
+	IF NOT coalesce(pg_has_role(session_user, to_regrole('undolog_agent'), 'MEMBER'), false) THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not write: it is not a member of undolog_agent', session_user);
+	END IF;
+	RETURN NEW;
+END $$;
 `,
 }

@@ -33,6 +33,7 @@ type writer struct {
 	session struct {
 		id   string
 		data []byte
+		last []byte // its newest history record
 	}
 	// nextID is an effect id taken with a signature look-up that found
 	// no owner (the id the intercept takes next), 0 if none.
@@ -73,14 +74,43 @@ func decode(data []byte, v any, what string) error {
 
 func (r reader) Session(id string) (model.Session, error) {
 	var s model.Session
-	var data []byte
-	err := r.tx.QueryRow(r.ctx, `SELECT rec FROM undolog_sessions WHERE id = $1`+r.lock(), id).Scan(&data)
+	var data, last []byte
+	var err error
+	if r.forUpdate {
+		err = r.tx.QueryRow(r.ctx, `SELECT s.rec, (`+lastSessionRecord+`) FROM undolog_sessions s WHERE s.id = $1 FOR UPDATE OF s`, id).Scan(&data, &last)
+	} else {
+		err = r.tx.QueryRow(r.ctx, `SELECT rec FROM undolog_sessions WHERE id = $1`, id).Scan(&data)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, fmt.Errorf("%w: no session %q", model.ErrNotFound, id)
 	} else if err != nil {
 		return s, err
 	}
-	return s, decode(data, &s, "sessions/"+id)
+	if err := decode(data, &s, "sessions/"+id); err != nil {
+		return s, err
+	}
+	if r.forUpdate {
+		return s, sessionAgrees(&s, last)
+	}
+	return s, nil
+}
+
+// lastSessionRecord selects the newest history record of the session row s.
+const lastSessionRecord = `SELECT h.rec FROM undolog_session_history h WHERE h.session = s.id ORDER BY h.seq DESC LIMIT 1`
+
+// sessionAgrees checks a session's record, read to be written, against its
+// newest history record: a row written back from before (a role that may
+// update the table restoring a halted session's active record) no longer
+// heads its history, and the rules would act on a state a person changed.
+func sessionAgrees(s *model.Session, last []byte) error {
+	var h model.HistoryRecord
+	if last == nil && s.HistoryLen == 0 {
+		return nil
+	}
+	if last == nil || record.Decode(last, &h) != nil || h.Seq != s.HistoryLen || h.Hash != s.HistoryHead {
+		return fmt.Errorf("%w: session %s's record disagrees with its history (it was changed outside undolog): run undolog verify", model.ErrCorrupt, s.ID)
+	}
+	return nil
 }
 
 // Effect reads and locks an effect and its session, which the rules read
@@ -89,18 +119,18 @@ func (r reader) Session(id string) (model.Session, error) {
 // in the other order deadlocked, and waited a second for PostgreSQL to say.
 func (w *writer) Effect(id uint64) (model.Effect, error) {
 	var e model.Effect
-	var data, sdata []byte
+	var data, sdata, slast []byte
 	var session string
-	err := w.tx.QueryRow(w.ctx, `WITH s AS MATERIALIZED (SELECT id, rec FROM undolog_sessions
-			WHERE id = (SELECT session FROM undolog_effects WHERE id = $1) FOR UPDATE)
-		SELECT e.rec, s.id, s.rec FROM s JOIN undolog_effects e ON e.session = s.id WHERE e.id = $1 FOR UPDATE OF e`,
-		int64(id)).Scan(&data, &session, &sdata)
+	err := w.tx.QueryRow(w.ctx, `WITH s AS MATERIALIZED (SELECT s.id, s.rec, (`+lastSessionRecord+`) AS last FROM undolog_sessions s
+			WHERE s.id = (SELECT session FROM undolog_effects WHERE id = $1) FOR UPDATE OF s)
+		SELECT e.rec, s.id, s.rec, s.last FROM s JOIN undolog_effects e ON e.session = s.id WHERE e.id = $1 FOR UPDATE OF e`,
+		int64(id)).Scan(&data, &session, &sdata, &slast)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return w.reader.Effect(id) // not there, or without its session
 	} else if err != nil {
 		return e, err
 	}
-	w.session.id, w.session.data = session, sdata
+	w.session.id, w.session.data, w.session.last = session, sdata, slast
 	return e, decode(data, &e, fmt.Sprintf("effects/%d", id))
 }
 
@@ -109,9 +139,12 @@ func (w *writer) Session(id string) (model.Session, error) {
 		return w.reader.Session(id)
 	}
 	var s model.Session
-	data := w.session.data
-	w.session.id, w.session.data = "", nil
-	return s, decode(data, &s, "sessions/"+id)
+	data, last := w.session.data, w.session.last
+	w.session.id, w.session.data, w.session.last = "", nil, nil
+	if err := decode(data, &s, "sessions/"+id); err != nil {
+		return s, err
+	}
+	return s, sessionAgrees(&s, last)
 }
 
 func (r reader) Effect(id uint64) (model.Effect, error) {
