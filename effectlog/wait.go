@@ -13,14 +13,7 @@ import (
 func (s *Service) WaitChange(ctx context.Context, after uint64, poll time.Duration) error {
 	n, ok := s.engine.(storage.Notifier)
 	if !ok || s.fallback < 0 {
-		t := time.NewTimer(poll)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-			return nil
-		}
+		return pause(ctx, poll)
 	}
 	wait, cancel := context.WithTimeout(ctx, max(poll, s.fallback))
 	defer cancel()
@@ -34,7 +27,11 @@ func (s *Service) WaitChange(ctx context.Context, after uint64, poll time.Durati
 // the wait goes on where it was. It waits 0.1 s after the first failed look
 // in a row, doubling up to 2 s; it returns ctx's error if ctx ends first.
 func AfterUnavailable(ctx context.Context, failures int) error {
-	d := min(100*time.Millisecond<<min(failures, 5), 2*time.Second)
+	return pause(ctx, min(100*time.Millisecond<<min(failures, 5), 2*time.Second))
+}
+
+// pause waits d, or returns ctx's error once ctx ends first.
+func pause(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -25,8 +25,8 @@ type (
 // stdout).
 func NewStdioConn(r io.Reader, w io.Writer) Conn { return mcpwire.NewStdioConn(r, w) }
 
-// StartCommand starts the upstream server command, its stderr to stderr;
-// see mcpwire.Start. The server dies with the proxy (child.DieWithParent): a
+// StartCommand starts the upstream server command, its stderr to stderr,
+// and connects to its stdio (mcpwire.Start). The server dies with the proxy (child.DieWithParent): a
 // proxy killed outright leaves its calls in doubt, and a server finishing
 // one meanwhile would make it beside the retry.
 func StartCommand(argv []string, stderr io.Writer) (Conn, error) {

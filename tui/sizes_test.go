@@ -39,15 +39,7 @@ func TestViewAtEverySize(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := New(t.Context(), Options{Log: store, Actor: "tester", Now: func() time.Time { return demoEnd }})
-	run := func(cmd tea.Cmd) {
-		for cmd != nil {
-			msg := cmd()
-			if msg == nil {
-				return
-			}
-			_, cmd = m.Update(msg)
-		}
-	}
+	run := func(cmd tea.Cmd) { drive(m, cmd) }
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
 	run(loadSessions(t.Context(), store))
 	type state struct {
@@ -137,5 +129,16 @@ func TestDetailHistoryShowsTheRole(t *testing.T) {
 	m.session.detail.History[0].Role = "ci" // as a shared log records it
 	if screen := m.render(); !strings.Contains(screen, "by github-actions (role ci)") {
 		t.Fatalf("the history does not say the role:\n%s", screen)
+	}
+}
+
+// drive runs cmd and every command its messages ask for, to the end.
+func drive(m *Model, cmd tea.Cmd) {
+	for cmd != nil {
+		msg := cmd()
+		if msg == nil {
+			return
+		}
+		_, cmd = m.Update(msg)
 	}
 }

@@ -37,15 +37,7 @@ func TestViewUndoesOnlyThePlanItShowed(t *testing.T) {
 	step("s", "first", 1)
 	m := New(t.Context(), Options{Log: store, Session: "s", Actor: "tester"})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
-	run := func(cmd tea.Cmd) {
-		for cmd != nil {
-			msg := cmd()
-			if msg == nil {
-				return
-			}
-			_, cmd = m.Update(msg)
-		}
-	}
+	run := func(cmd tea.Cmd) { drive(m, cmd) }
 	run(makePlan(t.Context(), store, "s"))
 	if m.overlay != overlayConfirmUndo || !strings.Contains(m.render(), "Undo 1 step of session s?") {
 		t.Fatalf("no confirmation of the 1-step plan:\n%s", m.render())
@@ -102,15 +94,7 @@ func TestViewDecidesOnlyTheCallItShowed(t *testing.T) {
 
 	m := New(t.Context(), Options{Log: store, Session: "s", Actor: "tester"})
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
-	run := func(cmd tea.Cmd) {
-		for cmd != nil {
-			msg := cmd()
-			if msg == nil {
-				return
-			}
-			_, cmd = m.Update(msg)
-		}
-	}
+	run := func(cmd tea.Cmd) { drive(m, cmd) }
 	run(loadEffects(t.Context(), store, "s", effectlog.EffectFilter{}, 0, 0))
 	run(m.handleKey(press("a")))
 	if !strings.Contains(m.render(), "Approve effect 1 (harmless)?") {

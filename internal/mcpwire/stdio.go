@@ -76,17 +76,10 @@ func (c *stdioConn) Write(msg []byte) error {
 
 func (c *stdioConn) Close() error { return c.close() }
 
-// StartCommand starts an MCP server command and connects to its stdio; its
-// stderr goes to stderr. Closing the Conn closes the server's stdin, waits
-// up to 5 s for it to exit, then kills it; it returns how the server ended.
-func StartCommand(argv []string, stderr io.Writer) (Conn, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stderr = stderr
-	return Start(cmd)
-}
-
-// Start is StartCommand for a command already set up (its directory,
-// environment, stderr); its stdin and stdout must be unset.
+// Start starts an MCP server command set up by the caller (its directory,
+// environment, stderr; its stdin and stdout unset) and connects to its
+// stdio. Closing the Conn closes the server's stdin, waits up to 5 s for it
+// to exit, then kills it; it returns how the server ended.
 func Start(cmd *exec.Cmd) (Conn, error) {
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
