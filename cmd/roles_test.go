@@ -405,10 +405,11 @@ func TestUndoRefusesASessionMissingAnEntry(t *testing.T) {
 	}
 }
 
-// An agent cannot write its way out of a halt by SQL: the session row it
+// An agent cannot write its way out of a halt by SQL: the session record it
 // saved before a person's rejection, written back, makes the next call fail
-// as a log changed behind undolog (its command does not run), and a record
-// of its own moving the halted session is refused by the database.
+// as a log changed behind undolog (its command does not run); the row's
+// state set to match, and a record of its own moving the halted session,
+// are refused by the database.
 func TestAgentCannotUnhaltItsSession(t *testing.T) {
 	_, agent, approver, _ := rolesDB(t)
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -431,8 +432,12 @@ func TestAgentCannotUnhaltItsSession(t *testing.T) {
 		t.Fatal(err) // the table's privileges allow it: what undolog does with it is the point
 	}
 	code, _, errOut := undolog(t, agent, "exec", "--session", "s", "--undo", "true", "--", "touch", marker)
-	if code == 0 || !strings.Contains(errOut, "session s's record disagrees with its history") {
+	if code == 0 || !strings.Contains(errOut, "its row halted: it was changed outside undolog") {
 		t.Fatalf("a call in the session written back to active: exit %d: %s", code, errOut)
+	}
+	if _, err := conn.Exec(t.Context(), `UPDATE undolog_sessions SET rec = $1, state = 'awaiting_approval' WHERE id = 's'`, saved); err == nil ||
+		!strings.Contains(err.Error(), "may not move halted session s") {
+		t.Fatalf("an agent setting its halted session's row to active: %v", err)
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the call ran in a session a person halted")

@@ -339,12 +339,28 @@ END $$;
 ALTER TABLE undolog_undo ADD COLUMN state text;
 CREATE INDEX undolog_undo_state ON undolog_undo (state, effect_id);
 `,
-	// 7: a halted session's next record is a person's: an approver's resume
-	// or undo. An agent could otherwise write its own way out of a halt
-	// (a record from halted to active under another trigger, its session row
-	// to match), past the rejection that halted it. The gate as in 5, with
-	// that added.
+	// 7: a halted session stays halted but by a person's hand. An agent
+	// could otherwise write its own way out of a halt, past the rejection
+	// that made it: its session row written back from before, or a record of
+	// its own from halted to active under another trigger. Session rows get
+	// their state beside the record (the engine writes it, and refuses a
+	// record that disagrees with it); a halted row's state, and a halted
+	// session's next record, are an approver's (or the owner's) to change.
+	// The record gate as in 5, with that added.
 	`
+ALTER TABLE undolog_sessions ADD COLUMN state text;
+CREATE FUNCTION undolog_check_session_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER')
+		OR coalesce(pg_has_role(session_user, to_regrole('undolog_approver'), 'MEMBER'), false) THEN
+		RETURN NEW;
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '42501',
+		MESSAGE = format('the database role %s may not move halted session %s: a person resumes or undoes it (not a member of undolog_approver)', session_user, OLD.id);
+END $$;
+CREATE TRIGGER undolog_sessions_halted BEFORE UPDATE ON undolog_sessions
+	FOR EACH ROW WHEN (OLD.state = 'halted' AND NEW.state IS DISTINCT FROM OLD.state)
+	EXECUTE FUNCTION undolog_check_session_row();
 CREATE OR REPLACE FUNCTION undolog_check_session_record() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER') THEN

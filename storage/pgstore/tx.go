@@ -33,7 +33,7 @@ type writer struct {
 	session struct {
 		id   string
 		data []byte
-		last []byte // its newest history record
+		state *string // the row's state column
 	}
 	// nextID is an effect id taken with a signature look-up that found
 	// no owner (the id the intercept takes next), 0 if none.
@@ -73,44 +73,30 @@ func decode(data []byte, v any, what string) error {
 }
 
 func (r reader) Session(id string) (model.Session, error) {
-	var s model.Session
-	var data, last []byte
-	var err error
-	if r.forUpdate {
-		err = r.tx.QueryRow(r.ctx, `SELECT s.rec, (`+lastSessionRecord+`) FROM undolog_sessions s WHERE s.id = $1 FOR UPDATE OF s`, id).Scan(&data, &last)
-	} else {
-		err = r.tx.QueryRow(r.ctx, `SELECT rec FROM undolog_sessions WHERE id = $1`, id).Scan(&data)
-	}
+	var data []byte
+	var state *string
+	err := r.tx.QueryRow(r.ctx, `SELECT rec, state FROM undolog_sessions WHERE id = $1`+r.lock(), id).Scan(&data, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s, fmt.Errorf("%w: no session %q", model.ErrNotFound, id)
+		return model.Session{}, fmt.Errorf("%w: no session %q", model.ErrNotFound, id)
 	} else if err != nil {
-		return s, err
+		return model.Session{}, err
 	}
+	return decodeSession(id, data, state)
+}
+
+// decodeSession reads a session's record and holds it to the row's state
+// column, which the database guards (a halted session's state changes only
+// by an approver's hand: the migration to 7): a record written back from
+// before, a halted session's active one, disagrees with it.
+func decodeSession(id string, data []byte, state *string) (model.Session, error) {
+	var s model.Session
 	if err := decode(data, &s, "sessions/"+id); err != nil {
 		return s, err
 	}
-	if r.forUpdate {
-		return s, sessionAgrees(&s, last)
+	if state != nil && *state != string(s.State) { // NULL: a row not written since the migration
+		return s, fmt.Errorf("%w: session %s's record says %s, its row %s: it was changed outside undolog; run undolog verify", model.ErrCorrupt, id, s.State, *state)
 	}
 	return s, nil
-}
-
-// lastSessionRecord selects the newest history record of the session row s.
-const lastSessionRecord = `SELECT h.rec FROM undolog_session_history h WHERE h.session = s.id ORDER BY h.seq DESC LIMIT 1`
-
-// sessionAgrees checks a session's record, read to be written, against its
-// newest history record: a row written back from before (a role that may
-// update the table restoring a halted session's active record) no longer
-// heads its history, and the rules would act on a state a person changed.
-func sessionAgrees(s *model.Session, last []byte) error {
-	var h model.HistoryRecord
-	if last == nil && s.HistoryLen == 0 {
-		return nil
-	}
-	if last == nil || record.Decode(last, &h) != nil || h.Seq != s.HistoryLen || h.Hash != s.HistoryHead {
-		return fmt.Errorf("%w: session %s's record disagrees with its history (it was changed outside undolog): run undolog verify", model.ErrCorrupt, s.ID)
-	}
-	return nil
 }
 
 // Effect reads and locks an effect and its session, which the rules read
@@ -119,18 +105,19 @@ func sessionAgrees(s *model.Session, last []byte) error {
 // in the other order deadlocked, and waited a second for PostgreSQL to say.
 func (w *writer) Effect(id uint64) (model.Effect, error) {
 	var e model.Effect
-	var data, sdata, slast []byte
+	var data, sdata []byte
 	var session string
-	err := w.tx.QueryRow(w.ctx, `WITH s AS MATERIALIZED (SELECT s.id, s.rec, (`+lastSessionRecord+`) AS last FROM undolog_sessions s
-			WHERE s.id = (SELECT session FROM undolog_effects WHERE id = $1) FOR UPDATE OF s)
-		SELECT e.rec, s.id, s.rec, s.last FROM s JOIN undolog_effects e ON e.session = s.id WHERE e.id = $1 FOR UPDATE OF e`,
-		int64(id)).Scan(&data, &session, &sdata, &slast)
+	var state *string
+	err := w.tx.QueryRow(w.ctx, `WITH s AS MATERIALIZED (SELECT id, rec, state FROM undolog_sessions
+			WHERE id = (SELECT session FROM undolog_effects WHERE id = $1) FOR UPDATE)
+		SELECT e.rec, s.id, s.rec, s.state FROM s JOIN undolog_effects e ON e.session = s.id WHERE e.id = $1 FOR UPDATE OF e`,
+		int64(id)).Scan(&data, &session, &sdata, &state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return w.reader.Effect(id) // not there, or without its session
 	} else if err != nil {
 		return e, err
 	}
-	w.session.id, w.session.data, w.session.last = session, sdata, slast
+	w.session.id, w.session.data, w.session.state = session, sdata, state
 	return e, decode(data, &e, fmt.Sprintf("effects/%d", id))
 }
 
@@ -138,13 +125,9 @@ func (w *writer) Session(id string) (model.Session, error) {
 	if w.session.data == nil || w.session.id != id {
 		return w.reader.Session(id)
 	}
-	var s model.Session
-	data, last := w.session.data, w.session.last
-	w.session.id, w.session.data, w.session.last = "", nil, nil
-	if err := decode(data, &s, "sessions/"+id); err != nil {
-		return s, err
-	}
-	return s, sessionAgrees(&s, last)
+	data, state := w.session.data, w.session.state
+	w.session.id, w.session.data, w.session.state = "", nil, nil
+	return decodeSession(id, data, state)
 }
 
 func (r reader) Effect(id uint64) (model.Effect, error) {
@@ -554,7 +537,7 @@ func (w *writer) InsertSession(s *model.Session) error {
 	if err != nil {
 		return err
 	}
-	return w.exec(`INSERT INTO undolog_sessions (id, seq, rec) VALUES ($1, $2, $3)`, s.ID, int64(s.Seq), data)
+	return w.exec(`INSERT INTO undolog_sessions (id, seq, rec, state) VALUES ($1, $2, $3, $4)`, s.ID, int64(s.Seq), data, string(s.State))
 }
 
 func (w *writer) PutSession(s *model.Session) error {
@@ -563,7 +546,7 @@ func (w *writer) PutSession(s *model.Session) error {
 	if err != nil {
 		return err
 	}
-	return w.exec(`UPDATE undolog_sessions SET rec = $2 WHERE id = $1`, s.ID, data)
+	return w.exec(`UPDATE undolog_sessions SET rec = $2, state = $3 WHERE id = $1`, s.ID, data, string(s.State))
 }
 
 func (w *writer) PutEffect(e *model.Effect, from sm.State) error {
