@@ -31,8 +31,8 @@ type writer struct {
 	// session is the record of the session of the effect read last,
 	// read (and locked) with it: the rules read it next.
 	session struct {
-		id   string
-		data []byte
+		id    string
+		data  []byte
 		state *string // the row's state column
 	}
 	// nextID is an effect id taken with a signature look-up that found
