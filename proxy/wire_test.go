@@ -740,11 +740,12 @@ func TestUndoKilledTakesItsServer(t *testing.T) {
 		d, err := store.GetEffect(t.Context(), 1)
 		return err == nil && d.Undo != nil && d.Undo.State == sm.EntryCompensating
 	})
-	b, _ := os.ReadFile(pidFile)
-	pid, _ := strconv.Atoi(string(b))
-	if pid == 0 {
-		t.Fatal("undo's server wrote no pid")
-	}
+	pid := 0
+	waitFor(t, "undo's server to start", func() bool { // it may start after the entry moved
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(string(b))
+		return pid != 0
+	})
 	undo.Process.Kill()
 	undo.Wait()
 	waitFor(t, "undo's server to end with it", func() bool { return syscall.Kill(pid, 0) != nil })
