@@ -173,6 +173,26 @@ func TestVerifyComparesHistoryColumnsWithRecords(t *testing.T) {
 	}
 }
 
+// verify compares a session row's state column with its record: one
+// changed behind the engine (by the owner, whom no trigger stops) is found.
+func TestVerifyComparesSessionStateWithRecord(t *testing.T) {
+	owner := pgtest.Server(t).NewDatabase(t)
+	log := open(owner)
+	defer log.Close()
+	if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, owner, `UPDATE undolog_sessions SET state = 'halted' WHERE id = 's'`)
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) != 1 || rep.Problems[0].Detail != "the session's row says halted, its record active" {
+		t.Fatalf("verify problems: %+v", rep.Problems)
+	}
+}
+
 // Migrate says what it did; the role of a database that has no roles set
 // up is recorded all the same (the owner's).
 func TestMigrateReportsVersions(t *testing.T) {

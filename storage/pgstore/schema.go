@@ -8,6 +8,10 @@ const SchemaVersion = 7
 // role checks (renumber with its migration).
 const rolesSchema = 3
 
+// sessionStateSchema is the version that added session rows' state column
+// (renumber with its migration).
+const sessionStateSchema = 7
+
 // publishSchema is the version whose change positions undolog_publish gives
 // (ids from sequences, no counter rows).
 const publishSchema = 4
@@ -349,6 +353,11 @@ CREATE INDEX undolog_undo_state ON undolog_undo (state, effect_id);
 	// The record gate as in 5, with that added.
 	`
 ALTER TABLE undolog_sessions ADD COLUMN state text;
+-- A session's state is its newest record's (verify holds them to it); rows
+-- whose records predate the records' columns stay NULL until written.
+UPDATE undolog_sessions s SET state = h.to_state
+	FROM (SELECT DISTINCT ON (session) session, to_state FROM undolog_session_history ORDER BY session, seq DESC) h
+	WHERE h.session = s.id AND h.to_state <> '';
 CREATE FUNCTION undolog_check_session_row() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER')

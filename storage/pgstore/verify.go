@@ -96,20 +96,30 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 	report := func(kind string, effect uint64, session, format string, args ...any) {
 		add(model.Problem{Kind: kind, Effect: effect, Session: session, Detail: fmt.Sprintf(format, args...)})
 	}
-	// Sessions' order.
-	rows, err := r.tx.Query(r.ctx, `SELECT id, seq FROM undolog_sessions`)
+	// Sessions' order, and their state beside the record (from the
+	// migration to sessionStateSchema; NULL in a row not written since).
+	query := `SELECT id, seq, NULL::text FROM undolog_sessions`
+	if r.SchemaVersion() >= sessionStateSchema {
+		query = `SELECT id, seq, state FROM undolog_sessions`
+	}
+	rows, err := r.tx.Query(r.ctx, query)
 	if err != nil {
 		return err
 	}
 	for rows.Next() {
 		var id string
 		var seq int64
-		if err := rows.Scan(&id, &seq); err != nil {
+		var state *string
+		if err := rows.Scan(&id, &seq, &state); err != nil {
 			rows.Close()
 			return err
 		}
-		if s := sessions[id]; s != nil && s.Seq != uint64(seq) {
+		s := sessions[id]
+		if s != nil && s.Seq != uint64(seq) {
 			report("index", 0, id, "the session's place in order is %d, its record says %d", seq, s.Seq)
+		}
+		if s != nil && state != nil && *state != string(s.State) {
+			report("state", 0, id, "the session's row says %s, its record %s", *state, s.State)
 		}
 	}
 	rows.Close()
