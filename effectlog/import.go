@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
@@ -232,22 +233,9 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 			return fmt.Errorf("%w: session %s fails its check (%s): the export is damaged or was changed", model.ErrInvalidInput, sess.ID, problems[0].Detail)
 		}
 		// An effect left out (a torn export, a line removed) shows in the
-		// session's counts, which the records above cannot.
-		total := 0
-		for st, n := range counts {
-			total += n
-			if sess.Counts[st] != n {
-				return fmt.Errorf("%w: session %s counts %d %s effects, the export holds %d: it is damaged, cut short or was changed", model.ErrInvalidInput, sess.ID, sess.Counts[st], st, n)
-			}
-		}
-		for st, n := range sess.Counts {
-			if n != 0 && counts[st] == 0 {
-				return fmt.Errorf("%w: session %s counts %d %s effects, the export holds none: it is damaged, cut short or was changed", model.ErrInvalidInput, sess.ID, n, st)
-			}
-		}
-		if sess.Effects != total || sess.PendingApprovals != waiting {
-			return fmt.Errorf("%w: session %s counts %d effects and %d waiting requests, the export holds %d and %d: it is damaged, cut short or was changed",
-				model.ErrInvalidInput, sess.ID, sess.Effects, sess.PendingApprovals, total, waiting)
+		// session's counts, which the records above cannot: verify's check.
+		if problems := countProblems(sess, counts, waiting); len(problems) > 0 {
+			return fmt.Errorf("%w: session %s %s: the export is damaged, cut short or was changed", model.ErrInvalidInput, sess.ID, strings.Replace(problems[0], "the log holds", "the export holds", 1))
 		}
 	}
 	return nil

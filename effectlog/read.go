@@ -390,8 +390,9 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 //
 // A session of more pages is read in several transactions, so a write to it
 // in between would make the export disagree with itself (its counts with
-// its effects, which import refuses): its record is read again at the end,
-// and a session that changed meanwhile fails the export, to be run again.
+// its effects, which import refuses): its record is read again at the start
+// of each later page, and a session that changed meanwhile fails the export,
+// to be run again.
 func (s *Service) exportSession(ctx context.Context, id string, emit func(ExportRecord), flush func() error) error {
 	var read model.Session // the record as exported
 	for cursor, first := uint64(0), true; ; first = false {

@@ -73,27 +73,37 @@ func (v *verifier) run() error {
 		return err
 	}
 	for id, sess := range v.sessions {
-		total := 0
-		for st, n := range v.counts[id] {
-			total += n
-			if sess.Counts[st] != n {
-				v.add("count", 0, id, "counts %d %s effects, the log holds %d", sess.Counts[st], st, n)
-			}
-		}
-		for st, n := range sess.Counts {
-			if v.counts[id][st] == 0 && n != 0 {
-				v.add("count", 0, id, "counts %d %s effects, the log holds 0", n, st)
-			}
-		}
-		if sess.Effects != total {
-			v.add("count", 0, id, "counts %d effects, the log holds %d", sess.Effects, total)
-		}
-		if sess.PendingApprovals != v.waiting[id] {
-			v.add("count", 0, id, "counts %d requests waiting for approval, the log holds %d", sess.PendingApprovals, v.waiting[id])
+		for _, p := range countProblems(sess, v.counts[id], v.waiting[id]) {
+			v.add("count", 0, id, "%s", p)
 		}
 	}
 	v.signatures()
 	return v.tx.CheckIndexes(v.sessions, v.effects, v.problem)
+}
+
+// countProblems compares what a session's record counts with what the log
+// holds of it: its effects by state, and its requests waiting for a decision.
+func countProblems(sess *model.Session, counts map[sm.State]int, waiting int) []string {
+	var problems []string
+	total := 0
+	for st, n := range counts {
+		total += n
+		if sess.Counts[st] != n {
+			problems = append(problems, fmt.Sprintf("counts %d %s effects, the log holds %d", sess.Counts[st], st, n))
+		}
+	}
+	for st, n := range sess.Counts {
+		if counts[st] == 0 && n != 0 {
+			problems = append(problems, fmt.Sprintf("counts %d %s effects, the log holds 0", n, st))
+		}
+	}
+	if sess.Effects != total {
+		problems = append(problems, fmt.Sprintf("counts %d effects, the log holds %d", sess.Effects, total))
+	}
+	if sess.PendingApprovals != waiting {
+		problems = append(problems, fmt.Sprintf("counts %d requests waiting for approval, the log holds %d", sess.PendingApprovals, waiting))
+	}
+	return problems
 }
 
 // session checks a session and its own history chain.

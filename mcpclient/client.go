@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/undolog/undolog/internal/child"
 	"io"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/mcpwire"
 )
 

@@ -1,13 +1,12 @@
 package proxy
 
 import (
-	"os/exec"
-
 	"errors"
-	"github.com/undolog/undolog/internal/child"
 	"io"
 	"net/http"
+	"os/exec"
 
+	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/mcpwire"
 )
 
@@ -26,9 +25,9 @@ type (
 func NewStdioConn(r io.Reader, w io.Writer) Conn { return mcpwire.NewStdioConn(r, w) }
 
 // StartCommand starts the upstream server command, its stderr to stderr,
-// and connects to its stdio (mcpwire.Start). The server dies with the proxy (child.DieWithParent): a
-// proxy killed outright leaves its calls in doubt, and a server finishing
-// one meanwhile would make it beside the retry.
+// and connects to its stdio (mcpwire.Start). The server dies with the proxy
+// (child.DieWithParent): a proxy killed outright leaves its calls in doubt,
+// and a server finishing one meanwhile would make it beside the retry.
 func StartCommand(argv []string, stderr io.Writer) (Conn, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr

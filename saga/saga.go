@@ -183,9 +183,9 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 	for _, e := range effects {
 		if e.Tier == sm.Compensable && e.ReplayOf == nil && !entered[e.ID] {
 			// Every compensable call's intercept wrote its entry (a replay
-			// has none: it did nothing): one
-			// missing (deleted or moved by hand) would be left as it is
-			// while undo said the session was compensated.
+			// has none: it did nothing): one missing (deleted or moved by
+			// hand) would be left as it is while undo said the session was
+			// compensated.
 			return Plan{}, fmt.Errorf("%w: effect %d (compensable, %s) of session %s has no undo entry: the log was changed outside undolog (undolog verify says more); nothing was undone",
 				model.ErrCorrupt, e.ID, e.State, session)
 		}

@@ -91,8 +91,8 @@ func watchChanges(ctx context.Context, store effectlog.Log, after uint64, poll t
 	}
 }
 
-// decide moves the effect shown, e, to to: only while its id is still that
-// call (ExpectCall), not another's of a log replaced under the view.
+// decide moves the effect shown to to: only while its id is still that call
+// (ExpectCall), not another's of a log replaced under the view.
 func decide(ctx context.Context, store effectlog.Log, shown model.Effect, to sm.State, actor, reason string) tea.Cmd {
 	return func() tea.Msg {
 		e, err := store.Transition(ctx, shown.ID, to, model.Change{Actor: actor, Reason: reason, ExpectCall: shown.CallSignature})

@@ -550,7 +550,7 @@ func (m *Model) filterKey(msg tea.KeyPressMsg) tea.Cmd {
 }
 
 // bodyHeight is the number of lines between the title and the status line.
-func (m *Model) bodyHeight() int { return max(3, m.height-2-len(m.statusLines())) }
+func (m *Model) bodyHeight() int { return max(3, m.height-2-len(m.statusText())) }
 
 // tableHeight is the number of effect rows the session screen shows at most.
 func (m *Model) tableHeight() int { return max(3, (m.bodyHeight()-3)/2) }

@@ -163,11 +163,12 @@ func (m *Model) render() string {
 // the body keeps the rest.
 const maxStatusLines = 3
 
-// statusLines is the status message wrapped to the window's width.
-func (m *Model) statusLines() []string {
-	text, style := esc(m.status), m.st.status
+// statusText is the status message wrapped to the window's width, unstyled
+// (the body's height counts its lines).
+func (m *Model) statusText() []string {
+	text := esc(m.status)
 	if m.statusErr {
-		text, style = "error: "+text, m.st.errText
+		text = "error: " + text
 	}
 	if m.width <= 0 {
 		return []string{""}
@@ -178,6 +179,16 @@ func (m *Model) statusLines() []string {
 		last := &lines[maxStatusLines-1]
 		*last = ansi.Truncate(*last, m.width-1, "") + "…"
 	}
+	return lines
+}
+
+// statusLines is the status message as the screen shows it.
+func (m *Model) statusLines() []string {
+	style := m.st.status
+	if m.statusErr {
+		style = m.st.errText
+	}
+	lines := m.statusText()
 	for i, l := range lines {
 		lines[i] = style.Render(fit(l, m.width))
 	}
