@@ -353,4 +353,17 @@ func testDecisionOnTheCallShown(t *testing.T, newStore opener) {
 	if e := must[model.Effect](t)(s.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice", ExpectCall: res.Effect.CallSignature})); e.State != sm.Approved {
 		t.Fatalf("approval of the call shown: %+v", e)
 	}
+	// A move confirmed from the state shown (pending), the effect moved on
+	// since (approved): refused though the move is valid from where it is,
+	// nothing written.
+	before = must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID))
+	if _, err := s.Transition(t.Context(), res.Effect.ID, sm.Executing, model.Change{Actor: "alice", ExpectState: sm.Pending}); !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("a move from pending, shown, of an approved effect: %v", err)
+	}
+	if after := must[model.EffectDetail](t)(s.GetEffect(t.Context(), res.Effect.ID)); after.Effect.State != sm.Approved || len(after.History) != len(before.History) {
+		t.Fatalf("a refused move changed the effect: %+v", after.Effect)
+	}
+	if e := must[model.Effect](t)(s.Transition(t.Context(), res.Effect.ID, sm.Executing, model.Change{Actor: "agent", ExpectState: sm.Approved})); e.State != sm.Executing {
+		t.Fatalf("a move from the state shown: %+v", e)
+	}
 }

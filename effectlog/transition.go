@@ -139,6 +139,9 @@ func applyTransition(tx storage.WriteTx, sess *model.Session, e *model.Effect, f
 	if c.ExpectCall != "" && c.ExpectCall != e.CallSignature {
 		return fmt.Errorf("%w: effect %d is not the call that was shown (%s now): the log changed; look again", model.ErrConflict, e.ID, e.Tool)
 	}
+	if c.ExpectState != "" && c.ExpectState != e.State {
+		return fmt.Errorf("%w: effect %d is %s now, not %s as shown: another process moved it; look again", model.ErrConflict, e.ID, e.State, c.ExpectState)
+	}
 	t, err := sm.Validate(e.Tier, e.State, to)
 	if err != nil {
 		return err

@@ -250,6 +250,11 @@ type Change struct {
 	// signature), not another that took its id (a log replaced under a
 	// view). "" expects nothing.
 	ExpectCall string
+	// ExpectState makes a move conditional on the state a person was shown:
+	// an effect another process moved since is not moved on from a state
+	// nobody saw (pending -> failed confirmed, executing -> failed done).
+	// "" expects nothing.
+	ExpectState sm.State
 	// Attempts is how many times the undo runner tried the compensation.
 	Attempts int
 }

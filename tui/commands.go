@@ -95,7 +95,7 @@ func watchChanges(ctx context.Context, store effectlog.Log, after uint64, poll t
 // (ExpectCall), not another's of a log replaced under the view.
 func decide(ctx context.Context, store effectlog.Log, shown model.Effect, to sm.State, actor, reason string) tea.Cmd {
 	return func() tea.Msg {
-		e, err := store.Transition(ctx, shown.ID, to, model.Change{Actor: actor, Reason: reason, ExpectCall: shown.CallSignature})
+		e, err := store.Transition(ctx, shown.ID, to, model.Change{Actor: actor, Reason: reason, ExpectCall: shown.CallSignature, ExpectState: shown.State})
 		if err != nil {
 			return actionMsg{err: err}
 		}

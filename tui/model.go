@@ -177,7 +177,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.setStatus("", msg.err)
 			return m, nil
 		}
-		return m, m.session.set(m.ctx, msg, m.opts.Log)
+		cmd := m.session.set(m.ctx, msg, m.opts.Log)
+		m.closeStaleMenu()
+		return m, cmd
 	case detailMsg:
 		if msg.err != nil {
 			m.setStatus("", msg.err)
@@ -414,6 +416,23 @@ func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.openFilter()
 	}
 	return nil
+}
+
+// closeStaleMenu closes the transition menu when its effect moved since it
+// opened (another process decided or stepped it): its choices were for the
+// state it had.
+func (m *Model) closeStaleMenu() {
+	if m.overlay != overlayMenu {
+		return
+	}
+	shown := m.menu.effect
+	for _, e := range m.session.effects {
+		if e.ID == shown.ID && e.State != shown.State {
+			m.overlay = overlayNone
+			m.setStatus("", fmt.Errorf("effect %d moved from %s to %s meanwhile: press t again for what it allows now", e.ID, shown.State, e.State))
+			return
+		}
+	}
 }
 
 func (m *Model) menuKey(msg tea.KeyPressMsg) tea.Cmd {

@@ -116,3 +116,31 @@ func TestViewDecidesOnlyTheCallItShowed(t *testing.T) {
 		t.Fatalf("the other log's effect 1: %+v %v", d.Effect, err)
 	}
 }
+
+func TestTransitionMenuClosesWhenItsEffectMoves(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "write_file", Tier: sm.Compensable,
+		CreateSession: true, Args: json.RawMessage(`{"path":"a"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(t.Context(), Options{Log: store, Session: "s", Actor: "tester"})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	run := func(cmd tea.Cmd) { drive(m, cmd) }
+	run(loadEffects(t.Context(), store, "s", effectlog.EffectFilter{}, 0, 0))
+	run(m.handleKey(press("t")))
+	if m.overlay != overlayMenu {
+		t.Fatalf("no transition menu:\n%s", m.render())
+	}
+	// Another process starts the call while the menu is open.
+	if _, err := store.Transition(t.Context(), res.Effect.ID, sm.Executing, model.Change{Actor: "agent"}); err != nil {
+		t.Fatal(err)
+	}
+	run(loadEffects(t.Context(), store, "s", effectlog.EffectFilter{}, 0, 0))
+	if m.overlay == overlayMenu {
+		t.Fatalf("the menu offers what a pending effect allows to an executing one:\n%s", m.render())
+	}
+	if !m.statusErr || !strings.Contains(m.status, "moved from pending to executing") {
+		t.Fatalf("status %q does not say the effect moved", m.status)
+	}
+}

@@ -77,15 +77,17 @@ func (m *Model) renderHeader(cols []column) string {
 	return m.st.label.Render(strings.TrimRight(m.renderRow(cols, cells, false), " "))
 }
 
-// flexColumns gives the first column marked with width 0 what is left of the width.
-func flexColumns(cols []column, width int) []column {
+// flexColumns gives the column marked with width 0 what is left of the
+// width, but no more than most: the columns after it stay beside what they
+// describe on a wide terminal.
+func flexColumns(cols []column, width, most int) []column {
 	used := len(cols) - 1 + ansi.StringWidth(noMark)
 	for _, c := range cols {
 		used += c.width
 	}
 	for i := range cols {
 		if cols[i].width == 0 {
-			cols[i].width = max(6, width-used)
+			cols[i].width = max(6, min(most, width-used))
 		}
 	}
 	return cols
@@ -434,15 +436,15 @@ func (m *Model) sessionView() string {
 		id = ansi.Truncate(id, max(8, room), "…")
 	}
 	head := ansi.Truncate(m.st.title.Render(id)+rest, m.width, "…")
-	var ids, tiers, states, undos []string
+	var ids, tools, tiers, states, undos []string
 	for _, e := range v.effects {
-		ids, tiers, states = append(ids, itoa(e.ID)), append(tiers, string(e.Tier)), append(states, string(e.State))
+		ids, tools, tiers, states = append(ids, itoa(e.ID)), append(tools, e.Tool), append(tiers, string(e.Tier)), append(states, string(e.State))
 		if u, ok := v.entries[e.ID]; ok {
 			undos = append(undos, string(u.State))
 		}
 	}
 	cols := flexColumns([]column{{"ID", widest("ID", ids...), false}, {"TOOL", 0, false}, {"TIER", widest("TIER", tiers...), false},
-		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, m.width)
+		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, m.width, widest("TOOL", tools...))
 	out := []string{head, m.renderHeader(cols)}
 	rows := m.tableRows()
 	v.offset = scrolled(v.offset, v.cursor, rows)
