@@ -178,8 +178,5 @@ func compensationServer(c model.Compensation, upstream []string) string {
 	if c.Kind != model.CompensationMCP && !(c.Kind == model.CompensationCases && strings.Contains(string(c.Args), `"tool"`)) {
 		return ""
 	}
-	if len(upstream) == 0 {
-		return " (no MCP server recorded)"
-	}
-	return " (server: " + saga.ShellQuote(upstream) + ")"
+	return saga.OnServer(upstream)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/mcpclient"
-	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -59,19 +58,11 @@ again (compensations are not assumed idempotent).`,
 			if err != nil {
 				return err
 			}
-			// mcp compensations are called on the session's server.
-			sess, err := store.GetSession(c.Context(), plan.Session)
-			if err != nil {
-				return err
-			}
 			if opts.dryRun {
 				if opts.output != formatText {
-					return writeObject(f.Out, opts.output, struct {
-						saga.Plan
-						Upstream []string `json:"upstream,omitempty"`
-					}{plan, sess.Upstream})
+					return writeObject(f.Out, opts.output, plan)
 				}
-				printPlan(f, plan, sess.Upstream)
+				printPlan(f, plan)
 				return nil
 			}
 			interactive := f.StdinIsTerminal()
@@ -79,7 +70,7 @@ again (compensations are not assumed idempotent).`,
 				if !interactive {
 					return usagef("undo acts on the world: pass --yes (standard input is not a terminal to ask)")
 				}
-				printPlan(f, plan, sess.Upstream)
+				printPlan(f, plan)
 				ok, err := ask(f, fmt.Sprintf("Undo session %s (%s)? [y/N] ", plan.Session, textfmt.Count(plan.Work(), "step")))
 				if err != nil {
 					return err
@@ -90,7 +81,7 @@ again (compensations are not assumed idempotent).`,
 			}
 			// An HTTP server's headers come from the environment: a variable
 			// missing stops undo before it changes anything.
-			if r, ok, err := mcpclient.ParseRemote(sess.Upstream); ok {
+			if r, ok, err := mcpclient.ParseRemote(plan.Upstream); ok {
 				if err == nil {
 					_, err = r.Header(f.Getenv)
 				}
@@ -145,22 +136,7 @@ again (compensations are not assumed idempotent).`,
 	return c
 }
 
-// planWhere says where a step's call runs: a command in its directory, an
-// mcp call on the session's server (for cases, the case chosen).
-func planWhere(s saga.Step, upstream []string) string {
-	c := s.Entry.Compensation
-	if c.Kind == model.CompensationCases {
-		if strings.HasPrefix(s.Call, "mcp ") {
-			return compensationServer(model.Compensation{Kind: model.CompensationMCP}, upstream)
-		}
-		if strings.HasPrefix(s.Call, "nothing to undo") {
-			return ""
-		}
-	}
-	return compensationDir(c) + compensationServer(c, upstream)
-}
-
-func printPlan(f *Factory, plan saga.Plan, upstream []string) {
+func printPlan(f *Factory, plan saga.Plan) {
 	// Each line is escaped whole: it quotes tool names, errors and commands.
 	println := func(format string, args ...any) { fmt.Fprintln(f.Out, textfmt.Escape(fmt.Sprintf(format, args...))) }
 	println("undo plan for session %s, last in first out:", plan.Session)
@@ -168,7 +144,7 @@ func printPlan(f *Factory, plan saga.Plan, upstream []string) {
 	for _, s := range plan.Steps {
 		e := s.Effect
 		// The exact call: where it runs too.
-		call := saga.Shorten(s.Call) + planWhere(s, upstream)
+		call := saga.Shorten(s.Call) + plan.Where(s)
 		switch s.Action {
 		case saga.ActionDone:
 			println("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State)

@@ -66,8 +66,12 @@ type Step struct {
 	// Call is the exact compensation call, as a person would type it.
 	Call string `json:"call"`
 	// Problem says why the call cannot be made as Call shows it (an mcp
-	// argument template that does not expand): that step would fail.
+	// argument template that does not expand, a directory or server that is
+	// not there): that step would fail.
 	Problem string `json:"problem,omitempty"`
+	// runs is the kind of call undo makes for it: a command, an mcp call
+	// (for cases, the case chosen), else "".
+	runs string
 }
 
 // Plan is what undo would do.
@@ -76,6 +80,56 @@ type Plan struct {
 	Steps   []Step `json:"steps"`
 	// NotUndoable lists effects that ran but have no undo entry (irreversible).
 	NotUndoable []model.Effect `json:"not_undoable"`
+	// Upstream is the session's MCP server, on which mcp compensations are
+	// called, started in UpstreamDir.
+	Upstream    []string `json:"upstream,omitempty"`
+	UpstreamDir string   `json:"upstream_dir,omitempty"`
+}
+
+// Where says, for a line of text, where a step's call runs: a command in
+// its directory, an mcp call on the session's server.
+func (p Plan) Where(s Step) string {
+	switch s.runs {
+	case model.CompensationCommand:
+		if d := s.Entry.Compensation.Dir; d != "" {
+			return " (in " + ShellQuote([]string{d}) + ")"
+		}
+	case model.CompensationMCP:
+		return OnServer(p.Upstream)
+	}
+	return ""
+}
+
+// OnServer says, for a line of text, which MCP server an mcp call is made
+// on: a session's upstream command.
+func OnServer(upstream []string) string {
+	if len(upstream) == 0 {
+		return " (no MCP server recorded)"
+	}
+	return " (server: " + ShellQuote(upstream) + ")"
+}
+
+// placeProblem says why a step's call cannot run here: its command's
+// directory or its server's is gone, or the session has no server.
+func (p Plan) placeProblem(s Step) string {
+	missing := func(dir string) bool {
+		info, err := os.Stat(dir)
+		return err != nil || !info.IsDir()
+	}
+	switch s.runs {
+	case model.CompensationCommand:
+		if d := s.Entry.Compensation.Dir; d != "" && missing(d) {
+			return "its directory " + d + " is not there"
+		}
+	case model.CompensationMCP:
+		if len(p.Upstream) == 0 {
+			return "it needs an MCP server, and its session recorded none (it did not run behind undolog proxy)"
+		}
+		if _, remote, _ := mcpclient.ParseRemote(p.Upstream); !remote && p.UpstreamDir != "" && missing(p.UpstreamDir) {
+			return "its MCP server's directory " + p.UpstreamDir + " is not there"
+		}
+	}
+	return ""
 }
 
 // Work counts the steps that would act.
@@ -110,14 +164,15 @@ func samePlan(a, b Plan) bool {
 // the entry's state to its history), refuses the whole plan, so that nothing
 // runs: damaged or tampered.
 func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, error) {
-	if _, err := store.VerifySession(ctx, session); err != nil {
+	sess, err := store.VerifySession(ctx, session)
+	if err != nil {
 		return Plan{}, err
 	}
 	stack, _, err := store.UndoStack(ctx, session, 0)
 	if err != nil {
 		return Plan{}, err
 	}
-	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}}
+	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir}
 	now := time.Now()
 	entered := make(map[uint64]bool, len(stack))
 	for _, u := range stack {
@@ -138,7 +193,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 				return Plan{}, err
 			}
 		}
-		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation)}
+		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation), runs: u.Compensation.Kind}
 		switch u.Compensation.Kind {
 		case model.CompensationMCP:
 			if args, err := MCPArgs(d.Effect, u.Compensation); err == nil {
@@ -148,7 +203,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 			}
 		case model.CompensationCases:
 			if ch, err := ChooseCase(d.Effect, u.Compensation); err == nil {
-				step.Call = DescribeChosen(ch)
+				step.Call, step.runs = DescribeChosen(ch), ch.Kind()
 			} else {
 				step.Problem = "the policy's cases do not give a call: " + err.Error()
 			}
@@ -173,6 +228,9 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 			step.Action = ActionInProgress // the call itself runs: undo waits for it to end
 		default:
 			step.Action = ActionCompensate
+		}
+		if step.Problem == "" && (step.Action == ActionCompensate || step.Action == ActionInDoubt) {
+			step.Problem = plan.placeProblem(step)
 		}
 		plan.Steps = append(plan.Steps, step)
 	}

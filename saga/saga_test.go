@@ -409,3 +409,48 @@ func TestConfirmedPlanRunsOnlyAsShown(t *testing.T) {
 		t.Fatalf("undo of the plan as it is: %+v %v", res, err)
 	}
 }
+
+// The plan says where each call runs, and flags one that cannot run here:
+// its command's directory or its server's is gone, or its session has no
+// server.
+func TestPlanFlagsWhatCannotRunHere(t *testing.T) {
+	dir := t.TempDir()
+	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	gone, here := filepath.Join(dir, "gone"), filepath.Join(dir, "here")
+	for _, d := range []string{gone, here} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mcp := &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}
+	committed(t, store, "command", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "f"}, Dir: gone}, `1`)
+	committed(t, store, "serverless", mcp, `2`)
+	committed(t, store, "server-gone", mcp, `3`)
+	committed(t, store, "server-here", mcp, `4`)
+	for session, d := range map[string]string{"server-gone": gone, "server-here": here} {
+		if _, err := store.SetUpstreamAt(t.Context(), session, []string{"mcp-server-x"}, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	for session, want := range map[string][2]string{
+		"command":     {" (in " + gone + ")", "its directory " + gone + " is not there"},
+		"serverless":  {" (no MCP server recorded)", "its session recorded none"},
+		"server-gone": {" (server: mcp-server-x)", "its MCP server's directory " + gone + " is not there"},
+		"server-here": {" (server: mcp-server-x)", ""},
+	} {
+		plan, err := MakePlan(t.Context(), store, session)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := plan.Steps[0]
+		if where := plan.Where(s); where != want[0] {
+			t.Errorf("%s: the plan says the call runs %q, want %q", session, where, want[0])
+		}
+		if want[1] == "" && s.Problem != "" || !strings.Contains(s.Problem, want[1]) {
+			t.Errorf("%s: problem %q, want %q", session, s.Problem, want[1])
+		}
+	}
+}

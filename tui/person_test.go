@@ -300,6 +300,9 @@ func TestDemoMainSessionUndoes(t *testing.T) {
 // Item 5: the undo plan flags a compensation whose template does not expand.
 func TestUndoPlanFlagsATemplateThatDoesNotExpand(t *testing.T) {
 	store := engines.File(t.TempDir()+"/u.db", engines.Options{})
+	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "tickets", Upstream: []string{"mcp-server-tickets"}}); err != nil {
+		t.Fatal(err)
+	}
 	for i, tmpl := range []string{`{"id":"{{result.id}}"}`, `{"id":"{{ .result.id }}"}`} {
 		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "tickets", Tool: "create_ticket", Tier: sm.Compensable,
 			Args: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), CreateSession: true,
@@ -318,7 +321,11 @@ func TestUndoPlanFlagsATemplateThatDoesNotExpand(t *testing.T) {
 	var flagged []string
 	for i, line := range lines {
 		if strings.Contains(line, "WILL FAIL") {
-			flagged = append(flagged, lines[i-1])
+			step := i - 1 // the step's first line: a long one wraps
+			for step > 0 && !strings.Contains(lines[step], ". effect ") {
+				step--
+			}
+			flagged = append(flagged, lines[step])
 		}
 	}
 	if !strings.Contains(joined(lines), "function not defined: result/0") {

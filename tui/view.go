@@ -607,7 +607,7 @@ func (m *Model) confirmUndoView() string {
 			lines = append(lines, escf("  %2d. effect %d %s: BLOCKED, resolve it first", n, e.ID, e.Tool))
 		default:
 			n++
-			lines = append(lines, escf("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.Call))
+			lines = append(lines, escf("  %2d. effect %d %s (%s): %s%s", n, e.ID, e.Tool, e.State, saga.Shorten(s.Call), p.Where(s)))
 		}
 		if s.Problem != "" && s.Action != saga.ActionDone {
 			lines = append(lines, m.st.errText.Render(escf("      WILL FAIL: %s", s.Problem)))
