@@ -1,10 +1,12 @@
 package cmd
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -25,6 +27,19 @@ not resumed: finish the undo or resolve what failed.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			if strings.TrimSpace(opts.reason) == "" {
 				return usagef("session resume needs --reason: why the session may go on (recorded in its history)")
+			}
+			// Only a halt is resumed: a session awaiting approval goes on
+			// by itself once its calls are decided.
+			store, err := f.ExistingLog()
+			if err != nil {
+				return err
+			}
+			sess, err := store.GetSession(c.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if sess.State != sm.SessionHalted {
+				return fmt.Errorf("%w: session %s is %s, not halted: only a halted session is resumed", sm.ErrInvalidStateTransition, textfmt.Escape(sess.ID), sess.State)
 			}
 			return moveSession(c.Context(), f, opts, args[0], sm.SessionActive)
 		},

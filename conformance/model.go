@@ -266,6 +266,9 @@ func testRandomOperations(t *testing.T, newStore opener) {
 					want = refusedBy(verr)
 				case from == sm.SessionHalted && to == sm.SessionActive && m.haltedFrom[session] == sm.SessionCompensating:
 					want = &expect{err: model.ErrConflict} // halted by its undo: finish that
+				case from == sm.SessionAwaitingApproval && to == sm.SessionActive && m.waiting(session) > 0,
+					from == sm.SessionActive && to == sm.SessionAwaitingApproval && m.waiting(session) == 0:
+					want = &expect{err: model.ErrConflict} // it awaits approval while a call waits, and only then
 				}
 				_, err := s.SetSessionState(t.Context(), session, to, model.Change{Actor: "rapid", Reason: "rapid"})
 				want.check(rt, fmt.Sprintf("session %s %s -> %s", session, from, to), err)

@@ -164,6 +164,10 @@ func sessionIn(t *testing.T, s effectlog.Log, from sm.SessionState, n int) strin
 	t.Helper()
 	id := fmt.Sprintf("s-%s-%d", from, n)
 	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: id}))
+	if from == sm.SessionAwaitingApproval { // as a session comes to await approval: a call waits
+		intercept(t, s, id, "deploy", sm.Irreversible, `{}`)
+		return id
+	}
 	path := map[sm.SessionState][]sm.SessionState{
 		sm.SessionCompensated: {sm.SessionCompensating, sm.SessionCompensated},
 	}[from]
@@ -194,6 +198,15 @@ func testEverySessionTransition(t *testing.T, newStore opener) {
 			before := must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), id))
 			sess, err := s.SetSessionState(t.Context(), id, to, model.Change{Actor: "tester", Reason: "because"})
 			name := fmt.Sprintf("%s -> %s", from, to)
+			// Moves between active and awaiting_approval say a call waits,
+			// or none: asked for while that is not so, they are refused.
+			if from == sm.SessionAwaitingApproval && to == sm.SessionActive || from == sm.SessionActive && to == sm.SessionAwaitingApproval {
+				got := must[model.Session](t)(s.GetSession(t.Context(), id))
+				if !errors.Is(err, model.ErrConflict) || got.State != from || len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), id))) != len(before) {
+					t.Errorf("%s with %d waiting: %v, the session %+v", name, got.PendingApprovals, err, got)
+				}
+				continue
+			}
 			if verr != nil {
 				var te *sm.TransitionError
 				want := verr.(*sm.TransitionError).Reason

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage"
@@ -150,6 +151,9 @@ func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionS
 				return err
 			}
 		}
+		if err := awaitsAsItSays(sess, to); err != nil {
+			return err
+		}
 		if err := setSessionState(tx, &sess, to, c, s.now()); err != nil {
 			return err
 		}
@@ -157,6 +161,22 @@ func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionS
 		return tx.PutSession(&sess)
 	})
 	return out, err
+}
+
+// awaitsAsItSays refuses a move between active and awaiting_approval that
+// its trigger would misstate: a session awaits approval while, and only
+// while, a call of it waits for a person. Its history would otherwise say
+// no call waits while one does, and the session's state would hide it.
+func awaitsAsItSays(sess model.Session, to sm.SessionState) error {
+	switch {
+	case sess.State == sm.SessionAwaitingApproval && to == sm.SessionActive && sess.PendingApprovals > 0:
+		return fmt.Errorf("%w: session %s has %s waiting for approval: it is active again by itself once they are decided (undolog approvals --session %s)",
+			model.ErrConflict, sess.ID, textfmt.Count(sess.PendingApprovals, "call"), sess.ID)
+	case sess.State == sm.SessionActive && to == sm.SessionAwaitingApproval && sess.PendingApprovals == 0:
+		return fmt.Errorf("%w: session %s has no call waiting for approval: it awaits approval by itself when an irreversible call of it is intercepted",
+			model.ErrConflict, sess.ID)
+	}
+	return nil
 }
 
 // SetUpstream records the MCP server command a proxy session runs behind, so

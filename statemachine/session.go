@@ -52,7 +52,7 @@ type SessionTransition struct {
 // sessionTransitions is the session table of the design.
 var sessionTransitions = []SessionTransition{
 	{SessionActive, SessionAwaitingApproval, "Irreversible effect awaits approval"},
-	{SessionAwaitingApproval, SessionActive, "Last waiting effect approved"},
+	{SessionAwaitingApproval, SessionActive, "No effect waits for approval any more"},
 	{SessionActive, SessionHalted, "Effect rejected"},
 	{SessionAwaitingApproval, SessionHalted, "Effect rejected"},
 	{SessionActive, SessionCompleted, "Caller completes the session"},
