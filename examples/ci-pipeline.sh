@@ -9,9 +9,10 @@
 # WORKDIR is where this demo "deploys" (default ./pipeline-work).
 # FINAL_ATTEMPT=1 makes a failure roll the session back instead of leaving it
 # for a re-run. The smoke test fails while $WORKDIR/break-smoke exists.
-# ATTEMPT numbers the attempts (default 1): a deploy a person rejected halts
-# the session; once they resume it (undolog session resume $RUN --as NAME
-# --reason WHY), a later attempt asks them again (its deploy is a new call).
+# A deploy a person rejected halts the session; once they resume it (undolog
+# session resume $RUN --as NAME --reason WHY), a re-run asks them again: its
+# deploy is a new call (its key counts the rejections before it), while a
+# re-run after a deploy that ran replays it.
 # On a shared PostgreSQL log with roles (README, Roles), undo is an approver's:
 # the job's role then needs undolog_approver too, or the rollback is run by a
 # person (undolog undo $RUN --yes); an agent-only role gets exit 10 here.
@@ -21,7 +22,10 @@ set -euo pipefail
 W=${WORKDIR:-./pipeline-work}
 mkdir -p "$W"
 step() { echo "--- $*" >&2; }
-state_is() { undolog session list --state "$1" -o ids | grep -qxF -- "$RUN"; }
+# Whether the run's session is in state $1. grep reads the whole list (with
+# pipefail, grep -q stopping early would fail the list on a closed pipe); a
+# log not made yet holds no session, and its note is not shown.
+state_is() { undolog session list --state "$1" -o ids 2>/dev/null | grep -xF -- "$RUN" >/dev/null; }
 rollback() {
   # A rejection halted the session already: it is undone as it is.
   state_is halted || undolog session fail "$RUN" --reason "$1"
@@ -38,18 +42,19 @@ if state_is halted; then
     echo "pipeline $RUN was halted by a rejection: rolling back" >&2
     rollback "halted by a rejection"
   else
-    echo "pipeline $RUN was halted by a rejection: resume it (undolog session resume $RUN --as NAME --reason WHY) and run a later ATTEMPT, or roll it back (undolog undo $RUN --yes)" >&2
+    echo "pipeline $RUN was halted by a rejection: resume it (undolog session resume $RUN --as NAME --reason WHY) and re-run, or roll it back (undolog undo $RUN --yes)" >&2
   fi
   exit 8
 fi
 
 on_failure() {
   local code=$?
+  state_is halted && code=8 # a person rejected a step: 8, as on a re-run
   if [ "${FINAL_ATTEMPT:-0}" = 1 ]; then
     echo "pipeline failed (exit $code) on its final attempt: rolling back" >&2
     rollback "pipeline failed with exit $code"
   elif state_is halted; then
-    echo "pipeline failed (exit $code): a person rejected a step and $RUN is halted: resume it (undolog session resume $RUN --as NAME --reason WHY) and run a later ATTEMPT, or roll it back (undolog undo $RUN --yes)" >&2
+    echo "pipeline failed (exit $code): a person rejected a step and $RUN is halted: resume it (undolog session resume $RUN --as NAME --reason WHY) and re-run, or roll it back (undolog undo $RUN --yes)" >&2
   else
     echo "pipeline failed (exit $code): re-run it to retry; finished steps will be replayed" >&2
   fi
@@ -70,7 +75,8 @@ undolog exec --session "$RUN" --tier safe -- \
   sh -c "echo smoke >> $W/journal; test ! -e $W/break-smoke"
 
 step "4. deploy (irreversible: waits for 'undolog approve')"
-undolog exec --session "$RUN" --tool deploy --tier irreversible --key "attempt-${ATTEMPT:-1}" --approval-timeout 30m -- \
+rejected=$(undolog list --session "$RUN" --tool deploy --state rejected -o ids | wc -l)
+undolog exec --session "$RUN" --tool deploy --tier irreversible --key "round-$((rejected))" --approval-timeout 30m -- \
   sh -c "echo deploy >> $W/journal; cp $W/app.tar $W/live.tar"
 
 undolog session complete "$RUN" >/dev/null
