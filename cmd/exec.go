@@ -76,8 +76,9 @@ func newCmdExec(f *Factory) *cobra.Command {
 		Use:   "exec --session S [flags] -- CMD [ARGS...]",
 		Short: "Run a command exactly once, behind approval, with its undo recorded",
 		Long: `Run a command as one effect of the session. The call is the argv and the working
-directory. It is registered (with its --undo command) before it runs; its exit
-code, stdout and stderr (up to 1 MiB each) are recorded.
+directory (not its standard input, which passes through: --key tells calls of
+other input apart). It is registered (with its --undo command) before it runs; its
+exit code, stdout and stderr (up to 1 MiB each) are recorded.
 
   - A repeat of a call that succeeded does not run again: its output is replayed
     byte for byte and its exit code returned.

@@ -168,6 +168,9 @@ func printPlan(f *Factory, plan saga.Plan) {
 			n++
 			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, call)
 		}
+		if s.Note != "" {
+			println("      NOTE: %s", s.Note)
+		}
 		if s.Problem != "" && s.Action != saga.ActionDone {
 			println("      WILL FAIL: %s", s.Problem) // not the exact call: it cannot be made
 		}

@@ -69,6 +69,9 @@ type Step struct {
 	// argument template that does not expand, a directory or server that is
 	// not there): that step would fail.
 	Problem string `json:"problem,omitempty"`
+	// Note says what a person should know before the step runs: its call
+	// is in doubt (its process ended mid-call), and is undone as if it ran.
+	Note string `json:"note,omitempty"`
 	// runs is the kind of call undo makes for it: a command, an mcp call
 	// (for cases, the case chosen), else "".
 	runs string
@@ -228,6 +231,9 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 			step.Action = ActionInProgress // the call itself runs: undo waits for it to end
 		default:
 			step.Action = ActionCompensate
+			if d.Effect.State == sm.Executing {
+				step.Note = "its call is in doubt (its process ended mid-call): it may or may not have taken effect, and is undone as if it had"
+			}
 		}
 		if step.Problem == "" && (step.Action == ActionCompensate || step.Action == ActionInDoubt) {
 			step.Problem = plan.placeProblem(step)

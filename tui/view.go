@@ -609,6 +609,9 @@ func (m *Model) confirmUndoView() string {
 			n++
 			lines = append(lines, escf("  %2d. effect %d %s (%s): %s%s", n, e.ID, e.Tool, e.State, saga.Shorten(s.Call), p.Where(s)))
 		}
+		if s.Note != "" {
+			lines = append(lines, escf("      NOTE: %s", s.Note))
+		}
 		if s.Problem != "" && s.Action != saga.ActionDone {
 			lines = append(lines, m.st.errText.Render(escf("      WILL FAIL: %s", s.Problem)))
 		}
