@@ -447,4 +447,32 @@ func TestAgentCannotUnhaltItsSession(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "may not move halted session s") {
 		t.Fatalf("an agent's record moving its halted session: %v", err)
 	}
+	// Renamed out of the way of a row written back under its name.
+	if _, err := conn.Exec(t.Context(), `UPDATE undolog_sessions SET id = 's-old' WHERE id = 's'`); err == nil || !strings.Contains(err.Error(), "may not rename session s") {
+		t.Fatalf("an agent renaming its halted session: %v", err)
+	}
+
+	// A session a person undid stays undone: its row written back from
+	// before the undo is refused.
+	if code, out, errOut := undolog(t, agent, "exec", "--session", "u", "--undo", "true", "--", "true"); code != 0 {
+		t.Fatalf("exec: exit %d: %s%s", code, out, errOut)
+	}
+	var active []byte
+	if err := conn.QueryRow(t.Context(), `SELECT rec FROM undolog_sessions WHERE id = 'u'`).Scan(&active); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := undolog(t, approver, "undo", "u", "--yes", "--as", "alice"); code != 0 {
+		t.Fatalf("undo: exit %d: %s%s", code, out, errOut)
+	}
+	if _, err := conn.Exec(t.Context(), `UPDATE undolog_sessions SET rec = $1, state = 'active' WHERE id = 'u'`, active); err == nil ||
+		!strings.Contains(err.Error(), "may not move session u from compensated to active") {
+		t.Fatalf("an agent setting an undone session's row to active: %v", err)
+	}
+	code, _, errOut = undolog(t, agent, "exec", "--session", "u", "--undo", "true", "--", "touch", marker)
+	if code == 0 || !strings.Contains(errOut, "is compensated and accepts no new effects") {
+		t.Fatalf("a call in the undone session: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a call ran in a session a person undid")
+	}
 }

@@ -15,10 +15,9 @@ import (
 // with the right to create roles. Table privileges cannot tell an approval
 // from a commit: the triggers of the migration to rolesSchema do, by
 // membership of these groups. It can be run again: a role that exists is
-// kept. undolog_publish is not SECURITY DEFINER: run with its caller's
-// rights, a reader calling it writes nothing, and a writer may only do what
-// its grants let it (a definer's function would let any role that may call
-// it put rows in the feed).
+// kept. undolog_publish runs with its owner's rights (schema migration 8),
+// and only writers may call it: the feed's tables are its alone, so that
+// no writer deletes the changes others queued.
 const RolesSQL = `-- undolog's database roles. Run as the owner of undolog's tables (the role
 -- that ran undolog migrate), once per database; it can be run again.
 DO $$
@@ -44,17 +43,16 @@ GRANT SELECT ON undolog_meta, undolog_counters, undolog_sessions, undolog_effect
 -- (gc) or import: that is the owner's.
 GRANT INSERT, UPDATE ON undolog_sessions, undolog_effects,
 	undolog_history, undolog_session_history, undolog_signatures, undolog_undo,
-	undolog_approvals, undolog_approvals_open, undolog_changes
+	undolog_approvals, undolog_approvals_open
 	TO undolog_agent, undolog_approver;
 GRANT DELETE ON undolog_approvals_open TO undolog_agent, undolog_approver;
 
--- Writers take ids from the sequences and give change positions: a write
--- that finds another giving them queues its changes, and whoever gives
--- positions next moves the queue into the feed (undolog_publish runs with
--- its caller's rights).
-GRANT USAGE ON SEQUENCE undolog_effect_ids, undolog_session_seqs, undolog_changes_pending_id_seq
+-- Writers take ids from the sequences and give change positions through
+-- undolog_publish alone (it runs with its owner's rights): a write that
+-- finds another giving them queues its changes, and whoever gives positions
+-- next moves the queue into the feed. No writer touches the feed's tables.
+GRANT USAGE ON SEQUENCE undolog_effect_ids, undolog_session_seqs
 	TO undolog_agent, undolog_approver;
-GRANT SELECT, INSERT, DELETE ON undolog_changes_pending TO undolog_agent, undolog_approver;
 GRANT EXECUTE ON FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[])
 	TO undolog_agent, undolog_approver;
 

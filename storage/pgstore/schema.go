@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
@@ -399,6 +399,55 @@ BEGIN
 			MESSAGE = format('the database role %s may not write: it is not a member of undolog_agent', session_user);
 	END IF;
 	RETURN NEW;
+END $$;
+`,
+	// 8: an agent moves a session's row only as an agent moves a session
+	// (active <-> awaiting_approval, to completed or failed), and renames
+	// none: a halted, compensating or compensated session, or one renamed
+	// out of the way of a row written back, would take its calls again.
+	// The feed's queue is undolog_publish's alone (it runs with its owner's
+	// rights now): a writer could otherwise delete the changes others
+	// queued, and hide a request from every follower.
+	`
+CREATE OR REPLACE FUNCTION undolog_check_session_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER')
+		OR coalesce(pg_has_role(session_user, to_regrole('undolog_approver'), 'MEMBER'), false) THEN
+		RETURN NEW;
+	END IF;
+	IF NEW.id IS DISTINCT FROM OLD.id THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not rename session %s (not a member of undolog_approver)', session_user, OLD.id);
+	END IF;
+	IF OLD.state IS NULL OR (OLD.state, NEW.state) IN (('active', 'awaiting_approval'), ('awaiting_approval', 'active'),
+		('active', 'completed'), ('active', 'failed'), ('awaiting_approval', 'completed'), ('awaiting_approval', 'failed')) THEN
+		RETURN NEW;
+	END IF;
+	IF OLD.state = 'halted' THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not move halted session %s: a person resumes or undoes it (not a member of undolog_approver)', session_user, OLD.id);
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '42501',
+		MESSAGE = format('the database role %s may not move session %s from %s to %s (not a member of undolog_approver)', session_user, OLD.id, OLD.state, coalesce(NEW.state, 'nothing'));
+END $$;
+DROP TRIGGER undolog_sessions_halted ON undolog_sessions;
+CREATE TRIGGER undolog_sessions_moves BEFORE UPDATE ON undolog_sessions
+	FOR EACH ROW WHEN (NEW.state IS DISTINCT FROM OLD.state OR NEW.id IS DISTINCT FROM OLD.id)
+	EXECUTE FUNCTION undolog_check_session_row();
+DO $$
+DECLARE
+	grp text;
+BEGIN
+	EXECUTE format('ALTER FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) SECURITY DEFINER SET search_path = %I, pg_temp',
+		current_schema());
+	REVOKE EXECUTE ON FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) FROM PUBLIC;
+	FOREACH grp IN ARRAY ARRAY['undolog_agent', 'undolog_approver'] LOOP
+		IF to_regrole(grp) IS NOT NULL THEN
+			EXECUTE format('REVOKE ALL ON undolog_changes_pending FROM %I', grp);
+			EXECUTE format('REVOKE USAGE ON SEQUENCE undolog_changes_pending_id_seq FROM %I', grp);
+			EXECUTE format('REVOKE INSERT, UPDATE ON undolog_changes FROM %I', grp);
+		END IF;
+	END LOOP;
 END $$;
 `,
 }

@@ -321,9 +321,9 @@ func (r reader) checkHistoryColumns(report func(kind string, effect uint64, sess
 }
 
 // feedChecks find change-feed rows that name no history record, or one
-// another row names too, and gaps in the positions. Any writer may insert
-// into undolog_changes (undolog_publish runs with its caller's rights), so
-// the feed is checked like the indexes. gc keeps change rows but drops the
+// another row names too, and gaps in the positions. A writer puts rows in
+// undolog_changes through undolog_publish, whose arrays it gives (and
+// before schema 8 directly), so the feed is checked like the indexes. gc keeps change rows but drops the
 // records: a row of an effect or session gc dropped is not judged. Effect
 // ids are never reused; a session's name may be, after gc, so a session's
 // rows are judged from the newest row naming its first record (seq 1) on:
