@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/term"
@@ -38,6 +39,7 @@ type Factory struct {
 	lines        *bufio.Reader
 	warned       bool
 	notedMissing bool
+	openedMu     sync.Mutex      // opened is read by the SIGTSTP handler too
 	opened       []effectlog.Log // closed when the command ends
 }
 
@@ -99,7 +101,9 @@ func (f *Factory) Log() effectlog.Log {
 		}
 	}
 	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback})
+	f.openedMu.Lock()
 	f.opened = append(f.opened, log)
+	f.openedMu.Unlock()
 	return log
 }
 
@@ -184,13 +188,22 @@ func (f *Factory) ExistingLog() (effectlog.Log, error) {
 // closeLogs lets go of the logs the command used.
 func (f *Factory) closeLogs() error {
 	var first error
-	for _, log := range f.opened {
+	for _, log := range f.openLogs() {
 		if err := log.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
+	f.openedMu.Lock()
 	f.opened = nil
+	f.openedMu.Unlock()
 	return first
+}
+
+// openLogs are the logs the command opened so far.
+func (f *Factory) openLogs() []effectlog.Log {
+	f.openedMu.Lock()
+	defer f.openedMu.Unlock()
+	return append([]effectlog.Log(nil), f.opened...)
 }
 
 // Lease is how long the lease of this process's running calls and

@@ -116,7 +116,6 @@ a person: undolog resolve ID.`,
 			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
 				Dir: dir, SessionActor: f.Actor(""), Upstream: upstream}
 			ignoreBrokenPipe()
-			letGoOnStop(c.Context(), store)
 			if remote != nil {
 				return proxyEnd(p.Serve(c.Context(), proxy.NewStdioConn(f.In, f.Out), remote.dial(f)))
 			}

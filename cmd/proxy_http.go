@@ -146,7 +146,6 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		}
 	}
 	store := f.Log()
-	letGoOnStop(ctx, store)
 	pinned := opts.session
 	if pinned == "" {
 		pinned = f.Getenv("UNDOLOG_SESSION")

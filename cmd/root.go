@@ -25,6 +25,7 @@ func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	f := &Factory{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv, Now: time.Now}
+	letGoOnStop(ctx, f)
 	return Execute(ctx, f, os.Args[1:])
 }
 

@@ -1,12 +1,20 @@
 package cmd
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 // An exec stopped while its command runs (Ctrl-Z, SIGSTOP: it can do
@@ -51,4 +59,78 @@ func TestStoppedExecKeepsNobodyOut(t *testing.T) {
 	if out := mustRun(t, log, "list", "--session", "s"); !strings.Contains(out, "committed") {
 		t.Fatalf("the call was not committed:\n%s", out)
 	}
+}
+
+// A reader or a compaction stopped with Ctrl-Z (SIGTSTP) at any moment,
+// inside one of its reads too, keeps no writer out: it lets the log go
+// first (a read under way ends), and once continued it finishes as if it
+// had not stopped.
+func TestStoppedReaderKeepsNobodyOut(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc to see a process stopped")
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "u.db")
+	store := engines.File(log, engines.Options{})
+	args := json.RawMessage(`{"pad":"` + strings.Repeat("x", 2000) + `"}`)
+	for s := 0; s < 30; s++ {
+		reqs := make([]effectlog.InterceptRequest, 100)
+		for i := range reqs {
+			reqs[i] = effectlog.InterceptRequest{Session: fmt.Sprintf("s%d", s), Tool: "w", Tier: sm.Compensable, CreateSession: true,
+				Args: args, Key: strconv.Itoa(i), Start: true}
+		}
+		if _, err := store.InterceptMany(t.Context(), reqs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.Close()
+	stopped := func(pid int) bool {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		_, rest, _ := strings.Cut(string(data), ") ")
+		return err == nil && strings.HasPrefix(rest, "T")
+	}
+	writes := 0
+	for _, argv := range [][]string{{"export"}, {"list", "--limit", "0"}, {"verify"}, {"compact"}} {
+		for round := 0; round < 3; round++ {
+			cmd := runWithLog(t, log, argv...)
+			errOut := &lockedBuffer{}
+			cmd.Stdout, cmd.Stderr = io.Discard, errOut
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			time.Sleep(time.Duration(round*7) * time.Millisecond)
+			if err := cmd.Process.Signal(syscall.SIGTSTP); err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(20 * time.Second); !stopped(cmd.Process.Pid); time.Sleep(time.Millisecond) {
+				select {
+				case err := <-done: // it ended before it could stop
+					done <- err
+					deadline = time.Time{}
+				default:
+				}
+				if time.Now().After(deadline) {
+					break
+				}
+			}
+			if stopped(cmd.Process.Pid) {
+				writes++
+				out, err := runWithLog(t, log, "--lock-timeout", "2s", "session", "start", fmt.Sprintf("w-%s-%d", argv[0], round)).CombinedOutput()
+				if err != nil {
+					cmd.Process.Signal(syscall.SIGCONT)
+					t.Fatalf("a write while %v is stopped (round %d): %v\n%s", argv, round, err, out)
+				}
+				cmd.Process.Signal(syscall.SIGCONT)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("%v once continued: %v\n%s", argv, err, errOut)
+			}
+		}
+	}
+	if writes < 6 {
+		t.Fatalf("only %d of 12 stops caught a command before it ended: the log is too small to test", writes)
+	}
+	mustRun(t, log, "verify")
 }

@@ -2,11 +2,7 @@
 
 package cmd
 
-import (
-	"context"
-
-	"github.com/undolog/undolog/effectlog"
-)
+import "context"
 
 // letGoOnStop: no job control here.
-func letGoOnStop(context.Context, effectlog.Log) {}
+func letGoOnStop(context.Context, *Factory) {}

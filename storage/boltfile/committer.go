@@ -67,6 +67,11 @@ type writeGroup struct {
 
 	overlays overlayCache // the readers' last overlay of the journal
 
+	// users is held (shared) by each use of the file outside the
+	// committer, a read or a compaction, and by Suspend (whole) to wait
+	// them out and keep new ones off the file.
+	users sync.RWMutex
+
 	// The committer's own.
 	ops      []byte   // the buffer for journal records, reused
 	held     *heldLog // the log it holds open, or nil
@@ -177,9 +182,17 @@ func (g *writeGroup) signal() {
 }
 
 // Suspend lets the log go now and keeps this process off it until resume
-// is called (writes made meanwhile wait): a process about to be stopped
-// (SIGTSTP) then keeps no other process out while it is.
-func (s *Engine) Suspend() (resume func()) { return s.pause() }
+// is called (writes and reads made meanwhile wait): a process about to be
+// stopped (SIGTSTP) then keeps no other process out while it is. A read or
+// a compaction under way ends first.
+func (s *Engine) Suspend() (resume func()) {
+	resumeWrites := s.pause()
+	s.group.users.Lock()
+	return func() {
+		s.group.users.Unlock()
+		resumeWrites()
+	}
+}
 
 // pause stops the committer, which lets the log go, and keeps it stopped
 // until resume is called; calls made meanwhile wait.

@@ -19,6 +19,8 @@ import (
 // lost in between. It returns the file's size before and after.
 func (s *Engine) Compact() (before, after int64, err error) {
 	defer s.pause()() // no writer of this process runs meanwhile
+	s.group.users.RLock()
+	defer s.group.users.RUnlock()
 	if err := s.checkFile(); err != nil {
 		return 0, 0, err
 	}

@@ -164,6 +164,8 @@ func (s *Engine) view(fn func(tx *readTx) error) error {
 }
 
 func (s *Engine) viewOnce(fn func(tx *readTx) error) error {
+	s.group.users.RLock() // fn must not read again: a Suspend waiting would hold that off
+	defer s.group.users.RUnlock()
 	if err := s.checkFile(); errors.Is(err, os.ErrNotExist) {
 		return nil
 	} else if err != nil {
