@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
@@ -46,6 +47,10 @@ func newCmdShow(f *Factory) *cobra.Command {
 					return err
 				}
 				details = append(details, d)
+				// What it says is shown, but not as if it could be trusted.
+				if err := effectlog.CheckEffect(d); err != nil {
+					fmt.Fprintln(f.ErrOut, "undolog: warning: "+textfmt.Escape(oneLine(err.Error())))
+				}
 				if c := d.Effect.Compensation; c != nil && (c.Kind == model.CompensationMCP || c.Kind == model.CompensationCases) {
 					if _, ok := upstreams[d.Effect.Session]; !ok {
 						sess, err := store.GetSession(ctx, d.Effect.Session)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
@@ -36,6 +37,20 @@ func named(t *testing.T, s effectlog.Log, id uint64, session string) (bool, []mo
 		}
 	}
 	return false, rep.Problems
+}
+
+// approval changes an effect's approval request behind the rules.
+func approval(change func(a *model.Approval)) func(t *testing.T, s effectlog.Log, id uint64) {
+	return func(t *testing.T, s effectlog.Log, id uint64) {
+		behindTheRules(t, s, func(tx storage.WriteTx) error {
+			a, err := tx.Approval(id)
+			if err != nil || a == nil {
+				return fmt.Errorf("approval %v: %v", a, err)
+			}
+			change(a)
+			return tx.PutApproval(a)
+		})
+	}
 }
 
 // Verify finds, in any engine, what was changed behind the rules: each
@@ -83,16 +98,14 @@ func testVerifyFindsWhatChangedBehindTheRules(t *testing.T, open opener) {
 				return tx.PutUndo(u)
 			})
 		}},
-		"approval reason": {sm.Irreversible, func(t *testing.T, s effectlog.Log, id uint64) {
-			behindTheRules(t, s, func(tx storage.WriteTx) error {
-				a, err := tx.Approval(id)
-				if err != nil || a == nil {
-					return fmt.Errorf("approval %v: %v", a, err)
-				}
-				a.Reason = "routine, approve it"
-				return tx.PutApproval(a)
-			})
-		}},
+		"approval reason":   {sm.Irreversible, approval(func(a *model.Approval) { a.Reason = "routine, approve it" })},
+		"approval approver": {sm.Irreversible, approval(func(a *model.Approval) { a.DecidedBy = "cfo@hq" })},
+		"approval decision": {sm.Irreversible, approval(func(a *model.Approval) { a.Decision = "go prod" })},
+		"approval outcome":  {sm.Irreversible, approval(func(a *model.Approval) { a.Outcome = model.ApprovalRejected })},
+		"approval time":     {sm.Irreversible, approval(func(a *model.Approval) { *a.DecidedAt = a.DecidedAt.Add(time.Hour) })},
+		"approval undecided": {sm.Irreversible, approval(func(a *model.Approval) {
+			a.Outcome, a.DecidedBy, a.DecidedAt = model.ApprovalTimedOut, model.TimeoutActor, nil
+		})},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -442,8 +442,44 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 		if len(hist) > 0 && a.Reason != hist[0].Reason {
 			add("approval", "the request's reason differs from the effect's history: %q", hist[0].Reason)
 		}
+		if p := decisionProblem(a, hist); p != "" {
+			add("approval", "%s", p)
+		}
 	}
 	return problems, read
+}
+
+// decisionProblem holds a request's decisions (who, when, why, which) to
+// the effect's history, whose hashes cover them: each approval or
+// rejection of its rounds, in order, is a move of the effect from pending
+// to that state by that actor with that reason, and every such move is a
+// round's. (A round that timed out or was closed moved nothing.)
+func decisionProblem(a *model.Approval, hist []model.HistoryRecord) string {
+	var moves []model.HistoryRecord
+	for _, r := range hist {
+		if r.Kind == model.KindEffect && r.From == string(sm.Pending) && (r.To == string(sm.Approved) || r.To == string(sm.Rejected)) {
+			moves = append(moves, r)
+		}
+	}
+	k := 0
+	for _, round := range append(append([]model.ApprovalRound(nil), a.Earlier...), a.ApprovalRound) {
+		if round.Outcome != model.ApprovalApproved && round.Outcome != model.ApprovalRejected {
+			continue
+		}
+		if k == len(moves) {
+			return fmt.Sprintf("the request says %s by %s, which the effect's history does not record", round.Outcome, round.DecidedBy)
+		}
+		m := moves[k]
+		k++
+		if round.Outcome != m.To || round.DecidedBy != m.Actor || round.Decision != m.Reason || round.DecidedAt == nil || !round.DecidedAt.Equal(m.At) {
+			return fmt.Sprintf("the request says %s by %s (%q), the effect's history %s by %s (%q)",
+				round.Outcome, round.DecidedBy, round.Decision, m.To, m.Actor, m.Reason)
+		}
+	}
+	if k < len(moves) {
+		return fmt.Sprintf("the effect's history records %s by %s, which its request does not", moves[k].To, moves[k].Actor)
+	}
+	return ""
 }
 
 // CheckEffect checks one effect as read (GetEffect) against its own records
