@@ -90,6 +90,8 @@ func exportReader(r io.Reader) func() (effectlog.ExportRecord, bool, error) {
 				v = new(model.UndoEntry)
 			case "approval":
 				v = new(model.Approval)
+			case "end":
+				v = new(effectlog.ExportEnd)
 			default:
 				return effectlog.ExportRecord{}, false, fmt.Errorf("%w: unknown record type %q", model.ErrInvalidInput, raw.Type)
 			}

@@ -93,7 +93,8 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 
 // Export gives every record, of the log or of one session, in an order
 // that rebuilds it: meta first, each session before its effects, each
-// effect followed by its history, undo entry and approval.
+// effect followed by its history, undo entry and approval, and an end
+// record that counts them.
 func testExport(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
 	c := intercept(t, s, "a", "write", sm.Compensable, `{"n":1}`).Effect.ID
@@ -132,6 +133,7 @@ func testExport(t *testing.T, newStore opener) {
 			want = append(want, "approval")
 		}
 	}
+	want = append(want, "end")
 	if strings.Join(types, " ") != strings.Join(want, " ") {
 		t.Fatalf("export of a:\n%s\nwant\n%s", strings.Join(types, " "), strings.Join(want, " "))
 	}
@@ -150,14 +152,16 @@ func testExport(t *testing.T, newStore opener) {
 			t.Fatalf("exported %s, the log has %s", b, got)
 		}
 	}
-	all, _ := export("")
-	sessions, effects := 0, 0
+	all, allRecs := export("")
+	sessions, effects, records := 0, 0, 0
 	for _, ty := range all {
 		sessions += b2i(ty == "session")
 		effects += b2i(ty == "effect")
+		records += b2i(ty == "history" || ty == "session_history")
 	}
-	if all[0] != "meta" || sessions != 2 || effects != 3 {
-		t.Fatalf("export of the log: %v", all)
+	end, _ := allRecs[len(allRecs)-1].Record.(*effectlog.ExportEnd)
+	if all[0] != "meta" || sessions != 2 || effects != 3 || end == nil || *end != (effectlog.ExportEnd{Sessions: 2, Effects: 3, Records: records}) {
+		t.Fatalf("export of the log: %v, its end %+v", all, end)
 	}
 	if err := s.Export(t.Context(), "nosuch", func(effectlog.ExportRecord) error { return nil }); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("export of an unknown session: %v", err)

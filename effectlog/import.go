@@ -18,6 +18,18 @@ type ImportReport struct {
 	Records  int `json:"history_records"`
 }
 
+// count counts a record of an export of the type given.
+func (r *ImportReport) count(typ string) {
+	switch typ {
+	case "session":
+		r.Sessions++
+	case "effect":
+		r.Effects++
+	case "history", "session_history":
+		r.Records++
+	}
+}
+
 // Import writes the records of an export (in its order: a session, its
 // history, then its effects each with their history, undo entry and
 // approval) into an empty log, as they are: the same ids, times and
@@ -68,6 +80,13 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 		var got ImportReport
 		err := s.update(ctx, func(tx storage.WriteTx) error {
 			got = ImportReport{}
+			if len(imported) == 0 {
+				// Empty still, in the transaction that writes first: of two
+				// imports at once, the second finds the first's session.
+				if n, err := countSessions(tx); err != nil || n > 0 {
+					return errOr(err, fmt.Errorf("%w: import writes into an empty log; this one holds sessions (another import, or a writer, made them meanwhile)", model.ErrConflict))
+				}
+			}
 			return importSession(tx, batch, &got)
 		})
 		if err != nil {
@@ -80,18 +99,62 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 		batch = batch[:0]
 		return nil
 	}
+	var end *ExportEnd
+	seqs := map[uint64]string{} // session seq -> session: each is one session's
 	for line := 1; ; line++ {
 		r, ok, err := next()
 		if err != nil {
 			return rep, fmt.Errorf("record %d: %w", line, err)
 		}
-		if !ok {
-			return rep, flush()
+		switch {
+		case !ok:
+			if err := flush(); err != nil {
+				return rep, err
+			}
+			if end == nil {
+				return rep, fmt.Errorf("%w: the export ends without its end record: it was cut short (or made by an older undolog, whose exports have none); export it again", model.ErrInvalidInput)
+			}
+			if *end != rep {
+				return rep, fmt.Errorf("%w: the export's end record says %d sessions, %d effects and %d history records, and it holds %d, %d and %d: records were taken out or added",
+					model.ErrInvalidInput, end.Sessions, end.Effects, end.Records, rep.Sessions, rep.Effects, rep.Records)
+			}
+			// The log holds what was imported, and nothing else: two imports
+			// that both found it empty (engines that do not serialize them)
+			// both fail, and are taken out.
+			var n int
+			if err := s.view(ctx, func(tx storage.ReadTx) (err error) { n, err = countSessions(tx); return err }); err != nil {
+				return rep, err
+			}
+			if n != rep.Sessions {
+				return rep, fmt.Errorf("%w: the log holds %d sessions besides the %d imported: another import or a writer made them meanwhile; import into an empty log",
+					model.ErrConflict, n-rep.Sessions, rep.Sessions)
+			}
+			return rep, nil
+		case end != nil:
+			return rep, fmt.Errorf("%w: record %d: a %s record after the export's end record", model.ErrInvalidInput, line, r.Type)
+		case line == 1 && r.Type != "meta":
+			return rep, fmt.Errorf("%w: record 1 is a %s record, not the export's meta record: not a whole export", model.ErrInvalidInput, r.Type)
 		}
 		switch r.Type {
 		case "meta":
+			if line != 1 {
+				return rep, fmt.Errorf("%w: record %d: a second meta record", model.ErrInvalidInput, line)
+			}
+			continue
+		case "end":
+			e, ok := r.Record.(*ExportEnd)
+			if !ok {
+				return rep, fmt.Errorf("%w: record %d: an end record that says nothing", model.ErrInvalidInput, line)
+			}
+			end = e
 			continue
 		case "session":
+			if sess, ok := r.Record.(*model.Session); ok {
+				if other, dup := seqs[sess.Seq]; dup {
+					return rep, fmt.Errorf("%w: record %d: sessions %s and %s have the same sequence number %d: the export was changed", model.ErrInvalidInput, line, other, sess.ID, sess.Seq)
+				}
+				seqs[sess.Seq] = sess.ID
+			}
 			if err := flush(); err != nil {
 				return rep, err
 			}
@@ -102,6 +165,16 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 		}
 		batch = append(batch, r)
 	}
+}
+
+// countSessions counts the log's sessions.
+func countSessions(tx storage.ReadTx) (int, error) {
+	n := 0
+	err := tx.Sessions(true, 0, func(uint64, string) (bool, error) {
+		n++
+		return true, nil
+	})
+	return n, err
 }
 
 // importSession writes one session's records, each effect and the session

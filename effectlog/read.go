@@ -318,9 +318,13 @@ func (s *Service) LastChange(ctx context.Context) (uint64, error) {
 
 // ExportRecord is one line of an export: what kind of record, and the record.
 type ExportRecord struct {
-	Type   string `json:"type"` // meta, session, session_history, effect, history, undo, approval
+	Type   string `json:"type"` // meta, session, session_history, effect, history, undo, approval, end
 	Record any    `json:"record"`
 }
+
+// ExportEnd is an export's last record: what it holds, so that one cut
+// short, or with a session taken out, is told from a whole one.
+type ExportEnd = ImportReport
 
 // ExportPage bounds how many effects an export reads in one transaction.
 const ExportPage = 256
@@ -335,14 +339,22 @@ const ExportPage = 256
 func (s *Service) Export(ctx context.Context, session string, fn func(ExportRecord) error) error {
 	var page []ExportRecord
 	emit := func(r ExportRecord) { page = append(page, r) }
+	var end ExportEnd
 	flush := func() error {
 		for _, r := range page {
 			if err := fn(r); err != nil {
 				return err
 			}
+			end.count(r.Type)
 		}
 		page = page[:0]
 		return nil
+	}
+	ended := func() error {
+		if err := flush(); err != nil {
+			return err
+		}
+		return fn(ExportRecord{Type: "end", Record: &end})
 	}
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		page = page[:0]
@@ -357,7 +369,10 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 		return err
 	}
 	if session != "" {
-		return s.exportSession(ctx, session, emit, flush)
+		if err := s.exportSession(ctx, session, emit, flush); err != nil {
+			return err
+		}
+		return ended()
 	}
 	for seq := uint64(0); ; {
 		var ids []string
@@ -375,7 +390,7 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 			return err
 		}
 		if len(ids) == 0 {
-			return flush()
+			return ended()
 		}
 		for _, id := range ids {
 			if err := s.exportSession(ctx, id, emit, flush); err != nil {
