@@ -180,26 +180,43 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 	if err != nil {
 		return nil, err
 	}
-	// Only a tool result says what happened: success, or a tool error
-	// (isError true). Anything else the server answered (null, an array,
-	// isError not a boolean, a task it was not asked for) says neither,
-	// and the call may have acted.
-	var r map[string]json.RawMessage
-	if json.Unmarshal(out, &r) != nil || r == nil {
-		return nil, fmt.Errorf("%s: %w: %.200s", name, ErrUnreadableAnswer, out)
-	}
-	isError := false
-	if v, ok := r["isError"]; ok && json.Unmarshal(v, &isError) != nil {
-		return nil, fmt.Errorf("%s: %w: isError is %.50s", name, ErrUnreadableAnswer, v)
-	}
-	if _, task := r["task"]; task && r["content"] == nil {
-		return nil, fmt.Errorf("%s: %w: a task handle, which was not asked for", name, ErrUnreadableAnswer)
-	}
-	if isError {
+	failed, err := ToolResult(out)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", name, err)
+	case failed:
 		return out, fmt.Errorf("%s: %s", name, ResultText(out))
 	}
 	return out, nil
 }
+
+// ToolResult reads a tools/call answer's result: a tool error (isError
+// true) failed. Only a tool result says what happened: anything else the
+// server answered (null, an array, no content array, isError not a
+// boolean, a task it was not asked for) says neither, and the call may
+// have acted: ErrUnreadableAnswer.
+func ToolResult(result json.RawMessage) (failed bool, err error) {
+	var r map[string]json.RawMessage
+	if json.Unmarshal(result, &r) != nil || r == nil {
+		return false, fmt.Errorf("%w: %.200s", ErrUnreadableAnswer, result)
+	}
+	if v, ok := r["isError"]; ok && (json.Unmarshal(v, &failed) != nil || string(v) == "null") {
+		return false, fmt.Errorf("%w: isError is %.50s", ErrUnreadableAnswer, v)
+	}
+	if _, task := r["task"]; task && r["content"] == nil {
+		return false, fmt.Errorf("%w: a task handle, which was not asked for", ErrUnreadableAnswer)
+	}
+	var content []json.RawMessage
+	if v, ok := r["content"]; !ok || json.Unmarshal(v, &content) != nil || content == nil {
+		return false, fmt.Errorf("%w: no content array: %.200s", ErrUnreadableAnswer, result)
+	}
+	return failed, nil
+}
+
+// WellFormedError says whether a JSON-RPC error object says something: a
+// code or a message (an empty object says neither what failed nor that it
+// did).
+func WellFormedError(code int, message string) bool { return code != 0 || message != "" }
 
 // ErrUnreadableAnswer is in the error of a request whose answer came but
 // says neither that it was done nor that it failed (not a JSON-RPC answer, a
@@ -388,6 +405,26 @@ func (c *Client) answer(id json.RawMessage, r reply) {
 	}
 }
 
+// answerAll answers every waiting call: with r if one waits, as lost if
+// more do (an answer of no id may be any one's).
+func (c *Client) answerAll(r reply) {
+	c.mu.Lock()
+	waiting := make([]chan reply, 0, len(c.pending))
+	for _, ch := range c.pending {
+		waiting = append(waiting, ch)
+	}
+	c.mu.Unlock()
+	if len(waiting) > 1 {
+		r = reply{err: fmt.Errorf("%w: an error of no id, with %d calls waiting", ErrUnreadableAnswer, len(waiting)), lost: true}
+	}
+	for _, ch := range waiting {
+		select {
+		case ch <- r:
+		default:
+		}
+	}
+}
+
 // read takes each message the server sends until the connection ends.
 func (c *Client) read() {
 	defer close(c.done)
@@ -440,6 +477,18 @@ func (c *Client) handle(msg []byte) {
 	}
 	if string(m.ID) == "null" {
 		m.ID = nil
+		if m.Method == nil && m.Error != nil {
+			// An error the server could give no request's id: it could not
+			// read one (a parse error). With one call waiting it is that
+			// call's, which was not run; with more, none can be told.
+			var rpcErr *RPCError
+			if json.Unmarshal(m.Error, &rpcErr) != nil || rpcErr == nil || !WellFormedError(rpcErr.Code, rpcErr.Message) {
+				c.answerAll(reply{err: fmt.Errorf("%w: %.200s", ErrUnreadableAnswer, msg), lost: true})
+			} else {
+				c.answerAll(reply{err: rpcErr})
+			}
+			return
+		}
 	}
 	if m.Method == nil && len(m.ID) > 0 {
 		// An answer to one of ours must be JSON-RPC 2.0 with a result or a
@@ -448,7 +497,7 @@ func (c *Client) handle(msg []byte) {
 		var rpcErr *RPCError
 		switch {
 		case m.JSONRPC != "2.0", m.Result == nil && m.Error == nil, m.Result != nil && m.Error != nil,
-			m.Error != nil && (json.Unmarshal(m.Error, &rpcErr) != nil || rpcErr == nil):
+			m.Error != nil && (json.Unmarshal(m.Error, &rpcErr) != nil || rpcErr == nil || !WellFormedError(rpcErr.Code, rpcErr.Message)):
 			c.answer(m.ID, reply{err: fmt.Errorf("%w: %.200s", ErrUnreadableAnswer, msg), lost: true})
 		case m.Error != nil:
 			c.answer(m.ID, reply{err: rpcErr})

@@ -328,6 +328,11 @@ func TestAnswersThatSayNeither(t *testing.T) {
 		`{"id":ID,"result":{"content":[]}}`,
 		`{"jsonrpc":"2.0","id":ID,"error":"it broke"}`,
 		`{"jsonrpc":"2.0","id":ID,"result":{"content":[]},"error":{"code":1,"message":"x"}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":"zz"}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":null}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":null}}`,
+		`{"jsonrpc":"2.0","id":ID,"error":{}}`,
 	} {
 		args, _ := json.Marshal(map[string]string{"answer": answer})
 		_, err := c.CallTool(context.Background(), "odd", args)
@@ -340,6 +345,9 @@ func TestAnswersThatSayNeither(t *testing.T) {
 		`{"jsonrpc":"2.0","id":ID,"error":{"code":-32000,"message":"refused"}}`:        "failed",
 		`{"jsonrpc":"2.0","id":ID,"result":{"content":[{"type":"text","text":"ok"}]}}`: "done",
 		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":false}}`:            "done",
+		// An error the server could give no id (it could not read the
+		// request): the one call waiting failed, at once.
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`: "failed",
 	} {
 		args, _ := json.Marshal(map[string]string{"answer": answer})
 		_, err := c.CallTool(context.Background(), "odd", args)

@@ -10,6 +10,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/lifecycle"
+	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -147,7 +148,8 @@ func (p *Proxy) captureOne(ctx context.Context, c *Call, tool string, capArgs js
 	default:
 		result = r.Result
 	}
-	if !toolFailed(result) && err == nil {
+	// A capture that is no tool result captured nothing: a failed one.
+	if failed, rerr := mcpclient.ToolResult(result); !failed && rerr == nil && err == nil {
 		return result, nil, nil
 	}
 	if c.Optional {

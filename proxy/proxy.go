@@ -371,7 +371,11 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 func (p *Proxy) readUpstream(r Conn) {
 	eachMessage(r, func(line []byte) {
 		m, err := parse(line)
-		if err != nil || m.JSONRPC != "2.0" {
+		// An answer to a request (an id, no method) goes to whoever asked
+		// even when it is not JSON-RPC 2.0: a logged call so answered is
+		// left in doubt (record), a client's request gets what the server
+		// said; dropped, either would wait for good.
+		if err != nil || m.JSONRPC != "2.0" && !m.isResponse() {
 			p.note("malformed message from the server: %.200s", line)
 			if err != nil {
 				p.writeUpstream(errorResponse(nil, codeParse, "parse error: "+err.Error()))
@@ -746,12 +750,27 @@ func (p *Proxy) endAfterglow() {
 }
 
 // record logs the outcome the server's answer says: committed with its
-// result, or failed (a JSON-RPC error, a tool error).
+// result, or failed (a JSON-RPC error, a tool error). An answer that says
+// neither (not JSON-RPC 2.0, an error that says nothing, a result that is
+// no tool result) leaves the call in doubt, its lease stopped: the server
+// may have acted on it.
 func record(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, resp message) (committed bool, err error) {
+	unreadable := func(why error) (bool, error) {
+		return false, errors.Join(fmt.Errorf("the server's answer: %w", why), call.StopRenewing())
+	}
 	switch {
+	case resp.JSONRPC != "2.0" || (resp.Error == nil) == (resp.Result == nil):
+		return unreadable(fmt.Errorf("%w: not a JSON-RPC 2.0 answer with a result or an error", mcpclient.ErrUnreadableAnswer))
+	case resp.Error != nil && !mcpclient.WellFormedError(resp.Error.Code, resp.Error.Message):
+		return unreadable(fmt.Errorf("%w: an error of no code or message", mcpclient.ErrUnreadableAnswer))
 	case resp.Error != nil:
 		return false, lc.Fail(ctx, call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
-	case toolFailed(resp.Result):
+	}
+	failed, err := mcpclient.ToolResult(resp.Result)
+	switch {
+	case err != nil:
+		return unreadable(err)
+	case failed:
 		return false, lc.Fail(ctx, call, "tool error: "+mcpclient.ResultText(resp.Result))
 	}
 	err = lc.Commit(ctx, call, resp.Result)
@@ -804,12 +823,4 @@ func (p *Proxy) cancelGrace() time.Duration {
 		return p.StopGrace
 	}
 	return DefaultStopGrace
-}
-
-func toolFailed(result json.RawMessage) bool {
-	var r struct {
-		IsError bool `json:"isError"`
-	}
-	json.Unmarshal(result, &r)
-	return r.IsError
 }

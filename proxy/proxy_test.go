@@ -43,7 +43,8 @@ func TestMain(m *testing.M) {
 // wire_test.go: "hold" answers once the file $UNDOLOG_FAKE_GO exists, "hang"
 // never, "dieonce" exits while the file $UNDOLOG_FAKE_DIE exists (removing
 // it), "task" answers a task-augmented call with a task handle and a plain
-// one with its outcome, "taskonly" always with a handle. It writes its pid
+// one with its outcome, "taskonly" always with a handle, "odd" with the
+// answer its argument "answer" spells (ID: the call's id). It writes its pid
 // to $UNDOLOG_FAKE_PIDFILE. With $UNDOLOG_FAKE_LINGER set it stays 30 s
 // after its input ends, as a server finishing its calls does.
 func fakeServer() {
@@ -74,8 +75,11 @@ func fakeServer() {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 			Params struct {
-				Name string          `json:"name"`
-				Task json.RawMessage `json:"task"`
+				Name      string          `json:"name"`
+				Task      json.RawMessage `json:"task"`
+				Arguments struct {
+					Answer string `json:"answer"`
+				} `json:"arguments"`
 			} `json:"params"`
 		}
 		if json.Unmarshal(sc.Bytes(), &m) != nil || len(m.ID) == 0 || m.Method == "" {
@@ -86,7 +90,7 @@ func fakeServer() {
 			reply(m.ID, `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`)
 		case "tools/list":
 			tools := `{"name":"echo","inputSchema":{"type":"object"}},{"name":"die","inputSchema":{"type":"object"}},{"name":"garble","inputSchema":{"type":"object"}}`
-			for _, name := range []string{"flaky", "hold", "hang", "dieonce", "task", "taskonly", "same", "send"} {
+			for _, name := range []string{"flaky", "hold", "hang", "dieonce", "task", "taskonly", "same", "send", "odd"} {
 				tools += `,{"name":"` + name + `","inputSchema":{"type":"object"}}`
 			}
 			if name := os.Getenv("UNDOLOG_FAKE_TOOL"); name != "" {
@@ -120,6 +124,12 @@ func fakeServer() {
 				}(m.ID)
 				continue
 			case "hang":
+				continue
+			case "odd": // the answer its argument spells, ID its id
+				outMu.Lock()
+				fmt.Fprintln(out, strings.ReplaceAll(m.Params.Arguments.Answer, "ID", string(m.ID)))
+				out.Flush()
+				outMu.Unlock()
 				continue
 			case "dieonce":
 				if os.Remove(os.Getenv("UNDOLOG_FAKE_DIE")) == nil {
@@ -518,6 +528,57 @@ func TestProxyRepeatOfACallInDoubt(t *testing.T) {
 	}
 }
 
+// An answer from the server that says neither success nor failure (not
+// JSON-RPC 2.0, an error of no code or message, a result that is no tool
+// result) is passed on, and its call left in doubt: neither committed nor
+// failed, its lease stopped, a repeat of it in doubt.
+func TestProxyAnswerThatSaysNeitherIsInDoubt(t *testing.T) {
+	h := newHarness(t)
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	const policy = "tools:\n  odd: {tier: compensable}\n"
+	in, out, cmd := rawProxyWith(t, h, policy)
+	send := func(s string) { io.WriteString(in, s+"\n") }
+	send(initialize)
+	next(t, out)
+	store := engines.File(h.logPath, engines.Options{})
+	id := 1
+	var first []byte
+	for _, answer := range []string{
+		`{"jsonrpc":"2.0","id":ID,"result":null}`,
+		`{"jsonrpc":"2.0","id":ID,"result":[1]}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":"yes"}}`,
+		`{"id":ID,"result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":ID,"error":{}}`,
+	} {
+		id++
+		args, _ := json.Marshal(map[string]string{"answer": answer})
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"odd","arguments":%s}}`, id, args))
+		if m := next(t, out); m["id"] != float64(id) {
+			t.Fatalf("%s: the client got %v", answer, m)
+		}
+		effect := uint64(id - 1)
+		d, err := store.GetEffect(t.Context(), effect)
+		if err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
+			t.Fatalf("%s: effect %d is %s after %d records (%v), want executing, as started: in doubt", answer, effect, d.Effect.State, len(d.History), err)
+		}
+		if first == nil {
+			first = args
+		}
+	}
+	in.Close()
+	cmd.Wait()
+	// The proxy gone, the same call through another is in doubt.
+	in, out, _ = rawProxyWith(t, h, policy)
+	send = func(s string) { io.WriteString(in, s+"\n") }
+	send(initialize)
+	next(t, out)
+	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"odd","arguments":%s}}`, first))
+	if m := next(t, out); !strings.Contains(toolText(m), "the same call (effect 1) is in doubt") {
+		t.Fatalf("a repeat of the first call: %v", m)
+	}
+}
+
 // exitCode is the exit code of a process that ended with err (-1: no code).
 func exitCode(err error) int {
 	var ee *exec.ExitError
@@ -681,7 +742,7 @@ func TestPolicyInitQuotesToolNames(t *testing.T) {
 		t.Fatalf("policy check: %v\n%q", err, out)
 	}
 	none := func() (bool, bool) { return false, false }
-	if c := p.Classify(hostile, none); c.Tier != sm.Safe || c.Rule == nil || len(p.Rules) != 12 { // the fake server's 11 tools and this one
+	if c := p.Classify(hostile, none); c.Tier != sm.Safe || c.Rule == nil || len(p.Rules) != 13 { // the fake server's 12 tools and this one
 		t.Fatalf("%q: %+v; rules %+v", hostile, c, p.Rules)
 	}
 	for _, other := range []string{"evil-twin", "echo-not", "evil"} {
