@@ -118,6 +118,8 @@ again (compensations are not assumed idempotent).`,
 				if werr := writeObject(f.Out, opts.output, res); werr != nil {
 					return werr
 				}
+			} else if err == nil && res.Already {
+				fmt.Fprintf(f.Out, "session %s is compensated already: nothing to undo\n", textfmt.Escape(res.Session))
 			} else if err == nil {
 				fmt.Fprintf(f.Out, "session %s %s: %d compensated, %d skipped\n", res.Session, paint(f, stateCell(res.State)), len(res.Compensated), len(res.Skipped))
 				printNotUndoable(f, plan)

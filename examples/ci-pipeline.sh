@@ -37,6 +37,10 @@ if state_is completed; then
   echo "pipeline $RUN is done already" >&2
   exit 0
 fi
+if state_is compensated; then
+  echo "pipeline $RUN was rolled back: run it again under a new RUN" >&2
+  exit 7 # as undolog's: the session takes no new calls
+fi
 if state_is halted; then
   if [ "${FINAL_ATTEMPT:-0}" = 1 ]; then
     echo "pipeline $RUN was halted by a rejection: rolling back" >&2

@@ -415,6 +415,12 @@ type Result struct {
 	Skipped     []uint64 `json:"skipped"`
 	Failed      *uint64  `json:"failed"`
 	State       string   `json:"state"`
+	// Already says the session was compensated before this run: nothing
+	// was left to do.
+	Already bool `json:"already_compensated,omitempty"`
+	// NotUndoable lists the effects that ran and have no undo entry
+	// (irreversible): what the undo leaves as it is.
+	NotUndoable []model.Effect `json:"not_undoable"`
 }
 
 func (r *Runner) progress(format string, args ...any) {
@@ -429,7 +435,7 @@ func (r *Runner) progress(format string, args ...any) {
 // when a compensation fails for good (ErrCompensationFailed); running again
 // resumes the walk.
 func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
-	res := Result{Session: session, Compensated: []uint64{}, Skipped: []uint64{}}
+	res := Result{Session: session, Compensated: []uint64{}, Skipped: []uint64{}, NotUndoable: []model.Effect{}}
 	sess, err := r.Log.VerifySession(ctx, session) // its upstream is started only as its history states it
 	if err != nil {
 		return res, err
@@ -437,6 +443,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	plan, err := MakePlan(ctx, r.Log, session)
 	if err != nil {
 		return res, err
+	}
+	res.NotUndoable = plan.NotUndoable
+	if sess.State == sm.SessionCompensated { // undone before: running again changes nothing
+		res.State, res.Already = string(sess.State), true
+		return res, nil
 	}
 	if r.Confirmed != nil && !samePlan(*r.Confirmed, plan) {
 		return res, fmt.Errorf("%w: %s now, %s when shown; look at it again", ErrPlanChanged,
@@ -454,7 +465,9 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		if _, err := MakePlan(ctx, r.Log, session); err != nil {
 			return res, err
 		}
-		if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor, Reason: "undo started"}); err != nil {
+		// No reason of its own: the session keeps the one it failed or
+		// halted for (its history says the undo started, and who).
+		if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor}); err != nil {
 			// Another undo may have started it since this one looked: then
 			// the walk goes on, and meets that undo's steps as in progress.
 			now, gerr := r.Log.GetSession(ctx, session)
@@ -552,7 +565,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		res.Compensated = append(res.Compensated, id)
 		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, Shorten(step.Call), attempts, plural(attempts))
 	}
-	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor, Reason: "undo stack empty"}); err != nil {
+	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionCompensated)
