@@ -34,7 +34,7 @@ and undolog_reader (read), for psql; --apply-roles migrates and runs it (it need
 the right to create roles). The database refuses a role anything its groups do not
 allow (exit 10).`,
 		Example: `  undolog migrate --log postgres://owner@db/undolog
-  undolog migrate --print-roles | psql postgres://owner@db/undolog`,
+  undolog migrate --print-roles | psql -v ON_ERROR_STOP=1 postgres://owner@db/undolog`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkFormat(opts.output, false); err != nil {
