@@ -85,6 +85,10 @@ func truncate(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
+// approvalsRelist is how often approvals --follow reads the waiting
+// requests whether the change feed moved or not.
+const approvalsRelist = 5 * time.Second
+
 // followApprovals prints every waiting request, then each request that
 // starts waiting (a new one, or one asked again after a failed run), until
 // ctx ends. It looks when the log's change feed moved.
@@ -96,6 +100,7 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 	}
 	seen := map[round]bool{}
 	last := ^uint64(0)
+	var listed time.Time
 	lost := outage{f: f}
 	for ctx.Err() == nil {
 		position, err := store.LastChange(ctx)
@@ -106,7 +111,11 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 		} else if err != nil {
 			return err
 		}
-		if position != last {
+		// The requests are read again when the feed moved, and every
+		// approvalsRelist besides: a feed held up (a writer that keeps its
+		// lock) would otherwise hide a request until it expired.
+		if position != last || time.Since(listed) >= approvalsRelist {
+			listed = time.Now()
 			list, _, err := store.PendingApprovals(ctx, opts.session, 0)
 			if ctx.Err() != nil {
 				break
@@ -132,7 +141,9 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 			}
 		}
 		lost.ok()
-		store.WaitChange(ctx, position, followInterval) // an interrupt ends the loop
+		wait, cancel := context.WithTimeout(ctx, approvalsRelist-time.Since(listed)) // no longer than to the next reading
+		store.WaitChange(wait, position, followInterval)                             // an interrupt ends the loop
+		cancel()
 	}
 	return nil // Ctrl-C ends a follow
 }

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -146,6 +147,43 @@ func waitListening(t *testing.T, url string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("nothing listens after 10s")
+		}
+	}
+}
+
+// A writer that keeps the change feed's lock (its own SQL) holds up the
+// feed, but not the waiting list: approvals --follow reads the requests
+// again every few seconds whether the feed moved or not, so a request is
+// seen before it could expire unseen.
+func TestApprovalsFollowSeesARequestWhileTheFeedIsHeld(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := engines.Open(url, engines.Options{})
+	defer log.Close()
+	intercept(t, log, "before", sm.Compensable) // the tables exist
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	if _, err := conn.Exec(t.Context(), `SELECT pg_advisory_lock(8461811179599128432)`); err != nil { // undolog_publish's
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testbin.Undolog(t), "approvals", "--follow", "-o", "jsonl")
+	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+url, "UNDOLOG_NOTIFY_FALLBACK=1h")
+	lines := startLines(t, cmd)
+	waitListening(t, url)
+	other := engines.Open(url, engines.Options{})
+	defer other.Close() // its publisher waits for the lock: once let go (below)
+	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
+	intercept(t, other, "held", sm.Irreversible) // its change queued: the feed does not move
+	for deadline := time.After(approvalsRelist + 10*time.Second); ; {
+		select {
+		case line := <-lines:
+			if strings.Contains(line, `"session":"held"`) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("approvals --follow did not print the request while the feed was held")
 		}
 	}
 }
