@@ -536,7 +536,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			// as owner: in doubt once it exits).
 			reason := "undo interrupted"
 			if doubt != nil {
-				reason = "no answer to its compensation"
+				reason = "no answer to its compensation that says whether it ran"
 			}
 			r.Log.UndoStep(context.WithoutCancel(ctx), id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: reason,
 				Error: oneLine(cerr.Error()), ExpectOwner: owner})
@@ -544,8 +544,8 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				return res, ctx.Err()
 			}
 			r.progress("effect %d %s: compensation in doubt: %s", id, step.Effect.Tool, oneLine(cerr.Error()))
-			return res, fmt.Errorf("%w: effect %d %s: its compensation was sent and got no answer: it may or may not have run; check, then rerun with --retry-in-doubt",
-				ErrInDoubt, id, step.Effect.Tool)
+			return res, fmt.Errorf("%w: effect %d %s: its compensation was sent and no answer said whether it ran (%s): it may or may not have run; check, then rerun with --retry-in-doubt",
+				ErrInDoubt, id, step.Effect.Tool, oneLine(cerr.Error()))
 		}
 		to := sm.EntryCompensated
 		// Recorded only while this run still owns the entry.

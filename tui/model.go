@@ -58,6 +58,7 @@ type Model struct {
 
 	status     string
 	statusErr  bool
+	loadFailed bool // the status is a load's error: the next load that works clears it
 	follow     bool
 	lastChange uint64 // the feed's position the screen shows
 	seen       uint64 // the feed's position last read, shown or not
@@ -120,11 +121,26 @@ func (m *Model) reload() tea.Cmd {
 }
 
 func (m *Model) setStatus(text string, err error) {
+	m.loadFailed = false
 	if err != nil {
 		m.status, m.statusErr = oneLine(err.Error()), true
 		return
 	}
 	m.status, m.statusErr = text, false
+}
+
+// loaded takes a load's outcome: its error in the status, or, once a load
+// works again (a server back), the status of the load that failed cleared.
+func (m *Model) loaded(err error) bool {
+	if err != nil {
+		m.setStatus("", err)
+		m.loadFailed = true
+		return false
+	}
+	if m.loadFailed {
+		m.setStatus("", nil)
+	}
+	return true
 }
 
 func oneLine(s string) string {
@@ -166,15 +182,13 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.lastChange = msg.position
 		return m, tea.Batch(m.reload(), next)
 	case sessionsMsg:
-		if msg.err != nil {
-			m.setStatus("", msg.err)
+		if !m.loaded(msg.err) {
 			return m, nil
 		}
 		m.sessions.set(msg.sessions)
 		return m, nil
 	case effectsMsg:
-		if msg.err != nil {
-			m.setStatus("", msg.err)
+		if !m.loaded(msg.err) {
 			return m, nil
 		}
 		cmd := m.session.set(m.ctx, msg, m.opts.Log)
@@ -405,7 +419,7 @@ func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 				m.setStatus("", fmt.Errorf("effect %d is %s (%s) and session %s is %s: it allows no transition of it", e.ID, e.State, e.Tier, v.sess.ID, v.sess.State))
 				return nil
 			}
-			m.setStatus("", fmt.Errorf("effect %d is %s (%s): no transition leaves it", e.ID, e.State, e.Tier))
+			m.setStatus("", fmt.Errorf("effect %d is %s (%s), where it stays: no transition of the spec leaves that state", e.ID, e.State, e.Tier))
 			return nil
 		}
 		m.menu = menuState{effect: *e, options: options}

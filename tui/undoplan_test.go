@@ -2,6 +2,7 @@ package tui
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,5 +143,30 @@ func TestTransitionMenuClosesWhenItsEffectMoves(t *testing.T) {
 	}
 	if !m.statusErr || !strings.Contains(m.status, "moved from pending to executing") {
 		t.Fatalf("status %q does not say the effect moved", m.status)
+	}
+}
+
+// A load that failed (a server gone) says so in the status; the next load
+// that works (the server back) clears it, and not a person's own message.
+func TestALoadThatWorksAgainClearsItsError(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+		CreateSession: true, Args: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	m := New(t.Context(), Options{Log: store, Session: "s", Actor: "tester"})
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 40})
+	m.Update(effectsMsg{err: errors.New("connection refused")})
+	if !m.statusErr || !strings.Contains(m.status, "connection refused") {
+		t.Fatalf("a failed load: status %q", m.status)
+	}
+	drive(m, loadEffects(t.Context(), store, "s", effectlog.EffectFilter{}, 0, 0))
+	if m.status != "" {
+		t.Fatalf("the load worked again and the status still says %q", m.status)
+	}
+	m.setStatus("", errors.New("effect 1 is executing"))
+	drive(m, loadEffects(t.Context(), store, "s", effectlog.EffectFilter{}, 0, 0))
+	if m.status != "effect 1 is executing" {
+		t.Fatalf("a load cleared a person's message: %q", m.status)
 	}
 }
