@@ -30,6 +30,9 @@ type sessionView struct {
 	UndoTotal      int                         `json:"undo_stack_total"`
 	Approvals      []effectlog.PendingApproval `json:"approvals"`
 	ApprovalsTotal int                         `json:"approvals_total"`
+	// History is the session's own records: who started, resumed, failed
+	// or undid it, and why.
+	History []model.HistoryRecord `json:"history"`
 }
 
 func newCmdSessionShow(f *Factory) *cobra.Command {
@@ -93,6 +96,9 @@ func loadSessionView(ctx context.Context, store effectlog.Log, id string, limit 
 	if v.Approvals == nil {
 		v.Approvals = []effectlog.PendingApproval{}
 	}
+	if v.History, err = store.SessionHistory(ctx, id); err != nil {
+		return v, err
+	}
 	return v, nil
 }
 
@@ -148,7 +154,10 @@ func printSessionView(f *Factory, v sessionView) error {
 	if err != nil {
 		return err
 	}
-	return section("Waiting for approval", len(v.Approvals), v.ApprovalsTotal, "the oldest", func() error { return renderApprovals(f, v.Approvals) })
+	if err := section("Waiting for approval", len(v.Approvals), v.ApprovalsTotal, "the oldest", func() error { return renderApprovals(f, v.Approvals) }); err != nil {
+		return err
+	}
+	return section("History", len(v.History), len(v.History), "", func() error { return renderHistory(f, v.History) })
 }
 
 // describeCompensation is a compensation's call and, for a command, the

@@ -158,8 +158,13 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		field("undo entry", line)
 	}
 	fmt.Fprintln(out, "\nHistory:")
-	rows := make([][]cell, 0, len(d.History))
-	for _, r := range d.History {
+	return renderHistory(f, d.History)
+}
+
+// renderHistory is a table of history records, an effect's or a session's.
+func renderHistory(f *Factory, hist []model.HistoryRecord) error {
+	rows := make([][]cell, 0, len(hist))
+	for _, r := range hist {
 		what := r.To
 		if r.Kind == model.KindUndo {
 			what = "undo:" + r.To

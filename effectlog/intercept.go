@@ -333,7 +333,14 @@ func newCall(tx storage.WriteTx, sess *model.Session, req InterceptRequest, args
 var lastTime = time.Unix(0, math.MaxInt64).UTC()
 
 func notAccepting(sess *model.Session) error {
-	return fmt.Errorf("%w: session %q is %s and accepts no new effects", model.ErrSessionNotActive, sess.ID, sess.State)
+	next := ""
+	switch sess.State {
+	case sm.SessionHalted:
+		next = ": a person resumes it (session resume) or undoes it"
+	case sm.SessionCompensated:
+		next = ": it was undone; start a new session"
+	}
+	return fmt.Errorf("%w: session %q is %s and accepts no new effects%s", model.ErrSessionNotActive, sess.ID, sess.State, next)
 }
 
 // putAnd saves the session (expired approvals may have changed it) and then
