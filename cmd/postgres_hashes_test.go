@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,6 +51,11 @@ func exportLines(t *testing.T, log effectlog.Log) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// withMeta is an export of exportLines' records: its meta record first.
+func withMeta(lines []byte) io.Reader {
+	return io.MultiReader(strings.NewReader(`{"type":"meta","record":{"schema_version":1}}`+"\n"), bytes.NewReader(lines))
 }
 
 // A log written on a file with times to the nanosecond, exported and
@@ -100,7 +106,7 @@ func TestNanosecondTimesKeepTheirHashesAcrossEngines(t *testing.T) {
 
 	pg := engines.Open(pgtest.Server(t).NewDatabase(t), engines.Options{Now: clk.now})
 	defer pg.Close()
-	if _, err := pg.Import(ctx, exportReader(bytes.NewReader(src))); err != nil {
+	if _, err := pg.Import(ctx, exportReader(withMeta(src))); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := pg.Verify(ctx); err != nil || len(rep.Problems) != 0 {
@@ -132,7 +138,7 @@ func TestNanosecondTimesKeepTheirHashesAcrossEngines(t *testing.T) {
 	onPG := exportLines(t, pg)
 	again := engines.File(filepath.Join(t.TempDir(), "again.db"), engines.Options{Now: clk.now})
 	defer again.Close()
-	if _, err := again.Import(ctx, exportReader(bytes.NewReader(onPG))); err != nil {
+	if _, err := again.Import(ctx, exportReader(withMeta(onPG))); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := again.Verify(ctx); err != nil || len(rep.Problems) != 0 {
