@@ -118,6 +118,7 @@ func TestSessionsFilterAppliesAtOnceAndReplaces(t *testing.T) {
 		want []string
 	}{
 		{[]string{"/", "halted", "enter"}, []string{"agent-ops-3", "agent-cleanup-7", "ci-deploy-117"}},
+		{[]string{"/", "halt", "enter"}, []string{"agent-ops-3", "agent-cleanup-7", "ci-deploy-117"}}, // a state's start
 		{[]string{"/", "halted", "enter", "/", "deploy", "enter"}, []string{"ci-deploy-117"}},
 		{[]string{"/", "halted", "enter", "/", "enter"}, all},
 		{[]string{"/", "halted", "enter", "/", "ci", "esc"}, []string{"agent-ops-3", "agent-cleanup-7", "ci-deploy-117"}},

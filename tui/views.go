@@ -29,7 +29,7 @@ func (v *sessionsView) set(list []model.Session) {
 	v.all, v.loaded = list, true
 	v.list = v.list[:0]
 	for _, s := range list {
-		if v.filter == "" || strings.Contains(s.ID, v.filter) || string(s.State) == v.filter {
+		if v.filter == "" || strings.Contains(s.ID, v.filter) || strings.HasPrefix(string(s.State), v.filter) { // "act": active
 			v.list = append(v.list, s)
 		}
 	}
