@@ -17,6 +17,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
 )
 
 // expectRefused checks that every operation on the file fails with want and
@@ -440,4 +441,22 @@ func TestVerifyFindsTheSameDroppingItsPages(t *testing.T) {
 	walkDropEvery = 1
 	TestVerifyDetectsTampering(t)
 	TestVerifyChecksSchema6Indexes(t)
+}
+
+// A log path that is a symbolic link to nothing is refused, and nothing is
+// made at its target (an empty file there would be refused for good).
+func TestDanglingSymlinkIsNoLog(t *testing.T) {
+	dir := t.TempDir()
+	link, target := filepath.Join(dir, "link.db"), filepath.Join(dir, "target.db")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	e := New(link, Options{})
+	err := e.Update(t.Context(), func(tx storage.WriteTx) error { return nil })
+	if !errors.Is(err, model.ErrInvalidInput) || !strings.Contains(err.Error(), "symbolic link to "+target+", which does not exist") {
+		t.Fatalf("a write through a link to nothing: %v", err)
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the link's target was made: %v", err)
+	}
 }

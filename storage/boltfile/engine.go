@@ -315,6 +315,12 @@ func (s *Engine) isFileAtPath(f *os.File) bool {
 // place, so that the log never exists half made: an empty or partial file at
 // path is always damage, never a log being born.
 func (s *Engine) create() error {
+	// A link to nowhere is no place for a new log: opened, it would make an
+	// empty file at its target, which no later open could take for a log.
+	if info, err := os.Lstat(s.path); err == nil && info.Mode()&os.ModeSymlink != 0 {
+		target, _ := os.Readlink(s.path)
+		return fmt.Errorf("%w: %s is a symbolic link to %s, which does not exist: give the log's own path", model.ErrInvalidInput, s.path, target)
+	}
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create log directory %s: %w", dir, err)
