@@ -181,6 +181,9 @@ func printPlan(f *Factory, plan saga.Plan) {
 		println("  (nothing to undo)")
 	}
 	printNotUndoable(f, plan)
+	if err := plan.Waits(); err != nil {
+		println("IN PROGRESS: %v", err) // undo refuses to run until it ends
+	}
 }
 
 // printNotUndoable lists the effects that ran and stay as they are: the

@@ -53,6 +53,12 @@ fi
 
 on_failure() {
   local code=$?
+  if [ "$code" = 123 ]; then
+    # Another run of $RUN runs this step now: it is not this run's failure,
+    # and nothing is rolled back under it.
+    echo "pipeline $RUN is running elsewhere (exit 123): let that run finish" >&2
+    exit 123
+  fi
   state_is halted && code=8 # a person rejected a step: 8, as on a re-run
   if [ "${FINAL_ATTEMPT:-0}" = 1 ]; then
     echo "pipeline failed (exit $code) on its final attempt: rolling back" >&2

@@ -89,6 +89,18 @@ type Plan struct {
 	UpstreamDir string   `json:"upstream_dir,omitempty"`
 }
 
+// Waits says why the plan cannot run yet: an irreversible call of the
+// session still runs. It is not undone, and the calls before it are not
+// undone under it: what it does may rest on them (ErrInProgress).
+func (p Plan) Waits() error {
+	for _, e := range p.NotUndoable {
+		if err := model.CallStillRunning(e, time.Now()); e.State == sm.Executing && err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Where says, for a line of text, where a step's call runs: a command in
 // its directory, an mcp call on the session's server.
 func (p Plan) Where(s Step) string {
@@ -459,6 +471,9 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		if err := r.refuse(step); err != nil {
 			return res, err
 		}
+	}
+	if err := plan.Waits(); err != nil {
+		return res, err
 	}
 	if sess.State != sm.SessionCompensating {
 		// A plan that cannot run (a damaged entry) leaves the session as it is.

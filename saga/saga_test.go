@@ -454,3 +454,39 @@ func TestPlanFlagsWhatCannotRunHere(t *testing.T) {
 		}
 	}
 }
+
+// An irreversible call of the session still running keeps undo off the
+// calls before it (what it does may rest on them): undo refuses, moving
+// nothing, until it has ended.
+func TestUndoWaitsForARunningIrreversibleCall(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	marker := filepath.Join(t.TempDir(), "undone")
+	first := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", marker}}, `1`)
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: sm.Irreversible, Args: json.RawMessage(`2`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Start(t.Context(), res.Effect.ID, model.Change{Owner: model.NewOwner(time.Now()).WithLease(time.Now().Add(time.Minute))}); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := MakePlan(t.Context(), store, "s")
+	if err != nil || plan.Waits() == nil {
+		t.Fatalf("the plan does not say it waits: %v %v", plan.Waits(), err)
+	}
+	out, err := (&Runner{Log: store, Actor: "alice"}).Run(t.Context(), "s")
+	if !errors.Is(err, model.ErrInProgress) || len(out.Compensated) != 0 {
+		t.Fatalf("undo under a running call: %+v %v", out, err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the call before it was undone")
+	}
+	if d, _ := store.GetEffect(t.Context(), first); d.Undo.State != sm.EntryPending {
+		t.Fatalf("its undo entry moved: %s", d.Undo.State)
+	}
+	if sess, _ := store.GetSession(t.Context(), "s"); sess.State != sm.SessionActive {
+		t.Fatalf("the session moved: %s", sess.State)
+	}
+}

@@ -622,6 +622,9 @@ func (m *Model) confirmUndoView() string {
 	for _, e := range p.NotUndoable {
 		lines = append(lines, escf("  not undoable: effect %d %s (irreversible, %s)", e.ID, e.Tool, e.State))
 	}
+	if err := p.Waits(); err != nil {
+		lines = append(lines, m.st.errText.Render(escf("  IN PROGRESS: %v", err)))
+	}
 	question := escf("Undo %s of session %s? (y/n)", textfmt.Count(p.Work(), "step"), p.Session)
 	if p.Work() == 0 {
 		question = escf("Nothing to compensate: mark session %s compensated? (y/n)", p.Session)
