@@ -11,6 +11,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
 )
 
 func testIrreversibleApprovePath(t *testing.T, newStore opener) {
@@ -123,6 +124,21 @@ func testApprovalExpiry(t *testing.T, newStore opener) {
 	}
 	must[model.Effect](t)(s.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice"}))
 	verifyClean(t, s)
+
+	// The index of waiting requests moved on behind the rules (an agent's
+	// SQL): the request's own record says when it expires, and a decision
+	// past that is refused.
+	late := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "ci", Tool: "wire", Tier: sm.Irreversible,
+		ApprovalTimeout: time.Minute}))
+	forever := clk.now().Add(24 * 365 * time.Hour)
+	behindTheRules(t, s, func(tx storage.WriteTx) error { return tx.OpenRequest(late.Effect.ID, "ci", &forever) })
+	clk.add(2 * time.Minute)
+	if _, err := s.Approve(t.Context(), late.Effect.ID, model.Change{Actor: "alice"}); !errors.Is(err, model.ErrConflict) || !strings.Contains(err.Error(), "timed out") {
+		t.Fatalf("a decision past the request's own expiry: %v", err)
+	}
+	if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), late.Effect.ID)); d.Effect.State != sm.Pending {
+		t.Fatalf("the late decision moved the effect: %s", d.Effect.State)
+	}
 }
 
 func testSecondDecisionIsInvalidTransition(t *testing.T, newStore opener) {

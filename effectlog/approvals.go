@@ -160,14 +160,22 @@ func alreadyDecided(tx storage.ReadTx, id uint64, err error) error {
 }
 
 // timedOut refuses a decision on a request that timed out: nobody can
-// decide it any more, and the same call, run again, asks again.
-func timedOut(tx storage.ReadTx, id uint64) error {
+// decide it any more, and the same call, run again, asks again. Its own
+// record's time is what counts, also while the index of waiting requests
+// says otherwise (changed outside undolog).
+func timedOut(tx storage.ReadTx, id uint64, now time.Time) error {
 	a, err := tx.Approval(id)
-	if err != nil || a == nil || a.Outcome != model.ApprovalTimedOut {
+	switch {
+	case err != nil || a == nil:
 		return err
+	case a.Outcome == model.ApprovalTimedOut:
+		return fmt.Errorf("%w: effect %d's approval request timed out at %s and can no longer be decided; run the same call again to ask again",
+			model.ErrConflict, id, a.DecidedAt.UTC().Format(time.RFC3339))
+	case a.Outcome == model.ApprovalPending && a.ExpiresAt != nil && expiredAt(*a.ExpiresAt, now):
+		return fmt.Errorf("%w: effect %d's approval request timed out at %s and can no longer be decided; run the same call again to ask again",
+			model.ErrConflict, id, a.ExpiresAt.UTC().Format(time.RFC3339))
 	}
-	return fmt.Errorf("%w: effect %d's approval request timed out at %s and can no longer be decided; run the same call again to ask again",
-		model.ErrConflict, id, a.DecidedAt.UTC().Format(time.RFC3339))
+	return nil
 }
 
 // requestOf reads the approval request of irreversible effect id, which

@@ -111,7 +111,7 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 			if _, err := sm.Validate(e.Tier, e.State, to); err != nil {
 				return refuse(alreadyDecided(tx, e.ID, err))
 			}
-			if err := timedOut(tx, e.ID); err != nil {
+			if err := timedOut(tx, e.ID, now); err != nil {
 				return refuse(err)
 			}
 		}

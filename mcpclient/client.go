@@ -192,9 +192,9 @@ func (c *Client) CallTool(ctx context.Context, name string, args json.RawMessage
 
 // ToolResult reads a tools/call answer's result: a tool error (isError
 // true) failed. Only a tool result says what happened: anything else the
-// server answered (null, an array, no content array, isError not a
-// boolean, a task it was not asked for) says neither, and the call may
-// have acted: ErrUnreadableAnswer.
+// server answered (null, an array, neither a content array nor structured
+// content, isError not a boolean, a task it was not asked for) says
+// neither, and the call may have acted: ErrUnreadableAnswer.
 func ToolResult(result json.RawMessage) (failed bool, err error) {
 	var r map[string]json.RawMessage
 	if json.Unmarshal(result, &r) != nil || r == nil {
@@ -203,14 +203,21 @@ func ToolResult(result json.RawMessage) (failed bool, err error) {
 	if v, ok := r["isError"]; ok && (json.Unmarshal(v, &failed) != nil || string(v) == "null") {
 		return false, fmt.Errorf("%w: isError is %.50s", ErrUnreadableAnswer, v)
 	}
+	if failed {
+		return true, nil // it says it failed, whatever else it holds
+	}
 	if _, task := r["task"]; task && r["content"] == nil {
 		return false, fmt.Errorf("%w: a task handle, which was not asked for", ErrUnreadableAnswer)
 	}
 	var content []json.RawMessage
-	if v, ok := r["content"]; !ok || json.Unmarshal(v, &content) != nil || content == nil {
-		return false, fmt.Errorf("%w: no content array: %.200s", ErrUnreadableAnswer, result)
+	var structured map[string]json.RawMessage
+	if v, ok := r["content"]; ok && json.Unmarshal(v, &content) == nil && content != nil {
+		return false, nil
 	}
-	return failed, nil
+	if v, ok := r["structuredContent"]; ok && json.Unmarshal(v, &structured) == nil && structured != nil {
+		return false, nil // a result of structured content alone, as some servers give
+	}
+	return false, fmt.Errorf("%w: no content array: %.200s", ErrUnreadableAnswer, result)
 }
 
 // WellFormedError says whether a JSON-RPC error object says something: a

@@ -345,6 +345,8 @@ func TestAnswersThatSayNeither(t *testing.T) {
 		`{"jsonrpc":"2.0","id":ID,"error":{"code":-32000,"message":"refused"}}`:        "failed",
 		`{"jsonrpc":"2.0","id":ID,"result":{"content":[{"type":"text","text":"ok"}]}}`: "done",
 		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":false}}`:            "done",
+		`{"jsonrpc":"2.0","id":ID,"result":{"isError":true}}`:                          "failed",
+		`{"jsonrpc":"2.0","id":ID,"result":{"structuredContent":{"ok":1}}}`:            "done",
 		// An error the server could give no id (it could not read the
 		// request): the one call waiting failed, at once.
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error"}}`: "failed",

@@ -52,6 +52,18 @@ type Engine struct {
 	pub      publisher
 
 	listener listener // the connection that hears of other processes' writes
+
+	// writes is held (shared) by each write transaction, which holds rows
+	// others wait for, and by Suspend (whole).
+	writes sync.RWMutex
+}
+
+// Suspend waits for this process's write transactions under way to end
+// and keeps new ones from starting until resume is called: a process about
+// to be stopped (SIGTSTP) then holds no row another writer waits for.
+func (e *Engine) Suspend() (resume func()) {
+	e.writes.Lock()
+	return e.writes.Unlock
 }
 
 var (
@@ -236,6 +248,8 @@ func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) err
 // updateOnce is one attempt of Update: err is a failure (the transaction
 // rolled back), outcome what fn returned through KeepWrites (committed).
 func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error) (outcome, err error) {
+	e.writes.RLock()
+	defer e.writes.RUnlock()
 	tx, err := beginPipelined(ctx, pool)
 	if err != nil {
 		return nil, err
