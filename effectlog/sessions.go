@@ -154,6 +154,11 @@ func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionS
 		if err := awaitsAsItSays(sess, to); err != nil {
 			return err
 		}
+		if to == sm.SessionCompensating {
+			if err := noCallRuns(tx, id, s.now()); err != nil {
+				return err
+			}
+		}
 		if err := setSessionState(tx, &sess, to, c, s.now()); err != nil {
 			return err
 		}
@@ -161,6 +166,22 @@ func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionS
 		return tx.PutSession(&sess)
 	})
 	return out, err
+}
+
+// noCallRuns refuses an undo's start while a call of the session runs in a
+// live process, in the transaction that starts it: a call that started
+// after undo made its plan is not undone under (what it does may rest on
+// the calls before it), and none starts in a session being undone.
+func noCallRuns(tx storage.ReadTx, session string, now time.Time) error {
+	var running error
+	err := walkEffects(tx, EffectFilter{Session: session, State: sm.Executing}, func(e model.Effect) (bool, error) {
+		running = model.CallStillRunning(e, now)
+		return running == nil, nil
+	})
+	if err != nil {
+		return err
+	}
+	return running
 }
 
 // awaitsAsItSays refuses a move between active and awaiting_approval that

@@ -200,14 +200,16 @@ func ToolResult(result json.RawMessage) (failed bool, err error) {
 	if json.Unmarshal(result, &r) != nil || r == nil {
 		return false, fmt.Errorf("%w: %.200s", ErrUnreadableAnswer, result)
 	}
+	var resultType string
+	json.Unmarshal(r["resultType"], &resultType)
+	if _, task := r["task"]; task || resultType == "task" {
+		return false, fmt.Errorf("%w: a task handle, which was not asked for", ErrUnreadableAnswer)
+	}
 	if v, ok := r["isError"]; ok && (json.Unmarshal(v, &failed) != nil || string(v) == "null") {
 		return false, fmt.Errorf("%w: isError is %.50s", ErrUnreadableAnswer, v)
 	}
 	if failed {
 		return true, nil // it says it failed, whatever else it holds
-	}
-	if _, task := r["task"]; task && r["content"] == nil {
-		return false, fmt.Errorf("%w: a task handle, which was not asked for", ErrUnreadableAnswer)
 	}
 	var content []json.RawMessage
 	var structured map[string]json.RawMessage

@@ -333,6 +333,9 @@ func TestAnswersThatSayNeither(t *testing.T) {
 		`{"jsonrpc":"2.0","id":ID,"result":{"content":null}}`,
 		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":null}}`,
 		`{"jsonrpc":"2.0","id":ID,"error":{}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"task":{"taskId":"t"}}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"resultType":"task","content":[]}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"isError":true,"task":{"taskId":"t"}}}`,
 	} {
 		args, _ := json.Marshal(map[string]string{"answer": answer})
 		_, err := c.CallTool(context.Background(), "odd", args)

@@ -489,4 +489,9 @@ func TestUndoWaitsForARunningIrreversibleCall(t *testing.T) {
 	if sess, _ := store.GetSession(t.Context(), "s"); sess.State != sm.SessionActive {
 		t.Fatalf("the session moved: %s", sess.State)
 	}
+	// An undo whose plan was made before the call started is refused in
+	// the transaction that would start it (no race between the two).
+	if _, err := store.SetSessionState(t.Context(), "s", sm.SessionCompensating, model.Change{Actor: "alice"}); !errors.Is(err, model.ErrInProgress) {
+		t.Fatalf("an undo's start under a running call: %v", err)
+	}
 }
