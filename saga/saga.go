@@ -472,16 +472,15 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return res, err
 		}
 	}
-	if err := plan.Waits(); err != nil {
-		return res, err
-	}
 	if sess.State != sm.SessionCompensating {
 		// A plan that cannot run (a damaged entry) leaves the session as it is.
 		if _, err := MakePlan(ctx, r.Log, session); err != nil {
 			return res, err
 		}
 		// No reason of its own: the session keeps the one it failed or
-		// halted for (its history says the undo started, and who).
+		// halted for (its history says the undo started, and who). The log
+		// refuses it while a call of the session runs (plan.Waits says
+		// which), in this move's transaction: none starts after it.
 		if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor}); err != nil {
 			// Another undo may have started it since this one looked: then
 			// the walk goes on, and meets that undo's steps as in progress.
