@@ -27,6 +27,9 @@ func newCmdApprovals(f *Factory) *cobra.Command {
   undolog approvals --follow -o jsonl   # each new request as it appears`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if opts.follow {
+				f.catchSignals() // it waits until interrupted
+			}
 			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}

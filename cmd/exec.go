@@ -107,6 +107,7 @@ timeout(1).`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			f.catchSignals() // it waits, or runs other commands
 			var err error
 			if c.Flags().Changed("undo") && strings.TrimSpace(opts.undo) == "" {
 				// An unset variable in a script (--undo "$UNDO") would make the
@@ -406,7 +407,7 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 // exit code, the signal that interrupted it, or an error if it did not start.
 func runCommand(ctx context.Context, f *Factory, argv []string, stdout, stderr *capture, signals chan os.Signal) (int, os.Signal, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
-	child.DieWithParent(cmd)
+	child.Prepare(cmd)
 	cmd.Stdin = f.In
 	cmd.Stdout, cmd.Stderr = f.Out, f.ErrOut
 	if stdout != nil {

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,11 @@ type Factory struct {
 	notedMissing bool
 	openedMu     sync.Mutex      // opened is read by the SIGTSTP handler too
 	opened       []effectlog.Log // closed when the command ends
+
+	// Set by Main (signals.go): the command's context and what ends it.
+	ctx       context.Context
+	interrupt context.CancelCauseFunc
+	catchOnce sync.Once
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so

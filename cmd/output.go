@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -224,7 +225,7 @@ func parseSince(now time.Time, flag, s string) (time.Time, error) {
 	if err == nil && d >= 0 {
 		return now.Add(-d), nil
 	}
-	if err != nil && durationSyntax.MatchString(s) {
+	if err != nil && durationSyntax().MatchString(s) {
 		return time.Time{}, tooLong // well formed: ParseDuration refused it for its size
 	}
 	return time.Time{}, usagef("%s %q: use RFC 3339 (2026-11-30T09:00:00Z) or a duration (90s, 1h, 7d)", flag, s)
@@ -233,8 +234,11 @@ func parseSince(now time.Time, flag, s string) (time.Time, error) {
 // maxDays is the most whole days a time.Duration holds.
 const maxDays = int64(math.MaxInt64 / int64(24*time.Hour))
 
-// durationSyntax is what time.ParseDuration reads, unsigned.
-var durationSyntax = regexp.MustCompile(`^\+?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+// durationSyntax is what time.ParseDuration reads, unsigned; compiled when
+// first used, not at every process's start.
+var durationSyntax = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\+?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
+})
 
 // parseID reads an effect id.
 func parseID(s string) (uint64, error) {

@@ -8,31 +8,30 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // Main runs undolog with the process's arguments and streams and returns the
 // exit code.
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	f := &Factory{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv, Now: time.Now}
-	letGoOnStop(ctx, f)
+	ctx, stop := signalsFor(f)
+	defer stop()
+	child.BeforeStart(f.catchSignals)
 	return Execute(ctx, f, os.Args[1:])
 }
 
 // Execute runs the command line over f and returns the exit code. Errors are
 // printed once, on one line, to f.ErrOut.
 func Execute(ctx context.Context, f *Factory, args []string) int {
-	root := NewRootCmd(f)
+	root := newRootCmd(f, commandFor(args))
 	root.SetArgs(args)
 	root.SetIn(f.In)
 	root.SetOut(f.Out)
@@ -57,7 +56,72 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 }
 
 // NewRootCmd builds the command tree.
-func NewRootCmd(f *Factory) *cobra.Command {
+func NewRootCmd(f *Factory) *cobra.Command { return newRootCmd(f, nil) }
+
+// commands are the top-level commands. wholeTree marks one that reads the
+// tree of every command (man writes a page for each).
+var commands = []struct {
+	name      string
+	build     func(*Factory) *cobra.Command
+	wholeTree bool
+}{
+	{"session", newCmdSession, false},
+	{"intercept", newCmdIntercept, false},
+	{"exec", newCmdExec, false},
+	{"proxy", newCmdProxy, false},
+	{"policy", newCmdPolicy, false},
+	{"start", newCmdStart, false},
+	{"commit", newCmdCommit, false},
+	{"fail", newCmdFail, false},
+	{"approve", newCmdApprove, false},
+	{"reject", newCmdReject, false},
+	{"transition", newCmdTransition, false},
+	{"list", newCmdList, false},
+	{"show", newCmdShow, false},
+	{"approvals", newCmdApprovals, false},
+	{"verify", newCmdVerify, false},
+	{"export", newCmdExport, false},
+	{"import", newCmdImport, false},
+	{"undo", newCmdUndo, false},
+	{"resolve", newCmdResolve, false},
+	{"compact", newCmdCompact, false},
+	{"gc", newCmdGC, false},
+	{"migrate", func(f *Factory) *cobra.Command { return newCmdMigrate(f, nil) }, false},
+	{"tui", newCmdTUI, false},
+	{"demo", newCmdDemo, false},
+	{"version", newCmdVersion, false},
+	{"man", newCmdMan, true},
+}
+
+// commandFor is the builder of the top-level command that args run, when
+// they name one before anything but the root's own flags; nil when they do
+// not (help, completion, a misspelt name: those read every command). A
+// process then builds only the command it runs: the whole tree is a
+// seventh of the start of a quick command.
+func commandFor(args []string) func(*Factory) *cobra.Command {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--log" || a == "--lock-timeout":
+			i++ // its value
+		case strings.HasPrefix(a, "--log=") || strings.HasPrefix(a, "--lock-timeout="):
+		case strings.HasPrefix(a, "-"):
+			return nil // --help, --version, --, or a flag cobra refuses
+		default:
+			for _, c := range commands {
+				if c.name == a && !c.wholeTree {
+					return c.build
+				}
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// newRootCmd builds the root command and under it the one command only
+// builds, or every command when only is nil.
+func newRootCmd(f *Factory, only func(*Factory) *cobra.Command) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "undolog",
 		Short: "Make tool calls transactional: log, replay, approve and undo them",
@@ -84,34 +148,13 @@ last-in-first-out when the session fails.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})
-	root.AddCommand(
-		newCmdSession(f),
-		newCmdIntercept(f),
-		newCmdExec(f),
-		newCmdProxy(f),
-		newCmdPolicy(f),
-		newCmdStart(f),
-		newCmdCommit(f),
-		newCmdFail(f),
-		newCmdApprove(f),
-		newCmdReject(f),
-		newCmdTransition(f),
-		newCmdList(f),
-		newCmdShow(f),
-		newCmdApprovals(f),
-		newCmdVerify(f),
-		newCmdExport(f),
-		newCmdImport(f),
-		newCmdUndo(f),
-		newCmdResolve(f),
-		newCmdCompact(f),
-		newCmdGC(f),
-		newCmdMigrate(f, nil),
-		newCmdTUI(f),
-		newCmdDemo(f),
-		newCmdVersion(f),
-		newCmdMan(f),
-	)
+	if only != nil {
+		root.AddCommand(only(f))
+	} else {
+		for _, c := range commands {
+			root.AddCommand(c.build(f))
+		}
+	}
 	addCompletions(f, root)
 	return root
 }

@@ -61,8 +61,8 @@ func TestStoppedExecKeepsNobodyOut(t *testing.T) {
 	}
 }
 
-// A reader or a compaction stopped with Ctrl-Z (SIGTSTP) at any moment,
-// inside one of its reads too, keeps no writer out: it lets the log go
+// A reader or a compaction stopped with Ctrl-Z (SIGTSTP) at any moment once
+// it has caught the signal (catchAfter), inside one of its reads too, keeps no writer out: it lets the log go
 // first (a read under way ends), and once continued it finishes as if it
 // had not stopped.
 func TestStoppedReaderKeepsNobodyOut(t *testing.T) {
@@ -100,7 +100,9 @@ func TestStoppedReaderKeepsNobodyOut(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
-			time.Sleep(time.Duration(round*7) * time.Millisecond)
+			// Ctrl-Z in a command's first catchAfter is ignored: it has not
+			// caught it yet.
+			time.Sleep(catchAfter + time.Duration(10+round*5)*time.Millisecond)
 			if err := cmd.Process.Signal(syscall.SIGTSTP); err != nil {
 				t.Fatal(err)
 			}
@@ -133,4 +135,34 @@ func TestStoppedReaderKeepsNobodyOut(t *testing.T) {
 		t.Fatalf("only %d of 12 stops caught a command before it ended: the log is too small to test", writes)
 	}
 	mustRun(t, log, "verify")
+}
+
+// The commands undolog starts (exec's, undo's compensations) can be stopped
+// with Ctrl-Z: undolog ignores SIGTSTP until it catches it (catchAfter), and
+// a command it started meanwhile would inherit the ignoring.
+func TestStartedCommandsDoNotIgnoreCtrlZ(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("needs /proc to read a process's ignored signals")
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "u.db")
+	report := func(name string) string {
+		return "grep SigIgn /proc/self/status > " + filepath.Join(dir, name)
+	}
+	undo, _ := json.Marshal([]string{"sh", "-c", report("undo")})
+	mustRun(t, log, "exec", "--session", "s", "--undo", string(undo), "--", "sh", "-c", report("exec"))
+	mustRun(t, log, "undo", "s", "--yes")
+	for _, name := range []string{"exec", "undo"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s's command did not run: %v", name, err)
+		}
+		mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(string(data), "SigIgn:")), 16, 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", name, data, err)
+		}
+		if mask&(1<<(syscall.SIGTSTP-1)) != 0 {
+			t.Errorf("%s's command started with Ctrl-Z ignored (SigIgn %016x)", name, mask)
+		}
+	}
 }

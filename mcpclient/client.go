@@ -121,7 +121,7 @@ func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 		cmd.Dir = dir
 		// Killed outright, undo leaves the compensation in doubt: a server
 		// finishing it meanwhile would make it beside the retry.
-		child.DieWithParent(cmd)
+		child.Prepare(cmd)
 		if conn, err = mcpwire.Start(cmd); err != nil {
 			return nil, fmt.Errorf("connect to MCP server %s: %w", name, err)
 		}

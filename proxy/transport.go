@@ -26,12 +26,12 @@ func NewStdioConn(r io.Reader, w io.Writer) Conn { return mcpwire.NewStdioConn(r
 
 // StartCommand starts the upstream server command, its stderr to stderr,
 // and connects to its stdio (mcpwire.Start). The server dies with the proxy
-// (child.DieWithParent): a proxy killed outright leaves its calls in doubt,
+// (child.Prepare): a proxy killed outright leaves its calls in doubt,
 // and a server finishing one meanwhile would make it beside the retry.
 func StartCommand(argv []string, stderr io.Writer) (Conn, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
-	child.DieWithParent(cmd)
+	child.Prepare(cmd)
 	return mcpwire.Start(cmd)
 }
 

@@ -857,7 +857,7 @@ func (r *Runner) runCommand(ctx context.Context, step Step, attempt int, argv []
 		result = "null"
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	child.DieWithParent(cmd)
+	child.Prepare(cmd)
 	cmd.Dir = dir
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

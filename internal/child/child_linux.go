@@ -5,7 +5,7 @@ import (
 	"syscall"
 )
 
-// DieWithParent makes the kernel SIGKILL the command when undolog dies
+// dieWithParent makes the kernel SIGKILL the command when undolog dies
 // (Linux's parent-death signal). Only the command itself: what it started
 // goes on, and its process group is left alone (exec's command keeps the
 // terminal's job control).
@@ -16,7 +16,7 @@ import (
 // later run on the thread that called Start; neither undolog nor its
 // dependencies lock a goroutine (keep it so), so every thread lives as long
 // as undolog does.
-func DieWithParent(cmd *exec.Cmd) {
+func dieWithParent(cmd *exec.Cmd) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}

@@ -5,11 +5,13 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-var passwordInDSN = regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`)
+// passwordInDSN is compiled when first used: not at every process's start.
+var passwordInDSN = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`) })
 
 // Redacted is a log's address as undolog prints it (redactURL).
 func Redacted(addr string) string { return redactURL(addr) }
@@ -23,7 +25,7 @@ func redactURL(addr string) string {
 		}
 	}
 	if !strings.Contains(addr, "://") { // key=value
-		return passwordInDSN.ReplaceAllString(addr, "${1}xxxxx")
+		return passwordInDSN().ReplaceAllString(addr, "${1}xxxxx")
 	}
 	u, err := url.Parse(addr)
 	if err != nil {
