@@ -32,11 +32,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage/internal/record"
@@ -68,10 +66,6 @@ const (
 	opDelete   = 'd'
 	opSequence = 's'
 )
-
-// castagnoli is built on first use: building it takes a fifth of a
-// millisecond, which every process would pay at start, `undolog version` too.
-var castagnoli = sync.OnceValue(func() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) })
 
 // journal is a log's journal file as its holder (under the log's exclusive
 // lock) knows it.
@@ -171,20 +165,20 @@ func parseRecord(data []byte) (n int, base journalBase, ok bool) {
 		return 0, base, false
 	}
 	n = journalHeader + int(le.Uint32(data))
-	return n, headerBase(data), crc32.Checksum(data[8:n], castagnoli()) == le.Uint32(data[4:])
+	return n, headerBase(data), crc32c(data[8:n]) == le.Uint32(data[4:])
 }
 
 // recordOn reports whether the record at the start of data is a sound one
 // on want, and its length. Its checksum is computed only for a record on
 // want: a journal holding only leftovers (a log in use, mostly) costs a
-// reader no checksum, nor the building of the checksum's table.
+// reader no checksum.
 func recordOn(data []byte, want journalBase) (n int, ok bool) {
 	le := binary.LittleEndian
 	if len(data) < journalHeader || uint64(le.Uint32(data)) > uint64(len(data)-journalHeader) || headerBase(data) != want {
 		return 0, false
 	}
 	n = journalHeader + int(le.Uint32(data))
-	return n, crc32.Checksum(data[8:n], castagnoli()) == le.Uint32(data[4:])
+	return n, crc32c(data[8:n]) == le.Uint32(data[4:])
 }
 
 // headerBase is the base a record header names.
@@ -370,7 +364,7 @@ func sealRecord(rec []byte, base journalBase) {
 	le.PutUint32(rec, uint32(len(rec)-journalHeader))
 	le.PutUint64(rec[8:], base.txid)
 	le.PutUint64(rec[16:], base.log)
-	le.PutUint32(rec[4:], crc32.Checksum(rec[8:], castagnoli()))
+	le.PutUint32(rec[4:], crc32c(rec[8:]))
 }
 
 // intact reports whether the journal file this holder writes is still the
