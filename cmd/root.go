@@ -31,7 +31,11 @@ func Main() int {
 // Execute runs the command line over f and returns the exit code. Errors are
 // printed once, on one line, to f.ErrOut.
 func Execute(ctx context.Context, f *Factory, args []string) int {
-	root := newRootCmd(f, commandFor(args))
+	return execute(ctx, f, newRootCmd(f, commandFor(args)), args)
+}
+
+// execute runs args over the command tree root, built over f.
+func execute(ctx context.Context, f *Factory, root *cobra.Command, args []string) int {
 	root.SetArgs(args)
 	root.SetIn(f.In)
 	root.SetOut(f.Out)
@@ -96,8 +100,8 @@ var commands = []struct {
 // commandFor is the builder of the top-level command that args run, when
 // they name one before anything but the root's own flags; nil when they do
 // not (help, completion, a misspelt name: those read every command). A
-// process then builds only the command it runs: the whole tree is a
-// seventh of the start of a quick command.
+// process then builds only the command it runs: the whole tree is up to
+// a tenth of the start of a quick command.
 func commandFor(args []string) func(*Factory) *cobra.Command {
 	for i := 0; i < len(args); i++ {
 		a := args[i]

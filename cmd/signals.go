@@ -11,7 +11,7 @@ import (
 // catchAfter is how long a command runs before it catches signals.
 //
 // Catching one costs the process two threads of the Go runtime's, about
-// half a millisecond: a sixth of a quick command such as intercept or
+// half a millisecond: a tenth of a quick command such as intercept or
 // approve, which ends well before this. Until then SIGINT and SIGTERM end
 // the process as a kill would (the shell reports 128 plus the signal), which
 // every write survives (an unfinished one is not acknowledged), and Ctrl-Z
