@@ -21,12 +21,14 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // TestMain makes the test binary double as the undolog binary, so that the
 // scripts run the real command line in separate processes.
 func TestMain(m *testing.M) {
+	testbin.QuickRaceExit()
 	testscript.Main(withPostgres{m}, map[string]func(){
 		"undolog": func() { os.Exit(Main()) },
 	})

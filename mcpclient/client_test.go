@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/mcpclient"
 )
 
 // TestMain lets the test binary act as a small fake MCP server when
 // UNDOLOG_FAKE_SERVER is set.
 func TestMain(m *testing.M) {
+	testbin.QuickRaceExit()
 	if os.Getenv("UNDOLOG_FAKE_SERVER") != "" {
 		fakeServer()
 		return

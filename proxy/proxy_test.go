@@ -30,6 +30,7 @@ import (
 // TestMain lets the test binary act as a small fake MCP server (for the
 // failure tests) when UNDOLOG_FAKE_SERVER is set.
 func TestMain(m *testing.M) {
+	testbin.QuickRaceExit()
 	if os.Getenv("UNDOLOG_FAKE_SERVER") != "" {
 		fakeServer()
 		return

@@ -10,10 +10,14 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/internal/testbin"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	testbin.QuickRaceExit() // the memory probe runs this binary again
+	pgtest.Main(m)
+}
 
 // On PostgreSQL the view shows what another process commits when it
 // commits: its poll and the log's slow poll are an hour here, so only a

@@ -26,6 +26,7 @@ import (
 // TestMain lets the test binary act as a separate writer process: the
 // concurrency tests re-execute it with UNDOLOG_TEST_WRITER set.
 func TestMain(m *testing.M) {
+	testbin.QuickRaceExit()
 	if mode := os.Getenv("UNDOLOG_TEST_WRITER"); mode != "" {
 		os.Exit(writer(mode, os.Getenv("UNDOLOG_TEST_LOG"), os.Getenv("UNDOLOG_TEST_SESSION")))
 	}
