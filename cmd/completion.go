@@ -32,6 +32,7 @@ func addCompletions(f *Factory, root *cobra.Command) {
 		"undolog session show":     first(sessionIDs(f)),
 		"undolog session complete": first(sessionIDs(f)),
 		"undolog session fail":     first(sessionIDs(f)),
+		"undolog session resume":   first(sessionIDs(f)),
 		"undolog undo":             first(sessionIDs(f)),
 		"undolog approve":          waitingIDs(f),
 		"undolog reject":           waitingIDs(f),

@@ -21,10 +21,12 @@ func newCmdMan(f *Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "man [DIR]",
 		Short: "Write the man pages (undolog.1, undolog-exec.1, ...) for man to find",
-		Long: `Write a man page for every command into DIR, default
-$XDG_DATA_HOME/man/man1 (~/.local/share/man/man1), where man looks on most systems:
-then 'man undolog' or 'man undolog-exec'. For users of 'go install'; release archives
-hold the same pages.`,
+		Long: `Write a man page for every command into DIR: then 'man undolog' or
+'man undolog-exec'. By default DIR is beside the binary, PREFIX/share/man/man1 for a
+binary in PREFIX/bin (~/go/bin after 'go install'), where man looks for the commands on
+its PATH; else $XDG_DATA_HOME/man/man1 (~/.local/share/man/man1), which man reads when
+~/.local/bin is on PATH or the directory is in MANPATH. Release archives hold the same
+pages.`,
 		Args: maxArgs(1, "at most one directory"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -37,6 +39,9 @@ hold the same pages.`,
 
 func manRun(f *Factory, root *cobra.Command, opts *manOptions) error {
 	dir := opts.dir
+	if dir == "" {
+		dir = besideBinary()
+	}
 	if dir == "" {
 		data := f.Getenv("XDG_DATA_HOME")
 		if data == "" {
@@ -54,6 +59,24 @@ func manRun(f *Factory, root *cobra.Command, opts *manOptions) error {
 	}
 	_, err = fmt.Fprintf(f.Out, "wrote %s to %s\n", textfmt.Count(n, "man page"), textfmt.Escape(dir))
 	return err
+}
+
+// besideBinary is PREFIX/share/man/man1 for this binary in PREFIX/bin, made
+// if need be: man-db and mandoc look there for a command found on the PATH.
+// It is "" for a binary elsewhere (go run's) or a prefix not writable here.
+func besideBinary() string {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil || filepath.Base(filepath.Dir(exe)) != "bin" {
+		return ""
+	}
+	dir := filepath.Join(filepath.Dir(filepath.Dir(exe)), "share", "man", "man1")
+	if os.MkdirAll(dir, 0o755) != nil {
+		return ""
+	}
+	return dir
 }
 
 // WriteManPages writes a man page for root and every command under it into

@@ -159,8 +159,58 @@ last-in-first-out when the session fails.`,
 			root.AddCommand(c.build(f))
 		}
 	}
+	root.InitDefaultCompletionCmd()
+	refuseStrays(root)
 	addCompletions(f, root)
 	return root
+}
+
+// refuseStrays makes a command line that names no command (a misspelt
+// subcommand, a help topic that does not exist) a usage error, exit 2: cobra
+// prints the group's help and exits 0 for it, so that `undolog session fial
+// "$RUN"` in a script would seem to have worked.
+func refuseStrays(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		switch {
+		case c.Name() == "help" && c.Parent() == root && c.Run != nil:
+			show := c.Run
+			c.Run = nil
+			c.RunE = func(c *cobra.Command, args []string) error {
+				if found, rest, err := c.Root().Find(args); found == nil || err != nil || len(rest) > 0 {
+					return usagef("unknown help topic %q (see '%s --help')", strings.Join(args, " "), c.Root().Name())
+				}
+				show(c, args)
+				return nil
+			}
+		case c != root && c.HasSubCommands() && !c.Runnable():
+			c.Args = cobra.ArbitraryArgs
+			c.RunE = func(c *cobra.Command, args []string) error {
+				if len(args) == 0 {
+					return c.Help()
+				}
+				return unknownCommand(c, args[0])
+			}
+		}
+	}
+	walk(root)
+}
+
+// unknownCommand is the usage error for a name that is no subcommand of c,
+// with cobra's suggestion if it has one, on one line.
+func unknownCommand(c *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, c.CommandPath())
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, which it sets only for its own suggestions
+	}
+	if s := c.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usagef("%s (see '%s --help')", msg, c.CommandPath())
 }
 
 // classifyCobraError turns cobra's own argument errors into usage errors.
@@ -171,6 +221,17 @@ func classifyCobraError(err error) error {
 		return err
 	}
 	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") && strings.Contains(msg, "Did you mean this?") {
+		// cobra's suggestion, on lines of their own: one line, as every error.
+		head, more, _ := strings.Cut(msg, "\n")
+		var names []string
+		for _, l := range strings.Split(more, "\n") {
+			if strings.HasPrefix(l, "\t") {
+				names = append(names, strings.TrimSpace(l))
+			}
+		}
+		return usagef("%s; did you mean %s? (see 'undolog --help')", head, strings.Join(names, " or "))
+	}
 	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand", "required flag", "accepts ", "requires at least", "invalid argument", "flag needs"} {
 		if strings.HasPrefix(msg, prefix) {
 			return usagef("%s", msg)

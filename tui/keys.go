@@ -10,7 +10,7 @@ type keyMap struct {
 	Approve, Reject            key.Binding
 	Transition, Undo           key.Binding
 	Filter, Follow             key.Binding
-	Help, Quit                 key.Binding
+	Help, Suspend, Quit        key.Binding
 }
 
 func newKeyMap() keyMap {
@@ -29,6 +29,7 @@ func newKeyMap() keyMap {
 		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Follow:     key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "follow on/off")),
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Suspend:    key.NewBinding(key.WithKeys("ctrl+z"), key.WithHelp("ctrl+z", "suspend")),
 		Quit:       key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 	}
 }
@@ -48,12 +49,12 @@ func (k keyMap) fullHelp(s screen) [][]key.Binding {
 		return [][]key.Binding{
 			{k.Up, k.Down, k.PageUp, k.PageDown, k.Open},
 			{k.Undo, k.Filter, k.Follow},
-			{k.Help, k.Quit},
+			{k.Help, k.Suspend, k.Quit},
 		}
 	}
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Tab, k.Back},
 		{k.Approve, k.Reject, k.Transition, k.Undo},
-		{k.Filter, k.Follow, k.Help, k.Quit},
+		{k.Filter, k.Follow, k.Help, k.Suspend, k.Quit},
 	}
 }

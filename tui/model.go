@@ -318,6 +318,11 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, k.Quit):
 		return tea.Quit
+	case key.Matches(msg, k.Suspend):
+		// The terminal is in raw mode: Ctrl-Z is a key, not a signal. The
+		// program stops its process group; the command line's SIGTSTP
+		// handler lets the log go first.
+		return tea.Suspend
 	case key.Matches(msg, k.Help):
 		m.overlay = overlayHelp
 		return nil

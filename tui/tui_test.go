@@ -360,3 +360,16 @@ func TestUndoThatNeedsAShellIsNotStartedHere(t *testing.T) {
 		t.Fatalf("session %s", s.State)
 	}
 }
+
+// Ctrl-Z suspends the view: the terminal is raw, so it is a key, not a
+// signal, and the program must stop itself.
+func TestCtrlZSuspends(t *testing.T) {
+	m := New(t.Context(), Options{Log: demoStore(t)})
+	_, cmd := m.Update(tea.KeyPressMsg{Code: 'z', Mod: tea.ModCtrl})
+	if cmd == nil {
+		t.Fatal("ctrl+z: no command")
+	}
+	if got := cmd(); got != (tea.SuspendMsg{}) {
+		t.Fatalf("ctrl+z: %#v, want tea.SuspendMsg", got)
+	}
+}
