@@ -322,7 +322,7 @@ func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, o
 		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: %s approve %d)",
 			e.ID, opts.approvalTimeout, f.CLI(), e.ID)}
 	}
-	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval", e.ID)}
+	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval: the same exec waits for it again (and runs once it is approved), or %s reject %d", e.ID, f.CLI(), e.ID)}
 }
 
 // roundSecond rounds a time left to the nearest second: a request of 30m
@@ -393,10 +393,20 @@ func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *l
 		if err := lc.Fail(ctx, call, msg); err != nil {
 			return fmt.Errorf("the command ended (%s) but recording it failed; effect %d is in doubt: %w", msg, id, err)
 		}
+		if interrupted != nil {
+			return &exitError{code: code, msg: fmt.Sprintf("the command was %s; effect %d is pending: the same exec runs it again", msg, id)}
+		}
 		return exitWith(code)
 	}
 	result, _ := json.Marshal(stdout.into(stderr, 0, time.Since(began)))
 	if err := lc.Commit(ctx, call, result); err != nil {
+		if d, gerr := lc.Log.GetEffect(ctx, id); gerr == nil && d.Effect.State != sm.Executing {
+			// Another run took the call up meanwhile (--retry-in-doubt
+			// after this one's lease ran out): it is not in doubt, but its
+			// command ran twice.
+			return &exitError{code: ExitExecError, msg: fmt.Sprintf("the command succeeded, but another run took effect %d up meanwhile and it is %s now: "+
+				"this run's command ran beside that one's: check what both did", id, d.Effect.State)}
+		}
 		return fmt.Errorf("the command succeeded but its commit failed; effect %d is in doubt: %w", id, err)
 	}
 	return nil

@@ -166,3 +166,59 @@ func leaseAcrossMachines(t *testing.T, addr string) {
 		t.Fatalf("verify: %v\n%s", err, out)
 	}
 }
+
+// An exec stopped (SIGSTOP) mid-command renews no lease: another host takes
+// the call up with --retry-in-doubt and commits it. Once continued, the
+// stopped one's commit is refused, and it says that the call was taken up
+// and is committed (it is not in doubt), and that its command ran too.
+func TestStoppedExecTakenUpMeanwhile(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "u.db")
+	argv := []string{"exec", "--session", "s", "--tool", "long", "--undo", "true", "--",
+		"sh", "-c", "echo run >> runs; while [ ! -e go ]; do sleep 0.05; done"}
+	undolog := func(host string, args ...string) *exec.Cmd {
+		cmd := exec.Command(testbin.Undolog(t), args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+log, "UNDOLOG_ACTOR=tester", "UNDOLOG_HOST="+host, "UNDOLOG_LEASE=500ms")
+		return cmd
+	}
+	m1 := undolog("m1", argv...)
+	var m1err strings.Builder
+	m1.Stderr = &m1err
+	if err := m1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { m1.Process.Signal(syscall.SIGCONT); m1.Process.Kill(); m1.Wait() }()
+	deadline := time.Now().Add(time.Minute) // failure bounds, not speed targets
+	for data, _ := os.ReadFile(filepath.Join(dir, "runs")); len(data) == 0; data, _ = os.ReadFile(filepath.Join(dir, "runs")) {
+		if time.Now().After(deadline) {
+			t.Fatal("m1's command did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := m1.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		err := undolog("m2", argv...).Run()
+		if exitCodeOf(err) == ExitExecInDoubt {
+			break
+		}
+		if exitCodeOf(err) != ExitExecInProgress || time.Now().After(deadline) {
+			t.Fatalf("m2 while m1 is stopped: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := undolog("m2", append(argv[:1:1], append([]string{"--retry-in-doubt"}, argv[1:]...)...)...).CombinedOutput(); err != nil {
+		t.Fatalf("m2 --retry-in-doubt: %v\n%s", err, out)
+	}
+	m1.Process.Signal(syscall.SIGCONT)
+	err := m1.Wait()
+	want := "the command succeeded, but another run took effect 1 up meanwhile and it is committed now"
+	if exitCodeOf(err) != ExitExecError || !strings.Contains(m1err.String(), want) || strings.Contains(m1err.String(), "in doubt") {
+		t.Fatalf("m1 once continued: exit %d, %q; want %d and %q", exitCodeOf(err), m1err.String(), ExitExecError, want)
+	}
+}
