@@ -28,7 +28,7 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if opts.follow {
-				f.catchSignals() // it waits until interrupted
+				f.catchSignals() // it waits until interrupted, also for the log
 			}
 			if err := checkFormat(opts.output, true); err != nil {
 				return err

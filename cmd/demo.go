@@ -29,7 +29,7 @@ a terminal (to be opened later), the log is kept.`,
   undolog demo --log /tmp/demo.db && undolog --log /tmp/demo.db approvals`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
-			f.catchSignals() // it waits, or runs other commands
+			f.handleInterrupts() // it waits, or runs other commands
 			path, dir := f.LogFlag, ""
 			if path == "" {
 				var err error

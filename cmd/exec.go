@@ -107,7 +107,7 @@ timeout(1).`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			f.catchSignals() // it waits, or runs other commands
+			f.handleInterrupts() // it waits, or runs other commands
 			var err error
 			if c.Flags().Changed("undo") && strings.TrimSpace(opts.undo) == "" {
 				// An unset variable in a script (--undo "$UNDO") would make the

@@ -44,9 +44,10 @@ type Factory struct {
 	opened       []effectlog.Log // closed when the command ends
 
 	// Set by Main (signals.go): the command's context and what ends it.
-	ctx       context.Context
-	interrupt context.CancelCauseFunc
-	catchOnce sync.Once
+	ctx           context.Context
+	interrupt     context.CancelCauseFunc
+	catchOnce     sync.Once
+	ownInterrupts bool // handleInterrupts
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so
@@ -106,7 +107,7 @@ func (f *Factory) Log() effectlog.Log {
 				textfmt.Escape(path), info.Mode().Perm(), textfmt.Escape(path))
 		}
 	}
-	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback})
+	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback, Interrupt: f.lockWaitsEnd()})
 	f.openedMu.Lock()
 	f.opened = append(f.opened, log)
 	f.openedMu.Unlock()

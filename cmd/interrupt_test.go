@@ -302,3 +302,39 @@ func TestUndoInterruptedExits130(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 130 and a line that says it was interrupted", code, stderr.String())
 	}
 }
+
+// A quick command interrupted while it waits for the log, which another
+// process holds, stops waiting at once: exit 130, "interrupted by a signal",
+// and nothing written (not after the lock timeout, nor a write once the
+// log is let go).
+func TestQuickCommandInterruptedWhileLogBusyStopsWaiting(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "u.db")
+	if out, err := runWithLog(t, db, "session", "start", "s").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		released := holdLog(t, db, 4*time.Second)
+		cmd := runWithLog(t, db, "--lock-timeout", "10s", "intercept", "--session", "s", "--tool", "w", "--tier", "compensable", "--args", `{}`)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // past catchAfter: the signal is caught
+		sent := time.Now()
+		cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		took := time.Since(sent)
+		<-released
+		if code := exitCodeOf(err); code != 130 || !strings.Contains(stderr.String(), "undolog: interrupted by a signal") {
+			t.Fatalf("%v while waiting for the log: exit %d, stderr %q; want 130, interrupted by a signal", sig, code, stderr.String())
+		}
+		if took > 3*time.Second { // a failure bound: it used to wait for the log
+			t.Fatalf("%v: it ended %v after the signal, once the log was let go", sig, took)
+		}
+		if out, _ := runWithLog(t, db, "list", "-o", "ids").Output(); len(bytes.TrimSpace(out)) != 0 {
+			t.Fatalf("%v: an interrupted intercept wrote effect %s", sig, out)
+		}
+	}
+}

@@ -66,7 +66,7 @@ a person: undolog resolve ID.`,
 			return opts.http.checkArgs(args)
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			f.catchSignals() // it waits, or runs other commands
+			f.handleInterrupts() // it waits, or runs other commands
 			var policy *proxy.Policy
 			if opts.policy != "" {
 				p, err := proxy.LoadPolicy(opts.policy)

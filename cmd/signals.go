@@ -42,6 +42,24 @@ func (f *Factory) catchSignals() {
 	})
 }
 
+// handleInterrupts is for a command that waits, or runs other commands: it
+// catches signals at once, and what an interrupt ends is its own to say
+// (exec ends the step it is in, the proxy answers and records its calls),
+// so its waits for the log's lock are not cut short (lockWaitsEnd).
+func (f *Factory) handleInterrupts() {
+	f.ownInterrupts = true
+	f.catchSignals()
+}
+
+// lockWaitsEnd is what ends the waits of the logs the command opens for
+// their lock: an interrupt, for a command that leaves interrupts to Main.
+func (f *Factory) lockWaitsEnd() <-chan struct{} {
+	if f.ctx == nil || f.ownInterrupts {
+		return nil
+	}
+	return f.ctx.Done()
+}
+
 // signalsFor returns the context of a command run by Main, which a signal
 // ends once caught, and what ends it when the command returns.
 func signalsFor(f *Factory) (context.Context, func()) {

@@ -35,7 +35,7 @@ nothing is recorded there to review, and a mistyped --log would be an empty
 view in silence.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
-			f.catchSignals() // it waits, or runs other commands
+			f.handleInterrupts() // it waits, or runs other commands
 			return runTUI(c, f, opts.session, opts.as)
 		},
 	}

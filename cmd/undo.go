@@ -47,7 +47,7 @@ again (compensations are not assumed idempotent).`,
   undolog undo deploy-117 --yes`,
 		Args: exactArgs(1, "one session name"),
 		RunE: func(c *cobra.Command, args []string) error {
-			f.catchSignals() // it waits, or runs other commands
+			f.handleInterrupts() // it waits, or runs other commands
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}

@@ -33,6 +33,10 @@ type Options struct {
 	// (effectlog.Options.Fallback): zero means effectlog.DefaultFallback,
 	// negative turns the push off.
 	Fallback time.Duration
+	// Interrupt, once closed, ends a wait for a log file's lock at once
+	// (boltfile.Options.Interrupt); on PostgreSQL the operation's context
+	// does that.
+	Interrupt <-chan struct{}
 }
 
 // Open returns the log at addr: a postgres:// (or postgresql://) URL is a
@@ -87,7 +91,7 @@ const PostgresRoles = pgstore.RolesSQL
 
 // File returns the log kept in the bbolt file at path.
 func File(path string, opts Options) effectlog.FileLog {
-	engine := boltfile.New(path, boltfile.Options{LockTimeout: opts.LockTimeout})
+	engine := boltfile.New(path, boltfile.Options{LockTimeout: opts.LockTimeout, Interrupt: opts.Interrupt})
 	return effectlog.New(engine, effectlog.Options{Now: opts.Now}).(effectlog.FileLog)
 }
 

@@ -16,6 +16,7 @@
 package boltfile
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -56,6 +57,10 @@ const DefaultLockTimeout = 5 * time.Second
 type Options struct {
 	// LockTimeout bounds the wait for the file lock; zero means DefaultLockTimeout.
 	LockTimeout time.Duration
+	// Interrupt, once closed, ends a wait for the file lock at once with
+	// context.Canceled: a command that a signal stops does not wait out
+	// the lock timeout first. Nil: no wait is cut short.
+	Interrupt <-chan struct{}
 }
 
 // Engine keeps the effect log at one path in a bbolt file. It holds the file open
@@ -258,7 +263,7 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 			// bbolt looks for the lock every 50 ms; waitLock every 1 ms, so
 			// a log let go for this process is taken at once. bbolt's own
 			// flock on the same file then succeeds.
-			if err = waitLock(f, !readOnly, timeout); err != nil {
+			if err = waitLock(f, !readOnly, timeout, s.opts.Interrupt); err != nil {
 				f.Close()
 				f = nil
 			}
@@ -286,7 +291,7 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	switch {
 	case err == nil:
 		return db, nil
-	case errors.Is(err, model.ErrCorrupt):
+	case errors.Is(err, model.ErrCorrupt), errors.Is(err, context.Canceled):
 		return nil, err
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("%w: %s is held by another process (waited %s)", model.ErrBusy, s.path, timeout)

@@ -3,6 +3,7 @@
 package boltfile
 
 import (
+	"context"
 	"os"
 	"syscall"
 	"time"
@@ -77,8 +78,9 @@ func announceWaiting(journal string) (done func()) {
 
 // waitLock takes the log file's lock (exclusive or shared) on f, looking
 // every expectPoll for up to timeout; bbolt's ErrTimeout when it did not
-// get it. bbolt then locks the same open file, which succeeds at once.
-func waitLock(f *os.File, exclusive bool, timeout time.Duration) error {
+// get it, context.Canceled once interrupt is closed. bbolt then locks the
+// same open file, which succeeds at once.
+func waitLock(f *os.File, exclusive bool, timeout time.Duration, interrupt <-chan struct{}) error {
 	how := syscall.LOCK_SH
 	if exclusive {
 		how = syscall.LOCK_EX
@@ -93,6 +95,11 @@ func waitLock(f *os.File, exclusive bool, timeout time.Duration) error {
 		}
 		if time.Now().After(deadline) {
 			return berrors.ErrTimeout
+		}
+		select {
+		case <-interrupt:
+			return context.Canceled
+		default:
 		}
 		time.Sleep(expectPoll)
 	}

@@ -20,4 +20,4 @@ func (waitSignal) close()                         {}
 func announceWaiting(string) (done func())        { return func() {} }
 
 // waitLock leaves the wait for the lock to bbolt.
-func waitLock(*os.File, bool, time.Duration) error { return nil }
+func waitLock(*os.File, bool, time.Duration, <-chan struct{}) error { return nil }
