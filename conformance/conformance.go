@@ -75,6 +75,7 @@ var suite = []struct {
 	{"GCKeepsSessionsWithACallExecuting", testGCKeepsSessionsWithACallExecuting},
 	{"GCDropsOnlyOldSessionsInTheGivenStates", testGCDropsOnlyOldSessionsInTheGivenStates},
 	{"Export", testExport},
+	{"ImportRefusesWhatAWriterMadeMeanwhile", testImportRefusesWhatAWriterMadeMeanwhile},
 	{"SameSignatureFromManyGoroutines", testSameSignatureFromManyGoroutines},
 	{"RandomOperationsAgreeWithTheModel", testRandomOperations},
 	{"CloseKeepsWhatWasWritten", testCloseKeepsWhatWasWritten},

@@ -179,3 +179,50 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// An import that a writer gets ahead of (the log was empty when it began;
+// a writer makes a session the export holds, or an effect, before the
+// import writes it) is refused and taken out whole, never merged with what
+// the writer made: the writer's session stays as it wrote it, and the log
+// verifies.
+func testImportRefusesWhatAWriterMadeMeanwhile(t *testing.T, newStore opener) {
+	// a holds effects 1 and 3, b effect 2: once a is imported, a writer's
+	// effect takes an id past a's, not b's, and only b's session collides.
+	src, _ := newStore(t)
+	intercept(t, src, "a", "write", sm.Compensable, `{"n":1}`)
+	intercept(t, src, "b", "write", sm.Compensable, `{"n":2}`)
+	intercept(t, src, "a", "write", sm.Compensable, `{"n":3}`)
+	var recs []effectlog.ExportRecord
+	must[struct{}](t)(struct{}{}, src.Export(t.Context(), "", func(r effectlog.ExportRecord) error { recs = append(recs, r); return nil }))
+	for _, writer := range []string{"b", "w"} { // the export's own session b, or another
+		t.Run("writer makes "+writer, func(t *testing.T) {
+			into, _ := newStore(t)
+			i, wrote := 0, false
+			_, err := into.Import(t.Context(), func() (effectlog.ExportRecord, bool, error) {
+				if i == len(recs) {
+					return effectlog.ExportRecord{}, false, nil
+				}
+				if s, ok := recs[max(i-1, 0)].Record.(model.Session); ok && s.ID == "b" && !wrote {
+					// b's session record was read, so a's transaction is
+					// written; b's is not yet.
+					wrote = true
+					intercept(t, into, writer, "own", sm.Compensable, `{"mine":true}`)
+				}
+				i++
+				return pointed(recs[i-1]), true, nil
+			})
+			if !errors.Is(err, model.ErrConflict) || !strings.Contains(err.Error(), "writer") {
+				t.Fatalf("import while a writer made session %s: %v; want a conflict naming the writer", writer, err)
+			}
+			sessions, _, serr := into.ListSessions(t.Context(), effectlog.SessionFilter{})
+			if serr != nil || len(sessions) != 1 || sessions[0].ID != writer || sessions[0].Effects != 1 {
+				t.Fatalf("after the refused import: %+v %v; want only the writer's session %s with its one effect", sessions, serr, writer)
+			}
+			list, _, _ := into.ListEffects(t.Context(), effectlog.EffectFilter{})
+			if len(list) != 1 || list[0].Tool != "own" {
+				t.Fatalf("after the refused import the log holds %+v; want only the writer's effect", list)
+			}
+			verifyClean(t, into)
+		})
+	}
+}

@@ -53,7 +53,8 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 		return rep, fmt.Errorf("%w: import writes into an empty log; this one holds sessions", model.ErrConflict)
 	}
 	var batch []ExportRecord
-	var imported []string // the sessions written, which a refusal takes out again
+	var imported []string     // the sessions written, which a refusal takes out again
+	seen := map[uint64]bool{} // the export's effects written so far
 	defer func() {
 		if err == nil || len(imported) == 0 {
 			return
@@ -87,13 +88,18 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 					return errOr(err, fmt.Errorf("%w: import writes into an empty log; this one holds sessions (another import, or a writer, made them meanwhile)", model.ErrConflict))
 				}
 			}
-			return importSession(tx, batch, &got)
+			return importSession(tx, batch, &got, seen)
 		})
 		if err != nil {
 			return err
 		}
 		if sess, ok := batch[0].Record.(*model.Session); ok {
 			imported = append(imported, sess.ID)
+		}
+		for _, r := range batch {
+			if e, ok := r.Record.(*model.Effect); ok {
+				seen[e.ID] = true
+			}
 		}
 		rep.Sessions, rep.Effects, rep.Records = rep.Sessions+got.Sessions, rep.Effects+got.Effects, rep.Records+got.Records
 		batch = batch[:0]
@@ -180,7 +186,14 @@ func countSessions(tx storage.ReadTx) (int, error) {
 // importSession writes one session's records, each effect and the session
 // once they pass the checks verify makes (an export changed since, or
 // damaged, is refused rather than imported to fail verify later).
-func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport) error {
+//
+// A session or an effect already in the log was made by a writer since the
+// import began (the log was empty): the import is refused, not merged with
+// it (the session's record and counts would be the export's, its effects
+// both). before holds the export's effects written by the transactions
+// before this one.
+func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport, before map[uint64]bool) error {
+	mine := map[uint64]bool{} // this session's effects
 	var sess *model.Session
 	var sessHist []model.HistoryRecord
 	var effect *model.Effect
@@ -217,6 +230,23 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 				return err
 			}
 			sess = v
+			if _, err := tx.Session(v.ID); err == nil {
+				return fmt.Errorf("%w: session %s is in the log already: a writer made it while the import ran; import into an empty log that nothing else writes to", model.ErrConflict, v.ID)
+			} else if !errors.Is(err, model.ErrNotFound) {
+				return err
+			}
+			taken := ""
+			if err := tx.Sessions(true, v.Seq-1, func(seq uint64, id string) (bool, error) {
+				if seq == v.Seq {
+					taken = id
+				}
+				return false, nil
+			}); err != nil {
+				return err
+			}
+			if taken != "" {
+				return fmt.Errorf("%w: session %s has sequence number %d, which session %s took: a writer made it while the import ran; import into an empty log that nothing else writes to", model.ErrConflict, v.ID, v.Seq, taken)
+			}
 			if err := tx.InsertSession(v); err != nil {
 				return err
 			}
@@ -244,11 +274,15 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 			if err := checkEffect(); err != nil {
 				return err
 			}
-			if _, err := tx.Effect(v.ID); err == nil {
+			if before[v.ID] || mine[v.ID] {
 				return fmt.Errorf("%w: effect %d appears twice in the export", model.ErrInvalidInput, v.ID)
+			}
+			if _, err := tx.Effect(v.ID); err == nil {
+				return fmt.Errorf("%w: effect %d is in the log already: a writer made it while the import ran; import into an empty log that nothing else writes to", model.ErrConflict, v.ID)
 			} else if !errors.Is(err, model.ErrNotFound) {
 				return err
 			}
+			mine[v.ID] = true
 			effect = v
 			if err := tx.PutEffect(v, ""); err != nil {
 				return err
