@@ -139,6 +139,22 @@ func testApprovalExpiry(t *testing.T, newStore opener) {
 	if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), late.Effect.ID)); d.Effect.State != sm.Pending {
 		t.Fatalf("the late decision moved the effect: %s", d.Effect.State)
 	}
+	// The refusal closed the request as timed out, as the sweep would have
+	// (the index hid it from that): the session waits no more, and the same
+	// call, as the refusal says, asks again.
+	d = must[model.EffectDetail](t)(s.GetEffect(t.Context(), late.Effect.ID))
+	if d.Approval.Outcome != model.ApprovalTimedOut || d.Approval.DecidedBy != model.TimeoutActor {
+		t.Fatalf("the request a refusal found past its expiry: %+v", d.Approval)
+	}
+	if sess := must[model.Session](t)(s.GetSession(t.Context(), "ci")); sess.State != sm.SessionActive || sess.PendingApprovals != 0 {
+		t.Fatalf("the session after that: %s, %d waiting", sess.State, sess.PendingApprovals)
+	}
+	if again := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "ci", Tool: "wire", Tier: sm.Irreversible,
+		ApprovalTimeout: time.Minute})); again.Effect.ID != late.Effect.ID || again.Outcome != model.OutcomeInProgress {
+		t.Fatalf("the same call again: %+v", again)
+	}
+	must[model.Effect](t)(s.Approve(t.Context(), late.Effect.ID, model.Change{Actor: "alice"}))
+	verifyClean(t, s)
 }
 
 func testSecondDecisionIsInvalidTransition(t *testing.T, newStore opener) {

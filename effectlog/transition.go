@@ -112,6 +112,15 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 				return refuse(alreadyDecided(tx, e.ID, err))
 			}
 			if err := timedOut(tx, e.ID, now); err != nil {
+				// The request's own record says its time is up, whatever
+				// the index of waiting requests said (an agent's SQL can
+				// move that): it is closed as the sweep closes it, and
+				// the refusal keeps that, so that the same call asks again.
+				n, xerr := closeExpired(tx, &sess, []uint64{e.ID}, now)
+				if xerr != nil {
+					return xerr
+				}
+				expired = expired || n > 0
 				return refuse(err)
 			}
 		}
@@ -280,14 +289,7 @@ func expireDue(tx storage.WriteTx, sess *model.Session, now time.Time) (int, err
 	}
 	var due []uint64
 	err := tx.OpenRequests(sess.ID, func(r storage.OpenRequest) (bool, error) {
-		if r.Known && !expiredAt(r.Expires, now) {
-			return true, nil
-		}
-		a, err := tx.Approval(r.EffectID)
-		if err != nil {
-			return false, err
-		}
-		if a != nil && a.Session == sess.ID && a.ExpiresAt != nil && expiredAt(*a.ExpiresAt, now) {
+		if !r.Known || expiredAt(r.Expires, now) {
 			due = append(due, r.EffectID)
 		}
 		return true, nil
@@ -295,9 +297,24 @@ func expireDue(tx storage.WriteTx, sess *model.Session, now time.Time) (int, err
 	if err != nil {
 		return 0, err
 	}
+	return closeExpired(tx, sess, due, now)
+}
+
+// closeExpired closes, as system:timeout, those of the requests ids whose
+// own record says their time is up (the index of waiting requests only
+// says which to look at), and moves the session back to active when none
+// waits any more.
+func closeExpired(tx storage.WriteTx, sess *model.Session, ids []uint64, now time.Time) (int, error) {
 	timeout := model.Change{Actor: model.TimeoutActor, Reason: "approval request expired"}
 	expired := 0
-	for _, id := range due {
+	for _, id := range ids {
+		a, err := tx.Approval(id)
+		if err != nil {
+			return 0, err
+		}
+		if a == nil || a.Session != sess.ID || a.Outcome != model.ApprovalPending || a.ExpiresAt == nil || !expiredAt(*a.ExpiresAt, now) {
+			continue
+		}
 		e, err := tx.Effect(id)
 		if err != nil {
 			return 0, err
