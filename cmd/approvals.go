@@ -105,6 +105,11 @@ func followApprovals(ctx context.Context, f *Factory, opts *approvalsOptions) er
 	last := ^uint64(0)
 	var listed time.Time
 	lost := outage{f: f}
+	if opts.output == formatText && isTerminal(f.ErrOut) {
+		// Text with nothing waiting prints nothing: a person at a
+		// terminal sees that it runs.
+		fmt.Fprintln(f.ErrOut, "undolog: printing each approval request as it starts waiting; Ctrl-C to stop")
+	}
 	for ctx.Err() == nil {
 		position, err := store.LastChange(ctx)
 		if ctx.Err() != nil {
