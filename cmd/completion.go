@@ -43,7 +43,7 @@ func addCompletions(f *Factory, root *cobra.Command) {
 		"undolog resolve":          first(effectIDs(f)),
 		"undolog transition": func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			if len(args) == 1 {
-				return fixed(effectStates)(c, args, toComplete)
+				return nextStates(f, effectStates)(c, args, toComplete)
 			}
 			return first(effectIDs(f))(c, args, toComplete)
 		},
@@ -153,6 +153,28 @@ func waitingIDs(f *Factory) completeFunc {
 }
 
 // effectIDs completes the newest effects, not already given.
+// nextStates completes the states the effect args[0] can move to, as the
+// spec says; all of them when the effect cannot be read.
+func nextStates(f *Factory, all []string) completeFunc {
+	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		id, err := parseID(args[0])
+		if err != nil {
+			return fixed(all)(c, args, toComplete)
+		}
+		d, err := completionLog(f).GetEffect(c.Context(), id)
+		if err != nil {
+			return fixed(all)(c, args, toComplete)
+		}
+		var out []string
+		for _, to := range sm.States {
+			if _, err := sm.Validate(d.Effect.Tier, d.Effect.State, to); err == nil {
+				out = append(out, string(to))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
 func effectIDs(f *Factory) completeFunc {
 	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		list, _, err := completionLog(f).ListEffects(c.Context(), effectlog.EffectFilter{Limit: completeLimit})
