@@ -22,11 +22,11 @@ func newCmdMan(f *Factory) *cobra.Command {
 		Use:   "man [DIR]",
 		Short: "Write the man pages (undolog.1, undolog-exec.1, ...) for man to find",
 		Long: `Write a man page for every command into DIR: then 'man undolog' or
-'man undolog-exec'. By default DIR is beside the binary, PREFIX/share/man/man1 for a
-binary in PREFIX/bin (~/go/bin after 'go install'), where man looks for the commands on
-its PATH; else $XDG_DATA_HOME/man/man1 (~/.local/share/man/man1), which man reads when
-~/.local/bin is on PATH or the directory is in MANPATH. Release archives hold the same
-pages.`,
+'man undolog-exec'. By default DIR is $XDG_DATA_HOME/man/man1 if XDG_DATA_HOME is set;
+else beside the binary, PREFIX/share/man/man1 for a binary in PREFIX/bin (~/go/bin after
+'go install'), where man looks for the commands on its PATH; else
+~/.local/share/man/man1, which man reads when ~/.local/bin is on PATH or the directory's
+parent is in MANPATH. Release archives hold the same pages.`,
 		Args: maxArgs(1, "at most one directory"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -39,19 +39,18 @@ pages.`,
 
 func manRun(f *Factory, root *cobra.Command, opts *manOptions) error {
 	dir := opts.dir
+	if data := f.Getenv("XDG_DATA_HOME"); dir == "" && data != "" {
+		dir = filepath.Join(data, "man", "man1") // the user's own choice first
+	}
 	if dir == "" {
 		dir = besideBinary()
 	}
 	if dir == "" {
-		data := f.Getenv("XDG_DATA_HOME")
-		if data == "" {
-			home := f.Getenv("HOME")
-			if home == "" {
-				return usagef("neither $XDG_DATA_HOME nor $HOME is set: name the directory, undolog man DIR")
-			}
-			data = filepath.Join(home, ".local", "share")
+		home := f.Getenv("HOME")
+		if home == "" {
+			return usagef("neither $XDG_DATA_HOME nor $HOME is set: name the directory, undolog man DIR")
 		}
-		dir = filepath.Join(data, "man", "man1")
+		dir = filepath.Join(home, ".local", "share", "man", "man1")
 	}
 	n, err := WriteManPages(root, dir)
 	if err != nil {
