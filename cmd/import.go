@@ -31,6 +31,9 @@ is one transaction.`,
   undolog import --log postgres://ci@db.internal/undolog local.jsonl`,
 		Args: exactArgs(1, "the export to read (a file, or - for stdin)"),
 		RunE: func(c *cobra.Command, args []string) error {
+			// An interrupt ends the import between two records, and what was
+			// imported is taken out: that must not be cut short in its turn.
+			f.handleInterrupts()
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -336,5 +337,57 @@ func TestQuickCommandInterruptedWhileLogBusyStopsWaiting(t *testing.T) {
 		if out, _ := runWithLog(t, db, "list", "-o", "ids").Output(); len(bytes.TrimSpace(out)) != 0 {
 			t.Fatalf("%v: an interrupted intercept wrote effect %s", sig, out)
 		}
+	}
+}
+
+// An import interrupted part way (SIGINT while it reads its input) ends
+// between two records with exit 130 and takes out what it imported: the
+// log is as empty as before, and the same import then goes through.
+func TestImportInterruptedTakesItsSessionsOut(t *testing.T) {
+	dir := t.TempDir()
+	src, db := filepath.Join(dir, "src.db"), filepath.Join(dir, "u.db")
+	for _, s := range []string{"a", "b"} {
+		if out, err := runWithLog(t, src, "intercept", "--session", s, "--tool", "w", "--tier", "compensable", "--args", `{}`).CombinedOutput(); err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+	}
+	export, err := runWithLog(t, src, "export").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(export), "\n")
+	second := 0 // b's session record
+	for i, l := range lines {
+		if strings.HasPrefix(l, `{"type":"session"`) {
+			second = i
+		}
+	}
+	cmd := runWithLog(t, db, "import", "-")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(in, strings.Join(lines[:second+1], "")) // a is written once b's record is read
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	time.Sleep(100 * time.Millisecond)
+	io.WriteString(in, strings.Join(lines[second+1:], ""))
+	in.Close()
+	err = cmd.Wait()
+	if code := exitCodeOf(err); code != 130 || !strings.Contains(stderr.String(), "interrupted by a signal") {
+		t.Fatalf("import interrupted: exit %d, %q; want 130", code, stderr.String())
+	}
+	if out, _ := runWithLog(t, db, "session", "list", "-o", "ids").Output(); len(bytes.TrimSpace(out)) != 0 {
+		t.Fatalf("an interrupted import left sessions %q", out)
+	}
+	imp := runWithLog(t, db, "import", "-")
+	imp.Stdin = bytes.NewReader(export)
+	if out, err := imp.CombinedOutput(); err != nil {
+		t.Fatalf("the same import once more: %v\n%s", err, out)
 	}
 }

@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -60,21 +61,38 @@ func manRun(f *Factory, root *cobra.Command, opts *manOptions) error {
 	return err
 }
 
-// besideBinary is PREFIX/share/man/man1 for this binary in PREFIX/bin, made
-// if need be: man-db and mandoc look there for a command found on the PATH.
-// It is "" for a binary elsewhere (go run's) or a prefix not writable here.
+// besideBinary is PREFIX/share/man/man1 for this binary run as
+// PREFIX/bin/undolog, made if need be: man-db and mandoc look there for a
+// command found on the PATH. The binary is taken as it was run (a link's
+// folder, not its target's), and it is "" for a binary elsewhere (go run's),
+// in the system's own folders (/bin, /usr/bin: the package manager's), or a
+// folder this user cannot write.
 func besideBinary() string {
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
+	exe := os.Args[0]
+	if !strings.ContainsRune(exe, filepath.Separator) {
+		var err error
+		if exe, err = exec.LookPath(exe); err != nil {
+			return ""
+		}
 	}
+	exe, err := filepath.Abs(exe)
 	if err != nil || filepath.Base(filepath.Dir(exe)) != "bin" {
 		return ""
 	}
-	dir := filepath.Join(filepath.Dir(filepath.Dir(exe)), "share", "man", "man1")
+	prefix := filepath.Dir(filepath.Dir(exe))
+	if prefix == "/" || prefix == "/usr" {
+		return ""
+	}
+	dir := filepath.Join(prefix, "share", "man", "man1")
 	if os.MkdirAll(dir, 0o755) != nil {
 		return ""
 	}
+	probe, err := os.CreateTemp(dir, ".undolog-man-*")
+	if err != nil {
+		return "" // there, but not this user's to write
+	}
+	probe.Close()
+	os.Remove(probe.Name())
 	return dir
 }
 

@@ -55,6 +55,21 @@ func TestManPagesBesideTheBinary(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "undolog-exec.1")); err != nil {
 		t.Fatal(err)
 	}
+	// Run through a link in another bin folder (~/.local/bin/undolog to a
+	// build elsewhere), the pages go beside the link, where man looks for
+	// the command found on the PATH.
+	linked := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(linked, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(bin, filepath.Join(linked, "bin", "undolog")); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := exec.Command(filepath.Join(linked, "bin", "undolog"), "man")
+	viaLink.Env = cmd.Env
+	if out, err := viaLink.CombinedOutput(); err != nil || !strings.Contains(string(out), filepath.Join(linked, "share", "man", "man1")) {
+		t.Fatalf("undolog man through a link: %v\n%s\nwant the pages beside the link", err, out)
+	}
 	if _, err := exec.LookPath("man"); err == nil {
 		find := exec.Command("man", "-w", "undolog-exec")
 		find.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":/usr/bin:/bin", "MANPATH=")

@@ -40,7 +40,12 @@ func execute(ctx context.Context, f *Factory, root *cobra.Command, args []string
 	root.SetIn(f.In)
 	root.SetOut(f.Out)
 	root.SetErr(f.ErrOut)
-	err := root.ExecuteContext(ctx)
+	var err error
+	if group, name := strayName(root, args); group != nil {
+		err = unknownCommand(group, name)
+	} else {
+		err = root.ExecuteContext(ctx)
+	}
 	if cerr := f.closeLogs(); err == nil {
 		err = cerr
 	}
@@ -165,39 +170,52 @@ last-in-first-out when the session fails.`,
 	return root
 }
 
-// refuseStrays makes a command line that names no command (a misspelt
-// subcommand, a help topic that does not exist) a usage error, exit 2: cobra
-// prints the group's help and exits 0 for it, so that `undolog session fial
-// "$RUN"` in a script would seem to have worked.
+// refuseStrays makes a help topic that does not exist a usage error, exit
+// 2, as strayName does a misspelt subcommand: cobra prints the root's or the
+// group's help and exits 0 for them, so that `undolog session fial "$RUN"`
+// in a script would seem to have worked.
 func refuseStrays(root *cobra.Command) {
 	root.InitDefaultHelpCmd()
-	var walk func(c *cobra.Command)
-	walk = func(c *cobra.Command) {
-		for _, sub := range c.Commands() {
-			walk(sub)
+	for _, c := range root.Commands() {
+		if c.Name() != "help" || c.Run == nil {
+			continue
 		}
-		switch {
-		case c.Name() == "help" && c.Parent() == root && c.Run != nil:
-			show := c.Run
-			c.Run = nil
-			c.RunE = func(c *cobra.Command, args []string) error {
-				if found, rest, err := c.Root().Find(args); found == nil || err != nil || len(rest) > 0 {
-					return usagef("unknown help topic %q (see '%s --help')", strings.Join(args, " "), c.Root().Name())
-				}
-				show(c, args)
-				return nil
+		show := c.Run
+		c.Run = nil
+		c.RunE = func(c *cobra.Command, args []string) error {
+			if found, rest, err := c.Root().Find(args); found == nil || err != nil || len(rest) > 0 {
+				return usagef("unknown help topic %q (see '%s --help')", strings.Join(args, " "), c.Root().Name())
 			}
-		case c != root && c.HasSubCommands() && !c.Runnable():
-			c.Args = cobra.ArbitraryArgs
-			c.RunE = func(c *cobra.Command, args []string) error {
-				if len(args) == 0 {
-					return c.Help()
-				}
-				return unknownCommand(c, args[0])
-			}
+			show(c, args)
+			return nil
 		}
 	}
-	walk(root)
+}
+
+// strayName finds, in a command line that names a group (a command that
+// only holds others: session, policy, completion), the word that names none
+// of its commands, and returns the group; nil when there is none. "help"
+// after a group is cobra's, which prints the group's help.
+func strayName(root *cobra.Command, args []string) (*cobra.Command, string) {
+	c, rest, err := root.Find(args)
+	if err != nil || c == root || c.Runnable() || !c.HasSubCommands() {
+		return nil, ""
+	}
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--" || a == "help":
+			return nil, ""
+		case strings.HasPrefix(a, "--") && !strings.Contains(a, "="):
+			if fl := c.Flag(a[2:]); fl != nil && fl.NoOptDefVal == "" {
+				i++ // its value
+			}
+		case strings.HasPrefix(a, "-"):
+		default:
+			return c, a
+		}
+	}
+	return nil, ""
 }
 
 // unknownCommand is the usage error for a name that is no subcommand of c,

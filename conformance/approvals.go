@@ -139,6 +139,24 @@ func testApprovalExpiry(t *testing.T, newStore opener) {
 	if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), late.Effect.ID)); d.Effect.State != sm.Pending {
 		t.Fatalf("the late decision moved the effect: %s", d.Effect.State)
 	}
+	// The same call made again before any decision also finds the request
+	// over by its own record, and asks again.
+	ask := func() effectlog.InterceptResult {
+		return must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "ci", Tool: "wire2",
+			Tier: sm.Irreversible, ApprovalTimeout: time.Minute}))
+	}
+	first := ask()
+	forever = clk.now().Add(24 * 365 * time.Hour)
+	behindTheRules(t, s, func(tx storage.WriteTx) error { return tx.OpenRequest(first.Effect.ID, "ci", &forever) })
+	clk.add(2 * time.Minute)
+	if r := ask(); r.Effect.ID != first.Effect.ID || r.Outcome != model.OutcomeInProgress {
+		t.Fatalf("the same call once its request is over by its record: %+v", r)
+	}
+	if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), first.Effect.ID)); d.Approval.Outcome != model.ApprovalPending || len(d.Approval.Earlier) != 1 ||
+		d.Approval.Earlier[0].Outcome != model.ApprovalTimedOut {
+		t.Fatalf("asked again: %+v", d.Approval)
+	}
+	must[model.Effect](t)(s.Approve(t.Context(), first.Effect.ID, model.Change{Actor: "alice"}))
 	// The refusal closed the request as timed out, as the sweep would have
 	// (the index hid it from that): the session waits no more, and the same
 	// call, as the refusal says, asks again.

@@ -225,4 +225,40 @@ func testImportRefusesWhatAWriterMadeMeanwhile(t *testing.T, newStore opener) {
 			verifyClean(t, into)
 		})
 	}
+	// A writer that writes into a session the import wrote already (its
+	// effect takes the id of one the export holds further on): the import
+	// is refused, and that session stays as the writer left it, with what
+	// was imported; nothing the writer was told it wrote is taken out.
+	t.Run("writer writes into an imported session", func(t *testing.T) {
+		src, _ := newStore(t)
+		intercept(t, src, "a", "write", sm.Compensable, `{"n":1}`)
+		intercept(t, src, "b", "write", sm.Compensable, `{"n":2}`)
+		var recs []effectlog.ExportRecord
+		must[struct{}](t)(struct{}{}, src.Export(t.Context(), "", func(r effectlog.ExportRecord) error { recs = append(recs, r); return nil }))
+		into, _ := newStore(t)
+		i, mine := 0, uint64(0)
+		_, err := into.Import(t.Context(), func() (effectlog.ExportRecord, bool, error) {
+			if i == len(recs) {
+				return effectlog.ExportRecord{}, false, nil
+			}
+			if s, ok := recs[max(i-1, 0)].Record.(model.Session); ok && s.ID == "b" && mine == 0 {
+				mine = intercept(t, into, "a", "own", sm.Compensable, `{"mine":true}`).Effect.ID
+			}
+			i++
+			return pointed(recs[i-1]), true, nil
+		})
+		if !errors.Is(err, model.ErrConflict) || !strings.Contains(err.Error(), "a, which another process wrote to meanwhile") {
+			t.Fatalf("import while a writer wrote into imported session a: %v", err)
+		}
+		if _, gerr := into.GetEffect(t.Context(), mine); gerr != nil {
+			t.Fatalf("the writer's effect %d was taken out: %v", mine, gerr)
+		}
+		if sess := must[model.Session](t)(into.GetSession(t.Context(), "a")); sess.Effects != 2 {
+			t.Fatalf("session a after the refused import: %d effects, want the imported one and the writer's", sess.Effects)
+		}
+		if _, gerr := into.GetSession(t.Context(), "b"); !errors.Is(gerr, model.ErrNotFound) {
+			t.Fatalf("session b after the refused import: %v", gerr)
+		}
+		verifyClean(t, into)
+	})
 }

@@ -2,6 +2,7 @@ package effectlog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,23 +54,37 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 		return rep, fmt.Errorf("%w: import writes into an empty log; this one holds sessions", model.ErrConflict)
 	}
 	var batch []ExportRecord
-	var imported []string     // the sessions written, which a refusal takes out again
-	seen := map[uint64]bool{} // the export's effects written so far
+	var imported []model.Session // the sessions written, as written: a refusal takes out again those still so
+	seen := map[uint64]bool{}    // the export's effects written so far
 	defer func() {
 		if err == nil || len(imported) == 0 {
 			return
 		}
 		// The log was empty: a refused export leaves it so, not with the
-		// sessions before the one that failed.
+		// sessions before the one that failed. A session a writer wrote to
+		// since (an effect, a move) stays, with what was imported: what the
+		// writer was told it wrote is never taken out.
+		var kept []string
 		if uerr := s.update(context.WithoutCancel(ctx), func(tx storage.WriteTx) error {
-			for _, id := range imported {
-				if _, _, err := dropSession(tx, id, func(model.Session) bool { return true }); err != nil {
+			kept = nil
+			for _, was := range imported {
+				asImported, _ := json.Marshal(was)
+				_, dropped, err := dropSession(tx, was.ID, func(now model.Session) bool {
+					b, _ := json.Marshal(now)
+					return string(b) == string(asImported)
+				})
+				if err != nil {
 					return err
+				}
+				if !dropped {
+					kept = append(kept, was.ID)
 				}
 			}
 			return nil
 		}); uerr != nil {
 			err = fmt.Errorf("%w; and taking out the %d sessions imported before failed too: %v", err, len(imported), uerr)
+		} else if len(kept) > 0 {
+			err = fmt.Errorf("%w; the sessions imported before were taken out, but for %s, which another process wrote to meanwhile: it stays, with what was imported", err, strings.Join(kept, ", "))
 		} else {
 			rep = ImportReport{}
 		}
@@ -94,7 +109,7 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 			return err
 		}
 		if sess, ok := batch[0].Record.(*model.Session); ok {
-			imported = append(imported, sess.ID)
+			imported = append(imported, *sess)
 		}
 		for _, r := range batch {
 			if e, ok := r.Record.(*model.Effect); ok {
@@ -109,6 +124,9 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 	seqs := map[uint64]string{} // session seq -> session: each is one session's
 	for line := 1; ; line++ {
 		r, ok, err := next()
+		if cerr := ctx.Err(); cerr != nil {
+			return rep, cerr // interrupted: what was imported is taken out
+		}
 		if err != nil {
 			return rep, fmt.Errorf("record %d: %w", line, err)
 		}

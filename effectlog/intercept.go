@@ -244,6 +244,16 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 	if owner, ok, err := tx.SignatureOwner(sig); err != nil {
 		return res, err
 	} else if ok {
+		if sess.PendingApprovals > 0 {
+			// The call's own request, if its record says its time is up:
+			// the index the sweep goes by can be moved (an agent's SQL), and
+			// the same call must then ask again, not wait for good.
+			n, err := closeExpired(tx, &sess, []uint64{owner}, now)
+			if err != nil {
+				return res, err
+			}
+			expired = expired || n > 0
+		}
 		err := s.repeat(tx, &sess, owner, req, args, &res, now, refuse)
 		if err == storage.ErrNothingToWrite && expired {
 			return res, tx.PutSession(&sess)
