@@ -13,9 +13,11 @@ import (
 // cliRows times undolog's commands as the processes a CI step runs, beside
 // what a user would script instead: the sqlite3 command-line shell writing
 // the same records durably (WAL, synchronous=FULL) in one transaction, and
-// for `undolog version` a static Go program that prints a line. Each round
-// runs the two sides in turns of a few processes, so that a slow second of
-// the machine slows both alike; the ratio is the median of the rounds'.
+// for `undolog version` a static Go program that prints a line; beside both,
+// undolog's binary doing nothing (./linked), the floor of any command of
+// undolog's as a process. Each round runs the sides in turns of a few
+// processes, so that a slow second of the machine slows them alike; a ratio
+// is the median of the rounds'.
 func cliRows(add func(what, value, ratio string), work string) error {
 	bin, err := buildUndolog()
 	if err != nil {
@@ -30,6 +32,10 @@ func cliRows(add func(what, value, ratio string), work string) error {
 	if err != nil {
 		return err
 	}
+	linked, err := buildLinked(work)
+	if err != nil {
+		return err
+	}
 	timeOne := func(argv ...string) (float64, error) {
 		start := time.Now()
 		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
@@ -38,39 +44,44 @@ func cliRows(add func(what, value, ratio string), work string) error {
 		}
 		return float64(time.Since(start).Microseconds()) / 1000, nil
 	}
-	const turn = 5 // processes a side runs before the other's turn
-	// paired times n processes of a and of b in turns and returns their
-	// medians in ms.
-	paired := func(n int, a, b func(i int) (float64, error)) (float64, float64, error) {
-		var as, bs []float64
+	const turn = 5 // processes a side runs before the next side's turn
+	// inTurns times n processes of each side, the sides taking turns, and
+	// returns each side's median in ms.
+	inTurns := func(n int, sides ...func(i int) (float64, error)) ([]float64, error) {
+		times := make([][]float64, len(sides))
 		for i := 0; i < n; i += turn {
-			for k := i; k < i+turn; k++ {
-				x, err := a(k)
-				if err != nil {
-					return 0, 0, err
+			for j, side := range sides {
+				for k := i; k < i+turn; k++ {
+					x, err := side(k)
+					if err != nil {
+						return nil, err
+					}
+					times[j] = append(times[j], x)
 				}
-				as = append(as, x)
-			}
-			for k := i; k < i+turn; k++ {
-				x, err := b(k)
-				if err != nil {
-					return 0, 0, err
-				}
-				bs = append(bs, x)
 			}
 		}
-		return median(as), median(bs), nil
+		medians := make([]float64, len(sides))
+		for j := range times {
+			medians[j] = median(times[j])
+		}
+		return medians, nil
 	}
 
-	r, err := sideBySide2(func() (float64, float64, error) {
-		return paired(40, func(int) (float64, error) { return timeOne(bin, "version") },
+	// linked is undolog's binary doing nothing: what undolog version costs
+	// above it is undolog's own start, what it costs above the hello the
+	// packages'.
+	r, err := sideBySideRounds(func() ([]float64, error) {
+		return inTurns(40, func(int) (float64, error) { return timeOne(bin, "version") },
+			func(int) (float64, error) { return timeOne(linked) },
 			func(int) (float64, error) { return timeOne(hello) })
 	})
 	if err != nil {
 		return err
 	}
-	add("process: undolog version", fmt.Sprintf("%.2f ms", r.median(0)), fmt.Sprintf("%.2fx a static Go hello", r.ratio(0, 1)))
-	add("process: static Go hello", fmt.Sprintf("%.2f ms", r.median(1)), "")
+	add("process: undolog version", fmt.Sprintf("%.2f ms", r.median(0)),
+		fmt.Sprintf("%.2fx a static Go hello, %.2fx undolog's binary doing nothing", r.ratio(0, 2), r.ratio(0, 1)))
+	add("process: undolog's binary doing nothing", fmt.Sprintf("%.2f ms", r.median(1)), fmt.Sprintf("%.2fx a static Go hello", r.ratio(1, 2)))
+	add("process: static Go hello", fmt.Sprintf("%.2f ms", r.median(2)), "")
 	if sqlite == "" {
 		return nil
 	}
@@ -164,42 +175,52 @@ CREATE TABLE history (effect_id INTEGER NOT NULL, seq INTEGER NOT NULL, to_state
 			func(i int) string { return sqliteMove(n-perRound+1+i, "approved", 2) }},
 	}
 	for _, s := range steps {
-		r, err := sideBySide2(func() (float64, float64, error) {
+		r, err := sideBySideRounds(func() ([]float64, error) {
 			var first uint64
 			if s.prep != nil {
 				var err error
 				if first, err = s.prep(); err != nil {
-					return 0, 0, err
+					return nil, err
 				}
 			}
-			return paired(perRound, func(i int) (float64, error) {
+			return inTurns(perRound, func(i int) (float64, error) {
 				var id uint64
 				if first != 0 {
 					id = first + uint64(i)
 				}
 				return timeUndolog(s.step(id)...)
-			}, func(i int) (float64, error) { return sqliteStep(s.sql(i)) })
+			}, func(i int) (float64, error) { return sqliteStep(s.sql(i)) },
+				func(int) (float64, error) { return timeOne(linked) })
 		})
 		if err != nil {
 			return err
 		}
 		add("process: undolog "+s.name, fmt.Sprintf("%.2f ms", r.median(0)),
-			fmt.Sprintf("%.2fx the sqlite3 shell's durable write of the same records (%.2f ms)", r.ratio(0, 1), r.median(1)))
+			fmt.Sprintf("%.2fx the sqlite3 shell's durable write of the same records (%.2f ms); undolog's binary doing nothing %.2fx", r.ratio(0, 1), r.median(1), r.ratio(2, 1)))
 	}
 	return nil
 }
 
-// sideBySide2 runs *runs rounds of a paired measure.
-func sideBySide2(fn func() (float64, float64, error)) (rounds, error) {
+// sideBySideRounds runs *runs rounds of a measure of several sides taken in
+// turns.
+func sideBySideRounds(fn func() ([]float64, error)) (rounds, error) {
 	var r rounds
 	for i := 0; i < *runs; i++ {
-		a, b, err := fn()
+		row, err := fn()
 		if err != nil {
 			return nil, err
 		}
-		r = append(r, []float64{a, b})
+		r = append(r, row)
 	}
 	return r, nil
+}
+
+// sideBySide2 runs *runs rounds of a paired measure.
+func sideBySide2(fn func() (float64, float64, error)) (rounds, error) {
+	return sideBySideRounds(func() ([]float64, error) {
+		a, b, err := fn()
+		return []float64{a, b}, err
+	})
 }
 
 // sqliteInsert is an intercept's records in SQL: the effect and its first
@@ -237,6 +258,18 @@ func buildHello(work string) (string, error) {
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build hello: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// buildLinked builds ./linked, undolog's binary doing nothing, as the
+// benchmark builds undolog.
+func buildLinked(work string) (string, error) {
+	bin := filepath.Join(work, "linked")
+	build := exec.Command("go", "build", "-o", bin, "./linked")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build linked: %v\n%s", err, out)
 	}
 	return bin, nil
 }

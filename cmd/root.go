@@ -148,10 +148,10 @@ last-in-first-out when the session fails.`,
 			return f.readFallback()
 		},
 	}
-	// --version prints what `undolog version` does.
-	v, cm, d := BuildInfo()
-	root.Version = v
-	root.SetVersionTemplate(fmt.Sprintf("undolog %s\ncommit: %s\nbuilt:  %s\n", v, cm, d))
+	// --version prints what `undolog version` does. The build info is read
+	// only then, by the template (any Version makes cobra add the flag).
+	root.Version = "undolog"
+	root.SetVersionTemplate("{{undologVersion}}")
 	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else the database $PGHOST/$PGDATABASE/$PGSERVICE name, else $XDG_STATE_HOME/undolog/undolog.db)")
 	root.PersistentFlags().DurationVar(&f.LockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
@@ -164,9 +164,13 @@ last-in-first-out when the session fails.`,
 			root.AddCommand(c.build(f))
 		}
 	}
-	root.InitDefaultCompletionCmd()
 	refuseStrays(root)
-	addCompletions(f, root)
+	if only == nil {
+		// Completion requests (`__complete`) and the completion command
+		// run on the whole tree; a tree of one command is never asked.
+		root.InitDefaultCompletionCmd()
+		addCompletions(f, root)
+	}
 	return root
 }
 

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"fmt"
+	"io"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -43,6 +44,14 @@ func BuildInfo() (v, c, d string) {
 	return v, c, d
 }
 
+func init() { cobra.AddTemplateFunc("undologVersion", versionText) }
+
+// versionText is what `undolog version` and `undolog --version` print.
+func versionText() string {
+	v, cm, d := BuildInfo()
+	return fmt.Sprintf("undolog %s\ncommit: %s\nbuilt:  %s\n", v, cm, d)
+}
+
 type versionOptions struct {
 	output string
 }
@@ -65,10 +74,10 @@ func newCmdVersion(f *Factory) *cobra.Command {
 }
 
 func versionRun(f *Factory, opts *versionOptions) error {
-	v, cm, d := BuildInfo()
 	if opts.output != formatText {
+		v, cm, d := BuildInfo()
 		return writeObject(f.Out, opts.output, map[string]string{"version": v, "commit": cm, "date": d})
 	}
-	_, err := fmt.Fprintf(f.Out, "undolog %s\ncommit: %s\nbuilt:  %s\n", v, cm, d)
+	_, err := io.WriteString(f.Out, versionText())
 	return err
 }
