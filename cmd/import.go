@@ -28,7 +28,7 @@ which must be empty: the same sessions, effects, ids, times and history hashes, 
 'undolog verify' finds the log as clean as the one exported, on any engine. Each session
 is one transaction.`,
 		Example: `  undolog export --log ~/.local/state/undolog/undolog.db > local.jsonl
-  undolog import --log postgres://ci@db.internal/undolog local.jsonl`,
+  undolog import --log postgres://owner@db.internal/undolog local.jsonl   # into an empty database, as its owner`,
 		Args: exactArgs(1, "the export to read (a file, or - for stdin)"),
 		RunE: func(c *cobra.Command, args []string) error {
 			// An interrupt ends the import between two records, and what was

@@ -53,10 +53,10 @@ waits for approval and is started with 'undolog start ID' once approved.`,
 		Example: `  undolog intercept --session deploy-117 --tool write_file --tier compensable \
     --args '{"path":"/tmp/x"}' --compensate-cmd 'rm -f /tmp/x'
   id=$(undolog intercept --session deploy-117 --tool write_file --tier compensable \
-    --args '{"path":"/tmp/y"}' --start -o json | jq -r .effect.id)`,
+    --args '{"path":"/tmp/y"}' --start -o ids)`,
 		Args: exactArgs(0, "no arguments (use flags)"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := checkFormat(opts.output, false); err != nil {
+			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}
 			if opts.session == "" {
@@ -102,12 +102,21 @@ waits for approval and is started with 'undolog start ID' once approved.`,
 			if err != nil {
 				return err
 			}
-			if opts.output != formatText {
+			switch opts.output {
+			case formatText:
+				printIntercept(f, res)
+			case formatIDs:
+				// The effect's id, for the next step's command line; none
+				// for a safe call, which has no effect.
+				if res.Effect.ID != 0 {
+					if _, err := fmt.Fprintln(f.Out, res.Effect.ID); err != nil {
+						return err
+					}
+				}
+			default:
 				if err := writeObject(f.Out, opts.output, res); err != nil {
 					return err
 				}
-			} else {
-				printIntercept(f, res)
 			}
 			switch res.Outcome {
 			case model.OutcomeInProgress:
@@ -129,7 +138,7 @@ waits for approval and is started with 'undolog start ID' once approved.`,
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history and the approval request")
 	c.Flags().BoolVar(&opts.start, "start", false, "also start a call that may run now (compensable: new, pending or retry), in the same write")
-	addFormatFlag(c, &opts.output, false)
+	addFormatFlag(c, &opts.output, true)
 	for _, name := range []string{"tool", "tier"} {
 		c.MarkFlagRequired(name)
 	}

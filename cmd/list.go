@@ -49,6 +49,16 @@ func newCmdList(f *Factory) *cobra.Command {
 			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}
+			format := opts.output
+			if opts.follow {
+				switch opts.output {
+				case formatJSON:
+					// One array cannot end while changes keep coming.
+					return usagef("--follow prints a change at a time: use -o jsonl, ids or text")
+				case formatJSONL:
+					format = formatFollowedJSONL
+				}
+			}
 			filter, err := opts.filter(f)
 			if err != nil {
 				return err
@@ -61,7 +71,7 @@ func newCmdList(f *Factory) *cobra.Command {
 					return err
 				}
 			}
-			shown, more, err := streamEffects(c.Context(), f, store, opts.output, filter)
+			shown, more, err := streamEffects(c.Context(), f, store, format, filter)
 			if err != nil {
 				return err
 			}
@@ -229,16 +239,17 @@ func printChanges(ctx context.Context, f *Factory, store effectlog.Log, format s
 	return last, nil
 }
 
-// followedChange is one line of --follow's JSON output.
+// followedChange is one line of --follow's JSON output: an effect as it
+// was listed (no transition), then each change as it happens.
 type followedChange struct {
-	Effect model.Effect        `json:"effect"`
-	Record model.HistoryRecord `json:"transition"`
+	Effect model.Effect         `json:"effect"`
+	Record *model.HistoryRecord `json:"transition,omitempty"`
 }
 
 func printChange(f *Factory, format string, e model.Effect, r model.HistoryRecord) error {
 	switch format {
 	case formatJSON, formatJSONL:
-		return writeJSONLine(f.Out, followedChange{Effect: e, Record: r})
+		return writeJSONLine(f.Out, followedChange{Effect: e, Record: &r})
 	case formatIDs:
 		_, err := fmt.Fprintln(f.Out, e.ID)
 		return err

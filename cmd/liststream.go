@@ -90,6 +90,12 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 				return err
 			}
 		}
+	case formatFollowedJSONL:
+		for _, e := range list {
+			if err := writeJSONLine(s.w, followedChange{Effect: e}); err != nil {
+				return err
+			}
+		}
 	case formatIDs:
 		for _, e := range list {
 			fmt.Fprintln(s.w, e.ID)

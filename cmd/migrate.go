@@ -29,9 +29,9 @@ the same. A log of a newer schema is refused. A log file needs nothing: it upgra
 itself on its next write.
 
 --print-roles prints the SQL that creates the group roles undolog_agent (intercept,
-start, commit, fail, read), undolog_approver (approve, reject, undo, resolve, read)
-and undolog_reader (read), for psql; --apply-roles migrates and runs it (it needs
-the right to create roles). The database refuses a role anything its groups do not
+start, commit, fail; sessions; read), undolog_approver (approve, reject, undo,
+resolve, resume a halted session; sessions; read) and undolog_reader (read), for
+psql; --apply-roles migrates and runs it (it needs the right to create roles). The database refuses a role anything its groups do not
 allow (exit 10).`,
 		Example: `  undolog migrate --log postgres://owner@db/undolog
   undolog migrate --print-roles | psql -v ON_ERROR_STOP=1 postgres://owner@db/undolog`,

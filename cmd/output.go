@@ -23,6 +23,9 @@ const (
 	formatJSON  = "json"
 	formatJSONL = "jsonl"
 	formatIDs   = "ids"
+	// formatFollowedJSONL is `list --follow -o jsonl`'s listing: each effect
+	// as the changes that follow it are, {"effect": ...}.
+	formatFollowedJSONL = "followed-jsonl"
 )
 
 // addFormatFlag adds -o; listing commands also offer ids (one id a line).

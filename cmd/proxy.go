@@ -59,9 +59,12 @@ started or reached at the start; 2 for bad flags or a bad policy; 11 when the
 server exits (each call in flight gets an error first: restart the proxy);
 130 on SIGINT or SIGTERM (--listen too). A call left in doubt is reclaimed by
 a person: undolog resolve ID.`,
-		Example: `  undolog proxy --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory
+		Example: `  undolog proxy --policy ~/policies/memory.yaml -- npx -y @modelcontextprotocol/server-memory@2026.8.31
   undolog proxy --url https://mcp.example.com/mcp --header Authorization=EXAMPLE_AUTH
-  undolog proxy --listen 127.0.0.1:8931 --policy memory.yaml -- npx -y @modelcontextprotocol/server-memory`,
+  undolog proxy --listen 127.0.0.1:8931 --policy ~/policies/memory.yaml -- npx -y @modelcontextprotocol/server-memory@2026.8.31
+
+  Pin the server's version: undo starts the recorded command again, and npx of an
+  unpinned package may fetch another one.`,
 		Args: func(c *cobra.Command, args []string) error {
 			return opts.http.checkArgs(args)
 		},
