@@ -129,7 +129,7 @@ timeout(1).`,
 	c.Flags().StringVar(&opts.tool, "tool", "", "tool name (default: the command's base name)")
 	c.Flags().StringVar(&opts.key, "key", "", "idempotency key: the same command with another key is a new call")
 	c.Flags().StringVar(&opts.undo, "undo", "", "command that undoes this one, run without a shell by 'undolog undo' ('ARGV...' or a JSON array)")
-	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", time.Hour, "irreversible: give up waiting for approval after this long")
+	durationVar(c.Flags(), &opts.approvalTimeout, "approval-timeout", time.Hour, "irreversible: give up waiting for approval after this long")
 	c.Flags().BoolVarP(&opts.quiet, "quiet", "q", false, "no notes on stderr about replays and waiting")
 	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "reclaim a call whose owner process died mid-run, or whose lease on another machine ran out (fail it, then run it)")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields out of the log: a glob over dotted paths of the call (argv.3) and result (stdout); repeatable")

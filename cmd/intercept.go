@@ -133,7 +133,7 @@ waits for approval and is started with 'undolog start ID' once approved.`,
 	c.Flags().StringVar(&opts.args, "args", "", "call arguments: `JSON`, @FILE, or - for stdin (default {})")
 	c.Flags().StringVar(&opts.key, "key", "", "idempotency key: the same call with another key is a new call")
 	c.Flags().StringVar(&opts.compensateCmd, "compensate-cmd", "", "command that undoes the call, run without a shell in this directory ('ARGV...' or a JSON array)")
-	c.Flags().DurationVar(&opts.approvalTimeout, "approval-timeout", 0, "irreversible: close the request as timed out after this long (0: never); the same call asks again")
+	durationVar(c.Flags(), &opts.approvalTimeout, "approval-timeout", 0, "irreversible: close the request as timed out after this long (0: never); the same call asks again")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of args and result out of the log: a glob over dotted paths (*.password, *token*); repeatable")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	c.Flags().StringVar(&opts.reason, "reason", "", "why, recorded in history and the approval request")

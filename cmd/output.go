@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/undolog/undolog/internal/textfmt"
 )
@@ -216,22 +218,64 @@ func parseSince(now time.Time, flag, s string) (time.Time, error) {
 	}
 	// A longer duration would wrap around to a time in the future or to
 	// seconds ago, and gc would drop what was just finished.
-	tooLong := usagef("%s %q: out of range: a duration is at most %dd (about 292 years)", flag, s, maxDays)
+	d, err := parseDuration(s)
+	switch {
+	case errors.Is(err, errDurationTooLong):
+		return time.Time{}, usagef("%s %q: %v", flag, s, err)
+	case err != nil || d < 0:
+		return time.Time{}, usagef("%s %q: use RFC 3339 (2026-11-30T09:00:00Z) or a duration (90s, 1h, 7d)", flag, s)
+	}
+	return now.Add(-d), nil
+}
+
+var errDurationTooLong = fmt.Errorf("out of range: a duration is at most %dd (about 292 years)", maxDays)
+
+// parseDuration reads what time.ParseDuration does, or whole days (7d);
+// errDurationTooLong for a well-formed duration too long to hold.
+func parseDuration(s string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(s, "d"); ok && days != "" && strings.Trim(days, "0123456789") == "" {
 		n, err := strconv.ParseInt(days, 10, 64)
 		if err != nil || n > maxDays {
-			return time.Time{}, tooLong
+			return 0, errDurationTooLong
 		}
-		return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	d, err := time.ParseDuration(s)
-	if err == nil && d >= 0 {
-		return now.Add(-d), nil
-	}
 	if err != nil && durationSyntax().MatchString(s) {
-		return time.Time{}, tooLong // well formed: ParseDuration refused it for its size
+		return 0, errDurationTooLong // well formed: ParseDuration refused it for its size
 	}
-	return time.Time{}, usagef("%s %q: use RFC 3339 (2026-11-30T09:00:00Z) or a duration (90s, 1h, 7d)", flag, s)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration (90s, 30m, 2h, 7d)")
+	}
+	return d, nil
+}
+
+// durationFlag is a flag's time.Duration read by parseDuration, so that
+// every duration flag takes days as --since and --older-than do.
+type durationFlag struct{ p *time.Duration }
+
+func (d durationFlag) Set(s string) error {
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d.p = v
+	return nil
+}
+
+func (d durationFlag) String() string {
+	if d.p == nil {
+		return "0s"
+	}
+	return d.p.String()
+}
+
+func (durationFlag) Type() string { return "duration" }
+
+// durationVar defines a duration flag that also takes days (7d).
+func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(durationFlag{p}, name, usage)
 }
 
 // maxDays is the most whole days a time.Duration holds.

@@ -129,7 +129,7 @@ a person: undolog resolve ID.`,
 	c.Flags().SetInterspersed(false)
 	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION, else a new name printed on stderr); made on the first logged call")
 	c.Flags().StringVar(&opts.policy, "policy", "", "policy `file` (YAML); without one, read-only tools are safe and the rest irreversible")
-	c.Flags().DurationVar(&opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
+	durationVar(c.Flags(), &opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of arguments and results out of the log (*.password, *token*); adds to the policy's redact list")
 	opts.http.flags(c)
 	return c

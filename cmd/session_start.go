@@ -37,6 +37,11 @@ func newCmdSessionStart(f *Factory) *cobra.Command {
 			}
 			req := effectlog.NewSession{Meta: meta, Actor: f.Actor(opts.as)}
 			if len(args) == 1 {
+				if args[0] == "" {
+					// "" is most often an unset variable: a random name
+					// would go unnoticed, and the next step name no session.
+					return usagef("the session name is empty (leave it out for a generated one)")
+				}
 				req.ID = args[0]
 			}
 			sess, err := f.Log().CreateSession(c.Context(), req)

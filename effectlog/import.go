@@ -174,6 +174,9 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 			continue
 		case "session":
 			if sess, ok := r.Record.(*model.Session); ok {
+				if err := model.ValidID("session "+sess.ID+"'s sequence number", sess.Seq); err != nil {
+					return rep, fmt.Errorf("record %d: %w", line, err)
+				}
 				if other, dup := seqs[sess.Seq]; dup {
 					return rep, fmt.Errorf("%w: record %d: sessions %s and %s have the same sequence number %d: the export was changed", model.ErrInvalidInput, line, other, sess.ID, sess.Seq)
 				}
@@ -288,6 +291,9 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 		case *model.Effect:
 			if r.Type != "effect" || v.Session != sess.ID || v.ID == 0 {
 				return wrong()
+			}
+			if err := model.ValidID("effect id", v.ID); err != nil {
+				return err
 			}
 			if err := checkEffect(); err != nil {
 				return err

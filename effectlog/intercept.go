@@ -373,6 +373,9 @@ func newEffect(tx storage.WriteTx, sess *model.Session, req InterceptRequest, ar
 	if err != nil {
 		return model.Effect{}, err
 	}
+	if id == 0 || id > model.MaxID {
+		return model.Effect{}, errIDsRanOut("effect ids", id)
+	}
 	e := model.Effect{ID: id, Session: sess.ID, Tool: req.Tool, Tier: req.Tier, State: sm.Pending,
 		CallSignature: sig, Args: args, Key: req.Key, Redact: req.Redact, ReplayOf: replayOf,
 		Compensation: req.Compensation, CreatedAt: now, UpdatedAt: now}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -396,6 +397,9 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 			if err := s.exportSession(ctx, id, emit, flush); err != nil {
 				return err
 			}
+		}
+		if seq == math.MaxUint64 {
+			return ended() // nothing comes after it (and seq+1 would start over)
 		}
 	}
 }

@@ -59,6 +59,9 @@ func createSession(tx storage.WriteTx, req NewSession, now time.Time) (model.Ses
 	if err != nil {
 		return model.Session{}, err
 	}
+	if seq == 0 || seq > model.MaxID {
+		return model.Session{}, errIDsRanOut("session sequence numbers", seq)
+	}
 	sess := model.Session{ID: req.ID, State: sm.SessionActive, Meta: req.Meta,
 		CreatedAt: now, UpdatedAt: now, Counts: map[sm.State]int{}, Seq: seq}
 	if sess.Meta == nil {
@@ -286,4 +289,11 @@ func resumable(tx storage.ReadTx, sess *model.Session, c model.Change) error {
 			model.ErrConflict, sess.ID, r.Trigger, sess.ID)
 	}
 	return nil
+}
+
+// errIDsRanOut is a log whose next id is past model.MaxID, which only an
+// engine's counter set by hand makes: refused, so that nothing wraps around
+// onto another effect's or session's number.
+func errIDsRanOut(what string, next uint64) error {
+	return fmt.Errorf("%w: the log's %s ran out (the next would be %d, past 2^53): its counter was set by hand", model.ErrCorrupt, what, next)
 }

@@ -322,7 +322,11 @@ func checkChain(hist []model.HistoryRecord, wantLen uint32, wantHead string, e *
 		problems = append(problems, which+" altered, or what "+what+" was (hash mismatch)")
 	}
 	if uint32(len(hist)) != wantLen || prev != wantHead {
-		problems = append(problems, fmt.Sprintf("history has %d records ending %.12s; the record pins %d ending %.12s", len(hist), prev, wantLen, wantHead))
+		has := fmt.Sprintf("history has %d records ending %.12s", len(hist), prev)
+		if len(hist) == 0 {
+			has = "history has no records"
+		}
+		problems = append(problems, fmt.Sprintf("%s; the record pins %d ending %.12s", has, wantLen, wantHead))
 	}
 	// The error is the one its records carry (which their hashes cover).
 	if n := len(hist); e != nil && n > 0 && hist[n-1].HashVersion == model.HashWithContent && e.Error != point.err {
