@@ -45,7 +45,7 @@ const (
 	// does not say it waits (no flock, or not undolog) gets in after it.
 	maxExpect = time.Second
 	// expectPoll is how often a committer kept for an expected write looks
-	// for waiters; waiters look for the lock as often (waitLock).
+	// for waiters (a waiter takes the lock the moment it is let go: waitLock).
 	expectPoll = time.Millisecond
 )
 

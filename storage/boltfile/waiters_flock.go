@@ -76,31 +76,51 @@ func announceWaiting(journal string) (done func()) {
 	return func() { f.Close() } // closing the file drops the lock
 }
 
-// waitLock takes the log file's lock (exclusive or shared) on f, looking
-// every expectPoll for up to timeout; bbolt's ErrTimeout when it did not
-// get it, context.Canceled once interrupt is closed. bbolt then locks the
-// same open file, which succeeds at once.
+// waitLock takes the log file's lock (exclusive or shared) on f, waiting
+// for up to timeout; bbolt's ErrTimeout when it did not get it,
+// context.Canceled once interrupt is closed. bbolt then locks the same open
+// file, which succeeds at once.
+//
+// The wait is a blocking flock on a goroutine of its own, so the lock is
+// taken the moment its holder lets it go (a holder lets a log go for a
+// process that waits, and a poll would add up to its period to every such
+// hand-off). A wait that ends first leaves that goroutine blocked: once the
+// caller closes f, the lock it may still take is on a file only it has open,
+// and goes when it closes it.
 func waitLock(f *os.File, exclusive bool, timeout time.Duration, interrupt <-chan struct{}) error {
 	how := syscall.LOCK_SH
 	if exclusive {
 		how = syscall.LOCK_EX
 	}
-	deadline := time.Now().Add(timeout)
-	for {
-		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		} else if err != syscall.EWOULDBLOCK {
-			return nil // bbolt's flock reports what is wrong
+	fd := int(f.Fd())
+	err := syscall.Flock(fd, how|syscall.LOCK_NB)
+	if err != syscall.EWOULDBLOCK {
+		return nil // taken, or bbolt's flock reports what is wrong
+	}
+	// The goroutine locks a duplicate of fd, which it closes itself: the
+	// same open file, so the same lock, and a number that stays its own
+	// after the caller closes f. Close-on-exec, or a command exec starts
+	// meanwhile would keep the log locked.
+	r, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if errno != 0 {
+		return nil // bbolt's flock waits instead
+	}
+	dup := int(r)
+	got := make(chan struct{})
+	go func() {
+		for syscall.Flock(dup, how) == syscall.EINTR {
 		}
-		if time.Now().After(deadline) {
-			return berrors.ErrTimeout
-		}
-		select {
-		case <-interrupt:
-			return context.Canceled
-		default:
-		}
-		time.Sleep(expectPoll)
+		syscall.Close(dup)
+		close(got)
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-got:
+		return nil
+	case <-timer.C:
+		return berrors.ErrTimeout
+	case <-interrupt:
+		return context.Canceled
 	}
 }
