@@ -21,7 +21,7 @@ func Redacted(addr string) string { return redactURL(addr) }
 func redactURL(addr string) string {
 	if fromEnvironment(addr) {
 		if cfg, err := pgconn.ParseConfig(addr); err == nil {
-			return fmt.Sprintf("postgres://%s@%s/%s (from the PG* environment)", cfg.User, hostPort(cfg), cfg.Database)
+			return environmentURL(cfg, true) + " (from the PG* environment)"
 		}
 	}
 	if !strings.Contains(addr, "://") { // key=value
@@ -49,12 +49,7 @@ func redactURL(addr string) string {
 func SharedAddress(addr string) string {
 	if fromEnvironment(addr) {
 		if cfg, err := pgconn.ParseConfig(addr); err == nil {
-			u := url.URL{Scheme: "postgres", Host: hostPort(cfg), Path: "/" + cfg.Database}
-			if len(cfg.Host) > 0 && cfg.Host[0] == '/' { // a socket directory
-				u.Host = ""
-				u.RawQuery = url.Values{"host": {cfg.Host}, "port": {fmt.Sprint(cfg.Port)}}.Encode()
-			}
-			return u.String()
+			return environmentURL(cfg, false)
 		}
 	}
 	u, err := url.Parse(addr)
@@ -76,6 +71,17 @@ func fromEnvironment(addr string) bool {
 	return err == nil && u.Host == "" && (u.Path == "" || u.Path == "/") && u.RawQuery == ""
 }
 
-func hostPort(cfg *pgconn.Config) string {
-	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+// environmentURL is the URL of the server and database a PG* environment
+// names, with its user or without; a socket directory goes in the query
+// (postgres:///db?host=/run/postgresql&port=5432), where a URL can hold it.
+func environmentURL(cfg *pgconn.Config, withUser bool) string {
+	u := url.URL{Scheme: "postgres", Host: fmt.Sprintf("%s:%d", cfg.Host, cfg.Port), Path: "/" + cfg.Database}
+	if len(cfg.Host) > 0 && cfg.Host[0] == '/' {
+		u.Host = ""
+		u.RawQuery = url.Values{"host": {cfg.Host}, "port": {fmt.Sprint(cfg.Port)}}.Encode()
+	}
+	if withUser && cfg.User != "" {
+		u.User = url.User(cfg.User)
+	}
+	return u.String()
 }
