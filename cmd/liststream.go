@@ -65,7 +65,29 @@ func newEffectStream(f *Factory, format string) *effectStream {
 
 var effectHeader = []string{"ID", "SESSION", "TOOL", "TIER", "STATE", "AGE", "REPLAYS", "UNDO"}
 
+// listedEffect is an effect as list's JSON gives it: with its undo entry
+// (null when it has none: a safe or irreversible call), as its table's UNDO
+// column shows.
+type listedEffect struct {
+	model.Effect
+	Undo *model.UndoEntry `json:"undo"`
+}
+
 func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []model.Effect) error {
+	var entries map[uint64]model.UndoEntry
+	if s.format != formatIDs && s.format != formatFollowedJSONL {
+		var err error
+		if entries, err = undoEntriesOf(ctx, store, list); err != nil {
+			return err
+		}
+	}
+	listed := func(e model.Effect) listedEffect {
+		l := listedEffect{Effect: e}
+		if u, ok := entries[e.ID]; ok {
+			l.Undo = &u
+		}
+		return l
+	}
 	switch s.format {
 	case formatJSON:
 		for _, e := range list {
@@ -77,7 +99,7 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 			enc := json.NewEncoder(&s.buf)
 			enc.SetIndent("  ", "  ")
 			enc.SetEscapeHTML(false)
-			if err := enc.Encode(e); err != nil {
+			if err := enc.Encode(listed(e)); err != nil {
 				return err
 			}
 			s.w.WriteString(sep)
@@ -86,7 +108,7 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 		}
 	case formatJSONL:
 		for _, e := range list {
-			if err := writeJSONLine(s.w, e); err != nil {
+			if err := writeJSONLine(s.w, listed(e)); err != nil {
 				return err
 			}
 		}
@@ -101,10 +123,6 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 			fmt.Fprintln(s.w, e.ID)
 		}
 	default:
-		entries, err := undoEntriesOf(ctx, store, list)
-		if err != nil {
-			return err
-		}
 		s.table(effectRows(s.f, list, entries))
 	}
 	return s.w.Flush()

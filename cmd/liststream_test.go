@@ -52,14 +52,14 @@ func TestListStreamsInPages(t *testing.T) {
 				n = min(limit, n)
 			}
 			wf := newFactory(&want)
+			entries, err := undoEntriesOf(t.Context(), store, all[:n])
+			if err != nil {
+				t.Fatal(err)
+			}
 			if format == formatText {
-				entries, err := undoEntriesOf(t.Context(), store, all[:n])
-				if err != nil {
-					t.Fatal(err)
-				}
 				err = renderEffects(wf, all[:n], entries)
 			} else {
-				err = printEffects(wf, format, all[:n])
+				err = printEffects(wf, format, all[:n], entries)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -98,9 +98,17 @@ func TestListStreamsInPages(t *testing.T) {
 	}
 }
 
-// printEffects is the listing as it was printed whole, before streaming: the
-// reference the streamed output must equal.
-func printEffects(f *Factory, format string, list []model.Effect) error {
-	return printListing(f, format, list, func(e model.Effect) any { return e.ID },
+// printEffects is the listing as it was printed whole, before streaming,
+// each effect with its undo entry: the reference the streamed output must
+// equal.
+func printEffects(f *Factory, format string, list []model.Effect, entries map[uint64]model.UndoEntry) error {
+	listed := make([]listedEffect, len(list))
+	for i, e := range list {
+		listed[i].Effect = e
+		if u, ok := entries[e.ID]; ok {
+			listed[i].Undo = &u
+		}
+	}
+	return printListing(f, format, listed, func(e listedEffect) any { return e.ID },
 		func() error { return renderEffects(f, list, nil) })
 }
