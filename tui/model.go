@@ -314,6 +314,12 @@ func (m *Model) handleKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 		return nil
 	}
+	// An action's error goes with the next key: on another effect, or over
+	// a dialog, it would seem to be about what is on screen then. A load's
+	// (the log out of reach) stays until a load works.
+	if m.statusErr && !m.loadFailed {
+		m.setStatus("", nil)
+	}
 	k := m.keys
 	switch {
 	case key.Matches(msg, k.Quit):
@@ -374,6 +380,7 @@ func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case key.Matches(msg, k.Back):
 		m.screen = screenSessions
+		m.sessions.selectID(v.id)
 		m.setStatus("", nil)
 		return m.reload()
 	case key.Matches(msg, k.Tab):

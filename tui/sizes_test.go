@@ -2,6 +2,7 @@ package tui
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -140,5 +141,24 @@ func drive(m *Model, cmd tea.Cmd) {
 			return
 		}
 		_, cmd = m.Update(msg)
+	}
+}
+
+// An action's error goes with the next key (it would seem to be about the
+// effect or dialog on screen then); a failed load's stays until a load
+// works.
+func TestAnActionsErrorGoesWithTheNextKey(t *testing.T) {
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	m := New(t.Context(), Options{Log: store, Actor: "tester"})
+	m.Update(tea.WindowSizeMsg{Width: 80, Height: 20})
+	m.setStatus("", errors.New("effect 5 was already approved by alice"))
+	m.Update(tea.KeyPressMsg{Code: 'j', Text: "j"})
+	if strings.Contains(m.render(), "already approved") {
+		t.Fatalf("the error stayed after a key:\n%s", m.render())
+	}
+	m.loaded(errors.New("log out of reach"))
+	m.Update(tea.KeyPressMsg{Code: 'j', Text: "j"})
+	if !strings.Contains(m.render(), "out of reach") {
+		t.Fatalf("a failed load's error went with a key:\n%s", m.render())
 	}
 }

@@ -373,3 +373,16 @@ func TestCtrlZSuspends(t *testing.T) {
 		t.Fatalf("ctrl+z: %#v, want tea.SuspendMsg", got)
 	}
 }
+
+// Back from a session's screen, the keys act on the session just seen, also
+// when the view opened on it (its list not yet read): u then plans that
+// session's undo, not the one the cursor was on.
+func TestBackFromASessionSelectsIt(t *testing.T) {
+	tm := start(t, demoStore(t), "ci-deploy-117")
+	waitFor(t, tm, "ci-deploy-117  halted")
+	tm.Send(press("esc"))
+	waitFor(t, tm, "ci-nightly-88", "agent-research-42")
+	tm.Send(press("u"))
+	waitFor(t, tm, "failed before: fix it, then undolog resolve 6")
+	tm.Quit()
+}

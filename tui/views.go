@@ -19,13 +19,15 @@ type sessionsView struct {
 	filter         string
 	cursor, offset int
 	loaded         bool
+	want           string // the session the cursor goes to once listed (selectID)
 }
 
 func (v *sessionsView) set(list []model.Session) {
-	var keep string
-	if s := v.selected(); s != nil {
+	keep := v.want
+	if s := v.selected(); s != nil && keep == "" {
 		keep = s.ID
 	}
+	v.want = ""
 	v.all, v.loaded = list, true
 	v.list = v.list[:0]
 	for _, s := range list {
@@ -36,6 +38,18 @@ func (v *sessionsView) set(list []model.Session) {
 	v.cursor = 0
 	for i, s := range v.list {
 		if s.ID == keep {
+			v.cursor = i
+		}
+	}
+}
+
+// selectID puts the cursor on session id, now if the list holds it, else
+// once it is listed: back from a session's screen, the keys act on the
+// session just seen.
+func (v *sessionsView) selectID(id string) {
+	v.want = id
+	for i, s := range v.list {
+		if s.ID == id {
 			v.cursor = i
 		}
 	}
