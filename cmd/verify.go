@@ -20,13 +20,20 @@ func newCmdVerify(f *Factory) *cobra.Command {
 		Short: "Check the whole log: hash chains, indexes, signatures, states",
 		Long: `Walk the whole log and check every history hash chain, every index entry
 against its record, signature uniqueness, per-session counts, and that each
-effect's state equals its last history record. Exit code 1 when anything is wrong.`,
+effect's state equals its last history record. Exit code 1 when anything is wrong,
+3 when there is no log at the address.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkFormat(opts.output, false); err != nil {
 				return err
 			}
-			rep, err := f.ReadLog().Verify(c.Context())
+			// A log that is not there is no log that checks: a mistyped
+			// --log would be "ok" (exit 3, as tui).
+			log, err := f.ExistingLog()
+			if err != nil {
+				return err
+			}
+			rep, err := log.Verify(c.Context())
 			if err != nil {
 				return err
 			}
