@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ is one transaction.`,
 				defer file.Close()
 				in = file
 			}
-			rep, err := f.Log().Import(c.Context(), exportReader(in))
+			rep, err := f.Log().Import(c.Context(), exportReader(c.Context(), in))
 			if err != nil {
 				return err
 			}
@@ -62,8 +63,47 @@ is one transaction.`,
 }
 
 // exportReader reads an export's lines one at a time, each into the type
-// its "type" names.
-func exportReader(r io.Reader) func() (effectlog.ExportRecord, bool, error) {
+// its "type" names. The reading is a goroutine's, so that an interrupt ends
+// a wait for the next line (a pipe from a producer that hangs) at once: the
+// import then stops with ctx's error, and the goroutine is left to the
+// process's end.
+func exportReader(ctx context.Context, r io.Reader) func() (effectlog.ExportRecord, bool, error) {
+	type read struct {
+		rec  effectlog.ExportRecord
+		more bool
+		err  error
+	}
+	next := parseExport(r)
+	reads := make(chan read, 16)
+	go func() {
+		defer close(reads)
+		for {
+			rec, more, err := next()
+			select {
+			case reads <- read{rec, more, err}:
+			case <-ctx.Done():
+				return
+			}
+			if !more || err != nil {
+				return
+			}
+		}
+	}()
+	return func() (effectlog.ExportRecord, bool, error) {
+		select {
+		case r, ok := <-reads:
+			if !ok {
+				return effectlog.ExportRecord{}, false, ctx.Err()
+			}
+			return r.rec, r.more, r.err
+		case <-ctx.Done():
+			return effectlog.ExportRecord{}, false, ctx.Err()
+		}
+	}
+}
+
+// parseExport is exportReader's reading, on the caller's goroutine.
+func parseExport(r io.Reader) func() (effectlog.ExportRecord, bool, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 64<<20) // an effect's args and result may be large
 	return func() (effectlog.ExportRecord, bool, error) {

@@ -20,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 // holdLog takes the log file's lock (as a process writing or reading it
@@ -340,9 +343,9 @@ func TestQuickCommandInterruptedWhileLogBusyStopsWaiting(t *testing.T) {
 	}
 }
 
-// An import interrupted part way (SIGINT while it reads its input) ends
-// between two records with exit 130 and takes out what it imported: the
-// log is as empty as before, and the same import then goes through.
+// An import interrupted part way (SIGINT while it waits for its input, the
+// producer hung) ends at once with exit 130 and takes out what it imported:
+// the log is as empty as before, and the same import then goes through.
 func TestImportInterruptedTakesItsSessionsOut(t *testing.T) {
 	dir := t.TempDir()
 	src, db := filepath.Join(dir, "src.db"), filepath.Join(dir, "u.db")
@@ -374,11 +377,19 @@ func TestImportInterruptedTakesItsSessionsOut(t *testing.T) {
 	}
 	io.WriteString(in, strings.Join(lines[:second+1], "")) // a is written once b's record is read
 	time.Sleep(500 * time.Millisecond)
+	// The producer then hangs (the pipe stays open, nothing comes): the
+	// interrupt ends the wait for the next line.
 	cmd.Process.Signal(syscall.SIGINT)
-	time.Sleep(100 * time.Millisecond)
-	io.WriteString(in, strings.Join(lines[second+1:], ""))
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	select {
+	case err = <-ended:
+	case <-time.After(10 * time.Second):
+		in.Close()
+		<-ended
+		t.Fatal("an import interrupted while it waited for input went on waiting")
+	}
 	in.Close()
-	err = cmd.Wait()
 	if code := exitCodeOf(err); code != 130 || !strings.Contains(stderr.String(), "interrupted by a signal") {
 		t.Fatalf("import interrupted: exit %d, %q; want 130", code, stderr.String())
 	}
@@ -389,5 +400,51 @@ func TestImportInterruptedTakesItsSessionsOut(t *testing.T) {
 	imp.Stdin = bytes.NewReader(export)
 	if out, err := imp.CombinedOutput(); err != nil {
 		t.Fatalf("the same import once more: %v\n%s", err, out)
+	}
+}
+
+// A second SIGINT ends the process as an uncaught one would, whatever the
+// first one left it waiting for: here an export whose reader stopped
+// reading (its write to the full pipe does not end with the first). exec is
+// another matter: it hands each signal to its command.
+func TestASecondInterruptEndsTheProcess(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "u.db")
+	log := engines.File(db, engines.Options{})
+	big := strings.Repeat("x", 2000)
+	for i := range 200 { // some 500 KB of export, past a pipe's buffer
+		if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
+			Args: json.RawMessage(fmt.Sprintf(`{"i":%d,"pad":%q}`, i, big)), CreateSession: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.Close()
+	cmd := runWithLog(t, db, "export")
+	out, err := cmd.StdoutPipe() // never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	time.Sleep(500 * time.Millisecond) // past catchAfter, and the pipe full
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-ended:
+		t.Fatalf("the first SIGINT ended the export (%v) while its write waited", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-ended:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGINT {
+			t.Fatalf("the second SIGINT: %v; want the process killed by it", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("a second SIGINT did not end the process")
 	}
 }

@@ -106,7 +106,7 @@ func TestNanosecondTimesKeepTheirHashesAcrossEngines(t *testing.T) {
 
 	pg := engines.Open(pgtest.Server(t).NewDatabase(t), engines.Options{Now: clk.now})
 	defer pg.Close()
-	if _, err := pg.Import(ctx, exportReader(withMeta(src))); err != nil {
+	if _, err := pg.Import(ctx, exportReader(ctx, withMeta(src))); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := pg.Verify(ctx); err != nil || len(rep.Problems) != 0 {
@@ -138,7 +138,7 @@ func TestNanosecondTimesKeepTheirHashesAcrossEngines(t *testing.T) {
 	onPG := exportLines(t, pg)
 	again := engines.File(filepath.Join(t.TempDir(), "again.db"), engines.Options{Now: clk.now})
 	defer again.Close()
-	if _, err := again.Import(ctx, exportReader(withMeta(onPG))); err != nil {
+	if _, err := again.Import(ctx, exportReader(ctx, withMeta(onPG))); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := again.Verify(ctx); err != nil || len(rep.Problems) != 0 {

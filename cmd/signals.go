@@ -21,7 +21,8 @@ import (
 const catchAfter = 20 * time.Millisecond
 
 // catchSignals makes SIGINT and SIGTERM end the command's context (what it
-// waits for ends, and it exits 130), and Ctrl-Z let its logs go before the
+// waits for ends, and it exits 130; a second signal then ends the process at
+// once, as it would uncaught), and Ctrl-Z let its logs go before the
 // process stops (letGoOnStop). Only the first call does anything; a
 // Factory not made by Main catches nothing.
 func (f *Factory) catchSignals() {
@@ -34,6 +35,9 @@ func (f *Factory) catchSignals() {
 		go func() {
 			select {
 			case sig := <-ch:
+				// A second one ends the process as it would have ended
+				// uncaught: a way out of whatever the first did not end.
+				signal.Stop(ch)
 				f.interrupt(signalError(sig.String()))
 			case <-f.ctx.Done():
 			}

@@ -415,6 +415,11 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 func (s *Service) exportSession(ctx context.Context, id string, emit func(ExportRecord), flush func() error) error {
 	var read model.Session // the record as exported
 	for cursor, first := uint64(0), true; ; first = false {
+		// An interrupt ends an export between two pages: a view on a file
+		// log does not look at ctx.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		more := false
 		err := s.view(ctx, func(tx storage.ReadTx) error {
 			if !first {
