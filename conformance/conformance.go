@@ -76,6 +76,7 @@ var suite = []struct {
 	{"GCDropsOnlyOldSessionsInTheGivenStates", testGCDropsOnlyOldSessionsInTheGivenStates},
 	{"Export", testExport},
 	{"ImportRefusesWhatAWriterMadeMeanwhile", testImportRefusesWhatAWriterMadeMeanwhile},
+	{"RefusedImportInAnotherZoneLeavesNothing", testRefusedImportInAnotherZoneLeavesNothing},
 	{"SameSignatureFromManyGoroutines", testSameSignatureFromManyGoroutines},
 	{"RandomOperationsAgreeWithTheModel", testRandomOperations},
 	{"CloseKeepsWhatWasWritten", testCloseKeepsWhatWasWritten},

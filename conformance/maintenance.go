@@ -185,6 +185,48 @@ func b2i(b bool) int {
 // import writes it) is refused and taken out whole, never merged with what
 // the writer made: the writer's session stays as it wrote it, and the log
 // verifies.
+// A refused import with no writer leaves the log empty, also when the
+// export spells a session's times in another zone (the same instants, which
+// the log keeps in its own): the take-out compares a session with what the
+// log kept of it, not with the export's spelling.
+func testRefusedImportInAnotherZoneLeavesNothing(t *testing.T, newStore opener) {
+	src, _ := newStore(t)
+	intercept(t, src, "a", "write", sm.Compensable, `{"n":1}`)
+	intercept(t, src, "b", "write", sm.Compensable, `{"n":2}`)
+	var recs []effectlog.ExportRecord
+	must[struct{}](t)(struct{}{}, src.Export(t.Context(), "", func(r effectlog.ExportRecord) error { recs = append(recs, r); return nil }))
+	zone := time.FixedZone("X", 3600)
+	for i, r := range recs {
+		switch v := r.Record.(type) {
+		case model.Session:
+			if v.ID == "a" {
+				v.CreatedAt, v.UpdatedAt = v.CreatedAt.In(zone), v.UpdatedAt.In(zone)
+				recs[i].Record = v
+			}
+		case model.Effect:
+			if v.Session == "b" {
+				v.Args = json.RawMessage(`{"n":999}`) // refused: its history does not cover it
+				recs[i].Record = v
+			}
+		}
+	}
+	into, _ := newStore(t)
+	i := 0
+	_, err := into.Import(t.Context(), func() (effectlog.ExportRecord, bool, error) {
+		if i == len(recs) {
+			return effectlog.ExportRecord{}, false, nil
+		}
+		i++
+		return pointed(recs[i-1]), true, nil
+	})
+	if !errors.Is(err, model.ErrInvalidInput) || strings.Contains(err.Error(), "meanwhile") {
+		t.Fatalf("import of a changed effect: %v; want it refused as invalid, blaming no writer", err)
+	}
+	if sessions, _, serr := into.ListSessions(t.Context(), effectlog.SessionFilter{}); serr != nil || len(sessions) != 0 {
+		t.Fatalf("after the refused import: %+v %v; want no session", sessions, serr)
+	}
+}
+
 func testImportRefusesWhatAWriterMadeMeanwhile(t *testing.T, newStore opener) {
 	// a holds effects 1 and 3, b effect 2: once a is imported, a writer's
 	// effect takes an id past a's, not b's, and only b's session collides.

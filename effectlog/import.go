@@ -94,6 +94,7 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 			return nil
 		}
 		var got ImportReport
+		var stored model.Session
 		err := s.update(ctx, func(tx storage.WriteTx) error {
 			got = ImportReport{}
 			if len(imported) == 0 {
@@ -103,14 +104,21 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 					return errOr(err, fmt.Errorf("%w: import writes into an empty log; this one holds sessions (another import, or a writer, made them meanwhile)", model.ErrConflict))
 				}
 			}
-			return importSession(tx, batch, &got, seen)
+			if err := importSession(tx, batch, &got, seen); err != nil {
+				return err
+			}
+			// The session as the log keeps it, not as the export spelt it
+			// (a time in another zone, digits an engine drops): a take-out
+			// compares it with what it finds then.
+			sess, _ := batch[0].Record.(*model.Session)
+			var err error
+			stored, err = tx.Session(sess.ID)
+			return err
 		})
 		if err != nil {
 			return err
 		}
-		if sess, ok := batch[0].Record.(*model.Session); ok {
-			imported = append(imported, *sess)
-		}
+		imported = append(imported, stored)
 		for _, r := range batch {
 			if e, ok := r.Record.(*model.Effect); ok {
 				seen[e.ID] = true
