@@ -141,9 +141,14 @@ when repeated, held for a person when it cannot be undone, and undone
 last-in-first-out when the session fails.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(*cobra.Command, []string) error {
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
 			if f.LockTimeout < 0 {
 				return usagef("--lock-timeout must not be negative")
+			}
+			if fl := c.Flags().Lookup("log"); fl != nil && fl.Changed && f.LogFlag == "" {
+				// Most often an unset variable: the default log would be
+				// written to in its place.
+				return usagef("--log is empty: give a log file's path or a postgres:// URL, or leave the flag out for the default log")
 			}
 			return f.readFallback()
 		},
