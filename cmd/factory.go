@@ -62,9 +62,11 @@ func (f *Factory) stdinLines() *bufio.Reader {
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // DefaultLogPath is $XDG_STATE_HOME/undolog/undolog.db, or
-// ~/.local/state/undolog/undolog.db when XDG_STATE_HOME is unset.
+// ~/.local/state/undolog/undolog.db when XDG_STATE_HOME is unset or, as the
+// XDG spec says to treat it, relative (the log would move with the folder
+// a command runs in).
 func DefaultLogPath(getenv func(string) string) string {
-	if dir := getenv("XDG_STATE_HOME"); dir != "" {
+	if dir := getenv("XDG_STATE_HOME"); filepath.IsAbs(dir) {
 		return filepath.Join(dir, "undolog", "undolog.db")
 	}
 	home := getenv("HOME")

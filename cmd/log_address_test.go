@@ -23,6 +23,7 @@ func TestLogAddressPrecedence(t *testing.T) {
 	}{
 		{want: "/home/u/.local/state/undolog/undolog.db"},
 		{env: map[string]string{"XDG_STATE_HOME": "/s"}, want: "/s/undolog/undolog.db"},
+		{env: map[string]string{"XDG_STATE_HOME": "rel"}, want: "/home/u/.local/state/undolog/undolog.db"}, // relative: ignored, as XDG says
 		{env: map[string]string{"PGUSER": "bob", "PGPASSWORD": "x"}, want: "/home/u/.local/state/undolog/undolog.db"},
 		{env: map[string]string{"PGHOST": "db.internal"}, want: "postgres://"},
 		{env: map[string]string{"PGDATABASE": "undolog"}, want: "postgres://"},

@@ -40,8 +40,8 @@ parent is in MANPATH. Release archives hold the same pages.`,
 
 func manRun(f *Factory, root *cobra.Command, opts *manOptions) error {
 	dir := opts.dir
-	if data := f.Getenv("XDG_DATA_HOME"); dir == "" && data != "" {
-		dir = filepath.Join(data, "man", "man1") // the user's own choice first
+	if data := f.Getenv("XDG_DATA_HOME"); dir == "" && filepath.IsAbs(data) {
+		dir = filepath.Join(data, "man", "man1") // the user's own choice first (a relative one is ignored, as the XDG spec says)
 	}
 	if dir == "" {
 		dir = besideBinary()
