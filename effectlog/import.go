@@ -130,6 +130,7 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 	}
 	var end *ExportEnd
 	seqs := map[uint64]string{} // session seq -> session: each is one session's
+	ids := map[string]bool{}    // the export's sessions: each once
 	for line := 1; ; line++ {
 		r, ok, err := next()
 		if cerr := ctx.Err(); cerr != nil {
@@ -185,6 +186,10 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 				if err := model.ValidID("session "+sess.ID+"'s sequence number", sess.Seq); err != nil {
 					return rep, fmt.Errorf("record %d: %w", line, err)
 				}
+				if ids[sess.ID] {
+					return rep, fmt.Errorf("%w: record %d: session %s appears twice in the export", model.ErrInvalidInput, line, sess.ID)
+				}
+				ids[sess.ID] = true
 				if other, dup := seqs[sess.Seq]; dup {
 					return rep, fmt.Errorf("%w: record %d: sessions %s and %s have the same sequence number %d: the export was changed", model.ErrInvalidInput, line, other, sess.ID, sess.Seq)
 				}
