@@ -9,7 +9,16 @@ go build -o "$work/undolog" .
 export PATH="$work:$PATH" UNDOLOG_LOG="$work/undolog.db" UNDOLOG_ACTOR="quickstart"
 bold='' plain=''
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi   # no escapes into a pipe or a file
-say() { printf '\n%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
+# say shows a command as it can be pasted (each argument quoted as the shell
+# needs), then runs it.
+say() {
+  local shown='' a
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./:=@%+-]+$ ]]; then shown+=" $a"; else shown+=" '${a//\'/\'\\\'\'}'"; fi
+  done
+  printf '\n%s$%s%s\n' "$bold" "$shown" "$plain"
+  "$@"
+}
 
 say undolog session start agent-run-1 --meta agent=demo
 
