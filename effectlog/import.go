@@ -183,8 +183,8 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 			continue
 		case "session":
 			if sess, ok := r.Record.(*model.Session); ok {
-				if err := model.ValidID("session "+sess.ID+"'s sequence number", sess.Seq); err != nil {
-					return rep, fmt.Errorf("record %d: %w", line, err)
+				if sess.Seq == 0 || sess.Seq > model.MaxID {
+					return rep, fmt.Errorf("%w: record %d: session %s has sequence number %d, out of range (1 to 2^53)", model.ErrInvalidInput, line, sess.ID, sess.Seq)
 				}
 				if ids[sess.ID] {
 					return rep, fmt.Errorf("%w: record %d: session %s appears twice in the export", model.ErrInvalidInput, line, sess.ID)
@@ -305,8 +305,8 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 			if r.Type != "effect" || v.Session != sess.ID || v.ID == 0 {
 				return wrong()
 			}
-			if err := model.ValidID("effect id", v.ID); err != nil {
-				return err
+			if v.ID > model.MaxID {
+				return fmt.Errorf("%w: effect id %d is out of range (1 to 2^53)", model.ErrInvalidInput, v.ID)
 			}
 			if err := checkEffect(); err != nil {
 				return err

@@ -17,15 +17,6 @@ import (
 // after it would wrap around onto those of other effects and sessions).
 const MaxID = 1 << 53
 
-// ValidID refuses what, a number the log is to keep as an id or sequence
-// number, when it is 0 or above MaxID.
-func ValidID(what string, n uint64) error {
-	if n == 0 || n > MaxID {
-		return fmt.Errorf("%w: %s %d is out of range (1 to 2^53)", ErrInvalidInput, what, n)
-	}
-	return nil
-}
-
 // ValidSessionID reports whether id can name a session: 1 to 128 characters,
 // ASCII letters, digits and . _ : @ + / -, starting with a letter or digit. (A loop,
 // not a regexp: compiling {0,127} cost every undolog process almost a millisecond.)
