@@ -138,6 +138,17 @@ func (w *wired) errText() string {
 	return w.stderr.String()
 }
 
+// errSays reports whether the proxy's stderr holds s, waiting a moment for
+// it: what the proxy wrote before an answer may reach the copy of its
+// stderr after the answer reached the test.
+func (w *wired) errSays(s string) bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if strings.Contains(w.errText(), s) || time.Now().After(deadline) {
+			return strings.Contains(w.errText(), s)
+		}
+	}
+}
+
 // end waits for the proxy to exit (a failure bound, not a speed target)
 // and returns its exit code, once it wrote nothing more.
 func (w *wired) end(what string) int {
@@ -399,7 +410,7 @@ func TestProxyTaskAugmentedCalls(t *testing.T) {
 	if len(effects) != 1 || effects[0].State != sm.Executing {
 		t.Fatalf("the call answered with a handle: %+v", effects)
 	}
-	if !strings.Contains(w.errText(), "the server answered with a task handle, not the outcome: it stays executing (in doubt)") {
+	if !w.errSays("the server answered with a task handle, not the outcome: it stays executing (in doubt)") {
 		t.Fatalf("stderr:\n%s", w.errText())
 	}
 	w.in.Close()
