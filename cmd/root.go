@@ -259,6 +259,9 @@ func classifyCobraError(err error) error {
 		}
 		return usagef("%s; did you mean %s? (see 'undolog --help')", head, strings.Join(names, " or "))
 	}
+	if strings.HasPrefix(msg, "unknown command") {
+		return usagef("%s (see 'undolog --help')", oneLine(msg))
+	}
 	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand", "required flag", "accepts ", "requires at least", "invalid argument", "flag needs"} {
 		if strings.HasPrefix(msg, prefix) {
 			return usagef("%s", msg)
