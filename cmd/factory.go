@@ -3,7 +3,6 @@ package cmd
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -100,12 +99,13 @@ func (f *Factory) LogPath() string {
 }
 
 // Log opens nothing: it returns the effect log, which each operation opens
-// and closes. A log that others can read gets a warning, once.
+// and closes. A log file that others can read gets a warning, once (a file
+// that is no log is refused by the open, alone).
 func (f *Factory) Log() effectlog.Log {
 	path := f.LogPath()
 	if !f.warned {
 		f.warned = true
-		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 && looksLikeALog(path) {
+		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 && engines.LooksLikeLogFile(path) {
 			fmt.Fprintf(f.ErrOut, "undolog: warning: %s can be read by others (mode %04o) and holds call arguments and results: chmod 600 %s\n",
 				textfmt.Escape(path), info.Mode().Perm(), textfmt.Escape(path))
 		}
@@ -115,23 +115,6 @@ func (f *Factory) Log() effectlog.Log {
 	f.opened = append(f.opened, log)
 	f.openedMu.Unlock()
 	return log
-}
-
-// looksLikeALog reports whether the file at path begins as a bbolt file
-// (its first meta page's magic number): of one that does not, the open
-// says it is not a log, and a warning about its mode would be beside the
-// point.
-func looksLikeALog(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var head [20]byte
-	if _, err := io.ReadFull(f, head[:]); err != nil {
-		return false
-	}
-	return binary.LittleEndian.Uint32(head[16:]) == 0xED0CDAED
 }
 
 // CLI is how a hint printed for a person starts a command on this log:

@@ -95,6 +95,10 @@ func File(path string, opts Options) effectlog.FileLog {
 	return effectlog.New(engine, effectlog.Options{Now: opts.Now}).(effectlog.FileLog)
 }
 
+// LooksLikeLogFile reports whether the file at path begins as a log file
+// does (boltfile.LooksLikeLog).
+func LooksLikeLogFile(path string) bool { return boltfile.LooksLikeLog(path) }
+
 // SharedAddress is addr as another person names the same log in a command
 // they copy: a PostgreSQL URL without user or password (theirs are their
 // own), the server a PG* environment names written out; a path as it is.

@@ -449,6 +449,23 @@ const (
 	metaTxid      = 48
 )
 
+// LooksLikeLog reports whether the file at path begins as a bbolt file (its
+// first meta page's magic number and version), without opening it as a log:
+// of one that does not, an open says it is not a log.
+func LooksLikeLog(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var head [metaOffset + 8]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil {
+		return false
+	}
+	le := binary.LittleEndian
+	return le.Uint32(head[metaOffset:]) == boltMagic && le.Uint32(head[metaOffset+metaVersion:]) == boltVersion
+}
+
 // checkJournalPath refuses a journal path that holds something other than
 // a regular file: a FIFO would block every open, a symbolic link would send
 // the journal's writes (and its mode) to whatever it names.
