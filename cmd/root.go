@@ -168,14 +168,12 @@ last-in-first-out when the session fails.`,
 		for _, c := range commands {
 			root.AddCommand(c.build(f))
 		}
-	}
-	refuseStrays(root)
-	if only == nil {
 		// Completion requests (`__complete`) and the completion command
 		// run on the whole tree; a tree of one command is never asked.
 		root.InitDefaultCompletionCmd()
 		addCompletions(f, root)
 	}
+	refuseStrays(root)
 	return root
 }
 
