@@ -12,6 +12,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 // listPage is how many effects list reads in one transaction and prints
@@ -65,12 +66,22 @@ func newEffectStream(f *Factory, format string) *effectStream {
 
 var effectHeader = []string{"ID", "SESSION", "TOOL", "TIER", "STATE", "AGE", "REPLAYS", "UNDO"}
 
-// listedEffect is an effect as list's JSON gives it: with its undo entry
-// (null when it has none: a safe or irreversible call), as its table's UNDO
-// column shows.
+// listedEffect is an effect as list's JSON gives it: with its undo entry's
+// state (null when it has none: a safe or irreversible call), as its table's
+// UNDO column shows. The state alone: `show` gives the entry, and encoding
+// it whole made `list --limit 0 -o json` on 1M effects 1.5x as long.
 type listedEffect struct {
 	model.Effect
-	Undo *model.UndoEntry `json:"undo"`
+	UndoState *sm.EntryState `json:"undo_state"`
+}
+
+// listed is e as list's JSON gives it, with its entry from entries.
+func listed(e model.Effect, entries map[uint64]model.UndoEntry) listedEffect {
+	l := listedEffect{Effect: e}
+	if u, ok := entries[e.ID]; ok {
+		l.UndoState = &u.State
+	}
+	return l
 }
 
 func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []model.Effect) error {
@@ -80,13 +91,6 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 		if entries, err = undoEntriesOf(ctx, store, list); err != nil {
 			return err
 		}
-	}
-	listed := func(e model.Effect) listedEffect {
-		l := listedEffect{Effect: e}
-		if u, ok := entries[e.ID]; ok {
-			l.Undo = &u
-		}
-		return l
 	}
 	switch s.format {
 	case formatJSON:
@@ -99,7 +103,7 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 			enc := json.NewEncoder(&s.buf)
 			enc.SetIndent("  ", "  ")
 			enc.SetEscapeHTML(false)
-			if err := enc.Encode(listed(e)); err != nil {
+			if err := enc.Encode(listed(e, entries)); err != nil {
 				return err
 			}
 			s.w.WriteString(sep)
@@ -108,7 +112,7 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 		}
 	case formatJSONL:
 		for _, e := range list {
-			if err := writeJSONLine(s.w, listed(e)); err != nil {
+			if err := writeJSONLine(s.w, listed(e, entries)); err != nil {
 				return err
 			}
 		}

@@ -99,16 +99,13 @@ func TestListStreamsInPages(t *testing.T) {
 }
 
 // printEffects is the listing as it was printed whole, before streaming,
-// each effect with its undo entry: the reference the streamed output must
+// each effect with its undo entry's state: the reference the streamed output must
 // equal.
 func printEffects(f *Factory, format string, list []model.Effect, entries map[uint64]model.UndoEntry) error {
-	listed := make([]listedEffect, len(list))
+	all := make([]listedEffect, len(list))
 	for i, e := range list {
-		listed[i].Effect = e
-		if u, ok := entries[e.ID]; ok {
-			listed[i].Undo = &u
-		}
+		all[i] = listed(e, entries)
 	}
-	return printListing(f, format, listed, func(e listedEffect) any { return e.ID },
+	return printListing(f, format, all, func(e listedEffect) any { return e.ID },
 		func() error { return renderEffects(f, list, nil) })
 }
