@@ -215,6 +215,9 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 	req, args, sig := p.req, p.args, p.sig
 	res := InterceptResult{Signature: sig}
 	now := s.now()
+	if l, ok := tx.(storage.SignatureLookahead); ok {
+		l.LookAhead(sig)
+	}
 	sess, err := tx.Session(req.Session)
 	if err != nil {
 		if req.NoNewEffect && errors.Is(err, model.ErrNotFound) {

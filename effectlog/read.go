@@ -281,6 +281,9 @@ type ChangeRecord struct {
 func (s *Service) Changes(ctx context.Context, after uint64, limit int) ([]ChangeRecord, uint64, error) {
 	var out []ChangeRecord
 	last := after
+	if err := s.syncFeed(ctx); err != nil {
+		return nil, after, err
+	}
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		out, last = out[:0], after
 		full := false
@@ -305,10 +308,22 @@ func (s *Service) Changes(ctx context.Context, after uint64, limit int) ([]Chang
 	return out, last, err
 }
 
+// syncFeed waits, on an engine that gives change positions after the
+// commit, for those of this process's writes.
+func (s *Service) syncFeed(ctx context.Context) error {
+	if f, ok := s.engine.(storage.FeedSyncer); ok {
+		return f.SyncFeed(ctx)
+	}
+	return nil
+}
+
 // LastChange is the position of the newest history record: a cheap way for a
 // viewer to tell whether anything changed since it last looked.
 func (s *Service) LastChange(ctx context.Context) (uint64, error) {
 	var last uint64
+	if err := s.syncFeed(ctx); err != nil {
+		return 0, err
+	}
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		var err error
 		last, err = tx.LastChange()

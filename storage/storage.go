@@ -87,6 +87,22 @@ type Notifier interface {
 	WaitChange(ctx context.Context, after uint64) error
 }
 
+// FeedSyncer is what an engine that gives a write's change-feed positions
+// after its commit can do beyond Engine: wait until the changes of the
+// writes this process committed so far have them. The feed's readers call
+// it first, so that a process reads its own writes in the feed.
+type FeedSyncer interface {
+	SyncFeed(ctx context.Context) error
+}
+
+// SignatureLookahead is what a write transaction of an engine that pays a
+// round trip for each read can do beyond WriteTx: be told the signature
+// that will be looked up next after the session, so that it reads both at
+// once. The look-up is the same, made after the session's is.
+type SignatureLookahead interface {
+	LookAhead(sig string)
+}
+
 // ErrNothingToWrite is returned by an Update function that looked and found
 // nothing to change: the call succeeds and writes nothing.
 var ErrNothingToWrite = errors.New("nothing to write")

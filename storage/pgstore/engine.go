@@ -127,7 +127,7 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 
 // Close closes the pool; the engine connects again if used again.
 func (e *Engine) Close() error {
-	e.published(context.Background())
+	e.SyncFeed(context.Background())
 	e.mu.Lock()
 	pool := e.pool
 	e.pool, e.migrated = nil, false
@@ -190,10 +190,6 @@ func (u unavailable) Is(target error) bool { return target == model.ErrUnavailab
 func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error {
 	pool, err := e.connect(ctx)
 	if err != nil {
-		return err
-	}
-	// What this process wrote is in the feed it reads.
-	if err := e.published(ctx); err != nil {
 		return err
 	}
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
@@ -259,6 +255,7 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	role := e.role
 	e.mu.Unlock()
 	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role}
+	tx.beforeSend = w.queueHistory
 	err = fn(w)
 	if kept, ok := storage.Kept(err); ok {
 		outcome, err = kept, nil
@@ -269,14 +266,11 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	case err != nil:
 		return nil, err
 	}
-	var published bool
-	if err := tx.commit(ctx, w.flushChanges(&published)); err != nil {
+	queued := w.queueChanges()
+	if err := tx.commit(ctx, &pgx.Batch{}); err != nil {
 		return nil, err
 	}
-	if !published {
-		// Another writer was giving positions, to changes committed before
-		// these: these get theirs once it is done, from this engine's
-		// publisher, without this call waiting for a second commit.
+	if queued {
 		e.publishLater(pool)
 	}
 	return outcome, nil
@@ -286,58 +280,107 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 // change positions.
 const publishLock = 0x756e646f6c6f6770 // "undologp"
 
-// publisher gives positions to the changes of this engine's writes that
-// could not give them at their commit: one publish at a time, again while
-// writes keep asking.
+// publishGap is the least time between the starts of two publishes of one
+// engine: the changes of writes committed meanwhile go in the next, so that
+// under load a publish gives positions to many writes' changes at once. A
+// reader of the feed waiting for one (SyncFeed) does not wait out the gap.
+const publishGap = 10 * time.Millisecond
+
+// publisher gives positions to the changes this engine's writes queued, one
+// publish at a time, after their commits. undolog_publish moves the whole
+// queue, every process's, into the feed, in the order it was queued: a
+// write's changes come after those of every write committed before it
+// began, and a follower sees a position only after every lower one.
 type publisher struct {
 	mu      sync.Mutex
-	running bool
-	again   bool
-	idle    chan struct{} // closed when the run ends
+	asked   uint64        // writes that queued changes
+	done    uint64        // of those, the ones a publish ended after
+	running bool          // a goroutine runs publishes until done == asked
+	ended   chan struct{} // closed (and replaced) when a publish ends
+	urge    chan struct{} // a reader waits: no gap before the next
+	last    time.Time     // when the newest publish began
 }
 
+// publishLater has this engine's publisher give positions to what a
+// committed write queued.
 func (e *Engine) publishLater(pool *pgxpool.Pool) {
 	p := &e.pub
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.asked++
 	if p.running {
-		p.again = true
 		return
 	}
-	p.running, p.idle = true, make(chan struct{})
-	go func() {
-		for {
-			// A failure leaves the changes queued: the next write's
-			// publish gives them their positions.
-			var ok bool
-			_ = pool.QueryRow(context.Background(), `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`).Scan(&ok)
-			p.mu.Lock()
-			if !p.again {
-				p.running = false
-				close(p.idle)
-				p.mu.Unlock()
-				return
-			}
-			p.again = false
-			p.mu.Unlock()
-		}
-	}()
+	if p.ended == nil {
+		p.ended, p.urge = make(chan struct{}), make(chan struct{}, 1)
+	}
+	p.running = true
+	go e.runPublisher(pool)
 }
 
-// published waits until this engine's writes are all in the change feed.
-func (e *Engine) published(ctx context.Context) error {
-	e.pub.mu.Lock()
-	idle, running := e.pub.idle, e.pub.running
-	e.pub.mu.Unlock()
-	if !running {
-		return nil
+func (e *Engine) runPublisher(pool *pgxpool.Pool) {
+	p := &e.pub
+	for {
+		p.mu.Lock()
+		if p.done == p.asked {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		gap := publishGap - time.Since(p.last)
+		p.mu.Unlock()
+		if gap > 0 {
+			t := time.NewTimer(gap)
+			select {
+			case <-t.C:
+			case <-p.urge:
+				t.Stop()
+			}
+		}
+		p.mu.Lock()
+		upTo := p.asked
+		p.last = time.Now()
+		p.mu.Unlock()
+		// A failure leaves the changes queued: the next publish, of this
+		// process or another, gives them their positions.
+		// It holds the feed's lock: Suspend waits for it, as for a write.
+		var ok bool
+		e.writes.RLock()
+		_ = pool.QueryRow(context.Background(), `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`).Scan(&ok)
+		e.writes.RUnlock()
+		p.mu.Lock()
+		p.done = upTo
+		close(p.ended)
+		p.ended = make(chan struct{})
+		p.mu.Unlock()
 	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+}
+
+var _ storage.FeedSyncer = (*Engine)(nil)
+
+// SyncFeed waits until the changes of this engine's writes committed so far
+// have positions (or a publish of them failed), so that a process reads its
+// own writes in the feed.
+func (e *Engine) SyncFeed(ctx context.Context) error {
+	p := &e.pub
+	p.mu.Lock()
+	target := p.asked
+	for p.done < target {
+		ended := p.ended
+		p.mu.Unlock()
+		select {
+		case p.urge <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		p.mu.Lock()
 	}
+	p.mu.Unlock()
+	return nil
 }
 
 // commitInDoubt is a commit whose answer was lost.

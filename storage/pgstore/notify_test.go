@@ -51,9 +51,9 @@ func waitChange(t *testing.T, e *pgstore.Engine, after uint64) <-chan error {
 }
 
 // A waiter is woken by a write another connection commits, and only by
-// it: the notification goes in the transaction that gives the positions,
-// so one that rolls back after sending it (here: a check deferred to its
-// commit refuses it) is never heard.
+// it: a write refused at its commit (here by a check deferred to it)
+// queued nothing, and the publish that follows a committed one notifies
+// in its own transaction, once the positions are given.
 func TestWaitChangeIsWokenByACommitOnly(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
 	writer := open(url)
@@ -77,7 +77,7 @@ func TestWaitChangeIsWokenByACommitOnly(t *testing.T) {
 			IF NEW.session = 'rolled-back' THEN RAISE EXCEPTION 'refused at commit'; END IF;
 			RETURN NULL;
 		END $$;
-		CREATE CONSTRAINT TRIGGER refuse_rolled_back AFTER INSERT ON undolog_changes
+		CREATE CONSTRAINT TRIGGER refuse_rolled_back AFTER INSERT ON undolog_changes_pending
 			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_rolled_back()`)
 	if err := intercept(t, writer, "rolled-back"); err == nil || !strings.Contains(err.Error(), "refused at commit") {
 		t.Fatalf("a write refused at its commit: %v", err)

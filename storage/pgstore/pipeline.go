@@ -27,6 +27,16 @@ type querier interface {
 type pipelined struct {
 	conn    *pgxpool.Conn
 	pending *pgx.Batch // not sent yet
+	// beforeSend, if set, queues what its owner held back (rows it puts
+	// in one statement) before anything is sent.
+	beforeSend func()
+}
+
+// held queues what the transaction's owner held back.
+func (t *pipelined) held() {
+	if t.beforeSend != nil {
+		t.beforeSend()
+	}
 }
 
 var _ querier = (*pipelined)(nil)
@@ -50,6 +60,7 @@ func (t *pipelined) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 // send sends what is queued with b's statements after it; the caller reads
 // b's results from the BatchResults returned, then closes it.
 func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
+	t.held()
 	queued := t.pending
 	t.pending = &pgx.Batch{}
 	n := queued.Len()
@@ -65,6 +76,7 @@ func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, e
 }
 
 func (t *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	t.held()
 	if t.pending.Len() == 0 {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
@@ -78,6 +90,7 @@ func (t *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 }
 
 func (t *pipelined) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	t.held()
 	if t.pending.Len() == 0 {
 		return t.conn.Query(ctx, sql, args...)
 	}
@@ -110,6 +123,7 @@ func (t *pipelined) flush(ctx context.Context) error {
 // commitInDoubt: the answers of a batch are flushed only at its end, so a
 // connection lost with none of them may have lost a commit's.
 func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
+	t.held()
 	b.Queue(`COMMIT`)
 	queued := t.pending
 	t.pending = &pgx.Batch{}

@@ -16,8 +16,9 @@ import (
 // from a commit: the triggers of the migration to rolesSchema do, by
 // membership of these groups. It can be run again: a role that exists is
 // kept. undolog_publish runs with its owner's rights (schema migration 8),
-// and only writers may call it: the feed's tables are its alone, so that
-// no writer deletes the changes others queued.
+// and only writers may call it: the feed is its alone, and writers may
+// only add to its queue (migration 9), so that no writer deletes the
+// changes others queued.
 const RolesSQL = `-- undolog's database roles. Run as the owner of undolog's tables (the role
 -- that ran undolog migrate), once per database; it can be run again.
 DO $$
@@ -47,12 +48,15 @@ GRANT INSERT, UPDATE ON undolog_sessions, undolog_effects,
 	TO undolog_agent, undolog_approver;
 GRANT DELETE ON undolog_approvals_open TO undolog_agent, undolog_approver;
 
--- Writers take ids from the sequences and give change positions through
--- undolog_publish alone (it runs with its owner's rights): a write that
--- finds another giving them queues its changes, and whoever gives positions
--- next moves the queue into the feed. No writer touches the feed's tables.
-GRANT USAGE ON SEQUENCE undolog_effect_ids, undolog_session_seqs
+-- Writers take ids from the sequences and queue their changes; positions
+-- are given through undolog_publish alone (it runs with its owner's
+-- rights), which moves the queue into the feed. A writer may add to the
+-- queue, but not change or delete it, nor touch the feed; everyone reads
+-- it (verify).
+GRANT SELECT ON undolog_changes_pending TO undolog_reader, undolog_agent, undolog_approver;
+GRANT USAGE ON SEQUENCE undolog_effect_ids, undolog_session_seqs, undolog_changes_pending_id_seq
 	TO undolog_agent, undolog_approver;
+GRANT INSERT ON undolog_changes_pending TO undolog_agent, undolog_approver;
 GRANT EXECUTE ON FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[])
 	TO undolog_agent, undolog_approver;
 

@@ -57,6 +57,11 @@ func TestSuspendedEngineHoldsNoRows(t *testing.T) {
 	defer watch.Close(context.Background())
 	for i := 0; i < 20; i++ {
 		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		// The other's changes are in the feed: its publisher is not in a
+		// transaction either.
+		if _, err := other.LastChange(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		resume := engine.Suspend()
 		// What a stopped process would leave open: a transaction of its.
 		var open int

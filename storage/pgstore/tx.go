@@ -38,6 +38,39 @@ type writer struct {
 	// nextID is an effect id taken with a signature look-up that found
 	// no owner (the id the intercept takes next), 0 if none.
 	nextID uint64
+	// ahead is the signature look-up made with the session's read
+	// (LookAhead): sig, and the column read, once read.
+	ahead struct {
+		sig  string
+		read bool
+		id   int64
+	}
+	// history holds the effect history rows added since the last
+	// statement sent: they go as one INSERT (queueHistory), since a
+	// statement's start (its triggers' WHEN clauses parsed anew, its
+	// indexes opened) costs the server more than a row.
+	history historyRows
+}
+
+// historyRows are effect history rows as the columns of one INSERT.
+type historyRows struct {
+	effects                                []int64
+	seqs                                   []int32
+	recs                                   [][]byte
+	roles, kinds, states, triggers, actors []string
+}
+
+// queueHistory queues the history rows held back, as one statement; the
+// transaction calls it before it sends anything.
+func (w *writer) queueHistory() {
+	h := &w.history
+	if len(h.effects) == 0 {
+		return
+	}
+	w.tx.Exec(w.ctx, `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
+		SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])`,
+		h.effects, h.seqs, h.recs, h.roles, h.kinds, h.states, h.triggers, h.actors)
+	*h = historyRows{}
 }
 
 // Role is the role the engine authenticates as; the database checks that
@@ -121,8 +154,15 @@ func (w *writer) Effect(id uint64) (model.Effect, error) {
 	return e, decode(data, &e, fmt.Sprintf("effects/%d", id))
 }
 
+// LookAhead has the next read of a session look up sig too (an intercept
+// reads its session, then its signature): one round trip for the two.
+func (w *writer) LookAhead(sig string) { w.ahead.sig, w.ahead.read = sig, false }
+
 func (w *writer) Session(id string) (model.Session, error) {
 	if w.session.data == nil || w.session.id != id {
+		if w.ahead.sig != "" && !w.ahead.read {
+			return w.sessionAndSignature(id)
+		}
 		return w.reader.Session(id)
 	}
 	data, state := w.session.data, w.session.state
@@ -230,15 +270,47 @@ func (r reader) SignatureOwner(sig string) (uint64, bool, error) {
 	return uint64(id), err == nil, err
 }
 
+// signatureOwner is SignatureOwner's look-up: the owner's id, or the next
+// effect id negated.
+const signatureOwner = `SELECT coalesce((SELECT effect_id FROM undolog_signatures WHERE sig = $1),
+		-nextval('undolog_effect_ids'))`
+
+// sessionAndSignature reads and locks session id and then looks up the
+// signature LookAhead was given, in one round trip; SignatureOwner takes
+// the look-up's answer. It is made once the session's row is locked, as
+// it would be after.
+func (w *writer) sessionAndSignature(id string) (model.Session, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT rec, state FROM undolog_sessions WHERE id = $1 FOR UPDATE`, id)
+	b.Queue(signatureOwner, w.ahead.sig)
+	br := w.tx.SendBatch(w.ctx, b)
+	defer br.Close()
+	var data []byte
+	var state *string
+	serr := br.QueryRow().Scan(&data, &state)
+	if serr != nil && !errors.Is(serr, pgx.ErrNoRows) {
+		return model.Session{}, serr
+	}
+	if err := br.QueryRow().Scan(&w.ahead.id); err != nil {
+		return model.Session{}, err
+	}
+	w.ahead.read = true
+	if serr != nil {
+		return model.Session{}, fmt.Errorf("%w: no session %q", model.ErrNotFound, id)
+	}
+	return decodeSession(id, data, state)
+}
+
 // SignatureOwner, in a write, takes the next effect id with a look-up that
 // finds no owner: the intercept that looked takes one next, and this saves
 // it the round trip. COALESCE evaluates nextval only then; a refused
 // intercept leaves its id unused, as a rolled-back one does.
 func (w *writer) SignatureOwner(sig string) (uint64, bool, error) {
 	var id int64
-	err := w.tx.QueryRow(w.ctx, `SELECT coalesce((SELECT effect_id FROM undolog_signatures WHERE sig = $1),
-		-nextval('undolog_effect_ids'))`, sig).Scan(&id)
-	if err != nil {
+	if w.ahead.read && w.ahead.sig == sig {
+		id = w.ahead.id
+		w.ahead.sig, w.ahead.read = "", false
+	} else if err := w.tx.QueryRow(w.ctx, signatureOwner, sig).Scan(&id); err != nil {
 		return 0, false, err
 	}
 	if id < 0 {
@@ -589,31 +661,31 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 	}
 	// The columns beside the record are what the database's trigger checks
 	// the move by (see the migration to rolesSchema).
-	err = w.exec(`INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, int64(h.EffectID), int32(h.Seq), data, h.Role, h.Kind, h.To, h.Trigger, h.Actor)
+	r := &w.history
+	r.effects, r.seqs, r.recs = append(r.effects, int64(h.EffectID)), append(r.seqs, int32(h.Seq)), append(r.recs, data)
+	r.roles, r.kinds, r.states = append(r.roles, h.Role), append(r.kinds, h.Kind), append(r.states, h.To)
+	r.triggers, r.actors = append(r.triggers, h.Trigger), append(r.actors, h.Actor)
 	w.changes = append(w.changes, change{kind: "E", effectID: h.EffectID, session: h.Session, seq: h.Seq})
-	return err
+	return nil
 }
 
-// flushChanges gives the transaction's history records their positions in
-// the change feed, last thing before the commit, unless another writer is
-// giving positions (holding the lock that undolog_publish takes until its
-// commit): then it queues them. It returns the statement to send with
-// COMMIT, and sets *published once it ran.
-func (w *writer) flushChanges(published *bool) *pgx.Batch {
-	b := &pgx.Batch{}
-	*published = true
+// queueChanges queues the transaction's history records for the change
+// feed, last thing before the commit, and says whether there were any: once
+// they are committed, the engine's publisher gives them their positions
+// (publishLater). Giving them here, under the feed's lock, made every
+// commit that found the lock taken wait for the holder's, or queue anyway.
+func (w *writer) queueChanges() bool {
 	if len(w.changes) == 0 {
-		return b
+		return false
 	}
 	kinds, sessions := make([]string, len(w.changes)), make([]string, len(w.changes))
 	effects, seqs := make([]int64, len(w.changes)), make([]int32, len(w.changes))
 	for i, c := range w.changes {
 		kinds[i], sessions[i], effects[i], seqs[i] = c.kind, c.session, int64(c.effectID), int32(c.seq)
 	}
-	b.Queue(`SELECT undolog_publish(false, $1, $2, $3, $4)`, kinds, effects, sessions, seqs).
-		QueryRow(func(row pgx.Row) error { return row.Scan(published) })
-	return b
+	w.exec(`INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[])`, kinds, effects, sessions, seqs)
+	return true
 }
 
 func (w *writer) PutUndo(u *model.UndoEntry) error {
@@ -648,6 +720,7 @@ func (w *writer) CloseRequest(id uint64) error {
 }
 
 func (w *writer) DeleteEffect(e *model.Effect) error {
+	w.queueHistory() // before the deletes, which may be of its rows
 	id := int64(e.ID)
 	for _, q := range []string{
 		`DELETE FROM undolog_history WHERE effect_id = $1`,
@@ -667,6 +740,7 @@ func (w *writer) DeleteEffect(e *model.Effect) error {
 }
 
 func (w *writer) DeleteSession(s *model.Session) error {
+	w.queueHistory()
 	w.session.id, w.session.data = "", nil
 	if err := w.exec(`DELETE FROM undolog_session_history WHERE session = $1`, s.ID); err != nil {
 		return err

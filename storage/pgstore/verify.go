@@ -3,6 +3,7 @@ package pgstore
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage"
@@ -326,7 +327,8 @@ func (r reader) checkHistoryColumns(report func(kind string, effect uint64, sess
 // before schema 8 directly), so the feed is checked like the indexes. gc keeps change rows but drops the
 // records: a row of an effect or session gc dropped is not judged. Effect
 // ids are never reused; a session's name may be, after gc, so a session's
-// rows are judged from the newest row naming its first record (seq 1) on:
+// rows are judged from the newest row naming its first record (seq 1) on,
+// and none while the queue holds one (its writer's publish is to come):
 // a forged one of those is not told from a session made anew, and hides
 // the rows before it from these checks (but not from the gap check).
 var feedChecks = []struct {
@@ -348,14 +350,14 @@ var feedChecks = []struct {
 		WHERE n > 1 ORDER BY pos`,
 		"change %[1]d names history record %[4]d, which an earlier change names", false},
 	{`WITH c AS (
-			SELECT c.*, max(c.pos) FILTER (WHERE c.seq = 1) OVER (PARTITION BY c.session) AS since
+			SELECT c.*, CASE WHEN queued_first(c.session) THEN 9223372036854775807 ELSE max(c.pos) FILTER (WHERE c.seq = 1) OVER (PARTITION BY c.session) END AS since
 			FROM undolog_changes c JOIN undolog_sessions s ON s.id = c.session WHERE c.kind = 'S')
 		SELECT c.pos, 0, c.session, c.seq FROM c
 		LEFT JOIN undolog_session_history h ON h.session = c.session AND h.seq = c.seq
 		WHERE c.pos >= coalesce(c.since, 0) AND h.session IS NULL ORDER BY c.pos`,
 		"change %[1]d names session history record %[4]d, which the session does not have", false},
 	{`WITH c AS (
-			SELECT c.*, max(c.pos) FILTER (WHERE c.seq = 1) OVER (PARTITION BY c.session) AS since
+			SELECT c.*, CASE WHEN queued_first(c.session) THEN 9223372036854775807 ELSE max(c.pos) FILTER (WHERE c.seq = 1) OVER (PARTITION BY c.session) END AS since
 			FROM undolog_changes c JOIN undolog_sessions s ON s.id = c.session WHERE c.kind = 'S')
 		SELECT pos, 0, session, seq FROM (
 			SELECT pos, session, seq, row_number() OVER (PARTITION BY session, seq ORDER BY pos) AS n
@@ -373,10 +375,23 @@ var feedChecks = []struct {
 		"change %[1]d follows change %[2]d: the positions between are missing", true},
 }
 
+// queuedFirst is what queued_first(session) stands for in feedChecks: the
+// queue holds the first record of a session of that name. Before
+// queueSchema a reader may not read the queue (its records were queued
+// only while another writer gave positions).
+func (r reader) queuedFirst() string {
+	if r.SchemaVersion() < queueSchema {
+		return "FALSE"
+	}
+	return "EXISTS (SELECT 1 FROM undolog_changes_pending p WHERE p.kind = 'S' AND p.session = c.session AND p.seq = 1)"
+}
+
 // checkFeed reports the change-feed rows feedChecks find.
 func (r reader) checkFeed(report func(kind string, effect uint64, session, format string, args ...any)) error {
+	queued := r.queuedFirst()
 	for _, c := range feedChecks {
-		rows, err := r.tx.Query(r.ctx, c.query)
+		query := strings.ReplaceAll(c.query, "queued_first(c.session)", queued)
+		rows, err := r.tx.Query(r.ctx, query)
 		if err != nil {
 			return err
 		}
