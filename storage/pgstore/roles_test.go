@@ -541,3 +541,86 @@ func TestAnsweredAgainAndResume(t *testing.T) {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
 }
+
+// The history gate lets the tables' owner through without its function, by
+// the owner's oid: once the tables change owner, verify says the gate is the
+// old owner's, and `undolog migrate` by the new owner makes it anew, after
+// which the old owner (granted a writer's rights) may no longer write a
+// record in another role's name.
+func TestHistoryGateFollowsTheOwner(t *testing.T) {
+	admin := pgtest.Server(t).NewDatabase(t)
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.TrimPrefix(u.Path, "/"), "_")
+	first, second := "own1_"+suffix, "own2_"+suffix
+	rolesMu.Lock()
+	for _, name := range []string{first, second} {
+		execTB(t, admin, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN")
+	}
+	rolesMu.Unlock()
+	t.Cleanup(func() {
+		rolesMu.Lock()
+		defer rolesMu.Unlock()
+		if conn, err := pgx.Connect(context.Background(), pgtest.Server(t).AdminURL()); err == nil {
+			conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()+" WITH (FORCE)")
+			for _, name := range []string{first, second} {
+				conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+			}
+			conn.Close(context.Background())
+		}
+	})
+	as := func(role string) string {
+		v := *u
+		v.User = url.User(role)
+		return v.String()
+	}
+	execTB(t, admin, "ALTER DATABASE "+pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()+" OWNER TO "+pgx.Identifier{first}.Sanitize())
+	firstLog := open(as(first))
+	defer firstLog.Close()
+	if _, err := firstLog.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	forge := `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
+		VALUES (1, 99, '\x00', '` + second + `', 'effect', 'approved', 'x', 'x')` // the names are [a-z0-9_]
+	problems := func() []string {
+		t.Helper()
+		rep, err := open(admin).Verify(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range rep.Problems {
+			if p.Kind == "roles" {
+				got = append(got, p.Detail)
+			}
+		}
+		return got
+	}
+	if got := problems(); len(got) != 0 {
+		t.Fatalf("a gate of the tables' owner: %v", got)
+	}
+	execTB(t, admin, "REASSIGN OWNED BY "+pgx.Identifier{first}.Sanitize()+" TO "+pgx.Identifier{second}.Sanitize()+
+		"; GRANT INSERT, SELECT ON undolog_history TO "+pgx.Identifier{first}.Sanitize()+
+		"; GRANT SELECT ON undolog_meta TO "+pgx.Identifier{first}.Sanitize())
+	if got := problems(); len(got) != 1 || !strings.Contains(got[0], "lets the members of "+first) || !strings.Contains(got[0], "run undolog migrate as "+second) {
+		t.Fatalf("a gate of the owner before: %v", got)
+	}
+	if _, _, err := pgstore.New(as(first)).Migrate(t.Context()); err != nil {
+		t.Fatalf("migrate by a role that is not the owner: %v", err)
+	}
+	if got := problems(); len(got) != 1 {
+		t.Fatalf("migrate by a role that is not the owner changed the gate: %v", got)
+	}
+	if _, _, err := pgstore.New(as(second)).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := problems(); len(got) != 0 {
+		t.Fatalf("after the owner's migrate: %v", got)
+	}
+	if err := rawExec(t, as(first), forge); err == nil || !strings.Contains(err.Error(), "may not write a record in the name of role "+second) {
+		t.Fatalf("the owner before writes in another's name: %v", err)
+	}
+}

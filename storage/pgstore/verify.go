@@ -1,9 +1,12 @@
 package pgstore
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage"
@@ -218,6 +221,11 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 	if err := r.checkFeed(report); err != nil {
 		return err
 	}
+	if r.SchemaVersion() >= queueSchema {
+		if err := r.checkGate(report); err != nil {
+			return err
+		}
+	}
 	// Open requests against the requests.
 	open := map[uint64]openEntry{}
 	rows, err = r.tx.Query(r.ctx, `SELECT effect_id, session, expires FROM undolog_approvals_open`)
@@ -373,6 +381,27 @@ var feedChecks = []struct {
 			SELECT pos, lag(pos, 1, 0::bigint) OVER (ORDER BY pos) AS prev FROM undolog_changes) c
 		WHERE pos <> prev + 1 ORDER BY pos`,
 		"change %[1]d follows change %[2]d: the positions between are missing", true},
+}
+
+// checkGate reports a history gate made for another owner than the
+// tables': its WHEN clause lets that role's members write any record.
+func (r reader) checkGate(report func(kind string, effect uint64, session, format string, args ...any)) error {
+	var gate, owner int64
+	var gateName, ownerName string
+	err := r.tx.QueryRow(r.ctx, `SELECT m.value, coalesce(pg_get_userbyid(m.value::oid)::text, ''), c.relowner::bigint, pg_get_userbyid(c.relowner)::text
+		FROM undolog_meta m, pg_catalog.pg_class c
+		WHERE m.key = 'history_gate_owner' AND c.oid = to_regclass(quote_ident(current_schema()) || '.undolog_history')`).
+		Scan(&gate, &gateName, &owner, &ownerName)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		report("roles", 0, "", "the history gate names no owner: run undolog migrate as the tables' owner")
+	case err != nil:
+		return err
+	case gate != owner:
+		report("roles", 0, "", "the history gate lets the members of %s (oid %d) write any record, but the tables are %s's now: run undolog migrate as %s",
+			gateName, gate, ownerName, ownerName)
+	}
+	return nil
 }
 
 // queuedFirst is what queued_first(session) stands for in feedChecks: the
