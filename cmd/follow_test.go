@@ -171,3 +171,116 @@ func followEveryChange(t *testing.T, addr string) {
 		t.Fatalf("%d changes printed, the export holds %d (at least %d expected)", len(printed), want, writers*calls*3)
 	}
 }
+
+// A follower started while writers commit prints no change its listing
+// already shows, and misses none after: the listing's records and the
+// changes printed after it are each effect's whole history, once. (On
+// PostgreSQL a change gets its position just after its commit: the listing
+// shows some a position read before it has not yet reached.)
+func TestFollowStartedAmidWritesRepeatsNothing(t *testing.T) {
+	t.Run("file", func(t *testing.T) { followAmidWrites(t, filepath.Join(t.TempDir(), "u.db")) })
+	t.Run("postgres", func(t *testing.T) { followAmidWrites(t, pgtest.Server(t).NewDatabase(t)) })
+}
+
+func followAmidWrites(t *testing.T, addr string) {
+	mustRun(t, addr, "session", "start", "seed")
+	const writers, calls, followers = 4, 12, 3
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			script := fmt.Sprintf(`for i in $(seq %d); do undolog exec --session w%d --undo true -- echo "$i" >/dev/null || exit 1; done`, calls, w)
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(runWithLog(t, addr).Env, "PATH="+filepath.Dir(runWithLog(t, addr).Path)+":/usr/bin:/bin")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				errs[w] = fmt.Errorf("writer %d: %v: %s", w, err, b)
+			}
+		}()
+	}
+	// Followers started at three moments of the writes.
+	var outs []*lockedBuffer
+	var stderrs []*bytes.Buffer
+	var cmds []*exec.Cmd
+	defer func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	for i := range followers {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if n := strings.Count(mustRun(t, addr, "list", "--limit", "0", "-o", "ids"), "\n"); n >= (i+1)*writers*calls/(followers+1) || time.Now().After(deadline) {
+				break
+			}
+		}
+		follower := runWithLog(t, addr, "list", "--follow", "--limit", "0", "-o", "jsonl")
+		out, stderr := &lockedBuffer{}, &bytes.Buffer{}
+		follower.Stdout, follower.Stderr = out, stderr
+		if err := follower.Start(); err != nil {
+			t.Fatal(err)
+		}
+		outs, stderrs, cmds = append(outs, out), append(stderrs, stderr), append(cmds, follower)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRun(t, addr, "intercept", "--session", "sentinel", "--tool", "last", "--tier", "compensable")
+	var all []struct {
+		ID         uint64 `json:"id"`
+		HistoryLen uint32 `json:"history_len"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, addr, "list", "--limit", "0", "-o", "json")), &all); err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != writers*calls+1 {
+		t.Fatalf("%d effects; want %d", len(all), writers*calls+1)
+	}
+	for i, follower := range cmds {
+		waitForLine(t, outs[i], `"session":"sentinel"`)
+		follower.Process.Signal(syscall.SIGINT)
+		if err := follower.Wait(); err != nil {
+			t.Fatalf("follow: %v: %s", err, stderrs[i].String())
+		}
+		listed := map[uint64]uint32{}
+		last := map[uint64]uint32{}
+		changes := 0
+		for _, line := range strings.Split(strings.TrimSpace(outs[i].String()), "\n") {
+			var ch struct {
+				Effect struct {
+					ID         uint64 `json:"id"`
+					HistoryLen uint32 `json:"history_len"`
+				} `json:"effect"`
+				Transition *struct {
+					EffectID uint64 `json:"effect_id"`
+					Seq      uint32 `json:"seq"`
+				} `json:"transition"`
+			}
+			if err := json.Unmarshal([]byte(line), &ch); err != nil || ch.Effect.ID == 0 {
+				t.Fatalf("follower %d: not a line of the follow: %q (%v)", i, line, err)
+			}
+			if ch.Transition == nil {
+				if changes > 0 {
+					t.Fatalf("follower %d: effect %d listed after the changes began", i, ch.Effect.ID)
+				}
+				listed[ch.Effect.ID], last[ch.Effect.ID] = ch.Effect.HistoryLen, ch.Effect.HistoryLen
+				continue
+			}
+			changes++
+			id, seq := ch.Transition.EffectID, ch.Transition.Seq
+			if seq != last[id]+1 {
+				t.Fatalf("follower %d: effect %d: record %d printed after record %d (listed with %d)", i, id, seq, last[id], listed[id])
+			}
+			last[id] = seq
+		}
+		for _, e := range all {
+			if last[e.ID] != e.HistoryLen {
+				t.Fatalf("follower %d: effect %d has %d records; the follower showed %d (listed with %d)", i, e.ID, e.HistoryLen, last[e.ID], listed[e.ID])
+			}
+		}
+	}
+}

@@ -71,7 +71,15 @@ func newCmdList(f *Factory) *cobra.Command {
 					return err
 				}
 			}
-			shown, more, err := streamEffects(c.Context(), f, store, format, filter)
+			// A follower prints no change the listing already shows: one
+			// committed between the position's read and the listing's, or
+			// on PostgreSQL before it had its position (given after the
+			// commit).
+			var listed map[uint64]uint32
+			if opts.follow {
+				listed = map[uint64]uint32{}
+			}
+			shown, more, err := streamEffects(c.Context(), f, store, format, filter, listed)
 			if err != nil {
 				return err
 			}
@@ -81,7 +89,7 @@ func newCmdList(f *Factory) *cobra.Command {
 			if !opts.follow {
 				return nil
 			}
-			return follow(c.Context(), f, store, opts, position)
+			return follow(c.Context(), f, store, opts, position, listed)
 		},
 	}
 	c.Flags().StringVar(&opts.session, "session", "", "only effects of this session")
@@ -182,14 +190,15 @@ func trimColumns(rows [][]cell, n int) [][]cell {
 }
 
 // follow prints each effect transition recorded after position that matches
-// the filter, until the context ends (Ctrl-C).
-func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOptions, position uint64) error {
+// the filter, until the context ends (Ctrl-C), but those of the records the
+// listing showed (listed: an effect's history length as listed).
+func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOptions, position uint64, listed map[uint64]uint32) error {
 	filter, _ := opts.filter(f)
 	lost := outage{f: f}
 	for ctx.Err() == nil {
 		changes, last, err := store.Changes(ctx, position, 1000)
 		if err == nil {
-			position, err = printChanges(ctx, f, store, opts.output, filter, position, changes, last)
+			position, err = printChanges(ctx, f, store, opts.output, filter, position, changes, last, listed)
 		}
 		if ctx.Err() != nil {
 			break // an engine that cancels may have cut the read short
@@ -212,11 +221,17 @@ func follow(ctx context.Context, f *Factory, store effectlog.Log, opts *listOpti
 // log's server went meanwhile, the one before the first change it could not
 // look at.
 func printChanges(ctx context.Context, f *Factory, store effectlog.Log, format string, filter effectlog.EffectFilter,
-	from uint64, changes []effectlog.ChangeRecord, last uint64) (uint64, error) {
+	from uint64, changes []effectlog.ChangeRecord, last uint64, listed map[uint64]uint32) (uint64, error) {
 	for i, ch := range changes {
 		r := ch.Record
 		if r.Kind == model.KindSession {
 			continue
+		}
+		if n, ok := listed[r.EffectID]; ok {
+			if r.Seq <= n {
+				continue // the listing showed the effect with this record
+			}
+			delete(listed, r.EffectID) // the rest are newer
 		}
 		d, err := store.GetEffect(ctx, r.EffectID)
 		if errors.Is(err, model.ErrUnavailable) || ctx.Err() != nil {

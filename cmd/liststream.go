@@ -23,7 +23,7 @@ var listPage = 4000
 // streamEffects prints the effects matching filter (at most filter.Limit;
 // 0: all) a page at a time, and says how many it printed and whether more
 // match beyond the limit.
-func streamEffects(ctx context.Context, f *Factory, store effectlog.Log, format string, filter effectlog.EffectFilter) (int, bool, error) {
+func streamEffects(ctx context.Context, f *Factory, store effectlog.Log, format string, filter effectlog.EffectFilter, listed map[uint64]uint32) (int, bool, error) {
 	s := newEffectStream(f, format)
 	limit, shown := filter.Limit, 0
 	for {
@@ -37,6 +37,11 @@ func streamEffects(ctx context.Context, f *Factory, store effectlog.Log, format 
 		}
 		if err := s.page(ctx, store, list); err != nil {
 			return shown, false, err
+		}
+		if listed != nil {
+			for _, e := range list {
+				listed[e.ID] = e.HistoryLen
+			}
 		}
 		shown += len(list)
 		if next == 0 || (limit > 0 && shown >= limit) {

@@ -64,7 +64,7 @@ func TestListStreamsInPages(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			shown, more, err := streamEffects(t.Context(), newFactory(&got), store, format, effectlog.EffectFilter{Limit: limit})
+			shown, more, err := streamEffects(t.Context(), newFactory(&got), store, format, effectlog.EffectFilter{Limit: limit}, nil)
 			if err != nil || shown != n || more != (n < len(all)) {
 				t.Fatalf("%s, --limit %d: %d shown, more %v, %v", format, limit, shown, more, err)
 			}
@@ -77,7 +77,7 @@ func TestListStreamsInPages(t *testing.T) {
 		}
 	}
 	var none bytes.Buffer
-	if _, _, err := streamEffects(t.Context(), newFactory(&none), store, formatJSON, effectlog.EffectFilter{Tool: "nothing"}); err != nil || none.String() != "[]\n" {
+	if _, _, err := streamEffects(t.Context(), newFactory(&none), store, formatJSON, effectlog.EffectFilter{Tool: "nothing"}, nil); err != nil || none.String() != "[]\n" {
 		t.Fatalf("no match as JSON: %q, %v", none.String(), err)
 	}
 
