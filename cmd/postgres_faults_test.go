@@ -148,7 +148,7 @@ func TestPostgresFaultsAreOneLineAndWriteNothing(t *testing.T) {
 
 	t.Run("dropped connection", func(t *testing.T) {
 		for _, args := range writes {
-			release := holdFeedLock(t, server.AdminURL(), database)
+			release := holdQueueLock(t, server.AdminURL(), database)
 			cmd := runWithLog(t, addr, args...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
@@ -192,7 +192,7 @@ func TestPostgresFaultsAreOneLineAndWriteNothing(t *testing.T) {
 	// connection just ends, with no word from the server.
 	t.Run("backend killed", func(t *testing.T) {
 		args := writes[0]
-		release := holdFeedLock(t, server.AdminURL(), database)
+		release := holdQueueLock(t, server.AdminURL(), database)
 		defer release()
 		cmd := runWithLog(t, addr, args...)
 		var stderr bytes.Buffer
@@ -232,7 +232,7 @@ func TestPostgresFaultsAreOneLineAndWriteNothing(t *testing.T) {
 	t.Run("statement timeout", func(t *testing.T) {
 		timeout := addr + "&options=-c%20statement_timeout%3D50"
 		for _, args := range writes {
-			release := holdFeedLock(t, server.AdminURL(), database)
+			release := holdQueueLock(t, server.AdminURL(), database)
 			code, line := oneLineEnd(t, runWithLog(t, timeout, args...))
 			release()
 			if code != ExitBusy || strings.Contains(line, pgtest.LoginPassword) || !strings.Contains(line, "canceling statement due to statement timeout") {
@@ -258,12 +258,11 @@ func TestPostgresFaultsAreOneLineAndWriteNothing(t *testing.T) {
 	}
 }
 
-// holdFeedLock holds, in a transaction of the test's own, a lock that every
-// write takes last, as it gives its records their places in the change feed
-// (undolog_publish's insert into undolog_changes, when no other write is
-// giving positions): a write then waits with all its other rows written
-// but not committed. The returned func lets it go.
-func holdFeedLock(t *testing.T, admin, database string) func() {
+// holdQueueLock holds, in a transaction of the test's own, a lock that every
+// write takes last, as it queues its records for the change feed (its
+// insert into undolog_changes_pending): a write then waits with all its
+// other rows written but not committed. The returned func lets it go.
+func holdQueueLock(t *testing.T, admin, database string) func() {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), withDB(t, admin, database))
 	if err != nil {
@@ -271,7 +270,7 @@ func holdFeedLock(t *testing.T, admin, database string) func() {
 	}
 	tx, err := conn.Begin(t.Context())
 	if err == nil {
-		_, err = tx.Exec(t.Context(), "LOCK TABLE undolog_changes IN EXCLUSIVE MODE")
+		_, err = tx.Exec(t.Context(), "LOCK TABLE undolog_changes_pending IN EXCLUSIVE MODE")
 	}
 	if err != nil {
 		conn.Close(context.Background())

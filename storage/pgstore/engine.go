@@ -254,7 +254,7 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	e.mu.Lock()
 	role := e.role
 	e.mu.Unlock()
-	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role}
+	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role, pipe: tx}
 	tx.beforeSend = w.queueHistory
 	err = fn(w)
 	if kept, ok := storage.Kept(err); ok {

@@ -46,30 +46,31 @@ type writer struct {
 		id   int64
 	}
 	// history holds the effect history rows added since the last
-	// statement sent: they go as one INSERT (queueHistory), since a
-	// statement's start (its triggers' WHEN clauses parsed anew, its
-	// indexes opened) costs the server more than a row.
+	// statement sent: they go as one INSERT, in the place of the first
+	// (queueHistory), since a statement's start (its triggers' WHEN
+	// clauses parsed anew, its indexes opened) costs the server more than
+	// a row. Which check refuses a move first stays as it was.
 	history historyRows
+	pipe    *pipelined // the transaction, whose queue the INSERT holds a place in
 }
 
 // historyRows are effect history rows as the columns of one INSERT.
 type historyRows struct {
+	insert                                 *pgx.QueuedQuery // its place in the queue, arguments still to come
 	effects                                []int64
 	seqs                                   []int32
 	recs                                   [][]byte
 	roles, kinds, states, triggers, actors []string
 }
 
-// queueHistory queues the history rows held back, as one statement; the
-// transaction calls it before it sends anything.
+// queueHistory gives the INSERT of the history rows held back its
+// arguments; the transaction calls it before it sends anything.
 func (w *writer) queueHistory() {
 	h := &w.history
-	if len(h.effects) == 0 {
+	if h.insert == nil {
 		return
 	}
-	w.tx.Exec(w.ctx, `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
-		SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])`,
-		h.effects, h.seqs, h.recs, h.roles, h.kinds, h.states, h.triggers, h.actors)
+	h.insert.Arguments = []any{h.effects, h.seqs, h.recs, h.roles, h.kinds, h.states, h.triggers, h.actors}
 	*h = historyRows{}
 }
 
@@ -662,6 +663,10 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 	// The columns beside the record are what the database's trigger checks
 	// the move by (see the migration to rolesSchema).
 	r := &w.history
+	if r.insert == nil {
+		r.insert = w.pipe.pending.Queue(`INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
+			SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])`)
+	}
 	r.effects, r.seqs, r.recs = append(r.effects, int64(h.EffectID)), append(r.seqs, int32(h.Seq)), append(r.recs, data)
 	r.roles, r.kinds, r.states = append(r.roles, h.Role), append(r.kinds, h.Kind), append(r.states, h.To)
 	r.triggers, r.actors = append(r.triggers, h.Trigger), append(r.actors, h.Actor)
@@ -720,7 +725,7 @@ func (w *writer) CloseRequest(id uint64) error {
 }
 
 func (w *writer) DeleteEffect(e *model.Effect) error {
-	w.queueHistory() // before the deletes, which may be of its rows
+	w.queueHistory() // the deletes, which may be of its rows, come after
 	id := int64(e.ID)
 	for _, q := range []string{
 		`DELETE FROM undolog_history WHERE effect_id = $1`,
