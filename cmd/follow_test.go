@@ -3,6 +3,7 @@ package cmd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/undolog/undolog/internal/pgtest"
 )
@@ -282,5 +285,104 @@ func followAmidWrites(t *testing.T, addr string) {
 				t.Fatalf("follower %d: effect %d has %d records; the follower showed %d (listed with %d)", i, e.ID, e.HistoryLen, last[e.ID], listed[e.ID])
 			}
 		}
+	}
+}
+
+// A writer that dies between its commit and its publish (here: killed, and
+// the server ends its connection) leaves its changes queued: a follower
+// gives them their positions itself (at most once a second, when it looks),
+// and does not wait for the next write.
+func TestFollowerSeesWhatAKilledWriterLeftQueued(t *testing.T) {
+	server := pgtest.Server(t)
+	addr := server.NewDatabase(t)
+	mustRun(t, addr, "intercept", "--session", "seed", "--tool", "t", "--tier", "compensable")
+	follower := runWithLog(t, addr, "list", "--follow", "-o", "jsonl")
+	follower.Env = append(follower.Env, "UNDOLOG_NOTIFY_FALLBACK=300ms")
+	out := &lockedBuffer{}
+	follower.Stdout = out
+	if err := follower.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		follower.Process.Kill()
+		follower.Wait()
+	}()
+	waitForLine(t, out, `"session":"seed"`)
+
+	// The feed's lock (pgstore's publishLock), held while the writer
+	// commits: its publish waits, and the writer is killed meanwhile.
+	ctx := context.Background()
+	lock, err := pgx.Connect(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(ctx)
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(0x756e646f6c6f6770)); err != nil {
+		t.Fatal(err)
+	}
+	writer := runWithLog(t, addr, "intercept", "--session", "killed", "--tool", "t", "--tier", "compensable")
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var n int
+		if err := lock.QueryRow(ctx, `SELECT count(*) FROM undolog_effects WHERE session = 'killed'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the writer did not commit within 20 s")
+		}
+	}
+	// Its publish, sent and waiting in the server, would still run once
+	// the lock is let go: end it too, as the server does when the writer's
+	// machine is gone.
+	writer.Process.Kill()
+	writer.Wait()
+	if _, err := lock.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	var queued int
+	if err := lock.QueryRow(ctx, `SELECT count(*) FROM undolog_changes_pending`).Scan(&queued); err != nil || queued == 0 {
+		t.Fatalf("the killed writer left %d changes queued (%v)", queued, err)
+	}
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(0x756e646f6c6f6770)); err != nil {
+		t.Fatal(err)
+	}
+	// No write comes after: the follower publishes what was left.
+	waitForLine(t, out, `"session":"killed"`)
+}
+
+// A write command whose publish waits for the feed's lock (another holds
+// it, for good here: no lock timeout) ends all the same, within
+// moments: its changes stay queued for the next publish.
+func TestWriteEndsWhileAnotherHoldsTheFeedLock(t *testing.T) {
+	addr := pgtest.Server(t).NewDatabase(t)
+	mustRun(t, addr, "session", "start", "warm")
+	ctx := context.Background()
+	lock, err := pgx.Connect(ctx, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close(ctx)
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(0x756e646f6c6f6770)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := runWithLog(t, addr+"&options=-c%20lock_timeout%3D0", "session", "start", "held").CombinedOutput()
+	if err != nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("session start with the feed's lock held: %v after %v: %s", err, time.Since(start), out)
+	}
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(0x756e646f6c6f6770)); err != nil {
+		t.Fatal(err)
+	}
+	// The next write publishes what it left.
+	mustRun(t, addr, "session", "start", "after")
+	var queued int
+	if err := lock.QueryRow(ctx, `SELECT count(*) FROM undolog_changes_pending`).Scan(&queued); err != nil || queued != 0 {
+		t.Fatalf("%d changes queued after the next write (%v)", queued, err)
 	}
 }

@@ -127,7 +127,18 @@ func PoolConfig(url string) (*pgxpool.Config, error) {
 
 // Close closes the pool; the engine connects again if used again.
 func (e *Engine) Close() error {
-	e.SyncFeed(context.Background())
+	// A publish that waits longer for the feed's lock (another holds it)
+	// is given up: the changes stay queued, for the next publish of any
+	// process, as a process killed after its commit leaves them.
+	wait, cancel := context.WithTimeout(context.Background(), closePublishWait)
+	e.waitPublished(wait)
+	cancel()
+	e.pub.mu.Lock()
+	if e.pub.stop != nil {
+		e.pub.stop()
+		e.pub.ctx, e.pub.stop = nil, nil
+	}
+	e.pub.mu.Unlock()
 	e.mu.Lock()
 	pool := e.pool
 	e.pool, e.migrated = nil, false
@@ -293,6 +304,9 @@ const publishGap = 10 * time.Millisecond
 // began, and a follower sees a position only after every lower one.
 type publisher struct {
 	mu      sync.Mutex
+	ctx     context.Context // the publishes'; Close ends it
+	stop    context.CancelFunc
+	rescued time.Time     // when SyncFeed last looked for changes others left queued
 	asked   uint64        // writes that queued changes
 	done    uint64        // of those, the ones a publish ended after
 	running bool          // a goroutine runs publishes until done == asked
@@ -314,11 +328,14 @@ func (e *Engine) publishLater(pool *pgxpool.Pool) {
 	if p.ended == nil {
 		p.ended, p.urge = make(chan struct{}), make(chan struct{}, 1)
 	}
+	if p.ctx == nil {
+		p.ctx, p.stop = context.WithCancel(context.Background())
+	}
 	p.running = true
-	go e.runPublisher(pool)
+	go e.runPublisher(pool, p.ctx)
 }
 
-func (e *Engine) runPublisher(pool *pgxpool.Pool) {
+func (e *Engine) runPublisher(pool *pgxpool.Pool, ctx context.Context) {
 	p := &e.pub
 	for {
 		p.mu.Lock()
@@ -346,7 +363,7 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool) {
 		// It holds the feed's lock: Suspend waits for it, as for a write.
 		var ok bool
 		e.writes.RLock()
-		_ = pool.QueryRow(context.Background(), `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`).Scan(&ok)
+		_ = pool.QueryRow(ctx, `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`).Scan(&ok)
 		e.writes.RUnlock()
 		p.mu.Lock()
 		p.done = upTo
@@ -358,10 +375,49 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool) {
 
 var _ storage.FeedSyncer = (*Engine)(nil)
 
+// closePublishWait bounds Close's wait for this engine's publishes.
+const closePublishWait = 2 * time.Second
+
+// rescueEvery is how often at most SyncFeed gives positions to changes
+// other processes left queued (one killed between its commit and its
+// publish), if it can take the feed's lock at once.
+const rescueEvery = time.Second
+
 // SyncFeed waits until the changes of this engine's writes committed so far
 // have positions (or a publish of them failed), so that a process reads its
-// own writes in the feed.
+// own writes in the feed. At most once in rescueEvery it also publishes what
+// others left queued, so that a follower sees a change whose writer died
+// before it gave positions without waiting for the next write.
 func (e *Engine) SyncFeed(ctx context.Context) error {
+	if err := e.waitPublished(ctx); err != nil {
+		return err
+	}
+	p := &e.pub
+	p.mu.Lock()
+	rescue := time.Since(p.rescued) >= rescueEvery
+	if rescue {
+		p.rescued = time.Now()
+	}
+	p.mu.Unlock()
+	if !rescue {
+		return nil
+	}
+	pool, err := e.connect(ctx)
+	if err != nil {
+		return nil // the read that follows says
+	}
+	// Only tries for the lock (whoever holds it publishes), and fails
+	// harmlessly on a log of an older schema or for a role without the
+	// right: the feed then waits for the next write, as it did.
+	var ok *bool
+	_ = pool.QueryRow(ctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM undolog_changes_pending)
+		THEN undolog_publish_queue(false) END`).Scan(&ok)
+	return nil
+}
+
+// waitPublished waits until this engine's publishes of the writes committed
+// so far have ended.
+func (e *Engine) waitPublished(ctx context.Context) error {
 	p := &e.pub
 	p.mu.Lock()
 	target := p.asked

@@ -51,14 +51,18 @@ GRANT DELETE ON undolog_approvals_open TO undolog_agent, undolog_approver;
 -- Writers take ids from the sequences and queue their changes; positions
 -- are given through undolog_publish alone (it runs with its owner's
 -- rights), which moves the queue into the feed. A writer may add to the
--- queue, but not change or delete it, nor touch the feed; everyone reads
--- it (verify).
+-- queue (its rows' ids, the queue's order, come from its sequence), but not
+-- change or delete it, nor touch the feed; everyone reads it (verify), and
+-- may publish it, as it is (a follower publishes what a writer that died
+-- left).
 GRANT SELECT ON undolog_changes_pending TO undolog_reader, undolog_agent, undolog_approver;
 GRANT USAGE ON SEQUENCE undolog_effect_ids, undolog_session_seqs, undolog_changes_pending_id_seq
 	TO undolog_agent, undolog_approver;
-GRANT INSERT ON undolog_changes_pending TO undolog_agent, undolog_approver;
+GRANT INSERT (kind, effect_id, session, seq) ON undolog_changes_pending TO undolog_agent, undolog_approver;
 GRANT EXECUTE ON FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[])
 	TO undolog_agent, undolog_approver;
+GRANT EXECUTE ON FUNCTION undolog_publish_queue(boolean)
+	TO undolog_reader, undolog_agent, undolog_approver;
 
 -- Log-in roles are members of a group, for example:
 --   CREATE ROLE ci LOGIN PASSWORD 'change me' IN ROLE undolog_agent;

@@ -358,6 +358,16 @@ func TestRolesQueueAndPublish(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("a reader's publish: %v", err)
 	}
+	// What is queued, a reader may publish, as it is.
+	if err := rawExec(t, owner, `INSERT INTO undolog_changes_pending (kind, effect_id, session, seq) VALUES ('S', 0, 's', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := rawExec(t, reader, `SELECT undolog_publish_queue(true)`); err != nil {
+		t.Fatalf("a reader's publish of the queue: %v", err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_changes_pending`); n != 0 {
+		t.Fatalf("%d changes still queued after the reader's publish", n)
+	}
 }
 
 // Roles set up at schema 3 (RolesSQL then granted no sequences, queue or
@@ -459,7 +469,8 @@ func TestVerifyChecksTheFeed(t *testing.T) {
 	// the name, for all verify can tell.)
 	secondS := count(t, owner, `SELECT max(seq) FROM undolog_session_history WHERE session = 's'`)
 	for _, forge := range []string{fmt.Sprintf(`INSERT INTO undolog_changes (pos, kind, effect_id, session, seq) VALUES (%d + 1, 'E', 1, 's', 99)`, last),
-		`DELETE FROM undolog_changes_pending`, `UPDATE undolog_changes_pending SET seq = 99`} {
+		`DELETE FROM undolog_changes_pending`, `UPDATE undolog_changes_pending SET seq = 99`,
+		`INSERT INTO undolog_changes_pending (id, kind, effect_id, session, seq) SELECT nextval('undolog_changes_pending_id_seq') + 5, 'E', 1, 's', 99`} {
 		if err := rawExec(t, agent, forge); err == nil || !strings.Contains(err.Error(), "permission denied") {
 			t.Fatalf("an agent's %s: %v", forge, err)
 		}

@@ -458,7 +458,12 @@ END $$;
 	// COMMIT, and its engine's publisher gives positions to what is queued
 	// a batch at a time after the commit (undolog_publish(true, ...)): a
 	// write no longer runs the feed's function, and no commit waits for
-	// another's. Writers may add to the queue, not change or delete it;
+	// another's. Writers may add to the queue, not change or delete it, nor
+	// choose a row's id (the order of the queue, and its key: a row taken
+	// ahead of the sequence would fail every write that drew its id); a
+	// reader may publish the queue too, and only it (undolog_publish_queue:
+	// a follower does, at most once a second, for a writer killed after
+	// its commit);
 	// everyone may read it (verify tells a session made anew by what is
 	// queued for it). And the history gate's function does not run for a
 	// member of the tables' owner, who may write any record: a WHEN clause
@@ -485,14 +490,22 @@ END $$;
 REVOKE EXECUTE ON FUNCTION undolog_gate_history() FROM PUBLIC;
 SELECT undolog_gate_history();
 DO $$
+BEGIN
+	EXECUTE format($f$CREATE FUNCTION undolog_publish_queue(wait boolean) RETURNS boolean LANGUAGE sql
+		SECURITY DEFINER SET search_path = %I, pg_temp
+		AS 'SELECT undolog_publish(wait, NULL, NULL, NULL, NULL)'$f$, current_schema());
+END $$;
+REVOKE EXECUTE ON FUNCTION undolog_publish_queue(boolean) FROM PUBLIC;
+DO $$
 DECLARE
 	grp text;
 BEGIN
 	FOREACH grp IN ARRAY ARRAY['undolog_reader', 'undolog_agent', 'undolog_approver'] LOOP
 		IF to_regrole(grp) IS NOT NULL THEN
 			EXECUTE format('GRANT SELECT ON undolog_changes_pending TO %I', grp);
+			EXECUTE format('GRANT EXECUTE ON FUNCTION undolog_publish_queue(boolean) TO %I', grp);
 			IF grp <> 'undolog_reader' THEN
-				EXECUTE format('GRANT INSERT ON undolog_changes_pending TO %I', grp);
+				EXECUTE format('GRANT INSERT (kind, effect_id, session, seq) ON undolog_changes_pending TO %I', grp);
 				EXECUTE format('GRANT USAGE ON SEQUENCE undolog_changes_pending_id_seq TO %I', grp);
 			END IF;
 		END IF;
