@@ -244,7 +244,9 @@ func printChanges(ctx context.Context, f *Factory, store effectlog.Log, format s
 		}
 		e := d.Effect
 		if (filter.Session != "" && e.Session != filter.Session) || (filter.Tool != "" && e.Tool != filter.Tool) ||
-			(filter.Tier != "" && e.Tier != filter.Tier) || (filter.State != "" && sm.State(r.To) != filter.State) {
+			(filter.Tier != "" && e.Tier != filter.Tier) || (filter.State != "" && sm.State(r.To) != filter.State) ||
+			(!filter.Since.IsZero() && e.CreatedAt.Before(filter.Since)) ||
+			(filter.Undo != "" && (r.Kind != model.KindUndo || sm.EntryState(r.To) != filter.Undo)) {
 			continue
 		}
 		if err := printChange(f, format, e, r); err != nil {
