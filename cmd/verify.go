@@ -1,12 +1,14 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/model"
 )
 
 type verifyOptions struct {
@@ -34,7 +36,10 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 				return err
 			}
 			rep, err := log.Verify(c.Context())
-			if err != nil {
+			if errors.Is(err, model.ErrNotFound) {
+				// A database without the log's tables, as a file not there.
+				return fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, engines.Shown(f.LogPath()))
+			} else if err != nil {
 				return err
 			}
 			if opts.output != formatText {

@@ -29,12 +29,19 @@ type VerifyReport struct {
 // verify's memory is a few dozen bytes an effect, not the log.
 func (s *Service) Verify(ctx context.Context) (VerifyReport, error) {
 	var rep VerifyReport
+	held := false
 	err := s.view(ctx, func(tx storage.ReadTx) error {
+		held = true
 		rep = VerifyReport{Problems: []model.Problem{}}
 		v := verifier{tx: tx, rep: &rep, effects: storage.NewEffectSet(), sessions: map[string]*model.Session{},
 			counts: map[string]map[sm.State]int{}, waiting: map[string]int{}}
 		return v.run()
 	})
+	if err == nil && !held {
+		// An engine reads a log not made yet as empty (a database without
+		// the log's tables): nothing there checks, as a file not there.
+		return rep, fmt.Errorf("%w: no log there yet: nothing is recorded", model.ErrNotFound)
+	}
 	return rep, err
 }
 
