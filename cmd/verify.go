@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -36,11 +35,11 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 				return err
 			}
 			rep, err := log.Verify(c.Context())
-			if errors.Is(err, model.ErrNotFound) {
+			if err != nil {
+				return err
+			} else if rep.Empty {
 				// A database without the log's tables, as a file not there.
 				return fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, engines.Shown(f.LogPath()))
-			} else if err != nil {
-				return err
 			}
 			if opts.output != formatText {
 				if err := writeObject(f.Out, opts.output, rep); err != nil {

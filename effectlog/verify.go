@@ -19,6 +19,9 @@ type VerifyReport struct {
 	Effects  int             `json:"effects"`
 	Records  int             `json:"history_records"`
 	Problems []model.Problem `json:"problems"`
+	// Empty says the engine read the log as not made yet (a database
+	// without its tables): nothing was there to check.
+	Empty bool `json:"-"`
 }
 
 // Verify walks the whole log: every record, every hash chain,
@@ -37,11 +40,7 @@ func (s *Service) Verify(ctx context.Context) (VerifyReport, error) {
 			counts: map[string]map[sm.State]int{}, waiting: map[string]int{}}
 		return v.run()
 	})
-	if err == nil && !held {
-		// An engine reads a log not made yet as empty (a database without
-		// the log's tables): nothing there checks, as a file not there.
-		return rep, fmt.Errorf("%w: no log there yet: nothing is recorded", model.ErrNotFound)
-	}
+	rep.Empty = !held
 	return rep, err
 }
 

@@ -149,9 +149,10 @@ func (h *harness) inprocProxy(session string) (*mcp.ClientSession, func() int64)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	p := &proxy.Proxy{Log: store, Session: session, Policy: pol, SessionActor: "tester"}
+	server := memoryServer(h.t) // here: its Skip must run on the test's goroutine
 	done := make(chan error, 1)
 	go func() {
-		done <- p.Run(context.Background(), []string{memoryServer(h.t)}, inR, outW)
+		done <- p.Run(context.Background(), []string{server}, inR, outW)
 		outW.Close()
 	}()
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil)

@@ -388,7 +388,8 @@ var feedChecks = []struct {
 func (r reader) checkGate(report func(kind string, effect uint64, session, format string, args ...any)) error {
 	var gate, owner int64
 	var gateName, ownerName string
-	err := r.tx.QueryRow(r.ctx, `SELECT m.value, coalesce(pg_get_userbyid(m.value::oid)::text, ''), c.relowner::bigint, pg_get_userbyid(c.relowner)::text
+	// pg_get_userbyid names a dropped role "unknown (OID=n)".
+	err := r.tx.QueryRow(r.ctx, `SELECT m.value, pg_get_userbyid(m.value::oid)::text, c.relowner::bigint, pg_get_userbyid(c.relowner)::text
 		FROM undolog_meta m, pg_catalog.pg_class c
 		WHERE m.key = 'history_gate_owner' AND c.oid = to_regclass(quote_ident(current_schema()) || '.undolog_history')`).
 		Scan(&gate, &gateName, &owner, &ownerName)
@@ -398,8 +399,8 @@ func (r reader) checkGate(report func(kind string, effect uint64, session, forma
 	case err != nil:
 		return err
 	case gate != owner:
-		report("roles", 0, "", "the history gate lets the members of %s (oid %d) write any record, but the tables are %s's now: run undolog migrate as %s",
-			gateName, gate, ownerName, ownerName)
+		report("roles", 0, "", "the history gate lets the members of %s write any record, but the tables are %s's now: run undolog migrate as %s",
+			gateName, ownerName, ownerName)
 	}
 	return nil
 }
