@@ -525,14 +525,16 @@ func (e *Engine) Migrate(ctx context.Context) (before, after uint64, err error) 
 	return before, SchemaVersion, nil
 }
 
-// regate makes the history gate anew (undolog_gate_history, the migration to
-// queueSchema) when the tables changed owner since it was made, if this
-// role owns them: its WHEN clause lets the owner it was made for through.
+// regate makes the history gates anew (undolog_gate_history, the migration
+// to queueSchema) when the tables changed owner since they were made, if
+// this role owns them: their WHEN clauses let the owner they were made for
+// through.
 func (e *Engine) regate(ctx context.Context, pool *pgxpool.Pool) error {
 	var stale bool
-	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM undolog_meta m, pg_catalog.pg_class c
+	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM undolog_meta m, pg_catalog.pg_class c, pg_catalog.pg_class s
 		WHERE m.key = 'history_gate_owner' AND c.oid = to_regclass(quote_ident(current_schema()) || '.undolog_history')
-			AND m.value <> c.relowner::bigint AND undolog_is_owner(c.oid))`).Scan(&stale)
+			AND s.oid = to_regclass(quote_ident(current_schema()) || '.undolog_session_history')
+			AND (m.value <> c.relowner::bigint OR m.value <> s.relowner::bigint) AND undolog_is_owner(c.oid))`).Scan(&stale)
 	if err == nil && stale {
 		_, err = pool.Exec(ctx, `SELECT undolog_gate_history()`)
 	}

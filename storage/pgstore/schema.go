@@ -465,8 +465,9 @@ END $$;
 	// a follower does, at most once a second, for a writer killed after
 	// its commit);
 	// everyone may read it (verify tells a session made anew by what is
-	// queued for it). And the history gate's function does not run for a
-	// member of the tables' owner, who may write any record: a WHEN clause
+	// queued for it). And the history gates' functions (effects' and
+	// sessions') do not run for a member of the tables' owner, who may
+	// write any record: a WHEN clause
 	// says so, by the owner's oid as of this migration (undolog_gate_history
 	// makes the trigger anew: `undolog migrate` runs it when the tables have
 	// changed owner since, and verify says so). A plpgsql call per history
@@ -477,6 +478,7 @@ END $$;
 CREATE FUNCTION undolog_gate_history() RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
 	rel regclass := to_regclass(quote_ident(current_schema()) || '.undolog_history');
+	srel regclass := to_regclass(quote_ident(current_schema()) || '.undolog_session_history');
 	owner oid;
 BEGIN
 	SELECT c.relowner INTO owner FROM pg_catalog.pg_class c WHERE c.oid = rel;
@@ -484,6 +486,10 @@ BEGIN
 	EXECUTE format($t$CREATE TRIGGER undolog_history_role BEFORE INSERT ON %s FOR EACH ROW
 		WHEN (NOT pg_has_role(session_user, %s::oid, 'MEMBER'))
 		EXECUTE FUNCTION undolog_check_effect_record()$t$, rel, owner);
+	EXECUTE format('DROP TRIGGER IF EXISTS undolog_session_history_role ON %s', srel);
+	EXECUTE format($t$CREATE TRIGGER undolog_session_history_role BEFORE INSERT ON %s FOR EACH ROW
+		WHEN (NOT pg_has_role(session_user, %s::oid, 'MEMBER'))
+		EXECUTE FUNCTION undolog_check_session_record()$t$, srel, owner);
 	INSERT INTO undolog_meta (key, value) VALUES ('history_gate_owner', owner::bigint)
 		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
 END $$;

@@ -44,6 +44,10 @@ type writer struct {
 		sig  string
 		read bool
 		id   int64
+		// sessionSeq is the next session number, taken with the look-up
+		// when the session was not there (an intercept makes it next), 0
+		// if not.
+		sessionSeq int64
 	}
 	// history holds the effect history rows added since the last
 	// statement sent: they go as one INSERT, in the place of the first
@@ -157,7 +161,7 @@ func (w *writer) Effect(id uint64) (model.Effect, error) {
 
 // LookAhead has the next read of a session look up sig too (an intercept
 // reads its session, then its signature): one round trip for the two.
-func (w *writer) LookAhead(sig string) { w.ahead.sig, w.ahead.read = sig, false }
+func (w *writer) LookAhead(sig string) { w.ahead.sig, w.ahead.read, w.ahead.sessionSeq = sig, false, 0 }
 
 func (w *writer) Session(id string) (model.Session, error) {
 	if w.session.data == nil || w.session.id != id {
@@ -283,7 +287,8 @@ const signatureOwner = `SELECT coalesce((SELECT effect_id FROM undolog_signature
 func (w *writer) sessionAndSignature(id string) (model.Session, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT rec, state FROM undolog_sessions WHERE id = $1 FOR UPDATE`, id)
-	b.Queue(signatureOwner, w.ahead.sig)
+	b.Queue(`SELECT (`+signatureOwner+`), CASE WHEN NOT EXISTS (SELECT 1 FROM undolog_sessions WHERE id = $2)
+		THEN nextval('undolog_session_seqs') ELSE 0 END`, w.ahead.sig, id)
 	br := w.tx.SendBatch(w.ctx, b)
 	defer br.Close()
 	var data []byte
@@ -292,7 +297,7 @@ func (w *writer) sessionAndSignature(id string) (model.Session, error) {
 	if serr != nil && !errors.Is(serr, pgx.ErrNoRows) {
 		return model.Session{}, serr
 	}
-	if err := br.QueryRow().Scan(&w.ahead.id); err != nil {
+	if err := br.QueryRow().Scan(&w.ahead.id, &w.ahead.sessionSeq); err != nil {
 		return model.Session{}, err
 	}
 	w.ahead.read = true
@@ -578,12 +583,18 @@ func (w *writer) NextEffectID() (uint64, error) {
 	return w.next("undolog_effect_ids")
 }
 
-func (w *writer) NextSessionSeq() (uint64, error) { return w.next("undolog_session_seqs") }
+func (w *writer) NextSessionSeq() (uint64, error) {
+	if n := w.ahead.sessionSeq; n != 0 {
+		w.ahead.sessionSeq = 0
+		return uint64(n), nil
+	}
+	return w.next("undolog_session_seqs")
+}
 
 func (w *writer) ReserveIDs(effect, sessionSeq uint64) error {
 	// setval is not undone by a rollback: a reservation that stays only
 	// leaves ids unused. An id taken before may be one reserved now.
-	w.nextID = 0
+	w.nextID, w.ahead.sessionSeq = 0, 0
 	for _, r := range []struct {
 		sequence string
 		n        uint64

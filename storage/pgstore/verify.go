@@ -383,22 +383,24 @@ var feedChecks = []struct {
 		"change %[1]d follows change %[2]d: the positions between are missing", true},
 }
 
-// checkGate reports a history gate made for another owner than the
-// tables': its WHEN clause lets that role's members write any record.
+// checkGate reports history gates made for another owner than the
+// tables': their WHEN clauses let that role's members write any record.
 func (r reader) checkGate(report func(kind string, effect uint64, session, format string, args ...any)) error {
-	var gate, owner int64
+	var gate, owner, sessionOwner int64
 	var gateName, ownerName string
 	// pg_get_userbyid names a dropped role "unknown (OID=n)".
-	err := r.tx.QueryRow(r.ctx, `SELECT m.value, pg_get_userbyid(m.value::oid)::text, c.relowner::bigint, pg_get_userbyid(c.relowner)::text
-		FROM undolog_meta m, pg_catalog.pg_class c
-		WHERE m.key = 'history_gate_owner' AND c.oid = to_regclass(quote_ident(current_schema()) || '.undolog_history')`).
-		Scan(&gate, &gateName, &owner, &ownerName)
+	err := r.tx.QueryRow(r.ctx, `SELECT m.value, pg_get_userbyid(m.value::oid)::text, c.relowner::bigint, pg_get_userbyid(c.relowner)::text,
+			s.relowner::bigint
+		FROM undolog_meta m, pg_catalog.pg_class c, pg_catalog.pg_class s
+		WHERE m.key = 'history_gate_owner' AND c.oid = to_regclass(quote_ident(current_schema()) || '.undolog_history')
+			AND s.oid = to_regclass(quote_ident(current_schema()) || '.undolog_session_history')`).
+		Scan(&gate, &gateName, &owner, &ownerName, &sessionOwner)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		report("roles", 0, "", "the history gate names no owner: run undolog migrate as the tables' owner")
 	case err != nil:
 		return err
-	case gate != owner:
+	case gate != owner || gate != sessionOwner:
 		report("roles", 0, "", "the history gate lets the members of %s write any record, but the tables are %s's now: run undolog migrate as %s",
 			gateName, ownerName, ownerName)
 	}
