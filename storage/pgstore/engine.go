@@ -9,9 +9,10 @@
 // effect take turns; what two writers still race for (a new signature, a new
 // session id) is a unique constraint, and a transaction that breaks one, or
 // that PostgreSQL picked as a deadlock victim, runs again from its start:
-// the rules then see what the other wrote. Positions in the change feed are
-// given at commit, under one row lock, so they follow commit order and a
-// follower never skips a change.
+// the rules then see what the other wrote. A write queues its changes with
+// its commit; positions in the change feed are given after, to the queue in
+// its order, under one advisory lock (the writer's publisher, undolog_publish),
+// so they follow commit order and a follower never skips a change.
 package pgstore
 
 import (

@@ -13,7 +13,7 @@ import (
 )
 
 // Every transaction that gives change-feed positions (undolog_publish: a
-// write's own at its commit, or a publish of queued ones after) sends a
+// publish of what writes queued) sends a
 // notification on channel, so PostgreSQL delivers it on commit, only if it
 // commits, and only once the changes are in the feed. Its payload is the
 // schema the log is in and the newest position given: "schema position",

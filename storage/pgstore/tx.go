@@ -23,7 +23,7 @@ type reader struct {
 }
 
 // writer is a write transaction; it keeps the history records it adds, to
-// give them their change-feed positions at commit.
+// queue them for the change feed with its commit.
 type writer struct {
 	reader
 	role    string
