@@ -59,6 +59,35 @@ func waitForLine(t *testing.T, out *lockedBuffer, s string) {
 	t.Fatalf("no line holding %s within 30s; the follower printed:\n%s", s, out.String())
 }
 
+// startWriters starts writers processes, each making calls calls through
+// `undolog exec` in a session of its own; wait waits for them and fails the
+// test if one failed.
+func startWriters(t *testing.T, addr string, writers, calls int) (wait func()) {
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			script := fmt.Sprintf(`for i in $(seq %d); do undolog exec --session w%d --undo true -- echo "$i" >/dev/null || exit 1; done`, calls, w)
+			cmd := exec.Command("sh", "-c", script)
+			cmd.Env = append(runWithLog(t, addr).Env, "PATH="+filepath.Dir(runWithLog(t, addr).Path)+":/usr/bin:/bin")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				errs[w] = fmt.Errorf("writer %d: %v: %s", w, err, b)
+			}
+		}()
+	}
+	return func() {
+		t.Helper()
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func followEveryChange(t *testing.T, addr string) {
 	mustRun(t, addr, "exec", "--session", "seed", "--undo", "true", "--", "true")
 	follower := runWithLog(t, addr, "list", "--follow", "-o", "jsonl")
@@ -78,26 +107,7 @@ func followEveryChange(t *testing.T, addr string) {
 	listed := strings.Count(out.String(), "\n")
 
 	const writers, calls = 4, 8
-	var wg sync.WaitGroup
-	errs := make([]error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			script := fmt.Sprintf(`for i in $(seq %d); do undolog exec --session w%d --undo true -- echo "$i" >/dev/null || exit 1; done`, calls, w)
-			cmd := exec.Command("sh", "-c", script)
-			cmd.Env = append(runWithLog(t, addr).Env, "PATH="+filepath.Dir(runWithLog(t, addr).Path)+":/usr/bin:/bin")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				errs[w] = fmt.Errorf("writer %d: %v: %s", w, err, b)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	startWriters(t, addr, writers, calls)()
 	// One write after the writers': once the follower printed it, it has read
 	// past everything theirs.
 	mustRun(t, addr, "intercept", "--session", "sentinel", "--tool", "last", "--tier", "compensable")
@@ -188,20 +198,7 @@ func TestFollowStartedAmidWritesRepeatsNothing(t *testing.T) {
 func followAmidWrites(t *testing.T, addr string) {
 	mustRun(t, addr, "session", "start", "seed")
 	const writers, calls, followers = 4, 12, 3
-	var wg sync.WaitGroup
-	errs := make([]error, writers)
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			script := fmt.Sprintf(`for i in $(seq %d); do undolog exec --session w%d --undo true -- echo "$i" >/dev/null || exit 1; done`, calls, w)
-			cmd := exec.Command("sh", "-c", script)
-			cmd.Env = append(runWithLog(t, addr).Env, "PATH="+filepath.Dir(runWithLog(t, addr).Path)+":/usr/bin:/bin")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				errs[w] = fmt.Errorf("writer %d: %v: %s", w, err, b)
-			}
-		}()
-	}
+	wait := startWriters(t, addr, writers, calls)
 	// Followers started at three moments of the writes.
 	var outs []*lockedBuffer
 	var stderrs []*bytes.Buffer
@@ -226,12 +223,7 @@ func followAmidWrites(t *testing.T, addr string) {
 		}
 		outs, stderrs, cmds = append(outs, out), append(stderrs, stderr), append(cmds, follower)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	wait()
 	mustRun(t, addr, "intercept", "--session", "sentinel", "--tool", "last", "--tier", "compensable")
 	var all []struct {
 		ID         uint64 `json:"id"`
