@@ -64,13 +64,16 @@ func waitListening(t *testing.T, addr string, exited <-chan struct{}) {
 
 var scenarioDir = regexp.MustCompile(`^server-(.+)-\d{4}-\d{2}-\d{2}T`)
 
-// runConformance runs the suite's server scenarios against url and returns
-// each scenario's checks as "id: STATUS" lines.
-func runConformance(t *testing.T, dir, url string) map[string][]string {
+// runConformance runs the suite's server scenarios (or the one named)
+// against url and returns each scenario's checks as "id: STATUS" lines.
+func runConformance(t *testing.T, dir, url string, scenario ...string) map[string][]string {
 	t.Helper()
 	out := t.TempDir()
-	cmd := exec.Command(filepath.Join(dir, "node_modules/node/bin/node"), filepath.Join(dir, "node_modules/@modelcontextprotocol/conformance/dist/index.js"),
-		"server", "--url", url, "-o", out)
+	args := []string{filepath.Join(dir, "node_modules/@modelcontextprotocol/conformance/dist/index.js"), "server", "--url", url, "-o", out}
+	if len(scenario) > 0 {
+		args = append(args, "--scenario", scenario[0])
+	}
+	cmd := exec.Command(filepath.Join(dir, "node_modules/node/bin/node"), args...)
 	text, err := cmd.CombinedOutput()
 	if _, exit := err.(*exec.ExitError); err != nil && !exit {
 		t.Fatal(err)
@@ -199,7 +202,16 @@ func TestConformanceThroughTheProxy(t *testing.T) {
 			proxied := runConformance(t, dir, url)
 			t.Logf("the suite through the proxy (%s): %v", pol.name, time.Since(start).Round(time.Millisecond))
 			for scenario, want := range direct {
-				if got := proxied[scenario]; !slices.Equal(got, want) {
+				got := proxied[scenario]
+				// A scenario the two runs disagree on runs again, both ways, up
+				// to twice: the reference server, cold or on a busy machine,
+				// sometimes times out a check (the suite directly once took
+				// 62 s and failed one that passed through the proxy).
+				for again := 0; again < 2 && !slices.Equal(got, want); again++ {
+					t.Logf("%s: direct %v, through the proxy %v: again", scenario, want, got)
+					want, got = runConformance(t, dir, upstream, scenario)[scenario], runConformance(t, dir, url, scenario)[scenario]
+				}
+				if !slices.Equal(got, want) {
 					t.Errorf("%s: direct %v, through the proxy %v", scenario, want, got)
 				}
 			}
