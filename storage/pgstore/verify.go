@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -383,26 +384,42 @@ var feedChecks = []struct {
 		"change %[1]d follows change %[2]d: the positions between are missing", true},
 }
 
-// checkGate reports history gates made for another owner than the
-// tables': their WHEN clauses let that role's members write any record.
-func (r reader) checkGate(report func(kind string, effect uint64, session, format string, args ...any)) error {
-	var gate, owner, sessionOwner int64
-	var gateName, ownerName string
-	// pg_get_userbyid names a dropped role "unknown (OID=n)".
-	err := r.tx.QueryRow(r.ctx, `SELECT m.value, pg_get_userbyid(m.value::oid)::text, c.relowner::bigint, pg_get_userbyid(c.relowner)::text,
-			s.relowner::bigint
+// gateOwners is where the history gates (undolog_gate_history, the
+// migration to queueSchema) stand: the owner they were made for, the owners
+// of the tables they guard, and whether the role reading owns them.
+type gateOwners struct {
+	gate, history, sessionHistory int64
+	gateName, historyName         string // pg_get_userbyid's: a dropped role is "unknown (OID=n)"
+	mine                          bool
+}
+
+// stale says the tables changed owner since the gates were made: their WHEN
+// clauses let the old owner's members write any record.
+func (g gateOwners) stale() bool { return g.gate != g.history || g.gate != g.sessionHistory }
+
+// readGateOwners reads where the gates stand; pgx.ErrNoRows: they name no owner.
+func readGateOwners(ctx context.Context, q querier) (gateOwners, error) {
+	var g gateOwners
+	err := q.QueryRow(ctx, `SELECT m.value, pg_get_userbyid(m.value::oid)::text, c.relowner::bigint, pg_get_userbyid(c.relowner)::text,
+			s.relowner::bigint, undolog_is_owner(c.oid)
 		FROM undolog_meta m, pg_catalog.pg_class c, pg_catalog.pg_class s
 		WHERE m.key = 'history_gate_owner' AND c.oid = to_regclass(quote_ident(current_schema()) || '.undolog_history')
 			AND s.oid = to_regclass(quote_ident(current_schema()) || '.undolog_session_history')`).
-		Scan(&gate, &gateName, &owner, &ownerName, &sessionOwner)
+		Scan(&g.gate, &g.gateName, &g.history, &g.historyName, &g.sessionHistory, &g.mine)
+	return g, err
+}
+
+// checkGate reports history gates made for another owner than the tables'.
+func (r reader) checkGate(report func(kind string, effect uint64, session, format string, args ...any)) error {
+	g, err := readGateOwners(r.ctx, r.tx)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		report("roles", 0, "", "the history gate names no owner: run undolog migrate as the tables' owner")
 	case err != nil:
 		return err
-	case gate != owner || gate != sessionOwner:
+	case g.stale():
 		report("roles", 0, "", "the history gate lets the members of %s write any record, but the tables are %s's now: run undolog migrate as %s",
-			gateName, ownerName, ownerName)
+			g.gateName, g.historyName, g.historyName)
 	}
 	return nil
 }
