@@ -57,6 +57,8 @@ type Engine struct {
 	// writes is held (shared) by each write transaction, which holds rows
 	// others wait for, and by Suspend (whole).
 	writes sync.RWMutex
+
+	recent recentRows // the rows its writes left, to decide on (recent.go)
 }
 
 // Suspend waits for this process's write transactions under way to end
@@ -240,8 +242,22 @@ func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) err
 	if err := e.migrate(ctx, pool); err != nil {
 		return err
 	}
+	useRecent := true
 	for attempt := 1; ; attempt++ {
-		outcome, err := e.updateOnce(ctx, pool, fn)
+		outcome, onRecent, err := e.updateOnce(ctx, pool, fn, useRecent)
+		var doubt commitInDoubt
+		if onRecent != nil && (err != nil || outcome == errNothingWritten) && !errors.As(err, &doubt) {
+			// Decided on recent rows that had changed, or read more, or
+			// wrote nothing (and so checked nothing): decide again on a
+			// read.
+			e.recent.forget(onRecent.effect, onRecent.session)
+			useRecent = false
+			attempt--
+			continue
+		}
+		if outcome == errNothingWritten {
+			outcome = nil
+		}
 		if err == nil || !retryable(err) || attempt == maxAttempts {
 			if err != nil {
 				return e.wrapped(err)
@@ -255,37 +271,41 @@ func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) err
 
 // updateOnce is one attempt of Update: err is a failure (the transaction
 // rolled back), outcome what fn returned through KeepWrites (committed).
-func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error) (outcome, err error) {
+func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent bool) (outcome error, on *onRecent, err error) {
 	e.writes.RLock()
 	defer e.writes.RUnlock()
 	tx, err := beginPipelined(ctx, pool)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer tx.release(context.WithoutCancel(ctx))
 	e.mu.Lock()
 	role := e.role
 	e.mu.Unlock()
 	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role, pipe: tx}
-	tx.beforeSend = w.queueHistory
+	if useRecent {
+		w.recent = &e.recent
+	}
+	tx.beforeSend = func() { w.queueHistory(); w.checkRecent() }
 	err = fn(w)
 	if kept, ok := storage.Kept(err); ok {
 		outcome, err = kept, nil
 	}
 	switch {
 	case err == storage.ErrNothingToWrite:
-		return nil, nil
+		return errNothingWritten, w.onRecent, nil
 	case err != nil:
-		return nil, err
+		return nil, w.onRecent, err
 	}
 	queued := w.queueChanges()
 	if err := tx.commit(ctx, &pgx.Batch{}); err != nil {
-		return nil, err
+		return nil, w.onRecent, err
 	}
+	e.recent.keep(&w.wrote)
 	if queued {
 		e.publishLater(pool)
 	}
-	return outcome, nil
+	return outcome, w.onRecent, nil
 }
 
 // publishLock is the advisory lock undolog_publish (schema.go) takes to give
@@ -644,3 +664,7 @@ func newerSchema(url string, version uint64) error {
 	return fmt.Errorf("%w: log %s has schema version %d; this undolog reads up to %d, upgrade undolog",
 		model.ErrNewerSchema, redactURL(url), version, SchemaVersion)
 }
+
+// errNothingWritten is updateOnce's outcome of a write that found nothing
+// to write (storage.ErrNothingToWrite).
+var errNothingWritten = errors.New("pgstore: nothing written")

@@ -30,6 +30,9 @@ type pipelined struct {
 	// beforeSend, if set, queues what its owner held back (rows it puts
 	// in one statement) before anything is sent.
 	beforeSend func()
+	// sent says a statement was sent; noReads that a read is refused
+	// (errRead): the transaction decides on recent rows.
+	sent, noReads bool
 }
 
 // held queues what the transaction's owner held back.
@@ -60,6 +63,10 @@ func (t *pipelined) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 // send sends what is queued with b's statements after it; the caller reads
 // b's results from the BatchResults returned, then closes it.
 func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
+	if t.noReads {
+		return nil, errRead
+	}
+	t.sent = true
 	t.held()
 	queued := t.pending
 	t.pending = &pgx.Batch{}
@@ -78,6 +85,9 @@ func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, e
 // QueryRow and Query send what is queued first, through send (which puts
 // in what was held back: its INSERT holds its place in the queue already).
 func (t *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.noReads {
+		return errRow{errRead}
+	}
 	if t.pending.Len() == 0 {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
@@ -91,6 +101,9 @@ func (t *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 }
 
 func (t *pipelined) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.noReads {
+		return nil, errRead
+	}
 	if t.pending.Len() == 0 {
 		return t.conn.Query(ctx, sql, args...)
 	}

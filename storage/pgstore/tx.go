@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,6 +60,14 @@ type writer struct {
 	// a row. Which check refuses a move first stays as it was.
 	history historyRows
 	pipe    *pipelined // the transaction, whose queue the INSERT holds a place in
+	// recent, if set, are the rows the engine wrote last, which a write
+	// that begins with an effect's read may decide on (onRecent, then).
+	recent   *recentRows
+	onRecent *onRecent
+	wrote    writes // the effect and session rows written
+	// taken are the effect ids this transaction took: no undo entry can
+	// be there for one yet.
+	taken []uint64
 }
 
 // historyRows are effect history rows as the columns of one INSERT.
@@ -74,7 +86,16 @@ func (w *writer) queueHistory() {
 	if h.insert == nil {
 		return
 	}
-	h.insert.Arguments = []any{h.effects, h.seqs, h.recs, h.roles, h.kinds, h.states, h.triggers, h.actors}
+	if n := len(h.effects); n <= valuesRows {
+		args := make([]any, 0, 8*n)
+		for i := range n {
+			args = append(args, h.effects[i], h.seqs[i], h.recs[i], h.roles[i], h.kinds[i], h.states[i], h.triggers[i], h.actors[i])
+		}
+		h.insert.SQL, h.insert.Arguments = valuesInsert(historyInsert, n, 8), args
+	} else {
+		h.insert.SQL = historyInsert + ` SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])`
+		h.insert.Arguments = []any{h.effects, h.seqs, h.recs, h.roles, h.kinds, h.states, h.triggers, h.actors}
+	}
 	*h = historyRows{}
 }
 
@@ -142,6 +163,9 @@ func decodeSession(id string, data []byte, state *string) (model.Session, error)
 // intercept locks it before the effect it repeats: writers that took them
 // in the other order deadlocked, and waited a second for PostgreSQL to say.
 func (w *writer) Effect(id uint64) (model.Effect, error) {
+	if e, ok, err := w.fromRecent(id); ok || err != nil {
+		return e, err
+	}
 	var e model.Effect
 	var data, sdata []byte
 	var session string
@@ -576,11 +600,16 @@ func (w *writer) next(sequence string) (uint64, error) {
 }
 
 func (w *writer) NextEffectID() (uint64, error) {
-	if id := w.nextID; id != 0 {
-		w.nextID = 0
-		return id, nil
+	id := w.nextID
+	w.nextID = 0
+	if id == 0 {
+		var err error
+		if id, err = w.next("undolog_effect_ids"); err != nil {
+			return 0, err
+		}
 	}
-	return w.next("undolog_effect_ids")
+	w.taken = append(w.taken, id)
+	return id, nil
 }
 
 func (w *writer) NextSessionSeq() (uint64, error) {
@@ -621,6 +650,7 @@ func (w *writer) InsertSession(s *model.Session) error {
 	if err != nil {
 		return err
 	}
+	w.wrote.session(s.ID, data, string(s.State))
 	return w.exec(`INSERT INTO undolog_sessions (id, seq, rec, state) VALUES ($1, $2, $3, $4)`, s.ID, int64(s.Seq), data, string(s.State))
 }
 
@@ -630,6 +660,10 @@ func (w *writer) PutSession(s *model.Session) error {
 	if err != nil {
 		return err
 	}
+	w.wrote.session(s.ID, data, string(s.State))
+	if w.putRecentSession(s.ID, data, string(s.State)) {
+		return nil
+	}
 	return w.exec(`UPDATE undolog_sessions SET rec = $2, state = $3 WHERE id = $1`, s.ID, data, string(s.State))
 }
 
@@ -638,9 +672,13 @@ func (w *writer) PutEffect(e *model.Effect, from sm.State) error {
 	if err != nil {
 		return err
 	}
+	w.wrote.effect(e.ID, e.Session, data, string(e.State))
 	if from == "" {
 		return w.exec(`INSERT INTO undolog_effects (id, session, tool, tier, state, rec) VALUES ($1, $2, $3, $4, $5, $6)`,
 			int64(e.ID), e.Session, e.Tool, string(e.Tier), string(e.State), data)
+	}
+	if w.putRecentEffect(e.ID, data, string(e.State)) {
+		return nil
 	}
 	return w.exec(`UPDATE undolog_effects SET state = $2, rec = $3 WHERE id = $1`, int64(e.ID), string(e.State), data)
 }
@@ -675,8 +713,7 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 	// the move by (see the migration to rolesSchema).
 	r := &w.history
 	if r.insert == nil {
-		r.insert = w.pipe.pending.Queue(`INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
-			SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])`)
+		r.insert = w.pipe.pending.Queue(``) // queueHistory writes it
 	}
 	r.effects, r.seqs, r.recs = append(r.effects, int64(h.EffectID)), append(r.seqs, int32(h.Seq)), append(r.recs, data)
 	r.roles, r.kinds, r.states = append(r.roles, h.Role), append(r.kinds, h.Kind), append(r.states, h.To)
@@ -694,13 +731,21 @@ func (w *writer) queueChanges() bool {
 	if len(w.changes) == 0 {
 		return false
 	}
+	const insert = `INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)`
+	if n := len(w.changes); n <= valuesRows {
+		args := make([]any, 0, 4*n)
+		for _, c := range w.changes {
+			args = append(args, c.kind, int64(c.effectID), c.session, int32(c.seq))
+		}
+		w.exec(valuesInsert(insert, n, 4), args...)
+		return true
+	}
 	kinds, sessions := make([]string, len(w.changes)), make([]string, len(w.changes))
 	effects, seqs := make([]int64, len(w.changes)), make([]int32, len(w.changes))
 	for i, c := range w.changes {
 		kinds[i], sessions[i], effects[i], seqs[i] = c.kind, c.session, int64(c.effectID), int32(c.seq)
 	}
-	w.exec(`INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
-		SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[])`, kinds, effects, sessions, seqs)
+	w.exec(insert+` SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[])`, kinds, effects, sessions, seqs)
 	return true
 }
 
@@ -708,6 +753,11 @@ func (w *writer) PutUndo(u *model.UndoEntry) error {
 	data, err := record.Encode(u)
 	if err != nil {
 		return err
+	}
+	if slices.Contains(w.taken, u.EffectID) {
+		// A plain INSERT costs the server less than one ON CONFLICT.
+		return w.exec(`INSERT INTO undolog_undo (session, effect_id, rec, state) VALUES ($1, $2, $3, $4)`,
+			u.Session, int64(u.EffectID), data, string(u.State))
 	}
 	return w.exec(`INSERT INTO undolog_undo (session, effect_id, rec, state) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (session, effect_id) DO UPDATE SET rec = EXCLUDED.rec, state = EXCLUDED.state`, u.Session, int64(u.EffectID), data, string(u.State))
@@ -737,6 +787,7 @@ func (w *writer) CloseRequest(id uint64) error {
 
 func (w *writer) DeleteEffect(e *model.Effect) error {
 	w.queueHistory() // the deletes, which may be of its rows, come after
+	w.wrote.effect(e.ID, e.Session, nil, "")
 	id := int64(e.ID)
 	for _, q := range []string{
 		`DELETE FROM undolog_history WHERE effect_id = $1`,
@@ -758,8 +809,54 @@ func (w *writer) DeleteEffect(e *model.Effect) error {
 func (w *writer) DeleteSession(s *model.Session) error {
 	w.queueHistory()
 	w.session.id, w.session.data = "", nil
+	w.wrote.session(s.ID, nil, "")
 	if err := w.exec(`DELETE FROM undolog_session_history WHERE session = $1`, s.ID); err != nil {
 		return err
 	}
 	return w.exec(`DELETE FROM undolog_sessions WHERE id = $1`, s.ID)
+}
+
+// historyInsert is the head of the INSERT of effect history rows; the
+// columns beside the record are what the database's trigger checks the move
+// by (see the migration to rolesSchema).
+const historyInsert = `INSERT INTO undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)`
+
+// valuesRows is the most rows an INSERT lists as VALUES; more go as arrays
+// (unnest). For a lifecycle's one to three rows VALUES costs the server less
+// (no function scan), and each count is a statement of its own.
+const valuesRows = 4
+
+// valuesTexts holds valuesInsert's statements, by head, rows and columns.
+var valuesTexts sync.Map
+
+// valuesInsert is head followed by VALUES of rows rows of cols parameters.
+func valuesInsert(head string, rows, cols int) string {
+	key := valuesKey{head, rows, cols}
+	if v, ok := valuesTexts.Load(key); ok {
+		return v.(string)
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	b.WriteString(" VALUES ")
+	for r := range rows {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for c := range cols {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(r*cols + c + 1))
+		}
+		b.WriteByte(')')
+	}
+	valuesTexts.Store(key, b.String())
+	return b.String()
+}
+
+type valuesKey struct {
+	head       string
+	rows, cols int
 }
