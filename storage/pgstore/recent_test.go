@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -109,5 +110,59 @@ func TestARowDamagedSinceTheProcessWroteItIsRead(t *testing.T) {
 	}
 	if string(rec) != "\x00\xff" {
 		t.Fatalf("the damaged record was written over: %q", rec)
+	}
+}
+
+// A publish reads the queue only above its floor. A row queued by a
+// transaction that was under way while other writes were published, and
+// committed after, is published all the same, and the queue ends empty.
+func TestAChangeCommittedAfterLaterOnesIsPublished(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	defer log.Close()
+	first := started(t, log, "s", 0)
+
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	late, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As a write queues its changes: after a write of its own (which
+	// gives the transaction its id), in the same order.
+	if _, err := late.Exec(t.Context(), `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.Exec(t.Context(), `INSERT INTO undolog_changes_pending (kind, effect_id, session, seq) VALUES ('E', $1, 'late', 1)`,
+		int64(first)); err != nil {
+		t.Fatal(err)
+	}
+	// Many publishes while it is under way, each a while apart.
+	for i := 1; i <= 20; i++ {
+		started(t, log, "s", i)
+		if _, err := log.LastChange(t.Context()); err != nil { // waits for the publish
+			t.Fatal(err)
+		}
+		time.Sleep(15 * time.Millisecond)
+	}
+	if err := late.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	started(t, log, "s", 21)
+	if _, err := log.LastChange(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_changes WHERE session = 'late'`); n != 1 {
+		t.Fatalf("the change committed late is in the feed %d times, want once", n)
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); n != 0 {
+		t.Fatalf("%d changes left queued", n)
+	}
+	// Positions stay gap-free, one per change.
+	if n := count(t, url, `SELECT (max(pos) - count(*))::int FROM undolog_changes`); n != 0 {
+		t.Fatalf("the feed's positions have %d gaps", n)
 	}
 }

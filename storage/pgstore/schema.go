@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
@@ -516,6 +516,78 @@ BEGIN
 			END IF;
 		END IF;
 	END LOOP;
+END $$;
+`,
+	// 10: a publish reads the queue only above its floor, the id at or
+	// below which every row queued has been published or rolled back. The
+	// queue is a table of rows queued and deleted a few milliseconds later,
+	// and the dead rows stay until autovacuum (every minute at most): a
+	// publish that read it whole read them all, and took a tenth of the
+	// server's time at 8 writers. A row's id is drawn from the sequence in
+	// its writer's transaction after that transaction's first write (a
+	// history row), so once every transaction older than a publish's
+	// snapshot has ended, no row at or below the sequence's value read
+	// before that snapshot is yet to come: that value is the next floor.
+	// A follower's rescue (wait false) still reads the whole queue, for
+	// rows whose writers queued them as their first write.
+	`
+CREATE TABLE undolog_feed_floor (
+	one       boolean PRIMARY KEY DEFAULT true CHECK (one),
+	below     bigint NOT NULL, -- queue ids at or below it are published or rolled back
+	next      bigint NOT NULL, -- the next floor, the sequence's value read before...
+	next_xmax xid8 NOT NULL    -- ...a snapshot of this xmax: it is the floor once every older transaction has ended
+);
+INSERT INTO undolog_feed_floor (below, next, next_xmax) VALUES (0, 0, '0');
+CREATE OR REPLACE FUNCTION undolog_publish(wait boolean, kinds text[], effects bigint[], sessions text[], seqs integer[])
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+	newest bigint;
+	floor_below bigint;
+	floor_next bigint;
+	floor_next_xmax xid8;
+	oldest xid8; -- the snapshot's xmin: older transactions have all ended
+	top bigint;  -- the queue's last id drawn
+BEGIN
+	IF wait THEN
+		PERFORM pg_advisory_xact_lock(8461811179599128432);
+	ELSIF NOT pg_try_advisory_xact_lock(8461811179599128432) THEN
+		INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
+			SELECT * FROM unnest(kinds, effects, sessions, seqs);
+		RETURN false;
+	END IF;
+	SELECT f.below, f.next, f.next_xmax, pg_snapshot_xmin(pg_current_snapshot()),
+		(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM undolog_changes_pending_id_seq)
+		INTO floor_below, floor_next, floor_next_xmax, oldest, top FROM undolog_feed_floor f;
+	-- One statement, its snapshot taken once the lock is held: the queued
+	-- changes first, in their order, then the write's own.
+	WITH last AS (SELECT coalesce(max(pos), 0) AS n FROM undolog_changes),
+	m AS (DELETE FROM undolog_changes_pending WHERE id > CASE WHEN wait THEN floor_below ELSE 0 END AND id <= top
+		RETURNING id, kind, effect_id, session, seq),
+	a AS (SELECT 0 AS g, id AS o, kind, effect_id, session, seq FROM m
+		UNION ALL
+		SELECT 1, u.o, u.k, u.e, u.s, u.q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o)),
+	ins AS (INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+		SELECT last.n + row_number() OVER (ORDER BY a.g, a.o), a.kind, a.effect_id, a.session, a.seq FROM a, last
+		RETURNING pos)
+	SELECT max(pos) INTO newest FROM ins;
+	-- Every transaction that could hold a row at or below the next floor
+	-- had ended by the first statement's snapshot, so the move saw them all.
+	IF floor_next_xmax <= oldest THEN
+		UPDATE undolog_feed_floor SET below = floor_next, next = top, next_xmax = pg_snapshot_xmax(pg_current_snapshot());
+	END IF;
+	-- Waiters hear of positions once they are in the feed: sent with the
+	-- commit of the transaction that gave them (notify.go).
+	IF newest IS NOT NULL THEN
+		PERFORM pg_notify('undolog_changes', coalesce(current_schema(), '') || ' ' || newest);
+	END IF;
+	RETURN true;
+END $$;
+-- CREATE OR REPLACE gives a function back its defaults: it runs with its
+-- owner's rights again, as since 8.
+DO $$
+BEGIN
+	EXECUTE format('ALTER FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) SECURITY DEFINER SET search_path = %I, pg_temp',
+		current_schema());
 END $$;
 `,
 }
