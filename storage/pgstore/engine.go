@@ -291,6 +291,9 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	if kept, ok := storage.Kept(err); ok {
 		outcome, err = kept, nil
 	}
+	if tx.refused {
+		return nil, w.onRecent, errRead // whatever fn made of it, it did not read
+	}
 	switch {
 	case err == storage.ErrNothingToWrite:
 		return errNothingWritten, w.onRecent, nil

@@ -61,13 +61,15 @@ func TestWaitChangeIsWokenByACommitOnly(t *testing.T) {
 	if err := intercept(t, writer, "s"); err != nil {
 		t.Fatal(err)
 	}
-	waiter := pgstore.New(url)
-	defer waiter.Close()
-	listening(t, waiter)
+	// The write's publish (and its notification) is over before the
+	// waiter listens.
 	before, err := writer.LastChange(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
+	waiter := pgstore.New(url)
+	defer waiter.Close()
+	listening(t, waiter)
 	woken := waitChange(t, waiter, before)
 
 	// A check deferred to the commit, so it fails after the positions (and

@@ -31,8 +31,10 @@ type pipelined struct {
 	// in one statement) before anything is sent.
 	beforeSend func()
 	// sent says a statement was sent; noReads that a read is refused
-	// (errRead): the transaction decides on recent rows.
-	sent, noReads bool
+	// (errRead): the transaction decides on recent rows. refused says one
+	// was, whatever its caller made of the error: the transaction is not
+	// committed then.
+	sent, noReads, refused bool
 }
 
 // held queues what the transaction's owner held back.
@@ -64,6 +66,7 @@ func (t *pipelined) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 // b's results from the BatchResults returned, then closes it.
 func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	if t.noReads {
+		t.refused = true
 		return nil, errRead
 	}
 	t.sent = true
@@ -86,6 +89,7 @@ func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, e
 // in what was held back: its INSERT holds its place in the queue already).
 func (t *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if t.noReads {
+		t.refused = true
 		return errRow{errRead}
 	}
 	if t.pending.Len() == 0 {
@@ -102,6 +106,7 @@ func (t *pipelined) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 
 func (t *pipelined) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if t.noReads {
+		t.refused = true
 		return nil, errRead
 	}
 	if t.pending.Len() == 0 {
