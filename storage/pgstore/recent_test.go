@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,18 @@ func started(t *testing.T, log effectlog.Log, s string, n int) uint64 {
 		t.Fatal(err)
 	}
 	return res.Effect.ID
+}
+
+// dial is a connection of the test's own to the database at url, closed
+// when the test ends.
+func dial(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
 
 // A process decides a commit on the rows it wrote last, with no read. Rows
@@ -92,15 +105,11 @@ func TestARowDamagedSinceTheProcessWroteItIsRead(t *testing.T) {
 	a := open(url)
 	defer a.Close()
 	id := started(t, a, "s", 1)
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
+	conn := dial(t, url)
 	if _, err := conn.Exec(t.Context(), `UPDATE undolog_effects SET rec = '\x00ff'::bytea WHERE id = $1`, int64(id)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Commit(t.Context(), id, model.Change{Result: json.RawMessage(`{"ok":true}`)})
+	_, err := a.Commit(t.Context(), id, model.Change{Result: json.RawMessage(`{"ok":true}`)})
 	if !errors.Is(err, model.ErrCorrupt) {
 		t.Fatalf("commit of an effect whose record was damaged: %v, want %v", err, model.ErrCorrupt)
 	}
@@ -122,11 +131,7 @@ func TestAChangeCommittedAfterLaterOnesIsPublished(t *testing.T) {
 	defer log.Close()
 	first := started(t, log, "s", 0)
 
-	conn, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(t.Context())
+	conn := dial(t, url)
 	late, err := conn.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
