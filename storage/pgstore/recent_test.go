@@ -171,3 +171,49 @@ func TestAChangeCommittedAfterLaterOnesIsPublished(t *testing.T) {
 		t.Fatalf("the feed's positions have %d gaps", n)
 	}
 }
+
+// The floor waits for a writer whose transaction id is the newest of all,
+// none above it ended yet (a snapshot's xmax, one past the newest ended,
+// is below it): publishes while it is under way leave its row above the
+// floor, and the one after its commit publishes it.
+func TestAFloorWaitsForTheNewestWriter(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	log := open(url)
+	first := started(t, log, "s", 0)
+	if _, err := log.LastChange(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	log.Close() // no other writer from here
+	late := dial(t, url)
+	publisher := dial(t, url)
+	publish := func() {
+		t.Helper()
+		if _, err := publisher.Exec(t.Context(), `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := late.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(t.Context(), `INSERT INTO undolog_changes_pending (kind, effect_id, session, seq) VALUES ('E', $1, 'late', 1)`,
+		int64(first)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		publish()
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	publish()
+	if n := count(t, url, `SELECT count(*) FROM undolog_changes WHERE session = 'late'`); n != 1 {
+		t.Fatalf("the newest writer's change is in the feed %d times, want once", n)
+	}
+	if n := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); n != 0 {
+		t.Fatalf("%d changes left queued", n)
+	}
+}

@@ -525,9 +525,11 @@ END $$;
 	// publish that read it whole read them all, and took a tenth of the
 	// server's time at 8 writers. A row's id is drawn from the sequence in
 	// its writer's transaction after that transaction's first write (a
-	// history row), so once every transaction older than a publish's
-	// snapshot has ended, no row at or below the sequence's value read
-	// before that snapshot is yet to come: that value is the next floor.
+	// history row), so once every transaction with an id below a
+	// publish's own has ended, no row at or below the sequence's value that
+	// publish read before it took its id is yet to come: that value is the
+	// next floor. (Not a snapshot's xmax: that is one past the newest
+	// transaction ended, and a transaction still running may be above it.)
 	// A follower's rescue (wait false) still reads the whole queue, for
 	// rows whose writers queued them as their first write.
 	`
@@ -535,16 +537,16 @@ CREATE TABLE undolog_feed_floor (
 	one       boolean PRIMARY KEY DEFAULT true CHECK (one),
 	below     bigint NOT NULL, -- queue ids at or below it are published or rolled back
 	next      bigint NOT NULL, -- the next floor, the sequence's value read before...
-	next_xmax xid8 NOT NULL    -- ...a snapshot of this xmax: it is the floor once every older transaction has ended
+	next_xid  xid8 NOT NULL    -- ...the publish of this transaction id took it: the floor once every lower id has ended
 );
-INSERT INTO undolog_feed_floor (below, next, next_xmax) VALUES (0, 0, '0');
+INSERT INTO undolog_feed_floor (below, next, next_xid) VALUES (0, 0, '0');
 CREATE OR REPLACE FUNCTION undolog_publish(wait boolean, kinds text[], effects bigint[], sessions text[], seqs integer[])
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
 	newest bigint;
 	floor_below bigint;
 	floor_next bigint;
-	floor_next_xmax xid8;
+	floor_next_xid xid8;
 	oldest xid8; -- the snapshot's xmin: older transactions have all ended
 	top bigint;  -- the queue's last id drawn
 BEGIN
@@ -555,9 +557,9 @@ BEGIN
 			SELECT * FROM unnest(kinds, effects, sessions, seqs);
 		RETURN false;
 	END IF;
-	SELECT f.below, f.next, f.next_xmax, pg_snapshot_xmin(pg_current_snapshot()),
+	SELECT f.below, f.next, f.next_xid, pg_snapshot_xmin(pg_current_snapshot()),
 		(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM undolog_changes_pending_id_seq)
-		INTO floor_below, floor_next, floor_next_xmax, oldest, top FROM undolog_feed_floor f;
+		INTO floor_below, floor_next, floor_next_xid, oldest, top FROM undolog_feed_floor f;
 	-- One statement, its snapshot taken once the lock is held: the queued
 	-- changes first, in their order, then the write's own.
 	WITH last AS (SELECT coalesce(max(pos), 0) AS n FROM undolog_changes),
@@ -572,8 +574,11 @@ BEGIN
 	SELECT max(pos) INTO newest FROM ins;
 	-- Every transaction that could hold a row at or below the next floor
 	-- had ended by the first statement's snapshot, so the move saw them all.
-	IF floor_next_xmax <= oldest THEN
-		UPDATE undolog_feed_floor SET below = floor_next, next = top, next_xmax = pg_snapshot_xmax(pg_current_snapshot());
+	IF floor_next_xid <= oldest THEN
+		-- This transaction's id (pg_current_xact_id takes one if the move
+		-- wrote nothing) is above that of every writer that drew an id at
+		-- or below top: they took theirs before they drew.
+		UPDATE undolog_feed_floor SET below = floor_next, next = top, next_xid = pg_current_xact_id();
 	END IF;
 	-- Waiters hear of positions once they are in the feed: sent with the
 	-- commit of the transaction that gave them (notify.go).
