@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -91,7 +90,7 @@ func (w *writer) queueHistory() {
 		for i := range n {
 			args = append(args, h.effects[i], h.seqs[i], h.recs[i], h.roles[i], h.kinds[i], h.states[i], h.triggers[i], h.actors[i])
 		}
-		h.insert.SQL, h.insert.Arguments = valuesInsert(historyInsert, n, 8), args
+		h.insert.SQL, h.insert.Arguments = historyValues[n], args
 	} else {
 		h.insert.SQL = historyInsert + ` SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bytea[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])`
 		h.insert.Arguments = []any{h.effects, h.seqs, h.recs, h.roles, h.kinds, h.states, h.triggers, h.actors}
@@ -709,8 +708,6 @@ func (w *writer) AddHistory(h *model.HistoryRecord) error {
 		w.changes = append(w.changes, change{kind: "S", session: h.Session, seq: h.Seq})
 		return err
 	}
-	// The columns beside the record are what the database's trigger checks
-	// the move by (see the migration to rolesSchema).
 	r := &w.history
 	if r.insert == nil {
 		r.insert = w.pipe.pending.Queue(``) // queueHistory writes it
@@ -731,13 +728,12 @@ func (w *writer) queueChanges() bool {
 	if len(w.changes) == 0 {
 		return false
 	}
-	const insert = `INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)`
 	if n := len(w.changes); n <= valuesRows {
 		args := make([]any, 0, 4*n)
 		for _, c := range w.changes {
 			args = append(args, c.kind, int64(c.effectID), c.session, int32(c.seq))
 		}
-		w.exec(valuesInsert(insert, n, 4), args...)
+		w.exec(changesValues[n], args...)
 		return true
 	}
 	kinds, sessions := make([]string, len(w.changes)), make([]string, len(w.changes))
@@ -745,7 +741,7 @@ func (w *writer) queueChanges() bool {
 	for i, c := range w.changes {
 		kinds[i], sessions[i], effects[i], seqs[i] = c.kind, c.session, int64(c.effectID), int32(c.seq)
 	}
-	w.exec(insert+` SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[])`, kinds, effects, sessions, seqs)
+	w.exec(changesInsert+` SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[])`, kinds, effects, sessions, seqs)
 	return true
 }
 
@@ -826,37 +822,39 @@ const historyInsert = `INSERT INTO undolog_history (effect_id, seq, rec, role, k
 // (no function scan), and each count is a statement of its own.
 const valuesRows = 4
 
-// valuesTexts holds valuesInsert's statements, by head, rows and columns.
-var valuesTexts sync.Map
+// changesInsert is the head of the INSERT of changes queued for the feed.
+const changesInsert = `INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)`
 
-// valuesInsert is head followed by VALUES of rows rows of cols parameters.
-func valuesInsert(head string, rows, cols int) string {
-	key := valuesKey{head, rows, cols}
-	if v, ok := valuesTexts.Load(key); ok {
-		return v.(string)
-	}
-	var b strings.Builder
-	b.WriteString(head)
-	b.WriteString(" VALUES ")
-	for r := range rows {
-		if r > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteByte('(')
-		for c := range cols {
-			if c > 0 {
+// historyValues and changesValues are their INSERTs of 1 to valuesRows rows
+// as VALUES, by the number of rows.
+var (
+	historyValues = valuesInserts(historyInsert, 8)
+	changesValues = valuesInserts(changesInsert, 4)
+)
+
+// valuesInserts is head followed by VALUES of n rows of cols parameters, at
+// n, for n up to valuesRows.
+func valuesInserts(head string, cols int) []string {
+	out := make([]string, valuesRows+1)
+	for rows := 1; rows <= valuesRows; rows++ {
+		var b strings.Builder
+		b.WriteString(head)
+		b.WriteString(" VALUES ")
+		for r := range rows {
+			if r > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(r*cols + c + 1))
+			b.WriteByte('(')
+			for c := range cols {
+				if c > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteByte('$')
+				b.WriteString(strconv.Itoa(r*cols + c + 1))
+			}
+			b.WriteByte(')')
 		}
-		b.WriteByte(')')
+		out[rows] = b.String()
 	}
-	valuesTexts.Store(key, b.String())
-	return b.String()
-}
-
-type valuesKey struct {
-	head       string
-	rows, cols int
+	return out
 }
