@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
@@ -328,17 +329,47 @@ func checkChain(hist []model.HistoryRecord, wantLen uint32, wantHead string, e *
 		problems = append(problems, which+" altered, or what "+what+" was (hash mismatch)")
 	}
 	if uint32(len(hist)) != wantLen || prev != wantHead {
-		has := fmt.Sprintf("history has %d records ending %.12s", len(hist), prev)
+		ends, pinned := hashesApart(prev, wantHead)
+		has := fmt.Sprintf("history has %d records ending %s", len(hist), ends)
 		if len(hist) == 0 {
 			has = "history has no records"
 		}
-		problems = append(problems, fmt.Sprintf("%s; the record pins %d ending %.12s", has, wantLen, wantHead))
+		problems = append(problems, fmt.Sprintf("%s; the record pins %d ending %s", has, wantLen, pinned))
 	}
 	// The error is the one its records carry (which their hashes cover).
 	if n := len(hist); e != nil && n > 0 && hist[n-1].HashVersion == model.HashWithContent && e.Error != point.err {
-		problems = append(problems, fmt.Sprintf("the effect's error was altered: its history records %q", point.err))
+		says, recorded := model.Apart(e.Error, point.err)
+		problems = append(problems, fmt.Sprintf("the effect's error was altered: it says %s, its history records %s", says, recorded))
 	}
 	return problems, read
+}
+
+// hashesApart renders two hashes a problem compares: their first 12
+// characters, or as many as show where they differ, so that two hashes
+// that differ never print alike; quoted (model.Apart) unless both are hex.
+func hashesApart(a, b string) (string, string) {
+	n := 12
+	if a != b {
+		i := 0
+		for i < len(a) && i < len(b) && a[i] == b[i] {
+			i++
+		}
+		n = max(n, i+1)
+	}
+	a, b = a[:min(n, len(a))], b[:min(n, len(b))]
+	if isHex(a) && isHex(b) {
+		return a, b
+	}
+	return model.Apart(a, b)
+}
+
+func isHex(s string) bool {
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // signatureProblem says what is wrong with the effect's call signature
@@ -395,7 +426,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 		switch r.Kind {
 		case model.KindEffect:
 			if r.From != state {
-				add("history", "record %d moves from %q but the effect was %q", r.Seq, r.From, state)
+				from, was := model.Apart(r.From, state)
+				add("history", "record %d moves from %s but the effect was %s", r.Seq, from, was)
 			}
 			if state == "" {
 				if r.To != string(sm.Pending) {
@@ -412,7 +444,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 			}
 		case model.KindUndo:
 			if r.From != entry {
-				add("history", "undo record %d moves from %q but the entry was %q", r.Seq, r.From, entry)
+				from, was := model.Apart(r.From, entry)
+				add("history", "undo record %d moves from %s but the entry was %s", r.Seq, from, was)
 			}
 			entry = r.To
 		default:
@@ -420,7 +453,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 		}
 	}
 	if state != string(e.State) {
-		add("state", "state is %s but the last history record says %q", e.State, state)
+		says, recorded := model.Apart(string(e.State), state)
+		add("state", "state is %s but the last history record says %s", says, recorded)
 	}
 	if e.ReplayOf == nil {
 		// A call's intercept writes these with it (a replay did nothing):
@@ -433,7 +467,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 		}
 	}
 	if u != nil && string(u.State) != entry {
-		add("state", "undo entry is %s but its history says %s", u.State, entry)
+		says, recorded := model.Apart(string(u.State), entry)
+		add("state", "undo entry is %s but its history says %s", says, recorded)
 	}
 	if p := signatureProblem(e); p != "" {
 		add("signature", "%s", p)
@@ -450,7 +485,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 			add("approval", "the request's session, tool or args differ from the effect's")
 		}
 		if len(hist) > 0 && a.Reason != hist[0].Reason {
-			add("approval", "the request's reason differs from the effect's history: %q", hist[0].Reason)
+			says, recorded := model.Apart(a.Reason, hist[0].Reason)
+			add("approval", "the request's reason differs from the effect's history: the request says %s, the history %s", says, recorded)
 		}
 		if p := decisionProblem(a, hist); p != "" {
 			add("approval", "%s", p)
@@ -481,15 +517,40 @@ func decisionProblem(a *model.Approval, hist []model.HistoryRecord) string {
 		}
 		m := moves[k]
 		k++
-		if round.Outcome != m.To || round.DecidedBy != m.Actor || round.Decision != m.Reason || round.DecidedAt == nil || !round.DecidedAt.Equal(m.At) {
-			return fmt.Sprintf("the request says %s by %s (%q), the effect's history %s by %s (%q)",
-				round.Outcome, round.DecidedBy, round.Decision, m.To, m.Actor, m.Reason)
+		if p := roundDisagreement(round, m); p != "" {
+			return p
 		}
 	}
 	if k < len(moves) {
 		return fmt.Sprintf("the effect's history records %s by %s, which its request does not", moves[k].To, moves[k].Actor)
 	}
 	return ""
+}
+
+// roundDisagreement says in what a request's decided round and the
+// history record of its decision differ, each side as it is: "" when they
+// agree. A time is shown to the nanosecond, as it is compared.
+func roundDisagreement(round model.ApprovalRound, m model.HistoryRecord) string {
+	var differ []string
+	field := func(what, request, history string) {
+		if request != history {
+			r, h := model.Apart(request, history)
+			differ = append(differ, fmt.Sprintf("%s: the request says %s, the history %s", what, r, h))
+		}
+	}
+	field("the decision", round.Outcome, m.To)
+	field("who decided", round.DecidedBy, m.Actor)
+	field("the reason", round.Decision, m.Reason)
+	switch at := m.At.UTC().Format(time.RFC3339Nano); {
+	case round.DecidedAt == nil:
+		differ = append(differ, "when: the request says no time, the history "+at)
+	case !round.DecidedAt.Equal(m.At):
+		differ = append(differ, "when: the request says "+round.DecidedAt.UTC().Format(time.RFC3339Nano)+", the history "+at)
+	}
+	if len(differ) == 0 {
+		return ""
+	}
+	return "the request and the effect's history disagree on a decision: " + strings.Join(differ, "; ")
 }
 
 // CheckEffect checks one effect as read (GetEffect) against its own records
@@ -527,18 +588,47 @@ func sessionProblems(s *model.Session, hist []model.HistoryRecord) (problems []m
 		add("history", "%s", p)
 	}
 	if n := len(hist); n > 0 && hist[n-1].To != string(s.State) {
-		add("state", "state is %s but the last history record says %s", s.State, hist[n-1].To)
+		says, recorded := model.Apart(string(s.State), hist[n-1].To)
+		add("state", "state is %s but the last history record says %s", says, recorded)
 	}
 	upstream, dir, stated, err := statedUpstream(hist)
 	switch {
 	case err != nil:
 		add("history", "%v", err)
 	case stated && !slices.Equal(upstream, s.Upstream):
-		add("history", "the session's upstream was altered: its history records %q", upstream)
+		says, recorded := listsApart(s.Upstream, upstream)
+		add("history", "the session's upstream was altered: it says %s, its history records %s", says, recorded)
 	case stated && dir != s.UpstreamDir:
-		add("history", "the session's upstream directory was altered: its history records %q", dir)
+		says, recorded := model.Apart(s.UpstreamDir, dir)
+		add("history", "the session's upstream directory was altered: it says %s, its history records %s", says, recorded)
 	}
 	return problems, read
+}
+
+// listsApart is model.Apart for two lists of strings: each element quoted,
+// all with non-ASCII escaped when an element that differs has any.
+func listsApart(a, b []string) (string, string) {
+	quote := strconv.Quote
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y && (strconv.QuoteToASCII(x) != strconv.Quote(x) || strconv.QuoteToASCII(y) != strconv.Quote(y)) {
+			quote = strconv.QuoteToASCII
+		}
+	}
+	list := func(l []string) string {
+		q := make([]string, len(l))
+		for i, v := range l {
+			q[i] = quote(v)
+		}
+		return "[" + strings.Join(q, " ") + "]"
+	}
+	return list(a), list(b)
 }
 
 // CheckSession checks a session as read against its history (see
