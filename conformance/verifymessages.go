@@ -87,11 +87,23 @@ func testVerifyTellsTheSidesApart(t *testing.T, open opener) {
 		"approval time, a microsecond later": {sm.Irreversible, false, approval(func(a *model.Approval) { *a.DecidedAt = a.DecidedAt.Add(time.Microsecond) }), decision},
 		"approver, a lookalike":              {sm.Irreversible, false, approval(func(a *model.Approval) { a.DecidedBy = cyrillicA + "lice" }), decision},
 		"request reason":                     {sm.Irreversible, false, approval(func(a *model.Approval) { a.Reason = "refund " + cyrillicO + "rder 17" }), decision},
+		"request args": {sm.Irreversible, false, approval(func(a *model.Approval) { a.Args = json.RawMessage(`{"to":"b` + cyrillicO + `b"}`) }),
+			regexp.MustCompile(`^the request's args differ from the effect's \(from byte \d+: (.+), the effect's (.+)\)$`)},
+		"call signature past its 16th character": {sm.Compensable, false, effect(func(e *model.Effect) {
+			sig := []byte(e.CallSignature)
+			sig[40] ^= 1
+			e.CallSignature = string(sig)
+		}), regexp.MustCompile(`^call signature does not match its args: it is (\S+), its args give (\S+)$`)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, _ := open(t)
+			var compensation *model.Compensation
+			if c.tier == sm.Compensable {
+				compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"refund", "bob"}}
+			}
 			id := must[effectlog.InterceptResult](t)(s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "run", Tool: "pay", Tier: c.tier,
-				Args: json.RawMessage(`{"to":"bob"}`), CreateSession: true, Actor: "tester", Reason: "refund order 17"})).Effect.ID
+				Args: json.RawMessage(`{"to":"bob"}`), CreateSession: true, Actor: "tester", Reason: "refund order 17",
+				Compensation: compensation})).Effect.ID
 			if c.tier == sm.Irreversible {
 				must[model.Effect](t)(s.Approve(t.Context(), id, model.Change{Actor: "alice"}))
 			}

@@ -248,8 +248,12 @@ func (v *verifier) signatures() {
 		if !e.Replay {
 			return
 		}
-		if o, ok := v.effects.Get(e.ReplayOf); !ok || o.CallSignature != e.CallSignature {
-			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d is missing or has another signature", e.ReplayOf)})
+		switch o, ok := v.effects.Get(e.ReplayOf); {
+		case !ok:
+			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d is missing", e.ReplayOf)})
+		case o.CallSignature != e.CallSignature:
+			theirs, mine := hashesApart(o.CallSignature, e.CallSignature)
+			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d has another signature: %s, this effect's %s", e.ReplayOf, theirs, mine)})
 		}
 	})
 	v.effects.Repeats(func(earlier, pos int) {
@@ -297,7 +301,8 @@ func checkChain(hist []model.HistoryRecord, wantLen uint32, wantHead string, e *
 			return append(problems, fmt.Sprintf("record %d has sequence %d: a record is missing", i+1, r.Seq)), read
 		}
 		if r.PrevHash != prev {
-			problems = append(problems, fmt.Sprintf("record %d does not chain to record %d", r.Seq, r.Seq-1))
+			names, was := hashesApart(r.PrevHash, prev)
+			problems = append(problems, fmt.Sprintf("record %d does not chain to record %d: it names %s, record %d's hash is %s", r.Seq, r.Seq-1, names, r.Seq-1, was))
 		}
 		point = point.after(&r)
 		switch {
@@ -380,8 +385,9 @@ func signatureProblem(e *model.Effect) string {
 	if err != nil {
 		return "stored args are not valid JSON"
 	}
-	if model.Signature(e.Session, e.Tool, args, e.Key) != e.CallSignature && len(e.Redact) == 0 {
-		return "call signature does not match its args"
+	if sig := model.Signature(e.Session, e.Tool, args, e.Key); sig != e.CallSignature && len(e.Redact) == 0 {
+		stored, given := hashesApart(e.CallSignature, sig)
+		return "call signature does not match its args: it is " + stored + ", its args give " + given
 	}
 	return ""
 }
@@ -393,20 +399,72 @@ func undoProblem(e *model.Effect, u *model.UndoEntry) string {
 	if e.Compensation == nil {
 		return "" // an older log's effect that kept no compensation: the entry's stands alone
 	}
-	if u.Tool != e.Tool || !sameCompensation(e.Compensation, &u.Compensation) {
-		return "undo entry's compensation differs from the effect's"
+	if u.Tool != e.Tool {
+		entry, effect := model.Apart(u.Tool, e.Tool)
+		return "undo entry's tool differs from the effect's: " + entry + ", the effect's " + effect
+	}
+	if field := compensationDifference(&u.Compensation, e.Compensation); field != "" {
+		return "undo entry's compensation differs from the effect's in " + field
 	}
 	return ""
 }
 
-// sameCompensation compares two compensations field by field; a nil JSON
-// value differs from an empty one.
-func sameCompensation(a, b *model.Compensation) bool {
+// compensationDifference names the first field in which compensation a
+// differs from b, with both values ("" when they agree); a nil JSON value
+// differs from an empty one.
+func compensationDifference(a, b *model.Compensation) string {
+	text := func(name, x, y string) string {
+		qx, qy := model.Apart(x, y)
+		return name + ": " + qx + ", the effect's " + qy
+	}
+	raw := func(name string, x, y []byte) string {
+		if x == nil || y == nil {
+			return fmt.Sprintf("%s: none in one, %d bytes in the other", name, len(x)+len(y))
+		}
+		return name + " (" + bytesDifference(x, y) + ")"
+	}
 	sameRaw := func(x, y []byte) bool { return (x == nil) == (y == nil) && bytes.Equal(x, y) }
-	return a.Kind == b.Kind && slices.Equal(a.Argv, b.Argv) && a.Dir == b.Dir && a.Tool == b.Tool &&
-		sameRaw(a.Args, b.Args) && sameRaw(a.Capture, b.Capture) && a.Note == b.Note &&
-		a.MaxRetries == b.MaxRetries && a.InitialBackoffMS == b.InitialBackoffMS
+	switch {
+	case a.Kind != b.Kind:
+		return text("its kind", a.Kind, b.Kind)
+	case !slices.Equal(a.Argv, b.Argv):
+		x, y := listsApart(a.Argv, b.Argv)
+		return "its argv: " + x + ", the effect's " + y
+	case a.Dir != b.Dir:
+		return text("its dir", a.Dir, b.Dir)
+	case a.Tool != b.Tool:
+		return text("its tool", a.Tool, b.Tool)
+	case !sameRaw(a.Args, b.Args):
+		return raw("its args", a.Args, b.Args)
+	case !sameRaw(a.Capture, b.Capture):
+		return raw("its capture", a.Capture, b.Capture)
+	case a.Note != b.Note:
+		return text("its note", a.Note, b.Note)
+	case a.MaxRetries != b.MaxRetries:
+		return fmt.Sprintf("its max_retries: %d, the effect's %d", a.MaxRetries, b.MaxRetries)
+	case a.InitialBackoffMS != b.InitialBackoffMS:
+		return fmt.Sprintf("its initial_backoff_ms: %d, the effect's %d", a.InitialBackoffMS, b.InitialBackoffMS)
+	}
+	return ""
 }
+
+// bytesDifference says where two byte strings first differ, with a few
+// bytes of each from there (model.Apart), the second the effect's: large
+// values are not printed whole, and what is printed differs.
+func bytesDifference(x, y []byte) string {
+	i := 0
+	for i < len(x) && i < len(y) && x[i] == y[i] {
+		i++
+	}
+	const window = 24
+	from := max(0, i-8)
+	qx, qy := model.Apart(string(x[from:min(len(x), i+window)]), string(y[from:min(len(y), i+window)]))
+	return fmt.Sprintf("from byte %d: %s, the effect's %s", i, qx, qy)
+}
+
+// sameCompensation compares two compensations field by field
+// (compensationDifference).
+func sameCompensation(a, b *model.Compensation) bool { return compensationDifference(a, b) == "" }
 
 // effectProblems is every check of one effect against its own records,
 // written once for verify and CheckEffect: its history chain and what the
@@ -481,8 +539,15 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 	if a != nil {
 		// An approver is shown the request: it must say what the effect does,
 		// and why, as its first record (which its hash covers) says.
-		if a.Session != e.Session || a.Tool != e.Tool || !bytes.Equal(a.Args, e.Args) {
-			add("approval", "the request's session, tool or args differ from the effect's")
+		switch {
+		case a.Session != e.Session:
+			request, effect := model.Apart(a.Session, e.Session)
+			add("approval", "the request's session differs from the effect's: %s, the effect's %s", request, effect)
+		case a.Tool != e.Tool:
+			request, effect := model.Apart(a.Tool, e.Tool)
+			add("approval", "the request's tool differs from the effect's: %s, the effect's %s", request, effect)
+		case !bytes.Equal(a.Args, e.Args):
+			add("approval", "the request's args differ from the effect's (%s)", bytesDifference(a.Args, e.Args))
 		}
 		if len(hist) > 0 && a.Reason != hist[0].Reason {
 			says, recorded := model.Apart(a.Reason, hist[0].Reason)
