@@ -76,24 +76,16 @@ func DefaultLogPath(getenv func(string) string) string {
 	return filepath.Join(home, ".local", "state", "undolog", "undolog.db")
 }
 
-// pgEnvironment are the libpq variables that, set, say which database to
-// use; PGUSER or PGPASSWORD alone do not (they are set for other tools).
-var pgEnvironment = []string{"PGHOST", "PGDATABASE", "PGSERVICE"}
-
-// LogPath is --log, else UNDOLOG_LOG, else the database a PG* environment
-// names (postgres:// with every part from PGHOST, PGPORT, PGUSER,
-// PGDATABASE, ... as libpq reads them), else the default path.
+// LogPath is --log, else UNDOLOG_LOG, else the default path. Only an
+// address asks for PostgreSQL: PG* variables alone are often kept for an
+// application's own database, and undolog's tables do not belong there
+// (a postgres:// URL that leaves parts out has them filled in from PG*).
 func (f *Factory) LogPath() string {
 	if f.LogFlag != "" {
 		return f.LogFlag
 	}
 	if p := f.Getenv("UNDOLOG_LOG"); p != "" {
 		return p
-	}
-	for _, name := range pgEnvironment {
-		if f.Getenv(name) != "" {
-			return "postgres://"
-		}
 	}
 	return DefaultLogPath(f.Getenv)
 }

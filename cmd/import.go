@@ -122,7 +122,7 @@ func parseExport(r io.Reader) func() (effectlog.ExportRecord, bool, error) {
 			var v any
 			switch raw.Type {
 			case "meta":
-				return effectlog.ExportRecord{Type: raw.Type}, true, nil
+				v = new(effectlog.ExportMeta)
 			case "session":
 				v = new(model.Session)
 			case "session_history", "history":

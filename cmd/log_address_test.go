@@ -5,16 +5,19 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
 )
 
-// Which log a command uses: --log, UNDOLOG_LOG, a PG* environment that
-// names a database, the default file, in that order.
+// Which log a command uses: --log, UNDOLOG_LOG, the default file, in that
+// order; PG* variables alone choose nothing.
 func TestLogAddressPrecedence(t *testing.T) {
 	for _, c := range []struct {
 		flag string
@@ -25,10 +28,11 @@ func TestLogAddressPrecedence(t *testing.T) {
 		{env: map[string]string{"XDG_STATE_HOME": "/s"}, want: "/s/undolog/undolog.db"},
 		{env: map[string]string{"XDG_STATE_HOME": "rel"}, want: "/home/u/.local/state/undolog/undolog.db"}, // relative: ignored, as XDG says
 		{env: map[string]string{"PGUSER": "bob", "PGPASSWORD": "x"}, want: "/home/u/.local/state/undolog/undolog.db"},
-		{env: map[string]string{"PGHOST": "db.internal"}, want: "postgres://"},
-		{env: map[string]string{"PGDATABASE": "undolog"}, want: "postgres://"},
-		{env: map[string]string{"PGSERVICE": "undolog"}, want: "postgres://"},
-		{env: map[string]string{"PGHOSTADDR": "10.0.0.7"}, want: "/home/u/.local/state/undolog/undolog.db"}, // pgx does not read it
+		{env: map[string]string{"PGHOST": "db.internal"}, want: "/home/u/.local/state/undolog/undolog.db"},
+		{env: map[string]string{"PGDATABASE": "undolog"}, want: "/home/u/.local/state/undolog/undolog.db"},
+		{env: map[string]string{"PGSERVICE": "undolog"}, want: "/home/u/.local/state/undolog/undolog.db"},
+		{env: map[string]string{"PGHOST": "db", "PGDATABASE": "app", "XDG_STATE_HOME": "/s"}, want: "/s/undolog/undolog.db"},
+		{env: map[string]string{"PGHOST": "db", "UNDOLOG_LOG": "postgres:///"}, want: "postgres:///"},
 		{env: map[string]string{"PGHOST": "db", "UNDOLOG_LOG": "/x.db"}, want: "/x.db"},
 		{flag: "/f.db", env: map[string]string{"PGHOST": "db", "UNDOLOG_LOG": "/x.db"}, want: "/f.db"},
 	} {
@@ -43,9 +47,12 @@ func TestLogAddressPrecedence(t *testing.T) {
 	}
 }
 
-// With neither --log nor UNDOLOG_LOG, PGHOST, PGPORT, PGUSER and PGDATABASE
-// (as libpq reads them) put the log in that database.
-func TestPGEnvironmentSelectsTheDatabase(t *testing.T) {
+// PG* variables kept for an application's database (as many developers keep
+// them) do not send the log there: with neither --log nor UNDOLOG_LOG the
+// log is the default file, and the database gets no undolog table. A
+// postgres:/// URL that leaves server and database out has them filled in
+// from the same variables, as libpq does.
+func TestPGEnvironmentAloneKeepsTheDefaultFile(t *testing.T) {
 	addr := pgtest.Server(t).NewDatabase(t)
 	u, err := url.Parse(addr)
 	if err != nil {
@@ -56,7 +63,8 @@ func TestPGEnvironmentSelectsTheDatabase(t *testing.T) {
 	if host == "" {
 		host = q.Get("host")
 	}
-	env := []string{"HOME=" + t.TempDir(), "PGHOST=" + host, "PGDATABASE=" + strings.TrimPrefix(u.Path, "/"), "PGUSER=" + u.User.Username()}
+	state := t.TempDir()
+	env := []string{"HOME=" + t.TempDir(), "XDG_STATE_HOME=" + state, "PGHOST=" + host, "PGDATABASE=" + strings.TrimPrefix(u.Path, "/"), "PGUSER=" + u.User.Username()}
 	if port := u.Port(); port != "" {
 		env = append(env, "PGPORT="+port)
 	} else if port := q.Get("port"); port != "" {
@@ -66,19 +74,55 @@ func TestPGEnvironmentSelectsTheDatabase(t *testing.T) {
 		env = append(env, "PGPASSWORD="+pw)
 	}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "UNDOLOG_LOG=") && !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "HOME=") {
+		if !strings.HasPrefix(kv, "UNDOLOG_LOG=") && !strings.HasPrefix(kv, "PG") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "XDG_STATE_HOME=") {
 			env = append(env, kv)
 		}
 	}
-	cmd := exec.Command(testbin.Undolog(t), "session", "start", "from-env")
-	cmd.Env = env
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("session start: %v %s", err, out)
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(testbin.Undolog(t), args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("undolog %s: %v %s", strings.Join(args, " "), err, out)
+		}
 	}
-	log := engines.Open(addr, engines.Options{})
-	defer log.Close()
-	if _, err := log.GetSession(context.Background(), "from-env"); err != nil {
-		t.Fatalf("the session is not in the database the environment names: %v", err)
+	undologTables := func() []string {
+		t.Helper()
+		conn, err := pgx.Connect(t.Context(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		rows, err := conn.Query(t.Context(), `SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'undolog%' ORDER BY 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+
+	run("session", "start", "local")
+	file := filepath.Join(state, "undolog", "undolog.db")
+	fileLog := engines.Open(file, engines.Options{})
+	defer fileLog.Close()
+	if _, err := fileLog.GetSession(context.Background(), "local"); err != nil {
+		t.Fatalf("with PG* variables alone the session is not in the default log file %s: %v", file, err)
+	}
+	if names := undologTables(); len(names) > 0 {
+		t.Fatalf("with PG* variables alone undolog made tables in the application's database: %v", names)
+	}
+
+	run("--log", "postgres:///", "session", "start", "shared")
+	db := engines.Open(addr, engines.Options{})
+	defer db.Close()
+	if _, err := db.GetSession(context.Background(), "shared"); err != nil {
+		t.Fatalf("--log postgres:/// did not take server and database from the PG* variables: %v", err)
+	}
+	if _, err := fileLog.GetSession(context.Background(), "shared"); err == nil {
+		t.Fatal("--log postgres:/// wrote the default log file")
 	}
 }
 

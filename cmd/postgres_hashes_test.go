@@ -36,8 +36,7 @@ func (c *nsClock) now() time.Time {
 	return c.t
 }
 
-// exportLines is the export of log as its JSON lines, less the first (meta,
-// which names the engine's layout).
+// exportLines is the export of log as its JSON lines, less the first (meta).
 func exportLines(t *testing.T, log effectlog.Log) []byte {
 	t.Helper()
 	var buf bytes.Buffer

@@ -434,7 +434,7 @@ func TestAgentCannotUnhaltItsSession(t *testing.T) {
 		t.Fatal(err) // the table's privileges allow it: what undolog does with it is the point
 	}
 	code, _, errOut := undolog(t, agent, "exec", "--session", "s", "--undo", "true", "--", "touch", marker)
-	if code == 0 || !strings.Contains(errOut, "its row halted: it was changed outside undolog") {
+	if code == 0 || !strings.Contains(errOut, `its row "halted": it was changed outside undolog`) {
 		t.Fatalf("a call in the session written back to active: exit %d: %s", code, errOut)
 	}
 	if _, err := conn.Exec(t.Context(), `UPDATE undolog_sessions SET rec = $1, state = 'awaiting_approval' WHERE id = 's'`, saved); err == nil ||

@@ -157,7 +157,7 @@ last-in-first-out when the session fails.`,
 	// only then, by the template (any Version makes cobra add the flag).
 	root.Version = "undolog"
 	root.SetVersionTemplate("{{undologVersion}}")
-	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else the database $PGHOST/$PGDATABASE/$PGSERVICE name, else $XDG_STATE_HOME/undolog/undolog.db)")
+	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db; a URL's missing parts come from $PGHOST, $PGDATABASE, ...)")
 	durationVar(root.PersistentFlags(), &f.LockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())

@@ -84,6 +84,7 @@ var suite = []struct {
 	{"CompensationOwnerIsTakenOnlyByReclaim", testCompensationOwnerIsTakenOnlyByReclaim},
 	{"RenewLeaseOnlyWhileOwned", testRenewLeaseOnlyWhileOwned},
 	{"VerifyFindsWhatChangedBehindTheRules", testVerifyFindsWhatChangedBehindTheRules},
+	{"VerifyTellsTheSidesApart", testVerifyTellsTheSidesApart},
 	{"FeedUnderConcurrentWritersNeverSkips", testFeedUnderConcurrentWritersNeverSkips},
 	{"ApprovalTimeoutPastTheLastTimeIsRefused", testApprovalTimeoutPastTheLastTimeIsRefused},
 	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},

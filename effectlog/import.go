@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
@@ -38,7 +39,9 @@ func (r *ImportReport) count(typ string) {
 // the records one by one, and ok false at the end. A session and what
 // belongs to it are one transaction; a log that holds a session already is
 // refused (ErrConflict), and a record out of its place is ErrInvalidInput,
-// after which the sessions written before it are taken out again.
+// after which the sessions written before it are taken out again. So is an
+// export of a newer schema version than ExportSchemaVersion, and a time out
+// of the range importedTimes takes; an owner is taken out (withoutOwner).
 func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bool, err error)) (rep ImportReport, err error) {
 	empty := true
 	err = s.view(ctx, func(tx storage.ReadTx) error {
@@ -129,6 +132,7 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 		return nil
 	}
 	var end *ExportEnd
+	now := s.now()
 	seqs := map[uint64]string{} // session seq -> session: each is one session's
 	ids := map[string]bool{}    // the export's sessions: each once
 	for line := 1; ; line++ {
@@ -173,6 +177,14 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 			if line != 1 {
 				return rep, fmt.Errorf("%w: record %d: a second meta record", model.ErrInvalidInput, line)
 			}
+			meta, ok := r.Record.(*ExportMeta)
+			switch {
+			case !ok || meta.SchemaVersion == 0:
+				return rep, fmt.Errorf("%w: record 1: the meta record states no schema version: not an export of undolog", model.ErrInvalidInput)
+			case meta.SchemaVersion > ExportSchemaVersion:
+				return rep, fmt.Errorf("%w: record 1: the export is of schema version %d; this undolog imports up to %d: import it with the undolog that made it, or a newer one",
+					model.ErrInvalidInput, meta.SchemaVersion, ExportSchemaVersion)
+			}
 			continue
 		case "end":
 			e, ok := r.Record.(*ExportEnd)
@@ -203,7 +215,92 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 				return rep, fmt.Errorf("%w: record %d: a %s record before any session", model.ErrInvalidInput, line, r.Type)
 			}
 		}
+		if err := importedTimes(r, now); err != nil {
+			return rep, fmt.Errorf("%w: record %d: %v: the export was changed, or written by a clock that was wrong", model.ErrInvalidInput, line, err)
+		}
+		withoutOwner(r)
 		batch = append(batch, r)
+	}
+}
+
+// The times an import takes. A time something happened is from 2000 (no
+// undolog ran before; an earlier one is a clock reset to 1970, or forged,
+// and gc would drop its session as ancient) to a day past now (clocks that
+// share a log disagree by seconds, a zone taken wrongly by hours; a later
+// one is forged, and would keep its session from gc and its records after
+// every one written since). A deadline (when a request expires) may be
+// later, up to the last time a log holds.
+var earliestTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const futureSkew = 24 * time.Hour
+
+// importedTimes checks the times of one record of an export against the
+// range above, and that those a record must have are there.
+func importedTimes(r ExportRecord, now time.Time) error {
+	type stamp struct {
+		name     string
+		t        *time.Time
+		required bool // a value field, zero when the export leaves it out
+		deadline bool
+	}
+	var what string
+	var times []stamp
+	round := func(prefix string, a *model.ApprovalRound) []stamp {
+		return []stamp{{prefix + "requested_at", &a.RequestedAt, true, false},
+			{prefix + "decided_at", a.DecidedAt, false, false}, {prefix + "expires_at", a.ExpiresAt, false, true}}
+	}
+	switch v := r.Record.(type) {
+	case *model.Session:
+		what = "session " + v.ID
+		times = []stamp{{"created_at", &v.CreatedAt, true, false}, {"updated_at", &v.UpdatedAt, true, false}}
+	case *model.HistoryRecord:
+		what = fmt.Sprintf("history record %d of effect %d", v.Seq, v.EffectID)
+		if r.Type == "session_history" {
+			what = fmt.Sprintf("history record %d of session %s", v.Seq, v.Session)
+		}
+		times = []stamp{{"at", &v.At, true, false}}
+	case *model.Effect:
+		what = fmt.Sprintf("effect %d", v.ID)
+		times = []stamp{{"created_at", &v.CreatedAt, true, false}, {"updated_at", &v.UpdatedAt, true, false}, {"last_replayed_at", v.LastReplayedAt, false, false}}
+	case *model.UndoEntry:
+		what = fmt.Sprintf("the undo entry of effect %d", v.EffectID)
+		times = []stamp{{"created_at", &v.CreatedAt, true, false}, {"updated_at", &v.UpdatedAt, true, false}}
+	case *model.Approval:
+		what = fmt.Sprintf("the approval request of effect %d", v.EffectID)
+		for i := range v.Earlier {
+			times = append(times, round(fmt.Sprintf("earlier round %d's ", i+1), &v.Earlier[i])...)
+		}
+		times = append(times, round("", &v.ApprovalRound)...)
+	}
+	latest := now.Add(futureSkew)
+	for _, s := range times {
+		switch {
+		case s.t == nil:
+		case s.required && s.t.IsZero():
+			return fmt.Errorf("%s has no %s", what, s.name)
+		case s.t.Before(earliestTime):
+			return fmt.Errorf("%s has %s %s, before %s", what, s.name, s.t.UTC().Format(time.RFC3339Nano), earliestTime.Format(time.DateOnly))
+		case s.deadline && s.t.After(lastTime):
+			return fmt.Errorf("%s has %s %s, after %s, the last time a log holds", what, s.name, s.t.UTC().Format(time.RFC3339Nano), lastTime.Format(time.DateOnly))
+		case !s.deadline && s.t.After(latest):
+			return fmt.Errorf("%s has %s %s, more than a day after now (%s)", what, s.name, s.t.UTC().Format(time.RFC3339Nano), now.Format(time.RFC3339))
+		}
+	}
+	return nil
+}
+
+// withoutOwner takes out the owner (and its lease) of an effect or undo
+// entry of an export: the process it names ran against the log exported,
+// not this one, and one planted would hold the call for good (a host's pid
+// that lives, a lease far ahead). An executing call or a running
+// compensation comes in with no owner: in doubt, as a dead owner's, for a
+// person to resolve or undo.
+func withoutOwner(r ExportRecord) {
+	switch v := r.Record.(type) {
+	case *model.Effect:
+		v.Owner = nil
+	case *model.UndoEntry:
+		v.Owner = nil
 	}
 }
 

@@ -338,6 +338,18 @@ type ExportRecord struct {
 	Record any    `json:"record"`
 }
 
+// ExportMeta is an export's first record: the version of its records.
+type ExportMeta struct {
+	SchemaVersion uint64 `json:"schema_version"`
+}
+
+// ExportSchemaVersion is the version of the records this build exports and
+// the newest it imports. Exports stated their engine's schema version here
+// until the records' own was kept (the file's 6, PostgreSQL's 10, in
+// records this build reads): it starts at the higher of those, so that
+// every earlier export is one it takes, and changes only when the records do.
+const ExportSchemaVersion = 10
+
 // ExportEnd is an export's last record: what it holds, so that one cut
 // short, or with a session taken out, is told from a whole one.
 type ExportEnd = ImportReport
@@ -374,7 +386,7 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 	}
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		page = page[:0]
-		emit(ExportRecord{Type: "meta", Record: map[string]any{"schema_version": tx.SchemaVersion()}})
+		emit(ExportRecord{Type: "meta", Record: &ExportMeta{SchemaVersion: ExportSchemaVersion}})
 		if session != "" {
 			_, err := tx.Session(session)
 			return err

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
@@ -247,8 +248,12 @@ func (v *verifier) signatures() {
 		if !e.Replay {
 			return
 		}
-		if o, ok := v.effects.Get(e.ReplayOf); !ok || o.CallSignature != e.CallSignature {
-			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d is missing or has another signature", e.ReplayOf)})
+		switch o, ok := v.effects.Get(e.ReplayOf); {
+		case !ok:
+			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d is missing", e.ReplayOf)})
+		case o.CallSignature != e.CallSignature:
+			theirs, mine := hashesApart(o.CallSignature, e.CallSignature)
+			found = append(found, model.Problem{Kind: "reference", Effect: e.ID, Detail: fmt.Sprintf("replay_of %d has another signature: %s, this effect's %s", e.ReplayOf, theirs, mine)})
 		}
 	})
 	v.effects.Repeats(func(earlier, pos int) {
@@ -296,7 +301,8 @@ func checkChain(hist []model.HistoryRecord, wantLen uint32, wantHead string, e *
 			return append(problems, fmt.Sprintf("record %d has sequence %d: a record is missing", i+1, r.Seq)), read
 		}
 		if r.PrevHash != prev {
-			problems = append(problems, fmt.Sprintf("record %d does not chain to record %d", r.Seq, r.Seq-1))
+			names, was := hashesApart(r.PrevHash, prev)
+			problems = append(problems, fmt.Sprintf("record %d does not chain to record %d: it names %s, record %d's hash is %s", r.Seq, r.Seq-1, names, r.Seq-1, was))
 		}
 		point = point.after(&r)
 		switch {
@@ -328,17 +334,47 @@ func checkChain(hist []model.HistoryRecord, wantLen uint32, wantHead string, e *
 		problems = append(problems, which+" altered, or what "+what+" was (hash mismatch)")
 	}
 	if uint32(len(hist)) != wantLen || prev != wantHead {
-		has := fmt.Sprintf("history has %d records ending %.12s", len(hist), prev)
+		ends, pinned := hashesApart(prev, wantHead)
+		has := fmt.Sprintf("history has %d records ending %s", len(hist), ends)
 		if len(hist) == 0 {
 			has = "history has no records"
 		}
-		problems = append(problems, fmt.Sprintf("%s; the record pins %d ending %.12s", has, wantLen, wantHead))
+		problems = append(problems, fmt.Sprintf("%s; the record pins %d ending %s", has, wantLen, pinned))
 	}
 	// The error is the one its records carry (which their hashes cover).
 	if n := len(hist); e != nil && n > 0 && hist[n-1].HashVersion == model.HashWithContent && e.Error != point.err {
-		problems = append(problems, fmt.Sprintf("the effect's error was altered: its history records %q", point.err))
+		says, recorded := model.Apart(e.Error, point.err)
+		problems = append(problems, fmt.Sprintf("the effect's error was altered: it says %s, its history records %s", says, recorded))
 	}
 	return problems, read
+}
+
+// hashesApart renders two hashes a problem compares: their first 12
+// characters, or as many as show where they differ, so that two hashes
+// that differ never print alike; quoted (model.Apart) unless both are hex.
+func hashesApart(a, b string) (string, string) {
+	n := 12
+	if a != b {
+		i := 0
+		for i < len(a) && i < len(b) && a[i] == b[i] {
+			i++
+		}
+		n = max(n, i+1)
+	}
+	a, b = a[:min(n, len(a))], b[:min(n, len(b))]
+	if isHex(a) && isHex(b) {
+		return a, b
+	}
+	return model.Apart(a, b)
+}
+
+func isHex(s string) bool {
+	for _, c := range []byte(s) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // signatureProblem says what is wrong with the effect's call signature
@@ -349,8 +385,9 @@ func signatureProblem(e *model.Effect) string {
 	if err != nil {
 		return "stored args are not valid JSON"
 	}
-	if model.Signature(e.Session, e.Tool, args, e.Key) != e.CallSignature && len(e.Redact) == 0 {
-		return "call signature does not match its args"
+	if sig := model.Signature(e.Session, e.Tool, args, e.Key); sig != e.CallSignature && len(e.Redact) == 0 {
+		stored, given := hashesApart(e.CallSignature, sig)
+		return "call signature does not match its args: it is " + stored + ", its args give " + given
 	}
 	return ""
 }
@@ -362,20 +399,72 @@ func undoProblem(e *model.Effect, u *model.UndoEntry) string {
 	if e.Compensation == nil {
 		return "" // an older log's effect that kept no compensation: the entry's stands alone
 	}
-	if u.Tool != e.Tool || !sameCompensation(e.Compensation, &u.Compensation) {
-		return "undo entry's compensation differs from the effect's"
+	if u.Tool != e.Tool {
+		entry, effect := model.Apart(u.Tool, e.Tool)
+		return "undo entry's tool differs from the effect's: " + entry + ", the effect's " + effect
+	}
+	if field := compensationDifference(&u.Compensation, e.Compensation); field != "" {
+		return "undo entry's compensation differs from the effect's in " + field
 	}
 	return ""
 }
 
-// sameCompensation compares two compensations field by field; a nil JSON
-// value differs from an empty one.
-func sameCompensation(a, b *model.Compensation) bool {
+// compensationDifference names the first field in which compensation a
+// differs from b, with both values ("" when they agree); a nil JSON value
+// differs from an empty one.
+func compensationDifference(a, b *model.Compensation) string {
+	text := func(name, x, y string) string {
+		qx, qy := model.Apart(x, y)
+		return name + ": " + qx + ", the effect's " + qy
+	}
+	raw := func(name string, x, y []byte) string {
+		if x == nil || y == nil {
+			return fmt.Sprintf("%s: none in one, %d bytes in the other", name, len(x)+len(y))
+		}
+		return name + " (" + bytesDifference(x, y) + ")"
+	}
 	sameRaw := func(x, y []byte) bool { return (x == nil) == (y == nil) && bytes.Equal(x, y) }
-	return a.Kind == b.Kind && slices.Equal(a.Argv, b.Argv) && a.Dir == b.Dir && a.Tool == b.Tool &&
-		sameRaw(a.Args, b.Args) && sameRaw(a.Capture, b.Capture) && a.Note == b.Note &&
-		a.MaxRetries == b.MaxRetries && a.InitialBackoffMS == b.InitialBackoffMS
+	switch {
+	case a.Kind != b.Kind:
+		return text("its kind", a.Kind, b.Kind)
+	case !slices.Equal(a.Argv, b.Argv):
+		x, y := listsApart(a.Argv, b.Argv)
+		return "its argv: " + x + ", the effect's " + y
+	case a.Dir != b.Dir:
+		return text("its dir", a.Dir, b.Dir)
+	case a.Tool != b.Tool:
+		return text("its tool", a.Tool, b.Tool)
+	case !sameRaw(a.Args, b.Args):
+		return raw("its args", a.Args, b.Args)
+	case !sameRaw(a.Capture, b.Capture):
+		return raw("its capture", a.Capture, b.Capture)
+	case a.Note != b.Note:
+		return text("its note", a.Note, b.Note)
+	case a.MaxRetries != b.MaxRetries:
+		return fmt.Sprintf("its max_retries: %d, the effect's %d", a.MaxRetries, b.MaxRetries)
+	case a.InitialBackoffMS != b.InitialBackoffMS:
+		return fmt.Sprintf("its initial_backoff_ms: %d, the effect's %d", a.InitialBackoffMS, b.InitialBackoffMS)
+	}
+	return ""
 }
+
+// bytesDifference says where two byte strings first differ, with a few
+// bytes of each from there (model.Apart), the second the effect's: large
+// values are not printed whole, and what is printed differs.
+func bytesDifference(x, y []byte) string {
+	i := 0
+	for i < len(x) && i < len(y) && x[i] == y[i] {
+		i++
+	}
+	const window = 24
+	from := max(0, i-8)
+	qx, qy := model.Apart(string(x[from:min(len(x), i+window)]), string(y[from:min(len(y), i+window)]))
+	return fmt.Sprintf("from byte %d: %s, the effect's %s", i, qx, qy)
+}
+
+// sameCompensation compares two compensations field by field
+// (compensationDifference).
+func sameCompensation(a, b *model.Compensation) bool { return compensationDifference(a, b) == "" }
 
 // effectProblems is every check of one effect against its own records,
 // written once for verify and CheckEffect: its history chain and what the
@@ -395,7 +484,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 		switch r.Kind {
 		case model.KindEffect:
 			if r.From != state {
-				add("history", "record %d moves from %q but the effect was %q", r.Seq, r.From, state)
+				from, was := model.Apart(r.From, state)
+				add("history", "record %d moves from %s but the effect was %s", r.Seq, from, was)
 			}
 			if state == "" {
 				if r.To != string(sm.Pending) {
@@ -412,7 +502,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 			}
 		case model.KindUndo:
 			if r.From != entry {
-				add("history", "undo record %d moves from %q but the entry was %q", r.Seq, r.From, entry)
+				from, was := model.Apart(r.From, entry)
+				add("history", "undo record %d moves from %s but the entry was %s", r.Seq, from, was)
 			}
 			entry = r.To
 		default:
@@ -420,7 +511,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 		}
 	}
 	if state != string(e.State) {
-		add("state", "state is %s but the last history record says %q", e.State, state)
+		says, recorded := model.Apart(string(e.State), state)
+		add("state", "state is %s but the last history record says %s", says, recorded)
 	}
 	if e.ReplayOf == nil {
 		// A call's intercept writes these with it (a replay did nothing):
@@ -433,7 +525,8 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 		}
 	}
 	if u != nil && string(u.State) != entry {
-		add("state", "undo entry is %s but its history says %s", u.State, entry)
+		says, recorded := model.Apart(string(u.State), entry)
+		add("state", "undo entry is %s but its history says %s", says, recorded)
 	}
 	if p := signatureProblem(e); p != "" {
 		add("signature", "%s", p)
@@ -446,11 +539,19 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 	if a != nil {
 		// An approver is shown the request: it must say what the effect does,
 		// and why, as its first record (which its hash covers) says.
-		if a.Session != e.Session || a.Tool != e.Tool || !bytes.Equal(a.Args, e.Args) {
-			add("approval", "the request's session, tool or args differ from the effect's")
+		switch {
+		case a.Session != e.Session:
+			request, effect := model.Apart(a.Session, e.Session)
+			add("approval", "the request's session differs from the effect's: %s, the effect's %s", request, effect)
+		case a.Tool != e.Tool:
+			request, effect := model.Apart(a.Tool, e.Tool)
+			add("approval", "the request's tool differs from the effect's: %s, the effect's %s", request, effect)
+		case !bytes.Equal(a.Args, e.Args):
+			add("approval", "the request's args differ from the effect's (%s)", bytesDifference(a.Args, e.Args))
 		}
 		if len(hist) > 0 && a.Reason != hist[0].Reason {
-			add("approval", "the request's reason differs from the effect's history: %q", hist[0].Reason)
+			says, recorded := model.Apart(a.Reason, hist[0].Reason)
+			add("approval", "the request's reason differs from the effect's history: the request says %s, the history %s", says, recorded)
 		}
 		if p := decisionProblem(a, hist); p != "" {
 			add("approval", "%s", p)
@@ -481,15 +582,40 @@ func decisionProblem(a *model.Approval, hist []model.HistoryRecord) string {
 		}
 		m := moves[k]
 		k++
-		if round.Outcome != m.To || round.DecidedBy != m.Actor || round.Decision != m.Reason || round.DecidedAt == nil || !round.DecidedAt.Equal(m.At) {
-			return fmt.Sprintf("the request says %s by %s (%q), the effect's history %s by %s (%q)",
-				round.Outcome, round.DecidedBy, round.Decision, m.To, m.Actor, m.Reason)
+		if p := roundDisagreement(round, m); p != "" {
+			return p
 		}
 	}
 	if k < len(moves) {
 		return fmt.Sprintf("the effect's history records %s by %s, which its request does not", moves[k].To, moves[k].Actor)
 	}
 	return ""
+}
+
+// roundDisagreement says in what a request's decided round and the
+// history record of its decision differ, each side as it is: "" when they
+// agree. A time is shown to the nanosecond, as it is compared.
+func roundDisagreement(round model.ApprovalRound, m model.HistoryRecord) string {
+	var differ []string
+	field := func(what, request, history string) {
+		if request != history {
+			r, h := model.Apart(request, history)
+			differ = append(differ, fmt.Sprintf("%s: the request says %s, the history %s", what, r, h))
+		}
+	}
+	field("the decision", round.Outcome, m.To)
+	field("who decided", round.DecidedBy, m.Actor)
+	field("the reason", round.Decision, m.Reason)
+	switch at := m.At.UTC().Format(time.RFC3339Nano); {
+	case round.DecidedAt == nil:
+		differ = append(differ, "when: the request says no time, the history "+at)
+	case !round.DecidedAt.Equal(m.At):
+		differ = append(differ, "when: the request says "+round.DecidedAt.UTC().Format(time.RFC3339Nano)+", the history "+at)
+	}
+	if len(differ) == 0 {
+		return ""
+	}
+	return "the request and the effect's history disagree on a decision: " + strings.Join(differ, "; ")
 }
 
 // CheckEffect checks one effect as read (GetEffect) against its own records
@@ -527,18 +653,47 @@ func sessionProblems(s *model.Session, hist []model.HistoryRecord) (problems []m
 		add("history", "%s", p)
 	}
 	if n := len(hist); n > 0 && hist[n-1].To != string(s.State) {
-		add("state", "state is %s but the last history record says %s", s.State, hist[n-1].To)
+		says, recorded := model.Apart(string(s.State), hist[n-1].To)
+		add("state", "state is %s but the last history record says %s", says, recorded)
 	}
 	upstream, dir, stated, err := statedUpstream(hist)
 	switch {
 	case err != nil:
 		add("history", "%v", err)
 	case stated && !slices.Equal(upstream, s.Upstream):
-		add("history", "the session's upstream was altered: its history records %q", upstream)
+		says, recorded := listsApart(s.Upstream, upstream)
+		add("history", "the session's upstream was altered: it says %s, its history records %s", says, recorded)
 	case stated && dir != s.UpstreamDir:
-		add("history", "the session's upstream directory was altered: its history records %q", dir)
+		says, recorded := model.Apart(s.UpstreamDir, dir)
+		add("history", "the session's upstream directory was altered: it says %s, its history records %s", says, recorded)
 	}
 	return problems, read
+}
+
+// listsApart is model.Apart for two lists of strings: each element quoted,
+// all with non-ASCII escaped when an element that differs has any.
+func listsApart(a, b []string) (string, string) {
+	quote := strconv.Quote
+	for i := range max(len(a), len(b)) {
+		var x, y string
+		if i < len(a) {
+			x = a[i]
+		}
+		if i < len(b) {
+			y = b[i]
+		}
+		if x != y && (strconv.QuoteToASCII(x) != strconv.Quote(x) || strconv.QuoteToASCII(y) != strconv.Quote(y)) {
+			quote = strconv.QuoteToASCII
+		}
+	}
+	list := func(l []string) string {
+		q := make([]string, len(l))
+		for i, v := range l {
+			q[i] = quote(v)
+		}
+		return "[" + strings.Join(q, " ") + "]"
+	}
+	return list(a), list(b)
 }
 
 // CheckSession checks a session as read against its history (see

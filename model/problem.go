@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
 
 // Problem is one inconsistency verify found: in a record, a history, an
 // index, a count.
@@ -20,4 +24,25 @@ func (p Problem) String() string {
 		where = fmt.Sprintf("session %s: ", p.Session)
 	}
 	return fmt.Sprintf("%s: %s%s", p.Kind, where, p.Detail)
+}
+
+// Apart renders the two sides of a disagreement a Problem states so that,
+// when they differ, they read apart: each quoted as Go quotes a string (a
+// trailing space, a control character, a stray byte shows), and with every
+// character outside ASCII escaped when either side has one (a letter that
+// looks like another, a space that is not one).
+func Apart(a, b string) (string, string) {
+	if a != b && (!isASCII(a) || !isASCII(b)) {
+		return strconv.QuoteToASCII(a), strconv.QuoteToASCII(b)
+	}
+	return strconv.Quote(a), strconv.Quote(b)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }

@@ -383,7 +383,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			u.State = sm.EntryCompensated
 			return putRecord(&writeTx{Tx: tx}, bUndo, nameKey("c", id), u)
 		})
-		expectProblem(t, s, "state", "undo entry is compensated but its history says pending")
+		expectProblem(t, s, "state", `undo entry is "compensated" but its history says "pending"`)
 		if err := effectlog.CheckEffect(must[model.EffectDetail](t)(s.GetEffect(t.Context(), id))); !errors.Is(err, model.ErrCorrupt) {
 			t.Fatalf("effectlog.CheckEffect of an entry moved without a record: %v", err)
 		}

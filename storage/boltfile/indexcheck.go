@@ -92,8 +92,12 @@ func (c *indexChecker) has(id uint64) bool {
 func (c *indexChecker) sessionOrder() {
 	b := c.tx.Bucket(bSessionsByTime)
 	for _, sess := range c.sessions {
-		if got := b.Get(itob(sess.Seq)); string(got) != sess.ID {
-			c.report("index", 0, sess.ID, "sessions_by_time entry %d is missing or names %q", sess.Seq, got)
+		switch got := b.Get(itob(sess.Seq)); {
+		case got == nil:
+			c.report("index", 0, sess.ID, "sessions_by_time entry %d is missing", sess.Seq)
+		case string(got) != sess.ID:
+			names, want := model.Apart(string(got), sess.ID)
+			c.report("index", 0, sess.ID, "sessions_by_time entry %d names %s, not %s", sess.Seq, names, want)
 		}
 	}
 	b.ForEach(func(k, val []byte) error {

@@ -188,7 +188,7 @@ func TestVerifyComparesSessionStateWithRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Problems) != 1 || rep.Problems[0].Detail != "the session's row says halted, its record active" {
+	if len(rep.Problems) != 1 || rep.Problems[0].Detail != `the session's row says "halted", its record "active"` {
 		t.Fatalf("verify problems: %+v", rep.Problems)
 	}
 }

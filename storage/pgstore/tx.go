@@ -152,7 +152,8 @@ func decodeSession(id string, data []byte, state *string) (model.Session, error)
 		return s, err
 	}
 	if state != nil && *state != string(s.State) { // NULL: a row not written since the migration
-		return s, fmt.Errorf("%w: session %s's record says %s, its row %s: it was changed outside undolog; run undolog verify", model.ErrCorrupt, id, s.State, *state)
+		rec, row := model.Apart(string(s.State), *state)
+		return s, fmt.Errorf("%w: session %s's record says %s, its row %s: it was changed outside undolog; run undolog verify", model.ErrCorrupt, id, rec, row)
 	}
 	return s, nil
 }

@@ -124,7 +124,8 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 			report("index", 0, id, "the session's place in order is %d, its record says %d", seq, s.Seq)
 		}
 		if s != nil && state != nil && *state != string(s.State) {
-			report("state", 0, id, "the session's row says %s, its record %s", *state, s.State)
+			row, rec := model.Apart(*state, string(s.State))
+			report("state", 0, id, "the session's row says %s, its record %s", row, rec)
 		}
 	}
 	rows.Close()
@@ -148,7 +149,8 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 			{"session", session, e.Session}, {"tool", tool, e.Tool}, {"tier", tier, e.Tier}, {"state", state, e.State},
 		} {
 			if c.column != c.record {
-				report("index", e.ID, "", "%s index entry %q disagrees with the record's %q", c.name, c.column, c.record)
+				column, rec := model.Apart(c.column, c.record)
+				report("index", e.ID, "", "%s index entry %s disagrees with the record's %s", c.name, column, rec)
 			}
 		}
 	}
@@ -318,7 +320,8 @@ func (r reader) checkHistoryColumns(report func(kind string, effect uint64, sess
 				{"role", role, h.Role}, {"kind", kind, h.Kind}, {"to", to, h.To}, {"trigger", trigger, h.Trigger}, {"actor", actor, h.Actor},
 			} {
 				if c.column != c.record {
-					report("history", uint64(id), session, "history record %d: its row's %s %q disagrees with the record's %q", seq, c.name, c.column, c.record)
+					column, rec := model.Apart(c.column, c.record)
+					report("history", uint64(id), session, "history record %d: its row's %s %s disagrees with the record's %s", seq, c.name, column, rec)
 				}
 			}
 		}
