@@ -174,10 +174,10 @@ func samePlan(a, b Plan) bool {
 
 // MakePlan reads the session's undo stack (LIFO) and decides each step. It
 // changes nothing. A session that fails its check (effectlog.CheckSession:
-// its state, meta or upstream disagree with its history), or an entry still
-// to act on whose effect fails its (effectlog.CheckEffect, which also holds
-// the entry's state to its history), refuses the whole plan, so that nothing
-// runs: damaged or tampered.
+// its state, meta or upstream disagree with its history), or an entry on its
+// stack whose effect fails its (effectlog.CheckEffect, which also holds the
+// entry's state to its history), done or not, refuses the whole plan, so
+// that nothing runs: damaged or tampered.
 func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, error) {
 	sess, err := store.VerifySession(ctx, session)
 	if err != nil {
@@ -203,10 +203,11 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		if d.Undo != nil {
 			u = *d.Undo // read with the effect, and checked with it below
 		}
-		if !u.State.Done() {
-			if err := effectlog.CheckEffect(d); err != nil {
-				return Plan{}, err
-			}
+		// Every entry, whatever its state: one that reads done is passed
+		// by, and a forged compensated or skipped would leave its effect
+		// as it is while undo said the session was compensated.
+		if err := effectlog.CheckEffect(d); err != nil {
+			return Plan{}, err
 		}
 		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation), runs: u.Compensation.Kind}
 		switch u.Compensation.Kind {
