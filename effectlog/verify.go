@@ -529,14 +529,14 @@ func sessionProblems(s *model.Session, hist []model.HistoryRecord) (problems []m
 	if n := len(hist); n > 0 && hist[n-1].To != string(s.State) {
 		add("state", "state is %s but the last history record says %s", s.State, hist[n-1].To)
 	}
-	upstream, dir, stated, err := statedUpstream(hist)
+	up, err := statedUpstream(hist)
 	switch {
 	case err != nil:
 		add("history", "%v", err)
-	case stated && !slices.Equal(upstream, s.Upstream):
-		add("history", "the session's upstream was altered: its history records %q", upstream)
-	case stated && dir != s.UpstreamDir:
-		add("history", "the session's upstream directory was altered: its history records %q", dir)
+	case up.stated && !slices.Equal(up.command, s.Upstream):
+		add("history", "the session's upstream was altered: its history records %q", up.command)
+	case up.stated && up.dir != s.UpstreamDir:
+		add("history", "the session's upstream directory was altered: its history records %q", up.dir)
 	}
 	return problems, read
 }

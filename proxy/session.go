@@ -110,7 +110,7 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 		switch s.State {
 		case sm.SessionActive, sm.SessionAwaitingApproval:
 			if len(p.Upstream) > 0 {
-				if _, err := p.Log.SetUpstreamAt(ctx, id, p.Upstream, p.dir()); err != nil {
+				if _, err := p.Log.SetUpstreamAt(ctx, id, p.Upstream, p.dir(), nil); err != nil {
 					return "", "", err
 				}
 			}
