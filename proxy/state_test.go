@@ -126,3 +126,35 @@ func TestStateEnvOfThePolicyAndOfKnownServers(t *testing.T) {
 		}
 	}
 }
+
+// What a session records of its server's state is what the policy's
+// state_env and --state-env name, each with its value or as unset, and
+// nothing else; a remote server's (--url) is not taken.
+func TestProxyRecordsTheNamedStateEnv(t *testing.T) {
+	h := newHarness(t)
+	policy := filepath.Join(h.dir, "state.yaml")
+	if err := os.WriteFile(policy, []byte("state_env: [UNDOLOG_TEST_POLICY_STATE]\ntools:\n  echo: {tier: compensable}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := h.connect([]string{testbin.Undolog(t), "proxy", "--session", "named", "--policy", policy, "--state-env", "UNDOLOG_TEST_FLAG_STATE", "--", os.Args[0]},
+		"UNDOLOG_FAKE_SERVER=1", "UNDOLOG_TEST_POLICY_STATE=/srv/state")
+	if res := call(t, agent, "echo", map[string]any{}); res.IsError {
+		t.Fatalf("echo: %s", text(res))
+	}
+	agent.Close()
+	sess, err := engines.File(h.logPath, engines.Options{}).VerifySession(t.Context(), "named")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := sess.UpstreamEnv
+	if v, ok := env["UNDOLOG_TEST_FLAG_STATE"]; len(env) != 2 || env["UNDOLOG_TEST_POLICY_STATE"] == nil || *env["UNDOLOG_TEST_POLICY_STATE"] != "/srv/state" || !ok || v != nil {
+		t.Fatalf("recorded %v", env)
+	}
+
+	cmd := exec.Command(testbin.Undolog(t), "proxy", "--url", "http://127.0.0.1:1/mcp", "--state-env", "DATA_DIR")
+	cmd.Env = h.env
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "the server at --url keeps its state where it runs") {
+		t.Fatalf("--state-env with --url: exit %d: %s", code, out)
+	}
+}
