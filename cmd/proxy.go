@@ -27,7 +27,7 @@ type proxyOptions struct {
 // state where it runs: no variable here locates it.
 func (o *proxyOptions) stateEnvOf(policy *proxy.Policy, command []string, remote bool) ([]string, error) {
 	for _, name := range o.stateEnv {
-		if err := proxy.ValidEnvName(name); err != nil {
+		if err := model.ValidEnvName(name); err != nil {
 			return nil, usagef("--state-env: %v", err)
 		}
 	}

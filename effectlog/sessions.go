@@ -284,10 +284,7 @@ func (s *Service) VerifySession(ctx context.Context, id string) (model.Session, 
 // (JSON would change it).
 func validStateEnv(env model.StateEnv) error {
 	for name, value := range env {
-		if name == "" || strings.ContainsAny(name, "=\x00") {
-			return fmt.Errorf("%w: %q is no environment variable's name", model.ErrInvalidInput, name)
-		}
-		if err := model.ValidText("environment variable", name); err != nil {
+		if err := model.ValidEnvName(name); err != nil {
 			return err
 		}
 		if value != nil {

@@ -8,11 +8,11 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -158,7 +158,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	}
 	top := root.Content[0]
 	if top.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("%w: line %d: a policy is a mapping with the keys tools and redact", ErrPolicy, top.Line)
+		return nil, fmt.Errorf("%w: line %d: a policy is a mapping with the keys tools, redact and state_env", ErrPolicy, top.Line)
 	}
 	for i := 0; i < len(top.Content); i += 2 {
 		if k := top.Content[i].Value; k != "tools" && k != "redact" && k != "state_env" {
@@ -174,7 +174,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		return nil, fmt.Errorf("%w: %v", ErrPolicy, oneLine(err.Error()))
 	}
 	for _, name := range doc.StateEnv {
-		if err := ValidEnvName(name); err != nil {
+		if err := model.ValidEnvName(name); err != nil {
 			return nil, fmt.Errorf("%w: state_env: %v", ErrPolicy, err)
 		}
 	}
@@ -297,14 +297,6 @@ func oneLine(s string) string {
 		}
 	}
 	return s
-}
-
-// ValidEnvName refuses what cannot be an environment variable's name.
-func ValidEnvName(name string) error {
-	if name == "" || strings.ContainsAny(name, "=\x00") || !utf8.ValidString(name) {
-		return fmt.Errorf("%q is no environment variable's name", name)
-	}
-	return nil
 }
 
 // knownStateEnv is what locates the state of the MCP servers undolog knows,
