@@ -3,6 +3,7 @@ package cmd
 import (
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,7 +17,33 @@ type proxyOptions struct {
 	policy       string
 	approvalWait time.Duration
 	redact       []string
+	stateEnv     []string
 	http         httpOptions
+}
+
+// stateEnvOf is what locates the state of the server the proxy starts:
+// the policy's state_env, --state-env, and what undolog knows of the
+// server command names (proxy.KnownStateEnv). A server at --url keeps its
+// state where it runs: no variable here locates it.
+func (o *proxyOptions) stateEnvOf(policy *proxy.Policy, command []string, remote bool) ([]string, error) {
+	for _, name := range o.stateEnv {
+		if err := model.ValidEnvName(name); err != nil {
+			return nil, usagef("--state-env: %v", err)
+		}
+	}
+	names := slices.Clone(o.stateEnv)
+	if policy != nil {
+		names = append(names, policy.StateEnv...)
+	}
+	if remote {
+		if len(names) > 0 {
+			return nil, usagef("state_env and --state-env name variables of a server undolog starts; the server at --url keeps its state where it runs")
+		}
+		return nil, nil
+	}
+	names = append(names, proxy.KnownStateEnv(command)...)
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 func newCmdProxy(f *Factory) *cobra.Command {
@@ -40,6 +67,11 @@ wait up to --approval-wait for 'undolog approve ID'; if no decision comes, the
 client gets a tool error naming the effect and asking to retry the same call.
 'undolog undo SESSION' starts the recorded server again and runs the
 compensations last-in-first-out.
+
+The environment variables that locate the server's state (the policy's
+state_env, --state-env, and MEMORY_FILE_PATH for the memory server, which
+undolog knows) are recorded in the session with their values, or as unset;
+no other variable is recorded. Undo acts on that state or refuses.
 
 The session is made on the first logged call. One that has ended (completed,
 failed, undone) gets a successor, SESSION.2, SESSION.3, ..., so calls go on; one
@@ -86,9 +118,13 @@ a person: undolog resolve ID.`,
 			if err != nil {
 				return err
 			}
+			stateEnv, err := opts.stateEnvOf(policy, args, remote != nil)
+			if err != nil {
+				return err
+			}
 			store := f.Log()
 			if opts.http.listen != "" {
-				return proxyListen(c.Context(), f, opts, policy, lease, upstream, remote)
+				return proxyListen(c.Context(), f, opts, policy, lease, upstream, stateEnv, remote)
 			}
 			if remote != nil {
 				if err := remote.reachable(c.Context()); err != nil {
@@ -118,7 +154,7 @@ a person: undolog resolve ID.`,
 				redact = append(redact, policy.Redact...)
 			}
 			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
-				Dir: dir, SessionActor: f.Actor(""), Upstream: upstream}
+				Dir: dir, SessionActor: f.Actor(""), Upstream: upstream, StateEnv: stateEnv}
 			ignoreBrokenPipe()
 			if remote != nil {
 				return proxyEnd(p.Serve(c.Context(), proxy.NewStdioConn(f.In, f.Out), remote.dial(f)))
@@ -130,6 +166,7 @@ a person: undolog resolve ID.`,
 	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION, else a new name printed on stderr); made on the first logged call")
 	c.Flags().StringVar(&opts.policy, "policy", "", "policy `file` (YAML); without one, read-only tools are safe and the rest irreversible")
 	durationVar(c.Flags(), &opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
+	c.Flags().StringArrayVar(&opts.stateEnv, "state-env", nil, "an environment `variable` that locates the server's state (as the policy's state_env): each session records its value here, and undo acts on that state or refuses")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of arguments and results out of the log (*.password, *token*); adds to the policy's redact list")
 	opts.http.flags(c)
 	return c

@@ -136,7 +136,7 @@ func (o *httpOptions) checkListen() error {
 // proxyListen serves HTTP clients until ctx ends (Ctrl-C: exit 130). A pinned session
 // (--session, UNDOLOG_SESSION) is shared by every client session; otherwise
 // each client session gets a new one, printed on stderr.
-func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *proxy.Policy, lease time.Duration, upstream []string, remote *remoteUpstream) error {
+func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *proxy.Policy, lease time.Duration, upstream, stateEnv []string, remote *remoteUpstream) error {
 	if err := opts.http.checkListen(); err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 			up = cmdUp
 		}
 		p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
-			Dir: dir, SessionActor: f.Actor(""), Upstream: upstream}
+			Dir: dir, SessionActor: f.Actor(""), Upstream: upstream, StateEnv: stateEnv}
 		p.Serve(ctx, client, up)
 		if s := p.CurrentSession(); s != "" {
 			fmt.Fprintf(errOut, "undolog proxy: a client session ended; its calls are in session %s\n", s)

@@ -478,3 +478,39 @@ func TestAgentCannotUnhaltItsSession(t *testing.T) {
 		t.Fatal("a call ran in a session a person undid")
 	}
 }
+
+// An agent that sets its own undo entry compensated or skipped by SQL (its
+// role may update the table) does not make an undo pass the call by: the
+// approver's undo refuses the session as tampered, runs nothing, and the
+// session stays as it was.
+func TestUndoRefusesAnEntryAnAgentForged(t *testing.T) {
+	// A record's bytes: its form, 'U', then its state's token (compensated 5,
+	// skipped 16).
+	for state, token := range map[string]int{"compensated": 5, "skipped": 16} {
+		t.Run(state, func(t *testing.T) {
+			_, agent, approver, _ := rolesDB(t)
+			marker := filepath.Join(t.TempDir(), "undone")
+			for _, args := range [][]string{
+				{"exec", "--session", "s", "--tool", "a", "--undo", "touch " + marker + "-1", "--", "true"},
+				{"exec", "--session", "s", "--tool", "b", "--undo", "touch " + marker + "-2", "--", "true"},
+			} {
+				if code, out, errOut := undolog(t, agent, args...); code != 0 {
+					t.Fatalf("%v as agent: exit %d: %s%s", args, code, out, errOut)
+				}
+			}
+			sqlExec(t, agent, fmt.Sprintf(`UPDATE undolog_undo SET rec = set_byte(rec, 2, %d), state = '%s' WHERE effect_id = 2`, token, state))
+			code, out, errOut := undolog(t, approver, "undo", "s", "--yes", "--as", "alice")
+			if code != ExitError || !strings.Contains(errOut, "effect 2 fails its check, damaged or tampered") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+				t.Fatalf("undo of a session with an entry the agent set %s: exit %d: %s%s", state, code, out, errOut)
+			}
+			for _, n := range []string{"-1", "-2"} {
+				if _, err := os.Stat(marker + n); err == nil {
+					t.Fatalf("a compensation ran (%s) though the undo was refused", n)
+				}
+			}
+			if code, out, _ := undolog(t, approver, "session", "show", "s", "--output", "json"); code != 0 || !strings.Contains(out, `"state": "active"`) {
+				t.Fatalf("the session after a refused undo: exit %d: %s", code, out)
+			}
+		})
+	}
+}

@@ -65,6 +65,7 @@ var suite = []struct {
 	{"FailInClosedSessionClosesNewRequest", testFailInClosedSessionClosesNewRequest},
 	{"Sessions", testSessions},
 	{"UpstreamDir", testUpstreamDir},
+	{"UpstreamStateEnv", testUpstreamStateEnv},
 	{"NoNewEffect", testNoNewEffect},
 	{"EverySessionTransition", testEverySessionTransition},
 	{"ListEffectsFiltersAndPages", testListEffectsFiltersAndPages},

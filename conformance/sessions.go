@@ -66,13 +66,13 @@ func testUpstreamDir(t *testing.T, newStore opener) {
 	if got.UpstreamDir != "/work/a" || len(got.Upstream) != 2 {
 		t.Fatalf("read back: %+v", got)
 	}
-	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv", "scratch"}, "/work/b"))
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv", "scratch"}, "/work/b", nil))
 	got = must[model.Session](t)(s.VerifySession(t.Context(), "p"))
 	if got.UpstreamDir != "/work/b" {
 		t.Fatalf("after SetUpstreamAt: %+v", got)
 	}
 	before := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p")))
-	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv", "scratch"}, "/work/b"))
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv", "scratch"}, "/work/b", nil))
 	if after := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p"))); after != before {
 		t.Fatalf("the same upstream and directory again added a record: %d -> %d", before, after)
 	}
@@ -82,6 +82,48 @@ func testUpstreamDir(t *testing.T, newStore opener) {
 		t.Fatalf("SetUpstream kept a directory: %+v", got)
 	}
 }
+
+// testUpstreamStateEnv: what located an upstream's state round-trips with
+// its command through creation and SetUpstreamAt, as its history states it:
+// a variable that was unset stays told apart from one not recorded, and the
+// same again writes nothing.
+func testUpstreamStateEnv(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	a, empty := "/work/a/memory.jsonl", ""
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv"}, UpstreamDir: "/work",
+		UpstreamEnv: model.StateEnv{"MEMORY_FILE_PATH": &a, "UNSET": nil, "EMPTY": &empty}}))
+	got := must[model.Session](t)(s.VerifySession(t.Context(), "p"))
+	if v, ok := got.UpstreamEnv["UNSET"]; len(got.UpstreamEnv) != 3 || *got.UpstreamEnv["MEMORY_FILE_PATH"] != a || *got.UpstreamEnv["EMPTY"] != "" || !ok || v != nil {
+		t.Fatalf("read back: %+v", got.UpstreamEnv)
+	}
+	b := "/work/b/memory.jsonl"
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv"}, "/work", model.StateEnv{"MEMORY_FILE_PATH": &b}))
+	got = must[model.Session](t)(s.VerifySession(t.Context(), "p"))
+	if len(got.UpstreamEnv) != 1 || *got.UpstreamEnv["MEMORY_FILE_PATH"] != b {
+		t.Fatalf("after SetUpstreamAt: %+v", got.UpstreamEnv)
+	}
+	before := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p")))
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv"}, "/work", model.StateEnv{"MEMORY_FILE_PATH": &b}))
+	if after := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p"))); after != before {
+		t.Fatalf("the same upstream, directory and state again added a record: %d -> %d", before, after)
+	}
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv"}, "/work", model.StateEnv{"MEMORY_FILE_PATH": nil}))
+	if got = must[model.Session](t)(s.VerifySession(t.Context(), "p")); got.UpstreamEnv == nil || got.UpstreamEnv["MEMORY_FILE_PATH"] != nil {
+		t.Fatalf("a variable now unset: %+v", got.UpstreamEnv)
+	}
+	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv"}, "/work", nil))
+	if got = must[model.Session](t)(s.VerifySession(t.Context(), "p")); got.UpstreamEnv != nil {
+		t.Fatalf("nothing recorded now: %+v", got.UpstreamEnv)
+	}
+	for _, env := range []model.StateEnv{{"": &a}, {"A=B": &a}, {"BAD": ptr("\xff")}} {
+		if _, err := s.SetUpstreamAt(t.Context(), "p", []string{"srv"}, "/work", env); !errors.Is(err, model.ErrInvalidInput) {
+			t.Fatalf("SetUpstreamAt with %v: %v", env, err)
+		}
+	}
+	verifyClean(t, s)
+}
+
+func ptr(s string) *string { return &s }
 
 // testNoNewEffect: an intercept with NoNewEffect resolves a repeat as any
 // intercept does, and for a call that would be new writes nothing (no

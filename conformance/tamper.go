@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,24 @@ func testVerifyFindsWhatChangedBehindTheRules(t *testing.T, open opener) {
 			})
 		}
 	}
+	// An entry that reads done though its history never moved it: undo
+	// would pass its effect by.
+	entryState := func(state sm.EntryState) func(t *testing.T, s effectlog.Log, id uint64) {
+		return func(t *testing.T, s effectlog.Log, id uint64) {
+			behindTheRules(t, s, func(tx storage.WriteTx) error {
+				e, err := tx.Effect(id)
+				if err != nil {
+					return err
+				}
+				u, err := tx.Undo(e.Session, id, &e)
+				if err != nil || u == nil {
+					return fmt.Errorf("undo entry %v: %v", u, err)
+				}
+				u.State = state
+				return tx.PutUndo(u)
+			})
+		}
+	}
 	cases := map[string]struct {
 		tier   sm.Tier
 		tamper func(t *testing.T, s effectlog.Log, id uint64)
@@ -81,28 +100,16 @@ func testVerifyFindsWhatChangedBehindTheRules(t *testing.T, open opener) {
 		"compensation": {sm.Compensable, effect(func(e *model.Effect) {
 			e.Compensation = &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "-rf", "/"}}
 		})},
-		"state":        {sm.Compensable, effect(func(e *model.Effect) { e.State = sm.Compensated })},
-		"tool":         {sm.Irreversible, effect(func(e *model.Effect) { e.Tool = "harmless" })},
-		"history head": {sm.Compensable, effect(func(e *model.Effect) { e.HistoryLen-- })},
-		"undo entry state": {sm.Compensable, func(t *testing.T, s effectlog.Log, id uint64) {
-			behindTheRules(t, s, func(tx storage.WriteTx) error {
-				e, err := tx.Effect(id)
-				if err != nil {
-					return err
-				}
-				u, err := tx.Undo(e.Session, id, &e)
-				if err != nil || u == nil {
-					return fmt.Errorf("undo entry %v: %v", u, err)
-				}
-				u.State = sm.EntryCompensated
-				return tx.PutUndo(u)
-			})
-		}},
-		"approval reason":   {sm.Irreversible, approval(func(a *model.Approval) { a.Reason = "routine, approve it" })},
-		"approval approver": {sm.Irreversible, approval(func(a *model.Approval) { a.DecidedBy = "cfo@hq" })},
-		"approval decision": {sm.Irreversible, approval(func(a *model.Approval) { a.Decision = "go prod" })},
-		"approval outcome":  {sm.Irreversible, approval(func(a *model.Approval) { a.Outcome = model.ApprovalRejected })},
-		"approval time":     {sm.Irreversible, approval(func(a *model.Approval) { *a.DecidedAt = a.DecidedAt.Add(time.Hour) })},
+		"state":              {sm.Compensable, effect(func(e *model.Effect) { e.State = sm.Compensated })},
+		"tool":               {sm.Irreversible, effect(func(e *model.Effect) { e.Tool = "harmless" })},
+		"history head":       {sm.Compensable, effect(func(e *model.Effect) { e.HistoryLen-- })},
+		"undo entry state":   {sm.Compensable, entryState(sm.EntryCompensated)},
+		"undo entry skipped": {sm.Compensable, entryState(sm.EntrySkipped)},
+		"approval reason":    {sm.Irreversible, approval(func(a *model.Approval) { a.Reason = "routine, approve it" })},
+		"approval approver":  {sm.Irreversible, approval(func(a *model.Approval) { a.DecidedBy = "cfo@hq" })},
+		"approval decision":  {sm.Irreversible, approval(func(a *model.Approval) { a.Decision = "go prod" })},
+		"approval outcome":   {sm.Irreversible, approval(func(a *model.Approval) { a.Outcome = model.ApprovalRejected })},
+		"approval time":      {sm.Irreversible, approval(func(a *model.Approval) { *a.DecidedAt = a.DecidedAt.Add(time.Hour) })},
 		"approval undecided": {sm.Irreversible, approval(func(a *model.Approval) {
 			a.Outcome, a.DecidedBy, a.DecidedAt = model.ApprovalTimedOut, model.TimeoutActor, nil
 		})},
@@ -121,6 +128,11 @@ func testVerifyFindsWhatChangedBehindTheRules(t *testing.T, open opener) {
 			if ok, problems := named(t, s, id, ""); !ok {
 				t.Fatalf("verify did not name effect %d: %v", id, problems)
 			}
+			// Undo's plan checks every entry on the stack as read with its
+			// effect, done or not: the engine gives it the entry it holds.
+			if d := must[model.EffectDetail](t)(s.GetEffect(t.Context(), id)); c.tier == sm.Compensable && !errors.Is(effectlog.CheckEffect(d), model.ErrCorrupt) {
+				t.Fatalf("the check of a changed effect, as undo reads it: %v", effectlog.CheckEffect(d))
+			}
 			// A repeat of the call is not served the cached result of an
 			// effect that fails its check.
 			if c.tier == sm.Compensable && name != "state" {
@@ -128,7 +140,7 @@ func testVerifyFindsWhatChangedBehindTheRules(t *testing.T, open opener) {
 				if !errors.Is(err, model.ErrCorrupt) {
 					t.Fatalf("replay of a changed effect: %v", err)
 				}
-				if _, err := s.UndoStep(t.Context(), id, sm.EntryCompensating, model.Change{}); name != "undo entry state" && !errors.Is(err, model.ErrCorrupt) {
+				if _, err := s.UndoStep(t.Context(), id, sm.EntryCompensating, model.Change{}); !strings.HasPrefix(name, "undo entry") && !errors.Is(err, model.ErrCorrupt) {
 					t.Fatalf("compensating a changed effect: %v", err)
 				}
 			}

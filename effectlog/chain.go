@@ -208,23 +208,29 @@ func chain(tx storage.WriteTx, rec model.HistoryRecord, content string, n *uint3
 // TriggerUpstream is the trigger of the session record that sets the
 // session's upstream MCP server command; its reason holds the command as a
 // JSON array, which the record's hash covers, or, with the directory it ran
-// in, {"command": [...], "dir": "..."}.
+// in and what located its state, {"command": [...], "dir": "...", "env":
+// {"NAME": "value" or null}}.
 const TriggerUpstream = "Upstream recorded"
 
 type statedDir struct {
-	Command []string `json:"command"`
-	Dir     string   `json:"dir"`
+	Command []string       `json:"command"`
+	Dir     string         `json:"dir"`
+	Env     model.StateEnv `json:"env,omitempty"`
 }
 
 // recordUpstream sets the session's upstream and appends the record that
-// states it.
-func recordUpstream(tx storage.WriteTx, s *model.Session, upstream []string, dir string, actor string, now time.Time) error {
+// states it. Its state's environment is kept in the record only: the
+// session's own copy would be one more thing to hold to it.
+func recordUpstream(tx storage.WriteTx, s *model.Session, upstream []string, dir string, env model.StateEnv, actor string, now time.Time) error {
+	if len(env) == 0 {
+		env = nil
+	}
 	var stated []byte
 	var err error
-	if dir == "" {
+	if dir == "" && env == nil {
 		stated, err = json.Marshal(upstream) // as undologs before directories wrote it
 	} else {
-		stated, err = json.Marshal(statedDir{Command: upstream, Dir: dir})
+		stated, err = json.Marshal(statedDir{Command: upstream, Dir: dir, Env: env})
 	}
 	if err != nil {
 		return err
@@ -234,29 +240,39 @@ func recordUpstream(tx storage.WriteTx, s *model.Session, upstream []string, dir
 		Actor: actorOr(actor), Reason: string(stated), At: now})
 }
 
-// statedUpstream is the upstream (and its directory) a session's history
-// states: that of its last TriggerUpstream record, else none for a session
-// created by an undolog that records upstreams (its first record covers its
-// content). stated is false for a session of an older undolog, which set its
-// upstream without a record.
-func statedUpstream(hist []model.HistoryRecord) (upstream []string, dir string, stated bool, err error) {
+// upstreamStated is what a session's history states of its upstream.
+type upstreamStated struct {
+	command []string
+	dir     string
+	env     model.StateEnv
+	// stated is false for a session of an older undolog, which set its
+	// upstream without a record.
+	stated bool
+}
+
+// statedUpstream is the upstream (its directory and state's environment)
+// a session's history states: that of its last TriggerUpstream record, else
+// none for a session created by an undolog that records upstreams (its
+// first record covers its content).
+func statedUpstream(hist []model.HistoryRecord) (upstreamStated, error) {
 	for i := len(hist) - 1; i >= 0; i-- {
 		if hist[i].Trigger == TriggerUpstream {
 			reason := []byte(hist[i].Reason)
 			if len(reason) > 0 && reason[0] == '{' {
 				var sd statedDir
-				if err := json.Unmarshal(reason, &sd); err != nil || sd.Dir == "" {
-					return nil, "", true, fmt.Errorf("record %d states no upstream: %v", hist[i].Seq, err)
+				if err := json.Unmarshal(reason, &sd); err != nil || (sd.Dir == "" && sd.Env == nil) {
+					return upstreamStated{stated: true}, fmt.Errorf("record %d states no upstream: %v", hist[i].Seq, err)
 				}
-				return sd.Command, sd.Dir, true, nil
+				return upstreamStated{command: sd.Command, dir: sd.Dir, env: sd.Env, stated: true}, nil
 			}
+			var upstream []string
 			if err := json.Unmarshal(reason, &upstream); err != nil {
-				return nil, "", true, fmt.Errorf("record %d states no upstream: %v", hist[i].Seq, err)
+				return upstreamStated{stated: true}, fmt.Errorf("record %d states no upstream: %v", hist[i].Seq, err)
 			}
-			return upstream, "", true, nil
+			return upstreamStated{command: upstream, stated: true}, nil
 		}
 	}
-	return nil, "", len(hist) > 0 && hist[0].HashVersion == model.HashWithContent, nil
+	return upstreamStated{stated: len(hist) > 0 && hist[0].HashVersion == model.HashWithContent}, nil
 }
 
 // setSessionState moves a session through the session table and records it.

@@ -24,7 +24,7 @@ type Log interface {
 	SetSessionState(ctx context.Context, id string, to sm.SessionState, c model.Change) (model.Session, error)
 	SessionHistory(ctx context.Context, id string) ([]model.HistoryRecord, error)
 	SetUpstream(ctx context.Context, id string, upstream []string) (model.Session, error)
-	SetUpstreamAt(ctx context.Context, id string, upstream []string, dir string) (model.Session, error)
+	SetUpstreamAt(ctx context.Context, id string, upstream []string, dir string, env model.StateEnv) (model.Session, error)
 	VerifySession(ctx context.Context, id string) (model.Session, error)
 
 	Intercept(ctx context.Context, req InterceptRequest) (InterceptResult, error)

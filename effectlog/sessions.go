@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,8 @@ type NewSession struct {
 	Upstream []string
 	// UpstreamDir is the directory the upstream runs in.
 	UpstreamDir string
+	// UpstreamEnv is what locates the upstream's state (model.StateEnv).
+	UpstreamEnv model.StateEnv
 	Actor       string
 }
 
@@ -38,6 +41,9 @@ func (s *Service) CreateSession(ctx context.Context, req NewSession) (model.Sess
 		}
 	}
 	if err := model.ValidActor(req.Actor); err != nil {
+		return model.Session{}, err
+	}
+	if err := validStateEnv(req.UpstreamEnv); err != nil {
 		return model.Session{}, err
 	}
 	var out model.Session
@@ -72,7 +78,7 @@ func createSession(tx storage.WriteTx, req NewSession, now time.Time) (model.Ses
 		return model.Session{}, err
 	}
 	if len(req.Upstream) > 0 {
-		if err := recordUpstream(tx, &sess, req.Upstream, req.UpstreamDir, req.Actor, now); err != nil {
+		if err := recordUpstream(tx, &sess, req.Upstream, req.UpstreamDir, req.UpstreamEnv, req.Actor, now); err != nil {
 			return model.Session{}, err
 		}
 	}
@@ -208,13 +214,17 @@ func awaitsAsItSays(sess model.Session, to sm.SessionState) error {
 // only the command its history covers); an upstream it states already
 // writes nothing.
 func (s *Service) SetUpstream(ctx context.Context, id string, upstream []string) (model.Session, error) {
-	return s.SetUpstreamAt(ctx, id, upstream, "")
+	return s.SetUpstreamAt(ctx, id, upstream, "", nil)
 }
 
 // SetUpstreamAt is SetUpstream with the directory the upstream runs in
-// (absolute; "" for none), which undo starts it in.
-func (s *Service) SetUpstreamAt(ctx context.Context, id string, upstream []string, dir string) (model.Session, error) {
+// (absolute; "" for none), which undo starts it in, and what locates its
+// state (nil: nothing), which undo holds its own environment to.
+func (s *Service) SetUpstreamAt(ctx context.Context, id string, upstream []string, dir string, env model.StateEnv) (model.Session, error) {
 	if err := model.ValidText("upstream directory", dir); err != nil {
+		return model.Session{}, err
+	}
+	if err := validStateEnv(env); err != nil {
 		return model.Session{}, err
 	}
 	var out model.Session
@@ -228,11 +238,11 @@ func (s *Service) SetUpstreamAt(ctx context.Context, id string, upstream []strin
 		if err != nil {
 			return err
 		}
-		if stated, sdir, ok, err := statedUpstream(hist); err == nil && ok && slices.Equal(stated, upstream) && slices.Equal(sess.Upstream, upstream) &&
-			sdir == dir && sess.UpstreamDir == dir {
+		if up, err := statedUpstream(hist); err == nil && up.stated && slices.Equal(up.command, upstream) && slices.Equal(sess.Upstream, upstream) &&
+			up.dir == dir && sess.UpstreamDir == dir && sameStateEnv(up.env, env) {
 			return storage.ErrNothingToWrite
 		}
-		if err := recordUpstream(tx, &sess, upstream, dir, "", s.now()); err != nil {
+		if err := recordUpstream(tx, &sess, upstream, dir, env, "", s.now()); err != nil {
 			return err
 		}
 		out = sess
@@ -259,9 +269,39 @@ func (s *Service) VerifySession(ctx context.Context, id string) (model.Session, 
 			return err
 		}
 		out = sess
-		return CheckSession(sess, hist)
+		if err := CheckSession(sess, hist); err != nil {
+			return err
+		}
+		up, _ := statedUpstream(hist) // its error failed the check above
+		out.UpstreamEnv = up.env
+		return nil
 	})
 	return out, err
+}
+
+// validStateEnv refuses a state's environment that a record could not
+// state as it is: a name that is no variable's, or text that is not UTF-8
+// (JSON would change it).
+func validStateEnv(env model.StateEnv) error {
+	for name, value := range env {
+		if err := model.ValidEnvName(name); err != nil {
+			return err
+		}
+		if value != nil {
+			if err := model.ValidText(name, *value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sameStateEnv says whether a and b record the same variables, each set to
+// the same value or unset in both (nil and empty alike: nothing recorded).
+func sameStateEnv(a, b model.StateEnv) bool {
+	return maps.EqualFunc(a, b, func(x, y *string) bool {
+		return (x == nil) == (y == nil) && (x == nil || *x == *y)
+	})
 }
 
 // resumable says whether halted session sess may be resumed (halted ->

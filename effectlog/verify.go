@@ -656,15 +656,15 @@ func sessionProblems(s *model.Session, hist []model.HistoryRecord) (problems []m
 		says, recorded := model.Apart(string(s.State), hist[n-1].To)
 		add("state", "state is %s but the last history record says %s", says, recorded)
 	}
-	upstream, dir, stated, err := statedUpstream(hist)
+	up, err := statedUpstream(hist)
 	switch {
 	case err != nil:
 		add("history", "%v", err)
-	case stated && !slices.Equal(upstream, s.Upstream):
-		says, recorded := listsApart(s.Upstream, upstream)
+	case up.stated && !slices.Equal(up.command, s.Upstream):
+		says, recorded := listsApart(s.Upstream, up.command)
 		add("history", "the session's upstream was altered: it says %s, its history records %s", says, recorded)
-	case stated && dir != s.UpstreamDir:
-		says, recorded := model.Apart(s.UpstreamDir, dir)
+	case up.stated && up.dir != s.UpstreamDir:
+		says, recorded := model.Apart(s.UpstreamDir, up.dir)
 		add("history", "the session's upstream directory was altered: it says %s, its history records %s", says, recorded)
 	}
 	return problems, read

@@ -85,6 +85,15 @@ func ValidText(what string, texts ...string) error {
 	return nil
 }
 
+// ValidEnvName refuses what cannot be an environment variable's name: it
+// is empty, or holds "=" or a NUL, or is not UTF-8.
+func ValidEnvName(name string) error {
+	if name == "" || strings.ContainsAny(name, "=\x00") || !utf8.ValidString(name) {
+		return fmt.Errorf("%w: %q is no environment variable's name", ErrInvalidInput, name)
+	}
+	return nil
+}
+
 // ValidActor refuses an actor that is not UTF-8 or holds a NUL: an actor
 // is also a text column of the shared log (PostgreSQL text holds no NUL), and
 // one engine must not take what another refuses.

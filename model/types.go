@@ -145,11 +145,21 @@ type Session struct {
 	// UpstreamDir is the directory the upstream ran in: undo starts it
 	// there, so that a relative path in its command names the same place.
 	UpstreamDir string `json:"upstream_dir,omitempty"`
-	HistoryLen  uint32 `json:"history_len"`
-	HistoryHead string `json:"history_head"`
+	// UpstreamEnv is what located the upstream's state where it ran (see
+	// StateEnv); nil: nothing recorded. Only the session's history states
+	// it: VerifySession reads it from there, other reads leave it nil.
+	UpstreamEnv StateEnv `json:"upstream_env,omitempty"`
+	HistoryLen  uint32   `json:"history_len"`
+	HistoryHead string   `json:"history_head"`
 	// Seq orders sessions by creation (the sessions_by_time index key).
 	Seq uint64 `json:"seq"`
 }
+
+// StateEnv is what locates an MCP server's state, as a proxy ran it: the
+// environment variables its policy names, each with its value then, nil for
+// one that was unset (the server's own default place). These are places,
+// not secrets: no other variable is recorded.
+type StateEnv map[string]*string
 
 // Who is who a record says made it: the --as name, and the database role
 // it was written as (which the database checks) where the log has one.

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -114,6 +116,9 @@ func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
 type Policy struct {
 	Rules  []Rule
 	Redact []string
+	// StateEnv names the environment variables that locate the server's
+	// state (state_env): see Proxy.StateEnv.
+	StateEnv []string
 }
 
 // ruleYAML is a rule as written: tier a word or a list of cases, capture
@@ -153,21 +158,27 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	}
 	top := root.Content[0]
 	if top.Kind != yaml.MappingNode {
-		return nil, fmt.Errorf("%w: line %d: a policy is a mapping with the keys tools and redact", ErrPolicy, top.Line)
+		return nil, fmt.Errorf("%w: line %d: a policy is a mapping with the keys tools, redact and state_env", ErrPolicy, top.Line)
 	}
 	for i := 0; i < len(top.Content); i += 2 {
-		if k := top.Content[i].Value; k != "tools" && k != "redact" {
-			return nil, fmt.Errorf("%w: line %d: unknown key %q (a policy has tools and redact)", ErrPolicy, top.Content[i].Line, k)
+		if k := top.Content[i].Value; k != "tools" && k != "redact" && k != "state_env" {
+			return nil, fmt.Errorf("%w: line %d: unknown key %q (a policy has tools, redact and state_env)", ErrPolicy, top.Content[i].Line, k)
 		}
 	}
 	var doc struct {
-		Tools  yaml.Node `yaml:"tools"`
-		Redact []string  `yaml:"redact"`
+		Tools    yaml.Node `yaml:"tools"`
+		Redact   []string  `yaml:"redact"`
+		StateEnv []string  `yaml:"state_env"`
 	}
 	if err := top.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPolicy, oneLine(err.Error()))
 	}
-	p := &Policy{Redact: doc.Redact}
+	for _, name := range doc.StateEnv {
+		if err := model.ValidEnvName(name); err != nil {
+			return nil, fmt.Errorf("%w: state_env: %v", ErrPolicy, err)
+		}
+	}
+	p := &Policy{Redact: doc.Redact, StateEnv: doc.StateEnv}
 	if doc.Tools.Kind == 0 {
 		return p, nil
 	}
@@ -286,4 +297,29 @@ func oneLine(s string) string {
 		}
 	}
 	return s
+}
+
+// knownStateEnv is what locates the state of the MCP servers undolog knows,
+// by their package's name: a proxy of one records it without a policy
+// saying so, so that undo does not act on another state than the session's.
+var knownStateEnv = map[string][]string{
+	"server-memory": {"MEMORY_FILE_PATH"},
+}
+
+// KnownStateEnv is what locates the state of the server command starts,
+// when undolog knows that server: its executable (mcp-server-memory) or
+// its npm package (@modelcontextprotocol/server-memory@VERSION) is named
+// in the command.
+func KnownStateEnv(command []string) []string {
+	var names []string
+	for _, arg := range command {
+		name := filepath.Base(arg)
+		if strings.HasPrefix(arg, "@modelcontextprotocol/") {
+			name, _, _ = strings.Cut(strings.TrimPrefix(arg, "@modelcontextprotocol/"), "@")
+		} else if !strings.HasPrefix(name, "mcp-") {
+			continue
+		}
+		names = append(names, knownStateEnv[strings.TrimPrefix(name, "mcp-")]...)
+	}
+	return names
 }

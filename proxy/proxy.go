@@ -95,6 +95,11 @@ type Proxy struct {
 	// upstream: the server command, or an HTTP server's recorded address;
 	// nil: the command Run starts.
 	Upstream []string
+	// StateEnv names the environment variables that locate the upstream's
+	// state (a server started here inherits them): each session the proxy
+	// makes records them, with their values or as unset, so that undo acts
+	// on the same state or refuses.
+	StateEnv []string
 
 	glowMu sync.Mutex
 	glow   *time.Timer // ends the log's afterglow (keepLogAWhile)

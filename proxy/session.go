@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/undolog/undolog/effectlog"
@@ -90,7 +91,7 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 			if prev != "" {
 				meta[MetaFollows] = prev
 			}
-			_, err = p.Log.CreateSession(ctx, effectlog.NewSession{ID: id, Meta: meta, Upstream: p.Upstream, UpstreamDir: p.dir(), Actor: p.SessionActor})
+			_, err = p.Log.CreateSession(ctx, effectlog.NewSession{ID: id, Meta: meta, Upstream: p.Upstream, UpstreamDir: p.dir(), UpstreamEnv: p.stateEnv(), Actor: p.SessionActor})
 			if errors.Is(err, model.ErrConflict) && raced < 3 {
 				raced++ // another proxy made it first: look at it
 				n--
@@ -110,7 +111,7 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 		switch s.State {
 		case sm.SessionActive, sm.SessionAwaitingApproval:
 			if len(p.Upstream) > 0 {
-				if _, err := p.Log.SetUpstreamAt(ctx, id, p.Upstream, p.dir()); err != nil {
+				if _, err := p.Log.SetUpstreamAt(ctx, id, p.Upstream, p.dir(), p.stateEnv()); err != nil {
 					return "", "", err
 				}
 			}
@@ -121,6 +122,23 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 		}
 		prev, prevState = id, s.State // ended: its successor takes the calls
 	}
+}
+
+// stateEnv is what locates the upstream's state here: each variable of
+// StateEnv with its value, or nil where it is unset.
+func (p *Proxy) stateEnv() model.StateEnv {
+	if len(p.StateEnv) == 0 {
+		return nil
+	}
+	env := make(model.StateEnv, len(p.StateEnv))
+	for _, name := range p.StateEnv {
+		if v, ok := os.LookupEnv(name); ok {
+			env[name] = &v
+		} else {
+			env[name] = nil
+		}
+	}
+	return env
 }
 
 // chose makes id the proxy's session and says so, with how to undo it,

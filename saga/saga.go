@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +42,12 @@ var ErrInDoubt = errors.New("compensation in doubt")
 // one a person confirmed (Runner.Confirmed): a call logged since, or a step
 // another undo took. Nothing ran or changed.
 var ErrPlanChanged = fmt.Errorf("%w: the session's undo plan changed since it was shown", model.ErrConflict)
+
+// ErrStateElsewhere is undo's refusal of a session whose MCP server would
+// start here on another state than the one its proxy ran it on: what
+// locates that state (model.StateEnv) is set otherwise in this
+// environment. Nothing ran or changed.
+var ErrStateElsewhere = fmt.Errorf("%w: undo would start the session's MCP server on another state", model.ErrInvalidInput)
 
 // Defaults for a descriptor that sets none.
 const (
@@ -87,6 +95,10 @@ type Plan struct {
 	// called, started in UpstreamDir.
 	Upstream    []string `json:"upstream,omitempty"`
 	UpstreamDir string   `json:"upstream_dir,omitempty"`
+	// UpstreamEnv is what located the server's state when the proxy ran
+	// it, as the session's history states it: undo starts the server only
+	// where this environment agrees.
+	UpstreamEnv model.StateEnv `json:"upstream_env,omitempty"`
 }
 
 // Waits says why the plan cannot run yet: an irreversible call of the
@@ -110,7 +122,44 @@ func (p Plan) Where(s Step) string {
 			return " (in " + ShellQuote([]string{d}) + ")"
 		}
 	case model.CompensationMCP:
+		if len(p.UpstreamEnv) > 0 && len(p.Upstream) > 0 {
+			return " (server: " + describeStateEnv(p.UpstreamEnv) + " " + ShellQuote(p.Upstream) + ")"
+		}
 		return OnServer(p.Upstream)
+	}
+	return ""
+}
+
+// describeStateEnv renders a server's state environment as a shell would
+// set it, an unset variable as "NAME unset".
+func describeStateEnv(env model.StateEnv) string {
+	parts := []string{}
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		if v := env[name]; v != nil {
+			parts = append(parts, ShellQuote([]string{name + "=" + *v}))
+		} else {
+			parts = append(parts, "("+name+" unset)")
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// stateProblem says how this environment locates the session's MCP server
+// state otherwise than the proxy's did ("" when it agrees, or nothing was
+// recorded): the server undo starts inherits it, and would act on another
+// state. The first variable that disagrees, in name order.
+func (p Plan) stateProblem() string {
+	for _, name := range slices.Sorted(maps.Keys(p.UpstreamEnv)) {
+		was := p.UpstreamEnv[name]
+		now, set := os.LookupEnv(name)
+		switch {
+		case was == nil && set:
+			return fmt.Sprintf("%s is %q here but was unset when the proxy ran the server (its default state): unset it", name, now)
+		case was != nil && !set:
+			return fmt.Sprintf("%s is unset here but was %q when the proxy ran the server: set %s", name, *was, ShellQuote([]string{name + "=" + *was}))
+		case was != nil && now != *was:
+			return fmt.Sprintf("%s is %q here but was %q when the proxy ran the server: set %s", name, now, *was, ShellQuote([]string{name + "=" + *was}))
+		}
 	}
 	return ""
 }
@@ -143,6 +192,9 @@ func (p Plan) placeProblem(s Step) string {
 		if _, remote, _ := mcpclient.ParseRemote(p.Upstream); !remote && p.UpstreamDir != "" && missing(p.UpstreamDir) {
 			return "its MCP server's directory " + p.UpstreamDir + " is not there"
 		}
+		if why := p.stateProblem(); why != "" {
+			return "undo refuses to start its MCP server on another state: " + why
+		}
 	}
 	return ""
 }
@@ -174,10 +226,10 @@ func samePlan(a, b Plan) bool {
 
 // MakePlan reads the session's undo stack (LIFO) and decides each step. It
 // changes nothing. A session that fails its check (effectlog.CheckSession:
-// its state, meta or upstream disagree with its history), or an entry still
-// to act on whose effect fails its (effectlog.CheckEffect, which also holds
-// the entry's state to its history), refuses the whole plan, so that nothing
-// runs: damaged or tampered.
+// its state, meta or upstream disagree with its history), or an entry on its
+// stack whose effect fails its (effectlog.CheckEffect, which also holds the
+// entry's state to its history), done or not, refuses the whole plan, so
+// that nothing runs: damaged or tampered.
 func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, error) {
 	sess, err := store.VerifySession(ctx, session)
 	if err != nil {
@@ -187,7 +239,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 	if err != nil {
 		return Plan{}, err
 	}
-	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir}
+	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir, UpstreamEnv: sess.UpstreamEnv}
 	now := time.Now()
 	entered := make(map[uint64]bool, len(stack))
 	for _, u := range stack {
@@ -203,10 +255,11 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		if d.Undo != nil {
 			u = *d.Undo // read with the effect, and checked with it below
 		}
-		if !u.State.Done() {
-			if err := effectlog.CheckEffect(d); err != nil {
-				return Plan{}, err
-			}
+		// Every entry, whatever its state: one that reads done is passed
+		// by, and a forged compensated or skipped would leave its effect
+		// as it is while undo said the session was compensated.
+		if err := effectlog.CheckEffect(d); err != nil {
+			return Plan{}, err
 		}
 		step := Step{Entry: u, Effect: d.Effect, Call: DescribeCall(u.Compensation), runs: u.Compensation.Kind}
 		switch u.Compensation.Kind {
@@ -470,6 +523,15 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	for _, step := range plan.Steps {
 		if err := r.refuse(step); err != nil {
 			return res, err
+		}
+	}
+	// An mcp compensation on a server started on another state than the
+	// session's would report success having undone nothing of it.
+	if why := plan.stateProblem(); why != "" {
+		for _, step := range plan.Steps {
+			if step.runs == model.CompensationMCP && (step.Action == ActionCompensate || step.Action == ActionInDoubt) {
+				return res, fmt.Errorf("%w: session %s: %s; then run undo again (nothing was undone)", ErrStateElsewhere, session, why)
+			}
 		}
 	}
 	if sess.State != sm.SessionCompensating {

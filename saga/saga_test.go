@@ -428,7 +428,7 @@ func TestPlanFlagsWhatCannotRunHere(t *testing.T) {
 	committed(t, store, "server-gone", mcp, `3`)
 	committed(t, store, "server-here", mcp, `4`)
 	for session, d := range map[string]string{"server-gone": gone, "server-here": here} {
-		if _, err := store.SetUpstreamAt(t.Context(), session, []string{"mcp-server-x"}, d); err != nil {
+		if _, err := store.SetUpstreamAt(t.Context(), session, []string{"mcp-server-x"}, d, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,0 +1,160 @@
+package proxy_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/proxy"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// without is env less the variable name.
+func without(env []string, name string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
+}
+
+// TestUndoActsOnTheSessionsMemoryState: the proxy of the real memory server
+// records where the server kept its state (MEMORY_FILE_PATH, which undolog
+// knows for that server without a policy saying so). An undo run where the
+// variable is elsewhere or unset refuses before it starts the server (exit
+// 2, one line naming the variable): the session, its entries and the
+// graph's file stay as they were, and no other state is made. Where it
+// agrees, the graph is back as it was.
+func TestUndoActsOnTheSessionsMemoryState(t *testing.T) {
+	h := newHarness(t)
+	memory := filepath.Join(h.dir, "memory.jsonl")
+	store := engines.File(h.logPath, engines.Options{})
+
+	direct := h.direct()
+	call(t, direct, "create_entities", map[string]any{"entities": []entity{{Name: "pre", EntityType: "thing", Observations: []string{"old"}}}})
+	before := graph(t, direct)
+	direct.Close()
+	agent := h.proxied("agent-1")
+	call(t, agent, "create_entities", map[string]any{"entities": []entity{{Name: "alice", EntityType: "person", Observations: []string{"likes tea"}}}})
+	call(t, agent, "add_observations", map[string]any{"observations": []map[string]any{{"entityName": "pre", "contents": []string{"new"}}}})
+	agent.Close()
+	sess, err := store.VerifySession(t.Context(), "agent-1")
+	if err != nil || sess.UpstreamEnv["MEMORY_FILE_PATH"] == nil || *sess.UpstreamEnv["MEMORY_FILE_PATH"] != memory {
+		t.Fatalf("the session's state environment: %v %v", sess.UpstreamEnv, err)
+	}
+	during, err := os.ReadFile(memory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := func() int {
+		hist, err := store.SessionHistory(t.Context(), "agent-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(hist)
+	}
+	records := history()
+
+	undo := func(env []string, args ...string) (int, string) {
+		cmd := exec.Command(testbin.Undolog(t), append([]string{"undo", "agent-1"}, args...)...)
+		cmd.Env = append(without(h.env, "MEMORY_FILE_PATH"), env...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	elsewhere := filepath.Join(h.dir, "elsewhere.jsonl")
+	for name, env := range map[string][]string{"elsewhere": {"MEMORY_FILE_PATH=" + elsewhere}, "unset": nil} {
+		plan, out := undo(env, "--dry-run")
+		if plan != 0 || !strings.Contains(out, "WILL FAIL: undo refuses to start its MCP server on another state: MEMORY_FILE_PATH is") {
+			t.Fatalf("plan with MEMORY_FILE_PATH %s: exit %d:\n%s", name, plan, out)
+		}
+		code, out := undo(env, "--yes")
+		if code != 2 || !strings.Contains(out, "MEMORY_FILE_PATH is") || !strings.Contains(out, memory) || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+			t.Fatalf("undo with MEMORY_FILE_PATH %s: exit %d:\n%s", name, code, out)
+		}
+		if now, err := os.ReadFile(memory); err != nil || string(now) != string(during) {
+			t.Fatalf("the graph's file changed under a refused undo (%v):\n%s", err, now)
+		}
+		if _, err := os.Stat(elsewhere); err == nil {
+			t.Fatal("a refused undo started the server on another state")
+		}
+		if s, err := store.GetSession(t.Context(), "agent-1"); err != nil || s.State != sm.SessionActive || history() != records {
+			t.Fatalf("the session after a refused undo: %v %v", s.State, err)
+		}
+		effects, _, _ := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "agent-1", Undo: sm.EntryPending})
+		if len(effects) != 2 {
+			t.Fatalf("%d entries pending after a refused undo, want 2", len(effects))
+		}
+	}
+
+	if code, out := undo([]string{"MEMORY_FILE_PATH=" + memory}, "--yes"); code != 0 || !strings.Contains(out, "2 compensated") {
+		t.Fatalf("undo with the session's MEMORY_FILE_PATH: exit %d:\n%s", code, out)
+	}
+	direct = h.direct()
+	if after := graph(t, direct); after != before {
+		t.Fatalf("the graph is not back to what it was:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// A policy names what locates its server's state (state_env); undolog
+// knows it of the memory server by its executable or its npm package.
+func TestStateEnvOfThePolicyAndOfKnownServers(t *testing.T) {
+	p, err := proxy.ParsePolicy([]byte("state_env: [DATA_DIR, CACHE]\ntools: {}\n"))
+	if err != nil || !slices.Equal(p.StateEnv, []string{"DATA_DIR", "CACHE"}) {
+		t.Fatalf("%+v %v", p, err)
+	}
+	for _, bad := range []string{`state_env: ["A=B"]`, `state_env: [""]`, `state_env: A`} {
+		if _, err := proxy.ParsePolicy([]byte(bad)); !errors.Is(err, proxy.ErrPolicy) {
+			t.Fatalf("%s: %v", bad, err)
+		}
+	}
+	for command, want := range map[string][]string{
+		"/opt/node_modules/.bin/mcp-server-memory":                   {"MEMORY_FILE_PATH"},
+		"npx -y @modelcontextprotocol/server-memory@2026.8.31":       {"MEMORY_FILE_PATH"},
+		"npx -y @modelcontextprotocol/server-memory":                 {"MEMORY_FILE_PATH"},
+		"npx -y @modelcontextprotocol/server-filesystem /srv/memory": nil,
+		"my-server --data server-memory":                             nil,
+	} {
+		if got := proxy.KnownStateEnv(strings.Fields(command)); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", command, got, want)
+		}
+	}
+}
+
+// What a session records of its server's state is what the policy's
+// state_env and --state-env name, each with its value or as unset, and
+// nothing else; a remote server's (--url) is not taken.
+func TestProxyRecordsTheNamedStateEnv(t *testing.T) {
+	h := newHarness(t)
+	policy := filepath.Join(h.dir, "state.yaml")
+	if err := os.WriteFile(policy, []byte("state_env: [UNDOLOG_TEST_POLICY_STATE]\ntools:\n  echo: {tier: compensable}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	agent := h.connect([]string{testbin.Undolog(t), "proxy", "--session", "named", "--policy", policy, "--state-env", "UNDOLOG_TEST_FLAG_STATE", "--", os.Args[0]},
+		"UNDOLOG_FAKE_SERVER=1", "UNDOLOG_TEST_POLICY_STATE=/srv/state")
+	if res := call(t, agent, "echo", map[string]any{}); res.IsError {
+		t.Fatalf("echo: %s", text(res))
+	}
+	agent.Close()
+	sess, err := engines.File(h.logPath, engines.Options{}).VerifySession(t.Context(), "named")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := sess.UpstreamEnv
+	if v, ok := env["UNDOLOG_TEST_FLAG_STATE"]; len(env) != 2 || env["UNDOLOG_TEST_POLICY_STATE"] == nil || *env["UNDOLOG_TEST_POLICY_STATE"] != "/srv/state" || !ok || v != nil {
+		t.Fatalf("recorded %v", env)
+	}
+
+	cmd := exec.Command(testbin.Undolog(t), "proxy", "--url", "http://127.0.0.1:1/mcp", "--state-env", "DATA_DIR")
+	cmd.Env = h.env
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "the server at --url keeps its state where it runs") {
+		t.Fatalf("--state-env with --url: exit %d: %s", code, out)
+	}
+}

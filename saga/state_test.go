@@ -1,0 +1,96 @@
+package saga
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// TestUndoHoldsItsEnvironmentToTheSessionsState: undo starts a session's MCP
+// server only where what locates its state is as the proxy had it: set to
+// the same value, or unset where it was unset (the server's default state,
+// told apart from nothing recorded). Else it refuses before it starts the
+// server, naming the variable, and the session and its entry stay as they
+// were. A session that recorded nothing (an earlier undolog's) is undone
+// as before. A walk of command compensations only starts no server: it runs.
+func TestUndoHoldsItsEnvironmentToTheSessionsState(t *testing.T) {
+	const name = "UNDOLOG_TEST_STATE_PLACE"
+	a := "/state/a"
+	cases := []struct {
+		name     string
+		recorded model.StateEnv
+		here     *string // nil: unset
+		refused  string  // what the refusal says; "": it runs
+	}{
+		{"nothing recorded", nil, &a, ""},
+		{"the same", model.StateEnv{name: &a}, &a, ""},
+		{"unset both", model.StateEnv{name: nil}, nil, ""},
+		{"elsewhere", model.StateEnv{name: &a}, ptr("/state/b"), name + ` is "/state/b" here but was "/state/a"`},
+		{"unset here", model.StateEnv{name: &a}, nil, name + ` is unset here but was "/state/a"`},
+		{"set here, unset then", model.StateEnv{name: nil}, &a, name + ` is "/state/a" here but was unset`},
+		{"empty here, unset then", model.StateEnv{name: nil}, ptr(""), name + ` is "" here but was unset`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv(name, "")
+			if c.here == nil {
+				os.Unsetenv(name)
+			} else {
+				os.Setenv(name, *c.here)
+			}
+			store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+			if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server"}, UpstreamDir: t.TempDir(), UpstreamEnv: c.recorded}); err != nil {
+				t.Fatal(err)
+			}
+			id := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
+			plan, err := MakePlan(t.Context(), store, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tools := &stubTools{}
+			res, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+			if c.refused == "" {
+				if err != nil || res.State != string(sm.SessionCompensated) || len(tools.started) != 1 || plan.Steps[0].Problem != "" {
+					t.Fatalf("undo: %+v %v, started %v, plan's problem %q", res, err, tools.started, plan.Steps[0].Problem)
+				}
+				return
+			}
+			if !errors.Is(err, ErrStateElsewhere) || !errors.Is(err, model.ErrInvalidInput) || !strings.Contains(err.Error(), c.refused) {
+				t.Fatalf("undo: %v, want a refusal saying %q", err, c.refused)
+			}
+			if !strings.Contains(plan.Steps[0].Problem, c.refused) {
+				t.Fatalf("the plan's problem: %q", plan.Steps[0].Problem)
+			}
+			if len(tools.started) != 0 {
+				t.Fatalf("a refused undo started %v", tools.started)
+			}
+			if s, err := store.GetSession(t.Context(), "p"); err != nil || s.State != sm.SessionActive {
+				t.Fatalf("the session after a refused undo: %v %v", s.State, err)
+			}
+			if d, err := store.GetEffect(t.Context(), id); err != nil || d.Undo.State != sm.EntryPending {
+				t.Fatalf("the entry after a refused undo: %+v %v", d.Undo, err)
+			}
+		})
+	}
+	t.Run("commands only", func(t *testing.T) {
+		t.Setenv(name, "/state/b")
+		store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+		if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server"}, UpstreamEnv: model.StateEnv{name: &a}}); err != nil {
+			t.Fatal(err)
+		}
+		committed(t, store, "p", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}, `1`)
+		if res, err := (&Runner{Log: store, Actor: "test"}).Run(context.Background(), "p"); err != nil || res.State != string(sm.SessionCompensated) {
+			t.Fatalf("undo of command compensations: %+v %v", res, err)
+		}
+	})
+}
+
+func ptr(s string) *string { return &s }
