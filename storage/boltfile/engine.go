@@ -290,6 +290,12 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	}
 	switch {
 	case err == nil:
+		if !readOnly {
+			if err := s.checkWritable(file); err != nil {
+				db.Close()
+				return nil, err
+			}
+		}
 		return db, nil
 	case errors.Is(err, model.ErrCorrupt), errors.Is(err, context.Canceled):
 		return nil, err
@@ -300,6 +306,12 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	default:
 		return nil, fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
+}
+
+// checkWritable refuses to write the log file f, open under the log's
+// exclusive lock, if its pages are damaged (checkPages).
+func (s *Engine) checkWritable(f *os.File) error {
+	return s.checkPages(f)
 }
 
 // openLogFile opens the log file for bbolt; tests replace it to refuse
@@ -524,36 +536,9 @@ func (s *Engine) checkFile() error {
 	if size == 0 {
 		return fmt.Errorf("%w: %s is empty", model.ErrCorrupt, s.path)
 	}
-	// bbolt uses the newest meta page that is valid and skips one failing its
-	// checksum (a torn write); the older one may describe pages reused since,
-	// so only the one bbolt will use is checked.
-	first, err := s.readMeta(f, 0)
+	m, err := s.newestMeta(f, size)
 	if err != nil {
 		return err
-	}
-	var second *metaPage
-	if first != nil {
-		second, err = s.readMeta(f, int64(first.pageSize))
-	} else {
-		for ps := int64(1024); ps <= 1<<24 && ps < size && second == nil && err == nil; ps <<= 1 {
-			second, err = s.readMeta(f, ps)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if first == nil && second == nil {
-		return fmt.Errorf("%w: %s is not a bbolt file", model.ErrCorrupt, s.path)
-	}
-	m := first
-	if m == nil || second != nil && second.txid > m.txid {
-		m = second
-	}
-	if m.pageSize < 512 || m.pageSize > 1<<16 || m.pageSize&(m.pageSize-1) != 0 {
-		return fmt.Errorf("%w: %s has a damaged meta page (page size %d)", model.ErrCorrupt, s.path, m.pageSize)
-	}
-	if m.pgid > uint64(size)/m.pageSize {
-		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", model.ErrCorrupt, s.path, size, m.pgid*m.pageSize)
 	}
 	pages := pageChecker{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid}
 	if err := pages.check("root", m.root, branchPageFlag|leafPageFlag); err != nil {
@@ -565,6 +550,42 @@ func (s *Engine) checkFile() error {
 		}
 	}
 	return nil
+}
+
+// newestMeta reads the meta page bbolt uses, of the file f of size bytes,
+// and checks that its pages fit in the file. bbolt uses the newest meta page
+// that is valid and skips one failing its checksum (a torn write); the older
+// one may describe pages reused since, so only the one bbolt will use counts.
+func (s *Engine) newestMeta(f *os.File, size int64) (*metaPage, error) {
+	first, err := s.readMeta(f, 0)
+	if err != nil {
+		return nil, err
+	}
+	var second *metaPage
+	if first != nil {
+		second, err = s.readMeta(f, int64(first.pageSize))
+	} else {
+		for ps := int64(1024); ps <= 1<<24 && ps < size && second == nil && err == nil; ps <<= 1 {
+			second, err = s.readMeta(f, ps)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if first == nil && second == nil {
+		return nil, fmt.Errorf("%w: %s is not a bbolt file", model.ErrCorrupt, s.path)
+	}
+	m := first
+	if m == nil || second != nil && second.txid > m.txid {
+		m = second
+	}
+	if m.pageSize < 512 || m.pageSize > 1<<16 || m.pageSize&(m.pageSize-1) != 0 {
+		return nil, fmt.Errorf("%w: %s has a damaged meta page (page size %d)", model.ErrCorrupt, s.path, m.pageSize)
+	}
+	if m.pgid > uint64(size)/m.pageSize {
+		return nil, fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", model.ErrCorrupt, s.path, size, m.pgid*m.pageSize)
+	}
+	return m, nil
 }
 
 // metaPage holds the fields of a bbolt meta page that checkFile checks.
