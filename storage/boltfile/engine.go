@@ -309,9 +309,41 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 }
 
 // checkWritable refuses to write the log file f, open under the log's
-// exclusive lock, if its pages are damaged (checkPages).
+// exclusive lock, if it or its journal belongs to another user (who could
+// read every call written to it, or change it under this user), or if its
+// pages are damaged (checkPages).
 func (s *Engine) checkWritable(f *os.File) error {
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", s.path, bare(err))
+	}
+	if err := checkOwner(s.path, info); err != nil {
+		return err
+	}
+	if err := s.checkJournalOwner(); err != nil {
+		return err
+	}
 	return s.checkPages(f)
+}
+
+// checkJournalOwner refuses a journal that another user owns.
+func (s *Engine) checkJournalOwner() error {
+	if info, err := os.Lstat(s.journalPath()); err == nil {
+		return checkOwner(s.journalPath(), info)
+	}
+	return nil
+}
+
+// checkOwner refuses a file, of the log's, that another user owns: the
+// user who runs undolog writes only its own files, as it reads another's
+// only to read them.
+func checkOwner(path string, info os.FileInfo) error {
+	uid, ok := fileOwner(info)
+	if !ok || uid == os.Geteuid() {
+		return nil
+	}
+	return fmt.Errorf("%s belongs to user %d, not to user %d who writes: undolog writes only its own user's log and journal (move it away, or write as its owner): %w",
+		path, uid, os.Geteuid(), os.ErrPermission)
 }
 
 // openLogFile opens the log file for bbolt; tests replace it to refuse
@@ -337,6 +369,10 @@ func (s *Engine) create() error {
 	if info, err := os.Lstat(s.path); err == nil && info.Mode()&os.ModeSymlink != 0 {
 		target, _ := os.Readlink(s.path)
 		return fmt.Errorf("%w: %s is a symbolic link to %s, which does not exist: give the log's own path", model.ErrInvalidInput, s.path, target)
+	}
+	// Nor is a journal of another user's (made first in a shared directory).
+	if err := s.checkJournalOwner(); err != nil {
+		return err
 	}
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
