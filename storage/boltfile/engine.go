@@ -338,12 +338,19 @@ func (s *Engine) checkJournalOwner() error {
 // user who runs undolog writes only its own files, as it reads another's
 // only to read them.
 func checkOwner(path string, info os.FileInfo) error {
-	uid, ok := fileOwner(info)
-	if !ok || uid == os.Geteuid() {
+	uid, other := ownedByOther(info)
+	if !other {
 		return nil
 	}
 	return fmt.Errorf("%s belongs to user %d, not to user %d who writes: undolog writes only its own user's log and journal (move it away, or write as its owner): %w",
 		path, uid, os.Geteuid(), os.ErrPermission)
+}
+
+// ownedByOther reports whether another user than the one that runs owns
+// the file info describes, and who.
+func ownedByOther(info os.FileInfo) (uid int, other bool) {
+	uid, ok := fileOwner(info)
+	return uid, ok && uid != os.Geteuid()
 }
 
 // openLogFile opens the log file for bbolt; tests replace it to refuse

@@ -110,8 +110,10 @@ func TestFilesOfAnotherUserAreRefused(t *testing.T) {
 		s := withLog(t)
 		for _, p := range []string{s.Path(), s.journalPath()} {
 			os.Chown(p, nobody, nobody)
-			os.Chmod(p, 0o644)
 		}
+		// A journal whose mode is not the log's is its owner's to change.
+		os.Chmod(s.Path(), 0o644)
+		os.Chmod(s.journalPath(), 0o640)
 		before := fileState(t, s)
 		effects, _, err := s.ListEffects(t.Context(), effectlog.EffectFilter{})
 		if err != nil || len(effects) != 2 {

@@ -515,8 +515,9 @@ func (j *journal) empty(reset bool) error {
 // opened; any other is read whole, so that a reader finds the damage a
 // writer would (a damaged first header hides nothing from it). A journal
 // whose permission bits are not the log's gets the log's, if this user owns
-// it, so that whoever may read the log may read the journal, as they must
-// (a change of mode, never of the file's bytes).
+// it (root too leaves another user's as it is), so that whoever may read the
+// log may read the journal, as they must (a change of mode, never of the
+// file's bytes).
 func pendingJournal(logPath string, tx *bolt.Tx) (*journal, error) {
 	path := logPath + JournalSuffix
 	info, err := os.Stat(path)
@@ -524,7 +525,9 @@ func pendingJournal(logPath string, tx *bolt.Tx) (*journal, error) {
 		return nil, nil
 	}
 	if log, err := os.Stat(logPath); err == nil && info != nil && info.Mode().Perm() != log.Mode().Perm() {
-		os.Chmod(path, log.Mode().Perm())
+		if _, other := ownedByOther(info); !other {
+			os.Chmod(path, log.Mode().Perm())
+		}
 	}
 	j, err := readJournal(path, baseOf(tx))
 	if err != nil || j.records == 0 {
