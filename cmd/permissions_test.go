@@ -150,7 +150,7 @@ func TestFilesOfAnotherUserAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o1777)
+	os.Chmod(dir, 0o777|os.ModeSticky)
 	logPath := filepath.Join(dir, "undolog.db")
 	journalPath := logPath + "-journal"
 	run := func(asNobody bool, args ...string) (string, int) {

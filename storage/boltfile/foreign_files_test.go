@@ -1,11 +1,16 @@
 package boltfile
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
@@ -26,7 +31,7 @@ func TestFilesOfAnotherUserAreRefused(t *testing.T) {
 	}
 	shared := func(t *testing.T) string {
 		dir := t.TempDir()
-		os.Chmod(dir, 0o1777)
+		os.Chmod(dir, 0o777|os.ModeSticky)
 		return filepath.Join(dir, "undolog.db")
 	}
 	tools := 0
@@ -127,4 +132,79 @@ func TestFilesOfAnotherUserAreRefused(t *testing.T) {
 			t.Fatal("a read changed a file")
 		}
 	})
+}
+
+// A compaction's copy that another user made first at its path (a
+// directory others may write, where this user cannot remove it) is not
+// written: the log's records would go into a file of theirs, which would
+// then take the log's place (issue 28, item 7).
+func TestCompactionRefusesACopyOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a process as another user")
+	}
+	// The writer, nobody, runs this test binary from a directory it may enter.
+	binDir, err := os.MkdirTemp("", "undolog-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	os.Chmod(binDir, 0o755)
+	bin := filepath.Join(binDir, "boltfile.test")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "undolog-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o777|os.ModeSticky)
+	path := filepath.Join(dir, "undolog.db")
+
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "UNDOLOG_TEST_WRITER=compact-when-told", "UNDOLOG_TEST_LOG="+path, "UNDOLOG_TEST_SESSION=s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	lines.Scan()
+	pid, err := strconv.Atoi(lines.Text())
+	if err != nil {
+		cmd.Wait()
+		t.Fatalf("the writer: %q", lines.Text())
+	}
+	// Root, here the other user, makes the copy first, open to all.
+	copyPath := newTestLog(path, testOptions{}).compactCopy(pid)
+	if err := os.WriteFile(copyPath, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(copyPath, 0o666)
+	fmt.Fprintln(stdin, "go")
+	lines.Scan()
+	answer := lines.Text()
+	cmd.Wait()
+	if answer == "compacted" || !strings.Contains(answer, copyPath) {
+		t.Errorf("compaction: %q", answer)
+	}
+	if data, _ := os.ReadFile(copyPath); len(data) != 0 {
+		t.Error("the other user's copy was written")
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, _ := fileOwner(info); uid != nobody {
+		t.Errorf("the log is another user's file now, %d's", uid)
+	}
+	if data, _ := os.ReadFile(path); !bytes.Contains(data, []byte("compacted-secret")) && !bytes.Contains(readFile(t, path+JournalSuffix), []byte("compacted-secret")) {
+		t.Error("the log lost its record")
+	}
 }
