@@ -82,12 +82,26 @@ func bucketPages(t *testing.T, path string, bucket []byte) (leaves []uint64, bra
 	return leaves, branches, pageSize
 }
 
+// freelistPage is the freelist page of data, the log file at path.
+func freelistPage(t *testing.T, path string, data []byte) []byte {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageSize := db.Info().PageSize
+	db.Close()
+	var freelist uint64
+	withMeta(data, func(m []byte) { freelist = binary.LittleEndian.Uint64(m[metaFreelist:]) })
+	return data[freelist*uint64(pageSize):][:pageSize]
+}
+
 // A log with a page damaged takes no write: each writer fails with the
 // damage, exit 1's error, and neither the file nor its journal changes by a
 // byte, whether readers meet the damage (a leaf of the effects, which a
-// listing reads) or only verify does (a leaf of the history of the first
-// effects), however little of the file the write would touch (issue 28,
-// item 5).
+// listing reads), only verify does (a leaf of the history of the first
+// effects) or none does (a page in use listed free), however little of the
+// file the write would touch (issue 28, item 5).
 func TestDamagedLogTakesNoWrites(t *testing.T) {
 	seed := seedForDamage(t)
 	zero := func(what string, bucket []byte) func(data []byte) {
@@ -101,16 +115,15 @@ func TestDamagedLogTakesNoWrites(t *testing.T) {
 		"a leaf of the effects":          zero("effects", bEffects),
 		"a leaf of the history":          zero("history", bHistory),
 		"a leaf of the signatures index": zero("signatures", bSignatures),
-		"the freelist page": func(data []byte) {
-			db, err := bolt.Open(seed.path, 0o600, &bolt.Options{ReadOnly: true})
-			if err != nil {
-				t.Fatal(err)
+		"the freelist page":              func(data []byte) { clear(freelistPage(t, seed.path, data)) },
+		// A writer would give the page to new records over the ones it holds.
+		"a page in use listed free": func(data []byte) {
+			leaves, _, _ := bucketPages(t, seed.path, bEffects)
+			p := freelistPage(t, seed.path, data)
+			if n := binary.LittleEndian.Uint16(p[10:]); n == 0 || n == 0xFFFF {
+				t.Fatalf("%d free pages", n)
 			}
-			pageSize := db.Info().PageSize
-			db.Close()
-			var freelist uint64
-			withMeta(data, func(m []byte) { freelist = binary.LittleEndian.Uint64(m[metaFreelist:]) })
-			clear(data[freelist*uint64(pageSize):][:pageSize])
+			binary.LittleEndian.PutUint64(p[pageHeaderSize:], leaves[1])
 		},
 	}
 	writers := map[string]func(s *testLog) error{

@@ -685,16 +685,24 @@ type pageChecker struct {
 }
 
 func (c pageChecker) check(what string, id uint64, flags uint16) error {
-	damaged := func(why string) error {
-		return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", model.ErrCorrupt, c.path, what, id, why)
-	}
 	if id < 2 || id >= c.highWater {
-		return damaged("outside the file's pages")
+		return c.damaged(what, id, "outside the file's pages")
 	}
 	head := make([]byte, pageHeaderSize+8)
 	if _, err := c.f.ReadAt(head, int64(id*c.pageSize)); err != nil {
-		return damaged("unreadable")
+		return c.damaged(what, id, "unreadable")
 	}
+	return c.checkHeader(what, id, flags, head)
+}
+
+func (c pageChecker) damaged(what string, id uint64, why string) error {
+	return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", model.ErrCorrupt, c.path, what, id, why)
+}
+
+// checkHeader checks head, the header and first 8 bytes of page id, which
+// is inside the file's pages and of a kind flags allows.
+func (c pageChecker) checkHeader(what string, id uint64, flags uint16, head []byte) error {
+	damaged := func(why string) error { return c.damaged(what, id, why) }
 	le := binary.LittleEndian
 	if le.Uint16(head[8:])&flags == 0 {
 		return damaged("wrong page type")

@@ -18,8 +18,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-
-	"github.com/undolog/undolog/model"
 )
 
 const (
@@ -35,10 +33,8 @@ const (
 
 // pageWalk checks the pages of one state of the log, reading the file.
 type pageWalk struct {
-	f                   *os.File
-	path                string
-	pageSize, highWater uint64
-	reached             []uint64 // a bit per page
+	pageChecker
+	reached []uint64 // a bit per page
 }
 
 // checkPages walks the pages of the log file f (open, under the log's lock)
@@ -56,7 +52,7 @@ func (s *Engine) checkPages(f *os.File) error {
 	if s.group.walked.same(state) {
 		return nil
 	}
-	w := pageWalk{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid, reached: make([]uint64, (m.pgid+63)/64)}
+	w := pageWalk{pageChecker{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid}, make([]uint64, (m.pgid+63)/64)}
 	if err := w.tree("root", m.root); err != nil {
 		return err
 	}
@@ -69,10 +65,6 @@ func (s *Engine) checkPages(f *os.File) error {
 	return nil
 }
 
-func (w *pageWalk) damaged(what string, id uint64, why string, args ...any) error {
-	return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", model.ErrCorrupt, w.path, what, id, fmt.Sprintf(why, args...))
-}
-
 // page reads page id, of the kinds flags allows, and marks it and its
 // overflow reached.
 func (w *pageWalk) page(what string, id uint64, flags uint16) ([]byte, error) {
@@ -81,29 +73,26 @@ func (w *pageWalk) page(what string, id uint64, flags uint16) ([]byte, error) {
 	}
 	p := make([]byte, w.pageSize)
 	if _, err := w.f.ReadAt(p, int64(id*w.pageSize)); err != nil {
-		return nil, w.damaged(what, id, "unreadable: %v", bare(err))
+		return nil, w.damaged(what, id, "unreadable")
 	}
 	le := binary.LittleEndian
 	if got := le.Uint64(p); got != id {
-		return nil, w.damaged(what, id, "it says it is page %d", got)
+		return nil, w.damaged(what, id, fmt.Sprintf("it says it is page %d", got))
 	}
-	if le.Uint16(p[8:])&flags == 0 {
-		return nil, w.damaged(what, id, "wrong page type %#x", le.Uint16(p[8:]))
+	if err := w.checkHeader(what, id, flags, p); err != nil {
+		return nil, err
 	}
 	overflow := uint64(le.Uint32(p[12:]))
-	if overflow >= w.highWater-id {
-		return nil, w.damaged(what, id, "runs past the file's pages")
-	}
 	for n := id; n <= id+overflow; n++ {
 		if w.reached[n/64]&(1<<(n%64)) != 0 {
-			return nil, w.damaged(what, id, "page %d is reached twice", n)
+			return nil, w.damaged(what, id, fmt.Sprintf("page %d is reached twice", n))
 		}
 		w.reached[n/64] |= 1 << (n % 64)
 	}
 	if overflow > 0 {
 		p = make([]byte, (overflow+1)*w.pageSize)
 		if _, err := w.f.ReadAt(p, int64(id*w.pageSize)); err != nil {
-			return nil, w.damaged(what, id, "unreadable: %v", bare(err))
+			return nil, w.damaged(what, id, "unreadable")
 		}
 	}
 	return p, nil
@@ -141,7 +130,7 @@ func (w *pageWalk) entries(what string, id uint64, p []byte) error {
 		if branch {
 			pos, ksize := uint64(le.Uint32(e)), uint64(le.Uint32(e[4:]))
 			if at+pos+ksize > uint64(len(p)) {
-				return w.damaged(what, id, "entry %d runs past the page", i)
+				return w.damaged(what, id, fmt.Sprintf("entry %d runs past the page", i))
 			}
 			if err := w.tree(what, le.Uint64(e[8:])); err != nil {
 				return err
@@ -152,7 +141,7 @@ func (w *pageWalk) entries(what string, id uint64, p []byte) error {
 		ksize, vsize := uint64(le.Uint32(e[8:])), uint64(le.Uint32(e[12:]))
 		end := at + pos + ksize + vsize
 		if end > uint64(len(p)) {
-			return w.damaged(what, id, "entry %d runs past the page", i)
+			return w.damaged(what, id, fmt.Sprintf("entry %d runs past the page", i))
 		}
 		if flags&bucketEntryFlag == 0 {
 			continue
@@ -160,7 +149,7 @@ func (w *pageWalk) entries(what string, id uint64, p []byte) error {
 		name := fmt.Sprintf("%q bucket", p[at+pos:at+pos+ksize])
 		value := p[at+pos+ksize : end]
 		if vsize < bucketHeaderSize {
-			return w.damaged(what, id, "the %s's entry is cut short", name)
+			return w.damaged(what, id, fmt.Sprintf("the %s's entry is cut short", name))
 		}
 		if root := le.Uint64(value); root != 0 {
 			if err := w.tree(name, root); err != nil {
@@ -170,7 +159,7 @@ func (w *pageWalk) entries(what string, id uint64, p []byte) error {
 		}
 		inline := value[bucketHeaderSize:]
 		if len(inline) < pageHeaderSize || le.Uint16(inline[8:])&leafPageFlag == 0 {
-			return w.damaged(what, id, "the %s's own page is damaged", name)
+			return w.damaged(what, id, fmt.Sprintf("the %s's own page is damaged", name))
 		}
 		if err := w.entries(name, 0, inline); err != nil {
 			return err
@@ -197,10 +186,10 @@ func (w *pageWalk) freelist(id uint64) error {
 	for i := uint64(0); i < count; i++ {
 		free := le.Uint64(ids[i*8:])
 		if free < 2 || free >= w.highWater {
-			return w.damaged("freelist", id, "free page %d is outside the file's pages", free)
+			return w.damaged("freelist", id, fmt.Sprintf("free page %d is outside the file's pages", free))
 		}
 		if w.reached[free/64]&(1<<(free%64)) != 0 {
-			return w.damaged("freelist", id, "page %d is both free and in use", free)
+			return w.damaged("freelist", id, fmt.Sprintf("page %d is both free and in use", free))
 		}
 	}
 	return nil
