@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,6 +117,7 @@ func runScripts(t *testing.T, engine string) {
 			"waitapproval": cmdWaitApproval,
 			"termsafe":     cmdTermSafe,
 			"flipbytes":    cmdFlipBytes,
+			"zeropage":     cmdZeroPage,
 			"logsnap":      cmdLogSnap,
 			"logsame":      cmdLogSame,
 		},
@@ -158,6 +160,26 @@ func cmdFlipBytes(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("flipbytes: %q is in %s %d times", args[1], args[0], n)
 	}
 	ts.Check(os.WriteFile(path, bytes.Replace(data, []byte(args[1]), []byte(args[2]), 1), 0o600))
+}
+
+// zeropage FILE TEXT: zero the page of the log file FILE that holds TEXT
+// (once in it), as a disk that lost a block would; the page size is the
+// one bbolt's first meta page gives.
+func cmdZeroPage(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: zeropage FILE TEXT")
+	}
+	path := ts.MkAbs(args[0])
+	data, err := os.ReadFile(path)
+	ts.Check(err)
+	if n := bytes.Count(data, []byte(args[1])); n != 1 {
+		ts.Fatalf("zeropage: %q is in %s %d times", args[1], args[0], n)
+	}
+	// A bbolt meta page: a 16-byte page header, then magic, version, page size.
+	pageSize := int(binary.LittleEndian.Uint32(data[24:]))
+	at := bytes.Index(data, []byte(args[1])) / pageSize * pageSize
+	clear(data[at : at+pageSize])
+	ts.Check(os.WriteFile(path, data, 0o600))
 }
 
 // logsnap NAME: keep what the log holds now, to compare with logsame NAME

@@ -66,6 +66,7 @@ type writeGroup struct {
 	expecting atomic.Int64 // writes expected soon (ExpectWrite)
 
 	overlays overlayCache // the readers' last overlay of the journal
+	walked   walkedFile   // the state of the file whose pages were walked last
 
 	// users is held (shared) by each use of the file outside the
 	// committer, a read or a compaction, and by Suspend (whole) to wait
@@ -430,10 +431,12 @@ func (s *Engine) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall
 // write the journal held, empties the journal (resetting the file at its
 // path if the one written was lost) and begins the next transaction.
 func (s *Engine) commitHeld(h *heldLog, lost bool) error {
+	txid := uint64(h.tx.ID())
 	if err := h.tx.Commit(); err != nil {
 		return err
 	}
 	s.group.commits.Add(1)
+	s.wrote(h.file, txid)
 	h.version = SchemaVersion
 	if err := h.j.empty(lost); err != nil {
 		return err

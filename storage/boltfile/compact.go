@@ -62,7 +62,12 @@ func (s *Engine) Compact() (before, after int64, err error) {
 	s.removeCompactCopies()
 	tmp := s.compactCopy(os.Getpid())
 	mode := info.Mode().Perm()
-	dst, err := bolt.Open(tmp, mode, &bolt.Options{Timeout: s.opts.LockTimeout})
+	// The copy is a new file of this user's: one at its path that another
+	// user made, and this one could not remove, would get every record.
+	newFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		return os.OpenFile(name, flag|os.O_CREATE|os.O_EXCL, perm)
+	}
+	dst, err := bolt.Open(tmp, mode, &bolt.Options{Timeout: s.opts.LockTimeout, OpenFile: newFile})
 	if err != nil {
 		return 0, 0, fmt.Errorf("compact %s: %w", s.path, err)
 	}

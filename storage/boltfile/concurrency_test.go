@@ -46,6 +46,22 @@ func writer(mode, path, session string) int {
 		s.Compact()
 		return 1
 	}
+	if mode == "compact-when-told" { // a log of this user's, compacted once the test says
+		if _, err := s.Intercept(context.Background(), effectlog.InterceptRequest{Session: session, Tool: "write", Tier: sm.Compensable,
+			Args: json.RawMessage(`{"secret":"compacted-secret"}`), CreateSession: true}); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		s.pause()()
+		fmt.Println(os.Getpid())
+		bufio.NewReader(os.Stdin).ReadString('\n')
+		if _, _, err := s.Compact(); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Println("compacted")
+		return 0
+	}
 	n := -1
 	if c, ok := strings.CutPrefix(mode, "count:"); ok {
 		n, _ = strconv.Atoi(c)

@@ -290,6 +290,12 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	}
 	switch {
 	case err == nil:
+		if !readOnly {
+			if err := s.checkWritable(file); err != nil {
+				db.Close()
+				return nil, err
+			}
+		}
 		return db, nil
 	case errors.Is(err, model.ErrCorrupt), errors.Is(err, context.Canceled):
 		return nil, err
@@ -300,6 +306,51 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	default:
 		return nil, fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
+}
+
+// checkWritable refuses to write the log file f, open under the log's
+// exclusive lock, if it or its journal belongs to another user (who could
+// read every call written to it, or change it under this user), or if its
+// pages are damaged (checkPages).
+func (s *Engine) checkWritable(f *os.File) error {
+	info, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("open log %s: %w", s.path, bare(err))
+	}
+	if err := checkOwner(s.path, info); err != nil {
+		return err
+	}
+	if err := s.checkJournalOwner(); err != nil {
+		return err
+	}
+	return s.checkPages(f)
+}
+
+// checkJournalOwner refuses a journal that another user owns.
+func (s *Engine) checkJournalOwner() error {
+	if info, err := os.Lstat(s.journalPath()); err == nil {
+		return checkOwner(s.journalPath(), info)
+	}
+	return nil
+}
+
+// checkOwner refuses a file, of the log's, that another user owns: the
+// user who runs undolog writes only its own files, as it reads another's
+// only to read them.
+func checkOwner(path string, info os.FileInfo) error {
+	uid, other := ownedByOther(info)
+	if !other {
+		return nil
+	}
+	return fmt.Errorf("%s belongs to user %d, not to user %d who writes: undolog writes only its own user's log and journal (move it away, or write as its owner): %w",
+		path, uid, os.Geteuid(), os.ErrPermission)
+}
+
+// ownedByOther reports whether another user than the one that runs owns
+// the file info describes, and who.
+func ownedByOther(info os.FileInfo) (uid int, other bool) {
+	uid, ok := fileOwner(info)
+	return uid, ok && uid != os.Geteuid()
 }
 
 // openLogFile opens the log file for bbolt; tests replace it to refuse
@@ -325,6 +376,10 @@ func (s *Engine) create() error {
 	if info, err := os.Lstat(s.path); err == nil && info.Mode()&os.ModeSymlink != 0 {
 		target, _ := os.Readlink(s.path)
 		return fmt.Errorf("%w: %s is a symbolic link to %s, which does not exist: give the log's own path", model.ErrInvalidInput, s.path, target)
+	}
+	// Nor is a journal of another user's (made first in a shared directory).
+	if err := s.checkJournalOwner(); err != nil {
+		return err
 	}
 	dir := filepath.Dir(s.path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -524,36 +579,9 @@ func (s *Engine) checkFile() error {
 	if size == 0 {
 		return fmt.Errorf("%w: %s is empty", model.ErrCorrupt, s.path)
 	}
-	// bbolt uses the newest meta page that is valid and skips one failing its
-	// checksum (a torn write); the older one may describe pages reused since,
-	// so only the one bbolt will use is checked.
-	first, err := s.readMeta(f, 0)
+	m, err := s.newestMeta(f, size)
 	if err != nil {
 		return err
-	}
-	var second *metaPage
-	if first != nil {
-		second, err = s.readMeta(f, int64(first.pageSize))
-	} else {
-		for ps := int64(1024); ps <= 1<<24 && ps < size && second == nil && err == nil; ps <<= 1 {
-			second, err = s.readMeta(f, ps)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if first == nil && second == nil {
-		return fmt.Errorf("%w: %s is not a bbolt file", model.ErrCorrupt, s.path)
-	}
-	m := first
-	if m == nil || second != nil && second.txid > m.txid {
-		m = second
-	}
-	if m.pageSize < 512 || m.pageSize > 1<<16 || m.pageSize&(m.pageSize-1) != 0 {
-		return fmt.Errorf("%w: %s has a damaged meta page (page size %d)", model.ErrCorrupt, s.path, m.pageSize)
-	}
-	if m.pgid > uint64(size)/m.pageSize {
-		return fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", model.ErrCorrupt, s.path, size, m.pgid*m.pageSize)
 	}
 	pages := pageChecker{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid}
 	if err := pages.check("root", m.root, branchPageFlag|leafPageFlag); err != nil {
@@ -565,6 +593,42 @@ func (s *Engine) checkFile() error {
 		}
 	}
 	return nil
+}
+
+// newestMeta reads the meta page bbolt uses, of the file f of size bytes,
+// and checks that its pages fit in the file. bbolt uses the newest meta page
+// that is valid and skips one failing its checksum (a torn write); the older
+// one may describe pages reused since, so only the one bbolt will use counts.
+func (s *Engine) newestMeta(f *os.File, size int64) (*metaPage, error) {
+	first, err := s.readMeta(f, 0)
+	if err != nil {
+		return nil, err
+	}
+	var second *metaPage
+	if first != nil {
+		second, err = s.readMeta(f, int64(first.pageSize))
+	} else {
+		for ps := int64(1024); ps <= 1<<24 && ps < size && second == nil && err == nil; ps <<= 1 {
+			second, err = s.readMeta(f, ps)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if first == nil && second == nil {
+		return nil, fmt.Errorf("%w: %s is not a bbolt file", model.ErrCorrupt, s.path)
+	}
+	m := first
+	if m == nil || second != nil && second.txid > m.txid {
+		m = second
+	}
+	if m.pageSize < 512 || m.pageSize > 1<<16 || m.pageSize&(m.pageSize-1) != 0 {
+		return nil, fmt.Errorf("%w: %s has a damaged meta page (page size %d)", model.ErrCorrupt, s.path, m.pageSize)
+	}
+	if m.pgid > uint64(size)/m.pageSize {
+		return nil, fmt.Errorf("%w: %s is truncated (%d bytes, its pages need %d)", model.ErrCorrupt, s.path, size, m.pgid*m.pageSize)
+	}
+	return m, nil
 }
 
 // metaPage holds the fields of a bbolt meta page that checkFile checks.
@@ -621,16 +685,24 @@ type pageChecker struct {
 }
 
 func (c pageChecker) check(what string, id uint64, flags uint16) error {
-	damaged := func(why string) error {
-		return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", model.ErrCorrupt, c.path, what, id, why)
-	}
 	if id < 2 || id >= c.highWater {
-		return damaged("outside the file's pages")
+		return c.damaged(what, id, "outside the file's pages")
 	}
 	head := make([]byte, pageHeaderSize+8)
 	if _, err := c.f.ReadAt(head, int64(id*c.pageSize)); err != nil {
-		return damaged("unreadable")
+		return c.damaged(what, id, "unreadable")
 	}
+	return c.checkHeader(what, id, flags, head)
+}
+
+func (c pageChecker) damaged(what string, id uint64, why string) error {
+	return fmt.Errorf("%w: %s has a damaged %s page %d (%s)", model.ErrCorrupt, c.path, what, id, why)
+}
+
+// checkHeader checks head, the header and first 8 bytes of page id, which
+// is inside the file's pages and of a kind flags allows.
+func (c pageChecker) checkHeader(what string, id uint64, flags uint16, head []byte) error {
+	damaged := func(why string) error { return c.damaged(what, id, why) }
 	le := binary.LittleEndian
 	if le.Uint16(head[8:])&flags == 0 {
 		return damaged("wrong page type")

@@ -329,9 +329,9 @@ func (j *journal) append(base journalBase, rec []byte) error {
 		if perm == 0 {
 			perm = 0o600
 		}
-		f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE, perm) // read: intact checks the first header
+		f, err := openJournal(j.path, os.O_RDWR|os.O_CREATE, perm) // read: intact checks the first header
 		if err != nil {
-			return fmt.Errorf("write journal %s: %w", j.path, bare(err))
+			return err
 		}
 		j.f = f
 		if j.records > 0 && !j.intact(j.size) {
@@ -427,9 +427,28 @@ func (j *journal) open() {
 	if !j.exists || j.f != nil {
 		return
 	}
-	if f, err := os.OpenFile(j.path, os.O_RDWR, 0); err == nil {
+	if f, err := openJournal(j.path, os.O_RDWR, 0); err == nil {
 		j.f = f
 	}
+}
+
+// openJournal opens the journal at path to write it, if this user owns the
+// file it opened: in a directory others may write, another user may have
+// made it, to read what is written there.
+func openJournal(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag, perm)
+	if err != nil {
+		return nil, fmt.Errorf("write journal %s: %w", path, bare(err))
+	}
+	info, err := f.Stat()
+	if err == nil {
+		err = checkOwner(path, info)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // close lets the journal file go.
@@ -496,8 +515,9 @@ func (j *journal) empty(reset bool) error {
 // opened; any other is read whole, so that a reader finds the damage a
 // writer would (a damaged first header hides nothing from it). A journal
 // whose permission bits are not the log's gets the log's, if this user owns
-// it, so that whoever may read the log may read the journal, as they must
-// (a change of mode, never of the file's bytes).
+// it (root too leaves another user's as it is), so that whoever may read the
+// log may read the journal, as they must (a change of mode, never of the
+// file's bytes).
 func pendingJournal(logPath string, tx *bolt.Tx) (*journal, error) {
 	path := logPath + JournalSuffix
 	info, err := os.Stat(path)
@@ -505,7 +525,9 @@ func pendingJournal(logPath string, tx *bolt.Tx) (*journal, error) {
 		return nil, nil
 	}
 	if log, err := os.Stat(logPath); err == nil && info != nil && info.Mode().Perm() != log.Mode().Perm() {
-		os.Chmod(path, log.Mode().Perm())
+		if _, other := ownedByOther(info); !other {
+			os.Chmod(path, log.Mode().Perm())
+		}
 	}
 	j, err := readJournal(path, baseOf(tx))
 	if err != nil || j.records == 0 {

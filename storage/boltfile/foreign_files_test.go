@@ -1,0 +1,210 @@
+package boltfile
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/undolog/undolog/effectlog"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// nobody is the user the files of another user belong to here.
+const nobody = 65534
+
+// A log or a journal that another user owns (one who made it first in a
+// shared directory, to read every call written there, or to change them) is
+// refused to every writer: one clear line naming the file, a permission
+// error (exit 1), the files as they were and no log made. Reading another
+// user's log works as before (issue 28, item 7).
+func TestFilesOfAnotherUserAreRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give files to another user")
+	}
+	shared := func(t *testing.T) string {
+		dir := t.TempDir()
+		os.Chmod(dir, 0o777|os.ModeSticky)
+		return filepath.Join(dir, "undolog.db")
+	}
+	tools := 0
+	write := func(s *testLog) error { // a new call each time
+		tools++
+		_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: fmt.Sprint("w", tools), Tier: sm.Compensable, CreateSession: true})
+		return err
+	}
+	refused := func(t *testing.T, s *testLog, err error, file string) {
+		t.Helper()
+		if !errors.Is(err, os.ErrPermission) || !strings.Contains(err.Error(), file+" belongs to user 65534") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	// withLog is a log of this user's with a write in its journal.
+	withLog := func(t *testing.T) *testLog {
+		s := newTestLog(shared(t), testOptions{})
+		t.Cleanup(func() { s.pause() })
+		if err := write(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := write(s); err != nil {
+			t.Fatal(err)
+		}
+		s.pause()()
+		return s
+	}
+
+	t.Run("journal made before the log", func(t *testing.T) {
+		path := shared(t)
+		if err := os.WriteFile(path+JournalSuffix, nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(path+JournalSuffix, nobody, nobody)
+		s := newTestLog(path, testOptions{})
+		t.Cleanup(func() { s.pause() })
+		refused(t, s, write(s), path+JournalSuffix)
+		if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a log was made: %v", err)
+		}
+		if info, err := os.Stat(path + JournalSuffix); err != nil || info.Size() != 0 {
+			t.Fatalf("the journal: %v %v", info, err)
+		}
+	})
+	t.Run("journal made after the log", func(t *testing.T) {
+		s := withLog(t)
+		os.Remove(s.journalPath()) // e.g. by a cleaner of the shared directory
+		if err := os.WriteFile(s.journalPath(), nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(s.journalPath(), nobody, nobody)
+		before := fileState(t, s)
+		refused(t, s, write(s), s.journalPath())
+		s.pause()()
+		if fileState(t, s) != before {
+			t.Fatal("a file changed")
+		}
+	})
+	for _, file := range []string{"log", "journal"} {
+		t.Run(file+" given to another user", func(t *testing.T) {
+			s := withLog(t)
+			path := s.Path()
+			if file == "journal" {
+				path = s.journalPath()
+			}
+			os.Chown(path, nobody, nobody)
+			os.Chmod(path, 0o666)
+			before := fileState(t, s)
+			refused(t, s, write(s), path)
+			_, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "x"})
+			refused(t, s, err, path)
+			_, _, err = s.Compact()
+			refused(t, s, err, path)
+			s.pause()()
+			if fileState(t, s) != before {
+				t.Fatal("a file changed")
+			}
+		})
+	}
+	t.Run("another user's log is read", func(t *testing.T) {
+		s := withLog(t)
+		for _, p := range []string{s.Path(), s.journalPath()} {
+			os.Chown(p, nobody, nobody)
+		}
+		// A journal whose mode is not the log's is its owner's to change.
+		os.Chmod(s.Path(), 0o644)
+		os.Chmod(s.journalPath(), 0o640)
+		before := fileState(t, s)
+		effects, _, err := s.ListEffects(t.Context(), effectlog.EffectFilter{})
+		if err != nil || len(effects) != 2 {
+			t.Fatalf("read: %d effects, %v", len(effects), err)
+		}
+		if _, err := s.Verify(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		s.pause()()
+		if fileState(t, s) != before {
+			t.Fatal("a read changed a file")
+		}
+	})
+}
+
+// A compaction's copy that another user made first at its path (a
+// directory others may write, where this user cannot remove it) is not
+// written: the log's records would go into a file of theirs, which would
+// then take the log's place (issue 28, item 7).
+func TestCompactionRefusesACopyOfAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a process as another user")
+	}
+	// The writer, nobody, runs this test binary from a directory it may enter.
+	binDir, err := os.MkdirTemp("", "undolog-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(binDir)
+	os.Chmod(binDir, 0o755)
+	bin := filepath.Join(binDir, "boltfile.test")
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "undolog-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o777|os.ModeSticky)
+	path := filepath.Join(dir, "undolog.db")
+
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "UNDOLOG_TEST_WRITER=compact-when-told", "UNDOLOG_TEST_LOG="+path, "UNDOLOG_TEST_SESSION=s")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(stdout)
+	lines.Scan()
+	pid, err := strconv.Atoi(lines.Text())
+	if err != nil {
+		cmd.Wait()
+		t.Fatalf("the writer: %q", lines.Text())
+	}
+	// Root, here the other user, makes the copy first, open to all.
+	copyPath := newTestLog(path, testOptions{}).compactCopy(pid)
+	if err := os.WriteFile(copyPath, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(copyPath, 0o666)
+	fmt.Fprintln(stdin, "go")
+	lines.Scan()
+	answer := lines.Text()
+	cmd.Wait()
+	if answer == "compacted" || !strings.Contains(answer, copyPath) {
+		t.Errorf("compaction: %q", answer)
+	}
+	if data, _ := os.ReadFile(copyPath); len(data) != 0 {
+		t.Error("the other user's copy was written")
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, _ := fileOwner(info); uid != nobody {
+		t.Errorf("the log is another user's file now, %d's", uid)
+	}
+	if data, _ := os.ReadFile(path); !bytes.Contains(data, []byte("compacted-secret")) && !bytes.Contains(readFile(t, path+JournalSuffix), []byte("compacted-secret")) {
+		t.Error("the log lost its record")
+	}
+}
