@@ -1,0 +1,62 @@
+package mcpwire
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+// TestRepeatedKey: keys encoding/json takes for one (ASCII case, ſ and s,
+// K and k) or repeated, at any depth, are found with where they are;
+// distinct keys, and equal strings that are values, are not.
+func TestRepeatedKey(t *testing.T) {
+	for msg, want := range map[string]KeyError{
+		`{"name":1,"NAME":2}`:                     {Key: "NAME", Other: "name"},
+		`{"a":{"argumentſ":1,"arguments":2}}`:     {Path: "a", Key: "arguments", Other: "argumentſ"},
+		`{"a":[{"x":1},{"\u212a":1,"k":2}]}`:      {Path: "a.1", Key: "k", Other: "\u212a"},
+		`{"p":{"_meta":{"t":1,"t":2}}}`:           {Path: "p._meta", Key: "t", Other: "t"},
+		`{"i\u0064":1,"id":2}`:                    {Key: "id", Other: "id"},
+		`[{"a":1},{"b":{"c":[1,{"d":1,"D":2}]}}]`: {Path: "1.b.c.1", Key: "D", Other: "d"},
+	} {
+		got := RepeatedKey([]byte(msg))
+		if got == nil || *got != want {
+			t.Errorf("%s: %+v, want %+v", msg, got, want)
+		}
+	}
+	for _, msg := range []string{`{"a":"a","b":"A","c":{"a":1},"A1":[{"a":2}]}`, `{"s":1,"ſs":2}`, `[]`, `"x"`} {
+		if got := RepeatedKey([]byte(msg)); got != nil {
+			t.Errorf("%s: %v", msg, got)
+		}
+	}
+	if RepeatedKey([]byte(`{"a\"b":1,"a\"B":{}}`)) == nil {
+		t.Error(`"a\"b" and "a\"B" are one key but for case`)
+	}
+}
+
+// TestUnmarshalReadsKeysExactly: a key that is a field's name but for case
+// is refused, at any depth of the type; exact keys and unknown ones are not.
+func TestUnmarshalReadsKeysExactly(t *testing.T) {
+	type inner struct {
+		ReadOnly bool `json:"readOnlyHint"`
+	}
+	type outer struct {
+		Name  string  `json:"name"`
+		Tools []inner `json:"tools"`
+		Extra json.RawMessage
+	}
+	var v outer
+	if err := Unmarshal([]byte(`{"name":"a","tools":[{"readOnlyHint":true,"other":1}],"Extra":{"NAME":1},"unknown":2}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	for msg, want := range map[string]KeyError{
+		`{"NAME":"a"}`: {Key: "NAME", Other: "name", Field: true},
+		`{"tools":[{"readOnlyHint":false},{"ReadOnlyHint":true}]}`: {Path: "tools.1", Key: "ReadOnlyHint", Other: "readOnlyHint", Field: true},
+		`{"extra":1}`: {Key: "extra", Other: "Extra", Field: true},
+	} {
+		err := Unmarshal([]byte(msg), &v)
+		var ke *KeyError
+		if !errors.As(err, &ke) || *ke != want {
+			t.Errorf("%s: %v, want %+v", msg, err, want)
+		}
+	}
+}
