@@ -121,8 +121,9 @@ func RepeatedKey(msg []byte) *KeyError {
 	return nil
 }
 
-// foldKey is key folded as encoding/json folds keys: two keys it matches
-// to one field fold alike (bytes.EqualFold's equivalence).
+// foldKey is key folded as encoding/json folds keys (bytes.EqualFold's
+// equivalence): each rune as the least of its Unicode simple-fold orbit, so
+// "s", "S" and "ſ" fold alike, and "ı" only as itself.
 func foldKey(key string) string {
 	plain := true
 	for i := 0; i < len(key); i++ {
@@ -132,11 +133,15 @@ func foldKey(key string) string {
 		}
 	}
 	if plain {
-		return strings.ToUpper(key)
+		return strings.ToUpper(key) // an ASCII capital is the least of its orbit
 	}
 	var b strings.Builder
 	for _, r := range key {
-		b.WriteRune(unicode.ToUpper(unicode.ToLower(r)))
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		b.WriteRune(least)
 	}
 	return b.String()
 }

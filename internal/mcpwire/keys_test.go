@@ -23,7 +23,7 @@ func TestRepeatedKey(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", msg, got, want)
 		}
 	}
-	for _, msg := range []string{`{"a":"a","b":"A","c":{"a":1},"A1":[{"a":2}]}`, `{"s":1,"ſs":2}`, `[]`, `"x"`} {
+	for _, msg := range []string{`{"a":"a","b":"A","c":{"a":1},"A1":[{"a":2}]}`, `{"s":1,"ſs":2}`, `{"i":1,"ı":2,"İ":3}`, `[]`, `"x"`} {
 		if got := RepeatedKey([]byte(msg)); got != nil {
 			t.Errorf("%s: %v", msg, got)
 		}
