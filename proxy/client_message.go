@@ -119,8 +119,8 @@ func readClientMessage(line []byte) (message, *refusal) {
 			return refuse(codeInvalidRequest, `invalid response: "error" must be an object`)
 		}
 	}
-	var m message
-	if err := mcpwire.Unmarshal(line, &m); err != nil {
+	var m message // its members are known exactly now: a plain decode reads them so
+	if err := json.Unmarshal(line, &m); err != nil {
 		return refuse(codeInvalidRequest, "invalid request: "+err.Error())
 	}
 	m.raw = line

@@ -44,7 +44,11 @@ func (e *KeyError) TopLevel() bool { return e.Path == "" }
 
 // RepeatedKey is the first key of msg (valid JSON) that another key of its
 // object repeats or equals but for case, at any depth; nil if none.
-func RepeatedKey(msg []byte) *KeyError {
+func RepeatedKey(msg []byte) *KeyError { return repeatedKey(msg, true) }
+
+// repeatedKey is RepeatedKey, of every object in msg (deep) or of the
+// object msg only.
+func repeatedKey(msg []byte, deep bool) *KeyError {
 	type frame struct {
 		object    bool
 		expectKey bool
@@ -99,7 +103,10 @@ func RepeatedKey(msg []byte) *KeyError {
 					plain = false
 				}
 			}
-			if len(stack) > 0 && stack[len(stack)-1].expectKey {
+			if end >= len(msg) {
+				return nil // not JSON: its reader refuses it
+			}
+			if len(stack) > 0 && stack[len(stack)-1].expectKey && (deep || len(stack) == 1) {
 				top := stack[len(stack)-1]
 				key := string(msg[i+1 : end])
 				if !plain {
@@ -146,29 +153,26 @@ func foldKey(key string) string {
 	return b.String()
 }
 
-// Unmarshal decodes data (a message, or a part of one) into v as a server
-// that matches keys exactly reads it, and as one that folds case does:
-// data with a repeated key (RepeatedKey), or with a key that is a name of
-// v's fields but for case (read as that field by encoding/json, ignored by
-// a server in JavaScript), is refused with a *KeyError, so that the two
-// readings are one.
+// Unmarshal decodes data (a message, or a part of one) into v as a reader
+// that matches keys exactly (a server in JavaScript) reads it, and as one
+// that folds case (encoding/json) does: in an object it decodes into a
+// struct, two keys one but for case (or one key twice), or a key that is
+// the name of a field but for case, is refused with a *KeyError, so that
+// the two readings are one. Objects it keeps as they came (json.RawMessage,
+// maps of them) it leaves to whoever reads them.
 func Unmarshal(data []byte, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return err
 	}
-	if e := RepeatedKey(data); e != nil {
-		return e
-	}
-	if e := foldedField(data, reflect.TypeOf(v), ""); e != nil {
+	if e := ambiguousKey(data, reflect.TypeOf(v), ""); e != nil {
 		return e
 	}
 	return nil
 }
 
-// foldedField is the first key of data, decoded as type t, that names one
-// of t's struct fields only when case is folded; nil if none. data has
-// decoded into t already.
-func foldedField(data []byte, t reflect.Type, path string) *KeyError {
+// ambiguousKey is the first key of data, decoded as type t, that Unmarshal
+// refuses; nil if none. data has decoded into t already.
+func ambiguousKey(data []byte, t reflect.Type, path string) *KeyError {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -187,6 +191,10 @@ func foldedField(data []byte, t reflect.Type, path string) *KeyError {
 		if json.Unmarshal(data, &members) != nil {
 			return nil // null, say
 		}
+		if e := repeatedKey(data, false); e != nil {
+			e.Path = path
+			return e
+		}
 		fields := map[string]reflect.StructField{}
 		for i := range t.NumField() {
 			f := t.Field(i)
@@ -204,7 +212,7 @@ func foldedField(data []byte, t reflect.Type, path string) *KeyError {
 		}
 		for k, v := range members {
 			if f, ok := fields[k]; ok {
-				if e := foldedField(v, f.Type, join(k)); e != nil {
+				if e := ambiguousKey(v, f.Type, join(k)); e != nil {
 					return e
 				}
 				continue
@@ -221,7 +229,7 @@ func foldedField(data []byte, t reflect.Type, path string) *KeyError {
 			return nil
 		}
 		for i, e := range elems {
-			if ke := foldedField(e, t.Elem(), join(strconv.Itoa(i))); ke != nil {
+			if ke := ambiguousKey(e, t.Elem(), join(strconv.Itoa(i))); ke != nil {
 				return ke
 			}
 		}
@@ -231,7 +239,7 @@ func foldedField(data []byte, t reflect.Type, path string) *KeyError {
 			return nil
 		}
 		for k, v := range members {
-			if e := foldedField(v, t.Elem(), join(k)); e != nil {
+			if e := ambiguousKey(v, t.Elem(), join(k)); e != nil {
 				return e
 			}
 		}

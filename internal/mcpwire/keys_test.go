@@ -33,8 +33,9 @@ func TestRepeatedKey(t *testing.T) {
 	}
 }
 
-// TestUnmarshalReadsKeysExactly: a key that is a field's name but for case
-// is refused, at any depth of the type; exact keys and unknown ones are not.
+// TestUnmarshalReadsKeysExactly: in an object read into a struct, at any
+// depth of the type, a key that is a field's name but for case, or two keys
+// one but for case, are refused; exact keys and unknown ones are not.
 func TestUnmarshalReadsKeysExactly(t *testing.T) {
 	type inner struct {
 		ReadOnly bool `json:"readOnlyHint"`
@@ -45,13 +46,17 @@ func TestUnmarshalReadsKeysExactly(t *testing.T) {
 		Extra json.RawMessage
 	}
 	var v outer
-	if err := Unmarshal([]byte(`{"name":"a","tools":[{"readOnlyHint":true,"other":1}],"Extra":{"NAME":1},"unknown":2}`), &v); err != nil {
+	// What stays as it came (Extra) is not read here: its keys are its
+	// reader's.
+	if err := Unmarshal([]byte(`{"name":"a","tools":[{"readOnlyHint":true,"other":1}],"Extra":{"NAME":1,"name":2,"x":3,"x":4},"unknown":2}`), &v); err != nil {
 		t.Fatal(err)
 	}
 	for msg, want := range map[string]KeyError{
 		`{"NAME":"a"}`: {Key: "NAME", Other: "name", Field: true},
 		`{"tools":[{"readOnlyHint":false},{"ReadOnlyHint":true}]}`: {Path: "tools.1", Key: "ReadOnlyHint", Other: "readOnlyHint", Field: true},
-		`{"extra":1}`: {Key: "extra", Other: "Extra", Field: true},
+		`{"extra":1}`:             {Key: "extra", Other: "Extra", Field: true},
+		`{"name":"a","NAME":"b"}`: {Key: "NAME", Other: "name"},
+		`{"tools":[{"readOnlyHint":false,"readOnlyHint":true}]}`: {Path: "tools.0", Key: "readOnlyHint", Other: "readOnlyHint"},
 	} {
 		err := Unmarshal([]byte(msg), &v)
 		var ke *KeyError
