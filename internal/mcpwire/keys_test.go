@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -64,4 +65,56 @@ func TestUnmarshalReadsKeysExactly(t *testing.T) {
 			t.Errorf("%s: %v, want %+v", msg, err, want)
 		}
 	}
+}
+
+// FuzzRepeatedKey: RepeatedKey finds a collision exactly when a reader of
+// every object's keys finds two that strings.EqualFold (encoding/json's
+// matching) takes for one.
+func FuzzRepeatedKey(f *testing.F) {
+	for _, s := range []string{`{"a":1,"A":2}`, `{"s":{"ſ":1,"S":2}}`, `[{"k":1},{"\u212a":1,"K":1}]`, `{"a\"b":"x","c":["a","A"]}`, `{"ı":1,"I":2}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		if !json.Valid([]byte(msg)) {
+			return
+		}
+		got := RepeatedKey([]byte(msg)) != nil
+		if want := foldCollision(json.NewDecoder(strings.NewReader(msg))); got != want {
+			t.Fatalf("%s: RepeatedKey says %v, a token reader %v", msg, got, want)
+		}
+	})
+}
+
+// foldCollision reads one value from dec and tells whether an object in it
+// has two keys strings.EqualFold takes for one.
+func foldCollision(dec *json.Decoder) bool {
+	tok, err := dec.Token()
+	if err != nil {
+		return false
+	}
+	switch tok {
+	case json.Delim('{'):
+		var keys []string
+		found := false
+		for dec.More() {
+			k, _ := dec.Token()
+			for _, other := range keys {
+				if strings.EqualFold(other, k.(string)) {
+					found = true
+				}
+			}
+			keys = append(keys, k.(string))
+			found = foldCollision(dec) || found
+		}
+		dec.Token()
+		return found
+	case json.Delim('['):
+		found := false
+		for dec.More() {
+			found = foldCollision(dec) || found
+		}
+		dec.Token()
+		return found
+	}
+	return false
 }
