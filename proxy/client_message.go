@@ -25,8 +25,8 @@ var jsonrpcMembers = map[string]bool{"jsonrpc": true, "id": true, "method": true
 // door every transport's messages (and each element of a batch) come in
 // by: a message the upstream server would read another way than the proxy
 // (a repeated key, keys one but for case, a member a server ignores), or
-// would not answer (not JSON-RPC 2.0, an id it cannot read), is refused,
-// never passed on.
+// would not answer (not JSON-RPC 2.0, an id it cannot read, params not an
+// object), is refused, never passed on.
 func readClientMessage(line []byte) (message, *refusal) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(line, &members); err != nil {
@@ -94,8 +94,10 @@ func readClientMessage(line []byte) (message, *refusal) {
 		if json.Unmarshal(members["method"], &method) != nil || method == "" {
 			return refuse(codeInvalidRequest, `invalid request: "method" must be a string, not empty`)
 		}
-		if params, ok := members["params"]; ok && params[0] != '{' && params[0] != '[' {
-			return refuse(codeInvalidRequest, `invalid request: "params" must be an object or an array`)
+		if params, ok := members["params"]; ok && params[0] != '{' {
+			// JSON-RPC allows an array too, but no MCP method takes one,
+			// and the MCP SDK for JavaScript answers no request with one.
+			return refuse(codeInvalidRequest, `invalid request: "params" must be an object`)
 		}
 		if _, ok := members["result"]; ok {
 			return refuse(codeInvalidRequest, `invalid request: a request has no "result"`)

@@ -28,6 +28,7 @@ var malformed = []struct {
 	{`{"jsonrpc":"2.0","id":57,"method":""}`, 57.0},
 	{`{"jsonrpc":"2.0","id":58,"method":"tools/list","params":"x"}`, 58.0},
 	{`{"jsonrpc":"2.0","id":59,"method":"tools/list","params":null}`, 59.0},
+	{`{"jsonrpc":"2.0","id":63,"method":"tools/list","params":[]}`, 63.0},
 	{`{"jsonrpc":"2.0","id":60,"method":"tools/list","result":{}}`, 60.0},
 	{`{"jsonrpc":"2.0"}`, nil},
 	{`5`, nil},
