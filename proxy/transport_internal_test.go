@@ -317,3 +317,24 @@ func TestBatchElementsAreReadOneWay(t *testing.T) {
 		t.Fatalf("after the batch the server got %v", m)
 	}
 }
+
+// TestServerRequestReadTwoWaysIsRefused: a request of the server's that the
+// client may read otherwise than the proxy ("method" and "METHOD") gets
+// -32600 from the proxy and does not reach the client; a plain one does,
+// and the client's answer to it reaches the server.
+func TestServerRequestReadTwoWaysIsRefused(t *testing.T) {
+	client, server, _ := inProcess(t, "tools: {}\n")
+	initialize(t, client, server, "2025-11-25")
+	server.send(`{"jsonrpc":"2.0","id":"s1","method":"ping","METHOD":"roots/list"}`)
+	if m := server.nextObject(); m["id"] != "s1" || errCode(m) != codeInvalidRequest || !strings.Contains(fmt.Sprint(m["error"]), `"METHOD"`) {
+		t.Fatalf("the server got %v", m)
+	}
+	server.send(`{"jsonrpc":"2.0","id":"s2","method":"ping"}`)
+	if m := client.nextObject(); m["id"] != "s2" {
+		t.Fatalf("the client got %v, not the plain request", m)
+	}
+	client.send(`{"jsonrpc":"2.0","id":"s2","result":{}}`)
+	if m := server.nextObject(); m["id"] != "s2" || m["result"] == nil {
+		t.Fatalf("the server got %v, not the client's answer", m)
+	}
+}
