@@ -19,6 +19,7 @@ func TestFuzzTargetsBriefly(t *testing.T) {
 	}
 	targets := []struct{ pkg, name, inputs string }{
 		{"./internal/jcs", "FuzzCanonicalize", "20000x"},
+		{"./internal/mcpwire", "FuzzRepeatedKey", "20000x"},
 		{"./proxy", "FuzzParsePolicy", "3000x"},
 		{"./proxy", "FuzzClientFraming", "10000x"},
 		{"./storage/boltfile", "FuzzOpenLog", "2000x"},

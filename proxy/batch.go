@@ -109,22 +109,20 @@ func (b *batcher) take(elems []json.RawMessage) []byte {
 	bt := &batch{want: map[string]bool{}}
 	b.mu.Lock()
 	for _, e := range elems {
-		id, method, ok := peek(e)
+		m, refused := readClientMessage(e)
 		switch {
-		case !ok || bytes.TrimSpace(e)[0] != '{':
-			if err := json.Unmarshal(e, new(any)); err != nil {
-				if id, code, text := unparsed(e, err); code == codeInvalidRequest {
-					bt.answers = append(bt.answers, errorResponse(id, code, text)) // nested too deep, its id read
-					continue
-				}
+		case refused != nil:
+			// Refused here, not passed on to be refused: its answer
+			// goes in the batch's, with the id it can be told by.
+			if refused.answer != nil {
+				bt.answers = append(bt.answers, refused.answer)
 			}
-			bt.answers = append(bt.answers, errorResponse(nil, codeInvalidRequest, "invalid request: a batch element is not a JSON-RPC message"))
 			continue
-		case method != "" && len(id) > 0:
+		case m.Method != "" && len(m.ID) > 0:
 			// Two requests with one id would get each other's answer, in
 			// this batch or across batches still answered.
-			if k := idKey(id); bt.want[k] || b.pending[k] != nil {
-				bt.answers = append(bt.answers, errorResponse(id, codeInvalidRequest, "invalid request: the id "+string(id)+" is used by a request still in flight"))
+			if k := idKey(m.ID); bt.want[k] || b.pending[k] != nil {
+				bt.answers = append(bt.answers, errorResponse(m.ID, codeInvalidRequest, "invalid request: the id "+string(m.ID)+" is used by a request still in flight"))
 				continue
 			} else {
 				bt.want[k] = true

@@ -178,17 +178,6 @@ func oneLineID(id json.RawMessage) string {
 	return string(id)
 }
 
-// requestIDMember is the id member of msg as sent, null too; ok is false
-// when msg has none (or is not an object).
-func requestIDMember(msg []byte) (id json.RawMessage, ok bool) {
-	var m map[string]json.RawMessage // a null id stays (a pointer field would be nil)
-	if json.Unmarshal(msg, &m) != nil {
-		return nil, false
-	}
-	id, ok = m["id"]
-	return id, ok
-}
-
 func idOrNone(id json.RawMessage) string {
 	if len(id) == 0 {
 		return "none"

@@ -34,7 +34,8 @@ func (l *lockedBuffer) String() string {
 
 // FuzzClientFraming feeds arbitrary bytes to the proxy as the client's
 // stream: it never panics, and everything it writes to either side is whole
-// JSON-RPC messages, one a line (to the client, a batch's answers: an array).
+// JSON-RPC messages, one a line (to the client, a batch's answers: an array),
+// and what reaches the server passes the proxy's door for client messages.
 func FuzzClientFraming(f *testing.F) {
 	for _, seed := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
@@ -43,6 +44,8 @@ func FuzzClientFraming(f *testing.F) {
 		`{"jsonrpc":"1.0","id":3}` + "\n\n\r\n" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"oops"}`,
 		`[{"jsonrpc":"2.0","id":5,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},7]` + "\n[]\n[",
+		`{"jsonrpc":"2.0","id":6,"method":"ping","params":{"_meta":{"a":1,"A":2}}}` + "\n" + `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"t","NAME":"u"}}`,
+		`{"jsonrpc":"2.0","id":8,"result":{}}` + "\n" + `{"jsonrpc":"2.0","id":9}` + "\n" + `{"jsonrpc":"2.0","method":"x","Method":"y"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -64,6 +67,10 @@ func FuzzClientFraming(f *testing.F) {
 				}
 				var m map[string]any
 				if err := json.Unmarshal([]byte(line), &m); err == nil {
+					// What reaches the server is read one way.
+					if _, refused := readClientMessage([]byte(line)); side == "upstream" && refused != nil {
+						t.Fatalf("the server got %q, which the proxy refuses: %s", line, refused.note)
+					}
 					continue
 				}
 				// Or the answers to a batch: a non-empty array of messages.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,6 +124,9 @@ type Proxy struct {
 
 	inflightMu sync.Mutex
 	inflight   map[string]bool // ids of the client's requests not yet answered
+
+	askedMu sync.Mutex
+	asked   map[string]bool // ids of the server's requests the client has not answered
 
 	infoMu      sync.Mutex
 	clientName  string
@@ -239,13 +243,51 @@ func toolErrorResult(text string) []byte {
 	return encode(map[string]any{"content": []map[string]string{{"type": "text", "text": text}}, "isError": true})
 }
 
+// parse reads a server's message. Read two ways (a *mcpwire.KeyError), it
+// is read as encoding/json has it, with that error.
 func parse(line []byte) (message, error) {
 	var m message
-	if err := json.Unmarshal(line, &m); err != nil {
+	err := mcpwire.Unmarshal(line, &m)
+	var ambiguous *mcpwire.KeyError
+	if err != nil && !errors.As(err, &ambiguous) {
 		return m, err
 	}
 	m.raw = line
-	return m, nil
+	return m, err
+}
+
+// refuseParams answers a request whose params the server may read another
+// way than the proxy: it is not passed on.
+func (p *Proxy) refuseParams(m message, err error) {
+	p.note("a client %s was not passed on: %v", m.Method, err)
+	if len(m.ID) > 0 {
+		p.releaseID(m.ID)
+		p.writeClient(errorResponse(m.ID, codeInvalidParams, "invalid params: "+err.Error()+"; it was not passed on"))
+	}
+}
+
+// serverAsks notes a request of the server's passed on to the client, which
+// the client answers.
+func (p *Proxy) serverAsks(id json.RawMessage) {
+	p.askedMu.Lock()
+	defer p.askedMu.Unlock()
+	if p.asked == nil {
+		p.asked = map[string]bool{}
+	}
+	p.asked[idKey(id)] = true
+}
+
+// answersServer tells whether id is that of a request of the server's the
+// client has not answered yet, and forgets it: a response to nothing the
+// server asked would be answered by nobody.
+func (p *Proxy) answersServer(id json.RawMessage) bool {
+	p.askedMu.Lock()
+	defer p.askedMu.Unlock()
+	if !p.asked[idKey(id)] {
+		return false
+	}
+	delete(p.asked, idKey(id))
+	return true
 }
 
 // ownIDs is the random part of the ids of the proxy's own requests to the
@@ -291,30 +333,37 @@ func (p *Proxy) releaseID(id json.RawMessage) {
 // readClient handles the client's messages until it closes its input.
 func (p *Proxy) readClient(ctx context.Context, in Conn) {
 	err := eachMessage(in, func(line []byte) {
-		m, err := parse(line)
+		m, refused := readClientMessage(line)
+		if refused == nil && m.Method == "" && !p.answersServer(m.ID) {
+			refused = &refusal{note: "a response to no request of the server's, id " + oneLineID(m.ID)}
+		}
 		switch {
-		case err != nil:
-			id, code, text := unparsed(line, err)
-			p.writeClient(errorResponse(id, code, text))
-			return
-		case m.JSONRPC != "2.0":
-			p.writeClient(errorResponse(m.ID, codeInvalidRequest, `invalid request: "jsonrpc" must be "2.0"`))
-			return
-		case m.Method != "" && len(m.ID) > 0 && !mcpwire.ValidRequestID(m.ID):
-			// null, a boolean, an array, an object, 1e400: not an id MCP
-			// allows, and one a server may write back as another's.
-			p.writeClient(errorResponse(nil, codeInvalidRequest, "invalid request: the id "+oneLineID(m.ID)+" is not a string or a number"))
+		case refused != nil:
+			p.note("a client message was not passed on: %s", refused.note)
+			if refused.answer != nil {
+				p.writeClient(refused.answer)
+			}
 			return
 		case m.Method != "" && len(m.ID) > 0 && !p.claimID(m.ID):
 			p.writeClient(errorResponse(m.ID, codeInvalidRequest, "invalid request: the id "+string(m.ID)+" is used by a request still in flight"))
+			return
+		case m.Method == "tools/call" && len(m.ID) == 0:
+			// A notification is not answered, and so its call would be
+			// made unlogged: it is not passed on.
+			p.note("a tools/call without an id (a notification) was not passed on")
 			return
 		}
 		switch m.Method {
 		case "initialize":
 			var params struct {
-				ClientInfo struct{ Name string } `json:"clientInfo"`
+				ClientInfo struct {
+					Name string `json:"name"`
+				} `json:"clientInfo"`
 			}
-			json.Unmarshal(m.Params, &params)
+			if err := decodeParams(m.Params, &params); err != nil {
+				p.refuseParams(m, err)
+				return
+			}
 			p.infoMu.Lock()
 			p.clientName = params.ClientInfo.Name
 			p.infoMu.Unlock()
@@ -356,7 +405,10 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 			var params struct {
 				RequestID json.RawMessage `json:"requestId"`
 			}
-			json.Unmarshal(m.Params, &params)
+			if err := decodeParams(m.Params, &params); err != nil {
+				p.refuseParams(m, err)
+				return
+			}
 			p.cancelMu.Lock()
 			if cancel := p.cancels[idKey(params.RequestID)]; cancel != nil {
 				cancel(errCancelledByClient)
@@ -376,11 +428,29 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 func (p *Proxy) readUpstream(r Conn) {
 	eachMessage(r, func(line []byte) {
 		m, err := parse(line)
-		// An answer to a request (an id, no method) goes to whoever asked
-		// even when it is not JSON-RPC 2.0: a logged call so answered is
-		// left in doubt (record), a client's request gets what the server
-		// said; dropped, either would wait for good.
-		if err != nil || m.JSONRPC != "2.0" && !m.isResponse() {
+		var ambiguous *mcpwire.KeyError
+		if errors.As(err, &ambiguous) {
+			// Read one way by the proxy and another by the client: an
+			// answer is passed on but read as saying nothing (a logged
+			// call so answered is in doubt, a tool list teaches nothing); a
+			// request or notification is not passed on.
+			p.note("a server message the client may read otherwise: %v", ambiguous)
+			switch {
+			case ambiguous.TopLevel() && strings.EqualFold(ambiguous.Key, "id"):
+				return // whose answer it is is unclear
+			case m.isResponse():
+				m = message{ID: m.ID, raw: m.raw}
+			default:
+				if len(m.ID) > 0 {
+					p.writeUpstream(errorResponse(m.ID, codeInvalidRequest, "invalid request: "+ambiguous.Error()))
+				}
+				return
+			}
+		} else if err != nil || m.JSONRPC != "2.0" && !m.isResponse() {
+			// An answer to a request (an id, no method) goes to whoever
+			// asked even when it is not JSON-RPC 2.0: a logged call so
+			// answered is left in doubt (record), a client's request gets
+			// what the server said; dropped, either would wait for good.
 			p.note("malformed message from the server: %.200s", line)
 			if err != nil {
 				p.writeUpstream(errorResponse(nil, codeParse, "parse error: "+err.Error()))
@@ -408,6 +478,9 @@ func (p *Proxy) readUpstream(r Conn) {
 			}
 			p.releaseID(m.ID) // a client request's answer, passed on
 		}
+		if m.Method != "" && len(m.ID) > 0 {
+			p.serverAsks(m.ID)
+		}
 		p.toolsChanged(m)
 		p.writeClient(line)
 	}, p.upstreamSkipped)
@@ -431,7 +504,10 @@ func (p *Proxy) learnAnnotations(result json.RawMessage, complete bool) string {
 		} `json:"tools"`
 		NextCursor string `json:"nextCursor"`
 	}
-	if json.Unmarshal(result, &r) != nil {
+	if err := mcpwire.Unmarshal(result, &r); err != nil {
+		if errors.As(err, new(*mcpwire.KeyError)) {
+			p.note("a tool list the client may read otherwise was not learned from: %v", err)
+		}
 		return ""
 	}
 	p.infoMu.Lock()
@@ -526,7 +602,11 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 		Name      string          `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
 	}
-	if err := json.Unmarshal(m.Params, &params); err != nil || params.Name == "" {
+	if err := decodeParams(m.Params, &params); err != nil {
+		p.reply(ctx, errorResponse(m.ID, codeInvalidParams, "invalid params: "+err.Error()+"; it was not passed on"))
+		return false
+	}
+	if params.Name == "" {
 		p.reply(ctx, errorResponse(m.ID, codeInvalidParams, "invalid params: tools/call needs a name"))
 		return false
 	}

@@ -531,7 +531,7 @@ func TestProxyRepeatOfACallInDoubt(t *testing.T) {
 
 // An answer from the server that says neither success nor failure (not
 // JSON-RPC 2.0, an error of no code or message, a result that is no tool
-// result) is passed on, and its call left in doubt: neither committed nor
+// result, one read two ways) is passed on, and its call left in doubt: neither committed nor
 // failed, its lease stopped, a repeat of it in doubt.
 func TestProxyAnswerThatSaysNeitherIsInDoubt(t *testing.T) {
 	h := newHarness(t)
@@ -551,6 +551,9 @@ func TestProxyAnswerThatSaysNeitherIsInDoubt(t *testing.T) {
 		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":"yes"}}`,
 		`{"id":ID,"result":{"content":[]}}`,
 		`{"jsonrpc":"2.0","id":ID,"error":{}}`,
+		// Read two ways (a reader that folds case reads a success; the
+		// client need not).
+		`{"jsonrpc":"2.0","id":ID,"Result":{"content":[]}}`,
 	} {
 		id++
 		args, _ := json.Marshal(map[string]string{"answer": answer})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/undolog/undolog/internal/mcpwire"
 	"github.com/undolog/undolog/lifecycle"
 )
 
@@ -39,7 +40,7 @@ func taskHandle(result json.RawMessage) bool {
 		} `json:"task"`
 		ResultType string `json:"resultType"`
 	}
-	if json.Unmarshal(result, &r) != nil {
+	if mcpwire.Unmarshal(result, &r) != nil {
 		return false
 	}
 	return (r.Task != nil && r.Task.TaskID != "") || r.ResultType == "task"

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/undolog/undolog/internal/mcpwire"
 )
 
 // serverLacks tells whether the server does not have the tool: not in its
@@ -54,7 +56,7 @@ func (p *Proxy) fetchTools(ctx context.Context) bool {
 		var page struct {
 			Tools []json.RawMessage `json:"tools"`
 		}
-		if json.Unmarshal(m.Result, &page) != nil || page.Tools == nil {
+		if mcpwire.Unmarshal(m.Result, &page) != nil || page.Tools == nil {
 			p.note("tools/list: no tool list in the answer")
 			return false
 		}

@@ -274,3 +274,67 @@ func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestBatchElementsAreReadOneWay: an element of a batch the server would
+// read otherwise than the proxy (a key one but for case, an id with no
+// method) is answered in the batch's array, and only the others reach the
+// server.
+func TestBatchElementsAreReadOneWay(t *testing.T) {
+	client, server, _ := inProcess(t, "tools:\n  look: {tier: safe}\n")
+	initialize(t, client, server, "2025-03-26")
+	client.send(`[{"jsonrpc":"2.0","id":1,"method":"ping"},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"look","NAME":"x","arguments":{}}},` +
+		`{"jsonrpc":"2.0","id":3}]`)
+	if m := server.nextObject(); m["id"] != 1.0 || m["method"] != "ping" {
+		t.Fatalf("the server got %v", m)
+	}
+	server.send(`{"jsonrpc":"2.0","id":1,"result":{}}`)
+	arr, ok := client.next().([]any)
+	if !ok || len(arr) != 3 {
+		t.Fatalf("want one array of 3 answers, got %v", arr)
+	}
+	for _, a := range arr {
+		m := a.(map[string]any)
+		switch m["id"] {
+		case 1.0:
+			if m["result"] == nil {
+				t.Fatalf("ping: %v", m)
+			}
+		case 2.0:
+			if errCode(m) != codeInvalidParams || !strings.Contains(fmt.Sprint(m["error"]), `"NAME"`) {
+				t.Fatalf("the call read two ways: %v", m)
+			}
+		case 3.0:
+			if errCode(m) != codeInvalidRequest {
+				t.Fatalf("the id with no method: %v", m)
+			}
+		default:
+			t.Fatalf("answers %v", arr)
+		}
+	}
+	client.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	if m := server.nextObject(); m["id"] != 9.0 {
+		t.Fatalf("after the batch the server got %v", m)
+	}
+}
+
+// TestServerRequestReadTwoWaysIsRefused: a request of the server's that the
+// client may read otherwise than the proxy ("method" and "METHOD") gets
+// -32600 from the proxy and does not reach the client; a plain one does,
+// and the client's answer to it reaches the server.
+func TestServerRequestReadTwoWaysIsRefused(t *testing.T) {
+	client, server, _ := inProcess(t, "tools: {}\n")
+	initialize(t, client, server, "2025-11-25")
+	server.send(`{"jsonrpc":"2.0","id":"s1","method":"ping","METHOD":"roots/list"}`)
+	if m := server.nextObject(); m["id"] != "s1" || errCode(m) != codeInvalidRequest || !strings.Contains(fmt.Sprint(m["error"]), `"METHOD"`) {
+		t.Fatalf("the server got %v", m)
+	}
+	server.send(`{"jsonrpc":"2.0","id":"s2","method":"ping"}`)
+	if m := client.nextObject(); m["id"] != "s2" {
+		t.Fatalf("the client got %v, not the plain request", m)
+	}
+	client.send(`{"jsonrpc":"2.0","id":"s2","result":{}}`)
+	if m := server.nextObject(); m["id"] != "s2" || m["result"] == nil {
+		t.Fatalf("the server got %v, not the client's answer", m)
+	}
+}

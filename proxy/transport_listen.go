@@ -14,8 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/undolog/undolog/internal/mcpwire"
 )
 
 // HTTPServer is the server side of MCP's Streamable HTTP transport, so that
@@ -252,25 +250,27 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	var twice json.RawMessage           // an id two of them have
 	initialize := false
 	for _, e := range elems {
-		id, method, ok := peek(e)
-		if !ok { // nested too deep to decode, say: answered with its id
-			id, method = topLevelID(e), "?"
-		}
-		bad := len(id) > 0 && !mcpwire.ValidRequestID(id)
-		if method != "" && len(id) == 0 {
-			_, bad = requestIDMember(e) // a request with id null (peek reads it as none)
-		}
-		if method != "" && bad {
-			rpcFail(w, http.StatusBadRequest, nil, codeInvalidRequest, "invalid request: its id is not a string or a number")
+		// The proxy's door for client messages: one refused is answered
+		// here, on its POST, which would otherwise wait for an answer
+		// routed by an id the proxy does not pass on.
+		m, refused := readClientMessage(e)
+		if refused != nil {
+			answer := refused.answer
+			if answer == nil { // a notification or a response: no id to answer
+				answer = errorResponse(nil, codeInvalidRequest, refused.note)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(answer)
 			return
 		}
-		if method != "" && len(id) > 0 {
-			k := idKey(id)
+		if m.Method != "" && len(m.ID) > 0 {
+			k := idKey(m.ID)
 			if ids[k] != nil {
-				twice = id
+				twice = m.ID
 			}
-			requests, ids[k] = append(requests, k), id
-			initialize = initialize || method == "initialize"
+			requests, ids[k] = append(requests, k), m.ID
+			initialize = initialize || m.Method == "initialize"
 		}
 	}
 	var ss *listenSession

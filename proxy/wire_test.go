@@ -622,18 +622,19 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 	if m := w.next(); m["id"] != 1.0 || m["result"] == nil {
 		t.Fatalf("answer to id 1.0: %v", m)
 	}
-	// Past 2^53 the server reads the double nearest: ...993 comes back ...992.
+	// Past 2^53 a server reads another number (...993 as ...992), and the
+	// MCP SDK for JavaScript answers none such: refused, not logged.
 	w.send(`{"jsonrpc":"2.0","id":9007199254740993,"method":"tools/call","params":{"name":"echo","arguments":{"n":2.5}}}`)
-	if m := w.next(); m["id"] != 9007199254740992.0 || m["result"] == nil {
+	if m := w.next(); m["id"] != nil || !strings.Contains(fmt.Sprint(m["error"]), "is not a string or a number a server reads exactly") {
 		t.Fatalf("answer to id 9007199254740993: %v", m)
 	}
-	for id := uint64(1); id <= 3; id++ {
+	for id := uint64(1); id <= 2; id++ {
 		if e, err := store.GetEffect(t.Context(), id); err != nil || e.Effect.State != sm.Committed {
 			t.Fatalf("effect %d: %+v %v", id, e.Effect, err)
 		}
 	}
 	w.send(`{"jsonrpc":"2.0","id":"\u0061","method":"tools/call","params":{"name":"hold","arguments":{}}}`)
-	waitForState(t, store, 4, sm.Executing)
+	waitForState(t, store, 3, sm.Executing)
 	w.send(`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"n":3}}}`)
 	if m := w.next(); m["id"] != "a" || !strings.Contains(fmt.Sprint(m["error"]), "still in flight") {
 		t.Fatalf("a request whose id is in flight, spelled otherwise: %v", m)
@@ -642,9 +643,9 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 	if m := w.next(); m["id"] != "a" || !strings.Contains(fmt.Sprint(m["result"]), "held, then done") {
 		t.Fatalf("the held call's answer: %v", m)
 	}
-	waitForState(t, store, 4, sm.Committed)
-	if _, err := store.GetEffect(t.Context(), 5); err == nil {
-		t.Fatal("the refused request was logged")
+	waitForState(t, store, 3, sm.Committed)
+	if _, err := store.GetEffect(t.Context(), 4); err == nil {
+		t.Fatal("a refused request was logged")
 	}
 }
 

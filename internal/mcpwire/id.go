@@ -57,11 +57,19 @@ func plainIDKey(id []byte) (string, bool) {
 	return "", false
 }
 
-// ValidRequestID tells whether id is one MCP allows a request: a string or
-// a number a server can read (not null, a boolean, an array, an object, or
-// a number past a double's range, which a server in JavaScript reads as
-// Infinity and writes back as null).
+// ValidRequestID tells whether id is one MCP allows a request: a string, or
+// an integer a server reads exactly (at most 2^53-1 either way: the MCP SDK
+// for JavaScript refuses any other number, 1.5 or a 30-digit one, and then
+// answers nothing, so the client would wait for good). Not null, a
+// boolean, an array or an object.
 func ValidRequestID(id json.RawMessage) bool {
 	k := IDKey(id)
-	return len(k) > 0 && k[0] != '?'
+	if len(k) == 0 || k[0] == '?' {
+		return false
+	}
+	if k[0] != 'n' {
+		return true
+	}
+	x, err := strconv.ParseFloat(k[1:], 64)
+	return err == nil && x == math.Trunc(x) && math.Abs(x) <= 1<<53-1
 }

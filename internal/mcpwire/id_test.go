@@ -12,7 +12,6 @@ func TestIDKey(t *testing.T) {
 	same := [][]string{
 		{`1`, `1.0`, `1e0`, ` 1 `},
 		{`0`, `-0`, `1e-400`},
-		{`9007199254740993`, `9007199254740992`},
 		{`"a"`, `"\u0061"`},
 		{`"a/b"`, `"a\/b"`},
 		{`"\ud800"`, `"\ufffd"`, "\"\xff\""},
@@ -53,9 +52,19 @@ func TestIDKey(t *testing.T) {
 			t.Errorf("%s takes the fast path", id)
 		}
 	}
-	for _, id := range []string{`null`, `true`, `[1]`, `{"a":1}`, `1e400`, ``, `x`} {
+	for _, id := range []string{`null`, `true`, `[1]`, `{"a":1}`, `1e400`, ``, `x`,
+		`1.5`, `-0.5`, `9007199254740992`, `-9007199254740992`, `9007199254740993`, `123456789012345678901234567890`} {
 		if ValidRequestID(json.RawMessage(id)) {
 			t.Errorf("%s is valid", id)
+		}
+	}
+	// Ids that differ past a double's precision are still one key.
+	if IDKey(json.RawMessage(`9007199254740993`)) != IDKey(json.RawMessage(`9007199254740992`)) {
+		t.Error("9007199254740993 and ...992 differ")
+	}
+	for _, id := range []string{`9007199254740991`, `-9007199254740991`, `1e3`} {
+		if !ValidRequestID(json.RawMessage(id)) {
+			t.Errorf("%s is not valid", id)
 		}
 	}
 }
