@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
@@ -593,6 +593,30 @@ DO $$
 BEGIN
 	EXECUTE format('ALTER FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) SECURITY DEFINER SET search_path = %I, pg_temp',
 		current_schema());
+END $$;
+`,
+	// 11: every function finds tables, functions and operators where the
+	// migration put them, whoever calls it: pg_catalog (searched first when
+	// the path does not name it), then undolog's own schema (current_schema()
+	// in the functions), then the caller's temporary tables last, as
+	// undolog_publish has since 8. Without a search_path
+	// of its own a trigger's function ran in its caller's: a temporary table
+	// named like one of undolog's came first (an agent's empty
+	// undolog_session_history let it write to a session a person halted),
+	// and a schema of the caller's placed before pg_catalog could stand in
+	// for pg_has_role. (CREATE OR REPLACE resets it: a later migration that
+	// replaces a function sets it again.)
+	`
+DO $$
+DECLARE
+	fn text;
+BEGIN
+	FOREACH fn IN ARRAY ARRAY['undolog_append_only()', 'undolog_is_owner(oid)', 'undolog_check_session_record()',
+		'undolog_check_effect_record()', 'undolog_check_effect_row()', 'undolog_check_session_row()',
+		'undolog_publish(boolean, text[], bigint[], text[], integer[])', 'undolog_gate_history()',
+		'undolog_publish_queue(boolean)'] LOOP
+		EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', fn, current_schema());
+	END LOOP;
 END $$;
 `,
 }
