@@ -605,8 +605,46 @@ END $$;
 	// undolog_session_history let it write to a session a person halted),
 	// and a schema of the caller's placed before pg_catalog could stand in
 	// for pg_has_role. (CREATE OR REPLACE resets it: a later migration that
-	// replaces a function sets it again.)
+	// replaces a function sets it again.) And a person's resolve of a call
+	// in doubt is recorded as such (statemachine.TriggerResolvedInDoubt):
+	// an approver's, as resolve is, where it was a fail any agent could
+	// record. The history gate as in 3, with that added.
 	`
+CREATE OR REPLACE FUNCTION undolog_check_effect_record() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	verb text;
+	grp  text := 'undolog_agent';
+BEGIN
+	verb := CASE
+		WHEN NEW.kind = 'undo' AND NEW.to_state = 'resolved' THEN 'resolve'
+		WHEN NEW.kind = 'undo' THEN 'undo'
+		WHEN NEW.trigger = 'Person resolves the call in doubt' THEN 'resolve'
+		WHEN NEW.to_state = 'approved' THEN 'approve'
+		WHEN NEW.to_state = 'rejected' THEN 'reject'
+		WHEN NEW.to_state IN ('compensating', 'compensated', 'compensation_failed') THEN 'undo'
+		WHEN NEW.to_state = 'executing' THEN 'start'
+		WHEN NEW.to_state = 'committed' THEN 'commit'
+		WHEN NEW.trigger = 'Fail RPC' THEN 'fail'
+		ELSE 'intercept'
+	END;
+	IF verb IN ('resolve', 'undo', 'approve', 'reject') THEN
+		grp := 'undolog_approver';
+	END IF;
+	-- A group's member writing in its own name first: it needs no look
+	-- at the catalog for the owner.
+	IF NEW.role = session_user::text AND coalesce(pg_has_role(session_user, to_regrole(grp), 'MEMBER'), false) THEN
+		RETURN NEW;
+	END IF;
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER') THEN
+		RETURN NEW;
+	END IF;
+	IF NEW.role IS DISTINCT FROM session_user::text THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not write a record in the name of role %s', session_user, NEW.role);
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '42501',
+		MESSAGE = format('the database role %s may not %s: it is not a member of %s', session_user, verb, grp);
+END $$;
 DO $$
 DECLARE
 	fn text;
