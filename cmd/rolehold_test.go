@@ -1,8 +1,11 @@
 package cmd
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Resolving a call in doubt is a person's decision, an approver's as every
@@ -37,4 +40,16 @@ func TestAgentCannotResolveACallInDoubt(t *testing.T) {
 	if code, out, errOut := undolog(t, owner, "verify"); code != 0 {
 		t.Fatalf("verify: exit %d: %s%s", code, out, errOut)
 	}
+}
+
+// sqlErr runs sql as the role of addr and returns the server's error.
+func sqlErr(t *testing.T, addr, sql string) error {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), sql)
+	return err
 }

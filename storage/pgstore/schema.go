@@ -645,11 +645,88 @@ BEGIN
 	RAISE EXCEPTION USING ERRCODE = '42501',
 		MESSAGE = format('the database role %s may not %s: it is not a member of %s', session_user, verb, grp);
 END $$;
+-- Writers are granted columns, not tables (RolesSQL): a grant on a table
+-- let them lock it whole (LOCK TABLE ... IN ACCESS EXCLUSIVE MODE), and
+-- every command of every role waited until someone killed that backend.
+-- Closing a request was a DELETE, which has no column grant: it is this
+-- function's, which deletes as DELETE did.
+CREATE FUNCTION undolog_close_request(effect bigint) RETURNS void LANGUAGE sql SECURITY DEFINER AS
+	'DELETE FROM undolog_approvals_open WHERE effect_id = effect';
+REVOKE EXECUTE ON FUNCTION undolog_close_request(bigint) FROM PUBLIC;
+DO $$
+DECLARE
+	grp text;
+BEGIN
+	FOREACH grp IN ARRAY ARRAY['undolog_reader', 'undolog_agent', 'undolog_approver'] LOOP
+		IF to_regrole(grp) IS NOT NULL THEN
+			EXECUTE format($g$REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON undolog_meta, undolog_counters,
+				undolog_sessions, undolog_effects, undolog_history, undolog_session_history, undolog_signatures, undolog_undo,
+				undolog_approvals, undolog_approvals_open, undolog_changes, undolog_changes_pending, undolog_feed_floor FROM %1$I$g$, grp);
+			IF grp <> 'undolog_reader' THEN
+				EXECUTE format($g$
+					GRANT INSERT (id, seq, rec, state), UPDATE (rec, state) ON undolog_sessions TO %1$I;
+					GRANT INSERT (id, session, tool, tier, state, rec), UPDATE (state, rec) ON undolog_effects TO %1$I;
+					GRANT INSERT (effect_id, seq, rec, role, kind, to_state, trigger, actor) ON undolog_history TO %1$I;
+					GRANT INSERT (session, seq, rec, role, to_state, trigger) ON undolog_session_history TO %1$I;
+					GRANT INSERT (sig, effect_id), UPDATE (effect_id) ON undolog_signatures TO %1$I;
+					GRANT INSERT (session, effect_id, rec, state) ON undolog_undo TO %1$I;
+					GRANT INSERT (effect_id, rec), UPDATE (rec) ON undolog_approvals TO %1$I;
+					GRANT INSERT (effect_id, session, expires), UPDATE (session, expires) ON undolog_approvals_open TO %1$I;
+					GRANT INSERT (kind, effect_id, session, seq) ON undolog_changes_pending TO %1$I;
+					GRANT EXECUTE ON FUNCTION undolog_close_request(bigint) TO %1$I$g$, grp);
+			END IF;
+			IF grp = 'undolog_approver' THEN
+				GRANT UPDATE (rec, state) ON undolog_undo TO undolog_approver;
+			END IF;
+		END IF;
+	END LOOP;
+END $$;
+-- A writer other than the owner writes records in the form this build
+-- writes (its format byte and the record's type byte first), as undolog
+-- does: a blank or foreign record is refused. (What follows them the
+-- database does not read: verify does.) The WHEN clauses let every record
+-- of that form through without a call.
+CREATE FUNCTION undolog_check_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER') THEN
+		RETURN NEW;
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '42501',
+		MESSAGE = format('the database role %s may not write into %s a record undolog does not write', session_user, TG_TABLE_NAME);
+END $$;
+CREATE TRIGGER undolog_sessions_written BEFORE INSERT OR UPDATE OF rec ON undolog_sessions FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0353'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_effects_written BEFORE INSERT OR UPDATE OF rec ON undolog_effects FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0345'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_history_written BEFORE INSERT ON undolog_history FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0348'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_session_history_written BEFORE INSERT ON undolog_session_history FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0348'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_undo_written BEFORE INSERT OR UPDATE OF rec ON undolog_undo FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0355'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_approvals_written BEFORE INSERT OR UPDATE OF rec ON undolog_approvals FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0341'::bytea) EXECUTE FUNCTION undolog_check_record();
+-- An undo entry leaves pending only in an undo: an approver's (an agent
+-- set its entry compensated by SQL, and undo passed over the call).
+CREATE FUNCTION undolog_check_undo_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER')
+		OR coalesce(pg_has_role(session_user, to_regrole('undolog_approver'), 'MEMBER'), false) THEN
+		RETURN NEW;
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '42501',
+		MESSAGE = format('the database role %s may not undo: it is not a member of undolog_approver (undo entry of effect %s)', session_user, NEW.effect_id);
+END $$;
+CREATE TRIGGER undolog_undo_moves_insert BEFORE INSERT ON undolog_undo FOR EACH ROW
+	WHEN (NEW.state IS DISTINCT FROM 'pending') EXECUTE FUNCTION undolog_check_undo_row();
+CREATE TRIGGER undolog_undo_moves BEFORE UPDATE ON undolog_undo FOR EACH ROW
+	WHEN (NEW.state IS DISTINCT FROM 'pending' OR OLD.state IS DISTINCT FROM 'pending')
+	EXECUTE FUNCTION undolog_check_undo_row();
 DO $$
 DECLARE
 	fn text;
 BEGIN
-	FOREACH fn IN ARRAY ARRAY['undolog_append_only()', 'undolog_is_owner(oid)', 'undolog_check_session_record()',
+	FOREACH fn IN ARRAY ARRAY['undolog_append_only()', 'undolog_close_request(bigint)', 'undolog_check_record()', 'undolog_check_undo_row()', 'undolog_is_owner(oid)', 'undolog_check_session_record()',
 		'undolog_check_effect_record()', 'undolog_check_effect_row()', 'undolog_check_session_row()',
 		'undolog_publish(boolean, text[], bigint[], text[], integer[])', 'undolog_gate_history()',
 		'undolog_publish_queue(boolean)'] LOOP
