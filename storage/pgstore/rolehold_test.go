@@ -39,7 +39,13 @@ func userOf(t *testing.T, addr string) string {
 // (effect 2); it returns the owner's, agent's and approver's URLs.
 func heldLog(t *testing.T) (owner, agent, approver string) {
 	t.Helper()
-	owner, agent, approver, _ = withRoles(t)
+	return heldLogIn(t, "")
+}
+
+// heldLogIn is heldLog with undolog's tables in schema ("": public).
+func heldLogIn(t *testing.T, schema string) (owner, agent, approver string) {
+	t.Helper()
+	owner, agent, approver, _ = withRolesIn(t, schema)
 	log := open(agent)
 	defer log.Close()
 	for _, s := range []string{"s", "h"} {
@@ -63,7 +69,11 @@ func heldLog(t *testing.T) (owner, agent, approver string) {
 // refusal says; they name undolog's tables by their schema, as a client
 // that made tables of the same names would.
 func agentForgeries(agent string) []struct{ name, sql, want string } {
-	return []struct{ name, sql, want string }{
+	return agentForgeriesIn(agent, "public")
+}
+
+func agentForgeriesIn(agent, schema string) []struct{ name, sql, want string } {
+	forgeries := []struct{ name, sql, want string }{
 		{"effect row to approved", `UPDATE public.undolog_effects SET state = 'approved' WHERE id = 1`, "may not approve"},
 		{"approval record", `INSERT INTO public.undolog_history (effect_id, seq, rec, role, kind, to_state, trigger, actor)
 			VALUES (1, 99, '\x0348', '` + agent + `', 'effect', 'approved', 'x', 'x')`, "may not approve"},
@@ -71,6 +81,10 @@ func agentForgeries(agent string) []struct{ name, sql, want string } {
 			VALUES ('h', 99, '\x0348', '` + agent + `', 'active', 'Session created')`, "may not move halted session h"},
 		{"halted session's row", `UPDATE public.undolog_sessions SET state = 'active' WHERE id = 'h'`, "may not move halted session h"},
 	}
+	for i := range forgeries {
+		forgeries[i].sql = strings.ReplaceAll(forgeries[i].sql, "public.", schema+".")
+	}
+	return forgeries
 }
 
 // refusedEach runs each forgery on conn in a savepoint of its own and
@@ -95,18 +109,31 @@ func refusedEach(t *testing.T, conn *pgx.Conn, context string, forgeries []struc
 // A temporary table comes first in a client's search_path: one named like
 // any of undolog's tables, empty, changes nothing the checks decide.
 func TestATemporaryTableOfEachNameChangesNoCheck(t *testing.T) {
-	owner, agent, _ := heldLog(t)
+	temporaryTablesChangeNoCheck(t, "public")
+}
+
+// So it is with undolog's tables in a schema of their own.
+func TestTemporaryTablesInOwnSchema(t *testing.T) {
+	temporaryTablesChangeNoCheck(t, "ulog")
+}
+
+func temporaryTablesChangeNoCheck(t *testing.T, schema string) {
+	in := schema
+	if schema == "public" {
+		in = ""
+	}
+	owner, agent, _ := heldLogIn(t, in)
 	conn, err := pgx.Connect(t.Context(), agent)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	forgeries := agentForgeries(userOf(t, agent))
+	forgeries := agentForgeriesIn(userOf(t, agent), schema)
 	conn.Exec(t.Context(), `BEGIN`)
 	refusedEach(t, conn, "no temporary table", forgeries)
 	conn.Exec(t.Context(), `ROLLBACK`)
 	for _, table := range undologTables {
-		columns := `LIKE public.` + table
+		columns := `LIKE ` + schema + `.` + table
 		if table == "undolog_feed_floor" { // no role but the owner reads it
 			columns = `one boolean, below bigint, next bigint, next_xid xid8`
 		}
@@ -117,6 +144,11 @@ func TestATemporaryTableOfEachNameChangesNoCheck(t *testing.T) {
 		if _, err := conn.Exec(t.Context(), `ROLLBACK`); err != nil {
 			t.Fatal(err)
 		}
+	}
+	var config []string
+	if err := conn.QueryRow(t.Context(), `SELECT p.proconfig FROM pg_proc p
+		WHERE p.oid = 'undolog_check_session_record'::regproc`).Scan(&config); err != nil || !slices.Equal(config, []string{"search_path=" + schema + ", pg_temp"}) {
+		t.Errorf("the session record gate's settings: %v %v", config, err)
 	}
 	if n := count(t, owner, `SELECT count(*) FROM undolog_history WHERE seq = 99`) +
 		count(t, owner, `SELECT count(*) FROM undolog_session_history WHERE seq = 99`) +
