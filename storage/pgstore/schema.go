@@ -599,16 +599,18 @@ END $$;
 	// migration put them, whoever calls it: pg_catalog (searched first when
 	// the path does not name it), then undolog's own schema (current_schema()
 	// in the functions), then the caller's temporary tables last, as
-	// undolog_publish has since 8. Without a search_path
-	// of its own a trigger's function ran in its caller's: a temporary table
-	// named like one of undolog's came first (an agent's empty
-	// undolog_session_history let it write to a session a person halted),
-	// and a schema of the caller's placed before pg_catalog could stand in
-	// for pg_has_role. (CREATE OR REPLACE resets it: a later migration that
-	// replaces a function sets it again.) And a person's resolve of a call
-	// in doubt is recorded as such (statemachine.TriggerResolvedInDoubt):
-	// an approver's, as resolve is, where it was a fail any agent could
-	// record. The history gate as in 3, with that added.
+	// undolog_publish has since 8. Without a search_path of its own a
+	// trigger's function ran in its caller's: a temporary table named like
+	// one of undolog's came first (an agent's empty undolog_session_history
+	// let it write to a session a person halted), and a schema of the
+	// caller's placed before pg_catalog could stand in for pg_has_role.
+	// (CREATE OR REPLACE resets it: a later migration that replaces a
+	// function sets it again.) Writers are granted columns, not tables, and
+	// write only records of undolog's form (below). And a person's resolve
+	// of a call in doubt is recorded as such
+	// (statemachine.TriggerResolvedInDoubt): an approver's, as resolve is,
+	// where it was a fail any agent could record. The history gate as in 3,
+	// with that added.
 	`
 CREATE OR REPLACE FUNCTION undolog_check_effect_record() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
