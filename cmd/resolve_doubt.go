@@ -41,7 +41,7 @@ func resolveInDoubt(ctx context.Context, f *Factory, id uint64, opts *resolveOpt
 	if expect == nil {
 		expect = &model.Owner{}
 	}
-	got, err := store.Fail(ctx, id, model.Change{Actor: f.Actor(opts.as), Error: "in doubt: " + e.Owner.Gone(l), Reason: opts.reason, ExpectOwner: expect})
+	got, err := store.Fail(ctx, id, model.Change{Actor: f.Actor(opts.as), Error: "in doubt: " + e.Owner.Gone(l), Reason: opts.reason, ExpectOwner: expect, Resolve: true})
 	if err != nil {
 		return true, err
 	}

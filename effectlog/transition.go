@@ -176,6 +176,9 @@ func applyTransition(tx storage.WriteTx, sess *model.Session, e *model.Effect, f
 			e.Error = "failed"
 		}
 		rec.Error = e.Error
+		if c.Resolve {
+			rec.Trigger = sm.TriggerResolvedInDoubt
+		}
 		if e.Tier == sm.Irreversible {
 			if err := reopenApproval(tx, sess, e.ID, c, 0, now); err != nil {
 				return err

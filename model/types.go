@@ -267,6 +267,10 @@ type Change struct {
 	ExpectState sm.State
 	// Attempts is how many times the undo runner tried the compensation.
 	Attempts int
+	// Resolve marks a fail of a call in doubt as a person's resolve of it
+	// (statemachine.TriggerResolvedInDoubt), which the roles give approvers
+	// alone; an agent's reclaim, to run the call again, is a plain fail.
+	Resolve bool
 }
 
 // EffectDetail is an effect with everything recorded about it.

@@ -184,6 +184,11 @@ func Next(tier Tier, from State) []State {
 	return out
 }
 
+// TriggerResolvedInDoubt is the trigger of a person's resolve of a call in
+// doubt (executing -> pending, as a fail): a decision, not the runner's
+// fail, so that the database can tell it is an approver's.
+const TriggerResolvedInDoubt = "Person resolves the call in doubt"
+
 // TriggerText is a recorded trigger as a person reads it. The spec has
 // approvals made "via dashboard"; undolog takes them from the command line,
 // the view and the proxy alike, so the text says who without where (the

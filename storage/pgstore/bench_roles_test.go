@@ -25,7 +25,14 @@ func BenchmarkCallByRole(b *testing.B) {
 				execTB(b, owner, `ALTER TABLE undolog_history DISABLE TRIGGER undolog_history_role;
 					ALTER TABLE undolog_session_history DISABLE TRIGGER undolog_session_history_role;
 					ALTER TABLE undolog_effects DISABLE TRIGGER undolog_effects_role;
-					ALTER TABLE undolog_effects DISABLE TRIGGER undolog_effects_role_insert`)
+					ALTER TABLE undolog_effects DISABLE TRIGGER undolog_effects_role_insert;
+					ALTER TABLE undolog_sessions DISABLE TRIGGER undolog_sessions_written;
+					ALTER TABLE undolog_effects DISABLE TRIGGER undolog_effects_written;
+					ALTER TABLE undolog_history DISABLE TRIGGER undolog_history_written;
+					ALTER TABLE undolog_session_history DISABLE TRIGGER undolog_session_history_written;
+					ALTER TABLE undolog_undo DISABLE TRIGGER undolog_undo_written;
+					ALTER TABLE undolog_undo DISABLE TRIGGER undolog_undo_moves_insert;
+					ALTER TABLE undolog_undo DISABLE TRIGGER undolog_undo_moves`)
 			}
 			log := open(addr)
 			defer log.Close()

@@ -10,8 +10,8 @@ import (
 	"github.com/undolog/undolog/storage"
 )
 
-// RolesSQL creates undolog's three group roles and grants them the tables,
-// run by the owner of the tables (the role that ran `undolog migrate`)
+// RolesSQL creates undolog's three group roles and grants them the tables
+// (writers by column: none may lock a table whole), run by the owner of the tables (the role that ran `undolog migrate`)
 // with the right to create roles. Table privileges cannot tell an approval
 // from a commit: the triggers of the migration to rolesSchema do, by
 // membership of these groups. It can be run again: a role that exists is
@@ -38,16 +38,6 @@ GRANT SELECT ON undolog_meta, undolog_counters, undolog_sessions, undolog_effect
 	undolog_approvals, undolog_approvals_open, undolog_changes
 	TO undolog_reader, undolog_agent, undolog_approver;
 
--- Agents and approvers write. What each may record is checked row by row:
--- an agent intercepts, starts, commits and fails calls (and sessions);
--- an approver approves, rejects, undoes and resolves. Neither may delete
--- (gc) or import: that is the owner's.
-GRANT INSERT, UPDATE ON undolog_sessions, undolog_effects,
-	undolog_history, undolog_session_history, undolog_signatures, undolog_undo,
-	undolog_approvals, undolog_approvals_open
-	TO undolog_agent, undolog_approver;
-GRANT DELETE ON undolog_approvals_open TO undolog_agent, undolog_approver;
-
 -- Writers take ids from the sequences and queue their changes; positions
 -- are given through undolog_publish alone (it runs with its owner's
 -- rights), which moves the queue into the feed. A writer may add to the
@@ -63,6 +53,33 @@ GRANT EXECUTE ON FUNCTION undolog_publish(boolean, text[], bigint[], text[], int
 	TO undolog_agent, undolog_approver;
 GRANT EXECUTE ON FUNCTION undolog_publish_queue(boolean)
 	TO undolog_reader, undolog_agent, undolog_approver;
+
+-- Agents and approvers write, by column: a grant on a whole table would let
+-- them lock it whole (LOCK TABLE), and every other role wait. What each may
+-- record is checked row by row: an agent intercepts, starts, commits and
+-- fails calls (and sessions); an approver approves, rejects, undoes and
+-- resolves (an undo entry, once written, is an undo's to change). Neither
+-- may delete (gc) or import: that is the owner's; a request is closed
+-- through undolog_close_request. Grants on whole tables that an earlier
+-- setup made are taken back first.
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON undolog_meta, undolog_counters,
+	undolog_sessions, undolog_effects, undolog_history, undolog_session_history, undolog_signatures,
+	undolog_undo, undolog_approvals, undolog_approvals_open, undolog_changes, undolog_feed_floor
+	FROM undolog_reader, undolog_agent, undolog_approver;
+GRANT INSERT (id, seq, rec, state), UPDATE (rec, state) ON undolog_sessions TO undolog_agent, undolog_approver;
+GRANT INSERT (id, session, tool, tier, state, rec), UPDATE (state, rec) ON undolog_effects
+	TO undolog_agent, undolog_approver;
+GRANT INSERT (effect_id, seq, rec, role, kind, to_state, trigger, actor) ON undolog_history
+	TO undolog_agent, undolog_approver;
+GRANT INSERT (session, seq, rec, role, to_state, trigger) ON undolog_session_history
+	TO undolog_agent, undolog_approver;
+GRANT INSERT (sig, effect_id), UPDATE (effect_id) ON undolog_signatures TO undolog_agent, undolog_approver;
+GRANT INSERT (session, effect_id, rec, state) ON undolog_undo TO undolog_agent, undolog_approver;
+GRANT UPDATE (rec, state) ON undolog_undo TO undolog_approver;
+GRANT INSERT (effect_id, rec), UPDATE (rec) ON undolog_approvals TO undolog_agent, undolog_approver;
+GRANT INSERT (effect_id, session, expires), UPDATE (session, expires) ON undolog_approvals_open
+	TO undolog_agent, undolog_approver;
+GRANT EXECUTE ON FUNCTION undolog_close_request(bigint) TO undolog_agent, undolog_approver;
 
 -- Log-in roles are members of a group, for example:
 --   CREATE ROLE ci LOGIN PASSWORD 'change me' IN ROLE undolog_agent;

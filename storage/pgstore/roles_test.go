@@ -30,18 +30,35 @@ var rolesMu sync.Mutex
 // the agent's, approver's and reader's.
 func withRoles(t testing.TB) (owner, agent, approver, reader string) {
 	t.Helper()
+	return withRolesIn(t, "")
+}
+
+// withRolesIn is withRoles with undolog's tables in schema (its own, which
+// every role's URL puts first in its search_path), "" for public.
+func withRolesIn(t testing.TB, schema string) (owner, agent, approver, reader string) {
+	t.Helper()
 	owner = pgtest.Server(t).NewDatabase(t)
 	u, err := url.Parse(owner)
 	if err != nil {
 		t.Fatal(err)
 	}
 	suffix := regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.TrimPrefix(u.Path, "/"), "_")
+	if schema != "" {
+		execTB(t, owner, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		owner = u.String()
+	}
 	if _, _, err := pgstore.New(owner).Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	names := []string{"ci_" + suffix, "alice_" + suffix, "audit_" + suffix}
 	rolesMu.Lock()
 	execTB(t, owner, pgstore.RolesSQL)
+	if schema != "" {
+		execTB(t, owner, "GRANT USAGE ON SCHEMA "+pgx.Identifier{schema}.Sanitize()+" TO undolog_reader, undolog_agent, undolog_approver")
+	}
 	for i, group := range []string{"undolog_agent", "undolog_approver", "undolog_reader"} {
 		execTB(t, owner, "CREATE ROLE "+pgx.Identifier{names[i]}.Sanitize()+" LOGIN IN ROLE "+group)
 	}
@@ -99,7 +116,8 @@ func TestRolesAreTheDatabasesToCheck(t *testing.T) {
 	for _, c := range []struct{ name, sql, want string }{
 		{"effect row to approved", `UPDATE undolog_effects SET state = 'approved' WHERE id = 1`, "may not approve"},
 		{"irreversible effect started unapproved", `UPDATE undolog_effects SET state = 'executing' WHERE id = 1`, "was not approved"},
-		{"tier changed", `UPDATE undolog_effects SET tier = 'compensable' WHERE id = 1`, "may not change the tier"},
+		// Writers have no UPDATE on the tier column (schema 11).
+		{"tier changed", `UPDATE undolog_effects SET tier = 'compensable' WHERE id = 1`, "permission denied for table undolog_effects"},
 		{"effect row to compensating", `UPDATE undolog_effects SET state = 'compensating' WHERE id = 1`, "may not undo"},
 		// Inserts are judged too, not only pending ones let through.
 		{"effect row inserted approved", `INSERT INTO undolog_effects (id, session, tool, tier, state, rec)

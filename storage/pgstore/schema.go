@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
@@ -593,6 +593,147 @@ DO $$
 BEGIN
 	EXECUTE format('ALTER FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) SECURITY DEFINER SET search_path = %I, pg_temp',
 		current_schema());
+END $$;
+`,
+	// 11: every function finds tables, functions and operators where the
+	// migration put them, whoever calls it: pg_catalog (searched first when
+	// the path does not name it), then undolog's own schema (current_schema()
+	// in the functions), then the caller's temporary tables last, as
+	// undolog_publish has since 8. Without a search_path of its own a
+	// trigger's function ran in its caller's: a temporary table named like
+	// one of undolog's came first (an agent's empty undolog_session_history
+	// let it write to a session a person halted), and a schema of the
+	// caller's placed before pg_catalog could stand in for pg_has_role.
+	// (CREATE OR REPLACE resets it: a later migration that replaces a
+	// function sets it again.) Writers are granted columns, not tables, and
+	// write only records of undolog's form (below). And a person's resolve
+	// of a call in doubt is recorded as such
+	// (statemachine.TriggerResolvedInDoubt): an approver's, as resolve is,
+	// where it was a fail any agent could record. The history gate as in 3,
+	// with that added.
+	`
+CREATE OR REPLACE FUNCTION undolog_check_effect_record() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	verb text;
+	grp  text := 'undolog_agent';
+BEGIN
+	verb := CASE
+		WHEN NEW.kind = 'undo' AND NEW.to_state = 'resolved' THEN 'resolve'
+		WHEN NEW.kind = 'undo' THEN 'undo'
+		WHEN NEW.trigger = 'Person resolves the call in doubt' THEN 'resolve'
+		WHEN NEW.to_state = 'approved' THEN 'approve'
+		WHEN NEW.to_state = 'rejected' THEN 'reject'
+		WHEN NEW.to_state IN ('compensating', 'compensated', 'compensation_failed') THEN 'undo'
+		WHEN NEW.to_state = 'executing' THEN 'start'
+		WHEN NEW.to_state = 'committed' THEN 'commit'
+		WHEN NEW.trigger = 'Fail RPC' THEN 'fail'
+		ELSE 'intercept'
+	END;
+	IF verb IN ('resolve', 'undo', 'approve', 'reject') THEN
+		grp := 'undolog_approver';
+	END IF;
+	-- A group's member writing in its own name first: it needs no look
+	-- at the catalog for the owner.
+	IF NEW.role = session_user::text AND coalesce(pg_has_role(session_user, to_regrole(grp), 'MEMBER'), false) THEN
+		RETURN NEW;
+	END IF;
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER') THEN
+		RETURN NEW;
+	END IF;
+	IF NEW.role IS DISTINCT FROM session_user::text THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not write a record in the name of role %s', session_user, NEW.role);
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '42501',
+		MESSAGE = format('the database role %s may not %s: it is not a member of %s', session_user, verb, grp);
+END $$;
+-- Writers are granted columns, not tables (RolesSQL): a grant on a table
+-- let them lock it whole (LOCK TABLE ... IN ACCESS EXCLUSIVE MODE), and
+-- every command of every role waited until someone killed that backend.
+-- Closing a request was a DELETE, which has no column grant: it is this
+-- function's, which deletes as DELETE did.
+CREATE FUNCTION undolog_close_request(effect bigint) RETURNS void LANGUAGE sql SECURITY DEFINER AS
+	'DELETE FROM undolog_approvals_open WHERE effect_id = effect';
+REVOKE EXECUTE ON FUNCTION undolog_close_request(bigint) FROM PUBLIC;
+DO $$
+DECLARE
+	grp text;
+BEGIN
+	FOREACH grp IN ARRAY ARRAY['undolog_reader', 'undolog_agent', 'undolog_approver'] LOOP
+		IF to_regrole(grp) IS NOT NULL THEN
+			EXECUTE format($g$REVOKE INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON undolog_meta, undolog_counters,
+				undolog_sessions, undolog_effects, undolog_history, undolog_session_history, undolog_signatures, undolog_undo,
+				undolog_approvals, undolog_approvals_open, undolog_changes, undolog_changes_pending, undolog_feed_floor FROM %1$I$g$, grp);
+			IF grp <> 'undolog_reader' THEN
+				EXECUTE format($g$
+					GRANT INSERT (id, seq, rec, state), UPDATE (rec, state) ON undolog_sessions TO %1$I;
+					GRANT INSERT (id, session, tool, tier, state, rec), UPDATE (state, rec) ON undolog_effects TO %1$I;
+					GRANT INSERT (effect_id, seq, rec, role, kind, to_state, trigger, actor) ON undolog_history TO %1$I;
+					GRANT INSERT (session, seq, rec, role, to_state, trigger) ON undolog_session_history TO %1$I;
+					GRANT INSERT (sig, effect_id), UPDATE (effect_id) ON undolog_signatures TO %1$I;
+					GRANT INSERT (session, effect_id, rec, state) ON undolog_undo TO %1$I;
+					GRANT INSERT (effect_id, rec), UPDATE (rec) ON undolog_approvals TO %1$I;
+					GRANT INSERT (effect_id, session, expires), UPDATE (session, expires) ON undolog_approvals_open TO %1$I;
+					GRANT INSERT (kind, effect_id, session, seq) ON undolog_changes_pending TO %1$I;
+					GRANT EXECUTE ON FUNCTION undolog_close_request(bigint) TO %1$I$g$, grp);
+			END IF;
+			IF grp = 'undolog_approver' THEN
+				GRANT UPDATE (rec, state) ON undolog_undo TO undolog_approver;
+			END IF;
+		END IF;
+	END LOOP;
+END $$;
+-- A writer other than the owner writes records in the form this build
+-- writes (its format byte and the record's type byte first), as undolog
+-- does: a blank or foreign record is refused. (What follows them the
+-- database does not read: verify does.) The WHEN clauses let every record
+-- of that form through without a call.
+CREATE FUNCTION undolog_check_record() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER') THEN
+		RETURN NEW;
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '42501',
+		MESSAGE = format('the database role %s may not write into %s a record undolog does not write', session_user, TG_TABLE_NAME);
+END $$;
+CREATE TRIGGER undolog_sessions_written BEFORE INSERT OR UPDATE OF rec ON undolog_sessions FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0353'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_effects_written BEFORE INSERT OR UPDATE OF rec ON undolog_effects FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0345'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_history_written BEFORE INSERT ON undolog_history FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0348'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_session_history_written BEFORE INSERT ON undolog_session_history FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0348'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_undo_written BEFORE INSERT OR UPDATE OF rec ON undolog_undo FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0355'::bytea) EXECUTE FUNCTION undolog_check_record();
+CREATE TRIGGER undolog_approvals_written BEFORE INSERT OR UPDATE OF rec ON undolog_approvals FOR EACH ROW
+	WHEN (substring(NEW.rec FROM 1 FOR 2) IS DISTINCT FROM '\x0341'::bytea) EXECUTE FUNCTION undolog_check_record();
+-- An undo entry leaves pending only in an undo: an approver's (an agent
+-- set its entry compensated by SQL, and undo passed over the call).
+CREATE FUNCTION undolog_check_undo_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER')
+		OR coalesce(pg_has_role(session_user, to_regrole('undolog_approver'), 'MEMBER'), false) THEN
+		RETURN NEW;
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = '42501',
+		MESSAGE = format('the database role %s may not undo: it is not a member of undolog_approver (undo entry of effect %s)', session_user, NEW.effect_id);
+END $$;
+CREATE TRIGGER undolog_undo_moves_insert BEFORE INSERT ON undolog_undo FOR EACH ROW
+	WHEN (NEW.state IS DISTINCT FROM 'pending') EXECUTE FUNCTION undolog_check_undo_row();
+CREATE TRIGGER undolog_undo_moves BEFORE UPDATE ON undolog_undo FOR EACH ROW
+	WHEN (NEW.state IS DISTINCT FROM 'pending' OR OLD.state IS DISTINCT FROM 'pending')
+	EXECUTE FUNCTION undolog_check_undo_row();
+DO $$
+DECLARE
+	fn text;
+BEGIN
+	FOREACH fn IN ARRAY ARRAY['undolog_append_only()', 'undolog_close_request(bigint)', 'undolog_check_record()', 'undolog_check_undo_row()', 'undolog_is_owner(oid)', 'undolog_check_session_record()',
+		'undolog_check_effect_record()', 'undolog_check_effect_row()', 'undolog_check_session_row()',
+		'undolog_publish(boolean, text[], bigint[], text[], integer[])', 'undolog_gate_history()',
+		'undolog_publish_queue(boolean)'] LOOP
+		EXECUTE format('ALTER FUNCTION %s SET search_path = %I, pg_temp', fn, current_schema());
+	END LOOP;
 END $$;
 `,
 }

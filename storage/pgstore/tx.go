@@ -778,8 +778,10 @@ func (w *writer) OpenRequest(id uint64, session string, expires *time.Time) erro
 		ON CONFLICT (effect_id) DO UPDATE SET session = EXCLUDED.session, expires = EXCLUDED.expires`, int64(id), session, at)
 }
 
+// CloseRequest deletes through undolog_close_request: writers have no
+// DELETE on the table, which would let them lock it whole.
 func (w *writer) CloseRequest(id uint64) error {
-	return w.exec(`DELETE FROM undolog_approvals_open WHERE effect_id = $1`, int64(id))
+	return w.exec(`SELECT undolog_close_request($1)`, int64(id))
 }
 
 func (w *writer) DeleteEffect(e *model.Effect) error {
