@@ -1,11 +1,13 @@
 package boltfile
 
 import (
+	"fmt"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/storage/internal/record"
 )
 
 // An index entry that names a lookalike of its session's name (a Cyrillic
@@ -16,4 +18,25 @@ func TestVerifyShowsALookalikeSessionEntryApart(t *testing.T) {
 	sess := must[model.Session](t)(s.GetSession(t.Context(), "s"))
 	tamper(t, s, func(tx *bolt.Tx) error { return tx.Bucket(bSessionsByTime).Put(itob(sess.Seq), []byte("\u0455")) })
 	expectProblem(t, s, "index", `sessions_by_time entry 1 names "\u0455", not "s"`)
+}
+
+// A request whose outcome is a lookalike of pending (a Cyrillic letter) is
+// reported with the outcome escaped: "approval is pending but pending index
+// entry=true" read as a contradiction with no difference to see.
+func TestVerifyShowsALookalikeOutcomeApart(t *testing.T) {
+	s, _ := seeded(t)
+	tamper(t, s, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bApprovals)
+		var a model.Approval
+		if err := record.Decode(b.Get(itob(2)), &a); err != nil || a.Outcome != model.ApprovalPending {
+			return fmt.Errorf("approval 2: %v %q", err, a.Outcome)
+		}
+		a.Outcome = "p\u0435nding"
+		data, err := record.Encode(&a)
+		if err != nil {
+			return err
+		}
+		return b.Put(itob(2), data)
+	})
+	expectProblem(t, s, "index", `approval is "p\u0435nding" but pending index entry=true`)
 }
