@@ -40,3 +40,21 @@ func TestVerifyShowsALookalikeOutcomeApart(t *testing.T) {
 	})
 	expectProblem(t, s, "index", `approval is "p\u0435nding" but pending index entry=true`)
 }
+
+// An open request's entry under a lookalike of its effect's session shows
+// both names, escaped apart, not one name that reads as the right one.
+func TestVerifyShowsALookalikeOpenRequestSessionApart(t *testing.T) {
+	s, _ := seeded(t)
+	tamper(t, s, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bOpenBySession)
+		v := b.Get(nameKey("s", 2))
+		if v == nil {
+			return fmt.Errorf("no open request of effect 2 under session s")
+		}
+		if err := b.Delete(nameKey("s", 2)); err != nil {
+			return err
+		}
+		return b.Put(nameKey("\u0455", 2), v)
+	})
+	expectProblem(t, s, "index", `open requests index entry is under session "\u0455", the effect's "s"`)
+}

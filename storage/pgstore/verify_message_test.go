@@ -65,3 +65,27 @@ func TestVerifyShowsALookalikeOutcomeApart(t *testing.T) {
 	}
 	t.Errorf("verify does not say %s; it says %v", want, rep.Problems)
 }
+
+// An open request's row under a lookalike of its effect's session shows
+// both names, escaped apart, where it said only that the entry dangles.
+func TestVerifyShowsALookalikeOpenRequestSessionApart(t *testing.T) {
+	owner := pgtest.Server(t).NewDatabase(t)
+	log := open(owner)
+	defer log.Close()
+	if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "wire", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, owner, "UPDATE undolog_approvals_open SET session = '\u0455' WHERE effect_id = 1")
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `pending approval entry is under session "\u0455", the effect's "s"`
+	for _, p := range rep.Problems {
+		if p.Kind == "index" && p.Detail == want {
+			return
+		}
+	}
+	t.Errorf("verify does not say %s; it says %v", want, rep.Problems)
+}
