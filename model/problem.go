@@ -32,11 +32,15 @@ func (p Problem) String() string {
 // character outside ASCII escaped when either side has one (a letter that
 // looks like another, a space that is not one). A side longer than
 // apartLong is cut to where the two first differ, a little before and
-// after it, "..." outside the quotes where cut: a problem stays a line
-// that reads, whatever a reason or an error holds.
+// after it (two alike, to their start), "..." outside the quotes where
+// cut: a problem stays a line that reads, whatever a reason, an error or
+// an argument holds.
 func Apart(a, b string) (string, string) {
 	var cutA, cutB [2]bool
-	if a != b && (len(a) > apartLong || len(b) > apartLong) {
+	if a == b && len(a) > apartLong { // nothing to tell apart in it: its start
+		a, cutA = window(a, 0, 0)
+		b, cutB = a, cutA
+	} else if len(a) > apartLong || len(b) > apartLong {
 		i := 0
 		for i < len(a) && i < len(b) && a[i] == b[i] {
 			i++

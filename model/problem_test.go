@@ -13,6 +13,7 @@ func TestApartCutsLongSidesWhereTheyDiffer(t *testing.T) {
 		{"alice", "\u0430lice", `"alice"`, `"\u0430lice"`},
 		{long + "bob", long + "b\u043eb", `..."der 17 refund order 17 bob"`, `..."der 17 refund order 17 b\u043eb"`},
 		{"bob" + long, "b\u043eb" + long, `"bob` + long[:93] + `"...`, `"b\u043eb` + long[:92] + `"...`},
+		{long, long, `"` + long[:96] + `"...`, `"` + long[:96] + `"...`},
 		{long, long + " ", `..."rder 17 refund order 17 "`, `..."rder 17 refund order 17  "`},
 	} {
 		a, b := Apart(c.a, c.b)

@@ -2,10 +2,12 @@ package boltfile
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage/internal/record"
 )
@@ -57,4 +59,32 @@ func TestVerifyShowsALookalikeOpenRequestSessionApart(t *testing.T) {
 		return b.Put(nameKey("\u0455", 2), v)
 	})
 	expectProblem(t, s, "index", `open requests index entry is under session "\u0455", the effect's "s"`)
+}
+
+// An upstream command changed deep inside a long argument (a script given
+// inline) is one line that shows where it differs, element by element, not
+// the whole command twice.
+func TestVerifyShowsALongUpstreamArgumentWhereItDiffers(t *testing.T) {
+	s, _ := newStore(t)
+	script := strings.Repeat("console.log(1);", 4096)
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"node", "-e", script + "serve('/srv')"}}))
+	verifyClean(t, s)
+	tamper(t, s, func(tx *bolt.Tx) error {
+		sess, err := getSession(plainTx(tx), "p")
+		if err != nil {
+			return err
+		}
+		sess.Upstream[2] = script + "serve('/etc')"
+		return putSession(&writeTx{Tx: tx}, &sess)
+	})
+	rep := must[effectlog.VerifyReport](t)(s.Verify(t.Context()))
+	for _, p := range rep.Problems {
+		if strings.Contains(p.Detail, "upstream was altered") {
+			if len(p.Detail) > 400 || !strings.Contains(p.Detail, `serve('/etc')"]`) || !strings.Contains(p.Detail, `serve('/srv')"]`) {
+				t.Fatalf("verify says %d bytes: %.300q", len(p.Detail), p.Detail)
+			}
+			return
+		}
+	}
+	t.Fatalf("verify did not find the upstream changed: %v", rep.Problems)
 }
