@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
@@ -141,5 +142,66 @@ func TestHintsOfGoRunSayGoRun(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "open it:    go run . --log ") || !strings.Contains(string(out), "or script:  go run . --log ") {
 		t.Fatalf("hints of go run . demo:\n%s", out)
+	}
+}
+
+// An address that names PostgreSQL is a postgres:// URL in any case of its
+// scheme, as RFC 3986 has schemes; one that names it but is no URL
+// (postgres:/db, a URL with a space around it) is refused, exit 2, one
+// line, nothing written: taken as a file path it kept the log in a file
+// under ./postgres:, where nobody sharing the database sees it.
+func TestLogAddressNamingPostgresIsAURL(t *testing.T) {
+	addr := pgtest.Server(t).NewDatabase(t)
+	dir := t.TempDir()
+	state := t.TempDir()
+	run := func(log string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(testbin.Undolog(t), append([]string{"--log", log}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir(), "XDG_STATE_HOME="+state, "UNDOLOG_LOG=")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if exit, ok := err.(*exec.ExitError); ok {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+
+	scheme, rest, _ := strings.Cut(addr, "://")
+	for i, upper := range []string{strings.ToUpper(scheme), "PostgreSQL"} {
+		session := fmt.Sprintf("upper-%d", i)
+		if out, code := run(upper+"://"+rest, "session", "start", session); code != 0 {
+			t.Fatalf("--log %s://...: exit %d %s", upper, code, out)
+		}
+		if out, code := run(addr, "session", "show", session); code != 0 {
+			t.Fatalf("--log %s://... did not write the database %s names: exit %d %s", upper, scheme, code, out)
+		}
+	}
+
+	for _, log := range []string{"postgres:/undolog", "postgresql:undolog", "Postgres:", " " + addr, addr + "\n"} {
+		out, code := run(log, "session", "start", "typo")
+		if code != 2 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "undolog: invalid input: log address ") {
+			t.Errorf("--log %q: exit %d, want 2 and one line naming the address: %q", log, code, out)
+		}
+		if u, err := url.Parse(addr); err == nil {
+			if pw, ok := u.User.Password(); ok && strings.Contains(out, pw) {
+				t.Errorf("--log %q: the error shows the password: %q", log, out)
+			}
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+		t.Errorf("an address naming PostgreSQL made a file: %v", entries[0].Name())
+	}
+	if entries, _ := os.ReadDir(state); len(entries) > 0 {
+		t.Errorf("an address naming PostgreSQL wrote the default log: %v", entries[0].Name())
+	}
+	// A file of such a name is still one, named as a path.
+	if out, code := run("./postgres:local", "session", "start", "local"); code != 0 {
+		t.Fatalf("--log ./postgres:local: exit %d %s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "postgres:local")); err != nil {
+		t.Fatalf("--log ./postgres:local made no file of that name: %v", err)
 	}
 }

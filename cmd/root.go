@@ -145,10 +145,13 @@ last-in-first-out when the session fails.`,
 			if f.LockTimeout < 0 {
 				return usagef("--lock-timeout must not be negative")
 			}
-			if fl := c.Flags().Lookup("log"); fl != nil && fl.Changed && f.LogFlag == "" {
+			if fl := c.Flags().Lookup("log"); fl != nil && fl.Changed && strings.TrimSpace(f.LogFlag) == "" {
 				// Most often an unset variable: the default log would be
-				// written to in its place.
+				// written to in its place (or, blank, a file named " ").
 				return usagef("--log is empty: give a log file's path or a postgres:// URL, or leave the flag out for the default log")
+			}
+			if env := f.Getenv("UNDOLOG_LOG"); f.LogFlag == "" && env != "" && strings.TrimSpace(env) == "" {
+				return usagef("UNDOLOG_LOG is blank: set it to a log file's path or a postgres:// URL, or unset it for the default log")
 			}
 			return f.readFallback()
 		},

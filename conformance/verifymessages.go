@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // they are cut short (a hash past its 12th character), rounded (a time not
 // shown) or printed as they are (a letter of another alphabet that looks
 // the same). Each side verify prints must be plain printable ASCII, and
-// the two must differ.
+// the two must differ, and the problem short however long the values.
 func testVerifyTellsTheSidesApart(t *testing.T, open opener) {
 	const (
 		cyrillicA = "\u0430" // looks like a
@@ -87,6 +88,8 @@ func testVerifyTellsTheSidesApart(t *testing.T, open opener) {
 		"approval time, a microsecond later": {sm.Irreversible, false, approval(func(a *model.Approval) { *a.DecidedAt = a.DecidedAt.Add(time.Microsecond) }), decision},
 		"approver, a lookalike":              {sm.Irreversible, false, approval(func(a *model.Approval) { a.DecidedBy = cyrillicA + "lice" }), decision},
 		"request reason":                     {sm.Irreversible, false, approval(func(a *model.Approval) { a.Reason = "refund " + cyrillicO + "rder 17" }), decision},
+		// A reason of any length: the line shows where it differs, not all of it.
+		"request reason, long": {sm.Irreversible, false, approval(func(a *model.Approval) { a.Reason = strings.Repeat("refund order 17 ", 8192) }), decision},
 		"request args": {sm.Irreversible, false, approval(func(a *model.Approval) { a.Args = json.RawMessage(`{"to":"b` + cyrillicO + `b"}`) }),
 			regexp.MustCompile(`^the request's args differ from the effect's \(from byte \d+: (.+), the effect's (.+)\)$`)},
 		"call signature past its 16th character": {sm.Compensable, false, effect(func(e *model.Effect) {
@@ -124,6 +127,9 @@ func testVerifyTellsTheSidesApart(t *testing.T, open opener) {
 				}
 				if m[1] == m[2] || !plainASCII(m[1]) || !plainASCII(m[2]) {
 					t.Fatalf("verify says %q: its sides %q and %q do not read apart", p.Detail, m[1], m[2])
+				}
+				if len(p.Detail) > 400 {
+					t.Fatalf("verify says %d bytes of one problem, sides %.200q and %.200q: not a line that reads", len(p.Detail), m[1], m[2])
 				}
 				return
 			}

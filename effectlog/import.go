@@ -281,7 +281,7 @@ func importedTimes(r ExportRecord, now time.Time) error {
 		case s.t.Before(earliestTime):
 			return fmt.Errorf("%s has %s %s, before %s", what, s.name, s.t.UTC().Format(time.RFC3339Nano), earliestTime.Format(time.DateOnly))
 		case s.deadline && s.t.After(lastTime):
-			return fmt.Errorf("%s has %s %s, after %s, the last time a log holds", what, s.name, s.t.UTC().Format(time.RFC3339Nano), lastTime.Format(time.DateOnly))
+			return fmt.Errorf("%s has %s %s, after %s, the last time a log holds", what, s.name, s.t.UTC().Format(time.RFC3339Nano), lastTime.Format(time.RFC3339Nano))
 		case !s.deadline && s.t.After(latest):
 			return fmt.Errorf("%s has %s %s, more than a day after now (%s)", what, s.name, s.t.UTC().Format(time.RFC3339Nano), now.Format(time.RFC3339))
 		}

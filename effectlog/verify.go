@@ -670,10 +670,10 @@ func sessionProblems(s *model.Session, hist []model.HistoryRecord) (problems []m
 	return problems, read
 }
 
-// listsApart is model.Apart for two lists of strings: each element quoted,
-// all with non-ASCII escaped when an element that differs has any.
+// listsApart is model.Apart for two lists of strings, element by element
+// (one missing from a list reads as ""): each quoted, a long one cut.
 func listsApart(a, b []string) (string, string) {
-	quote := strconv.Quote
+	qa, qb := make([]string, len(a)), make([]string, len(b))
 	for i := range max(len(a), len(b)) {
 		var x, y string
 		if i < len(a) {
@@ -682,18 +682,15 @@ func listsApart(a, b []string) (string, string) {
 		if i < len(b) {
 			y = b[i]
 		}
-		if x != y && (strconv.QuoteToASCII(x) != strconv.Quote(x) || strconv.QuoteToASCII(y) != strconv.Quote(y)) {
-			quote = strconv.QuoteToASCII
+		x, y = model.Apart(x, y)
+		if i < len(a) {
+			qa[i] = x
+		}
+		if i < len(b) {
+			qb[i] = y
 		}
 	}
-	list := func(l []string) string {
-		q := make([]string, len(l))
-		for i, v := range l {
-			q[i] = quote(v)
-		}
-		return "[" + strings.Join(q, " ") + "]"
-	}
-	return list(a), list(b)
+	return "[" + strings.Join(qa, " ") + "]", "[" + strings.Join(qb, " ") + "]"
 }
 
 // CheckSession checks a session as read against its history (see

@@ -45,9 +45,13 @@ type Options struct {
 // write (migrated up to this build's schema). A URL no engine serves gives
 // a log whose every operation fails with model.ErrInvalidInput.
 func Open(addr string, opts Options) effectlog.Log {
+	if why := notPostgresURL(addr); why != nil {
+		return effectlog.New(unreachable{why}, effectlog.Options{Now: opts.Now})
+	}
 	if scheme, ok := urlScheme(addr); ok {
 		if isPostgres(addr) {
-			engine := pgstore.New(addr)
+			// A scheme is any case (RFC 3986); the driver reads only lower case.
+			engine := pgstore.New(strings.ToLower(scheme) + addr[len(scheme):])
 			engine.LockTimeout = opts.LockTimeout
 			if engine.LockTimeout == 0 {
 				engine.LockTimeout = DefaultLockTimeout
@@ -58,6 +62,24 @@ func Open(addr string, opts Options) effectlog.Log {
 		return effectlog.New(unreachable{why}, effectlog.Options{Now: opts.Now})
 	}
 	return File(addr, opts)
+}
+
+// notPostgresURL refuses an address that names PostgreSQL but is no
+// postgres:// URL (postgres:/db, postgresql:db, a URL with a space around
+// it): taken as a file path, it would keep the log in a file nobody sharing
+// the database sees. A file of such a name is still ./postgres:db.
+func notPostgresURL(addr string) error {
+	trimmed := strings.TrimSpace(addr)
+	scheme, _, ok := strings.Cut(trimmed, ":")
+	switch {
+	case !ok || !strings.EqualFold(scheme, "postgres") && !strings.EqualFold(scheme, "postgresql") || isPostgres(addr) && trimmed == addr:
+		return nil
+	case isPostgres(trimmed):
+		shown := strings.Replace(addr, trimmed, pgstore.Redacted(trimmed), 1)
+		return fmt.Errorf("%w: log address %q has a space around it: take it out", model.ErrInvalidInput, shown)
+	}
+	return fmt.Errorf("%w: log address %q is not a postgres:// URL: a database is postgres://HOST/DB (postgres:/// for the one the PG* variables name); a file of that name is ./%s",
+		model.ErrInvalidInput, addr, addr)
 }
 
 // urlScheme is the scheme of addr if addr is a URL: a scheme (a letter,

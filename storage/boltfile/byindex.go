@@ -180,7 +180,8 @@ func (c *indexChecker) schema6() {
 		if w := open.Get(itob(id)); w == nil || string(w) != string(v) {
 			c.report("index", id, "", "open requests index entry of session %q is dangling", k[:len(k)-9])
 		} else if !c.inSession(id, string(k[:len(k)-9])) {
-			c.report("index", id, "", "open requests index entry is under session %q", k[:len(k)-9])
+			entry, effect := model.Apart(string(k[:len(k)-9]), c.session(id))
+			c.report("index", id, "", "open requests index entry is under session %s, the effect's %s", entry, effect)
 		}
 		return nil
 	})

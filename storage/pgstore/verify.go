@@ -243,8 +243,12 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 			return err
 		}
 		open[uint64(id)] = openEntry{session, expires}
-		if e, ok := effects.Get(uint64(id)); !ok || e.Session != session {
+		switch e, ok := effects.Get(uint64(id)); {
+		case !ok:
 			report("index", uint64(id), "", "pending approval entry is dangling")
+		case e.Session != session:
+			entry, effect := model.Apart(session, e.Session)
+			report("index", uint64(id), "", "pending approval entry is under session %s, the effect's %s", entry, effect)
 		}
 	}
 	rows.Close()
@@ -264,7 +268,8 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 		}
 		entry, isOpen := open[id]
 		if (a.Outcome == model.ApprovalPending) != isOpen {
-			report("index", id, "", "approval is %s but pending index entry=%v", a.Outcome, isOpen)
+			outcome, _ := model.Apart(a.Outcome, model.ApprovalPending) // a lookalike of pending reads apart
+			report("index", id, "", "approval is %s but pending index entry=%v", outcome, isOpen)
 		}
 		if isOpen {
 			var want int64

@@ -40,3 +40,52 @@ func TestVerifyShowsColumnsThatLookAlikeApart(t *testing.T) {
 		}
 	}
 }
+
+// A request whose outcome is a lookalike of pending (a Cyrillic letter) is
+// reported with the outcome escaped: "approval is pending but pending index
+// entry=true" read as a contradiction with no difference to see.
+func TestVerifyShowsALookalikeOutcomeApart(t *testing.T) {
+	owner := pgtest.Server(t).NewDatabase(t)
+	log := open(owner)
+	defer log.Close()
+	if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "wire", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, owner, `UPDATE undolog_approvals SET rec = convert_to('{"effect_id":1,"session":"s","tool":"wire","args":{},"requested_at":"2026-01-01T00:00:00Z","outcome":"p\u0435nding"}', 'UTF8') WHERE effect_id = 1`)
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `approval is "p\u0435nding" but pending index entry=true`
+	for _, p := range rep.Problems {
+		if p.Kind == "index" && p.Detail == want {
+			return
+		}
+	}
+	t.Errorf("verify does not say %s; it says %v", want, rep.Problems)
+}
+
+// An open request's row under a lookalike of its effect's session shows
+// both names, escaped apart, where it said only that the entry dangles.
+func TestVerifyShowsALookalikeOpenRequestSessionApart(t *testing.T) {
+	owner := pgtest.Server(t).NewDatabase(t)
+	log := open(owner)
+	defer log.Close()
+	if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "wire", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, owner, "UPDATE undolog_approvals_open SET session = '\u0455' WHERE effect_id = 1")
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `pending approval entry is under session "\u0455", the effect's "s"`
+	for _, p := range rep.Problems {
+		if p.Kind == "index" && p.Detail == want {
+			return
+		}
+	}
+	t.Errorf("verify does not say %s; it says %v", want, rep.Problems)
+}
