@@ -125,6 +125,19 @@ func TestStateEnvOfThePolicyAndOfKnownServers(t *testing.T) {
 			t.Errorf("%s: %v, want %v", command, got, want)
 		}
 	}
+	// The memory server run by node from its package, or by a shell's
+	// script: its state is located as well (undo acted on another graph
+	// and said it was compensated).
+	for _, command := range [][]string{
+		{"node", "/opt/node_modules/@modelcontextprotocol/server-memory/dist/index.js"},
+		{"sh", "-c", "exec /opt/node_modules/.bin/mcp-server-memory 2>/dev/null"},
+		{"sh", "-c", "cd /srv && npx -y '@modelcontextprotocol/server-memory@2026.8.31'"},
+		{"bash", "-c", "mcp-server-memory;"},
+	} {
+		if got := proxy.KnownStateEnv(command); !slices.Equal(got, []string{"MEMORY_FILE_PATH"}) {
+			t.Errorf("%q: %v, want [MEMORY_FILE_PATH]", command, got)
+		}
+	}
 }
 
 // What a session records of its server's state is what the policy's
