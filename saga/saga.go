@@ -99,6 +99,10 @@ type Plan struct {
 	// it, as the session's history states it: undo starts the server only
 	// where this environment agrees.
 	UpstreamEnv model.StateEnv `json:"upstream_env,omitempty"`
+	// UpstreamEnvMoved says how the history states that state otherwise
+	// before (model.Session.UpstreamEnvMoved): undo reaches one state
+	// only, and refuses.
+	UpstreamEnvMoved string `json:"upstream_env_moved,omitempty"`
 }
 
 // Waits says why the plan cannot run yet: an irreversible call of the
@@ -147,8 +151,13 @@ func describeStateEnv(env model.StateEnv) string {
 // stateProblem says how this environment locates the session's MCP server
 // state otherwise than the proxy's did ("" when it agrees, or nothing was
 // recorded): the server undo starts inherits it, and would act on another
-// state. The first variable that disagrees, in name order.
+// state. The first variable that disagrees, in name order; or that the
+// history states the state located otherwise before, where this
+// environment can agree with one of them only.
 func (p Plan) stateProblem() string {
+	if p.UpstreamEnvMoved != "" {
+		return fmt.Sprintf("its calls were made on more than one state (%s: a proxy joined the session on another), and undo reaches one only: undo them by hand", p.UpstreamEnvMoved)
+	}
 	for _, name := range slices.Sorted(maps.Keys(p.UpstreamEnv)) {
 		was := p.UpstreamEnv[name]
 		now, set := os.LookupEnv(name)
@@ -239,7 +248,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 	if err != nil {
 		return Plan{}, err
 	}
-	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir, UpstreamEnv: sess.UpstreamEnv}
+	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir, UpstreamEnv: sess.UpstreamEnv, UpstreamEnvMoved: sess.UpstreamEnvMoved}
 	now := time.Now()
 	entered := make(map[uint64]bool, len(stack))
 	for _, u := range stack {
@@ -530,7 +539,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	if why := plan.stateProblem(); why != "" {
 		for _, step := range plan.Steps {
 			if step.runs == model.CompensationMCP && (step.Action == ActionCompensate || step.Action == ActionInDoubt) {
-				return res, fmt.Errorf("%w: session %s: %s; then run undo again (nothing was undone)", ErrStateElsewhere, session, why)
+				then := "; then run undo again"
+				if plan.UpstreamEnvMoved != "" {
+					then = "" // no environment here agrees with both
+				}
+				return res, fmt.Errorf("%w: session %s: %s%s (nothing was undone)", ErrStateElsewhere, session, why, then)
 			}
 		}
 	}

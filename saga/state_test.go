@@ -94,3 +94,50 @@ func TestUndoHoldsItsEnvironmentToTheSessionsState(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestUndoRefusesASessionMadeOnTwoStates: a proxy that joined the session
+// with its server's state located otherwise (another MEMORY_FILE_PATH)
+// leaves calls on two states; undo reaches one only, whatever the
+// environment here, and refuses before it starts the server: the calls on
+// the other state would be left as they are under "compensated".
+func TestUndoRefusesASessionMadeOnTwoStates(t *testing.T) {
+	const name = "UNDOLOG_TEST_STATE_PLACE"
+	a, b := "/state/a", "/state/b"
+	for label, here := range map[string]*string{"the first": &a, "the second": &b, "unset": nil} {
+		if here == nil {
+			os.Unsetenv(name)
+		} else {
+			t.Setenv(name, *here)
+		}
+		store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+		if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server"}, UpstreamDir: "/srv", UpstreamEnv: model.StateEnv{name: &a}}); err != nil {
+			t.Fatal(err)
+		}
+		first := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
+		if _, err := store.SetUpstreamAt(t.Context(), "p", []string{"mcp-server"}, "/srv", model.StateEnv{name: &b}); err != nil {
+			t.Fatal(err)
+		}
+		second := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `2`)
+		const refused = name + ` was "/state/a", then "/state/b"`
+		plan, err := MakePlan(t.Context(), store, "p")
+		if err != nil || !strings.Contains(plan.Steps[0].Problem, refused) {
+			t.Fatalf("plan: %+v %v", plan.Steps, err)
+		}
+		tools := &stubTools{}
+		_, err = (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+		if !errors.Is(err, ErrStateElsewhere) || !strings.Contains(err.Error(), refused) || strings.Contains(err.Error(), "run undo again") {
+			t.Fatalf("undo with %s here: %v, want a refusal saying %q", label, err, refused)
+		}
+		if len(tools.started) != 0 {
+			t.Fatalf("a refused undo started %v", tools.started)
+		}
+		if s, err := store.GetSession(t.Context(), "p"); err != nil || s.State != sm.SessionActive {
+			t.Fatalf("the session after a refused undo: %v %v", s.State, err)
+		}
+		for _, id := range []uint64{first, second} {
+			if d, err := store.GetEffect(t.Context(), id); err != nil || d.Undo.State != sm.EntryPending {
+				t.Fatalf("entry %d after a refused undo: %+v %v", id, d.Undo, err)
+			}
+		}
+	}
+}
