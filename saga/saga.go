@@ -406,10 +406,19 @@ func CaseLines(c model.Compensation) ([]string, error) {
 	return parts, nil
 }
 
-// ShellQuote renders argv so that a person can paste it into a shell.
+// ShellQuote renders argv so that a person can paste it into a shell. An
+// argument holding what must not reach a terminal as itself (a newline, an
+// ESC: textfmt.Unsafe) is written $'...' with those as \xHH escapes, so
+// that it stays on its line and pastes as the bytes it holds (single quotes
+// would keep it as it is, and a line cut at its newline would paste
+// another value).
 func ShellQuote(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
+		if needsEscapes(a) {
+			out[i] = ansiCQuote(a)
+			continue
+		}
 		safe := a != ""
 		for _, r := range a {
 			if !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
@@ -425,6 +434,35 @@ func ShellQuote(argv []string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+func needsEscapes(s string) bool {
+	return !utf8.ValidString(s) || strings.ContainsFunc(s, textfmt.Unsafe)
+}
+
+// ansiCQuote is s as a $'...' word of bash, zsh and ksh: backslash and
+// quote escaped, every byte of an unsafe character or of no character as
+// \xHH.
+func ansiCQuote(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case textfmt.Unsafe(r) || r == utf8.RuneError && n == 1:
+			for _, c := range []byte(s[i : i+n]) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // ToolCaller calls tools on an MCP server: how mcp compensations run.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -139,5 +141,39 @@ func TestUndoRefusesASessionMadeOnTwoStates(t *testing.T) {
 				t.Fatalf("entry %d after a refused undo: %+v %v", id, d.Undo, err)
 			}
 		}
+	}
+}
+
+// TestTheStateRefusalPastesTheRecordedValue: a recorded value with a
+// newline or an ESC (a path may hold either) is named on the refusal's one
+// line, and the "set" it says to run, pasted into a shell, sets exactly
+// that value (single quotes kept the newline, and the line printed was cut
+// there: it set another value, or left a quote open).
+func TestTheStateRefusalPastesTheRecordedValue(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	const name = "UNDOLOG_TEST_STATE_PLACE"
+	recorded := "/state/x\n\x1b[31mred 'q' \\n \u202etxt.exe"
+	t.Setenv(name, "/state/b")
+	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server"}, UpstreamEnv: model.StateEnv{name: &recorded}}); err != nil {
+		t.Fatal(err)
+	}
+	committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
+	_, err = (&Runner{Log: store, Actor: "test", Tools: (&stubTools{}).dial}).Run(context.Background(), "p")
+	if !errors.Is(err, ErrStateElsewhere) {
+		t.Fatal(err)
+	}
+	msg := err.Error()
+	if strings.ContainsFunc(msg, textfmt.Unsafe) || !strings.HasSuffix(msg, "then run undo again (nothing was undone)") {
+		t.Fatalf("the refusal is not one safe line: %q", msg)
+	}
+	_, set, _ := strings.Cut(msg, ": set ")
+	set, _, _ = strings.Cut(set, "; then")
+	out, err := exec.Command(bash, "-c", "export "+set+"; printf %s \"$"+name+"\"").Output()
+	if err != nil || string(out) != recorded {
+		t.Fatalf("pasting set %s gives %q (%v), want %q", set, out, err, recorded)
 	}
 }
