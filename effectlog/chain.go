@@ -277,25 +277,30 @@ func statedUpstream(hist []model.HistoryRecord) (upstreamStated, error) {
 }
 
 // stateEnvMoved says how a session's history states its upstream's state
-// located otherwise by a later record than by an earlier one (a proxy
-// joined the session with another MEMORY_FILE_PATH): the first variable
-// both state differently, and its two values; "" where none does. The
-// calls before the later record were made on a state undo cannot reach
-// through it.
+// located otherwise by a later record than by the first that states it (a
+// proxy joined the session with another MEMORY_FILE_PATH, or with a server
+// that records none): the first variable that differs, and how; "" where
+// none does. The calls before the later record were made on a state undo
+// cannot reach through it.
 func stateEnvMoved(hist []model.HistoryRecord) string {
 	var first model.StateEnv
 	for _, r := range hist {
-		var sd statedDir
-		if r.Trigger != TriggerUpstream || !strings.HasPrefix(r.Reason, "{") || json.Unmarshal([]byte(r.Reason), &sd) != nil || sd.Env == nil {
+		if r.Trigger != TriggerUpstream {
 			continue
+		}
+		var sd statedDir
+		if strings.HasPrefix(r.Reason, "{") && json.Unmarshal([]byte(r.Reason), &sd) != nil {
+			continue // fails the session's check
 		}
 		if first == nil {
 			first = sd.Env
 			continue
 		}
-		for _, name := range slices.Sorted(maps.Keys(sd.Env)) {
-			was, ok := first[name]
-			if now := sd.Env[name]; ok && !sameValue(was, now) {
+		for _, name := range slices.Sorted(maps.Keys(first)) {
+			was := first[name]
+			if now, ok := sd.Env[name]; !ok {
+				return fmt.Sprintf("%s was %s, then not recorded", name, valueOrUnset(was))
+			} else if !sameValue(was, now) {
 				return fmt.Sprintf("%s was %s, then %s", name, valueOrUnset(was), valueOrUnset(now))
 			}
 		}

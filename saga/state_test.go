@@ -105,7 +105,27 @@ func ptr(s string) *string { return &s }
 func TestUndoRefusesASessionMadeOnTwoStates(t *testing.T) {
 	const name = "UNDOLOG_TEST_STATE_PLACE"
 	a, b := "/state/a", "/state/b"
-	for label, here := range map[string]*string{"the first": &a, "the second": &b, "unset": nil} {
+	joins := []struct {
+		name    string
+		env     model.StateEnv
+		refused string
+	}{
+		{"joined at b", model.StateEnv{name: &b}, name + ` was "/state/a", then "/state/b"`},
+		// a server that locates no state here (a wrapper undolog does not know)
+		{"joined recording none", nil, name + ` was "/state/a", then not recorded`},
+	}
+	for _, join := range joins {
+		for label, here := range map[string]*string{"the first": &a, "the second": &b, "unset": nil} {
+			testTwoStates(t, name, join.name+", here "+label, here, join.env, join.refused)
+		}
+	}
+}
+
+// testTwoStates: undo of a session made with name at /state/a and then
+// joined with it as joined, here set to here (nil: unset).
+func testTwoStates(t *testing.T, name, label string, here *string, joined model.StateEnv, refused string) {
+	a := "/state/a"
+	t.Run(label, func(t *testing.T) {
 		if here == nil {
 			os.Unsetenv(name)
 		} else {
@@ -116,11 +136,10 @@ func TestUndoRefusesASessionMadeOnTwoStates(t *testing.T) {
 			t.Fatal(err)
 		}
 		first := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
-		if _, err := store.SetUpstreamAt(t.Context(), "p", []string{"mcp-server"}, "/srv", model.StateEnv{name: &b}); err != nil {
+		if _, err := store.SetUpstreamAt(t.Context(), "p", []string{"mcp-server"}, "/srv", joined); err != nil {
 			t.Fatal(err)
 		}
 		second := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `2`)
-		const refused = name + ` was "/state/a", then "/state/b"`
 		plan, err := MakePlan(t.Context(), store, "p")
 		if err != nil || !strings.Contains(plan.Steps[0].Problem, refused) {
 			t.Fatalf("plan: %+v %v", plan.Steps, err)
@@ -141,7 +160,7 @@ func TestUndoRefusesASessionMadeOnTwoStates(t *testing.T) {
 				t.Fatalf("entry %d after a refused undo: %+v %v", id, d.Undo, err)
 			}
 		}
-	}
+	})
 }
 
 // TestTheStateRefusalPastesTheRecordedValue: a recorded value with a
