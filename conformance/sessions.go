@@ -102,6 +102,11 @@ func testUpstreamStateEnv(t *testing.T, newStore opener) {
 	if len(got.UpstreamEnv) != 1 || *got.UpstreamEnv["MEMORY_FILE_PATH"] != b {
 		t.Fatalf("after SetUpstreamAt: %+v", got.UpstreamEnv)
 	}
+	// The calls before were made on another state (the first variable that
+	// differs, by name): undo refuses the session.
+	if want := `EMPTY was "", then not recorded`; got.UpstreamEnvMoved != want {
+		t.Fatalf("the state moved: %q, want %q", got.UpstreamEnvMoved, want)
+	}
 	before := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p")))
 	must[model.Session](t)(s.SetUpstreamAt(t.Context(), "p", []string{"srv"}, "/work", model.StateEnv{"MEMORY_FILE_PATH": &b}))
 	if after := len(must[[]model.HistoryRecord](t)(s.SessionHistory(t.Context(), "p"))); after != before {

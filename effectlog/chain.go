@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -273,6 +274,49 @@ func statedUpstream(hist []model.HistoryRecord) (upstreamStated, error) {
 		}
 	}
 	return upstreamStated{stated: len(hist) > 0 && hist[0].HashVersion == model.HashWithContent}, nil
+}
+
+// stateEnvMoved says how a session's history states its upstream's state
+// located otherwise by a later record than by the first that states it (a
+// proxy joined the session with another MEMORY_FILE_PATH, or with a server
+// that records none): the first variable that differs, and how; "" where
+// none does. The calls before the later record were made on a state undo
+// cannot reach through it.
+func stateEnvMoved(hist []model.HistoryRecord) string {
+	var first model.StateEnv
+	for _, r := range hist {
+		if r.Trigger != TriggerUpstream {
+			continue
+		}
+		var sd statedDir
+		if strings.HasPrefix(r.Reason, "{") && json.Unmarshal([]byte(r.Reason), &sd) != nil {
+			continue // fails the session's check
+		}
+		if first == nil {
+			first = sd.Env
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(first)) {
+			was := first[name]
+			if now, ok := sd.Env[name]; !ok {
+				return fmt.Sprintf("%s was %s, then not recorded", name, valueOrUnset(was))
+			} else if !sameValue(was, now) {
+				return fmt.Sprintf("%s was %s, then %s", name, valueOrUnset(was), valueOrUnset(now))
+			}
+		}
+	}
+	return ""
+}
+
+// sameValue says whether two values of a StateEnv are the same (nil:
+// unset).
+func sameValue(x, y *string) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+
+func valueOrUnset(v *string) string {
+	if v == nil {
+		return "unset"
+	}
+	return strconv.Quote(*v)
 }
 
 // setSessionState moves a session through the session table and records it.

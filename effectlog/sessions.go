@@ -274,6 +274,7 @@ func (s *Service) VerifySession(ctx context.Context, id string) (model.Session, 
 		}
 		up, _ := statedUpstream(hist) // its error failed the check above
 		out.UpstreamEnv = up.env
+		out.UpstreamEnvMoved = stateEnvMoved(hist)
 		return nil
 	})
 	return out, err
@@ -299,9 +300,7 @@ func validStateEnv(env model.StateEnv) error {
 // sameStateEnv says whether a and b record the same variables, each set to
 // the same value or unset in both (nil and empty alike: nothing recorded).
 func sameStateEnv(a, b model.StateEnv) bool {
-	return maps.EqualFunc(a, b, func(x, y *string) bool {
-		return (x == nil) == (y == nil) && (x == nil || *x == *y)
-	})
+	return maps.EqualFunc(a, b, sameValue)
 }
 
 // resumable says whether halted session sess may be resumed (halted ->

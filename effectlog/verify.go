@@ -505,6 +505,18 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 				from, was := model.Apart(r.From, entry)
 				add("history", "undo record %d moves from %s but the entry was %s", r.Seq, from, was)
 			}
+			// A move undolog makes (a reclaim stays compensating), and a
+			// skip only of an effect that never ran: a record appended by
+			// hand moved an entry to compensated or skipped at once, and
+			// undo passed the call by.
+			if reclaim := r.From == r.To && r.To == string(sm.EntryCompensating); !reclaim {
+				if _, err := sm.ValidateEntry(sm.EntryState(r.From), sm.EntryState(r.To)); err != nil {
+					add("history", "undo record %d: %v", r.Seq, err)
+				}
+			}
+			if r.To == string(sm.EntrySkipped) && state != string(sm.Pending) {
+				add("history", "undo record %d skips the entry of a %s effect: only an effect that never ran is skipped", r.Seq, orNone(state))
+			}
 			entry = r.To
 		default:
 			add("history", "record %d has unknown kind %q", r.Seq, r.Kind)

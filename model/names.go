@@ -86,9 +86,12 @@ func ValidText(what string, texts ...string) error {
 }
 
 // ValidEnvName refuses what cannot be an environment variable's name: it
-// is empty, or holds "=" or a NUL, or is not UTF-8.
+// is empty, or holds "=" or a NUL, or is not UTF-8; and one that holds a
+// newline, an ESC or another character that must not reach a terminal as
+// itself (textfmt.Unsafe): undo's refusal names the variable on one line,
+// and a line is cut at its newline.
 func ValidEnvName(name string) error {
-	if name == "" || strings.ContainsAny(name, "=\x00") || !utf8.ValidString(name) {
+	if name == "" || strings.ContainsAny(name, "=\x00") || !utf8.ValidString(name) || strings.ContainsFunc(name, textfmt.Unsafe) {
 		return fmt.Errorf("%w: %q is no environment variable's name", ErrInvalidInput, name)
 	}
 	return nil

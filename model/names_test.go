@@ -55,3 +55,18 @@ func TestToolNameErrorsSayWhatIsWrong(t *testing.T) {
 		}
 	}
 }
+
+// An environment variable's name is named on one line (undo's refusal):
+// one that would break it, or act on the terminal, is refused.
+func TestValidEnvName(t *testing.T) {
+	for _, name := range []string{"MEMORY_FILE_PATH", "data_dir", "X1", "a.b"} {
+		if err := model.ValidEnvName(name); err != nil {
+			t.Errorf("%q refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{"", "A=B", "A\x00", "\xff", "A\nB", "A\x1b[2J", "A\u202eB", "A\u200bB"} {
+		if err := model.ValidEnvName(name); !errors.Is(err, model.ErrInvalidInput) {
+			t.Errorf("%q: %v, want refused", name, err)
+		}
+	}
+}

@@ -149,8 +149,12 @@ type Session struct {
 	// StateEnv); nil: nothing recorded. Only the session's history states
 	// it: VerifySession reads it from there, other reads leave it nil.
 	UpstreamEnv StateEnv `json:"upstream_env,omitempty"`
-	HistoryLen  uint32   `json:"history_len"`
-	HistoryHead string   `json:"history_head"`
+	// UpstreamEnvMoved says which variable of UpstreamEnv the session's
+	// history states otherwise before (a proxy joined it on another
+	// state), and how; "": none. Set by VerifySession as UpstreamEnv.
+	UpstreamEnvMoved string `json:"upstream_env_moved,omitempty"`
+	HistoryLen       uint32 `json:"history_len"`
+	HistoryHead      string `json:"history_head"`
 	// Seq orders sessions by creation (the sessions_by_time index key).
 	Seq uint64 `json:"seq"`
 }

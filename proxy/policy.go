@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -308,18 +309,30 @@ var knownStateEnv = map[string][]string{
 
 // KnownStateEnv is what locates the state of the server command starts,
 // when undolog knows that server: its executable (mcp-server-memory) or
-// its npm package (@modelcontextprotocol/server-memory@VERSION) is named
-// in the command.
+// its npm package (@modelcontextprotocol/server-memory@VERSION, or a path
+// into it, node .../@modelcontextprotocol/server-memory/dist/index.js) is
+// named in the command, also as a word of a shell's script (sh -c "exec
+// mcp-server-memory 2>/dev/null"). A word taken for one that is not only
+// records one variable more.
 func KnownStateEnv(command []string) []string {
 	var names []string
 	for _, arg := range command {
-		name := filepath.Base(arg)
-		if strings.HasPrefix(arg, "@modelcontextprotocol/") {
-			name, _, _ = strings.Cut(strings.TrimPrefix(arg, "@modelcontextprotocol/"), "@")
-		} else if !strings.HasPrefix(name, "mcp-") {
-			continue
+		for _, word := range strings.FieldsFunc(arg, shellSeparator) {
+			name := filepath.Base(word)
+			if _, pkg, ok := strings.Cut(word, "@modelcontextprotocol/"); ok {
+				name, _, _ = strings.Cut(pkg, "@")
+				name, _, _ = strings.Cut(name, "/")
+			} else if !strings.HasPrefix(name, "mcp-") {
+				continue
+			}
+			names = append(names, knownStateEnv[strings.TrimPrefix(name, "mcp-")]...)
 		}
-		names = append(names, knownStateEnv[strings.TrimPrefix(name, "mcp-")]...)
 	}
 	return names
+}
+
+// shellSeparator is what ends a word of a shell's script: blanks,
+// operators, redirections and quotes.
+func shellSeparator(r rune) bool {
+	return unicode.IsSpace(r) || strings.ContainsRune(`;&|()<>'"`+"`", r)
 }

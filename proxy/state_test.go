@@ -125,6 +125,19 @@ func TestStateEnvOfThePolicyAndOfKnownServers(t *testing.T) {
 			t.Errorf("%s: %v, want %v", command, got, want)
 		}
 	}
+	// The memory server run by node from its package, or by a shell's
+	// script: its state is located as well (undo acted on another graph
+	// and said it was compensated).
+	for _, command := range [][]string{
+		{"node", "/opt/node_modules/@modelcontextprotocol/server-memory/dist/index.js"},
+		{"sh", "-c", "exec /opt/node_modules/.bin/mcp-server-memory 2>/dev/null"},
+		{"sh", "-c", "cd /srv && npx -y '@modelcontextprotocol/server-memory@2026.8.31'"},
+		{"bash", "-c", "mcp-server-memory;"},
+	} {
+		if got := proxy.KnownStateEnv(command); !slices.Equal(got, []string{"MEMORY_FILE_PATH"}) {
+			t.Errorf("%q: %v, want [MEMORY_FILE_PATH]", command, got)
+		}
+	}
 }
 
 // What a session records of its server's state is what the policy's
@@ -156,5 +169,53 @@ func TestProxyRecordsTheNamedStateEnv(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "the server at --url keeps its state where it runs") {
 		t.Fatalf("--state-env with --url: exit %d: %s", code, out)
+	}
+}
+
+// TestUndoOfTheMemoryServerStartedOtherwise: the real memory server run by
+// node from its package, and a session a second proxy joined with another
+// MEMORY_FILE_PATH. Undo reported both compensated, having acted on
+// another graph than the one the calls changed (or on one of two); now it
+// refuses (exit 2, one line), and each graph's file is as it was.
+func TestUndoOfTheMemoryServerStartedOtherwise(t *testing.T) {
+	h := newHarness(t)
+	script, err := filepath.EvalSymlinks(memoryServer(t)) // .../@modelcontextprotocol/server-memory/dist/index.js
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(name string) string { return "MEMORY_FILE_PATH=" + filepath.Join(h.dir, name) }
+	proxied := func(session, state string) {
+		argv := []string{testbin.Undolog(t), "proxy", "--session", session, "--policy", h.policy, "--", node, script}
+		s := h.connect(argv, at(state))
+		call(t, s, "create_entities", map[string]any{"entities": []entity{{Name: session + "-" + state, EntityType: "thing", Observations: []string{"x"}}}})
+		s.Close()
+	}
+	proxied("by-node", "a.jsonl")
+	proxied("joined", "b.jsonl")
+	proxied("joined", "c.jsonl")
+	files := map[string]string{}
+	for _, name := range []string{"a.jsonl", "b.jsonl", "c.jsonl"} {
+		data, err := os.ReadFile(filepath.Join(h.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = string(data)
+	}
+	for session, state := range map[string]string{"by-node": "elsewhere.jsonl", "joined": "c.jsonl"} {
+		cmd := exec.Command(testbin.Undolog(t), "undo", session, "--yes")
+		cmd.Env = append(without(h.env, "MEMORY_FILE_PATH"), at(state))
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "MEMORY_FILE_PATH") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Fatalf("undo %s with %s: exit %d:\n%s", session, state, code, out)
+		}
+	}
+	for name, was := range files {
+		if now, err := os.ReadFile(filepath.Join(h.dir, name)); err != nil || string(now) != was {
+			t.Fatalf("%s changed under a refused undo (%v):\n%s\nwas\n%s", name, err, now, was)
+		}
 	}
 }

@@ -99,6 +99,10 @@ type Plan struct {
 	// it, as the session's history states it: undo starts the server only
 	// where this environment agrees.
 	UpstreamEnv model.StateEnv `json:"upstream_env,omitempty"`
+	// UpstreamEnvMoved says how the history states that state otherwise
+	// before (model.Session.UpstreamEnvMoved): undo reaches one state
+	// only, and refuses.
+	UpstreamEnvMoved string `json:"upstream_env_moved,omitempty"`
 }
 
 // Waits says why the plan cannot run yet: an irreversible call of the
@@ -147,8 +151,13 @@ func describeStateEnv(env model.StateEnv) string {
 // stateProblem says how this environment locates the session's MCP server
 // state otherwise than the proxy's did ("" when it agrees, or nothing was
 // recorded): the server undo starts inherits it, and would act on another
-// state. The first variable that disagrees, in name order.
+// state. The first variable that disagrees, in name order; or that the
+// history states the state located otherwise before, where this
+// environment can agree with one of them only.
 func (p Plan) stateProblem() string {
+	if p.UpstreamEnvMoved != "" {
+		return fmt.Sprintf("its calls were made on more than one state (%s: a proxy joined the session on another), and undo reaches one only: undo them by hand", p.UpstreamEnvMoved)
+	}
 	for _, name := range slices.Sorted(maps.Keys(p.UpstreamEnv)) {
 		was := p.UpstreamEnv[name]
 		now, set := os.LookupEnv(name)
@@ -239,7 +248,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 	if err != nil {
 		return Plan{}, err
 	}
-	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir, UpstreamEnv: sess.UpstreamEnv}
+	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir, UpstreamEnv: sess.UpstreamEnv, UpstreamEnvMoved: sess.UpstreamEnvMoved}
 	now := time.Now()
 	entered := make(map[uint64]bool, len(stack))
 	for _, u := range stack {
@@ -397,10 +406,19 @@ func CaseLines(c model.Compensation) ([]string, error) {
 	return parts, nil
 }
 
-// ShellQuote renders argv so that a person can paste it into a shell.
+// ShellQuote renders argv so that a person can paste it into a shell. An
+// argument holding what must not reach a terminal as itself (a newline, an
+// ESC: textfmt.Unsafe) is written $'...' with those as \xHH escapes, so
+// that it stays on its line and pastes as the bytes it holds (single quotes
+// would keep it as it is, and a line cut at its newline would paste
+// another value).
 func ShellQuote(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
+		if needsEscapes(a) {
+			out[i] = ansiCQuote(a)
+			continue
+		}
 		safe := a != ""
 		for _, r := range a {
 			if !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
@@ -416,6 +434,35 @@ func ShellQuote(argv []string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+func needsEscapes(s string) bool {
+	return !utf8.ValidString(s) || strings.ContainsFunc(s, textfmt.Unsafe)
+}
+
+// ansiCQuote is s as a $'...' word of bash, zsh and ksh: backslash and
+// quote escaped, every byte of an unsafe character or of no character as
+// \xHH.
+func ansiCQuote(s string) string {
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case textfmt.Unsafe(r) || r == utf8.RuneError && n == 1:
+			for _, c := range []byte(s[i : i+n]) {
+				fmt.Fprintf(&b, `\x%02x`, c)
+			}
+		default:
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // ToolCaller calls tools on an MCP server: how mcp compensations run.
@@ -530,7 +577,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	if why := plan.stateProblem(); why != "" {
 		for _, step := range plan.Steps {
 			if step.runs == model.CompensationMCP && (step.Action == ActionCompensate || step.Action == ActionInDoubt) {
-				return res, fmt.Errorf("%w: session %s: %s; then run undo again (nothing was undone)", ErrStateElsewhere, session, why)
+				then := "; then run undo again"
+				if plan.UpstreamEnvMoved != "" {
+					then = "" // no environment here agrees with both
+				}
+				return res, fmt.Errorf("%w: session %s: %s%s (nothing was undone)", ErrStateElsewhere, session, why, then)
 			}
 		}
 	}
