@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -342,50 +342,49 @@ type ExportRecord struct {
 // short, or with a session taken out, is told from a whole one.
 type ExportEnd = ImportReport
 
-// ExportPage bounds how many effects an export reads in one transaction.
-const ExportPage = 256
-
 // Export calls fn with every record of the log (or of one session), in an
 // order that rebuilds it: meta, then per session its record and history, its
-// effects each followed by their history, undo entry and approval. It reads
-// in pages, each in a transaction of its own, and calls fn between them:
-// a reader writing to a slow consumer (a pipe to less) never holds the log
-// while it waits. A session's record and history are read with its first
-// page of effects; a session gone (gc) between its pages ends early.
+// effects each followed by their history, undo entry and approval.
+//
+// Each session is read whole in one read transaction, into memory, and given
+// to fn after that transaction ends: the export holds one consistent view of
+// each session (a session written meanwhile is exported as it was when
+// read), and a slow consumer (a pipe to less) holds no lock while it waits.
+//
+// An export leaves nothing out and passes over no damage: a whole-log export
+// first checks, in one transaction, the log's indexes against its records
+// (verify's engine half), and each session's effects are held to the
+// session's counts. A record that does not read, an index entry missing or
+// dangling, fails the export (model.ErrCorrupt) naming it.
 func (s *Service) Export(ctx context.Context, session string, fn func(ExportRecord) error) error {
-	var page []ExportRecord
-	emit := func(r ExportRecord) { page = append(page, r) }
 	var end ExportEnd
-	flush := func() error {
-		for _, r := range page {
+	write := func(recs []ExportRecord) error {
+		for _, r := range recs {
 			if err := fn(r); err != nil {
 				return err
 			}
 			end.count(r.Type)
 		}
-		page = page[:0]
 		return nil
 	}
-	ended := func() error {
-		if err := flush(); err != nil {
-			return err
-		}
-		return fn(ExportRecord{Type: "end", Record: &end})
-	}
+	var meta []ExportRecord
 	err := s.view(ctx, func(tx storage.ReadTx) error {
-		page = page[:0]
-		emit(ExportRecord{Type: "meta", Record: map[string]any{"schema_version": tx.SchemaVersion()}})
+		meta = []ExportRecord{{Type: "meta", Record: map[string]any{"schema_version": tx.SchemaVersion()}}}
 		if session != "" {
 			_, err := tx.Session(session)
 			return err
 		}
-		return nil
+		return exportable(tx)
 	})
 	if err != nil {
 		return err
 	}
+	if err := write(meta); err != nil {
+		return err
+	}
+	ended := func() error { return fn(ExportRecord{Type: "end", Record: &end}) }
 	if session != "" {
-		if err := s.exportSession(ctx, session, emit, flush); err != nil {
+		if err := s.exportSession(ctx, session, write); err != nil {
 			return err
 		}
 		return ended()
@@ -395,7 +394,7 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 		err := s.view(ctx, func(tx storage.ReadTx) error {
 			ids = ids[:0]
 			return tx.Sessions(true, seq, func(at uint64, id string) (bool, error) {
-				if len(ids) == ExportPage {
+				if len(ids) == exportSessionsPage {
 					return false, nil
 				}
 				ids, seq = append(ids, id), at
@@ -409,7 +408,7 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 			return ended()
 		}
 		for _, id := range ids {
-			if err := s.exportSession(ctx, id, emit, flush); err != nil {
+			if err := s.exportSession(ctx, id, write); err != nil {
 				return err
 			}
 		}
@@ -419,89 +418,116 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 	}
 }
 
-// exportSession emits session id's records, a page at a time, flushing
-// each page once its transaction has ended.
-//
-// A session of more pages is read in several transactions, so a write to it
-// in between would make the export disagree with itself (its counts with
-// its effects, which import refuses): its record is read again at the start
-// of each later page, and a session that changed meanwhile fails the export,
-// to be run again.
-func (s *Service) exportSession(ctx context.Context, id string, emit func(ExportRecord), flush func() error) error {
-	var read model.Session // the record as exported
-	for cursor, first := uint64(0), true; ; first = false {
-		// An interrupt ends an export between two pages: a view on a file
-		// log does not look at ctx.
-		if err := ctx.Err(); err != nil {
+// exportSessionsPage bounds how many session ids an export lists in one
+// transaction.
+const exportSessionsPage = 256
+
+// exportable checks that an export of the whole log would hold every
+// record the log holds: each record reads, and the indexes the export walks
+// (and the others) agree with the records. It fails with model.ErrCorrupt
+// naming the first problems found.
+func exportable(tx storage.ReadTx) error {
+	sessions := map[string]*model.Session{}
+	effects := storage.NewEffectSet()
+	var problems []model.Problem
+	add := func(p model.Problem) { problems = append(problems, p) }
+	err := tx.Records(func(sess model.Session) { sessions[sess.ID] = &sess }, func(e model.Effect) { effects.Add(&e) }, add)
+	if err == nil {
+		err = tx.CheckIndexes(sessions, effects, add)
+	}
+	if err != nil {
+		return err
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	const named = 3
+	var say []string
+	for _, p := range problems[:min(len(problems), named)] {
+		say = append(say, p.String())
+	}
+	if len(problems) > named {
+		say = append(say, fmt.Sprintf("and %d more", len(problems)-named))
+	}
+	return fmt.Errorf("%w: the log is damaged, and an export of it would leave records out: %s; run undolog verify",
+		model.ErrCorrupt, strings.Join(say, "; "))
+}
+
+// exportSession reads session id's records in one transaction and gives
+// them to write once it has ended. A session dropped (gc) since it was
+// listed is left out. The effects its index gives are held to what the
+// session's record counts: an index entry missing or dangling fails the
+// export rather than leaving an effect out.
+func (s *Service) exportSession(ctx context.Context, id string, write func([]ExportRecord) error) error {
+	// An interrupt ends an export between two sessions: a view on a file
+	// log does not look at ctx.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var recs []ExportRecord
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		recs = recs[:0]
+		sess, err := tx.Session(id)
+		if errors.Is(err, model.ErrNotFound) {
+			return nil // dropped since it was listed
+		} else if err != nil {
 			return err
 		}
-		more := false
-		err := s.view(ctx, func(tx storage.ReadTx) error {
-			if !first {
-				if now, err := tx.Session(id); err != nil || !sameSessionRecord(now, read) {
-					return fmt.Errorf("%w: session %s changed while it was exported (a call was logged or decided meanwhile): export it again, or when it is quiet", model.ErrConflict, id)
-				}
+		recs = append(recs, ExportRecord{Type: "session", Record: sess})
+		hist, err := tx.SessionHistory(id)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		for _, r := range hist {
+			recs = append(recs, ExportRecord{Type: "session_history", Record: r})
+		}
+		counts, waiting := map[sm.State]int{}, 0
+		err = tx.Effects(storage.BySession, id, true, 0, func(eid uint64) (bool, error) {
+			d, err := effectDetail(tx, eid)
+			switch {
+			case errors.Is(err, model.ErrNotFound):
+				return false, fmt.Errorf("%w: session %s's index names effect %d, which the log does not hold; run undolog verify", model.ErrCorrupt, id, eid)
+			case err != nil:
+				return false, fmt.Errorf("effect %d of session %s: %w", eid, id, err)
+			case d.Effect.Session != id:
+				return false, fmt.Errorf("%w: session %s's index names effect %d, which is session %s's; run undolog verify", model.ErrCorrupt, id, eid, d.Effect.Session)
 			}
-			if first {
-				sess, err := tx.Session(id)
-				if errors.Is(err, model.ErrNotFound) {
-					return nil // dropped since it was listed
-				} else if err != nil {
-					return err
-				}
-				read = sess
-				emit(ExportRecord{Type: "session", Record: sess})
-				hist, err := tx.SessionHistory(id)
-				if err != nil {
-					return err
-				}
-				for _, r := range hist {
-					emit(ExportRecord{Type: "session_history", Record: r})
-				}
+			counts[d.Effect.State]++
+			if d.Approval != nil && d.Approval.Outcome == model.ApprovalPending {
+				waiting++
 			}
-			n := 0
-			return tx.Effects(storage.BySession, id, true, cursor, func(eid uint64) (bool, error) {
-				if n == ExportPage {
-					more = true
-					return false, nil
-				}
-				n, cursor = n+1, eid
-				return true, exportEffect(tx, eid, emit)
-			})
+			recs = appendEffect(recs, d)
+			return true, nil
 		})
 		if err != nil {
 			return err
 		}
-		if err := flush(); err != nil || !more {
-			return err
+		if problems := countProblems(&sess, counts, waiting); len(problems) > 0 {
+			return fmt.Errorf("%w: session %s %s: its index leaves effects out, or its record was changed; run undolog verify",
+				model.ErrCorrupt, id, strings.Join(problems, "; "))
 		}
-	}
-}
-
-// sameSessionRecord tells whether a session's record is as it was read:
-// any write to the session or one of its effects moves its update time.
-func sameSessionRecord(a, b model.Session) bool {
-	return a.UpdatedAt.Equal(b.UpdatedAt) && a.HistoryLen == b.HistoryLen && a.Effects == b.Effects &&
-		a.PendingApprovals == b.PendingApprovals && maps.Equal(a.Counts, b.Counts)
-}
-
-// exportEffect emits effect id with its history, undo entry and approval.
-func exportEffect(tx storage.ReadTx, id uint64, emit func(ExportRecord)) error {
-	d, err := effectDetail(tx, id)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	emit(ExportRecord{Type: "effect", Record: d.Effect})
+	return write(recs)
+}
+
+// appendEffect appends effect d's records: the effect, its history, undo
+// entry and approval.
+func appendEffect(recs []ExportRecord, d model.EffectDetail) []ExportRecord {
+	recs = append(recs, ExportRecord{Type: "effect", Record: d.Effect})
 	for _, r := range d.History {
-		emit(ExportRecord{Type: "history", Record: r})
+		recs = append(recs, ExportRecord{Type: "history", Record: r})
 	}
 	if d.Undo != nil {
-		emit(ExportRecord{Type: "undo", Record: d.Undo})
+		recs = append(recs, ExportRecord{Type: "undo", Record: d.Undo})
 	}
 	if d.Approval != nil {
-		emit(ExportRecord{Type: "approval", Record: d.Approval})
+		recs = append(recs, ExportRecord{Type: "approval", Record: d.Approval})
 	}
-	return nil
+	return recs
 }
 
 // UndoEntries returns the undo entries of the given effects of a session
