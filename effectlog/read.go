@@ -14,6 +14,8 @@ import (
 )
 
 // GetEffect returns an effect with its full history, undo entry and approval.
+// An effect of which a record does not read is model.ErrCorrupt, with what
+// was read of it: its Damage says what failed (see damaged).
 func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error) {
 	var out model.EffectDetail
 	found := false
@@ -25,7 +27,26 @@ func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail,
 	if err == nil && !found {
 		err = fmt.Errorf("%w: no effect %d", model.ErrNotFound, id)
 	}
+	if errors.Is(err, model.ErrCorrupt) {
+		if out.Effect.ID != id {
+			out = model.EffectDetail{Effect: damaged(id, err)}
+		}
+		out.Effect.Damage = oneLine(err)
+	}
 	return out, err
+}
+
+// damaged is what a read shows of effect id, whose record could not be read
+// (err): the one damaged row is shown by its id, and harms no other.
+func damaged(id uint64, err error) model.Effect {
+	return model.Effect{ID: id, State: model.StateDamaged, Damage: oneLine(err)}
+}
+
+// oneLine is err's message on one line, without the sentinel's words for
+// a damaged log (a damage says it is one).
+func oneLine(err error) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	return strings.TrimPrefix(msg, model.ErrCorrupt.Error()+": ")
 }
 
 // effectDetail reads effect id with its history, undo entry and approval.
@@ -141,7 +162,10 @@ func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool,
 			return false, nil // everything further back is older
 		}
 		e, err := tx.Effect(id)
-		if err != nil {
+		if errors.Is(err, model.ErrCorrupt) {
+			// Its indexes say it matches; what it says cannot be read.
+			return fn(damaged(id, err))
+		} else if err != nil {
 			return false, err
 		}
 		// The engine's join answers for the indexed fields (verify checks
@@ -151,7 +175,10 @@ func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool,
 		}
 		if f.Undo != "" {
 			u, err := tx.Undo(e.Session, e.ID, &e)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				e.Damage = oneLine(err)
+				return fn(e)
+			} else if err != nil {
 				return false, err
 			}
 			if u == nil || u.State != f.Undo {
@@ -225,7 +252,18 @@ func (s *Service) PendingApprovals(ctx context.Context, session string, limit in
 				return true, nil
 			}
 			a, err := tx.Approval(r.EffectID)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				// Shown as waiting, by its id, when the index puts it in
+				// the sessions asked for: it may be.
+				if session != "" && r.Session != session {
+					return true, nil
+				}
+				if waiting++; !full {
+					out = append(out, PendingApproval{Approval: model.Approval{EffectID: r.EffectID, Session: r.Session,
+						ApprovalRound: model.ApprovalRound{Outcome: string(model.StateDamaged)}}, Effect: damaged(r.EffectID, err)})
+				}
+				return true, nil
+			} else if err != nil {
 				return false, err
 			}
 			if a == nil || (session != "" && a.Session != session) || (a.ExpiresAt != nil && expiredAt(*a.ExpiresAt, now)) {
@@ -236,7 +274,9 @@ func (s *Service) PendingApprovals(ctx context.Context, session string, limit in
 				return true, nil
 			}
 			e, err := tx.Effect(r.EffectID)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				e = damaged(r.EffectID, err)
+			} else if err != nil {
 				return false, err
 			}
 			out = append(out, PendingApproval{Approval: *a, Effect: e})
@@ -259,7 +299,10 @@ func (s *Service) UndoStack(ctx context.Context, session string, limit int) ([]m
 				return true, nil // count the rest without reading them
 			}
 			u, err := tx.Undo(session, id, nil)
-			if err != nil || u == nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				out = append(out, damagedEntry(session, id))
+				return true, nil
+			} else if err != nil || u == nil {
 				return false, err
 			}
 			out = append(out, *u)
@@ -538,7 +581,10 @@ func (s *Service) UndoEntries(ctx context.Context, session string, ids []uint64)
 		clear(out)
 		for _, id := range ids {
 			u, err := tx.Undo(session, id, nil)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				out[id] = damagedEntry(session, id)
+				continue
+			} else if err != nil {
 				return err
 			}
 			if u != nil {
@@ -548,4 +594,10 @@ func (s *Service) UndoEntries(ctx context.Context, session string, ids []uint64)
 		return nil
 	})
 	return out, err
+}
+
+// damagedEntry is what a read shows of the undo entry of effect id, which
+// could not be read.
+func damagedEntry(session string, id uint64) model.UndoEntry {
+	return model.UndoEntry{EffectID: id, Session: session, State: model.EntryDamaged}
 }

@@ -37,7 +37,19 @@ type Effect struct {
 	// dropping the newest history records is detected too.
 	HistoryLen  uint32 `json:"history_len"`
 	HistoryHead string `json:"history_head"`
+	// Damage is set by a read, never stored: what of the effect could not
+	// be read (a record that does not decode). When its own record is what
+	// failed, only ID is known and State is StateDamaged.
+	Damage string `json:"damage,omitempty"`
 }
+
+// StateDamaged and EntryDamaged are what a read shows for an effect, or an
+// undo entry, whose record could not be read: no state of the spec's, so
+// that no rule acts on it.
+const (
+	StateDamaged sm.State      = "damaged"
+	EntryDamaged sm.EntryState = "damaged"
+)
 
 // Compensation describes how to undo an effect.
 type Compensation struct {
