@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -9,8 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 // One row that does not decode, as a role that may write the tables leaves
@@ -18,21 +21,26 @@ import (
 // harms only that effect: list, show and session show of everything else
 // work and exit 0, the damaged one is listed as damaged by its id (text and
 // JSON), show of it prints it as damaged and exits 1, and export names it
-// and exits 1.
+// and exits 1. So with a session's record: listed as damaged, session show
+// of it exits 1.
 func TestDamagedRowHarmsOnlyItsEffect(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
 	store := engines.Open(url, engines.Options{})
 	mine := committedCall(t, store, "write", `{"n":1}`, nil)
 	theirs := committedCall(t, store, "write", `{"n":2}`, nil)
+	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "t", Tool: "write", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"n":3}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
 	store.Close()
 	conn, err := pgx.Connect(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer conn.Close(context.Background())
 	_, err = conn.Exec(t.Context(), fmt.Sprintf(`SET session_replication_role = replica;
 		UPDATE undolog_history SET rec = '\xff00'::bytea WHERE effect_id = %d AND seq = 2;
 		UPDATE undolog_undo SET rec = ''::bytea WHERE effect_id = %d`, theirs, theirs))
-	conn.Close(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +52,7 @@ func TestDamagedRowHarmsOnlyItsEffect(t *testing.T) {
 	}
 	code, out, stderr = undolog(t, url, "list", "-o", "json")
 	var listed []map[string]any
-	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 2 {
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 3 {
 		t.Fatalf("list -o json: exit %d\n%s%s", code, out, stderr)
 	}
 	for _, e := range listed {
@@ -74,4 +82,21 @@ func TestDamagedRowHarmsOnlyItsEffect(t *testing.T) {
 		t.Fatalf("export: exit %d\n%.300s%s", code, out, stderr)
 	}
 	t.Logf("export: %s", stderr)
+
+	// A session whose record does not read is listed as damaged; session
+	// show of it fails, of another works.
+	if _, err := conn.Exec(t.Context(), `SET session_replication_role = replica;
+		UPDATE undolog_sessions SET rec = '\xff00'::bytea WHERE id = 't'`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = undolog(t, url, "session", "list")
+	if code != 0 || !strings.Contains(out, "t\tdamaged") || !strings.Contains(stderr, "session t is damaged") {
+		t.Fatalf("session list: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr = undolog(t, url, "session", "show", "t"); code != ExitError {
+		t.Fatalf("session show of the damaged session: exit %d\n%s%s", code, out, stderr)
+	}
+	if code, out, stderr = undolog(t, url, "session", "show", "s"); code != 0 {
+		t.Fatalf("session show of another: exit %d\n%s%s", code, out, stderr)
+	}
 }

@@ -23,10 +23,12 @@ type Damage struct {
 	Undo func(t *testing.T, session string, id uint64)
 	// Effect makes effect id's own record unreadable.
 	Effect func(t *testing.T, id uint64)
+	// Session makes session id's record unreadable.
+	Session func(t *testing.T, id string)
 }
 
 // DamagedRowStaysLocal: one record that does not decode harms only its own
-// effect. Listings and the other effects read as before; the damaged one is
+// effect (or session). Listings and the other effects read as before; the damaged one is
 // listed by its id as damaged (state damaged, its damage said); a read of
 // it is model.ErrCorrupt with what could be read; an export of its session
 // or of the whole log fails naming it, and one of another session does not.
@@ -115,6 +117,27 @@ func DamagedRowStaysLocal(t *testing.T, s effectlog.Log, damage Damage) {
 	must[model.EffectDetail](t)(s.GetEffect(ctx, mine[0]))
 	if err := export(""); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprint(record)) {
 		t.Fatalf("export of the log: %v; want it failed naming effect %d", err, record)
+	}
+	if err := export("mine"); err != nil {
+		t.Fatalf("export of session mine: %v", err)
+	}
+
+	// A session whose record does not read is listed, by its id, as
+	// damaged; the others read as before.
+	damage.Session(t, "theirs")
+	sessions, _, err := s.ListSessions(ctx, effectlog.SessionFilter{})
+	if err != nil || len(sessions) != 2 || sessions[0].ID != "theirs" || sessions[0].State != model.SessionDamaged || sessions[0].Damage == "" {
+		t.Fatalf("sessions after theirs's record was damaged: %+v, %v", sessions, err)
+	}
+	if _, err := s.GetSession(ctx, "theirs"); !errors.Is(err, model.ErrCorrupt) {
+		t.Fatalf("session theirs, whose record does not read: %v", err)
+	}
+	must[model.Session](t)(s.GetSession(ctx, "mine"))
+	if l, _, err := s.ListEffects(ctx, effectlog.EffectFilter{Session: "mine"}); err != nil || len(l) != 2 {
+		t.Fatalf("list of session mine: %d effects, %v", len(l), err)
+	}
+	if err := export(""); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "theirs") {
+		t.Fatalf("export of the log: %v; want it failed naming session theirs", err)
 	}
 	if err := export("mine"); err != nil {
 		t.Fatalf("export of session mine: %v", err)

@@ -43,12 +43,13 @@ type Effect struct {
 	Damage string `json:"damage,omitempty"`
 }
 
-// StateDamaged and EntryDamaged are what a read shows for an effect, or an
-// undo entry, whose record could not be read: no state of the spec's, so
+// StateDamaged, EntryDamaged and SessionDamaged are what a read shows for
+// an effect, an undo entry or a session whose record could not be read: no state of the spec's, so
 // that no rule acts on it.
 const (
-	StateDamaged sm.State      = "damaged"
-	EntryDamaged sm.EntryState = "damaged"
+	StateDamaged   sm.State        = "damaged"
+	EntryDamaged   sm.EntryState   = "damaged"
+	SessionDamaged sm.SessionState = "damaged"
 )
 
 // Compensation describes how to undo an effect.
@@ -161,6 +162,9 @@ type Session struct {
 	HistoryHead string `json:"history_head"`
 	// Seq orders sessions by creation (the sessions_by_time index key).
 	Seq uint64 `json:"seq"`
+	// Damage is set by a listing, never stored: the session's record could
+	// not be read (only ID and Seq are known; State is SessionDamaged).
+	Damage string `json:"damage,omitempty"`
 }
 
 // Who is who a record says made it: the --as name, and the database role

@@ -19,5 +19,6 @@ func TestDamagedRowStaysLocal(t *testing.T) {
 		History: func(t *testing.T, id uint64, seq uint32) { garbage(t, bHistory, historyKey(id, seq)) },
 		Undo:    func(t *testing.T, session string, id uint64) { garbage(t, bUndo, nameKey(session, id)) },
 		Effect:  func(t *testing.T, id uint64) { garbage(t, bEffects, itob(id)) },
+		Session: func(t *testing.T, id string) { garbage(t, bSessions, []byte(id)) },
 	})
 }

@@ -36,5 +36,8 @@ func TestDamagedRowStaysLocal(t *testing.T) {
 		Effect: func(t *testing.T, id uint64) {
 			damage(t, fmt.Sprintf(`UPDATE undolog_effects SET rec = '\xff00'::bytea WHERE id = %d`, id))
 		},
+		Session: func(t *testing.T, id string) {
+			damage(t, fmt.Sprintf(`UPDATE undolog_sessions SET rec = '\xff00'::bytea WHERE id = '%s'`, id))
+		},
 	})
 }
