@@ -13,6 +13,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -30,6 +31,21 @@ func TestDamagedRowHarmsOnlyItsEffect(t *testing.T) {
 	theirs := committedCall(t, store, "write", `{"n":2}`, nil)
 	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "t", Tool: "write", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"n":3}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Session u: an irreversible call that ran, and a compensable one.
+	paid, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "u", Tool: "pay", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{"n":4}`), CreateSession: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []func(context.Context, uint64, model.Change) (model.Effect, error){store.Approve, store.Start, store.Commit} {
+		if _, err := step(t.Context(), paid.Effect.ID, model.Change{Actor: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "u", Tool: "write", Tier: sm.Compensable,
+		Args: json.RawMessage(`{"n":5}`)}); err != nil {
 		t.Fatal(err)
 	}
 	store.Close()
@@ -52,7 +68,7 @@ func TestDamagedRowHarmsOnlyItsEffect(t *testing.T) {
 	}
 	code, out, stderr = undolog(t, url, "list", "-o", "json")
 	var listed []map[string]any
-	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 3 {
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 5 {
 		t.Fatalf("list -o json: exit %d\n%s%s", code, out, stderr)
 	}
 	for _, e := range listed {
@@ -98,5 +114,16 @@ func TestDamagedRowHarmsOnlyItsEffect(t *testing.T) {
 	}
 	if code, out, stderr = undolog(t, url, "session", "show", "s"); code != 0 {
 		t.Fatalf("session show of another: exit %d\n%s%s", code, out, stderr)
+	}
+
+	// Undo plans nothing around a damaged effect, though listings show it:
+	// it cannot tell what that effect did (an irreversible call that ran).
+	if _, err := conn.Exec(t.Context(), fmt.Sprintf(`SET session_replication_role = replica;
+		UPDATE undolog_effects SET rec = '\xff00'::bytea WHERE id = %d`, paid.Effect.ID)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = undolog(t, url, "undo", "u", "--dry-run")
+	if code != ExitError || !strings.Contains(stderr, fmt.Sprintf("effect %d of session u is damaged", paid.Effect.ID)) {
+		t.Fatalf("undo --dry-run of a session with a damaged effect: exit %d\n%s%s", code, out, stderr)
 	}
 }
