@@ -90,6 +90,11 @@ func listed(e model.Effect, entries map[uint64]model.UndoEntry) listedEffect {
 }
 
 func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []model.Effect) error {
+	for _, e := range list {
+		if e.Damage != "" {
+			fmt.Fprintf(s.f.ErrOut, "undolog: warning: effect %d is damaged: %s; run undolog verify\n", e.ID, textfmt.Escape(e.Damage))
+		}
+	}
 	var entries map[uint64]model.UndoEntry
 	if s.format != formatIDs && s.format != formatFollowedJSONL {
 		var err error

@@ -50,6 +50,11 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			for _, s := range list {
+				if s.Damage != "" {
+					fmt.Fprintf(f.ErrOut, "undolog: warning: session %s is damaged: %s; run undolog verify\n", textfmt.Escape(s.ID), textfmt.Escape(s.Damage))
+				}
+			}
 			text := func() error {
 				rows := make([][]cell, 0, len(list))
 				for _, s := range list {
@@ -57,7 +62,11 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 					if s.PendingApprovals > 0 {
 						approvals = fmt.Sprintf("%d waiting", s.PendingApprovals)
 					}
-					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(ago(f.Now(), s.CreatedAt)),
+					age := "-" // a damaged record's is not known
+					if s.Damage == "" {
+						age = ago(f.Now(), s.CreatedAt)
+					}
+					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(age),
 						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)), {text: approvals, color: colYellow}})
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)

@@ -147,7 +147,11 @@ func printSessionView(f *Factory, v sessionView) error {
 	err := section("Undo stack (last in, first out)", len(v.UndoStack), v.UndoTotal, "the top", func() error {
 		rows := make([][]cell, 0, len(v.UndoStack))
 		for _, u := range v.UndoStack {
-			rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(saga.Shorten(describeCompensation(u.Compensation)))})
+			compensation := "-" // a damaged entry's could not be read
+			if u.State != model.EntryDamaged {
+				compensation = saga.Shorten(describeCompensation(u.Compensation))
+			}
+			rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(compensation)})
 		}
 		return renderTable(f, []string{"EFFECT", "TOOL", "ENTRY", "COMPENSATION"}, rows)
 	})

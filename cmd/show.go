@@ -1,8 +1,10 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,9 +43,16 @@ func newCmdShow(f *Factory) *cobra.Command {
 			details := make([]model.EffectDetail, 0, len(ids))
 			// An mcp compensation is called on its session's server.
 			upstreams := map[string][]string{}
+			// A damaged effect is shown as damaged, by its id, among the
+			// others; the command fails once all are shown.
+			var damage []string
 			for _, id := range ids {
 				d, err := store.GetEffect(ctx, id)
-				if err != nil {
+				if errors.Is(err, model.ErrCorrupt) {
+					details = append(details, d)
+					damage = append(damage, fmt.Sprintf("effect %d is damaged: %s", id, d.Effect.Damage))
+					continue
+				} else if err != nil {
 					return err
 				}
 				details = append(details, d)
@@ -63,19 +72,23 @@ func newCmdShow(f *Factory) *cobra.Command {
 			}
 			switch {
 			case opts.output == formatJSON && len(args) == 1 && args[0] != "-":
-				return writeJSON(f.Out, details[0])
+				err = writeJSON(f.Out, details[0])
 			case opts.output != formatText:
-				return writeList(f.Out, opts.output, details)
-			}
-			for i, d := range details {
-				if i > 0 {
-					fmt.Fprintln(f.Out)
+				err = writeList(f.Out, opts.output, details)
+			default:
+				for i, d := range details {
+					if i > 0 {
+						fmt.Fprintln(f.Out)
+					}
+					if err = printEffectDetail(f, d, upstreams[d.Effect.Session]); err != nil {
+						break
+					}
 				}
-				if err := printEffectDetail(f, d, upstreams[d.Effect.Session]); err != nil {
-					return err
-				}
 			}
-			return nil
+			if err == nil && len(damage) > 0 {
+				err = fmt.Errorf("%w: %s; run undolog verify", model.ErrCorrupt, strings.Join(damage, "; "))
+			}
+			return err
 		},
 	}
 	addFormatFlag(c, &opts.output, false)
@@ -92,6 +105,12 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 			name += ":"
 		}
 		fmt.Fprintf(out, "%-13s %s\n", name, textfmt.Escape(value))
+	}
+	if e.Damage != "" {
+		field("damage", e.Damage)
+	}
+	if e.State == model.StateDamaged {
+		return nil // nothing else of it could be read
 	}
 	field("session", e.Session)
 	field("tool", e.Tool+" ("+string(e.Tier)+")")

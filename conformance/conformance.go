@@ -76,6 +76,7 @@ var suite = []struct {
 	{"GCKeepsSessionsWithACallExecuting", testGCKeepsSessionsWithACallExecuting},
 	{"GCDropsOnlyOldSessionsInTheGivenStates", testGCDropsOnlyOldSessionsInTheGivenStates},
 	{"Export", testExport},
+	{"ExportWhileWritten", testExportWhileWritten},
 	{"ImportRefusesWhatAWriterMadeMeanwhile", testImportRefusesWhatAWriterMadeMeanwhile},
 	{"RefusedImportInAnotherZoneLeavesNothing", testRefusedImportInAnotherZoneLeavesNothing},
 	{"SameSignatureFromManyGoroutines", testSameSignatureFromManyGoroutines},

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/undolog/undolog/model"
@@ -14,6 +14,8 @@ import (
 )
 
 // GetEffect returns an effect with its full history, undo entry and approval.
+// An effect of which a record does not read is model.ErrCorrupt, with what
+// was read of it: its Damage says what failed (see damaged).
 func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error) {
 	var out model.EffectDetail
 	found := false
@@ -25,7 +27,26 @@ func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail,
 	if err == nil && !found {
 		err = fmt.Errorf("%w: no effect %d", model.ErrNotFound, id)
 	}
+	if errors.Is(err, model.ErrCorrupt) {
+		if out.Effect.ID != id {
+			out = model.EffectDetail{Effect: damaged(id, err)}
+		}
+		out.Effect.Damage = oneLine(err)
+	}
 	return out, err
+}
+
+// damaged is what a read shows of effect id, whose record could not be read
+// (err): the one damaged row is shown by its id, and harms no other.
+func damaged(id uint64, err error) model.Effect {
+	return model.Effect{ID: id, State: model.StateDamaged, Damage: oneLine(err)}
+}
+
+// oneLine is err's message on one line, without the sentinel's words for
+// a damaged log (a damage says it is one).
+func oneLine(err error) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	return strings.TrimPrefix(msg, model.ErrCorrupt.Error()+": ")
 }
 
 // effectDetail reads effect id with its history, undo entry and approval.
@@ -141,7 +162,10 @@ func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool,
 			return false, nil // everything further back is older
 		}
 		e, err := tx.Effect(id)
-		if err != nil {
+		if errors.Is(err, model.ErrCorrupt) {
+			// Its indexes say it matches; what it says cannot be read.
+			return fn(damaged(id, err))
+		} else if err != nil {
 			return false, err
 		}
 		// The engine's join answers for the indexed fields (verify checks
@@ -151,7 +175,10 @@ func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool,
 		}
 		if f.Undo != "" {
 			u, err := tx.Undo(e.Session, e.ID, &e)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				e.Damage = oneLine(err)
+				return fn(e)
+			} else if err != nil {
 				return false, err
 			}
 			if u == nil || u.State != f.Undo {
@@ -225,7 +252,18 @@ func (s *Service) PendingApprovals(ctx context.Context, session string, limit in
 				return true, nil
 			}
 			a, err := tx.Approval(r.EffectID)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				// Shown as waiting, by its id, when the index puts it in
+				// the sessions asked for: it may be.
+				if session != "" && r.Session != session {
+					return true, nil
+				}
+				if waiting++; !full {
+					out = append(out, PendingApproval{Approval: model.Approval{EffectID: r.EffectID, Session: r.Session,
+						ApprovalRound: model.ApprovalRound{Outcome: string(model.StateDamaged)}}, Effect: damaged(r.EffectID, err)})
+				}
+				return true, nil
+			} else if err != nil {
 				return false, err
 			}
 			if a == nil || (session != "" && a.Session != session) || (a.ExpiresAt != nil && expiredAt(*a.ExpiresAt, now)) {
@@ -236,7 +274,9 @@ func (s *Service) PendingApprovals(ctx context.Context, session string, limit in
 				return true, nil
 			}
 			e, err := tx.Effect(r.EffectID)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				e = damaged(r.EffectID, err)
+			} else if err != nil {
 				return false, err
 			}
 			out = append(out, PendingApproval{Approval: *a, Effect: e})
@@ -259,7 +299,10 @@ func (s *Service) UndoStack(ctx context.Context, session string, limit int) ([]m
 				return true, nil // count the rest without reading them
 			}
 			u, err := tx.Undo(session, id, nil)
-			if err != nil || u == nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				out = append(out, damagedEntry(session, id))
+				return true, nil
+			} else if err != nil || u == nil {
 				return false, err
 			}
 			out = append(out, *u)
@@ -354,50 +397,47 @@ const ExportSchemaVersion = 10
 // short, or with a session taken out, is told from a whole one.
 type ExportEnd = ImportReport
 
-// ExportPage bounds how many effects an export reads in one transaction.
-const ExportPage = 256
-
 // Export calls fn with every record of the log (or of one session), in an
 // order that rebuilds it: meta, then per session its record and history, its
-// effects each followed by their history, undo entry and approval. It reads
-// in pages, each in a transaction of its own, and calls fn between them:
-// a reader writing to a slow consumer (a pipe to less) never holds the log
-// while it waits. A session's record and history are read with its first
-// page of effects; a session gone (gc) between its pages ends early.
+// effects each followed by their history, undo entry and approval.
+//
+// Each session is read whole in one read transaction, into memory, and given
+// to fn after that transaction ends: the export holds one consistent view of
+// each session (a session written meanwhile is exported as it was when
+// read), and a slow consumer (a pipe to less) holds no lock while it waits.
+//
+// An export leaves nothing out and passes over no damage: a whole-log export
+// first checks, in one transaction, the log's indexes against its records
+// (verify's engine half), and each session's effects are held to the
+// session's counts. A record that does not read, an index entry missing or
+// dangling, fails the export (model.ErrCorrupt) naming it.
 func (s *Service) Export(ctx context.Context, session string, fn func(ExportRecord) error) error {
-	var page []ExportRecord
-	emit := func(r ExportRecord) { page = append(page, r) }
 	var end ExportEnd
-	flush := func() error {
-		for _, r := range page {
+	write := func(recs []ExportRecord) error {
+		for _, r := range recs {
 			if err := fn(r); err != nil {
 				return err
 			}
 			end.count(r.Type)
 		}
-		page = page[:0]
 		return nil
 	}
-	ended := func() error {
-		if err := flush(); err != nil {
-			return err
-		}
-		return fn(ExportRecord{Type: "end", Record: &end})
-	}
 	err := s.view(ctx, func(tx storage.ReadTx) error {
-		page = page[:0]
-		emit(ExportRecord{Type: "meta", Record: &ExportMeta{SchemaVersion: ExportSchemaVersion}})
 		if session != "" {
 			_, err := tx.Session(session)
 			return err
 		}
-		return nil
+		return exportable(tx)
 	})
 	if err != nil {
 		return err
 	}
+	if err := write([]ExportRecord{{Type: "meta", Record: &ExportMeta{SchemaVersion: ExportSchemaVersion}}}); err != nil {
+		return err
+	}
+	ended := func() error { return fn(ExportRecord{Type: "end", Record: &end}) }
 	if session != "" {
-		if err := s.exportSession(ctx, session, emit, flush); err != nil {
+		if err := s.exportSession(ctx, session, write); err != nil {
 			return err
 		}
 		return ended()
@@ -407,7 +447,7 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 		err := s.view(ctx, func(tx storage.ReadTx) error {
 			ids = ids[:0]
 			return tx.Sessions(true, seq, func(at uint64, id string) (bool, error) {
-				if len(ids) == ExportPage {
+				if len(ids) == exportSessionsPage {
 					return false, nil
 				}
 				ids, seq = append(ids, id), at
@@ -421,7 +461,7 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 			return ended()
 		}
 		for _, id := range ids {
-			if err := s.exportSession(ctx, id, emit, flush); err != nil {
+			if err := s.exportSession(ctx, id, write); err != nil {
 				return err
 			}
 		}
@@ -431,89 +471,116 @@ func (s *Service) Export(ctx context.Context, session string, fn func(ExportReco
 	}
 }
 
-// exportSession emits session id's records, a page at a time, flushing
-// each page once its transaction has ended.
-//
-// A session of more pages is read in several transactions, so a write to it
-// in between would make the export disagree with itself (its counts with
-// its effects, which import refuses): its record is read again at the start
-// of each later page, and a session that changed meanwhile fails the export,
-// to be run again.
-func (s *Service) exportSession(ctx context.Context, id string, emit func(ExportRecord), flush func() error) error {
-	var read model.Session // the record as exported
-	for cursor, first := uint64(0), true; ; first = false {
-		// An interrupt ends an export between two pages: a view on a file
-		// log does not look at ctx.
-		if err := ctx.Err(); err != nil {
+// exportSessionsPage bounds how many session ids an export lists in one
+// transaction.
+const exportSessionsPage = 256
+
+// exportable checks that an export of the whole log would hold every
+// record the log holds: each record reads, and the indexes the export walks
+// (and the others) agree with the records. It fails with model.ErrCorrupt
+// naming the first problems found.
+func exportable(tx storage.ReadTx) error {
+	sessions := map[string]*model.Session{}
+	effects := storage.NewEffectSet()
+	var problems []model.Problem
+	add := func(p model.Problem) { problems = append(problems, p) }
+	err := tx.Records(func(sess model.Session) { sessions[sess.ID] = &sess }, func(e model.Effect) { effects.Add(&e) }, add)
+	if err == nil {
+		err = tx.CheckIndexes(sessions, effects, add)
+	}
+	if err != nil {
+		return err
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	const named = 3
+	var say []string
+	for _, p := range problems[:min(len(problems), named)] {
+		say = append(say, p.String())
+	}
+	if len(problems) > named {
+		say = append(say, fmt.Sprintf("and %d more", len(problems)-named))
+	}
+	return fmt.Errorf("%w: the log is damaged, and an export of it would leave records out: %s; run undolog verify",
+		model.ErrCorrupt, strings.Join(say, "; "))
+}
+
+// exportSession reads session id's records in one transaction and gives
+// them to write once it has ended. A session dropped (gc) since it was
+// listed is left out. The effects its index gives are held to what the
+// session's record counts: an index entry missing or dangling fails the
+// export rather than leaving an effect out.
+func (s *Service) exportSession(ctx context.Context, id string, write func([]ExportRecord) error) error {
+	// An interrupt ends an export between two sessions: a view on a file
+	// log does not look at ctx.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var recs []ExportRecord
+	err := s.view(ctx, func(tx storage.ReadTx) error {
+		recs = recs[:0]
+		sess, err := tx.Session(id)
+		if errors.Is(err, model.ErrNotFound) {
+			return nil // dropped since it was listed
+		} else if err != nil {
 			return err
 		}
-		more := false
-		err := s.view(ctx, func(tx storage.ReadTx) error {
-			if !first {
-				if now, err := tx.Session(id); err != nil || !sameSessionRecord(now, read) {
-					return fmt.Errorf("%w: session %s changed while it was exported (a call was logged or decided meanwhile): export it again, or when it is quiet", model.ErrConflict, id)
-				}
+		recs = append(recs, ExportRecord{Type: "session", Record: sess})
+		hist, err := tx.SessionHistory(id)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		for _, r := range hist {
+			recs = append(recs, ExportRecord{Type: "session_history", Record: r})
+		}
+		counts, waiting := map[sm.State]int{}, 0
+		err = tx.Effects(storage.BySession, id, true, 0, func(eid uint64) (bool, error) {
+			d, err := effectDetail(tx, eid)
+			switch {
+			case errors.Is(err, model.ErrNotFound):
+				return false, fmt.Errorf("%w: session %s's index names effect %d, which the log does not hold; run undolog verify", model.ErrCorrupt, id, eid)
+			case err != nil:
+				return false, fmt.Errorf("effect %d of session %s: %w", eid, id, err)
+			case d.Effect.Session != id:
+				return false, fmt.Errorf("%w: session %s's index names effect %d, which is session %s's; run undolog verify", model.ErrCorrupt, id, eid, d.Effect.Session)
 			}
-			if first {
-				sess, err := tx.Session(id)
-				if errors.Is(err, model.ErrNotFound) {
-					return nil // dropped since it was listed
-				} else if err != nil {
-					return err
-				}
-				read = sess
-				emit(ExportRecord{Type: "session", Record: sess})
-				hist, err := tx.SessionHistory(id)
-				if err != nil {
-					return err
-				}
-				for _, r := range hist {
-					emit(ExportRecord{Type: "session_history", Record: r})
-				}
+			counts[d.Effect.State]++
+			if d.Approval != nil && d.Approval.Outcome == model.ApprovalPending {
+				waiting++
 			}
-			n := 0
-			return tx.Effects(storage.BySession, id, true, cursor, func(eid uint64) (bool, error) {
-				if n == ExportPage {
-					more = true
-					return false, nil
-				}
-				n, cursor = n+1, eid
-				return true, exportEffect(tx, eid, emit)
-			})
+			recs = appendEffect(recs, d)
+			return true, nil
 		})
 		if err != nil {
 			return err
 		}
-		if err := flush(); err != nil || !more {
-			return err
+		if problems := countProblems(&sess, counts, waiting); len(problems) > 0 {
+			return fmt.Errorf("%w: session %s %s: its index leaves effects out, or its record was changed; run undolog verify",
+				model.ErrCorrupt, id, strings.Join(problems, "; "))
 		}
-	}
-}
-
-// sameSessionRecord tells whether a session's record is as it was read:
-// any write to the session or one of its effects moves its update time.
-func sameSessionRecord(a, b model.Session) bool {
-	return a.UpdatedAt.Equal(b.UpdatedAt) && a.HistoryLen == b.HistoryLen && a.Effects == b.Effects &&
-		a.PendingApprovals == b.PendingApprovals && maps.Equal(a.Counts, b.Counts)
-}
-
-// exportEffect emits effect id with its history, undo entry and approval.
-func exportEffect(tx storage.ReadTx, id uint64, emit func(ExportRecord)) error {
-	d, err := effectDetail(tx, id)
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	emit(ExportRecord{Type: "effect", Record: d.Effect})
+	return write(recs)
+}
+
+// appendEffect appends effect d's records: the effect, its history, undo
+// entry and approval.
+func appendEffect(recs []ExportRecord, d model.EffectDetail) []ExportRecord {
+	recs = append(recs, ExportRecord{Type: "effect", Record: d.Effect})
 	for _, r := range d.History {
-		emit(ExportRecord{Type: "history", Record: r})
+		recs = append(recs, ExportRecord{Type: "history", Record: r})
 	}
 	if d.Undo != nil {
-		emit(ExportRecord{Type: "undo", Record: d.Undo})
+		recs = append(recs, ExportRecord{Type: "undo", Record: d.Undo})
 	}
 	if d.Approval != nil {
-		emit(ExportRecord{Type: "approval", Record: d.Approval})
+		recs = append(recs, ExportRecord{Type: "approval", Record: d.Approval})
 	}
-	return nil
+	return recs
 }
 
 // UndoEntries returns the undo entries of the given effects of a session
@@ -524,7 +591,10 @@ func (s *Service) UndoEntries(ctx context.Context, session string, ids []uint64)
 		clear(out)
 		for _, id := range ids {
 			u, err := tx.Undo(session, id, nil)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				out[id] = damagedEntry(session, id)
+				continue
+			} else if err != nil {
 				return err
 			}
 			if u != nil {
@@ -534,4 +604,10 @@ func (s *Service) UndoEntries(ctx context.Context, session string, ids []uint64)
 		return nil
 	})
 	return out, err
+}
+
+// damagedEntry is what a read shows of the undo entry of effect id, which
+// could not be read.
+func damagedEntry(session string, id uint64) model.UndoEntry {
+	return model.UndoEntry{EffectID: id, Session: session, State: model.EntryDamaged}
 }

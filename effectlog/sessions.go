@@ -118,12 +118,19 @@ func (s *Service) ListSessions(ctx context.Context, f SessionFilter) ([]model.Se
 	var out []model.Session
 	var next uint64
 	err := s.view(ctx, func(tx storage.ReadTx) error {
-		return tx.Sessions(false, f.Cursor, func(_ uint64, id string) (bool, error) {
+		return tx.Sessions(false, f.Cursor, func(seq uint64, id string) (bool, error) {
 			sess, err := tx.Session(id)
-			if err != nil {
+			if errors.Is(err, model.ErrCorrupt) {
+				// Listed by its id, unless a state is asked for: its own
+				// cannot be read.
+				sess = model.Session{ID: id, Seq: seq, State: model.SessionDamaged, Damage: oneLine(err)}
+				if f.State != "" {
+					return true, nil
+				}
+			} else if err != nil {
 				return false, err
 			}
-			if !f.Since.IsZero() && sess.CreatedAt.Before(f.Since) {
+			if !f.Since.IsZero() && sess.Damage == "" && sess.CreatedAt.Before(f.Since) {
 				return false, nil
 			}
 			if f.State != "" && sess.State != f.State {

@@ -37,7 +37,20 @@ type Effect struct {
 	// dropping the newest history records is detected too.
 	HistoryLen  uint32 `json:"history_len"`
 	HistoryHead string `json:"history_head"`
+	// Damage is set by a read, never stored: what of the effect could not
+	// be read (a record that does not decode). When its own record is what
+	// failed, only ID is known and State is StateDamaged.
+	Damage string `json:"damage,omitempty"`
 }
+
+// StateDamaged, EntryDamaged and SessionDamaged are what a read shows for
+// an effect, an undo entry or a session whose record could not be read: no state of the spec's, so
+// that no rule acts on it.
+const (
+	StateDamaged   sm.State        = "damaged"
+	EntryDamaged   sm.EntryState   = "damaged"
+	SessionDamaged sm.SessionState = "damaged"
+)
 
 // Compensation describes how to undo an effect.
 type Compensation struct {
@@ -157,6 +170,9 @@ type Session struct {
 	HistoryHead      string `json:"history_head"`
 	// Seq orders sessions by creation (the sessions_by_time index key).
 	Seq uint64 `json:"seq"`
+	// Damage is set by a listing, never stored: the session's record could
+	// not be read (only ID and Seq are known; State is SessionDamaged).
+	Damage string `json:"damage,omitempty"`
 }
 
 // StateEnv is what locates an MCP server's state, as a proxy ran it: the

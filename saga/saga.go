@@ -319,6 +319,11 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		return Plan{}, err
 	}
 	for _, e := range effects {
+		if e.Damage != "" {
+			// A listing shows it; undo cannot tell what it did.
+			return Plan{}, fmt.Errorf("%w: effect %d of session %s is damaged (%s): undolog verify says more; nothing was undone",
+				model.ErrCorrupt, e.ID, session, e.Damage)
+		}
 		if e.Tier == sm.Compensable && e.ReplayOf == nil && !entered[e.ID] {
 			// Every compensable call's intercept wrote its entry (a replay
 			// has none: it did nothing): one missing (deleted or moved by

@@ -47,9 +47,11 @@ func (r reader) Records(session func(model.Session), effect func(model.Effect), 
 	for after, first := int64(0), true; ; first = false {
 		var got []row
 		last := after
-		query := fmt.Sprintf(`SELECT id::text, rec FROM undolog_effects WHERE id > %d ORDER BY id LIMIT %d`, after, page)
+		// e.id, not id: a bare name in ORDER BY is the output column, the
+		// id as text, whose order ("10" before "9") pages past and over ids.
+		query := fmt.Sprintf(`SELECT e.id::text, e.rec FROM undolog_effects e WHERE e.id > %d ORDER BY e.id LIMIT %d`, after, page)
 		if first {
-			query = fmt.Sprintf(`SELECT id::text, rec FROM undolog_effects ORDER BY id LIMIT %d`, page)
+			query = fmt.Sprintf(`SELECT e.id::text, e.rec FROM undolog_effects e ORDER BY e.id LIMIT %d`, page)
 		}
 		err := r.rows(query, func(key string, data []byte) {
 			got = append(got, row{key, data})
