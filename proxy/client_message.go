@@ -24,9 +24,9 @@ var jsonrpcMembers = map[string]bool{"jsonrpc": true, "id": true, "method": true
 // readClientMessage is the one reading of a message from the client, the
 // door every transport's messages (and each element of a batch) come in
 // by: a message the upstream server would read another way than the proxy
-// (a repeated key, keys one but for case, a member a server ignores), or
-// would not answer (not JSON-RPC 2.0, an id it cannot read, params not an
-// object), is refused, never passed on.
+// (a repeated key, keys one but for case, a member a server ignores, text
+// not UTF-8 or a lone surrogate), or would not answer (not JSON-RPC 2.0, an
+// id it cannot read, params not an object), is refused, never passed on.
 func readClientMessage(line []byte) (message, *refusal) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(line, &members); err != nil {
@@ -54,6 +54,9 @@ func readClientMessage(line []byte) (message, *refusal) {
 			r.answer = errorResponse(id, code, text)
 		}
 		return message{}, r
+	}
+	if te := mcpwire.TextReadTwoWays(line); te != nil {
+		return refuse(codeInvalidRequest, "invalid request: "+te.Error()+"; it was not passed on")
 	}
 	if ke := mcpwire.RepeatedKey(line); ke != nil {
 		if ke.TopLevel() && strings.EqualFold(ke.Key, "id") {

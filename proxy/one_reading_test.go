@@ -234,3 +234,57 @@ func sseData(body string) string {
 	}
 	return body
 }
+
+// readTwoTexts are tools/call messages (a %d for the id) whose text a
+// reader in Go and the server (Node.js) read otherwise, each with what the
+// refusal names: a lone surrogate, which the memory server would keep in
+// an entity's name that Go (and so undo's compensation) reads as U+FFFD,
+// and bytes not UTF-8, which each replaces its own way.
+var readTwoTexts = []struct{ msg, says string }{
+	{`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"sur\ud800","entityType":"person","observations":[]}]}}}`, `\ud800`},
+	{`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"\udc00low","entityType":"person","observations":[]}]}}}`, `\udc00`},
+	{`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"pair\ud83d\u0041","entityType":"person","observations":[]}]}}}`, `\ud83d`},
+	{"{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"create_entities\",\"arguments\":{\"entities\":[{\"name\":\"cut\xe2\x82\",\"entityType\":\"person\",\"observations\":[]}]}}}", "not UTF-8"},
+	{"{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"search_nodes\",\"arguments\":{\"query\":\"\xff\"}}}", "not UTF-8"},
+}
+
+// TestProxyReadsEachStringOneWay: over stdio and --listen, in front of the
+// real memory server, a message holding text Go and Node.js read otherwise
+// is refused with -32600 saying where; the server runs none of them (its
+// graph gains no entity) and the log holds nothing.
+func TestProxyReadsEachStringOneWay(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	c := startStdioClient(t, h, "--session", "texts", "--policy", h.policy, "--", memoryServer(t))
+	for i, v := range readTwoTexts {
+		id := 10 + i
+		c.send(fmt.Sprintf(v.msg, id))
+		m := c.next()
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != -32600.0 || !strings.Contains(fmt.Sprint(e["message"]), v.says) || m["id"] != float64(id) {
+			t.Fatalf("%q: %v", v.msg, m)
+		}
+	}
+	url, _, _ := listening(t, h, "--session", "texts-http", "--policy", h.policy, "--", memoryServer(t))
+	_, sid, _ := postMCP(t, url, "", initializeLine)
+	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	for i, v := range readTwoTexts {
+		status, _, body := postMCP(t, url, sid, fmt.Sprintf(v.msg, 20+i))
+		var m map[string]any
+		json.Unmarshal([]byte(sseData(body)), &m)
+		if status != 400 && status != 200 || !strings.Contains(fmt.Sprint(m["error"]), v.says) || m["id"] != float64(20+i) {
+			t.Fatalf("%q over --listen: %d %s", v.msg, status, body)
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"read_graph","arguments":{}}}`)
+	if m := c.next(); m["id"] != 40.0 || !strings.Contains(fmt.Sprint(m["result"]), `entities:[]`) {
+		t.Fatalf("the graph after the refusals: %v", m)
+	}
+	for _, session := range []string{"texts", "texts-http"} {
+		if got := states(t, store, session); got != "" {
+			t.Fatalf("session %s logged %s", session, got)
+		}
+	}
+}
