@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -286,5 +287,43 @@ func TestProxyReadsEachStringOneWay(t *testing.T) {
 		if got := states(t, store, session); got != "" {
 			t.Fatalf("session %s logged %s", session, got)
 		}
+	}
+}
+
+// TestProxyListenPassesAMessageOnManyLines: over --listen, a request
+// pretty-printed on many lines (JSON all the same) reaches the real memory
+// server, which reads its stdin a line a message, as one line: it is
+// answered, and its call logged as done, rather than waiting for good.
+func TestProxyListenPassesAMessageOnManyLines(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	url, _, _ := listening(t, h, "--session", "lines", "--policy", h.policy, "--", memoryServer(t))
+	_, sid, _ := postMCP(t, url, "", initializeLine)
+	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	for i, body := range []string{
+		"{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 2,\n  \"method\": \"tools/call\",\n  \"params\": {\"name\": \"create_entities\", \"arguments\": {\"entities\": [{\"name\": \"alice\", \"entityType\": \"person\", \"observations\": [\"a\\nb\"]}]}}\n}",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\r\"method\":\"tools/call\",\"params\":{\"name\":\"read_graph\",\"arguments\":{}}\r\n}",
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		client := &http.Client{Timeout: 20 * time.Second}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var m map[string]any
+		json.Unmarshal([]byte(sseData(string(answer))), &m)
+		if resp.StatusCode != 200 || m["id"] != float64(2+i) || !strings.Contains(fmt.Sprint(m["result"]), "alice") {
+			t.Fatalf("%q: %d %s", body, resp.StatusCode, answer)
+		}
+	}
+	if got := states(t, store, "lines"); got != "1:create_entities:committed" {
+		t.Fatalf("logged %s", got)
 	}
 }
