@@ -327,3 +327,66 @@ func TestProxyListenPassesAMessageOnManyLines(t *testing.T) {
 		t.Fatalf("logged %s", got)
 	}
 }
+
+// droppedByTheServer are requests (a %d for the id) whose _meta the MCP SDK
+// for JavaScript reads as no message at all: it answers nothing, and a
+// client sent them on would wait for good (a logged call executing).
+var droppedByTheServer = []string{
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":{"_meta":5}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_graph","arguments":{},"_meta":null}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_graph","arguments":{},"_meta":[]}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"bob","entityType":"person","observations":[]}]},"_meta":{"progressToken":true}}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"bob","entityType":"person","observations":[]}]},"_meta":{"progressToken":1.5}}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"bob","entityType":"person","observations":[]}]},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":7}}}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/related-task":{"TaskId":"t"}}}}`,
+}
+
+// TestProxyAnswersWhatTheServerWouldDrop: over stdio and --listen, in
+// front of the real memory server, each request it would drop unanswered
+// for its _meta is answered by the proxy with -32602 naming the member, and
+// none runs (bob is never made, nothing logged); a _meta it reads passes.
+func TestProxyAnswersWhatTheServerWouldDrop(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	c := startStdioClient(t, h, "--session", "meta", "--policy", h.policy, "--", memoryServer(t))
+	for i, msg := range droppedByTheServer {
+		id := 10 + i
+		c.send(fmt.Sprintf(msg, id))
+		m := c.next()
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != -32602.0 || !strings.Contains(fmt.Sprint(e["message"]), "params._meta") || m["id"] != float64(id) {
+			t.Fatalf("%s: %v", msg, m)
+		}
+	}
+	url, _, _ := listening(t, h, "--session", "meta-http", "--policy", h.policy, "--", memoryServer(t))
+	_, sid, _ := postMCP(t, url, "", initializeLine)
+	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	for i, msg := range droppedByTheServer {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(fmt.Sprintf(msg, 20+i)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("%s over --listen: %v", msg, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var m map[string]any
+		json.Unmarshal([]byte(sseData(string(body))), &m)
+		if !strings.Contains(fmt.Sprint(m["error"]), "params._meta") || m["id"] != float64(20+i) {
+			t.Fatalf("%s over --listen: %d %s", msg, resp.StatusCode, body)
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"read_graph","arguments":{},"_meta":{"progressToken":"p","io.modelcontextprotocol/related-task":{"taskId":"t"}}}}`)
+	if m := c.next(); m["id"] != 40.0 || !strings.Contains(fmt.Sprint(m["result"]), `entities:[]`) {
+		t.Fatalf("the graph after the refusals: %v", m)
+	}
+	for _, session := range []string{"meta", "meta-http"} {
+		if got := states(t, store, session); got != "" {
+			t.Fatalf("session %s logged %s", session, got)
+		}
+	}
+}
