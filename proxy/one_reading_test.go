@@ -390,3 +390,61 @@ func TestProxyAnswersWhatTheServerWouldDrop(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyListenAnswersEveryRequestOfABatch: over --listen, on a session
+// of a protocol version with batches, in front of the real memory server:
+// a batch with a message refused is answered with one array holding an
+// error for each of its requests (none waits for good) and none of it is
+// passed on (bob is never made, nothing logged); a batch answered as JSON
+// (the client accepts no event stream) is an array of the answers.
+func TestProxyListenAnswersEveryRequestOfABatch(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	url, _, _ := listening(t, h, "--session", "batches", "--policy", h.policy, "--", memoryServer(t))
+	_, sid, _ := postMCP(t, url, "", strings.Replace(initializeLine, "2025-06-18", "2025-03-26", 1))
+	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	post := func(body string) []map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var arr []map[string]any
+		if err := json.Unmarshal(answer, &arr); err != nil {
+			t.Fatalf("%s: want an array of answers, got %d %s", body, resp.StatusCode, answer)
+		}
+		return arr
+	}
+	byID := func(arr []map[string]any) map[float64]string {
+		out := map[float64]string{}
+		for _, m := range arr {
+			id, _ := m["id"].(float64)
+			out[id] = fmt.Sprint(m["error"], m["result"])
+		}
+		return out
+	}
+	for _, batch := range []string{
+		`[{"jsonrpc":"2.0","id":2,"method":"tools/list"},{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_graph","NAME":"delete_entities","arguments":{}}}]`,
+		`[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"bob","entityType":"person","observations":[]}]}}},{"jsonrpc":"2.0","method":"notifications/x","params":{"a":1,"A":2}},{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":5}}]`,
+	} {
+		got := byID(post(batch))
+		if len(got) != 2 || !strings.Contains(got[2], "-32600") || !strings.Contains(got[2], "batch was refused") || !strings.Contains(got[3], "-32602") {
+			t.Fatalf("%s: %v", batch, got)
+		}
+	}
+	got := byID(post(`[{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_graph","arguments":{}}},{"jsonrpc":"2.0","id":7,"method":"tools/list"}]`))
+	if len(got) != 2 || !strings.Contains(got[6], "entities:[]") || !strings.Contains(got[7], "create_entities") {
+		t.Fatalf("a batch answered as JSON: %v", got)
+	}
+	if got := states(t, store, "batches"); got != "" {
+		t.Fatalf("logged %s", got)
+	}
+}
