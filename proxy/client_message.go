@@ -24,9 +24,9 @@ var jsonrpcMembers = map[string]bool{"jsonrpc": true, "id": true, "method": true
 // readClientMessage is the one reading of a message from the client, the
 // door every transport's messages (and each element of a batch) come in
 // by: a message the upstream server would read another way than the proxy
-// (a repeated key, keys one but for case, a member a server ignores, text
-// not UTF-8 or a lone surrogate), or would not answer (not JSON-RPC 2.0, an
-// id it cannot read, params not an object), is refused, never passed on.
+// (a repeated key, keys one but for case, a member a server ignores, bytes
+// not UTF-8), or would not answer (not JSON-RPC 2.0, an id it cannot read,
+// params not an object), is refused, never passed on.
 func readClientMessage(line []byte) (message, *refusal) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(line, &members); err != nil {
