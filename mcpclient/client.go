@@ -200,6 +200,18 @@ func ToolResult(result json.RawMessage) (failed bool, err error) {
 	if json.Unmarshal(result, &r) != nil || r == nil {
 		return false, fmt.Errorf("%w: %.200s", ErrUnreadableAnswer, result)
 	}
+	var members struct {
+		IsError           json.RawMessage `json:"isError"`
+		Content           json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		Task              json.RawMessage `json:"task"`
+		ResultType        json.RawMessage `json:"resultType"`
+	}
+	if err := mcpwire.Unmarshal(result, &members); err != nil {
+		// isError twice, or "IsError": read as sent or with case folded,
+		// it says otherwise.
+		return false, fmt.Errorf("%w: %v", ErrUnreadableAnswer, err)
+	}
 	var resultType string
 	json.Unmarshal(r["resultType"], &resultType)
 	if _, task := r["task"]; task || resultType == "task" {
@@ -481,7 +493,23 @@ func (c *Client) handle(msg []byte) {
 		Result  json.RawMessage `json:"result"`
 		Error   json.RawMessage `json:"error"`
 	}
-	if json.Unmarshal(msg, &m) != nil {
+	err := mcpwire.Unmarshal(msg, &m)
+	var ambiguous *mcpwire.KeyError
+	if errors.As(err, &ambiguous) {
+		// Read as sent (the last of two keys, case kept) and as
+		// encoding/json reads it (case folded), the message differs: an
+		// answer says neither that its call was done nor that it failed,
+		// and every call waiting is in doubt when its id is what differs.
+		unreadable := reply{err: fmt.Errorf("%w: %v", ErrUnreadableAnswer, ambiguous), lost: true}
+		switch {
+		case ambiguous.TopLevel() && strings.EqualFold(ambiguous.Key, "id"):
+			c.answerAll(unreadable)
+		case m.Method == nil && len(m.ID) > 0:
+			c.answer(m.ID, unreadable)
+		}
+		return
+	}
+	if err != nil {
 		return
 	}
 	if string(m.ID) == "null" {

@@ -367,3 +367,39 @@ func TestAnswersThatSayNeither(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerReadTwoWaysSaysNeither: an answer whose keys a reader that
+// matches them exactly (the MCP SDK for JavaScript: the last of two) and
+// one that folds case (encoding/json) read otherwise says neither that the
+// call was done nor that it failed: ErrUnreadableAnswer, so a compensation
+// so answered is in doubt, never recorded as done when the server's answer,
+// read as sent, is a failure.
+func TestAnswerReadTwoWaysSaysNeither(t *testing.T) {
+	c := dialFake(t)
+	for _, answer := range []string{
+		// Read exactly: a tool error; folded, the last "Result": done.
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":true},"Result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":true},"result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":ID,"error":{"code":-32000,"message":"refused"},"ERROR":null,"Result":{"content":[]}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":true,"isError":false}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"isError":true,"IsError":false}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[],"iſError":false,"isError":true}}`,
+		`{"jsonrpc":"2.0","id":ID,"result":{"content":[]},"Error":{"code":-32000,"message":"refused"}}`,
+		// Whose answer it is is unclear: the call waiting is in doubt.
+		`{"jsonrpc":"2.0","Id":ID,"result":{"content":[]}}`,
+	} {
+		args, _ := json.Marshal(map[string]string{"answer": answer})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.CallTool(ctx, "odd", args)
+		cancel()
+		if !errors.Is(err, mcpclient.ErrUnreadableAnswer) {
+			t.Errorf("%s: %v, want ErrUnreadableAnswer", answer, err)
+		}
+	}
+	// Keys one but for case inside what a tool returns are its data.
+	answer := `{"jsonrpc":"2.0","id":ID,"result":{"content":[{"type":"text","text":"ok"}],"structuredContent":{"a":1,"A":2}}}`
+	args, _ := json.Marshal(map[string]string{"answer": answer})
+	if _, err := c.CallTool(context.Background(), "odd", args); err != nil {
+		t.Errorf("%s: %v, want done", answer, err)
+	}
+}

@@ -24,9 +24,9 @@ var jsonrpcMembers = map[string]bool{"jsonrpc": true, "id": true, "method": true
 // readClientMessage is the one reading of a message from the client, the
 // door every transport's messages (and each element of a batch) come in
 // by: a message the upstream server would read another way than the proxy
-// (a repeated key, keys one but for case, a member a server ignores), or
-// would not answer (not JSON-RPC 2.0, an id it cannot read, params not an
-// object), is refused, never passed on.
+// (a repeated key, keys one but for case, a member a server ignores, bytes
+// not UTF-8), or would not answer (not JSON-RPC 2.0, an id it cannot read,
+// params not an object), is refused, never passed on.
 func readClientMessage(line []byte) (message, *refusal) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(line, &members); err != nil {
@@ -54,6 +54,9 @@ func readClientMessage(line []byte) (message, *refusal) {
 			r.answer = errorResponse(id, code, text)
 		}
 		return message{}, r
+	}
+	if te := mcpwire.TextReadTwoWays(line); te != nil {
+		return refuse(codeInvalidRequest, "invalid request: "+te.Error()+"; it was not passed on")
 	}
 	if ke := mcpwire.RepeatedKey(line); ke != nil {
 		if ke.TopLevel() && strings.EqualFold(ke.Key, "id") {
@@ -98,6 +101,8 @@ func readClientMessage(line []byte) (message, *refusal) {
 			// JSON-RPC allows an array too, but no MCP method takes one,
 			// and the MCP SDK for JavaScript answers no request with one.
 			return refuse(codeInvalidRequest, `invalid request: "params" must be an object`)
+		} else if text := unreadableMeta(params); text != "" {
+			return refuse(codeInvalidParams, "invalid params: "+text)
 		}
 		if _, ok := members["result"]; ok {
 			return refuse(codeInvalidRequest, `invalid request: a request has no "result"`)
@@ -127,6 +132,36 @@ func readClientMessage(line []byte) (message, *refusal) {
 	}
 	m.raw = line
 	return m, nil
+}
+
+// relatedTaskKey is the key of _meta that names the task a message is
+// part of (MCP 2025-11-25).
+const relatedTaskKey = "io.modelcontextprotocol/related-task"
+
+// unreadableMeta says what in params' _meta (params an object, or none)
+// the MCP SDK for JavaScript reads as no message at all, dropping it
+// unanswered: _meta not an object, a progressToken not a string or an
+// integer of at most 2^53-1, a related task with no taskId string; "" if
+// none of these.
+func unreadableMeta(params json.RawMessage) string {
+	var members map[string]json.RawMessage // keys as sent, as the SDK reads them
+	if len(params) == 0 || json.Unmarshal(params, &members) != nil || members["_meta"] == nil {
+		return ""
+	}
+	var meta map[string]json.RawMessage
+	if m := members["_meta"]; m[0] != '{' || json.Unmarshal(m, &meta) != nil {
+		return `"params._meta" must be an object`
+	}
+	if token, ok := meta["progressToken"]; ok && !mcpwire.ValidRequestID(token) {
+		return `"params._meta.progressToken" must be a string or an integer of at most 2^53-1`
+	}
+	if task, ok := meta[relatedTaskKey]; ok {
+		var related map[string]json.RawMessage
+		if task[0] != '{' || json.Unmarshal(task, &related) != nil || len(related["taskId"]) == 0 || related["taskId"][0] != '"' {
+			return `"params._meta.` + relatedTaskKey + `" must be an object with a string "taskId"`
+		}
+	}
+	return ""
 }
 
 // quote is s as a JSON string (as a message quotes a key).

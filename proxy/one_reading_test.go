@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -233,4 +234,214 @@ func sseData(body string) string {
 		}
 	}
 	return body
+}
+
+// readTwoTexts are tools/call messages (a %d for the id) that are not
+// UTF-8, each with what the refusal names: Go reads each bad byte as
+// U+FFFD and Node.js (the server) a whole bad sequence as one, so the
+// server would read other text than the proxy classified (a safe call) or
+// logged.
+var readTwoTexts = []struct{ msg, says string }{
+	{"{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"create_entities\",\"arguments\":{\"entities\":[{\"name\":\"cut\xe2\x82\",\"entityType\":\"person\",\"observations\":[]}]}}}", "not UTF-8"},
+	{"{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{\"name\":\"search_nodes\",\"arguments\":{\"query\":\"\xff\"}}}", "not UTF-8"},
+}
+
+// TestProxyReadsEachStringOneWay: over stdio and --listen, in front of the
+// real memory server, a message not UTF-8 is refused with -32600 saying
+// where; the server runs none of them (its
+// graph gains no entity) and the log holds nothing.
+func TestProxyReadsEachStringOneWay(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	c := startStdioClient(t, h, "--session", "texts", "--policy", h.policy, "--", memoryServer(t))
+	for i, v := range readTwoTexts {
+		id := 10 + i
+		c.send(fmt.Sprintf(v.msg, id))
+		m := c.next()
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != -32600.0 || !strings.Contains(fmt.Sprint(e["message"]), v.says) || m["id"] != float64(id) {
+			t.Fatalf("%q: %v", v.msg, m)
+		}
+	}
+	url, _, _ := listening(t, h, "--session", "texts-http", "--policy", h.policy, "--", memoryServer(t))
+	_, sid, _ := postMCP(t, url, "", initializeLine)
+	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	for i, v := range readTwoTexts {
+		status, _, body := postMCP(t, url, sid, fmt.Sprintf(v.msg, 20+i))
+		var m map[string]any
+		json.Unmarshal([]byte(sseData(body)), &m)
+		if status != 400 && status != 200 || !strings.Contains(fmt.Sprint(m["error"]), v.says) || m["id"] != float64(20+i) {
+			t.Fatalf("%q over --listen: %d %s", v.msg, status, body)
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"read_graph","arguments":{}}}`)
+	if m := c.next(); m["id"] != 40.0 || !strings.Contains(fmt.Sprint(m["result"]), `entities:[]`) {
+		t.Fatalf("the graph after the refusals: %v", m)
+	}
+	for _, session := range []string{"texts", "texts-http"} {
+		if got := states(t, store, session); got != "" {
+			t.Fatalf("session %s logged %s", session, got)
+		}
+	}
+}
+
+// TestProxyListenPassesAMessageOnManyLines: over --listen, a request
+// pretty-printed on many lines (JSON all the same) reaches the real memory
+// server, which reads its stdin a line a message, as one line: it is
+// answered, and its call logged as done, rather than waiting for good.
+func TestProxyListenPassesAMessageOnManyLines(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	url, _, _ := listening(t, h, "--session", "lines", "--policy", h.policy, "--", memoryServer(t))
+	_, sid, _ := postMCP(t, url, "", initializeLine)
+	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	for i, body := range []string{
+		"{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 2,\n  \"method\": \"tools/call\",\n  \"params\": {\"name\": \"create_entities\", \"arguments\": {\"entities\": [{\"name\": \"alice\", \"entityType\": \"person\", \"observations\": [\"a\\nb\"]}]}}\n}",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\r\"method\":\"tools/call\",\"params\":{\"name\":\"read_graph\",\"arguments\":{}}\r\n}",
+	} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		client := &http.Client{Timeout: 20 * time.Second}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var m map[string]any
+		json.Unmarshal([]byte(sseData(string(answer))), &m)
+		if resp.StatusCode != 200 || m["id"] != float64(2+i) || !strings.Contains(fmt.Sprint(m["result"]), "alice") {
+			t.Fatalf("%q: %d %s", body, resp.StatusCode, answer)
+		}
+	}
+	if got := states(t, store, "lines"); got != "1:create_entities:committed" {
+		t.Fatalf("logged %s", got)
+	}
+}
+
+// droppedByTheServer are requests (a %d for the id) whose _meta the MCP SDK
+// for JavaScript reads as no message at all: it answers nothing, and a
+// client sent them on would wait for good (a logged call executing).
+var droppedByTheServer = []string{
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":{"_meta":5}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_graph","arguments":{},"_meta":null}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_graph","arguments":{},"_meta":[]}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"bob","entityType":"person","observations":[]}]},"_meta":{"progressToken":true}}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"bob","entityType":"person","observations":[]}]},"_meta":{"progressToken":1.5}}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"bob","entityType":"person","observations":[]}]},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":7}}}}`,
+	`{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/related-task":{"TaskId":"t"}}}}`,
+}
+
+// TestProxyAnswersWhatTheServerWouldDrop: over stdio and --listen, in
+// front of the real memory server, each request it would drop unanswered
+// for its _meta is answered by the proxy with -32602 naming the member, and
+// none runs (bob is never made, nothing logged); a _meta it reads passes.
+func TestProxyAnswersWhatTheServerWouldDrop(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	c := startStdioClient(t, h, "--session", "meta", "--policy", h.policy, "--", memoryServer(t))
+	for i, msg := range droppedByTheServer {
+		id := 10 + i
+		c.send(fmt.Sprintf(msg, id))
+		m := c.next()
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != -32602.0 || !strings.Contains(fmt.Sprint(e["message"]), "params._meta") || m["id"] != float64(id) {
+			t.Fatalf("%s: %v", msg, m)
+		}
+	}
+	url, _, _ := listening(t, h, "--session", "meta-http", "--policy", h.policy, "--", memoryServer(t))
+	_, sid, _ := postMCP(t, url, "", initializeLine)
+	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	for i, msg := range droppedByTheServer {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(fmt.Sprintf(msg, 20+i)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("%s over --listen: %v", msg, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var m map[string]any
+		json.Unmarshal([]byte(sseData(string(body))), &m)
+		if !strings.Contains(fmt.Sprint(m["error"]), "params._meta") || m["id"] != float64(20+i) {
+			t.Fatalf("%s over --listen: %d %s", msg, resp.StatusCode, body)
+		}
+	}
+	c.send(`{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"read_graph","arguments":{},"_meta":{"progressToken":"p","io.modelcontextprotocol/related-task":{"taskId":"t"}}}}`)
+	if m := c.next(); m["id"] != 40.0 || !strings.Contains(fmt.Sprint(m["result"]), `entities:[]`) {
+		t.Fatalf("the graph after the refusals: %v", m)
+	}
+	for _, session := range []string{"meta", "meta-http"} {
+		if got := states(t, store, session); got != "" {
+			t.Fatalf("session %s logged %s", session, got)
+		}
+	}
+}
+
+// TestProxyListenAnswersEveryRequestOfABatch: over --listen, on a session
+// of a protocol version with batches, in front of the real memory server:
+// a batch with a message refused is answered with one array holding an
+// error for each of its requests (none waits for good) and none of it is
+// passed on (bob is never made, nothing logged); a batch answered as JSON
+// (the client accepts no event stream) is an array of the answers.
+func TestProxyListenAnswersEveryRequestOfABatch(t *testing.T) {
+	h := newHarness(t)
+	store := engines.File(h.logPath, engines.Options{})
+	url, _, _ := listening(t, h, "--session", "batches", "--policy", h.policy, "--", memoryServer(t))
+	_, sid, _ := postMCP(t, url, "", strings.Replace(initializeLine, "2025-06-18", "2025-03-26", 1))
+	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	post := func(body string) []map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Mcp-Session-Id", sid)
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		answer, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var arr []map[string]any
+		if err := json.Unmarshal(answer, &arr); err != nil {
+			t.Fatalf("%s: want an array of answers, got %d %s", body, resp.StatusCode, answer)
+		}
+		return arr
+	}
+	byID := func(arr []map[string]any) map[float64]string {
+		out := map[float64]string{}
+		for _, m := range arr {
+			id, _ := m["id"].(float64)
+			out[id] = fmt.Sprint(m["error"], m["result"])
+		}
+		return out
+	}
+	for _, batch := range []string{
+		`[{"jsonrpc":"2.0","id":2,"method":"tools/list"},{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_graph","NAME":"delete_entities","arguments":{}}}]`,
+		`[{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"bob","entityType":"person","observations":[]}]}}},{"jsonrpc":"2.0","method":"notifications/x","params":{"a":1,"A":2}},{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":5}}]`,
+	} {
+		got := byID(post(batch))
+		if len(got) != 2 || !strings.Contains(got[2], "-32600") || !strings.Contains(got[2], "batch was refused") || !strings.Contains(got[3], "-32602") {
+			t.Fatalf("%s: %v", batch, got)
+		}
+	}
+	got := byID(post(`[{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read_graph","arguments":{}}},{"jsonrpc":"2.0","id":7,"method":"tools/list"}]`))
+	if len(got) != 2 || !strings.Contains(got[6], "entities:[]") || !strings.Contains(got[7], "create_entities") {
+		t.Fatalf("a batch answered as JSON: %v", got)
+	}
+	if got := states(t, store, "batches"); got != "" {
+		t.Fatalf("logged %s", got)
+	}
 }

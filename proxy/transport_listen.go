@@ -249,12 +249,14 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	ids := map[string]json.RawMessage{} // and as sent
 	var twice json.RawMessage           // an id two of them have
 	initialize := false
+	var answers []json.RawMessage // a batch's, if one of it is refused
+	refusedOne := false
 	for _, e := range elems {
 		// The proxy's door for client messages: one refused is answered
 		// here, on its POST, which would otherwise wait for an answer
 		// routed by an id the proxy does not pass on.
 		m, refused := readClientMessage(e)
-		if refused != nil {
+		if refused != nil && body[0] != '[' {
 			answer := refused.answer
 			if answer == nil { // a notification or a response: no id to answer
 				answer = errorResponse(nil, codeInvalidRequest, refused.note)
@@ -264,7 +266,17 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 			w.Write(answer)
 			return
 		}
-		if m.Method != "" && len(m.ID) > 0 {
+		switch {
+		case refused != nil:
+			refusedOne = true
+			if refused.answer != nil {
+				answers = append(answers, refused.answer)
+			}
+		case m.Method != "" && len(m.ID) > 0:
+			// Nothing of a batch with a message refused is passed on: each
+			// request of it is answered then, in the batch's array, so
+			// that none waits for good.
+			answers = append(answers, errorResponse(m.ID, codeInvalidRequest, "invalid request: another message of its batch was refused; none of the batch was passed on"))
 			k := idKey(m.ID)
 			if ids[k] != nil {
 				twice = m.ID
@@ -272,6 +284,16 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 			requests, ids[k] = append(requests, k), m.ID
 			initialize = initialize || m.Method == "initialize"
 		}
+	}
+	if refusedOne {
+		answer := encode(answers)
+		if len(answers) == 0 { // notifications and responses only: no id to answer
+			answer = errorResponse(nil, codeInvalidRequest, "invalid request: a message of the batch was refused; none of it was passed on")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write(answer)
+		return
 	}
 	var ss *listenSession
 	if r.Header.Get("Mcp-Session-Id") == "" && initialize && len(elems) == 1 {
@@ -330,8 +352,12 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case len(msgs) == 1 && body[0] != '[':
 			w.Write(msgs[0])
-		default:
-			w.Write(encode(msgs))
+		default: // a batch's answers, one array
+			answers := make([]json.RawMessage, len(msgs))
+			for i, m := range msgs {
+				answers[i] = m
+			}
+			w.Write(encode(answers))
 		}
 		return
 	}

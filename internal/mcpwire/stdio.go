@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -67,10 +68,21 @@ func (c *stdioConn) Read() ([]byte, error) {
 	}
 }
 
+// Write writes msg as one line. A message that spans lines (pretty-printed
+// by an HTTP peer: a POST to --listen, an answer over --url) is compacted,
+// for a reader takes each line for a message and would answer none.
 func (c *stdioConn) Write(msg []byte) error {
+	msg = bytes.TrimRight(msg, "\r\n")
+	if bytes.ContainsAny(msg, "\r\n") {
+		var line bytes.Buffer
+		if err := json.Compact(&line, msg); err != nil {
+			return fmt.Errorf("a message on many lines that is not JSON: %w", err)
+		}
+		msg = line.Bytes()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err := c.w.Write(append(bytes.TrimRight(msg, "\r\n"), '\n'))
+	_, err := c.w.Write(append(append(make([]byte, 0, len(msg)+1), msg...), '\n')) // not into the caller's array
 	return err
 }
 
