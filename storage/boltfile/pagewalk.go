@@ -6,8 +6,9 @@ package boltfile
 // and its commit moves pages about (a split, a merge, the freelist), which
 // may carry the damage on or drop the records a damaged page held. So the
 // first open to write of each state of the file walks every page its trees
-// reach, reading the file (not bbolt's map, where damage faults), and checks
-// what bbolt reads without checks: the page's id and type, the room its
+// reach, through a read-only map of its own of the pages the meta page
+// names (a read per page, into a page of its own, would cost a writer more
+// than the write), and checks what bbolt reads without checks: the page's id and type, the room its
 // entries and their keys and values take, each page reached once and none
 // also free. Damage inside a record, which the pages hold soundly (a
 // changed byte, a history that does not hold), is verify's to find: the
@@ -34,6 +35,7 @@ const (
 // pageWalk checks the pages of one state of the log, reading the file.
 type pageWalk struct {
 	pageChecker
+	pages   []byte   // the file's pages below highWater
 	reached []uint64 // a bit per page
 }
 
@@ -52,14 +54,25 @@ func (s *Engine) checkPages(f *os.File) error {
 	if s.group.walked.same(state) {
 		return nil
 	}
-	w := pageWalk{pageChecker{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid}, make([]uint64, (m.pgid+63)/64)}
-	if err := w.tree("root", m.root); err != nil {
-		return err
+	pages, unmap, err := mapPages(f, m.pgid*m.pageSize)
+	if err != nil {
+		return fmt.Errorf("read log %s: %w", s.path, bare(err))
 	}
-	if m.freelist != noFreelist {
-		if err := w.freelist(m.freelist); err != nil {
+	defer unmap()
+	w := pageWalk{pageChecker{f: f, path: s.path, pageSize: m.pageSize, highWater: m.pgid}, pages, make([]uint64, (m.pgid+63)/64)}
+	// Every page read is inside the map; a file cut short under it (by what
+	// ignores the lock) faults, which guard reports as damage.
+	err = s.guard(func() error {
+		if err := w.tree("root", m.root); err != nil {
 			return err
 		}
+		if m.freelist != noFreelist {
+			return w.freelist(m.freelist)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	s.group.walked.set(state)
 	return nil
@@ -71,10 +84,7 @@ func (w *pageWalk) page(what string, id uint64, flags uint16) ([]byte, error) {
 	if id < 2 || id >= w.highWater {
 		return nil, w.damaged(what, id, "outside the file's pages")
 	}
-	p := make([]byte, w.pageSize)
-	if _, err := w.f.ReadAt(p, int64(id*w.pageSize)); err != nil {
-		return nil, w.damaged(what, id, "unreadable")
-	}
+	p := w.pages[id*w.pageSize : (id+1)*w.pageSize]
 	le := binary.LittleEndian
 	if got := le.Uint64(p); got != id {
 		return nil, w.damaged(what, id, fmt.Sprintf("it says it is page %d", got))
@@ -89,13 +99,7 @@ func (w *pageWalk) page(what string, id uint64, flags uint16) ([]byte, error) {
 		}
 		w.reached[n/64] |= 1 << (n % 64)
 	}
-	if overflow > 0 {
-		p = make([]byte, (overflow+1)*w.pageSize)
-		if _, err := w.f.ReadAt(p, int64(id*w.pageSize)); err != nil {
-			return nil, w.damaged(what, id, "unreadable")
-		}
-	}
-	return p, nil
+	return w.pages[id*w.pageSize : (id+1+overflow)*w.pageSize], nil
 }
 
 // tree walks the tree whose root is page id, and the buckets it holds.
