@@ -126,6 +126,43 @@ func TestDamagedLogTakesNoWrites(t *testing.T) {
 			binary.LittleEndian.PutUint64(p[pageHeaderSize:], leaves[1])
 		},
 	}
+	// Keys out of order: bbolt, which finds a key by halving, misses some,
+	// and a write would log again a call the log holds (a new effect: the
+	// call runs twice). Neither a reader nor verify notices.
+	entryKey := func(p []byte, i int) []byte {
+		at := pageHeaderSize + i*16
+		e := p[at:]
+		if binary.LittleEndian.Uint16(p[8:])&branchPageFlag != 0 { // position, key size, page id
+			pos, ksize := int(binary.LittleEndian.Uint32(e)), int(binary.LittleEndian.Uint32(e[4:]))
+			return p[at+pos:][:ksize]
+		}
+		pos, ksize := int(binary.LittleEndian.Uint32(e[4:])), int(binary.LittleEndian.Uint32(e[8:])) // flags, position, key and value sizes
+		return p[at+pos:][:ksize]
+	}
+	swapKeys := func(p []byte, i, j int) {
+		a, b := entryKey(p, i), entryKey(p, j)
+		if len(a) != len(b) {
+			t.Fatalf("keys of %d and %d bytes", len(a), len(b))
+		}
+		tmp := append([]byte(nil), a...)
+		copy(a, b)
+		copy(b, tmp)
+	}
+	page := func(data []byte, id uint64, pageSize int) []byte { return data[id*uint64(pageSize):][:pageSize] }
+	damages["two keys of a leaf of the signatures index swapped"] = func(data []byte) {
+		leaves, _, pageSize := bucketPages(t, seed.path, bSignatures)
+		swapKeys(page(data, leaves[0], pageSize), 0, 1)
+	}
+	damages["two keys of a branch of the effects swapped"] = func(data []byte) {
+		_, branches, pageSize := bucketPages(t, seed.path, bEffects)
+		swapKeys(page(data, branches[0], pageSize), 1, 2)
+	}
+	damages["a leaf's last key past where its branch ends it"] = func(data []byte) {
+		leaves, _, pageSize := bucketPages(t, seed.path, bEffects)
+		p := page(data, leaves[0], pageSize)
+		last := entryKey(p, int(binary.LittleEndian.Uint16(p[10:]))-1)
+		copy(last, entryKey(page(data, leaves[1], pageSize), 0))
+	}
 	writers := map[string]func(s *testLog) error{
 		"intercept in a new session": func(s *testLog) error {
 			_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "other", Tool: "w", Tier: sm.Compensable, CreateSession: true})

@@ -10,11 +10,14 @@ package boltfile
 // names (a read per page, into a page of its own, would cost a writer more
 // than the write), and checks what bbolt reads without checks: the page's id and type, the room its
 // entries and their keys and values take, each page reached once and none
-// also free. Damage inside a record, which the pages hold soundly (a
+// also free, the keys of each tree in order (bbolt finds a key by halving:
+// one out of order hides others, and a write would add a call it holds
+// again). Damage inside a record, which the pages hold soundly (a
 // changed byte, a history that does not hold), is verify's to find: the
 // rules refuse such a record where they use it.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -63,7 +66,7 @@ func (s *Engine) checkPages(f *os.File) error {
 	// Every page read is inside the map; a file cut short under it (by what
 	// ignores the lock) faults, which guard reports as damage.
 	err = s.guard(func() error {
-		if err := w.tree("root", m.root); err != nil {
+		if err := w.tree("root", m.root, keyRange{}); err != nil {
 			return err
 		}
 		if m.freelist != noFreelist {
@@ -102,18 +105,25 @@ func (w *pageWalk) page(what string, id uint64, flags uint16) ([]byte, error) {
 	return w.pages[id*w.pageSize : (id+1+overflow)*w.pageSize], nil
 }
 
+// keyRange is where the keys of a page must lie, as the branch entries
+// above it say: from low (each page's first key may equal it; bbolt leaves a
+// branch's key as it was when the key it copied is deleted) up to, not
+// including, high. Nil is no bound.
+type keyRange struct{ low, high []byte }
+
 // tree walks the tree whose root is page id, and the buckets it holds.
-func (w *pageWalk) tree(what string, id uint64) error {
+func (w *pageWalk) tree(what string, id uint64, keys keyRange) error {
 	p, err := w.page(what, id, branchPageFlag|leafPageFlag)
 	if err != nil {
 		return err
 	}
-	return w.entries(what, id, p)
+	return w.entries(what, id, p, keys)
 }
 
 // entries checks the entries of page p (page id, or a bucket's inline page
-// when id is 0) and walks what they lead to.
-func (w *pageWalk) entries(what string, id uint64, p []byte) error {
+// when id is 0), their keys in order within keys, and walks what they lead
+// to.
+func (w *pageWalk) entries(what string, id uint64, p []byte, keys keyRange) error {
 	le := binary.LittleEndian
 	count := uint64(le.Uint16(p[10:]))
 	if count == 0 && id != 0 {
@@ -128,35 +138,56 @@ func (w *pageWalk) entries(what string, id uint64, p []byte) error {
 		return w.damaged(what, id, "more entries than the page holds")
 	}
 	branch := le.Uint16(p[8:])&branchPageFlag != 0
+	// A branch's entries are checked, and their keys, before a page below
+	// is: each entry's tree lies between its key and the next one's.
+	type child struct {
+		id  uint64
+		key []byte
+	}
+	var children []child
+	var prev []byte
 	for i := uint64(0); i < count; i++ {
 		at := pageHeaderSize + i*pageEntrySize
 		e := p[at : at+pageEntrySize]
+		var key, value []byte
+		var flags uint32
 		if branch {
 			pos, ksize := uint64(le.Uint32(e)), uint64(le.Uint32(e[4:]))
 			if at+pos+ksize > uint64(len(p)) {
 				return w.damaged(what, id, fmt.Sprintf("entry %d runs past the page", i))
 			}
-			if err := w.tree(what, le.Uint64(e[8:])); err != nil {
-				return err
+			key = p[at+pos : at+pos+ksize]
+		} else {
+			pos := uint64(le.Uint32(e[4:]))
+			ksize, vsize := uint64(le.Uint32(e[8:])), uint64(le.Uint32(e[12:]))
+			end := at + pos + ksize + vsize
+			if end > uint64(len(p)) {
+				return w.damaged(what, id, fmt.Sprintf("entry %d runs past the page", i))
 			}
-			continue
+			flags, key, value = le.Uint32(e), p[at+pos:at+pos+ksize], p[at+pos+ksize:end]
 		}
-		flags, pos := le.Uint32(e), uint64(le.Uint32(e[4:]))
-		ksize, vsize := uint64(le.Uint32(e[8:])), uint64(le.Uint32(e[12:]))
-		end := at + pos + ksize + vsize
-		if end > uint64(len(p)) {
-			return w.damaged(what, id, fmt.Sprintf("entry %d runs past the page", i))
+		switch {
+		case i == 0 && keys.low != nil && bytes.Compare(key, keys.low) < 0:
+			return w.damaged(what, id, "entry 0's key is before where its branch puts the page")
+		case i > 0 && bytes.Compare(key, prev) <= 0:
+			return w.damaged(what, id, fmt.Sprintf("entry %d's key is not after the one before it", i))
+		case keys.high != nil && bytes.Compare(key, keys.high) >= 0:
+			return w.damaged(what, id, fmt.Sprintf("entry %d's key is past where its branch ends the page", i))
+		}
+		prev = key
+		if branch {
+			children = append(children, child{le.Uint64(e[8:]), key})
+			continue
 		}
 		if flags&bucketEntryFlag == 0 {
 			continue
 		}
-		name := fmt.Sprintf("%q bucket", p[at+pos:at+pos+ksize])
-		value := p[at+pos+ksize : end]
-		if vsize < bucketHeaderSize {
+		name := fmt.Sprintf("%q bucket", key)
+		if len(value) < bucketHeaderSize {
 			return w.damaged(what, id, fmt.Sprintf("the %s's entry is cut short", name))
 		}
 		if root := le.Uint64(value); root != 0 {
-			if err := w.tree(name, root); err != nil {
+			if err := w.tree(name, root, keyRange{}); err != nil {
 				return err
 			}
 			continue
@@ -165,7 +196,16 @@ func (w *pageWalk) entries(what string, id uint64, p []byte) error {
 		if len(inline) < pageHeaderSize || le.Uint16(inline[8:])&leafPageFlag == 0 {
 			return w.damaged(what, id, fmt.Sprintf("the %s's own page is damaged", name))
 		}
-		if err := w.entries(name, 0, inline); err != nil {
+		if err := w.entries(name, 0, inline, keyRange{}); err != nil {
+			return err
+		}
+	}
+	for i, c := range children {
+		below := keyRange{c.key, keys.high}
+		if i+1 < len(children) {
+			below.high = children[i+1].key
+		}
+		if err := w.tree(what, c.id, below); err != nil {
 			return err
 		}
 	}
