@@ -249,6 +249,9 @@ func closeDB(db *bolt.DB, err error) {
 // that opened the log while compaction held it would otherwise lock, and
 // write to, a file renamed away.
 func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
+	if err := s.checkLogPath(); err != nil {
+		return nil, err
+	}
 	if err := s.checkJournalPath(); err != nil {
 		return nil, err
 	}
@@ -519,6 +522,21 @@ func LooksLikeLog(path string) bool {
 	}
 	le := binary.LittleEndian
 	return le.Uint32(head[metaOffset:]) == boltMagic && le.Uint32(head[metaOffset+metaVersion:]) == boltVersion
+}
+
+// checkLogPath refuses a log path that is a symbolic link. The journal is
+// kept beside the path given: through a link, writes would go to a journal
+// of their own, which a process given the log's own path never sees (it
+// would log again a call the link's journal holds, and a checkpoint of
+// either would leave the other's writes behind as leftovers).
+func (s *Engine) checkLogPath() error {
+	info, err := os.Lstat(s.path)
+	if err != nil || info.Mode()&os.ModeSymlink == 0 {
+		return nil // none yet, or no link: the opens that follow say what is wrong
+	}
+	target, _ := os.Readlink(s.path)
+	return fmt.Errorf("%w: %s is a symbolic link to %s: undolog keeps the log's journal beside the path it is given, so give the log's own path",
+		model.ErrInvalidInput, s.path, target)
 }
 
 // checkJournalPath refuses a journal path that holds something other than
