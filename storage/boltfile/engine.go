@@ -543,12 +543,22 @@ func (s *Engine) checkLogPath() error {
 // a regular file: a FIFO would block every open, a symbolic link would send
 // the journal's writes (and its mode) to whatever it names.
 func (s *Engine) checkJournalPath() error {
-	info, err := os.Lstat(s.journalPath())
+	return journalKindError(s.journalPath())
+}
+
+// journalKindError is the error for a journal path that holds something
+// other than a regular file, or nil.
+func journalKindError(path string) error {
+	info, err := os.Lstat(path)
 	if err != nil || info.Mode().IsRegular() {
 		return nil // none yet, or a file: the opens that follow say what is wrong
 	}
+	return notRegularJournal(path, info.Mode())
+}
+
+func notRegularJournal(path string, m os.FileMode) error {
 	return fmt.Errorf("%w: %s is %s, not a regular file: undolog keeps the log's journal there; move it away",
-		model.ErrCorrupt, s.journalPath(), fileKind(info.Mode()))
+		model.ErrCorrupt, path, fileKind(m))
 }
 
 // fileKind names what a path that is not a regular file holds.
