@@ -256,3 +256,37 @@ func TestSoundLogTakesWrites(t *testing.T) {
 	must[model.Session](t)(copied.CreateSession(t.Context(), effectlog.NewSession{ID: "after2"}))
 	verifyClean(t, copied)
 }
+
+// A process that walked the file walks it again when it changed since, even
+// with its size and modification time as they were (damage written, and
+// the time set back, as a copy that keeps times does): the change time,
+// which no one sets, moved.
+func TestDamageUnderTheSameTimesIsFound(t *testing.T) {
+	if changeTime(must[os.FileInfo](t)(os.Stat(t.TempDir()))) == 0 {
+		t.Skip("no change time on this system")
+	}
+	seed := seedForDamage(t)
+	s := newTestLog(seed.path, testOptions{LockTimeout: 2 * time.Second})
+	t.Cleanup(func() { s.pause() })
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "walked"}))
+	s.pause()()
+	leaves, _, pageSize := bucketPages(t, seed.path, bHistory)
+	info := must[os.FileInfo](t)(os.Stat(seed.path))
+	f := must[*os.File](t)(os.OpenFile(seed.path, os.O_WRONLY, 0))
+	if _, err := f.WriteAt(make([]byte, pageSize), int64(leaves[0])*int64(pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(seed.path, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	before := fileState(t, s)
+	_, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "after"})
+	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a write after the damage: %v", err)
+	}
+	s.pause()()
+	if fileState(t, s) != before {
+		t.Error("a file changed")
+	}
+}

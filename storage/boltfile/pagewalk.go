@@ -239,9 +239,10 @@ func (w *pageWalk) freelist(id uint64) error {
 	return nil
 }
 
-// walkedState is a state of the log file: the file, its size and
-// modification time,
-// and the transaction its meta page names.
+// walkedState is a state of the log file: the file, its size, its
+// modification and change times (what writes to the file leaves the
+// modification time as it was, a change time it cannot set moves), and the
+// transaction its meta page names.
 type walkedState struct {
 	info os.FileInfo
 	txid uint64
@@ -259,7 +260,8 @@ func (w *walkedFile) same(s walkedState) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.ok && w.state.txid == s.txid && os.SameFile(w.state.info, s.info) &&
-		w.state.info.Size() == s.info.Size() && w.state.info.ModTime().Equal(s.info.ModTime())
+		w.state.info.Size() == s.info.Size() && w.state.info.ModTime().Equal(s.info.ModTime()) &&
+		changeTime(w.state.info) == changeTime(s.info)
 }
 
 func (w *walkedFile) set(s walkedState) {
