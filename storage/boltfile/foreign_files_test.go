@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -267,5 +268,28 @@ func TestJournalOpensNoLinkNorPipe(t *testing.T) {
 	pendingJournal(s.Path(), tx)
 	if info, err := os.Stat(victim); err != nil || info.Mode().Perm() != 0o600 || string(readFile(t, victim)) != "keep\n" {
 		t.Errorf("the file the journal's path links to changed: %v %v", info.Mode(), err)
+	}
+}
+
+// A named pipe put at the journal's path after the open checked it does not
+// hold a process for ever where it opens the journal only to lock it.
+func TestWaitingOpensNoPipe(t *testing.T) {
+	if !canSeeWaiters {
+		t.Skip("no waiters' lock here")
+	}
+	pipe := filepath.Join(t.TempDir(), "undolog.db"+JournalSuffix)
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		announceWaiting(pipe)()
+		watchWaiters(pipe, 0o600).close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("opening the journal to lock it waits on the named pipe")
 	}
 }
