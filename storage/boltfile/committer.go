@@ -67,6 +67,7 @@ type writeGroup struct {
 
 	overlays overlayCache // the readers' last overlay of the journal
 	walked   walkedFile   // the state of the file whose pages were walked last
+	walks    atomic.Int64 // walks of the file's pages (checkPages)
 
 	// users is held (shared) by each use of the file outside the
 	// committer, a read or a compaction, and by Suspend (whole) to wait

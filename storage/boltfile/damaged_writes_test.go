@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -288,5 +289,50 @@ func TestDamageUnderTheSameTimesIsFound(t *testing.T) {
 	s.pause()()
 	if fileState(t, s) != before {
 		t.Error("a file changed")
+	}
+}
+
+// A writer process that finds the file in a state a writer walked, or wrote
+// after a walk, walks it no more (the mark on the journal), so a writer of
+// a log of many pages does not pay a walk of the whole file each time; a
+// state changed since, even with the modification time set back, is walked
+// again and its damage refuses the write.
+func TestAWalkedStateIsWalkedOnce(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the journal carries the mark on Linux")
+	}
+	seed := seedForDamage(t)
+	s := newTestLog(seed.path, testOptions{LockTimeout: 2 * time.Second})
+	t.Cleanup(func() { s.pause() })
+	newProcess := func() {
+		s.pause()()
+		s.group.walked = walkedFile{} // what a process of its own knows
+	}
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "first"}))
+	walks := s.group.walks.Load()
+	newProcess()
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "second"}))
+	if err := s.checkpoint(); err != nil { // a state this process wrote
+		t.Fatal(err)
+	}
+	newProcess()
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "third"}))
+	if got := s.group.walks.Load(); got != walks {
+		t.Errorf("%d walks more of states walked or written", got-walks)
+	}
+
+	newProcess()
+	leaves, _, pageSize := bucketPages(t, seed.path, bHistory)
+	info := must[os.FileInfo](t)(os.Stat(seed.path))
+	f := must[*os.File](t)(os.OpenFile(seed.path, os.O_WRONLY, 0))
+	if _, err := f.WriteAt(make([]byte, pageSize), int64(leaves[0])*int64(pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(seed.path, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "after"}); !errors.Is(err, model.ErrCorrupt) {
+		t.Errorf("a write after the damage: %v", err)
 	}
 }

@@ -57,6 +57,10 @@ func (s *Engine) checkPages(f *os.File) error {
 	if s.group.walked.same(state) {
 		return nil
 	}
+	if markedWalked(s.journalPath(), info, m.txid) {
+		s.group.walked.set(state)
+		return nil
+	}
 	pages, unmap, err := mapPages(f, m.pgid*m.pageSize)
 	if err != nil {
 		return fmt.Errorf("read log %s: %w", s.path, bare(err))
@@ -77,7 +81,9 @@ func (s *Engine) checkPages(f *os.File) error {
 	if err != nil {
 		return err
 	}
+	s.group.walks.Add(1)
 	s.group.walked.set(state)
+	markWalked(s.journalPath(), info, m.txid)
 	return nil
 }
 
@@ -276,5 +282,6 @@ func (w *walkedFile) set(s walkedState) {
 func (s *Engine) wrote(held os.FileInfo, txid uint64) {
 	if info, err := os.Stat(s.path); err == nil && os.SameFile(info, held) {
 		s.group.walked.set(walkedState{info: info, txid: txid})
+		markWalked(s.journalPath(), info, txid)
 	}
 }
