@@ -417,6 +417,7 @@ func (s *Engine) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall
 			err := h.j.append(baseOf(h.tx), rec)
 			if err == nil {
 				s.group.journals.Add(1)
+				s.markWalked()
 				return nil
 			} else if err != errJournalLost {
 				return err

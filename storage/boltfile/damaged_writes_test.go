@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
@@ -334,5 +335,32 @@ func TestAWalkedStateIsWalkedOnce(t *testing.T) {
 	}
 	if _, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "after"}); !errors.Is(err, model.ErrCorrupt) {
 		t.Errorf("a write after the damage: %v", err)
+	}
+}
+
+// A write refused after the walk (a damaged journal) leaves no mark: the
+// journal stays as it was, its change time too.
+func TestARefusedWriteLeavesNoMark(t *testing.T) {
+	seed := seedForDamage(t)
+	s := newTestLog(seed.path, testOptions{LockTimeout: 2 * time.Second})
+	t.Cleanup(func() { s.pause() })
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "second-record"}))
+	s.pause()()
+	s.group.walked = walkedFile{} // a process of its own, on a state no one marked
+	if err := unix.Removexattr(s.journalPath(), walkedAttr); err != nil && runtime.GOOS == "linux" {
+		t.Fatal(err)
+	}
+	f := must[*os.File](t)(os.OpenFile(s.journalPath(), os.O_WRONLY, 0))
+	if _, err := f.WriteAt([]byte{0xff}, journalHeader+16); err != nil { // the first record's payload
+		t.Fatal(err)
+	}
+	f.Close()
+	before := fileState(t, s)
+	if _, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "after"}); !errors.Is(err, model.ErrCorrupt) {
+		t.Fatalf("a write over a damaged journal: %v", err)
+	}
+	s.pause()()
+	if after := fileState(t, s); after != before {
+		t.Errorf("a file changed:\n%.300s\n%.300s", before, after)
 	}
 }

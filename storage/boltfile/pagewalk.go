@@ -57,8 +57,8 @@ func (s *Engine) checkPages(f *os.File) error {
 	if s.group.walked.same(state) {
 		return nil
 	}
-	if markedWalked(s.journalPath(), info, m.txid) {
-		s.group.walked.set(state)
+	if hasWalkedMark(s.journalPath(), info, m.txid) {
+		s.group.walked.set(state, true)
 		return nil
 	}
 	pages, unmap, err := mapPages(f, m.pgid*m.pageSize)
@@ -82,8 +82,7 @@ func (s *Engine) checkPages(f *os.File) error {
 		return err
 	}
 	s.group.walks.Add(1)
-	s.group.walked.set(state)
-	markWalked(s.journalPath(), info, m.txid)
+	s.group.walked.set(state, false) // marked once a write goes through (markWalked)
 	return nil
 }
 
@@ -257,9 +256,10 @@ type walkedState struct {
 // walkedFile remembers the last state of the file this process walked or
 // wrote itself.
 type walkedFile struct {
-	mu    sync.Mutex
-	state walkedState
-	ok    bool
+	mu     sync.Mutex
+	state  walkedState
+	ok     bool
+	marked bool // the journal carries the state's mark
 }
 
 func (w *walkedFile) same(s walkedState) bool {
@@ -270,10 +270,23 @@ func (w *walkedFile) same(s walkedState) bool {
 		changeTime(w.state.info) == changeTime(s.info)
 }
 
-func (w *walkedFile) set(s walkedState) {
+func (w *walkedFile) set(s walkedState, marked bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.state, w.ok = s, true
+	w.state, w.ok, w.marked = s, true, marked
+}
+
+// markWalked marks the journal with the state walked, once, after a write
+// went through: a write refused after the walk (a damaged journal) leaves
+// the journal as it was, its change time too.
+func (s *Engine) markWalked() {
+	w := &s.group.walked
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ok && !w.marked {
+		setWalkedMark(s.journalPath(), w.state.info, w.state.txid)
+		w.marked = true
+	}
 }
 
 // wrote records the state that a commit of transaction txid by this
@@ -281,7 +294,7 @@ func (w *walkedFile) set(s walkedState) {
 // the commit wrote.
 func (s *Engine) wrote(held os.FileInfo, txid uint64) {
 	if info, err := os.Stat(s.path); err == nil && os.SameFile(info, held) {
-		s.group.walked.set(walkedState{info: info, txid: txid})
-		markWalked(s.journalPath(), info, txid)
+		s.group.walked.set(walkedState{info: info, txid: txid}, false)
+		s.markWalked()
 	}
 }

@@ -35,9 +35,9 @@ func walkedMark(info os.FileInfo, txid uint64) []byte {
 	return mark
 }
 
-// markedWalked reports whether the journal carries the mark of this state
+// hasWalkedMark reports whether the journal carries the mark of this state
 // of the log file.
-func markedWalked(journal string, info os.FileInfo, txid uint64) bool {
+func hasWalkedMark(journal string, info os.FileInfo, txid uint64) bool {
 	want := walkedMark(info, txid)
 	if want == nil {
 		return false
@@ -52,8 +52,8 @@ func markedWalked(journal string, info os.FileInfo, txid uint64) bool {
 	return err == nil && bytes.Equal(got[:n], want)
 }
 
-// markWalked marks the journal with this state of the log file, if it can.
-func markWalked(journal string, info os.FileInfo, txid uint64) {
+// setWalkedMark marks the journal with this state of the log file, if it can.
+func setWalkedMark(journal string, info os.FileInfo, txid uint64) {
 	mark := walkedMark(info, txid)
 	if mark == nil {
 		return

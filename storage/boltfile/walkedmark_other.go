@@ -6,6 +6,6 @@ import "os"
 
 // The journal carries no mark of the walked state here (walkedmark_linux.go):
 // each writer process walks the file once.
-func markedWalked(journal string, info os.FileInfo, txid uint64) bool { return false }
+func hasWalkedMark(journal string, info os.FileInfo, txid uint64) bool { return false }
 
-func markWalked(journal string, info os.FileInfo, txid uint64) {}
+func setWalkedMark(journal string, info os.FileInfo, txid uint64) {}
