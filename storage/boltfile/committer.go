@@ -67,6 +67,7 @@ type writeGroup struct {
 
 	overlays overlayCache // the readers' last overlay of the journal
 	walked   walkedFile   // the state of the file whose pages were walked last
+	walks    atomic.Int64 // walks of the file's pages (checkPages)
 
 	// users is held (shared) by each use of the file outside the
 	// committer, a read or a compaction, and by Suspend (whole) to wait
@@ -416,6 +417,7 @@ func (s *Engine) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall
 			err := h.j.append(baseOf(h.tx), rec)
 			if err == nil {
 				s.group.journals.Add(1)
+				s.markWalked()
 				return nil
 			} else if err != errJournalLost {
 				return err

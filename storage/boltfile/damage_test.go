@@ -460,3 +460,36 @@ func TestDanglingSymlinkIsNoLog(t *testing.T) {
 		t.Fatalf("the link's target was made: %v", err)
 	}
 }
+
+// A log path that is a symbolic link to a log is refused, to writers and
+// readers alike: the journal is kept beside the path given, so through the
+// link a call the log's journal holds read as new (a second effect, the
+// call run twice), and a checkpoint of either journal would have left the
+// other's acknowledged writes behind. Nothing is written, at the link or
+// at the log.
+func TestSymlinkedLogIsRefused(t *testing.T) {
+	s, _ := newStore(t)
+	first := intercept(t, s, "s", "w", sm.Compensable, `{"a":1}`)
+	s.pause()()
+	before := fileState(t, s)
+	link := filepath.Join(t.TempDir(), "link.db")
+	if err := os.Symlink(s.Path(), link); err != nil {
+		t.Fatal(err)
+	}
+	through := newTestLog(link, testOptions{})
+	t.Cleanup(func() { through.pause() })
+	res, err := through.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable, Args: json.RawMessage(`{"a":1}`), CreateSession: true})
+	if !errors.Is(err, model.ErrInvalidInput) || !strings.Contains(err.Error(), link+" is a symbolic link to "+s.Path()) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("a write through the link: %v (outcome %s, effect %d; the log holds effect %d)", err, res.Outcome, res.Effect.ID, first.Effect.ID)
+	}
+	if _, _, err := through.ListEffects(t.Context(), effectlog.EffectFilter{}); !errors.Is(err, model.ErrInvalidInput) {
+		t.Errorf("a read through the link: %v", err)
+	}
+	through.pause()()
+	if _, err := os.Lstat(link + JournalSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a journal was made beside the link: %v", err)
+	}
+	if fileState(t, s) != before {
+		t.Error("the log or its journal changed")
+	}
+}

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
@@ -126,6 +128,43 @@ func TestDamagedLogTakesNoWrites(t *testing.T) {
 			binary.LittleEndian.PutUint64(p[pageHeaderSize:], leaves[1])
 		},
 	}
+	// Keys out of order: bbolt, which finds a key by halving, misses some,
+	// and a write would log again a call the log holds (a new effect: the
+	// call runs twice). Neither a reader nor verify notices.
+	entryKey := func(p []byte, i int) []byte {
+		at := pageHeaderSize + i*16
+		e := p[at:]
+		if binary.LittleEndian.Uint16(p[8:])&branchPageFlag != 0 { // position, key size, page id
+			pos, ksize := int(binary.LittleEndian.Uint32(e)), int(binary.LittleEndian.Uint32(e[4:]))
+			return p[at+pos:][:ksize]
+		}
+		pos, ksize := int(binary.LittleEndian.Uint32(e[4:])), int(binary.LittleEndian.Uint32(e[8:])) // flags, position, key and value sizes
+		return p[at+pos:][:ksize]
+	}
+	swapKeys := func(p []byte, i, j int) {
+		a, b := entryKey(p, i), entryKey(p, j)
+		if len(a) != len(b) {
+			t.Fatalf("keys of %d and %d bytes", len(a), len(b))
+		}
+		tmp := append([]byte(nil), a...)
+		copy(a, b)
+		copy(b, tmp)
+	}
+	page := func(data []byte, id uint64, pageSize int) []byte { return data[id*uint64(pageSize):][:pageSize] }
+	damages["two keys of a leaf of the signatures index swapped"] = func(data []byte) {
+		leaves, _, pageSize := bucketPages(t, seed.path, bSignatures)
+		swapKeys(page(data, leaves[0], pageSize), 0, 1)
+	}
+	damages["two keys of a branch of the effects swapped"] = func(data []byte) {
+		_, branches, pageSize := bucketPages(t, seed.path, bEffects)
+		swapKeys(page(data, branches[0], pageSize), 1, 2)
+	}
+	damages["a leaf's last key past where its branch ends it"] = func(data []byte) {
+		leaves, _, pageSize := bucketPages(t, seed.path, bEffects)
+		p := page(data, leaves[0], pageSize)
+		last := entryKey(p, int(binary.LittleEndian.Uint16(p[10:]))-1)
+		copy(last, entryKey(page(data, leaves[1], pageSize), 0))
+	}
 	writers := map[string]func(s *testLog) error{
 		"intercept in a new session": func(s *testLog) error {
 			_, err := s.Intercept(t.Context(), effectlog.InterceptRequest{Session: "other", Tool: "w", Tier: sm.Compensable, CreateSession: true})
@@ -218,4 +257,110 @@ func TestSoundLogTakesWrites(t *testing.T) {
 	copied := crashCopy(t, s)
 	must[model.Session](t)(copied.CreateSession(t.Context(), effectlog.NewSession{ID: "after2"}))
 	verifyClean(t, copied)
+}
+
+// A process that walked the file walks it again when it changed since, even
+// with its size and modification time as they were (damage written, and
+// the time set back, as a copy that keeps times does): the change time,
+// which no one sets, moved.
+func TestDamageUnderTheSameTimesIsFound(t *testing.T) {
+	if changeTime(must[os.FileInfo](t)(os.Stat(t.TempDir()))) == 0 {
+		t.Skip("no change time on this system")
+	}
+	seed := seedForDamage(t)
+	s := newTestLog(seed.path, testOptions{LockTimeout: 2 * time.Second})
+	t.Cleanup(func() { s.pause() })
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "walked"}))
+	s.pause()()
+	leaves, _, pageSize := bucketPages(t, seed.path, bHistory)
+	info := must[os.FileInfo](t)(os.Stat(seed.path))
+	f := must[*os.File](t)(os.OpenFile(seed.path, os.O_WRONLY, 0))
+	if _, err := f.WriteAt(make([]byte, pageSize), int64(leaves[0])*int64(pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(seed.path, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	before := fileState(t, s)
+	_, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "after"})
+	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("a write after the damage: %v", err)
+	}
+	s.pause()()
+	if fileState(t, s) != before {
+		t.Error("a file changed")
+	}
+}
+
+// A writer process that finds the file in a state a writer walked, or wrote
+// after a walk, walks it no more (the mark on the journal), so a writer of
+// a log of many pages does not pay a walk of the whole file each time; a
+// state changed since, even with the modification time set back, is walked
+// again and its damage refuses the write.
+func TestAWalkedStateIsWalkedOnce(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the journal carries the mark on Linux")
+	}
+	seed := seedForDamage(t)
+	s := newTestLog(seed.path, testOptions{LockTimeout: 2 * time.Second})
+	t.Cleanup(func() { s.pause() })
+	newProcess := func() {
+		s.pause()()
+		s.group.walked = walkedFile{} // what a process of its own knows
+	}
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "first"}))
+	walks := s.group.walks.Load()
+	newProcess()
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "second"}))
+	if err := s.checkpoint(); err != nil { // a state this process wrote
+		t.Fatal(err)
+	}
+	newProcess()
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "third"}))
+	if got := s.group.walks.Load(); got != walks {
+		t.Errorf("%d walks more of states walked or written", got-walks)
+	}
+
+	newProcess()
+	leaves, _, pageSize := bucketPages(t, seed.path, bHistory)
+	info := must[os.FileInfo](t)(os.Stat(seed.path))
+	f := must[*os.File](t)(os.OpenFile(seed.path, os.O_WRONLY, 0))
+	if _, err := f.WriteAt(make([]byte, pageSize), int64(leaves[0])*int64(pageSize)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(seed.path, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "after"}); !errors.Is(err, model.ErrCorrupt) {
+		t.Errorf("a write after the damage: %v", err)
+	}
+}
+
+// A write refused after the walk (a damaged journal) leaves no mark: the
+// journal stays as it was, its change time too.
+func TestARefusedWriteLeavesNoMark(t *testing.T) {
+	seed := seedForDamage(t)
+	s := newTestLog(seed.path, testOptions{LockTimeout: 2 * time.Second})
+	t.Cleanup(func() { s.pause() })
+	must[model.Session](t)(s.CreateSession(t.Context(), effectlog.NewSession{ID: "second-record"}))
+	s.pause()()
+	s.group.walked = walkedFile{} // a process of its own, on a state no one marked
+	if err := unix.Removexattr(s.journalPath(), walkedAttr); err != nil && runtime.GOOS == "linux" {
+		t.Fatal(err)
+	}
+	f := must[*os.File](t)(os.OpenFile(s.journalPath(), os.O_WRONLY, 0))
+	if _, err := f.WriteAt([]byte{0xff}, journalHeader+16); err != nil { // the first record's payload
+		t.Fatal(err)
+	}
+	f.Close()
+	before := fileState(t, s)
+	if _, err := s.CreateSession(t.Context(), effectlog.NewSession{ID: "after"}); !errors.Is(err, model.ErrCorrupt) {
+		t.Fatalf("a write over a damaged journal: %v", err)
+	}
+	s.pause()()
+	if after := fileState(t, s); after != before {
+		t.Errorf("a file changed:\n%.300s\n%.300s", before, after)
+	}
 }

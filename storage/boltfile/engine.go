@@ -249,6 +249,9 @@ func closeDB(db *bolt.DB, err error) {
 // that opened the log while compaction held it would otherwise lock, and
 // write to, a file renamed away.
 func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
+	if err := s.checkLogPath(); err != nil {
+		return nil, err
+	}
 	if err := s.checkJournalPath(); err != nil {
 		return nil, err
 	}
@@ -521,16 +524,41 @@ func LooksLikeLog(path string) bool {
 	return le.Uint32(head[metaOffset:]) == boltMagic && le.Uint32(head[metaOffset+metaVersion:]) == boltVersion
 }
 
+// checkLogPath refuses a log path that is a symbolic link. The journal is
+// kept beside the path given: through a link, writes would go to a journal
+// of their own, which a process given the log's own path never sees (it
+// would log again a call the link's journal holds, and a checkpoint of
+// either would leave the other's writes behind as leftovers).
+func (s *Engine) checkLogPath() error {
+	info, err := os.Lstat(s.path)
+	if err != nil || info.Mode()&os.ModeSymlink == 0 {
+		return nil // none yet, or no link: the opens that follow say what is wrong
+	}
+	target, _ := os.Readlink(s.path)
+	return fmt.Errorf("%w: %s is a symbolic link to %s: undolog keeps the log's journal beside the path it is given, so give the log's own path",
+		model.ErrInvalidInput, s.path, target)
+}
+
 // checkJournalPath refuses a journal path that holds something other than
 // a regular file: a FIFO would block every open, a symbolic link would send
 // the journal's writes (and its mode) to whatever it names.
 func (s *Engine) checkJournalPath() error {
-	info, err := os.Lstat(s.journalPath())
+	return journalKindError(s.journalPath())
+}
+
+// journalKindError is the error for a journal path that holds something
+// other than a regular file, or nil.
+func journalKindError(path string) error {
+	info, err := os.Lstat(path)
 	if err != nil || info.Mode().IsRegular() {
 		return nil // none yet, or a file: the opens that follow say what is wrong
 	}
+	return notRegularJournal(path, info.Mode())
+}
+
+func notRegularJournal(path string, m os.FileMode) error {
 	return fmt.Errorf("%w: %s is %s, not a regular file: undolog keeps the log's journal there; move it away",
-		model.ErrCorrupt, s.journalPath(), fileKind(info.Mode()))
+		model.ErrCorrupt, path, fileKind(m))
 }
 
 // fileKind names what a path that is not a regular file holds.

@@ -16,3 +16,6 @@ func fileOwner(info os.FileInfo) (uid int, ok bool) {
 	}
 	return int(st.Uid), true
 }
+
+// openNoFollow makes an open fail on a symbolic link rather than follow it.
+const openNoFollow = syscall.O_NOFOLLOW

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/undolog/undolog/effectlog"
 	sm "github.com/undolog/undolog/statemachine"
@@ -206,5 +209,87 @@ func TestCompactionRefusesACopyOfAnotherUser(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(path); !bytes.Contains(data, []byte("compacted-secret")) && !bytes.Contains(readFile(t, path+JournalSuffix), []byte("compacted-secret")) {
 		t.Error("the log lost its record")
+	}
+}
+
+// A link or a named pipe put at the journal's path after the open checked
+// it (another user, in a directory others may write) is not written
+// through: the journal is opened without following a link, and what it
+// opened must be a regular file. Nor is the log's mode given through the
+// link to what it names (issue 28, item 7).
+func TestJournalOpensNoLinkNorPipe(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "authorized_keys")
+	if err := os.WriteFile(victim, []byte("keep\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	journal := filepath.Join(dir, "undolog.db"+JournalSuffix)
+	if err := os.Symlink(victim, journal); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openJournal(journal, os.O_RDWR|os.O_CREATE, 0o600); err == nil || !strings.Contains(err.Error(), "a symbolic link, not a regular file") {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("a journal path linked to a file of this user's opened: %v", err)
+	}
+	pipe := filepath.Join(dir, "pipe.db"+JournalSuffix)
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := openJournal(pipe, os.O_RDWR|os.O_CREATE, 0o600); err == nil || !strings.Contains(err.Error(), "a named pipe, not a regular file") {
+		if f != nil {
+			f.Close()
+		}
+		t.Errorf("a named pipe at the journal's path opened: %v", err)
+	}
+
+	// A reader gives the journal the log's mode; not through a link.
+	s, _ := newStore(t)
+	intercept(t, s, "s", "w", sm.Compensable, `{}`)
+	s.pause()()
+	if err := os.Chmod(s.Path(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(s.journalPath())
+	if err := os.Symlink(victim, s.journalPath()); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(s.Path(), 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.Begin(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	pendingJournal(s.Path(), tx)
+	if info, err := os.Stat(victim); err != nil || info.Mode().Perm() != 0o600 || string(readFile(t, victim)) != "keep\n" {
+		t.Errorf("the file the journal's path links to changed: %v %v", info.Mode(), err)
+	}
+}
+
+// A named pipe put at the journal's path after the open checked it does not
+// hold a process for ever where it opens the journal only to lock it.
+func TestWaitingOpensNoPipe(t *testing.T) {
+	if !canSeeWaiters {
+		t.Skip("no waiters' lock here")
+	}
+	pipe := filepath.Join(t.TempDir(), "undolog.db"+JournalSuffix)
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		announceWaiting(pipe)()
+		watchWaiters(pipe, 0o600).close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("opening the journal to lock it waits on the named pipe")
 	}
 }

@@ -432,15 +432,23 @@ func (j *journal) open() {
 	}
 }
 
-// openJournal opens the journal at path to write it, if this user owns the
-// file it opened: in a directory others may write, another user may have
-// made it, to read what is written there.
+// openJournal opens the journal at path to write it, if what it opened is a
+// regular file this user owns: in a directory others may write, another
+// user may have made it, to read what is written there, or put a link there
+// (since the open checked the path) to a file of this user's, for the
+// journal to write over.
 func openJournal(path string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(path, flag, perm)
+	f, err := os.OpenFile(path, flag|openNoFollow, perm)
 	if err != nil {
+		if kindErr := journalKindError(path); kindErr != nil {
+			return nil, kindErr
+		}
 		return nil, fmt.Errorf("write journal %s: %w", path, bare(err))
 	}
 	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = notRegularJournal(path, info.Mode())
+	}
 	if err == nil {
 		err = checkOwner(path, info)
 	}
@@ -520,11 +528,13 @@ func (j *journal) empty(reset bool) error {
 // file's bytes).
 func pendingJournal(logPath string, tx *bolt.Tx) (*journal, error) {
 	path := logPath + JournalSuffix
-	info, err := os.Stat(path)
+	info, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
 		return nil, nil
 	}
-	if log, err := os.Stat(logPath); err == nil && info != nil && info.Mode().Perm() != log.Mode().Perm() {
+	// Not through a link (made since the open checked the path): the mode
+	// would be given to whatever it names.
+	if log, err := os.Stat(logPath); err == nil && info != nil && info.Mode().IsRegular() && info.Mode().Perm() != log.Mode().Perm() {
 		if _, other := ownedByOther(info); !other {
 			os.Chmod(path, log.Mode().Perm())
 		}

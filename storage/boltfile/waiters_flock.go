@@ -27,7 +27,7 @@ func watchWaiters(journal string, perm os.FileMode) waitSignal {
 	if err == nil {
 		syncDir(journal)
 	} else {
-		f, err = os.Open(journal)
+		f, err = openToLock(journal)
 	}
 	if err != nil {
 		return waitSignal{}
@@ -62,10 +62,17 @@ func (w waitSignal) close() {
 	}
 }
 
+// openToLock opens the journal only to lock it: not through a link, and
+// without waiting, which opening a named pipe (put there since the open
+// checked the path) would do for ever.
+func openToLock(journal string) (*os.File, error) {
+	return os.OpenFile(journal, os.O_RDONLY|openNoFollow|syscall.O_NONBLOCK, 0)
+}
+
 // announceWaiting marks this process as waiting for the log until the
 // returned function is called.
 func announceWaiting(journal string) (done func()) {
-	f, err := os.Open(journal)
+	f, err := openToLock(journal)
 	if err != nil {
 		return func() {}
 	}
