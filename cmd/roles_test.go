@@ -37,14 +37,22 @@ func asRole(t *testing.T, db, role string) string {
 // sqlExec runs sql on the database at addr.
 func sqlExec(t *testing.T, addr, sql string) {
 	t.Helper()
+	if err := sqlTry(t, addr, sql); err != nil {
+		t.Fatalf("%v\n%s", err, sql)
+	}
+}
+
+// sqlTry runs sql as the role addr logs in as and returns what the
+// database said.
+func sqlTry(t *testing.T, addr, sql string) error {
+	t.Helper()
 	conn, err := pgx.Connect(t.Context(), addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(t.Context(), sql); err != nil {
-		t.Fatalf("%v\n%s", err, sql)
-	}
+	_, err = conn.Exec(t.Context(), sql)
+	return err
 }
 
 // rolesDB is a fresh database migrated by its owner, with the roles that
@@ -485,10 +493,11 @@ func TestAgentCannotUnhaltItsSession(t *testing.T) {
 	}
 }
 
-// An agent that sets its own undo entry compensated or skipped by SQL (its
-// role may update the table) does not make an undo pass the call by: the
-// approver's undo refuses the session as tampered, runs nothing, and the
-// session stays as it was.
+// An agent may not set its own undo entry compensated or skipped by SQL
+// (schema 11: no agent updates the undo table), and an entry forged so by
+// a role that may write it (an approver's own SQL) does not make an undo
+// pass the call by: the undo refuses the session as tampered, runs
+// nothing, and the session stays as it was.
 func TestUndoRefusesAnEntryAnAgentForged(t *testing.T) {
 	// A record's bytes: its form, 'U', then its state's token (compensated 5,
 	// skipped 16).
@@ -504,7 +513,11 @@ func TestUndoRefusesAnEntryAnAgentForged(t *testing.T) {
 					t.Fatalf("%v as agent: exit %d: %s%s", args, code, out, errOut)
 				}
 			}
-			sqlExec(t, agent, fmt.Sprintf(`UPDATE undolog_undo SET rec = set_byte(rec, 2, %d), state = '%s' WHERE effect_id = 2`, token, state))
+			forge := fmt.Sprintf(`UPDATE undolog_undo SET rec = set_byte(rec, 2, %d), state = '%s' WHERE effect_id = 2`, token, state)
+			if err := sqlTry(t, agent, forge); err == nil || !strings.Contains(err.Error(), "permission denied for table undolog_undo") {
+				t.Fatalf("an agent setting its undo entry %s: %v", state, err)
+			}
+			sqlExec(t, approver, forge)
 			code, out, errOut := undolog(t, approver, "undo", "s", "--yes", "--as", "alice")
 			if code != ExitError || !strings.Contains(errOut, "effect 2 fails its check, damaged or tampered") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 				t.Fatalf("undo of a session with an entry the agent set %s: exit %d: %s%s", state, code, out, errOut)

@@ -105,8 +105,9 @@ func TestCompensationsShowWhereTheyRun(t *testing.T) {
 	if _, err := store.SetUpstream(t.Context(), "s", []string{"npx", "-y", "@modelcontextprotocol/server-memory", "\u202e"}); err != nil {
 		t.Fatal(err)
 	}
-	dir := `(in '/srv/build \x1b[2J')`
-	server := `(server: npx -y @modelcontextprotocol/server-memory '\u202e')`
+	// Quoted as bash reads them back: $'...' gives the exact bytes.
+	dir := `(in $'/srv/build \x1b[2J')`
+	server := `(server: npx -y @modelcontextprotocol/server-memory $'\xe2\x80\xae')`
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -115,7 +116,7 @@ func TestCompensationsShowWhereTheyRun(t *testing.T) {
 		{[]string{"undo", "s", "--dry-run", "-o", "json"}, []string{`"upstream": [`, `"dir": "/srv/build \u001b[2J"`}},
 		{[]string{"show", "1"}, []string{"command: rm out.txt " + dir}},
 		{[]string{"show", "2"}, []string{`compensation: mcp delete {"name":"{{ .args.name }}"} ` + server}},
-		{[]string{"session", "show", "s"}, []string{"mcp server: npx -y @modelcontextprotocol/server-memory '\\u202e'", "rm out.txt " + dir}},
+		{[]string{"session", "show", "s"}, []string{`mcp server: npx -y @modelcontextprotocol/server-memory $'\xe2\x80\xae'`, "rm out.txt " + dir}},
 	} {
 		code, stdout, stderr := undolog(t, db, c.args...)
 		if code != 0 {
