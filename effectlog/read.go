@@ -197,6 +197,12 @@ func sinceFloor(tx storage.ReadTx, since time.Time) (uint64, error) {
 	next := func(x uint64) (id uint64, older bool, err error) {
 		err = tx.Effects(storage.AllEffects, "", true, x-1, func(got uint64) (bool, error) {
 			e, err := tx.Effect(got)
+			if errors.Is(err, model.ErrCorrupt) {
+				// Its time is unknown: the floor stays at or below it,
+				// and the walk lists it as damaged.
+				id, older = got, false
+				return false, nil
+			}
 			id, older = got, err == nil && e.CreatedAt.Before(since)
 			return false, err
 		})
