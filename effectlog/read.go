@@ -162,6 +162,11 @@ func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool,
 			return false, nil // everything further back is older
 		}
 		e, err := tx.Effect(id)
+		if errors.Is(err, model.ErrNotFound) {
+			// Within one transaction only a damaged index names an effect
+			// the log does not hold: shown where it is, like a damaged row.
+			err = fmt.Errorf("%w: an index names effect %d, which the log does not hold", model.ErrCorrupt, id)
+		}
 		if errors.Is(err, model.ErrCorrupt) {
 			// Its indexes say it matches; what it says cannot be read.
 			return fn(damaged(id, err))
