@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
@@ -141,5 +142,14 @@ func DamagedRowStaysLocal(t *testing.T, s effectlog.Log, damage Damage) {
 	}
 	if err := export("mine"); err != nil {
 		t.Fatalf("export of session mine: %v", err)
+	}
+
+	// A listing since a time finds where to start by a search over the
+	// effects' times: one it meets that does not read is listed, not a
+	// failure of the listing.
+	damage.Effect(t, mine[0])
+	since, _, err := s.ListEffects(ctx, effectlog.EffectFilter{Since: time.Unix(0, 0)})
+	if err != nil || len(since) != 6 {
+		t.Fatalf("list since 1970 after effect %d's record was damaged: %d effects, %v; want all 6", mine[0], len(since), err)
 	}
 }

@@ -162,6 +162,11 @@ func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool,
 			return false, nil // everything further back is older
 		}
 		e, err := tx.Effect(id)
+		if errors.Is(err, model.ErrNotFound) {
+			// Within one transaction only a damaged index names an effect
+			// the log does not hold: shown where it is, like a damaged row.
+			err = fmt.Errorf("%w: an index names effect %d, which the log does not hold", model.ErrCorrupt, id)
+		}
 		if errors.Is(err, model.ErrCorrupt) {
 			// Its indexes say it matches; what it says cannot be read.
 			return fn(damaged(id, err))
@@ -197,6 +202,12 @@ func sinceFloor(tx storage.ReadTx, since time.Time) (uint64, error) {
 	next := func(x uint64) (id uint64, older bool, err error) {
 		err = tx.Effects(storage.AllEffects, "", true, x-1, func(got uint64) (bool, error) {
 			e, err := tx.Effect(got)
+			if errors.Is(err, model.ErrCorrupt) {
+				// Its time is unknown: the floor stays at or below it,
+				// and the walk lists it as damaged.
+				id, older = got, false
+				return false, nil
+			}
 			id, older = got, err == nil && e.CreatedAt.Before(since)
 			return false, err
 		})

@@ -120,6 +120,11 @@ func (s *Service) ListSessions(ctx context.Context, f SessionFilter) ([]model.Se
 	err := s.view(ctx, func(tx storage.ReadTx) error {
 		return tx.Sessions(false, f.Cursor, func(seq uint64, id string) (bool, error) {
 			sess, err := tx.Session(id)
+			if errors.Is(err, model.ErrNotFound) {
+				// Within one transaction only a damaged order of sessions
+				// names a session the log does not hold.
+				err = fmt.Errorf("%w: the order of sessions names session %q, which the log does not hold", model.ErrCorrupt, id)
+			}
 			if errors.Is(err, model.ErrCorrupt) {
 				// Listed by its id, unless a state is asked for: its own
 				// cannot be read.

@@ -36,6 +36,12 @@ func TestExportOfADamagedIndexFails(t *testing.T) {
 			session: "s",
 			names:   "dangling",
 		},
+		"open request entry of an effect with no request": {
+			damage: func(tx *bolt.Tx, id uint64) error {
+				return tx.Bucket(bApprovalsOpen).Put(itob(id), pendingValue("s", nil))
+			},
+			names: "pending approval entry names no request",
+		},
 		"effect record that does not read": {
 			damage:  func(tx *bolt.Tx, id uint64) error { return tx.Bucket(bEffects).Put(itob(id), []byte("garbage")) },
 			session: "s",

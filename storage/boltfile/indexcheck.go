@@ -259,9 +259,14 @@ func (c *indexChecker) undoAndApprovals() {
 		}
 		return nil
 	})
+	requests := c.tx.Bucket(bApprovals)
 	open.ForEach(func(k, val []byte) error {
-		if len(k) != 8 || !c.has(btoi(k)) || !openFor(val, c.session(btoi(k))) {
+		switch {
+		case len(k) != 8 || !c.has(btoi(k)) || !openFor(val, c.session(btoi(k))):
 			c.report("index", btoi(k), "", "pending approval entry is dangling")
+		case requests.Get(k) == nil:
+			// It would count a request as waiting that was never made.
+			c.report("index", btoi(k), "", "pending approval entry names no request")
 		}
 		return nil
 	})

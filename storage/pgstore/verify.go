@@ -233,7 +233,8 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 	}
 	// Open requests against the requests.
 	open := map[uint64]openEntry{}
-	rows, err = r.tx.Query(r.ctx, `SELECT effect_id, session, expires FROM undolog_approvals_open`)
+	var openIDs []uint64
+	rows, err = r.tx.Query(r.ctx, `SELECT effect_id, session, expires FROM undolog_approvals_open ORDER BY effect_id`)
 	if err != nil {
 		return err
 	}
@@ -245,6 +246,7 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 			return err
 		}
 		open[uint64(id)] = openEntry{session, expires}
+		openIDs = append(openIDs, uint64(id))
 		switch e, ok := effects.Get(uint64(id)); {
 		case !ok:
 			report("index", uint64(id), "", "pending approval entry is dangling")
@@ -259,6 +261,16 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 	requests, err := r.ids(`SELECT effect_id FROM undolog_approvals ORDER BY effect_id`)
 	if err != nil {
 		return err
+	}
+	made := map[uint64]bool{}
+	for _, id := range requests {
+		made[id] = true
+	}
+	for _, id := range openIDs {
+		if _, ok := effects.Get(id); ok && !made[id] {
+			// It would count a request as waiting that was never made.
+			report("index", id, "", "pending approval entry names no request")
+		}
 	}
 	for _, id := range requests {
 		if e, ok := effects.Get(id); !ok || e.Replay {
