@@ -596,10 +596,26 @@ func (s *Engine) checkFile() error {
 		return fmt.Errorf("open log %s: %w", s.path, bare(err))
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("open log %s: %w", s.path, bare(err))
+	// This look takes no lock: a writer may commit while it reads (the file
+	// grown past the size it took, a page it reads reused). What it finds
+	// wrong counts only if the file stayed as it was meanwhile.
+	for tries := 0; ; tries++ {
+		info, err := f.Stat()
+		if err != nil {
+			return fmt.Errorf("open log %s: %w", s.path, bare(err))
+		}
+		err = s.checkOpenFile(f, info)
+		if err == nil || tries == 4 {
+			return err
+		}
+		if now, statErr := f.Stat(); statErr != nil || now.Size() == info.Size() && now.ModTime().Equal(info.ModTime()) {
+			return err
+		}
 	}
+}
+
+// checkOpenFile is checkFile's look at f, whose stat is info.
+func (s *Engine) checkOpenFile(f *os.File, info os.FileInfo) error {
 	if info.IsDir() {
 		return fmt.Errorf("%w: %s is a directory", model.ErrCorrupt, s.path)
 	}
