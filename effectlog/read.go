@@ -490,7 +490,59 @@ const exportSessionsPage = 256
 // record the log holds: each record reads, and the indexes the export walks
 // (and the others) agree with the records. It fails with model.ErrCorrupt
 // naming the first problems found.
+//
+// It counts first, keeping nothing: the effects the sessions in the
+// session index say they hold against the effect records, and each open
+// request against its request (exportSession holds each session's index
+// to its counts and reads each record it names). Only where those
+// disagree does it read every record, as verify does, to name what.
 func exportable(tx storage.ReadTx) error {
+	if agree, err := countsAgree(tx); err != nil || agree {
+		return err
+	}
+	return indexProblems(tx)
+}
+
+// countsAgree says whether the effects of the sessions the session index
+// names add up to the effect records, and every open request names a
+// request waiting for a decision.
+func countsAgree(tx storage.ReadTx) (bool, error) {
+	var said, held uint64
+	agree := true
+	err := tx.Sessions(true, 0, func(_ uint64, id string) (bool, error) {
+		sess, err := tx.Session(id)
+		if errors.Is(err, model.ErrNotFound) || errors.Is(err, model.ErrCorrupt) {
+			agree = false
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		said += uint64(sess.Effects)
+		return true, nil
+	})
+	if err != nil || !agree {
+		return false, err
+	}
+	if err := tx.Effects(storage.AllEffects, "", true, 0, func(uint64) (bool, error) { held++; return true, nil }); err != nil {
+		return false, err
+	}
+	if said != held {
+		return false, nil
+	}
+	err = tx.OpenRequests("", func(r storage.OpenRequest) (bool, error) {
+		a, err := tx.Approval(r.EffectID)
+		if errors.Is(err, model.ErrNotFound) || errors.Is(err, model.ErrCorrupt) || err == nil && (a == nil || a.Outcome != model.ApprovalPending) {
+			agree = false
+			return false, nil
+		}
+		return err == nil, err
+	})
+	return agree, err
+}
+
+// indexProblems reads every record and checks the indexes against them
+// (verify's engine half), and fails naming the first problems found.
+func indexProblems(tx storage.ReadTx) error {
 	sessions := map[string]*model.Session{}
 	effects := storage.NewEffectSet()
 	var problems []model.Problem
@@ -546,11 +598,15 @@ func (s *Service) exportSession(ctx context.Context, id string, write func([]Exp
 			recs = append(recs, ExportRecord{Type: "session_history", Record: r})
 		}
 		counts, waiting := map[sm.State]int{}, 0
+		var damaged []string // every damaged effect of the session is named, not only the first
 		err = tx.Effects(storage.BySession, id, true, 0, func(eid uint64) (bool, error) {
 			d, err := effectDetail(tx, eid)
 			switch {
 			case errors.Is(err, model.ErrNotFound):
 				return false, fmt.Errorf("%w: session %s's index names effect %d, which the log does not hold; run undolog verify", model.ErrCorrupt, id, eid)
+			case errors.Is(err, model.ErrCorrupt):
+				damaged = append(damaged, fmt.Sprintf("effect %d: %v", eid, err))
+				return true, nil
 			case err != nil:
 				return false, fmt.Errorf("effect %d of session %s: %w", eid, id, err)
 			case d.Effect.Session != id:
@@ -565,6 +621,12 @@ func (s *Service) exportSession(ctx context.Context, id string, write func([]Exp
 		})
 		if err != nil {
 			return err
+		}
+		if len(damaged) > 0 {
+			if len(damaged) > 3 {
+				damaged = append(damaged[:3], fmt.Sprintf("and %d more", len(damaged)-3))
+			}
+			return fmt.Errorf("%w: session %s: %s; run undolog verify", model.ErrCorrupt, id, strings.Join(damaged, "; "))
 		}
 		if problems := countProblems(&sess, counts, waiting); len(problems) > 0 {
 			return fmt.Errorf("%w: session %s %s: its index leaves effects out, or its record was changed; run undolog verify",

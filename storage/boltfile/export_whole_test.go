@@ -29,12 +29,12 @@ func TestExportOfADamagedIndexFails(t *testing.T) {
 		"effect missing from its session's index": {
 			damage:  func(tx *bolt.Tx, id uint64) error { return tx.Bucket(bBySession).Delete(nameKey("s", id)) },
 			session: "s",
-			names:   "session index lacks",
+			names:   "the log holds 1: its index leaves effects out",
 		},
 		"session's index names an effect not there": {
 			damage:  func(tx *bolt.Tx, id uint64) error { return tx.Bucket(bBySession).Put(nameKey("s", 77), nil) },
 			session: "s",
-			names:   "dangling",
+			names:   "index names effect 77, which the log does not hold",
 		},
 		"open request entry of an effect with no request": {
 			damage: func(tx *bolt.Tx, id uint64) error {
@@ -45,7 +45,7 @@ func TestExportOfADamagedIndexFails(t *testing.T) {
 		"effect record that does not read": {
 			damage:  func(tx *bolt.Tx, id uint64) error { return tx.Bucket(bEffects).Put(itob(id), []byte("garbage")) },
 			session: "s",
-			names:   "unreadable effect record",
+			names:   "effect 1: not a valid undolog log: record effects/0000000000000001",
 		},
 	}
 	for name, c := range cases {

@@ -66,7 +66,12 @@ var indexBuckets = map[storage.Index][]byte{
 
 func (r txReader) Effects(ix storage.Index, name string, asc bool, cursor uint64, fn func(id uint64) (bool, error)) error {
 	if ix == storage.AllEffects {
-		return scan(r.tx.Bucket(bEffects), nil, asc, cursor, fn)
+		// A walk of every effect (a whole-log listing, export's count)
+		// touches the records' pages: it gives them back as it goes.
+		return scan(r.tx.Bucket(bEffects), nil, asc, cursor, func(id uint64) (bool, error) {
+			r.tx.walk()
+			return fn(id)
+		})
 	}
 	b, ok := indexBuckets[ix]
 	if !ok {
