@@ -76,7 +76,22 @@ func testExportWhileWritten(t *testing.T, open opener) {
 		before := wrote.Load()
 		allowed.Store(before + perExport)
 		var recs []effectlog.ExportRecord
-		err := s.Export(ctx, "", func(r effectlog.ExportRecord) error { recs = append(recs, r); return nil })
+		// The export waits, between its check and its sessions and after
+		// each session's read, for a write: every export runs while the
+		// session grows, however fast it reads.
+		awaitWrite := func() {
+			w, deadline := wrote.Load(), time.Now().Add(10*time.Second)
+			for wrote.Load() == w && wrote.Load() < allowed.Load() && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		err := s.Export(ctx, "", func(r effectlog.ExportRecord) error {
+			if r.Type == "meta" || r.Type == "session" {
+				awaitWrite()
+			}
+			recs = append(recs, r)
+			return nil
+		})
 		if allowed.Store(0); wrote.Load() > before {
 			overlapped++
 		}
