@@ -156,6 +156,9 @@ func TestChangesQueuedBehindAPublisherComeAfterWithoutAGap(t *testing.T) {
 		return res.Effect
 	}
 	intercept("a")
+	if _, err := log.LastChange(t.Context()); err != nil { // its publish is over
+		t.Fatal(err)
+	}
 	before := count(t, url, `SELECT count(*) FROM undolog_changes`)
 	waiter := pgstore.New(url)
 	defer waiter.Close()

@@ -381,3 +381,56 @@ func TestWritersWriteOnlyWhatUndologWrites(t *testing.T) {
 		t.Fatalf("the owner: %v", err)
 	}
 }
+
+// The feed names each record once, and only records that are there: a
+// writer's undolog_publish, or its queue rows, that name a record a change
+// already names, none, or an effect under another session's name give no
+// position (a follower got the record twice, and verify failed for every
+// role from then on); its own changes still come, after the others.
+func TestAWriterForgesNoChange(t *testing.T) {
+	owner, agent, _ := heldLog(t)
+	conn, err := pgx.Connect(t.Context(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	before := count(t, owner, `SELECT count(*) FROM undolog_changes`)
+	for _, sql := range []string{
+		`SELECT undolog_publish(true, ARRAY['E', 'E', 'E', 'S', 'S', 'X'], ARRAY[1, 999, 2, 0, 0, 1]::bigint[],
+			ARRAY['s', 's', 's', 's', 'nosuch', 's'], ARRAY[1, 1, 1, 2, 1, 1])`,
+		`INSERT INTO undolog_changes_pending (kind, effect_id, session, seq) VALUES ('E', 1, 's', 1), ('S', 0, 'h', 3), ('S', 0, 's', 77)`,
+		`SELECT undolog_publish_queue(true)`,
+	} {
+		if _, err := conn.Exec(t.Context(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if after := count(t, owner, `SELECT count(*) FROM undolog_changes`); after != before {
+		t.Errorf("the feed went from %d changes to %d on forged ones", before, after)
+	}
+	writer := open(agent)
+	defer writer.Close()
+	if _, err := writer.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s2", Tool: "wire", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	changes, _, err := writer.Changes(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range changes {
+		key := c.Record.Session + "/" + strconv.FormatUint(c.Record.EffectID, 10) + "/" + strconv.Itoa(int(c.Record.Seq))
+		if seen[key] {
+			t.Errorf("the feed gives record %s twice (position %d)", key, c.Position)
+		}
+		seen[key] = true
+	}
+	if !seen["s2/3/1"] {
+		t.Errorf("the writer's own intercept is not in the feed: %v", seen)
+	}
+	rep, err := open(owner).Verify(t.Context())
+	if err != nil || len(rep.Problems) != 0 {
+		t.Errorf("verify: %q %v", rep.Problems, err)
+	}
+}
