@@ -292,7 +292,7 @@ func TestTableGrantsOfAnEarlierSetupAreTakenBack(t *testing.T) {
 		t.Fatal("the earlier grants do not let an agent lock a table")
 	}
 	// Back to schema 10: without what 11 made.
-	exec(t, owner, `DROP FUNCTION undolog_close_request(bigint), undolog_check_record(), undolog_check_undo_row() CASCADE;
+	exec(t, owner, `DROP FUNCTION undolog_close_request(bigint), undolog_check_request_closed(), undolog_check_record(), undolog_check_undo_row() CASCADE;
 		UPDATE undolog_meta SET value = 10 WHERE key = 'schema_version'`)
 	if before, after, err := pgstore.New(owner).Migrate(t.Context()); err != nil || before != 10 {
 		t.Fatalf("migrate: %d -> %d, %v", before, after, err)
@@ -432,5 +432,34 @@ func TestAWriterForgesNoChange(t *testing.T) {
 	rep, err := open(owner).Verify(t.Context())
 	if err != nil || len(rep.Problems) != 0 {
 		t.Errorf("verify: %q %v", rep.Problems, err)
+	}
+}
+
+// An agent closes a waiting request only as undolog does, with its session
+// stopping: undolog_close_request of another call's request, whose session
+// still waits for the decision, is refused at the commit (it took the call
+// out of every approver's queue); a session failed closes its requests.
+func TestAnAgentClosesNoRequestItsSessionWaitsFor(t *testing.T) {
+	owner, agent, _ := heldLog(t)
+	conn, err := pgx.Connect(t.Context(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), `SELECT undolog_close_request(1)`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42501" || !strings.Contains(pe.Message, "may not close the request of effect 1") {
+		t.Errorf("an agent's close of a waiting request: %v, want refused (42501)", err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_approvals_open WHERE effect_id = 1`); n != 1 {
+		t.Fatalf("the request is closed")
+	}
+	log := open(agent)
+	defer log.Close()
+	if _, err := log.SetSessionState(t.Context(), "s", sm.SessionFailed, model.Change{Reason: "gave up"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_approvals_open`); n != 0 {
+		t.Errorf("%d requests open after their session failed", n)
 	}
 }

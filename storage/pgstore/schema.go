@@ -655,6 +655,31 @@ END $$;
 CREATE FUNCTION undolog_close_request(effect bigint) RETURNS void LANGUAGE sql SECURITY DEFINER AS
 	'DELETE FROM undolog_approvals_open WHERE effect_id = effect';
 REVOKE EXECUTE ON FUNCTION undolog_close_request(bigint) FROM PUBLIC;
+-- An agent closes a request as undolog does: when its session stops
+-- taking calls (closeOpenApprovals), in the same transaction; a close of
+-- another call's request, whose session still waits for the decision, took
+-- it out of every approver's queue. Checked at the commit, when the
+-- session's row says where it went; the effect's session, which no writer
+-- may change, not the request's.
+CREATE FUNCTION undolog_check_request_closed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	waiting text;
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER')
+		OR coalesce(pg_has_role(session_user, to_regrole('undolog_approver'), 'MEMBER'), false) THEN
+		RETURN NULL;
+	END IF;
+	SELECT s.id INTO waiting FROM undolog_effects e JOIN undolog_sessions s ON s.id = e.session
+		WHERE e.id = OLD.effect_id AND s.state IN ('active', 'awaiting_approval');
+	IF waiting IS NOT NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not close the request of effect %s: session %s waits for its decision (not a member of undolog_approver)',
+				session_user, OLD.effect_id, waiting);
+	END IF;
+	RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER undolog_approvals_open_closed AFTER DELETE ON undolog_approvals_open
+	DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION undolog_check_request_closed();
 DO $$
 DECLARE
 	grp text;
@@ -801,7 +826,7 @@ DO $$
 DECLARE
 	fn text;
 BEGIN
-	FOREACH fn IN ARRAY ARRAY['undolog_append_only()', 'undolog_close_request(bigint)', 'undolog_check_record()', 'undolog_check_undo_row()', 'undolog_is_owner(oid)', 'undolog_check_session_record()',
+	FOREACH fn IN ARRAY ARRAY['undolog_append_only()', 'undolog_close_request(bigint)', 'undolog_check_request_closed()', 'undolog_check_record()', 'undolog_check_undo_row()', 'undolog_is_owner(oid)', 'undolog_check_session_record()',
 		'undolog_check_effect_record()', 'undolog_check_effect_row()', 'undolog_check_session_row()',
 		'undolog_publish(boolean, text[], bigint[], text[], integer[])', 'undolog_gate_history()',
 		'undolog_publish_queue(boolean)'] LOOP
