@@ -368,7 +368,7 @@ func holdPublishLock(t *testing.T, url string) pgx.Tx {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, int64(pgstore.PublishLock)); err != nil {
+	if _, err := tx.Exec(t.Context(), `SELECT 1 FROM undolog_feed_floor FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
 	return tx

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -461,5 +462,39 @@ func TestAnAgentClosesNoRequestItsSessionWaitsFor(t *testing.T) {
 	}
 	if n := count(t, owner, `SELECT count(*) FROM undolog_approvals_open`); n != 0 {
 		t.Errorf("%d requests open after their session failed", n)
+	}
+}
+
+// No writer can hold the feed: its lock is a row only the owner may lock,
+// not an advisory lock, which any role may take and keep without a
+// transaction (every publish waited, and no follower saw a change). With
+// the key the feed used held, and the row refused, an approver's decision
+// still reaches the feed.
+func TestAWriterCannotHoldTheFeed(t *testing.T) {
+	_, agent, approver := heldLog(t)
+	conn, err := pgx.Connect(t.Context(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `SELECT pg_advisory_lock(8461811179599128432)`); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := refused(t, conn, `SELECT 1 FROM undolog_feed_floor FOR UPDATE NOWAIT`); !ok {
+		t.Errorf("an agent's lock of the feed's row: %v", err)
+	}
+	decider := open(approver)
+	defer decider.Close()
+	if _, err := decider.Approve(t.Context(), 1, model.Change{Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	changes, _, err := decider.Changes(ctx, 0, 0)
+	if err != nil {
+		t.Fatalf("the feed, while an agent holds an advisory lock: %v", err)
+	}
+	if !slices.ContainsFunc(changes, func(c effectlog.ChangeRecord) bool { return c.Record.EffectID == 1 && c.Record.To == "approved" }) {
+		t.Errorf("the approval is not in the feed: %d changes", len(changes))
 	}
 }

@@ -770,9 +770,12 @@ DECLARE
 	oldest xid8; -- the snapshot's xmin: older transactions have all ended
 	top bigint;  -- the queue's last id drawn
 BEGIN
+	-- The feed's lock is its floor's row, which no role but the owner may
+	-- lock (an advisory lock any role may take, and hold for good without a
+	-- transaction: every publish waited, and no follower saw a change).
 	IF wait THEN
-		PERFORM pg_advisory_xact_lock(8461811179599128432);
-	ELSIF NOT pg_try_advisory_xact_lock(8461811179599128432) THEN
+		PERFORM 1 FROM undolog_feed_floor FOR UPDATE;
+	ELSIF NOT EXISTS (SELECT 1 FROM undolog_feed_floor FOR UPDATE SKIP LOCKED) THEN
 		INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
 			SELECT * FROM unnest(kinds, effects, sessions, seqs);
 		RETURN false;
