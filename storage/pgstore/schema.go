@@ -793,18 +793,21 @@ BEGIN
 		SELECT 1, u.o, u.k, u.e, u.s, u.q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o)),
 	first AS (SELECT DISTINCT ON (a.kind, a.effect_id, a.session, a.seq) a.* FROM a
 		ORDER BY a.kind, a.effect_id, a.session, a.seq, a.g, a.o),
-	named AS (SELECT f.* FROM first f WHERE
-		(f.kind = 'E'
-			AND EXISTS (SELECT 1 FROM undolog_history h JOIN undolog_effects e ON e.id = h.effect_id
-				WHERE h.effect_id = f.effect_id AND h.seq = f.seq AND e.session = f.session)
-			AND NOT EXISTS (SELECT 1 FROM undolog_changes c WHERE c.kind = 'E' AND c.effect_id = f.effect_id AND c.seq = f.seq))
-		OR (f.kind = 'S'
-			AND EXISTS (SELECT 1 FROM undolog_session_history h WHERE h.session = f.session AND h.seq = f.seq)
+	-- Each test is a lookup by index per change (OFFSET 0: not a hash of
+	-- the whole table, which the planner may make of an EXISTS).
+	named AS (SELECT f.* FROM first f WHERE CASE f.kind
+		WHEN 'E' THEN
+			EXISTS (SELECT 1 FROM undolog_history h JOIN undolog_effects e ON e.id = h.effect_id
+				WHERE h.effect_id = f.effect_id AND h.seq = f.seq AND e.session = f.session OFFSET 0)
+			AND NOT EXISTS (SELECT 1 FROM undolog_changes c WHERE c.kind = 'E' AND c.effect_id = f.effect_id AND c.seq = f.seq OFFSET 0)
+		WHEN 'S' THEN
+			EXISTS (SELECT 1 FROM undolog_session_history h WHERE h.session = f.session AND h.seq = f.seq OFFSET 0)
 			AND (f.seq = 1
 				OR EXISTS (SELECT 1 FROM first b WHERE b.kind = 'S' AND b.session = f.session AND b.seq = 1)
 				OR NOT EXISTS (SELECT 1 FROM undolog_changes c WHERE c.kind = 'S' AND c.session = f.session AND c.seq = f.seq
 					AND c.pos > coalesce((SELECT max(b.pos) FROM undolog_changes b
-						WHERE b.kind = 'S' AND b.session = f.session AND b.seq = 1), 0))))),
+						WHERE b.kind = 'S' AND b.session = f.session AND b.seq = 1), 0) OFFSET 0))
+		ELSE false END),
 	ins AS (INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
 		SELECT last.n + row_number() OVER (ORDER BY named.g, named.o), named.kind, named.effect_id, named.session, named.seq
 		FROM named, last
