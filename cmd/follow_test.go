@@ -301,7 +301,7 @@ func TestFollowerSeesWhatAKilledWriterLeftQueued(t *testing.T) {
 	}()
 	waitForLine(t, out, `"session":"seed"`)
 
-	// The feed's lock (pgstore's publishLock), held while the writer
+	// The feed's lock (the row of undolog_feed_floor), held while the writer
 	// commits: its publish waits, and the writer is killed meanwhile.
 	ctx := context.Background()
 	lock, err := pgx.Connect(ctx, addr)
@@ -309,7 +309,7 @@ func TestFollowerSeesWhatAKilledWriterLeftQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close(ctx)
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(0x756e646f6c6f6770)); err != nil {
+	if _, err := lock.Exec(ctx, `BEGIN; SELECT 1 FROM undolog_feed_floor FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
 	writer := runWithLog(t, addr, "intercept", "--session", "killed", "--tool", "t", "--tier", "compensable")
@@ -341,7 +341,7 @@ func TestFollowerSeesWhatAKilledWriterLeftQueued(t *testing.T) {
 	if err := lock.QueryRow(ctx, `SELECT count(*) FROM undolog_changes_pending`).Scan(&queued); err != nil || queued == 0 {
 		t.Fatalf("the killed writer left %d changes queued (%v)", queued, err)
 	}
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(0x756e646f6c6f6770)); err != nil {
+	if _, err := lock.Exec(ctx, `ROLLBACK`); err != nil {
 		t.Fatal(err)
 	}
 	// No write comes after: the follower publishes what was left.
@@ -360,7 +360,7 @@ func TestWriteEndsWhileAnotherHoldsTheFeedLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close(ctx)
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(0x756e646f6c6f6770)); err != nil {
+	if _, err := lock.Exec(ctx, `BEGIN; SELECT 1 FROM undolog_feed_floor FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -368,7 +368,7 @@ func TestWriteEndsWhileAnotherHoldsTheFeedLock(t *testing.T) {
 	if err != nil || time.Since(start) > 10*time.Second {
 		t.Fatalf("session start with the feed's lock held: %v after %v: %s", err, time.Since(start), out)
 	}
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(0x756e646f6c6f6770)); err != nil {
+	if _, err := lock.Exec(ctx, `ROLLBACK`); err != nil {
 		t.Fatal(err)
 	}
 	// The next write publishes what it left.

@@ -165,7 +165,7 @@ func TestApprovalsFollowSeesARequestWhileTheFeedIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(t.Context())
-	if _, err := conn.Exec(t.Context(), `SELECT pg_advisory_lock(8461811179599128432)`); err != nil { // undolog_publish's
+	if _, err := conn.Exec(t.Context(), `BEGIN; SELECT 1 FROM undolog_feed_floor FOR UPDATE`); err != nil { // undolog_publish's lock
 		t.Fatal(err)
 	}
 	cmd := exec.Command(testbin.Undolog(t), "approvals", "--follow", "-o", "jsonl")
@@ -174,7 +174,7 @@ func TestApprovalsFollowSeesARequestWhileTheFeedIsHeld(t *testing.T) {
 	waitListening(t, url)
 	other := engines.Open(url, engines.Options{})
 	defer other.Close() // its publisher waits for the lock: once let go (below)
-	defer conn.Exec(context.Background(), `SELECT pg_advisory_unlock_all()`)
+	defer conn.Exec(context.Background(), `ROLLBACK`)
 	intercept(t, other, "held", sm.Irreversible) // its change queued: the feed does not move
 	for deadline := time.After(approvalsRelist + 10*time.Second); ; {
 		select {

@@ -11,7 +11,7 @@
 // that PostgreSQL picked as a deadlock victim, runs again from its start:
 // the rules then see what the other wrote. A write queues its changes with
 // its commit; positions in the change feed are given after, to the queue in
-// its order, under one advisory lock (the writer's publisher, undolog_publish),
+// its order, under one lock (the writer's publisher, undolog_publish),
 // so they follow commit order and a follower never skips a change.
 package pgstore
 
@@ -310,10 +310,6 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	}
 	return outcome, w.onRecent, nil
 }
-
-// publishLock is the advisory lock undolog_publish (schema.go) takes to give
-// change positions.
-const publishLock = 0x756e646f6c6f6770 // "undologp"
 
 // publishGap is the least time between the starts of two publishes of one
 // engine: the changes of writes committed meanwhile go in the next, so that

@@ -1,7 +1,5 @@
 package pgstore
 
-const PublishLock = publishLock
-
 // Migrations are the schema's migrations, for tests that make a database
 // of an earlier schema.
 var Migrations = migrations

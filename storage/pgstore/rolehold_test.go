@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -292,7 +293,7 @@ func TestTableGrantsOfAnEarlierSetupAreTakenBack(t *testing.T) {
 		t.Fatal("the earlier grants do not let an agent lock a table")
 	}
 	// Back to schema 10: without what 11 made.
-	exec(t, owner, `DROP FUNCTION undolog_close_request(bigint), undolog_check_record(), undolog_check_undo_row() CASCADE;
+	exec(t, owner, `DROP FUNCTION undolog_close_request(bigint), undolog_check_request_closed(), undolog_check_record(), undolog_check_undo_row() CASCADE;
 		UPDATE undolog_meta SET value = 10 WHERE key = 'schema_version'`)
 	if before, after, err := pgstore.New(owner).Migrate(t.Context()); err != nil || before != 10 {
 		t.Fatalf("migrate: %d -> %d, %v", before, after, err)
@@ -379,5 +380,121 @@ func TestWritersWriteOnlyWhatUndologWrites(t *testing.T) {
 	// The owner's writes are its own (gc, import, and mending a row).
 	if err := rawExec(t, owner, `UPDATE undolog_undo SET rec = rec, state = 'skipped' WHERE effect_id = `+id); err != nil {
 		t.Fatalf("the owner: %v", err)
+	}
+}
+
+// The feed names each record once, and only records that are there: a
+// writer's undolog_publish, or its queue rows, that name a record a change
+// already names, none, or an effect under another session's name give no
+// position (a follower got the record twice, and verify failed for every
+// role from then on); its own changes still come, after the others.
+func TestAWriterForgesNoChange(t *testing.T) {
+	owner, agent, _ := heldLog(t)
+	conn, err := pgx.Connect(t.Context(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	before := count(t, owner, `SELECT count(*) FROM undolog_changes`)
+	for _, sql := range []string{
+		`SELECT undolog_publish(true, ARRAY['E', 'E', 'E', 'S', 'S', 'X'], ARRAY[1, 999, 2, 0, 0, 1]::bigint[],
+			ARRAY['s', 's', 's', 's', 'nosuch', 's'], ARRAY[1, 1, 1, 2, 1, 1])`,
+		`INSERT INTO undolog_changes_pending (kind, effect_id, session, seq) VALUES ('E', 1, 's', 1), ('S', 0, 'h', 3), ('S', 0, 's', 77)`,
+		`SELECT undolog_publish_queue(true)`,
+	} {
+		if _, err := conn.Exec(t.Context(), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if after := count(t, owner, `SELECT count(*) FROM undolog_changes`); after != before {
+		t.Errorf("the feed went from %d changes to %d on forged ones", before, after)
+	}
+	writer := open(agent)
+	defer writer.Close()
+	if _, err := writer.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s2", Tool: "wire", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	changes, _, err := writer.Changes(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range changes {
+		key := c.Record.Session + "/" + strconv.FormatUint(c.Record.EffectID, 10) + "/" + strconv.Itoa(int(c.Record.Seq))
+		if seen[key] {
+			t.Errorf("the feed gives record %s twice (position %d)", key, c.Position)
+		}
+		seen[key] = true
+	}
+	if !seen["s2/3/1"] {
+		t.Errorf("the writer's own intercept is not in the feed: %v", seen)
+	}
+	rep, err := open(owner).Verify(t.Context())
+	if err != nil || len(rep.Problems) != 0 {
+		t.Errorf("verify: %q %v", rep.Problems, err)
+	}
+}
+
+// An agent closes a waiting request only as undolog does, with its session
+// stopping: undolog_close_request of another call's request, whose session
+// still waits for the decision, is refused at the commit (it took the call
+// out of every approver's queue); a session failed closes its requests.
+func TestAnAgentClosesNoRequestItsSessionWaitsFor(t *testing.T) {
+	owner, agent, _ := heldLog(t)
+	conn, err := pgx.Connect(t.Context(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), `SELECT undolog_close_request(1)`)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42501" || !strings.Contains(pe.Message, "may not close the request of effect 1") {
+		t.Errorf("an agent's close of a waiting request: %v, want refused (42501)", err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_approvals_open WHERE effect_id = 1`); n != 1 {
+		t.Fatalf("the request is closed")
+	}
+	log := open(agent)
+	defer log.Close()
+	if _, err := log.SetSessionState(t.Context(), "s", sm.SessionFailed, model.Change{Reason: "gave up"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, owner, `SELECT count(*) FROM undolog_approvals_open`); n != 0 {
+		t.Errorf("%d requests open after their session failed", n)
+	}
+}
+
+// No writer can hold the feed: its lock is a row only the owner may lock,
+// not an advisory lock, which any role may take and keep without a
+// transaction (every publish waited, and no follower saw a change). With
+// the key the feed used held, and the row refused, an approver's decision
+// still reaches the feed.
+func TestAWriterCannotHoldTheFeed(t *testing.T) {
+	_, agent, approver := heldLog(t)
+	conn, err := pgx.Connect(t.Context(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `SELECT pg_advisory_lock(8461811179599128432)`); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := refused(t, conn, `SELECT 1 FROM undolog_feed_floor FOR UPDATE NOWAIT`); !ok {
+		t.Errorf("an agent's lock of the feed's row: %v", err)
+	}
+	decider := open(approver)
+	defer decider.Close()
+	if _, err := decider.Approve(t.Context(), 1, model.Change{Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	changes, _, err := decider.Changes(ctx, 0, 0)
+	if err != nil {
+		t.Fatalf("the feed, while an agent holds an advisory lock: %v", err)
+	}
+	if !slices.ContainsFunc(changes, func(c effectlog.ChangeRecord) bool { return c.Record.EffectID == 1 && c.Record.To == "approved" }) {
+		t.Errorf("the approval is not in the feed: %d changes", len(changes))
 	}
 }

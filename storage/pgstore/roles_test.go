@@ -481,6 +481,9 @@ func TestVerifyChecksTheFeed(t *testing.T) {
 	if rep, err := log.Verify(t.Context()); err != nil || len(rep.Problems) > 0 {
 		t.Fatalf("verify of a clean log: %v %v", err, rep.Problems)
 	}
+	if _, err := log.LastChange(t.Context()); err != nil { // its publish is over
+		t.Fatal(err)
+	}
 	last := count(t, owner, `SELECT max(pos) FROM undolog_changes`)
 	first := count(t, owner, `SELECT min(seq) FROM undolog_history WHERE effect_id = 1`)
 	// (Not the first record: a row naming that begins a new session of

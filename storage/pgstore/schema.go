@@ -655,6 +655,31 @@ END $$;
 CREATE FUNCTION undolog_close_request(effect bigint) RETURNS void LANGUAGE sql SECURITY DEFINER AS
 	'DELETE FROM undolog_approvals_open WHERE effect_id = effect';
 REVOKE EXECUTE ON FUNCTION undolog_close_request(bigint) FROM PUBLIC;
+-- An agent closes a request as undolog does: when its session stops
+-- taking calls (closeOpenApprovals), in the same transaction; a close of
+-- another call's request, whose session still waits for the decision, took
+-- it out of every approver's queue. Checked at the commit, when the
+-- session's row says where it went; the effect's session, which no writer
+-- may change, not the request's.
+CREATE FUNCTION undolog_check_request_closed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+	waiting text;
+BEGIN
+	IF pg_has_role(session_user, (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = TG_RELID), 'MEMBER')
+		OR coalesce(pg_has_role(session_user, to_regrole('undolog_approver'), 'MEMBER'), false) THEN
+		RETURN NULL;
+	END IF;
+	SELECT s.id INTO waiting FROM undolog_effects e JOIN undolog_sessions s ON s.id = e.session
+		WHERE e.id = OLD.effect_id AND s.state IN ('active', 'awaiting_approval');
+	IF waiting IS NOT NULL THEN
+		RAISE EXCEPTION USING ERRCODE = '42501',
+			MESSAGE = format('the database role %s may not close the request of effect %s: session %s waits for its decision (not a member of undolog_approver)',
+				session_user, OLD.effect_id, waiting);
+	END IF;
+	RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER undolog_approvals_open_closed AFTER DELETE ON undolog_approvals_open
+	DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION undolog_check_request_closed();
 DO $$
 DECLARE
 	grp text;
@@ -724,11 +749,90 @@ CREATE TRIGGER undolog_undo_moves_insert BEFORE INSERT ON undolog_undo FOR EACH 
 CREATE TRIGGER undolog_undo_moves BEFORE UPDATE ON undolog_undo FOR EACH ROW
 	WHEN (NEW.state IS DISTINCT FROM 'pending' OR OLD.state IS DISTINCT FROM 'pending')
 	EXECUTE FUNCTION undolog_check_undo_row();
+-- The feed names each record once, and only records that are there:
+-- undolog_publish takes the changes it is given, and those queued, from
+-- any writer, whose SQL could name a record twice (a follower read it
+-- again, and verify failed for every role from then on), a record that is
+-- not there, or an effect under another session's name. Such a change is
+-- dropped (from the queue too) and gets no position; the rest keep their
+-- order. A session's name may come again after gc, so its first record may
+-- be named again (verify cannot tell that from a forgery either), and its
+-- later records once after the newest naming of its first.
+CREATE INDEX IF NOT EXISTS undolog_changes_effect_record ON undolog_changes (effect_id, seq) WHERE kind = 'E';
+CREATE INDEX IF NOT EXISTS undolog_changes_session_record ON undolog_changes (session, seq) WHERE kind = 'S';
+CREATE OR REPLACE FUNCTION undolog_publish(wait boolean, kinds text[], effects bigint[], sessions text[], seqs integer[])
+RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+	newest bigint;
+	floor_below bigint;
+	floor_next bigint;
+	floor_next_xid xid8;
+	oldest xid8; -- the snapshot's xmin: older transactions have all ended
+	top bigint;  -- the queue's last id drawn
+BEGIN
+	-- The feed's lock is its floor's row, which no role but the owner may
+	-- lock (an advisory lock any role may take, and hold for good without a
+	-- transaction: every publish waited, and no follower saw a change).
+	IF wait THEN
+		PERFORM 1 FROM undolog_feed_floor FOR UPDATE;
+	ELSIF NOT EXISTS (SELECT 1 FROM undolog_feed_floor FOR UPDATE SKIP LOCKED) THEN
+		INSERT INTO undolog_changes_pending (kind, effect_id, session, seq)
+			SELECT * FROM unnest(kinds, effects, sessions, seqs);
+		RETURN false;
+	END IF;
+	SELECT f.below, f.next, f.next_xid, pg_snapshot_xmin(pg_current_snapshot()),
+		(SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM undolog_changes_pending_id_seq)
+		INTO floor_below, floor_next, floor_next_xid, oldest, top FROM undolog_feed_floor f;
+	-- One statement, its snapshot taken once the lock is held: the queued
+	-- changes first, in their order, then the write's own.
+	WITH last AS (SELECT coalesce(max(pos), 0) AS n FROM undolog_changes),
+	m AS (DELETE FROM undolog_changes_pending WHERE id > CASE WHEN wait THEN floor_below ELSE 0 END AND id <= top
+		RETURNING id, kind, effect_id, session, seq),
+	a AS (SELECT 0 AS g, id AS o, kind, effect_id, session, seq FROM m
+		UNION ALL
+		SELECT 1, u.o, u.k, u.e, u.s, u.q FROM unnest(kinds, effects, sessions, seqs) WITH ORDINALITY AS u(k, e, s, q, o)),
+	first AS (SELECT DISTINCT ON (a.kind, a.effect_id, a.session, a.seq) a.* FROM a
+		ORDER BY a.kind, a.effect_id, a.session, a.seq, a.g, a.o),
+	-- Each test is a lookup by index per change (OFFSET 0: not a hash of
+	-- the whole table, which the planner may make of an EXISTS).
+	named AS (SELECT f.* FROM first f WHERE CASE f.kind
+		WHEN 'E' THEN
+			EXISTS (SELECT 1 FROM undolog_history h JOIN undolog_effects e ON e.id = h.effect_id
+				WHERE h.effect_id = f.effect_id AND h.seq = f.seq AND e.session = f.session OFFSET 0)
+			AND NOT EXISTS (SELECT 1 FROM undolog_changes c WHERE c.kind = 'E' AND c.effect_id = f.effect_id AND c.seq = f.seq OFFSET 0)
+		WHEN 'S' THEN
+			EXISTS (SELECT 1 FROM undolog_session_history h WHERE h.session = f.session AND h.seq = f.seq OFFSET 0)
+			AND (f.seq = 1
+				OR EXISTS (SELECT 1 FROM first b WHERE b.kind = 'S' AND b.session = f.session AND b.seq = 1)
+				OR NOT EXISTS (SELECT 1 FROM undolog_changes c WHERE c.kind = 'S' AND c.session = f.session AND c.seq = f.seq
+					AND c.pos > coalesce((SELECT max(b.pos) FROM undolog_changes b
+						WHERE b.kind = 'S' AND b.session = f.session AND b.seq = 1), 0) OFFSET 0))
+		ELSE false END),
+	ins AS (INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+		SELECT last.n + row_number() OVER (ORDER BY named.g, named.o), named.kind, named.effect_id, named.session, named.seq
+		FROM named, last
+		RETURNING pos)
+	SELECT max(pos) INTO newest FROM ins;
+	-- Every transaction that could hold a row at or below the next floor
+	-- had ended by the first statement's snapshot, so the move saw them all.
+	IF floor_next_xid <= oldest THEN
+		-- This transaction's id (pg_current_xact_id takes one if the move
+		-- wrote nothing) is above that of every writer that drew an id at
+		-- or below top: they took theirs before they drew.
+		UPDATE undolog_feed_floor SET below = floor_next, next = top, next_xid = pg_current_xact_id();
+	END IF;
+	-- Waiters hear of positions once they are in the feed: sent with the
+	-- commit of the transaction that gave them (notify.go).
+	IF newest IS NOT NULL THEN
+		PERFORM pg_notify('undolog_changes', coalesce(current_schema(), '') || ' ' || newest);
+	END IF;
+	RETURN true;
+END $$;
 DO $$
 DECLARE
 	fn text;
 BEGIN
-	FOREACH fn IN ARRAY ARRAY['undolog_append_only()', 'undolog_close_request(bigint)', 'undolog_check_record()', 'undolog_check_undo_row()', 'undolog_is_owner(oid)', 'undolog_check_session_record()',
+	FOREACH fn IN ARRAY ARRAY['undolog_append_only()', 'undolog_close_request(bigint)', 'undolog_check_request_closed()', 'undolog_check_record()', 'undolog_check_undo_row()', 'undolog_is_owner(oid)', 'undolog_check_session_record()',
 		'undolog_check_effect_record()', 'undolog_check_effect_row()', 'undolog_check_session_row()',
 		'undolog_publish(boolean, text[], bigint[], text[], integer[])', 'undolog_gate_history()',
 		'undolog_publish_queue(boolean)'] LOOP
