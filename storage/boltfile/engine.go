@@ -621,7 +621,7 @@ func (s *Engine) checkOpenFile(f *os.File, info os.FileInfo) error {
 	}
 	size := info.Size()
 	if size == 0 {
-		return fmt.Errorf("%w: %s is empty", model.ErrCorrupt, s.path)
+		return fmt.Errorf("%w: %s is empty: undolog makes its log where no file is yet; remove the empty file, or name a new path", model.ErrCorrupt, s.path)
 	}
 	m, err := s.newestMeta(f, size)
 	if err != nil {
