@@ -80,16 +80,6 @@ func (c *stdioClient) next() map[string]any {
 	return nil
 }
 
-// none checks that the proxy writes nothing for a while.
-func (c *stdioClient) none(what string) {
-	c.t.Helper()
-	select {
-	case line := <-c.lines:
-		c.t.Fatalf("%s was answered: %s", what, line)
-	case <-time.After(300 * time.Millisecond):
-	}
-}
-
 // readTwoWays are tools/call messages (a %d for the id) that a server
 // matching keys exactly (the npm memory server) reads otherwise than a
 // reader that folds case or keeps the first of two keys, each with the key
