@@ -157,6 +157,31 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 		}
 	}
 	rows.Close()
+	// Undo entries' state column (the index of undo states; NULL in a row
+	// not written since it was added) beside the record: an approver may
+	// write the column, and a listing by undo state reads it.
+	rows, err = r.tx.Query(r.ctx, `SELECT session, effect_id, rec, state FROM undolog_undo WHERE state IS NOT NULL`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var session, state string
+		var id int64
+		var data []byte
+		if err := rows.Scan(&session, &id, &data, &state); err != nil {
+			rows.Close()
+			return err
+		}
+		var u model.UndoEntry
+		if decode(data, &u, fmt.Sprintf("undo/%s/%d", session, id)) != nil {
+			continue // unreadable: the effect's check says so
+		}
+		if state != string(u.State) {
+			column, rec := model.Apart(state, string(u.State))
+			report("index", uint64(id), session, "undo state index entry %s disagrees with the undo entry's %s", column, rec)
+		}
+	}
+	rows.Close()
 	// Signature owners, both ways.
 	owners := map[string]uint64{}
 	rows, err = r.tx.Query(r.ctx, `SELECT sig, effect_id FROM undolog_signatures`)

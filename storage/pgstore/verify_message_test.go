@@ -7,6 +7,7 @@ import (
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -88,4 +89,34 @@ func TestVerifyShowsALookalikeOpenRequestSessionApart(t *testing.T) {
 		}
 	}
 	t.Errorf("verify does not say %s; it says %v", want, rep.Problems)
+}
+
+// An undo entry's state column written apart from its record (an
+// approver may write the column) is reported: a listing by undo state reads
+// the column, and would leave the entry out.
+func TestVerifyComparesTheUndoStateColumn(t *testing.T) {
+	owner := pgtest.Server(t).NewDatabase(t)
+	log := open(owner)
+	defer log.Close()
+	res, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable,
+		Args: json.RawMessage(`{}`), CreateSession: true, Start: true,
+		Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Commit(t.Context(), res.Effect.ID, model.Change{}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, owner, "UPDATE undolog_undo SET state = 'compensated' WHERE effect_id = 1")
+	rep, err := log.Verify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var details []string
+	for _, p := range rep.Problems {
+		details = append(details, p.Detail)
+	}
+	if want := `undo state index entry "compensated" disagrees with the undo entry's "pending"`; !strings.Contains(strings.Join(details, "\n"), want) {
+		t.Fatalf("verify does not say %s; it says: %q", want, details)
+	}
 }
