@@ -535,8 +535,11 @@ func (e *Engine) Migrate(ctx context.Context) (before, after uint64, err error) 
 	if err != nil {
 		return 0, 0, err
 	}
-	before, err = e.migrateOnce(ctx, pool)
-	if err != nil {
+	// A database at this build's schema takes no lock: a lock any role may
+	// hold (an advisory one) would otherwise fail every migrate.
+	if v, err := currentVersion(ctx, pool); err == nil && v == SchemaVersion {
+		before = v
+	} else if before, err = e.migrateOnce(ctx, pool); err != nil {
 		return 0, 0, err
 	}
 	if err := e.regate(ctx, pool); err != nil {
@@ -570,22 +573,29 @@ func (e *Engine) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	// A database at this build's schema is read in one query, without the
 	// lock or a transaction: a process per command pays it each time.
-	var v int64
-	err := pool.QueryRow(ctx, `SELECT value FROM undolog_meta WHERE key = 'schema_version'`).Scan(&v)
+	v, err := currentVersion(ctx, pool)
 	var pe *pgconn.PgError
 	switch {
-	case err == nil && uint64(v) == SchemaVersion:
+	case err == nil && v == SchemaVersion:
 		e.mu.Lock()
 		e.migrated = true
 		e.mu.Unlock()
 		return nil
-	case err == nil && uint64(v) > SchemaVersion:
-		return newerSchema(e.url, uint64(v))
+	case err == nil && v > SchemaVersion:
+		return newerSchema(e.url, v)
 	case err != nil && !errors.Is(err, pgx.ErrNoRows) && !(errors.As(err, &pe) && pe.Code == "42P01"): // 42P01: no such table
 		return e.wrapped(err)
 	}
 	_, err = e.migrateOnce(ctx, pool)
 	return err
+}
+
+// currentVersion reads the schema version in one query, without a lock
+// or a transaction; an error where the tables are not there.
+func currentVersion(ctx context.Context, pool *pgxpool.Pool) (uint64, error) {
+	var v int64
+	err := pool.QueryRow(ctx, `SELECT value FROM undolog_meta WHERE key = 'schema_version'`).Scan(&v)
+	return uint64(v), err
 }
 
 // migrateOnce applies the migrations the database lacks in one

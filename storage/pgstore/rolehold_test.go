@@ -498,3 +498,25 @@ func TestAWriterCannotHoldTheFeed(t *testing.T) {
 		t.Errorf("the approval is not in the feed: %d changes", len(changes))
 	}
 }
+
+// An advisory lock needs no privilege: an agent holding the one that keeps
+// two migrations apart holds off no migrate of a database already at this
+// build's schema (every migrate waited for it, then failed as busy).
+func TestAWriterCannotHoldOffMigrate(t *testing.T) {
+	owner, agent, _ := heldLog(t)
+	conn, err := pgx.Connect(t.Context(), agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(t.Context(), `SELECT pg_advisory_lock(33053949920309095)`); err != nil { // 0x756e646f6c6f67, "undolog"
+		t.Fatal(err)
+	}
+	e := pgstore.New(owner)
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if before, after, err := e.Migrate(ctx); err != nil || before != pgstore.SchemaVersion || after != pgstore.SchemaVersion {
+		t.Fatalf("migrate while an agent holds the migration's advisory lock: %d -> %d, %v", before, after, err)
+	}
+}
