@@ -12,6 +12,10 @@ const rolesSchema = 3
 // (renumber with its migration).
 const sessionStateSchema = 7
 
+// undoStateSchema is the version that added undo entries' state column
+// (renumber with its migration).
+const undoStateSchema = 6
+
 // publishSchema is the version whose change positions undolog_publish gives
 // (ids from sequences, no counter rows).
 const publishSchema = 4

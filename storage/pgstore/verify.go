@@ -160,7 +160,11 @@ func (r reader) CheckIndexes(sessions map[string]*model.Session, effects *storag
 	// Undo entries' state column (the index of undo states; NULL in a row
 	// not written since it was added) beside the record: an approver may
 	// write the column, and a listing by undo state reads it.
-	rows, err = r.tx.Query(r.ctx, `SELECT session, effect_id, rec, state FROM undolog_undo WHERE state IS NOT NULL`)
+	query = `SELECT '', 0, ''::bytea, '' WHERE false`
+	if r.SchemaVersion() >= undoStateSchema {
+		query = `SELECT session, effect_id, rec, state FROM undolog_undo WHERE state IS NOT NULL`
+	}
+	rows, err = r.tx.Query(r.ctx, query)
 	if err != nil {
 		return err
 	}
