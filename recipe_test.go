@@ -13,25 +13,25 @@ import (
 	"github.com/undolog/undolog/internal/testbin"
 )
 
-// jobStep is one `run:` of the README's GitHub Actions job.
+// jobStep is one `run:` of the GitHub Actions job of docs/postgres.md.
 type jobStep struct {
 	script    string
 	onFailure bool // if: failure()
 }
 
-// readmeJob reads the README's GitHub Actions job: its env and its run
+// readmeJob reads the GitHub Actions job of docs/postgres.md: its env and its run
 // steps, in order (uses: and the install of undolog are the runner's).
 func readmeJob(t *testing.T) (map[string]string, []jobStep) {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	data, err := os.ReadFile("docs/postgres.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(data)
-	i := strings.Index(s, "#### A GitHub Actions job approved from a laptop")
+	i := strings.Index(s, "## A GitHub Actions job approved from a laptop")
 	start := strings.Index(s[i:], "```yaml\n")
 	if i < 0 || start < 0 {
-		t.Fatal("README: no GitHub Actions job")
+		t.Fatal("docs/postgres.md: no GitHub Actions job")
 	}
 	block := s[i+start+len("```yaml\n"):]
 	block = block[:strings.Index(block, "```")]
@@ -71,19 +71,19 @@ func readmeJob(t *testing.T) (map[string]string, []jobStep) {
 		}
 	}
 	if len(steps) < 4 || env["UNDOLOG_SESSION"] == "" {
-		t.Fatalf("README's job read as env %v, steps %+v", env, steps)
+		t.Fatalf("the documented job read as env %v, steps %+v", env, steps)
 	}
 	return env, steps
 }
 
 var ghaExpr = regexp.MustCompile(`\$\{\{\s*([a-z_.A-Z]+)\s*\}\}`)
 
-// The README's GitHub Actions job does what the README says: a rejected
+// The documented GitHub Actions job does what the docs say: a rejected
 // publish halts the session and, once a person resumes it, a re-run asks
 // again; a re-run after publish ran replays it rather than publish twice;
 // migrate runs once across re-runs. The job's own steps run as GitHub runs
 // them (bash -e -o pipefail), on a log file.
-func TestREADMEActionsJob(t *testing.T) {
+func TestDocsActionsJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds undolog")
 	}

@@ -7,7 +7,7 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// Exit codes, documented in README.md. They are undolog's contract with scripts.
+// Exit codes, documented in docs/output.md. They are undolog's contract with scripts.
 const (
 	ExitOK           = 0
 	ExitError        = 1  // anything else: I/O, a damaged log, verify problems

@@ -56,7 +56,7 @@ func sqlTry(t *testing.T, addr, sql string) error {
 }
 
 // rolesDB is a fresh database migrated by its owner, with the roles that
-// `undolog migrate --print-roles` prints (run as README says: its SQL on the
+// `undolog migrate --print-roles` prints (run as docs/postgres.md says: its SQL on the
 // database), and log-in roles for an agent, an approver and a reader, named
 // after the database so that tests on one server do not share them.
 func rolesDB(t *testing.T) (owner, agent, approver, reader string) {
@@ -312,22 +312,23 @@ func roleOf(t *testing.T, addr string) string {
 // password: as they are).
 func redacted(addr string) string { return addr }
 
-// The SQL README's Roles section shows is what `undolog migrate
-// --print-roles` prints, which rolesDB runs: the README's SQL is proven.
-func TestREADMEShowsThePrintedRoles(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// The SQL the Roles section of docs/postgres.md shows is what `undolog
+// migrate --print-roles` prints, which rolesDB runs: the documented SQL is
+// proven.
+func TestDocsShowThePrintedRoles(t *testing.T) {
+	readme, err := os.ReadFile("../docs/postgres.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n#### Roles\n")
+	_, section, ok := strings.Cut(string(readme), "\n## Roles\n")
 	_, block, ok2 := strings.Cut(section, "```sql\n")
 	block, _, ok3 := strings.Cut(block, "```\n")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README has no SQL block in a Roles section")
+		t.Fatal("docs/postgres.md has no SQL block in its Roles section")
 	}
 	code, out, errOut := undolog(t, "unused.db", "migrate", "--print-roles")
 	if code != 0 || out != block {
-		t.Fatalf("migrate --print-roles (exit %d, %s) prints\n%s\nREADME shows\n%s", code, errOut, out, block)
+		t.Fatalf("migrate --print-roles (exit %d, %s) prints\n%s\ndocs/postgres.md shows\n%s", code, errOut, out, block)
 	}
 }
 

@@ -13,7 +13,7 @@
 # session resume $RUN --as NAME --reason WHY), a re-run asks them again: its
 # deploy is a new call (its key counts the rejections before it), while a
 # re-run after a deploy that ran replays it.
-# On a shared PostgreSQL log with roles (README, Roles), undo is an approver's:
+# On a shared PostgreSQL log with roles (docs/postgres.md, Roles), undo is an approver's:
 # the job's role then needs undolog_approver too, or the rollback is run by a
 # person (undolog undo $RUN --yes); an agent-only role gets exit 10 here.
 set -euo pipefail
