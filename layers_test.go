@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// layers is the import order of the Architecture section of docs/development.md, bottom up: a
+// layers is the import order of the Architecture section of CONTRIBUTING.md, bottom up: a
 // package may import only packages before it. A new package needs a place
-// here (and a line in docs/development.md).
+// here (and a line in CONTRIBUTING.md).
 var layers = []string{
 	"internal/jcs",
 	"internal/template",
@@ -44,7 +44,7 @@ const module = "github.com/undolog/undolog"
 // every command's start (issue 17), so no package of the binary links it.
 const sdk = "github.com/modelcontextprotocol/go-sdk"
 
-// TestImportsRunOneWay keeps the layers of the Architecture section of docs/development.md
+// TestImportsRunOneWay keeps the layers of the Architecture section of CONTRIBUTING.md
 // true: imports run down the layers only, and internal/ holds leaf libraries
 // (no main packages, no imports of the rest of undolog), the rules
 // (effectlog) know no engine, only the bbolt engine imports bbolt and no
@@ -59,7 +59,7 @@ func TestImportsRunOneWay(t *testing.T) {
 		pkg, name := rel(fields[0]), fields[1]
 		at := slices.Index(layers, pkg)
 		if at < 0 {
-			t.Errorf("%s has no place in the layers: add it to layers in layers_test.go and to the Architecture section of docs/development.md", pkg)
+			t.Errorf("%s has no place in the layers: add it to layers in layers_test.go and to the Architecture section of CONTRIBUTING.md", pkg)
 			continue
 		}
 		internal := strings.HasPrefix(pkg, "internal/")
