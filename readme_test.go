@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/internal/testbin"
+)
+
+// readmeBlock returns the first shell block after heading in README.md.
+func readmeBlock(t *testing.T, heading string) string {
+	t.Helper()
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	i := strings.Index(s, heading)
+	if i < 0 {
+		t.Fatalf("README.md has no %q", heading)
+	}
+	start := strings.Index(s[i:], "```sh\n")
+	if start < 0 {
+		t.Fatalf("README.md: no shell block after %q", heading)
+	}
+	block := s[i+start+len("```sh\n"):]
+	return block[:strings.Index(block, "```")]
+}
+
+// TestReadmeCIRecipe runs the README's first recipe as a CI job would: a
+// failed attempt, a re-run that replays what ran and waits for the approval
+// the recipe's second block gives, then the rollback it names, last in first
+// out.
+func TestReadmeCIRecipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds undolog")
+	}
+	const heading = "## Recipe: the risky steps of a CI job"
+	job := readmeBlock(t, heading)
+	data, _ := os.ReadFile("README.md")
+	recipe := string(data)[strings.Index(string(data), heading):]
+	bin := testbin.Undolog(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools")
+	if err := os.Mkdir(tools, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(path, text string) {
+		if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each command of the job notes what it did in the trace; kubectl apply
+	// fails while the file "broken" exists.
+	write(filepath.Join(tools, "make"), "#!/bin/sh\necho \"make $*\" >> trace\n")
+	write(filepath.Join(tools, "kubectl"), "#!/bin/sh\nif [ \"$1\" = apply ] && [ -e broken ]; then echo apply failed >&2; exit 1; fi\necho \"kubectl $*\" >> trace\n")
+	write(filepath.Join(dir, "migrate"), "#!/bin/sh\necho \"migrate $1\" >> trace\n")
+	write(filepath.Join(dir, "release.sh"), "#!/bin/sh\necho \"release $1\" >> trace\n")
+	env := append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+tools+":"+os.Getenv("PATH"),
+		"UNDOLOG_LOG="+filepath.Join(dir, "undolog.db"), "BUILD_ID=118", "HOME="+dir)
+	undolog := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env, cmd.Dir = env, dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("undolog %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	trace := func() string {
+		data, _ := os.ReadFile(filepath.Join(dir, "trace"))
+		return string(data)
+	}
+	run := func() (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command("bash", "--noprofile", "--norc", "-e", "-c", job)
+		var out bytes.Buffer
+		cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out
+	}
+
+	// The first attempt fails at the deploy: nothing after it runs.
+	write(filepath.Join(dir, "broken"), "")
+	first, out := run()
+	if err := first.Wait(); err == nil {
+		t.Fatalf("the job passed with a failing deploy:\n%s", out)
+	}
+	if got := trace(); got != "make build\nmigrate up\n" {
+		t.Fatalf("after the failed attempt the trace is %q", got)
+	}
+
+	// The re-run replays the migration, deploys, and waits at the release
+	// for the approval the recipe's second block gives.
+	os.Remove(filepath.Join(dir, "broken"))
+	second, out := run()
+	done := make(chan error, 1)
+	go func() { done <- second.Wait() }()
+	approve := regexp.MustCompile(`undolog approve (\d+)`)
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+		ids := strings.Fields(undolog("approvals", "-o", "ids"))
+		if len(ids) == 1 {
+			id = ids[0]
+		} else if time.Now().After(deadline) {
+			second.Process.Kill()
+			t.Fatalf("no release waits for approval:\n%s", out)
+		}
+	}
+	if m := approve.FindStringSubmatch(recipe); m == nil || m[1] != id {
+		t.Errorf("the README says the release prints %q; it waits as effect %s", m, id)
+	}
+	decision := readmeBlock(t, "The release step prints")
+	for _, line := range strings.Split(strings.TrimSpace(decision), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		args := regexp.MustCompile(`'[^']*'|\S+`).FindAllString(line, -1)
+		for k, a := range args {
+			args[k] = strings.Trim(a, "'")
+		}
+		if args[0] != "undolog" {
+			t.Fatalf("the decision block runs %q", line)
+		}
+		undolog(args[1:]...)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the re-run failed after the approval: %v\n%s", err, out)
+		}
+	case <-time.After(30 * time.Second):
+		second.Process.Kill()
+		t.Fatalf("the re-run did not end after the approval:\n%s", out)
+	}
+	if got, want := trace(), "make build\nmigrate up\nmake build\nkubectl apply -f api.yaml\nrelease v1.2.3\n"; got != want {
+		t.Fatalf("after the re-run the trace is\n%s\nwant (the migration once, the build each time)\n%s", got, want)
+	}
+
+	// The rollback the recipe names undoes the deploy, then the migration.
+	m := regexp.MustCompile("`(undolog undo [^`]+)`").FindStringSubmatch(recipe)
+	if m == nil {
+		t.Fatal("the recipe names no undo")
+	}
+	cmd := exec.Command("bash", "--noprofile", "--norc", "-e", "-c", m[1])
+	cmd.Env, cmd.Dir = env, dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", m[1], err, out)
+	}
+	if got := strings.SplitAfterN(trace(), "release v1.2.3\n", 2)[1]; got != "kubectl rollout undo deploy/api\nmigrate down\n" {
+		t.Fatalf("the rollback ran %q", got)
+	}
+}
