@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
 )
 
@@ -158,3 +162,120 @@ func TestReadmeCIRecipe(t *testing.T) {
 		t.Fatalf("the rollback ran %q", got)
 	}
 }
+
+// TestReadmeTeamRecipe sets a database up as the README's third recipe does
+// (its owner's commands, run as they are written), then logs a call in as
+// the runner's role and decides it as the approver's: the runner's role
+// cannot approve its own call, and the log names the approver's role.
+func TestReadmeTeamRecipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds undolog, starts PostgreSQL")
+	}
+	const heading = "## Recipe: one log for a team"
+	setup := readmeBlock(t, heading)
+	data, _ := os.ReadFile("README.md")
+	recipe := string(data)[strings.Index(string(data), heading):]
+	use := readmeBlock(t, "Runners log calls as `ci`")
+	for _, want := range []string{"postgres://ci@", "postgres://alice@", "undolog approvals --follow"} {
+		if !strings.Contains(use, want) {
+			t.Fatalf("the recipe's second block lacks %q:\n%s", want, use)
+		}
+	}
+	server := pgtest.Server(t)
+	dropRoles := func() {
+		conn, err := pgx.Connect(context.Background(), server.AdminURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), "DROP ROLE IF EXISTS ci, alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dropRoles()
+	t.Cleanup(dropRoles) // after the database is dropped: its grants go with it
+	owner := server.NewDatabase(t)
+	bin := testbin.Undolog(t)
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(pgtest.BinDir, "psql"), filepath.Join(dir, "psql")); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+dir+":"+os.Getenv("PATH"), "HOME="+dir, "PGPASSWORD=", "UNDOLOG_LOG=")
+	// The recipe's owner is the test database's superuser.
+	script := strings.Replace(setup, "postgres://owner@db.example.com/undolog", "'"+owner+"'", 1)
+	if script == setup {
+		t.Fatalf("the recipe's set-up names no owner URL:\n%s", setup)
+	}
+	cmd := exec.Command("bash", "--noprofile", "--norc", "-e", "-c", script)
+	cmd.Env, cmd.Dir = env, dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the recipe's set-up failed: %v\n%s", err, out)
+	}
+	as := func(role string) string {
+		u, err := url.Parse(owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.User(role)
+		return u.String()
+	}
+	undolog := func(role string, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bin, append([]string{"--log", as(role)}, args...)...)
+		cmd.Env, cmd.Dir = env, dir
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
+	release := exec.Command(bin, "--log", as("ci"), "exec", "--session", "team", "--tier", "irreversible", "--", "sh", "-c", "echo released > released")
+	var out bytes.Buffer
+	release.Env, release.Dir, release.Stdout, release.Stderr = env, dir, &out, &out
+	if err := release.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- release.Wait() }()
+	defer release.Process.Kill()
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+		ids, code := undolog("alice", "approvals", "-o", "ids")
+		if code != 0 {
+			t.Fatalf("alice's approvals: exit %d: %s", code, ids)
+		}
+		if f := strings.Fields(ids); len(f) == 1 {
+			id = f[0]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("no request waits:\n%s", out.String())
+		}
+	}
+	if msg, code := undolog("ci", "approve", id); code != 10 {
+		t.Fatalf("the runner's role approved its own call: exit %d, %s", code, msg)
+	}
+	if !strings.Contains(recipe, "an agent's role cannot approve its own calls") {
+		t.Error("the recipe no longer says what the runner's role cannot do")
+	}
+	if msg, code := undolog("alice", "approve", id, "--as", "alice", "--reason", "checked"); code != 0 {
+		t.Fatalf("alice's approve: exit %d, %s", code, msg)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the approved release failed: %v\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the approved release did not run:\n%s", out.String())
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "released")); string(b) != "released\n" {
+		t.Fatalf("the release did not run once: %q", b)
+	}
+	if show, _ := undolog("alice", "show", id); !strings.Contains(show, "alice (role alice)") {
+		t.Fatalf("the log does not name the approver's role:\n%s", show)
+	}
+}
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
