@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/help"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
@@ -95,7 +96,9 @@ func New(ctx context.Context, opts Options) *Model {
 	}
 	// The help's colours are for a dark background until the terminal
 	// says otherwise (Init asks it).
-	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: newHelpStyles(opts.Color, true),
+	keysHelp := help.New()
+	keysHelp.Styles = helpStyles(opts.Color, true)
+	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: keysHelp,
 		follow: true, width: 80, height: 24}
 	if opts.Width > 0 && opts.Height > 0 {
 		m.width, m.height = opts.Width, opts.Height
