@@ -20,6 +20,10 @@ func newInput(placeholder string, st styles, width int) input {
 	f.CharLimit = 500 // in runes
 	f.SetVirtualCursor(false)
 	f.SetStyles(st.input)
+	// The terminal's paste arrives as a PasteMsg, filtered by update;
+	// ctrl+v would read the system clipboard by running xclip or the like,
+	// past that filter.
+	f.KeyMap.Paste.SetEnabled(false)
 	f.Focus()
 	in := input{field: f}
 	in.setWidth(width)

@@ -34,6 +34,10 @@ func TestInputTypesPastesAndDeletes(t *testing.T) {
 	}
 	// A ctrl or alt key types nothing.
 	in.update(tea.KeyPressMsg{Code: 'a', Text: "a", Mod: tea.ModAlt})
+	// ctrl+v reads no clipboard: a paste comes from the terminal.
+	if cmd := in.update(tea.KeyPressMsg{Code: 'v', Mod: tea.ModCtrl}); cmd != nil {
+		t.Fatal("ctrl+v returned a command")
+	}
 	in.update(tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl})
 	if got := in.Value(); got != "" {
 		t.Fatalf("ctrl+u: %q", got)
