@@ -119,3 +119,72 @@ func TestCommandsAskTheTerminalNothing(t *testing.T) {
 		})
 	}
 }
+
+// The view learns the terminal's colours once: lipgloss detects them for
+// stdout as the program starts, and the view uses what it found. In tmux a
+// detection runs `tmux info`: a tmux on PATH records being run.
+func TestViewDetectsTheColoursOnce(t *testing.T) {
+	bin := testbin.Undolog(t)
+	logPath := filepath.Join(t.TempDir(), "demo.db")
+	if out, err := exec.Command(bin, "demo", "--log", logPath).CombinedOutput(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	fake := t.TempDir()
+	ran := filepath.Join(fake, "ran")
+	if err := os.WriteFile(filepath.Join(fake, "tmux"), []byte("#!/bin/sh\necho \"$@\" >> "+ran+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	master, slave := openPTY(t)
+	if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "tui", "--log", logPath)
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color", "CI=", "NO_COLOR=", "COLORTERM=",
+		"TMUX=/tmp/tmux-0/default,1,0", "PATH="+fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var out bytes.Buffer
+	shown := make(chan struct{})
+	go func() {
+		buf, seen := make([]byte, 4096), false
+		for {
+			n, err := master.Read(buf)
+			out.Write(buf[:n])
+			if !seen && bytes.Contains(out.Bytes(), []byte("agent-research-42")) {
+				seen = true
+				close(shown)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-shown:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the view never showed its first screen")
+	}
+	master.Write([]byte("q"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("undolog tui: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the view did not quit on q")
+	}
+	data, _ := os.ReadFile(ran)
+	if n := bytes.Count(data, []byte("info\n")); n != 1 {
+		t.Fatalf("the view ran tmux info %d times, want once:\n%s", n, data)
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"charm.land/bubbles/v2/help"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 
@@ -55,7 +56,7 @@ type Options struct {
 func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	m := New(ctx, opts)
 	frame, _ := m.firstFrame() // a failed load shows in the status line, as later ones do
-	profile := colorprofile.Detect(out, os.Environ())
+	profile := colourProfile(out)
 	var shown strings.Builder
 	io.WriteString(&colorprofile.Writer{Forward: &shown, Profile: profile}, frame)
 	io.WriteString(out, ansi.HideCursor+ansi.SetAltScreenSaveCursorMode+ansi.EraseEntireScreen+ansi.CursorHomePosition+
@@ -67,6 +68,15 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// colourProfile is the colours out shows. Stdout's lipgloss detected as the
+// program started; detecting again would run `tmux info` again in tmux.
+func colourProfile(out io.Writer) colorprofile.Profile {
+	if out == io.Writer(os.Stdout) {
+		return lipgloss.Writer.Profile
+	}
+	return colorprofile.Detect(out, os.Environ())
 }
 
 // paintLines is frame as the renderer writes it: at most height lines, each
