@@ -50,19 +50,12 @@ var sgr = regexp.MustCompile(`\x1b\[[0-9;:]*m`)
 // query and a DSR (cursor position) to it and waited up to 5 s for the
 // answers, before every command, `undolog version` too. Here each command
 // runs on a pseudo-terminal that never answers: what arrives on it is the
-// command's output only, and the command exits without waiting. It runs as
-// in tmux, too, where lipgloss v2's package init ran `tmux info` (3.6 ms)
-// to learn the colours: a tmux on PATH records being run.
+// command's output only, and the command exits without waiting.
 func TestCommandsAskTheTerminalNothing(t *testing.T) {
 	bin := testbin.Undolog(t)
 	logPath := filepath.Join(t.TempDir(), "demo.db")
 	if out, err := exec.Command(bin, "demo", "--log", logPath).CombinedOutput(); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
-	}
-	fake := t.TempDir()
-	ran := filepath.Join(fake, "ran")
-	if err := os.WriteFile(filepath.Join(fake, "tmux"), []byte("#!/bin/sh\necho \"$@\" >> "+ran+"\n"), 0o755); err != nil {
-		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		args []string
@@ -75,9 +68,8 @@ func TestCommandsAskTheTerminalNothing(t *testing.T) {
 			master, slave := openPTY(t)
 			cmd := exec.Command(bin, c.args...)
 			// A person's terminal (termenv asks nothing under CI, nor
-			// with TERM screen or tmux), in tmux.
-			cmd.Env = append(os.Environ(), "TERM=xterm-256color", "CI=", "NO_COLOR=", "COLORTERM=",
-				"TMUX=/tmp/tmux-0/default,1,0", "PATH="+fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+			// with TERM screen or tmux).
+			cmd.Env = append(os.Environ(), "TERM=xterm-256color", "CI=", "NO_COLOR=", "COLORTERM=")
 			cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 			if err := cmd.Start(); err != nil {
@@ -121,12 +113,78 @@ func TestCommandsAskTheTerminalNothing(t *testing.T) {
 			if rest := sgr.ReplaceAll(got, nil); bytes.ContainsRune(rest, 0x1b) {
 				t.Errorf("undolog %v wrote control sequences beyond its output's colours:\n%q", c.args, got)
 			}
-			if data, err := os.ReadFile(ran); err == nil {
-				t.Errorf("undolog %v ran tmux %s", c.args, data)
-			}
 			if !bytes.Contains(got, []byte(c.want)) {
 				t.Errorf("undolog %v: output %q lacks %q", c.args, got, c.want)
 			}
 		})
+	}
+}
+
+// The view learns the terminal's colours once: lipgloss detects them for
+// stdout as the program starts, and the view uses what it found. In tmux a
+// detection runs `tmux info`: a tmux on PATH records being run.
+func TestViewDetectsTheColoursOnce(t *testing.T) {
+	bin := testbin.Undolog(t)
+	logPath := filepath.Join(t.TempDir(), "demo.db")
+	if out, err := exec.Command(bin, "demo", "--log", logPath).CombinedOutput(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	fake := t.TempDir()
+	ran := filepath.Join(fake, "ran")
+	if err := os.WriteFile(filepath.Join(fake, "tmux"), []byte("#!/bin/sh\necho \"$@\" >> "+ran+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	master, slave := openPTY(t)
+	if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "tui", "--log", logPath)
+	cmd.Env = append(os.Environ(), "TERM=xterm-256color", "CI=", "NO_COLOR=", "COLORTERM=",
+		"TMUX=/tmp/tmux-0/default,1,0", "PATH="+fake+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var out bytes.Buffer
+	shown := make(chan struct{})
+	go func() {
+		buf, seen := make([]byte, 4096), false
+		for {
+			n, err := master.Read(buf)
+			out.Write(buf[:n])
+			if !seen && bytes.Contains(out.Bytes(), []byte("agent-research-42")) {
+				seen = true
+				close(shown)
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-shown:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the view never showed its first screen")
+	}
+	master.Write([]byte("q"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("undolog tui: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the view did not quit on q")
+	}
+	data, _ := os.ReadFile(ran)
+	if n := bytes.Count(data, []byte("info\n")); n != 1 {
+		t.Fatalf("the view ran tmux info %d times, want once:\n%s", n, data)
 	}
 }

@@ -115,14 +115,16 @@ func makePlan(ctx context.Context, store effectlog.Log, session string) tea.Cmd 
 // It runs only the plan the person confirmed: if the session's plan has
 // changed since (a call logged meanwhile), nothing runs (saga.ErrPlanChanged).
 func runUndo(ctx context.Context, store effectlog.Log, plan saga.Plan, actor, cli string) tea.Cmd {
-	ch := make(chan undoEvent, 16)
-	go func() {
-		r := &saga.Runner{Log: store, Actor: actor, Progress: lineWriter(ch), CLI: cli, Confirmed: &plan}
-		res, err := r.Run(ctx, plan.Session)
-		ch <- undoEvent{done: &undoDoneMsg{result: res, err: err}}
-		close(ch)
-	}()
-	return listenUndo(ch)
+	return func() tea.Msg {
+		ch := make(chan undoEvent, 16)
+		go func() {
+			r := &saga.Runner{Log: store, Actor: actor, Progress: lineWriter(ch), CLI: cli, Confirmed: &plan}
+			res, err := r.Run(ctx, plan.Session)
+			ch <- undoEvent{done: &undoDoneMsg{result: res, err: err}}
+			close(ch)
+		}()
+		return listenUndo(ch)()
+	}
 }
 
 func listenUndo(ch <-chan undoEvent) tea.Cmd {

@@ -2,85 +2,77 @@ package tui
 
 import (
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
+	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
-// input is the one-line text field of the reason and filter dialogs: typing
-// and pasting add at the end, backspace takes the last character back,
-// ctrl+w the last word, ctrl+u all. (bubbles' textinput would link a
-// clipboard package whose init reads every directory of PATH, into every
-// command.)
-type input struct {
-	prompt      string
-	placeholder string
-	limit       int // in runes
-	value       []rune
+// input is the one-line text field of the reason and filter dialogs:
+// bubbles' textinput (its keys move the cursor and edit around it), shown
+// with the terminal's own cursor, which NO_COLOR leaves visible.
+type input struct{ field textinput.Model }
+
+func newInput(placeholder string, st styles, width int) input {
+	f := textinput.New()
+	f.Placeholder = placeholder
+	f.CharLimit = 500 // in runes
+	f.SetVirtualCursor(false)
+	f.SetStyles(st.input)
+	// The terminal's paste arrives as a PasteMsg, filtered by update;
+	// ctrl+v would read the system clipboard by running xclip or the like,
+	// past that filter.
+	f.KeyMap.Paste.SetEnabled(false)
+	f.Focus()
+	in := input{field: f}
+	in.setWidth(width)
+	return in
 }
 
-func newInput(placeholder string) input {
-	return input{prompt: "> ", placeholder: placeholder, limit: 500}
+func (in *input) Value() string { return in.field.Value() }
+
+// setWidth makes the field width cells wide, its prompt and the cursor's
+// cell after the text included: longer text scrolls in it.
+func (in *input) setWidth(width int) {
+	in.field.SetWidth(max(1, width-len(in.field.Prompt)-1))
+	in.field.SetCursor(in.field.Position()) // scrolled to the cursor in the new width
 }
 
-func (in *input) Value() string { return string(in.value) }
-
-// insert adds s at the end: tabs and line breaks become spaces and other
-// controls go, as far as the limit allows.
-func (in *input) insert(s string) {
-	for _, r := range s {
-		if len(in.value) >= in.limit {
-			return
-		}
-		switch {
-		case r == '\t' || r == '\n' || r == '\r':
-			r = ' '
-		case unicode.IsControl(r) || r == utf8.RuneError:
-			continue
-		}
-		in.value = append(in.value, r)
-	}
-}
-
-// update takes a key or a paste; it reports whether it used it.
-func (in *input) update(msg tea.Msg) bool {
-	switch msg := msg.(type) {
-	case tea.PasteMsg:
-		in.insert(msg.Content)
-		return true
+// update takes a key or a paste. Text typed with shift or a lock key goes
+// in; with ctrl, alt and the like it is a command, not text: a key the field
+// has no binding for then types nothing. Tabs and line breaks become spaces;
+// other characters that stored text shows escaped (textfmt.Unsafe: controls,
+// bidirectional marks, invisible ones) go, so that the field shows what it
+// holds.
+func (in *input) update(msg tea.Msg) tea.Cmd {
+	switch m := msg.(type) {
 	case tea.KeyPressMsg:
-		switch msg.String() {
-		case "backspace", "ctrl+h":
-			if n := len(in.value); n > 0 {
-				in.value = in.value[:n-1]
-			}
-			return true
-		case "ctrl+w", "alt+backspace":
-			v := strings.TrimRightFunc(string(in.value), unicode.IsSpace)
-			i := strings.LastIndexFunc(v, unicode.IsSpace)
-			in.value = []rune(v[:i+1])
-			return true
-		case "ctrl+u":
-			in.value = nil
-			return true
+		if m.Mod&(tea.ModCtrl|tea.ModAlt|tea.ModMeta|tea.ModSuper|tea.ModHyper) != 0 {
+			m.Text = ""
 		}
-		// Text typed with shift or a lock key goes in; with ctrl, alt and
-		// the like it is a command, not text.
-		if msg.Text != "" && msg.Mod&(tea.ModCtrl|tea.ModAlt|tea.ModMeta|tea.ModSuper|tea.ModHyper) == 0 {
-			in.insert(msg.Text)
-			return true
-		}
+		m.Text = typable(m.Text)
+		msg = m
+	case tea.PasteMsg:
+		m.Content = typable(m.Content)
+		msg = m
 	}
-	return false
+	var cmd tea.Cmd
+	in.field, cmd = in.field.Update(msg)
+	return cmd
 }
 
-// view is the prompt, the text and the cursor after it; empty, the
-// placeholder with the cursor on its first character.
-func (in *input) view(st styles) string {
-	if len(in.value) == 0 && in.placeholder != "" {
-		first, size := utf8.DecodeRuneInString(in.placeholder)
-		return in.prompt + st.cursor.Render(string(first)) + st.dim.Render(in.placeholder[size:])
-	}
-	return in.prompt + esc(string(in.value)) + st.cursor.Render(" ")
+func typable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r != '\t' && r != '\n' && r != '\r' && textfmt.Unsafe(r) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// view is the prompt and the text, or the placeholder, and the cursor's
+// place in that line.
+func (in *input) view() (string, *tea.Cursor) {
+	return in.field.View(), in.field.Cursor()
 }

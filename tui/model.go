@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
@@ -42,7 +43,7 @@ type Model struct {
 	opts Options
 	st   styles
 	keys keyMap
-	help helpStyles
+	help help.Model
 
 	width, height int
 	screen        screen
@@ -155,9 +156,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
+		m.prompt.input.setWidth(m.fieldWidth(m.promptWidth()))
+		m.filter.setWidth(m.fieldWidth(m.filterWidth()))
 		return m, nil
 	case tea.BackgroundColorMsg:
-		m.help = newHelpStyles(m.st.color, msg.IsDark())
+		m.help.Styles = helpStyles(m.st.color, msg.IsDark())
 		return m, nil
 	case tickMsg:
 		return m, checkChanges(m.ctx, m.opts.Log)
@@ -243,9 +246,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.PasteMsg:
 		switch m.overlay {
 		case overlayPrompt:
-			m.prompt.input.update(msg)
+			return m, m.prompt.input.update(msg)
 		case overlayFilter:
-			m.filter.update(msg)
+			return m, m.filter.update(msg)
 		}
 		return m, nil
 	}
@@ -514,7 +517,7 @@ func (m *Model) openPrompt(title string, required bool, args []byte, submit func
 	if len(args) > 0 {
 		lines = prettyJSON(args)
 	}
-	m.prompt = promptState{title: title, question: q, args: lines, input: newInput(ph), required: required, submit: submit}
+	m.prompt = promptState{title: title, question: q, args: lines, input: newInput(ph, m.st, m.fieldWidth(m.promptWidth())), required: required, submit: submit}
 	m.overlay = overlayPrompt
 }
 
@@ -545,14 +548,13 @@ func (m *Model) promptKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.prompt.top += m.bodyHeight() / 2
 		return nil
 	}
-	m.prompt.input.update(msg)
-	return nil
+	return m.prompt.input.update(msg)
 }
 
 // openFilter opens an empty filter input (the dialog shows the current
 // one): what is typed replaces the filter instead of adding to it.
 func (m *Model) openFilter() {
-	m.filter = newInput(m.filterWhat() + "; empty clears")
+	m.filter = newInput(m.filterWhat()+"; empty clears", m.st, m.fieldWidth(m.filterWidth()))
 	m.overlay = overlayFilter
 }
 
@@ -590,9 +592,17 @@ func (m *Model) filterKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.session.page, m.session.pageStarts, m.session.cursor, m.session.offset = 0, nil, 0, 0
 		return m.reload()
 	}
-	m.filter.update(msg)
-	return nil
+	return m.filter.update(msg)
 }
+
+// promptWidth and filterWidth are the widths of their dialogs inside the
+// border.
+func (m *Model) promptWidth() int { return min(m.width-2, 100) }
+func (m *Model) filterWidth() int { return min(m.width-2, 76) }
+
+// fieldWidth is the width an input has in a dialog w cells wide: all but
+// the padding.
+func (m *Model) fieldWidth(w int) int { return w - m.st.box.GetHorizontalPadding() }
 
 // bodyHeight is the number of lines between the title and the status line.
 func (m *Model) bodyHeight() int { return max(3, m.height-2-len(m.statusText())) }

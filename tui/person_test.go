@@ -340,17 +340,7 @@ func TestUndoPlanFlagsATemplateThatDoesNotExpand(t *testing.T) {
 // A rejection, as on the command line, needs no reason; it is recorded with
 // its actor.
 func TestRejectWithoutAReason(t *testing.T) {
-	store := demoStore(t)
-	tm := start(t, store, "agent-research-42")
-	waitFor(t, tm, "send_email")
-	tm.Send(press("jjj"))
-	waitFor(t, tm, "expires in")
-	tm.Send(press("r"))
-	waitFor(t, tm, "Reject effect 4 (send_email)?", "cfo@example.com")
-	tm.Send(press("enter"))
-	waitFor(t, tm, "effect 4 rejected by tester")
-	d, _ := store.GetEffect(t.Context(), 4)
-	last := d.History[len(d.History)-1]
+	d, last := decideInView(t, "r")
 	if d.Effect.State != sm.Rejected || last.Reason != "" || last.Actor != "tester" {
 		t.Fatalf("%s %+v", d.Effect.State, last)
 	}

@@ -12,7 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/help"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 
@@ -54,7 +56,7 @@ type Options struct {
 func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 	m := New(ctx, opts)
 	frame, _ := m.firstFrame() // a failed load shows in the status line, as later ones do
-	profile := colorprofile.Detect(out, os.Environ())
+	profile := colourProfile(out)
 	var shown strings.Builder
 	io.WriteString(&colorprofile.Writer{Forward: &shown, Profile: profile}, frame)
 	io.WriteString(out, ansi.HideCursor+ansi.SetAltScreenSaveCursorMode+ansi.EraseEntireScreen+ansi.CursorHomePosition+
@@ -66,6 +68,15 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) error {
 		return nil
 	}
 	return err
+}
+
+// colourProfile is the colours out shows. Stdout's lipgloss detected as the
+// program started; detecting again would run `tmux info` again in tmux.
+func colourProfile(out io.Writer) colorprofile.Profile {
+	if out == io.Writer(os.Stdout) {
+		return lipgloss.Writer.Profile
+	}
+	return colorprofile.Detect(out, os.Environ())
 }
 
 // paintLines is frame as the renderer writes it: at most height lines, each
@@ -95,7 +106,9 @@ func New(ctx context.Context, opts Options) *Model {
 	}
 	// The help's colours are for a dark background until the terminal
 	// says otherwise (Init asks it).
-	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: newHelpStyles(opts.Color, true),
+	keysHelp := help.New()
+	keysHelp.Styles = helpStyles(opts.Color, true)
+	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: keysHelp,
 		follow: true, width: 80, height: 24}
 	if opts.Width > 0 && opts.Height > 0 {
 		m.width, m.height = opts.Width, opts.Height

@@ -245,26 +245,50 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 	}
 }
 
-func TestApproveWritesHistoryWithActor(t *testing.T) {
+// decideInView opens the dialog of key (a or r) on the demo's waiting effect 4,
+// types reason with keys (the typing of each tea.KeyPressMsg is sent too),
+// confirms it and returns the effect as the log then has it, and its last
+// history record.
+func decideInView(t *testing.T, key string, reason ...any) (model.EffectDetail, model.HistoryRecord) {
+	t.Helper()
 	store := demoStore(t)
 	tm := start(t, store, "agent-research-42")
 	waitFor(t, tm, "send_email")
 	tm.Send(press("jjj"))
 	waitFor(t, tm, "expires in")
-	tm.Send(press("a"))
-	waitFor(t, tm, "Approve effect 4")
-	tm.Type("right after review")
+	tm.Send(press(key))
+	waitFor(t, tm, "effect 4 (send_email)?", "cfo@example.com")
+	for _, r := range reason {
+		switch r := r.(type) {
+		case string:
+			tm.Type(r)
+		case tea.KeyPressMsg:
+			tm.Send(r)
+		}
+	}
 	tm.Send(press("enter"))
-	waitFor(t, tm, "effect 4 approved by tester")
+	waitFor(t, tm, "effect 4 "+map[string]string{"a": "approved", "r": "rejected"}[key]+" by tester")
 	d, err := store.GetEffect(t.Context(), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := d.History[len(d.History)-1]
+	return d, d.History[len(d.History)-1]
+}
+
+func TestApproveWritesHistoryWithActor(t *testing.T) {
+	d, last := decideInView(t, "a", "right after review")
 	if d.Effect.State != sm.Approved || last.Actor != "tester" || last.Reason != "right after review" || d.Approval.DecidedBy != "tester" {
 		t.Fatalf("%+v %+v", d.Effect, last)
 	}
-	tm.Quit()
+}
+
+// The reason's input moves its cursor: a letter left out is typed in where
+// it belongs, not at the end.
+func TestReasonIsEditedMidText(t *testing.T) {
+	left := tea.KeyPressMsg{Code: tea.KeyLeft}
+	if _, last := decideInView(t, "r", "not to the cfo", left, left, left, "CEO but "); last.Reason != "not to the CEO but cfo" {
+		t.Fatalf("reason %q", last.Reason)
+	}
 }
 
 func TestUndoRunsCompensationsLIFO(t *testing.T) {

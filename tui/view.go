@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/internal/textfmt"
@@ -115,23 +115,34 @@ func scrolled(offset, cursor, rows int) int {
 }
 
 // View is the screen for the program: drawn inline, from the corner where
-// Run left the cursor, in the alternate screen Run entered (see Run).
+// Run left the cursor, in the alternate screen Run entered (see Run); the
+// terminal's cursor stands in a dialog's input.
 func (m *Model) View() tea.View {
-	return tea.NewView(m.render())
+	v := tea.NewView("")
+	v.Content, v.Cursor = m.draw()
+	return v
 }
 
 // render renders the whole screen.
 func (m *Model) render() string {
+	screen, _ := m.draw()
+	return screen
+}
+
+// draw renders the whole screen, and where the cursor stands on it (nil:
+// hidden, as it is but in a dialog's input).
+func (m *Model) draw() (string, *tea.Cursor) {
 	var body string
+	var cursor *tea.Cursor
 	switch m.overlay {
 	case overlayHelp:
 		body = m.helpView()
 	case overlayMenu:
 		body = m.menuView()
 	case overlayPrompt:
-		body = m.promptView()
+		body, cursor = m.promptView()
 	case overlayFilter:
-		body = m.filterView()
+		body, cursor = m.filterView()
 	case overlayConfirmUndo:
 		body = m.confirmUndoView()
 	case overlayUndo:
@@ -157,7 +168,13 @@ func (m *Model) render() string {
 		// rather than wrapped by the terminal onto the next line.
 		screen[i] = ansi.Truncate(line, m.width, "")
 	}
-	return strings.Join(screen, "\n")
+	if cursor != nil {
+		cursor.Y++ // under the title
+		if cursor.Y > h || cursor.X >= m.width {
+			cursor = nil // the input is cut off with the body
+		}
+	}
+	return strings.Join(screen, "\n"), cursor
 }
 
 // maxStatusLines bounds the status message's lines: a refusal's whole
@@ -198,27 +215,17 @@ func (m *Model) statusLines() []string {
 }
 
 // footer is the screen's keys on one line: `? help` and `q quit` always, the
-// others as many as fit, most useful first.
+// others as many as fit, most useful first. (Given the width, bubbles' help
+// would drop help and quit first, and overflow when not even its ellipsis
+// fits.)
 func (m *Model) footer() string {
-	// Laid out here, not by help.ShortHelpView: that one overflows the
-	// width when not even its ellipsis fits.
-	st := m.help
-	item := func(b key.Binding) string {
-		return st.key.Render(b.Help().Key) + " " + st.desc.Render(b.Help().Desc)
-	}
-	sep := st.sep.Render(shortSeparator)
-	tail := item(m.keys.Help) + sep + item(m.keys.Quit)
-	room := m.width - ansi.StringWidth(tail)
-	var b strings.Builder
-	for _, k := range m.keys.shortHelp(m.screen) {
-		s := item(k) + sep
-		if ansi.StringWidth(s) > room {
-			break
+	keys := m.keys.shortHelp(m.screen)
+	for n := len(keys); ; n-- {
+		line := m.help.ShortHelpView(append(keys[:n:n], m.keys.Help, m.keys.Quit))
+		if n == 0 || lipgloss.Width(line) <= m.width {
+			return line
 		}
-		b.WriteString(s)
-		room -= ansi.StringWidth(s)
 	}
-	return b.String() + tail
 }
 
 // legend explains the view's abbreviations, under `?`.
@@ -232,25 +239,44 @@ var legend = []string{
 }
 
 func (m *Model) helpView() string {
-	lines := []string{m.st.title.Render("Keys"), "", m.help.fullHelp(m.keys.fullHelp(m.screen), m.width), "", m.st.title.Render("Abbreviations")}
+	keys := m.help
+	keys.SetWidth(m.width - m.st.box.GetHorizontalFrameSize())
+	lines := []string{m.st.title.Render("Keys"), "", keys.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Abbreviations")}
 	lines = append(lines, legend...)
 	return m.st.box.Render(strings.Join(lines, "\n"))
 }
 
-func (m *Model) filterView() string {
+func (m *Model) filterView() (string, *tea.Cursor) {
 	now := "none"
 	if f := m.currentFilter(); f != "" {
 		now = strconv.Quote(f)
 	}
-	return m.st.boxWidth(min(m.width-2, 76)).Render("Filter by " + m.filterWhat() + " (now: " + esc(now) + "):\n\n" + m.filter.view(m.st) + "\n\n" +
-		m.st.dim.Render("enter: apply (empty clears)  esc: keep the filter"))
+	box := m.st.boxWidth(m.filterWidth())
+	field, cursor := m.filter.view()
+	lines := []string{"Filter by " + m.filterWhat() + " (now: " + esc(now) + "):", "", field}
+	cursor = inputCursor(box, lines, cursor)
+	lines = append(lines, "", m.st.dim.Render("enter: apply (empty clears)  esc: keep the filter"))
+	return box.Render(strings.Join(lines, "\n")), cursor
+}
+
+// inputCursor places the cursor of an input drawn as the last of lines in
+// box: on the line above the box's bottom border, after its left border and
+// padding.
+func inputCursor(box lipgloss.Style, lines []string, cursor *tea.Cursor) *tea.Cursor {
+	if cursor == nil {
+		return nil
+	}
+	cursor.Y += lipgloss.Height(box.Render(strings.Join(lines, "\n"))) - 2
+	cursor.X += box.GetBorderLeftSize() + box.GetPaddingLeft()
+	return cursor
 }
 
 // promptView is the decision dialog: the question, the effect's arguments
 // (what is being decided on, wrapped, scrolled with ↑/↓) and the reason.
-func (m *Model) promptView() string {
+func (m *Model) promptView() (string, *tea.Cursor) {
 	p := &m.prompt
-	w := min(m.width-2, 100)
+	w := m.promptWidth()
+	box := m.st.boxWidth(w)
 	inner := max(10, w-4) // border and padding
 	lines := wrapLines([]string{esc(p.title)}, inner)
 	var args []string
@@ -270,8 +296,11 @@ func (m *Model) promptView() string {
 		lines = append(lines, m.st.label.Render(label))
 		lines = append(lines, args[p.top:end]...)
 	}
-	lines = append(lines, "", m.st.label.Render(p.question), p.input.view(m.st), m.st.dim.Render("enter: confirm  esc: cancel"))
-	return m.st.boxWidth(w).Render(strings.Join(lines, "\n"))
+	field, cursor := p.input.view()
+	lines = append(lines, "", m.st.label.Render(p.question), field)
+	cursor = inputCursor(box, lines, cursor)
+	lines = append(lines, m.st.dim.Render("enter: confirm  esc: cancel"))
+	return box.Render(strings.Join(lines, "\n")), cursor
 }
 
 // wrapLines wraps each line to w cells; a continued line keeps its indent
