@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -43,11 +42,7 @@ type Factory struct {
 	openedMu     sync.Mutex      // opened is read by the SIGTSTP handler too
 	opened       []effectlog.Log // closed when the command ends
 
-	// Set by Main (signals.go): the command's context and what ends it.
-	ctx           context.Context
-	interrupt     context.CancelCauseFunc
-	catchOnce     sync.Once
-	ownInterrupts bool // handleInterrupts
+	interrupts // set by Main
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/engines"
-	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/textfmt"
 )
 
@@ -22,9 +21,8 @@ import (
 // exit code.
 func Main() int {
 	f := &Factory{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv, Now: time.Now}
-	ctx, stop := signalsFor(f)
+	ctx, stop := f.catchSignals()
 	defer stop()
-	child.BeforeStart(f.catchSignals)
 	return Execute(ctx, f, os.Args[1:])
 }
 

@@ -55,6 +55,3 @@ func letGoOnStop(ctx context.Context, f *Factory) {
 		}
 	}()
 }
-
-// ignoreStops ignores Ctrl-Z until letGoOnStop catches it.
-func ignoreStops() { signal.Ignore(syscall.SIGTSTP) }
