@@ -54,8 +54,6 @@ func (f *Factory) stdinLines() *bufio.Reader {
 	return f.lines
 }
 
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
-
 // DefaultLogPath is $XDG_STATE_HOME/undolog/undolog.db, or
 // ~/.local/state/undolog/undolog.db when XDG_STATE_HOME is unset or, as the
 // XDG spec says to treat it, relative (the log would move with the folder

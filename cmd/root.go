@@ -80,9 +80,12 @@ func NewRootCmd(f *Factory) *cobra.Command {
 log (a local file, or a PostgreSQL database that a team shares): classified by tier
 (safe, compensable, irreversible), recorded before it runs, replayed from the log
 when repeated, held for a person when it cannot be undone, and undone
-last-in-first-out when the session fails.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+last-in-first-out when the session fails.
+
+` + exitCodesHelp("Exit codes (exec's and the proxy's own: see their help):", exitCodes),
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		DisableAutoGenTag: true, // the generated pages are the same each time
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
 			if f.LockTimeout < 0 {
 				return usagef("--lock-timeout must not be negative")
