@@ -13,9 +13,9 @@ import (
 // cliRows times undolog's commands as the processes a CI step runs, beside
 // what a user would script instead: the sqlite3 command-line shell writing
 // the same records durably (WAL, synchronous=FULL) in one transaction, and
-// for `undolog version` a static Go program that prints a line; beside both,
-// undolog's binary doing nothing (./linked), the floor of any command of
-// undolog's as a process. Each round runs the sides in turns of a few
+// for `undolog version` a static Go program that prints a line (the
+// start-up budget, startupRows); beside both, undolog's binary doing
+// nothing (./linked), the floor of any command of undolog's as a process. Each round runs the sides in turns of a few
 // processes, so that a slow second of the machine slows them alike; a ratio
 // is the median of the rounds'.
 func cliRows(add func(what, value, ratio string), work string) error {
@@ -67,21 +67,9 @@ func cliRows(add func(what, value, ratio string), work string) error {
 		return medians, nil
 	}
 
-	// linked is undolog's binary doing nothing: what undolog version costs
-	// above it is undolog's own start, what it costs above the hello the
-	// packages'.
-	r, err := sideBySideRounds(func() ([]float64, error) {
-		return inTurns(40, func(int) (float64, error) { return timeOne(bin, "version") },
-			func(int) (float64, error) { return timeOne(linked) },
-			func(int) (float64, error) { return timeOne(hello) })
-	})
-	if err != nil {
+	if err := startupRows(add, bin, linked, hello); err != nil {
 		return err
 	}
-	add("process: undolog version", fmt.Sprintf("%.2f ms", r.median(0)),
-		fmt.Sprintf("%.2fx a static Go hello, %.2fx undolog's binary doing nothing", r.ratio(0, 2), r.ratio(0, 1)))
-	add("process: undolog's binary doing nothing", fmt.Sprintf("%.2f ms", r.median(1)), fmt.Sprintf("%.2fx a static Go hello", r.ratio(1, 2)))
-	add("process: static Go hello", fmt.Sprintf("%.2f ms", r.median(2)), "")
 	if sqlite == "" {
 		return nil
 	}
