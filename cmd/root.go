@@ -87,15 +87,15 @@ last-in-first-out when the session fails.
 		SilenceErrors:     true,
 		DisableAutoGenTag: true, // the generated pages are the same each time
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
-			if f.LockTimeout < 0 {
+			if f.logs.lockTimeout < 0 {
 				return usagef("--lock-timeout must not be negative")
 			}
-			if fl := c.Flags().Lookup("log"); fl != nil && fl.Changed && strings.TrimSpace(f.LogFlag) == "" {
+			if fl := c.Flags().Lookup("log"); fl != nil && fl.Changed && strings.TrimSpace(f.logs.address) == "" {
 				// Most often an unset variable: the default log would be
 				// written to in its place (or, blank, a file named " ").
 				return usagef("--log is empty: give a log file's path or a postgres:// URL, or leave the flag out for the default log")
 			}
-			if env := f.Getenv("UNDOLOG_LOG"); f.LogFlag == "" && env != "" && strings.TrimSpace(env) == "" {
+			if env := f.Getenv("UNDOLOG_LOG"); f.logs.address == "" && env != "" && strings.TrimSpace(env) == "" {
 				return usagef("UNDOLOG_LOG is blank: set it to a log file's path or a postgres:// URL, or unset it for the default log")
 			}
 			return f.readFallback()
@@ -105,8 +105,8 @@ last-in-first-out when the session fails.
 	// only then, by the template (any Version makes cobra add the flag).
 	root.Version = "undolog"
 	root.SetVersionTemplate("{{undologVersion}}")
-	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db; a URL's missing parts come from $PGHOST, $PGDATABASE, ...)")
-	durationVar(root.PersistentFlags(), &f.LockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
+	root.PersistentFlags().StringVar(&f.logs.address, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db; a URL's missing parts come from $PGHOST, $PGDATABASE, ...)")
+	durationVar(root.PersistentFlags(), &f.logs.lockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})

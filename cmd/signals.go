@@ -21,7 +21,7 @@ type interrupts struct {
 // context, which a signal ends, and what ends it when the command returns.
 func (f *Factory) catchSignals() (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	f.interrupts.ctx = ctx
+	f.signals.ctx = ctx
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -42,15 +42,15 @@ func (f *Factory) catchSignals() (context.Context, func()) {
 // what an interrupt ends is its own to say (exec ends the step it is in,
 // the proxy answers and records its calls), so its waits for the log's lock
 // are not cut short (lockWaitsEnd).
-func (f *Factory) handleInterrupts() { f.interrupts.ownEnd = true }
+func (f *Factory) handleInterrupts() { f.signals.ownEnd = true }
 
 // lockWaitsEnd is what ends the waits of the logs the command opens for
 // their lock: an interrupt, for a command that leaves interrupts to Main.
 func (f *Factory) lockWaitsEnd() <-chan struct{} {
-	if f.interrupts.ctx == nil || f.interrupts.ownEnd {
+	if f.signals.ctx == nil || f.signals.ownEnd {
 		return nil
 	}
-	return f.interrupts.ctx.Done()
+	return f.signals.ctx.Done()
 }
 
 // signalError is the cause of a context a signal ended, as

@@ -32,7 +32,7 @@ func letGoOnStop(ctx context.Context, f *Factory) {
 				return
 			case <-ch:
 				var resumes []func()
-				for _, log := range f.openLogs() {
+				for _, log := range f.logs.all() {
 					if resume := lifecycle.Suspend(log); resume != nil {
 						resumes = append(resumes, resume)
 					}
