@@ -19,7 +19,7 @@ import (
 // processes, so that a slow second of the machine slows them alike; a ratio
 // is the median of the rounds'.
 func cliRows(add func(what, value, ratio string), work string) error {
-	bin, err := buildUndolog()
+	bin, linked, hello, err := processBinaries(work)
 	if err != nil {
 		return err
 	}
@@ -27,14 +27,6 @@ func cliRows(add func(what, value, ratio string), work string) error {
 	if err != nil {
 		add("CLI steps against the sqlite3 shell", "skipped", "no sqlite3 on PATH")
 		sqlite = ""
-	}
-	hello, err := buildHello(work)
-	if err != nil {
-		return err
-	}
-	linked, err := buildLinked(work)
-	if err != nil {
-		return err
 	}
 	timeOne := func(argv ...string) (float64, error) {
 		start := time.Now()
@@ -223,6 +215,21 @@ INSERT INTO history VALUES (%d, 1, 'pending', 'bench', datetime('now'));`, i, i,
 func sqliteMove(i int, to string, seq int) string {
 	return fmt.Sprintf(`UPDATE effects SET state = '%s' WHERE id = %d;
 INSERT INTO history VALUES (%d, %d, '%s', 'bench', datetime('now'));`, to, i, i, seq, to)
+}
+
+// processBinaries builds undolog, undolog's binary doing nothing (linked)
+// and a static Go hello, the processes the CLI rows time.
+func processBinaries(work string) (bin, linked, hello string, err error) {
+	if bin, err = buildUndolog(); err != nil {
+		return "", "", "", err
+	}
+	if linked, err = buildLinked(work); err != nil {
+		return "", "", "", err
+	}
+	if hello, err = buildHello(work); err != nil {
+		return "", "", "", err
+	}
+	return bin, linked, hello, nil
 }
 
 // buildHello builds the static Go program `undolog version` is compared

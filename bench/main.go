@@ -149,15 +149,7 @@ func run() error {
 		}
 		return printTable(rows)
 	case "startup":
-		bin, err := buildUndolog()
-		if err != nil {
-			return err
-		}
-		hello, err := buildHello(work)
-		if err != nil {
-			return err
-		}
-		linked, err := buildLinked(work)
+		bin, linked, hello, err := processBinaries(work)
 		if err != nil {
 			return err
 		}

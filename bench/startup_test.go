@@ -9,16 +9,7 @@ func TestStartupBudget(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds undolog and times some hundred processes")
 	}
-	bin, err := buildUndolog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := t.TempDir()
-	hello, err := buildHello(work)
-	if err != nil {
-		t.Fatal(err)
-	}
-	linked, err := buildLinked(work)
+	bin, linked, hello, err := processBinaries(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
