@@ -29,11 +29,7 @@ func Main() int {
 // Execute runs the command line over f and returns the exit code. Errors are
 // printed once, on one line, to f.ErrOut.
 func Execute(ctx context.Context, f *Factory, args []string) int {
-	return execute(ctx, f, NewRootCmd(f), args)
-}
-
-// execute runs args over the command tree root, built over f.
-func execute(ctx context.Context, f *Factory, root *cobra.Command, args []string) int {
+	root := NewRootCmd(f)
 	root.SetArgs(args)
 	root.SetIn(f.In)
 	root.SetOut(f.Out)
@@ -124,7 +120,7 @@ last-in-first-out when the session fails.
 }
 
 // refuseStrays makes a help topic that does not exist a usage error, exit
-// 2, as execute does a misspelt subcommand (strayName): cobra prints the root's or the
+// 2, as Execute does a misspelt subcommand (strayName): cobra prints the root's or the
 // group's help and exits 0 for them, so that `undolog session fial "$RUN"`
 // in a script would seem to have worked.
 func refuseStrays(root *cobra.Command) {
