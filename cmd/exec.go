@@ -72,8 +72,8 @@ exit code, stdout and stderr (up to 1 MiB each) are recorded.
     'undolog approve ID' from any shell, and does not run if rejected or expired.
   - While the command runs, its owner (host, pid, start) holds a lease of
     $UNDOLOG_LEASE (default 30s) that exec renews every third of it. The same call
-    from another machine is in progress (123) while the lease holds, and in doubt
-    (120) once it ran out unrenewed; on this machine the owner's pid decides.
+    from another machine is in progress (` + fmt.Sprint(ExitExecInProgress) + `) while the lease holds, and in doubt
+    (` + fmt.Sprint(ExitExecInDoubt) + `) once it ran out unrenewed; on this machine the owner's pid decides.
 
 ` + exitCodesHelp("Exit codes: the command's own, or undolog exec's (124 is left to timeout(1)):", execExitCodes),
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
