@@ -13,13 +13,13 @@ import (
 // cliRows times undolog's commands as the processes a CI step runs, beside
 // what a user would script instead: the sqlite3 command-line shell writing
 // the same records durably (WAL, synchronous=FULL) in one transaction, and
-// for `undolog version` a static Go program that prints a line; beside both,
-// undolog's binary doing nothing (./linked), the floor of any command of
-// undolog's as a process. Each round runs the sides in turns of a few
+// for `undolog version` a static Go program that prints a line (the
+// start-up budget, startupRows); beside both, undolog's binary doing
+// nothing (./linked), the floor of any command of undolog's as a process. Each round runs the sides in turns of a few
 // processes, so that a slow second of the machine slows them alike; a ratio
 // is the median of the rounds'.
 func cliRows(add func(what, value, ratio string), work string) error {
-	bin, err := buildUndolog()
+	bin, linked, hello, err := processBinaries(work)
 	if err != nil {
 		return err
 	}
@@ -27,14 +27,6 @@ func cliRows(add func(what, value, ratio string), work string) error {
 	if err != nil {
 		add("CLI steps against the sqlite3 shell", "skipped", "no sqlite3 on PATH")
 		sqlite = ""
-	}
-	hello, err := buildHello(work)
-	if err != nil {
-		return err
-	}
-	linked, err := buildLinked(work)
-	if err != nil {
-		return err
 	}
 	timeOne := func(argv ...string) (float64, error) {
 		start := time.Now()
@@ -67,21 +59,9 @@ func cliRows(add func(what, value, ratio string), work string) error {
 		return medians, nil
 	}
 
-	// linked is undolog's binary doing nothing: what undolog version costs
-	// above it is undolog's own start, what it costs above the hello the
-	// packages'.
-	r, err := sideBySideRounds(func() ([]float64, error) {
-		return inTurns(40, func(int) (float64, error) { return timeOne(bin, "version") },
-			func(int) (float64, error) { return timeOne(linked) },
-			func(int) (float64, error) { return timeOne(hello) })
-	})
-	if err != nil {
+	if err := startupRows(add, bin, linked, hello); err != nil {
 		return err
 	}
-	add("process: undolog version", fmt.Sprintf("%.2f ms", r.median(0)),
-		fmt.Sprintf("%.2fx a static Go hello, %.2fx undolog's binary doing nothing", r.ratio(0, 2), r.ratio(0, 1)))
-	add("process: undolog's binary doing nothing", fmt.Sprintf("%.2f ms", r.median(1)), fmt.Sprintf("%.2fx a static Go hello", r.ratio(1, 2)))
-	add("process: static Go hello", fmt.Sprintf("%.2f ms", r.median(2)), "")
 	if sqlite == "" {
 		return nil
 	}
@@ -235,6 +215,21 @@ INSERT INTO history VALUES (%d, 1, 'pending', 'bench', datetime('now'));`, i, i,
 func sqliteMove(i int, to string, seq int) string {
 	return fmt.Sprintf(`UPDATE effects SET state = '%s' WHERE id = %d;
 INSERT INTO history VALUES (%d, %d, '%s', 'bench', datetime('now'));`, to, i, i, seq, to)
+}
+
+// processBinaries builds undolog, undolog's binary doing nothing (linked)
+// and a static Go hello, the processes the CLI rows time.
+func processBinaries(work string) (bin, linked, hello string, err error) {
+	if bin, err = buildUndolog(); err != nil {
+		return "", "", "", err
+	}
+	if linked, err = buildLinked(work); err != nil {
+		return "", "", "", err
+	}
+	if hello, err = buildHello(work); err != nil {
+		return "", "", "", err
+	}
+	return bin, linked, hello, nil
 }
 
 // buildHello builds the static Go program `undolog version` is compared

@@ -7,6 +7,7 @@
 //	go run -C bench . -large=false # without the 1,000,000-effect part
 //	go run -C bench . -only postgres # only the PostgreSQL rows
 //	go run -C bench . -only cli      # only undolog's commands as processes
+//	go run -C bench . -only startup  # only the start-up budget: version against a static hello, package init
 //	go run -C bench . -only large    # only the rows on 1,000,000 effects
 //	go run -C bench . -only proxy    # only the proxy's rows (UNDOLOG_MCP_MEMORY names the memory MCP server)
 //	go run -C bench . -only maint    # only verify, compact and gc as processes
@@ -47,7 +48,7 @@ var (
 	serial  = flag.Int("n", 200, "lifecycles per serial run")
 	large   = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
 	dir     = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
-	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes; large: only the rows on 1,000,000 effects; proxy: only the proxy's rows; maint: only verify, compact and gc")
+	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes; startup: only the start-up budget; large: only the rows on 1,000,000 effects; proxy: only the proxy's rows; maint: only verify, compact and gc")
 	pgURL   = flag.String("postgres", "", "a superuser's postgres:// URL of a server to measure on (default: start a PostgreSQL 15 of its own from "+pgtest.BinDir+", or skip the PostgreSQL rows)")
 	pgTotal = flag.Int("pg-n", 1000, "lifecycles per concurrent PostgreSQL run")
 )
@@ -147,6 +148,15 @@ func run() error {
 			return err
 		}
 		return printTable(rows)
+	case "startup":
+		bin, linked, hello, err := processBinaries(work)
+		if err != nil {
+			return err
+		}
+		if err := startupRows(add, bin, linked, hello); err != nil {
+			return err
+		}
+		return printTable(rows)
 	case "large":
 		if err := largeRows(add); err != nil {
 			return err
@@ -163,7 +173,7 @@ func run() error {
 		}
 		return printTable(rows)
 	default:
-		return fmt.Errorf("-only %q: the choices are postgres, cli, large, proxy and maint", *only)
+		return fmt.Errorf("-only %q: the choices are postgres, cli, startup, large, proxy and maint", *only)
 	}
 	if *only == "postgres" {
 		if err := pgRows(add, work); err != nil {

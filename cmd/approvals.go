@@ -27,9 +27,6 @@ func newCmdApprovals(f *Factory) *cobra.Command {
   undolog approvals --follow -o jsonl   # each new request as it appears`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if opts.follow {
-				f.catchSignals() // it waits until interrupted, also for the log
-			}
 			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ func newCmdCompact(f *Factory) *cobra.Command {
 		Short: "Rewrite the log without its free space, atomically",
 		Long: `Rewrite the log into a new file without the pages it no longer uses, with the
 writes still in its journal folded in, and rename it into place atomically. Refused
-(exit 5) while another process holds the log.`,
+(exit ` + fmt.Sprint(ExitBusy) + `) while another process holds the log.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			if err := checkFormat(opts.output, false); err != nil {

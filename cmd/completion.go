@@ -108,7 +108,7 @@ func first(fn completeFunc) completeFunc {
 // completionLog is the log to read candidates from, without the warning
 // about its mode (it would land in the middle of the command line).
 func completionLog(f *Factory) effectlog.Log {
-	f.warned = true
+	f.logs.warnedMode = true
 	return f.Log()
 }
 

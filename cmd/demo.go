@@ -30,7 +30,7 @@ a terminal (to be opened later), the log is kept.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
 			f.handleInterrupts() // it waits, or runs other commands
-			path, dir := f.LogFlag, ""
+			path, dir := f.logs.address, ""
 			if path == "" {
 				var err error
 				if dir, err = os.MkdirTemp("", "undolog-demo-"); err != nil {
@@ -52,7 +52,7 @@ a terminal (to be opened later), the log is kept.`,
 				}
 				return err
 			}
-			f.LogFlag = path
+			f.logs.address = path
 			shown := textfmt.Escape(path)
 			if !interactive {
 				cli := textfmt.Escape(f.CLI())

@@ -26,21 +26,6 @@ import (
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// Exit codes of undolog exec's own outcomes, chosen where commands rarely
-// tread; the command's own code otherwise. 125, 126 and 127 mean what they
-// mean for env, nohup and timeout (undolog failed; the command could not be
-// run; not found); 124 is left alone, so that `timeout 10m undolog exec`
-// tells its own timeout from ours.
-const (
-	ExitExecInDoubt    = 120 // the same call's owner died mid-run: --retry-in-doubt reclaims it
-	ExitExecRejected   = 121 // the call was rejected by a person
-	ExitExecTimedOut   = 122 // the approval request expired
-	ExitExecInProgress = 123 // the same call is executing elsewhere (a live owner)
-	ExitExecError      = 125 // undolog itself failed (usage, log busy, session not active, ...)
-	ExitExecCannotRun  = 126 // the command was found but could not be run
-	ExitExecNotFound   = 127 // the command was not found
-)
-
 // captureLimit bounds how much of each output stream is kept in the log.
 const captureLimit = 1 << 20
 
@@ -87,16 +72,10 @@ exit code, stdout and stderr (up to 1 MiB each) are recorded.
     'undolog approve ID' from any shell, and does not run if rejected or expired.
   - While the command runs, its owner (host, pid, start) holds a lease of
     $UNDOLOG_LEASE (default 30s) that exec renews every third of it. The same call
-    from another machine is in progress (123) while the lease holds, and in doubt
-    (120) once it ran out unrenewed; on this machine the owner's pid decides.
+    from another machine is in progress (` + fmt.Sprint(ExitExecInProgress) + `) while the lease holds, and in doubt
+    (` + fmt.Sprint(ExitExecInDoubt) + `) once it ran out unrenewed; on this machine the owner's pid decides.
 
-Exit codes: the command's own, or 120 in doubt (owner died, or its lease ran out; see
---retry-in-doubt), 121 rejected, 122 approval timed out (the request expired, or no
-decision within --approval-timeout), 123 in progress elsewhere (a live owner, or one on
-another machine whose lease holds: never overtaken), 125 undolog error (usage included;
-a bad $UNDOLOG_LEASE), 126 the command could not be run, 127 not found, 130
-interrupted while waiting for approval or before the command started. 124 is left to
-timeout(1).`,
+` + exitCodesHelp("Exit codes: the command's own, or undolog exec's (124 is left to timeout(1)):", execExitCodes),
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
   undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
   undolog exec --session $RUN --tier safe -- kubectl get pods`,

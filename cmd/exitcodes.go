@@ -2,38 +2,112 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
-// Exit codes, documented in docs/output.md. They are undolog's contract with scripts.
+// Exit codes: undolog's contract with scripts. What each means is said once,
+// in exitCodes, execExitCodes and proxyExitCodes, which the commands' help
+// and the command reference (docs/cli) list.
 const (
 	ExitOK           = 0
-	ExitError        = 1  // anything else: I/O, a damaged log, verify problems
-	ExitUsage        = 2  // bad flags, arguments or input
-	ExitNotFound     = 3  // no such effect, session or undo entry
-	ExitInvalid      = 4  // invalid state transition (the spec's reason is printed), a second decision too
-	ExitBusy         = 5  // another process held the log past the lock timeout
-	ExitInProgress   = 6  // in progress or conflict: owner executing or awaiting approval
-	ExitNotActive    = 7  // the session accepts no new effects
-	ExitRejected     = 8  // the call was rejected by a person
-	ExitCompensation = 9  // undo stopped: a compensation failed and needs a person
-	ExitDenied       = 10 // the log's database refused the operation to its role
+	ExitError        = 1
+	ExitUsage        = 2
+	ExitNotFound     = 3
+	ExitInvalid      = 4
+	ExitBusy         = 5
+	ExitInProgress   = 6
+	ExitNotActive    = 7
+	ExitRejected     = 8
+	ExitCompensation = 9
+	ExitDenied       = 10
 
-	// undolog proxy's own ends.
-	ExitProxyUpstream    = 11              // the MCP server exited while the proxy served it (restart the proxy)
-	ExitProxyInterrupted = ExitInterrupted // stopped by SIGINT or SIGTERM
+	ExitProxyUpstream    = 11
+	ExitProxyInterrupted = ExitInterrupted
 
-	ExitInterrupted = 130 // a command stopped by SIGINT or SIGTERM
+	ExitInterrupted = 130
 )
+
+// undolog exec's own outcomes, chosen where commands rarely tread; the
+// command's own code otherwise. 125, 126 and 127 mean what they mean for
+// env, nohup and timeout; 124 is left alone, so that `timeout 10m undolog
+// exec` tells its own timeout from ours.
+const (
+	ExitExecInDoubt    = 120
+	ExitExecRejected   = 121
+	ExitExecTimedOut   = 122
+	ExitExecInProgress = 123
+	ExitExecError      = 125
+	ExitExecCannotRun  = 126
+	ExitExecNotFound   = 127
+)
+
+// exitCode is an exit code and what it means.
+type exitCode struct {
+	code    int
+	meaning string
+}
+
+// exitCodes are what every command's exit codes mean (exec's and the
+// proxy's own aside); the root's help lists them.
+var exitCodes = []exitCode{
+	{ExitOK, "success; --follow (list, approvals) ended by Ctrl-C or SIGTERM, which is how it ends"},
+	{ExitError, "any other error: I/O, a damaged log, verify found problems, undo cancelled, a PostgreSQL server that is down or refuses the connection"},
+	{ExitUsage, "usage error: a bad flag, argument, id, state or tier name, invalid JSON, a misspelt command (with a suggestion)"},
+	{ExitNotFound, "not found: no such effect, session or undo entry; no log at the address for a command that acts on what it holds"},
+	{ExitInvalid, "invalid state transition (the spec's reason is printed), also a second decision on an effect"},
+	{ExitBusy, "log busy: another process held the log past the lock timeout; nothing was written"},
+	{ExitInProgress, "in progress or conflict: the call's owner is executing or awaiting approval, another undo runs the compensation, a session of that name exists"},
+	{ExitNotActive, "session not active: it takes no new effects and no decisions"},
+	{ExitRejected, "the call was rejected by a person"},
+	{ExitCompensation, "undo stopped: a compensation failed for good (fix it, undolog resolve, undo again) or is in doubt (check, then undo --retry-in-doubt)"},
+	{ExitDenied, "denied: the shared log's database refused the operation to undolog's role; nothing was written"},
+	{ExitProxyUpstream, "proxy: the MCP server exited while the proxy served it: restart the proxy"},
+	{ExitInterrupted, "interrupted by SIGINT or SIGTERM: what the command waited for ended (undo: the step it ran is in doubt)"},
+}
+
+// execExitCodes are exec's own exit codes; otherwise it exits with its
+// command's.
+var execExitCodes = []exitCode{
+	{ExitExecInDoubt, "in doubt: the same call's owner died, or its lease ran out (see --retry-in-doubt)"},
+	{ExitExecRejected, "rejected by a person"},
+	{ExitExecTimedOut, "approval timed out: the request expired, or no decision within --approval-timeout"},
+	{ExitExecInProgress, "in progress elsewhere: a live owner, or one on another machine whose lease holds (never overtaken)"},
+	{ExitExecError, "undolog failed (usage included; a bad $UNDOLOG_LEASE)"},
+	{ExitExecCannotRun, "the command could not be run"},
+	{ExitExecNotFound, "the command was not found"},
+	{ExitInterrupted, "interrupted while waiting for approval or before the command started"},
+}
+
+// proxyExitCodes are how the proxy ends.
+var proxyExitCodes = []exitCode{
+	{ExitOK, "the client closed its input"},
+	{ExitError, "the MCP server could not be started or reached at the start"},
+	{ExitUsage, "bad flags or a bad policy"},
+	{ExitProxyUpstream, "the MCP server exited (each call in flight got an error first): restart the proxy"},
+	{ExitProxyInterrupted, "SIGINT or SIGTERM (--listen too)"},
+}
+
+// exitCodesHelp is a help text's list of codes, under intro: a list as
+// markdown reads it too (the command reference is the help as markdown).
+func exitCodesHelp(intro string, codes []exitCode) string {
+	var b strings.Builder
+	b.WriteString(intro + "\n\n")
+	for _, c := range codes {
+		fmt.Fprintf(&b, "  - %d: %s\n", c.code, c.meaning)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
 
 // usageError marks errors in how the command was called.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
-func usagef(format string, args ...any) error { return &usageError{msg: sprintf(format, args...)} }
+func usagef(format string, args ...any) error { return &usageError{msg: fmt.Sprintf(format, args...)} }
 
 // exitError carries a chosen exit code with a message (or none, when the
 // command already said what happened).

@@ -2,28 +2,22 @@ package cmd
 
 import (
 	"bufio"
-	"context"
-	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/term"
 
-	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
-	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 )
 
-// Factory carries what every command needs: the I/O streams, the environment
-// and the log. Tests build one over buffers.
+// Factory carries what every command needs: the process's streams and
+// environment, the log it opens (logs.go) and what signals do to it
+// (signals.go). Tests build one over buffers.
 type Factory struct {
 	In     io.Reader
 	Out    io.Writer
@@ -31,23 +25,9 @@ type Factory struct {
 	Getenv func(string) string
 	Now    func() time.Time
 
-	// Set by the root command's persistent flags.
-	LogFlag     string
-	LockTimeout time.Duration
-	// Fallback is $UNDOLOG_NOTIFY_FALLBACK, read by the root command.
-	Fallback time.Duration
-
-	lines        *bufio.Reader
-	warned       bool
-	notedMissing bool
-	openedMu     sync.Mutex      // opened is read by the SIGTSTP handler too
-	opened       []effectlog.Log // closed when the command ends
-
-	// Set by Main (signals.go): the command's context and what ends it.
-	ctx           context.Context
-	interrupt     context.CancelCauseFunc
-	catchOnce     sync.Once
-	ownInterrupts bool // handleInterrupts
+	lines   *bufio.Reader // stdinLines
+	logs    logOpener
+	signals interrupts // set by Main
 }
 
 // stdinLines is one buffered reader over stdin for every question asked, so
@@ -57,56 +37,6 @@ func (f *Factory) stdinLines() *bufio.Reader {
 		f.lines = bufio.NewReader(f.In)
 	}
 	return f.lines
-}
-
-func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
-
-// DefaultLogPath is $XDG_STATE_HOME/undolog/undolog.db, or
-// ~/.local/state/undolog/undolog.db when XDG_STATE_HOME is unset or, as the
-// XDG spec says to treat it, relative (the log would move with the folder
-// a command runs in).
-func DefaultLogPath(getenv func(string) string) string {
-	if dir := getenv("XDG_STATE_HOME"); filepath.IsAbs(dir) {
-		return filepath.Join(dir, "undolog", "undolog.db")
-	}
-	home := getenv("HOME")
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
-	return filepath.Join(home, ".local", "state", "undolog", "undolog.db")
-}
-
-// LogPath is --log, else UNDOLOG_LOG, else the default path. Only an
-// address asks for PostgreSQL: PG* variables alone are often kept for an
-// application's own database, and undolog's tables do not belong there
-// (a postgres:// URL that leaves parts out has them filled in from PG*).
-func (f *Factory) LogPath() string {
-	if f.LogFlag != "" {
-		return f.LogFlag
-	}
-	if p := f.Getenv("UNDOLOG_LOG"); p != "" {
-		return p
-	}
-	return DefaultLogPath(f.Getenv)
-}
-
-// Log opens nothing: it returns the effect log, which each operation opens
-// and closes. A log file that others can read gets a warning, once (a file
-// that is no log is refused by the open, alone).
-func (f *Factory) Log() effectlog.Log {
-	path := f.LogPath()
-	if !f.warned {
-		f.warned = true
-		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 && engines.LooksLikeLogFile(path) {
-			fmt.Fprintf(f.ErrOut, "undolog: warning: %s can be read by others (mode %04o) and holds call arguments and results: chmod 600 %s\n",
-				textfmt.Escape(path), info.Mode().Perm(), textfmt.Escape(path))
-		}
-	}
-	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback, Interrupt: f.lockWaitsEnd()})
-	f.openedMu.Lock()
-	f.opened = append(f.opened, log)
-	f.openedMu.Unlock()
-	return log
 }
 
 // CLI is how a hint printed for a person starts a command on this log:
@@ -157,55 +87,6 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// ReadLog is Log for a command that only reads: a log file that does not
-// exist reads as empty, and it says so on stderr (once), so that a
-// mistyped --log or UNDOLOG_LOG is not an empty listing in silence.
-func (f *Factory) ReadLog() effectlog.Log {
-	log := f.Log()
-	if fl, ok := log.(effectlog.FileLog); ok && !f.notedMissing {
-		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
-			f.notedMissing = true
-			fmt.Fprintf(f.ErrOut, "undolog: no log at %s yet: nothing is recorded there\n", textfmt.Escape(fl.Path()))
-		}
-	}
-	return log
-}
-
-// ExistingLog is Log for a command that acts on what the log holds (a
-// decision, a step, a resolve, an undo, a session's end): a log file that
-// does not exist is not made, and the command fails as not found, naming
-// the path (a mistyped --log, a log deleted since).
-func (f *Factory) ExistingLog() (effectlog.Log, error) {
-	log := f.Log()
-	if fl, ok := log.(effectlog.FileLog); ok {
-		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, fl.Path())
-		}
-	}
-	return log, nil
-}
-
-// closeLogs lets go of the logs the command used.
-func (f *Factory) closeLogs() error {
-	var first error
-	for _, log := range f.openLogs() {
-		if err := log.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
-	f.openedMu.Lock()
-	f.opened = nil
-	f.openedMu.Unlock()
-	return first
-}
-
-// openLogs are the logs the command opened so far.
-func (f *Factory) openLogs() []effectlog.Log {
-	f.openedMu.Lock()
-	defer f.openedMu.Unlock()
-	return append([]effectlog.Log(nil), f.opened...)
 }
 
 // Lease is how long the lease of this process's running calls and
@@ -262,23 +143,4 @@ func (f *Factory) Color() bool {
 func lookupEnv(getenv func(string) string, key string) (string, bool) {
 	v := getenv(key)
 	return v, v != ""
-}
-
-// readFallback sets Fallback from $UNDOLOG_NOTIFY_FALLBACK: how long a wait
-// on a log that pushes changes (PostgreSQL) goes without a notification
-// before it looks anyway; 0 turns the push off (waits poll, as on a file).
-func (f *Factory) readFallback() error {
-	v := f.Getenv("UNDOLOG_NOTIFY_FALLBACK")
-	if v == "" {
-		return nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return usagef("UNDOLOG_NOTIFY_FALLBACK=%q: want a duration such as 3s, or 0 to poll", v)
-	}
-	f.Fallback = d
-	if d == 0 {
-		f.Fallback = -1
-	}
-	return nil
 }

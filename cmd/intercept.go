@@ -41,8 +41,8 @@ func newCmdIntercept(f *Factory) *cobra.Command {
   pending      the same call was registered before and never started: as for new
   retry        the same call failed before and is pending again: run it again
   replayed     the same call already committed: do not run it, use the cached result
-  in_progress  the same call is executing or awaiting approval (exit code 6)
-  rejected     the same call was rejected (exit code 8)
+  in_progress  the same call is executing or awaiting approval (exit code ` + fmt.Sprint(ExitInProgress) + `)
+  rejected     the same call was rejected (exit code ` + fmt.Sprint(ExitRejected) + `)
   safe         a safe call: nothing is logged, run it directly
 
 The session is created if it does not exist. With --start, a call that may run now

@@ -325,7 +325,7 @@ func TestQuickCommandInterruptedWhileLogBusyStopsWaiting(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond) // past catchAfter: the signal is caught
+		time.Sleep(300 * time.Millisecond) // waiting for the log by now
 		sent := time.Now()
 		cmd.Process.Signal(sig)
 		err := cmd.Wait()
@@ -429,7 +429,7 @@ func TestASecondInterruptEndsTheProcess(t *testing.T) {
 	}
 	ended := make(chan error, 1)
 	go func() { ended <- cmd.Wait() }()
-	time.Sleep(500 * time.Millisecond) // past catchAfter, and the pipe full
+	time.Sleep(500 * time.Millisecond) // the pipe full by now
 	cmd.Process.Signal(syscall.SIGINT)
 	select {
 	case err := <-ended:

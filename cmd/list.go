@@ -43,9 +43,6 @@ func newCmdList(f *Factory) *cobra.Command {
   undolog list --follow`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if opts.follow {
-				f.catchSignals() // it waits until interrupted, also for the log
-			}
 			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}

@@ -41,7 +41,7 @@ func TestLogAddressPrecedence(t *testing.T) {
 		for k, v := range c.env {
 			env[k] = v
 		}
-		f := &Factory{LogFlag: c.flag, Getenv: func(k string) string { return env[k] }}
+		f := &Factory{logs: logOpener{address: c.flag}, Getenv: func(k string) string { return env[k] }}
 		if got := f.LogPath(); got != c.want {
 			t.Errorf("--log %q %v: log %q, want %q", c.flag, c.env, got, c.want)
 		}

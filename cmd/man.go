@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra/doc"
 
 	"github.com/undolog/undolog/internal/textfmt"
 )
@@ -97,116 +97,26 @@ func besideBinary() string {
 }
 
 // WriteManPages writes a man page for root and every command under it into
-// dir, creating it, and returns how many it wrote. The pages are written
-// here rather than by cobra/doc: its Markdown renderer costs every process
-// half a millisecond of package init, `undolog version` too.
+// dir, creating it, and returns how many it wrote.
 func WriteManPages(root *cobra.Command, dir string) (int, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	n := 0
-	var write func(c *cobra.Command) error
-	write = func(c *cobra.Command) error {
-		if c != root && !c.IsAvailableCommand() {
-			return nil
-		}
-		name := strings.ReplaceAll(c.CommandPath(), " ", "-")
-		if err := os.WriteFile(filepath.Join(dir, name+".1"), manPage(c), 0o644); err != nil {
-			return err
-		}
-		n++
-		for _, sub := range c.Commands() {
-			if err := write(sub); err != nil {
-				return err
-			}
-		}
-		return nil
+	header := &doc.GenManHeader{Source: "undolog", Manual: "undolog manual"}
+	if err := doc.GenManTree(root, header, dir); err != nil {
+		return 0, err
 	}
-	return n, write(root)
+	return len(documented(root)), nil
 }
 
-// manPage is c's page in man(7) roff.
-func manPage(c *cobra.Command) []byte {
-	var b strings.Builder
-	name := strings.ReplaceAll(c.CommandPath(), " ", "-")
-	fmt.Fprintf(&b, ".TH %q 1 \"\" \"undolog\" \"undolog manual\"\n", strings.ToUpper(name))
-	b.WriteString(".SH NAME\n")
-	fmt.Fprintf(&b, "%s \\- %s\n", roff(name), roff(c.Short))
-	b.WriteString(".SH SYNOPSIS\n")
-	fmt.Fprintf(&b, "\\fB%s\\fR\n", roff(c.UseLine()))
-	b.WriteString(".SH DESCRIPTION\n")
-	desc := c.Long
-	if desc == "" {
-		desc = c.Short
-	}
-	// As --help shows it: the text is wrapped and indented by hand.
-	b.WriteString(".nf\n" + roffText(desc) + ".fi\n")
-	flags := func(title string, fs *pflag.FlagSet) {
-		if !fs.HasAvailableFlags() {
-			return
-		}
-		fmt.Fprintf(&b, ".SH %s\n", title)
-		fs.VisitAll(func(fl *pflag.Flag) {
-			if fl.Hidden {
-				return
-			}
-			b.WriteString(".TP\n")
-			spec := "\\-\\-" + roff(fl.Name)
-			if fl.Shorthand != "" {
-				spec = "\\-" + roff(fl.Shorthand) + ", " + spec
-			}
-			varname, usage := pflag.UnquoteUsage(fl)
-			if varname != "" {
-				spec += " " + roff(varname)
-			}
-			fmt.Fprintf(&b, "\\fB%s\\fR\n", spec)
-			if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "[]" && fl.DefValue != "0s" {
-				usage += fmt.Sprintf(" (default %s)", fl.DefValue)
-			}
-			b.WriteString(roffText(usage))
-		})
-	}
-	flags("OPTIONS", c.NonInheritedFlags())
-	flags("OPTIONS INHERITED FROM PARENT COMMANDS", c.InheritedFlags())
-	if c.Example != "" {
-		b.WriteString(".SH EXAMPLE\n.EX\n")
-		b.WriteString(roffText(c.Example))
-		b.WriteString(".EE\n")
-	}
-	var see []string
-	if c.HasParent() {
-		see = append(see, strings.ReplaceAll(c.Parent().CommandPath(), " ", "-")+"(1)")
-	}
-	for _, sub := range c.Commands() {
-		if sub.IsAvailableCommand() {
-			see = append(see, strings.ReplaceAll(sub.CommandPath(), " ", "-")+"(1)")
+// documented are root and the commands under it that get a page of their
+// own, as cobra/doc chooses them.
+func documented(root *cobra.Command) []*cobra.Command {
+	out := []*cobra.Command{root}
+	for _, c := range root.Commands() {
+		if c.IsAvailableCommand() && !c.IsAdditionalHelpTopicCommand() {
+			out = append(out, documented(c)...)
 		}
 	}
-	if len(see) > 0 {
-		fmt.Fprintf(&b, ".SH SEE ALSO\n%s\n", roff(strings.Join(see, ", ")))
-	}
-	return []byte(b.String())
-}
-
-// roff escapes text for a roff line: a backslash is the escape character,
-// and a hyphen is a minus sign (what options are spelled with).
-func roff(s string) string {
-	return strings.NewReplacer(`\`, `\e`, "-", `\-`).Replace(s)
-}
-
-// roffText is text as roff lines: a line that would start with a control
-// character (. or ') is kept as text.
-func roffText(s string) string {
-	var b strings.Builder
-	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		switch {
-		case strings.TrimSpace(line) == "":
-			b.WriteString("\n")
-		case strings.HasPrefix(line, ".") || strings.HasPrefix(line, "'"):
-			b.WriteString(`\&` + roff(line) + "\n")
-		default:
-			b.WriteString(roff(line) + "\n")
-		}
-	}
-	return b.String()
+	return out
 }

@@ -32,7 +32,7 @@ itself on its next write.
 start, commit, fail; sessions; read), undolog_approver (approve, reject, undo,
 resolve, resume a halted session; sessions; read) and undolog_reader (read), for
 psql; --apply-roles migrates and runs it (it needs the right to create roles). The database refuses a role anything its groups do not
-allow (exit 10).`,
+allow (exit ` + fmt.Sprint(ExitDenied) + `).`,
 		Example: `  undolog migrate --log postgres://owner@db/undolog
   undolog migrate --print-roles | psql -v ON_ERROR_STOP=1 postgres://owner@db/undolog`,
 		Args: exactArgs(0, "no arguments"),

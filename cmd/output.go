@@ -281,8 +281,7 @@ func durationVar(fs *pflag.FlagSet, p *time.Duration, name string, value time.Du
 // maxDays is the most whole days a time.Duration holds.
 const maxDays = int64(math.MaxInt64 / int64(24*time.Hour))
 
-// durationSyntax is what time.ParseDuration reads, unsigned; compiled when
-// first used, not at every process's start.
+// durationSyntax is what time.ParseDuration reads, unsigned.
 var durationSyntax = sync.OnceValue(func() *regexp.Regexp {
 	return regexp.MustCompile(`^\+?([0-9]*(\.[0-9]*)?(ns|us|µs|μs|ms|s|m|h))+$`)
 })

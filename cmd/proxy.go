@@ -84,13 +84,9 @@ environment variable ENV_VAR (the log records the URL and the names, never a
 value; undo reads the variables again). --listen 127.0.0.1:PORT serves MCP
 clients over Streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio:
 each client session gets its own upstream (a server process, or an HTTP
-session).
+session). A call left in doubt is reclaimed by a person: undolog resolve ID.
 
-Exit codes: 0 once the client closes its input; 1 when the server cannot be
-started or reached at the start; 2 for bad flags or a bad policy; 11 when the
-server exits (each call in flight gets an error first: restart the proxy);
-130 on SIGINT or SIGTERM (--listen too). A call left in doubt is reclaimed by
-a person: undolog resolve ID.`,
+` + exitCodesHelp("Exit codes:", proxyExitCodes),
 		Example: `  undolog proxy --policy ~/policies/memory.yaml -- npx -y @modelcontextprotocol/server-memory@2026.8.31
   undolog proxy --url https://mcp.example.com/mcp --header Authorization=EXAMPLE_AUTH
   undolog proxy --listen 127.0.0.1:8931 --policy ~/policies/memory.yaml -- npx -y @modelcontextprotocol/server-memory@2026.8.31

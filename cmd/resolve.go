@@ -27,7 +27,7 @@ out: a proxy whose server died mid-call, say), resolve records what a person
 checked and fails the call back to pending, so that the same call runs again
 (an irreversible one once approved again). If it did take effect, record that
 instead with 'undolog commit ID --result JSON'. A call whose owner still runs
-is refused (exit 6).`,
+is refused (exit ` + fmt.Sprint(ExitInProgress) + `).`,
 		Example: `  undolog resolve 42 --reason "deleted the bucket by hand"
   undolog resolve 17 --reason "checked: the entity was not created"
   undolog undo deploy-117 --yes`,

@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/engines"
-	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/textfmt"
 )
 
@@ -22,29 +21,33 @@ import (
 // exit code.
 func Main() int {
 	f := &Factory{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv, Now: time.Now}
-	ctx, stop := signalsFor(f)
+	ctx, stop := f.catchSignals()
 	defer stop()
-	child.BeforeStart(f.catchSignals)
 	return Execute(ctx, f, os.Args[1:])
 }
 
 // Execute runs the command line over f and returns the exit code. Errors are
 // printed once, on one line, to f.ErrOut.
 func Execute(ctx context.Context, f *Factory, args []string) int {
-	return execute(ctx, f, newRootCmd(f, commandFor(args)), args)
-}
-
-// execute runs args over the command tree root, built over f.
-func execute(ctx context.Context, f *Factory, root *cobra.Command, args []string) int {
+	root := NewRootCmd(f)
 	root.SetArgs(args)
 	root.SetIn(f.In)
 	root.SetOut(f.Out)
 	root.SetErr(f.ErrOut)
-	var err error
-	if group, name := strayName(root, args); group != nil {
-		err = unknownCommand(group, name)
-	} else {
-		err = root.ExecuteContext(ctx)
+	// cobra shows a group's help, and exits 0, for a word that names none of
+	// its commands: that word is a usage error instead (strayName).
+	var stray error
+	showHelp := root.HelpFunc()
+	root.SetHelpFunc(func(c *cobra.Command, args []string) {
+		if name := strayName(c); name != "" {
+			stray = unknownCommand(c, name)
+			return
+		}
+		showHelp(c, args)
+	})
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		err = stray
 	}
 	if cerr := f.closeLogs(); err == nil {
 		err = cerr
@@ -65,72 +68,7 @@ func execute(ctx context.Context, f *Factory, root *cobra.Command, args []string
 }
 
 // NewRootCmd builds the command tree.
-func NewRootCmd(f *Factory) *cobra.Command { return newRootCmd(f, nil) }
-
-// commands are the top-level commands. wholeTree marks one that reads the
-// tree of every command (man writes a page for each).
-var commands = []struct {
-	name      string
-	build     func(*Factory) *cobra.Command
-	wholeTree bool
-}{
-	{"session", newCmdSession, false},
-	{"intercept", newCmdIntercept, false},
-	{"exec", newCmdExec, false},
-	{"proxy", newCmdProxy, false},
-	{"policy", newCmdPolicy, false},
-	{"start", newCmdStart, false},
-	{"commit", newCmdCommit, false},
-	{"fail", newCmdFail, false},
-	{"approve", newCmdApprove, false},
-	{"reject", newCmdReject, false},
-	{"transition", newCmdTransition, false},
-	{"list", newCmdList, false},
-	{"show", newCmdShow, false},
-	{"approvals", newCmdApprovals, false},
-	{"verify", newCmdVerify, false},
-	{"export", newCmdExport, false},
-	{"import", newCmdImport, false},
-	{"undo", newCmdUndo, false},
-	{"resolve", newCmdResolve, false},
-	{"compact", newCmdCompact, false},
-	{"gc", newCmdGC, false},
-	{"migrate", func(f *Factory) *cobra.Command { return newCmdMigrate(f, nil) }, false},
-	{"tui", newCmdTUI, false},
-	{"demo", newCmdDemo, false},
-	{"version", newCmdVersion, false},
-	{"man", newCmdMan, true},
-}
-
-// commandFor is the builder of the top-level command that args run, when
-// they name one before anything but the root's own flags; nil when they do
-// not (help, completion, a misspelt name: those read every command). A
-// process then builds only the command it runs: the whole tree is up to
-// a tenth of the start of a quick command.
-func commandFor(args []string) func(*Factory) *cobra.Command {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--log" || a == "--lock-timeout":
-			i++ // its value
-		case strings.HasPrefix(a, "--log=") || strings.HasPrefix(a, "--lock-timeout="):
-		case strings.HasPrefix(a, "-"):
-			return nil // --help, --version, --, or a flag cobra refuses
-		default:
-			for _, c := range commands {
-				if c.name == a && !c.wholeTree {
-					return c.build
-				}
-			}
-			return nil
-		}
-	}
-	return nil
-}
-
-// newRootCmd builds the root command and under it the one command only
-// builds, or every command when only is nil.
-func newRootCmd(f *Factory, only func(*Factory) *cobra.Command) *cobra.Command {
+func NewRootCmd(f *Factory) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "undolog",
 		Short: "Make tool calls transactional: log, replay, approve and undo them",
@@ -138,19 +76,22 @@ func newRootCmd(f *Factory, only func(*Factory) *cobra.Command) *cobra.Command {
 log (a local file, or a PostgreSQL database that a team shares): classified by tier
 (safe, compensable, irreversible), recorded before it runs, replayed from the log
 when repeated, held for a person when it cannot be undone, and undone
-last-in-first-out when the session fails.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
+last-in-first-out when the session fails.
+
+` + exitCodesHelp("Exit codes (exec's and the proxy's own: see their help):", exitCodes),
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		DisableAutoGenTag: true, // the generated pages are the same each time
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
-			if f.LockTimeout < 0 {
+			if f.logs.lockTimeout < 0 {
 				return usagef("--lock-timeout must not be negative")
 			}
-			if fl := c.Flags().Lookup("log"); fl != nil && fl.Changed && strings.TrimSpace(f.LogFlag) == "" {
+			if fl := c.Flags().Lookup("log"); fl != nil && fl.Changed && strings.TrimSpace(f.logs.address) == "" {
 				// Most often an unset variable: the default log would be
 				// written to in its place (or, blank, a file named " ").
 				return usagef("--log is empty: give a log file's path or a postgres:// URL, or leave the flag out for the default log")
 			}
-			if env := f.Getenv("UNDOLOG_LOG"); f.LogFlag == "" && env != "" && strings.TrimSpace(env) == "" {
+			if env := f.Getenv("UNDOLOG_LOG"); f.logs.address == "" && env != "" && strings.TrimSpace(env) == "" {
 				return usagef("UNDOLOG_LOG is blank: set it to a log file's path or a postgres:// URL, or unset it for the default log")
 			}
 			return f.readFallback()
@@ -160,28 +101,26 @@ last-in-first-out when the session fails.`,
 	// only then, by the template (any Version makes cobra add the flag).
 	root.Version = "undolog"
 	root.SetVersionTemplate("{{undologVersion}}")
-	root.PersistentFlags().StringVar(&f.LogFlag, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db; a URL's missing parts come from $PGHOST, $PGDATABASE, ...)")
-	durationVar(root.PersistentFlags(), &f.LockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
+	root.PersistentFlags().StringVar(&f.logs.address, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db; a URL's missing parts come from $PGHOST, $PGDATABASE, ...)")
+	durationVar(root.PersistentFlags(), &f.logs.lockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})
-	if only != nil {
-		root.AddCommand(only(f))
-	} else {
-		for _, c := range commands {
-			root.AddCommand(c.build(f))
-		}
-		// Completion requests (`__complete`) and the completion command
-		// run on the whole tree; a tree of one command is never asked.
-		root.InitDefaultCompletionCmd()
-		addCompletions(f, root)
-	}
+	root.AddCommand(
+		newCmdSession(f), newCmdIntercept(f), newCmdExec(f), newCmdProxy(f), newCmdPolicy(f),
+		newCmdStart(f), newCmdCommit(f), newCmdFail(f), newCmdApprove(f), newCmdReject(f), newCmdTransition(f),
+		newCmdList(f), newCmdShow(f), newCmdApprovals(f), newCmdVerify(f), newCmdExport(f), newCmdImport(f),
+		newCmdUndo(f), newCmdResolve(f), newCmdCompact(f), newCmdGC(f), newCmdMigrate(f, nil),
+		newCmdTUI(f), newCmdDemo(f), newCmdVersion(f), newCmdMan(f),
+	)
+	root.InitDefaultCompletionCmd()
+	addCompletions(f, root)
 	refuseStrays(root)
 	return root
 }
 
 // refuseStrays makes a help topic that does not exist a usage error, exit
-// 2, as strayName does a misspelt subcommand: cobra prints the root's or the
+// 2, as Execute does a misspelt subcommand (strayName): cobra prints the root's or the
 // group's help and exits 0 for them, so that `undolog session fial "$RUN"`
 // in a script would seem to have worked.
 func refuseStrays(root *cobra.Command) {
@@ -202,30 +141,18 @@ func refuseStrays(root *cobra.Command) {
 	}
 }
 
-// strayName finds, in a command line that names a group (a command that
-// only holds others: session, policy, completion), the word that names none
-// of its commands, and returns the group; nil when there is none. "help"
-// after a group is cobra's, which prints the group's help.
-func strayName(root *cobra.Command, args []string) (*cobra.Command, string) {
-	c, rest, err := root.Find(args)
-	if err != nil || c == root || c.Runnable() || !c.HasSubCommands() {
-		return nil, ""
+// strayName is the word, in the command line that ran a group (a command
+// that only holds others: session, policy, completion), that names none of
+// its commands; "" when there is none. "help" after a group is cobra's,
+// which prints the group's help.
+func strayName(c *cobra.Command) string {
+	if c.Runnable() || !c.HasSubCommands() {
+		return ""
 	}
-	for i := 0; i < len(rest); i++ {
-		a := rest[i]
-		switch {
-		case a == "--" || a == "help":
-			return nil, ""
-		case strings.HasPrefix(a, "--") && !strings.Contains(a, "="):
-			if fl := c.Flag(a[2:]); fl != nil && fl.NoOptDefVal == "" {
-				i++ // its value
-			}
-		case strings.HasPrefix(a, "-"):
-		default:
-			return c, a
-		}
+	if words := c.Flags().Args(); len(words) > 0 && words[0] != "help" {
+		return words[0]
 	}
-	return nil, ""
+	return ""
 }
 
 // unknownCommand is the usage error for a name that is no subcommand of c,

@@ -6,6 +6,3 @@ import "context"
 
 // letGoOnStop: no job control here.
 func letGoOnStop(context.Context, *Factory) {}
-
-// ignoreStops: no job control here.
-func ignoreStops() {}

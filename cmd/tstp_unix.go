@@ -32,7 +32,7 @@ func letGoOnStop(ctx context.Context, f *Factory) {
 				return
 			case <-ch:
 				var resumes []func()
-				for _, log := range f.openLogs() {
+				for _, log := range f.logs.all() {
 					if resume := lifecycle.Suspend(log); resume != nil {
 						resumes = append(resumes, resume)
 					}
@@ -55,6 +55,3 @@ func letGoOnStop(ctx context.Context, f *Factory) {
 		}
 	}()
 }
-
-// ignoreStops ignores Ctrl-Z until letGoOnStop catches it.
-func ignoreStops() { signal.Ignore(syscall.SIGTSTP) }

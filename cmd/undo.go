@@ -35,19 +35,19 @@ manual one asks the operator),
 retried with exponential backoff; effects that never ran are skipped.
 
 When a compensation fails for good the walk stops, the session is halted and
-the exit code is 9: fix it by hand, 'undolog resolve ID --reason R', and run
+the exit code is ` + fmt.Sprint(ExitCompensation) + `: fix it by hand, 'undolog resolve ID --reason R', and run
 undo again to resume. Irreversible effects cannot be undone and are listed.
 
 A compensation has one runner: while another undo runs it, undo stops with
-exit code 6 and runs nothing. If that undo died (or was interrupted) mid-run,
+exit code ` + fmt.Sprint(ExitInProgress) + ` and runs nothing. If that undo died (or was interrupted) mid-run,
 the compensation is in doubt, as it may or may not have taken effect: undo
-stops with exit code 9 and runs nothing; check, then --retry-in-doubt runs it
+stops with exit code ` + fmt.Sprint(ExitCompensation) + ` and runs nothing; check, then --retry-in-doubt runs it
 again (compensations are not assumed idempotent).
 
 A proxy session's MCP server is started only where the variables that
 located its state when the proxy ran (undolog proxy --state-env, the
 policy's state_env, MEMORY_FILE_PATH for the memory server) are as they
-were, or unset where they were unset: otherwise undo exits 2 naming the
+were, or unset where they were unset: otherwise undo exits ` + fmt.Sprint(ExitUsage) + ` naming the
 variable, and runs and changes nothing.`,
 		Example: `  undolog undo deploy-117 --dry-run
   undolog undo deploy-117 --yes`,

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// passwordInDSN is compiled when first used: not at every process's start.
+// passwordInDSN finds the password of a key=value address.
 var passwordInDSN = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(password\s*=\s*)('[^']*'|\S+)`) })
 
 // Redacted is a log's address as undolog prints it (redactURL).

@@ -1,7 +1,10 @@
-// Command gendocs writes undolog's man pages and shell completions; the
-// release build (.goreleaser.yaml) ships them in the archives.
+// Command gendocs writes undolog's command reference (markdown, one page a
+// command, committed in docs/cli) and, for the release archives
+// (.goreleaser.yaml), its man pages and shell completions. All of it comes
+// from the command tree, so that each fact has one source.
 //
-//	go run ./tools/gendocs -out .release/docs
+//	go run ./tools/gendocs                         # docs/cli
+//	go run ./tools/gendocs -out .release/docs      # and man/, completions/ there
 package main
 
 import (
@@ -12,21 +15,35 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+
 	"github.com/undolog/undolog/cmd"
 )
 
 func main() {
-	out := flag.String("out", "docs", "output `directory`")
+	cli := flag.String("cli", "docs/cli", "where to write the command reference (markdown)")
+	out := flag.String("out", "", "where to write the man pages and completions (`directory`; none when empty)")
 	flag.Parse()
-	if err := run(*out); err != nil {
+	if err := run(*cli, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string) error {
-	f := &cmd.Factory{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: os.Getenv, Now: time.Now}
-	root := cmd.NewRootCmd(f)
+// regenerate is the command that writes docs/cli, as its pages say.
+const regenerate = "go run ./tools/gendocs"
+
+func run(cli, out string) error {
+	if cli != "" {
+		if err := writeReference(newRoot(), cli); err != nil {
+			return err
+		}
+	}
+	if out == "" {
+		return nil
+	}
+	root := newRoot()
 	if _, err := cmd.WriteManPages(root, filepath.Join(out, "man")); err != nil {
 		return err
 	}
@@ -49,4 +66,32 @@ func run(out string) error {
 		}
 	}
 	return nil
+}
+
+// newRoot is the command tree, over an empty environment: the pages are
+// the same wherever they are generated.
+func newRoot() *cobra.Command {
+	f := &cmd.Factory{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, Getenv: func(string) string { return "" }, Now: time.Now}
+	return cmd.NewRootCmd(f)
+}
+
+// writeReference replaces dir's pages with a page for root and every
+// command under it.
+func writeReference(root *cobra.Command, dir string) error {
+	old, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return err
+	}
+	for _, p := range old {
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	header := func(string) string {
+		return "<!-- Generated from the command tree by `" + regenerate + "`: edit the commands, not this page. -->\n\n"
+	}
+	return doc.GenMarkdownTreeCustom(root, dir, header, func(link string) string { return link })
 }
