@@ -15,7 +15,6 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
-	"github.com/undolog/undolog/storage"
 )
 
 // Poll is how often a waiting call looks at a log that cannot tell of
@@ -118,42 +117,15 @@ type Call struct {
 	kept func()
 }
 
-// writeExpecter is an engine that can keep the log for a write expected
-// soon while nobody else waits for it (the bbolt file: see its committer).
-type writeExpecter interface{ ExpectWrite() (done func()) }
-
-// keepLog asks the log's engine, if it can, to keep the log open for the
-// call's next write: the end of a call that runs now, its intercept or
-// start just written. The call's end (or StopRenewing) lets it go.
+// keepLog asks the log to hold itself open, if its engine can
+// (storage.Holder), for the call's next write: the end of a call that runs
+// now, its intercept or start just written. The call's end (or
+// StopRenewing) lets it go.
 func (l *Lifecycle) keepLog(c *Call) {
 	if c.kept != nil || !l.Hold {
 		return
 	}
-	c.kept = ExpectWrite(l.Log)
-}
-
-// ExpectWrite tells log's engine, if it is one that can keep the log open
-// between writes (the file engine), that this process will write again
-// soon; done ends that. nil: the engine keeps nothing.
-func ExpectWrite(log effectlog.Log) (done func()) {
-	if s, ok := log.(interface{ Engine() storage.Engine }); ok {
-		if e, ok := s.Engine().(writeExpecter); ok {
-			return e.ExpectWrite()
-		}
-	}
-	return nil
-}
-
-// Suspend lets log go now, if its engine keeps one open (the file engine),
-// and keeps this process off it until resume is called; nil: the engine
-// keeps nothing.
-func Suspend(log effectlog.Log) (resume func()) {
-	if s, ok := log.(interface{ Engine() storage.Engine }); ok {
-		if e, ok := s.Engine().(interface{ Suspend() func() }); ok {
-			return e.Suspend()
-		}
-	}
-	return nil
+	c.kept = l.Log.ExpectWrite()
 }
 
 // letLogGo ends what keepLog asked.

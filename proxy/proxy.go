@@ -818,7 +818,7 @@ func (p *Proxy) keepLogAWhile() {
 		}
 		p.glow.Stop() // it had ended; Reset scheduled it again
 	}
-	done := lifecycle.ExpectWrite(p.Log)
+	done := p.Log.ExpectWrite()
 	if done == nil {
 		return
 	}
