@@ -29,6 +29,7 @@ var layers = []string{
 	"engines",
 	"conformance",
 	"lifecycle",
+	"shellstep",
 	"saga",
 	"proxy",
 	"demo",
@@ -43,7 +44,7 @@ const module = "github.com/undolog/undolog"
 // knowsNoEngine are the packages above the engines that reach them only
 // through package storage: the rules, and the call flow with the front
 // doors' own machinery.
-var knowsNoEngine = map[string]bool{"effectlog": true, "lifecycle": true}
+var knowsNoEngine = map[string]bool{"effectlog": true, "lifecycle": true, "shellstep": true}
 
 // sdk is the MCP Go SDK: its init alone costs more than a millisecond of
 // every command's start (issue 17), so no package of the binary links it.
