@@ -102,8 +102,8 @@ type Proxy struct {
 	// on the same state or refuses.
 	StateEnv []string
 
-	glowMu sync.Mutex
-	glow   *time.Timer // ends the log's afterglow (keepLogAWhile)
+	nextCallMu   sync.Mutex
+	nextCallHold *time.Timer // lets the log go that holdLogForNextCall holds
 
 	sessMu  sync.Mutex
 	current string // the session calls go in, once chosen (session.go)
@@ -177,7 +177,7 @@ func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	go p.readUpstream(up)
 	why := p.serve(ctx, func() { p.readClient(ctx, client) })
 	why = p.drain(ctx, why)
-	defer p.endAfterglow()
+	defer p.stopHoldingLogForNextCall()
 	return p.stopUpstream(why, up.Close)
 }
 
@@ -729,7 +729,7 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	if err != nil {
 		p.note("%v", err)
 	}
-	p.keepLogAWhile()
+	p.holdLogForNextCall()
 	if committed {
 		p.replyAnswer(ctx, resp.raw, call.Effect)
 		return false
@@ -738,36 +738,35 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	return false
 }
 
-// afterglow is how long the proxy keeps the file log after a logged call,
-// while nobody waits for it: an agent's calls often come in bursts, and the
-// next one then neither reopens the log nor replays its journal (an
-// intercept took 1.0 ms after a reopen, 0.47 ms with the log kept). Any
-// process that waits for the log gets it within about a millisecond.
-const afterglow = 100 * time.Millisecond
+// nextCallHold is how long the proxy holds the file log after a logged
+// call, while nobody waits for it: an agent's calls often come in bursts,
+// and the next one then neither reopens the log nor replays its journal.
+// Any process that waits for the log gets it within about a millisecond.
+const nextCallHold = 100 * time.Millisecond
 
-// keepLogAWhile keeps the log for afterglow from now.
-func (p *Proxy) keepLogAWhile() {
-	p.glowMu.Lock()
-	defer p.glowMu.Unlock()
-	if p.glow != nil {
-		if p.glow.Reset(afterglow) {
-			return // still kept: kept longer
+// holdLogForNextCall holds the log (storage.Holder) for nextCallHold from now.
+func (p *Proxy) holdLogForNextCall() {
+	p.nextCallMu.Lock()
+	defer p.nextCallMu.Unlock()
+	if p.nextCallHold != nil {
+		if p.nextCallHold.Reset(nextCallHold) {
+			return // still held: held longer
 		}
-		p.glow.Stop() // it had ended; Reset scheduled it again
+		p.nextCallHold.Stop() // it had ended; Reset scheduled it again
 	}
 	done := p.Log.ExpectWrite()
 	if done == nil {
 		return
 	}
-	p.glow = time.AfterFunc(afterglow, done)
+	p.nextCallHold = time.AfterFunc(nextCallHold, done)
 }
 
-// endAfterglow lets the log go now, when the proxy ends.
-func (p *Proxy) endAfterglow() {
-	p.glowMu.Lock()
-	defer p.glowMu.Unlock()
-	if p.glow != nil && p.glow.Stop() {
-		p.glow.Reset(0) // runs done at once
+// stopHoldingLogForNextCall lets the log go now, when the proxy ends.
+func (p *Proxy) stopHoldingLogForNextCall() {
+	p.nextCallMu.Lock()
+	defer p.nextCallMu.Unlock()
+	if p.nextCallHold != nil && p.nextCallHold.Stop() {
+		p.nextCallHold.Reset(0) // runs done at once
 	}
 }
 
