@@ -1,9 +1,8 @@
-package lifecycle_test
+package lifecycle
 
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
-	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -43,35 +41,19 @@ var engineLogs = map[string]func(t *testing.T) (log effectlog.Log, again func() 
 }
 
 // door is a front door's words for the texts.
-var door = lifecycle.Door{CLI: "undolog", Bound: "1m", Reclaims: "rerun it reclaimed",
+var door = Door{CLI: "undolog", Bound: "1m", Reclaims: "rerun it reclaimed",
 	Again: func(e model.Effect) string { return "call " + e.Tool + " again" }}
 
 // runner is a door's run of a call: it counts its runs and ends each as
 // told.
 type runner struct {
 	runs   int
-	result lifecycle.Result
+	result Result
 }
 
-func (r *runner) run(ctx context.Context, c *lifecycle.Call) lifecycle.Result {
+func (r *runner) run(ctx context.Context, c *Call) Result {
 	r.runs++
 	return r.result
-}
-
-func call(tier sm.Tier, args string) effectlog.InterceptRequest {
-	return effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: tier, Args: []byte(args), CreateSession: true,
-		Actor: "agent", ApprovalTimeout: time.Hour}
-}
-
-// ownerGone is an owner on this host whose process has exited.
-func ownerGone(t *testing.T) *model.Owner {
-	gone := exec.Command("true")
-	if err := gone.Run(); err != nil {
-		t.Fatal(err)
-	}
-	o := model.NewOwner(time.Now())
-	o.PID, o.ProcessStart = gone.Process.Pid, 0
-	return o
 }
 
 // TestDriveEndsEachCallAsTheLogSays drives a call through the flow, as a
@@ -82,94 +64,94 @@ func TestDriveEndsEachCallAsTheLogSays(t *testing.T) {
 	tests := []struct {
 		name string
 		// setup writes what the log says of the call before it comes.
-		setup func(t *testing.T, lc *lifecycle.Lifecycle)
+		setup func(t *testing.T, lc *Lifecycle)
 		tier  sm.Tier
 		// expiry is how long the call's approval request lasts; 0: an hour.
 		expiry time.Duration
-		ask    func(lc *lifecycle.Lifecycle, cancel context.CancelFunc) lifecycle.Ask
+		ask    func(lc *Lifecycle, cancel context.CancelFunc) Ask
 		// result is how the run ends, when it runs.
-		result lifecycle.Result
-		ending lifecycle.Ending
+		result Result
+		ending Ending
 		runs   int
 		state  sm.State // the effect's state once the flow ended
 		text   string   // what End.Text says, "" for a run
 	}{
-		{name: "new, committed", tier: sm.Compensable, result: lifecycle.Result{Value: []byte(`{"ok":1}`)},
-			ending: lifecycle.Ran, runs: 1, state: sm.Committed},
-		{name: "new, failed", tier: sm.Compensable, result: lifecycle.Result{Failed: "exit status 3"},
-			ending: lifecycle.Ran, runs: 1, state: sm.Pending},
-		{name: "failed before, retried", tier: sm.Compensable, setup: ran(lifecycle.Result{Failed: "exit status 1"}),
-			result: lifecycle.Result{Value: []byte(`{}`)}, ending: lifecycle.Ran, runs: 1, state: sm.Committed},
-		{name: "committed before, replayed", tier: sm.Compensable, setup: ran(lifecycle.Result{Value: []byte(`{"ok":1}`)}),
-			ending: lifecycle.Replay, state: sm.Replayed, text: "replayed effect 2 (replay of 1): deploy did not run again"},
-		{name: "unsettled: left executing", tier: sm.Compensable, result: lifecycle.Result{Unsettled: true},
-			ending: lifecycle.Ran, runs: 1, state: sm.Executing},
+		{name: "new, committed", tier: sm.Compensable, result: Result{Value: []byte(`{"ok":1}`)},
+			ending: Ran, runs: 1, state: sm.Committed},
+		{name: "new, failed", tier: sm.Compensable, result: Result{Failed: "exit status 3"},
+			ending: Ran, runs: 1, state: sm.Pending},
+		{name: "failed before, retried", tier: sm.Compensable, setup: ran(Result{Failed: "exit status 1"}),
+			result: Result{Value: []byte(`{}`)}, ending: Ran, runs: 1, state: sm.Committed},
+		{name: "committed before, replayed", tier: sm.Compensable, setup: ran(Result{Value: []byte(`{"ok":1}`)}),
+			ending: Replay, state: sm.Replayed, text: "replayed effect 2 (replay of 1): deploy did not run again"},
+		{name: "unsettled: left executing", tier: sm.Compensable, result: Result{Unsettled: true},
+			ending: Ran, runs: 1, state: sm.Executing},
 		{name: "executing, live owner", tier: sm.Compensable, setup: startedBy(model.NewOwner(time.Now())),
-			ending: lifecycle.InProgress, state: sm.Executing, text: "effect 1 is executing (pid"},
-		{name: "in doubt", tier: sm.Compensable, setup: func(t *testing.T, lc *lifecycle.Lifecycle) { startedBy(ownerGone(t))(t, lc) },
-			ending: lifecycle.InDoubt, state: sm.Executing, text: "effect 1 is in doubt: its owner (pid"},
-		{name: "in doubt, reclaimed", tier: sm.Compensable, setup: func(t *testing.T, lc *lifecycle.Lifecycle) { startedBy(ownerGone(t))(t, lc) },
-			ask: func(*lifecycle.Lifecycle, context.CancelFunc) lifecycle.Ask {
-				return lifecycle.Ask{Door: door, Wait: time.Minute, Reclaim: "checked"}
+			ending: InProgress, state: sm.Executing, text: "effect 1 is executing (pid"},
+		{name: "in doubt", tier: sm.Compensable, setup: func(t *testing.T, lc *Lifecycle) { startedBy(deadOwner(t))(t, lc) },
+			ending: InDoubt, state: sm.Executing, text: "effect 1 is in doubt: its owner (pid"},
+		{name: "in doubt, reclaimed", tier: sm.Compensable, setup: func(t *testing.T, lc *Lifecycle) { startedBy(deadOwner(t))(t, lc) },
+			ask: func(*Lifecycle, context.CancelFunc) Ask {
+				return Ask{Door: door, Wait: time.Minute, Reclaim: "checked"}
 			},
-			result: lifecycle.Result{Value: []byte(`{}`)}, ending: lifecycle.Ran, runs: 1, state: sm.Committed},
-		{name: "irreversible, approved while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *lifecycle.Lifecycle, id uint64) error {
+			result: Result{Value: []byte(`{}`)}, ending: Ran, runs: 1, state: sm.Committed},
+		{name: "irreversible, approved while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *Lifecycle, id uint64) error {
 			_, err := lc.Log.Approve(context.Background(), id, model.Change{Actor: "alice"})
 			return err
-		}), result: lifecycle.Result{Value: []byte(`{}`)}, ending: lifecycle.Ran, runs: 1, state: sm.Committed},
-		{name: "irreversible, rejected while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *lifecycle.Lifecycle, id uint64) error {
+		}), result: Result{Value: []byte(`{}`)}, ending: Ran, runs: 1, state: sm.Committed},
+		{name: "irreversible, rejected while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *Lifecycle, id uint64) error {
 			_, err := lc.Log.Reject(context.Background(), id, model.Change{Actor: "bob", Reason: "not now"})
 			return err
-		}), ending: lifecycle.Rejected, state: sm.Rejected,
+		}), ending: Rejected, state: sm.Rejected,
 			text: "effect 1 (deploy) was rejected by bob (not now); it did not run, and session s is halted until a person resumes it"},
-		{name: "rejected before", tier: sm.Irreversible, setup: func(t *testing.T, lc *lifecycle.Lifecycle) {
-			c, err := lc.Intercept(t.Context(), call(sm.Irreversible, `{}`))
+		{name: "rejected before", tier: sm.Irreversible, setup: func(t *testing.T, lc *Lifecycle) {
+			c, err := lc.Intercept(t.Context(), request(sm.Irreversible, `{}`))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := lc.Log.Reject(t.Context(), c.Effect.ID, model.Change{Actor: "bob"}); err != nil {
 				t.Fatal(err)
 			}
-		}, ending: lifecycle.Rejected, state: sm.Rejected, text: "effect 1 (deploy) was rejected by bob; it did not run"},
-		{name: "irreversible, its request expires", tier: sm.Irreversible, expiry: 50 * time.Millisecond, ending: lifecycle.Expired, state: sm.Pending, text: "effect 1 (deploy): its approval request expired; it did not run"},
+		}, ending: Rejected, state: sm.Rejected, text: "effect 1 (deploy) was rejected by bob; it did not run"},
+		{name: "irreversible, its request expires", tier: sm.Irreversible, expiry: 50 * time.Millisecond, ending: Expired, state: sm.Pending, text: "effect 1 (deploy): its approval request expired; it did not run"},
 		{name: "irreversible, no decision within the wait", tier: sm.Irreversible,
-			ask: func(*lifecycle.Lifecycle, context.CancelFunc) lifecycle.Ask {
-				return lifecycle.Ask{Door: door, Wait: 50 * time.Millisecond}
-			}, ending: lifecycle.Undecided, state: sm.Pending,
+			ask: func(*Lifecycle, context.CancelFunc) Ask {
+				return Ask{Door: door, Wait: 50 * time.Millisecond}
+			}, ending: Undecided, state: sm.Pending,
 			text: "effect 1 (deploy) awaits a person's approval, and no decision came within 1m: it did not run. Its request stays open: once `undolog approve 1` is run (or `undolog reject 1`), call deploy again"},
 		{name: "irreversible, interrupted while it waits", tier: sm.Irreversible,
-			ask: func(_ *lifecycle.Lifecycle, cancel context.CancelFunc) lifecycle.Ask {
-				return lifecycle.Ask{Door: door, Wait: time.Minute, Note: func(string) { cancel() }}
-			}, ending: lifecycle.Interrupted, state: sm.Pending,
+			ask: func(_ *Lifecycle, cancel context.CancelFunc) Ask {
+				return Ask{Door: door, Wait: time.Minute, Note: func(string) { cancel() }}
+			}, ending: Interrupted, state: sm.Pending,
 			text: "effect 1 (deploy) was not run: interrupted while it waited for approval; its request stands: once `undolog approve 1` is run, call deploy again"},
-		{name: "irreversible, its session closes while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *lifecycle.Lifecycle, id uint64) error {
+		{name: "irreversible, its session closes while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *Lifecycle, id uint64) error {
 			_, err := lc.Log.SetSessionState(context.Background(), "s", sm.SessionCompleted, model.Change{Actor: "alice"})
 			return err
-		}), ending: lifecycle.Abandoned, state: sm.Pending,
+		}), ending: Abandoned, state: sm.Pending,
 			text: `effect 1 (deploy): session "s" is completed and its approval request was closed; it did not run`},
-		{name: "irreversible, taken up by another process while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *lifecycle.Lifecycle, id uint64) error {
+		{name: "irreversible, taken up by another process while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *Lifecycle, id uint64) error {
 			if _, err := lc.Log.Approve(context.Background(), id, model.Change{Actor: "alice"}); err != nil {
 				return err
 			}
 			_, err := lc.Log.Start(context.Background(), id, model.Change{Actor: "other", Owner: model.NewOwner(time.Now()).WithLease(time.Now().Add(time.Minute))})
 			return err
-		}), ending: lifecycle.Taken, state: sm.Executing, text: "effect 1 (deploy) was taken up by another process first (it is executing); retry it later"},
+		}), ending: Taken, state: sm.Executing, text: "effect 1 (deploy) was taken up by another process first (it is executing); retry it later"},
 	}
 	for engine, open := range engineLogs {
 		for _, tt := range tests {
 			t.Run(engine+"/"+tt.name, func(t *testing.T) {
 				log, _ := open(t)
-				lc := &lifecycle.Lifecycle{Log: log}
+				lc := &Lifecycle{Log: log}
 				if tt.setup != nil {
 					tt.setup(t, lc)
 				}
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
-				ask := lifecycle.Ask{Door: door, Wait: time.Minute}
+				ask := Ask{Door: door, Wait: time.Minute}
 				if tt.ask != nil {
 					ask = tt.ask(lc, cancel)
 				}
-				req := call(tt.tier, `{}`)
+				req := request(tt.tier, `{}`)
 				if tt.expiry > 0 {
 					req.ApprovalTimeout = tt.expiry
 				}
@@ -192,10 +174,10 @@ func TestDriveEndsEachCallAsTheLogSays(t *testing.T) {
 				if err != nil || d.Effect.State != tt.state {
 					t.Fatalf("effect %d is %s (%v), want %s", c.Effect.ID, d.Effect.State, err, tt.state)
 				}
-				if tt.ending == lifecycle.Ran && tt.state == sm.Committed && string(d.Effect.Result) != string(tt.result.Value) {
+				if tt.ending == Ran && tt.state == sm.Committed && string(d.Effect.Result) != string(tt.result.Value) {
 					t.Fatalf("committed with %s, want %s", d.Effect.Result, tt.result.Value)
 				}
-				if tt.state == sm.Pending && tt.ending == lifecycle.Ran && d.Effect.Error != tt.result.Failed {
+				if tt.state == sm.Pending && tt.ending == Ran && d.Effect.Error != tt.result.Failed {
 					t.Fatalf("failed with %q, want %q", d.Effect.Error, tt.result.Failed)
 				}
 			})
@@ -204,36 +186,23 @@ func TestDriveEndsEachCallAsTheLogSays(t *testing.T) {
 }
 
 // ran leaves the call run once, ended as r says.
-func ran(r lifecycle.Result) func(t *testing.T, lc *lifecycle.Lifecycle) {
-	return func(t *testing.T, lc *lifecycle.Lifecycle) {
-		c, err := lc.Intercept(t.Context(), call(sm.Compensable, `{}`))
+func ran(r Result) func(t *testing.T, lc *Lifecycle) {
+	return func(t *testing.T, lc *Lifecycle) {
+		c, err := lc.Intercept(t.Context(), request(sm.Compensable, `{}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if end, err := lc.Drive(t.Context(), c, lifecycle.Ask{Door: door}, (&runner{result: r}).run); err != nil || end.Ending != lifecycle.Ran {
+		if end, err := lc.Drive(t.Context(), c, Ask{Door: door}, (&runner{result: r}).run); err != nil || end.Ending != Ran {
 			t.Fatalf("setup: %s %v", end.Ending, err)
 		}
 	}
 }
 
-// startedBy leaves a compensable call executing, owned by owner.
-func startedBy(owner *model.Owner) func(t *testing.T, lc *lifecycle.Lifecycle) {
-	return func(t *testing.T, lc *lifecycle.Lifecycle) {
-		req := call(sm.Compensable, `{}`)
-		req.Owner = owner
-		c, err := lc.Intercept(t.Context(), req)
-		if err != nil || !c.Started {
-			t.Fatalf("setup: %+v %v", c, err)
-		}
-		c.StopRenewing()
-	}
-}
-
 // whenWaiting asks the flow to tell, once the call waits for a decision,
 // another process (here: the same log, written directly) what to do.
-func whenWaiting(other func(lc *lifecycle.Lifecycle, id uint64) error) func(*lifecycle.Lifecycle, context.CancelFunc) lifecycle.Ask {
-	return func(lc *lifecycle.Lifecycle, _ context.CancelFunc) lifecycle.Ask {
-		return lifecycle.Ask{Door: door, Wait: time.Minute, Note: func(text string) {
+func whenWaiting(other func(lc *Lifecycle, id uint64) error) func(*Lifecycle, context.CancelFunc) Ask {
+	return func(lc *Lifecycle, _ context.CancelFunc) Ask {
+		return Ask{Door: door, Wait: time.Minute, Note: func(text string) {
 			if !strings.Contains(text, "awaits approval") {
 				return
 			}
@@ -251,21 +220,21 @@ func TestBeginHereFinishInAnotherProcess(t *testing.T) {
 	for engine, open := range engineLogs {
 		t.Run(engine, func(t *testing.T) {
 			log, again := open(t)
-			before := &lifecycle.Lifecycle{Log: log}
-			c, err := before.Intercept(t.Context(), call(sm.Compensable, `{}`))
+			before := &Lifecycle{Log: log}
+			c, err := before.Intercept(t.Context(), request(sm.Compensable, `{}`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			end, err := before.Begin(t.Context(), c, lifecycle.Ask{Door: door, Wait: time.Minute})
-			if err != nil || end.Ending != lifecycle.Ran {
+			end, err := before.Begin(t.Context(), c, Ask{Door: door, Wait: time.Minute})
+			if err != nil || end.Ending != Ran {
 				t.Fatalf("begin: %s %v", end.Ending, err)
 			}
-			if err := before.Finish(t.Context(), c, lifecycle.Result{Unsettled: true}); err != nil {
+			if err := before.Finish(t.Context(), c, Result{Unsettled: true}); err != nil {
 				t.Fatal(err)
 			}
 			id, owner := c.Effect.ID, c.Owner
 
-			after := &lifecycle.Lifecycle{Log: again()}
+			after := &Lifecycle{Log: again()}
 			if _, err := after.Adopt(t.Context(), id, model.NewOwner(time.Now()), "agent"); !errors.Is(err, model.ErrInProgress) {
 				t.Fatalf("adopted by an owner that did not begin it: %v", err)
 			}
@@ -273,7 +242,7 @@ func TestBeginHereFinishInAnotherProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := after.Finish(t.Context(), adopted, lifecycle.Result{Value: []byte(`{"done":true}`)}); err != nil {
+			if err := after.Finish(t.Context(), adopted, Result{Value: []byte(`{"done":true}`)}); err != nil {
 				t.Fatal(err)
 			}
 			d, err := log.GetEffect(t.Context(), id)

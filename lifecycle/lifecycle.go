@@ -1,9 +1,10 @@
-// Package lifecycle runs one call through the effect log, for exec and the
-// proxy alike: intercept it, classify what the log says about it, wait for
-// a decision on an irreversible call without holding the log, start it,
-// renew its owner's lease while it runs, record its end, and reclaim a call
-// left in doubt by a dead owner or a lapsed lease. The
-// callers keep only what is theirs: how a call runs and what the user reads.
+// Package lifecycle owns the call flow every front door takes (exec, the
+// proxy, and the doors to come): intercept a call, say what the log decided,
+// wait for a decision on an irreversible call without holding the log,
+// reclaim a call left in doubt, start it, renew its owner's lease while it
+// runs, record its end, and the texts of each end of a call that did not
+// run. Its steps are here, and their order in Drive (driver.go). The doors
+// keep only what is theirs: how a call runs, and how an end is answered.
 package lifecycle
 
 import (

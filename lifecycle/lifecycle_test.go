@@ -56,9 +56,11 @@ func startedBy(owner *model.Owner) func(t *testing.T, l *Lifecycle) {
 	return func(t *testing.T, l *Lifecycle) {
 		req := request(sm.Compensable, `{}`)
 		req.Owner = owner
-		if c, err := l.Intercept(t.Context(), req); err != nil || !c.Started {
+		c, err := l.Intercept(t.Context(), req)
+		if err != nil || !c.Started {
 			t.Fatalf("setup: %+v %v", c, err)
 		}
+		c.StopRenewing() // left executing: its owner renews nothing
 	}
 }
 
