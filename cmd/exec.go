@@ -2,32 +2,22 @@ package cmd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/shellstep"
 	sm "github.com/undolog/undolog/statemachine"
 )
-
-// captureLimit bounds how much of each output stream is kept in the log.
-const captureLimit = 1 << 20
 
 type execOptions struct {
 	session         string
@@ -40,19 +30,6 @@ type execOptions struct {
 	retryInDoubt    bool
 	redact          []string
 	as              string
-}
-
-// ExecResult is the result snapshot of a command run by exec. Output that is
-// not UTF-8 is kept in the *_base64 fields instead, so replay is byte for byte.
-type ExecResult struct {
-	ExitCode        int    `json:"exit_code"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	StdoutBase64    []byte `json:"stdout_base64,omitempty"`
-	StderrBase64    []byte `json:"stderr_base64,omitempty"`
-	StdoutTruncated bool   `json:"stdout_truncated"`
-	StderrTruncated bool   `json:"stderr_truncated"`
-	DurationMS      int64  `json:"duration_ms"`
 }
 
 func newCmdExec(f *Factory) *cobra.Command {
@@ -144,19 +121,13 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	if tier != sm.Safe && opts.session == "" {
 		return usagef("exec needs --session (or $UNDOLOG_SESSION)")
 	}
+	step := &shellstep.Step{Argv: argv, In: f.In, Out: f.Out, ErrOut: f.ErrOut}
 	if tier == sm.Safe {
 		// Not logged: it needs no session.
 		if opts.undo != "" {
 			return usagef("--undo is for compensable calls; a safe call is not logged")
 		}
-		signals := make(chan os.Signal, 2)
-		signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(signals)
-		code, _, err := runCommand(ctx, f, argv, nil, nil, signals)
-		if err != nil {
-			return err
-		}
-		return exitWith(code)
+		return stepExit(step.RunUnlogged(ctx), 0)
 	}
 	if opts.tool == "" {
 		opts.tool = filepath.Base(argv[0])
@@ -165,19 +136,10 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	if err != nil {
 		return err
 	}
-	// The call is recorded as JSON text, where bytes that are not UTF-8
-	// would all become U+FFFD: two commands would be one call, and the
-	// second would get the first's output replayed.
-	for i, a := range append([]string{cwd}, argv...) {
-		if !utf8.ValidString(a) {
-			what := fmt.Sprintf("argument %d of the command", i-1) // 0: the command's name
-			if i == 0 {
-				what = "the working directory"
-			}
-			return usagef("%s is not valid UTF-8 (%q): undolog records a call as text, and cannot tell it from another", what, a)
-		}
+	args, err := step.Call(cwd)
+	if err != nil {
+		return usagef("%v", err)
 	}
-	args, _ := json.Marshal(map[string]any{"argv": argv, "cwd": cwd})
 	req := effectlog.InterceptRequest{Session: opts.session, Tool: opts.tool, Tier: tier, Args: args, Key: opts.key,
 		ApprovalTimeout: opts.approvalTimeout, CreateSession: true, Actor: f.Actor(opts.as), Redact: opts.redact}
 	if opts.undo != "" {
@@ -194,321 +156,25 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	if err != nil {
 		return err
 	}
-	store := f.Log()
-	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now, Lease: lease, Unavailable: func(err error) {
-		if err != nil {
-			opts.note(f, "%s; still waiting, trying again until it answers", oneLine(err.Error()))
-		} else {
-			opts.note(f, "the log's server answers again")
-		}
+	lc := &lifecycle.Lifecycle{Log: f.Log(), Now: f.Now, Lease: lease, Unavailable: func(err error) {
+		opts.note(f, "%s", lifecycle.UnavailableNote(err))
 	}}
+	door := lifecycle.Door{CLI: f.CLI(), Bound: "--approval-timeout " + opts.approvalTimeout.String(), Reclaims: "rerun with --retry-in-doubt",
+		Again: func(model.Effect) string { return "the same exec runs it" }}
+	ask := lifecycle.Ask{Door: door, Wait: opts.approvalTimeout, Note: func(text string) { opts.note(f, "%s", text) }}
+	if opts.retryInDoubt {
+		ask.Reclaim = "reclaimed with --retry-in-doubt"
+	}
 	call, err := lc.Intercept(ctx, req)
 	if err != nil {
 		return err
 	}
-	e := call.Effect
-	switch call.Verdict {
-	case lifecycle.Replayed:
-		opts.note(f, "replayed effect %d (replay of %d): %s did not run again", e.ID, *e.ReplayOf, opts.tool)
-		return replayOutput(f, e.Result)
-	case lifecycle.Rejected:
-		return rejection(ctx, store, e.ID)
-	case lifecycle.InProgress, lifecycle.InDoubt:
-		if err := reclaimInDoubt(ctx, f, lc, opts, call); err != nil {
-			return err
-		}
-	}
-	if call.NeedsDecision() { // new, retried, reclaimed, or awaiting a decision: wait for it
-		if err := waitForApproval(ctx, f, lc, opts, call); err != nil {
-			return err
-		}
-	}
-	return runEffect(ctx, f, lc, call, argv)
-}
-
-// reclaimInDoubt handles a call whose owner is executing: a live owner (on
-// another host: one whose lease holds) is never overtaken; a dead one's
-// effect, or one whose lease lapsed, is in doubt, and --retry-in-doubt fails
-// it back to pending so that this call can run it.
-func reclaimInDoubt(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
-	e := call.Effect
-	switch call.Liveness {
-	case model.OwnerElsewhere:
-		lease := ""
-		if !e.Owner.LeaseUntil.IsZero() {
-			lease = ", lease until " + e.Owner.LeaseUntil.UTC().Format(time.RFC3339Nano)
-		}
-		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing on %s (pid %d%s)", e.ID, e.Owner.Host, e.Owner.PID, lease)}
-	case model.OwnerLapsed:
-		if !opts.retryInDoubt {
-			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt: its owner's %s; it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.Gone(call.Liveness))}
-		}
-	case model.OwnerAlive:
-		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d is executing (pid %d, since %s)", e.ID, e.Owner.PID, e.Owner.StartedAt.Format(time.RFC3339))}
-	case model.OwnerNone:
-		if !opts.retryInDoubt {
-			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is executing with no recorded owner: in doubt; check what happened, then rerun with --retry-in-doubt", e.ID)}
-		}
-	default:
-		if !opts.retryInDoubt {
-			return &exitError{code: ExitExecInDoubt, msg: fmt.Sprintf("effect %d is in doubt, owner process gone (pid %d on %s died mid-run); it may or may not have taken effect: check, then rerun with --retry-in-doubt", e.ID, e.Owner.PID, e.Owner.Host)}
-		}
-	}
-	err := lc.Reclaim(ctx, call, "reclaimed with --retry-in-doubt")
-	if lifecycle.TakenMeanwhile(err) {
-		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was reclaimed by another process: %v", e.ID, err)}
-	}
+	end, err := lc.Drive(ctx, call, ask, step.Run)
 	if err != nil {
 		return err
 	}
-	opts.note(f, "effect %d was in doubt (%s); running it again", e.ID, e.Owner.Gone(call.Liveness))
-	return nil
-}
-
-// waitForApproval waits until the effect is approved (nil), rejected or
-// expired (exit 121 or 122), or the wait is interrupted.
-func waitForApproval(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, opts *execOptions, call *lifecycle.Call) error {
-	e := call.Effect
-	// --approval-timeout bounds this wait even on a request opened before
-	// (by an earlier run, or reopened after a failure) that expires later.
-	w, err := lc.Wait(ctx, call, opts.approvalTimeout, func(a lifecycle.Announce) {
-		expiry := ""
-		switch {
-		case a.Expires && a.ExpiresIn <= a.WaitsFor:
-			expiry = " (expires in " + compactDuration(roundSecond(a.ExpiresIn)) + ")"
-		case a.Expires: // a request an earlier run left open outlasts this wait
-			expiry = " (expires in " + compactDuration(roundSecond(a.ExpiresIn)) + "; waiting " + compactDuration(roundSecond(a.WaitsFor)) + ")"
-		}
-		opts.note(f, "effect %d (%s, irreversible) awaits approval%s: %s approve %d", e.ID, e.Tool, expiry, f.CLI(), e.ID)
-	})
-	if err != nil {
-		return err
+	if end.Ending == lifecycle.Replay {
+		opts.note(f, "%s", end.Text(door))
 	}
-	switch w.Outcome {
-	case lifecycle.Approved:
-		return nil
-	case lifecycle.Refused:
-		return rejection(ctx, lc.Log, e.ID)
-	case lifecycle.Taken:
-		return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was taken by another process (%s)", e.ID, w.Detail.Effect.State)}
-	case lifecycle.Abandoned:
-		state := "no longer active"
-		if sess, err := lc.Log.GetSession(ctx, e.Session); err == nil {
-			state = "is " + string(sess.State)
-		}
-		return &exitError{code: ExitExecError, msg: fmt.Sprintf("effect %d: session %q %s and its approval request was closed; the command did not run", e.ID, e.Session, state)}
-	case lifecycle.TimedOut:
-		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: no decision within --approval-timeout %s; the command did not run (its approval request stays open: %s approve %d)",
-			e.ID, opts.approvalTimeout, f.CLI(), e.ID)}
-	}
-	return &exitError{code: 130, msg: fmt.Sprintf("stopped waiting; effect %d still awaits approval: the same exec waits for it again (and runs once it is approved), or %s reject %d", e.ID, f.CLI(), e.ID)}
-}
-
-// roundSecond rounds a time left to the nearest second: a request of 30m
-// read a moment after it opened has 29m59.99s left, which reads "30m".
-func roundSecond(d time.Duration) time.Duration { return d.Round(time.Second) }
-
-func rejection(ctx context.Context, store effectlog.Log, id uint64) error {
-	d, err := store.GetEffect(ctx, id)
-	if err != nil {
-		return err
-	}
-	if a := d.Approval; a != nil && a.Outcome == model.ApprovalTimedOut {
-		return &exitError{code: ExitExecTimedOut, msg: fmt.Sprintf("effect %d: the approval request expired; the command did not run", id)}
-	}
-	who := ""
-	if a := d.Approval; a != nil {
-		who = " by " + a.DecidedBy + reasonSuffix(a.Decision)
-	}
-	return &exitError{code: ExitExecRejected, msg: fmt.Sprintf("effect %d was rejected%s; the command did not run", id, who)}
-}
-
-// runEffect starts the effect (unless its intercept did), runs the command,
-// and commits or fails it.
-func runEffect(ctx context.Context, f *Factory, lc *lifecycle.Lifecycle, call *lifecycle.Call, argv []string) error {
-	id := call.Effect.ID
-	if ctx.Err() != nil && call.Effect.State != sm.Executing {
-		// Interrupted before its start: the effect is left as it is (an
-		// approval is for the run that has not happened), and a repeat
-		// runs it.
-		return &exitError{code: 130, msg: fmt.Sprintf("interrupted before the command ran; effect %d was not started: the same exec runs it", id)}
-	}
-	if err := lc.Start(ctx, call); err != nil {
-		if errors.Is(err, sm.ErrInvalidStateTransition) {
-			return &exitError{code: ExitExecInProgress, msg: fmt.Sprintf("effect %d was started by another process", id)}
-		}
-		return err
-	}
-	// From here on an interrupt reaches the command; one that came before
-	// (while the log was busy) has ended ctx, or ends it at once.
-	signals := make(chan os.Signal, 2)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(signals)
-	if ctx.Err() != nil {
-		// Interrupted while the log was busy, before the command started:
-		// it does not start, and a repeat runs it.
-		msg := "interrupted before the command ran"
-		if err := lc.Fail(ctx, call, msg); err != nil {
-			return fmt.Errorf("%s but recording it failed; effect %d is in doubt: %w", msg, id, err)
-		}
-		return &exitError{code: 130, msg: fmt.Sprintf("%s; effect %d is pending", msg, id)}
-	}
-	stdout, stderr := &capture{limit: captureLimit}, &capture{limit: captureLimit}
-	began := time.Now()
-	code, interrupted, runErr := runCommand(ctx, f, argv, stdout, stderr, signals)
-	if runErr != nil {
-		if err := lc.Fail(ctx, call, runErr.Error()); err != nil {
-			return err
-		}
-		return runErr
-	}
-	// A command that an interrupt reached but that exited 0 did its work:
-	// it is committed like any other.
-	if code != 0 {
-		msg := fmt.Sprintf("exit status %d", code)
-		if interrupted != nil {
-			msg = fmt.Sprintf("interrupted by %v (exit status %d)", interrupted, code)
-		}
-		if err := lc.Fail(ctx, call, msg); err != nil {
-			return fmt.Errorf("the command ended (%s) but recording it failed; effect %d is in doubt: %w", msg, id, err)
-		}
-		if interrupted != nil {
-			return &exitError{code: code, msg: fmt.Sprintf("the command was %s; effect %d is pending: the same exec runs it again", msg, id)}
-		}
-		return exitWith(code)
-	}
-	result, _ := json.Marshal(stdout.into(stderr, 0, time.Since(began)))
-	if err := lc.Commit(ctx, call, result); err != nil {
-		if d, gerr := lc.Log.GetEffect(ctx, id); gerr == nil && d.Effect.State != sm.Executing {
-			// Another run took the call up meanwhile (--retry-in-doubt
-			// after this one's lease ran out): it is not in doubt, but its
-			// command ran twice.
-			return &exitError{code: ExitExecError, msg: fmt.Sprintf("the command succeeded, but another run took effect %d up meanwhile and it is %s now: "+
-				"this run's command ran beside that one's: check what both did", id, d.Effect.State)}
-		}
-		return fmt.Errorf("the command succeeded but its commit failed; effect %d is in doubt: %w", id, err)
-	}
-	return nil
-}
-
-// runCommand runs argv with the streams passed through (and copied into the
-// captures when given), forwarding SIGINT and SIGTERM to it. It returns the
-// exit code, the signal that interrupted it, or an error if it did not start.
-func runCommand(ctx context.Context, f *Factory, argv []string, stdout, stderr *capture, signals chan os.Signal) (int, os.Signal, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	child.Prepare(cmd)
-	cmd.Stdin = f.In
-	cmd.Stdout, cmd.Stderr = f.Out, f.ErrOut
-	if stdout != nil {
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(f.Out, stdout), io.MultiWriter(f.ErrOut, stderr)
-	}
-	if err := cmd.Start(); err != nil {
-		// As a shell says it: 127 not found, 126 found but not runnable.
-		code := ExitExecCannotRun
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			code = ExitExecNotFound
-		}
-		return 0, nil, &exitError{code: code, msg: fmt.Sprintf("cannot run %s: %v", argv[0], errors.Unwrap(err))}
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var interrupted os.Signal
-	interrupts := ctx.Done()
-	for {
-		select {
-		case sig := <-signals:
-			interrupted, interrupts = sig, nil
-			cmd.Process.Signal(sig)
-		case <-interrupts:
-			// ctx ended: by a signal that signals hears too (forwarded
-			// above), or by one that came just before signals listened,
-			// which the command gets all the same.
-			interrupts = nil
-			select {
-			case sig := <-signals:
-				interrupted = sig
-			case <-time.After(20 * time.Millisecond):
-				if interrupted == nil {
-					interrupted = os.Interrupt
-				}
-			}
-			cmd.Process.Signal(interrupted)
-		case err := <-done:
-			code := cmd.ProcessState.ExitCode()
-			if code < 0 { // killed by a signal
-				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-					code = 128 + int(ws.Signal())
-				} else {
-					code = 128
-				}
-			}
-			var ee *exec.ExitError
-			if err != nil && !errors.As(err, &ee) {
-				return code, interrupted, err
-			}
-			return code, interrupted, nil
-		}
-	}
-}
-
-func exitWith(code int) error {
-	if code == 0 {
-		return nil
-	}
-	return &exitError{code: code}
-}
-
-// replayOutput writes a cached result's output and returns its exit code.
-func replayOutput(f *Factory, result json.RawMessage) error {
-	var r ExecResult
-	if len(result) == 0 || json.Unmarshal(result, &r) != nil {
-		return nil // not an exec result: nothing to write
-	}
-	out, errOut := []byte(r.Stdout), []byte(r.Stderr)
-	if r.StdoutBase64 != nil {
-		out = r.StdoutBase64
-	}
-	if r.StderrBase64 != nil {
-		errOut = r.StderrBase64
-	}
-	if _, err := f.Out.Write(out); err != nil {
-		return err
-	}
-	if _, err := f.ErrOut.Write(errOut); err != nil {
-		return err
-	}
-	return exitWith(r.ExitCode)
-}
-
-// capture keeps the first limit bytes written to it and notes the rest.
-type capture struct {
-	limit     int
-	buf       []byte
-	truncated bool
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	n := len(p)
-	if room := c.limit - len(c.buf); n > room {
-		c.truncated = true
-		p = p[:max(room, 0)]
-	}
-	c.buf = append(c.buf, p...)
-	return n, nil
-}
-
-// into builds the result from the stdout capture c and the stderr capture e.
-func (c *capture) into(e *capture, code int, d time.Duration) ExecResult {
-	r := ExecResult{ExitCode: code, StdoutTruncated: c.truncated, StderrTruncated: e.truncated, DurationMS: d.Milliseconds()}
-	if utf8.Valid(c.buf) {
-		r.Stdout = string(c.buf)
-	} else {
-		r.StdoutBase64 = c.buf
-	}
-	if utf8.Valid(e.buf) {
-		r.Stderr = string(e.buf)
-	} else {
-		r.StderrBase64 = e.buf
-	}
-	return r
+	return execExit(end, door, step)
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/shellstep"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -75,7 +77,7 @@ var execExitCodes = []exitCode{
 	{ExitExecInDoubt, "in doubt: the same call's owner died, or its lease ran out (see --retry-in-doubt)"},
 	{ExitExecRejected, "rejected by a person"},
 	{ExitExecTimedOut, "approval timed out: the request expired, or no decision within --approval-timeout"},
-	{ExitExecInProgress, "in progress elsewhere: a live owner, or one on another machine whose lease holds (never overtaken)"},
+	{ExitExecInProgress, "in progress elsewhere: a live owner, or one on another machine whose lease holds (never overtaken), or another process took the call up first"},
 	{ExitExecError, "undolog failed (usage included; a bad $UNDOLOG_LEASE)"},
 	{ExitExecCannotRun, "the command could not be run"},
 	{ExitExecNotFound, "the command was not found"},
@@ -100,6 +102,69 @@ func exitCodesHelp(intro string, codes []exitCode) string {
 		fmt.Fprintf(&b, "  - %d: %s\n", c.code, c.meaning)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// execEndingCodes are exec's exit codes for the ends of the call flow in
+// which its command did not run.
+var execEndingCodes = map[lifecycle.Ending]int{
+	lifecycle.InDoubt:     ExitExecInDoubt,
+	lifecycle.Rejected:    ExitExecRejected,
+	lifecycle.Expired:     ExitExecTimedOut,
+	lifecycle.Undecided:   ExitExecTimedOut,
+	lifecycle.InProgress:  ExitExecInProgress,
+	lifecycle.Taken:       ExitExecInProgress,
+	lifecycle.Abandoned:   ExitExecError,
+	lifecycle.Interrupted: ExitInterrupted,
+}
+
+// execExit is how exec exits once its call's flow has ended: with its
+// command's code, run or replayed, or the code of the end that kept it from
+// running, with the flow's text.
+func execExit(end lifecycle.End, door lifecycle.Door, step *shellstep.Step) error {
+	switch end.Ending {
+	case lifecycle.Replay:
+		code, err := shellstep.Replay(end.Call.Effect.Result, step.Out, step.ErrOut)
+		if err != nil {
+			return err
+		}
+		return exitWith(code)
+	case lifecycle.Ran:
+		return stepExit(step.Ran, end.Call.Effect.ID)
+	}
+	code, ok := execEndingCodes[end.Ending]
+	if !ok {
+		code = ExitExecError
+	}
+	return &exitError{code: code, msg: end.Text(door)}
+}
+
+// stepExit is how exec exits once step effect id's command ran (or did
+// not start): with the command's code, or exec's own when it could not run.
+func stepExit(r shellstep.Ran, id uint64) error {
+	var start *shellstep.StartError
+	switch {
+	case errors.As(r.Err, &start):
+		// As a shell says it: 127 not found, 126 found but not runnable.
+		code := ExitExecCannotRun
+		if start.NotFound {
+			code = ExitExecNotFound
+		}
+		return &exitError{code: code, msg: start.Error()}
+	case errors.Is(r.Err, shellstep.ErrNotStarted):
+		return &exitError{code: ExitInterrupted, msg: r.Text(id)}
+	case r.Err != nil:
+		return r.Err
+	case r.Text(id) != "":
+		return &exitError{code: r.Code, msg: r.Text(id)}
+	}
+	return exitWith(r.Code)
+}
+
+func exitWith(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
 }
 
 // usageError marks errors in how the command was called.

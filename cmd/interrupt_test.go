@@ -67,7 +67,7 @@ func exitCodeOf(err error) int {
 
 // An irreversible exec interrupted while it waits for a busy log: its
 // request is registered (it stays open), so exec ends as an interrupted
-// wait does: exit 130, "still awaits approval".
+// wait does: exit 130, "its request stands".
 func TestIrreversibleExecInterruptedWhileLogBusy(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "u.db")
@@ -85,8 +85,8 @@ func TestIrreversibleExecInterruptedWhileLogBusy(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGINT)
 	err := cmd.Wait()
 	<-released
-	if code := exitCodeOf(err); code != 130 || !strings.Contains(stderr.String(), "still awaits approval") {
-		t.Fatalf("exit %d, stderr %q; want 130 and 'effect 1 still awaits approval'", code, stderr.String())
+	if code := exitCodeOf(err); code != 130 || !strings.Contains(stderr.String(), "effect 1 (true) was not run: interrupted while it waited for approval; its request stands") {
+		t.Fatalf("exit %d, stderr %q; want 130 and 'effect 1 (true) was not run: interrupted while it waited for approval; its request stands'", code, stderr.String())
 	}
 }
 

@@ -217,7 +217,7 @@ func TestStoppedExecTakenUpMeanwhile(t *testing.T) {
 	}
 	m1.Process.Signal(syscall.SIGCONT)
 	err := m1.Wait()
-	want := "the command succeeded, but another run took effect 1 up meanwhile and it is committed now"
+	want := "the call succeeded, but another run took effect 1 up meanwhile and it is committed now"
 	if exitCodeOf(err) != ExitExecError || !strings.Contains(m1err.String(), want) || strings.Contains(m1err.String(), "in doubt") {
 		t.Fatalf("m1 once continued: exit %d, %q; want %d and %q", exitCodeOf(err), m1err.String(), ExitExecError, want)
 	}

@@ -66,7 +66,7 @@ func TestWaitsOutliveAServerRestart(t *testing.T) {
 	if _, err := os.Stat(marker); err != nil {
 		t.Fatalf("the approved command did not run: %v", err)
 	}
-	if !strings.Contains(execErr.String(), "still waiting, trying again") || !strings.Contains(execErr.String(), "answers again") {
+	if !strings.Contains(execErr.String(), "the wait for a decision goes on, trying again") || !strings.Contains(execErr.String(), "answers again") {
 		t.Fatalf("exec did not say the server went and came back:\n%s", execErr)
 	}
 	waitForLine(t, follow, `"to":"committed"`)

@@ -211,3 +211,7 @@ func approvalLine(now time.Time, r model.ApprovalRound) string {
 	}
 	return line
 }
+
+// roundSecond rounds a time left to the nearest second: a request of 30m
+// read a moment after it opened has 29m59.99s left, which reads "30m".
+func roundSecond(d time.Duration) time.Duration { return d.Round(time.Second) }

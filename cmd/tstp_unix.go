@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/undolog/undolog/lifecycle"
 )
 
 // letGoOnStop makes a SIGTSTP (Ctrl-Z, `kill -TSTP`) let every log the
@@ -33,7 +31,7 @@ func letGoOnStop(ctx context.Context, f *Factory) {
 			case <-ch:
 				var resumes []func()
 				for _, log := range f.logs.all() {
-					if resume := lifecycle.Suspend(log); resume != nil {
+					if resume := log.Suspend(); resume != nil {
 						resumes = append(resumes, resume)
 					}
 				}

@@ -63,6 +63,15 @@ type Log interface {
 	Export(ctx context.Context, session string, fn func(ExportRecord) error) error
 	Import(ctx context.Context, next func() (ExportRecord, bool, error)) (ImportReport, error)
 
+	// ExpectWrite holds the log until done while nobody else waits for it,
+	// on an engine that can (storage.Holder): this process writes again
+	// soon. nil: the engine holds nothing between writes.
+	ExpectWrite() (done func())
+	// Suspend lets the log go now and keeps this process off it until
+	// resume, on an engine that holds what others wait for
+	// (storage.Suspender); nil: it holds nothing.
+	Suspend() (resume func())
+
 	// Close lets the log go once this process's writes to it are done.
 	Close() error
 }
@@ -124,6 +133,22 @@ func (f *fileLog) Compact() (before, after int64, err error) { return f.file.Com
 
 // Engine is the engine the log is kept by.
 func (s *Service) Engine() storage.Engine { return s.engine }
+
+// ExpectWrite: see Log.ExpectWrite.
+func (s *Service) ExpectWrite() (done func()) {
+	if h, ok := s.engine.(storage.Holder); ok {
+		return h.ExpectWrite()
+	}
+	return nil
+}
+
+// Suspend: see Log.Suspend.
+func (s *Service) Suspend() (resume func()) {
+	if h, ok := s.engine.(storage.Suspender); ok {
+		return h.Suspend()
+	}
+	return nil
+}
 
 // Close lets the log go once this process's writes to it are done.
 func (s *Service) Close() error { return s.engine.Close() }

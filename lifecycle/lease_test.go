@@ -118,7 +118,7 @@ func TestALapsedLeaseOnAnotherHostIsInDoubt(t *testing.T) {
 
 	holds := &Lifecycle{Log: log, Now: func() time.Time { return t0.Add(59 * time.Minute) }}
 	c, err := holds.Intercept(t.Context(), request(sm.Compensable, `{}`))
-	if err != nil || c.Verdict != InProgress || c.Liveness != model.OwnerElsewhere {
+	if err != nil || !c.Executing() || c.InDoubt() || c.Liveness != model.OwnerElsewhere {
 		t.Fatalf("within the lease: %+v %v", c, err)
 	}
 	if err := holds.Reclaim(t.Context(), c, "retry"); !TakenMeanwhile(err) {
@@ -127,7 +127,7 @@ func TestALapsedLeaseOnAnotherHostIsInDoubt(t *testing.T) {
 
 	b := &Lifecycle{Log: log, Now: func() time.Time { return t0.Add(time.Hour) }}
 	cb, err := b.Intercept(t.Context(), request(sm.Compensable, `{}`))
-	if err != nil || cb.Verdict != InDoubt || cb.Liveness != model.OwnerLapsed {
+	if err != nil || !cb.InDoubt() || cb.Liveness != model.OwnerLapsed {
 		t.Fatalf("past the lease: %+v %v", cb, err)
 	}
 	if err := b.Reclaim(t.Context(), cb, "retry"); err != nil {

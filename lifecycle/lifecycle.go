@@ -1,9 +1,10 @@
-// Package lifecycle runs one call through the effect log, for exec and the
-// proxy alike: intercept it, classify what the log says about it, wait for
-// a decision on an irreversible call without holding the log, start it,
-// renew its owner's lease while it runs, record its end, and reclaim a call
-// left in doubt by a dead owner or a lapsed lease. The
-// callers keep only what is theirs: how a call runs and what the user reads.
+// Package lifecycle owns the call flow every front door takes (exec, the
+// proxy, and the doors to come): intercept a call, say what the log decided,
+// wait for a decision on an irreversible call without holding the log,
+// reclaim a call left in doubt, start it, renew its owner's lease while it
+// runs, record its end, and the texts of each end of a call that did not
+// run. Its steps are here, and their order in Drive (driver.go). The doors
+// keep only what is theirs: how a call runs, and how an end is answered.
 package lifecycle
 
 import (
@@ -15,7 +16,6 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
-	"github.com/undolog/undolog/storage"
 )
 
 // Poll is how often a waiting call looks at a log that cannot tell of
@@ -74,35 +74,10 @@ type Announce struct {
 	WaitsFor  time.Duration
 }
 
-// Verdict is what the log says about an intercepted call.
-type Verdict int
-
-// Verdicts of an intercept.
-const (
-	New          Verdict = iota // a new effect: run it (once approved if irreversible)
-	Retry                       // an effect that failed, pending again: run it again
-	Replayed                    // committed before: its result is the answer, nothing runs
-	Rejected                    // rejected by a person: the answer stands
-	Pending                     // the same call awaits a decision elsewhere: wait for it too
-	InProgress                  // the same call is executing with a live owner (or on another host, its lease holding)
-	InDoubt                     // the same call is executing and its owner died, its lease lapsed, or none is recorded
-	Closed                      // the session accepts no new effects: nothing runs
-	Safe                        // safe tier: nothing written, run directly
-	Unregistered                // asked with NoNewEffect: it would be a new effect, and nothing was written
-)
-
-var verdictNames = [...]string{"new", "retry", "replayed", "rejected", "pending", "in_progress", "in_doubt", "closed", "safe", "unregistered"}
-
-func (v Verdict) String() string {
-	if int(v) < len(verdictNames) {
-		return verdictNames[v]
-	}
-	return fmt.Sprintf("verdict(%d)", int(v))
-}
-
 // Call is one call in its lifecycle.
 type Call struct {
-	Verdict Verdict
+	// Outcome is what the intercept decided (a reclaim makes it a retry).
+	Outcome model.Outcome
 	// Effect is the call's effect (for a replay, the replay record).
 	Effect model.Effect
 	// Started: the intercept moved it to executing, owned by Owner.
@@ -110,7 +85,8 @@ type Call struct {
 	// Owner is this process as the call's owner, once it starts (without
 	// its lease, which the log holds and renewals move).
 	Owner *model.Owner
-	// Liveness is how the executing owner was judged (InProgress, InDoubt).
+	// Liveness is how the owner of the same call executing was judged
+	// (Executing).
 	Liveness model.Liveness
 	actor    string
 	renewal  *Renewal
@@ -118,42 +94,15 @@ type Call struct {
 	kept func()
 }
 
-// writeExpecter is an engine that can keep the log for a write expected
-// soon while nobody else waits for it (the bbolt file: see its committer).
-type writeExpecter interface{ ExpectWrite() (done func()) }
-
-// keepLog asks the log's engine, if it can, to keep the log open for the
-// call's next write: the end of a call that runs now, its intercept or
-// start just written. The call's end (or StopRenewing) lets it go.
+// keepLog asks the log to hold itself open, if its engine can
+// (storage.Holder), for the call's next write: the end of a call that runs
+// now, its intercept or start just written. The call's end (or
+// StopRenewing) lets it go.
 func (l *Lifecycle) keepLog(c *Call) {
 	if c.kept != nil || !l.Hold {
 		return
 	}
-	c.kept = ExpectWrite(l.Log)
-}
-
-// ExpectWrite tells log's engine, if it is one that can keep the log open
-// between writes (the file engine), that this process will write again
-// soon; done ends that. nil: the engine keeps nothing.
-func ExpectWrite(log effectlog.Log) (done func()) {
-	if s, ok := log.(interface{ Engine() storage.Engine }); ok {
-		if e, ok := s.Engine().(writeExpecter); ok {
-			return e.ExpectWrite()
-		}
-	}
-	return nil
-}
-
-// Suspend lets log go now, if its engine keeps one open (the file engine),
-// and keeps this process off it until resume is called; nil: the engine
-// keeps nothing.
-func Suspend(log effectlog.Log) (resume func()) {
-	if s, ok := log.(interface{ Engine() storage.Engine }); ok {
-		if e, ok := s.Engine().(interface{ Suspend() func() }); ok {
-			return e.Suspend()
-		}
-	}
-	return nil
+	c.kept = l.Log.ExpectWrite()
 }
 
 // letLogGo ends what keepLog asked.
@@ -182,17 +131,39 @@ func (c *Call) stopRenewal() error {
 // starts: an irreversible call that is to run and that the intercept did not
 // start (new, retried, reclaimed, or awaiting a decision elsewhere).
 func (c *Call) NeedsDecision() bool {
-	switch c.Verdict {
-	case New, Retry, Pending:
-		return !c.Started && c.Effect.Tier == sm.Irreversible
+	if c.Started || c.Effect.Tier != sm.Irreversible {
+		return false
+	}
+	switch c.Outcome {
+	case model.OutcomeNew, model.OutcomePending, model.OutcomeRetry:
+		return true
+	case model.OutcomeInProgress:
+		return c.Effect.State != sm.Executing
 	}
 	return false
 }
 
-// Intercept registers the call and classifies it. A call that may run now
-// starts in its intercept (one transaction fewer), owned by req.Owner, or by
-// this process from now when the caller passes none. A session that accepts
-// no new effects is the Closed verdict with the log's error.
+// Executing tells whether the same call is executing under another owner,
+// whose Liveness the intercept judged: still holding it, or InDoubt.
+func (c *Call) Executing() bool {
+	return c.Outcome == model.OutcomeInProgress && c.Effect.State == sm.Executing
+}
+
+// InDoubt tells whether the same call is executing and its owner is gone
+// (died, its lease lapsed, or none recorded): it may or may not have taken
+// effect.
+func (c *Call) InDoubt() bool {
+	switch c.Liveness {
+	case model.OwnerNone, model.OwnerDead, model.OwnerLapsed:
+		return c.Executing()
+	}
+	return false
+}
+
+// Intercept registers the call and says what the log decided. A call that
+// may run now starts in its intercept (one transaction fewer), owned by
+// req.Owner, or by this process from now when the caller passes none. The
+// owner of the same call executing is judged (Liveness).
 func (l *Lifecycle) Intercept(ctx context.Context, req effectlog.InterceptRequest) (*Call, error) {
 	if req.Owner == nil {
 		req.Owner = model.NewOwner(l.now())
@@ -204,68 +175,29 @@ func (l *Lifecycle) Intercept(ctx context.Context, req effectlog.InterceptReques
 	res, err := l.Log.Intercept(ctx, req)
 	if err != nil {
 		c.letLogGo()
-		if errors.Is(err, model.ErrSessionNotActive) {
-			c.Verdict = Closed
-			return c, err
-		}
 		return nil, err
 	}
-	c.Effect = res.Effect
-	c.Verdict = classify(res)
-	c.Started = (c.Verdict == New || c.Verdict == Retry) && c.Effect.State == sm.Executing
+	c.Effect, c.Outcome = res.Effect, res.Outcome
+	switch c.Outcome {
+	case model.OutcomeNew, model.OutcomePending, model.OutcomeRetry:
+		c.Started = c.Effect.State == sm.Executing
+	}
 	if !c.Started {
 		c.letLogGo() // nothing runs now: a decision or another caller comes first
 	}
 	l.keepLease(c)
-	if c.Verdict == InProgress || c.Verdict == InDoubt {
+	if c.Executing() {
 		c.Liveness = c.Effect.Owner.LivenessAt(l.now())
-		if c.Liveness == model.OwnerNone || c.Liveness == model.OwnerDead || c.Liveness == model.OwnerLapsed {
-			c.Verdict = InDoubt
-		} else {
-			c.Verdict = InProgress
-		}
 	}
 	return c, nil
 }
 
-func classify(res effectlog.InterceptResult) Verdict {
-	switch res.Outcome {
-	case model.OutcomeReplayed:
-		return Replayed
-	case model.OutcomeRejected:
-		return Rejected
-	case model.OutcomeRetry:
-		return Retry
-	case model.OutcomeSafe:
-		return Safe
-	case model.OutcomeUnregistered:
-		return Unregistered
-	case model.OutcomeInProgress:
-		if res.Effect.State == sm.Executing {
-			return InProgress // judged live or in doubt by the caller
-		}
-		return Pending
-	}
-	return New
-}
-
-// WaitOutcome is how a wait for a decision ended.
-type WaitOutcome int
-
-// Wait outcomes.
-const (
-	Approved    WaitOutcome = iota // go ahead: Start it
-	Refused                        // rejected by a person, or its request expired (not run; asked again next time)
-	Taken                          // another caller moved the effect on
-	Abandoned                      // the session closed the request: nobody will decide
-	TimedOut                       // no decision within the wait's bound; the request stays open
-	Interrupted                    // the context ended; the request stays open
-)
-
-// Waited is the end of a wait and the effect as last read.
+// Waited is how a wait for a decision ended, in the flow's endings (Ran:
+// approved, go ahead; Rejected: rejected or its request expired; Taken,
+// Abandoned, Undecided, Interrupted), and the effect as last read.
 type Waited struct {
-	Outcome WaitOutcome
-	Detail  model.EffectDetail
+	Ending Ending
+	Detail model.EffectDetail
 }
 
 // Wait looks at the log until the call's effect is decided, the bound has
@@ -304,9 +236,9 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 		fails = 0
 		switch d.Decision(l.now()) {
 		case model.DecisionApproved:
-			return Waited{Approved, d}, nil
+			return Waited{Ran, d}, nil
 		case model.DecisionRejected:
-			return Waited{Refused, d}, nil
+			return Waited{Rejected, d}, nil
 		case model.DecisionTaken:
 			return Waited{Taken, d}, nil
 		case model.DecisionClosed:
@@ -319,7 +251,7 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 		}
 		now := l.now()
 		if !now.Before(giveUp) {
-			return Waited{TimedOut, d}, nil
+			return Waited{Undecided, d}, nil
 		}
 		if announce != nil {
 			var expiresIn time.Duration
@@ -442,8 +374,8 @@ func logFault(err error) bool {
 // error that TakenMeanwhile recognises). An irreversible call needs a
 // decision again: the run in doubt used its approval.
 func (l *Lifecycle) Reclaim(ctx context.Context, c *Call, reason string) error {
-	if c.Verdict != InDoubt {
-		return fmt.Errorf("%w: effect %d is %s, not in doubt", model.ErrInProgress, c.Effect.ID, c.Verdict)
+	if !c.InDoubt() {
+		return fmt.Errorf("%w: effect %d is %s, not in doubt", model.ErrInProgress, c.Effect.ID, c.Effect.State)
 	}
 	expect, gone := c.Effect.Owner, c.Effect.Owner.Gone(c.Liveness)
 	if expect == nil {
@@ -453,7 +385,7 @@ func (l *Lifecycle) Reclaim(ctx context.Context, c *Call, reason string) error {
 	if err != nil {
 		return err
 	}
-	c.Effect, c.Verdict = e, Retry
+	c.Effect, c.Outcome = e, model.OutcomeRetry
 	return nil
 }
 

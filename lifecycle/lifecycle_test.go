@@ -56,9 +56,11 @@ func startedBy(owner *model.Owner) func(t *testing.T, l *Lifecycle) {
 	return func(t *testing.T, l *Lifecycle) {
 		req := request(sm.Compensable, `{}`)
 		req.Owner = owner
-		if c, err := l.Intercept(t.Context(), req); err != nil || !c.Started {
+		c, err := l.Intercept(t.Context(), req)
+		if err != nil || !c.Started {
 			t.Fatalf("setup: %+v %v", c, err)
 		}
+		c.StopRenewing() // left executing: its owner renews nothing
 	}
 }
 
@@ -70,47 +72,48 @@ func TestInterceptClassifies(t *testing.T) {
 		name     string
 		setup    func(t *testing.T, l *Lifecycle)
 		tier     sm.Tier
-		verdict  Verdict
+		outcome  model.Outcome
+		inDoubt  bool
 		started  bool
 		decide   bool
 		liveness model.Liveness
 		err      error
 	}{
-		{name: "new compensable starts", tier: sm.Compensable, verdict: New, started: true},
-		{name: "new irreversible waits", tier: sm.Irreversible, verdict: New, decide: true},
-		{name: "failed is retried", tier: sm.Compensable, verdict: Retry, started: true, setup: func(t *testing.T, l *Lifecycle) {
+		{name: "new compensable starts", tier: sm.Compensable, outcome: model.OutcomeNew, started: true},
+		{name: "new irreversible waits", tier: sm.Irreversible, outcome: model.OutcomeNew, decide: true},
+		{name: "failed is retried", tier: sm.Compensable, outcome: model.OutcomeRetry, started: true, setup: func(t *testing.T, l *Lifecycle) {
 			c, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
 			if err := l.Fail(t.Context(), c, "exit status 1"); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "committed is replayed", tier: sm.Compensable, verdict: Replayed, setup: func(t *testing.T, l *Lifecycle) {
+		{name: "committed is replayed", tier: sm.Compensable, outcome: model.OutcomeReplayed, setup: func(t *testing.T, l *Lifecycle) {
 			c, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
 			if err := l.Commit(t.Context(), c, []byte(`{"ok":true}`)); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "awaiting a decision elsewhere", tier: sm.Irreversible, verdict: Pending, decide: true, setup: func(t *testing.T, l *Lifecycle) {
+		{name: "awaiting a decision elsewhere", tier: sm.Irreversible, outcome: model.OutcomeInProgress, decide: true, setup: func(t *testing.T, l *Lifecycle) {
 			l.Intercept(t.Context(), request(sm.Irreversible, `{}`))
 		}},
-		{name: "executing, live owner", tier: sm.Compensable, verdict: InProgress, liveness: model.OwnerAlive, setup: startedBy(alive)},
-		{name: "executing on another host", tier: sm.Compensable, verdict: InProgress, liveness: model.OwnerElsewhere, setup: startedBy(&elsewhere)},
-		{name: "executing, owner dead", tier: sm.Compensable, verdict: InDoubt, liveness: model.OwnerDead, setup: func(t *testing.T, l *Lifecycle) {
+		{name: "executing, live owner", tier: sm.Compensable, outcome: model.OutcomeInProgress, liveness: model.OwnerAlive, setup: startedBy(alive)},
+		{name: "executing on another host", tier: sm.Compensable, outcome: model.OutcomeInProgress, liveness: model.OwnerElsewhere, setup: startedBy(&elsewhere)},
+		{name: "executing, owner dead", tier: sm.Compensable, outcome: model.OutcomeInProgress, inDoubt: true, liveness: model.OwnerDead, setup: func(t *testing.T, l *Lifecycle) {
 			startedBy(deadOwner(t))(t, l)
 		}},
-		{name: "rejected stands", tier: sm.Irreversible, verdict: Rejected, setup: func(t *testing.T, l *Lifecycle) {
+		{name: "rejected stands", tier: sm.Irreversible, outcome: model.OutcomeRejected, setup: func(t *testing.T, l *Lifecycle) {
 			c, _ := l.Intercept(t.Context(), request(sm.Irreversible, `{}`))
 			if _, err := l.Log.Reject(t.Context(), c.Effect.ID, model.Change{Actor: "bob"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "closed session", tier: sm.Compensable, verdict: Closed, err: model.ErrSessionNotActive, setup: func(t *testing.T, l *Lifecycle) {
+		{name: "closed session", tier: sm.Compensable, err: model.ErrSessionNotActive, setup: func(t *testing.T, l *Lifecycle) {
 			l.Intercept(t.Context(), request(sm.Compensable, `{"other":1}`))
 			if _, err := l.Log.SetSessionState(t.Context(), "s", sm.SessionCompleted, model.Change{Actor: "test"}); err != nil {
 				t.Fatal(err)
 			}
 		}},
-		{name: "safe is not logged", tier: sm.Safe, verdict: Safe},
+		{name: "safe is not logged", tier: sm.Safe, outcome: model.OutcomeSafe},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,9 +125,12 @@ func TestInterceptClassifies(t *testing.T) {
 			if !errors.Is(err, tt.err) || (tt.err == nil && err != nil) {
 				t.Fatalf("err %v, want %v", err, tt.err)
 			}
-			if c.Verdict != tt.verdict || c.Started != tt.started || c.NeedsDecision() != tt.decide || c.Liveness != tt.liveness {
-				t.Fatalf("got %s started=%v decide=%v liveness=%v, want %s started=%v decide=%v liveness=%v",
-					c.Verdict, c.Started, c.NeedsDecision(), c.Liveness, tt.verdict, tt.started, tt.decide, tt.liveness)
+			if tt.err != nil {
+				return
+			}
+			if c.Outcome != tt.outcome || c.InDoubt() != tt.inDoubt || c.Started != tt.started || c.NeedsDecision() != tt.decide || c.Liveness != tt.liveness {
+				t.Fatalf("got %s in doubt=%v started=%v decide=%v liveness=%v, want %s in doubt=%v started=%v decide=%v liveness=%v",
+					c.Outcome, c.InDoubt(), c.Started, c.NeedsDecision(), c.Liveness, tt.outcome, tt.inDoubt, tt.started, tt.decide, tt.liveness)
 			}
 			if c.Started && (c.Effect.State != sm.Executing || !c.Effect.Owner.Same(c.Owner)) {
 				t.Fatalf("started but %s, owned by %s", c.Effect.State, c.Effect.Owner)
@@ -157,8 +163,8 @@ func TestWaitEndsAtItsBoundAndLeavesTheRequestOpen(t *testing.T) {
 		}
 		left = a.WaitsFor
 	})
-	if err != nil || w.Outcome != TimedOut {
-		t.Fatalf("%v %v", w.Outcome, err)
+	if err != nil || w.Ending != Undecided {
+		t.Fatalf("%v %v", w.Ending, err)
 	}
 	if announced != 1 || left <= 0 || left > 5*time.Minute {
 		t.Fatalf("announced %d times, %s left: the bound comes before the expiry", announced, left)
@@ -172,8 +178,8 @@ func TestWaitRecordsAnExpiredRequest(t *testing.T) {
 	clock := &fakeClock{t: time.Now(), step: time.Minute}
 	l, c := waiting(t, clock, 3*time.Minute)
 	w, err := l.Wait(context.Background(), c, time.Hour, nil)
-	if err != nil || w.Outcome != Refused {
-		t.Fatalf("%v %v", w.Outcome, err)
+	if err != nil || w.Ending != Rejected {
+		t.Fatalf("%v %v", w.Ending, err)
 	}
 	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Pending || d.Approval.Outcome != model.ApprovalTimedOut {
 		t.Fatalf("%s %s", d.Effect.State, d.Approval.Outcome)
@@ -184,16 +190,16 @@ func TestWaitSeesWhatOthersDecide(t *testing.T) {
 	tests := []struct {
 		name   string
 		decide func(l *Lifecycle, id uint64) error
-		want   WaitOutcome
+		want   Ending
 	}{
 		{"approved", func(l *Lifecycle, id uint64) error {
 			_, err := l.Log.Approve(t.Context(), id, model.Change{Actor: "alice"})
 			return err
-		}, Approved},
+		}, Ran},
 		{"rejected", func(l *Lifecycle, id uint64) error {
 			_, err := l.Log.Reject(t.Context(), id, model.Change{Actor: "bob"})
 			return err
-		}, Refused},
+		}, Rejected},
 		{"taken", func(l *Lifecycle, id uint64) error {
 			if _, err := l.Log.Approve(t.Context(), id, model.Change{Actor: "alice"}); err != nil {
 				return err
@@ -215,10 +221,10 @@ func TestWaitSeesWhatOthersDecide(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			if err != nil || w.Outcome != tt.want {
-				t.Fatalf("%v %v, want %v", w.Outcome, err, tt.want)
+			if err != nil || w.Ending != tt.want {
+				t.Fatalf("%v %v, want %v", w.Ending, err, tt.want)
 			}
-			if tt.want == Approved {
+			if tt.want == Ran {
 				if err := l.Start(t.Context(), c); err != nil || c.Effect.State != sm.Executing || !c.Effect.Owner.Same(c.Owner) {
 					t.Fatalf("start after approval: %v %s", err, c.Effect.State)
 				}
@@ -232,8 +238,8 @@ func TestWaitStopsWhenInterrupted(t *testing.T) {
 	l, c := waiting(t, clock, time.Hour)
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := l.Wait(ctx, c, time.Hour, func(Announce) { cancel() })
-	if err != nil || w.Outcome != Interrupted {
-		t.Fatalf("%v %v", w.Outcome, err)
+	if err != nil || w.Ending != Interrupted {
+		t.Fatalf("%v %v", w.Ending, err)
 	}
 	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Pending {
 		t.Fatalf("%s: an interrupted wait leaves the request open", d.Effect.State)
@@ -246,15 +252,15 @@ func TestReclaimFailsTheDeadOwnersRunOnce(t *testing.T) {
 	startedBy(dead)(t, l)
 	first, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
 	second, _ := l.Intercept(t.Context(), request(sm.Compensable, `{}`))
-	if first.Verdict != InDoubt || second.Verdict != InDoubt {
-		t.Fatalf("%s %s", first.Verdict, second.Verdict)
+	if !first.InDoubt() || !second.InDoubt() {
+		t.Fatalf("%s %s", first.Outcome, second.Outcome)
 	}
 	// The second reclaims it and runs it: its owner is now alive.
 	if err := l.Reclaim(t.Context(), second, "reclaimed"); err != nil {
 		t.Fatal(err)
 	}
-	if second.Verdict != Retry || second.Effect.State != sm.Pending {
-		t.Fatalf("after reclaim: %s %s", second.Verdict, second.Effect.State)
+	if second.Outcome != model.OutcomeRetry || second.InDoubt() || second.Effect.State != sm.Pending {
+		t.Fatalf("after reclaim: %s %s", second.Outcome, second.Effect.State)
 	}
 	if err := l.Start(t.Context(), second); err != nil {
 		t.Fatal(err)

@@ -78,7 +78,7 @@ func (p *Proxy) intercept(ctx context.Context, lc *lifecycle.Lifecycle, req effe
 	look := req
 	look.NoNewEffect = true
 	call, failed, err = logCall(look)
-	if err != nil || failed != nil || call.Verdict != lifecycle.Unregistered {
+	if err != nil || failed != nil || call.Outcome != model.OutcomeUnregistered {
 		return call, failed, err
 	}
 	capture, failed, err := p.captureAll(ctx, r, req.Tool, req.Args)

@@ -102,8 +102,8 @@ type Proxy struct {
 	// on the same state or refuses.
 	StateEnv []string
 
-	glowMu sync.Mutex
-	glow   *time.Timer // ends the log's afterglow (keepLogAWhile)
+	nextCallMu   sync.Mutex
+	nextCallHold *time.Timer // lets the log go that holdLogForNextCall holds
 
 	sessMu  sync.Mutex
 	current string // the session calls go in, once chosen (session.go)
@@ -177,7 +177,7 @@ func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	go p.readUpstream(up)
 	why := p.serve(ctx, func() { p.readClient(ctx, client) })
 	why = p.drain(ctx, why)
-	defer p.endAfterglow()
+	defer p.stopHoldingLogForNextCall()
 	return p.stopUpstream(why, up.Close)
 }
 
@@ -642,65 +642,38 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
 		return false
 	}
-	e := call.Effect
-	switch call.Verdict {
-	case lifecycle.Replayed:
-		p.replyAnswer(ctx, resultResponse(m.ID, e.Result), e)
+	wait, done := p.approvalContext(ctx)
+	end, err := lc.Begin(wait, call, lifecycle.Ask{Door: p.door(), Wait: p.ApprovalWait, Note: func(text string) { p.note("%s", text) }})
+	done()
+	switch {
+	case err != nil:
+		p.reply(ctx, toolError(m.ID, "undolog: "+err.Error()))
 		return false
-	case lifecycle.Rejected:
-		p.reply(ctx, toolError(m.ID, p.rejection(ctx, e.ID, params.Name)))
+	case end.Ending == lifecycle.Replay:
+		p.replyAnswer(ctx, resultResponse(m.ID, call.Effect.Result), call.Effect)
 		return false
-	case lifecycle.InProgress:
-		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: the same call (effect %d) is executing; retry it later", e.ID)))
+	case end.Ending == lifecycle.Interrupted && errors.Is(end.Cause, errCancelledByClient):
+		p.note("the client cancelled %s (effect %d); its approval request stands", call.Effect.Tool, call.Effect.ID)
+		return false // nothing more is written for a call the client cancelled
+	case end.Ending != lifecycle.Ran:
+		// No reclaim of a call in doubt here: the client cannot say it
+		// checked what happened.
+		p.reply(ctx, toolError(m.ID, "undolog: "+end.Text(p.door())))
 		return false
-	case lifecycle.InDoubt:
-		// No reclaim here: the client cannot say it checked what happened.
-		p.reply(ctx, toolError(m.ID, p.inDoubt(call)))
-		return false
-	}
-	if call.NeedsDecision() {
-		wait, done := p.approvalContext(ctx)
-		msg := p.awaitApproval(wait, lc, call)
-		done()
-		if msg != "" {
-			if errors.Is(context.Cause(ctx), errCancelledByClient) {
-				p.note("the client cancelled %s (effect %d); its approval request stands", e.Tool, e.ID)
-			}
-			p.reply(ctx, toolError(m.ID, msg))
-			return false
-		}
 	}
 	return p.execute(ctx, lc, call, m)
 }
 
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
 	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now, Lease: p.Lease, Hold: true, Unavailable: func(err error) {
-		if err != nil {
-			p.note("%s; a call waiting for approval waits on, trying again until it answers", oneLine(err.Error()))
-		} else {
-			p.note("the log's server answers again")
-		}
+		p.note("%s", oneLine(lifecycle.UnavailableNote(err)))
 	}}
 }
 
-func (p *Proxy) rejection(ctx context.Context, id uint64, tool string) string {
-	d, err := p.Log.GetEffect(ctx, id)
-	if err == nil && d.Approval != nil {
-		a := d.Approval
-		if a.Outcome == model.ApprovalTimedOut {
-			return fmt.Sprintf("undolog: %s (effect %d) was not approved in time; it will not run", tool, id)
-		}
-		why := ""
-		if a.Decision != "" {
-			why = ": " + a.Decision
-		}
-		msg := fmt.Sprintf("undolog: %s (effect %d) was rejected by %s%s; it will not run", tool, id, a.DecidedBy, why)
-		if s, err := p.Log.GetSession(ctx, d.Effect.Session); err == nil && s.State == sm.SessionHalted {
-			msg += fmt.Sprintf(", and session %s is halted until a person resumes it: `%s session resume %s --as NAME --reason TEXT`", s.ID, p.cli(), s.ID)
-		}
-		return msg
-	}
-	return fmt.Sprintf("undolog: %s (effect %d) was rejected; it will not run", tool, id)
+// door is how the proxy is named in the call flow's texts.
+func (p *Proxy) door() lifecycle.Door {
+	return lifecycle.Door{CLI: p.cli(), Bound: p.ApprovalWait.String(), Stopped: stopCause,
+		Again: func(e model.Effect) string { return "call " + e.Tool + " again with the same arguments" }}
 }
 
 func (p *Proxy) cli() string {
@@ -710,40 +683,8 @@ func (p *Proxy) cli() string {
 	return p.CLI
 }
 
-// awaitApproval waits up to ApprovalWait for a decision. It returns "" once
-// approved, or the text of the tool error to answer with.
-func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call) string {
-	e := call.Effect
-	if e.State == sm.Pending {
-		// One approved already (before a halt, say) goes ahead at once.
-		p.note("effect %d (%s, irreversible) awaits approval: %s approve %d", e.ID, e.Tool, p.cli(), e.ID)
-	}
-	w, err := lc.Wait(ctx, call, p.ApprovalWait, nil)
-	if err != nil {
-		return "undolog: " + err.Error()
-	}
-	switch w.Outcome {
-	case lifecycle.Approved:
-		return ""
-	case lifecycle.Refused:
-		return p.rejection(ctx, e.ID, e.Tool)
-	case lifecycle.Taken:
-		return fmt.Sprintf("undolog: the same call (effect %d) is %s elsewhere; retry it later", e.ID, w.Detail.Effect.State)
-	case lifecycle.Abandoned:
-		return fmt.Sprintf("undolog: %s (effect %d) will not run: its session stopped accepting calls (%s) and closed the approval request", e.Tool, e.ID, w.Detail.Approval.Decision)
-	case lifecycle.TimedOut:
-		return fmt.Sprintf("undolog: %s is irreversible and waits for a person's approval (effect %d). "+
-			"Ask them to run `%s approve %d` (or reject it), then call %s again with the same arguments: "+
-			"the retry goes ahead once approved.", e.Tool, e.ID, p.cli(), e.ID, e.Tool)
-	}
-	if errors.Is(context.Cause(ctx), errCancelledByClient) {
-		return "undolog: cancelled by the client"
-	}
-	return p.stoppedWaiting(ctx, e)
-}
-
-// execute starts the effect (unless its intercept did), forwards the call
-// and records its outcome, also for a call the client has cancelled since:
+// execute forwards a call the flow has started and records its outcome
+// (lifecycle's Finish), also for a call the client has cancelled since:
 // the server may have run it all the same.
 //
 // It returns whether the call's id stays in flight: a call the client
@@ -751,20 +692,16 @@ func (p *Proxy) awaitApproval(ctx context.Context, lc *lifecycle.Lifecycle, call
 // request reusing it cannot take the answer the server still owes.
 func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, m message) (idInFlight bool) {
 	e := call.Effect
-	if err := lc.Start(ctx, call); err != nil {
-		p.reply(ctx, toolError(m.ID, fmt.Sprintf("undolog: effect %d could not start: %v", e.ID, err)))
-		return false
-	}
 	ch := p.expect(m.ID)
 	if err := p.writeUpstream(m.raw); errors.Is(err, errUpstreamGone) {
 		p.forget(m.ID) // never sent: a retry runs it
-		if ferr := lc.Fail(ctx, call, "not sent: the upstream MCP server had exited"); ferr != nil {
-			p.note("effect %d: recording that it was not sent failed, it stays in doubt: %v", e.ID, ferr)
+		if ferr := lc.Finish(ctx, call, lifecycle.Result{Failed: "not sent: the upstream MCP server had exited"}); ferr != nil {
+			p.note("%v", ferr)
 		}
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; %s (effect %d) was not sent", err, e.Tool, e.ID)))
 		return false
 	} else if err != nil {
-		call.StopRenewing() // left executing: other hosts find it in doubt once its lease lapses
+		lc.Finish(ctx, call, lifecycle.Result{Unsettled: true}) // other hosts find it in doubt once its lease lapses
 		p.forget(m.ID)
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
 		return false
@@ -774,25 +711,25 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		// Cancelled, and no answer yet (servers on the MCP SDKs send none):
 		// the call ends, in doubt, but its id and its wait stay, so that an
 		// answer coming late is recorded, not taken by another request.
-		call.StopRenewing()
+		lc.Finish(ctx, call, lifecycle.Result{Unsettled: true})
 		p.note("effect %d (%s): no answer %s after the client cancelled it; it stays executing (in doubt): %s", e.ID, e.Tool, p.cancelGrace(), p.resolveHint(e.ID))
 		go p.lateAnswer(lc, call, m.ID, ch)
 		return true
 	}
 	if !ok {
-		call.StopRenewing()
+		lc.Finish(ctx, call, lifecycle.Result{Unsettled: true})
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: the upstream MCP server exited during %s; effect %d stays executing (in doubt): %s", e.Tool, e.ID, p.resolveHint(e.ID))))
 		return false
 	}
 	if resp.Error == nil && taskHandle(resp.Result) {
-		p.taskAnswer(ctx, call, resp)
+		p.taskAnswer(ctx, lc, call, resp)
 		return false
 	}
 	committed, err := record(ctx, lc, call, resp)
 	if err != nil {
-		p.note("effect %d: recording the outcome failed, it stays in doubt: %v", e.ID, err)
+		p.note("%v", err)
 	}
-	p.keepLogAWhile()
+	p.holdLogForNextCall()
 	if committed {
 		p.replyAnswer(ctx, resp.raw, call.Effect)
 		return false
@@ -801,65 +738,72 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	return false
 }
 
-// afterglow is how long the proxy keeps the file log after a logged call,
-// while nobody waits for it: an agent's calls often come in bursts, and the
-// next one then neither reopens the log nor replays its journal (an
-// intercept took 1.0 ms after a reopen, 0.47 ms with the log kept). Any
-// process that waits for the log gets it within about a millisecond.
-const afterglow = 100 * time.Millisecond
+// nextCallHold is how long the proxy holds the file log after a logged
+// call, while nobody waits for it: an agent's calls often come in bursts,
+// and the next one then neither reopens the log nor replays its journal.
+// Any process that waits for the log gets it within about a millisecond.
+const nextCallHold = 100 * time.Millisecond
 
-// keepLogAWhile keeps the log for afterglow from now.
-func (p *Proxy) keepLogAWhile() {
-	p.glowMu.Lock()
-	defer p.glowMu.Unlock()
-	if p.glow != nil {
-		if p.glow.Reset(afterglow) {
-			return // still kept: kept longer
+// holdLogForNextCall holds the log (storage.Holder) for nextCallHold from now.
+func (p *Proxy) holdLogForNextCall() {
+	p.nextCallMu.Lock()
+	defer p.nextCallMu.Unlock()
+	if p.nextCallHold != nil {
+		if p.nextCallHold.Reset(nextCallHold) {
+			return // still held: held longer
 		}
-		p.glow.Stop() // it had ended; Reset scheduled it again
+		p.nextCallHold.Stop() // it had ended; Reset scheduled it again
 	}
-	done := lifecycle.ExpectWrite(p.Log)
+	done := p.Log.ExpectWrite()
 	if done == nil {
 		return
 	}
-	p.glow = time.AfterFunc(afterglow, done)
+	p.nextCallHold = time.AfterFunc(nextCallHold, done)
 }
 
-// endAfterglow lets the log go now, when the proxy ends.
-func (p *Proxy) endAfterglow() {
-	p.glowMu.Lock()
-	defer p.glowMu.Unlock()
-	if p.glow != nil && p.glow.Stop() {
-		p.glow.Reset(0) // runs done at once
+// stopHoldingLogForNextCall lets the log go now, when the proxy ends.
+func (p *Proxy) stopHoldingLogForNextCall() {
+	p.nextCallMu.Lock()
+	defer p.nextCallMu.Unlock()
+	if p.nextCallHold != nil && p.nextCallHold.Stop() {
+		p.nextCallHold.Reset(0) // runs done at once
 	}
 }
 
-// record logs the outcome the server's answer says: committed with its
-// result, or failed (a JSON-RPC error, a tool error). An answer that says
-// neither (not JSON-RPC 2.0, an error that says nothing, a result that is
-// no tool result) leaves the call in doubt, its lease stopped: the server
-// may have acted on it.
+// record logs the outcome the server's answer says (lifecycle's Finish):
+// committed with its result, or failed (a JSON-RPC error, a tool error). An
+// answer that says neither (not JSON-RPC 2.0, an error that says nothing, a
+// result that is no tool result) leaves the call unsettled, in doubt: the
+// server may have acted on it.
 func record(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, resp message) (committed bool, err error) {
-	unreadable := func(why error) (bool, error) {
-		return false, errors.Join(fmt.Errorf("the server's answer: %w", why), call.StopRenewing())
+	r, unreadable := answered(resp)
+	if unreadable != nil {
+		return false, errors.Join(fmt.Errorf("effect %d: the server's answer: %w; it stays in doubt", call.Effect.ID, unreadable),
+			lc.Finish(ctx, call, lifecycle.Result{Unsettled: true}))
 	}
+	err = lc.Finish(ctx, call, r)
+	return err == nil && r.Failed == "", err
+}
+
+// answered is the end of a call that the server's answer says, or why it
+// says none.
+func answered(resp message) (lifecycle.Result, error) {
 	switch {
 	case resp.JSONRPC != "2.0" || (resp.Error == nil) == (resp.Result == nil):
-		return unreadable(fmt.Errorf("%w: not a JSON-RPC 2.0 answer with a result or an error", mcpclient.ErrUnreadableAnswer))
+		return lifecycle.Result{}, fmt.Errorf("%w: not a JSON-RPC 2.0 answer with a result or an error", mcpclient.ErrUnreadableAnswer)
 	case resp.Error != nil && !mcpclient.WellFormedError(resp.Error.Code, resp.Error.Message):
-		return unreadable(fmt.Errorf("%w: an error of no code or message", mcpclient.ErrUnreadableAnswer))
+		return lifecycle.Result{}, fmt.Errorf("%w: an error of no code or message", mcpclient.ErrUnreadableAnswer)
 	case resp.Error != nil:
-		return false, lc.Fail(ctx, call, fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message))
+		return lifecycle.Result{Failed: fmt.Sprintf("JSON-RPC error %d: %s", resp.Error.Code, resp.Error.Message)}, nil
 	}
 	failed, err := mcpclient.ToolResult(resp.Result)
 	switch {
 	case err != nil:
-		return unreadable(err)
+		return lifecycle.Result{}, err
 	case failed:
-		return false, lc.Fail(ctx, call, "tool error: "+mcpclient.ResultText(resp.Result))
+		return lifecycle.Result{Failed: "tool error: " + mcpclient.ResultText(resp.Result)}, nil
 	}
-	err = lc.Commit(ctx, call, resp.Result)
-	return err == nil, err
+	return lifecycle.Result{Value: resp.Result}, nil
 }
 
 // lateAnswer records the outcome of a cancelled call the server answers
@@ -872,7 +816,7 @@ func (p *Proxy) lateAnswer(lc *lifecycle.Lifecycle, call *lifecycle.Call, id jso
 		return
 	}
 	if _, err := record(context.Background(), lc, call, resp); err != nil {
-		p.note("effect %d: recording the late answer failed, it stays in doubt: %v", call.Effect.ID, err)
+		p.note("the late answer: %v", err)
 		return
 	}
 	p.note("effect %d (%s): the server answered it after all; its outcome is recorded", call.Effect.ID, call.Effect.Tool)

@@ -373,7 +373,7 @@ func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 	waitFor(t, "the approval request", func() bool { list, _, _ := store.PendingApprovals(t.Context(), "agent-3", 0); return len(list) == 1 })
 	h.cli("reject", "2", "--as", "bob", "--reason", "b is still needed")
 	wg.Wait()
-	if !rejected.IsError || !strings.Contains(text(rejected), "rejected by bob: b is still needed") {
+	if !rejected.IsError || !strings.Contains(text(rejected), "rejected by bob (b is still needed)") {
 		t.Fatalf("rejected call: %s", text(rejected))
 	}
 	if g := graph(t, agent3); !strings.Contains(g, `"b"`) {
@@ -508,8 +508,8 @@ func TestProxyRepeatOfACallInDoubt(t *testing.T) {
 	m := next(t, out)
 	text := toolText(m)
 	want := "undolog --log " + h.logPath + " resolve 1 --reason \"what you found\""
-	if m["id"] != 2.0 || !strings.Contains(text, "the same call (effect 1) is in doubt: its owner (pid ") ||
-		!strings.Contains(text, "is gone; it may or may not have taken effect") || !strings.Contains(text, "`"+want+"`") {
+	if m["id"] != 2.0 || !strings.Contains(text, "effect 1 is in doubt: its owner (pid ") ||
+		!strings.Contains(text, ") died mid-run; it may or may not have taken effect") || !strings.Contains(text, "`"+want+"`") {
 		t.Fatalf("repeat once its owner died: %v", m)
 	}
 	store := engines.File(h.logPath, engines.Options{})
@@ -578,7 +578,7 @@ func TestProxyAnswerThatSaysNeitherIsInDoubt(t *testing.T) {
 	send(initialize)
 	next(t, out)
 	send(fmt.Sprintf(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"odd","arguments":%s}}`, first))
-	if m := next(t, out); !strings.Contains(toolText(m), "the same call (effect 1) is in doubt") {
+	if m := next(t, out); !strings.Contains(toolText(m), "effect 1 is in doubt") {
 		t.Fatalf("a repeat of the first call: %v", m)
 	}
 }
@@ -809,9 +809,9 @@ func TestProxyCallWhoseLeaseLapsedOnAnotherMachine(t *testing.T) {
 	for id := 2; ; id++ {
 		fmt.Fprintf(in2, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"die","arguments":{}}}`+"\n", id)
 		text := toolText(next(t, out2))
-		if strings.Contains(text, "the same call (effect 1) is executing; retry it later") {
+		if strings.Contains(text, "effect 1 is executing on m1 (") {
 			sawInProgress = true
-		} else if want := fmt.Sprintf("(last renewed by pid %d on m1); it may or may not have taken effect: check, then run `undolog --log %s resolve 1", m1.Process.Pid, h.logPath); strings.Contains(text, "the same call (effect 1) is in doubt: its owner's lease expired at ") && strings.Contains(text, want) {
+		} else if want := fmt.Sprintf("(last renewed by pid %d on m1); it may or may not have taken effect: check, then run `undolog --log %s resolve 1", m1.Process.Pid, h.logPath); strings.Contains(text, "effect 1 is in doubt: its owner's lease expired at ") && strings.Contains(text, want) {
 			break
 		} else {
 			t.Fatalf("repeat on m2: %q", text)

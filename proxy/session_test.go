@@ -158,7 +158,7 @@ func TestProxyHaltedSessionUntilAPersonResumesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	const resume = "`undolog session resume halt --as NAME --reason TEXT`"
-	if m := next(t, ip.out); m["id"] != float64(id) || !strings.Contains(toolText(m), "rejected by alice: wrong recipient") ||
+	if m := next(t, ip.out); m["id"] != float64(id) || !strings.Contains(toolText(m), "rejected by alice (wrong recipient)") ||
 		!strings.Contains(toolText(m), "session halt is halted until a person resumes it: "+resume) {
 		t.Fatalf("the rejected call: %v", m)
 	}

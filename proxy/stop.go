@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/undolog/undolog/model"
 )
 
 // How a proxy run ends. The client closing its input is the normal end (Run
@@ -150,18 +148,18 @@ func (p *Proxy) approvalContext(ctx context.Context) (context.Context, func()) {
 	return w, func() { stop(); cancel(nil) }
 }
 
-// stoppedWaiting is the answer to a call whose wait for approval the end of
-// the run cut short.
-func (p *Proxy) stoppedWaiting(ctx context.Context, e model.Effect) string {
-	why := "the proxy is stopping"
-	switch cause := context.Cause(ctx); {
+// stopCause says why the end of the run cut a call's wait (or start)
+// short, from its context's cause.
+func stopCause(cause error) string {
+	switch {
+	case errors.Is(cause, errCancelledByClient):
+		return "the client cancelled it"
 	case errors.Is(cause, errClientGone):
-		why = "the client closed its input"
+		return "the client closed its input"
 	case errors.Is(cause, errUpstreamGone):
-		why = "the upstream MCP server exited"
+		return "the upstream MCP server exited"
 	case errors.Is(cause, ErrInterrupted), cause != nil && cause != context.Canceled: // a signal's cause (signal.NotifyContext) Is context.Canceled too
-		why = "the proxy was stopped by a signal"
+		return "the proxy was stopped by a signal"
 	}
-	return fmt.Sprintf("undolog: %s (effect %d) was not run: %s while it waited for approval; its request stands: "+
-		"once `%s approve %d` is run, call %s again with the same arguments", e.Tool, e.ID, why, p.cli(), e.ID, e.Tool)
+	return "the proxy is stopping"
 }

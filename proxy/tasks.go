@@ -51,8 +51,8 @@ func taskHandle(result json.RawMessage) bool {
 // (a repeat never replays a handle that dies with the server): the effect
 // stays executing, its lease stopped, in doubt once this proxy is gone. The
 // client gets the handle and can follow the task.
-func (p *Proxy) taskAnswer(ctx context.Context, call *lifecycle.Call, resp message) {
-	call.StopRenewing()
+func (p *Proxy) taskAnswer(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, resp message) {
+	lc.Finish(ctx, call, lifecycle.Result{Unsettled: true})
 	p.note("effect %d (%s): the server answered with a task handle, not the outcome: it stays executing (in doubt): %s",
 		call.Effect.ID, call.Effect.Tool, p.resolveHint(call.Effect.ID))
 	p.reply(ctx, resp.raw)

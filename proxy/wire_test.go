@@ -220,7 +220,7 @@ func TestProxySignalAnswersAndRecordsTheCallsInFlight(t *testing.T) {
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
 	w.cmd.Process.Signal(syscall.SIGTERM)
 	m := w.next()
-	if m["id"] != 3.0 || !strings.Contains(toolText(m), "echo (effect 2) was not run: the proxy was stopped by a signal while it waited for approval; its request stands") {
+	if m["id"] != 3.0 || !strings.Contains(toolText(m), "effect 2 (echo) was not run: the proxy was stopped by a signal while it waited for approval; its request stands") {
 		t.Fatalf("the call waiting for approval: %v", m)
 	}
 	waitFor(t, "the proxy to say it stops", func() bool {
@@ -317,7 +317,7 @@ func TestProxyExitsWithItsServer(t *testing.T) {
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
 	syscall.Kill(w.pid, syscall.SIGKILL)
 	m := w.next()
-	if m["id"] != 2.0 || !strings.Contains(toolText(m), "echo (effect 1) was not run: the upstream MCP server exited while it waited for approval; its request stands") {
+	if m["id"] != 2.0 || !strings.Contains(toolText(m), "effect 1 (echo) was not run: the upstream MCP server exited while it waited for approval; its request stands") {
 		t.Fatalf("the waiting call: %v", m)
 	}
 	if code := w.end("after its server died"); code != 11 {
@@ -339,7 +339,7 @@ func TestProxyClientLeavesWhileItsCallWaits(t *testing.T) {
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
 	w.in.Close()
 	m := w.next()
-	if m["id"] != 2.0 || !strings.Contains(toolText(m), "echo (effect 1) was not run: the client closed its input while it waited for approval; its request stands") {
+	if m["id"] != 2.0 || !strings.Contains(toolText(m), "effect 1 (echo) was not run: the client closed its input while it waited for approval; its request stands") {
 		t.Fatalf("the waiting call: %v", m)
 	}
 	if code := w.end("after its client left"); code != 0 {

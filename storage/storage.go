@@ -74,6 +74,26 @@ type Roles interface {
 	ApplyRoles(ctx context.Context) error
 }
 
+// Holder is what an engine that keeps its log open between one process's
+// writes can do beyond Engine (the bbolt file's committer): hold the log
+// through a call, from its start to its end, while no other process waits
+// for it, so that the end is written without reopening the log.
+type Holder interface {
+	Engine
+	// ExpectWrite says that this process writes again soon; done (which may
+	// be called more than once) ends that.
+	ExpectWrite() (done func())
+}
+
+// Suspender is what an engine that can hold something other processes
+// wait for (the file, rows) can do beyond Engine: let it go now and keep
+// this process off the log until resume, for a process about to be
+// stopped (SIGTSTP).
+type Suspender interface {
+	Engine
+	Suspend() (resume func())
+}
+
 // Notifier is what an engine that hears of other processes' writes can do
 // beyond Engine (PostgreSQL's LISTEN/NOTIFY). Waiters check for it; without
 // it they poll.

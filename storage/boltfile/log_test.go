@@ -25,3 +25,7 @@ func newTestLog(path string, o testOptions) *testLog {
 }
 
 func (l *testLog) Close() error { return l.Engine.Close() }
+
+// The engine's own: the log's reach it through storage.Holder and Suspender.
+func (l *testLog) ExpectWrite() (done func()) { return l.Engine.ExpectWrite() }
+func (l *testLog) Suspend() (resume func())   { return l.Engine.Suspend() }

@@ -352,4 +352,8 @@ func (s *Engine) Update(_ context.Context, fn func(storage.WriteTx) error) error
 	return s.update(func(tx *writeTx) error { return fn(txWriter{txReader{plainTx(tx.Tx)}, tx}) })
 }
 
-var _ storage.File = (*Engine)(nil)
+var (
+	_ storage.File      = (*Engine)(nil)
+	_ storage.Holder    = (*Engine)(nil)
+	_ storage.Suspender = (*Engine)(nil)
+)

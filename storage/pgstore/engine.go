@@ -70,8 +70,9 @@ func (e *Engine) Suspend() (resume func()) {
 }
 
 var (
-	_ storage.Engine   = (*Engine)(nil)
-	_ storage.Migrator = (*Engine)(nil)
+	_ storage.Engine    = (*Engine)(nil)
+	_ storage.Migrator  = (*Engine)(nil)
+	_ storage.Suspender = (*Engine)(nil)
 )
 
 // DefaultConnectTimeout bounds a connection's making (the dial, TLS and the
