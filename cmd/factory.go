@@ -17,8 +17,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -97,12 +97,12 @@ func (f *Factory) Log() effectlog.Log {
 	path := f.LogPath()
 	if !f.warned {
 		f.warned = true
-		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 && engines.LooksLikeLogFile(path) {
+		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 && logaddr.LooksLikeLogFile(path) {
 			fmt.Fprintf(f.ErrOut, "undolog: warning: %s can be read by others (mode %04o) and holds call arguments and results: chmod 600 %s\n",
 				textfmt.Escape(path), info.Mode().Perm(), textfmt.Escape(path))
 		}
 	}
-	log := engines.Open(path, engines.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback, Interrupt: f.lockWaitsEnd()})
+	log := logaddr.Open(path, logaddr.Options{LockTimeout: f.LockTimeout, Now: f.Now, Fallback: f.Fallback, Interrupt: f.lockWaitsEnd()})
 	f.openedMu.Lock()
 	f.opened = append(f.opened, log)
 	f.openedMu.Unlock()
@@ -123,7 +123,7 @@ func (f *Factory) CLI() string {
 	if abs, err := filepath.Abs(addr); err == nil && !strings.Contains(addr, "://") {
 		addr = abs // pasted in another directory, a relative path is another log
 	}
-	return prog + " --log " + shellQuote(engines.SharedAddress(addr))
+	return prog + " --log " + shellQuote(logaddr.SharedAddress(addr))
 }
 
 // program is how a person runs this undolog again: "go run ." when it was

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -411,7 +411,7 @@ func TestImportInterruptedTakesItsSessionsOut(t *testing.T) {
 // another matter: it hands each signal to its command.
 func TestASecondInterruptEndsTheProcess(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
-	log := engines.File(db, engines.Options{})
+	log := logaddr.File(db, logaddr.Options{})
 	big := strings.Repeat("x", 2000)
 	for i := range 200 { // some 500 KB of export, past a pipe's buffer
 		if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,

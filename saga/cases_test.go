@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
 )
@@ -51,7 +51,7 @@ func (*dirCaller) Close() error { return nil }
 // standard input, calls an mcp case on the upstream started where it ran,
 // and a skip case runs nothing.
 func TestCasesCompensation(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	work := t.TempDir()
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv", "rel/dir"}, UpstreamDir: work}); err != nil {
 		t.Fatal(err)
@@ -138,7 +138,7 @@ func TestCompensationWithoutAnAnswerIsInDoubt(t *testing.T) {
 }
 
 func compensationInDoubt(t *testing.T, caller *noAnswerCaller) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv"}}); err != nil {
 		t.Fatal(err)
 	}
