@@ -55,7 +55,6 @@ func FuzzClientFraming(f *testing.F) {
 		p := &Proxy{Log: store, Session: "fuzz", ApprovalWait: time.Millisecond}
 		in := newBatcher(NewStdioConn(bytes.NewReader(data), client)) // as Serve has it
 		p.client, p.up, p.upGone = in, NewStdioConn(bytes.NewReader(nil), upstream), make(chan struct{})
-		p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // nothing answers upstream: calls give up at once
 		p.readClient(ctx, in)
@@ -117,7 +116,6 @@ func TestClientMessageNestedTooDeep(t *testing.T) {
 	p := &Proxy{Log: store, Session: "deep", ApprovalWait: time.Millisecond}
 	in := newBatcher(NewStdioConn(strings.NewReader(input), client))
 	p.client, p.up, p.upGone = in, NewStdioConn(bytes.NewReader(nil), upstream), make(chan struct{})
-	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 	p.readClient(t.Context(), in)
 	p.calls.Wait()
 	var first struct {

@@ -88,9 +88,7 @@ func (p *Proxy) serve(ctx context.Context, readClient func()) error {
 }
 
 func (p *Proxy) inFlight() int {
-	p.cancelMu.Lock()
-	defer p.cancelMu.Unlock()
-	return len(p.cancels)
+	return p.running.count()
 }
 
 // drain waits for the calls in flight: all of them once the client closed
