@@ -104,7 +104,7 @@ type Proxy struct {
 	chosen  sessionChoice // the session calls go in, once chosen (session.go)
 	answers answerWaits
 
-	life     lifeline
+	end      runEnd
 	clientMu sync.Mutex
 	client   Conn
 	upMu     sync.Mutex
