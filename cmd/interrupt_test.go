@@ -51,8 +51,6 @@ func runWithLog(t *testing.T, db string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(testbin.Undolog(t), args...)
 	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+db, "UNDOLOG_ACTOR=tester")
-	// A relative path in a step or an undo lands here, not in the source tree.
-	cmd.Dir = t.TempDir()
 	return cmd
 }
 
