@@ -92,7 +92,7 @@ func TestCasesCompensation(t *testing.T) {
 	}
 	tools := &dirTools{}
 	var progress bytes.Buffer
-	res, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial, Progress: &progress}).Run(t.Context(), "p")
+	res, err := (&Runner{Log: store, Actor: "test", StartServer: tools.dial, Progress: &progress}).Run(t.Context(), "p")
 	if err != nil || res.State != "compensated" {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -144,15 +144,15 @@ func compensationInDoubt(t *testing.T, caller *noAnswerCaller) {
 	}
 	committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `{"n":1}`)
 	dial := func(context.Context, []string, string) (ToolCaller, error) { return caller, nil }
-	r := &Runner{Log: store, Actor: "test", Tools: dial, Sleep: func(context.Context, time.Duration) error { return nil }}
+	r := &Runner{Log: store, Actor: "test", StartServer: dial, Sleep: func(context.Context, time.Duration) error { return nil }}
 	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 1 {
 		t.Fatalf("first undo: %v after %d calls, want in doubt after 1", err, caller.calls)
 	}
-	r = &Runner{Log: store, Actor: "test", Tools: dial}
+	r = &Runner{Log: store, Actor: "test", StartServer: dial}
 	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 1 {
 		t.Fatalf("undo again: %v after %d calls, want refused in doubt", err, caller.calls)
 	}
-	r = &Runner{Log: store, Actor: "test", Tools: dial, RetryInDoubt: true}
+	r = &Runner{Log: store, Actor: "test", StartServer: dial, RetryInDoubt: true}
 	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 2 {
 		t.Fatalf("--retry-in-doubt: %v after %d calls, want one more call", err, caller.calls)
 	}

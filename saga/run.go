@@ -36,10 +36,11 @@ type Runner struct {
 	ConfirmManual func(Step) (bool, error)
 	// Sleep waits between retries; nil uses a timer that honours ctx.
 	Sleep func(context.Context, time.Duration) error
-	// Tools connects to the session's upstream MCP server for mcp
-	// compensations, starting it in dir (the directory it ran in behind
-	// the proxy; "" where not recorded); nil means they cannot run here.
-	Tools func(ctx context.Context, upstream []string, dir string) (ToolCaller, error)
+	// StartServer starts the session's upstream MCP server for mcp
+	// compensations, in dir (the directory it ran in behind the proxy; ""
+	// where not recorded), and connects to it; nil means they cannot run
+	// here.
+	StartServer func(ctx context.Context, upstream []string, dir string) (ToolCaller, error)
 	// RetryInDoubt runs again a compensation whose undo died mid-run. It is
 	// not done by default: such a compensation may have taken effect, and
 	// many are not idempotent (kubectl rollout undo, run twice, goes back
@@ -159,7 +160,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 	if lease <= 0 {
 		lease = model.DefaultLease
 	}
-	srv := &sessionServer{argv: sess.Upstream, dir: sess.UpstreamDir, start: r.Tools}
+	srv := &sessionServer{argv: sess.Upstream, dir: sess.UpstreamDir, start: r.StartServer}
 	defer srv.close()
 	for _, step := range plan.Steps {
 		if err := ctx.Err(); err != nil {

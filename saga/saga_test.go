@@ -223,7 +223,7 @@ func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
 	}
 	dials := 0
 	r := &Runner{Log: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil },
-		Tools: func(context.Context, []string, string) (ToolCaller, error) {
+		StartServer: func(context.Context, []string, string) (ToolCaller, error) {
 			dials++
 			var c *unreachable
 			return c, errors.New("connect to MCP server sh -c exit 1: EOF")
@@ -266,7 +266,7 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	}
 	id := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
 	tools := &stubTools{}
-	if res, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p"); err != nil || res.State != "compensated" {
+	if res, err := (&Runner{Log: store, Actor: "test", StartServer: tools.dial}).Run(context.Background(), "p"); err != nil || res.State != "compensated" {
 		t.Fatalf("undo of an intact session: %+v %v", res, err)
 	}
 	if len(tools.started) != 1 {
@@ -283,7 +283,7 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	if _, err := MakePlan(t.Context(), store, "p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("plan of a session with a tampered upstream: %v", err)
 	}
-	_, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+	_, err := (&Runner{Log: store, Actor: "test", StartServer: tools.dial}).Run(context.Background(), "p")
 	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("undo of a session with a tampered upstream: %v", err)
 	}

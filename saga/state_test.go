@@ -58,7 +58,7 @@ func TestUndoHoldsItsEnvironmentToTheSessionsState(t *testing.T) {
 				t.Fatal(err)
 			}
 			tools := &stubTools{}
-			res, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+			res, err := (&Runner{Log: store, Actor: "test", StartServer: tools.dial}).Run(context.Background(), "p")
 			if c.refused == "" {
 				if err != nil || res.State != string(sm.SessionCompensated) || len(tools.started) != 1 || plan.Steps[0].Problem != "" {
 					t.Fatalf("undo: %+v %v, started %v, plan's problem %q", res, err, tools.started, plan.Steps[0].Problem)
@@ -145,7 +145,7 @@ func testTwoStates(t *testing.T, name, label string, here *string, joined model.
 			t.Fatalf("plan: %+v %v", plan.Steps, err)
 		}
 		tools := &stubTools{}
-		_, err = (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+		_, err = (&Runner{Log: store, Actor: "test", StartServer: tools.dial}).Run(context.Background(), "p")
 		if !errors.Is(err, ErrStateElsewhere) || !strings.Contains(err.Error(), refused) || strings.Contains(err.Error(), "run undo again") {
 			t.Fatalf("undo with %s here: %v, want a refusal saying %q", label, err, refused)
 		}
@@ -181,7 +181,7 @@ func TestTheStateRefusalPastesTheRecordedValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
-	_, err = (&Runner{Log: store, Actor: "test", Tools: (&stubTools{}).dial}).Run(context.Background(), "p")
+	_, err = (&Runner{Log: store, Actor: "test", StartServer: (&stubTools{}).dial}).Run(context.Background(), "p")
 	if !errors.Is(err, ErrStateElsewhere) {
 		t.Fatal(err)
 	}
