@@ -18,7 +18,7 @@ func TestFuzzTargetsBriefly(t *testing.T) {
 		t.Skip("fuzzing is skipped in -short mode")
 	}
 	targets := []struct{ pkg, name, inputs string }{
-		{"./internal/jcs", "FuzzCanonicalize", "20000x"},
+		{"./internal/canonjson", "FuzzCanonicalize", "20000x"},
 		{"./internal/mcpwire", "FuzzRepeatedKey", "20000x"},
 		{"./proxy", "FuzzParsePolicy", "3000x"},
 		{"./proxy", "FuzzClientFraming", "10000x"},

@@ -11,7 +11,7 @@ import (
 // package may import only packages before it. A new package needs a place
 // here (and a line in CONTRIBUTING.md).
 var layers = []string{
-	"internal/jcs",
+	"internal/canonjson",
 	"internal/template",
 	"internal/textfmt",
 	"internal/child",
@@ -26,7 +26,7 @@ var layers = []string{
 	"storage/boltfile",
 	"storage/pgstore",
 	"effectlog",
-	"engines",
+	"logaddr",
 	"conformance",
 	"lifecycle",
 	"shellstep",

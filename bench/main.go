@@ -36,8 +36,8 @@ import (
 
 	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/tui"
@@ -318,7 +318,7 @@ func lifecycle(s effectlog.Log, session string, i int) error {
 
 func undologSerial(path string, n int) (float64, error) {
 	defer os.Remove(path)
-	s := engines.File(path, engines.Options{})
+	s := logaddr.File(path, logaddr.Options{})
 	if err := lifecycle(s, "warm", 0); err != nil {
 		return 0, err
 	}
@@ -333,7 +333,7 @@ func undologSerial(path string, n int) (float64, error) {
 
 func undologConcurrent(path string, sessions, each int) (float64, error) {
 	defer os.Remove(path)
-	s := engines.File(path, engines.Options{LockTimeout: time.Minute})
+	s := logaddr.File(path, logaddr.Options{LockTimeout: time.Minute})
 	if err := lifecycle(s, "warm", 0); err != nil {
 		return 0, err
 	}
@@ -465,7 +465,7 @@ func removeSQLite(path string) {
 // that group commit keeps the build short; the records are the same.
 func bytesPerEffect(path string, n int) (float64, error) {
 	defer os.Remove(path)
-	s := engines.File(path, engines.Options{})
+	s := logaddr.File(path, logaddr.Options{})
 	var batch []effectlog.InterceptRequest
 	for i := 0; i < n; i++ {
 		batch = append(batch, effectlog.InterceptRequest{Session: fmt.Sprintf("s%03d", i/1000), Tool: "write_file", Tier: sm.Compensable,
@@ -552,7 +552,7 @@ func largeRows(add func(what, value, ratio string)) error {
 	if err := filterRows(add, bin, path); err != nil {
 		return err
 	}
-	store := engines.File(path, engines.Options{})
+	store := logaddr.File(path, logaddr.Options{})
 	paint, err := measure(func() (float64, error) {
 		start := time.Now()
 		if _, err := tui.FirstFrame(context.Background(), tui.Options{Log: store}); err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -113,7 +113,7 @@ func timeRSS(bin string, argv ...string) (s, mib float64, err error) {
 func writeFinished(path string, sessions, per int) error {
 	os.Remove(path)
 	os.Remove(path + "-journal")
-	store := engines.File(path, engines.Options{})
+	store := logaddr.File(path, logaddr.Options{})
 	defer store.Close()
 	ctx := context.Background()
 	batch := make([]effectlog.InterceptRequest, 0, 10*per)
@@ -135,7 +135,7 @@ func writeFinished(path string, sessions, per int) error {
 
 // completeSessions marks the first n sessions named by format completed.
 func completeSessions(path, format string, n int) error {
-	store := engines.File(path, engines.Options{})
+	store := logaddr.File(path, logaddr.Options{})
 	defer store.Close()
 	for s := 0; s < n; s++ {
 		if _, err := store.SetSessionState(context.Background(), fmt.Sprintf(format, s), sm.SessionCompleted, model.Change{Actor: "bench"}); err != nil {

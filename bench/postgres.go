@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/storage/pgstore"
 )
@@ -72,7 +72,7 @@ func pgRows(add func(what, value, ratio string), work string) error {
 	if err != nil {
 		return err
 	}
-	s := engines.Open(url, engines.Options{})
+	s := logaddr.Open(url, logaddr.Options{})
 	defer s.Close()
 	f, err := openFloor(ctx, floorURL, false)
 	if err != nil {

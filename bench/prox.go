@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/proxy"
 	"github.com/undolog/undolog/storage"
 )
@@ -202,7 +202,7 @@ func inprocClient(log, policyFile, server, memory string) (*rpcClient, func() in
 	if err != nil {
 		return nil, nil, err
 	}
-	store := engines.File(log, engines.Options{})
+	store := logaddr.File(log, logaddr.Options{})
 	counted, ok := store.(interface{ Engine() storage.Engine }).Engine().(interface{ Opens() int64 })
 	if !ok {
 		store.Close()

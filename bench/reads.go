@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -32,7 +32,7 @@ func readRows(add func(what, value, ratio string), work string) error {
 	defer removeLog(folded)
 	// 20,000 effects in bbolt (batches too large for the journal are
 	// committed), then 64 one at a time: the journal's limit.
-	s := engines.File(journal, engines.Options{})
+	s := logaddr.File(journal, logaddr.Options{})
 	for b := 0; b < 20; b++ {
 		var batch []effectlog.InterceptRequest
 		for i := 0; i < 1000; i++ {

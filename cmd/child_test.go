@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -30,7 +30,7 @@ func TestCommandDiesWithUndolog(t *testing.T) {
 			return []string{"exec", "--session", "s", "--undo", "true", "--", "sh", "-c", script(marks)}
 		},
 		"undo": func(t *testing.T, db, marks string) []string {
-			committedEffect(t, engines.File(db, engines.Options{}), &model.Compensation{Kind: model.CompensationCommand,
+			committedEffect(t, logaddr.File(db, logaddr.Options{}), &model.Compensation{Kind: model.CompensationCommand,
 				Argv: []string{"sh", "-c", script(marks)}})
 			return []string{"undo", "s", "--yes"}
 		},

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 )
 
 type compactOptions struct {
@@ -28,7 +28,7 @@ writes still in its journal folded in, and rename it into place atomically. Refu
 			}
 			fl, ok := f.Log().(effectlog.FileLog)
 			if !ok {
-				return usagef("compact rewrites a log file; %s is not one", engines.Shown(f.LogPath()))
+				return usagef("compact rewrites a log file; %s is not one", logaddr.Shown(f.LogPath()))
 			}
 			before, after, err := fl.Compact()
 			if err != nil {

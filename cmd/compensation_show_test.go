@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -19,7 +19,7 @@ import (
 // record selects.
 func TestShowAndUndoCutLongCompensations(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
-	store := engines.File(db, engines.Options{})
+	store := logaddr.File(db, logaddr.Options{})
 	big := strings.Repeat("x", 5<<20)
 	args, _ := json.Marshal(map[string]string{"path": "/f", "content": big})
 	mcpID := committedEffect(t, store, &model.Compensation{Kind: model.CompensationMCP, Tool: "write_file", Args: args})

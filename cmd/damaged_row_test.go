@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -26,7 +26,7 @@ import (
 // of it exits 1.
 func TestDamagedRowHarmsOnlyItsEffect(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
-	store := engines.Open(url, engines.Options{})
+	store := logaddr.Open(url, logaddr.Options{})
 	mine := committedCall(t, store, "write", `{"n":1}`, nil)
 	theirs := committedCall(t, store, "write", `{"n":2}`, nil)
 	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "t", Tool: "write", Tier: sm.Compensable,

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // BenchmarkExecApprovalLatency measures, with the real binary, the time from
@@ -29,15 +29,15 @@ import (
 func BenchmarkExecApprovalLatency(b *testing.B) {
 	b.Run("file", func(b *testing.B) {
 		logPath := filepath.Join(b.TempDir(), "undolog.db")
-		benchApprovalLatency(b, logPath, engines.File(logPath, engines.Options{}))
+		benchApprovalLatency(b, logPath, logaddr.File(logPath, logaddr.Options{}))
 	})
 	b.Run("postgres", func(b *testing.B) {
 		url := pgtest.Server(b).NewDatabase(b)
-		benchApprovalLatency(b, url, engines.Open(url, engines.Options{}))
+		benchApprovalLatency(b, url, logaddr.Open(url, logaddr.Options{}))
 	})
 	b.Run("postgres-poll", func(b *testing.B) {
 		url := pgtest.Server(b).NewDatabase(b)
-		benchApprovalLatency(b, url, engines.Open(url, engines.Options{}), "UNDOLOG_NOTIFY_FALLBACK=0")
+		benchApprovalLatency(b, url, logaddr.Open(url, logaddr.Options{}), "UNDOLOG_NOTIFY_FALLBACK=0")
 	})
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -53,7 +53,7 @@ func (f *Factory) CLI() string {
 	if abs, err := filepath.Abs(addr); err == nil && !strings.Contains(addr, "://") {
 		addr = abs // pasted in another directory, a relative path is another log
 	}
-	return prog + " --log " + shellQuote(engines.SharedAddress(addr))
+	return prog + " --log " + shellQuote(logaddr.SharedAddress(addr))
 }
 
 // program is how a person runs this undolog again: "go run ." when it was

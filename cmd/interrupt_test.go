@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -51,7 +51,38 @@ func runWithLog(t *testing.T, db string, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(testbin.Undolog(t), args...)
 	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+db, "UNDOLOG_ACTOR=tester")
+	cmd.Dir = runDir(t)
 	return cmd
+}
+
+// runDirs holds the directory each test's undolog processes run in.
+var runDirs struct {
+	sync.Mutex
+	of map[*testing.T]string
+}
+
+// runDir is the directory t's undolog processes run in: a temporary one,
+// so that a relative path in a step or an undo (an argv split without a
+// shell, "touch X; sleep 30", touches sleep and 30) lands there and not in
+// the source tree; one for the whole test, as exec's signature holds its
+// directory and a repeat must be the same call.
+func runDir(t *testing.T) string {
+	runDirs.Lock()
+	defer runDirs.Unlock()
+	if dir, ok := runDirs.of[t]; ok {
+		return dir
+	}
+	if runDirs.of == nil {
+		runDirs.of = map[*testing.T]string{}
+	}
+	dir := t.TempDir()
+	runDirs.of[t] = dir
+	t.Cleanup(func() {
+		runDirs.Lock()
+		delete(runDirs.of, t)
+		runDirs.Unlock()
+	})
+	return dir
 }
 
 func exitCodeOf(err error) int {
@@ -409,7 +440,7 @@ func TestImportInterruptedTakesItsSessionsOut(t *testing.T) {
 // another matter: it hands each signal to its command.
 func TestASecondInterruptEndsTheProcess(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
-	log := engines.File(db, engines.Options{})
+	log := logaddr.File(db, logaddr.Options{})
 	big := strings.Repeat("x", 2000)
 	for i := range 200 { // some 500 KB of export, past a pipe's buffer
 		if _, err := log.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,

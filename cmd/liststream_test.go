@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -24,7 +24,7 @@ func TestListStreamsInPages(t *testing.T) {
 	defer func(n int) { listPage = n }(listPage)
 	listPage = 4
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	store := engines.File(filepath.Join(t.TempDir(), "undolog.db"), engines.Options{Now: func() time.Time { return now }})
+	store := logaddr.File(filepath.Join(t.TempDir(), "undolog.db"), logaddr.Options{Now: func() time.Time { return now }})
 	defer store.Close()
 	for i := 0; i < 11; i++ {
 		tier := sm.Compensable

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // Which log a command uses: --log, UNDOLOG_LOG, the default file, in that
@@ -107,7 +107,7 @@ func TestPGEnvironmentAloneKeepsTheDefaultFile(t *testing.T) {
 
 	run("session", "start", "local")
 	file := filepath.Join(state, "undolog", "undolog.db")
-	fileLog := engines.Open(file, engines.Options{})
+	fileLog := logaddr.Open(file, logaddr.Options{})
 	defer fileLog.Close()
 	if _, err := fileLog.GetSession(context.Background(), "local"); err != nil {
 		t.Fatalf("with PG* variables alone the session is not in the default log file %s: %v", file, err)
@@ -117,7 +117,7 @@ func TestPGEnvironmentAloneKeepsTheDefaultFile(t *testing.T) {
 	}
 
 	run("--log", "postgres:///", "session", "start", "shared")
-	db := engines.Open(addr, engines.Options{})
+	db := logaddr.Open(addr, logaddr.Options{})
 	defer db.Close()
 	if _, err := db.GetSession(context.Background(), "shared"); err != nil {
 		t.Fatalf("--log postgres:/// did not take server and database from the PG* variables: %v", err)

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -30,8 +30,8 @@ type logOpener struct {
 }
 
 // open opens the log at addr and keeps it to close.
-func (o *logOpener) open(addr string, opts engines.Options) effectlog.Log {
-	log := engines.Open(addr, opts)
+func (o *logOpener) open(addr string, opts logaddr.Options) effectlog.Log {
+	log := logaddr.Open(addr, opts)
 	o.mu.Lock()
 	o.opened = append(o.opened, log)
 	o.mu.Unlock()
@@ -95,12 +95,12 @@ func (f *Factory) Log() effectlog.Log {
 	path := f.LogPath()
 	if !f.logs.warnedMode {
 		f.logs.warnedMode = true
-		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 && engines.LooksLikeLogFile(path) {
+		if info, err := os.Stat(path); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o077 != 0 && logaddr.LooksLikeLogFile(path) {
 			fmt.Fprintf(f.ErrOut, "undolog: warning: %s can be read by others (mode %04o) and holds call arguments and results: chmod 600 %s\n",
 				textfmt.Escape(path), info.Mode().Perm(), textfmt.Escape(path))
 		}
 	}
-	return f.logs.open(path, engines.Options{LockTimeout: f.logs.lockTimeout, Now: f.Now, Fallback: f.logs.fallback, Interrupt: f.lockWaitsEnd()})
+	return f.logs.open(path, logaddr.Options{LockTimeout: f.logs.lockTimeout, Now: f.Now, Fallback: f.logs.fallback, Interrupt: f.lockWaitsEnd()})
 }
 
 // ReadLog is Log for a command that only reads: a log file that does not

@@ -7,8 +7,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 )
 
 type migrateOptions struct {
@@ -58,7 +58,7 @@ allow (exit ` + fmt.Sprint(ExitDenied) + `).`,
 func migrateRun(c *cobra.Command, opts *migrateOptions) error {
 	f := opts.f
 	if opts.printRoles {
-		_, err := io.WriteString(f.Out, engines.PostgresRoles)
+		_, err := io.WriteString(f.Out, logaddr.PostgresRoles)
 		return err
 	}
 	log := f.Log()

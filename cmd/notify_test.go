@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -42,7 +42,7 @@ func TestWaitsArePushedOnPostgres(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := server.NewDatabase(t)
-			log := engines.Open(url, engines.Options{})
+			log := logaddr.Open(url, logaddr.Options{})
 			defer log.Close()
 			intercept(t, log, "before", sm.Compensable) // the tables exist
 			cmd := exec.Command(bin, tc.args...)
@@ -64,7 +64,7 @@ func TestWaitsArePushedOnPostgres(t *testing.T) {
 	}
 	t.Run("exec waiting for approval", func(t *testing.T) {
 		url := server.NewDatabase(t)
-		log := engines.Open(url, engines.Options{})
+		log := logaddr.Open(url, logaddr.Options{})
 		defer log.Close()
 		cmd := exec.Command(bin, "exec", "--session", "w", "--tool", "deploy", "--quiet", "--", "echo", "ran")
 		cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+url, "UNDOLOG_NOTIFY_FALLBACK=1h", "UNDOLOG_ACTOR=t")
@@ -157,7 +157,7 @@ func waitListening(t *testing.T, url string) {
 // seen before it could expire unseen.
 func TestApprovalsFollowSeesARequestWhileTheFeedIsHeld(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
-	log := engines.Open(url, engines.Options{})
+	log := logaddr.Open(url, logaddr.Options{})
 	defer log.Close()
 	intercept(t, log, "before", sm.Compensable) // the tables exist
 	conn, err := pgx.Connect(t.Context(), url)
@@ -172,7 +172,7 @@ func TestApprovalsFollowSeesARequestWhileTheFeedIsHeld(t *testing.T) {
 	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+url, "UNDOLOG_NOTIFY_FALLBACK=1h")
 	lines := startLines(t, cmd)
 	waitListening(t, url)
-	other := engines.Open(url, engines.Options{})
+	other := logaddr.Open(url, logaddr.Options{})
 	defer other.Close() // its publisher waits for the lock: once let go (below)
 	defer conn.Exec(context.Background(), `ROLLBACK`)
 	intercept(t, other, "held", sm.Irreversible) // its change queued: the feed does not move

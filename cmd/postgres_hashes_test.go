@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -65,7 +65,7 @@ func withMeta(lines []byte) io.Reader {
 func TestNanosecondTimesKeepTheirHashesAcrossEngines(t *testing.T) {
 	clk := &nsClock{t: time.Date(2026, 12, 1, 9, 0, 0, 987654321, time.UTC)}
 	ctx := t.Context()
-	file := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{Now: clk.now})
+	file := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{Now: clk.now})
 	defer file.Close()
 	must := func(err error) {
 		t.Helper()
@@ -103,7 +103,7 @@ func TestNanosecondTimesKeepTheirHashesAcrossEngines(t *testing.T) {
 	}
 	src := exportLines(t, file)
 
-	pg := engines.Open(pgtest.Server(t).NewDatabase(t), engines.Options{Now: clk.now})
+	pg := logaddr.Open(pgtest.Server(t).NewDatabase(t), logaddr.Options{Now: clk.now})
 	defer pg.Close()
 	if _, err := pg.Import(ctx, exportReader(ctx, withMeta(src))); err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestNanosecondTimesKeepTheirHashesAcrossEngines(t *testing.T) {
 
 	// And back to a file: the same export, clean.
 	onPG := exportLines(t, pg)
-	again := engines.File(filepath.Join(t.TempDir(), "again.db"), engines.Options{Now: clk.now})
+	again := logaddr.File(filepath.Join(t.TempDir(), "again.db"), logaddr.Options{Now: clk.now})
 	defer again.Close()
 	if _, err := again.Import(ctx, exportReader(ctx, withMeta(onPG))); err != nil {
 		t.Fatal(err)

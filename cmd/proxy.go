@@ -129,15 +129,11 @@ session). A call left in doubt is reclaimed by a person: undolog resolve ID.
 			}
 			// The session is made on the first logged call (proxy/session.go):
 			// a proxy that logs nothing writes nothing.
-			session, made := opts.session, ""
-			if session == "" {
-				session = f.Getenv("UNDOLOG_SESSION")
-			}
-			if session == "" {
-				session, made = model.NewSessionID(f.Now()), ", made on its first logged call"
-			} else if err := validPinned(session); err != nil {
+			pinned, err := opts.pinnedSession(f)
+			if err != nil {
 				return err
 			}
+			session, made := sessionOrNew(pinned, f.Now())
 			// Undo starts the server where it ran: a relative path in its
 			// command names the same directory then.
 			dir, err := os.Getwd()

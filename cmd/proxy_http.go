@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -117,6 +118,25 @@ func validPinned(session string) error {
 
 const maxPinned = 120
 
+// pinnedSession is the session the proxy's calls go in when one is pinned
+// (--session, else UNDOLOG_SESSION), checked; "" when none is.
+func (o *proxyOptions) pinnedSession(f *Factory) (string, error) {
+	pinned := cmp.Or(o.session, f.Getenv("UNDOLOG_SESSION"))
+	if pinned == "" {
+		return "", nil
+	}
+	return pinned, validPinned(pinned)
+}
+
+// sessionOrNew is the pinned session, or else the name of a new one, made
+// on the first logged call (proxy/session.go), with the words that say so.
+func sessionOrNew(pinned string, now time.Time) (session, made string) {
+	if pinned != "" {
+		return pinned, ""
+	}
+	return model.NewSessionID(now), ", made on its first logged call"
+}
+
 // checkListen refuses an address other hosts can reach, unless allowed.
 func (o *httpOptions) checkListen() error {
 	host, _, err := net.SplitHostPort(o.listen)
@@ -146,14 +166,9 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		}
 	}
 	store := f.Log()
-	pinned := opts.session
-	if pinned == "" {
-		pinned = f.Getenv("UNDOLOG_SESSION")
-	}
-	if pinned != "" {
-		if err := validPinned(pinned); err != nil {
-			return err
-		}
+	pinned, err := opts.pinnedSession(f)
+	if err != nil {
+		return err
 	}
 	dir, err := os.Getwd()
 	if err != nil {
@@ -173,10 +188,7 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 	srv := &proxy.HTTPServer{AllowRemote: opts.http.allowRemote, Diagnostics: errOut, Start: func(ctx context.Context, client proxy.Conn) {
 		// Each client session's undolog session is made on its first
 		// logged call, as the stdio proxy's is.
-		session, made := pinned, ""
-		if session == "" {
-			session, made = model.NewSessionID(f.Now()), ", made on its first logged call"
-		}
+		session, made := sessionOrNew(pinned, f.Now())
 		fmt.Fprintf(errOut, "undolog proxy: a client connected: its calls go in session %s%s\n", session, made)
 		var up proxy.Conn
 		if remote != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // Main runs undolog with the process's arguments and streams and returns the
@@ -102,7 +102,7 @@ last-in-first-out when the session fails.
 	root.Version = "undolog"
 	root.SetVersionTemplate("{{undologVersion}}")
 	root.PersistentFlags().StringVar(&f.logs.address, "log", "", "effect log `address`: a file or a postgres:// URL (default $UNDOLOG_LOG, else $XDG_STATE_HOME/undolog/undolog.db; a URL's missing parts come from $PGHOST, $PGDATABASE, ...)")
-	durationVar(root.PersistentFlags(), &f.logs.lockTimeout, "lock-timeout", engines.DefaultLockTimeout, "how long to wait for another process holding the log")
+	durationVar(root.PersistentFlags(), &f.logs.lockTimeout, "lock-timeout", logaddr.DefaultLockTimeout, "how long to wait for another process holding the log")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})

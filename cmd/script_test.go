@@ -20,10 +20,10 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // TestMain makes the test binary double as the undolog binary, so that the
@@ -232,7 +232,7 @@ func logState(ts *testscript.TestScript, name string) map[string]string {
 
 // exportLog is the log's export, read in this process.
 func exportLog(ts *testscript.TestScript) []byte {
-	log := engines.Open(ts.Getenv("UNDOLOG_LOG"), engines.Options{})
+	log := logaddr.Open(ts.Getenv("UNDOLOG_LOG"), logaddr.Options{})
 	defer log.Close()
 	var out bytes.Buffer
 	err := log.Export(context.Background(), "", func(r effectlog.ExportRecord) error {
@@ -408,7 +408,7 @@ func cmdWaitApproval(ts *testscript.TestScript, neg bool, args []string) {
 	if err != nil {
 		ts.Fatalf("waitapproval: %v", err)
 	}
-	store := engines.Open(ts.Getenv("UNDOLOG_LOG"), engines.Options{})
+	store := logaddr.Open(ts.Getenv("UNDOLOG_LOG"), logaddr.Options{})
 	defer store.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

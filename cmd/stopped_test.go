@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -72,7 +72,7 @@ func TestStoppedReaderKeepsNobodyOut(t *testing.T) {
 	}
 	dir := t.TempDir()
 	log := filepath.Join(dir, "u.db")
-	store := engines.File(log, engines.Options{})
+	store := logaddr.File(log, logaddr.Options{})
 	// Big enough (some 20 MB) that most of the stops below come while the
 	// command still runs, on a fast machine too.
 	args := json.RawMessage(`{"pad":"` + strings.Repeat("x", 4000) + `"}`)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/tui"
 )
@@ -77,5 +77,5 @@ func logAddress(store effectlog.Log, addr string) string {
 		}
 		return fl.Path()
 	}
-	return engines.Shown(addr)
+	return logaddr.Shown(addr)
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -23,7 +23,7 @@ func TestLogAddressHidesThePassword(t *testing.T) {
 		"postgresql://db.internal/undolog?password=s3cret&user=alice":      "postgresql://db.internal/undolog?password=xxxxx&user=alice",
 		"postgres://bob@db.internal/undolog":                               "postgres://bob@db.internal/undolog",
 	} {
-		store := engines.Open(addr, engines.Options{})
+		store := logaddr.Open(addr, logaddr.Options{})
 		got := logAddress(store, addr)
 		store.Close()
 		if got != want || strings.Contains(got, "s3cret") {
@@ -35,7 +35,7 @@ func TestLogAddressHidesThePassword(t *testing.T) {
 	t.Setenv("PGDATABASE", "undolog")
 	t.Setenv("PGUSER", "alice")
 	t.Setenv("PGPASSWORD", "s3cret")
-	store := engines.Open("postgres://", engines.Options{})
+	store := logaddr.Open("postgres://", logaddr.Options{})
 	defer store.Close()
 	if got := logAddress(store, "postgres://"); got != "postgres://alice@db.internal:5432/undolog (from the PG* environment)" {
 		t.Errorf("the PG* environment's log: %q", got)
@@ -47,7 +47,7 @@ func TestLogAddressHidesThePassword(t *testing.T) {
 // is not one that can be made. The one that expands shows its filled args.
 func TestUndoDryRunFlagsATemplateThatDoesNotExpand(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
-	store := engines.File(db, engines.Options{})
+	store := logaddr.File(db, logaddr.Options{})
 	for i, tmpl := range []string{`{"id":"{{result.id}}"}`, `{"id":"{{ .result.id }}"}`} {
 		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "create_ticket", Tier: sm.Compensable,
 			Args: json.RawMessage(`{"n":` + string(rune('0'+i)) + `}`), CreateSession: true,

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -39,7 +39,7 @@ func TestTUIInTmux(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer waiter.Process.Kill()
-	store := engines.File(logPath, engines.Options{})
+	store := logaddr.File(logPath, logaddr.Options{})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if list, _, _ := store.PendingApprovals(t.Context(), "", 0); len(list) == 1 {

@@ -101,7 +101,7 @@ variable, and runs and changes nothing.`,
 				return err
 			}
 			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease, CLI: f.CLI(),
-				Tools: func(ctx context.Context, upstream []string, dir string) (saga.ToolCaller, error) {
+				StartServer: func(ctx context.Context, upstream []string, dir string) (saga.ToolCaller, error) {
 					// A nil *mcpclient.Client must not reach the interface.
 					client, err := mcpclient.DialIn(ctx, upstream, dir)
 					if err != nil {

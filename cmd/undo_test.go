@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -66,7 +66,7 @@ func committedCall(t *testing.T, store effectlog.Log, tool, args string, comp *m
 // session halted (exit 9); never a panic, also with --retry-in-doubt.
 func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
-	store := engines.File(db, engines.Options{})
+	store := logaddr.File(db, logaddr.Options{})
 	id := committedEffect(t, store, &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)})
 	if _, err := store.SetUpstream(t.Context(), "s", []string{"sh", "-c", "exit 1"}); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestUndoOfAnMCPCompensationWhoseServerDoesNotConnect(t *testing.T) {
 // command's working directory, an mcp call's server command (both escaped).
 func TestCompensationsShowWhereTheyRun(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "u.db")
-	store := engines.File(db, engines.Options{})
+	store := logaddr.File(db, logaddr.Options{})
 	committedEffect(t, store, &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"rm", "out.txt"}, Dir: "/srv/build \x1b[2J"})
 	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "create_entity", Tier: sm.Compensable,
 		Args: json.RawMessage(`{"name":"y"}`), Compensation: &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{"name":"{{ .args.name }}"}`)}})

@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -39,7 +39,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 				return err
 			} else if rep.Empty {
 				// A database without the log's tables, as a file not there.
-				return fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, engines.Shown(f.LogPath()))
+				return fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, logaddr.Shown(f.LogPath()))
 			}
 			if opts.output != formatText {
 				if err := writeObject(f.Out, opts.output, rep); err != nil {
@@ -54,7 +54,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 				}
 			}
 			if n := len(rep.Problems); n > 0 {
-				return &exitError{code: ExitError, msg: fmt.Sprintf("verify: %s in %s", textfmt.Count(n, "problem"), engines.Shown(f.LogPath()))}
+				return &exitError{code: ExitError, msg: fmt.Sprintf("verify: %s in %s", textfmt.Count(n, "problem"), logaddr.Shown(f.LogPath()))}
 			}
 			return nil
 		},

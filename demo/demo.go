@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
@@ -44,7 +44,7 @@ func (c *Clock) Now() time.Time {
 // `end`.
 func Write(ctx context.Context, path string, end time.Time) error {
 	clock := NewClock(end.Add(-3*time.Hour), 150*time.Second)
-	store := engines.File(path, engines.Options{Now: clock.Now})
+	store := logaddr.File(path, logaddr.Options{Now: clock.Now})
 	w := &writer{ctx: ctx, store: store}
 	w.researchAgent()
 	w.deployPipeline()
@@ -201,7 +201,7 @@ const (
 // 1,000 irreversible, in batches of 10,000 per transaction. A log already
 // complete at path is kept.
 func WriteLarge(ctx context.Context, path string) error {
-	store := engines.File(path, engines.Options{})
+	store := logaddr.File(path, logaddr.Options{})
 	if s, err := store.GetSession(ctx, fmt.Sprintf("load-%04d", LargeSessions-1)); err == nil && s.Effects == LargePer {
 		return nil
 	}

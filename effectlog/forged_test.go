@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -34,10 +34,10 @@ func TestAHandMadeUndoRecordFailsTheCheck(t *testing.T) {
 	}
 	open := map[string]func(t *testing.T) effectlog.Log{
 		"file": func(t *testing.T) effectlog.Log {
-			return engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+			return logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 		},
 		"postgres": func(t *testing.T) effectlog.Log {
-			return engines.Open(pgtest.Server(t).NewDatabase(t), engines.Options{})
+			return logaddr.Open(pgtest.Server(t).NewDatabase(t), logaddr.Options{})
 		},
 	}
 	for engine, open := range open {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -20,7 +20,7 @@ func TestGCKeepsSessionsThatMovedAfterItLooked(t *testing.T) {
 	var mu sync.Mutex
 	clock := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	s := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{Now: now})
+	s := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{Now: now})
 	t.Cleanup(func() { s.Close() })
 	ok := func(_ any, err error) {
 		t.Helper()

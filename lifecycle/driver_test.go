@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -23,7 +23,7 @@ var engineLogs = map[string]func(t *testing.T) (log effectlog.Log, again func() 
 	"file": func(t *testing.T) (effectlog.Log, func() effectlog.Log) {
 		path := filepath.Join(t.TempDir(), "u.db")
 		open := func() effectlog.Log {
-			log := engines.File(path, engines.Options{})
+			log := logaddr.File(path, logaddr.Options{})
 			t.Cleanup(func() { log.Close() })
 			return log
 		}
@@ -32,7 +32,7 @@ var engineLogs = map[string]func(t *testing.T) (log effectlog.Log, again func() 
 	"postgres": func(t *testing.T) (effectlog.Log, func() effectlog.Log) {
 		url := pgtest.Server(t).NewDatabase(t)
 		open := func() effectlog.Log {
-			log := engines.Open(url, engines.Options{})
+			log := logaddr.Open(url, logaddr.Options{})
 			t.Cleanup(func() { log.Close() })
 			return log
 		}

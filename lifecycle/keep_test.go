@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/lifecycle"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage"
 )
@@ -27,7 +27,7 @@ const settleTime = 100 * time.Millisecond
 // call waiting for a decision) keeps nothing, and neither does a call of a
 // lifecycle that does not hold (exec's): its commit opens the log again.
 func TestARunningCallKeepsTheFileLog(t *testing.T) {
-	log := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	log := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	t.Cleanup(func() { log.Close() })
 	opens := log.(interface{ Engine() storage.Engine }).Engine().(interface{ Opens() int64 }).Opens
 	req := func(tier sm.Tier, arg string) effectlog.InterceptRequest {

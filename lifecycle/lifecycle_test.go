@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -32,7 +32,7 @@ func (c *fakeClock) Now() time.Time {
 }
 
 func newLog(t *testing.T, now func() time.Time) effectlog.Log {
-	return engines.File(filepath.Join(t.TempDir(), "undolog.db"), engines.Options{Now: now})
+	return logaddr.File(filepath.Join(t.TempDir(), "undolog.db"), logaddr.Options{Now: now})
 }
 
 func request(tier sm.Tier, args string) effectlog.InterceptRequest {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/proxy"
 )
@@ -105,7 +105,7 @@ func TestHTTPMemoryServerThroughProxy(t *testing.T) {
 		t.Skip("UNDOLOG_MCP_MEMORY not set: the real MCP server is not installed")
 	}
 	t.Setenv("MEMORY_FILE_PATH", filepath.Join(t.TempDir(), "memory.jsonl"))
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/undolog/undolog/internal/jcs"
+	"github.com/undolog/undolog/internal/canonjson"
 )
 
 // signatureVersion tags the signature layout, so a future change cannot
@@ -25,7 +25,7 @@ func CanonicalArgs(args []byte) ([]byte, error) {
 	if len(args) == 0 {
 		return []byte("{}"), nil
 	}
-	out, err := jcs.Canonicalize(args)
+	out, err := canonjson.Canonicalize(args)
 	if err != nil {
 		return nil, fmt.Errorf("%w: args: %v", ErrInvalidInput, err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage"
@@ -38,7 +38,7 @@ func TestProxyConcurrentCalls(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	list, _, _ := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "agent-c", State: sm.Committed})
 	if len(list) != n {
 		t.Fatalf("%d committed effects, want %d", len(list), n)
@@ -141,7 +141,7 @@ func (h *harness) inprocProxy(session string) (*mcp.ClientSession, func() int64)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	counted, ok := store.(interface{ Engine() storage.Engine }).Engine().(interface{ Opens() int64 })
 	if !ok {
 		h.t.Fatal("the file engine counts no opens")

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -34,7 +34,7 @@ func captureProxy(t *testing.T, policy string) (*harness, func(string) map[strin
 
 func effects(t *testing.T, h *harness) []model.Effect {
 	t.Helper()
-	es, _, err := engines.File(h.logPath, engines.Options{}).ListEffects(t.Context(), effectlog.EffectFilter{})
+	es, _, err := logaddr.File(h.logPath, logaddr.Options{}).ListEffects(t.Context(), effectlog.EffectFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestProxyOptionalCaptureFails(t *testing.T) {
 	if c.Kind != model.CompensationCases || c.Dir != wd || !strings.Contains(string(c.Capture), `"isError":true`) || !strings.Contains(string(c.Capture), "flaked") {
 		t.Fatalf("%+v", c)
 	}
-	sess, err := engines.File(h.logPath, engines.Options{}).VerifySession(t.Context(), "fake-1")
+	sess, err := logaddr.File(h.logPath, logaddr.Options{}).VerifySession(t.Context(), "fake-1")
 	if err != nil || sess.UpstreamDir != wd {
 		t.Fatalf("the session's upstream directory: %q %v", sess.UpstreamDir, err)
 	}

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -231,7 +231,7 @@ func TestConformanceThroughTheProxy(t *testing.T) {
 				t.Fatal("the proxy did not stop within 30 s of SIGINT")
 			}
 
-			list, _, err := engines.File(logPath, engines.Options{}).ListEffects(t.Context(), effectlog.EffectFilter{})
+			list, _, err := logaddr.File(logPath, logaddr.Options{}).ListEffects(t.Context(), effectlog.EffectFilter{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,7 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -24,7 +24,7 @@ import (
 func TestProxyOverADamagedLogCallsNothing(t *testing.T) {
 	h := newHarness(t)
 	memoryServer(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	pad := strings.Repeat("x", 200)
 	for i := 0; i < 100; i++ {
 		args := `{"i":` + strconv.Itoa(i) + `,"pad":"` + pad + `"}`

@@ -153,11 +153,7 @@ func (p *Proxy) upstreamSkipped(err error) {
 	if len(id) == 0 {
 		return
 	}
-	p.waitMu.Lock()
-	ch, ours := p.waiting[idKey(id)]
-	delete(p.waiting, idKey(id))
-	p.waitMu.Unlock()
-	if ours {
+	if ch, ours := p.awaited.take(id); ours {
 		// As when the server is gone: a logged call it answered stays
 		// executing (in doubt), for it may have had its effect.
 		close(ch)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 )
 
 type lockedBuffer struct {
@@ -49,13 +49,12 @@ func FuzzClientFraming(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
-	store := engines.File(filepath.Join(f.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(f.TempDir(), "u.db"), logaddr.Options{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		client, upstream := &lockedBuffer{}, &lockedBuffer{}
 		p := &Proxy{Log: store, Session: "fuzz", ApprovalWait: time.Millisecond}
 		in := newBatcher(NewStdioConn(bytes.NewReader(data), client)) // as Serve has it
 		p.client, p.up, p.upGone = in, NewStdioConn(bytes.NewReader(nil), upstream), make(chan struct{})
-		p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // nothing answers upstream: calls give up at once
 		p.readClient(ctx, in)
@@ -113,11 +112,10 @@ func TestClientMessageNestedTooDeep(t *testing.T) {
 	input := `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"t","arguments":{"a":` + deep + `}},"id":"deep-1"}` + "\n" +
 		`{"jsonrpc":"2.0","id":2,"method":"ping"}` + "\n"
 	client, upstream := &lockedBuffer{}, &lockedBuffer{}
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	p := &Proxy{Log: store, Session: "deep", ApprovalWait: time.Millisecond}
 	in := newBatcher(NewStdioConn(strings.NewReader(input), client))
 	p.client, p.up, p.upGone = in, NewStdioConn(bytes.NewReader(nil), upstream), make(chan struct{})
-	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 	p.readClient(t.Context(), in)
 	p.calls.Wait()
 	var first struct {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // Two calls in flight with one id (a hostile or broken client): the second
@@ -17,7 +17,7 @@ func TestProxyRefusesADuplicateIDInFlight(t *testing.T) {
 	h := newHarness(t)
 	gate := filepath.Join(h.dir, "go")
 	t.Setenv("UNDOLOG_FAKE_GO", gate)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	ip := startInprocWith(t, store, "dup", "tools:\n  hold: {tier: compensable}\n  echo: {tier: compensable}\n")
 	fmt.Fprintf(ip.in, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"hold","arguments":{"n":1}}}`+"\n")
 	fmt.Fprintf(ip.in, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"n":2}}}`+"\n")
@@ -52,7 +52,7 @@ func TestProxyOwnRequestIDsAreNotTheClients(t *testing.T) {
 	h := newHarness(t)
 	gate := filepath.Join(h.dir, "go")
 	t.Setenv("UNDOLOG_FAKE_GO", gate)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	ip := startInprocWith(t, store, "ids", `tools:
   echo:
     tier: compensable

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // stdioClient is a raw client of `undolog proxy ARGS...` over its stdin and
@@ -111,7 +111,7 @@ var readTwoWays = []struct{ msg, key string }{
 // the call made plainly.
 func TestProxyReadsEachClientMessageOneWay(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	c := startStdioClient(t, h, "--session", "one-way", "--policy", h.policy, "--", memoryServer(t))
 	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"create_entities","arguments":{"entities":[{"name":"alice","entityType":"person","observations":[]}]}}}`)
 	if m := c.next(); m["id"] != 2.0 || m["result"] == nil {
@@ -242,7 +242,7 @@ var readTwoTexts = []struct{ msg, says string }{
 // graph gains no entity) and the log holds nothing.
 func TestProxyReadsEachStringOneWay(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	c := startStdioClient(t, h, "--session", "texts", "--policy", h.policy, "--", memoryServer(t))
 	for i, v := range readTwoTexts {
 		id := 10 + i
@@ -283,7 +283,7 @@ func TestProxyReadsEachStringOneWay(t *testing.T) {
 // answered, and its call logged as done, rather than waiting for good.
 func TestProxyListenPassesAMessageOnManyLines(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	url, _, _ := listening(t, h, "--session", "lines", "--policy", h.policy, "--", memoryServer(t))
 	_, sid, _ := postMCP(t, url, "", initializeLine)
 	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {
@@ -334,7 +334,7 @@ var droppedByTheServer = []string{
 // none runs (bob is never made, nothing logged); a _meta it reads passes.
 func TestProxyAnswersWhatTheServerWouldDrop(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	c := startStdioClient(t, h, "--session", "meta", "--policy", h.policy, "--", memoryServer(t))
 	for i, msg := range droppedByTheServer {
 		id := 10 + i
@@ -386,7 +386,7 @@ func TestProxyAnswersWhatTheServerWouldDrop(t *testing.T) {
 // (the client accepts no event stream) is an array of the answers.
 func TestProxyListenAnswersEveryRequestOfABatch(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	url, _, _ := listening(t, h, "--session", "batches", "--policy", h.policy, "--", memoryServer(t))
 	_, sid, _ := postMCP(t, url, "", strings.Replace(initializeLine, "2025-06-18", "2025-03-26", 1))
 	if status, _, body := postMCP(t, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); status != 202 {

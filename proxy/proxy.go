@@ -7,16 +7,12 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
@@ -105,38 +101,34 @@ type Proxy struct {
 	nextCallMu   sync.Mutex
 	nextCallHold *time.Timer // lets the log go that holdLogForNextCall holds
 
-	sessMu  sync.Mutex
-	current string // the session calls go in, once chosen (session.go)
+	chosen  sessionChoice // the session calls go in, once chosen (session.go)
 	answers answerWaits
 
-	life     lifeline
+	end      runEnd
 	clientMu sync.Mutex
 	client   Conn
 	upMu     sync.Mutex
 	up       Conn
 	upGone   chan struct{}
 
-	waitMu  sync.Mutex
-	waiting map[string]chan message
-	seq     atomic.Int64
-	idOnce  sync.Once
-	idBase  string
+	// awaited routes the server's answers the proxy takes itself.
+	awaited awaitedAnswers
+	// clientRequests are the ids of the client's requests not yet
+	// answered: a request may not reuse one (two answers with one id would
+	// go to the wrong call, and the wrong result be logged).
+	clientRequests idSet
+	// serverRequests are the ids of the server's requests the client has
+	// not answered: a response to anything else would be answered by nobody.
+	serverRequests idSet
+	// toolLists are the ids of the client's tools/list requests not yet
+	// answered: their answers teach tools.
+	toolLists idSet
+	tools     toolAnnotations
+	running   runningCalls // the tools/calls the proxy runs
+	calls     sync.WaitGroup
 
-	inflightMu sync.Mutex
-	inflight   map[string]bool // ids of the client's requests not yet answered
-
-	askedMu sync.Mutex
-	asked   map[string]bool // ids of the server's requests the client has not answered
-
-	infoMu      sync.Mutex
-	clientName  string
-	listIDs     map[string]bool
-	annotations map[string]bool // tool -> readOnlyHint
-	annotated   bool
-	calls       sync.WaitGroup
-
-	cancelMu sync.Mutex
-	cancels  map[string]context.CancelCauseFunc // tools/call id -> its cancel
+	nameMu     sync.Mutex
+	clientName string // as the client's initialize names it
 }
 
 // errCancelledByClient is the cause of a call's context when the client sent
@@ -173,7 +165,6 @@ func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	}
 	client = newBatcher(client)
 	p.client, p.up, p.upGone = client, up, make(chan struct{})
-	p.waiting, p.listIDs, p.annotations = map[string]chan message{}, map[string]bool{}, map[string]bool{}
 	go p.readUpstream(up)
 	why := p.serve(ctx, func() { p.readClient(ctx, client) })
 	why = p.drain(ctx, why)
@@ -200,7 +191,7 @@ func (p *Proxy) reply(ctx context.Context, b []byte) bool {
 	// The request is answered (or, cancelled, needs no answer): its id is
 	// the client's to use again.
 	if id, ok := ctx.Value(requestIDKey{}).(json.RawMessage); ok {
-		p.releaseID(id)
+		p.clientRequests.remove(id)
 	}
 	if errors.Is(context.Cause(ctx), errCancelledByClient) {
 		return false
@@ -261,80 +252,20 @@ func parse(line []byte) (message, error) {
 func (p *Proxy) refuseParams(m message, err error) {
 	p.note("a client %s was not passed on: %v", m.Method, err)
 	if len(m.ID) > 0 {
-		p.releaseID(m.ID)
+		p.clientRequests.remove(m.ID)
 		p.writeClient(errorResponse(m.ID, codeInvalidParams, "invalid params: "+err.Error()+"; it was not passed on"))
 	}
-}
-
-// serverAsks notes a request of the server's passed on to the client, which
-// the client answers.
-func (p *Proxy) serverAsks(id json.RawMessage) {
-	p.askedMu.Lock()
-	defer p.askedMu.Unlock()
-	if p.asked == nil {
-		p.asked = map[string]bool{}
-	}
-	p.asked[idKey(id)] = true
-}
-
-// answersServer tells whether id is that of a request of the server's the
-// client has not answered yet, and forgets it: a response to nothing the
-// server asked would be answered by nobody.
-func (p *Proxy) answersServer(id json.RawMessage) bool {
-	p.askedMu.Lock()
-	defer p.askedMu.Unlock()
-	if !p.asked[idKey(id)] {
-		return false
-	}
-	delete(p.asked, idKey(id))
-	return true
-}
-
-// ownIDs is the random part of the ids of the proxy's own requests to the
-// server (captures, tool lists): the server's answers are routed by id, and
-// a client that could send a request with the same id would have its answer
-// taken for the proxy's (a capture that says a file did not exist).
-func (p *Proxy) ownIDs() string {
-	p.idOnce.Do(func() {
-		var b [12]byte
-		rand.Read(b[:])
-		p.idBase = hex.EncodeToString(b[:])
-	})
-	return p.idBase
-}
-
-// claimID records the id of a client request in flight; false if a request
-// with that id is in flight already (JSON-RPC ids must differ: two answers
-// with one id would go to the wrong call, and the wrong result be logged).
-func (p *Proxy) claimID(id json.RawMessage) bool {
-	p.inflightMu.Lock()
-	defer p.inflightMu.Unlock()
-	if p.inflight == nil {
-		p.inflight = map[string]bool{}
-	}
-	if p.inflight[idKey(id)] {
-		return false
-	}
-	p.inflight[idKey(id)] = true
-	return true
 }
 
 // requestIDKey is the context key of the id of the client request a
 // tools/call goroutine answers.
 type requestIDKey struct{}
 
-// releaseID forgets a client request's id once it is answered.
-func (p *Proxy) releaseID(id json.RawMessage) {
-	p.inflightMu.Lock()
-	delete(p.inflight, idKey(id))
-	p.inflightMu.Unlock()
-}
-
 // readClient handles the client's messages until it closes its input.
 func (p *Proxy) readClient(ctx context.Context, in Conn) {
 	err := eachMessage(in, func(line []byte) {
 		m, refused := readClientMessage(line)
-		if refused == nil && m.Method == "" && !p.answersServer(m.ID) {
+		if refused == nil && m.Method == "" && !p.serverRequests.take(m.ID) {
 			refused = &refusal{note: "a response to no request of the server's, id " + oneLineID(m.ID)}
 		}
 		switch {
@@ -344,7 +275,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 				p.writeClient(refused.answer)
 			}
 			return
-		case m.Method != "" && len(m.ID) > 0 && !p.claimID(m.ID):
+		case m.Method != "" && len(m.ID) > 0 && !p.clientRequests.add(m.ID):
 			p.writeClient(errorResponse(m.ID, codeInvalidRequest, "invalid request: the id "+string(m.ID)+" is used by a request still in flight"))
 			return
 		case m.Method == "tools/call" && len(m.ID) == 0:
@@ -364,13 +295,11 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 				p.refuseParams(m, err)
 				return
 			}
-			p.infoMu.Lock()
+			p.nameMu.Lock()
 			p.clientName = params.ClientInfo.Name
-			p.infoMu.Unlock()
+			p.nameMu.Unlock()
 		case "tools/list":
-			p.infoMu.Lock()
-			p.listIDs[idKey(m.ID)] = true
-			p.infoMu.Unlock()
+			p.toolLists.add(m.ID)
 		case "tools/call":
 			if len(m.ID) > 0 {
 				if !p.admit() {
@@ -378,23 +307,15 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 					return
 				}
 				callCtx, cancel := context.WithCancelCause(context.WithValue(ctx, requestIDKey{}, m.ID))
-				key := idKey(m.ID)
-				p.cancelMu.Lock()
-				if p.cancels == nil {
-					p.cancels = map[string]context.CancelCauseFunc{}
-				}
-				p.cancels[key] = cancel
-				p.cancelMu.Unlock()
+				p.running.add(m.ID, cancel)
 				go func() {
 					defer p.calls.Done()
 					defer func() {
-						p.cancelMu.Lock()
-						delete(p.cancels, key)
-						p.cancelMu.Unlock()
+						p.running.remove(m.ID)
 						cancel(nil)
 					}()
 					if !p.toolCall(callCtx, m) {
-						p.releaseID(m.ID) // answered by the proxy
+						p.clientRequests.remove(m.ID) // answered by the proxy
 					}
 				}()
 				return
@@ -409,11 +330,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 				p.refuseParams(m, err)
 				return
 			}
-			p.cancelMu.Lock()
-			if cancel := p.cancels[idKey(params.RequestID)]; cancel != nil {
-				cancel(errCancelledByClient)
-			}
-			p.cancelMu.Unlock()
+			p.running.cancel(params.RequestID, errCancelledByClient)
 		}
 		if err := p.writeUpstream(line); err != nil && len(m.ID) > 0 && m.Method != "" {
 			p.writeClient(errorResponse(m.ID, codeInternal, err.Error()))
@@ -460,73 +377,30 @@ func (p *Proxy) readUpstream(r Conn) {
 			return
 		}
 		if m.isResponse() {
-			key := idKey(m.ID)
-			p.waitMu.Lock()
-			ch, ours := p.waiting[key]
-			delete(p.waiting, key)
-			p.waitMu.Unlock()
-			if ours {
+			if ch, ours := p.awaited.take(m.ID); ours {
 				ch <- m
 				return
 			}
-			p.infoMu.Lock()
-			isList := p.listIDs[key]
-			delete(p.listIDs, key)
-			p.infoMu.Unlock()
-			if isList {
-				p.learnAnnotations(m.Result, false)
+			if p.toolLists.take(m.ID) {
+				p.learnAnnotations(m.Result)
 			}
-			p.releaseID(m.ID) // a client request's answer, passed on
+			p.clientRequests.remove(m.ID) // a client request's answer, passed on
 		}
 		if m.Method != "" && len(m.ID) > 0 {
-			p.serverAsks(m.ID)
+			p.serverRequests.add(m.ID)
 		}
 		p.toolsChanged(m)
 		p.writeClient(line)
 	}, p.upstreamSkipped)
 	close(p.upGone)
-	p.waitMu.Lock()
-	for key, ch := range p.waiting {
-		close(ch)
-		delete(p.waiting, key)
-	}
-	p.waitMu.Unlock()
-}
-
-// learnAnnotations keeps each tool's readOnlyHint from a tools/list result.
-func (p *Proxy) learnAnnotations(result json.RawMessage, complete bool) string {
-	var r struct {
-		Tools []struct {
-			Name        string `json:"name"`
-			Annotations *struct {
-				ReadOnlyHint bool `json:"readOnlyHint"`
-			} `json:"annotations"`
-		} `json:"tools"`
-		NextCursor string `json:"nextCursor"`
-	}
-	if err := mcpwire.Unmarshal(result, &r); err != nil {
-		if errors.As(err, new(*mcpwire.KeyError)) {
-			p.note("a tool list the client may read otherwise was not learned from: %v", err)
-		}
-		return ""
-	}
-	p.infoMu.Lock()
-	defer p.infoMu.Unlock()
-	for _, t := range r.Tools {
-		p.annotations[t.Name] = t.Annotations != nil && t.Annotations.ReadOnlyHint
-	}
-	if complete || r.NextCursor == "" {
-		p.annotated = true
-	}
-	return r.NextCursor
+	p.awaited.endAll()
 }
 
 // request sends the proxy's own request upstream and waits for the answer.
 func (p *Proxy) request(ctx context.Context, method string, params any) (message, error) {
-	id := json.RawMessage(strconv.Quote("undolog-" + p.ownIDs() + "-" + strconv.FormatInt(p.seq.Add(1), 10)))
-	ch := p.expect(id)
+	id, ch := p.awaited.own()
 	if err := p.writeUpstream(encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})); err != nil {
-		p.forget(id)
+		p.awaited.forget(id)
 		return message{}, err
 	}
 	select {
@@ -539,57 +413,14 @@ func (p *Proxy) request(ctx context.Context, method string, params any) (message
 		}
 		return m, nil
 	case <-ctx.Done():
-		p.forget(id)
+		p.awaited.forget(id)
 		return message{}, ctx.Err()
 	}
 }
 
-func (p *Proxy) expect(id json.RawMessage) chan message {
-	ch := make(chan message, 1)
-	p.waitMu.Lock()
-	p.waiting[idKey(id)] = ch
-	p.waitMu.Unlock()
-	return ch
-}
-
-func (p *Proxy) forget(id json.RawMessage) {
-	p.waitMu.Lock()
-	delete(p.waiting, idKey(id))
-	p.waitMu.Unlock()
-}
-
-// readOnly tells whether the server annotates the tool readOnlyHint, asking
-// for the tool list once if the client has not yet.
-func (p *Proxy) readOnly(ctx context.Context, tool string) (readOnly, known bool) {
-	p.infoMu.Lock()
-	annotated := p.annotated
-	p.infoMu.Unlock()
-	if !annotated {
-		cursor := ""
-		for {
-			params := map[string]any{}
-			if cursor != "" {
-				params["cursor"] = cursor
-			}
-			m, err := p.request(ctx, "tools/list", params)
-			if err != nil {
-				p.note("tools/list for annotations: %v", err)
-				break
-			}
-			if cursor = p.learnAnnotations(m.Result, false); cursor == "" {
-				break
-			}
-		}
-	}
-	p.infoMu.Lock()
-	defer p.infoMu.Unlock()
-	ro, ok := p.annotations[tool]
-	return ro, ok
-}
-
 func (p *Proxy) actor() string {
-	p.infoMu.Lock()
-	defer p.infoMu.Unlock()
+	p.nameMu.Lock()
+	defer p.nameMu.Unlock()
 	if p.clientName == "" {
 		return "mcp-client"
 	}
@@ -692,9 +523,9 @@ func (p *Proxy) cli() string {
 // request reusing it cannot take the answer the server still owes.
 func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call, m message) (idInFlight bool) {
 	e := call.Effect
-	ch := p.expect(m.ID)
+	ch := p.awaited.expect(m.ID)
 	if err := p.writeUpstream(m.raw); errors.Is(err, errUpstreamGone) {
-		p.forget(m.ID) // never sent: a retry runs it
+		p.awaited.forget(m.ID) // never sent: a retry runs it
 		if ferr := lc.Finish(ctx, call, lifecycle.Result{Failed: "not sent: the upstream MCP server had exited"}); ferr != nil {
 			p.note("%v", ferr)
 		}
@@ -702,7 +533,7 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 		return false
 	} else if err != nil {
 		lc.Finish(ctx, call, lifecycle.Result{Unsettled: true}) // other hosts find it in doubt once its lease lapses
-		p.forget(m.ID)
+		p.awaited.forget(m.ID)
 		p.reply(ctx, errorResponse(m.ID, codeInternal, fmt.Sprintf("undolog: %v; effect %d is executing (in doubt)", err, e.ID)))
 		return false
 	}
@@ -810,7 +641,7 @@ func answered(resp message) (lifecycle.Result, error) {
 // after the proxy stopped waiting, and then frees its id; the server gone,
 // it frees the id, the call left in doubt.
 func (p *Proxy) lateAnswer(lc *lifecycle.Lifecycle, call *lifecycle.Call, id json.RawMessage, ch chan message) {
-	defer p.releaseID(id)
+	defer p.clientRequests.remove(id)
 	resp, ok := <-ch
 	if !ok {
 		return

@@ -19,9 +19,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
@@ -254,7 +254,7 @@ type entity struct {
 
 func TestProxyInFrontOfMemoryServer(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 
 	// The graph before the session: one entity made without undolog.
 	direct := h.direct()
@@ -333,7 +333,7 @@ func TestProxyInFrontOfMemoryServer(t *testing.T) {
 
 func TestProxyIrreversibleCallsWaitForAPerson(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	direct := h.direct()
 	call(t, direct, "create_entities", map[string]any{"entities": []entity{{Name: "a", EntityType: "t", Observations: []string{}}, {Name: "b", EntityType: "t", Observations: []string{}}}})
 	direct.Close()
@@ -462,7 +462,7 @@ func TestProxyMalformedInputAndDyingServer(t *testing.T) {
 	if m["id"] != 4.0 || !strings.Contains(msg, "exited during die") || !strings.Contains(msg, "effect 2 stays executing") {
 		t.Fatalf("dying server: %v", m)
 	}
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	d, err := store.GetEffect(t.Context(), 2)
 	if err != nil || d.Effect.State != sm.Executing || d.Effect.Tool != "die" {
 		t.Fatalf("%+v %v", d.Effect, err)
@@ -512,7 +512,7 @@ func TestProxyRepeatOfACallInDoubt(t *testing.T) {
 		!strings.Contains(text, ") died mid-run; it may or may not have taken effect") || !strings.Contains(text, "`"+want+"`") {
 		t.Fatalf("repeat once its owner died: %v", m)
 	}
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
 		t.Fatalf("the call in doubt was touched: %+v %v", d, err)
 	}
@@ -541,7 +541,7 @@ func TestProxyAnswerThatSaysNeitherIsInDoubt(t *testing.T) {
 	send := func(s string) { io.WriteString(in, s+"\n") }
 	send(initialize)
 	next(t, out)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	id := 1
 	var first []byte
 	for _, answer := range []string{
@@ -622,7 +622,7 @@ func TestProxyClientCancelsAWaitingCall(t *testing.T) {
 		t.Fatalf("initialize: %v", m)
 	}
 	send(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	waitFor(t, "the call to wait for approval", func() bool { list, _, _ := store.PendingApprovals(t.Context(), "fake-1", 0); return len(list) == 1 })
 	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"user stopped it"}}`)
 	send(`{"jsonrpc":"2.0","id":8,"method":"ping"}`)
@@ -673,7 +673,7 @@ func TestProxyFailedIrreversibleCallAsksAgain(t *testing.T) {
 	send := func(s string) { io.WriteString(in, s+"\n") }
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 	next(t, out)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	waiting := func() bool { list, _, _ := store.PendingApprovals(t.Context(), "fake-1", 0); return len(list) == 1 }
 
 	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"flaky","arguments":{}}}`)
@@ -824,7 +824,7 @@ func TestProxyCallWhoseLeaseLapsedOnAnotherMachine(t *testing.T) {
 	if !sawInProgress {
 		t.Fatal("in doubt at once: the lease was not held at first")
 	}
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	if d, err := store.GetEffect(t.Context(), 1); err != nil || d.Effect.State != sm.Executing || len(d.History) != 2 {
 		t.Fatalf("the call in doubt was touched: %+v %v", d, err)
 	}

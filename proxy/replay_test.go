@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/proxy"
 )
@@ -153,7 +153,7 @@ func answered(t *testing.T, store effectlog.Log, id uint64) bool {
 // answer), unless the tool's rule says replay: always.
 func TestProxyRepeatAfterTheAnswerRunsAgain(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	ip := startInproc(t, store, "rr", io.Discard, nil)
 	for _, tool := range []string{"echo", "same"} {
 		for _, c := range []string{"A", "B", "A"} {
@@ -189,7 +189,7 @@ func TestProxyRepeatAfterTheAnswerRunsAgain(t *testing.T) {
 // again. Once that answer is written, the next repeat runs.
 func TestProxyRetryAfterALostAnswerIsReplayed(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	lost := startInproc(t, store, "lost", io.Discard, failingWriter{})
 	lost.send("echo", `{"content":"A"}`)
 	lost.close()
@@ -229,7 +229,7 @@ func TestProxyMemoryCallMadeAgainRuns(t *testing.T) {
 	if g := graph(t, agent); !strings.Contains(g, `"alice"`) {
 		t.Fatalf("alice is missing: %s", g)
 	}
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	if got := states(t, store, "again"); got != "1:create_entities:committed 2:create_entities:committed" {
 		t.Fatalf("logged %s", got)
 	}
@@ -240,7 +240,7 @@ func TestProxyMemoryCallMadeAgainRuns(t *testing.T) {
 // for a retry.
 func TestProxyImmediateRepeatsRunAgain(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	ip := startInproc(t, store, "quick", io.Discard, nil)
 	const n = 20
 	for range n {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/lifecycle"
@@ -51,37 +52,66 @@ func (p *Proxy) logCall(ctx context.Context, lc *lifecycle.Lifecycle, req effect
 		call, err = lc.Intercept(ctx, req)
 		// The session ended (or went) since it was chosen: choose again.
 		if try < 2 && (errors.Is(err, model.ErrSessionNotActive) || errors.Is(err, model.ErrNotFound)) {
-			p.forgetSession(session)
+			p.chosen.forget(session)
 			continue
 		}
 		return call, "", err
 	}
 }
 
-// CurrentSession is the session the proxy's logged calls go in: Session,
-// or a successor of it, once a call was logged; "" before.
-func (p *Proxy) CurrentSession() string {
-	p.sessMu.Lock()
-	defer p.sessMu.Unlock()
-	return p.current
+// sessionChoice is the session the proxy's logged calls go in, once
+// chosen: one call at a time chooses, and the calls after it take its
+// choice until it is forgotten.
+type sessionChoice struct {
+	mu      sync.Mutex
+	current string
 }
 
-func (p *Proxy) forgetSession(id string) {
-	p.sessMu.Lock()
-	if p.current == id {
-		p.current = ""
-	}
-	p.sessMu.Unlock()
+// get returns the session chosen, "" before.
+func (c *sessionChoice) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current
 }
+
+// forget drops the choice if it is id: the next call chooses again.
+func (c *sessionChoice) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current == id {
+		c.current = ""
+	}
+}
+
+// choose returns the session chosen, else the one pick gives, which is
+// then the choice (unless pick refused or failed). pick runs under the
+// lock: two calls never choose at once.
+func (c *sessionChoice) choose(pick func() (id, refusal string, err error)) (id, refusal string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current != "" {
+		return c.current, "", nil
+	}
+	id, refusal, err = pick()
+	if err == nil && refusal == "" {
+		c.current = id
+	}
+	return id, refusal, err
+}
+
+// CurrentSession is the session the proxy's logged calls go in: Session,
+// or a successor of it, once a call was logged; "" before.
+func (p *Proxy) CurrentSession() string { return p.chosen.get() }
 
 // callSession is the session the next logged call goes in, made if need
 // be, or the refusal a halted one gives.
 func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error) {
-	p.sessMu.Lock()
-	defer p.sessMu.Unlock()
-	if p.current != "" {
-		return p.current, "", nil
-	}
+	return p.chosen.choose(func() (string, string, error) { return p.pickSession(ctx) })
+}
+
+// pickSession finds the session of the chain that takes calls, making it
+// if need be, or the refusal a halted one gives.
+func (p *Proxy) pickSession(ctx context.Context) (id, refusal string, err error) {
 	prev, prevState, raced := "", sm.SessionState(""), 0
 	for n := 1; ; n++ {
 		id := successorName(p.Session, n)
@@ -100,7 +130,7 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 			if err != nil {
 				return "", "", err
 			}
-			p.chose(id, prev, prevState)
+			p.announce(id, prev, prevState)
 			return id, "", nil
 		} else if err != nil {
 			return "", "", err
@@ -115,7 +145,7 @@ func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error)
 					return "", "", err
 				}
 			}
-			p.chose(id, prev, prevState)
+			p.announce(id, prev, prevState)
 			return id, "", nil
 		case sm.SessionHalted, sm.SessionCompensating:
 			return "", p.stopped(ctx, s), nil
@@ -141,18 +171,15 @@ func (p *Proxy) stateEnv() model.StateEnv {
 	return env
 }
 
-// chose makes id the proxy's session and says so, with how to undo it,
-// when it first takes a call: a session that is never made is never named
-// as one to undo.
-func (p *Proxy) chose(id, prev string, prevState sm.SessionState) {
-	if p.current != id {
-		if prev != "" {
-			p.note("session %s is %s: calls go on in session %s, which follows it (undo it with: %s undo %s)", prev, prevState, id, p.cli(), id)
-		} else {
-			p.note("calls are logged in session %s (undo it with: %s undo %s)", id, p.cli(), id)
-		}
+// announce says which session takes the calls, with how to undo it, when
+// it is chosen at a call: a session that is never made is never named as
+// one to undo.
+func (p *Proxy) announce(id, prev string, prevState sm.SessionState) {
+	if prev != "" {
+		p.note("session %s is %s: calls go on in session %s, which follows it (undo it with: %s undo %s)", prev, prevState, id, p.cli(), id)
+	} else {
+		p.note("calls are logged in session %s (undo it with: %s undo %s)", id, p.cli(), id)
 	}
-	p.current = id
 }
 
 // stopped is the tool error for a call in session s, halted or being undone.

@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -33,7 +33,7 @@ func TestProxyMakesItsSessionOnTheFirstLoggedCall(t *testing.T) {
 	next(t, out)
 	in.Close()
 	cmd.Wait()
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	if s, err := store.GetSession(t.Context(), "fake-1"); !errors.Is(err, model.ErrNotFound) {
 		t.Fatalf("a proxy that logged nothing made session %+v (%v)", s, err)
 	}
@@ -66,7 +66,7 @@ func TestProxyMakesItsSessionOnTheFirstLoggedCall(t *testing.T) {
 // each following the one before; a proxy started later finds the newest.
 func TestProxyPinnedSessionGetsASuccessor(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	ctx := t.Context()
 	var diag syncBuffer
 	ip := startInproc(t, store, "pin", &diag, nil)
@@ -108,7 +108,7 @@ func TestProxyPinnedSessionGetsASuccessor(t *testing.T) {
 // session of the successor's name that follows another is passed over.
 func TestProxiesAgreeOnOneSuccessor(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	ctx := t.Context()
 	for _, id := range []string{"two", "two.2"} {
 		if _, err := store.CreateSession(ctx, effectlog.NewSession{ID: id}); err != nil { // two.2 follows nothing
@@ -148,7 +148,7 @@ func TestProxiesAgreeOnOneSuccessor(t *testing.T) {
 // logged. Resumed by a person, calls go on in the same session.
 func TestProxyHaltedSessionUntilAPersonResumesIt(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	ctx := t.Context()
 	ip := startInproc(t, store, "halt", io.Discard, nil)
 	ip.call("echo", `{"n":1}`)

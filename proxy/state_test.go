@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -31,7 +31,7 @@ func without(env []string, name string) []string {
 func TestUndoActsOnTheSessionsMemoryState(t *testing.T) {
 	h := newHarness(t)
 	memory := filepath.Join(h.dir, "memory.jsonl")
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 
 	direct := h.direct()
 	call(t, direct, "create_entities", map[string]any{"entities": []entity{{Name: "pre", EntityType: "thing", Observations: []string{"old"}}}})
@@ -155,7 +155,7 @@ func TestProxyRecordsTheNamedStateEnv(t *testing.T) {
 		t.Fatalf("echo: %s", text(res))
 	}
 	agent.Close()
-	sess, err := engines.File(h.logPath, engines.Options{}).VerifySession(t.Context(), "named")
+	sess, err := logaddr.File(h.logPath, logaddr.Options{}).VerifySession(t.Context(), "named")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,9 @@ const DefaultStopGrace = 5 * time.Second
 // errClientGone ends the waits for approval once the client closed its input.
 var errClientGone = errors.New("the client closed its input")
 
-// lifeline is what a run knows of its end.
-type lifeline struct {
+// runEnd is what a run knows of its end: whether it is ending (no new
+// call is admitted), and the context that ends the approval waits with it.
+type runEnd struct {
 	mu       sync.Mutex
 	leaving  bool
 	waits    context.Context // ends when the run ends: approval waits stop
@@ -42,9 +43,9 @@ type lifeline struct {
 
 // admit counts a call in, unless the run is ending.
 func (p *Proxy) admit() bool {
-	p.life.mu.Lock()
-	defer p.life.mu.Unlock()
-	if p.life.leaving {
+	p.end.mu.Lock()
+	defer p.end.mu.Unlock()
+	if p.end.leaving {
 		return false
 	}
 	p.calls.Add(1)
@@ -55,7 +56,7 @@ func (p *Proxy) admit() bool {
 // the client closes its input, ctx ends or the server exits, whichever
 // comes first, and returns why (nil: the client closed).
 func (p *Proxy) serve(ctx context.Context, readClient func()) error {
-	p.life.waits, p.life.endWaits = context.WithCancelCause(context.Background())
+	p.end.waits, p.end.endWaits = context.WithCancelCause(context.Background())
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -75,10 +76,10 @@ func (p *Proxy) serve(ctx context.Context, readClient func()) error {
 		why, cause = ErrUpstreamExited, errUpstreamGone
 	default:
 	}
-	p.life.mu.Lock()
-	p.life.leaving = true
-	p.life.mu.Unlock()
-	p.life.endWaits(cause)
+	p.end.mu.Lock()
+	p.end.leaving = true
+	p.end.mu.Unlock()
+	p.end.endWaits(cause)
 	if why != nil {
 		p.note("%v: no new calls; calls in flight: %d", why, p.inFlight())
 	}
@@ -86,9 +87,7 @@ func (p *Proxy) serve(ctx context.Context, readClient func()) error {
 }
 
 func (p *Proxy) inFlight() int {
-	p.cancelMu.Lock()
-	defer p.cancelMu.Unlock()
-	return len(p.cancels)
+	return p.running.count()
 }
 
 // drain waits for the calls in flight: all of them once the client closed
@@ -140,11 +139,11 @@ func (p *Proxy) stopUpstream(why error, stop func() error) error {
 // approval stops waiting once the client has gone, a signal came or the
 // server exited, and its request stands.
 func (p *Proxy) approvalContext(ctx context.Context) (context.Context, func()) {
-	if p.life.waits == nil { // not started by serve
+	if p.end.waits == nil { // not started by serve
 		return ctx, func() {}
 	}
 	w, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(p.life.waits, func() { cancel(context.Cause(p.life.waits)) })
+	stop := context.AfterFunc(p.end.waits, func() { cancel(context.Cause(p.end.waits)) })
 	return w, func() { stop(); cancel(nil) }
 }
 

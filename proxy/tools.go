@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/undolog/undolog/internal/mcpwire"
@@ -33,9 +34,7 @@ func (p *Proxy) serverLacks(ctx context.Context, tool string) bool {
 const toolListWait = 10 * time.Second
 
 func (p *Proxy) listed(tool string) bool {
-	p.infoMu.Lock()
-	defer p.infoMu.Unlock()
-	_, ok := p.annotations[tool]
+	_, ok := p.tools.lookup(tool)
 	return ok
 }
 
@@ -60,7 +59,7 @@ func (p *Proxy) fetchTools(ctx context.Context) bool {
 			p.note("tools/list: no tool list in the answer")
 			return false
 		}
-		if cursor = p.learnAnnotations(m.Result, false); cursor == "" {
+		if cursor = p.learnAnnotations(m.Result); cursor == "" {
 			return true
 		}
 	}
@@ -71,8 +70,27 @@ func (p *Proxy) fetchTools(ctx context.Context) bool {
 // changed: the next call that needs it asks again.
 func (p *Proxy) toolsChanged(m message) {
 	if m.Method == "notifications/tools/list_changed" {
-		p.infoMu.Lock()
-		p.annotated = false
-		p.infoMu.Unlock()
+		p.tools.changed()
 	}
+}
+
+// learnAnnotations keeps each tool's readOnlyHint from a tools/list result
+// and returns the cursor of its next page ("" on the last, or when it
+// taught nothing).
+func (p *Proxy) learnAnnotations(result json.RawMessage) string {
+	next, err := p.tools.learn(result)
+	if errors.As(err, new(*mcpwire.KeyError)) {
+		p.note("a tool list the client may read otherwise was not learned from: %v", err)
+	}
+	return next
+}
+
+// readOnly tells whether the server annotates the tool readOnlyHint, asking
+// for the whole tool list first if it is not known (the client has not
+// asked for it, or it changed since).
+func (p *Proxy) readOnly(ctx context.Context, tool string) (readOnly, known bool) {
+	if !p.tools.known() {
+		p.fetchTools(ctx)
+	}
+	return p.tools.lookup(tool)
 }

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -41,7 +41,7 @@ func TestLoggedCallWhoseHTTPAnswerIsLost(t *testing.T) {
 		want sm.State
 	}{{ts.URL, sm.Executing}, {"http://127.0.0.1:1/mcp", sm.Pending}} {
 		pol, _ := ParsePolicy([]byte("tools:\n  put: {tier: compensable}\n"))
-		store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+		store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 		p := &Proxy{Log: store, Session: "s", Policy: pol}
 		cr, cw := io.Pipe()
 		pr, pw := io.Pipe()

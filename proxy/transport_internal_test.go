@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // end is a test's side of a pipe pair: it writes lines, reads messages.
@@ -87,7 +87,7 @@ func inProcess(t *testing.T, policy string) (client, server *end, done chan erro
 	pr, pw := io.Pipe() // proxy -> client
 	ur, uw := io.Pipe() // proxy -> server
 	sr, sw := io.Pipe() // server -> proxy
-	p := &Proxy{Log: engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{}), Session: "s", Policy: pol, ApprovalWait: time.Second}
+	p := &Proxy{Log: logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{}), Session: "s", Policy: pol, ApprovalWait: time.Second}
 	done = make(chan error, 1)
 	go func() {
 		done <- p.Serve(context.Background(), NewStdioConn(cr, pw), NewStdioConn(sr, uw))

@@ -21,8 +21,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
@@ -209,7 +209,7 @@ func TestProxySignalAnswersAndRecordsTheCallsInFlight(t *testing.T) {
 	h := newHarness(t)
 	goFile := filepath.Join(h.dir, "go")
 	h.env = append(h.env, "UNDOLOG_FAKE_GO="+goFile)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	w := wire(t, h, "tools:\n  hold: {tier: compensable}\n  echo: {tier: irreversible}\n", "--approval-wait", "40s")
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
 	waitFor(t, "the call to run", func() bool {
@@ -264,7 +264,7 @@ func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 func TestProxySignalLeavesAnUnansweredCallInDoubt(t *testing.T) {
 	h := newHarness(t)
 	t.Setenv("UNDOLOG_FAKE_SERVER", "1")
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	policy, err := proxy.ParsePolicy([]byte("tools:\n  hang: {tier: compensable}\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +302,7 @@ func TestProxySignalLeavesAnUnansweredCallInDoubt(t *testing.T) {
 // open; the waiting call is answered, and its request stands.
 func TestProxyExitsWithItsServer(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	w := wire(t, h, "tools:\n  echo: {tier: irreversible}\n", "--approval-wait", "40s")
 	syscall.Kill(w.pid, syscall.SIGKILL)
 	if code := w.end("after its server died"); code != 11 {
@@ -333,7 +333,7 @@ func TestProxyExitsWithItsServer(t *testing.T) {
 // the request standing, stops the server and exits 0.
 func TestProxyClientLeavesWhileItsCallWaits(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	w := wire(t, h, "tools:\n  echo: {tier: irreversible}\n", "--approval-wait", "10m")
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
@@ -357,7 +357,7 @@ func TestProxyClientLeavesWhileItsCallWaits(t *testing.T) {
 // not killed by SIGPIPE when it answers; it ends as above.
 func TestProxyClientDiesWhileItsCallWaits(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	w := wire(t, h, "tools:\n  echo: {tier: irreversible}\n", "--approval-wait", "10m")
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
 	waitFor(t, "the approval request", func() bool { return pendingApprovals(t, store) == 1 })
@@ -383,7 +383,7 @@ func TestProxyClientDiesWhileItsCallWaits(t *testing.T) {
 // a new proxy finds the call in doubt, never the handle replayed.
 func TestProxyTaskAugmentedCalls(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	const policy = "tools:\n  task: {tier: compensable}\n  taskonly: {tier: compensable}\n  echo: {tier: safe}\n"
 	w := wire(t, h, policy)
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"task","arguments":{"a":1},"task":{"ttl":60000}}}`)
@@ -454,7 +454,7 @@ func TestProxyUnknownToolGoesToTheServer(t *testing.T) {
 	if wantErr == nil && (want == nil || !want.IsError) {
 		t.Fatalf("the server took the unknown tool: %+v", want)
 	}
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	if effects, _, _ := store.ListEffects(t.Context(), effectlog.EffectFilter{}); len(effects) != 0 {
 		t.Fatalf("logged %+v", effects)
 	}
@@ -495,7 +495,7 @@ func TestProxyLoneSurrogateInAnArgument(t *testing.T) {
 	if m["id"] != 2.0 || m["result"] == nil || toolText(m) != "" {
 		t.Fatalf("the call: %v", m)
 	}
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	d, err := store.GetEffect(t.Context(), 1)
 	if err != nil || d.Effect.State != sm.Committed || !strings.Contains(string(d.Effect.Args), `"cut \ud83d"`) || !strings.Contains(string(d.Effect.Result), `cut \ud83d`) {
 		t.Fatalf("effect 1: %+v %v", d.Effect, err)
@@ -518,7 +518,7 @@ func TestProxyLoneSurrogateInAnArgument(t *testing.T) {
 // the actor) gets its calls logged, the name escaped, on either engine.
 func TestProxyClientNameWithANUL(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"evil\u0000\u001b[2Jname","version":"1"}}}`
 	w := wireAs(t, h, initialize, "tools:\n  echo: {tier: compensable}\n")
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
@@ -540,7 +540,7 @@ func TestProxyClientNameWithANUL(t *testing.T) {
 func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 	t.Run("cancelled", func(t *testing.T) {
 		h := newHarness(t)
-		store := engines.File(h.logPath, engines.Options{})
+		store := logaddr.File(h.logPath, logaddr.Options{})
 		w := wire(t, h, "tools:\n  hang: {tier: compensable}\n")
 		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{}}}`)
 		waitForState(t, store, 1, sm.Executing)
@@ -563,7 +563,7 @@ func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 		h := newHarness(t)
 		goFile := filepath.Join(h.dir, "go")
 		h.env = append(h.env, "UNDOLOG_FAKE_GO="+goFile)
-		store := engines.File(h.logPath, engines.Options{})
+		store := logaddr.File(h.logPath, logaddr.Options{})
 		w := wire(t, h, "tools:\n  hold: {tier: compensable}\n  echo: {tier: compensable}\n")
 		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
 		waitForState(t, store, 1, sm.Executing)
@@ -587,7 +587,7 @@ func TestProxyCancelledCallTheServerNeverAnswers(t *testing.T) {
 	})
 	t.Run("signal after the client left", func(t *testing.T) {
 		h := newHarness(t)
-		store := engines.File(h.logPath, engines.Options{})
+		store := logaddr.File(h.logPath, logaddr.Options{})
 		w := wire(t, h, "tools:\n  hang: {tier: compensable}\n")
 		w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hang","arguments":{}}}`)
 		waitForState(t, store, 1, sm.Executing)
@@ -612,7 +612,7 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 	h := newHarness(t)
 	goFile := filepath.Join(h.dir, "go")
 	h.env = append(h.env, "UNDOLOG_FAKE_RESPELL=1", "UNDOLOG_FAKE_GO="+goFile)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	w := wire(t, h, "tools:\n  echo: {tier: compensable}\n  hold: {tier: compensable}\n")
 	w.send(`{"jsonrpc":"2.0","id":"\u0062","method":"tools/call","params":{"name":"echo","arguments":{"n":1}}}`)
 	if m := w.next(); m["id"] != "b" || m["result"] == nil {
@@ -654,7 +654,7 @@ func TestProxyMatchesIDsByValue(t *testing.T) {
 // refused before anything is logged: one could come back as another's.
 func TestProxyRefusesIDsMCPDoesNotAllow(t *testing.T) {
 	h := newHarness(t)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	w := wire(t, h, "tools:\n  echo: {tier: compensable}\n")
 	for _, id := range []string{`null`, `true`, `[1]`, `{"a":1}`, `1e400`} {
 		w.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)
@@ -717,7 +717,7 @@ func TestProxyKilledTakesItsServer(t *testing.T) {
 	h.env = append(h.env, "UNDOLOG_FAKE_GO="+filepath.Join(h.dir, "go"), "UNDOLOG_FAKE_LINGER=1")
 	w := wire(t, h, "tools:\n  hold: {tier: compensable}\n")
 	w.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hold","arguments":{}}}`)
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	waitFor(t, "the call to run", func() bool {
 		d, err := store.GetEffect(t.Context(), 1)
 		return err == nil && d.Effect.State == sm.Executing
@@ -747,7 +747,7 @@ func TestUndoKilledTakesItsServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer undo.Process.Kill()
-	store := engines.File(h.logPath, engines.Options{})
+	store := logaddr.File(h.logPath, logaddr.Options{})
 	waitFor(t, "the compensation to be sent", func() bool {
 		d, err := store.GetEffect(t.Context(), 1)
 		return err == nil && d.Undo != nil && d.Undo.State == sm.EntryCompensating

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
 )
@@ -51,7 +51,7 @@ func (*dirCaller) Close() error { return nil }
 // standard input, calls an mcp case on the upstream started where it ran,
 // and a skip case runs nothing.
 func TestCasesCompensation(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	work := t.TempDir()
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv", "rel/dir"}, UpstreamDir: work}); err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestCasesCompensation(t *testing.T) {
 	}
 	tools := &dirTools{}
 	var progress bytes.Buffer
-	res, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial, Progress: &progress}).Run(t.Context(), "p")
+	res, err := (&Runner{Log: store, Actor: "test", StartServer: tools.dial, Progress: &progress}).Run(t.Context(), "p")
 	if err != nil || res.State != "compensated" {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -138,21 +138,21 @@ func TestCompensationWithoutAnAnswerIsInDoubt(t *testing.T) {
 }
 
 func compensationInDoubt(t *testing.T, caller *noAnswerCaller) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"srv"}}); err != nil {
 		t.Fatal(err)
 	}
 	committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `{"n":1}`)
 	dial := func(context.Context, []string, string) (ToolCaller, error) { return caller, nil }
-	r := &Runner{Log: store, Actor: "test", Tools: dial, Sleep: func(context.Context, time.Duration) error { return nil }}
+	r := &Runner{Log: store, Actor: "test", StartServer: dial, Sleep: func(context.Context, time.Duration) error { return nil }}
 	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 1 {
 		t.Fatalf("first undo: %v after %d calls, want in doubt after 1", err, caller.calls)
 	}
-	r = &Runner{Log: store, Actor: "test", Tools: dial}
+	r = &Runner{Log: store, Actor: "test", StartServer: dial}
 	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 1 {
 		t.Fatalf("undo again: %v after %d calls, want refused in doubt", err, caller.calls)
 	}
-	r = &Runner{Log: store, Actor: "test", Tools: dial, RetryInDoubt: true}
+	r = &Runner{Log: store, Actor: "test", StartServer: dial, RetryInDoubt: true}
 	if _, err := r.Run(t.Context(), "p"); !errors.Is(err, ErrInDoubt) || caller.calls != 2 {
 		t.Fatalf("--retry-in-doubt: %v after %d calls, want one more call", err, caller.calls)
 	}

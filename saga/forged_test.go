@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage"
@@ -48,10 +48,10 @@ func forgeEntryState(t *testing.T, store effectlog.Log, id uint64, state sm.Entr
 func TestUndoRefusesAForgedDoneEntry(t *testing.T) {
 	open := map[string]func(t *testing.T) effectlog.Log{
 		"file": func(t *testing.T) effectlog.Log {
-			return engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+			return logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 		},
 		"postgres": func(t *testing.T) effectlog.Log {
-			store := engines.Open(pgtest.Server(t).NewDatabase(t), engines.Options{})
+			store := logaddr.Open(pgtest.Server(t).NewDatabase(t), logaddr.Options{})
 			t.Cleanup(func() { store.Close() })
 			return store
 		},

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -21,7 +21,7 @@ import (
 // ran out it is in doubt, named so, and RetryInDoubt runs it again.
 func TestACompensationWhoseLeaseLapsedIsInDoubt(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	ran := filepath.Join(dir, "ran")
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", ran}}, `1`)
 	far := &model.Owner{PID: 4242, Host: model.HostName() + "-elsewhere", StartedAt: time.Now()}
@@ -82,7 +82,7 @@ func (r *renewedLog) RenewLease(ctx context.Context, id uint64, owner *model.Own
 // its end as the owner it is, whatever the lease became.
 func TestACompensationRenewsItsLease(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	release := filepath.Join(dir, "renewed")
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand,
 		Argv: []string{"sh", "-c", `while [ ! -e "$0" ]; do sleep 0.01; done`, release}}, `1`)

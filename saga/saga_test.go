@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -35,7 +35,7 @@ func committed(t *testing.T, store effectlog.Log, session string, comp *model.Co
 }
 
 func TestBackoffDoublesAndCaps(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"false"},
 		MaxRetries: 5, InitialBackoffMS: 1500}, `1`)
 	var slept []time.Duration
@@ -59,7 +59,7 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 
 func TestSucceedsOnARetryAndWalksLIFO(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	order := filepath.Join(dir, "order")
 	flaky := filepath.Join(dir, "flaky")
 	mk := func(script string) *model.Compensation {
@@ -90,7 +90,7 @@ func TestSucceedsOnARetryAndWalksLIFO(t *testing.T) {
 
 func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	runs := filepath.Join(dir, "runs")
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand,
 		Argv: []string{"sh", "-c", `echo run >> ` + runs + `; [ "$UNDOLOG_ATTEMPT" != 1 ] || [ -e ` + runs + `.2 ] || exec sleep 5`}}, `1`)
@@ -132,7 +132,7 @@ func TestInterruptLeavesEntryInDoubt(t *testing.T) {
 // Of two undos at once, only one runs a compensation; the other finds it
 // in progress and runs nothing, and a reclaim of a live owner is refused.
 func TestAPendingCompensationHasOneRunner(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}, `1`)
 	live := model.NewOwner(time.Now())
 	if _, err := store.UndoStep(t.Context(), id, sm.EntryCompensating, model.Change{Owner: live}); err != nil {
@@ -178,7 +178,7 @@ func flipInFile(t *testing.T, store effectlog.FileLog, old, new string) {
 // and the session is left as it was.
 func TestUndoRefusesATamperedCompensation(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	first := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "first-ran")}}, `1`)
 	committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, "ran-original")}}, `2`)
 	flipInFile(t, store, "ran-original", "ran-tampered")
@@ -216,14 +216,14 @@ func (*unreachable) Close() error { panic("Close on a client that never connecte
 // compensation_failed and the session halted, and a later walk neither panics
 // nor calls a client that never connected.
 func TestUnreachableServerIsAFailedAttempt(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete", Args: json.RawMessage(`{}`)}, `1`)
 	if _, err := store.SetUpstream(t.Context(), "s", []string{"sh", "-c", "exit 1"}); err != nil {
 		t.Fatal(err)
 	}
 	dials := 0
 	r := &Runner{Log: store, Actor: "test", Sleep: func(context.Context, time.Duration) error { return nil },
-		Tools: func(context.Context, []string, string) (ToolCaller, error) {
+		StartServer: func(context.Context, []string, string) (ToolCaller, error) {
 			dials++
 			var c *unreachable
 			return c, errors.New("connect to MCP server sh -c exit 1: EOF")
@@ -258,7 +258,7 @@ func (stubCaller) Close() error { return nil }
 // TestUndoRefusesATamperedUpstream: the MCP server command a session
 // recorded is started by undo only while the session's history covers it.
 func TestUndoRefusesATamperedUpstream(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	// "<", ">" are escaped in the copy the history states (JSON), so that
 	// the session record's copy is the one changed below.
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
@@ -266,14 +266,14 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	}
 	id := committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
 	tools := &stubTools{}
-	if res, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p"); err != nil || res.State != "compensated" {
+	if res, err := (&Runner{Log: store, Actor: "test", StartServer: tools.dial}).Run(context.Background(), "p"); err != nil || res.State != "compensated" {
 		t.Fatalf("undo of an intact session: %+v %v", res, err)
 	}
 	if len(tools.started) != 1 {
 		t.Fatalf("started %v", tools.started)
 	}
 
-	store = engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store = logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server", "<original>"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestUndoRefusesATamperedUpstream(t *testing.T) {
 	if _, err := MakePlan(t.Context(), store, "p"); !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("plan of a session with a tampered upstream: %v", err)
 	}
-	_, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+	_, err := (&Runner{Log: store, Actor: "test", StartServer: tools.dial}).Run(context.Background(), "p")
 	if !errors.Is(err, model.ErrCorrupt) || !strings.Contains(err.Error(), "damaged or tampered") {
 		t.Fatalf("undo of a session with a tampered upstream: %v", err)
 	}
@@ -314,7 +314,7 @@ func TestUndoRefusesATamperedEntryState(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+			store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 			runs := filepath.Join(dir, "runs")
 			id := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"sh", "-c", "echo run >> " + runs}}, `1`)
 			if id != 1 {
@@ -361,7 +361,7 @@ func (l *startedMeanwhile) SetSessionState(ctx context.Context, id string, to sm
 // moves it second goes on with the walk (and meets the other's steps as in
 // progress), not with an invalid transition compensating -> compensating.
 func TestAnUndoStartedMeanwhileIsJoined(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}, `1`)
 	if _, err := store.SetSessionState(t.Context(), "s", sm.SessionFailed, model.Change{}); err != nil {
 		t.Fatal(err)
@@ -378,7 +378,7 @@ func TestAnUndoStartedMeanwhileIsJoined(t *testing.T) {
 // plan as it now is runs once confirmed.
 func TestConfirmedPlanRunsOnlyAsShown(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	touch := func(name string) *model.Compensation {
 		return &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", filepath.Join(dir, name)}}
 	}
@@ -415,7 +415,7 @@ func TestConfirmedPlanRunsOnlyAsShown(t *testing.T) {
 // server.
 func TestPlanFlagsWhatCannotRunHere(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	gone, here := filepath.Join(dir, "gone"), filepath.Join(dir, "here")
 	for _, d := range []string{gone, here} {
 		if err := os.Mkdir(d, 0o755); err != nil {
@@ -459,7 +459,7 @@ func TestPlanFlagsWhatCannotRunHere(t *testing.T) {
 // calls before it (what it does may rest on them): undo refuses, moving
 // nothing, until it has ended.
 func TestUndoWaitsForARunningIrreversibleCall(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	marker := filepath.Join(t.TempDir(), "undone")
 	first := committed(t, store, "s", &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"touch", marker}}, `1`)
 	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: sm.Irreversible, Args: json.RawMessage(`2`)})

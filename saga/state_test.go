@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -48,7 +48,7 @@ func TestUndoHoldsItsEnvironmentToTheSessionsState(t *testing.T) {
 			} else {
 				os.Setenv(name, *c.here)
 			}
-			store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+			store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 			if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server"}, UpstreamDir: t.TempDir(), UpstreamEnv: c.recorded}); err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func TestUndoHoldsItsEnvironmentToTheSessionsState(t *testing.T) {
 				t.Fatal(err)
 			}
 			tools := &stubTools{}
-			res, err := (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+			res, err := (&Runner{Log: store, Actor: "test", StartServer: tools.dial}).Run(context.Background(), "p")
 			if c.refused == "" {
 				if err != nil || res.State != string(sm.SessionCompensated) || len(tools.started) != 1 || plan.Steps[0].Problem != "" {
 					t.Fatalf("undo: %+v %v, started %v, plan's problem %q", res, err, tools.started, plan.Steps[0].Problem)
@@ -84,7 +84,7 @@ func TestUndoHoldsItsEnvironmentToTheSessionsState(t *testing.T) {
 	}
 	t.Run("commands only", func(t *testing.T) {
 		t.Setenv(name, "/state/b")
-		store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+		store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 		if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server"}, UpstreamEnv: model.StateEnv{name: &a}}); err != nil {
 			t.Fatal(err)
 		}
@@ -131,7 +131,7 @@ func testTwoStates(t *testing.T, name, label string, here *string, joined model.
 		} else {
 			t.Setenv(name, *here)
 		}
-		store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+		store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 		if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server"}, UpstreamDir: "/srv", UpstreamEnv: model.StateEnv{name: &a}}); err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func testTwoStates(t *testing.T, name, label string, here *string, joined model.
 			t.Fatalf("plan: %+v %v", plan.Steps, err)
 		}
 		tools := &stubTools{}
-		_, err = (&Runner{Log: store, Actor: "test", Tools: tools.dial}).Run(context.Background(), "p")
+		_, err = (&Runner{Log: store, Actor: "test", StartServer: tools.dial}).Run(context.Background(), "p")
 		if !errors.Is(err, ErrStateElsewhere) || !strings.Contains(err.Error(), refused) || strings.Contains(err.Error(), "run undo again") {
 			t.Fatalf("undo with %s here: %v, want a refusal saying %q", label, err, refused)
 		}
@@ -176,12 +176,12 @@ func TestTheStateRefusalPastesTheRecordedValue(t *testing.T) {
 	const name = "UNDOLOG_TEST_STATE_PLACE"
 	recorded := "/state/x\n\x1b[31mred 'q' \\n \u202etxt.exe"
 	t.Setenv(name, "/state/b")
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "p", Upstream: []string{"mcp-server"}, UpstreamEnv: model.StateEnv{name: &recorded}}); err != nil {
 		t.Fatal(err)
 	}
 	committed(t, store, "p", &model.Compensation{Kind: model.CompensationMCP, Tool: "delete"}, `1`)
-	_, err = (&Runner{Log: store, Actor: "test", Tools: (&stubTools{}).dial}).Run(context.Background(), "p")
+	_, err = (&Runner{Log: store, Actor: "test", StartServer: (&stubTools{}).dial}).Run(context.Background(), "p")
 	if !errors.Is(err, ErrStateElsewhere) {
 		t.Fatal(err)
 	}

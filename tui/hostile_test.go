@@ -11,8 +11,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -36,7 +36,7 @@ func requireTerminalSafe(t *testing.T, what, screen string) {
 // results (raw C1 and bidi inside JSON strings), key, reasons, actors, errors,
 // compensation commands, the undo plan, the undo walk and the status line.
 func TestViewEscapesStoredText(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{Now: func() time.Time { return demoEnd }})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{Now: func() time.Time { return demoEnd }})
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "hostile", Meta: map[string]string{"note": hostile}, Actor: hostile}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 )
 
 const largePer = demo.LargePer
@@ -34,7 +34,7 @@ func largeLog(tb testing.TB) string {
 // BenchmarkFirstPaint1M is the sessions screen's first frame on 1M effects:
 // building the model, its first load and its first render.
 func BenchmarkFirstPaint1M(b *testing.B) {
-	store := engines.File(largeLog(b), engines.Options{})
+	store := logaddr.File(largeLog(b), logaddr.Options{})
 	for b.Loop() {
 		m := New(b.Context(), Options{Log: store, Actor: "bench"})
 		m.Update(loadSessions(b.Context(), store)())
@@ -47,7 +47,7 @@ func BenchmarkFirstPaint1M(b *testing.B) {
 // BenchmarkSessionScreen1M is a session of 1,000 effects opened, with the
 // selected effect's detail, on 1M effects.
 func BenchmarkSessionScreen1M(b *testing.B) {
-	store := engines.File(largeLog(b), engines.Options{})
+	store := logaddr.File(largeLog(b), logaddr.Options{})
 	for b.Loop() {
 		m := New(b.Context(), Options{Log: store, Session: "load-0500", Actor: "bench"})
 		m.Update(loadEffects(b.Context(), store, "load-0500", effectlog.EffectFilter{}, 0, 0)())
@@ -62,7 +62,7 @@ func BenchmarkSessionScreen1M(b *testing.B) {
 // BenchmarkScrollPage1M is one step down that crosses into the next page of
 // a session (the costliest key press), with its render.
 func BenchmarkScrollPage1M(b *testing.B) {
-	store := engines.File(largeLog(b), engines.Options{})
+	store := logaddr.File(largeLog(b), logaddr.Options{})
 	m := New(b.Context(), Options{Log: store, Session: "load-0500", Actor: "bench"})
 	m.Update(loadEffects(b.Context(), store, "load-0500", effectlog.EffectFilter{}, 0, 0)())
 	for b.Loop() {
@@ -86,7 +86,7 @@ func TestMemoryProbe(t *testing.T) {
 	if path == "" {
 		t.Skip("helper process of BenchmarkMaxRSS1M")
 	}
-	store := engines.File(path, engines.Options{})
+	store := logaddr.File(path, logaddr.Options{})
 	m := New(t.Context(), Options{Log: store, Actor: "probe"})
 	m.Update(loadSessions(t.Context(), store)())
 	_ = m.render()

@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 // notification can bring the change within the test.
 func TestViewIsPushedOnPostgres(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
-	other := engines.Open(url, engines.Options{})
+	other := logaddr.Open(url, logaddr.Options{})
 	defer other.Close()
 	add := func(session, tool string) {
 		if _, err := other.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: tool, Tier: sm.Compensable,
@@ -33,7 +33,7 @@ func TestViewIsPushedOnPostgres(t *testing.T) {
 		}
 	}
 	add("watched", "first_tool")
-	store := engines.Open(url, engines.Options{Fallback: time.Hour})
+	store := logaddr.Open(url, logaddr.Options{Fallback: time.Hour})
 	m := New(t.Context(), Options{Log: store, Session: "watched", Actor: "tester", Refresh: time.Hour})
 	tm := startModel(t, m, store)
 	waitFor(t, tm, "first_tool")

@@ -12,7 +12,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -300,7 +300,7 @@ func TestDemoMainSessionUndoes(t *testing.T) {
 
 // Item 5: the undo plan flags a compensation whose template does not expand.
 func TestUndoPlanFlagsATemplateThatDoesNotExpand(t *testing.T) {
-	store := engines.File(t.TempDir()+"/u.db", engines.Options{})
+	store := logaddr.File(t.TempDir()+"/u.db", logaddr.Options{})
 	if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: "tickets", Upstream: []string{"mcp-server-tickets"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -23,7 +23,7 @@ import (
 // once did, with a slice out of range). From 40 columns on, no line is wider
 // than the terminal (narrower, the renderer cuts what does not fit).
 func TestViewAtEverySize(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{Now: func() time.Time { return demoEnd }})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{Now: func() time.Time { return demoEnd }})
 	for i := 0; i < 3; i++ {
 		if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: fmt.Sprintf("deploy_%d", i),
 			Tier: sm.Irreversible, CreateSession: true, Args: json.RawMessage(fmt.Sprintf(`{"target":"prod-%d","why":%q}`, i, strings.Repeat("long ", 40))),
@@ -90,7 +90,7 @@ func TestViewAtEverySize(t *testing.T) {
 // end) is wrapped onto up to three lines, and the body gives them room: the
 // screen stays the window's height.
 func TestStatusShowsTheWholeReason(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	m := New(t.Context(), Options{Log: store, Actor: "tester"})
 	m.Update(tea.WindowSizeMsg{Width: 60, Height: 20})
 	m.status, m.statusErr = "the database role ci_agent may not write a record in the name of role alice: it may not approve effect 42", true
@@ -114,7 +114,7 @@ func TestStatusShowsTheWholeReason(t *testing.T) {
 // The history in the effect's detail says the database role next to the
 // --as name, as `show` does: on a shared log it is the proven identity.
 func TestDetailHistoryShowsTheRole(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: sm.Irreversible,
 		CreateSession: true, Args: json.RawMessage(`{}`), Actor: "github-actions"}); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func drive(m *Model, cmd tea.Cmd) {
 // effect or dialog on screen then); a failed load's stays until a load
 // works.
 func TestAnActionsErrorGoesWithTheNextKey(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	m := New(t.Context(), Options{Log: store, Actor: "tester"})
 	m.Update(tea.WindowSizeMsg{Width: 80, Height: 20})
 	m.setStatus("", errors.New("effect 5 was already approved by alice"))

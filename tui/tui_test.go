@@ -16,7 +16,7 @@ import (
 
 	"github.com/undolog/undolog/demo"
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -30,7 +30,7 @@ func demoStore(t *testing.T) effectlog.FileLog {
 	if err := demo.Write(t.Context(), path, demoEnd); err != nil {
 		t.Fatal(err)
 	}
-	return engines.File(path, engines.Options{Now: func() time.Time { return demoEnd }})
+	return logaddr.File(path, logaddr.Options{Now: func() time.Time { return demoEnd }})
 }
 
 func start(t *testing.T, store effectlog.Log, session string) *teatest.TestModel {
@@ -181,7 +181,7 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 			Args: json.RawMessage(`9`), CreateSession: true, ApprovalTimeout: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
-		later := engines.File(store.Path(), engines.Options{Now: func() time.Time { return demoEnd.Add(time.Hour) }})
+		later := logaddr.File(store.Path(), logaddr.Options{Now: func() time.Time { return demoEnd.Add(time.Hour) }})
 		if n, err := later.ExpireApprovals(t.Context(), "late"); err != nil || n != 1 {
 			t.Fatal(n, err)
 		}
@@ -293,7 +293,7 @@ func TestReasonIsEditedMidText(t *testing.T) {
 
 func TestUndoRunsCompensationsLIFO(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	order := filepath.Join(dir, "order")
 	for i := 1; i <= 3; i++ {
 		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "lifo", Tool: "step", Tier: sm.Compensable, CreateSession: true,
@@ -326,7 +326,7 @@ func TestLiveRefreshAndNoLockHeld(t *testing.T) {
 	waitFor(t, tm, "send_email")
 	// The other process shares the demo's clock: on the real one, the demo's
 	// approvals have expired on any day after the demo's.
-	other := engines.File(store.Path(), engines.Options{LockTimeout: 300 * time.Millisecond, Now: func() time.Time { return demoEnd }})
+	other := logaddr.File(store.Path(), logaddr.Options{LockTimeout: 300 * time.Millisecond, Now: func() time.Time { return demoEnd }})
 	began := time.Now()
 	if _, err := other.Approve(t.Context(), 4, model.Change{Actor: "someone-else"}); err != nil {
 		t.Fatal(err)
@@ -365,7 +365,7 @@ func TestLogReplacedWhileRunning(t *testing.T) {
 // the step for good and halt the session); the status names the command
 // that can.
 func TestUndoThatNeedsAShellIsNotStartedHere(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	defer store.Close()
 	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "hand", Tool: "paper", Tier: sm.Compensable,
 		Args: json.RawMessage(`{}`), CreateSession: true, Start: true})

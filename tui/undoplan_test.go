@@ -11,7 +11,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/effectlog"
-	"github.com/undolog/undolog/engines"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -22,7 +22,7 @@ import (
 // so rather than asking to undo 0 steps.
 func TestViewUndoesOnlyThePlanItShowed(t *testing.T) {
 	dir := t.TempDir()
-	store := engines.File(filepath.Join(dir, "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(dir, "u.db"), logaddr.Options{})
 	step := func(session, tool string, n int) {
 		t.Helper()
 		res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: session, Tool: tool, Tier: sm.Compensable, CreateSession: true,
@@ -84,9 +84,9 @@ func TestViewDecidesOnlyTheCallItShowed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	store := engines.File(path, engines.Options{})
+	store := logaddr.File(path, logaddr.Options{})
 	irreversible(store, "harmless")
-	other := engines.File(filepath.Join(dir, "other.db"), engines.Options{})
+	other := logaddr.File(filepath.Join(dir, "other.db"), logaddr.Options{})
 	irreversible(other, "drop_prod")
 	if _, _, err := other.(effectlog.FileLog).Compact(); err != nil { // its journal folded in: one file to move
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func TestViewDecidesOnlyTheCallItShowed(t *testing.T) {
 }
 
 func TestTransitionMenuClosesWhenItsEffectMoves(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "write_file", Tier: sm.Compensable,
 		CreateSession: true, Args: json.RawMessage(`{"path":"a"}`)})
 	if err != nil {
@@ -149,7 +149,7 @@ func TestTransitionMenuClosesWhenItsEffectMoves(t *testing.T) {
 // A load that failed (a server gone) says so in the status; the next load
 // that works (the server back) clears it, and not a person's own message.
 func TestALoadThatWorksAgainClearsItsError(t *testing.T) {
-	store := engines.File(filepath.Join(t.TempDir(), "u.db"), engines.Options{})
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "w", Tier: sm.Compensable,
 		CreateSession: true, Args: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)

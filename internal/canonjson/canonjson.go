@@ -1,27 +1,32 @@
-// Package jcs owns JSON canonicalization as RFC 8785 (JCS) defines it: object
-// members sorted by the UTF-16 code units of their names, no whitespace, strings
-// with the minimal escapes, and numbers in ECMAScript's shortest form. Input that
-// is not I-JSON (duplicate names, invalid UTF-8, numbers out of the double
-// range) is refused rather than silently changed, so two different inputs
-// never share one canonical form.
+// Package canonjson writes a JSON text in undolog's canonical form, the form
+// a call's arguments are hashed in for its signature: equal calls share it,
+// different calls never do. It is deliberately not RFC 8785 (JCS), though it
+// follows it where it can: object members sorted by the UTF-16 code units of
+// their names, no whitespace, strings with the minimal escapes, and numbers in
+// ECMAScript's shortest form. Input that is not I-JSON (duplicate names,
+// invalid UTF-8, numbers out of the double range) is refused rather than
+// silently changed, so two different inputs never share one canonical form.
 //
-// Another difference: a lone surrogate escape (\ud83d, a string cut inside an
-// emoji by a client counting UTF-16 units) is kept, written as the escape in
-// lower-case hex, where RFC 8785 refuses it: MCP servers (JavaScript ones)
-// accept such strings, so the log must be able to record such a call, and
-// the same string always gets the same form. Inside the package such a
-// string holds the surrogate as WTF-8 (the 3-byte form UTF-8 forbids), which
-// raw input can never produce: invalid UTF-8 in the input is refused.
+// It differs from RFC 8785 twice, each time so that a call an MCP server
+// accepts can be recorded as it was sent.
 //
-// One difference from RFC 8785: a number keeps its exact value. Where the
-// ECMAScript form of the nearest double is that value (1.0, 1e2, 4.50, every
-// shortest form a double prints as), the output is RFC 8785's; where it is not
-// (12345678901234567891, 0.1000000000000000055511151231257827021181583404541015625,
-// 1e-400), the output is the exact decimal laid out the same way (an integer
-// in plain digits, never an exponent form a JSON reader would take for a
-// double), so numbers that differ never share a form and a log stores the
-// digits that were sent.
-package jcs
+// A lone surrogate escape (\ud83d, a string cut inside an emoji by a client
+// counting UTF-16 units) is kept, written as the escape in lower-case hex,
+// where RFC 8785 refuses it: MCP servers (JavaScript ones) accept such
+// strings, so the log must be able to record such a call, and the same string
+// always gets the same form. Inside the package such a string holds the
+// surrogate as WTF-8 (the 3-byte form UTF-8 forbids), which raw input can
+// never produce: invalid UTF-8 in the input is refused.
+//
+// A number keeps its exact value. Where the ECMAScript form of the nearest
+// double is that value (1.0, 1e2, 4.50, every shortest form a double prints
+// as), the output is RFC 8785's; where it is not (12345678901234567891,
+// 0.1000000000000000055511151231257827021181583404541015625, 1e-400), the
+// output is the exact decimal laid out the same way (an integer in plain
+// digits, never an exponent form a JSON reader would take for a double), so
+// numbers that differ never share a form and a log stores the digits that
+// were sent.
+package canonjson
 
 import (
 	"errors"
@@ -40,7 +45,8 @@ var ErrInvalid = errors.New("invalid JSON")
 // maxDepth bounds nesting so hostile input cannot exhaust the stack.
 const maxDepth = 1000
 
-// Canonicalize returns the RFC 8785 canonical form of the JSON text in.
+// Canonicalize returns the canonical form (the package comment says which)
+// of the JSON text in.
 func Canonicalize(in []byte) ([]byte, error) {
 	p := parser{in: in}
 	p.skipSpace()

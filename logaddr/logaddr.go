@@ -1,8 +1,8 @@
-// Package engines opens an effect log by its address: it knows which
+// Package logaddr opens an effect log by its address: it knows which
 // storage engine keeps a log at which address, and puts the log's rules
 // (package effectlog) over it. Commands and tests open logs here, so that a
 // new engine is added in one place.
-package engines
+package logaddr
 
 import (
 	"context"
