@@ -218,7 +218,7 @@ func runExec(ctx context.Context, f *Factory, opts *execOptions, argv []string) 
 	store := f.Log()
 	lc := &lifecycle.Lifecycle{Log: store, Now: f.Now, Lease: lease, Unavailable: func(err error) {
 		if err != nil {
-			opts.note(f, "%s; still waiting, trying again until it answers", oneLine(err.Error()))
+			opts.note(f, "%s; still waiting, trying again until it answers", textfmt.OneLine(err.Error()))
 		} else {
 			opts.note(f, "the log's server answers again")
 		}

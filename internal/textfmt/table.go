@@ -1,6 +1,7 @@
 package textfmt
 
 import (
+	"bytes"
 	"image/color"
 	"io"
 	"strings"
@@ -28,7 +29,7 @@ type Table struct {
 	color   bool
 	widths  []int // each column's width so far, in terminal cells
 	headed  bool
-	line    strings.Builder
+	line    bytes.Buffer // the line being laid out, its memory kept for the next
 }
 
 // NewTable prints to w; terminal says w is one (aligned columns, a header),
@@ -118,6 +119,6 @@ func (t *Table) cell(i, n int, text string, width int) {
 
 func (t *Table) flushLine() error {
 	t.line.WriteByte('\n')
-	_, err := io.WriteString(t.w, t.line.String())
+	_, err := t.w.Write(t.line.Bytes())
 	return err
 }
