@@ -676,7 +676,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
 	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now, Lease: p.Lease, Hold: true, Unavailable: func(err error) {
 		if err != nil {
-			p.note("%s; a call waiting for approval waits on, trying again until it answers", oneLine(err.Error()))
+			p.note("%s; a call waiting for approval waits on, trying again until it answers", textfmt.OneLine(err.Error()))
 		} else {
 			p.note("the log's server answers again")
 		}

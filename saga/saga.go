@@ -123,11 +123,11 @@ func (p Plan) Where(s Step) string {
 	switch s.runs {
 	case model.CompensationCommand:
 		if d := s.Entry.Compensation.Dir; d != "" {
-			return " (in " + ShellQuote([]string{d}) + ")"
+			return " (in " + textfmt.ShellQuote(d) + ")"
 		}
 	case model.CompensationMCP:
 		if len(p.UpstreamEnv) > 0 && len(p.Upstream) > 0 {
-			return " (server: " + describeStateEnv(p.UpstreamEnv) + " " + ShellQuote(p.Upstream) + ")"
+			return " (server: " + describeStateEnv(p.UpstreamEnv) + " " + textfmt.ShellQuote(p.Upstream...) + ")"
 		}
 		return OnServer(p.Upstream)
 	}
@@ -140,7 +140,7 @@ func describeStateEnv(env model.StateEnv) string {
 	parts := []string{}
 	for _, name := range slices.Sorted(maps.Keys(env)) {
 		if v := env[name]; v != nil {
-			parts = append(parts, ShellQuote([]string{name + "=" + *v}))
+			parts = append(parts, textfmt.ShellQuote(name+"="+*v))
 		} else {
 			parts = append(parts, "("+name+" unset)")
 		}
@@ -165,9 +165,9 @@ func (p Plan) stateProblem() string {
 		case was == nil && set:
 			return fmt.Sprintf("%s is %q here but was unset when the proxy ran the server (its default state): unset it", name, now)
 		case was != nil && !set:
-			return fmt.Sprintf("%s is unset here but was %q when the proxy ran the server: set %s", name, *was, ShellQuote([]string{name + "=" + *was}))
+			return fmt.Sprintf("%s is unset here but was %q when the proxy ran the server: set %s", name, *was, textfmt.ShellQuote(name+"="+*was))
 		case was != nil && now != *was:
-			return fmt.Sprintf("%s is %q here but was %q when the proxy ran the server: set %s", name, now, *was, ShellQuote([]string{name + "=" + *was}))
+			return fmt.Sprintf("%s is %q here but was %q when the proxy ran the server: set %s", name, now, *was, textfmt.ShellQuote(name+"="+*was))
 		}
 	}
 	return ""
@@ -179,7 +179,7 @@ func OnServer(upstream []string) string {
 	if len(upstream) == 0 {
 		return " (no MCP server recorded)"
 	}
-	return " (server: " + ShellQuote(upstream) + ")"
+	return " (server: " + textfmt.ShellQuote(upstream...) + ")"
 }
 
 // placeProblem says why a step's call cannot run here: its command's
@@ -343,7 +343,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 func DescribeCall(c model.Compensation) string {
 	switch c.Kind {
 	case model.CompensationCommand:
-		return ShellQuote(c.Argv)
+		return textfmt.ShellQuote(c.Argv...)
 	case model.CompensationMCP:
 		return "mcp " + c.Tool + " " + string(c.Args)
 	case model.CompensationCases:
@@ -399,7 +399,7 @@ func CaseLines(c model.Compensation) ([]string, error) {
 		case k.Tool != "":
 			do = "mcp " + k.Tool + " " + string(k.Args)
 		case len(k.Run) > 0:
-			do = ShellQuote(k.Run)
+			do = textfmt.ShellQuote(k.Run...)
 			if k.Stdin != "" || k.StdinBase64 != "" {
 				do += " < " + k.Stdin + k.StdinBase64
 			}
@@ -409,65 +409,6 @@ func CaseLines(c model.Compensation) ([]string, error) {
 		parts[i] = fmt.Sprintf("%d. %s: %s", i+1, when, do)
 	}
 	return parts, nil
-}
-
-// ShellQuote renders argv so that a person can paste it into a shell. An
-// argument holding what must not reach a terminal as itself (a newline, an
-// ESC: textfmt.Unsafe) is written $'...' with those as \xHH escapes, so
-// that it stays on its line and pastes as the bytes it holds (single quotes
-// would keep it as it is, and a line cut at its newline would paste
-// another value).
-func ShellQuote(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if needsEscapes(a) {
-			out[i] = ansiCQuote(a)
-			continue
-		}
-		safe := a != ""
-		for _, r := range a {
-			if !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
-				(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')) {
-				safe = false
-				break
-			}
-		}
-		if safe {
-			out[i] = a
-		} else {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(out, " ")
-}
-
-func needsEscapes(s string) bool {
-	return !utf8.ValidString(s) || strings.ContainsFunc(s, textfmt.Unsafe)
-}
-
-// ansiCQuote is s as a $'...' word of bash, zsh and ksh: backslash and
-// quote escaped, every byte of an unsafe character or of no character as
-// \xHH.
-func ansiCQuote(s string) string {
-	var b strings.Builder
-	b.WriteString("$'")
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == '\\' || r == '\'':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case textfmt.Unsafe(r) || r == utf8.RuneError && n == 1:
-			for _, c := range []byte(s[i : i+n]) {
-				fmt.Fprintf(&b, `\x%02x`, c)
-			}
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	b.WriteByte('\'')
-	return b.String()
 }
 
 // ToolCaller calls tools on an MCP server: how mcp compensations run.
@@ -671,19 +612,19 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				reason = "no answer to its compensation that says whether it ran"
 			}
 			r.Log.UndoStep(context.WithoutCancel(ctx), id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: reason,
-				Error: oneLine(cerr.Error()), ExpectOwner: owner})
+				Error: textfmt.OneLine(cerr.Error()), ExpectOwner: owner})
 			if doubt == nil {
 				return res, ctx.Err()
 			}
-			r.progress("effect %d %s: compensation in doubt: %s", id, step.Effect.Tool, oneLine(cerr.Error()))
+			r.progress("effect %d %s: compensation in doubt: %s", id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
 			return res, fmt.Errorf("%w: effect %d %s: its compensation was sent and no answer said whether it ran (%s): it may or may not have run; check, then rerun with --retry-in-doubt",
-				ErrInDoubt, id, step.Effect.Tool, oneLine(cerr.Error()))
+				ErrInDoubt, id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
 		}
 		to := sm.EntryCompensated
 		// Recorded only while this run still owns the entry.
 		change := model.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts, ExpectOwner: owner}
 		if cerr != nil {
-			to, change.Error = sm.EntryCompensationFailed, oneLine(cerr.Error())
+			to, change.Error = sm.EntryCompensationFailed, textfmt.OneLine(cerr.Error())
 		}
 		// What the compensation did is recorded even if ctx ended meanwhile.
 		if _, err := r.Log.UndoStep(context.WithoutCancel(ctx), id, to, change); err != nil {
@@ -759,7 +700,7 @@ func gone(o *model.Owner) string {
 
 func (r *Runner) halt(ctx context.Context, res Result, id uint64, cause error) (Result, error) {
 	res.Failed = &id
-	if _, err := r.Log.SetSessionState(context.WithoutCancel(ctx), res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
+	if _, err := r.Log.SetSessionState(context.WithoutCancel(ctx), res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: textfmt.OneLine(cause.Error())}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionHalted)
@@ -771,14 +712,6 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }
 
 // compensate runs one compensation with retries and exponential backoff and
@@ -817,7 +750,7 @@ func (r *Runner) compensate(ctx context.Context, step Step, upstream []string) (
 		if ctx.Err() != nil || attempt == retries+1 || errors.As(err, &p) || errors.As(err, &doubt) {
 			break
 		}
-		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, oneLine(err.Error()), backoff)
+		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, textfmt.OneLine(err.Error()), backoff)
 		if serr := r.sleep(ctx, backoff); serr != nil {
 			return attempt, serr
 		}
@@ -884,7 +817,7 @@ func DescribeChosen(ch template.Chosen) string {
 	case model.CompensationMCP:
 		return "mcp " + ch.Tool + " " + string(ch.Args)
 	case model.CompensationCommand:
-		s := ShellQuote(ch.Argv)
+		s := textfmt.ShellQuote(ch.Argv...)
 		if ch.Stdin != nil {
 			s += fmt.Sprintf(" < (%d bytes)", len(ch.Stdin))
 		}

@@ -6,6 +6,8 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // The view draws its own few styles and boxes, without lipgloss: lipgloss
@@ -60,7 +62,6 @@ type styles struct {
 	box      box
 	label    style
 	cursor   style // the text input's cursor
-	states   map[string]style
 }
 
 func newStyles(color bool) styles {
@@ -70,7 +71,6 @@ func newStyles(color bool) styles {
 		}
 		return style{sgr}
 	}
-	c := func(name string) style { return s(fg(name)) }
 	return styles{
 		color:    color,
 		title:    s("1"),
@@ -81,21 +81,15 @@ func newStyles(color bool) styles {
 		badge:    s("1;" + fg("11")),
 		label:    s("1"),
 		cursor:   s("7"),
-		states: map[string]style{
-			"pending": c("11"), "executing": c("14"), "committed": c("10"), "compensating": c("13"),
-			"compensated": c("12"), "compensation_failed": c("9"), "approved": c("10"), "rejected": c("9"),
-			"replayed": s("2"), "skipped": s("2"), "resolved": c("12"),
-			"active": c("14"), "awaiting_approval": c("11"), "completed": c("10"), "failed": c("9"), "halted": c("9"),
-		},
 	}
 }
 
-// state renders a state name in its colour.
+// state renders a state name in its colour, the commands' palette.
 func (s styles) state(name string) string {
-	if st, ok := s.states[name]; ok {
-		return st.Render(name)
+	if !s.color {
+		return name
 	}
-	return name
+	return textfmt.PaintState(name)
 }
 
 // box draws text in a thin border, one cell of padding either side. Every
