@@ -631,12 +631,12 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return res, err
 		}
 		if cerr != nil {
-			r.progress("effect %d %s: compensation failed after %d attempt%s: %s", id, step.Effect.Tool, attempts, plural(attempts), change.Error)
+			r.progress("effect %d %s: compensation failed after %s: %s", id, step.Effect.Tool, textfmt.Count(attempts, "attempt"), change.Error)
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}
 		res.Compensated = append(res.Compensated, id)
-		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, Shorten(step.Call), attempts, plural(attempts))
+		r.progress("effect %d %s: compensated (%s, %s)", id, step.Effect.Tool, Shorten(step.Call), textfmt.Count(attempts, "attempt"))
 	}
 	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor}); err != nil {
 		return res, err
@@ -705,13 +705,6 @@ func (r *Runner) halt(ctx context.Context, res Result, id uint64, cause error) (
 	}
 	res.State = string(sm.SessionHalted)
 	return res, cause
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 // compensate runs one compensation with retries and exponential backoff and
