@@ -47,17 +47,19 @@ func TestShellQuotePastes(t *testing.T) {
 	check("sh", words[:10])
 }
 
+// OneLine keeps a message's first line that says something.
 func TestOneLine(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                        "",
-		"plain":                   "plain",
-		"  padded \n":             "padded",
-		"yaml: line 3: bad\nmore": "yaml: line 3: bad",
-		"\n  second first\nthird": "second first",
-		"crlf\r\nnext":            "crlf",
-	} {
-		if got := OneLine(in); got != want {
-			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+	cases := []string{ // in, then what OneLine makes of it
+		"", "",
+		"plain", "plain",
+		"  padded \n", "padded",
+		"yaml: line 3: bad\nmore", "yaml: line 3: bad",
+		"\n  second first\nthird", "second first",
+		"crlf\r\nnext", "crlf",
+	}
+	for i := 0; i < len(cases); i += 2 {
+		if got := OneLine(cases[i]); got != cases[i+1] {
+			t.Errorf("OneLine(%q) = %q, want %q", cases[i], got, cases[i+1])
 		}
 	}
 }
