@@ -39,6 +39,3 @@ func Paint(text string, c color.Color) string {
 
 // PaintState is state in its colour.
 func PaintState(state string) string { return Paint(state, StateColor(state)) }
-
-// bold is how a table's header is set off on a terminal in colour.
-var bold = ansi.NewStyle().Bold()

@@ -32,16 +32,19 @@ type Table struct {
 	line    bytes.Buffer // the line being laid out, its memory kept for the next
 }
 
+// bold sets a table's header off on a terminal in colour.
+var bold = ansi.NewStyle().Bold()
+
 // NewTable prints to w; terminal says w is one (aligned columns, a header),
 // color that the header and coloured cells are painted.
 func NewTable(w io.Writer, header []string, terminal, color bool) *Table {
 	return &Table{w: w, header: header, aligned: terminal, color: color}
 }
 
-// Write prints rows. Rows may come in several writes (a listing printed a
-// page at a time): the header goes out with the first, and a column is as
-// wide as the rows written so far need (a later page's longer cell widens
-// its column from there on).
+// Write prints rows, escaping their text in place. Rows may come in
+// several writes (a listing printed a page at a time): the header goes out
+// with the first, and a column is as wide as the rows written so far need
+// (a later page's longer cell widens its column from there on).
 func (t *Table) Write(rows [][]Cell) error {
 	for _, r := range rows {
 		for i := range r {
