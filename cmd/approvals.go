@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 type approvalsOptions struct {
@@ -77,13 +79,8 @@ func renderApprovals(f *Factory, list []effectlog.PendingApproval) error {
 	return renderTable(f, []string{"ID", "SESSION", "TOOL", "WAITING", "EXPIRES", "ARGS"}, rows)
 }
 
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
-}
+// truncate is s as a table shows it (escaped), cut to n terminal columns.
+func truncate(s string, n int) string { return ansi.Truncate(textfmt.Escape(s), n, "…") }
 
 // approvalsRelist is how often approvals --follow reads the waiting
 // requests whether the change feed moved or not.

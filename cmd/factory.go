@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
@@ -53,7 +54,7 @@ func (f *Factory) CLI() string {
 	if abs, err := filepath.Abs(addr); err == nil && !strings.Contains(addr, "://") {
 		addr = abs // pasted in another directory, a relative path is another log
 	}
-	return prog + " --log " + shellQuote(logaddr.SharedAddress(addr))
+	return prog + " --log " + textfmt.ShellQuote(logaddr.SharedAddress(addr))
 }
 
 // program is how a person runs this undolog again: "go run ." when it was
@@ -72,21 +73,6 @@ func program() string {
 		return "undolog"
 	}
 	return "go run ."
-}
-
-// shellQuote quotes s for a POSIX shell where it needs it.
-func shellQuote(s string) string {
-	bare := s != ""
-	for _, r := range s {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("_./:@%+=,-~", r)) {
-			bare = false
-			break
-		}
-	}
-	if bare {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Lease is how long the lease of this process's running calls and

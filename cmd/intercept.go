@@ -154,7 +154,7 @@ func printIntercept(f *Factory, res effectlog.InterceptResult) {
 		fmt.Fprintf(f.Out, "replayed effect %d (replay of %d): do not run the call\n", e.ID, *e.ReplayOf)
 		fmt.Fprintf(f.Out, "result: %s\n", textfmt.Escape(string(e.Result)))
 	default:
-		fmt.Fprintf(f.Out, "%s effect %d: %s %s %s\n", res.Outcome, e.ID, textfmt.Escape(e.Tool), e.Tier, paint(f, stateCell(string(e.State))))
+		fmt.Fprintf(f.Out, "%s effect %d: %s %s %s\n", res.Outcome, e.ID, textfmt.Escape(e.Tool), e.Tier, paintState(f, string(e.State)))
 		if res.Outcome == model.OutcomeNew && e.Tier == sm.Irreversible {
 			fmt.Fprintf(f.Out, "waiting for approval: %s approve %d\n", textfmt.Escape(f.CLI()), e.ID)
 		}

@@ -277,7 +277,7 @@ func printChange(f *Factory, format string, e model.Effect, r model.HistoryRecor
 		from = "(new)"
 	}
 	_, err := fmt.Fprintf(f.Out, "%s  %s %d %s %s: %s -> %s  by %s\n", r.At.Local().Format("15:04:05"), what, e.ID,
-		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, paint(f, stateCell(r.To)), textfmt.Escape(r.Who()+reasonSuffix(r.Reason)))
+		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, paintState(f, r.To), textfmt.Escape(r.Who()+reasonSuffix(r.Reason)))
 	return err
 }
 

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
@@ -52,16 +50,16 @@ func streamEffects(ctx context.Context, f *Factory, store effectlog.Log, format 
 }
 
 // effectStream writes pages of effects in one format: a JSON array written
-// element by element, JSON Lines, ids, tab-separated rows when piped, or on
-// a terminal a table whose columns are as wide as its first page needs
-// (a later page's longer cell widens its column from there on).
+// element by element, JSON Lines, ids, or a table (textfmt.Table: on a
+// terminal its columns are as wide as its first page needs, a later page's
+// longer cell widens its column from there on).
 type effectStream struct {
 	f        *Factory
 	w        *bufio.Writer
 	format   string
 	terminal bool
 	n        int
-	widths   []int
+	table    *textfmt.Table
 	buf      bytes.Buffer
 }
 
@@ -137,7 +135,12 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 			fmt.Fprintln(s.w, e.ID)
 		}
 	default:
-		s.table(effectRows(s.f, list, entries))
+		if s.table == nil {
+			s.table = textfmt.NewTable(s.w, effectHeader, s.terminal, s.f.Color())
+		}
+		if err := s.table.Write(effectRows(s.f, list, entries)); err != nil {
+			return err
+		}
 	}
 	return s.w.Flush()
 }
@@ -152,57 +155,4 @@ func (s *effectStream) end() error {
 		}
 	}
 	return s.w.Flush()
-}
-
-// table writes rows as renderTable does, its widths kept across pages.
-func (s *effectStream) table(rows [][]cell) {
-	for _, r := range rows {
-		for i := range r {
-			r[i].text = textfmt.Escape(r[i].text)
-		}
-	}
-	if !s.terminal {
-		for _, r := range rows {
-			for i, c := range r {
-				if i > 0 {
-					s.w.WriteByte('\t')
-				}
-				s.w.WriteString(c.text)
-			}
-			s.w.WriteByte('\n')
-		}
-		return
-	}
-	first := s.widths == nil
-	if first {
-		for _, h := range effectHeader {
-			s.widths = append(s.widths, utf8.RuneCountInString(h))
-		}
-	}
-	for _, r := range rows {
-		for i, c := range r {
-			if n := utf8.RuneCountInString(c.text); i < len(s.widths) && n > s.widths[i] {
-				s.widths[i] = n
-			}
-		}
-	}
-	line := func(cells []cell) {
-		for i, c := range cells {
-			s.w.WriteString(paint(s.f, c))
-			if i < len(cells)-1 {
-				s.w.WriteString(strings.Repeat(" ", max(s.widths[i]-utf8.RuneCountInString(c.text), 0)+2))
-			}
-		}
-		s.w.WriteByte('\n')
-	}
-	if first {
-		hc := make([]cell, len(effectHeader))
-		for i, h := range effectHeader {
-			hc[i] = cell{text: h, color: colBold}
-		}
-		line(hc)
-	}
-	for _, r := range rows {
-		line(r)
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
@@ -108,4 +110,45 @@ func printEffects(f *Factory, format string, list []model.Effect, entries map[ui
 	}
 	return printListing(f, format, all, func(e listedEffect) any { return e.ID },
 		func() error { return renderEffects(f, list, nil) })
+}
+
+// TestListTableAlignsWideNames: on a terminal, list's columns line up as
+// the terminal shows them, whatever the tool names: 写入文件 and 🚀 take two
+// columns a character, a combining acute none.
+func TestListTableAlignsWideNames(t *testing.T) {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	store := logaddr.File(filepath.Join(t.TempDir(), "undolog.db"), logaddr.Options{Now: func() time.Time { return now }})
+	defer store.Close()
+	tools := []string{"写入文件", "deploy_🚀", "cafe\u0301", "write"}
+	for _, tool := range tools {
+		if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: tool, Tier: sm.Compensable,
+			Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var term bytes.Buffer
+	s := newEffectStream(&Factory{Out: &term, ErrOut: &term, Getenv: func(string) string { return "" }, Now: func() time.Time { return now }}, formatText)
+	s.terminal = true
+	list, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.page(t.Context(), store, list); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(term.String(), "\n"), "\n")
+	if len(lines) != 1+len(tools) {
+		t.Fatalf("terminal table:\n%s", term.String())
+	}
+	// TIER starts where the widest tool name (deploy_🚀, 9 columns) and
+	// two spaces end.
+	for _, l := range lines {
+		at := strings.Index(l, "compensable")
+		if at < 0 {
+			at = strings.Index(l, "TIER")
+		}
+		if w := ansi.StringWidth(l[:at]); w != ansi.StringWidth("ID  SESSION  deploy_🚀  ") {
+			t.Errorf("TIER starts at column %d in %q:\n%s", w, l, term.String())
+		}
+	}
 }

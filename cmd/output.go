@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -109,96 +108,25 @@ func printListing[T any](f *Factory, format string, items []T, id func(T) any, t
 	return text()
 }
 
-// ANSI colours for states.
-const (
-	colRed     = "31"
-	colGreen   = "32"
-	colYellow  = "33"
-	colBlue    = "34"
-	colMagenta = "35"
-	colCyan    = "36"
-	colDim     = "2"
-	colBold    = "1"
-)
+// cell is one cell of a table the commands print.
+type cell = textfmt.Cell
 
-var stateColors = map[string]string{
-	"pending": colYellow, "executing": colCyan, "committed": colGreen, "compensating": colMagenta,
-	"compensated": colBlue, "compensation_failed": colRed, "approved": colGreen, "rejected": colRed,
-	"replayed": colDim, "skipped": colDim, "resolved": colBlue,
-	"active": colCyan, "awaiting_approval": colYellow, "completed": colGreen, "failed": colRed,
-	"halted": colRed,
-}
+func plain(s string) cell     { return cell{Text: s} }
+func stateCell(s string) cell { return cell{Text: s, Color: textfmt.StateColor(s)} }
+func idCell(id uint64) cell   { return cell{Text: strconv.FormatUint(id, 10)} }
 
-type cell struct {
-	text  string
-	color string
-}
-
-func plain(s string) cell     { return cell{text: s} }
-func stateCell(s string) cell { return cell{text: s, color: stateColors[s]} }
-func idCell(id uint64) cell   { return cell{text: strconv.FormatUint(id, 10)} }
-func paint(f *Factory, c cell) string {
-	if c.color == "" || !f.Color() {
-		return c.text
+// paintState is a state in its colour when the output is coloured.
+func paintState(f *Factory, state string) string {
+	if !f.Color() {
+		return state
 	}
-	return "\x1b[" + c.color + "m" + c.text + "\x1b[0m"
+	return textfmt.PaintState(state)
 }
 
-// renderTable prints aligned columns with a header on a terminal, and
-// tab-separated rows without a header when piped (as gh does). Cells are
-// escaped (textfmt.Escape): a tab or newline in a stored value shows as \t
-// or \n and breaks no column or row.
+// renderTable prints a listing's rows: aligned under header on a terminal,
+// tab-separated when piped (see textfmt.Table).
 func renderTable(f *Factory, header []string, rows [][]cell) error {
-	w := f.Out
-	for _, r := range rows {
-		for i := range r {
-			r[i].text = textfmt.Escape(r[i].text)
-		}
-	}
-	if !f.StdoutIsTerminal() {
-		for _, r := range rows {
-			parts := make([]string, len(r))
-			for i, c := range r {
-				parts[i] = c.text
-			}
-			if _, err := fmt.Fprintln(w, strings.Join(parts, "\t")); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	widths := make([]int, len(header))
-	for i, h := range header {
-		widths[i] = utf8.RuneCountInString(h)
-	}
-	for _, r := range rows {
-		for i, c := range r {
-			if n := utf8.RuneCountInString(c.text); i < len(widths) && n > widths[i] {
-				widths[i] = n
-			}
-		}
-	}
-	line := func(cells []cell) string {
-		var b strings.Builder
-		for i, c := range cells {
-			b.WriteString(paint(f, c))
-			if i < len(cells)-1 {
-				b.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c.text)+2))
-			}
-		}
-		return b.String()
-	}
-	hc := make([]cell, len(header))
-	for i, h := range header {
-		hc[i] = cell{text: h, color: colBold}
-	}
-	fmt.Fprintln(w, line(hc))
-	for _, r := range rows {
-		if _, err := fmt.Fprintln(w, line(r)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return textfmt.NewTable(f.Out, header, f.StdoutIsTerminal(), f.Color()).Write(rows)
 }
 
 // ago and compactDuration render times compactly (45s, 12m, 3h, 2d).

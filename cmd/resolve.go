@@ -57,7 +57,7 @@ is refused (exit ` + fmt.Sprint(ExitInProgress) + `).`,
 			if opts.output != formatText {
 				return writeObject(f.Out, opts.output, u)
 			}
-			_, err = fmt.Fprintf(f.Out, "effect %d undo entry %s\n", id, paint(f, stateCell(string(u.State))))
+			_, err = fmt.Fprintf(f.Out, "effect %d undo entry %s\n", id, paintState(f, string(u.State)))
 			return err
 		},
 	}

@@ -52,6 +52,6 @@ func resolveInDoubt(ctx context.Context, f *Factory, id uint64, opts *resolveOpt
 	if got.Tier == sm.Irreversible {
 		again += " once approved"
 	}
-	_, err = fmt.Fprintf(f.Out, "effect %d was in doubt (%s): %s; %s\n", id, e.Owner.Gone(l), paint(f, stateCell(string(got.State))), again)
+	_, err = fmt.Fprintf(f.Out, "effect %d was in doubt (%s): %s; %s\n", id, e.Owner.Gone(l), paintState(f, string(got.State)), again)
 	return true, err
 }

@@ -59,10 +59,10 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		// A signal ended what the command waited for (an undo's
 		// compensation, a read): say so, not "context canceled".
-		err = &exitError{code: ExitInterrupted, msg: "interrupted by a signal: " + oneLine(err.Error())}
+		err = &exitError{code: ExitInterrupted, msg: "interrupted by a signal: " + textfmt.OneLine(err.Error())}
 	}
 	if msg := err.Error(); msg != "" {
-		fmt.Fprintln(f.ErrOut, "undolog: "+textfmt.Escape(oneLine(msg)))
+		fmt.Fprintln(f.ErrOut, "undolog: "+textfmt.Escape(textfmt.OneLine(msg)))
 	}
 	return ExitCode(err)
 }
@@ -188,7 +188,7 @@ func classifyCobraError(err error) error {
 		return usagef("%s; did you mean %s? (see 'undolog --help')", head, strings.Join(names, " or "))
 	}
 	if strings.HasPrefix(msg, "unknown command") {
-		return usagef("%s (see 'undolog --help')", oneLine(msg))
+		return usagef("%s (see 'undolog --help')", textfmt.OneLine(msg))
 	}
 	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand", "required flag", "accepts ", "requires at least", "invalid argument", "flag needs"} {
 		if strings.HasPrefix(msg, prefix) {
@@ -196,14 +196,6 @@ func classifyCobraError(err error) error {
 		}
 	}
 	return err
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }
 
 // exactArgs is cobra.ExactArgs with a usage error naming the arguments.

@@ -67,7 +67,8 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 						age = ago(f.Now(), s.CreatedAt)
 					}
 					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(age),
-						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)), {text: approvals, color: colYellow}})
+						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)),
+						{Text: approvals, Color: textfmt.StateColor(string(sm.SessionAwaitingApproval))}})
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
 			}

@@ -105,7 +105,7 @@ func loadSessionView(ctx context.Context, store effectlog.Log, id string, limit 
 func printSessionView(f *Factory, v sessionView) error {
 	s := v.Session
 	now := f.Now()
-	fmt.Fprintf(f.Out, "session %s  %s  created %s ago  %s\n", textfmt.Escape(s.ID), paint(f, stateCell(string(s.State))), ago(now, s.CreatedAt), textfmt.Count(s.Effects, "effect"))
+	fmt.Fprintf(f.Out, "session %s  %s  created %s ago  %s\n", textfmt.Escape(s.ID), paintState(f, string(s.State)), ago(now, s.CreatedAt), textfmt.Count(s.Effects, "effect"))
 	if len(s.Meta) > 0 {
 		keys := make([]string, 0, len(s.Meta))
 		for k := range s.Meta {
@@ -121,7 +121,7 @@ func printSessionView(f *Factory, v sessionView) error {
 		fmt.Fprintf(f.Out, "reason: %s\n", textfmt.Escape(s.Reason))
 	}
 	if len(s.Upstream) > 0 {
-		fmt.Fprintf(f.Out, "mcp server: %s\n", textfmt.Escape(saga.ShellQuote(s.Upstream)))
+		fmt.Fprintf(f.Out, "mcp server: %s\n", textfmt.Escape(textfmt.ShellQuote(s.Upstream...)))
 	}
 	entries := map[uint64]model.UndoEntry{}
 	for _, u := range v.UndoStack {
@@ -182,7 +182,7 @@ func compensationDir(c model.Compensation) string {
 	if c.Kind != model.CompensationCommand && c.Kind != model.CompensationCases || c.Dir == "" {
 		return ""
 	}
-	return " (in " + saga.ShellQuote([]string{c.Dir}) + ")"
+	return " (in " + textfmt.ShellQuote(c.Dir) + ")"
 }
 
 // compensationServer says which MCP server an mcp compensation is called on:

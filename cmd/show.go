@@ -58,7 +58,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 				details = append(details, d)
 				// What it says is shown, but not as if it could be trusted.
 				if err := effectlog.CheckEffect(d); err != nil {
-					fmt.Fprintln(f.ErrOut, "undolog: warning: "+textfmt.Escape(oneLine(err.Error())))
+					fmt.Fprintln(f.ErrOut, "undolog: warning: "+textfmt.Escape(textfmt.OneLine(err.Error())))
 				}
 				if c := d.Effect.Compensation; c != nil && (c.Kind == model.CompensationMCP || c.Kind == model.CompensationCases) {
 					if _, ok := upstreams[d.Effect.Session]; !ok {
@@ -99,7 +99,7 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	now := f.Now()
 	e := d.Effect
 	out := f.Out
-	fmt.Fprintf(out, "effect %d  %s\n", e.ID, paint(f, stateCell(string(e.State))))
+	fmt.Fprintf(out, "effect %d  %s\n", e.ID, paintState(f, string(e.State)))
 	field := func(name, value string) {
 		if name != "" {
 			name += ":"

@@ -87,7 +87,7 @@ func runSteps(ctx context.Context, f *Factory, opts *stepOptions, ids []uint64, 
 			if len(ids) == 1 {
 				return err
 			}
-			msg := oneLine(err.Error())
+			msg := textfmt.OneLine(err.Error())
 			if own := fmt.Sprintf("effect %d", id); !strings.HasPrefix(msg, own+" ") && !strings.HasPrefix(msg, own+"'s ") {
 				msg = own + ": " + msg // which id of the batch it is
 			}
@@ -99,7 +99,7 @@ func runSteps(ctx context.Context, f *Factory, opts *stepOptions, ids []uint64, 
 		}
 		done = append(done, e)
 		if opts.output == formatText {
-			fmt.Fprintf(f.Out, "effect %d %s\n", e.ID, paint(f, stateCell(string(e.State))))
+			fmt.Fprintf(f.Out, "effect %d %s\n", e.ID, paintState(f, string(e.State)))
 		}
 	}
 	switch {

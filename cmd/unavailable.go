@@ -25,7 +25,7 @@ func (o *outage) retry(ctx context.Context, err error) bool {
 		return false
 	}
 	if o.fails == 0 {
-		fmt.Fprintf(o.f.ErrOut, "undolog: %s; trying again until it answers (Ctrl-C stops)\n", textfmt.Escape(oneLine(err.Error())))
+		fmt.Fprintf(o.f.ErrOut, "undolog: %s; trying again until it answers (Ctrl-C stops)\n", textfmt.Escape(textfmt.OneLine(err.Error())))
 	}
 	o.fails++
 	return effectlog.AfterUnavailable(ctx, o.fails-1) == nil

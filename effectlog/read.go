@@ -31,7 +31,7 @@ func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail,
 		if out.Effect.ID != id {
 			out = model.EffectDetail{Effect: damaged(id, err)}
 		}
-		out.Effect.Damage = oneLine(err)
+		out.Effect.Damage = damageText(err)
 	}
 	return out, err
 }
@@ -39,12 +39,13 @@ func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail,
 // damaged is what a read shows of effect id, whose record could not be read
 // (err): the one damaged row is shown by its id, and harms no other.
 func damaged(id uint64, err error) model.Effect {
-	return model.Effect{ID: id, State: model.StateDamaged, Damage: oneLine(err)}
+	return model.Effect{ID: id, State: model.StateDamaged, Damage: damageText(err)}
 }
 
-// oneLine is err's message on one line, without the sentinel's words for
-// a damaged log (a damage says it is one).
-func oneLine(err error) string {
+// damageText is what a damaged record says of err: its message with every
+// line of it joined on one, without the sentinel's words for a damaged log
+// (a damage says it is one).
+func damageText(err error) string {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
 	return strings.TrimPrefix(msg, model.ErrCorrupt.Error()+": ")
 }
@@ -181,7 +182,7 @@ func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool,
 		if f.Undo != "" {
 			u, err := tx.Undo(e.Session, e.ID, &e)
 			if errors.Is(err, model.ErrCorrupt) {
-				e.Damage = oneLine(err)
+				e.Damage = damageText(err)
 				return fn(e)
 			} else if err != nil {
 				return false, err

@@ -128,7 +128,7 @@ func (s *Service) ListSessions(ctx context.Context, f SessionFilter) ([]model.Se
 			if errors.Is(err, model.ErrCorrupt) {
 				// Listed by its id, unless a state is asked for: its own
 				// cannot be read.
-				sess = model.Session{ID: id, Seq: seq, State: model.SessionDamaged, Damage: oneLine(err)}
+				sess = model.Session{ID: id, Seq: seq, State: model.SessionDamaged, Damage: damageText(err)}
 				if f.State != "" {
 					return true, nil
 				}

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/internal/textfmt"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -61,7 +62,7 @@ func tierCases(n *yaml.Node) ([]TierCase, error) {
 			Tier string `yaml:"tier"`
 		}
 		if err := c.Decode(&y); err != nil {
-			return nil, fmt.Errorf("line %d: %v", c.Line, oneLine(err.Error()))
+			return nil, fmt.Errorf("line %d: %v", c.Line, textfmt.OneLine(err.Error()))
 		}
 		t, err := sm.ParseTier(y.Tier)
 		if err != nil {
@@ -101,7 +102,7 @@ func parseCall(n *yaml.Node, what string, keys ...string) (*Call, error) {
 	}
 	var c callYAML
 	if err := n.Decode(&c); err != nil {
-		return nil, fmt.Errorf("line %d: %s: %v", n.Line, what, oneLine(err.Error()))
+		return nil, fmt.Errorf("line %d: %s: %v", n.Line, what, textfmt.OneLine(err.Error()))
 	}
 	if c.Tool == "" {
 		return nil, fmt.Errorf("%s needs a tool", what)
@@ -214,7 +215,7 @@ func parseCase(n *yaml.Node) (template.Case, error) {
 		Skip        string   `yaml:"skip"`
 	}
 	if err := n.Decode(&y); err != nil {
-		return template.Case{}, fmt.Errorf("line %d: %v", n.Line, oneLine(err.Error()))
+		return template.Case{}, fmt.Errorf("line %d: %v", n.Line, textfmt.OneLine(err.Error()))
 	}
 	c := template.Case{When: y.When, Tool: y.Tool, Run: y.Run, Stdin: y.Stdin, StdinBase64: y.StdinBase64, Skip: y.Skip}
 	if y.Tool != "" {

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/undolog/undolog/internal/template"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -152,7 +153,7 @@ func LoadPolicy(file string) (*Policy, error) {
 func ParsePolicy(data []byte) (*Policy, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPolicy, oneLine(err.Error()))
+		return nil, fmt.Errorf("%w: %v", ErrPolicy, textfmt.OneLine(err.Error()))
 	}
 	if len(root.Content) == 0 {
 		return &Policy{}, nil
@@ -172,7 +173,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		StateEnv []string  `yaml:"state_env"`
 	}
 	if err := top.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPolicy, oneLine(err.Error()))
+		return nil, fmt.Errorf("%w: %v", ErrPolicy, textfmt.OneLine(err.Error()))
 	}
 	for _, name := range doc.StateEnv {
 		if err := model.ValidEnvName(name); err != nil {
@@ -194,7 +195,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 			return nil, fmt.Errorf("%w: %s: %v", ErrPolicy, k.Value, err)
 		}
 		if err := v.Decode(&ry); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %s: %v", ErrPolicy, v.Line, k.Value, oneLine(err.Error()))
+			return nil, fmt.Errorf("%w: line %d: %s: %v", ErrPolicy, v.Line, k.Value, textfmt.OneLine(err.Error()))
 		}
 		r, err := ry.rule(k.Value)
 		if err != nil {
@@ -289,15 +290,6 @@ func (p *Policy) Classify(tool string, annotation func() (readOnly, known bool))
 		return Classification{Tier: sm.Safe, Reason: "annotation readOnlyHint"}
 	}
 	return Classification{Tier: sm.Irreversible, Reason: "no policy entry: irreversible (fail closed)"}
-}
-
-func oneLine(s string) string {
-	for i, c := range s {
-		if c == '\n' {
-			return s[:i]
-		}
-	}
-	return s
 }
 
 // knownStateEnv is what locates the state of the MCP servers undolog knows,

@@ -497,7 +497,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 
 func (p *Proxy) lifecycle() *lifecycle.Lifecycle {
 	return &lifecycle.Lifecycle{Log: p.Log, Now: p.Now, Lease: p.Lease, Hold: true, Unavailable: func(err error) {
-		p.note("%s", oneLine(lifecycle.UnavailableNote(err)))
+		p.note("%s", textfmt.OneLine(lifecycle.UnavailableNote(err)))
 	}}
 }
 

@@ -17,7 +17,7 @@ import (
 func DescribeCall(c model.Compensation) string {
 	switch c.Kind {
 	case model.CompensationCommand:
-		return ShellQuote(c.Argv)
+		return textfmt.ShellQuote(c.Argv...)
 	case model.CompensationMCP:
 		return "mcp " + c.Tool + " " + string(c.Args)
 	case model.CompensationCases:
@@ -56,7 +56,7 @@ func CaseLines(c model.Compensation) ([]string, error) {
 		case k.Tool != "":
 			do = "mcp " + k.Tool + " " + string(k.Args)
 		case len(k.Run) > 0:
-			do = ShellQuote(k.Run)
+			do = textfmt.ShellQuote(k.Run...)
 			if k.Stdin != "" || k.StdinBase64 != "" {
 				do += " < " + k.Stdin + k.StdinBase64
 			}
@@ -74,7 +74,7 @@ func DescribeChosen(ch template.Chosen) string {
 	case model.CompensationMCP:
 		return "mcp " + ch.Tool + " " + string(ch.Args)
 	case model.CompensationCommand:
-		s := ShellQuote(ch.Argv)
+		s := textfmt.ShellQuote(ch.Argv...)
 		if ch.Stdin != nil {
 			s += fmt.Sprintf(" < (%d bytes)", len(ch.Stdin))
 		}
@@ -100,11 +100,11 @@ func (p Plan) Where(s Step) string {
 	switch s.runs {
 	case model.CompensationCommand:
 		if d := s.Entry.Compensation.Dir; d != "" {
-			return " (in " + ShellQuote([]string{d}) + ")"
+			return " (in " + textfmt.ShellQuote(d) + ")"
 		}
 	case model.CompensationMCP:
 		if len(p.UpstreamEnv) > 0 && len(p.Upstream) > 0 {
-			return " (server: " + describeStateEnv(p.UpstreamEnv) + " " + ShellQuote(p.Upstream) + ")"
+			return " (server: " + describeStateEnv(p.UpstreamEnv) + " " + textfmt.ShellQuote(p.Upstream...) + ")"
 		}
 		return OnServer(p.Upstream)
 	}
@@ -117,7 +117,7 @@ func OnServer(upstream []string) string {
 	if len(upstream) == 0 {
 		return " (no MCP server recorded)"
 	}
-	return " (server: " + ShellQuote(upstream) + ")"
+	return " (server: " + textfmt.ShellQuote(upstream...) + ")"
 }
 
 // describeStateEnv renders a server's state environment as a shell would
@@ -126,7 +126,7 @@ func describeStateEnv(env model.StateEnv) string {
 	parts := []string{}
 	for _, name := range slices.Sorted(maps.Keys(env)) {
 		if v := env[name]; v != nil {
-			parts = append(parts, ShellQuote([]string{name + "=" + *v}))
+			parts = append(parts, textfmt.ShellQuote(name+"="+*v))
 		} else {
 			parts = append(parts, "("+name+" unset)")
 		}
@@ -149,63 +149,4 @@ func Shorten(s string) string {
 		cut--
 	}
 	return fmt.Sprintf("%s… (%d bytes in all)", s[:cut], len(s))
-}
-
-// ShellQuote renders argv so that a person can paste it into a shell. An
-// argument holding what must not reach a terminal as itself (a newline, an
-// ESC: textfmt.Unsafe) is written $'...' with those as \xHH escapes, so
-// that it stays on its line and pastes as the bytes it holds (single quotes
-// would keep it as it is, and a line cut at its newline would paste
-// another value).
-func ShellQuote(argv []string) string {
-	out := make([]string, len(argv))
-	for i, a := range argv {
-		if needsEscapes(a) {
-			out[i] = ansiCQuote(a)
-			continue
-		}
-		safe := a != ""
-		for _, r := range a {
-			if !(r == '-' || r == '_' || r == '.' || r == '/' || r == '=' || r == ':' || r == ',' || r == '@' || r == '+' ||
-				(r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')) {
-				safe = false
-				break
-			}
-		}
-		if safe {
-			out[i] = a
-		} else {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(out, " ")
-}
-
-func needsEscapes(s string) bool {
-	return !utf8.ValidString(s) || strings.ContainsFunc(s, textfmt.Unsafe)
-}
-
-// ansiCQuote is s as a $'...' word of bash, zsh and ksh: backslash and
-// quote escaped, every byte of an unsafe character or of no character as
-// \xHH.
-func ansiCQuote(s string) string {
-	var b strings.Builder
-	b.WriteString("$'")
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == '\\' || r == '\'':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case textfmt.Unsafe(r) || r == utf8.RuneError && n == 1:
-			for _, c := range []byte(s[i : i+n]) {
-				fmt.Fprintf(&b, `\x%02x`, c)
-			}
-		default:
-			b.WriteString(s[i : i+n])
-		}
-		i += n
-	}
-	b.WriteByte('\'')
-	return b.String()
 }

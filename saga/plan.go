@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
@@ -235,9 +236,9 @@ func (p Plan) stateProblem() string {
 		case was == nil && set:
 			return fmt.Sprintf("%s is %q here but was unset when the proxy ran the server (its default state): unset it", name, now)
 		case was != nil && !set:
-			return fmt.Sprintf("%s is unset here but was %q when the proxy ran the server: set %s", name, *was, ShellQuote([]string{name + "=" + *was}))
+			return fmt.Sprintf("%s is unset here but was %q when the proxy ran the server: set %s", name, *was, textfmt.ShellQuote(name+"="+*was))
 		case was != nil && now != *was:
-			return fmt.Sprintf("%s is %q here but was %q when the proxy ran the server: set %s", name, now, *was, ShellQuote([]string{name + "=" + *was}))
+			return fmt.Sprintf("%s is %q here but was %q when the proxy ran the server: set %s", name, now, *was, textfmt.ShellQuote(name+"="+*was))
 		}
 	}
 	return ""

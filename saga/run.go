@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
@@ -209,31 +208,31 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				reason = "no answer to its compensation that says whether it ran"
 			}
 			r.Log.UndoStep(context.WithoutCancel(ctx), id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: reason,
-				Error: oneLine(cerr.Error()), ExpectOwner: owner})
+				Error: textfmt.OneLine(cerr.Error()), ExpectOwner: owner})
 			if doubt == nil {
 				return res, ctx.Err()
 			}
-			r.progress("effect %d %s: compensation in doubt: %s", id, step.Effect.Tool, oneLine(cerr.Error()))
+			r.progress("effect %d %s: compensation in doubt: %s", id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
 			return res, fmt.Errorf("%w: effect %d %s: its compensation was sent and no answer said whether it ran (%s): it may or may not have run; check, then rerun with --retry-in-doubt",
-				ErrInDoubt, id, step.Effect.Tool, oneLine(cerr.Error()))
+				ErrInDoubt, id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
 		}
 		to := sm.EntryCompensated
 		// Recorded only while this run still owns the entry.
 		change := model.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts, ExpectOwner: owner}
 		if cerr != nil {
-			to, change.Error = sm.EntryCompensationFailed, oneLine(cerr.Error())
+			to, change.Error = sm.EntryCompensationFailed, textfmt.OneLine(cerr.Error())
 		}
 		// What the compensation did is recorded even if ctx ended meanwhile.
 		if _, err := r.Log.UndoStep(context.WithoutCancel(ctx), id, to, change); err != nil {
 			return res, err
 		}
 		if cerr != nil {
-			r.progress("effect %d %s: compensation failed after %d attempt%s: %s", id, step.Effect.Tool, attempts, plural(attempts), change.Error)
+			r.progress("effect %d %s: compensation failed after %s: %s", id, step.Effect.Tool, textfmt.Count(attempts, "attempt"), change.Error)
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}
 		res.Compensated = append(res.Compensated, id)
-		r.progress("effect %d %s: compensated (%s, %d attempt%s)", id, step.Effect.Tool, Shorten(step.Call), attempts, plural(attempts))
+		r.progress("effect %d %s: compensated (%s, %s)", id, step.Effect.Tool, Shorten(step.Call), textfmt.Count(attempts, "attempt"))
 	}
 	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor}); err != nil {
 		return res, err
@@ -286,26 +285,11 @@ func gone(o *model.Owner) string {
 
 func (r *Runner) halt(ctx context.Context, res Result, id uint64, cause error) (Result, error) {
 	res.Failed = &id
-	if _, err := r.Log.SetSessionState(context.WithoutCancel(ctx), res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: oneLine(cause.Error())}); err != nil {
+	if _, err := r.Log.SetSessionState(context.WithoutCancel(ctx), res.Session, sm.SessionHalted, model.Change{Actor: r.Actor, Reason: textfmt.OneLine(cause.Error())}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionHalted)
 	return res, cause
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-func oneLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }
 
 // compensate runs one compensation with retries and exponential backoff and
@@ -344,7 +328,7 @@ func (r *Runner) compensate(ctx context.Context, step Step, srv *sessionServer) 
 		if ctx.Err() != nil || attempt == retries+1 || errors.As(err, &p) || errors.As(err, &doubt) {
 			break
 		}
-		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, oneLine(err.Error()), backoff)
+		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, textfmt.OneLine(err.Error()), backoff)
 		if serr := r.sleep(ctx, backoff); serr != nil {
 			return attempt, serr
 		}

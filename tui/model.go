@@ -11,6 +11,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
@@ -124,7 +125,7 @@ func (m *Model) reload() tea.Cmd {
 func (m *Model) setStatus(text string, err error) {
 	m.loadFailed = false
 	if err != nil {
-		m.status, m.statusErr = oneLine(err.Error()), true
+		m.status, m.statusErr = textfmt.OneLine(err.Error()), true
 		return
 	}
 	m.status, m.statusErr = text, false
@@ -142,13 +143,6 @@ func (m *Model) loaded(err error) bool {
 		m.setStatus("", nil)
 	}
 	return true
-}
-
-func oneLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }
 
 // Update handles one message.
@@ -233,7 +227,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, makePlan(m.ctx, m.opts.Log, m.undo.session)
 		}
 		if msg.err != nil {
-			m.undo.lines = append(m.undo.lines, "stopped: "+oneLine(msg.err.Error()))
+			m.undo.lines = append(m.undo.lines, "stopped: "+textfmt.OneLine(msg.err.Error()))
 			m.setStatus("", msg.err)
 		} else {
 			line := fmt.Sprintf("session %s %s: %d compensated, %d skipped", msg.result.Session, msg.result.State, len(msg.result.Compensated), len(msg.result.Skipped))

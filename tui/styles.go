@@ -5,6 +5,8 @@ import (
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // styles holds every style of the view, declared here once. Without colour
@@ -22,9 +24,8 @@ type styles struct {
 	badge    lipgloss.Style
 	label    lipgloss.Style
 	// box is a dialog's: a thin border, one cell of padding either side.
-	box    lipgloss.Style
-	input  textinput.Styles
-	states map[string]lipgloss.Style
+	box   lipgloss.Style
+	input textinput.Styles
 }
 
 func newStyles(color bool) styles {
@@ -35,7 +36,6 @@ func newStyles(color bool) styles {
 		}
 		return st
 	}
-	c := func(ansi string) lipgloss.Style { return s(plain.Foreground(lipgloss.Color(ansi))) }
 	dim := s(plain.Faint(true))
 	return styles{
 		color:    color,
@@ -54,19 +54,14 @@ func newStyles(color bool) styles {
 			Focused: textinput.StyleState{Placeholder: dim},
 			Cursor:  textinput.CursorStyle{Shape: tea.CursorBlock},
 		},
-		states: map[string]lipgloss.Style{
-			"pending": c("11"), "executing": c("14"), "committed": c("10"), "compensating": c("13"),
-			"compensated": c("12"), "compensation_failed": c("9"), "approved": c("10"), "rejected": c("9"),
-			"replayed": dim, "skipped": dim, "resolved": c("12"),
-			"active": c("14"), "awaiting_approval": c("11"), "completed": c("10"), "failed": c("9"), "halted": c("9"),
-		},
 	}
 }
 
-// state renders a state name in its colour.
+// state renders a state name in its colour, from the palette the commands
+// use too.
 func (s styles) state(name string) string {
-	if st, ok := s.states[name]; ok {
-		return st.Render(name)
+	if c := textfmt.StateColor(name); c != nil && s.color {
+		return lipgloss.NewStyle().Foreground(c).Render(name)
 	}
 	return name
 }

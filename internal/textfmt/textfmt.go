@@ -1,10 +1,12 @@
-// Package textfmt owns the small text renderings that the command line and
-// the terminal view share: compact ages and durations, and stored text made
-// safe to print (Escape).
+// Package textfmt owns how the command line and the terminal view present
+// text: stored text made safe to print (Escape), the colours of states,
+// tables aligned by display width, shell words to paste, one-line
+// messages, compact ages and durations.
 package textfmt
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,4 +42,15 @@ func Count[N ~int | ~int64 | ~uint64 | ~uint32](n N, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.FormatUint(uint64(n), 10) + " " + noun + "s"
+}
+
+// OneLine is the first line of a message, without the spaces around it:
+// for a note or a stored reason that must stay on one line (a YAML or a
+// server's error goes on with context lines).
+func OneLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = strings.TrimSpace(s[:i])
+	}
+	return s
 }

@@ -1,0 +1,103 @@
+package textfmt
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+// On a terminal a table's columns line up as the terminal shows them: 写入
+// 文件 and 🚀 take two columns a character, the ZWJ of 👩‍💻 shows escaped
+// (an invisible joiner is unsafe), the combining acute of e\u0301 takes
+// none. Counted in runes, the column after each would shift.
+func TestTableAlignsByDisplayWidth(t *testing.T) {
+	rows := [][]Cell{
+		{{Text: "1"}, {Text: "写入文件"}, {Text: "pending"}},
+		{{Text: "2"}, {Text: "🚀 launch"}, {Text: "committed"}},
+		{{Text: "3"}, {Text: "👩\u200d💻"}, {Text: "rejected"}},
+		{{Text: "4"}, {Text: "cafe\u0301"}, {Text: "replayed"}},
+		{{Text: "50"}, {Text: "plain"}, {Text: "-"}},
+	}
+	var out strings.Builder
+	if err := NewTable(&out, []string{"ID", "TOOL", "STATE"}, true, false).Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"ID  TOOL        STATE\n" +
+		"1   写入文件    pending\n" +
+		"2   🚀 launch   committed\n" +
+		"3   👩\\u200d💻  rejected\n" +
+		"4   cafe\u0301        replayed\n" +
+		"50  plain       -\n"
+	if out.String() != want {
+		t.Fatalf("table\n%s\nwant\n%s", out.String(), want)
+	}
+	// Each STATE starts in display column 16, whatever the TOOL before it.
+	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		cut := strings.LastIndex(line, "  ") + 2
+		if w := ansi.StringWidth(line[:cut]); w != 16 {
+			t.Errorf("%q: STATE starts at column %d, want 16", line, w)
+		}
+	}
+}
+
+// Rows written in pages keep one header, and a later page's longer cell
+// widens its column from there on; piped, rows are tab-separated, without
+// a header.
+func TestTableInPages(t *testing.T) {
+	var out strings.Builder
+	tab := NewTable(&out, []string{"ID", "TOOL"}, true, false)
+	for _, page := range [][][]Cell{{{{Text: "1"}, {Text: "a"}}}, {{{Text: "22222"}, {Text: "b"}}}, nil} {
+		if err := tab.Write(page); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := "ID  TOOL\n1   a\n22222  b\n"; out.String() != want {
+		t.Fatalf("paged table\n%q, want\n%q", out.String(), want)
+	}
+	out.Reset()
+	if err := NewTable(&out, []string{"ID", "TOOL"}, false, true).Write([][]Cell{{{Text: "1"}, {Text: "写入文件", Color: StateColor("pending")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1\t写入文件\n"; out.String() != want {
+		t.Fatalf("piped table %q, want %q", out.String(), want)
+	}
+}
+
+// Stored text reaches no terminal as control bytes: the only escape
+// sequences in a table are the colours it paints itself.
+func TestTableEscapesStoredText(t *testing.T) {
+	const hostile = "\x1b]0;owned\x07\x1b[2J\x1b[1;31m\u009b2Jred\u202eexe.txt\x7fX\rover\tcol\n\u200bnext \xff"
+	painted := regexp.MustCompile("\x1b\\[[0-9;]*m")
+	for _, c := range []struct{ terminal, color bool }{{false, false}, {true, false}, {true, true}} {
+		var out strings.Builder
+		tab := NewTable(&out, []string{"TOOL", "STATE"}, c.terminal, c.color)
+		if err := tab.Write([][]Cell{{{Text: hostile}, {Text: "pending", Color: StateColor("pending")}}, {{Text: "ok"}, {Text: hostile, Color: StateColor("failed")}}}); err != nil {
+			t.Fatal(err)
+		}
+		got := out.String()
+		if c.color != painted.MatchString(got) {
+			t.Errorf("terminal %v, colour %v: painted %v:\n%q", c.terminal, c.color, !c.color, got)
+		}
+		for _, r := range painted.ReplaceAllString(got, "") {
+			if Unsafe(r) && r != '\n' && (r != '\t' || c.terminal) {
+				t.Errorf("terminal %v, colour %v: %U reached the output:\n%q", c.terminal, c.color, r, got)
+			}
+		}
+		if n := strings.Count(got, "\n"); n != 2+btoi(c.terminal) {
+			t.Errorf("terminal %v: %d lines, want one a row (and the header):\n%s", c.terminal, n, got)
+		}
+		if !strings.Contains(got, `\x1b]0;owned\x07\x1b[2J\x1b[1;31m\u009b2Jred\u202eexe.txt\x7fX\rover\tcol\n\u200bnext \xff`) {
+			t.Errorf("the stored text is not shown escaped:\n%q", got)
+		}
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
