@@ -242,7 +242,7 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 		if !expired {
 			return err
 		}
-		return putAnd(tx, &sess, err)
+		return refuseKeepingSession(tx, &sess, err)
 	}
 	if owner, ok, err := tx.SignatureOwner(sig); err != nil {
 		return res, err
@@ -356,9 +356,10 @@ func notAccepting(sess *model.Session) error {
 	return fmt.Errorf("%w: session %q is %s and accepts no new effects%s", model.ErrSessionNotActive, sess.ID, sess.State, next)
 }
 
-// putAnd saves the session (expired approvals may have changed it) and then
-// reports err, keeping what was written: an error alone would undo it.
-func putAnd(tx storage.WriteTx, sess *model.Session, err error) error {
+// refuseKeepingSession saves the session (expired approvals may have
+// changed it) and then refuses with err, keeping what was written: an error
+// alone would undo it.
+func refuseKeepingSession(tx storage.WriteTx, sess *model.Session, err error) error {
 	if perr := tx.PutSession(sess); perr != nil {
 		return perr
 	}

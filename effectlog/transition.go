@@ -1,6 +1,7 @@
 package effectlog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,7 +84,7 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 			if !expired {
 				return err
 			}
-			return putAnd(tx, &sess, err)
+			return refuseKeepingSession(tx, &sess, err)
 		}
 		switch to {
 		case sm.Compensating, sm.Compensated, sm.CompensationFailed:
@@ -353,18 +354,11 @@ func (s *Service) ExpireApprovals(ctx context.Context, session string) (int, err
 			return err
 		}
 		if n, err = expireDue(tx, &sess, s.now()); err != nil || n == 0 {
-			return errOr(err, storage.ErrNothingToWrite)
+			return cmp.Or(err, storage.ErrNothingToWrite)
 		}
 		return tx.PutSession(&sess)
 	})
 	return n, err
-}
-
-func errOr(err, otherwise error) error {
-	if err != nil {
-		return err
-	}
-	return otherwise
 }
 
 // expiredAt says whether a request expiring at `expires` (zero: never) has
