@@ -63,30 +63,6 @@ type InterceptResult struct {
 	Effect model.Effect `json:"effect"`
 }
 
-func validCompensation(c *model.Compensation) error {
-	switch c.Kind {
-	case model.CompensationCommand:
-		if len(c.Argv) == 0 || c.Argv[0] == "" {
-			return fmt.Errorf("%w: a command compensation needs an argv", model.ErrInvalidInput)
-		}
-	case model.CompensationMCP:
-		if c.Tool == "" {
-			return fmt.Errorf("%w: an mcp compensation needs a tool", model.ErrInvalidInput)
-		}
-	case model.CompensationCases:
-		if len(c.Args) == 0 {
-			return fmt.Errorf("%w: a cases compensation needs its cases", model.ErrInvalidInput)
-		}
-	case model.CompensationManual:
-	default:
-		return fmt.Errorf("%w: compensation kind %q: use command, mcp, cases or manual", model.ErrInvalidInput, c.Kind)
-	}
-	if c.MaxRetries < 0 || c.InitialBackoffMS < 0 {
-		return fmt.Errorf("%w: compensation retries and backoff must not be negative", model.ErrInvalidInput)
-	}
-	return nil
-}
-
 // prepared is a validated request with its canonical args and signature.
 type prepared struct {
 	req  InterceptRequest
@@ -111,7 +87,7 @@ func prepare(req InterceptRequest) (prepared, error) {
 	if err := model.ValidChange(model.Change{Actor: req.Actor, Reason: req.Reason}); err != nil {
 		return prepared{}, err
 	}
-	if err := model.ValidCompensation(req.Compensation); err != nil {
+	if err := model.ValidCompensation(req.Compensation, req.Tier); err != nil {
 		return prepared{}, err
 	}
 	args, err := model.CanonicalArgs(req.Args)
@@ -127,14 +103,6 @@ func prepare(req InterceptRequest) (prepared, error) {
 	}
 	if p.args, err = model.Redact(args, req.Redact); err != nil {
 		return prepared{}, err
-	}
-	if req.Compensation != nil {
-		if req.Tier != sm.Compensable {
-			return prepared{}, fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", model.ErrInvalidInput, req.Tier)
-		}
-		if err := validCompensation(req.Compensation); err != nil {
-			return prepared{}, err
-		}
 	}
 	if req.ApprovalTimeout < 0 {
 		return prepared{}, fmt.Errorf("%w: approval timeout must not be negative", model.ErrInvalidInput)
