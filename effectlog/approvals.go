@@ -1,6 +1,7 @@
 package effectlog
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -85,10 +86,13 @@ func afterDecision(r *requests, sess *model.Session, to sm.State, c model.Change
 		// The approver's reason is the effect's: the session only goes on.
 		next, change.Reason = sm.SessionActive, ""
 	}
-	if _, err := sm.ValidateSession(sess.State, next); err != nil {
-		return nil // e.g. a session already failed: its state stands
+	// A move the session table refuses is refused before anything is
+	// written: a session already failed, say, whose state stands.
+	err := setSessionState(r, sess, next, change, now)
+	if _, refused := errors.AsType[*sm.TransitionError](err); refused {
+		return nil
 	}
-	return setSessionState(r, sess, next, change, now)
+	return err
 }
 
 // reopenApproval asks again for an irreversible effect that failed (or was
