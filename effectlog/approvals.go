@@ -1,7 +1,6 @@
 package effectlog
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -49,7 +48,6 @@ func (r *requests) request(id uint64) (*model.Approval, error) {
 // it out of the waiting requests. A request already decided is the approval
 // a log written before kept for a failed effect: it becomes an earlier round.
 func recordDecision(r *requests, sess *model.Session, id uint64, to sm.State, c model.Change, now time.Time) error {
-	tx := r.tx
 	a, err := r.request(id)
 	if err != nil {
 		return err
@@ -69,30 +67,10 @@ func recordDecision(r *requests, sess *model.Session, id uint64, to sm.State, c 
 		}
 	}
 	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
-	if err := tx.PutApproval(a); err != nil {
+	if err := r.tx.PutApproval(a); err != nil {
 		return err
 	}
-	return tx.CloseRequest(id)
-}
-
-// afterDecision moves the session after a decision: back to active when
-// nothing else waits, halted on a rejection (which closes its other requests).
-func afterDecision(r *requests, sess *model.Session, to sm.State, c model.Change, now time.Time) error {
-	next, change := sm.SessionHalted, model.Change{Actor: c.Actor, Reason: c.Reason}
-	if to == sm.Approved {
-		if sess.PendingApprovals > 0 {
-			return nil
-		}
-		// The approver's reason is the effect's: the session only goes on.
-		next, change.Reason = sm.SessionActive, ""
-	}
-	// A move the session table refuses is refused before anything is
-	// written: a session already failed, say, whose state stands.
-	err := setSessionState(r, sess, next, change, now)
-	if _, refused := errors.AsType[*sm.TransitionError](err); refused {
-		return nil
-	}
-	return err
+	return r.tx.CloseRequest(id)
 }
 
 // reopenApproval asks again for an irreversible effect that failed (or was
@@ -103,7 +81,6 @@ func afterDecision(r *requests, sess *model.Session, to sm.State, c model.Change
 // session that accepts no effects any more, the new request is closed at
 // once: nobody can decide it.
 func reopenApproval(r *requests, sess *model.Session, id uint64, c model.Change, timeout time.Duration, now time.Time) error {
-	tx := r.tx
 	a, err := r.request(id)
 	if err != nil {
 		return err
@@ -126,12 +103,12 @@ func reopenApproval(r *requests, sess *model.Session, id uint64, c model.Change,
 	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, model.ApprovalPending, "", nil, ""
 	if !sess.State.AcceptsEffects() {
 		closeRequest(a, sess.State, now)
-		return tx.PutApproval(a)
+		return r.tx.PutApproval(a)
 	}
-	if err := tx.PutApproval(a); err != nil {
+	if err := r.tx.PutApproval(a); err != nil {
 		return err
 	}
-	if err := tx.OpenRequest(id, sess.ID, a.ExpiresAt); err != nil {
+	if err := r.tx.OpenRequest(id, sess.ID, a.ExpiresAt); err != nil {
 		return err
 	}
 	sess.PendingApprovals++
@@ -148,9 +125,8 @@ func closeOpenApprovals(r *requests, sess *model.Session, to sm.SessionState, no
 	if sess.PendingApprovals == 0 {
 		return nil
 	}
-	tx := r.tx
 	var ids []uint64
-	err := tx.OpenRequests(sess.ID, func(o storage.OpenRequest) (bool, error) {
+	err := r.tx.OpenRequests(sess.ID, func(o storage.OpenRequest) (bool, error) {
 		ids = append(ids, o.EffectID)
 		return true, nil
 	})
@@ -166,10 +142,10 @@ func closeOpenApprovals(r *requests, sess *model.Session, to sm.SessionState, no
 			continue
 		}
 		closeRequest(a, to, now)
-		if err := tx.PutApproval(a); err != nil {
+		if err := r.tx.PutApproval(a); err != nil {
 			return err
 		}
-		if err := tx.CloseRequest(id); err != nil {
+		if err := r.tx.CloseRequest(id); err != nil {
 			return err
 		}
 		if sess.PendingApprovals > 0 {

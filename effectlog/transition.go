@@ -372,6 +372,26 @@ func decide(m *move) error {
 	return afterDecision(m.r, m.sess, m.to, m.c, m.now)
 }
 
+// afterDecision moves the session after a decision: back to active when
+// nothing else waits, halted on a rejection (which closes its other requests).
+func afterDecision(r *requests, sess *model.Session, to sm.State, c model.Change, now time.Time) error {
+	next, change := sm.SessionHalted, model.Change{Actor: c.Actor, Reason: c.Reason}
+	if to == sm.Approved {
+		if sess.PendingApprovals > 0 {
+			return nil
+		}
+		// The approver's reason is the effect's: the session only goes on.
+		next, change.Reason = sm.SessionActive, ""
+	}
+	// A move the session table refuses is refused before anything is
+	// written: a session already failed, say, whose state stands.
+	err := setSessionState(r, sess, next, change, now)
+	if _, refused := errors.AsType[*sm.TransitionError](err); refused {
+		return nil
+	}
+	return err
+}
+
 func getEffectAndSession(tx storage.ReadTx, id uint64) (model.Effect, model.Session, error) {
 	e, err := tx.Effect(id)
 	if err != nil {
