@@ -1,6 +1,7 @@
 package effectlog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -44,7 +45,7 @@ func (s *Service) Answered(ctx context.Context, id uint64, c model.Change) (mode
 			return fmt.Errorf("%w: effect %d is %s: only the answer of a committed call is recorded", model.ErrConflict, e.ID, e.State)
 		}
 		if answered, err := answeredTx(tx, &e); err != nil || answered {
-			return errOr(err, storage.ErrNothingToWrite)
+			return cmp.Or(err, storage.ErrNothingToWrite)
 		}
 		if err := appendEffectHistory(tx, &e, model.HistoryRecord{Kind: model.KindAnswer, From: string(e.State), To: string(e.State),
 			Trigger: TriggerAnswered, Actor: actorOr(c.Actor), Reason: reason, At: s.now()}); err != nil {

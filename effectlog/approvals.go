@@ -9,11 +9,46 @@ import (
 	"github.com/undolog/undolog/storage"
 )
 
+// requests are the approval requests one write transaction reads, each
+// read once: a decision judges its request, checks its effect against it
+// and writes it, and a sweep of expired requests may close it on the way.
+// The rules write a request they change (PutApproval) before they read it
+// again.
+type requests struct {
+	tx   storage.WriteTx
+	read map[uint64]*model.Approval
+}
+
+func newRequests(tx storage.WriteTx) *requests {
+	return &requests{tx: tx, read: map[uint64]*model.Approval{}}
+}
+
+// of is effect id's request as the transaction has it; nil: none.
+func (r *requests) of(id uint64) (*model.Approval, error) {
+	if a, ok := r.read[id]; ok {
+		return a, nil
+	}
+	a, err := r.tx.Approval(id)
+	if err == nil {
+		r.read[id] = a
+	}
+	return a, err
+}
+
+// request is the request of irreversible effect id, which must have one.
+func (r *requests) request(id uint64) (*model.Approval, error) {
+	a, err := r.of(id)
+	if err == nil && a == nil {
+		err = fmt.Errorf("%w: effect %d has no approval request", model.ErrCorrupt, id)
+	}
+	return a, err
+}
+
 // recordDecision writes a decision on effect id's approval request and takes
 // it out of the waiting requests. A request already decided is the approval
 // a log written before kept for a failed effect: it becomes an earlier round.
-func recordDecision(tx storage.WriteTx, sess *model.Session, id uint64, to sm.State, c model.Change, now time.Time) error {
-	a, err := requestOf(tx, id)
+func recordDecision(r *requests, sess *model.Session, id uint64, to sm.State, c model.Change, now time.Time) error {
+	a, err := r.request(id)
 	if err != nil {
 		return err
 	}
@@ -32,27 +67,10 @@ func recordDecision(tx storage.WriteTx, sess *model.Session, id uint64, to sm.St
 		}
 	}
 	a.DecidedBy, a.DecidedAt, a.Decision = actorOr(c.Actor), &now, c.Reason
-	if err := tx.PutApproval(a); err != nil {
+	if err := r.tx.PutApproval(a); err != nil {
 		return err
 	}
-	return tx.CloseRequest(id)
-}
-
-// afterDecision moves the session after a decision: back to active when
-// nothing else waits, halted on a rejection (which closes its other requests).
-func afterDecision(tx storage.WriteTx, sess *model.Session, to sm.State, c model.Change, now time.Time) error {
-	next, change := sm.SessionHalted, model.Change{Actor: c.Actor, Reason: c.Reason}
-	if to == sm.Approved {
-		if sess.PendingApprovals > 0 {
-			return nil
-		}
-		// The approver's reason is the effect's: the session only goes on.
-		next, change.Reason = sm.SessionActive, ""
-	}
-	if _, err := sm.ValidateSession(sess.State, next); err != nil {
-		return nil // e.g. a session already failed: its state stands
-	}
-	return setSessionState(tx, sess, next, change, now)
+	return r.tx.CloseRequest(id)
 }
 
 // reopenApproval asks again for an irreversible effect that failed (or was
@@ -62,8 +80,8 @@ func afterDecision(tx storage.WriteTx, sess *model.Session, to sm.State, c model
 // nobody answered in time), or if zero as long as the first one did. In a
 // session that accepts no effects any more, the new request is closed at
 // once: nobody can decide it.
-func reopenApproval(tx storage.WriteTx, sess *model.Session, id uint64, c model.Change, timeout time.Duration, now time.Time) error {
-	a, err := requestOf(tx, id)
+func reopenApproval(r *requests, sess *model.Session, id uint64, c model.Change, timeout time.Duration, now time.Time) error {
+	a, err := r.request(id)
 	if err != nil {
 		return err
 	}
@@ -85,17 +103,17 @@ func reopenApproval(tx storage.WriteTx, sess *model.Session, id uint64, c model.
 	a.RequestedAt, a.Outcome, a.DecidedBy, a.DecidedAt, a.Decision = now, model.ApprovalPending, "", nil, ""
 	if !sess.State.AcceptsEffects() {
 		closeRequest(a, sess.State, now)
-		return tx.PutApproval(a)
+		return r.tx.PutApproval(a)
 	}
-	if err := tx.PutApproval(a); err != nil {
+	if err := r.tx.PutApproval(a); err != nil {
 		return err
 	}
-	if err := tx.OpenRequest(id, sess.ID, a.ExpiresAt); err != nil {
+	if err := r.tx.OpenRequest(id, sess.ID, a.ExpiresAt); err != nil {
 		return err
 	}
 	sess.PendingApprovals++
 	if sess.State == sm.SessionActive {
-		return setSessionState(tx, sess, sm.SessionAwaitingApproval, model.Change{Actor: c.Actor}, now)
+		return setSessionState(r, sess, sm.SessionAwaitingApproval, model.Change{Actor: c.Actor}, now)
 	}
 	return nil
 }
@@ -103,20 +121,20 @@ func reopenApproval(tx storage.WriteTx, sess *model.Session, id uint64, c model.
 // closeOpenApprovals closes the session's waiting requests when it stops
 // accepting effects (to is its new state). Their effects stay pending: nobody
 // rejected them, and the session refuses to start or decide them.
-func closeOpenApprovals(tx storage.WriteTx, sess *model.Session, to sm.SessionState, now time.Time) error {
+func closeOpenApprovals(r *requests, sess *model.Session, to sm.SessionState, now time.Time) error {
 	if sess.PendingApprovals == 0 {
 		return nil
 	}
 	var ids []uint64
-	err := tx.OpenRequests(sess.ID, func(r storage.OpenRequest) (bool, error) {
-		ids = append(ids, r.EffectID)
+	err := r.tx.OpenRequests(sess.ID, func(o storage.OpenRequest) (bool, error) {
+		ids = append(ids, o.EffectID)
 		return true, nil
 	})
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		a, err := tx.Approval(id)
+		a, err := r.of(id)
 		if err != nil {
 			return err
 		}
@@ -124,10 +142,10 @@ func closeOpenApprovals(tx storage.WriteTx, sess *model.Session, to sm.SessionSt
 			continue
 		}
 		closeRequest(a, to, now)
-		if err := tx.PutApproval(a); err != nil {
+		if err := r.tx.PutApproval(a); err != nil {
 			return err
 		}
-		if err := tx.CloseRequest(id); err != nil {
+		if err := r.tx.CloseRequest(id); err != nil {
 			return err
 		}
 		if sess.PendingApprovals > 0 {
@@ -144,10 +162,9 @@ func closeRequest(a *model.Approval, state sm.SessionState, now time.Time) {
 }
 
 // alreadyDecided puts before a refused decision's error who made the one
-// that stands: what a person asking wants to read first.
-func alreadyDecided(tx storage.ReadTx, id uint64, err error) error {
-	a, aerr := tx.Approval(id)
-	if aerr != nil || a == nil {
+// that stands (request a): what a person asking wants to read first.
+func alreadyDecided(a *model.Approval, id uint64, err error) error {
+	if a == nil {
 		return err
 	}
 	switch a.Outcome {
@@ -159,15 +176,14 @@ func alreadyDecided(tx storage.ReadTx, id uint64, err error) error {
 	return err
 }
 
-// timedOut refuses a decision on a request that timed out: nobody can
-// decide it any more, and the same call, run again, asks again. Its own
-// record's time is what counts, also while the index of waiting requests
-// says otherwise (changed outside undolog).
-func timedOut(tx storage.ReadTx, id uint64, now time.Time) error {
-	a, err := tx.Approval(id)
+// timedOut refuses a decision on request a, of effect id, if it timed
+// out: nobody can decide it any more, and the same call, run again, asks
+// again. Its own record's time is what counts, also while the index of
+// waiting requests says otherwise (changed outside undolog).
+func timedOut(a *model.Approval, id uint64, now time.Time) error {
 	switch {
-	case err != nil || a == nil:
-		return err
+	case a == nil:
+		return nil
 	case a.Outcome == model.ApprovalTimedOut:
 		return fmt.Errorf("%w: effect %d's approval request timed out at %s and can no longer be decided; run the same call again to ask again",
 			model.ErrConflict, id, a.DecidedAt.UTC().Format(time.RFC3339))
@@ -176,14 +192,4 @@ func timedOut(tx storage.ReadTx, id uint64, now time.Time) error {
 			model.ErrConflict, id, a.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return nil
-}
-
-// requestOf reads the approval request of irreversible effect id, which
-// must have one.
-func requestOf(tx storage.WriteTx, id uint64) (*model.Approval, error) {
-	a, err := tx.Approval(id)
-	if err == nil && a == nil {
-		err = fmt.Errorf("%w: effect %d has no approval request", model.ErrCorrupt, id)
-	}
-	return a, err
 }

@@ -320,7 +320,7 @@ func valueOrUnset(v *string) string {
 }
 
 // setSessionState moves a session through the session table and records it.
-func setSessionState(tx storage.WriteTx, s *model.Session, to sm.SessionState, c model.Change, now time.Time) error {
+func setSessionState(r *requests, s *model.Session, to sm.SessionState, c model.Change, now time.Time) error {
 	t, err := sm.ValidateSession(s.State, to)
 	if err != nil {
 		return err
@@ -331,11 +331,11 @@ func setSessionState(tx storage.WriteTx, s *model.Session, to sm.SessionState, c
 		s.Reason = c.Reason
 	}
 	if !to.AcceptsEffects() { // also a session an earlier undolog left with open requests
-		if err := closeOpenApprovals(tx, s, to, now); err != nil {
+		if err := closeOpenApprovals(r, s, to, now); err != nil {
 			return err
 		}
 	}
-	return appendSessionHistory(tx, s, model.HistoryRecord{From: string(from), To: string(to), Trigger: t.Trigger,
+	return appendSessionHistory(r.tx, s, model.HistoryRecord{From: string(from), To: string(to), Trigger: t.Trigger,
 		Actor: actorOr(c.Actor), Reason: c.Reason, At: now})
 }
 

@@ -1,6 +1,7 @@
 package effectlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,7 +44,7 @@ func (s *Service) GC(ctx context.Context, before time.Time, states []sm.SessionS
 				bad = fmt.Errorf("%w: %s", model.ErrCorrupt, p)
 			}
 		})
-		return errOr(err, bad)
+		return cmp.Or(err, bad)
 	})
 	if err != nil {
 		return rep, err

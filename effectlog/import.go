@@ -1,6 +1,7 @@
 package effectlog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,7 +105,7 @@ func (s *Service) Import(ctx context.Context, next func() (r ExportRecord, ok bo
 				// Empty still, in the transaction that writes first: of two
 				// imports at once, the second finds the first's session.
 				if n, err := countSessions(tx); err != nil || n > 0 {
-					return errOr(err, fmt.Errorf("%w: import writes into an empty log; this one holds sessions (another import, or a writer, made them meanwhile)", model.ErrConflict))
+					return cmp.Or(err, fmt.Errorf("%w: import writes into an empty log; this one holds sessions (another import, or a writer, made them meanwhile)", model.ErrConflict))
 				}
 			}
 			if err := importSession(tx, batch, &got, seen); err != nil {

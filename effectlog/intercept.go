@@ -63,30 +63,6 @@ type InterceptResult struct {
 	Effect model.Effect `json:"effect"`
 }
 
-func validCompensation(c *model.Compensation) error {
-	switch c.Kind {
-	case model.CompensationCommand:
-		if len(c.Argv) == 0 || c.Argv[0] == "" {
-			return fmt.Errorf("%w: a command compensation needs an argv", model.ErrInvalidInput)
-		}
-	case model.CompensationMCP:
-		if c.Tool == "" {
-			return fmt.Errorf("%w: an mcp compensation needs a tool", model.ErrInvalidInput)
-		}
-	case model.CompensationCases:
-		if len(c.Args) == 0 {
-			return fmt.Errorf("%w: a cases compensation needs its cases", model.ErrInvalidInput)
-		}
-	case model.CompensationManual:
-	default:
-		return fmt.Errorf("%w: compensation kind %q: use command, mcp, cases or manual", model.ErrInvalidInput, c.Kind)
-	}
-	if c.MaxRetries < 0 || c.InitialBackoffMS < 0 {
-		return fmt.Errorf("%w: compensation retries and backoff must not be negative", model.ErrInvalidInput)
-	}
-	return nil
-}
-
 // prepared is a validated request with its canonical args and signature.
 type prepared struct {
 	req  InterceptRequest
@@ -111,7 +87,7 @@ func prepare(req InterceptRequest) (prepared, error) {
 	if err := model.ValidChange(model.Change{Actor: req.Actor, Reason: req.Reason}); err != nil {
 		return prepared{}, err
 	}
-	if err := model.ValidCompensation(req.Compensation); err != nil {
+	if err := model.ValidCompensation(req.Compensation, req.Tier); err != nil {
 		return prepared{}, err
 	}
 	args, err := model.CanonicalArgs(req.Args)
@@ -127,14 +103,6 @@ func prepare(req InterceptRequest) (prepared, error) {
 	}
 	if p.args, err = model.Redact(args, req.Redact); err != nil {
 		return prepared{}, err
-	}
-	if req.Compensation != nil {
-		if req.Tier != sm.Compensable {
-			return prepared{}, fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", model.ErrInvalidInput, req.Tier)
-		}
-		if err := validCompensation(req.Compensation); err != nil {
-			return prepared{}, err
-		}
 	}
 	if req.ApprovalTimeout < 0 {
 		return prepared{}, fmt.Errorf("%w: approval timeout must not be negative", model.ErrInvalidInput)
@@ -233,7 +201,8 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 			return res, err
 		}
 	}
-	expired, err := expireApprovals(tx, &sess, now)
+	r := newRequests(tx)
+	expired, err := expireApprovals(r, &sess, 0, now)
 	if err != nil {
 		return res, err
 	}
@@ -242,7 +211,7 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 		if !expired {
 			return err
 		}
-		return putAnd(tx, &sess, err)
+		return refuseKeepingSession(tx, &sess, err)
 	}
 	if owner, ok, err := tx.SignatureOwner(sig); err != nil {
 		return res, err
@@ -251,27 +220,28 @@ func (s *Service) interceptTx(tx storage.WriteTx, p prepared) (InterceptResult, 
 			// The call's own request, if its record says its time is up:
 			// the index the sweep goes by can be moved (an agent's SQL), and
 			// the same call must then ask again, not wait for good.
-			n, err := closeExpired(tx, &sess, []uint64{owner}, now)
+			n, err := closeExpired(r, &sess, []uint64{owner}, now)
 			if err != nil {
 				return res, err
 			}
 			expired = expired || n > 0
 		}
-		err := s.repeat(tx, &sess, owner, req, args, &res, now, refuse)
+		err := s.repeat(r, &sess, owner, req, args, &res, now, refuse)
 		if err == storage.ErrNothingToWrite && expired {
 			return res, tx.PutSession(&sess)
 		}
 		return res, err
 	}
-	err = newCall(tx, &sess, req, args, &res, 0, now, refuse)
+	err = newCall(r, &sess, req, args, &res, 0, now, refuse)
 	return res, err
 }
 
 // newCall writes the new effect of a call: the signature's first, or
 // (previous not 0) the one that runs again after effect previous was
 // answered, which then owns the signature.
-func newCall(tx storage.WriteTx, sess *model.Session, req InterceptRequest, args []byte, res *InterceptResult, previous uint64,
+func newCall(r *requests, sess *model.Session, req InterceptRequest, args []byte, res *InterceptResult, previous uint64,
 	now time.Time, refuse func(error) error) error {
+	tx := r.tx
 	sig := res.Signature
 	if !sess.State.AcceptsEffects() {
 		return refuse(notAccepting(sess))
@@ -323,7 +293,7 @@ func newCall(tx storage.WriteTx, sess *model.Session, req InterceptRequest, args
 		}
 		sess.PendingApprovals++
 		if sess.State == sm.SessionActive {
-			if err := setSessionState(tx, sess, sm.SessionAwaitingApproval, model.Change{Actor: req.Actor}, now); err != nil {
+			if err := setSessionState(r, sess, sm.SessionAwaitingApproval, model.Change{Actor: req.Actor}, now); err != nil {
 				return err
 			}
 		}
@@ -331,7 +301,7 @@ func newCall(tx storage.WriteTx, sess *model.Session, req InterceptRequest, args
 	if req.Start && e.Tier == sm.Compensable {
 		// The effect and its state index are written once, as executing; its
 		// history holds both records, pending and then executing.
-		if err := applyTransition(tx, sess, &e, true, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+		if err := makeMove(r, sess, &e, true, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, now); err != nil {
 			return err
 		}
 	} else if err := tx.PutEffect(&e, ""); err != nil {
@@ -356,9 +326,10 @@ func notAccepting(sess *model.Session) error {
 	return fmt.Errorf("%w: session %q is %s and accepts no new effects%s", model.ErrSessionNotActive, sess.ID, sess.State, next)
 }
 
-// putAnd saves the session (expired approvals may have changed it) and then
-// reports err, keeping what was written: an error alone would undo it.
-func putAnd(tx storage.WriteTx, sess *model.Session, err error) error {
+// refuseKeepingSession saves the session (expired approvals may have
+// changed it) and then refuses with err, keeping what was written: an error
+// alone would undo it.
+func refuseKeepingSession(tx storage.WriteTx, sess *model.Session, err error) error {
 	if perr := tx.PutSession(sess); perr != nil {
 		return perr
 	}
@@ -428,8 +399,9 @@ func everStarted(tx storage.ReadTx, e *model.Effect) (bool, error) {
 }
 
 // repeat resolves a call whose signature already has an owner effect.
-func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
+func (s *Service) repeat(r *requests, sess *model.Session, ownerID uint64, req InterceptRequest, args []byte, res *InterceptResult,
 	now time.Time, refuse func(error) error) error {
+	tx := r.tx
 	owner, err := tx.Effect(ownerID)
 	if err != nil {
 		return err
@@ -447,7 +419,7 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 			return err
 		} else if answered {
 			req.Reason = rerunReason(owner.ID, req.Reason)
-			return newCall(tx, sess, req, args, res, owner.ID, now, refuse)
+			return newCall(r, sess, req, args, res, owner.ID, now, refuse)
 		}
 	}
 	if owner.Tier != req.Tier {
@@ -472,7 +444,7 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 	switch owner.State {
 	case sm.Committed:
 		// A cached result is served only from an effect that passes its check.
-		if err := checkEffectTx(tx, &owner); err != nil {
+		if err := checkEffectTx(r, &owner); err != nil {
 			return err
 		}
 		ownerID := owner.ID
@@ -482,8 +454,8 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 			return err
 		}
 		rep.Result = owner.Result
-		if err := moveEffect(tx, sess, &rep, true, sm.Replayed, model.HistoryRecord{Actor: actorOr(req.Actor),
-			Reason: fmt.Sprintf("replay of effect %d", owner.ID), At: now}); err != nil {
+		if err := moveEffect(r, sess, &rep, true, sm.Replayed, model.HistoryRecord{Actor: actorOr(req.Actor),
+			Reason: fmt.Sprintf("replay of effect %d", owner.ID), At: now}, nil); err != nil {
 			return err
 		}
 		owner.ReplayCount++
@@ -504,7 +476,7 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 			// It awaits a decision: each execution needs its own. A log
 			// written before kept the approval of a failed run: ask again.
 			res.Outcome = model.OutcomeInProgress
-			a, err := tx.Approval(owner.ID)
+			a, err := r.of(owner.ID)
 			if err != nil {
 				return err
 			}
@@ -513,13 +485,13 @@ func (s *Service) repeat(tx storage.WriteTx, sess *model.Session, ownerID uint64
 			if a == nil || a.Outcome == model.ApprovalPending {
 				return storage.ErrNothingToWrite
 			}
-			if err := reopenApproval(tx, sess, owner.ID, model.Change{Actor: req.Actor}, req.ApprovalTimeout, now); err != nil {
+			if err := reopenApproval(r, sess, owner.ID, model.Change{Actor: req.Actor}, req.ApprovalTimeout, now); err != nil {
 				return err
 			}
 			return tx.PutSession(sess)
 		}
 		if req.Start {
-			if err := applyTransition(tx, sess, &owner, false, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, nil, now); err != nil {
+			if err := makeMove(r, sess, &owner, false, sm.Executing, model.Change{Actor: req.Actor, Owner: req.Owner}, now); err != nil {
 				return err
 			}
 			res.Effect = owner

@@ -56,11 +56,12 @@ func effectDetail(tx storage.ReadTx, id uint64) (model.EffectDetail, error) {
 	if err != nil {
 		return model.EffectDetail{}, err
 	}
-	return detailOf(tx, e)
+	return detailOf(tx, e, tx.Approval)
 }
 
-// detailOf reads what belongs to effect e, as read in tx.
-func detailOf(tx storage.ReadTx, e model.Effect) (model.EffectDetail, error) {
+// detailOf reads what belongs to effect e, as read in tx, its approval
+// request with approval.
+func detailOf(tx storage.ReadTx, e model.Effect, approval func(id uint64) (*model.Approval, error)) (model.EffectDetail, error) {
 	d := model.EffectDetail{Effect: e}
 	var err error
 	if d.History, err = tx.EffectHistory(e.ID, e.Session); err != nil {
@@ -69,7 +70,7 @@ func detailOf(tx storage.ReadTx, e model.Effect) (model.EffectDetail, error) {
 	if d.Undo, err = tx.Undo(e.Session, e.ID, &e); err != nil {
 		return d, err
 	}
-	d.Approval, err = tx.Approval(e.ID)
+	d.Approval, err = approval(e.ID)
 	return d, err
 }
 

@@ -180,7 +180,7 @@ func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionS
 				return err
 			}
 		}
-		if err := setSessionState(tx, &sess, to, c, s.now()); err != nil {
+		if err := setSessionState(newRequests(tx), &sess, to, c, s.now()); err != nil {
 			return err
 		}
 		out = sess

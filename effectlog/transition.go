@@ -1,6 +1,7 @@
 package effectlog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,11 +42,12 @@ func (s *Service) Reject(ctx context.Context, id uint64, c model.Change) (model.
 	return s.Transition(ctx, id, sm.Rejected, c)
 }
 
-// Transition moves effect id to state `to` in one transaction: it validates
-// through statemachine and the log's own preconditions, appends the history
-// record, and updates indexes, the session, the approval or the undo entry.
-// A refused request changes nothing (except an approval found expired on the
-// way, which is recorded as timed out).
+// Transition moves effect id to state `to` in one transaction, by the rules
+// of its destination (destinations): it validates the move once, against
+// the spec's table (statemachine) and the log's own rules, appends the
+// history record, and updates indexes, the session, the approval or the
+// undo entry. A refused request changes nothing (except an approval found
+// expired on the way, which is recorded as timed out).
 func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c model.Change) (model.Effect, error) {
 	if err := model.ValidChange(c); err != nil {
 		return model.Effect{}, err
@@ -61,6 +63,7 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 			return model.Effect{}, err
 		}
 	}
+	d := destinations[to]
 	var out model.Effect
 	err := s.update(ctx, func(tx storage.WriteTx) error {
 		now := s.now()
@@ -68,8 +71,9 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 		if err != nil {
 			return err
 		}
+		r := newRequests(tx)
 		// Any command that touches the session closes its expired requests.
-		expired, err := expireApprovals(tx, &sess, now)
+		expired, err := expireApprovals(r, &sess, waitingRequest(e), now)
 		if err != nil {
 			return err
 		}
@@ -83,50 +87,24 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 			if !expired {
 				return err
 			}
-			return putAnd(tx, &sess, err)
+			return refuseKeepingSession(tx, &sess, err)
 		}
-		switch to {
-		case sm.Compensating, sm.Compensated, sm.CompensationFailed:
-			if _, err := sm.Validate(e.Tier, e.State, to); err != nil {
+		m := &move{r: r, sess: &sess, e: &e, to: to, c: c, result: result, now: now}
+		if d.undo != "" {
+			// The effect goes where its undo entry goes: the entry's step
+			// makes the move, and whatever stops it is a refusal.
+			if err := m.validate(); err != nil {
 				return refuse(err)
 			}
-			step := map[sm.State]sm.EntryState{sm.Compensating: sm.EntryCompensating,
-				sm.Compensated: sm.EntryCompensated, sm.CompensationFailed: sm.EntryCompensationFailed}[to]
-			_, eff, err := compensationStep(tx, &sess, e, step, c, now)
+			_, eff, err := compensationStep(r, &sess, e, d.undo, c, now, m.row)
 			if err != nil {
 				return refuse(err)
 			}
 			out = eff
 			return tx.PutSession(&sess)
-		case sm.Approved, sm.Rejected:
-			if e.Tier != sm.Irreversible {
-				break // the tier rule of the spec answers
-			}
-			if e.State == sm.Pending && !sess.State.AcceptsEffects() {
-				return refuse(fmt.Errorf("%w: session %q is %s: its approval requests are closed; effect %d cannot be decided",
-					model.ErrSessionNotActive, sess.ID, sess.State, e.ID))
-			}
-			// A decision is final: on a decided effect the spec's table
-			// refuses it, and the error says whose decision stands.
-			if _, err := sm.Validate(e.Tier, e.State, to); err != nil {
-				return refuse(alreadyDecided(tx, e.ID, err))
-			}
-			if err := timedOut(tx, e.ID, now); err != nil {
-				// The request's own record says its time is up, whatever
-				// the index of waiting requests said (an agent's SQL can
-				// move that): it is closed as the sweep closes it, and
-				// the refusal keeps that, so that the same call asks again.
-				n, xerr := closeExpired(tx, &sess, []uint64{e.ID}, now)
-				if xerr != nil {
-					return xerr
-				}
-				expired = expired || n > 0
-				return refuse(err)
-			}
 		}
-		if err := applyTransition(tx, &sess, &e, false, to, c, result, now); err != nil {
-			var te *sm.TransitionError
-			if errors.As(err, &te) || errors.Is(err, model.ErrInProgress) || errors.Is(err, model.ErrSessionNotActive) || errors.Is(err, model.ErrConflict) {
+		if err := m.make(d); err != nil {
+			if refusal(err) {
 				return refuse(err)
 			}
 			return err
@@ -137,11 +115,116 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 	return out, err
 }
 
-// applyTransition validates and makes one effect transition inside a
-// transaction: the history record, the effect's fields, its state index, the
-// approval and the session's counts. The caller saves the session. fresh
-// says e was made in this transaction and is not written yet.
-func applyTransition(tx storage.WriteTx, sess *model.Session, e *model.Effect, fresh bool, to sm.State, c model.Change, result json.RawMessage, now time.Time) error {
+// refusal says whether err refuses a move, found before anything of it was
+// written, rather than failing it.
+func refusal(err error) bool {
+	var te *sm.TransitionError
+	return errors.As(err, &te) || errors.Is(err, model.ErrInProgress) || errors.Is(err, model.ErrSessionNotActive) || errors.Is(err, model.ErrConflict)
+}
+
+// A move is one effect's transition in a write transaction, as the rules of
+// its destination see it.
+type move struct {
+	r    *requests
+	sess *model.Session
+	e    *model.Effect
+	// fresh says e was made in this transaction and is not written yet.
+	fresh  bool
+	to     sm.State
+	c      model.Change
+	result json.RawMessage // a commit's, canonical
+	now    time.Time
+	// row is the spec's row of the move, once validated.
+	row *sm.Transition
+	// rec is the move's history record as the rules fill it in; its kind,
+	// states and (if it has none) trigger are the move's.
+	rec model.HistoryRecord
+}
+
+// destination is every rule of the log for a move to one effect state,
+// beyond the spec's table, which every move passes once (validate).
+type destination struct {
+	// admit refuses, before the caller's expectations of the effect are
+	// looked at, a move nobody may make now: a decision on a request that
+	// is closed, decided already or timed out.
+	admit func(*move) error
+	// check refuses a move the spec's table allows and the log does not.
+	check func(*move) error
+	// record sets what the move records beyond the effect's state: the
+	// effect's fields, its history record's, and the approval request and
+	// session that move with it.
+	record func(*move) error
+	// undo is the undo entry's step that makes the move: the effect goes
+	// where its entry goes (compensationStep).
+	undo sm.EntryState
+}
+
+// destinations is the log's rules of effect moves, one entry a destination
+// state. An intercept makes the moves to replayed itself (moveEffect), and
+// a call's start by this table.
+var destinations = map[sm.State]destination{
+	sm.Pending:            {record: recordFailure},
+	sm.Executing:          {check: mayStart, record: recordStart},
+	sm.Committed:          {record: recordResult},
+	sm.Approved:           {admit: admitDecision, check: approvesWhatItShows, record: decide},
+	sm.Rejected:           {admit: admitDecision, record: decide},
+	sm.Replayed:           {check: replayedByInterceptOnly},
+	sm.Compensating:       {undo: sm.EntryCompensating},
+	sm.Compensated:        {undo: sm.EntryCompensated},
+	sm.CompensationFailed: {undo: sm.EntryCompensationFailed},
+}
+
+// make makes the move by the rules of its destination d, in their order:
+// who may move there, what the caller expects of the effect, the spec's
+// table, the log's checks, then what is recorded.
+func (m *move) make(d destination) error {
+	if d.admit != nil {
+		if err := d.admit(m); err != nil {
+			return err
+		}
+	}
+	if err := m.expectations(); err != nil {
+		return err
+	}
+	if err := m.validate(); err != nil {
+		return err
+	}
+	if d.check != nil {
+		if err := d.check(m); err != nil {
+			return err
+		}
+	}
+	m.rec = model.HistoryRecord{Actor: actorOr(m.c.Actor), Reason: m.c.Reason, At: m.now}
+	if d.record != nil {
+		if err := d.record(m); err != nil {
+			return err
+		}
+	}
+	return m.write()
+}
+
+// makeMove makes a move outside Transition (an intercept that starts its
+// call at once) by the same table.
+func makeMove(r *requests, sess *model.Session, e *model.Effect, fresh bool, to sm.State, c model.Change, now time.Time) error {
+	m := &move{r: r, sess: sess, e: e, fresh: fresh, to: to, c: c, now: now}
+	return m.make(destinations[to])
+}
+
+// moveEffect makes a move of a step of its own (a replay, a compensation
+// step), whose history record rec says who, why, when and any error. row
+// is the spec's row of the move if the caller validated it already.
+func moveEffect(r *requests, sess *model.Session, e *model.Effect, fresh bool, to sm.State, rec model.HistoryRecord, row *sm.Transition) error {
+	m := &move{r: r, sess: sess, e: e, fresh: fresh, to: to, now: rec.At, row: row, rec: rec}
+	if err := m.validate(); err != nil {
+		return err
+	}
+	return m.write()
+}
+
+// expectations refuses a move of an effect that is not as the caller saw
+// it: owned by another, another call, or in another state.
+func (m *move) expectations() error {
+	e, c := m.e, m.c
 	if !ownedAsExpected(e.Owner, c.ExpectOwner) {
 		return takenMeanwhile(e.ID, e.Owner, c.ExpectOwner)
 	}
@@ -151,74 +234,162 @@ func applyTransition(tx storage.WriteTx, sess *model.Session, e *model.Effect, f
 	if c.ExpectState != "" && c.ExpectState != e.State {
 		return fmt.Errorf("%w: effect %d is %s now, not %s as shown: another process moved it; look again", model.ErrConflict, e.ID, e.State, c.ExpectState)
 	}
-	t, err := sm.Validate(e.Tier, e.State, to)
-	if err != nil {
-		return err
-	}
-	if err := preconditions(tx, sess, e, to); err != nil {
-		return err
-	}
-	from := e.State
-	rec := model.HistoryRecord{Kind: model.KindEffect, From: string(from), To: string(to), Trigger: t.Trigger,
-		Actor: actorOr(c.Actor), Reason: c.Reason, At: now}
-	switch to {
-	case sm.Executing:
-		e.Owner, e.Error = c.Owner, ""
-	case sm.Committed:
-		r, err := model.Redact(result, e.Redact)
-		if err != nil {
-			return err
-		}
-		e.Result, e.Owner = r, nil
-	case sm.Pending:
-		e.Error, e.Owner = c.Error, nil
-		if e.Error == "" {
-			e.Error = "failed"
-		}
-		rec.Error = e.Error
-		if c.Resolve {
-			rec.Trigger = sm.TriggerResolvedInDoubt
-		}
-		if e.Tier == sm.Irreversible {
-			if err := reopenApproval(tx, sess, e.ID, c, 0, now); err != nil {
-				return err
-			}
-		}
-	case sm.Approved, sm.Rejected:
-		if err := decide(tx, sess, e.ID, to, c, now); err != nil {
-			return err
-		}
-	}
-	return moveEffect(tx, sess, e, fresh, to, rec)
+	return nil
 }
 
-// moveEffect is the one way an effect changes state: a transition, a
-// replay, an expiry or a compensation step. It validates the move against
-// statemachine, appends the history record (rec says who, why, when and any
-// error; the trigger, if rec has none, is the spec's), counts the move in
-// the session and writes the effect (fresh: made in this transaction, not
-// written yet). What the effect says must be set before: the record's hash
-// covers it.
-func moveEffect(tx storage.WriteTx, sess *model.Session, e *model.Effect, fresh bool, to sm.State, rec model.HistoryRecord) error {
-	t, err := sm.Validate(e.Tier, e.State, to)
+// validate checks the move against the spec's table, once: a move whose
+// row is known passes.
+func (m *move) validate() error {
+	if m.row != nil && m.row.From == m.e.State && m.row.To == m.to {
+		return nil
+	}
+	t, err := sm.Validate(m.e.Tier, m.e.State, m.to)
 	if err != nil {
 		return err
 	}
+	m.row = &t
+	return nil
+}
+
+// write is the one way an effect changes state: it appends the move's
+// history record (its trigger, if it has none, the spec's), counts the
+// move in the session and writes the effect. What the effect says must be
+// set before: the record's hash covers it.
+func (m *move) write() error {
+	e, rec := m.e, m.rec
 	from := e.State
-	rec.Kind, rec.From, rec.To = model.KindEffect, string(from), string(to)
+	rec.Kind, rec.From, rec.To = model.KindEffect, string(from), string(m.to)
 	if rec.Trigger == "" {
-		rec.Trigger = t.Trigger
+		rec.Trigger = m.row.Trigger
 	}
-	if err := appendEffectHistory(tx, e, rec); err != nil {
+	if err := appendEffectHistory(m.r.tx, e, rec); err != nil {
 		return err
 	}
-	e.State, e.UpdatedAt = to, rec.At
-	countMove(sess, from, to)
-	sess.UpdatedAt = rec.At
-	if fresh {
+	e.State, e.UpdatedAt = m.to, rec.At
+	countMove(m.sess, from, m.to)
+	m.sess.UpdatedAt = rec.At
+	if m.fresh {
 		from = ""
 	}
-	return tx.PutEffect(e, from)
+	return m.r.tx.PutEffect(e, from)
+}
+
+// mayStart: a call starts only in a session that takes calls, and an
+// irreversible one only once approved.
+func mayStart(m *move) error {
+	e, sess := m.e, m.sess
+	if !sess.State.AcceptsEffects() {
+		return fmt.Errorf("%w: session %q is %s; effect %d cannot start", model.ErrSessionNotActive, sess.ID, sess.State, e.ID)
+	}
+	if e.Tier != sm.Irreversible {
+		return nil
+	}
+	// Only approved starts an irreversible effect: an approval is for one
+	// execution, and one that failed is asked again.
+	if e.State == sm.Pending {
+		return fmt.Errorf("%w: effect %d is irreversible and %w", model.ErrInProgress, e.ID, model.ErrAwaitsApproval)
+	}
+	// What was approved is what runs: an irreversible effect whose records
+	// were changed since (its args, by a writer past the rules) fails its
+	// check and does not start.
+	return checkEffectTx(m.r, e)
+}
+
+func recordStart(m *move) error {
+	m.e.Owner, m.e.Error = m.c.Owner, ""
+	return nil
+}
+
+func recordResult(m *move) error {
+	r, err := model.Redact(m.result, m.e.Redact)
+	if err != nil {
+		return err
+	}
+	m.e.Result, m.e.Owner = r, nil
+	return nil
+}
+
+// recordFailure records a fail (or a person's resolve of a call in doubt):
+// the error, and for an irreversible effect a new approval request, as
+// each execution needs its own.
+func recordFailure(m *move) error {
+	e, c := m.e, m.c
+	e.Error, e.Owner = c.Error, nil
+	if e.Error == "" {
+		e.Error = "failed"
+	}
+	m.rec.Error = e.Error
+	if c.Resolve {
+		m.rec.Trigger = sm.TriggerResolvedInDoubt
+	}
+	if e.Tier != sm.Irreversible {
+		return nil
+	}
+	return reopenApproval(m.r, m.sess, e.ID, c, 0, m.now)
+}
+
+// admitDecision refuses a decision on an irreversible effect's request
+// that nobody can decide: its session takes no decisions, it was decided
+// (the spec's table refuses, and the error says whose decision stands) or
+// it timed out. Another tier's is refused by the spec's table.
+func admitDecision(m *move) error {
+	e, sess := m.e, m.sess
+	if e.Tier != sm.Irreversible {
+		return nil
+	}
+	if e.State == sm.Pending && !sess.State.AcceptsEffects() {
+		return fmt.Errorf("%w: session %q is %s: its approval requests are closed; effect %d cannot be decided",
+			model.ErrSessionNotActive, sess.ID, sess.State, e.ID)
+	}
+	a, err := m.r.of(e.ID)
+	if err != nil {
+		return err
+	}
+	if err := m.validate(); err != nil {
+		return alreadyDecided(a, e.ID, err)
+	}
+	// A request whose own record says its time is up was closed by the
+	// sweep as timed out (expireDue), whatever the index of waiting
+	// requests said: the refusal keeps that, so that the same call asks
+	// again.
+	return timedOut(a, e.ID, m.now)
+}
+
+// approvesWhatItShows: a person approves what the request shows; an effect
+// or request changed behind the log's back is refused, not approved.
+func approvesWhatItShows(m *move) error { return checkEffectTx(m.r, m.e) }
+
+func replayedByInterceptOnly(m *move) error {
+	return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", model.ErrConflict, m.e.ID)
+}
+
+// decide records the approval outcome, clears the pending request, and moves
+// the session: back to active when nothing else waits, halted on a rejection.
+func decide(m *move) error {
+	if err := recordDecision(m.r, m.sess, m.e.ID, m.to, m.c, m.now); err != nil {
+		return err
+	}
+	return afterDecision(m.r, m.sess, m.to, m.c, m.now)
+}
+
+// afterDecision moves the session after a decision: back to active when
+// nothing else waits, halted on a rejection (which closes its other requests).
+func afterDecision(r *requests, sess *model.Session, to sm.State, c model.Change, now time.Time) error {
+	next, change := sm.SessionHalted, model.Change{Actor: c.Actor, Reason: c.Reason}
+	if to == sm.Approved {
+		if sess.PendingApprovals > 0 {
+			return nil
+		}
+		// The approver's reason is the effect's: the session only goes on.
+		next, change.Reason = sm.SessionActive, ""
+	}
+	// A move the session table refuses is refused before anything is
+	// written: a session already failed, say, whose state stands.
+	err := setSessionState(r, sess, next, change, now)
+	if _, refused := errors.AsType[*sm.TransitionError](err); refused {
+		return nil
+	}
+	return err
 }
 
 func getEffectAndSession(tx storage.ReadTx, id uint64) (model.Effect, model.Session, error) {
@@ -241,84 +412,69 @@ func canonicalResult(r json.RawMessage) (json.RawMessage, error) {
 	return out, nil
 }
 
-// preconditions are the log's rules on top of the spec's table.
-func preconditions(tx storage.ReadTx, sess *model.Session, e *model.Effect, to sm.State) error {
-	switch to {
-	case sm.Executing:
-		if !sess.State.AcceptsEffects() {
-			return fmt.Errorf("%w: session %q is %s; effect %d cannot start", model.ErrSessionNotActive, sess.ID, sess.State, e.ID)
-		}
-		// Only approved starts an irreversible effect: an approval is for
-		// one execution, and one that failed is asked again.
-		if e.Tier == sm.Irreversible && e.State == sm.Pending {
-			return fmt.Errorf("%w: effect %d is irreversible and %w", model.ErrInProgress, e.ID, model.ErrAwaitsApproval)
-		}
-		// What was approved is what runs: an irreversible effect whose
-		// records were changed since (its args, by a writer past the rules)
-		// fails its check and does not start.
-		if e.Tier == sm.Irreversible {
-			return checkEffectTx(tx, e)
-		}
-	case sm.Approved:
-		// A person approves what the request shows: an effect or request
-		// changed behind the log's back is refused, not approved.
-		return checkEffectTx(tx, e)
-	case sm.Replayed:
-		return fmt.Errorf("%w: effect %d: replayed is reached only by intercepting a repeat of a committed call", model.ErrConflict, e.ID)
+// waitingRequest is the effect whose approval request a move of e may
+// find waiting, and reads anyway: e itself, if irreversible and pending
+// (0: none).
+func waitingRequest(e model.Effect) uint64 {
+	if e.Tier == sm.Irreversible && e.State == sm.Pending {
+		return e.ID
 	}
-	return nil
-}
-
-// decide records the approval outcome, clears the pending request, and moves
-// the session: back to active when nothing else waits, halted on a rejection.
-func decide(tx storage.WriteTx, sess *model.Session, id uint64, to sm.State, c model.Change, now time.Time) error {
-	if err := recordDecision(tx, sess, id, to, c, now); err != nil {
-		return err
-	}
-	return afterDecision(tx, sess, to, c, now)
+	return 0
 }
 
 // expireApprovals closes, as system:timeout, the session's pending approval
-// requests whose time is up, and says whether there were any.
-func expireApprovals(tx storage.WriteTx, sess *model.Session, now time.Time) (bool, error) {
-	n, err := expireDue(tx, sess, now)
+// requests whose time is up, and says whether there were any. own is the
+// effect whose request the caller reads anyway (0: none).
+func expireApprovals(r *requests, sess *model.Session, own uint64, now time.Time) (bool, error) {
+	n, err := expireDue(r, sess, own, now)
 	return n > 0, err
 }
 
 // expireDue is expireApprovals, counting the requests it closed.
-func expireDue(tx storage.WriteTx, sess *model.Session, now time.Time) (int, error) {
-	if sess.PendingApprovals == 0 {
-		return 0, nil
-	}
+func expireDue(r *requests, sess *model.Session, own uint64, now time.Time) (int, error) {
 	var due []uint64
-	err := tx.OpenRequests(sess.ID, func(r storage.OpenRequest) (bool, error) {
-		if !r.Known || expiredAt(r.Expires, now) {
-			due = append(due, r.EffectID)
+	ownWaits := false
+	if own != 0 {
+		// Its own record says whether its time is up, whatever the index
+		// of waiting requests says (an agent's SQL can move that).
+		a, err := r.of(own)
+		if err != nil {
+			return 0, err
 		}
-		return true, nil
-	})
-	if err != nil {
-		return 0, err
+		if ownWaits = a != nil && a.Session == sess.ID && a.Outcome == model.ApprovalPending; ownWaits {
+			due = append(due, own)
+		}
 	}
-	return closeExpired(tx, sess, due, now)
+	if sess.PendingApprovals > 1 || sess.PendingApprovals == 1 && !ownWaits {
+		err := r.tx.OpenRequests(sess.ID, func(o storage.OpenRequest) (bool, error) {
+			if o.EffectID != own && (!o.Known || expiredAt(o.Expires, now)) {
+				due = append(due, o.EffectID)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return closeExpired(r, sess, due, now)
 }
 
 // closeExpired closes, as system:timeout, those of the requests ids whose
 // own record says their time is up (the index of waiting requests only
 // says which to look at), and moves the session back to active when none
 // waits any more.
-func closeExpired(tx storage.WriteTx, sess *model.Session, ids []uint64, now time.Time) (int, error) {
+func closeExpired(r *requests, sess *model.Session, ids []uint64, now time.Time) (int, error) {
 	timeout := model.Change{Actor: model.TimeoutActor, Reason: "approval request expired"}
 	expired := 0
 	for _, id := range ids {
-		a, err := tx.Approval(id)
+		a, err := r.of(id)
 		if err != nil {
 			return 0, err
 		}
 		if a == nil || a.Session != sess.ID || a.Outcome != model.ApprovalPending || a.ExpiresAt == nil || !expiredAt(*a.ExpiresAt, now) {
 			continue
 		}
-		e, err := tx.Effect(id)
+		e, err := r.tx.Effect(id)
 		if err != nil {
 			return 0, err
 		}
@@ -329,13 +485,13 @@ func closeExpired(tx storage.WriteTx, sess *model.Session, ids []uint64, now tim
 		// timed out and the effect stays pending, not run; its session is
 		// not halted, and the same call asks again (a re-run of the
 		// pipeline gets a new request, not exit 122 for ever).
-		if err := recordDecision(tx, sess, id, sm.Rejected, timeout, now); err != nil {
+		if err := recordDecision(r, sess, id, sm.Rejected, timeout, now); err != nil {
 			return 0, err
 		}
 		expired++
 	}
 	if expired > 0 && sess.PendingApprovals == 0 && sess.State == sm.SessionAwaitingApproval {
-		if err := setSessionState(tx, sess, sm.SessionActive, model.Change{Actor: timeout.Actor}, now); err != nil {
+		if err := setSessionState(r, sess, sm.SessionActive, model.Change{Actor: timeout.Actor}, now); err != nil {
 			return 0, err
 		}
 	}
@@ -352,19 +508,12 @@ func (s *Service) ExpireApprovals(ctx context.Context, session string) (int, err
 		if err != nil {
 			return err
 		}
-		if n, err = expireDue(tx, &sess, s.now()); err != nil || n == 0 {
-			return errOr(err, storage.ErrNothingToWrite)
+		if n, err = expireDue(newRequests(tx), &sess, 0, s.now()); err != nil || n == 0 {
+			return cmp.Or(err, storage.ErrNothingToWrite)
 		}
 		return tx.PutSession(&sess)
 	})
 	return n, err
-}
-
-func errOr(err, otherwise error) error {
-	if err != nil {
-		return err
-	}
-	return otherwise
 }
 
 // expiredAt says whether a request expiring at `expires` (zero: never) has
@@ -390,7 +539,7 @@ func (s *Service) UndoStep(ctx context.Context, id uint64, to sm.EntryState, c m
 		if err != nil {
 			return err
 		}
-		u, _, err := compensationStep(tx, &sess, e, to, c, now)
+		u, _, err := compensationStep(newRequests(tx), &sess, e, to, c, now, nil)
 		if err != nil {
 			return err
 		}
@@ -400,7 +549,11 @@ func (s *Service) UndoStep(ctx context.Context, id uint64, to sm.EntryState, c m
 	return out, err
 }
 
-func compensationStep(tx storage.WriteTx, sess *model.Session, e model.Effect, to sm.EntryState, c model.Change, now time.Time) (model.UndoEntry, model.Effect, error) {
+// compensationStep moves effect e's undo entry to `to`, and the effect
+// where the spec has it follow. row is the spec's row of the effect's move
+// if the caller validated it already.
+func compensationStep(r *requests, sess *model.Session, e model.Effect, to sm.EntryState, c model.Change, now time.Time, row *sm.Transition) (model.UndoEntry, model.Effect, error) {
+	tx := r.tx
 	u, err := tx.Undo(e.Session, e.ID, &e)
 	if err != nil {
 		return model.UndoEntry{}, e, err
@@ -425,7 +578,7 @@ func compensationStep(tx storage.WriteTx, sess *model.Session, e model.Effect, t
 	}
 	if to == sm.EntryCompensating {
 		// Only a compensation whose effect passes its check starts.
-		if err := checkEffectTx(tx, &e); err != nil {
+		if err := checkEffectTx(r, &e); err != nil {
 			return model.UndoEntry{}, e, err
 		}
 	}
@@ -453,7 +606,7 @@ func compensationStep(tx storage.WriteTx, sess *model.Session, e model.Effect, t
 		u.Attempts = c.Attempts
 	}
 	if effTo != "" {
-		if err := moveEffect(tx, sess, &e, false, effTo, model.HistoryRecord{Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}); err != nil {
+		if err := moveEffect(r, sess, &e, false, effTo, model.HistoryRecord{Actor: actorOr(c.Actor), Reason: c.Reason, Error: c.Error, At: now}, row); err != nil {
 			return model.UndoEntry{}, e, err
 		}
 		oldState = e.State // moveEffect moved its state index

@@ -642,10 +642,10 @@ func CheckEffect(d model.EffectDetail) error {
 		model.ErrCorrupt, d.Effect.ID, problems[0].Detail)
 }
 
-// checkEffectTx is CheckEffect inside a transaction, for effect e as read
-// there.
-func checkEffectTx(tx storage.ReadTx, e *model.Effect) error {
-	d, err := detailOf(tx, *e)
+// checkEffectTx is CheckEffect inside a write transaction, for effect e
+// as read there.
+func checkEffectTx(r *requests, e *model.Effect) error {
+	d, err := detailOf(r.tx, *e, r.of)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/undolog/undolog/internal/textfmt"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 // MaxID is the largest effect id or session sequence number a log gives or
@@ -118,14 +119,46 @@ func ValidChange(c Change) error {
 	return ValidText("error", c.Error)
 }
 
-// ValidCompensation refuses a compensation whose command, directory, tool
-// or note is not UTF-8.
-func ValidCompensation(c *Compensation) error {
+// ValidCompensation refuses a compensation a call of tier cannot be
+// registered with: its command, directory, tool or note not UTF-8; on a
+// call that is not compensable (a safe call's is kept nowhere, and only its
+// text is checked); a kind without what it runs; negative retries or
+// backoff. nil (a manual compensation) is valid.
+func ValidCompensation(c *Compensation, tier sm.Tier) error {
 	if c == nil {
 		return nil
 	}
 	if err := ValidText("compensation argument", c.Argv...); err != nil {
 		return err
 	}
-	return ValidText("compensation", c.Dir, c.Tool, c.Note)
+	if err := ValidText("compensation", c.Dir, c.Tool, c.Note); err != nil {
+		return err
+	}
+	if tier == sm.Safe {
+		return nil
+	}
+	if tier != sm.Compensable {
+		return fmt.Errorf("%w: a compensation is for compensable calls; this one is %s", ErrInvalidInput, tier)
+	}
+	switch c.Kind {
+	case CompensationCommand:
+		if len(c.Argv) == 0 || c.Argv[0] == "" {
+			return fmt.Errorf("%w: a command compensation needs an argv", ErrInvalidInput)
+		}
+	case CompensationMCP:
+		if c.Tool == "" {
+			return fmt.Errorf("%w: an mcp compensation needs a tool", ErrInvalidInput)
+		}
+	case CompensationCases:
+		if len(c.Args) == 0 {
+			return fmt.Errorf("%w: a cases compensation needs its cases", ErrInvalidInput)
+		}
+	case CompensationManual:
+	default:
+		return fmt.Errorf("%w: compensation kind %q: use command, mcp, cases or manual", ErrInvalidInput, c.Kind)
+	}
+	if c.MaxRetries < 0 || c.InitialBackoffMS < 0 {
+		return fmt.Errorf("%w: compensation retries and backoff must not be negative", ErrInvalidInput)
+	}
+	return nil
 }

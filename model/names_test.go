@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
 	"pgregory.net/rapid"
 )
 
@@ -67,6 +68,43 @@ func TestValidEnvName(t *testing.T) {
 	for _, name := range []string{"", "A=B", "A\x00", "\xff", "A\nB", "A\x1b[2J", "A\u202eB", "A\u200bB"} {
 		if err := model.ValidEnvName(name); !errors.Is(err, model.ErrInvalidInput) {
 			t.Errorf("%q: %v, want refused", name, err)
+		}
+	}
+}
+
+// A compensation is refused for the first thing wrong with it, whichever
+// part: its text, the tier of its call, its kind, its retries.
+func TestValidCompensation(t *testing.T) {
+	for _, c := range []struct {
+		comp *model.Compensation
+		tier sm.Tier
+		want string // "" : valid
+	}{
+		{nil, sm.Compensable, ""},
+		{nil, sm.Irreversible, ""},
+		{&model.Compensation{Kind: "command", Argv: []string{"rm", "x"}}, sm.Compensable, ""},
+		{&model.Compensation{Kind: "mcp", Tool: "delete"}, sm.Compensable, ""},
+		{&model.Compensation{Kind: "cases", Args: []byte(`[{}]`)}, sm.Compensable, ""},
+		{&model.Compensation{Kind: "manual", Note: "call ops"}, sm.Compensable, ""},
+		{&model.Compensation{Kind: "teleport"}, sm.Safe, ""}, // a safe call keeps none: only its text counts
+		{&model.Compensation{Kind: "manual", Note: "\xff"}, sm.Safe, `compensation "\xff" is not valid UTF-8`},
+		{&model.Compensation{Kind: "command", Argv: []string{"rm", "\xff"}}, sm.Compensable, `compensation argument "\xff" is not valid UTF-8`},
+		{&model.Compensation{Kind: "command", Argv: []string{"rm"}, Dir: "\xfe"}, sm.Compensable, `compensation "\xfe" is not valid UTF-8`},
+		{&model.Compensation{Kind: "manual"}, sm.Irreversible, "a compensation is for compensable calls; this one is irreversible"},
+		{&model.Compensation{Kind: "command"}, sm.Compensable, "a command compensation needs an argv"},
+		{&model.Compensation{Kind: "command", Argv: []string{""}}, sm.Compensable, "a command compensation needs an argv"},
+		{&model.Compensation{Kind: "mcp"}, sm.Compensable, "an mcp compensation needs a tool"},
+		{&model.Compensation{Kind: "cases"}, sm.Compensable, "a cases compensation needs its cases"},
+		{&model.Compensation{Kind: "teleport"}, sm.Compensable, `compensation kind "teleport": use command, mcp, cases or manual`},
+		{&model.Compensation{Kind: "manual", MaxRetries: -1}, sm.Compensable, "compensation retries and backoff must not be negative"},
+		{&model.Compensation{Kind: "manual", InitialBackoffMS: -1}, sm.Compensable, "compensation retries and backoff must not be negative"},
+	} {
+		err := model.ValidCompensation(c.comp, c.tier)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s %+v refused: %v", c.tier, c.comp, err)
+		case c.want != "" && (!errors.Is(err, model.ErrInvalidInput) || err.Error() != "invalid input: "+c.want):
+			t.Errorf("%s %+v: %v, want %q", c.tier, c.comp, err, c.want)
 		}
 	}
 }

@@ -91,14 +91,18 @@ type Transition struct {
 	Description string
 }
 
-// transitions is the spec's "Valid Transitions" table, row for row.
+// transitions is the spec's "Valid Transitions" table, row for row. Its
+// triggers are persisted: every history record holds its move's trigger,
+// under the record's hash, and PostgreSQL's role checks compare some of
+// them (the Trigger constants). A changed text breaks the logs stored and
+// the database's checks.
 var transitions = []Transition{
 	{Pending, Executing, "Intercept → Execute", "New tool call routed for execution."},
 	{Pending, Approved, "Human approves via dashboard", "Irreversible tool approved, awaiting proxy to resume."},
 	{Pending, Rejected, "Human rejects via dashboard", "Irreversible tool rejected, session halted."},
 	{Pending, Replayed, "Intercept → Replay", "Duplicate call signature detected, cached result returned."},
 	{Executing, Committed, "Commit RPC", "Tool executed successfully."},
-	{Executing, Pending, "Fail RPC", "Tool execution failed. Effect is reset to retry."},
+	{Executing, Pending, TriggerFail, "Tool execution failed. Effect is reset to retry."},
 	{Executing, Compensating, "Saga orchestrator on session failure", "LIFO undo of a Compensable effect."},
 	{Approved, Executing, "Proxy resumes tool call", "Irreversible tool starts execution after approval."},
 	{Compensating, Compensated, "Compensation succeeds", "Undo completed successfully."},
@@ -184,10 +188,17 @@ func Next(tier Tier, from State) []State {
 	return out
 }
 
-// TriggerResolvedInDoubt is the trigger of a person's resolve of a call in
-// doubt (executing -> pending, as a fail): a decision, not the runner's
-// fail, so that the database can tell it is an approver's.
-const TriggerResolvedInDoubt = "Person resolves the call in doubt"
+// The triggers of effect moves that PostgreSQL's role checks compare
+// (storage/pgstore's schema): persisted, as stored records and the
+// database's triggers hold them. Changing one breaks both.
+const (
+	// TriggerFail is the runner's fail (executing -> pending): an agent's.
+	TriggerFail = "Fail RPC"
+	// TriggerResolvedInDoubt is the trigger of a person's resolve of a call
+	// in doubt (executing -> pending, as a fail): a decision, not the
+	// runner's fail, so that the database can tell it is an approver's.
+	TriggerResolvedInDoubt = "Person resolves the call in doubt"
+)
 
 // TriggerText is a recorded trigger as a person reads it. The spec has
 // approvals made "via dashboard"; undolog takes them from the command line,

@@ -49,7 +49,8 @@ type SessionTransition struct {
 	Trigger  string
 }
 
-// sessionTransitions is the session table of the design.
+// sessionTransitions is the session table of the design. Its triggers are
+// persisted, as the effect table's are (see transitions).
 var sessionTransitions = []SessionTransition{
 	{SessionActive, SessionAwaitingApproval, "Irreversible effect awaits approval"},
 	{SessionAwaitingApproval, SessionActive, "No effect waits for approval any more"},
@@ -65,14 +66,23 @@ var sessionTransitions = []SessionTransition{
 	{SessionAwaitingApproval, SessionCompensating, "Undo starts"},
 	{SessionCompleted, SessionCompensating, "Undo starts"},
 	{SessionCompensating, SessionCompensated, "Undo stack empty"},
-	{SessionCompensating, SessionHalted, "Compensation failed permanently"},
+	{SessionCompensating, SessionHalted, TriggerSessionCompensationFailed},
 	// Not in the spec, which halts a session for good: a person who
 	// rejected one call (or another who looked) lets the agent go on.
 	{SessionHalted, SessionActive, TriggerSessionResumed},
 }
 
-// TriggerSessionResumed is the trigger of a halted session's resumption.
-const TriggerSessionResumed = "Person resumes the session"
+// The triggers of session moves that PostgreSQL's role checks compare
+// (storage/pgstore's schema): persisted, as stored records and the
+// database's triggers hold them. Changing one breaks both.
+const (
+	// TriggerSessionResumed is the trigger of a halted session's
+	// resumption: an approver's, as the rejection that halted it was.
+	TriggerSessionResumed = "Person resumes the session"
+	// TriggerSessionCompensationFailed halts a session whose undo failed
+	// for good: an approver's, as the undo is.
+	TriggerSessionCompensationFailed = "Compensation failed permanently"
+)
 
 // SessionTransitions returns a copy of the session table.
 func SessionTransitions() []SessionTransition {
@@ -148,6 +158,8 @@ func (s EntryState) Done() bool {
 	return s == EntryCompensated || s == EntrySkipped || s == EntryResolved
 }
 
+// entryTransitions is the undo-entry table. Its triggers are persisted, as
+// the effect table's are (see transitions).
 var entryTransitions = map[[2]EntryState]string{
 	{EntryPending, EntryCompensating}:            "Undo walk reaches the entry",
 	{EntryPending, EntrySkipped}:                 "Effect never ran",

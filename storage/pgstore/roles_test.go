@@ -363,8 +363,12 @@ func TestRolesQueueAndPublish(t *testing.T) {
 	if _, err := approverLog.Approve(t.Context(), res.Effect.ID, model.Change{Actor: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := agentLog.Changes(t.Context(), 0, 0); err != nil { // waits for the agent's engine's publish
-		t.Fatal(err)
+	// Each engine publishes what its writes queued after their commits:
+	// the reads wait for both engines' publishes.
+	for _, log := range []effectlog.Log{agentLog, approverLog} {
+		if _, _, err := log.Changes(t.Context(), 0, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if n := count(t, owner, `SELECT count(*) FROM undolog_changes_pending`); n != 0 {
 		t.Fatalf("%d changes still queued", n)
