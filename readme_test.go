@@ -17,24 +17,44 @@ import (
 	"github.com/undolog/undolog/internal/testbin"
 )
 
-// readmeBlock returns the first shell block after heading in README.md.
-func readmeBlock(t *testing.T, heading string) string {
+// docSection is file from heading on.
+func docSection(t *testing.T, file, heading string) string {
 	t.Helper()
-	data, err := os.ReadFile("README.md")
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(data)
-	i := strings.Index(s, heading)
+	i := strings.Index(string(data), heading)
 	if i < 0 {
-		t.Fatalf("README.md has no %q", heading)
+		t.Fatalf("%s has no %q", file, heading)
 	}
-	start := strings.Index(s[i:], "```sh\n")
+	return string(data)[i:]
+}
+
+// docBlock is the first code block in lang after heading in file.
+func docBlock(t *testing.T, file, heading, lang string) string {
+	t.Helper()
+	s := docSection(t, file, heading)
+	start := strings.Index(s, "```"+lang+"\n")
 	if start < 0 {
-		t.Fatalf("README.md: no shell block after %q", heading)
+		t.Fatalf("%s: no %s block after %q", file, lang, heading)
 	}
-	block := s[i+start+len("```sh\n"):]
+	block := s[start+len("```"+lang+"\n"):]
 	return block[:strings.Index(block, "```")]
+}
+
+func readmeBlock(t *testing.T, heading string) string { return docBlock(t, "README.md", heading, "sh") }
+
+// runUndolog runs bin with args in dir and env, and fails t unless it exits 0.
+func runUndolog(t *testing.T, bin string, env []string, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env, cmd.Dir = env, dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("undolog %v: %v\n%s", args, err, out)
+	}
+	return string(out)
 }
 
 // TestReadmeCIRecipe runs the README's first recipe as a CI job would: a
@@ -47,8 +67,7 @@ func TestReadmeCIRecipe(t *testing.T) {
 	}
 	const heading = "## Recipe: the risky steps of a CI job"
 	job := readmeBlock(t, heading)
-	data, _ := os.ReadFile("README.md")
-	recipe := string(data)[strings.Index(string(data), heading):]
+	recipe := docSection(t, "README.md", heading)
 	bin := testbin.Undolog(t)
 	dir := t.TempDir()
 	tools := filepath.Join(dir, "tools")
@@ -68,16 +87,7 @@ func TestReadmeCIRecipe(t *testing.T) {
 	write(filepath.Join(dir, "release.sh"), "#!/bin/sh\necho \"release $1\" >> trace\n")
 	env := append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+tools+":"+os.Getenv("PATH"),
 		"UNDOLOG_LOG="+filepath.Join(dir, "undolog.db"), "BUILD_ID=118", "HOME="+dir)
-	undolog := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env, cmd.Dir = env, dir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("undolog %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
+	undolog := func(args ...string) string { t.Helper(); return runUndolog(t, bin, env, dir, args...) }
 	trace := func() string {
 		data, _ := os.ReadFile(filepath.Join(dir, "trace"))
 		return string(data)
@@ -173,8 +183,7 @@ func TestReadmeTeamRecipe(t *testing.T) {
 	}
 	const heading = "## Recipe: one log for a team"
 	setup := readmeBlock(t, heading)
-	data, _ := os.ReadFile("README.md")
-	recipe := string(data)[strings.Index(string(data), heading):]
+	recipe := docSection(t, "README.md", heading)
 	use := readmeBlock(t, "Runners log calls as `ci`")
 	for _, want := range []string{"postgres://ci@", "postgres://alice@", "undolog approvals --follow"} {
 		if !strings.Contains(use, want) {

@@ -23,18 +23,7 @@ type jobStep struct {
 // steps, in order (uses: and the install of undolog are the runner's).
 func readmeJob(t *testing.T) (map[string]string, []jobStep) {
 	t.Helper()
-	data, err := os.ReadFile("docs/postgres.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(data)
-	i := strings.Index(s, "## A GitHub Actions job approved from a laptop")
-	start := strings.Index(s[i:], "```yaml\n")
-	if i < 0 || start < 0 {
-		t.Fatal("docs/postgres.md: no GitHub Actions job")
-	}
-	block := s[i+start+len("```yaml\n"):]
-	block = block[:strings.Index(block, "```")]
+	block := docBlock(t, "docs/postgres.md", "## A GitHub Actions job approved from a laptop", "yaml")
 	env := map[string]string{}
 	var steps []jobStep
 	lines := strings.Split(block, "\n")
@@ -102,13 +91,7 @@ func TestDocsActionsJob(t *testing.T) {
 	base := append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "UNDOLOG_LOG="+log, "PGPASSWORD=", "HOME="+dir)
 	undolog := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env, cmd.Dir = append(base, "UNDOLOG_ACTOR=alice"), dir
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("undolog %v: %v\n%s", args, err, out)
-		}
-		return string(out)
+		return runUndolog(t, bin, append(base, "UNDOLOG_ACTOR=alice"), dir, args...)
 	}
 	journal := func() string {
 		data, _ := os.ReadFile(filepath.Join(dir, "journal"))
