@@ -102,41 +102,49 @@ func TestReadmeCIRecipe(t *testing.T) {
 		return cmd, &out
 	}
 
-	// The first attempt fails at the deploy: nothing after it runs.
-	write(filepath.Join(dir, "broken"), "")
-	first, out := run()
-	if err := first.Wait(); err == nil {
-		t.Fatalf("the job passed with a failing deploy:\n%s", out)
-	}
-	if got := trace(); got != "make build\nmigrate up\n" {
-		t.Fatalf("after the failed attempt the trace is %q", got)
-	}
-
-	// The re-run replays the migration, deploys, and waits at the release
-	// for the approval the recipe's second block gives.
-	os.Remove(filepath.Join(dir, "broken"))
-	second, out := run()
-	done := make(chan error, 1)
-	go func() { done <- second.Wait() }()
-	approve := regexp.MustCompile(`undolog approve (\d+)`)
-	var id string
-	for deadline := time.Now().Add(30 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
-		ids := strings.Fields(undolog("approvals", "-o", "ids"))
-		if len(ids) == 1 {
-			id = ids[0]
-		} else if time.Now().After(deadline) {
-			second.Process.Kill()
-			t.Fatalf("no release waits for approval:\n%s", out)
+	// waitForRelease waits until the job's release waits for approval, and
+	// returns its effect id.
+	waitForRelease := func(job *exec.Cmd, out *bytes.Buffer) string {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if ids := strings.Fields(undolog("approvals", "-o", "ids")); len(ids) == 1 {
+				return ids[0]
+			} else if time.Now().After(deadline) {
+				job.Process.Kill()
+				t.Fatalf("no release waits for approval:\n%s", out)
+			}
 		}
 	}
-	if m := approve.FindStringSubmatch(recipe); m == nil || m[1] != id {
+	finish := func(job *exec.Cmd, out *bytes.Buffer, done chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("the job failed after the approval: %v\n%s", err, out)
+			}
+		case <-time.After(30 * time.Second):
+			job.Process.Kill()
+			t.Fatalf("the job did not end after the approval:\n%s", out)
+		}
+	}
+	start := func() (*exec.Cmd, *bytes.Buffer, chan error) {
+		job, out := run()
+		done := make(chan error, 1)
+		go func() { done <- job.Wait() }()
+		return job, out, done
+	}
+
+	// A first run waits at the release as the recipe says, and goes on with
+	// the decision its second block gives.
+	job1, out, done := start()
+	id := waitForRelease(job1, out)
+	if m := regexp.MustCompile(`prints .undolog approve (\d+).`).FindStringSubmatch(recipe); m == nil || m[1] != id {
 		t.Errorf("the README says the release prints %q; it waits as effect %s", m, id)
 	}
 	decision := readmeBlock(t, "The release step prints")
 	for _, line := range strings.Split(strings.TrimSpace(decision), "\n") {
 		line, _, _ = strings.Cut(line, "#")
-		line = strings.TrimSpace(line)
-		args := regexp.MustCompile(`'[^']*'|\S+`).FindAllString(line, -1)
+		args := regexp.MustCompile(`'[^']*'|\S+`).FindAllString(strings.TrimSpace(line), -1)
 		for k, a := range args {
 			args[k] = strings.Trim(a, "'")
 		}
@@ -145,17 +153,13 @@ func TestReadmeCIRecipe(t *testing.T) {
 		}
 		undolog(args[1:]...)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the re-run failed after the approval: %v\n%s", err, out)
-		}
-	case <-time.After(30 * time.Second):
-		second.Process.Kill()
-		t.Fatalf("the re-run did not end after the approval:\n%s", out)
+	finish(job1, out, done)
+	// (naming the log when it is not the default one, as this test's is not)
+	if !regexp.MustCompile(`undolog (--log \S+ )?approve ` + id + `\b`).MatchString(out.String()) {
+		t.Errorf("the release did not print undolog approve %s:\n%s", id, out)
 	}
-	if got, want := trace(), "make build\nmigrate up\nmake build\nkubectl apply -f api.yaml\nrelease v1.2.3\n"; got != want {
-		t.Fatalf("after the re-run the trace is\n%s\nwant (the migration once, the build each time)\n%s", got, want)
+	if got, want := trace(), "make build\nmigrate up\nkubectl apply -f api.yaml\nrelease v1.2.3\n"; got != want {
+		t.Fatalf("after the first run the trace is\n%s\nwant\n%s", got, want)
 	}
 
 	// The rollback the recipe names undoes the deploy, then the migration.
@@ -170,6 +174,26 @@ func TestReadmeCIRecipe(t *testing.T) {
 	}
 	if got := strings.SplitAfterN(trace(), "release v1.2.3\n", 2)[1]; got != "kubectl rollout undo deploy/api\nmigrate down\n" {
 		t.Fatalf("the rollback ran %q", got)
+	}
+
+	// Another build fails at the deploy; its re-run replays the migration
+	// and runs the rest.
+	os.Remove(filepath.Join(dir, "trace"))
+	env = append(env, "BUILD_ID=119")
+	write(filepath.Join(dir, "broken"), "")
+	job2, out := run()
+	if err := job2.Wait(); err == nil {
+		t.Fatalf("the job passed with a failing deploy:\n%s", out)
+	}
+	if got := trace(); got != "make build\nmigrate up\n" {
+		t.Fatalf("after the failed attempt the trace is %q", got)
+	}
+	os.Remove(filepath.Join(dir, "broken"))
+	job3, out, done := start()
+	undolog("approve", waitForRelease(job3, out))
+	finish(job3, out, done)
+	if got, want := trace(), "make build\nmigrate up\nmake build\nkubectl apply -f api.yaml\nrelease v1.2.3\n"; got != want {
+		t.Fatalf("after the re-run the trace is\n%s\nwant (the migration once, the build each time)\n%s", got, want)
 	}
 }
 
