@@ -78,7 +78,7 @@ var execExitCodes = []exitCode{
 	{ExitExecRejected, "rejected by a person"},
 	{ExitExecTimedOut, "approval timed out: the request expired, or no decision within --approval-timeout"},
 	{ExitExecInProgress, "in progress elsewhere: a live owner, or one on another machine whose lease holds (never overtaken), or another process took the call up first"},
-	{ExitExecError, "undolog failed (usage included; a bad $UNDOLOG_LEASE)"},
+	{ExitExecError, "undolog's own error: usage (a bad $UNDOLOG_LEASE too), the log busy or damaged, the session not active or its request closed while waiting, the call first logged under another tier, denied to the database role"},
 	{ExitExecCannotRun, "the command could not be run"},
 	{ExitExecNotFound, "the command was not found"},
 	{ExitInterrupted, "interrupted while waiting for approval or before the command started"},
