@@ -1,17 +1,25 @@
 package cmd
 
 import (
+	"embed"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
 
 	"github.com/undolog/undolog/internal/textfmt"
 )
+
+// manPages are the man pages of every command, generated from the command
+// tree by cobra's generator (`go run ./tools/gendocs`, which a test holds to
+// the tree): the binary writes them out and carries no markdown renderer.
+//
+//go:embed manpages/*.1
+var manPages embed.FS
 
 type manOptions struct {
 	dir string
@@ -33,12 +41,12 @@ parent is in MANPATH. Release archives hold the same pages.`,
 			if len(args) == 1 {
 				opts.dir = args[0]
 			}
-			return manRun(f, c.Root(), opts)
+			return manRun(f, opts)
 		},
 	}
 }
 
-func manRun(f *Factory, root *cobra.Command, opts *manOptions) error {
+func manRun(f *Factory, opts *manOptions) error {
 	dir := opts.dir
 	if data := f.Getenv("XDG_DATA_HOME"); dir == "" && filepath.IsAbs(data) {
 		dir = filepath.Join(data, "man", "man1") // the user's own choice first (a relative one is ignored, as the XDG spec says)
@@ -53,7 +61,7 @@ func manRun(f *Factory, root *cobra.Command, opts *manOptions) error {
 		}
 		dir = filepath.Join(home, ".local", "share", "man", "man1")
 	}
-	n, err := WriteManPages(root, dir)
+	n, err := writeManPages(dir)
 	if err != nil {
 		return err
 	}
@@ -96,27 +104,24 @@ func besideBinary() string {
 	return dir
 }
 
-// WriteManPages writes a man page for root and every command under it into
-// dir, creating it, and returns how many it wrote.
-func WriteManPages(root *cobra.Command, dir string) (int, error) {
+// writeManPages writes the man pages into dir, creating it, and returns
+// how many it wrote.
+func writeManPages(dir string) (int, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, err
 	}
-	header := &doc.GenManHeader{Source: "undolog", Manual: "undolog manual"}
-	if err := doc.GenManTree(root, header, dir); err != nil {
+	pages, err := fs.Glob(manPages, "manpages/*.1")
+	if err != nil {
 		return 0, err
 	}
-	return len(documented(root)), nil
-}
-
-// documented are root and the commands under it that get a page of their
-// own, as cobra/doc chooses them.
-func documented(root *cobra.Command) []*cobra.Command {
-	out := []*cobra.Command{root}
-	for _, c := range root.Commands() {
-		if c.IsAvailableCommand() && !c.IsAdditionalHelpTopicCommand() {
-			out = append(out, documented(c)...)
+	for _, p := range pages {
+		data, err := manPages.ReadFile(p)
+		if err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(p)), data, 0o644); err != nil {
+			return 0, err
 		}
 	}
-	return out
+	return len(pages), nil
 }

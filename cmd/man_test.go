@@ -7,35 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
 	"github.com/undolog/undolog/internal/testbin"
 )
-
-// A help text line that starts with a dot or a quote would be a roff
-// request, and a backslash an escape: the page keeps them as text.
-func TestManPageKeepsHelpTextAsText(t *testing.T) {
-	c := &cobra.Command{Use: "undolog", Short: "a-b", Long: "first\n.SH INJECTED\n'also\nback\\slash"}
-	c.Flags().String("log", "", "log `address`")
-	dir := t.TempDir()
-	if _, err := WriteManPages(c, dir); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "undolog.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	page := string(data)
-	for _, line := range strings.Split(page, "\n") {
-		if strings.HasPrefix(line, ".SH INJECTED") || strings.HasPrefix(line, "'also") {
-			t.Fatalf("a help line became a roff request: %q\n%s", line, page)
-		}
-	}
-	for _, want := range []string{`\&.SH INJECTED`, `\&'also`, `back\\slash`, `undolog - a-b`, `\fB--log\fP`} {
-		if !strings.Contains(page, want) {
-			t.Errorf("the page lacks %q:\n%s", want, page)
-		}
-	}
-}
 
 // `undolog man` writes the pages beside the binary, PREFIX/share/man/man1 for
 // PREFIX/bin/undolog (where go install puts it), where man finds them for a

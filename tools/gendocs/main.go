@@ -1,9 +1,10 @@
 // Command gendocs writes undolog's command reference (markdown, one page a
-// command, committed in docs/cli) and, for the release archives
-// (.goreleaser.yaml), its man pages and shell completions. All of it comes
+// command, committed in docs/cli), its man pages (committed in cmd/manpages,
+// which `undolog man` writes out) and, for the release archives
+// (.goreleaser.yaml), the man pages and shell completions. All of it comes
 // from the command tree, so that each fact has one source.
 //
-//	go run ./tools/gendocs                         # docs/cli
+//	go run ./tools/gendocs                         # docs/cli and cmd/manpages
 //	go run ./tools/gendocs -out .release/docs      # and man/, completions/ there
 package main
 
@@ -23,20 +24,31 @@ import (
 
 func main() {
 	cli := flag.String("cli", "docs/cli", "where to write the command reference (markdown)")
+	man := flag.String("man", "cmd/manpages", "where to write the man pages the binary carries")
 	out := flag.String("out", "", "where to write the man pages and completions (`directory`; none when empty)")
 	flag.Parse()
-	if err := run(*cli, *out); err != nil {
+	if err := run(*cli, *man, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
 		os.Exit(1)
 	}
 }
 
-// regenerate is the command that writes docs/cli, as its pages say.
+// regenerate is the command that writes docs/cli and cmd/manpages, as
+// their pages say.
 const regenerate = "go run ./tools/gendocs"
 
-func run(cli, out string) error {
+// manDate is the date the man pages show: fixed, so that the pages are the
+// same wherever and whenever they are generated (cobra's would be today).
+var manDate = time.Date(2026, time.December, 1, 0, 0, 0, 0, time.UTC)
+
+func run(cli, man, out string) error {
 	if cli != "" {
 		if err := writeReference(newRoot(), cli); err != nil {
+			return err
+		}
+	}
+	if man != "" {
+		if err := writeManPages(newRoot(), man); err != nil {
 			return err
 		}
 	}
@@ -44,7 +56,7 @@ func run(cli, out string) error {
 		return nil
 	}
 	root := newRoot()
-	if _, err := cmd.WriteManPages(root, filepath.Join(out, "man")); err != nil {
+	if err := writeManPages(root, filepath.Join(out, "man")); err != nil {
 		return err
 	}
 	comp := filepath.Join(out, "completions")
@@ -94,4 +106,22 @@ func writeReference(root *cobra.Command, dir string) error {
 		return "<!-- Generated from the command tree by `" + regenerate + "`: edit the commands, not this page. -->\n\n"
 	}
 	return doc.GenMarkdownTreeCustom(root, dir, header, func(link string) string { return link })
+}
+
+// writeManPages replaces dir's man pages with a page for root and every
+// command under it.
+func writeManPages(root *cobra.Command, dir string) error {
+	old, err := filepath.Glob(filepath.Join(dir, "*.1"))
+	if err != nil {
+		return err
+	}
+	for _, p := range old {
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return doc.GenManTree(root, &doc.GenManHeader{Source: "undolog", Manual: "undolog manual", Date: &manDate}, dir)
 }
