@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
@@ -74,13 +73,12 @@ func renderApprovals(f *Factory, list []effectlog.PendingApproval) error {
 		}
 		// The effect's tool and args, which its history covers: what a decision runs.
 		rows = append(rows, []cell{idCell(a.EffectID), plain(a.Session), plain(a.Effect.Tool), plain(ago(now, a.RequestedAt)),
-			plain(expires), plain(truncate(string(a.Effect.Args), 60))})
+			plain(expires), plain(textfmt.EscapeCut(string(a.Effect.Args), 60))})
 	}
 	return renderTable(f, []string{"ID", "SESSION", "TOOL", "WAITING", "EXPIRES", "ARGS"}, rows)
 }
 
 // truncate is s as a table shows it (escaped), cut to n terminal columns.
-func truncate(s string, n int) string { return ansi.Truncate(textfmt.Escape(s), n, "…") }
 
 // approvalsRelist is how often approvals --follow reads the waiting
 // requests whether the change feed moved or not.

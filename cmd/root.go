@@ -35,16 +35,20 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 	root.SetOut(f.Out)
 	root.SetErr(f.ErrOut)
 	// cobra shows a group's help, and exits 0, for a word that names none of
-	// its commands: that word is a usage error instead (strayName).
+	// its commands: that word is a usage error instead (helpTarget).
 	var stray error
 	showHelp := root.HelpFunc()
 	root.SetHelpFunc(func(c *cobra.Command, args []string) {
-		if name := strayName(c); name != "" {
-			stray = unknownCommand(c, name)
+		target, name := helpTarget(c)
+		if name != "" {
+			stray = unknownCommand(target, name)
 			return
 		}
-		showHelp(c, args)
+		showHelp(target, args)
 	})
+	// Defined before cobra looks for the command, -h is known to take no
+	// value: `undolog -h session list` is session list's help.
+	root.InitDefaultHelpFlag()
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		err = stray
@@ -120,7 +124,7 @@ last-in-first-out when the session fails.
 }
 
 // refuseStrays makes a help topic that does not exist a usage error, exit
-// 2, as Execute does a misspelt subcommand (strayName): cobra prints the root's or the
+// 2, as Execute does a misspelt subcommand (helpTarget): cobra prints the root's or the
 // group's help and exits 0 for them, so that `undolog session fial "$RUN"`
 // in a script would seem to have worked.
 func refuseStrays(root *cobra.Command) {
@@ -141,18 +145,38 @@ func refuseStrays(root *cobra.Command) {
 	}
 }
 
-// strayName is the word, in the command line that ran a group (a command
-// that only holds others: session, policy, completion), that names none of
-// its commands; "" when there is none. "help" after a group is cobra's,
-// which prints the group's help.
-func strayName(c *cobra.Command) string {
+// helpTarget is the command whose help a command line asks for: a group
+// run with words after it (`undolog --help session list`, `undolog -h
+// completion bash`) asks for the command they name below it, and a word
+// that names none of a group's commands is returned as name, a usage error.
+func helpTarget(c *cobra.Command) (target *cobra.Command, name string) {
 	if c.Runnable() || !c.HasSubCommands() {
-		return ""
+		return c, ""
 	}
-	if words := c.Flags().Args(); len(words) > 0 && words[0] != "help" {
-		return words[0]
+	for _, word := range c.Flags().Args() {
+		if !c.HasSubCommands() {
+			break
+		}
+		if word == "help" { // `undolog session help list`
+			continue
+		}
+		sub := subcommand(c, word)
+		if sub == nil {
+			return c, word
+		}
+		c = sub
 	}
-	return ""
+	return c, ""
+}
+
+// subcommand is c's command called name (or by an alias of it), or nil.
+func subcommand(c *cobra.Command, name string) *cobra.Command {
+	for _, sub := range c.Commands() {
+		if sub.Name() == name || sub.HasAlias(name) {
+			return sub
+		}
+	}
+	return nil
 }
 
 // unknownCommand is the usage error for a name that is no subcommand of c,

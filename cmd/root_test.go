@@ -22,6 +22,8 @@ func TestStrayNamesAreUsageErrors(t *testing.T) {
 		"help nosuch":        `unknown help topic "nosuch"`,
 		"help session nosuc": `unknown help topic "session nosuc"`,
 		"aprove 1":           `unknown command "aprove" for "undolog"; did you mean approve?`,
+		"--help bogus":       `unknown command "bogus" for "undolog"`,
+		"session help fial":  `unknown command "fial" for "undolog session"; did you mean fail?`,
 	} {
 		var out, errOut bytes.Buffer
 		f := &Factory{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, Getenv: func(k string) string {
@@ -40,6 +42,22 @@ func TestStrayNamesAreUsageErrors(t *testing.T) {
 		code := Execute(context.Background(), f, strings.Fields(line))
 		if code != ExitOK || !strings.Contains(out.String(), "Available Commands") || strings.Contains(out.String(), "[flags]\n  undolog") {
 			t.Errorf("undolog %s: exit %d, %q; want its help with one usage line, exit 0", line, code, out.String())
+		}
+	}
+	// Help asked for before the command's name is that command's.
+	for line, want := range map[string]string{
+		"--help list":            "List effects, newest first",
+		"-h session list":        "List sessions, newest first",
+		"--log x.db --help list": "List effects, newest first",
+		"session --help list":    "List sessions, newest first",
+		"session help list":      "List sessions, newest first",
+		"-h completion bash":     "Generate the autocompletion script for the bash shell",
+		"-- list":                "List effects, newest first",
+	} {
+		var out bytes.Buffer
+		f := &Factory{In: strings.NewReader(""), Out: &out, ErrOut: &out, Getenv: func(string) string { return "" }, Now: time.Now}
+		if code := Execute(context.Background(), f, strings.Fields(line)); code != ExitOK || !strings.HasPrefix(out.String(), want) {
+			t.Errorf("undolog %s: exit %d, %q; want the help that starts %q, exit 0", line, code, out.String(), want)
 		}
 	}
 }

@@ -118,12 +118,12 @@ func TestDriveEndsEachCallAsTheLogSays(t *testing.T) {
 			ask: func(*Lifecycle, context.CancelFunc) Ask {
 				return Ask{Door: door, Wait: 50 * time.Millisecond}
 			}, ending: Undecided, state: sm.Pending,
-			text: "effect 1 (deploy) awaits a person's approval, and no decision came within 1m: it did not run. Its request stays open: once `undolog approve 1` is run (or `undolog reject 1`), call deploy again"},
+			text: "effect 1 (deploy) awaits a person's approval, and no decision came within 1m: it did not run. Its request stays open (`undolog approve 1`, or `undolog reject 1`): once approved, call deploy again"},
 		{name: "irreversible, interrupted while it waits", tier: sm.Irreversible,
 			ask: func(_ *Lifecycle, cancel context.CancelFunc) Ask {
 				return Ask{Door: door, Wait: time.Minute, Note: func(string) { cancel() }}
 			}, ending: Interrupted, state: sm.Pending,
-			text: "effect 1 (deploy) was not run: interrupted while it waited for approval; its request stands: once `undolog approve 1` is run, call deploy again"},
+			text: "effect 1 (deploy) was not run: interrupted while it waited for approval; its request stands (`undolog approve 1`, or `undolog reject 1`): once approved, call deploy again"},
 		{name: "irreversible, its session closes while it waits", tier: sm.Irreversible, ask: whenWaiting(func(lc *Lifecycle, id uint64) error {
 			_, err := lc.Log.SetSessionState(context.Background(), "s", sm.SessionCompleted, model.Change{Actor: "alice"})
 			return err

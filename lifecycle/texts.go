@@ -104,16 +104,16 @@ func (end End) Text(d Door) string {
 		}
 		return fmt.Sprintf("effect %d (%s): session %q %s and its approval request was closed; it did not run", e.ID, e.Tool, e.Session, state)
 	case Undecided:
-		return fmt.Sprintf("effect %d (%s) awaits a person's approval, and no decision came within %s: it did not run. Its request stays open: "+
-			"once `%s approve %d` is run (or `%s reject %d`), %s", e.ID, e.Tool, d.Bound, d.cli(), e.ID, d.cli(), e.ID, d.again(e))
+		return fmt.Sprintf("effect %d (%s) awaits a person's approval, and no decision came within %s: it did not run. Its request stays open "+
+			"(`%s approve %d`, or `%s reject %d`): once approved, %s", e.ID, e.Tool, d.Bound, d.cli(), e.ID, d.cli(), e.ID, d.again(e))
 	case Interrupted:
 		why := "interrupted"
 		if d.Stopped != nil {
 			why = d.Stopped(end.Cause)
 		}
 		if end.Waiting {
-			return fmt.Sprintf("effect %d (%s) was not run: %s while it waited for approval; its request stands: "+
-				"once `%s approve %d` is run, %s", e.ID, e.Tool, why, d.cli(), e.ID, d.again(e))
+			return fmt.Sprintf("effect %d (%s) was not run: %s while it waited for approval; its request stands "+
+				"(`%s approve %d`, or `%s reject %d`): once approved, %s", e.ID, e.Tool, why, d.cli(), e.ID, d.cli(), e.ID, d.again(e))
 		}
 		return fmt.Sprintf("effect %d (%s) was not run: %s before it started; %s", e.ID, e.Tool, why, d.again(e))
 	}

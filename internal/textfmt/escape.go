@@ -5,6 +5,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/charmbracelet/x/ansi"
 )
 
 // Unsafe reports whether r must not reach a terminal as itself: a control
@@ -94,4 +96,27 @@ func writeHex(b *strings.Builder, v uint64, width int) {
 		b.WriteByte('0')
 	}
 	b.WriteString(h)
+}
+
+// EscapeCut is s escaped (Escape) and cut to at most n columns, with "…"
+// where it was cut: a character's escape is kept whole or left out, never
+// cut in two.
+func EscapeCut(s string, n int) string {
+	if esc := Escape(s); ansi.StringWidth(esc) <= n {
+		return esc
+	}
+	var b strings.Builder
+	width := 0
+	for i := 0; i < len(s); {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		piece := Escape(s[i : i+size])
+		w := ansi.StringWidth(piece)
+		if width+w > n-1 {
+			break
+		}
+		b.WriteString(piece)
+		width += w
+		i += size
+	}
+	return b.String() + "…"
 }

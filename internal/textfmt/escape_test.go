@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/charmbracelet/x/ansi"
 )
 
 func TestEscape(t *testing.T) {
@@ -69,5 +71,26 @@ func TestUnsafe(t *testing.T) {
 		if Unsafe(r) {
 			t.Errorf("%U is unsafe", r)
 		}
+	}
+}
+
+// A cut keeps each character's escape whole, and the text within n columns.
+func TestEscapeCutKeepsEscapesWhole(t *testing.T) {
+	s := strings.Repeat("a", 26) + "\x01\x02\u200d写写"
+	for n := 1; n <= 60; n++ {
+		got := EscapeCut(s, n)
+		if w := ansi.StringWidth(got); w > n && n > 0 {
+			t.Fatalf("EscapeCut(_, %d) = %q, %d columns", n, got, w)
+		}
+		body := strings.TrimSuffix(got, "…")
+		if !strings.HasPrefix(Escape(s), body) {
+			t.Fatalf("EscapeCut(_, %d) = %q is not a start of the escaped text", n, got)
+		}
+		if tail := body[strings.LastIndexByte(body, '\\')+1:]; strings.Contains(body, `\`) && (strings.HasPrefix(tail, "u") && len(tail) < 5 || strings.HasPrefix(tail, "x") && len(tail) < 3) {
+			t.Fatalf("EscapeCut(_, %d) = %q cuts an escape", n, got)
+		}
+	}
+	if got := EscapeCut("short", 60); got != "short" {
+		t.Errorf("EscapeCut of a short text = %q", got)
 	}
 }
