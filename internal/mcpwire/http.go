@@ -18,7 +18,8 @@ import (
 
 // httpConn is the client side of MCP's Streamable HTTP transport (protocol
 // 2025-03-26 and later), in front of a remote server: each message is a
-// POST, answered by nothing (202), one JSON body, or a stream of server-sent
+// POST (a request of 2026-07-28 or later with the headers that version
+// asks for: stateless.go), answered by nothing (202), one JSON body, or a stream of server-sent
 // events; a GET stream carries what the server sends unasked. Messages pass
 // as the bytes the server sent.
 type httpConn struct {
@@ -150,6 +151,11 @@ func (c *httpConn) request(ctx context.Context, method string, body []byte) (*ht
 		req.Header.Set("Mcp-Protocol-Version", c.version)
 	}
 	c.mu.Unlock()
+	// A request of 2026-07-28 or later says its version itself, and belongs
+	// to no session.
+	if body != nil && setStatelessHeaders(req.Header, body) != "" {
+		req.Header.Del("Mcp-Session-Id")
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")

@@ -1,0 +1,70 @@
+package mcpwire
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestHTTPUpstreamSpeaks2026: requests that name 2026-07-28 in their _meta
+// reach a Go SDK server that speaks only that version (stateless) with the
+// headers it wants, taken from each message: discovery, a tools/call (its
+// Mcp-Name the tool's), a resources/read (the URI); without them the server
+// answers HTTP 400 and -32020.
+func TestHTTPUpstreamSpeaks2026(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "new-only", Version: "1"},
+		&mcp.ServerOptions{SupportedProtocolVersions: []string{StatelessVersion}})
+	type echoArgs struct {
+		Say string `json:"say"`
+	}
+	mcp.AddTool(server, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, a echoArgs) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo " + a.Say}}}, nil, nil
+	})
+	server.AddResource(&mcp.Resource{URI: "test://note", Name: "note"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://note", Text: "a note"}}}, nil
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+
+	c := DialHTTP(ts.URL, nil, nil)
+	defer c.Close()
+	meta := fmt.Sprintf(`"_meta":{%q:%q,%q:{"name":"tester","version":"1"},%q:{}}`, MetaProtocolVersion, StatelessVersion, MetaClientInfo, MetaClientCapabilities)
+	for _, tc := range []struct{ msg, want string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`, "supportedVersions"},
+		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"say":"hi"},` + meta + `}}`, "echo hi"},
+		{`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"test://note",` + meta + `}}`, "a note"},
+	} {
+		if err := c.Write([]byte(tc.msg)); err != nil {
+			t.Fatal(err)
+		}
+		got := readWithin(t, c)
+		if got["error"] != nil || !containsText(got["result"], tc.want) {
+			t.Fatalf("%s\nanswered %v, want a result with %q", tc.msg, got, tc.want)
+		}
+	}
+}
+
+func containsText(v any, want string) bool {
+	switch v := v.(type) {
+	case string:
+		return v == want
+	case map[string]any:
+		for k, e := range v {
+			if k == want || containsText(e, want) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if containsText(e, want) {
+				return true
+			}
+		}
+	}
+	return false
+}
