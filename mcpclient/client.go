@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/mcpwire"
@@ -33,8 +34,11 @@ var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-
 // undolog makes itself: compensations during undo, and policy init.
 type Client struct {
 	conn mcpwire.Conn
-	// ProtocolVersion is the version the server answered to initialize.
+	// ProtocolVersion is the version the server answered to initialize,
+	// or mcpwire.StatelessVersion when it said in server/discover that it
+	// speaks that (every request then says so in its _meta).
 	ProtocolVersion string
+	stateless       bool
 
 	mu      sync.Mutex
 	nextID  int64
@@ -127,7 +131,7 @@ func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 		}
 	}
 	c := newClient(conn)
-	if err := c.initialize(ctx); err != nil {
+	if err := c.connect(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("connect to MCP server %s: %w", name, err)
 	}
@@ -141,11 +145,51 @@ func newClient(conn mcpwire.Conn) *Client {
 	return c
 }
 
+// connect discovers the server as a client of 2026-07-28 does, and falls
+// back to initialize when the server does not speak that version (any
+// error: an older server knows no server/discover).
+func (c *Client) connect(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, discoverWait)
+	res, err := c.call(dctx, "server/discover", map[string]any{metaKey: statelessMeta()})
+	cancel()
+	var r struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if err == nil && json.Unmarshal(res, &r) == nil && slices.Contains(r.SupportedVersions, mcpwire.StatelessVersion) {
+		c.ProtocolVersion, c.stateless = mcpwire.StatelessVersion, true
+		return nil
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return c.initialize(ctx)
+}
+
+// discoverWait bounds the wait for an answer to server/discover: a server
+// of an older version may leave a request it does not know unanswered.
+const discoverWait = 10 * time.Second
+
+// metaKey is the member of a request's params that holds its _meta.
+const metaKey = "_meta"
+
+// statelessMeta is the _meta each request says who the client is in under
+// 2026-07-28.
+func statelessMeta() map[string]any {
+	return map[string]any{
+		mcpwire.MetaProtocolVersion:    mcpwire.StatelessVersion,
+		mcpwire.MetaClientInfo:         clientInfo,
+		mcpwire.MetaClientCapabilities: map[string]any{},
+	}
+}
+
+// clientInfo is how undolog names itself to a server.
+var clientInfo = map[string]any{"name": "undolog", "version": "1"}
+
 func (c *Client) initialize(ctx context.Context) error {
 	res, err := c.call(ctx, "initialize", map[string]any{
 		"protocolVersion": protocolVersions[0],
 		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": "undolog", "version": "1"},
+		"clientInfo":      clientInfo,
 	})
 	if err != nil {
 		return err
@@ -299,7 +343,10 @@ var ErrNoAnswer = errors.New("sent, and no answer came: the server may have acte
 
 // call sends a request and waits for its answer. When ctx ends first, the
 // server is told (notifications/cancelled) and the call returns ctx's error.
-func (c *Client) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+func (c *Client) call(ctx context.Context, method string, params map[string]any) (json.RawMessage, error) {
+	if c.stateless {
+		params[metaKey] = statelessMeta()
+	}
 	c.mu.Lock()
 	c.nextID++
 	id := strconv.FormatInt(c.nextID, 10)

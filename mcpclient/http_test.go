@@ -177,3 +177,63 @@ func TestHTTPDialCancelled(t *testing.T) {
 		t.Fatalf("Dial: %v, want context.Canceled", err)
 	}
 }
+
+// TestHTTPServerOf2026: undo's client reaches a Go SDK server that speaks
+// only 2026-07-28 (stateless HTTP, which answers initialize with a version
+// it then refuses): it discovers it instead of initializing, and each
+// request says its version, client and capabilities in its _meta. A
+// server that speaks both is spoken to at 2026-07-28 too; a stateful one
+// (older versions only) is initialized as before.
+func TestHTTPServerOf2026(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		versions  []string
+		stateless bool
+		want      string
+	}{
+		{"2026 only", []string{"2026-07-28"}, true, "2026-07-28"},
+		{"both", nil, true, "2026-07-28"},
+		{"sessions", nil, false, "2025-11-25"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := mcp.NewServer(&mcp.Implementation{Name: "sdk", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: tc.versions})
+			var mu sync.Mutex
+			var callers []string
+			mcp.AddTool(server, &mcp.Tool{Name: "greet"}, func(_ context.Context, req *mcp.CallToolRequest, a struct {
+				Name string `json:"name"`
+			}) (*mcp.CallToolResult, any, error) {
+				mu.Lock()
+				if ci := req.ClientInfo(); ci != nil {
+					callers = append(callers, req.ProtocolVersion()+" "+ci.Name)
+				}
+				mu.Unlock()
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + a.Name}}}, nil, nil
+			})
+			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: tc.stateless})
+			ts := httptest.NewServer(h)
+			defer ts.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := mcpclient.Dial(ctx, mcpclient.Remote{URL: ts.URL}.Argv())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if c.ProtocolVersion != tc.want {
+				t.Fatalf("protocol version %q, want %q", c.ProtocolVersion, tc.want)
+			}
+			if tools, err := c.Tools(ctx); err != nil || len(tools) != 1 {
+				t.Fatalf("tools: %v, %v", tools, err)
+			}
+			out, err := c.CallTool(ctx, "greet", json.RawMessage(`{"name":"ada"}`))
+			if err != nil || mcpclient.ResultText(out) != "hello ada" {
+				t.Fatalf("greet: %s, %v", out, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(callers) != 1 || callers[0] != tc.want+" undolog" {
+				t.Fatalf("the server saw the call from %q, want %q", callers, tc.want+" undolog")
+			}
+		})
+	}
+}
