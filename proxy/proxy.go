@@ -128,7 +128,11 @@ type Proxy struct {
 	calls     sync.WaitGroup
 
 	nameMu     sync.Mutex
-	clientName string // as the client's initialize names it
+	clientName string // as the client's initialize, or its requests' _meta (2026-07-28), names it
+	// statelessVersion is the protocol version the client's latest request
+	// named in its _meta (2026-07-28 or later); "" once it sent initialize:
+	// the proxy's own requests speak as the client does.
+	statelessVersion string
 }
 
 // errCancelledByClient is the cause of a call's context when the client sent
@@ -284,6 +288,9 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 			p.note("a tools/call without an id (a notification) was not passed on")
 			return
 		}
+		if m.Method != "" && len(m.ID) > 0 {
+			p.learnClient(m)
+		}
 		switch m.Method {
 		case "initialize":
 			var params struct {
@@ -297,6 +304,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 			}
 			p.nameMu.Lock()
 			p.clientName = params.ClientInfo.Name
+			p.statelessVersion = ""
 			p.nameMu.Unlock()
 		case "tools/list":
 			p.toolLists.add(m.ID)
@@ -396,8 +404,37 @@ func (p *Proxy) readUpstream(r Conn) {
 	p.awaited.endAll()
 }
 
+// learnClient keeps what a request of 2026-07-28 or later says of the
+// client in its _meta: that version, and its name. (Under older versions
+// initialize says it, once.)
+func (p *Proxy) learnClient(m message) {
+	meta, ok := mcpwire.ReadRequestMeta(m.Params)
+	if !ok {
+		return
+	}
+	p.nameMu.Lock()
+	defer p.nameMu.Unlock()
+	p.statelessVersion = meta.Version
+	if meta.ClientName != "" {
+		p.clientName = meta.ClientName
+	}
+}
+
 // request sends the proxy's own request upstream and waits for the answer.
-func (p *Proxy) request(ctx context.Context, method string, params any) (message, error) {
+// Under 2026-07-28 or later it says in its _meta what that version asks of
+// every request, naming undolog as its client, which can answer no request
+// of the server's.
+func (p *Proxy) request(ctx context.Context, method string, params map[string]any) (message, error) {
+	p.nameMu.Lock()
+	version := p.statelessVersion
+	p.nameMu.Unlock()
+	if version != "" {
+		params[metaKey] = map[string]any{
+			mcpwire.MetaProtocolVersion:    version,
+			mcpwire.MetaClientInfo:         map[string]string{"name": "undolog", "version": "1"},
+			mcpwire.MetaClientCapabilities: map[string]any{},
+		}
+	}
 	id, ch := p.awaited.own()
 	if err := p.writeUpstream(encode(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})); err != nil {
 		p.awaited.forget(id)
@@ -417,6 +454,9 @@ func (p *Proxy) request(ctx context.Context, method string, params any) (message
 		return message{}, ctx.Err()
 	}
 }
+
+// metaKey is the member of a request's params that holds its _meta.
+const metaKey = "_meta"
 
 func (p *Proxy) actor() string {
 	p.nameMu.Lock()
