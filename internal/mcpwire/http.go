@@ -38,6 +38,8 @@ type httpConn struct {
 	mu        sync.Mutex
 	sessionID string
 	version   string
+
+	params paramHeaders
 }
 
 // DialHTTP is the Streamable HTTP transport to the MCP server at url; header
@@ -153,7 +155,7 @@ func (c *httpConn) request(ctx context.Context, method string, body []byte) (*ht
 	c.mu.Unlock()
 	// A request of 2026-07-28 or later says its version itself, and belongs
 	// to no session.
-	if body != nil && setStatelessHeaders(req.Header, body) != "" {
+	if body != nil && setStatelessHeaders(req.Header, body, &c.params) != "" {
 		req.Header.Del("Mcp-Session-Id")
 	}
 	if body != nil {
@@ -217,8 +219,11 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 	deliver := func(m []byte) {
 		if rid, mm, ok := Peek(m); ok && mm == "" && len(id) > 0 && IDKey(rid) == IDKey(id) {
 			got = true
-			if method == "initialize" {
+			switch method {
+			case "initialize":
 				c.learnVersion(m)
+			case "tools/list":
+				c.learnParamHeaders(m)
 			}
 		}
 		c.push(m)
@@ -279,6 +284,15 @@ func (c *httpConn) learnVersion(resp []byte) {
 		c.mu.Lock()
 		c.version = r.Result.ProtocolVersion
 		c.mu.Unlock()
+	}
+}
+
+func (c *httpConn) learnParamHeaders(resp []byte) {
+	var r struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(resp, &r) == nil {
+		c.params.learn(r.Result)
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 // TestHTTPUpstreamSpeaks2026: requests that name 2026-07-28 in their _meta
 // reach a Go SDK server that speaks only that version (stateless) with the
 // headers it wants, taken from each message: discovery, a tools/call (its
-// Mcp-Name the tool's), a resources/read (the URI); without them the server
+// Mcp-Name the tool's), a resources/read (the URI), and a tools/call of a
+// tool whose arguments go in headers too, as the tool list said (base64
+// for a value a header cannot carry as it is); without them the server
 // answers HTTP 400 and -32020.
 func TestHTTPUpstreamSpeaks2026(t *testing.T) {
 	server := mcp.NewServer(&mcp.Implementation{Name: "new-only", Version: "1"},
@@ -27,6 +29,19 @@ func TestHTTPUpstreamSpeaks2026(t *testing.T) {
 	server.AddResource(&mcp.Resource{URI: "test://note", Name: "note"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "test://note", Text: "a note"}}}, nil
 	})
+	// place's arguments go in headers too (x-mcp-header), which the
+	// connection learns from a tool list.
+	placeSchema := map[string]any{"type": "object", "properties": map[string]any{
+		"region": map[string]any{"type": "string", "x-mcp-header": "Region"},
+		"spec": map[string]any{"type": "object", "properties": map[string]any{
+			"count": map[string]any{"type": "integer", "x-mcp-header": "Count"},
+			"dry":   map[string]any{"type": "boolean", "x-mcp-header": "Dry"},
+		}},
+	}}
+	server.AddTool(&mcp.Tool{Name: "place", InputSchema: placeSchema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		h := req.Extra.Header
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "placed " + h.Get("Mcp-Param-Region") + " " + h.Get("Mcp-Param-Count") + " " + h.Get("Mcp-Param-Dry")}}}, nil
+	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
 	ts := httptest.NewServer(h)
 	defer ts.Close()
@@ -38,6 +53,8 @@ func TestHTTPUpstreamSpeaks2026(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`, "supportedVersions"},
 		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"say":"hi"},` + meta + `}}`, "echo hi"},
 		{`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"test://note",` + meta + `}}`, "a note"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + meta + `}}`, "place"},
+		{`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"place","arguments":{"region":"île","spec":{"count":3,"dry":false}},` + meta + `}}`, "placed =?base64?w65sZQ==?= 3 false"},
 	} {
 		if err := c.Write([]byte(tc.msg)); err != nil {
 			t.Fatal(err)
