@@ -199,15 +199,20 @@ func TestHTTPServerOf2026(t *testing.T) {
 			server := mcp.NewServer(&mcp.Implementation{Name: "sdk", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: tc.versions})
 			var mu sync.Mutex
 			var callers []string
-			mcp.AddTool(server, &mcp.Tool{Name: "greet"}, func(_ context.Context, req *mcp.CallToolRequest, a struct {
-				Name string `json:"name"`
-			}) (*mcp.CallToolResult, any, error) {
+			// greet's name goes in a header too (x-mcp-header): a server of
+			// 2026-07-28 refuses a call without it.
+			schema := map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string", "x-mcp-header": "Name"}}}
+			server.AddTool(&mcp.Tool{Name: "greet", InputSchema: schema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				var a struct {
+					Name string `json:"name"`
+				}
+				json.Unmarshal(req.Params.Arguments, &a)
 				mu.Lock()
 				if ci := req.ClientInfo(); ci != nil {
 					callers = append(callers, req.ProtocolVersion()+" "+ci.Name)
 				}
 				mu.Unlock()
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + a.Name}}}, nil, nil
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "hello " + a.Name}}}, nil
 			})
 			h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: tc.stateless})
 			ts := httptest.NewServer(h)
@@ -222,12 +227,14 @@ func TestHTTPServerOf2026(t *testing.T) {
 			if c.ProtocolVersion != tc.want {
 				t.Fatalf("protocol version %q, want %q", c.ProtocolVersion, tc.want)
 			}
-			if tools, err := c.Tools(ctx); err != nil || len(tools) != 1 {
-				t.Fatalf("tools: %v, %v", tools, err)
-			}
+			// Called before any tools/list of the caller's (as undo calls a
+			// compensation).
 			out, err := c.CallTool(ctx, "greet", json.RawMessage(`{"name":"ada"}`))
 			if err != nil || mcpclient.ResultText(out) != "hello ada" {
 				t.Fatalf("greet: %s, %v", out, err)
+			}
+			if tools, err := c.Tools(ctx); err != nil || len(tools) != 1 {
+				t.Fatalf("tools: %v, %v", tools, err)
 			}
 			mu.Lock()
 			defer mu.Unlock()
