@@ -108,8 +108,7 @@ func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 	}
 	var conn mcpwire.Conn
 	name := strings.Join(argv, " ")
-	r, remote, err := ParseRemote(argv)
-	if remote {
+	if r, ok, err := ParseRemote(argv); ok {
 		if err != nil {
 			return nil, err
 		}
@@ -135,13 +134,6 @@ func DialIn(ctx context.Context, argv []string, dir string) (*Client, error) {
 	if err := c.connect(ctx); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("connect to MCP server %s: %w", name, err)
-	}
-	if c.stateless && remote {
-		// Under 2026-07-28 a tool may want arguments in HTTP headers too
-		// (x-mcp-header), which the connection learns from a tool list;
-		// without one the server refuses the call. A list that fails
-		// leaves the calls to say so.
-		c.Tools(ctx)
 	}
 	return c, nil
 }

@@ -40,6 +40,7 @@ type httpConn struct {
 	version   string
 
 	params paramHeaders
+	listMu sync.Mutex // held while the connection lists tools of its own accord
 }
 
 // DialHTTP is the Streamable HTTP transport to the MCP server at url; header
@@ -175,6 +176,9 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 	if !asks {
 		id = nil
 	}
+	if method == "tools/call" {
+		c.listToolsFor(msg)
+	}
 	req, err := c.request(c.ctx, http.MethodPost, msg)
 	if err != nil {
 		c.fail(id, "the upstream server %s: %v", c.url, err)
@@ -285,6 +289,85 @@ func (c *httpConn) learnVersion(resp []byte) {
 		c.version = r.Result.ProtocolVersion
 		c.mu.Unlock()
 	}
+}
+
+// listToolsFor lists the server's tools (every page) before a tools/call
+// of 2026-07-28 or later of a tool no list named yet, so that the call
+// carries the headers its tool asks for (x-mcp-header): a client over
+// stdio, which sends no headers, need not have listed them. The list goes
+// with the call's own _meta, and its answer to no one.
+func (c *httpConn) listToolsFor(call []byte) {
+	var m struct {
+		Params json.RawMessage `json:"params"`
+	}
+	var p struct {
+		Name string          `json:"name"`
+		Meta json.RawMessage `json:"_meta"`
+	}
+	if json.Unmarshal(call, &m) != nil || json.Unmarshal(m.Params, &p) != nil {
+		return
+	}
+	if _, ok := ReadRequestMeta(m.Params); !ok {
+		return
+	}
+	c.listMu.Lock()
+	defer c.listMu.Unlock()
+	if !c.params.unlisted(p.Name) {
+		return
+	}
+	cursor := ""
+	for range maxOwnListPages {
+		params := map[string]any{"_meta": p.Meta}
+		if cursor != "" {
+			params["cursor"] = cursor
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": ownListID, "method": "tools/list", "params": params})
+		result := c.exchange(body, ownListID)
+		if cursor = c.params.learn(result); cursor == "" {
+			return
+		}
+	}
+}
+
+// ownListID is the id of the connection's own tools/list requests (each
+// one POST, whose answer comes in its own response).
+const ownListID = "undolog-tools-list"
+
+// maxOwnListPages bounds the pages of the connection's own tool lists.
+const maxOwnListPages = 100
+
+// exchange POSTs a request of the connection's own and returns the result
+// of its answer; nil if none came.
+func (c *httpConn) exchange(body []byte, id string) json.RawMessage {
+	req, err := c.request(c.ctx, http.MethodPost, body)
+	if err != nil {
+		return nil
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var result json.RawMessage
+	take := func(msg []byte) {
+		var r struct {
+			ID     string          `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if json.Unmarshal(msg, &r) == nil && r.ID == id {
+			result = r.Result
+		}
+	}
+	switch {
+	case resp.StatusCode >= 300:
+	case mediaType(resp.Header.Get("Content-Type")) == "text/event-stream":
+		c.events(resp.Body, take)
+	default:
+		if b, err := io.ReadAll(io.LimitReader(resp.Body, maxLine+1)); err == nil {
+			take(b)
+		}
+	}
+	return result
 }
 
 func (c *httpConn) learnParamHeaders(resp []byte) {

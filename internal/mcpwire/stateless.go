@@ -99,6 +99,7 @@ func setStatelessHeaders(header http.Header, msg []byte, params *paramHeaders) s
 type paramHeaders struct {
 	mu     sync.Mutex
 	byTool map[string][]paramHeader
+	asked  map[string]bool // the tools a list was asked for, unlisted till then
 }
 
 // paramHeader is one: the property's path in the arguments, and the
@@ -108,16 +109,19 @@ type paramHeader struct {
 	name string
 }
 
-// learn keeps the bindings of each tool of a tools/list result (a page).
-func (h *paramHeaders) learn(result json.RawMessage) {
+// learn keeps the bindings of each tool of a tools/list result (a page),
+// and returns the cursor of the next page ("" if none, or the result is
+// no tool list).
+func (h *paramHeaders) learn(result json.RawMessage) (next string) {
 	var r struct {
 		Tools []struct {
 			Name        string      `json:"name"`
 			InputSchema schemaProps `json:"inputSchema"`
 		} `json:"tools"`
+		NextCursor string `json:"nextCursor"`
 	}
-	if json.Unmarshal(result, &r) != nil {
-		return
+	if json.Unmarshal(result, &r) != nil || r.Tools == nil {
+		return ""
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -127,6 +131,22 @@ func (h *paramHeaders) learn(result json.RawMessage) {
 		}
 		h.byTool[t.Name] = t.InputSchema.bindings(nil, nil)
 	}
+	return r.NextCursor
+}
+
+// unlisted tells whether no tool list named tool, and none was asked for
+// it yet: the caller asks for one (once).
+func (h *paramHeaders) unlisted(tool string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.byTool[tool]; ok || h.asked[tool] {
+		return false
+	}
+	if h.asked == nil {
+		h.asked = map[string]bool{}
+	}
+	h.asked[tool] = true
+	return true
 }
 
 // schemaProps is what of a JSON schema names headers.

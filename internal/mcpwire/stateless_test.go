@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -43,7 +44,13 @@ func TestHTTPUpstreamSpeaks2026(t *testing.T) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "placed " + h.Get("Mcp-Param-Region") + " " + h.Get("Mcp-Param-Count") + " " + h.Get("Mcp-Param-Dry")}}}, nil
 	})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true})
-	ts := httptest.NewServer(h)
+	var lists atomic.Int32 // the tools/list requests the server got
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Method") == "tools/list" {
+			lists.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
 	defer ts.Close()
 
 	c := DialHTTP(ts.URL, nil, nil)
@@ -51,9 +58,9 @@ func TestHTTPUpstreamSpeaks2026(t *testing.T) {
 	meta := fmt.Sprintf(`"_meta":{%q:%q,%q:{"name":"tester","version":"1"},%q:{}}`, MetaProtocolVersion, StatelessVersion, MetaClientInfo, MetaClientCapabilities)
 	for _, tc := range []struct{ msg, want string }{
 		{`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`, "supportedVersions"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + meta + `}}`, "place"},
 		{`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"say":"hi"},` + meta + `}}`, "echo hi"},
 		{`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"test://note",` + meta + `}}`, "a note"},
-		{`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + meta + `}}`, "place"},
 		{`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"place","arguments":{"region":"île","spec":{"count":3,"dry":false}},` + meta + `}}`, "placed =?base64?w65sZQ==?= 3 false"},
 	} {
 		if err := c.Write([]byte(tc.msg)); err != nil {
@@ -63,6 +70,23 @@ func TestHTTPUpstreamSpeaks2026(t *testing.T) {
 		if got["error"] != nil || !containsText(got["result"], tc.want) {
 			t.Fatalf("%s\nanswered %v, want a result with %q", tc.msg, got, tc.want)
 		}
+	}
+	if n := lists.Load(); n != 1 {
+		t.Fatalf("the server got %d tool lists, want the client's only", n)
+	}
+
+	// A client that calls place without listing tools (over stdio, say):
+	// the connection lists them first, once, its answer passed to no one.
+	c2 := DialHTTP(ts.URL, nil, nil)
+	defer c2.Close()
+	for id := range 2 {
+		c2.Write([]byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"place","arguments":{"region":"north","spec":{"count":-2}},%s}}`, id, meta)))
+		if got := readWithin(t, c2); got["id"] != float64(id) || !containsText(got["result"], "placed north -2 ") {
+			t.Fatalf("a call of place before any list: %v", got)
+		}
+	}
+	if n := lists.Load(); n != 2 {
+		t.Fatalf("the server got %d tool lists, want one more", n)
 	}
 }
 
