@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -34,16 +35,25 @@ type kvServer struct {
 func newKVServer(t *testing.T, versions []string) *kvServer {
 	kv := &kvServer{values: map[string]string{}, versions: map[string]bool{}}
 	server := mcp.NewServer(&mcp.Implementation{Name: "kv", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: versions})
-	type setArgs struct {
-		Key   string `json:"key"`
-		Value string `json:"value"`
-	}
-	mcp.AddTool(server, &mcp.Tool{Name: "set"}, func(_ context.Context, req *mcp.CallToolRequest, a setArgs) (*mcp.CallToolResult, any, error) {
+	// set's key goes in a header too (x-mcp-header): a 2026 request
+	// without it is refused.
+	setSchema := map[string]any{"type": "object", "properties": map[string]any{
+		"key":   map[string]any{"type": "string", "x-mcp-header": "Key"},
+		"value": map[string]any{"type": "string"},
+	}}
+	server.AddTool(&mcp.Tool{Name: "set", InputSchema: setSchema}, func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var a struct {
+			Key   string `json:"key"`
+			Value string `json:"value"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &a); err != nil {
+			return nil, err
+		}
 		kv.mu.Lock()
 		defer kv.mu.Unlock()
 		kv.versions[req.ProtocolVersion()] = true
 		kv.values[a.Key] = a.Value
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "set " + a.Key}}}, nil, nil
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "set " + a.Key}}}, nil
 	})
 	type getArgs struct {
 		Key string `json:"key"`
@@ -89,9 +99,10 @@ const kvPolicy = `tools:
 
 // TestProxyURLSpeaks2026: a Go SDK client at 2026-07-28 and at 2025-11-25
 // drives undolog proxy --url in front of a Go SDK server that speaks only
-// 2026-07-28, and one that speaks every version: discovery, a safe read
-// the proxy classifies by a tools/list of its own, tools/list, a
-// compensable write with a capture, then undo setting the value back. Each
+// 2026-07-28, and one that speaks every version: discovery, a compensable
+// write with a capture (one of its arguments in a header) before any tool
+// list, a safe read the proxy classifies by a tools/list of its own,
+// tools/list, then undo setting the value back. Each
 // request reaches the server at the version the client spoke (a server
 // that speaks only 2026-07-28 answers nothing else), and the log names
 // the client.
@@ -128,15 +139,17 @@ func TestProxyURLSpeaks2026(t *testing.T) {
 			if got := s.InitializeResult().ProtocolVersion; got != tc.want {
 				t.Fatalf("negotiated %q through the proxy, want %q", got, tc.want)
 			}
-			if res := call(t, s, "get", map[string]any{"key": "colour"}); res.IsError || text(res) != "blue" {
+			// set before any list (its key goes in a header), then get,
+			// which the proxy classifies by a tool list of its own.
+			if res := call(t, s, "set", map[string]any{"key": "colour", "value": "red"}); res.IsError || text(res) != "set colour" {
+				t.Fatalf("set: %+v", res)
+			}
+			if res := call(t, s, "get", map[string]any{"key": "colour"}); res.IsError || text(res) != "red" {
 				t.Fatalf("get: %+v", res)
 			}
 			tools, err := s.ListTools(t.Context(), nil)
 			if err != nil || len(tools.Tools) != 2 {
 				t.Fatalf("tools/list: %+v, %v", tools, err)
-			}
-			if res := call(t, s, "set", map[string]any{"key": "colour", "value": "red"}); res.IsError || text(res) != "set colour" {
-				t.Fatalf("set: %+v", res)
 			}
 			s.Close()
 			if kv.value("colour") != "red" {
