@@ -158,6 +158,14 @@ func (c *httpConn) request(ctx context.Context, method string, body []byte) (*ht
 	// to no session.
 	if body != nil && setStatelessHeaders(req.Header, body, &c.params) != "" {
 		req.Header.Del("Mcp-Session-Id")
+		// A name that no header can carry (a line break, say) is refused
+		// here: Go's client would refuse it after the call was counted
+		// as sent, and leave it in doubt.
+		for _, k := range []string{"Mcp-Method", "Mcp-Name"} {
+			if v := req.Header.Get(k); strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }) {
+				return nil, fmt.Errorf("the %s header cannot carry %q, as 2026-07-28 asks", k, v)
+			}
+		}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -87,6 +88,14 @@ func TestHTTPUpstreamSpeaks2026(t *testing.T) {
 	}
 	if n := lists.Load(); n != 2 {
 		t.Fatalf("the server got %d tool lists, want one more", n)
+	}
+
+	// A name no header can carry is an error answer (never sent), not a
+	// lost one (in doubt).
+	c2.Write([]byte(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"line\nbreak",` + meta + `}}`))
+	got := readWithin(t, c2)
+	if e, _ := got["error"].(map[string]any); got["id"] != 9.0 || e == nil || !strings.HasSuffix(fmt.Sprint(e["message"]), `: the Mcp-Name header cannot carry "line\nbreak", as 2026-07-28 asks`) {
+		t.Fatalf("a name with a line break: %v", got)
 	}
 }
 
