@@ -1,8 +1,9 @@
 // Package mcpwire owns MCP's transports as byte-level connections: Conn (one
 // JSON-RPC message at a time, as bytes, meaning nothing to it), the stdio
 // transport (a server command started, or any reader and writer) and the
-// client side of Streamable HTTP, with the errors a Conn reports for a
-// message it skipped or lost. The proxy (its upstream, and its stdio client
+// client side of Streamable HTTP (with the headers 2026-07-28 asks of each
+// request, taken from the request: stateless.go), with the errors a Conn
+// reports for a message it skipped or lost. The proxy (its upstream, and its stdio client
 // side) and mcpclient both talk MCP through it; it imports nothing of
 // undolog.
 package mcpwire
