@@ -9,8 +9,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 // protocol2026 is the MCP version of multi round-trip requests.
@@ -122,5 +128,151 @@ func TestSDKServerAsksForInputDirectly(t *testing.T) {
 				t.Fatalf("journal %v", j)
 			}
 		})
+	}
+}
+
+// roundsProxy is the argv of undolog proxy in front of the test server.
+func roundsProxy(h *harness, flags ...string) []string {
+	argv := append([]string{testbin.Undolog(h.t), "proxy", "--session", "rounds", "--policy", h.policy}, flags...)
+	return append(argv, "--", sdkServer(h.t))
+}
+
+// loggedEffects are the effects of session rounds, as "tool:state".
+func loggedEffects(t *testing.T, store effectlog.Log) []string {
+	t.Helper()
+	list, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "rounds", Ascending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list {
+		out = append(out, e.Tool+":"+string(e.State))
+	}
+	return out
+}
+
+// Issue 30 item 2: a call whose server asks for input stays one effect
+// through its rounds, committed by its last; undo compensates it once. Under
+// older versions the server asks by elicitation, which passes through.
+func TestProxyInputRoundsAreOneEffect(t *testing.T) {
+	for _, version := range []string{protocol2026, "2025-11-25", "2025-06-18"} {
+		t.Run(version, func(t *testing.T) {
+			h, state := sdkHarness(t)
+			store := logaddr.File(h.logPath, logaddr.Options{})
+			var asked atomic.Int64
+			s := sdkClient(h, roundsProxy(h), version, "accept", &asked)
+			if got := s.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("negotiated %s, want %s", got, version)
+			}
+			r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"})
+			if r.IsError || asked.Load() != 1 {
+				t.Fatalf("asked %d times: %s", asked.Load(), text(r))
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+				t.Fatalf("journal %v", j)
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
+				t.Fatalf("logged %v, want one committed effect", got)
+			}
+			s.Close()
+			if out := h.cli("undo", "rounds", "--yes"); !strings.Contains(out, "1 compensated") {
+				t.Fatalf("undo: %s", out)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k=v delete_k" {
+				t.Fatalf("journal after undo %v", j)
+			}
+		})
+	}
+}
+
+// An irreversible call that asks for input is approved once: its next round
+// continues the approved effect.
+func TestProxyInputRoundsOfAnIrreversibleCallApprovedOnce(t *testing.T) {
+	h, state := sdkHarness(t)
+	store := logaddr.File(h.logPath, logaddr.Options{})
+	var asked atomic.Int64
+	s := sdkClient(h, roundsProxy(h), protocol2026, "accept", &asked)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_launch", Arguments: map[string]any{"name": "rocket"}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	waitFor(t, "the approval request", func() bool {
+		list, _, _ := store.PendingApprovals(t.Context(), "rounds", 0)
+		return len(list) == 1
+	})
+	h.cli("approve", "1", "--as", "alice")
+	var r *mcp.CallToolResult
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the approved call did not complete")
+	}
+	if r == nil || r.IsError || asked.Load() != 1 {
+		t.Fatalf("asked %d times: %v", asked.Load(), r)
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "launch_rocket" {
+		t.Fatalf("journal %v", j)
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_launch:committed" {
+		t.Fatalf("logged %v, want one committed effect", got)
+	}
+	if list, _, _ := store.PendingApprovals(t.Context(), "rounds", 0); len(list) != 0 {
+		t.Fatalf("approvals still pending: %v", list)
+	}
+}
+
+// A call abandoned between rounds is failed after the input wait, as show
+// says; called again, it runs (a retry) and completes.
+func TestProxyInputRoundAbandonedIsFailed(t *testing.T) {
+	h, state := sdkHarness(t)
+	store := logaddr.File(h.logPath, logaddr.Options{})
+	cmd := exec.Command(roundsProxy(h, "--input-wait", "1s")[0], roundsProxy(h, "--input-wait", "1s")[1:]...)
+	cmd.Env = h.env
+	c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	args := map[string]any{"key": "k", "value": "v"}
+	r := call(t, s, "confirmed_write", args)
+	if !r.NeedsInput() {
+		t.Fatalf("the first round did not ask for input: %s", text(r))
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:executing" {
+		t.Fatalf("between rounds: %v, want one executing effect", got)
+	}
+	waitForState(t, store, 1, sm.Pending) // failed: pending, to run again
+	if out := h.cli("show", "1"); !strings.Contains(out, "abandoned between input rounds") {
+		t.Fatalf("show does not say the call was abandoned:\n%s", out)
+	}
+	if j := journal(t, state); len(j) != 0 {
+		t.Fatalf("journal %v", j)
+	}
+	// Called again: the failed call runs again, through both rounds.
+	r = call(t, s, "confirmed_write", args)
+	if !r.NeedsInput() {
+		t.Fatalf("the call again did not ask for input: %s", text(r))
+	}
+	r, err = s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
+		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: r.RequestState})
+	if err != nil || r.IsError {
+		t.Fatalf("the second round: %v %v", err, r)
+	}
+	d, err := store.GetEffect(t.Context(), 1)
+	if err != nil || d.Effect.State != sm.Committed {
+		t.Fatalf("effect 1: %+v %v", d.Effect, err)
+	}
+	if got := loggedEffects(t, store); len(got) != 1 {
+		t.Fatalf("logged %v, want one effect", got)
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+		t.Fatalf("journal %v", j)
 	}
 }
