@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,5 +275,60 @@ func TestProxyInputRoundAbandonedIsFailed(t *testing.T) {
 	}
 	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
 		t.Fatalf("journal %v", j)
+	}
+}
+
+// A declined input ends the call as the server says (a tool error): the
+// effect failed, and undo has nothing to compensate.
+func TestProxyInputDeclinedIsFailed(t *testing.T) {
+	h, state := sdkHarness(t)
+	store := logaddr.File(h.logPath, logaddr.Options{})
+	var asked atomic.Int64
+	s := sdkClient(h, roundsProxy(h), protocol2026, "decline", &asked)
+	if r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"}); !r.IsError || asked.Load() != 1 {
+		t.Fatalf("asked %d times: %s", asked.Load(), text(r))
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:pending" {
+		t.Fatalf("logged %v, want one failed (pending) effect", got)
+	}
+	s.Close()
+	h.cli("undo", "rounds", "--yes")
+	if j := journal(t, state); len(j) != 0 {
+		t.Fatalf("journal %v: undo compensated what never happened", j)
+	}
+}
+
+// An input_required answer that carries "content": [] (a readable tool
+// result) is a round all the same: not committed, and the retry goes to the
+// server; a round pending when the proxy ends is failed, as show says.
+func TestProxyInputRoundWithContentIsNoOutcome(t *testing.T) {
+	h := newHarness(t)
+	store := logaddr.File(h.logPath, logaddr.Options{})
+	in, out, cmd := rawProxyWith(t, h, "tools:\n  odd: {tier: compensable}\n")
+	send := func(s string) { fmt.Fprintln(in, s) }
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	next(t, out)
+	answer := `{\"jsonrpc\":\"2.0\",\"id\":ID,\"result\":{\"resultType\":\"input_required\",\"content\":[],\"inputRequests\":{\"c\":{\"method\":\"elicitation/create\",\"params\":{\"message\":\"sure?\",\"requestedSchema\":{\"type\":\"object\"}}}},\"requestState\":\"s1\"}}`
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"odd","arguments":{"answer":"` + answer + `"}}}`)
+	if m := next(t, out); m["id"] != 2.0 || m["result"].(map[string]any)["resultType"] != "input_required" {
+		t.Fatalf("the first round: %v", m)
+	}
+	waitForState(t, store, 1, sm.Executing)
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"odd","arguments":{"answer":"` + answer + `"},"inputResponses":{"c":{"action":"accept"}},"requestState":"s1"}}`)
+	if m := next(t, out); m["id"] != 3.0 || m["result"].(map[string]any)["resultType"] != "input_required" {
+		t.Fatalf("the next round did not reach the server: %v", m)
+	}
+	list, _, _ := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "fake-1"})
+	if len(list) != 1 || list[0].State != sm.Executing {
+		t.Fatalf("after two rounds: %+v, want one executing effect", list)
+	}
+	in.Close()
+	cmd.Wait()
+	d, err := store.GetEffect(t.Context(), 1)
+	if err != nil || d.Effect.State != sm.Pending {
+		t.Fatalf("after the proxy ended: %+v %v", d.Effect, err)
+	}
+	if out := h.cli("show", "1"); !strings.Contains(out, "the proxy ended before the client's next round") {
+		t.Fatalf("show does not say why the call failed:\n%s", out)
 	}
 }
