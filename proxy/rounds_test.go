@@ -332,3 +332,35 @@ func TestProxyInputRoundWithContentIsNoOutcome(t *testing.T) {
 		t.Fatalf("show does not say why the call failed:\n%s", out)
 	}
 }
+
+// prompts/get and resources/read pass through the proxy unlogged: their
+// input rounds reach the server at every version.
+func TestProxyInputRoundsOfPromptsAndResources(t *testing.T) {
+	for _, version := range []string{protocol2026, "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			h, _ := sdkHarness(t)
+			var asked atomic.Int64
+			s := sdkClient(h, roundsProxy(h), version, "accept", &asked)
+			p, err := s.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "confirmed"})
+			if err != nil || len(p.Messages) != 1 {
+				t.Fatalf("prompts/get: %v %v", p, err)
+			}
+			want := int64(1)
+			// The SDK's server (v1.8.0) fails a resource read that asks an
+			// older client for input (directly as well): 2026-07-28 only.
+			if version == protocol2026 {
+				r, err := s.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "sdkserver://confirmed"})
+				if err != nil || len(r.Contents) != 1 || r.Contents[0].Text != "confirmed resource" {
+					t.Fatalf("resources/read: %v %v", r, err)
+				}
+				want++
+			}
+			if asked.Load() != want {
+				t.Fatalf("asked %d times, want %d", asked.Load(), want)
+			}
+			if got := loggedEffects(t, logaddr.File(h.logPath, logaddr.Options{})); len(got) != 0 {
+				t.Fatalf("logged %v", got)
+			}
+		})
+	}
+}

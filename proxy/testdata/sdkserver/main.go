@@ -12,6 +12,9 @@
 //     error and writes nothing;
 //   - confirmed_launch {name}: launch, asking for input first as
 //     confirmed_write does.
+//
+// The prompt "confirmed" and the resource sdkserver://confirmed ask for
+// input the same way before they answer.
 package main
 
 import (
@@ -126,6 +129,29 @@ func main() {
 			r, err := confirmed(req, "launch "+a.Name, func() error { return journal("launch " + a.Name) })
 			return r, a, err
 		})
+	// asking is the input request of a prompt or resource read without its
+	// answer, nil once answered.
+	asking := func(responses mcp.InputResponseMap, what string) (mcp.InputRequestMap, string) {
+		if _, ok := responses["confirm"].(*mcp.ElicitResult); ok {
+			return nil, ""
+		}
+		return mcp.InputRequestMap{"confirm": &mcp.ElicitParams{
+			Message:         what + "?",
+			RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}},
+		}}, "confirm:" + what
+	}
+	s.AddPrompt(&mcp.Prompt{Name: "confirmed"}, func(_ context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		if ask, state := asking(req.Params.InputResponses, "prompt"); ask != nil {
+			return &mcp.GetPromptResult{InputRequests: ask, RequestState: state}, nil
+		}
+		return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "confirmed prompt"}}}}, nil
+	})
+	s.AddResource(&mcp.Resource{Name: "confirmed", URI: "sdkserver://confirmed"}, func(_ context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		if ask, state := asking(req.Params.InputResponses, "resource"); ask != nil {
+			return &mcp.ReadResourceResult{InputRequests: ask, RequestState: state}, nil
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "sdkserver://confirmed", Text: "confirmed resource"}}}, nil
+	})
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}
