@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logaddr"
 	sm "github.com/undolog/undolog/statemachine"
@@ -64,10 +65,26 @@ const sdkPolicy = `tools:
   delete: {tier: irreversible}
 `
 
+// engines are the log engines the rounds tests run on.
+var engines = []string{"file", "postgres"}
+
 // sdkHarness is a harness whose server is the Go SDK test server, its
-// state in stateDir, its policy sdkPolicy.
+// state in stateDir, its policy sdkPolicy, its log a file.
 func sdkHarness(t *testing.T) (h *harness, stateDir string) {
+	h, stateDir, _ = sdkHarnessOn(t, "file")
+	return h, stateDir
+}
+
+// sdkHarnessOn is sdkHarness with its log on engine, and that log.
+func sdkHarnessOn(t *testing.T, engine string) (h *harness, stateDir string, store effectlog.Log) {
 	h = newHarness(t)
+	store = logaddr.File(h.logPath, logaddr.Options{})
+	if engine == "postgres" {
+		addr := pgtest.Server(t).NewDatabase(t)
+		h.env = append(h.env, "UNDOLOG_LOG="+addr) // the last value wins
+		store = logaddr.Open(addr, logaddr.Options{})
+		t.Cleanup(func() { store.Close() })
+	}
 	stateDir = filepath.Join(h.dir, "state")
 	if err := os.Mkdir(stateDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -77,7 +94,7 @@ func sdkHarness(t *testing.T) (h *harness, stateDir string) {
 	if err := os.WriteFile(h.policy, []byte(sdkPolicy), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return h, stateDir
+	return h, stateDir, store
 }
 
 // sdkClient connects a Go SDK client at version through argv; its
@@ -156,33 +173,36 @@ func loggedEffects(t *testing.T, store effectlog.Log) []string {
 // through its rounds, committed by its last; undo compensates it once. Under
 // older versions the server asks by elicitation, which passes through.
 func TestProxyInputRoundsAreOneEffect(t *testing.T) {
-	for _, version := range []string{protocol2026, "2025-11-25", "2025-06-18"} {
-		t.Run(version, func(t *testing.T) {
-			h, state := sdkHarness(t)
-			store := logaddr.File(h.logPath, logaddr.Options{})
-			var asked atomic.Int64
-			s := sdkClient(h, roundsProxy(h), version, "accept", &asked)
-			if got := s.InitializeResult().ProtocolVersion; got != version {
-				t.Fatalf("negotiated %s, want %s", got, version)
-			}
-			r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"})
-			if r.IsError || asked.Load() != 1 {
-				t.Fatalf("asked %d times: %s", asked.Load(), text(r))
-			}
-			if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
-				t.Fatalf("journal %v", j)
-			}
-			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
-				t.Fatalf("logged %v, want one committed effect", got)
-			}
-			s.Close()
-			if out := h.cli("undo", "rounds", "--yes"); !strings.Contains(out, "1 compensated") {
-				t.Fatalf("undo: %s", out)
-			}
-			if j := journal(t, state); strings.Join(j, " ") != "write_k=v delete_k" {
-				t.Fatalf("journal after undo %v", j)
-			}
-		})
+	for _, engine := range engines {
+		for _, version := range []string{protocol2026, "2025-11-25", "2025-06-18"} {
+			t.Run(engine+"/"+version, func(t *testing.T) { inputRoundsAreOneEffect(t, engine, version) })
+		}
+	}
+}
+
+func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
+	h, state, store := sdkHarnessOn(t, engine)
+	var asked atomic.Int64
+	s := sdkClient(h, roundsProxy(h), version, "accept", &asked)
+	if got := s.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated %s, want %s", got, version)
+	}
+	r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"})
+	if r.IsError || asked.Load() != 1 {
+		t.Fatalf("asked %d times: %s", asked.Load(), text(r))
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+		t.Fatalf("journal %v", j)
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
+		t.Fatalf("logged %v, want one committed effect", got)
+	}
+	s.Close()
+	if out := h.cli("undo", "rounds", "--yes"); !strings.Contains(out, "1 compensated") {
+		t.Fatalf("undo: %s", out)
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "write_k=v delete_k" {
+		t.Fatalf("journal after undo %v", j)
 	}
 }
 
@@ -229,8 +249,13 @@ func TestProxyInputRoundsOfAnIrreversibleCallApprovedOnce(t *testing.T) {
 // A call abandoned between rounds is failed after the input wait, as show
 // says; called again, it runs (a retry) and completes.
 func TestProxyInputRoundAbandonedIsFailed(t *testing.T) {
-	h, state := sdkHarness(t)
-	store := logaddr.File(h.logPath, logaddr.Options{})
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) { inputRoundAbandonedIsFailed(t, engine) })
+	}
+}
+
+func inputRoundAbandonedIsFailed(t *testing.T, engine string) {
+	h, state, store := sdkHarnessOn(t, engine)
 	cmd := exec.Command(roundsProxy(h, "--input-wait", "1s")[0], roundsProxy(h, "--input-wait", "1s")[1:]...)
 	cmd.Env = h.env
 	c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
