@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,32 +23,9 @@ import (
 // protocol2026 is the MCP version of multi round-trip requests.
 const protocol2026 = "2026-07-28"
 
-var (
-	sdkServerOnce sync.Once
-	sdkServerPath string
-	sdkServerErr  error
-)
-
-// sdkServer returns the path of testdata/sdkserver (the Go SDK test
-// server), built once per test binary.
+// sdkServer returns the path of testdata/sdkserver, the Go SDK test server.
 func sdkServer(t testing.TB) string {
-	t.Helper()
-	sdkServerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "undolog-sdkserver-")
-		if err != nil {
-			sdkServerErr = err
-			return
-		}
-		sdkServerPath = filepath.Join(dir, "sdkserver")
-		if out, err := exec.Command("go", "build", "-o", sdkServerPath, "./testdata/sdkserver").CombinedOutput(); err != nil {
-			sdkServerErr = err
-			t.Logf("%s", out)
-		}
-	})
-	if sdkServerErr != nil {
-		t.Fatal("build testdata/sdkserver:", sdkServerErr)
-	}
-	return sdkServerPath
+	return testbin.Build(t, "github.com/undolog/undolog/proxy/testdata/sdkserver")
 }
 
 // sdkPolicy classifies the test server's tools.
@@ -68,14 +44,8 @@ const sdkPolicy = `tools:
 // engines are the log engines the rounds tests run on.
 var engines = []string{"file", "postgres"}
 
-// sdkHarness is a harness whose server is the Go SDK test server, its
-// state in stateDir, its policy sdkPolicy, its log a file.
-func sdkHarness(t *testing.T) (h *harness, stateDir string) {
-	h, stateDir, _ = sdkHarnessOn(t, "file")
-	return h, stateDir
-}
-
-// sdkHarnessOn is sdkHarness with its log on engine, and that log.
+// sdkHarnessOn is a harness whose server is the Go SDK test server, its
+// state in stateDir, its policy sdkPolicy, its log (store) on engine.
 func sdkHarnessOn(t *testing.T, engine string) (h *harness, stateDir string, store effectlog.Log) {
 	h = newHarness(t)
 	store = logaddr.File(h.logPath, logaddr.Options{})
@@ -132,7 +102,7 @@ func journal(t *testing.T, stateDir string) []string {
 func TestSDKServerAsksForInputDirectly(t *testing.T) {
 	for _, version := range []string{protocol2026, "2025-11-25", "2025-06-18"} {
 		t.Run(version, func(t *testing.T) {
-			h, state := sdkHarness(t)
+			h, state, _ := sdkHarnessOn(t, "file")
 			var asked atomic.Int64
 			s := sdkClient(h, []string{sdkServer(t)}, version, "accept", &asked)
 			if got := s.InitializeResult().ProtocolVersion; got != version {
@@ -209,8 +179,7 @@ func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
 // An irreversible call that asks for input is approved once: its next round
 // continues the approved effect.
 func TestProxyInputRoundsOfAnIrreversibleCallApprovedOnce(t *testing.T) {
-	h, state := sdkHarness(t)
-	store := logaddr.File(h.logPath, logaddr.Options{})
+	h, state, store := sdkHarnessOn(t, "file")
 	var asked atomic.Int64
 	s := sdkClient(h, roundsProxy(h), protocol2026, "accept", &asked)
 	done := make(chan *mcp.CallToolResult, 1)
@@ -306,8 +275,7 @@ func inputRoundAbandonedIsFailed(t *testing.T, engine string) {
 // A declined input ends the call as the server says (a tool error): the
 // effect failed, and undo has nothing to compensate.
 func TestProxyInputDeclinedIsFailed(t *testing.T) {
-	h, state := sdkHarness(t)
-	store := logaddr.File(h.logPath, logaddr.Options{})
+	h, state, store := sdkHarnessOn(t, "file")
 	var asked atomic.Int64
 	s := sdkClient(h, roundsProxy(h), protocol2026, "decline", &asked)
 	if r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"}); !r.IsError || asked.Load() != 1 {
@@ -363,7 +331,7 @@ func TestProxyInputRoundWithContentIsNoOutcome(t *testing.T) {
 func TestProxyInputRoundsOfPromptsAndResources(t *testing.T) {
 	for _, version := range []string{protocol2026, "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
-			h, _ := sdkHarness(t)
+			h, _, store := sdkHarnessOn(t, "file")
 			var asked atomic.Int64
 			s := sdkClient(h, roundsProxy(h), version, "accept", &asked)
 			p, err := s.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "confirmed"})
@@ -383,7 +351,7 @@ func TestProxyInputRoundsOfPromptsAndResources(t *testing.T) {
 			if asked.Load() != want {
 				t.Fatalf("asked %d times, want %d", asked.Load(), want)
 			}
-			if got := loggedEffects(t, logaddr.File(h.logPath, logaddr.Options{})); len(got) != 0 {
+			if got := loggedEffects(t, store); len(got) != 0 {
 				t.Fatalf("logged %v", got)
 			}
 		})
