@@ -50,17 +50,24 @@ type awaitingRound struct {
 type inputRounds struct {
 	mu      sync.Mutex
 	waiting map[uint64]*awaitingRound
+	// failing counts the calls taken to be failed whose failure is being
+	// recorded: the proxy's end waits for them, the log still open.
+	failing sync.WaitGroup
 }
 
 // take returns the call of effect id awaiting its next round, no longer
-// awaiting; nil if none is.
-func (r *inputRounds) take(id uint64) *awaitingRound {
+// awaiting; nil if none is. toFail: the caller records its failure, and
+// then calls failing.Done.
+func (r *inputRounds) take(id uint64, toFail bool) *awaitingRound {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	w := r.waiting[id]
 	if w != nil {
 		w.timer.Stop()
 		delete(r.waiting, id)
+		if toFail {
+			r.failing.Add(1)
+		}
 	}
 	return w
 }
@@ -87,10 +94,11 @@ func (p *Proxy) awaitNextRound(ctx context.Context, lc *lifecycle.Lifecycle, cal
 // abandonRound fails the call of effect id if it still awaits its next
 // round: the server asked for input and never acted on an answer.
 func (p *Proxy) abandonRound(id uint64, why string) {
-	w := p.rounds.take(id)
+	w := p.rounds.take(id, true)
 	if w == nil {
 		return
 	}
+	defer p.rounds.failing.Done()
 	if err := w.lc.Finish(context.Background(), w.call, lifecycle.Result{Failed: why}); err != nil {
 		p.note("%v", err)
 		return
@@ -99,7 +107,8 @@ func (p *Proxy) abandonRound(id uint64, why string) {
 }
 
 // abandonAllRounds fails every call still awaiting its next round: the
-// proxy ends, and no next round can reach it.
+// proxy ends, and no next round can reach it. It returns once the failures
+// of those the input wait ended meanwhile are recorded too.
 func (p *Proxy) abandonAllRounds() {
 	p.rounds.mu.Lock()
 	var ids []uint64
@@ -110,6 +119,7 @@ func (p *Proxy) abandonAllRounds() {
 	for _, id := range ids {
 		p.abandonRound(id, "abandoned between input rounds: the proxy ended before the client's next round")
 	}
+	p.rounds.failing.Wait()
 }
 
 func (p *Proxy) inputWait() time.Duration {
