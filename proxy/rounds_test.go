@@ -357,3 +357,56 @@ func TestProxyInputRoundsOfPromptsAndResources(t *testing.T) {
 		})
 	}
 }
+
+// sdkServerHTTP starts the test server over stateless HTTP and returns its URL.
+func sdkServerHTTP(t *testing.T, h *harness) string {
+	cmd := exec.Command(sdkServer(t))
+	cmd.Env = append(h.env, "SDKSERVER_LISTEN=127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var url string
+	if _, err := fmt.Fscanln(out, &url); err != nil {
+		t.Fatalf("the test server printed no URL: %v", err)
+	}
+	return url
+}
+
+// The test server over stateless HTTP, directly: 2026-07-28 with its input
+// rounds, 2025-11-25 with a plain write.
+func TestSDKServerOverStatelessHTTP(t *testing.T) {
+	h, state, _ := sdkHarnessOn(t, "file")
+	url := sdkServerHTTP(t, h)
+	var asked atomic.Int64
+	for _, version := range []string{protocol2026, "2025-11-25"} {
+		c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked.Add(1)
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			},
+		})
+		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		if got := s.InitializeResult().ProtocolVersion; got != version {
+			t.Fatalf("negotiated %s, want %s", got, version)
+		}
+		tool := "write"
+		if version == protocol2026 {
+			tool = "confirmed_write"
+		}
+		if r := call(t, s, tool, map[string]any{"key": "k", "value": version}); r.IsError {
+			t.Fatalf("%s: %s", version, text(r))
+		}
+		s.Close()
+	}
+	if j := journal(t, state); asked.Load() != 1 || strings.Join(j, " ") != "write_k="+protocol2026+" write_k=2025-11-25" {
+		t.Fatalf("asked %d times, journal %v", asked.Load(), j)
+	}
+}

@@ -15,6 +15,9 @@
 //
 // The prompt "confirmed" and the resource sdkserver://confirmed ask for
 // input the same way before they answer.
+//
+// With $SDKSERVER_LISTEN (host:port) it serves stateless streamable HTTP
+// there instead of stdio, its URL the first line of its output.
 package main
 
 import (
@@ -22,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 
@@ -152,7 +157,23 @@ func main() {
 		}
 		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: "sdkserver://confirmed", Text: "confirmed resource"}}}, nil
 	})
+	if addr := os.Getenv("SDKSERVER_LISTEN"); addr != "" {
+		serveHTTP(s, addr)
+		return
+	}
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// serveHTTP serves s over stateless streamable HTTP on addr (host:port; port
+// 0 picks one), and prints its URL as its first line of output.
+func serveHTTP(s *mcp.Server, addr string) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("http://%s/mcp\n", ln.Addr())
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
+	log.Fatal(http.Serve(ln, h))
 }
