@@ -210,9 +210,8 @@ func (l *Lifecycle) refused(ctx context.Context, end End) (End, error) {
 
 // Finish records the end of a call that Begin started: committed with its
 // result, failed, or left unsettled (its lease stopped); a round that
-// awaits input ends nothing. It records also
-// once ctx is cancelled: the call has run. A record that fails is a
-// *NotRecorded.
+// awaits input ends nothing. It records also once ctx is cancelled: the
+// call has run. A record that fails is a *NotRecorded.
 func (l *Lifecycle) Finish(ctx context.Context, c *Call, r Result) error {
 	id := c.Effect.ID
 	switch {

@@ -1,7 +1,8 @@
 // Package testbin has what tests need of the processes they start: the
 // undolog binary and the tests' own programs, built once per test process,
-// for the tests that run them as separate processes (testscript aside), and a quick exit for the processes
-// started from a test binary built with -race (QuickRaceExit).
+// for the tests that run them as separate processes (testscript aside), and
+// a quick exit for the processes started from a test binary built with
+// -race (QuickRaceExit).
 package testbin
 
 import (
