@@ -16,6 +16,7 @@ type proxyOptions struct {
 	session      string
 	policy       string
 	approvalWait time.Duration
+	inputWait    time.Duration
 	redact       []string
 	stateEnv     []string
 	http         httpOptions
@@ -145,7 +146,7 @@ session). A call left in doubt is reclaimed by a person: undolog resolve ID.
 			if policy != nil {
 				redact = append(redact, policy.Redact...)
 			}
-			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
+			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, InputWait: opts.inputWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
 				Dir: dir, SessionActor: f.Actor(""), Upstream: upstream, StateEnv: stateEnv}
 			ignoreBrokenPipe()
 			if remote != nil {
@@ -158,6 +159,7 @@ session). A call left in doubt is reclaimed by a person: undolog resolve ID.
 	c.Flags().StringVar(&opts.session, "session", "", "session id (default $UNDOLOG_SESSION, else a new name printed on stderr); made on the first logged call")
 	c.Flags().StringVar(&opts.policy, "policy", "", "policy `file` (YAML); without one, read-only tools are safe and the rest irreversible")
 	durationVar(c.Flags(), &opts.approvalWait, "approval-wait", proxy.DefaultApprovalWait, "how long an irreversible call waits for a decision before asking the client to retry")
+	durationVar(c.Flags(), &opts.inputWait, "input-wait", proxy.DefaultInputWait, "how long a logged call whose server asked the client for input (MCP 2026-07-28) waits for the client's next round before it is failed")
 	c.Flags().StringArrayVar(&opts.stateEnv, "state-env", nil, "an environment `variable` that locates the server's state (as the policy's state_env): each session records its value here, and undo acts on that state or refuses")
 	c.Flags().StringArrayVar(&opts.redact, "redact", nil, "keep matching fields of arguments and results out of the log (*.password, *token*); adds to the policy's redact list")
 	opts.http.flags(c)

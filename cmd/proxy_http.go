@@ -200,7 +200,7 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		} else {
 			up = cmdUp
 		}
-		p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
+		p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, InputWait: opts.inputWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
 			Dir: dir, SessionActor: f.Actor(""), Upstream: upstream, StateEnv: stateEnv}
 		p.Serve(ctx, client, up)
 		if s := p.CurrentSession(); s != "" {

@@ -92,6 +92,11 @@ type Result struct {
 	// stays executing, its lease no longer renewed, so in doubt once that
 	// lapses, until Finish records the end (here later, or after Adopt).
 	Unsettled bool
+	// Awaiting: a round of the call ended and its answer asks the client
+	// for input (MCP's input_required); the call is not over. It stays
+	// executing, its lease renewed and the log let go, until a later
+	// round's Finish records its end.
+	Awaiting bool
 }
 
 // Drive runs an intercepted call to its end: Begin, then, if it is to run
@@ -204,12 +209,15 @@ func (l *Lifecycle) refused(ctx context.Context, end End) (End, error) {
 }
 
 // Finish records the end of a call that Begin started: committed with its
-// result, failed, or left unsettled (its lease stopped). It records also
-// once ctx is cancelled: the call has run. A record that fails is a
-// *NotRecorded.
+// result, failed, or left unsettled (its lease stopped); a round that
+// awaits input ends nothing. It records also once ctx is cancelled: the
+// call has run. A record that fails is a *NotRecorded.
 func (l *Lifecycle) Finish(ctx context.Context, c *Call, r Result) error {
 	id := c.Effect.ID
 	switch {
+	case r.Awaiting:
+		c.letLogGo()
+		return nil
 	case r.Unsettled:
 		return c.StopRenewing()
 	case r.Failed != "":

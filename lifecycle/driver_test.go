@@ -255,3 +255,42 @@ func TestBeginHereFinishInAnotherProcess(t *testing.T) {
 		})
 	}
 }
+
+// A round that awaits input (Result.Awaiting) ends nothing: the call stays
+// executing, its lease renewed, and a later Finish records its end.
+func TestFinishAwaitingKeepsTheCallRunning(t *testing.T) {
+	for engine, open := range engineLogs {
+		t.Run(engine, func(t *testing.T) {
+			log, _ := open(t)
+			lc := &Lifecycle{Log: log, Lease: 300 * time.Millisecond}
+			c, err := lc.Intercept(t.Context(), request(sm.Compensable, `{}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end, err := lc.Begin(t.Context(), c, Ask{Door: door}); err != nil || end.Ending != Ran {
+				t.Fatalf("begin: %s %v", end.Ending, err)
+			}
+			if err := lc.Finish(t.Context(), c, Result{Awaiting: true}); err != nil {
+				t.Fatal(err)
+			}
+			lease := func() time.Time {
+				d, err := log.GetEffect(t.Context(), c.Effect.ID)
+				if err != nil || d.Effect.State != sm.Executing {
+					t.Fatalf("between rounds: %s %v, want executing", d.Effect.State, err)
+				}
+				return d.Effect.Owner.LeaseUntil
+			}
+			first := lease()
+			time.Sleep(400 * time.Millisecond)
+			if renewed := lease(); !renewed.After(first) {
+				t.Fatalf("the lease was not renewed between rounds: %s, then %s", first, renewed)
+			}
+			if err := lc.Finish(t.Context(), c, Result{Value: []byte(`{"done":true}`)}); err != nil {
+				t.Fatal(err)
+			}
+			if d, err := log.GetEffect(t.Context(), c.Effect.ID); err != nil || d.Effect.State != sm.Committed {
+				t.Fatalf("after the last round: %s %v, want committed", d.Effect.State, err)
+			}
+		})
+	}
+}

@@ -97,12 +97,17 @@ type Proxy struct {
 	// makes records them, with their values or as unset, so that undo acts
 	// on the same state or refuses.
 	StateEnv []string
+	// InputWait is how long a call whose server asked the client for input
+	// (input_required) waits for the client's next round before it is
+	// failed; zero: DefaultInputWait.
+	InputWait time.Duration
 
 	nextCallMu   sync.Mutex
 	nextCallHold *time.Timer // lets the log go that holdLogForNextCall holds
 
 	chosen  sessionChoice // the session calls go in, once chosen (session.go)
 	answers answerWaits
+	rounds  inputRounds // the logged calls awaiting the client's next round (rounds.go)
 
 	end      runEnd
 	clientMu sync.Mutex
@@ -172,6 +177,7 @@ func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	go p.readUpstream(up)
 	why := p.serve(ctx, func() { p.readClient(ctx, client) })
 	why = p.drain(ctx, why)
+	p.abandonAllRounds()
 	defer p.stopHoldingLogForNextCall()
 	return p.stopUpstream(why, up.Close)
 }
@@ -513,6 +519,11 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
 		return false
 	}
+	if call.Executing() {
+		if w := p.rounds.take(call.Effect.ID, false); w != nil {
+			return p.execute(ctx, w.lc, w.call, m) // the next round of a call that asked for input
+		}
+	}
 	wait, done := p.approvalContext(ctx)
 	end, err := lc.Begin(wait, call, lifecycle.Ask{Door: p.door(), Wait: p.ApprovalWait, Note: func(text string) { p.note("%s", text) }})
 	done()
@@ -594,6 +605,11 @@ func (p *Proxy) execute(ctx context.Context, lc *lifecycle.Lifecycle, call *life
 	}
 	if resp.Error == nil && taskHandle(resp.Result) {
 		p.taskAnswer(ctx, lc, call, resp)
+		return false
+	}
+	if resp.Error == nil && inputRequired(resp.Result) {
+		p.awaitNextRound(ctx, lc, call)
+		p.reply(ctx, resp.raw)
 		return false
 	}
 	committed, err := record(ctx, lc, call, resp)

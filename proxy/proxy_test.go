@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logaddr"
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 		fakeServer()
 		return
 	}
-	os.Exit(m.Run())
+	pgtest.Main(m) // the rounds tests run on PostgreSQL as well
 }
 
 // fakeServer answers initialize, tools/list and tools/call; the tool "die"

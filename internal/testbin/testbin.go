@@ -1,42 +1,56 @@
 // Package testbin has what tests need of the processes they start: the
-// undolog binary, built once per test process, for the tests that run it as
-// a separate process (testscript aside), and a quick exit for the processes
-// started from a test binary built with -race (QuickRaceExit).
+// undolog binary and the tests' own programs, built once per test process,
+// for the tests that run them as separate processes (testscript aside), and
+// a quick exit for the processes started from a test binary built with
+// -race (QuickRaceExit).
 package testbin
 
 import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 )
 
-var (
+// built are the programs Build made, by package, each built once.
+var built sync.Map // package path -> *program
+
+type program struct {
 	once sync.Once
 	path string
 	err  error
-)
+}
 
 // Undolog returns the path of an undolog binary built from this module.
 func Undolog(tb testing.TB) string {
 	tb.Helper()
-	once.Do(func() {
+	return Build(tb, "github.com/undolog/undolog")
+}
+
+// Build returns the path of the main package pkg of this module built (a
+// test's own server under a testdata directory, say), once per test process.
+func Build(tb testing.TB, pkg string) string {
+	tb.Helper()
+	v, _ := built.LoadOrStore(pkg, &program{})
+	p := v.(*program)
+	p.once.Do(func() {
 		var dir string
-		if dir, err = os.MkdirTemp("", "undolog-bin-"); err != nil {
+		if dir, p.err = os.MkdirTemp("", "undolog-bin-"); p.err != nil {
 			return
 		}
-		path = filepath.Join(dir, "undolog")
-		if out, buildErr := exec.Command("go", "build", "-o", path, "github.com/undolog/undolog").CombinedOutput(); buildErr != nil {
-			err = fmt.Errorf("build undolog: %v\n%s", buildErr, out)
+		p.path = filepath.Join(dir, path.Base(pkg))
+		if out, err := exec.Command("go", "build", "-o", p.path, pkg).CombinedOutput(); err != nil {
+			p.err = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	if err != nil {
-		tb.Fatal(err)
+	if p.err != nil {
+		tb.Fatal(p.err)
 	}
-	return path
+	return p.path
 }
 
 // QuickRaceExit makes the processes a test starts from a binary built with

@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/undolog/undolog/internal/mcpwire"
+	"github.com/undolog/undolog/lifecycle"
+)
+
+// Multi round-trip calls (MCP 2026-07-28): a server may answer a tools/call
+// with resultType "input_required", its inputRequests and a requestState;
+// the client retries the same call with inputResponses and the echoed
+// requestState. Such an answer is a round, not an outcome: the call stays
+// one effect, executing (its lease renewed) while the proxy waits for the
+// client's next round. The retry is matched to its effect as any repeat is,
+// by the call's signature (tool and arguments; inputResponses and
+// requestState are no arguments): an intercept that finds the same call
+// executing and awaiting its next round here forwards the retry as that
+// effect's continuation, with no new effect, decision or capture. The last
+// round's answer commits or fails the effect. A call whose next round does
+// not come within the input wait, or is pending when the proxy ends, is
+// failed (retryable), the reason in `undolog show`. requestState is the
+// server's, passed through unchanged.
+
+// DefaultInputWait is how long a call that asked the client for input
+// waits for the client's next round.
+const DefaultInputWait = 5 * time.Minute
+
+// inputRequired tells whether a tools/call result is a round that asks the
+// client for input rather than the call's outcome.
+func inputRequired(result json.RawMessage) bool {
+	var r struct {
+		ResultType string `json:"resultType"`
+	}
+	return mcpwire.Unmarshal(result, &r) == nil && r.ResultType == "input_required"
+}
+
+// awaitingRound is a logged call between two rounds.
+type awaitingRound struct {
+	lc    *lifecycle.Lifecycle
+	call  *lifecycle.Call
+	timer *time.Timer
+}
+
+// inputRounds holds, by effect, the calls that await the client's next round.
+type inputRounds struct {
+	mu      sync.Mutex
+	waiting map[uint64]*awaitingRound
+	// failing counts the calls taken to be failed whose failure is being
+	// recorded: the proxy's end waits for them, the log still open.
+	failing sync.WaitGroup
+}
+
+// take returns the call of effect id awaiting its next round, no longer
+// awaiting; nil if none is. toFail: the caller records its failure, and
+// then calls failing.Done.
+func (r *inputRounds) take(id uint64, toFail bool) *awaitingRound {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w := r.waiting[id]
+	if w != nil {
+		w.timer.Stop()
+		delete(r.waiting, id)
+		if toFail {
+			r.failing.Add(1)
+		}
+	}
+	return w
+}
+
+// awaitNextRound keeps a started call executing for its next round, and
+// fails it if that does not come within the input wait.
+func (p *Proxy) awaitNextRound(ctx context.Context, lc *lifecycle.Lifecycle, call *lifecycle.Call) {
+	if err := lc.Finish(ctx, call, lifecycle.Result{Awaiting: true}); err != nil {
+		p.note("%v", err)
+	}
+	id, wait := call.Effect.ID, p.inputWait()
+	w := &awaitingRound{lc: lc, call: call}
+	p.rounds.mu.Lock()
+	defer p.rounds.mu.Unlock()
+	if p.rounds.waiting == nil {
+		p.rounds.waiting = map[uint64]*awaitingRound{}
+	}
+	w.timer = time.AfterFunc(wait, func() {
+		p.abandonRound(id, fmt.Sprintf("abandoned between input rounds: the client's next round (its inputResponses) did not come within %s", wait))
+	})
+	p.rounds.waiting[id] = w
+}
+
+// abandonRound fails the call of effect id if it still awaits its next
+// round: the server asked for input and never acted on an answer.
+func (p *Proxy) abandonRound(id uint64, why string) {
+	w := p.rounds.take(id, true)
+	if w == nil {
+		return
+	}
+	defer p.rounds.failing.Done()
+	if err := w.lc.Finish(context.Background(), w.call, lifecycle.Result{Failed: why}); err != nil {
+		p.note("%v", err)
+		return
+	}
+	p.note("effect %d (%s): %s; it failed and runs again when called again", id, w.call.Effect.Tool, why)
+}
+
+// abandonAllRounds fails every call still awaiting its next round: the
+// proxy ends, and no next round can reach it. It returns once the failures
+// of those the input wait ended meanwhile are recorded too.
+func (p *Proxy) abandonAllRounds() {
+	p.rounds.mu.Lock()
+	var ids []uint64
+	for id := range p.rounds.waiting {
+		ids = append(ids, id)
+	}
+	p.rounds.mu.Unlock()
+	for _, id := range ids {
+		p.abandonRound(id, "abandoned between input rounds: the proxy ended before the client's next round")
+	}
+	p.rounds.failing.Wait()
+}
+
+func (p *Proxy) inputWait() time.Duration {
+	if p.InputWait > 0 {
+		return p.InputWait
+	}
+	return DefaultInputWait
+}

@@ -1,0 +1,412 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// protocol2026 is the MCP version of multi round-trip requests.
+const protocol2026 = "2026-07-28"
+
+// sdkServer returns the path of testdata/sdkserver, the Go SDK test server.
+func sdkServer(t testing.TB) string {
+	return testbin.Build(t, "github.com/undolog/undolog/proxy/testdata/sdkserver")
+}
+
+// sdkPolicy classifies the test server's tools.
+const sdkPolicy = `tools:
+  write:
+    tier: compensable
+    compensate: {tool: delete, args: {key: "{{ .args.key }}"}}
+  confirmed_write:
+    tier: compensable
+    compensate: {tool: delete, args: {key: "{{ .args.key }}"}}
+  confirmed_launch: {tier: irreversible}
+  launch: {tier: irreversible}
+  delete: {tier: irreversible}
+`
+
+// engines are the log engines the rounds tests run on.
+var engines = []string{"file", "postgres"}
+
+// sdkHarnessOn is a harness whose server is the Go SDK test server, its
+// state in stateDir, its policy sdkPolicy, its log (store) on engine.
+func sdkHarnessOn(t *testing.T, engine string) (h *harness, stateDir string, store effectlog.Log) {
+	h = newHarness(t)
+	store = logaddr.File(h.logPath, logaddr.Options{})
+	if engine == "postgres" {
+		addr := pgtest.Server(t).NewDatabase(t)
+		h.env = append(h.env, "UNDOLOG_LOG="+addr) // the last value wins
+		store = logaddr.Open(addr, logaddr.Options{})
+		t.Cleanup(func() { store.Close() })
+	}
+	stateDir = filepath.Join(h.dir, "state")
+	if err := os.Mkdir(stateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.env = append(h.env, "SDKSERVER_DIR="+stateDir)
+	h.policy = filepath.Join(h.dir, "policy.yaml")
+	if err := os.WriteFile(h.policy, []byte(sdkPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return h, stateDir, store
+}
+
+// sdkClient connects a Go SDK client at version through argv; its
+// elicitation handler answers action and counts the requests in asked.
+func sdkClient(h *harness, argv []string, version, action string, asked *atomic.Int64) *mcp.ClientSession {
+	h.t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = h.env
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked.Add(1)
+			return &mcp.ElicitResult{Action: action}, nil
+		},
+	})
+	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// journal is what the test server did, one line an act.
+func journal(t *testing.T, stateDir string) []string {
+	b, err := os.ReadFile(filepath.Join(stateDir, "writes.log"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.Fields(strings.ReplaceAll(string(b), " ", "_"))
+}
+
+func TestSDKServerAsksForInputDirectly(t *testing.T) {
+	for _, version := range []string{protocol2026, "2025-11-25", "2025-06-18"} {
+		t.Run(version, func(t *testing.T) {
+			h, state, _ := sdkHarnessOn(t, "file")
+			var asked atomic.Int64
+			s := sdkClient(h, []string{sdkServer(t)}, version, "accept", &asked)
+			if got := s.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("negotiated %s, want %s", got, version)
+			}
+			r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"})
+			if r.IsError || asked.Load() != 1 {
+				t.Fatalf("asked %d times: %s", asked.Load(), text(r))
+			}
+			if j := journal(t, state); len(j) != 1 || j[0] != "write_k=v" {
+				t.Fatalf("journal %v", j)
+			}
+		})
+	}
+}
+
+// roundsProxy is the argv of undolog proxy in front of the test server.
+func roundsProxy(h *harness, flags ...string) []string {
+	argv := append([]string{testbin.Undolog(h.t), "proxy", "--session", "rounds", "--policy", h.policy}, flags...)
+	return append(argv, "--", sdkServer(h.t))
+}
+
+// loggedEffects are the effects of session rounds, as "tool:state".
+func loggedEffects(t *testing.T, store effectlog.Log) []string {
+	t.Helper()
+	list, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "rounds", Ascending: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list {
+		out = append(out, e.Tool+":"+string(e.State))
+	}
+	return out
+}
+
+// Issue 30 item 2: a call whose server asks for input stays one effect
+// through its rounds, committed by its last; undo compensates it once. Under
+// older versions the server asks by elicitation, which passes through.
+func TestProxyInputRoundsAreOneEffect(t *testing.T) {
+	for _, engine := range engines {
+		for _, version := range []string{protocol2026, "2025-11-25", "2025-06-18"} {
+			t.Run(engine+"/"+version, func(t *testing.T) { inputRoundsAreOneEffect(t, engine, version) })
+		}
+	}
+}
+
+func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
+	h, state, store := sdkHarnessOn(t, engine)
+	var asked atomic.Int64
+	s := sdkClient(h, roundsProxy(h), version, "accept", &asked)
+	if got := s.InitializeResult().ProtocolVersion; got != version {
+		t.Fatalf("negotiated %s, want %s", got, version)
+	}
+	r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"})
+	if r.IsError || asked.Load() != 1 {
+		t.Fatalf("asked %d times: %s", asked.Load(), text(r))
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+		t.Fatalf("journal %v", j)
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
+		t.Fatalf("logged %v, want one committed effect", got)
+	}
+	s.Close()
+	if out := h.cli("undo", "rounds", "--yes"); !strings.Contains(out, "1 compensated") {
+		t.Fatalf("undo: %s", out)
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "write_k=v delete_k" {
+		t.Fatalf("journal after undo %v", j)
+	}
+}
+
+// An irreversible call that asks for input is approved once: its next round
+// continues the approved effect.
+func TestProxyInputRoundsOfAnIrreversibleCallApprovedOnce(t *testing.T) {
+	h, state, store := sdkHarnessOn(t, "file")
+	var asked atomic.Int64
+	s := sdkClient(h, roundsProxy(h), protocol2026, "accept", &asked)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_launch", Arguments: map[string]any{"name": "rocket"}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	waitFor(t, "the approval request", func() bool {
+		list, _, _ := store.PendingApprovals(t.Context(), "rounds", 0)
+		return len(list) == 1
+	})
+	h.cli("approve", "1", "--as", "alice")
+	var r *mcp.CallToolResult
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the approved call did not complete")
+	}
+	if r == nil || r.IsError || asked.Load() != 1 {
+		t.Fatalf("asked %d times: %v", asked.Load(), r)
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "launch_rocket" {
+		t.Fatalf("journal %v", j)
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_launch:committed" {
+		t.Fatalf("logged %v, want one committed effect", got)
+	}
+	if list, _, _ := store.PendingApprovals(t.Context(), "rounds", 0); len(list) != 0 {
+		t.Fatalf("approvals still pending: %v", list)
+	}
+}
+
+// A call abandoned between rounds is failed after the input wait, as show
+// says; called again, it runs (a retry) and completes.
+func TestProxyInputRoundAbandonedIsFailed(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) { inputRoundAbandonedIsFailed(t, engine) })
+	}
+}
+
+func inputRoundAbandonedIsFailed(t *testing.T, engine string) {
+	h, state, store := sdkHarnessOn(t, engine)
+	cmd := exec.Command(roundsProxy(h, "--input-wait", "1s")[0], roundsProxy(h, "--input-wait", "1s")[1:]...)
+	cmd.Env = h.env
+	c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	args := map[string]any{"key": "k", "value": "v"}
+	r := call(t, s, "confirmed_write", args)
+	if !r.NeedsInput() {
+		t.Fatalf("the first round did not ask for input: %s", text(r))
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:executing" {
+		t.Fatalf("between rounds: %v, want one executing effect", got)
+	}
+	waitForState(t, store, 1, sm.Pending) // failed: pending, to run again
+	if out := h.cli("show", "1"); !strings.Contains(out, "abandoned between input rounds") {
+		t.Fatalf("show does not say the call was abandoned:\n%s", out)
+	}
+	if j := journal(t, state); len(j) != 0 {
+		t.Fatalf("journal %v", j)
+	}
+	// Called again: the failed call runs again, through both rounds.
+	r = call(t, s, "confirmed_write", args)
+	if !r.NeedsInput() {
+		t.Fatalf("the call again did not ask for input: %s", text(r))
+	}
+	r, err = s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
+		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: r.RequestState})
+	if err != nil || r.IsError {
+		t.Fatalf("the second round: %v %v", err, r)
+	}
+	d, err := store.GetEffect(t.Context(), 1)
+	if err != nil || d.Effect.State != sm.Committed {
+		t.Fatalf("effect 1: %+v %v", d.Effect, err)
+	}
+	if got := loggedEffects(t, store); len(got) != 1 {
+		t.Fatalf("logged %v, want one effect", got)
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+		t.Fatalf("journal %v", j)
+	}
+}
+
+// A declined input ends the call as the server says (a tool error): the
+// effect failed, and undo has nothing to compensate.
+func TestProxyInputDeclinedIsFailed(t *testing.T) {
+	h, state, store := sdkHarnessOn(t, "file")
+	var asked atomic.Int64
+	s := sdkClient(h, roundsProxy(h), protocol2026, "decline", &asked)
+	if r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"}); !r.IsError || asked.Load() != 1 {
+		t.Fatalf("asked %d times: %s", asked.Load(), text(r))
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:pending" {
+		t.Fatalf("logged %v, want one failed (pending) effect", got)
+	}
+	s.Close()
+	h.cli("undo", "rounds", "--yes")
+	if j := journal(t, state); len(j) != 0 {
+		t.Fatalf("journal %v: undo compensated what never happened", j)
+	}
+}
+
+// An input_required answer that carries "content": [] (a readable tool
+// result) is a round all the same: not committed, and the retry goes to the
+// server; a round pending when the proxy ends is failed, as show says.
+func TestProxyInputRoundWithContentIsNoOutcome(t *testing.T) {
+	h := newHarness(t)
+	store := logaddr.File(h.logPath, logaddr.Options{})
+	in, out, cmd := rawProxyWith(t, h, "tools:\n  odd: {tier: compensable}\n")
+	send := func(s string) { fmt.Fprintln(in, s) }
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	next(t, out)
+	answer := `{\"jsonrpc\":\"2.0\",\"id\":ID,\"result\":{\"resultType\":\"input_required\",\"content\":[],\"inputRequests\":{\"c\":{\"method\":\"elicitation/create\",\"params\":{\"message\":\"sure?\",\"requestedSchema\":{\"type\":\"object\"}}}},\"requestState\":\"s1\"}}`
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"odd","arguments":{"answer":"` + answer + `"}}}`)
+	if m := next(t, out); m["id"] != 2.0 || m["result"].(map[string]any)["resultType"] != "input_required" {
+		t.Fatalf("the first round: %v", m)
+	}
+	waitForState(t, store, 1, sm.Executing)
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"odd","arguments":{"answer":"` + answer + `"},"inputResponses":{"c":{"action":"accept"}},"requestState":"s1"}}`)
+	if m := next(t, out); m["id"] != 3.0 || m["result"].(map[string]any)["resultType"] != "input_required" {
+		t.Fatalf("the next round did not reach the server: %v", m)
+	}
+	list, _, _ := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "fake-1"})
+	if len(list) != 1 || list[0].State != sm.Executing {
+		t.Fatalf("after two rounds: %+v, want one executing effect", list)
+	}
+	in.Close()
+	cmd.Wait()
+	d, err := store.GetEffect(t.Context(), 1)
+	if err != nil || d.Effect.State != sm.Pending {
+		t.Fatalf("after the proxy ended: %+v %v", d.Effect, err)
+	}
+	if out := h.cli("show", "1"); !strings.Contains(out, "the proxy ended before the client's next round") {
+		t.Fatalf("show does not say why the call failed:\n%s", out)
+	}
+}
+
+// prompts/get and resources/read pass through the proxy unlogged: their
+// input rounds reach the server at every version.
+func TestProxyInputRoundsOfPromptsAndResources(t *testing.T) {
+	for _, version := range []string{protocol2026, "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			h, _, store := sdkHarnessOn(t, "file")
+			var asked atomic.Int64
+			s := sdkClient(h, roundsProxy(h), version, "accept", &asked)
+			p, err := s.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "confirmed"})
+			if err != nil || len(p.Messages) != 1 {
+				t.Fatalf("prompts/get: %v %v", p, err)
+			}
+			want := int64(1)
+			// The SDK's server (v1.8.0) fails a resource read that asks an
+			// older client for input (directly as well): 2026-07-28 only.
+			if version == protocol2026 {
+				r, err := s.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "sdkserver://confirmed"})
+				if err != nil || len(r.Contents) != 1 || r.Contents[0].Text != "confirmed resource" {
+					t.Fatalf("resources/read: %v %v", r, err)
+				}
+				want++
+			}
+			if asked.Load() != want {
+				t.Fatalf("asked %d times, want %d", asked.Load(), want)
+			}
+			if got := loggedEffects(t, store); len(got) != 0 {
+				t.Fatalf("logged %v", got)
+			}
+		})
+	}
+}
+
+// sdkServerHTTP starts the test server over stateless HTTP and returns its URL.
+func sdkServerHTTP(t *testing.T, h *harness) string {
+	cmd := exec.Command(sdkServer(t))
+	cmd.Env = append(h.env, "SDKSERVER_LISTEN=127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var url string
+	if _, err := fmt.Fscanln(out, &url); err != nil {
+		t.Fatalf("the test server printed no URL: %v", err)
+	}
+	return url
+}
+
+// The test server over stateless HTTP, directly: 2026-07-28 with its input
+// rounds, 2025-11-25 with a plain write.
+func TestSDKServerOverStatelessHTTP(t *testing.T) {
+	h, state, _ := sdkHarnessOn(t, "file")
+	url := sdkServerHTTP(t, h)
+	var asked atomic.Int64
+	for _, version := range []string{protocol2026, "2025-11-25"} {
+		c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
+			ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				asked.Add(1)
+				return &mcp.ElicitResult{Action: "accept"}, nil
+			},
+		})
+		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		if got := s.InitializeResult().ProtocolVersion; got != version {
+			t.Fatalf("negotiated %s, want %s", got, version)
+		}
+		tool := "write"
+		if version == protocol2026 {
+			tool = "confirmed_write"
+		}
+		if r := call(t, s, tool, map[string]any{"key": "k", "value": version}); r.IsError {
+			t.Fatalf("%s: %s", version, text(r))
+		}
+		s.Close()
+	}
+	if j := journal(t, state); asked.Load() != 1 || strings.Join(j, " ") != "write_k="+protocol2026+" write_k=2025-11-25" {
+		t.Fatalf("asked %d times, journal %v", asked.Load(), j)
+	}
+}
