@@ -40,7 +40,9 @@ func sdkServer() {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "put " + a.Name}}}, nil, nil
 	})
 	mcp.AddTool(server, &mcp.Tool{Name: "remove"}, func(_ context.Context, _ *mcp.CallToolRequest, a nameArgs) (*mcp.CallToolResult, any, error) {
-		edit(func(names []string) []string { return slices.DeleteFunc(names, func(n string) bool { return n == a.Name }) })
+		edit(func(names []string) []string {
+			return slices.DeleteFunc(names, func(n string) bool { return n == a.Name })
+		})
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "removed " + a.Name}}}, nil, nil
 	})
 	server.Run(context.Background(), &mcp.StdioTransport{})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -223,5 +224,101 @@ func TestHTTPServerEndsIdleSessions(t *testing.T) {
 	}
 	if r := postTo(t, url, listening, both, `{"jsonrpc":"2.0","method":"notifications/x"}`); r.status != 202 {
 		t.Fatalf("a session with its GET stream open: %+v", r)
+	}
+}
+
+// statelessBody is a 2026-07-28 request of the client name, without a
+// session.
+func statelessBody(id, client string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"` + client + `","version":"1"}}}}`
+}
+
+// TestHTTPServerStatelessLanes: requests without a session at 2026-07-28
+// go in one lane per client name (begun once, its requests under ids of
+// its own, answered under theirs); at MaxStatelessClients a new name ends
+// the lane idle the longest, and a lane idle past StatelessIdleTimeout
+// ends; an older client's request without a session is refused with its id.
+func TestHTTPServerStatelessLanes(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	later := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	started, ended := make(chan string, 8), make(chan string, 8)
+	s := &HTTPServer{MaxStatelessClients: 2, StatelessIdleTimeout: time.Hour, Now: clock,
+		Start: func(context.Context, Conn) { t.Error("a stateless request began a session") },
+		StartStateless: func(ctx context.Context, client Conn, name string) {
+			started <- name
+			for {
+				msg, err := client.Read()
+				if err != nil {
+					ended <- name
+					return
+				}
+				if id, method, _ := peek(msg); method != "" && len(id) > 0 {
+					client.Write(resultResponse(id, encode(map[string]any{"lane": name, "id": id})))
+				}
+			}
+		}}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + ln.Addr().String() + "/mcp"
+
+	answer := func(r httpReply) (id any, lane, seen string) {
+		t.Helper()
+		m, ok := r.msgs[0].(map[string]any)
+		res, _ := m["result"].(map[string]any)
+		if r.status != 200 || !ok || res == nil || r.session != "" {
+			t.Fatalf("a stateless request: %+v", r)
+		}
+		return m["id"], res["lane"].(string), fmt.Sprint(res["id"])
+	}
+	end := func() string {
+		t.Helper()
+		select {
+		case name := <-ended:
+			return name
+		case <-time.After(5 * time.Second):
+			t.Fatal("no lane ended")
+			return ""
+		}
+	}
+	var seen []string
+	for _, accept := range []string{both, "application/json"} {
+		id, lane, lid := answer(postTo(t, url, "", accept, statelessBody(`"x"`, "a")))
+		if id != "x" || lane != "a" {
+			t.Fatalf("answered as %v in lane %q", id, lane)
+		}
+		seen = append(seen, lid)
+	}
+	if seen[0] == seen[1] || seen[0] == "x" {
+		t.Fatalf("the lane saw the ids %v: not ids of its own", seen)
+	}
+	if name := <-started; name != "a" || len(started) != 0 {
+		t.Fatalf("lanes begun: %q and %d more", name, len(started))
+	}
+	later(time.Minute)
+	if _, lane, _ := answer(postTo(t, url, "", both, statelessBody("1", "b"))); lane != "b" || <-started != "b" {
+		t.Fatalf("another name went in lane %q", lane)
+	}
+	later(time.Minute)
+	answer(postTo(t, url, "", both, statelessBody("1", "c")))
+	if name := end(); name != "a" {
+		t.Fatalf("past the bound the lane of %q ended, not the one idle the longest", name)
+	}
+	later(59 * time.Minute)
+	s.sweep()
+	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","id":7,"method":"ping"}`); r.status != 400 || r.msgs[0].(map[string]any)["id"] != 7.0 {
+		t.Fatalf("an older client's request without a session: %+v", r)
+	}
+	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","id":8,"method":"ping","params":{"a":`); r.status != 400 || r.msgs[0].(map[string]any)["id"] != 8.0 {
+		t.Fatalf("a request cut short: %+v", r)
+	}
+	later(2 * time.Minute)
+	s.sweep()
+	if a, b := end(), end(); a+b != "bc" && a+b != "cb" {
+		t.Fatalf("idle lanes ended: %q %q", a, b)
 	}
 }
