@@ -345,27 +345,29 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ss *listenSession
+	noSession := r.Header.Get("Mcp-Session-Id") == ""
+	stateless := noSession && body[0] != '[' && statelessVersion(r, single)
 	switch {
-	case r.Header.Get("Mcp-Session-Id") == "" && initialize && len(elems) == 1:
+	case noSession && initialize && len(elems) == 1:
 		ss = s.open()
-	case r.Header.Get("Mcp-Session-Id") == "" && body[0] != '[' && statelessVersion(r, single):
+	case stateless && len(requests) == 0:
+		s.statelessNotification(w, single, body)
+		return
+	case stateless:
 		if ss = s.lane(clientName(single)); ss == nil {
 			rpcFail(w, http.StatusServiceUnavailable, single.ID, codeInternal, "the proxy is stopping")
 			return
 		}
-		if len(requests) == 1 {
-			// Ids are a connection's, and stateless clients of one name
-			// share a lane: each request goes on under an id of the lane's,
-			// its answer back under its own.
-			lid := ss.relabel(single.ID)
-			if body, err = withID(body, lid); err != nil {
-				ss.unlabel(lid)
-				rpcFail(w, http.StatusBadRequest, single.ID, codeParse, "parse error: "+err.Error())
-				return
-			}
-			defer ss.unlabel(lid)
-			requests, ids = []string{idKey(lid)}, map[string]json.RawMessage{idKey(lid): single.ID}
+		// Ids are a connection's, and stateless clients of one name share
+		// a lane: each request goes on under an id of the lane's, its
+		// answer back under its own.
+		lid := ss.relabel(single.ID)
+		defer ss.unlabel(lid)
+		if body, err = withID(body, lid); err != nil {
+			rpcFail(w, http.StatusBadRequest, single.ID, codeParse, "parse error: "+err.Error())
+			return
 		}
+		requests, ids = []string{idKey(lid)}, map[string]json.RawMessage{idKey(lid): single.ID}
 	default:
 		if ss = s.lookup(w, r, single.ID); ss == nil {
 			return
@@ -471,7 +473,7 @@ func (s *HTTPServer) open() *listenSession {
 
 func (s *HTTPServer) newSession() *listenSession {
 	return &listenSession{id: rand.Text(), incoming: make(chan []byte, 16), closed: make(chan struct{}),
-		routes: map[string]*eventStream{}, labels: map[string]json.RawMessage{}, active: s.now(), clock: s.now}
+		routes: map[string]*eventStream{}, labels: map[string]label{}, active: s.now(), clock: s.now}
 }
 
 // serve runs a session's Start, then forgets the session.
@@ -534,6 +536,44 @@ func (s *HTTPServer) lane(name string) *listenSession {
 	return ss
 }
 
+// statelessNotification passes a stateless client's notification to its
+// lane, a cancellation naming the request by the lane's id for it; one for
+// no lane, or naming no request of the lane's unambiguously, is dropped
+// (202 either way: a notification has no answer).
+func (s *HTTPServer) statelessNotification(w http.ResponseWriter, m message, body []byte) {
+	w.WriteHeader(http.StatusAccepted)
+	s.mu.Lock()
+	ss := s.lanes[clientName(m)]
+	s.mu.Unlock()
+	if ss == nil || m.Method == "" {
+		return
+	}
+	if m.Method == "notifications/cancelled" {
+		var params map[string]json.RawMessage
+		if json.Unmarshal(m.Params, &params) != nil {
+			return
+		}
+		lid := ss.labelOf(params["requestId"])
+		if lid == nil {
+			return
+		}
+		params["requestId"] = lid
+		p, err := json.Marshal(params)
+		if err != nil {
+			return
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(body, &members) != nil {
+			return
+		}
+		members["params"] = p
+		if body, err = json.Marshal(members); err != nil {
+			return
+		}
+	}
+	ss.deliver(body)
+}
+
 // statelessVersion tells whether a request without a session speaks a
 // version that has none: by its Mcp-Protocol-Version header or its _meta.
 func statelessVersion(r *http.Request, m message) bool {
@@ -594,9 +634,12 @@ type listenSession struct {
 	// requests go on under (their idKeys) with each request's own id.
 	stateless  bool
 	clientName string
-	labels     map[string]json.RawMessage
+	labels     map[string]label
 	nextLabel  uint64
 }
+
+// label is a stateless request's id in its lane, and its own.
+type label struct{ lane, own json.RawMessage }
 
 func (ss *listenSession) isClosed() bool {
 	select {
@@ -612,9 +655,26 @@ func (ss *listenSession) relabel(id json.RawMessage) json.RawMessage {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.nextLabel++
-	lid := json.RawMessage(fmt.Sprint(ss.nextLabel))
-	ss.labels[idKey(lid)] = id
+	lid := json.RawMessage(fmt.Sprintf(`"undolog-%d"`, ss.nextLabel))
+	ss.labels[idKey(lid)] = label{lane: lid, own: id}
 	return lid
+}
+
+// labelOf is the lane's id of the request in flight whose own id is id;
+// nil if none is, or more than one (clients of one name).
+func (ss *listenSession) labelOf(id json.RawMessage) json.RawMessage {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var found json.RawMessage
+	for _, l := range ss.labels {
+		if idKey(l.own) == idKey(id) {
+			if found != nil {
+				return nil
+			}
+			found = l.lane
+		}
+	}
+	return found
 }
 
 func (ss *listenSession) unlabel(lid json.RawMessage) {
@@ -740,8 +800,8 @@ func (ss *listenSession) Write(msg []byte) error {
 			}
 		}
 		st := ss.routes[idKey(id)]
-		if own := ss.labels[idKey(id)]; own != nil && st != nil {
-			if m, err := withID(msg, own); err == nil {
+		if l, ok := ss.labels[idKey(id)]; ok && st != nil {
+			if m, err := withID(msg, l.own); err == nil {
 				msg = m
 			}
 		}

@@ -322,3 +322,58 @@ func TestHTTPServerStatelessLanes(t *testing.T) {
 		t.Fatalf("idle lanes ended: %q %q", a, b)
 	}
 }
+
+// TestHTTPServerStatelessCancel: a stateless client's cancellation reaches
+// its lane naming the request by the lane's id for it; one naming no
+// request in flight is not passed on.
+func TestHTTPServerStatelessCancel(t *testing.T) {
+	held, cancelled := make(chan json.RawMessage, 1), make(chan json.RawMessage, 2)
+	s := &HTTPServer{StartStateless: func(ctx context.Context, client Conn, name string) {
+		go func() { <-ctx.Done(); client.Close() }()
+		for {
+			msg, err := client.Read()
+			if err != nil {
+				return
+			}
+			var m message
+			json.Unmarshal(msg, &m)
+			switch m.Method {
+			case "hold": // answered once cancelled
+				held <- m.ID
+			case "notifications/cancelled":
+				var p struct{ RequestID json.RawMessage }
+				json.Unmarshal(m.Params, &p)
+				cancelled <- p.RequestID
+				client.Write(resultResponse(p.RequestID, json.RawMessage(`{}`)))
+			}
+		}
+	}}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+	url := "http://" + ln.Addr().String() + "/mcp"
+
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"d"}}`
+	answered := make(chan httpReply, 1)
+	go func() {
+		answered <- postTo(t, url, "", both, `{"jsonrpc":"2.0","id":5,"method":"hold","params":{`+meta+`}}`)
+	}()
+	lid := <-held
+	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6,`+meta+`}}`); r.status != 202 {
+		t.Fatalf("a cancellation of no request: %+v", r)
+	}
+	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,`+meta+`}}`); r.status != 202 {
+		t.Fatalf("a cancellation: %+v", r)
+	}
+	if got := <-cancelled; string(got) != string(lid) {
+		t.Fatalf("the lane got the cancellation of %s, its id for the request is %s", got, lid)
+	}
+	if r := <-answered; r.status != 200 || r.msgs[0].(map[string]any)["id"] != 5.0 {
+		t.Fatalf("the held request: %+v", r)
+	}
+	if len(cancelled) != 0 {
+		t.Fatalf("a cancellation of no request was passed on: %s", <-cancelled)
+	}
+}
