@@ -155,7 +155,8 @@ func (o *httpOptions) checkListen() error {
 
 // proxyListen serves HTTP clients until ctx ends (Ctrl-C: exit 130). A pinned session
 // (--session, UNDOLOG_SESSION) is shared by every client session; otherwise
-// each client session gets a new one, printed on stderr.
+// each client session gets a new one, printed on stderr, and each stateless
+// client (MCP 2026-07-28) one per client name for the proxy's run.
 func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *proxy.Policy, lease time.Duration, upstream, stateEnv []string, remote *remoteUpstream) error {
 	if err := opts.http.checkListen(); err != nil {
 		return err

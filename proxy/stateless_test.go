@@ -152,3 +152,25 @@ func TestProxyListenServesStatelessClients(t *testing.T) {
 		t.Fatalf("after undo of %s the server holds %v, want only the older client's", session, got)
 	}
 }
+
+// TestProxyListenStatelessClientOfAnOlderServer: a client at 2026-07-28
+// through --listen to the memory server (which speaks no 2026-07-28): its
+// server/discover is answered by the server, refused, and the client falls
+// back to a 2025-11-25 session, whose calls are logged as before.
+func TestProxyListenStatelessClientOfAnOlderServer(t *testing.T) {
+	h := newHarness(t)
+	url, _, _ := listening(t, h, "--policy", h.policy, "--", memoryServer(t))
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v := s.InitializeResult().ProtocolVersion; v >= "2026-07-28" || s.ID() == "" {
+		t.Fatalf("against an older server: version %q, session %q", v, s.ID())
+	}
+	res := call(t, s, "create_entities", map[string]any{"entities": []map[string]any{{"name": "x", "entityType": "t", "observations": []string{}}}})
+	if res.IsError || !strings.Contains(h.cli("list"), "create_entities") {
+		t.Fatalf("a call after the fallback: %+v", res)
+	}
+}
