@@ -39,6 +39,11 @@ func echoServer(t *testing.T, version string) (url string, ended chan struct{}) 
 			c.Write(resultResponse(id, json.RawMessage(result)))
 		}
 	}}
+	return serveOnLoopback(t, s), ended
+}
+
+// serveOnLoopback serves s until the test ends, and returns its URL.
+func serveOnLoopback(t *testing.T, s *HTTPServer) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +52,7 @@ func echoServer(t *testing.T, version string) (url string, ended chan struct{}) 
 	done := make(chan struct{})
 	go func() { s.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + ln.Addr().String() + "/mcp", ended
+	return "http://" + ln.Addr().String() + "/mcp"
 }
 
 type httpReply struct {
@@ -190,12 +195,7 @@ func TestHTTPServerEndsIdleSessions(t *testing.T) {
 			}
 		}
 	}}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + ln.Addr().String() + "/mcp"
+	url := serveOnLoopback(t, s)
 	idle := postTo(t, url, "", both, initBody("2025-11-25")).session
 	listening := postTo(t, url, "", both, initBody("2025-11-25")).session
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -259,12 +259,7 @@ func TestHTTPServerStatelessLanes(t *testing.T) {
 				}
 			}
 		}}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + ln.Addr().String() + "/mcp"
+	url := serveOnLoopback(t, s)
 
 	answer := func(r httpReply) (id any, lane, seen string) {
 		t.Helper()
@@ -348,12 +343,7 @@ func TestHTTPServerStatelessCancel(t *testing.T) {
 			}
 		}
 	}}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + ln.Addr().String() + "/mcp"
+	url := serveOnLoopback(t, s)
 
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"d"}}`
 	answered := make(chan httpReply, 1)
