@@ -347,6 +347,12 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	var ss *listenSession
 	noSession := r.Header.Get("Mcp-Session-Id") == ""
 	stateless := noSession && body[0] != '[' && statelessVersion(r, single)
+	if stateless {
+		if mismatch := headerMismatch(r, single); mismatch != "" {
+			rpcFail(w, http.StatusBadRequest, single.ID, codeHeaderMismatch, "header mismatch: "+mismatch)
+			return
+		}
+	}
 	switch {
 	case noSession && initialize && len(elems) == 1:
 		ss = s.open()
@@ -574,18 +580,53 @@ func (s *HTTPServer) statelessNotification(w http.ResponseWriter, m message, bod
 	ss.deliver(body)
 }
 
+// statelessParams is what the proxy reads of a stateless request's params.
+type statelessParams struct {
+	Meta struct {
+		Version string `json:"io.modelcontextprotocol/protocolVersion"`
+	} `json:"_meta"`
+	Name string `json:"name"` // of tools/call and prompts/get
+	URI  string `json:"uri"`  // of resources/read
+}
+
 // statelessVersion tells whether a request without a session speaks a
 // version that has none: by its Mcp-Protocol-Version header or its _meta.
 func statelessVersion(r *http.Request, m message) bool {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
 		return v >= protocolStateless
 	}
-	var p struct {
-		Meta struct {
-			Version string `json:"io.modelcontextprotocol/protocolVersion"`
-		} `json:"_meta"`
-	}
+	var p statelessParams
 	return json.Unmarshal(m.Params, &p) == nil && p.Meta.Version >= protocolStateless
+}
+
+// codeHeaderMismatch answers a request whose MCP headers say other than its
+// body (2026-07-28), as the Go SDK's server does.
+const codeHeaderMismatch = -32020
+
+// headerMismatch is what a stateless message's MCP headers say other than
+// its body, which intermediaries route by; "" if nothing.
+func headerMismatch(r *http.Request, m message) string {
+	var p statelessParams
+	json.Unmarshal(m.Params, &p)
+	version := r.Header.Get("Mcp-Protocol-Version")
+	switch {
+	case version == "":
+		return "a request carrying a protocol version in its _meta needs the Mcp-Protocol-Version header"
+	case p.Meta.Version != "" && p.Meta.Version != version:
+		return fmt.Sprintf("the Mcp-Protocol-Version header %q does not match the request's _meta %q", version, p.Meta.Version)
+	case len(m.ID) == 0: // a notification: no method or name headers asked of it
+		return ""
+	case r.Header.Get("Mcp-Method") != m.Method:
+		return fmt.Sprintf("the Mcp-Method header %q does not match the request's method %q", r.Header.Get("Mcp-Method"), m.Method)
+	}
+	name, named := p.Name, m.Method == "tools/call" || m.Method == "prompts/get"
+	if m.Method == "resources/read" {
+		name, named = p.URI, true
+	}
+	if named && r.Header.Get("Mcp-Name") != name {
+		return fmt.Sprintf("the Mcp-Name header %q does not match the request's %q", r.Header.Get("Mcp-Name"), name)
+	}
+	return ""
 }
 
 // clientName is the clientInfo name a stateless request's _meta gives;

@@ -63,12 +63,20 @@ type httpReply struct {
 
 func postTo(t *testing.T, url, session, accept, body string) httpReply {
 	t.Helper()
+	header := http.Header{}
+	if session != "" {
+		header.Set("Mcp-Session-Id", session)
+	}
+	return postWith(t, url, accept, header, body)
+}
+
+// postWith POSTs body with the headers in header besides its own.
+func postWith(t *testing.T, url, accept string, header http.Header, body string) httpReply {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -227,10 +235,27 @@ func TestHTTPServerEndsIdleSessions(t *testing.T) {
 	}
 }
 
-// statelessBody is a 2026-07-28 request of the client name, without a
-// session.
-func statelessBody(id, client string) string {
-	return `{"jsonrpc":"2.0","id":` + id + `,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"` + client + `","version":"1"}}}}`
+// statelessMeta is the _meta of a 2026-07-28 request of the client name.
+func statelessMeta(client string) string {
+	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"` + client + `","version":"1"}}`
+}
+
+// postStateless POSTs a 2026-07-28 request (or notification) of method
+// with params, without a session, with the headers it needs.
+func postStateless(t *testing.T, url, accept, id, method, params string) httpReply {
+	t.Helper()
+	h := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}}
+	body := `{"jsonrpc":"2.0","method":"` + method + `","params":` + params + `}`
+	if id != "" {
+		body = `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`
+	}
+	return postWith(t, url, accept, h, body)
+}
+
+// statelessPing POSTs a ping of the client name.
+func statelessPing(t *testing.T, url, accept, id, client string) httpReply {
+	t.Helper()
+	return postStateless(t, url, accept, id, "ping", `{`+statelessMeta(client)+`}`)
 }
 
 // TestHTTPServerStatelessLanes: requests without a session at 2026-07-28
@@ -282,7 +307,7 @@ func TestHTTPServerStatelessLanes(t *testing.T) {
 	}
 	var seen []string
 	for _, accept := range []string{both, "application/json"} {
-		id, lane, lid := answer(postTo(t, url, "", accept, statelessBody(`"x"`, "a")))
+		id, lane, lid := answer(statelessPing(t, url, accept, `"x"`, "a"))
 		if id != "x" || lane != "a" {
 			t.Fatalf("answered as %v in lane %q", id, lane)
 		}
@@ -295,25 +320,56 @@ func TestHTTPServerStatelessLanes(t *testing.T) {
 		t.Fatalf("lanes begun: %q and %d more", name, len(started))
 	}
 	later(time.Minute)
-	if _, lane, _ := answer(postTo(t, url, "", both, statelessBody("1", "b"))); lane != "b" || <-started != "b" {
+	if _, lane, _ := answer(statelessPing(t, url, both, "1", "b")); lane != "b" || <-started != "b" {
 		t.Fatalf("another name went in lane %q", lane)
 	}
 	later(time.Minute)
-	answer(postTo(t, url, "", both, statelessBody("1", "c")))
+	if _, lane, _ := answer(statelessPing(t, url, both, "1", "c")); lane != "c" || <-started != "c" {
+		t.Fatalf("a third name went in lane %q", lane)
+	}
 	if name := end(); name != "a" {
 		t.Fatalf("past the bound the lane of %q ended, not the one idle the longest", name)
 	}
 	later(59 * time.Minute)
 	s.sweep()
+	select {
+	case name := <-ended:
+		t.Fatalf("the lane of %q ended before its idle timeout", name)
+	case <-time.After(200 * time.Millisecond):
+	}
 	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","id":7,"method":"ping"}`); r.status != 400 || r.msgs[0].(map[string]any)["id"] != 7.0 {
 		t.Fatalf("an older client's request without a session: %+v", r)
 	}
 	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","id":8,"method":"ping","params":{"a":`); r.status != 400 || r.msgs[0].(map[string]any)["id"] != 8.0 {
 		t.Fatalf("a request cut short: %+v", r)
 	}
-	later(2 * time.Minute)
+	// Headers that say other than the body: refused with the request's id,
+	// no lane begun.
+	meta := `{` + statelessMeta("e") + `}`
+	call := `{"name":"put",` + statelessMeta("e") + `}`
+	for what, r := range map[string]httpReply{
+		"no version header": postWith(t, url, both, http.Header{}, `{"jsonrpc":"2.0","id":9,"method":"ping","params":`+meta+`}`),
+		"another version":   postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2027-01-01"}, "Mcp-Method": {"ping"}}, `{"jsonrpc":"2.0","id":9,"method":"ping","params":`+meta+`}`),
+		"another method":    postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, `{"jsonrpc":"2.0","id":9,"method":"ping","params":`+meta+`}`),
+		"no name":           postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
+		"another name":      postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"get"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
+	} {
+		if m, _ := r.msgs[0].(map[string]any); r.status != 400 || m["id"] != 9.0 || errCode(m) != codeHeaderMismatch {
+			t.Errorf("%s: %+v", what, r)
+		}
+	}
+	if r := postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"put"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`); r.status != 200 || <-started != "e" {
+		t.Fatalf("a call whose headers match: %+v", r)
+	}
+	if len(started) != 0 {
+		t.Fatalf("lanes begun for refused requests: %d", len(started))
+	}
+	if name := end(); name != "b" {
+		t.Fatalf("past the bound the lane of %q ended, not the one idle the longest", name)
+	}
+	later(61 * time.Minute)
 	s.sweep()
-	if a, b := end(), end(); a+b != "bc" && a+b != "cb" {
+	if a, b := end(), end(); a+b != "ce" && a+b != "ec" {
 		t.Fatalf("idle lanes ended: %q %q", a, b)
 	}
 }
@@ -345,16 +401,16 @@ func TestHTTPServerStatelessCancel(t *testing.T) {
 	}}
 	url := serveOnLoopback(t, s)
 
-	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"d"}}`
+	meta := statelessMeta("d")
 	answered := make(chan httpReply, 1)
 	go func() {
-		answered <- postTo(t, url, "", both, `{"jsonrpc":"2.0","id":5,"method":"hold","params":{`+meta+`}}`)
+		answered <- postStateless(t, url, both, "5", "hold", `{`+meta+`}`)
 	}()
 	lid := <-held
-	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":6,`+meta+`}}`); r.status != 202 {
+	if r := postStateless(t, url, both, "", "notifications/cancelled", `{"requestId":6,`+meta+`}`); r.status != 202 {
 		t.Fatalf("a cancellation of no request: %+v", r)
 	}
-	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,`+meta+`}}`); r.status != 202 {
+	if r := postStateless(t, url, both, "", "notifications/cancelled", `{"requestId":5,`+meta+`}`); r.status != 202 {
 		t.Fatalf("a cancellation: %+v", r)
 	}
 	if got := <-cancelled; string(got) != string(lid) {
