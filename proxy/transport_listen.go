@@ -296,7 +296,7 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	ids := map[string]json.RawMessage{} // and as sent
 	var twice json.RawMessage           // an id two of them have
 	initialize := false
-	var single message            // a POST of one message: it
+	var single message            // a POST's message, if it is not a batch
 	var answers []json.RawMessage // a batch's, if one of it is refused
 	refusedOne := false
 	for _, e := range elems {
@@ -304,7 +304,9 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		// here, on its POST, which would otherwise wait for an answer
 		// routed by an id the proxy does not pass on.
 		m, refused := readClientMessage(e)
-		single = m
+		if body[0] != '[' {
+			single = m
+		}
 		if refused != nil && body[0] != '[' {
 			answer := refused.answer
 			if answer == nil { // a notification or a response: no id to answer
@@ -584,6 +586,9 @@ func (s *HTTPServer) statelessNotification(w http.ResponseWriter, m message, bod
 type statelessParams struct {
 	Meta struct {
 		Version string `json:"io.modelcontextprotocol/protocolVersion"`
+		Client  struct {
+			Name string `json:"name"`
+		} `json:"io.modelcontextprotocol/clientInfo"`
 	} `json:"_meta"`
 	Name string `json:"name"` // of tools/call and prompts/get
 	URI  string `json:"uri"`  // of resources/read
@@ -596,7 +601,8 @@ func statelessVersion(r *http.Request, m message) bool {
 		return v >= protocolStateless
 	}
 	var p statelessParams
-	return json.Unmarshal(m.Params, &p) == nil && p.Meta.Version >= protocolStateless
+	json.Unmarshal(m.Params, &p) // what is not as it expects stays ""
+	return p.Meta.Version >= protocolStateless
 }
 
 // codeHeaderMismatch answers a request whose MCP headers say other than its
@@ -632,13 +638,7 @@ func headerMismatch(r *http.Request, m message) string {
 // clientName is the clientInfo name a stateless request's _meta gives;
 // "" if none.
 func clientName(m message) string {
-	var p struct {
-		Meta struct {
-			Client struct {
-				Name string `json:"name"`
-			} `json:"io.modelcontextprotocol/clientInfo"`
-		} `json:"_meta"`
-	}
+	var p statelessParams
 	json.Unmarshal(m.Params, &p)
 	return p.Meta.Client.Name
 }
