@@ -174,3 +174,28 @@ func TestProxyListenStatelessClientOfAnOlderServer(t *testing.T) {
 		t.Fatalf("a call after the fallback: %+v", res)
 	}
 }
+
+// TestProxyListenPinsStatelessClients: with --session, stateless clients of
+// two names (a lane, and a server process, each) log their calls in the
+// pinned session.
+func TestProxyListenPinsStatelessClients(t *testing.T) {
+	h, policy, state, pids := sdkHarness(t)
+	url, _, _ := listening(t, h, "--policy", policy, "--session", "pinned-1", "--", os.Args[0])
+	for _, name := range []string{"agent-a", "agent-b"} {
+		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
+		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := call(t, s, "put", map[string]any{"name": name}); res.IsError {
+			t.Fatalf("%s: %+v", name, res)
+		}
+		s.Close()
+	}
+	if sessions := putSessions(h); len(sessions) != 1 || sessions["pinned-1"] != 2 {
+		t.Fatalf("the calls went in %v, want both in pinned-1", sessions)
+	}
+	if n, got := len(lines(t, pids)), lines(t, state); n != 2 || !slices.Equal(got, []string{"agent-a", "agent-b"}) {
+		t.Fatalf("two client names: %d server processes, names %v", n, got)
+	}
+}
