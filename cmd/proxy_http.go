@@ -155,7 +155,8 @@ func (o *httpOptions) checkListen() error {
 
 // proxyListen serves HTTP clients until ctx ends (Ctrl-C: exit 130). A pinned session
 // (--session, UNDOLOG_SESSION) is shared by every client session; otherwise
-// each client session gets a new one, printed on stderr.
+// each client session gets a new one, printed on stderr, and each stateless
+// client (MCP 2026-07-28) one per client name for the proxy's run.
 func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *proxy.Policy, lease time.Duration, upstream, stateEnv []string, remote *remoteUpstream) error {
 	if err := opts.http.checkListen(); err != nil {
 		return err
@@ -185,28 +186,50 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 	var errMu sync.Mutex // the sessions' notes, one line at a time
 	errOut := &lockedWriter{mu: &errMu, w: f.ErrOut}
 	fmt.Fprintf(errOut, "undolog proxy: listening on http://%s/mcp (MCP over Streamable HTTP; Ctrl-C stops it)\n", ln.Addr())
-	srv := &proxy.HTTPServer{AllowRemote: opts.http.allowRemote, Diagnostics: errOut, Start: func(ctx context.Context, client proxy.Conn) {
-		// Each client session's undolog session is made on its first
-		// logged call, as the stdio proxy's is.
-		session, made := sessionOrNew(pinned, f.Now())
-		fmt.Fprintf(errOut, "undolog proxy: a client connected: its calls go in session %s%s\n", session, made)
+	serve := func(ctx context.Context, client proxy.Conn, session string) (current string, served bool) {
 		var up proxy.Conn
 		if remote != nil {
 			up = proxy.DialHTTP(remote.url, remote.header, errOut)
 		} else if cmdUp, err := proxy.StartCommand(upstream, errOut); err != nil {
 			fmt.Fprintf(errOut, "undolog proxy: %s\n", textfmt.Escape(err.Error()))
 			client.Close()
-			return
+			return "", false
 		} else {
 			up = cmdUp
 		}
 		p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, InputWait: opts.inputWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
 			Dir: dir, SessionActor: f.Actor(""), Upstream: upstream, StateEnv: stateEnv}
 		p.Serve(ctx, client, up)
-		if s := p.CurrentSession(); s != "" {
+		return p.CurrentSession(), true
+	}
+	// A stateless client's calls (MCP 2026-07-28) go in one session per
+	// client name for the proxy's run, even across the lanes the proxy
+	// ends when idle: the pinned one, else the one its first lane made.
+	var lanesMu sync.Mutex
+	laneSessions := map[string]string{}
+	srv := &proxy.HTTPServer{AllowRemote: opts.http.allowRemote, Diagnostics: errOut, Start: func(ctx context.Context, client proxy.Conn) {
+		// Each client session's undolog session is made on its first
+		// logged call, as the stdio proxy's is.
+		session, made := sessionOrNew(pinned, f.Now())
+		fmt.Fprintf(errOut, "undolog proxy: a client connected: its calls go in session %s%s\n", session, made)
+		if s, served := serve(ctx, client, session); s != "" {
 			fmt.Fprintf(errOut, "undolog proxy: a client session ended; its calls are in session %s\n", s)
-		} else {
+		} else if served {
 			fmt.Fprintln(errOut, "undolog proxy: a client session ended; it logged no call")
+		}
+	}, StartStateless: func(ctx context.Context, client proxy.Conn, name string) {
+		lanesMu.Lock()
+		session, made := laneSessions[name], ""
+		if session == "" {
+			session, made = sessionOrNew(pinned, f.Now())
+			laneSessions[name] = session
+		}
+		lanesMu.Unlock()
+		fmt.Fprintf(errOut, "undolog proxy: stateless client %q: its calls go in session %s%s\n", name, session, made)
+		if s, _ := serve(ctx, client, session); s != "" {
+			lanesMu.Lock()
+			laneSessions[name] = s // a successor, if the session was halted
+			lanesMu.Unlock()
 		}
 	}}
 	err = srv.Serve(ctx, ln)

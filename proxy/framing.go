@@ -25,7 +25,8 @@ func unparsed(msg []byte, err error) (id json.RawMessage, code int, text string)
 // topLevelID is the "id" member of the object msg, read without decoding
 // the other members (which may nest deeper than a decoder allows); nil when
 // msg is not an object or its id is not a string or a number. Of two ids
-// the last counts, as encoding/json has it.
+// the last counts, as encoding/json has it; in a message broken further on
+// (cut short, say), the last before the break.
 func topLevelID(msg []byte) json.RawMessage {
 	i := skipSpace(msg, 0)
 	if i >= len(msg) || msg[i] != '{' {
@@ -35,16 +36,16 @@ func topLevelID(msg []byte) json.RawMessage {
 	for i = skipSpace(msg, i+1); i < len(msg) && msg[i] != '}'; {
 		keyEnd := skipValue(msg, i)
 		if msg[i] != '"' || keyEnd < 0 {
-			return nil
+			return id
 		}
 		key := msg[i:keyEnd]
 		if i = skipSpace(msg, keyEnd); i >= len(msg) || msg[i] != ':' {
-			return nil
+			return id
 		}
 		i = skipSpace(msg, i+1)
 		end := skipValue(msg, i)
 		if end < 0 {
-			return nil
+			return id
 		}
 		var k string
 		if json.Unmarshal(key, &k) == nil && k == "id" {

@@ -97,6 +97,8 @@ func TestTopLevelID(t *testing.T) {
 		`{"id":7`:                  `7`,
 		`{"id"`:                    ``,
 		`{"a":1,,"id":2}`:          ``,
+		`{"id":8,"params":{"a":`:   `8`,
+		`{"id":9,"a":1,,"id":2}`:   `9`,
 	} {
 		if got := string(topLevelID([]byte(msg))); got != want {
 			t.Errorf("topLevelID(%.60q) = %q, want %q", msg, got, want)

@@ -219,9 +219,9 @@ func listeningTB(t testing.TB, h *harness, args ...string) (string, *exec.Cmd, c
 	return url, cmd, exited
 }
 
-// TestProxyListensForHTTPClients: two MCP clients over Streamable HTTP
-// share one proxy and one log, each client session with its own upstream
-// session and its own undolog session; SIGINT stops the proxy cleanly, with
+// TestProxyListensForHTTPClients: two MCP clients over Streamable HTTP at
+// 2025-11-25 (with sessions) share one proxy and one log, each client
+// session with its own upstream session and its own undolog session; SIGINT stops the proxy cleanly, with
 // the stdio proxy's exit code for a signal (130).
 func TestProxyListensForHTTPClients(t *testing.T) {
 	h := newHarness(t)
@@ -233,7 +233,7 @@ func TestProxyListensForHTTPClients(t *testing.T) {
 	var clients []*mcp.ClientSession
 	for _, name := range []string{"agent-a", "agent-b"} {
 		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
-		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,11 +19,25 @@ import (
 // HTTPServer is the server side of MCP's Streamable HTTP transport, so that
 // the proxy can front HTTP clients: each client session (begun by an
 // initialize POST, ended by a DELETE or by Shutdown) is a Conn handed to
-// Start, which serves it until it ends. It answers at /mcp only.
+// Start, which serves it until it ends. Stateless requests (2026-07-28: no
+// initialize, no Mcp-Session-Id) go in a lane per client identity, the
+// clientInfo name of their _meta: a Conn handed to StartStateless, kept
+// while the client keeps calling, so that its calls share one upstream and
+// one undolog session. It answers at /mcp only.
 type HTTPServer struct {
 	// Start serves one client session (a proxy with its own upstream
 	// connection) and returns once client has ended.
 	Start func(ctx context.Context, client Conn)
+	// StartStateless serves one client identity's stateless requests as
+	// Start serves a session; nil: Start.
+	StartStateless func(ctx context.Context, client Conn, clientName string)
+	// MaxStatelessClients bounds the lanes open at once (each has its own
+	// upstream): a new identity beyond it ends the lane idle the longest;
+	// zero: DefaultMaxStatelessClients.
+	MaxStatelessClients int
+	// StatelessIdleTimeout ends a lane, and its upstream, idle that long;
+	// zero: DefaultStatelessIdleTimeout.
+	StatelessIdleTimeout time.Duration
 	// AllowRemote accepts any Host; otherwise only loopback names are
 	// served (against DNS rebinding, as the transport asks of local servers).
 	AllowRemote bool
@@ -38,8 +52,21 @@ type HTTPServer struct {
 	ctx      context.Context
 	mu       sync.Mutex
 	sessions map[string]*listenSession
+	lanes    map[string]*listenSession // stateless lanes by client identity
 	wg       sync.WaitGroup
 }
+
+// DefaultMaxStatelessClients bounds the stateless lanes, and so the
+// upstream processes they start.
+const DefaultMaxStatelessClients = 16
+
+// DefaultStatelessIdleTimeout is how long a stateless lane, and its
+// upstream, stays without a request: a stateless client never says it is
+// done.
+const DefaultStatelessIdleTimeout = 5 * time.Minute
+
+// protocolStateless is the first MCP version without sessions.
+const protocolStateless = "2026-07-28"
 
 // DefaultIdleTimeout is how long an HTTP client session may sit idle.
 const DefaultIdleTimeout = 30 * time.Minute
@@ -51,16 +78,29 @@ func (s *HTTPServer) now() time.Time {
 	return s.Now()
 }
 
-// sweep ends the sessions idle past IdleTimeout.
-func (s *HTTPServer) sweep() {
-	idle := s.IdleTimeout
-	if idle <= 0 {
-		idle = DefaultIdleTimeout
+func (s *HTTPServer) idleTimeouts() (session, lane time.Duration) {
+	session, lane = s.IdleTimeout, s.StatelessIdleTimeout
+	if session <= 0 {
+		session = DefaultIdleTimeout
 	}
+	if lane <= 0 {
+		lane = DefaultStatelessIdleTimeout
+	}
+	return session, lane
+}
+
+// sweep ends the sessions idle past IdleTimeout and the stateless lanes
+// idle past StatelessIdleTimeout.
+func (s *HTTPServer) sweep() {
+	sessionIdle, laneIdle := s.idleTimeouts()
 	now := s.now()
 	s.mu.Lock()
 	var ended []*listenSession
 	for _, ss := range s.sessions {
+		idle := sessionIdle
+		if ss.stateless {
+			idle = laneIdle
+		}
 		ss.mu.Lock()
 		if ss.open == 0 && now.Sub(ss.active) > idle {
 			ended = append(ended, ss)
@@ -69,7 +109,11 @@ func (s *HTTPServer) sweep() {
 	}
 	s.mu.Unlock()
 	for _, ss := range ended {
-		fmt.Fprintf(s.Diagnostics, "undolog proxy: an HTTP client session idle for over %s ended\n", idle)
+		if ss.stateless {
+			fmt.Fprintf(s.Diagnostics, "undolog proxy: the stateless client %q idle for over %s: its server stopped\n", ss.clientName, laneIdle)
+		} else {
+			fmt.Fprintf(s.Diagnostics, "undolog proxy: an HTTP client session idle for over %s ended\n", sessionIdle)
+		}
 		ss.Close()
 	}
 }
@@ -81,7 +125,7 @@ func (s *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
 		s.Diagnostics = io.Discard
 	}
 	s.mu.Lock()
-	s.ctx, s.sessions = ctx, map[string]*listenSession{}
+	s.ctx, s.sessions, s.lanes = ctx, map[string]*listenSession{}, map[string]*listenSession{}
 	s.mu.Unlock()
 	// Requests outlive ctx: once it ends, each session's proxy answers the
 	// calls it has in flight (a call waiting for approval gets its "was not
@@ -91,7 +135,8 @@ func (s *HTTPServer) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	tick := time.NewTicker(time.Minute)
+	sessionIdle, laneIdle := s.idleTimeouts()
+	tick := time.NewTicker(min(time.Minute, sessionIdle/4, laneIdle/4))
 	defer tick.Stop()
 	var err error
 wait:
@@ -185,7 +230,7 @@ func (s *HTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		s.get(w, r)
 	case http.MethodDelete:
-		ss := s.lookup(w, r)
+		ss := s.lookup(w, r, nil)
 		if ss == nil {
 			return
 		}
@@ -197,17 +242,19 @@ func (s *HTTPServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *HTTPServer) lookup(w http.ResponseWriter, r *http.Request) *listenSession {
+// lookup finds the session a request names, or answers it (with id, the
+// request's, if it has one) that there is none.
+func (s *HTTPServer) lookup(w http.ResponseWriter, r *http.Request, id json.RawMessage) *listenSession {
 	sid := r.Header.Get("Mcp-Session-Id")
 	if sid == "" {
-		rpcFail(w, http.StatusBadRequest, nil, -32000, "bad request: no Mcp-Session-Id header (initialize first)")
+		rpcFail(w, http.StatusBadRequest, id, -32000, "bad request: no Mcp-Session-Id header (initialize first, or speak MCP "+protocolStateless+" or later, which needs no session)")
 		return nil
 	}
 	s.mu.Lock()
 	ss := s.sessions[sid]
 	s.mu.Unlock()
-	if ss == nil {
-		rpcFail(w, http.StatusNotFound, nil, -32001, "session not found")
+	if ss == nil || ss.stateless {
+		rpcFail(w, http.StatusNotFound, id, -32001, "session not found")
 		return nil
 	}
 	ss.mu.Lock()
@@ -239,8 +286,8 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		}
 	} else {
 		if !json.Valid(body) {
-			id, code, text := unparsed(body, json.Unmarshal(body, new(any)))
-			rpcFail(w, http.StatusBadRequest, id, code, text)
+			_, code, text := unparsed(body, json.Unmarshal(body, new(any)))
+			rpcFail(w, http.StatusBadRequest, topLevelID(body), code, text)
 			return
 		}
 		elems = []json.RawMessage{body}
@@ -249,6 +296,7 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	ids := map[string]json.RawMessage{} // and as sent
 	var twice json.RawMessage           // an id two of them have
 	initialize := false
+	var single message            // a POST's message, if it is not a batch
 	var answers []json.RawMessage // a batch's, if one of it is refused
 	refusedOne := false
 	for _, e := range elems {
@@ -256,6 +304,9 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		// here, on its POST, which would otherwise wait for an answer
 		// routed by an id the proxy does not pass on.
 		m, refused := readClientMessage(e)
+		if body[0] != '[' {
+			single = m
+		}
 		if refused != nil && body[0] != '[' {
 			answer := refused.answer
 			if answer == nil { // a notification or a response: no id to answer
@@ -296,10 +347,39 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ss *listenSession
-	if r.Header.Get("Mcp-Session-Id") == "" && initialize && len(elems) == 1 {
+	noSession := r.Header.Get("Mcp-Session-Id") == ""
+	stateless := noSession && body[0] != '[' && statelessVersion(r, single)
+	if stateless {
+		if mismatch := headerMismatch(r, single); mismatch != "" {
+			rpcFail(w, http.StatusBadRequest, single.ID, codeHeaderMismatch, "header mismatch: "+mismatch)
+			return
+		}
+	}
+	switch {
+	case noSession && initialize && len(elems) == 1:
 		ss = s.open()
-	} else if ss = s.lookup(w, r); ss == nil {
+	case stateless && len(requests) == 0:
+		s.statelessNotification(w, single, body)
 		return
+	case stateless:
+		if ss = s.lane(clientName(single)); ss == nil {
+			rpcFail(w, http.StatusServiceUnavailable, single.ID, codeInternal, "the proxy is stopping")
+			return
+		}
+		// Ids are a connection's, and stateless clients of one name share
+		// a lane: each request goes on under an id of the lane's, its
+		// answer back under its own.
+		lid := ss.relabel(single.ID)
+		defer ss.unlabel(lid)
+		if body, err = withID(body, lid); err != nil {
+			rpcFail(w, http.StatusBadRequest, single.ID, codeParse, "parse error: "+err.Error())
+			return
+		}
+		requests, ids = []string{idKey(lid)}, map[string]json.RawMessage{idKey(lid): single.ID}
+	default:
+		if ss = s.lookup(w, r, single.ID); ss == nil {
+			return
+		}
 	}
 	if body[0] == '[' {
 		ss.mu.Lock()
@@ -372,7 +452,7 @@ func (s *HTTPServer) get(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotAcceptable)
 		return
 	}
-	ss := s.lookup(w, r)
+	ss := s.lookup(w, r, nil)
 	if ss == nil {
 		return
 	}
@@ -390,21 +470,187 @@ func (s *HTTPServer) get(w http.ResponseWriter, r *http.Request) {
 // open begins a client session and its Start; the session outlives the
 // POST that begins it, so it runs in the server's context.
 func (s *HTTPServer) open() *listenSession {
-	ss := &listenSession{id: rand.Text(), incoming: make(chan []byte, 16), closed: make(chan struct{}),
-		routes: map[string]*eventStream{}, active: s.now(), clock: s.now}
+	ss := s.newSession()
 	s.mu.Lock()
 	s.sessions[ss.id] = ss
 	s.wg.Add(1)
 	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		s.Start(s.ctx, ss)
-		ss.Close()
-		s.mu.Lock()
-		delete(s.sessions, ss.id)
-		s.mu.Unlock()
-	}()
+	go s.serve(ss, func() { s.Start(s.ctx, ss) })
 	return ss
+}
+
+func (s *HTTPServer) newSession() *listenSession {
+	return &listenSession{id: rand.Text(), incoming: make(chan []byte, 16), closed: make(chan struct{}),
+		routes: map[string]*eventStream{}, labels: map[string]label{}, active: s.now(), clock: s.now}
+}
+
+// serve runs a session's Start, then forgets the session.
+func (s *HTTPServer) serve(ss *listenSession, start func()) {
+	defer s.wg.Done()
+	start()
+	ss.Close()
+	s.mu.Lock()
+	delete(s.sessions, ss.id)
+	if s.lanes[ss.clientName] == ss {
+		delete(s.lanes, ss.clientName)
+	}
+	s.mu.Unlock()
+}
+
+// lane is the stateless lane of a client identity, begun if need be (and
+// the lane idle the longest ended, past MaxStatelessClients); nil once the
+// server is stopping.
+func (s *HTTPServer) lane(name string) *listenSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		return nil
+	}
+	now := s.now()
+	if ss := s.lanes[name]; ss != nil && !ss.isClosed() {
+		ss.mu.Lock()
+		ss.active = now
+		ss.mu.Unlock()
+		return ss
+	}
+	limit := s.MaxStatelessClients
+	if limit <= 0 {
+		limit = DefaultMaxStatelessClients
+	}
+	if len(s.lanes) >= limit {
+		var oldest *listenSession
+		for _, ss := range s.lanes {
+			ss.mu.Lock()
+			if ss.open == 0 && (oldest == nil || ss.active.Before(oldest.active)) {
+				oldest = ss
+			}
+			ss.mu.Unlock()
+		}
+		if oldest != nil { // else every lane has a request in flight: one more
+			fmt.Fprintf(s.Diagnostics, "undolog proxy: over %d stateless clients: the server of %q, idle the longest, stopped\n", limit, oldest.clientName)
+			delete(s.lanes, oldest.clientName)
+			go oldest.Close()
+		}
+	}
+	ss := s.newSession()
+	ss.stateless, ss.clientName = true, name
+	s.sessions[ss.id], s.lanes[name] = ss, ss
+	s.wg.Add(1)
+	start := func() { s.Start(s.ctx, ss) }
+	if s.StartStateless != nil {
+		start = func() { s.StartStateless(s.ctx, ss, name) }
+	}
+	go s.serve(ss, start)
+	return ss
+}
+
+// statelessNotification passes a stateless client's notification to its
+// lane, a cancellation naming the request by the lane's id for it; one for
+// no lane, or naming no request of the lane's unambiguously, is dropped
+// (202 either way: a notification has no answer).
+func (s *HTTPServer) statelessNotification(w http.ResponseWriter, m message, body []byte) {
+	w.WriteHeader(http.StatusAccepted)
+	s.mu.Lock()
+	ss := s.lanes[clientName(m)]
+	s.mu.Unlock()
+	if ss == nil || m.Method == "" {
+		return
+	}
+	if m.Method == "notifications/cancelled" {
+		var params map[string]json.RawMessage
+		if json.Unmarshal(m.Params, &params) != nil {
+			return
+		}
+		lid := ss.labelOf(params["requestId"])
+		if lid == nil {
+			return
+		}
+		params["requestId"] = lid
+		p, err := json.Marshal(params)
+		if err != nil {
+			return
+		}
+		var members map[string]json.RawMessage
+		if json.Unmarshal(body, &members) != nil {
+			return
+		}
+		members["params"] = p
+		if body, err = json.Marshal(members); err != nil {
+			return
+		}
+	}
+	ss.deliver(body)
+}
+
+// statelessParams is what the proxy reads of a stateless request's params.
+type statelessParams struct {
+	Meta struct {
+		Version string `json:"io.modelcontextprotocol/protocolVersion"`
+		Client  struct {
+			Name string `json:"name"`
+		} `json:"io.modelcontextprotocol/clientInfo"`
+	} `json:"_meta"`
+	Name string `json:"name"` // of tools/call and prompts/get
+	URI  string `json:"uri"`  // of resources/read
+}
+
+// statelessVersion tells whether a request without a session speaks a
+// version that has none: by its Mcp-Protocol-Version header or its _meta.
+func statelessVersion(r *http.Request, m message) bool {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return v >= protocolStateless
+	}
+	var p statelessParams
+	json.Unmarshal(m.Params, &p) // what is not as it expects stays ""
+	return p.Meta.Version >= protocolStateless
+}
+
+// codeHeaderMismatch answers a request whose MCP headers say other than its
+// body (2026-07-28), as the Go SDK's server does.
+const codeHeaderMismatch = -32020
+
+// headerMismatch is what a stateless message's MCP headers say other than
+// its body, which intermediaries route by; "" if nothing.
+func headerMismatch(r *http.Request, m message) string {
+	var p statelessParams
+	json.Unmarshal(m.Params, &p)
+	version := r.Header.Get("Mcp-Protocol-Version")
+	switch {
+	case version == "":
+		return "a request carrying a protocol version in its _meta needs the Mcp-Protocol-Version header"
+	case p.Meta.Version != "" && p.Meta.Version != version:
+		return fmt.Sprintf("the Mcp-Protocol-Version header %q does not match the request's _meta %q", version, p.Meta.Version)
+	case len(m.ID) == 0: // a notification: no method or name headers asked of it
+		return ""
+	case r.Header.Get("Mcp-Method") != m.Method:
+		return fmt.Sprintf("the Mcp-Method header %q does not match the request's method %q", r.Header.Get("Mcp-Method"), m.Method)
+	}
+	name, named := p.Name, m.Method == "tools/call" || m.Method == "prompts/get"
+	if m.Method == "resources/read" {
+		name, named = p.URI, true
+	}
+	if named && r.Header.Get("Mcp-Name") != name {
+		return fmt.Sprintf("the Mcp-Name header %q does not match the request's %q", r.Header.Get("Mcp-Name"), name)
+	}
+	return ""
+}
+
+// clientName is the clientInfo name a stateless request's _meta gives;
+// "" if none.
+func clientName(m message) string {
+	var p statelessParams
+	json.Unmarshal(m.Params, &p)
+	return p.Meta.Client.Name
+}
+
+// withID is msg with its id set to id.
+func withID(msg []byte, id json.RawMessage) ([]byte, error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &members); err != nil {
+		return nil, err
+	}
+	members["id"] = id
+	return json.Marshal(members)
 }
 
 // listenSession is one client session: a Conn whose messages come from the
@@ -424,6 +670,58 @@ type listenSession struct {
 	active  time.Time               // when the last request began or ended
 	clock   func() time.Time
 	version string // the protocol version the server answered
+
+	// A stateless lane's: the client identity it serves, and the ids its
+	// requests go on under (their idKeys) with each request's own id.
+	stateless  bool
+	clientName string
+	labels     map[string]label
+	nextLabel  uint64
+}
+
+// label is a stateless request's id in its lane, and its own.
+type label struct{ lane, own json.RawMessage }
+
+func (ss *listenSession) isClosed() bool {
+	select {
+	case <-ss.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// relabel gives a request's id one of the lane's own.
+func (ss *listenSession) relabel(id json.RawMessage) json.RawMessage {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.nextLabel++
+	lid := json.RawMessage(fmt.Sprintf(`"undolog-%d"`, ss.nextLabel))
+	ss.labels[idKey(lid)] = label{lane: lid, own: id}
+	return lid
+}
+
+// labelOf is the lane's id of the request in flight whose own id is id;
+// nil if none is, or more than one (clients of one name).
+func (ss *listenSession) labelOf(id json.RawMessage) json.RawMessage {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var found json.RawMessage
+	for _, l := range ss.labels {
+		if idKey(l.own) == idKey(id) {
+			if found != nil {
+				return nil
+			}
+			found = l.lane
+		}
+	}
+	return found
+}
+
+func (ss *listenSession) unlabel(lid json.RawMessage) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.labels, idKey(lid))
 }
 
 func (ss *listenSession) deliver(msg []byte) bool {
@@ -543,6 +841,11 @@ func (ss *listenSession) Write(msg []byte) error {
 			}
 		}
 		st := ss.routes[idKey(id)]
+		if l, ok := ss.labels[idKey(id)]; ok && st != nil {
+			if m, err := withID(msg, l.own); err == nil {
+				msg = m
+			}
+		}
 		if st == nil {
 			// The POST that asked is gone (its client hung up): the answer
 			// reaches nobody, and the proxy must not record that it did.

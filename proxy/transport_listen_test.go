@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -38,6 +39,11 @@ func echoServer(t *testing.T, version string) (url string, ended chan struct{}) 
 			c.Write(resultResponse(id, json.RawMessage(result)))
 		}
 	}}
+	return serveOnLoopback(t, s), ended
+}
+
+// serveOnLoopback serves s until the test ends, and returns its URL.
+func serveOnLoopback(t *testing.T, s *HTTPServer) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +52,7 @@ func echoServer(t *testing.T, version string) (url string, ended chan struct{}) 
 	done := make(chan struct{})
 	go func() { s.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return "http://" + ln.Addr().String() + "/mcp", ended
+	return "http://" + ln.Addr().String() + "/mcp"
 }
 
 type httpReply struct {
@@ -57,12 +63,20 @@ type httpReply struct {
 
 func postTo(t *testing.T, url, session, accept, body string) httpReply {
 	t.Helper()
+	header := http.Header{}
+	if session != "" {
+		header.Set("Mcp-Session-Id", session)
+	}
+	return postWith(t, url, accept, header, body)
+}
+
+// postWith POSTs body with the headers in header besides its own.
+func postWith(t *testing.T, url, accept string, header http.Header, body string) httpReply {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header = header.Clone()
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -189,12 +203,7 @@ func TestHTTPServerEndsIdleSessions(t *testing.T) {
 			}
 		}
 	}}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { s.Serve(ctx, ln); close(done) }()
-	defer func() { cancel(); <-done }()
-	url := "http://" + ln.Addr().String() + "/mcp"
+	url := serveOnLoopback(t, s)
 	idle := postTo(t, url, "", both, initBody("2025-11-25")).session
 	listening := postTo(t, url, "", both, initBody("2025-11-25")).session
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
@@ -223,5 +232,194 @@ func TestHTTPServerEndsIdleSessions(t *testing.T) {
 	}
 	if r := postTo(t, url, listening, both, `{"jsonrpc":"2.0","method":"notifications/x"}`); r.status != 202 {
 		t.Fatalf("a session with its GET stream open: %+v", r)
+	}
+}
+
+// statelessMeta is the _meta of a 2026-07-28 request of the client name.
+func statelessMeta(client string) string {
+	return `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"` + client + `","version":"1"}}`
+}
+
+// postStateless POSTs a 2026-07-28 request (or notification) of method
+// with params, without a session, with the headers it needs.
+func postStateless(t *testing.T, url, accept, id, method, params string) httpReply {
+	t.Helper()
+	h := http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {method}}
+	body := `{"jsonrpc":"2.0","method":"` + method + `","params":` + params + `}`
+	if id != "" {
+		body = `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `","params":` + params + `}`
+	}
+	return postWith(t, url, accept, h, body)
+}
+
+// statelessPing POSTs a ping of the client name.
+func statelessPing(t *testing.T, url, accept, id, client string) httpReply {
+	t.Helper()
+	return postStateless(t, url, accept, id, "ping", `{`+statelessMeta(client)+`}`)
+}
+
+// TestHTTPServerStatelessLanes: requests without a session at 2026-07-28
+// go in one lane per client name (begun once, its requests under ids of
+// its own, answered under theirs); at MaxStatelessClients a new name ends
+// the lane idle the longest, and a lane idle past StatelessIdleTimeout
+// ends; an older client's request without a session is refused with its id.
+func TestHTTPServerStatelessLanes(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	later := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	started, ended := make(chan string, 8), make(chan string, 8)
+	s := &HTTPServer{MaxStatelessClients: 2, StatelessIdleTimeout: time.Hour, Now: clock,
+		Start: func(context.Context, Conn) { t.Error("a stateless request began a session") },
+		StartStateless: func(ctx context.Context, client Conn, name string) {
+			started <- name
+			for {
+				msg, err := client.Read()
+				if err != nil {
+					ended <- name
+					return
+				}
+				if id, method, _ := peek(msg); method != "" && len(id) > 0 {
+					client.Write(resultResponse(id, encode(map[string]any{"lane": name, "id": id})))
+				}
+			}
+		}}
+	url := serveOnLoopback(t, s)
+
+	answer := func(r httpReply) (id any, lane, seen string) {
+		t.Helper()
+		m, ok := r.msgs[0].(map[string]any)
+		res, _ := m["result"].(map[string]any)
+		if r.status != 200 || !ok || res == nil || r.session != "" {
+			t.Fatalf("a stateless request: %+v", r)
+		}
+		return m["id"], res["lane"].(string), fmt.Sprint(res["id"])
+	}
+	end := func() string {
+		t.Helper()
+		select {
+		case name := <-ended:
+			return name
+		case <-time.After(5 * time.Second):
+			t.Fatal("no lane ended")
+			return ""
+		}
+	}
+	var seen []string
+	for _, accept := range []string{both, "application/json"} {
+		id, lane, lid := answer(statelessPing(t, url, accept, `"x"`, "a"))
+		if id != "x" || lane != "a" {
+			t.Fatalf("answered as %v in lane %q", id, lane)
+		}
+		seen = append(seen, lid)
+	}
+	if seen[0] == seen[1] || seen[0] == "x" {
+		t.Fatalf("the lane saw the ids %v: not ids of its own", seen)
+	}
+	if name := <-started; name != "a" || len(started) != 0 {
+		t.Fatalf("lanes begun: %q and %d more", name, len(started))
+	}
+	later(time.Minute)
+	if _, lane, _ := answer(statelessPing(t, url, both, "1", "b")); lane != "b" || <-started != "b" {
+		t.Fatalf("another name went in lane %q", lane)
+	}
+	later(time.Minute)
+	if _, lane, _ := answer(statelessPing(t, url, both, "1", "c")); lane != "c" || <-started != "c" {
+		t.Fatalf("a third name went in lane %q", lane)
+	}
+	if name := end(); name != "a" {
+		t.Fatalf("past the bound the lane of %q ended, not the one idle the longest", name)
+	}
+	later(59 * time.Minute)
+	s.sweep()
+	select {
+	case name := <-ended:
+		t.Fatalf("the lane of %q ended before its idle timeout", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","id":7,"method":"ping"}`); r.status != 400 || r.msgs[0].(map[string]any)["id"] != 7.0 {
+		t.Fatalf("an older client's request without a session: %+v", r)
+	}
+	if r := postTo(t, url, "", both, `{"jsonrpc":"2.0","id":8,"method":"ping","params":{"a":`); r.status != 400 || r.msgs[0].(map[string]any)["id"] != 8.0 {
+		t.Fatalf("a request cut short: %+v", r)
+	}
+	// Headers that say other than the body: refused with the request's id,
+	// no lane begun.
+	meta := `{` + statelessMeta("e") + `}`
+	call := `{"name":"put",` + statelessMeta("e") + `}`
+	for what, r := range map[string]httpReply{
+		"no version header": postWith(t, url, both, http.Header{}, `{"jsonrpc":"2.0","id":9,"method":"ping","params":`+meta+`}`),
+		"another version":   postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2027-01-01"}, "Mcp-Method": {"ping"}}, `{"jsonrpc":"2.0","id":9,"method":"ping","params":`+meta+`}`),
+		"another method":    postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, `{"jsonrpc":"2.0","id":9,"method":"ping","params":`+meta+`}`),
+		"no name":           postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
+		"another name":      postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"get"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
+	} {
+		if m, _ := r.msgs[0].(map[string]any); r.status != 400 || m["id"] != 9.0 || errCode(m) != codeHeaderMismatch {
+			t.Errorf("%s: %+v", what, r)
+		}
+	}
+	if r := postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"put"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`); r.status != 200 || <-started != "e" {
+		t.Fatalf("a call whose headers match: %+v", r)
+	}
+	if len(started) != 0 {
+		t.Fatalf("lanes begun for refused requests: %d", len(started))
+	}
+	if name := end(); name != "b" {
+		t.Fatalf("past the bound the lane of %q ended, not the one idle the longest", name)
+	}
+	later(61 * time.Minute)
+	s.sweep()
+	if a, b := end(), end(); a+b != "ce" && a+b != "ec" {
+		t.Fatalf("idle lanes ended: %q %q", a, b)
+	}
+}
+
+// TestHTTPServerStatelessCancel: a stateless client's cancellation reaches
+// its lane naming the request by the lane's id for it; one naming no
+// request in flight is not passed on.
+func TestHTTPServerStatelessCancel(t *testing.T) {
+	held, cancelled := make(chan json.RawMessage, 1), make(chan json.RawMessage, 2)
+	s := &HTTPServer{StartStateless: func(ctx context.Context, client Conn, name string) {
+		go func() { <-ctx.Done(); client.Close() }()
+		for {
+			msg, err := client.Read()
+			if err != nil {
+				return
+			}
+			var m message
+			json.Unmarshal(msg, &m)
+			switch m.Method {
+			case "hold": // answered once cancelled
+				held <- m.ID
+			case "notifications/cancelled":
+				var p struct{ RequestID json.RawMessage }
+				json.Unmarshal(m.Params, &p)
+				cancelled <- p.RequestID
+				client.Write(resultResponse(p.RequestID, json.RawMessage(`{}`)))
+			}
+		}
+	}}
+	url := serveOnLoopback(t, s)
+
+	meta := statelessMeta("d")
+	answered := make(chan httpReply, 1)
+	go func() {
+		answered <- postStateless(t, url, both, "5", "hold", `{`+meta+`}`)
+	}()
+	lid := <-held
+	if r := postStateless(t, url, both, "", "notifications/cancelled", `{"requestId":6,`+meta+`}`); r.status != 202 {
+		t.Fatalf("a cancellation of no request: %+v", r)
+	}
+	if r := postStateless(t, url, both, "", "notifications/cancelled", `{"requestId":5,`+meta+`}`); r.status != 202 {
+		t.Fatalf("a cancellation: %+v", r)
+	}
+	if got := <-cancelled; string(got) != string(lid) {
+		t.Fatalf("the lane got the cancellation of %s, its id for the request is %s", got, lid)
+	}
+	if r := <-answered; r.status != 200 || r.msgs[0].(map[string]any)["id"] != 5.0 {
+		t.Fatalf("the held request: %+v", r)
+	}
+	if len(cancelled) != 0 {
+		t.Fatalf("a cancellation of no request was passed on: %s", <-cancelled)
 	}
 }
