@@ -33,7 +33,7 @@ import (
 func TestMain(m *testing.M) {
 	testbin.QuickRaceExit()
 	if os.Getenv("UNDOLOG_SDK_SERVER") != "" {
-		sdkServer()
+		sdkPutServer()
 		return
 	}
 	if os.Getenv("UNDOLOG_FAKE_SERVER") != "" {

@@ -12,11 +12,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// sdkServer is the Go SDK's MCP server over stdio, which speaks every
+// sdkPutServer is the Go SDK's MCP server over stdio, which speaks every
 // version the SDK does, 2026-07-28 (stateless) included: "put" adds a line
 // to the file $UNDOLOG_SDK_STATE, "remove" takes it away. Each process
 // appends its pid to $UNDOLOG_SDK_PIDS.
-func sdkServer() {
+func sdkPutServer() {
 	state := os.Getenv("UNDOLOG_SDK_STATE")
 	if f, err := os.OpenFile(os.Getenv("UNDOLOG_SDK_PIDS"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
 		fmt.Fprintln(f, os.Getpid())
@@ -48,7 +48,7 @@ func sdkServer() {
 	server.Run(context.Background(), &mcp.StdioTransport{})
 }
 
-// sdkHarness is a harness whose upstream is sdkServer; state and pids are
+// sdkHarness is a harness whose upstream is sdkPutServer; state and pids are
 // its files.
 func sdkHarness(t *testing.T) (h *harness, policy, state, pids string) {
 	h = newHarness(t)
