@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -128,6 +129,20 @@ func TestProxyListenServesStatelessClients(t *testing.T) {
 		if session = id; n != 20 {
 			t.Fatalf("session %s holds %d calls, want 20", id, n)
 		}
+	}
+
+	// The log names the client by the name its requests' _meta give.
+	var shown struct {
+		History []struct {
+			Actor string `json:"actor"`
+		} `json:"history"`
+	}
+	ids := strings.Fields(h.cli("list", "--session", session, "-o", "ids"))
+	if len(ids) == 0 {
+		t.Fatal("no effect listed")
+	}
+	if err := json.Unmarshal([]byte(h.cli("show", ids[0], "-o", "json")), &shown); err != nil || len(shown.History) == 0 || shown.History[0].Actor != "mcp:agent-2026" {
+		t.Fatalf("the log names the stateless client %+v (%v), want mcp:agent-2026", shown.History, err)
 	}
 
 	// An older client beside it: a session (and server) of its own.
