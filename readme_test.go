@@ -58,9 +58,10 @@ func runUndolog(t *testing.T, bin string, env []string, dir string, args ...stri
 }
 
 // TestReadmeCIRecipe runs the README's first recipe as a CI job would: a
-// failed attempt, a re-run that replays what ran and waits for the approval
-// the recipe's second block gives, then the rollback it names, last in first
-// out.
+// first run that waits at the release as the effect the README names, for
+// the decision its second block gives; the rollback it names, last in first
+// out; then another build's failed attempt and its re-run, which replays
+// what ran.
 func TestReadmeCIRecipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds undolog")

@@ -90,16 +90,7 @@ func newRoot() *cobra.Command {
 // writeReference replaces dir's pages with a page for root and every
 // command under it.
 func writeReference(root *cobra.Command, dir string) error {
-	old, err := filepath.Glob(filepath.Join(dir, "*.md"))
-	if err != nil {
-		return err
-	}
-	for _, p := range old {
-		if err := os.Remove(p); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := emptyDir(dir, "*.md"); err != nil {
 		return err
 	}
 	header := func(string) string {
@@ -111,7 +102,16 @@ func writeReference(root *cobra.Command, dir string) error {
 // writeManPages replaces dir's man pages with a page for root and every
 // command under it.
 func writeManPages(root *cobra.Command, dir string) error {
-	old, err := filepath.Glob(filepath.Join(dir, "*.1"))
+	if err := emptyDir(dir, "*.1"); err != nil {
+		return err
+	}
+	return doc.GenManTree(root, &doc.GenManHeader{Source: "undolog", Manual: "undolog manual", Date: &manDate}, dir)
+}
+
+// emptyDir makes dir, or removes from it the files glob matches: the pages
+// of commands that are gone go with them.
+func emptyDir(dir, glob string) error {
+	old, err := filepath.Glob(filepath.Join(dir, glob))
 	if err != nil {
 		return err
 	}
@@ -120,8 +120,5 @@ func writeManPages(root *cobra.Command, dir string) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return doc.GenManTree(root, &doc.GenManHeader{Source: "undolog", Manual: "undolog manual", Date: &manDate}, dir)
+	return os.MkdirAll(dir, 0o755)
 }
