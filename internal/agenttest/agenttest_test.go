@@ -1,6 +1,7 @@
 package agenttest
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,8 +207,12 @@ func TestSandboxRefusesOutsideItsNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the sandbox brings lo up, as root")
 	}
-	if err := onlyLoopback(); err == nil {
-		t.Skip("this machine's network namespace has nothing but loopback already")
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ifs) == 1 && ifs[0].Name == "lo" {
+		t.Skip("this test's network namespace has nothing but loopback already")
 	}
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "agent-started")
