@@ -114,27 +114,32 @@ func TestHooksSeeEveryToolCall(t *testing.T) {
 	}
 }
 
-// A PreToolUse deny stops the tool, the model reads the reason in the tool
-// result, and the same call retried goes ahead once the hook allows it.
+// A PreToolUse deny stops the tool and the model reads the reason in the
+// tool result; so does an exit 2 with the reason on stderr; the same call
+// retried goes ahead once the hook allows it.
 func TestHookDenyReachesTheModel(t *testing.T) {
 	dir := t.TempDir()
 	const reason = "agenttest: held for approval; retry the same call later"
-	hook := &Hook{Rules: []HookRule{{Event: "PreToolUse", Tool: "Bash", Answers: []Answer{{Decision: "deny", Reason: reason}, {Decision: "allow"}}}}}
+	const blocked = "agenttest: blocked by exit 2"
+	hook := &Hook{Rules: []HookRule{{Event: "PreToolUse", Tool: "Bash", Answers: []Answer{
+		{Decision: "deny", Reason: reason}, {Decision: "exit2", Reason: blocked}, {Decision: "allow"}}}}}
 	hook.Install(t, dir)
 	push := Bash("touch pushed")
-	a, r := Run(t, Script{{Tools: []ToolUse{push}}, {Text: "retrying", Tools: []ToolUse{push}}}, dir)
+	a, r := Run(t, Script{{Tools: []ToolUse{push}}, {Text: "retrying", Tools: []ToolUse{push}}, {Tools: []ToolUse{push}}}, dir)
 	if r.ExitCode != 0 || r.TerminalReason != "completed" {
 		t.Fatalf("run: exit %d, terminal_reason %q\nstderr: %s", r.ExitCode, r.TerminalReason, r.Stderr)
 	}
 	reqs := turns(a)
-	if len(reqs) != 3 {
-		t.Fatalf("%d requests of the main loop, want 3", len(reqs))
+	if len(reqs) != 4 {
+		t.Fatalf("%d requests for a message, want 4", len(reqs))
 	}
-	denied := reqs[1].ToolResults()
-	if len(denied) != 1 || !denied[0].IsError || !strings.Contains(denied[0].Content, reason) {
-		t.Fatalf("after the deny the model read %+v; want an error result with %q", denied, reason)
+	for i, want := range []string{reason, blocked} {
+		read := reqs[i+1].ToolResults()
+		if len(read) != 1 || !read[0].IsError || !strings.Contains(read[0].Content, want) {
+			t.Fatalf("after hook answer %d the model read %+v; want an error result with %q", i+1, read, want)
+		}
 	}
-	retried := reqs[2].ToolResults()
+	retried := reqs[3].ToolResults()
 	if len(retried) != 1 || retried[0].IsError {
 		t.Fatalf("after the retry the model read %+v; want the command's success", retried)
 	}
@@ -145,8 +150,29 @@ func TestHookDenyReachesTheModel(t *testing.T) {
 	for _, c := range hook.Calls(t) {
 		events = append(events, c.Event()+" "+c.Answer.Decision)
 	}
-	if want := []string{"PreToolUse deny", "PreToolUse allow", "PostToolUse "}; !slices.Equal(events, want) {
+	if want := []string{"PreToolUse deny", "PreToolUse exit2", "PreToolUse allow", "PostToolUse "}; !slices.Equal(events, want) {
 		t.Fatalf("hook calls %q, want %q", events, want)
+	}
+}
+
+// The agent and its tools run offline: a Bash call sees no network
+// interface but lo, and a home of the harness's.
+func TestAgentSeesNothingButLoopback(t *testing.T) {
+	dir := t.TempDir()
+	hook := &Hook{Rules: []HookRule{allowAll}}
+	hook.Install(t, dir)
+	a, r := Run(t, Script{{Tools: []ToolUse{Bash("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '; echo HOME=$HOME")}}}, dir)
+	if r.ExitCode != 0 {
+		t.Fatalf("run: exit %d\nstderr: %s", r.ExitCode, r.Stderr)
+	}
+	reqs := turns(a)
+	if len(reqs) != 2 || len(reqs[1].ToolResults()) != 1 {
+		t.Fatalf("requests %+v: want the Bash call's result in the second", reqs)
+	}
+	out := reqs[1].ToolResults()[0].Content
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || lines[0] != "lo" || !strings.HasPrefix(lines[1], "HOME="+os.TempDir()) || lines[1] == "HOME="+os.Getenv("HOME") {
+		t.Fatalf("the agent's Bash saw %q: want the interface lo alone and a temp HOME", out)
 	}
 }
 

@@ -23,8 +23,6 @@ type Hook struct {
 	// answers it. A call no rule matches gets no answer (exit 0, no output),
 	// which lets the tool go on.
 	Rules []HookRule
-	// NoLog makes the hook record nothing: a no-op hook (the bench's).
-	NoLog bool
 
 	dir string // holds config.json and calls.jsonl
 }
@@ -49,7 +47,7 @@ type Answer struct {
 
 // hookConfig is the hook process's config file.
 type hookConfig struct {
-	Log   string // empty: record nothing
+	Log   string
 	Rules []HookRule
 }
 
@@ -96,10 +94,7 @@ func (h *Hook) Command(dir string) (string, error) {
 		return "", err
 	}
 	h.dir = dir
-	cfg := hookConfig{Rules: h.Rules}
-	if !h.NoLog {
-		cfg.Log = filepath.Join(h.dir, "calls.jsonl")
-	}
+	cfg := hookConfig{Log: filepath.Join(h.dir, "calls.jsonl"), Rules: h.Rules}
 	cfgPath := filepath.Join(h.dir, "config.json")
 	if err := writeJSON(cfgPath, cfg); err != nil {
 		return "", err
@@ -178,9 +173,6 @@ func runHook(configPath string) int {
 	in, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		return fail(err)
-	}
-	if cfg.Log == "" {
-		return 0
 	}
 	call := HookCall{ProjectDirEnv: os.Getenv("CLAUDE_PROJECT_DIR"), SessionIDEnv: os.Getenv("CLAUDE_CODE_SESSION_ID")}
 	call.Cwd, _ = os.Getwd()
