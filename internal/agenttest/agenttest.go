@@ -96,7 +96,8 @@ func claudePath() (string, error) {
 // one Agent share both, so that a run can resume an earlier one's session.
 type Agent struct {
 	// Env is added to the environment of the agent and its hooks (which
-	// otherwise get only PATH, GORACE and what the harness sets).
+	// otherwise get only PATH, GORACE and what the harness sets); a
+	// variable here wins over the harness's (PATH, say).
 	Env []string
 	// Timeout bounds each run (default 3 minutes).
 	Timeout time.Duration

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestMain(m *testing.M) {
@@ -213,6 +214,27 @@ func TestHookDeferEndsRunAndResumeAsksAgain(t *testing.T) {
 	}
 	if pre[1].Payload["session_id"] != r.SessionID {
 		t.Errorf("the resumed run's session is %v, want %q", pre[1].Payload["session_id"], r.SessionID)
+	}
+}
+
+// A hook that does not answer within its timeout is cut off and the tool
+// runs: Claude Code fails open, so a hook that holds a call must answer
+// (deny) before its timeout.
+func TestHookPastItsTimeoutLetsTheToolRun(t *testing.T) {
+	dir := t.TempDir()
+	const delay = 20 * time.Second
+	hook := &Hook{Timeout: 1, Rules: []HookRule{{Event: "PreToolUse", Tool: "Bash", Answers: []Answer{
+		{Decision: "deny", Reason: "agenttest: too late", Delay: delay}}}}}
+	hook.Install(t, dir)
+	_, r := Run(t, Script{{Tools: []ToolUse{Bash("touch ran")}}}, dir, "--allowedTools", "Bash")
+	if r.ExitCode != 0 {
+		t.Fatalf("run: exit %d\nstderr: %s", r.ExitCode, r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err != nil {
+		t.Fatalf("the tool did not run after its hook's timeout: %v", err)
+	}
+	if r.Elapsed >= delay {
+		t.Errorf("the run took %s: the hook was not cut off at its timeout", r.Elapsed)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // hookEnv names the config file of a process started as the recording hook.
@@ -23,6 +24,9 @@ type Hook struct {
 	// answers it. A call no rule matches gets no answer (exit 0, no output),
 	// which lets the tool go on.
 	Rules []HookRule
+	// Timeout is each hook entry's "timeout" in seconds (0: Claude Code's
+	// default), after which Claude Code cuts the hook off.
+	Timeout int
 
 	dir string // holds config.json and calls.jsonl
 }
@@ -43,6 +47,9 @@ type Answer struct {
 	// or "exit2" (exit 2 with Reason on stderr), or "" for no output.
 	Decision string
 	Reason   string
+	// Delay is how long the hook waits before it answers (after it logged
+	// the call).
+	Delay time.Duration
 }
 
 // hookConfig is the hook process's config file.
@@ -80,7 +87,17 @@ func (h *Hook) Install(tb testing.TB, projectDir string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := WriteSettings(projectDir, HooksSettings(command, "PreToolUse", "PostToolUse", "PostToolUseFailure")); err != nil {
+	settings := HooksSettings(command, "PreToolUse", "PostToolUse", "PostToolUseFailure")
+	if h.Timeout > 0 {
+		for _, entries := range settings["hooks"].(map[string]any) {
+			for _, e := range entries.([]any) {
+				for _, hk := range e.(map[string]any)["hooks"].([]any) {
+					hk.(map[string]any)["timeout"] = h.Timeout
+				}
+			}
+		}
+	}
+	if err := WriteSettings(projectDir, settings); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -212,6 +229,8 @@ func runHook(configPath string) int {
 	if _, err := log.Write(append(line, '\n')); err != nil {
 		return fail(err)
 	}
+	log.Close() // and its lock: hooks side by side do not wait for this one's delay
+	time.Sleep(call.Answer.Delay)
 	switch a := call.Answer; a.Decision {
 	case "":
 		return 0
