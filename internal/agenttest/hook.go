@@ -179,12 +179,8 @@ func runHook(configPath string) int {
 		fmt.Fprintln(os.Stderr, "agenttest hook:", err)
 		return 1
 	}
-	b, err := os.ReadFile(configPath)
-	if err != nil {
-		return fail(err)
-	}
 	var cfg hookConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	if err := readJSON(configPath, &cfg); err != nil {
 		return fail(err)
 	}
 	in, err := io.ReadAll(os.Stdin)
@@ -256,6 +252,14 @@ func (r HookRule) matches(c HookCall) bool {
 	}
 	input, _ := json.Marshal(c.ToolInput())
 	return strings.Contains(string(input), r.Match)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
 }
 
 func writeJSON(path string, v any) error {

@@ -1,7 +1,6 @@
 package agenttest
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,12 +36,8 @@ func runSandbox(configPath string) int {
 		fmt.Fprintln(os.Stderr, "agenttest sandbox:", err)
 		return 125
 	}
-	b, err := os.ReadFile(configPath)
-	if err != nil {
-		return fail(err)
-	}
 	var cfg sandboxConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	if err := readJSON(configPath, &cfg); err != nil {
 		return fail(err)
 	}
 	if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
