@@ -14,6 +14,17 @@
 // The fake API is served by the test's process on a unix socket; the
 // process in the namespace relays 127.0.0.1 there, so a test reads the
 // requests as they come.
+//
+// A test, with hooks of its own in the project's .claude/settings.json:
+//
+//	func TestMain(m *testing.M) { agenttest.Main(m) }
+//
+//	a, res := agenttest.Run(t, agenttest.Script{
+//		{Tools: []agenttest.ToolUse{agenttest.Bash("git push")}},
+//	}, projectDir)
+//	// res.TerminalReason, res.SessionID; a.Requests()[1].ToolResults()
+//	// is what the model read of the push; a.Resume(t, projectDir,
+//	// res.SessionID) goes on with a deferred call.
 package agenttest
 
 import (
