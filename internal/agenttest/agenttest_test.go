@@ -222,7 +222,7 @@ func TestHookDeferEndsRunAndResumeAsksAgain(t *testing.T) {
 // (deny) before its timeout.
 func TestHookPastItsTimeoutLetsTheToolRun(t *testing.T) {
 	dir := t.TempDir()
-	const delay = 20 * time.Second
+	const delay = time.Minute // far past the timeout, even on a loaded machine
 	hook := &Hook{Timeout: 1, Rules: []HookRule{{Event: "PreToolUse", Tool: "Bash", Answers: []Answer{
 		{Decision: "deny", Reason: "agenttest: too late", Delay: delay}}}}}
 	hook.Install(t, dir)
