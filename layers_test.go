@@ -17,6 +17,7 @@ var layers = []string{
 	"internal/child",
 	"internal/testbin",
 	"internal/pgtest",
+	"internal/agenttest",
 	"internal/mcpwire",
 	"statemachine",
 	"model",
