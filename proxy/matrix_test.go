@@ -281,6 +281,7 @@ func matrixCell(t *testing.T, engine, transport, serverVersions, clientVersion, 
 		}()
 	}
 
+	t.Logf("negotiated %s", s.InitializeResult().ProtocolVersion)
 	if got := s.InitializeResult().ProtocolVersion; got != base.version {
 		t.Errorf("discovery: negotiated %q through the proxy, %q directly", got, base.version)
 	}
