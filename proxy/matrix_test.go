@@ -43,7 +43,7 @@ var matrixTransports = []string{"stdio", "url", "listen"}
 
 // matrixApprovalWait is the proxy's --approval-wait in the matrix: long
 // enough for a test to approve a waiting call, short enough to run out.
-const matrixApprovalWait = 4 * time.Second
+const matrixApprovalWait = 6 * time.Second
 
 // versionsUpTo is the SDK's protocol versions up to v, as $SDKSERVER_VERSIONS.
 func versionsUpTo(v string) string {
@@ -153,7 +153,7 @@ func TestVersionMatrix(t *testing.T) {
 	direct := map[string]directRun{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, 6)
+	slots := make(chan struct{}, 8)
 	for _, overHTTP := range []bool{false, true} {
 		for _, sv := range matrixServers {
 			for _, cv := range matrixVersions {
