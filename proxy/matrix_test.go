@@ -189,13 +189,18 @@ func TestVersionMatrix(t *testing.T) {
 	for _, engine := range matrixEngines {
 		for _, transport := range matrixTransports {
 			for _, sv := range matrixServers {
-				row := engine + "/" + transport + "/server-" + sv.name
-				var url string // the row's server over HTTP, shared by its clients
-				var urlState string
-				if transport == "url" {
+				name := engine + "/" + transport + "/server-" + sv.name
+				row := matrixRow{}
+				switch transport {
+				case "url": // the row's server over HTTP
 					h, state, _ := sdkHarnessOn(t, "file")
 					h.env = append(h.env, "SDKSERVER_VERSIONS="+sv.versions)
-					url, urlState = sdkServerHTTP(t, h), state
+					row.state, row.url = state, sdkServerHTTP(t, h)
+				case "listen": // the row's proxy, and so its log
+					h, state, store := sdkHarnessOn(t, engine)
+					h.env = append(h.env, "SDKSERVER_VERSIONS="+sv.versions)
+					url, _, _ := listening(t, h, "--policy", h.policy, "--approval-wait", matrixApprovalWait.String(), "--", sdkServer(t))
+					row = matrixRow{h: h, state: state, store: store, url: url}
 				}
 				for _, cv := range matrixVersions {
 					kind := "stdio"
@@ -208,11 +213,11 @@ func TestVersionMatrix(t *testing.T) {
 						defer wg.Done()
 						slots <- struct{}{}
 						defer func() { <-slots }()
-						t.Run(row+"/client-"+cv, func(t *testing.T) {
+						t.Run(name+"/client-"+cv, func(t *testing.T) {
 							if base.connectErr != nil {
 								t.Skipf("the client does not connect to the server directly: %v", base.connectErr)
 							}
-							matrixCell(t, engine, transport, sv.versions, cv, url, urlState, base)
+							matrixCell(t, engine, transport, sv.versions, cv, row, base)
 						})
 					}()
 				}
@@ -223,32 +228,55 @@ func TestVersionMatrix(t *testing.T) {
 	t.Logf("the matrix took %s", time.Since(start).Round(time.Second))
 }
 
-// matrixCell runs the scenarios through the proxy for one pairing. With
-// --url, url is the server (its state in urlState) the row shares.
-func matrixCell(t *testing.T, engine, transport, serverVersions, clientVersion, url, urlState string, base directRun) {
-	h, state, store := sdkHarnessOn(t, engine)
-	h.env = append(h.env, "SDKSERVER_VERSIONS="+serverVersions)
-	if url != "" {
-		state = urlState
-	}
-	key := func(k string) string { return clientVersion + "-" + k } // the row's clients share a server
-	proxyArgs := []string{"--session", "m", "--policy", h.policy, "--approval-wait", matrixApprovalWait.String()}
+// matrixRow is what the clients of a row share: with --url the server
+// over HTTP (url, its state), with --listen the proxy (url, its harness and
+// log, its servers' state).
+type matrixRow struct {
+	h     *harness
+	state string
+	store effectlog.Log
+	url   string
+}
+
+// matrixCell runs the scenarios through the proxy for one pairing.
+func matrixCell(t *testing.T, engine, transport, serverVersions, clientVersion string, row matrixRow, base directRun) {
+	key := func(k string) string { return clientVersion + "-" + k } // a row's clients share a server
+	var h *harness
+	var state string
+	var store effectlog.Log
 	var ct mcp.Transport
+	session := "m"
 	switch transport {
 	case "stdio", "url":
+		h, state, store = sdkHarnessOn(t, engine)
+		h.env = append(h.env, "SDKSERVER_VERSIONS="+serverVersions)
 		upstream := []string{"--", sdkServer(t)}
 		if transport == "url" {
-			upstream = []string{"--url", url}
+			upstream, state = []string{"--url", row.url}, row.state
 		}
-		cmd := exec.Command(testbin.Undolog(t), append(append([]string{"proxy"}, proxyArgs...), upstream...)...)
+		args := []string{"proxy", "--session", session, "--policy", h.policy, "--approval-wait", matrixApprovalWait.String()}
+		cmd := exec.Command(testbin.Undolog(t), append(args, upstream...)...)
 		cmd.Env = h.env
 		if testing.Verbose() {
 			cmd.Stderr = os.Stderr
 		}
 		ct = &mcp.CommandTransport{Command: cmd}
 	case "listen":
-		listenURL, _, _ := listening(t, h, append(proxyArgs, "--", sdkServer(t))...)
-		ct = &mcp.StreamableClientTransport{Endpoint: listenURL}
+		// The proxy names the client's session: the one its calls are in.
+		h, state, store, session = row.h, row.state, row.store, ""
+		ct = &mcp.StreamableClientTransport{Endpoint: row.url}
+	}
+	sessionOfTheClient := func() string {
+		waitFor(t, "a call of the client in the log", func() bool {
+			list, _, _ := store.ListEffects(t.Context(), effectlog.EffectFilter{})
+			for _, e := range list {
+				if strings.Contains(string(e.Args), `"`+key("")) {
+					session = e.Session
+				}
+			}
+			return session != ""
+		})
+		return session
 	}
 	if err := os.WriteFile(filepath.Join(state, key("seed")), []byte("blue"), 0o644); err != nil {
 		t.Fatal(err)
@@ -336,7 +364,7 @@ func matrixCell(t *testing.T, engine, transport, serverVersions, clientVersion, 
 		}()
 		var id uint64
 		waitFor(t, "the approval request of launch "+key("now"), func() bool {
-			list, _, _ := store.PendingApprovals(t.Context(), "m", 0)
+			list, _, _ := store.PendingApprovals(t.Context(), sessionOfTheClient(), 0)
 			for _, a := range list {
 				if strings.Contains(string(a.Args), key("now")) {
 					id = a.EffectID
@@ -365,7 +393,7 @@ func matrixCell(t *testing.T, engine, transport, serverVersions, clientVersion, 
 	}
 	s.Close()
 
-	effects, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: "m", Ascending: true})
+	effects, _, err := store.ListEffects(t.Context(), effectlog.EffectFilter{Session: sessionOfTheClient(), Ascending: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +411,7 @@ func matrixCell(t *testing.T, engine, transport, serverVersions, clientVersion, 
 		}
 	}
 
-	h.cli("undo", "m", "--yes")
+	h.cli("undo", session, "--yes")
 	if runs("compensable") && value("w") != "(none)" {
 		t.Errorf("undo left the written key: %s", value("w"))
 	}
