@@ -32,10 +32,6 @@ import (
 // failure tests) when UNDOLOG_FAKE_SERVER is set.
 func TestMain(m *testing.M) {
 	testbin.QuickRaceExit()
-	if os.Getenv("UNDOLOG_SDK_SERVER") != "" {
-		sdkPutServer()
-		return
-	}
 	if os.Getenv("UNDOLOG_FAKE_SERVER") != "" {
 		fakeServer()
 		return

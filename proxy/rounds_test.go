@@ -33,6 +33,10 @@ const sdkPolicy = `tools:
   write:
     tier: compensable
     compensate: {tool: delete, args: {key: "{{ .args.key }}"}}
+  set:
+    tier: compensable
+    capture: {tool: read, args: {key: "{{ .args.key }}"}}
+    compensate: {tool: set, args: {key: "{{ .args.key }}", value: "{{ .capture.content[0].text }}"}}
   confirmed_write:
     tier: compensable
     compensate: {tool: delete, args: {key: "{{ .args.key }}"}}
@@ -358,7 +362,7 @@ func TestProxyInputRoundsOfPromptsAndResources(t *testing.T) {
 	}
 }
 
-// sdkServerHTTP starts the test server over stateless HTTP and returns its URL.
+// sdkServerHTTP starts the test server over HTTP and returns its URL.
 func sdkServerHTTP(t *testing.T, h *harness) string {
 	cmd := exec.Command(sdkServer(t))
 	cmd.Env = append(h.env, "SDKSERVER_LISTEN=127.0.0.1:0")
@@ -377,9 +381,9 @@ func sdkServerHTTP(t *testing.T, h *harness) string {
 	return url
 }
 
-// The test server over stateless HTTP, directly: 2026-07-28 with its input
-// rounds, 2025-11-25 with a plain write.
-func TestSDKServerOverStatelessHTTP(t *testing.T) {
+// The test server over HTTP, directly: 2026-07-28 statelessly and
+// 2025-11-25 in a session, each asked for input.
+func TestSDKServerOverHTTP(t *testing.T) {
 	h, state, _ := sdkHarnessOn(t, "file")
 	url := sdkServerHTTP(t, h)
 	var asked atomic.Int64
@@ -397,16 +401,15 @@ func TestSDKServerOverStatelessHTTP(t *testing.T) {
 		if got := s.InitializeResult().ProtocolVersion; got != version {
 			t.Fatalf("negotiated %s, want %s", got, version)
 		}
-		tool := "write"
-		if version == protocol2026 {
-			tool = "confirmed_write"
+		if (s.ID() == "") != (version == protocol2026) {
+			t.Fatalf("%s: session %q", version, s.ID())
 		}
-		if r := call(t, s, tool, map[string]any{"key": "k", "value": version}); r.IsError {
+		if r := call(t, s, "confirmed_write", map[string]any{"key": "k", "value": version}); r.IsError {
 			t.Fatalf("%s: %s", version, text(r))
 		}
 		s.Close()
 	}
-	if j := journal(t, state); asked.Load() != 1 || strings.Join(j, " ") != "write_k="+protocol2026+" write_k=2025-11-25" {
+	if j := journal(t, state); asked.Load() != 2 || strings.Join(j, " ") != "write_k="+protocol2026+" write_k=2025-11-25" {
 		t.Fatalf("asked %d times, journal %v", asked.Load(), j)
 	}
 }

@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,51 +12,28 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// sdkPutServer is the Go SDK's MCP server over stdio, which speaks every
-// version the SDK does, 2026-07-28 (stateless) included: "put" adds a line
-// to the file $UNDOLOG_SDK_STATE, "remove" takes it away. Each process
-// appends its pid to $UNDOLOG_SDK_PIDS.
-func sdkPutServer() {
-	state := os.Getenv("UNDOLOG_SDK_STATE")
-	if f, err := os.OpenFile(os.Getenv("UNDOLOG_SDK_PIDS"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-		fmt.Fprintln(f, os.Getpid())
-		f.Close()
-	}
-	type nameArgs struct {
-		Name string `json:"name"`
-	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "sdk-stdio", Version: "1"}, nil)
-	// One call at a time changes the file: the SDK runs calls concurrently.
-	lock := make(chan struct{}, 1)
-	edit := func(change func([]string) []string) {
-		lock <- struct{}{}
-		defer func() { <-lock }()
-		b, _ := os.ReadFile(state)
-		names := change(strings.Fields(string(b)))
-		os.WriteFile(state, []byte(strings.Join(names, "\n")), 0o644)
-	}
-	mcp.AddTool(server, &mcp.Tool{Name: "put"}, func(_ context.Context, _ *mcp.CallToolRequest, a nameArgs) (*mcp.CallToolResult, any, error) {
-		edit(func(names []string) []string { return append(names, a.Name) })
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "put " + a.Name}}}, nil, nil
-	})
-	mcp.AddTool(server, &mcp.Tool{Name: "remove"}, func(_ context.Context, _ *mcp.CallToolRequest, a nameArgs) (*mcp.CallToolResult, any, error) {
-		edit(func(names []string) []string {
-			return slices.DeleteFunc(names, func(n string) bool { return n == a.Name })
-		})
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "removed " + a.Name}}}, nil, nil
-	})
-	server.Run(context.Background(), &mcp.StdioTransport{})
+// sdkHarness is a harness whose upstream is the Go SDK test server
+// (sdkserver) over stdio; state is its directory, pids the file of its
+// processes' ids.
+func sdkHarness(t *testing.T) (h *harness, state, pids string) {
+	h, state, _ = sdkHarnessOn(t, "file")
+	return h, state, filepath.Join(state, "pids")
 }
 
-// sdkHarness is a harness whose upstream is sdkPutServer; state and pids are
-// its files.
-func sdkHarness(t *testing.T) (h *harness, policy, state, pids string) {
-	h = newHarness(t)
-	state, pids = filepath.Join(h.dir, "names"), filepath.Join(h.dir, "pids")
-	h.env = append(h.env, "UNDOLOG_SDK_SERVER=1", "UNDOLOG_SDK_STATE="+state, "UNDOLOG_SDK_PIDS="+pids)
-	policy = filepath.Join(h.dir, "sdk.yaml")
-	os.WriteFile(policy, []byte(remotePolicy), 0o644)
-	return h, policy, state, pids
+// keys are the keys the test server holds, sorted.
+func keys(t *testing.T, stateDir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if n := e.Name(); n != "writes.log" && n != "pids" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func lines(t *testing.T, file string) []string {
@@ -69,12 +45,12 @@ func lines(t *testing.T, file string) []string {
 	return strings.Fields(string(b))
 }
 
-// putSessions are the sessions `undolog list` shows put calls in, each
+// writeSessions are the sessions `undolog list` shows write calls in, each
 // with how many.
-func putSessions(h *harness) map[string]int {
+func writeSessions(h *harness) map[string]int {
 	sessions := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(h.cli("list")), "\n") {
-		if cols := strings.Split(line, "\t"); len(cols) > 2 && cols[2] == "put" {
+		if cols := strings.Split(line, "\t"); len(cols) > 2 && cols[2] == "write" {
 			sessions[cols[1]]++
 		}
 	}
@@ -87,8 +63,8 @@ func putSessions(h *harness) map[string]int {
 // calls go in one undolog session and one server process, and undo takes
 // them all back; a 2025-11-25 client keeps its session of its own.
 func TestProxyListenServesStatelessClients(t *testing.T) {
-	h, policy, state, pids := sdkHarness(t)
-	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
+	h, state, pids := sdkHarness(t)
+	url, _, _ := listening(t, h, "--policy", h.policy, "--", sdkServer(t))
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
 	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
@@ -103,24 +79,24 @@ func TestProxyListenServesStatelessClients(t *testing.T) {
 		t.Fatalf("a stateless client was given the session %q", s.ID())
 	}
 	tools, err := s.ListTools(t.Context(), nil)
-	if err != nil || len(tools.Tools) != 2 {
+	if err != nil || len(tools.Tools) != 7 {
 		t.Fatalf("tools/list: %v %+v", err, tools)
 	}
 	var want []string
 	for i := range 20 {
 		name := fmt.Sprintf("n%02d", i)
-		if res := call(t, s, "put", map[string]any{"name": name}); res.IsError || text(res) != "put "+name {
-			t.Fatalf("put %s: %+v", name, res)
+		if res := call(t, s, "write", map[string]any{"key": name, "value": "v"}); res.IsError {
+			t.Fatalf("write %s: %s", name, text(res))
 		}
 		want = append(want, name)
 	}
-	if got := lines(t, state); !slices.Equal(got, want) {
+	if got := keys(t, state); !slices.Equal(got, want) {
 		t.Fatalf("the server holds %v", got)
 	}
 	if n := len(lines(t, pids)); n != 1 {
 		t.Fatalf("20 stateless calls started %d server processes, want 1", n)
 	}
-	sessions := putSessions(h)
+	sessions := writeSessions(h)
 	if len(sessions) != 1 {
 		t.Fatalf("20 stateless calls of one client went in %d sessions: %v", len(sessions), sessions)
 	}
@@ -154,16 +130,16 @@ func TestProxyListenServesStatelessClients(t *testing.T) {
 	if v := os2025.InitializeResult().ProtocolVersion; v != "2025-11-25" || os2025.ID() == "" {
 		t.Fatalf("a 2025-11-25 client: version %q, session %q", v, os2025.ID())
 	}
-	if res := call(t, os2025, "put", map[string]any{"name": "old"}); res.IsError || text(res) != "put old" {
-		t.Fatalf("put through a 2025-11-25 session: %+v", res)
+	if res := call(t, os2025, "write", map[string]any{"key": "old", "value": "v"}); res.IsError {
+		t.Fatalf("write through a 2025-11-25 session: %s", text(res))
 	}
 	os2025.Close()
-	if sessions := putSessions(h); len(sessions) != 2 || sessions[session] != 20 {
+	if sessions := writeSessions(h); len(sessions) != 2 || sessions[session] != 20 {
 		t.Fatalf("the 2025-11-25 client's call should be in a session of its own: %v", sessions)
 	}
 
 	h.cli("undo", session, "--yes")
-	if got := lines(t, state); !slices.Equal(got, []string{"old"}) {
+	if got := keys(t, state); !slices.Equal(got, []string{"old"}) {
 		t.Fatalf("after undo of %s the server holds %v, want only the older client's", session, got)
 	}
 }
@@ -194,23 +170,23 @@ func TestProxyListenStatelessClientOfAnOlderServer(t *testing.T) {
 // two names (a lane, and a server process, each) log their calls in the
 // pinned session.
 func TestProxyListenPinsStatelessClients(t *testing.T) {
-	h, policy, state, pids := sdkHarness(t)
-	url, _, _ := listening(t, h, "--policy", policy, "--session", "pinned-1", "--", os.Args[0])
+	h, state, pids := sdkHarness(t)
+	url, _, _ := listening(t, h, "--policy", h.policy, "--session", "pinned-1", "--", sdkServer(t))
 	for _, name := range []string{"agent-a", "agent-b"} {
 		c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
 		s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res := call(t, s, "put", map[string]any{"name": name}); res.IsError {
-			t.Fatalf("%s: %+v", name, res)
+		if res := call(t, s, "write", map[string]any{"key": name, "value": "v"}); res.IsError {
+			t.Fatalf("%s: %s", name, text(res))
 		}
 		s.Close()
 	}
-	if sessions := putSessions(h); len(sessions) != 1 || sessions["pinned-1"] != 2 {
+	if sessions := writeSessions(h); len(sessions) != 1 || sessions["pinned-1"] != 2 {
 		t.Fatalf("the calls went in %v, want both in pinned-1", sessions)
 	}
-	if n, got := len(lines(t, pids)), lines(t, state); n != 2 || !slices.Equal(got, []string{"agent-a", "agent-b"}) {
+	if n, got := len(lines(t, pids)), keys(t, state); n != 2 || !slices.Equal(got, []string{"agent-a", "agent-b"}) {
 		t.Fatalf("two client names: %d server processes, names %v", n, got)
 	}
 }

@@ -1,9 +1,13 @@
 // Command sdkserver is the proxy tests' MCP server on the official Go SDK,
-// over stdio, at every protocol version the SDK speaks. Its state is a
-// directory ($SDKSERVER_DIR): one file per key, and a journal (writes.log)
-// of every write, delete and launch it made, so that a test can count what
-// ran. Tools:
+// over stdio or streamable HTTP, at every protocol version the SDK speaks
+// ($SDKSERVER_VERSIONS, comma-separated, narrows them). Its state is a
+// directory ($SDKSERVER_DIR): one file per key, a journal (writes.log) of
+// every write, delete and launch it made, so that a test can count what
+// ran, and the pid of every process started on it (pids). Tools:
 //   - write {key, value}: writes the key (compensable: delete undoes it);
+//   - set {key, value}: writes the key too, for a policy that captures the
+//     value before (read) and sets it back;
+//   - read {key}: the key's value, "" if none (read-only);
 //   - delete {key}: removes the key;
 //   - launch {name}: irreversible, appends to the journal only;
 //   - confirmed_write {key, value}: asks for input first (an input_required
@@ -16,8 +20,11 @@
 // The prompt "confirmed" and the resource sdkserver://confirmed ask for
 // input the same way before they answer.
 //
-// With $SDKSERVER_LISTEN (host:port) it serves stateless streamable HTTP
-// there instead of stdio, its URL the first line of its output.
+// With $SDKSERVER_LISTEN (host:port) it serves streamable HTTP there
+// instead of stdio, its URL the first line of its output: a request under
+// 2026-07-28 or later (its Mcp-Protocol-Version header) statelessly, as that
+// version has it, any other with sessions, so that an older client can be
+// asked for input there too.
 package main
 
 import (
@@ -29,6 +36,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -56,17 +65,18 @@ func main() {
 	if dir == "" {
 		log.Fatal("sdkserver: SDKSERVER_DIR is not set")
 	}
+	if err := appendLine(filepath.Join(dir, "pids"), fmt.Sprint(os.Getpid())); err != nil {
+		log.Fatal(err)
+	}
+	// The journal takes one line at a time: the SDK runs calls concurrently.
+	var mu sync.Mutex
 	journal := func(line string) error {
-		f, err := os.OpenFile(filepath.Join(dir, "writes.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = fmt.Fprintln(f, line)
-		return err
+		mu.Lock()
+		defer mu.Unlock()
+		return appendLine(filepath.Join(dir, "writes.log"), line)
 	}
 	keyPath := func(key string) (string, error) {
-		if key == "" || filepath.Base(key) != key || key == "writes.log" {
+		if key == "" || filepath.Base(key) != key || key == "writes.log" || key == "pids" {
 			return "", fmt.Errorf("bad key %q", key)
 		}
 		return filepath.Join(dir, key), nil
@@ -83,10 +93,30 @@ func main() {
 		return nil, written{Key: kv.Key, Existed: statErr == nil}, journal("write " + kv.Key + "=" + kv.Value)
 	}
 
-	s := mcp.NewServer(&mcp.Implementation{Name: "sdkserver", Version: "1"}, nil)
+	var opts mcp.ServerOptions
+	if v := os.Getenv("SDKSERVER_VERSIONS"); v != "" {
+		opts.SupportedProtocolVersions = strings.Split(v, ",")
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "sdkserver", Version: "1"}, &opts)
 	mcp.AddTool(s, &mcp.Tool{Name: "write", Description: "write a key"},
 		func(_ context.Context, _ *mcp.CallToolRequest, kv keyValue) (*mcp.CallToolResult, written, error) {
 			return write(kv)
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "set", Description: "set a key's value"},
+		func(_ context.Context, _ *mcp.CallToolRequest, kv keyValue) (*mcp.CallToolResult, written, error) {
+			return write(kv)
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "read", Description: "a key's value", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, k keyOnly) (*mcp.CallToolResult, any, error) {
+			path, err := keyPath(k.Key)
+			if err != nil {
+				return nil, nil, err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "delete", Description: "delete a key"},
 		func(_ context.Context, _ *mcp.CallToolRequest, k keyOnly) (*mcp.CallToolResult, keyOnly, error) {
@@ -166,14 +196,34 @@ func main() {
 	}
 }
 
-// serveHTTP serves s over stateless streamable HTTP on addr (host:port; port
-// 0 picks one), and prints its URL as its first line of output.
+// serveHTTP serves s over streamable HTTP on addr (host:port; port 0 picks
+// one), and prints its URL as its first line of output. The SDK serves
+// 2026-07-28 only statelessly, and asks a client for input only in a
+// session, so a request goes to one handler or the other by its version.
 func serveHTTP(s *mcp.Server, addr string) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("http://%s/mcp\n", ln.Addr())
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true})
-	log.Fatal(http.Serve(ln, h))
+	server := func(*http.Request) *mcp.Server { return s }
+	stateless := mcp.NewStreamableHTTPHandler(server, &mcp.StreamableHTTPOptions{Stateless: true})
+	sessions := mcp.NewStreamableHTTPHandler(server, nil)
+	log.Fatal(http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		sessions.ServeHTTP(w, r)
+	})))
+}
+
+func appendLine(file, line string) error {
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintln(f, line)
+	return err
 }
