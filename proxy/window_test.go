@@ -155,6 +155,31 @@ func TestProxyApprovalInTheClientsWindow(t *testing.T) {
 	}
 }
 
+// A call approved in the window whose server then asks for input itself
+// stays one effect: the proxy's round, then the server's, then its answer.
+func TestProxyWindowApprovalThenTheServersInput(t *testing.T) {
+	for _, version := range []string{protocol2026, "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			h, state, store := windowHarness(t, "file", "tools:\n  confirmed_launch: {tier: irreversible, approve_in_client: true}\n")
+			var asked atomic.Int64
+			s := windowClient(h, roundsProxy(h), version, answering("accept", &asked, nil))
+			r := call(t, s, "confirmed_launch", map[string]any{"name": "rocket"})
+			if r.IsError || asked.Load() != 2 {
+				t.Fatalf("asked %d times, want 2 (undolog's question, the server's): %s", asked.Load(), text(r))
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "launch_rocket" {
+				t.Fatalf("journal %v", j)
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_launch:committed" {
+				t.Fatalf("logged %v, want one committed effect", got)
+			}
+			if _, a := decision(t, store, 1); a.DecidedBy != "client-user:window-agent" {
+				t.Fatalf("decided by %q", a.DecidedBy)
+			}
+		})
+	}
+}
+
 // A client that declares no elicitation, or a rule without
 // approve_in_client, gets today's flow: the call waits for undolog approve.
 func TestProxyApprovalWithoutTheWindow(t *testing.T) {
@@ -371,6 +396,10 @@ func TestProxyWindowApprovalNeedsTheProxysRoleToApprove(t *testing.T) {
 					if !r.IsError || !strings.Contains(text(r), "approve 1") || asked.Load() != 1 || j != "" ||
 						st != sm.Pending || a.Outcome != model.ApprovalPending {
 						t.Fatalf("asked %d, effect 1 %s, request %s by %q, journal %q: %s", asked.Load(), st, a.Outcome, a.DecidedBy, j, text(r))
+					}
+					// Refused once, the window is asked no more.
+					if r := call(t, s, "launch", map[string]any{"name": "rocket"}); !r.IsError || asked.Load() != 1 {
+						t.Fatalf("asked %d times: %s", asked.Load(), text(r))
 					}
 					return
 				}
