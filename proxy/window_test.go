@@ -406,3 +406,29 @@ func TestProxyWindowApprovalNeedsTheProxysRoleToApprove(t *testing.T) {
 		}
 	}
 }
+
+// Over --listen too: a client with a session (2025-11-25) is asked by an
+// elicitation/create request on its call's stream, a stateless one
+// (2026-07-28) by an input_required round.
+func TestProxyListenAsksTheClientsWindow(t *testing.T) {
+	for _, version := range []string{protocol2026, "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			h, state, store := windowHarness(t, "file", "")
+			url, _, _ := listening(t, h, "--session", "rounds", "--policy", h.policy, "--", sdkServer(t))
+			var asked atomic.Int64
+			c := mcp.NewClient(&mcp.Implementation{Name: "window-agent", Version: "1"}, &mcp.ClientOptions{ElicitationHandler: answering("accept", &asked, nil)})
+			s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("negotiated %s, want %s", got, version)
+			}
+			if r := call(t, s, "launch", map[string]any{"name": "rocket"}); r.IsError || asked.Load() != 1 {
+				t.Fatalf("asked %d times: %s", asked.Load(), text(r))
+			}
+			launchedOnce(t, state, store, "launch", "client-user:window-agent")
+		})
+	}
+}
