@@ -66,6 +66,9 @@ the client got its answer runs again, unless the tool's policy rule says
 replay: always. Irreversible calls
 wait up to --approval-wait for 'undolog approve ID'; if no decision comes, the
 client gets a tool error naming the effect and asking to retry the same call.
+A tool whose rule says approve_in_client: true is also asked about in the
+client's own window (MCP elicitation), when the client can show one: accept
+approves, decline rejects, recorded as client-user:CLIENT_NAME.
 'undolog undo SESSION' starts the recorded server again and runs the
 compensations last-in-first-out.
 

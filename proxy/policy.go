@@ -65,6 +65,10 @@ type Rule struct {
 	// its arguments are the same; by default (replay: retry) only a retry
 	// is, and a call made again after its answer reached the client runs.
 	ReplayAlways bool
+	// ApproveInClient (approve_in_client: true) lets the person in the
+	// client's window decide the rule's irreversible calls too, asked by
+	// elicitation; off, only undolog approve (or the view) decides them.
+	ApproveInClient bool
 }
 
 // Compensable tells whether a call of the rule can be compensable.
@@ -78,6 +82,16 @@ func (r *Rule) Compensable() bool {
 		}
 	}
 	return false
+}
+
+// mayBeIrreversible tells whether a call of the rule can be irreversible.
+func (r *Rule) mayBeIrreversible() bool {
+	for _, t := range r.Tiers {
+		if t.Tier == sm.Irreversible {
+			return true
+		}
+	}
+	return r.Tier == sm.Irreversible
 }
 
 // alwaysSafe tells whether no call of the rule is ever logged.
@@ -131,10 +145,12 @@ type ruleYAML struct {
 	Capture    yaml.Node `yaml:"capture"`
 	Compensate yaml.Node `yaml:"compensate"`
 	Replay     string    `yaml:"replay"`
+	// ApproveInClient is a pointer so that "false", written, is told from unset.
+	ApproveInClient *bool `yaml:"approve_in_client"`
 }
 
 // ruleKeys are the keys a rule may have.
-var ruleKeys = []string{"tier", "capture", "compensate", "replay"}
+var ruleKeys = []string{"tier", "capture", "compensate", "replay", "approve_in_client"}
 
 // LoadPolicy reads and checks a policy file.
 func LoadPolicy(file string) (*Policy, error) {
@@ -247,6 +263,12 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 	}
 	if ry.Replay != "" && r.alwaysSafe() {
 		return Rule{}, errors.New("replay is for logged calls; a safe one is never logged")
+	}
+	if ry.ApproveInClient != nil {
+		if !r.mayBeIrreversible() {
+			return Rule{}, errors.New("approve_in_client is for irreversible tools; this one never is")
+		}
+		r.ApproveInClient = *ry.ApproveInClient
 	}
 	if hasComp && !r.Compensable() {
 		return Rule{}, fmt.Errorf("a compensate call is for compensable tools; this one is %s", r.Tier)

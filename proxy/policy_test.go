@@ -51,6 +51,31 @@ redact: ["*.password"]
 	}
 }
 
+// approve_in_client is off unless a rule says it, and only for a rule
+// whose calls can be irreversible.
+func TestPolicyApproveInClient(t *testing.T) {
+	p, err := ParsePolicy([]byte(`
+tools:
+  launch: {tier: irreversible, approve_in_client: true}
+  deploy: {tier: irreversible, approve_in_client: false}
+  drop: {tier: irreversible}
+  maybe:
+    tier:
+      - {when: .args.force, tier: irreversible}
+      - {tier: safe}
+    approve_in_client: true
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func() (bool, bool) { return false, false }
+	for tool, want := range map[string]bool{"launch": true, "deploy": false, "drop": false, "maybe": true} {
+		if got := p.Classify(tool, none).Rule.ApproveInClient; got != want {
+			t.Errorf("%s: approve in client %v, want %v", tool, got, want)
+		}
+	}
+}
+
 func TestBadPolicies(t *testing.T) {
 	for bad, why := range map[string]string{
 		"tools: [1, 2]":              "must map",
@@ -63,6 +88,8 @@ func TestBadPolicies(t *testing.T) {
 		"tools:\n  '[': {tier: safe}":                                        "bad glob",
 		"tools: {x: {tier: safe}, x: {tier: safe}}":                          "",
 		"::: not yaml": "",
+		"tools:\n  x: {tier: compensable, compensate: {tool: y}, approve_in_client: true}": "approve_in_client is for irreversible tools",
+		"tools:\n  x: {tier: irreversible, approve_in_client: maybe}":                      "unmarshal",
 	} {
 		_, err := ParsePolicy([]byte(bad))
 		if !errors.Is(err, ErrPolicy) || !strings.Contains(err.Error(), why) || strings.Contains(err.Error(), "\n") {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
@@ -138,6 +139,15 @@ type Proxy struct {
 	// named in its _meta (2026-07-28 or later); "" once it sent initialize:
 	// the proxy's own requests speak as the client does.
 	statelessVersion string
+	// clientElicits: the client's initialize declared form elicitation,
+	// so its user can be asked to decide a call (window.go).
+	clientElicits bool
+
+	// clientAnswers routes the client's answers to the proxy's own
+	// requests (its questions in the client's window).
+	clientAnswers awaitedAnswers
+	asks          windowAsks  // the requestStates given for questions under 2026-07-28
+	windowDenied  atomic.Bool // the log refused a decision made in the window: the proxy's role may not decide
 }
 
 // errCancelledByClient is the cause of a call's context when the client sent
@@ -275,6 +285,12 @@ type requestIDKey struct{}
 func (p *Proxy) readClient(ctx context.Context, in Conn) {
 	err := eachMessage(in, func(line []byte) {
 		m, refused := readClientMessage(line)
+		if refused == nil && m.Method == "" {
+			if ch, ours := p.clientAnswers.take(m.ID); ours {
+				ch <- m
+				return
+			}
+		}
 		if refused == nil && m.Method == "" && !p.serverRequests.take(m.ID) {
 			refused = &refusal{note: "a response to no request of the server's, id " + oneLineID(m.ID)}
 		}
@@ -303,6 +319,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 				ClientInfo struct {
 					Name string `json:"name"`
 				} `json:"clientInfo"`
+				Capabilities json.RawMessage `json:"capabilities"`
 			}
 			if err := decodeParams(m.Params, &params); err != nil {
 				p.refuseParams(m, err)
@@ -310,6 +327,7 @@ func (p *Proxy) readClient(ctx context.Context, in Conn) {
 			}
 			p.nameMu.Lock()
 			p.clientName = params.ClientInfo.Name
+			p.clientElicits = mcpwire.FormElicitation(params.Capabilities)
 			p.statelessVersion = ""
 			p.nameMu.Unlock()
 		case "tools/list":
@@ -519,14 +537,27 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+err.Error()))
 		return false
 	}
+	m, answered := p.windowAnswer(call, m)
 	if call.Executing() {
 		if w := p.rounds.take(call.Effect.ID, false); w != nil {
 			return p.execute(ctx, w.lc, w.call, m) // the next round of a call that asked for input
 		}
 	}
+	way := noWindow
+	if answered != "" {
+		p.decideInWindow(ctx, call, answered) // the flow below finds the decision that stands
+	} else if way = p.windowWay(cls.Rule, call, m); way == byRound {
+		p.reply(ctx, resultResponse(m.ID, p.windowRound(call, cls.Reason)))
+		return false
+	}
 	wait, done := p.approvalContext(ctx)
+	asked := func() {}
+	if way == byRequest {
+		asked = p.askWindow(wait, call, cls.Reason)
+	}
 	end, err := lc.Begin(wait, call, lifecycle.Ask{Door: p.door(), Wait: p.ApprovalWait, Note: func(text string) { p.note("%s", text) }})
 	done()
+	asked()
 	switch {
 	case err != nil:
 		p.reply(ctx, toolError(m.ID, "undolog: "+err.Error()))

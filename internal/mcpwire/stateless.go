@@ -30,6 +30,9 @@ const (
 type RequestMeta struct {
 	Version    string // its protocol version
 	ClientName string // the name in its clientInfo, "" if none
+	// FormElicitation: its capabilities let a server ask the client's
+	// user by a form (see FormElicitation).
+	FormElicitation bool
 }
 
 // ReadRequestMeta reads the _meta of a request's params; ok is false when
@@ -46,12 +49,31 @@ func ReadRequestMeta(params json.RawMessage) (meta RequestMeta, ok bool) {
 			ClientInfo struct {
 				Name string `json:"name"`
 			} `json:"io.modelcontextprotocol/clientInfo"`
+			Capabilities json.RawMessage `json:"io.modelcontextprotocol/clientCapabilities"`
 		} `json:"_meta"`
 	}
 	if json.Unmarshal(params, &p) != nil || p.Meta.Version < StatelessVersion {
 		return RequestMeta{}, false
 	}
-	return RequestMeta{Version: p.Meta.Version, ClientName: p.Meta.ClientInfo.Name}, true
+	return RequestMeta{Version: p.Meta.Version, ClientName: p.Meta.ClientInfo.Name,
+		FormElicitation: FormElicitation(p.Meta.Capabilities)}, true
+}
+
+// FormElicitation tells whether a client's capabilities (as its initialize
+// or, from StatelessVersion on, each request's _meta gives them) let a
+// server ask its user by a form: elicitation is declared, with form, or
+// empty (a form, the only kind before 2025-11-25).
+func FormElicitation(capabilities json.RawMessage) bool {
+	var c struct {
+		Elicitation *struct {
+			Form json.RawMessage `json:"form"`
+			URL  json.RawMessage `json:"url"`
+		} `json:"elicitation"`
+	}
+	if len(capabilities) == 0 || json.Unmarshal(capabilities, &c) != nil || c.Elicitation == nil {
+		return false
+	}
+	return c.Elicitation.Form != nil || c.Elicitation.URL == nil
 }
 
 // setStatelessHeaders sets the headers a request of msg needs under

@@ -2,6 +2,7 @@ package mcpwire
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -117,4 +118,22 @@ func containsText(v any, want string) bool {
 		}
 	}
 	return false
+}
+
+// A server may ask a client's user by a form when its capabilities declare
+// elicitation empty (a form, before 2025-11-25) or with form.
+func TestFormElicitation(t *testing.T) {
+	for caps, want := range map[string]bool{
+		``: false, `{}`: false, `{"roots":{}}`: false, `{"elicitation":null}`: false,
+		`{"elicitation":{}}`: true, `{"elicitation":{"form":{}}}`: true, `{"elicitation":{"form":{},"url":{}}}`: true,
+		`{"elicitation":{"url":{}}}`: false, `not json`: false,
+	} {
+		if got := FormElicitation(json.RawMessage(caps)); got != want {
+			t.Errorf("%s: %v, want %v", caps, got, want)
+		}
+	}
+	meta, ok := ReadRequestMeta(json.RawMessage(`{"_meta":{"` + MetaProtocolVersion + `":"2026-07-28","` + MetaClientCapabilities + `":{"elicitation":{"form":{}}}}}`))
+	if !ok || !meta.FormElicitation {
+		t.Errorf("%+v", meta)
+	}
 }
