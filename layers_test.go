@@ -30,6 +30,7 @@ var layers = []string{
 	"conformance",
 	"lifecycle",
 	"shellstep",
+	"policy",
 	"saga",
 	"proxy",
 	"demo",

@@ -1,4 +1,4 @@
-package proxy
+package policy
 
 import (
 	"encoding/json"
@@ -290,6 +290,31 @@ func (p *Policy) Classify(tool string, annotation func() (readOnly, known bool))
 		return Classification{Tier: sm.Safe, Reason: "annotation readOnlyHint"}
 	}
 	return Classification{Tier: sm.Irreversible, Reason: "no policy entry: irreversible (fail closed)"}
+}
+
+// ForArgs is the classification of a call with args: the rule's tier
+// cases asked with them.
+func (cls Classification) ForArgs(args json.RawMessage) (Classification, error) {
+	if cls.Rule == nil || len(cls.Rule.Tiers) == 0 {
+		return cls, nil
+	}
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	t, why, err := cls.Rule.TierFor(args)
+	if err != nil {
+		return cls, err
+	}
+	cls.Tier, cls.Reason = t, cls.Reason+why
+	return cls, nil
+}
+
+// RunsAgainAnswered tells whether a call of tool made again after its
+// answer reached the client runs again (the default) rather than being
+// answered from the log (replay: always).
+func (p *Policy) RunsAgainAnswered(tool string) bool {
+	r := p.Classify(tool, func() (bool, bool) { return false, false }).Rule
+	return r == nil || !r.ReplayAlways
 }
 
 // knownStateEnv is what locates the state of the MCP servers undolog knows,
