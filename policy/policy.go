@@ -61,6 +61,10 @@ type Rule struct {
 	// compensation cases chosen at undo (kind cases).
 	Compensate *Call
 	Cases      *template.Cases
+	// Shell names the arg that holds a shell script: the tier cases are
+	// asked of each command it runs, and the highest tier counts
+	// (shell.go).
+	Shell string
 	// ReplayAlways (replay: always) answers a repeat from the log whenever
 	// its arguments are the same; by default (replay: retry) only a retry
 	// is, and a call made again after its answer reached the client runs.
@@ -98,6 +102,14 @@ func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 
 
 // TierFor is the tier of a call of the rule with args, and why.
 func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
+	if r.Shell != "" {
+		return r.shellTier(args)
+	}
+	return r.tierCase(args)
+}
+
+// tierCase is the tier of the first of the rule's cases that args meet.
+func (r *Rule) tierCase(args json.RawMessage) (sm.Tier, string, error) {
 	for i, t := range r.Tiers {
 		if t.When == "" {
 			return t.Tier, "", nil
@@ -131,10 +143,11 @@ type ruleYAML struct {
 	Capture    yaml.Node `yaml:"capture"`
 	Compensate yaml.Node `yaml:"compensate"`
 	Replay     string    `yaml:"replay"`
+	Shell      string    `yaml:"shell"`
 }
 
 // ruleKeys are the keys a rule may have.
-var ruleKeys = []string{"tier", "capture", "compensate", "replay"}
+var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell"}
 
 // LoadPolicy reads and checks a policy file.
 func LoadPolicy(file string) (*Policy, error) {
@@ -237,6 +250,12 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 		r.Tier = sm.Compensable
 	default:
 		return Rule{}, errors.New("needs a tier (safe, compensable or irreversible) or a compensate call")
+	}
+	if ry.Shell != "" {
+		if len(r.Tiers) == 0 {
+			return Rule{}, errors.New("shell is for tier cases, asked of each command of the script")
+		}
+		r.Shell = ry.Shell
 	}
 	switch ry.Replay {
 	case "", "retry":
