@@ -31,6 +31,7 @@ var layers = []string{
 	"lifecycle",
 	"shellstep",
 	"policy",
+	"agenthook",
 	"saga",
 	"proxy",
 	"demo",

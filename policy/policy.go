@@ -69,6 +69,9 @@ type Rule struct {
 	// its arguments are the same; by default (replay: retry) only a retry
 	// is, and a call made again after its answer reached the client runs.
 	ReplayAlways bool
+	// ReplayRetry: the rule says replay: retry (the proxy's default), which
+	// a door whose default is the other asks (agenthook's irreversible calls).
+	ReplayRetry bool
 }
 
 // Compensable tells whether a call of the rule can be compensable.
@@ -258,7 +261,9 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 		r.Shell = ry.Shell
 	}
 	switch ry.Replay {
-	case "", "retry":
+	case "":
+	case "retry":
+		r.ReplayRetry = true
 	case "always":
 		r.ReplayAlways = true
 	default:
@@ -334,6 +339,13 @@ func (cls Classification) ForArgs(args json.RawMessage) (Classification, error) 
 func (p *Policy) RunsAgainAnswered(tool string) bool {
 	r := p.Classify(tool, func() (bool, bool) { return false, false }).Rule
 	return r == nil || !r.ReplayAlways
+}
+
+// RepeatsAreNew tells whether tool's rule says replay: retry: a repeat of
+// a call whose answer reached the client is a new call.
+func (p *Policy) RepeatsAreNew(tool string) bool {
+	r := p.Classify(tool, func() (bool, bool) { return false, false }).Rule
+	return r != nil && r.ReplayRetry
 }
 
 // knownStateEnv is what locates the state of the MCP servers undolog knows,
