@@ -289,3 +289,32 @@ func TestHookErrorsDeny(t *testing.T) {
 		t.Fatalf("PostToolUse without its PreToolUse: exit %d %q, want 1", code, stderr)
 	}
 }
+
+// The agent's process owns a call between its hooks: a call interrupted
+// (PostToolUseFailure with is_interrupt) stays executing while the agent
+// lives, and is in doubt once it is gone; the same call is then denied for
+// a person to resolve, not run again.
+func TestHookInterruptedCallIsInDoubtOnceTheAgentIsGone(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	edit := map[string]any{"file_path": "a.txt", "old_string": "a", "new_string": "b", "replace_all": false}
+	// The agent here is a process that runs the two hooks (through a
+	// shell, as Claude Code may) and exits: timeout(1), which is no shell,
+	// so the hook takes it as its agent.
+	script := filepath.Join(r.project, "agent.sh")
+	os.WriteFile(filepath.Join(r.project, "pre.json"), r.event("PreToolUse", "Edit", edit, nil), 0o644)
+	os.WriteFile(filepath.Join(r.project, "post.json"), r.event("PostToolUseFailure", "Edit", edit, map[string]any{"error": "interrupted", "is_interrupt": true}), 0o644)
+	os.WriteFile(script, []byte(`timeout 60 sh -c '"$UNDOLOG_BIN" hook < pre.json && "$UNDOLOG_BIN" hook < post.json'`), 0o755)
+	cmd := exec.Command("sh", script)
+	cmd.Dir = r.project
+	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+r.log, "UNDOLOG_BIN="+r.bin, "UNDOLOG_SESSION=")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), `"allow"`) {
+		t.Fatalf("agent: %v\n%s", err, out)
+	}
+	if e := r.effects(); len(e) != 1 || e[0].State != "executing" {
+		t.Fatalf("interrupted: %+v, want executing", e)
+	}
+	d, why := r.pre("Edit", edit)
+	if d != "deny" || !strings.Contains(why, "in doubt") || !strings.Contains(why, "resolve 1") {
+		t.Fatalf("the same call once its agent is gone: %s %q, want deny: in doubt, resolve", d, why)
+	}
+}
