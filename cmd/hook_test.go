@@ -100,24 +100,20 @@ func (r *hookRig) undolog(args ...string) string {
 	return string(out)
 }
 
-// effects are the session's effects as `list -o json` gives them, newest first.
-func (r *hookRig) effects() []struct {
+// hookEffect is an effect as `list -o json` gives it.
+type hookEffect struct {
 	ID     uint64          `json:"id"`
 	Tool   string          `json:"tool"`
 	Tier   string          `json:"tier"`
 	State  string          `json:"state"`
 	Result json.RawMessage `json:"result"`
 	Error  string          `json:"error"`
-} {
+}
+
+// effects are the session's effects, newest first.
+func (r *hookRig) effects() []hookEffect {
 	r.t.Helper()
-	var list []struct {
-		ID     uint64          `json:"id"`
-		Tool   string          `json:"tool"`
-		Tier   string          `json:"tier"`
-		State  string          `json:"state"`
-		Result json.RawMessage `json:"result"`
-		Error  string          `json:"error"`
-	}
+	var list []hookEffect
 	out := r.undolog("list", "--session", r.session, "--limit", "0", "-o", "json")
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
 		r.t.Fatalf("list: %v\n%s", err, out)
