@@ -10,6 +10,8 @@ package agenthook
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // Claude Code's hook events the door acts on; any other is answered as a
@@ -90,7 +92,9 @@ func Answer(event string, d *Decision) []byte {
 	}{}
 	out.HookSpecificOutput.HookEventName = PreToolUse
 	out.HookSpecificOutput.PermissionDecision = d.Permission
-	out.HookSpecificOutput.PermissionDecisionReason = d.Reason
+	// Claude Code shows the reason in its terminal: stored text (a
+	// person's reason, a result) is escaped as undolog prints it.
+	out.HookSpecificOutput.PermissionDecisionReason = textfmt.Escape(d.Reason)
 	b, _ := json.Marshal(out)
 	return append(b, '\n')
 }

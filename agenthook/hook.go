@@ -141,14 +141,9 @@ func (h *Hook) runsAgain(tool string, tier sm.Tier) bool {
 	return h.Policy.RunsAgainAnswered(tool)
 }
 
-// shortResult is a recorded result for the model to read.
+// shortResult is a recorded result for the model to read: one line.
 func shortResult(result json.RawMessage) string {
-	const most = 2000
-	s := string(result)
-	if len(s) > most {
-		s = s[:most] + "…"
-	}
-	return s
+	return textfmt.EscapeCut(string(result), 2000)
 }
 
 // filesOf are the files the call names (Write, Edit, NotebookEdit); none

@@ -185,9 +185,11 @@ func TestHookHoldsIrreversibleCalls(t *testing.T) {
 		if d, why := r.pre("Bash", push, "--wait", "200ms"); d != "allow" {
 			t.Fatalf("after approval: %s %q, want allow", d, why)
 		}
-		r.post("PostToolUse", "Bash", push, map[string]any{"tool_response": map[string]any{"stdout": "To origin\n   a..b  main -> main", "stderr": ""}})
+		r.post("PostToolUse", "Bash", push, map[string]any{"tool_response": map[string]any{"stdout": "To origin\n   a..b  main -> main\x1b[2J", "stderr": ""}})
 		d, why = r.pre("Bash", push, "--wait", "200ms")
-		if d != "deny" || !strings.Contains(why, "effect 1 (Bash) already ran") || !strings.Contains(why, "main -> main") {
+		// The recorded outcome reaches Claude Code's terminal escaped.
+		if d != "deny" || !strings.Contains(why, "effect 1 (Bash) already ran") || !strings.Contains(why, "main -> main") ||
+			strings.Contains(why, "\x1b") || !strings.Contains(why, `\x1b[2J`) {
 			t.Fatalf("repeat of a committed push: %s %q, want deny with its recorded outcome", d, why)
 		}
 		for _, e := range r.effects() {
