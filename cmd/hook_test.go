@@ -187,9 +187,9 @@ func TestHookHoldsIrreversibleCalls(t *testing.T) {
 		}
 		r.post("PostToolUse", "Bash", push, map[string]any{"tool_response": map[string]any{"stdout": "To origin\n   a..b  main -> main\x1b[2J", "stderr": ""}})
 		d, why = r.pre("Bash", push, "--wait", "200ms")
-		// The recorded outcome reaches Claude Code's terminal escaped.
+		// The recorded outcome is the tool's response as JSON: no control byte.
 		if d != "deny" || !strings.Contains(why, "effect 1 (Bash) already ran") || !strings.Contains(why, "main -> main") ||
-			strings.Contains(why, "\x1b") || !strings.Contains(why, `\x1b[2J`) {
+			strings.Contains(why, "\x1b") || !strings.Contains(why, `\u001b[2J`) {
 			t.Fatalf("repeat of a committed push: %s %q, want deny with its recorded outcome", d, why)
 		}
 		for _, e := range r.effects() {
