@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
 )
 
 // snapshots stands in for package filesnap: it records what the hook asks.
@@ -82,5 +84,60 @@ func TestHookCapturesFilesOfCompensableCalls(t *testing.T) {
 	}
 	if after, _, _ := log.ListEffects(t.Context(), effectlog.EffectFilter{Session: "s-1"}); len(after) != 2 {
 		t.Fatalf("a call whose capture failed was recorded: %+v", after)
+	}
+}
+
+// An irreversible call that committed is denied when made again, with its
+// outcome; a rule that says replay: retry makes its repeats new calls,
+// held for a decision again. A compensable repeat after its PostToolUse
+// runs again.
+func TestHookRepeats(t *testing.T) {
+	log := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
+	t.Cleanup(func() { log.Close() })
+	pol, err := policy.ParsePolicy([]byte("tools:\n  Push: {tier: irreversible}\n  Deploy: {tier: irreversible, replay: retry}\n  Write: {tier: compensable}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Hook{Lifecycle: &lifecycle.Lifecycle{Log: log, Lease: ToolLease}, Policy: pol, Actor: "claude-code", Wait: 50 * time.Millisecond}
+	event := func(name, tool string) Event {
+		return Event{SessionID: "s-1", HookEventName: name, ToolName: tool, ToolInput: json.RawMessage(`{"x":1}`), ToolResponse: json.RawMessage(`"done"`)}
+	}
+	once := func(tool string) {
+		t.Helper()
+		if d := h.Pre(t.Context(), event(PreToolUse, tool)); d.Permission != Deny {
+			t.Fatalf("%s undecided: %+v", tool, d)
+		}
+		pending, _, err := log.ListEffects(t.Context(), effectlog.EffectFilter{Session: "s-1", Tool: tool, State: "pending"})
+		if err != nil || len(pending) != 1 {
+			t.Fatalf("%s pending: %+v %v", tool, pending, err)
+		}
+		if _, err := log.Approve(t.Context(), pending[0].ID, model.Change{Actor: "ops"}); err != nil {
+			t.Fatal(err)
+		}
+		if d := h.Pre(t.Context(), event(PreToolUse, tool)); d.Permission != Allow {
+			t.Fatalf("%s approved: %+v", tool, d)
+		}
+		if err := h.Post(t.Context(), event(PostToolUse, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	once("Push")
+	if d := h.Pre(t.Context(), event(PreToolUse, "Push")); d.Permission != Deny || !strings.Contains(d.Reason, "already ran") || !strings.Contains(d.Reason, `"done"`) {
+		t.Fatalf("Push again: %+v, want deny with its outcome", d)
+	}
+	once("Deploy")
+	if d := h.Pre(t.Context(), event(PreToolUse, "Deploy")); d.Permission != Deny || !strings.Contains(d.Reason, "awaits a person's approval") {
+		t.Fatalf("Deploy again (replay: retry): %+v, want held again as a new call", d)
+	}
+	for range 2 {
+		if d := h.Pre(t.Context(), event(PreToolUse, "Write")); d.Permission != Allow {
+			t.Fatalf("Write: %+v", d)
+		}
+		if err := h.Post(t.Context(), event(PostToolUse, "Write")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if writes, _, _ := log.ListEffects(t.Context(), effectlog.EffectFilter{Session: "s-1", Tool: "Write", State: "committed"}); len(writes) != 2 {
+		t.Fatalf("a compensable repeat: %d committed Writes, want 2 (it ran again)", len(writes))
 	}
 }
