@@ -31,6 +31,8 @@ var layers = []string{
 	"conformance",
 	"lifecycle",
 	"shellstep",
+	"policy",
+	"agenthook",
 	"saga",
 	"proxy",
 	"demo",

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logaddr"
+	"github.com/undolog/undolog/policy"
 	"github.com/undolog/undolog/proxy"
 	"github.com/undolog/undolog/storage"
 )
@@ -198,7 +199,7 @@ func inprocClient(log, policyFile, server, memory string) (*rpcClient, func() in
 	if err != nil {
 		return nil, nil, err
 	}
-	pol, err := proxy.ParsePolicy(data)
+	pol, err := policy.ParsePolicy(data)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -47,6 +47,11 @@ const (
 	ExitExecNotFound   = 127
 )
 
+// undolog hook's: Claude Code blocks a call whose PreToolUse hook exits 2
+// (and shows its stderr), and runs it on any other failure; so every
+// answer of PreToolUse, a denial included, is exit 0 and JSON.
+const ExitHookUnreadable = 2
+
 // exitCode is an exit code and what it means.
 type exitCode struct {
 	code    int
@@ -91,6 +96,13 @@ var proxyExitCodes = []exitCode{
 	{ExitUsage, "bad flags or a bad policy"},
 	{ExitProxyUpstream, "the MCP server exited (each call in flight got an error first): restart the proxy"},
 	{ExitProxyInterrupted, "SIGINT or SIGTERM (--listen too)"},
+}
+
+// hookExitCodes are undolog hook's.
+var hookExitCodes = []exitCode{
+	{ExitOK, "answered on stdout: PreToolUse's allow, deny or defer (any error of undolog's denies), or nothing to say"},
+	{ExitError, "PostToolUse, PostToolUseFailure: the call's end could not be recorded (stderr says why; the agent goes on)"},
+	{ExitHookUnreadable, "the input is not a hook event: Claude Code blocks the call and shows stderr"},
 }
 
 // exitCodesHelp is a help text's list of codes, under intro: a list as

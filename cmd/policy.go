@@ -13,7 +13,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/mcpclient"
-	"github.com/undolog/undolog/proxy"
+	"github.com/undolog/undolog/policy"
 	"github.com/undolog/undolog/saga"
 )
 
@@ -77,7 +77,7 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 		Short: "Validate a policy: tiers, globs, capture and compensate templates",
 		Args:  exactArgs(1, "one policy file"),
 		RunE: func(c *cobra.Command, args []string) error {
-			p, err := proxy.LoadPolicy(args[0])
+			p, err := policy.LoadPolicy(args[0])
 			if err != nil {
 				return usagef("%v", err)
 			}
@@ -113,7 +113,7 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 }
 
 // ruleTier is a rule's tier, or its tier cases.
-func ruleTier(r *proxy.Rule) string {
+func ruleTier(r *policy.Rule) string {
 	if len(r.Tiers) == 0 {
 		return string(r.Tier)
 	}
@@ -128,7 +128,7 @@ func ruleTier(r *proxy.Rule) string {
 	return strings.Join(parts, ", else ")
 }
 
-func captureName(c *proxy.Call) string {
+func captureName(c *policy.Call) string {
 	if c.Optional {
 		return c.Tool + " (optional)"
 	}
@@ -136,7 +136,7 @@ func captureName(c *proxy.Call) string {
 }
 
 // ruleCapture names a rule's capture calls.
-func ruleCapture(r *proxy.Rule) string {
+func ruleCapture(r *policy.Rule) string {
 	if r.Capture != nil {
 		return captureName(r.Capture)
 	}
@@ -148,7 +148,7 @@ func ruleCapture(r *proxy.Rule) string {
 }
 
 // ruleUndo is what undoes a rule's calls, in brief.
-func ruleUndo(r *proxy.Rule) string {
+func ruleUndo(r *policy.Rule) string {
 	switch {
 	case r.Compensate != nil:
 		return saga.Shorten("mcp " + r.Compensate.Tool + " " + string(r.Compensate.Args))

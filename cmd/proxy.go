@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
 	"github.com/undolog/undolog/proxy"
 )
 
@@ -24,17 +25,17 @@ type proxyOptions struct {
 
 // stateEnvOf is what locates the state of the server the proxy starts:
 // the policy's state_env, --state-env, and what undolog knows of the
-// server command names (proxy.KnownStateEnv). A server at --url keeps its
+// server command names (policy.KnownStateEnv). A server at --url keeps its
 // state where it runs: no variable here locates it.
-func (o *proxyOptions) stateEnvOf(policy *proxy.Policy, command []string, remote bool) ([]string, error) {
+func (o *proxyOptions) stateEnvOf(pol *policy.Policy, command []string, remote bool) ([]string, error) {
 	for _, name := range o.stateEnv {
 		if err := model.ValidEnvName(name); err != nil {
 			return nil, usagef("--state-env: %v", err)
 		}
 	}
 	names := slices.Clone(o.stateEnv)
-	if policy != nil {
-		names = append(names, policy.StateEnv...)
+	if pol != nil {
+		names = append(names, pol.StateEnv...)
 	}
 	if remote {
 		if len(names) > 0 {
@@ -42,7 +43,7 @@ func (o *proxyOptions) stateEnvOf(policy *proxy.Policy, command []string, remote
 		}
 		return nil, nil
 	}
-	names = append(names, proxy.KnownStateEnv(command)...)
+	names = append(names, policy.KnownStateEnv(command)...)
 	slices.Sort(names)
 	return slices.Compact(names), nil
 }
@@ -102,13 +103,13 @@ session). A call left in doubt is reclaimed by a person: undolog resolve ID.
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			f.handleInterrupts() // it waits, or runs other commands
-			var policy *proxy.Policy
+			var pol *policy.Policy
 			if opts.policy != "" {
-				p, err := proxy.LoadPolicy(opts.policy)
+				p, err := policy.LoadPolicy(opts.policy)
 				if err != nil {
 					return usagef("%v", err)
 				}
-				policy = p
+				pol = p
 			}
 			lease, err := f.Lease()
 			if err != nil {
@@ -118,13 +119,13 @@ session). A call left in doubt is reclaimed by a person: undolog resolve ID.
 			if err != nil {
 				return err
 			}
-			stateEnv, err := opts.stateEnvOf(policy, args, remote != nil)
+			stateEnv, err := opts.stateEnvOf(pol, args, remote != nil)
 			if err != nil {
 				return err
 			}
 			store := f.Log()
 			if opts.http.listen != "" {
-				return proxyListen(c.Context(), f, opts, policy, lease, upstream, stateEnv, remote)
+				return proxyListen(c.Context(), f, opts, pol, lease, upstream, stateEnv, remote)
 			}
 			if remote != nil {
 				if err := remote.reachable(c.Context()); err != nil {
@@ -146,10 +147,10 @@ session). A call left in doubt is reclaimed by a person: undolog resolve ID.
 			}
 			fmt.Fprintf(f.ErrOut, "undolog proxy: session %s%s\n", session, made)
 			redact := opts.redact
-			if policy != nil {
-				redact = append(redact, policy.Redact...)
+			if pol != nil {
+				redact = append(redact, pol.Redact...)
 			}
-			p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, InputWait: opts.inputWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
+			p := &proxy.Proxy{Log: store, Session: session, Policy: pol, ApprovalWait: opts.approvalWait, InputWait: opts.inputWait, Redact: redact, Diagnostics: f.ErrOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
 				Dir: dir, SessionActor: f.Actor(""), Upstream: upstream, StateEnv: stateEnv}
 			ignoreBrokenPipe()
 			if remote != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
 	"github.com/undolog/undolog/proxy"
 )
 
@@ -157,7 +158,7 @@ func (o *httpOptions) checkListen() error {
 // (--session, UNDOLOG_SESSION) is shared by every client session; otherwise
 // each client session gets a new one, printed on stderr, and each stateless
 // client (MCP 2026-07-28) one per client name for the proxy's run.
-func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *proxy.Policy, lease time.Duration, upstream, stateEnv []string, remote *remoteUpstream) error {
+func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, pol *policy.Policy, lease time.Duration, upstream, stateEnv []string, remote *remoteUpstream) error {
 	if err := opts.http.checkListen(); err != nil {
 		return err
 	}
@@ -180,8 +181,8 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		return err
 	}
 	redact := opts.redact
-	if policy != nil {
-		redact = append(redact, policy.Redact...)
+	if pol != nil {
+		redact = append(redact, pol.Redact...)
 	}
 	var errMu sync.Mutex // the sessions' notes, one line at a time
 	errOut := &lockedWriter{mu: &errMu, w: f.ErrOut}
@@ -197,7 +198,7 @@ func proxyListen(ctx context.Context, f *Factory, opts *proxyOptions, policy *pr
 		} else {
 			up = cmdUp
 		}
-		p := &proxy.Proxy{Log: store, Session: session, Policy: policy, ApprovalWait: opts.approvalWait, InputWait: opts.inputWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
+		p := &proxy.Proxy{Log: store, Session: session, Policy: pol, ApprovalWait: opts.approvalWait, InputWait: opts.inputWait, Redact: redact, Diagnostics: errOut, Now: f.Now, Lease: lease, CLI: f.CLI(),
 			Dir: dir, SessionActor: f.Actor(""), Upstream: upstream, StateEnv: stateEnv}
 		p.Serve(ctx, client, up)
 		return p.CurrentSession(), true

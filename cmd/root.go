@@ -111,7 +111,7 @@ last-in-first-out when the session fails.
 		return usagef("%v (see '%s --help')", err, c.CommandPath())
 	})
 	root.AddCommand(
-		newCmdSession(f), newCmdIntercept(f), newCmdExec(f), newCmdProxy(f), newCmdPolicy(f),
+		newCmdSession(f), newCmdIntercept(f), newCmdExec(f), newCmdProxy(f), newCmdHook(f), newCmdInit(f), newCmdPolicy(f),
 		newCmdStart(f), newCmdCommit(f), newCmdFail(f), newCmdApprove(f), newCmdReject(f), newCmdTransition(f),
 		newCmdList(f), newCmdShow(f), newCmdApprovals(f), newCmdVerify(f), newCmdExport(f), newCmdImport(f),
 		newCmdUndo(f), newCmdResolve(f), newCmdCompact(f), newCmdGC(f), newCmdMigrate(f, nil),

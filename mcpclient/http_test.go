@@ -19,6 +19,7 @@ import (
 
 	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/mcpclient"
+	"github.com/undolog/undolog/policy"
 	"github.com/undolog/undolog/proxy"
 )
 
@@ -110,7 +111,7 @@ func TestHTTPMemoryServerThroughProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := proxy.ParsePolicy([]byte("tools:\n  create_entities: {tier: compensable}\n  read_graph: {tier: safe}\n"))
+	pol, err := policy.ParsePolicy([]byte("tools:\n  create_entities: {tier: compensable}\n  read_graph: {tier: safe}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,20 @@ func NewOwner(now time.Time) *Owner {
 	return &Owner{PID: os.Getpid(), Host: HostName(), StartedAt: now.UTC(), ProcessStart: self().start}
 }
 
+// OwnerOf is process pid of this host as the owner of work it starts at
+// now: a door whose calls run in the process that asked it (a coding
+// agent's tool, run between its hooks).
+func OwnerOf(pid int, now time.Time) *Owner {
+	start, _ := processStart(pid)
+	return &Owner{PID: pid, Host: HostName(), StartedAt: now.UTC(), ProcessStart: start}
+}
+
+// SameProcess reports whether o and p are one process (whatever work each
+// took, and when).
+func (o *Owner) SameProcess(p *Owner) bool {
+	return o != nil && p != nil && o.PID == p.PID && o.Host == p.Host && o.ProcessStart == p.ProcessStart
+}
+
 // DefaultLease is how long an owner's lease lasts unless its process renews
 // it; a running call renews it every third of that (see lifecycle).
 const DefaultLease = 30 * time.Second

@@ -15,6 +15,7 @@ import (
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/logaddr"
+	"github.com/undolog/undolog/policy"
 	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
 	"github.com/undolog/undolog/storage"
@@ -133,11 +134,11 @@ func quantile(x []time.Duration, f float64) float64 {
 func (h *harness) inprocProxy(session string) (*mcp.ClientSession, func() int64) {
 	h.t.Helper()
 	h.t.Setenv("MEMORY_FILE_PATH", filepath.Join(h.dir, "memory-inproc.jsonl"))
-	policy, err := os.ReadFile(h.policy)
+	policyYAML, err := os.ReadFile(h.policy)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	pol, err := proxy.ParsePolicy(policy)
+	pol, err := policy.ParsePolicy(policyYAML)
 	if err != nil {
 		h.t.Fatal(err)
 	}

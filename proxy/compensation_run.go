@@ -12,6 +12,7 @@ import (
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -25,25 +26,8 @@ func (p *Proxy) dir() string {
 	return d
 }
 
-// tierOf is the tier of a call under its classification, the rule's tier
-// cases asked with the call's args.
-func tierOf(cls Classification, args json.RawMessage) (Classification, error) {
-	if cls.Rule == nil || len(cls.Rule.Tiers) == 0 {
-		return cls, nil
-	}
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage("{}")
-	}
-	t, why, err := cls.Rule.TierFor(args)
-	if err != nil {
-		return cls, err
-	}
-	cls.Tier, cls.Reason = t, cls.Reason+why
-	return cls, nil
-}
-
 // compensationOf is the compensation a rule records, without its capture.
-func (p *Proxy) compensationOf(r *Rule) *model.Compensation {
+func (p *Proxy) compensationOf(r *policy.Rule) *model.Compensation {
 	switch {
 	case r.Compensate != nil:
 		return &model.Compensation{Kind: model.CompensationMCP, Tool: r.Compensate.Tool, Args: r.Compensate.Args}
@@ -59,7 +43,7 @@ func (p *Proxy) compensationOf(r *Rule) *model.Compensation {
 // answers never reaches the server, and only a call that is to run anew
 // pays for its capture. failed is the tool error to answer with when a
 // capture failed and the call was not made.
-func (p *Proxy) intercept(ctx context.Context, lc *lifecycle.Lifecycle, req effectlog.InterceptRequest, r *Rule) (call *lifecycle.Call, failed []byte, err error) {
+func (p *Proxy) intercept(ctx context.Context, lc *lifecycle.Lifecycle, req effectlog.InterceptRequest, r *policy.Rule) (call *lifecycle.Call, failed []byte, err error) {
 	logCall := func(req effectlog.InterceptRequest) (*lifecycle.Call, []byte, error) {
 		call, refusal, err := p.logCall(ctx, lc, req)
 		if refusal != "" {
@@ -93,7 +77,7 @@ func (p *Proxy) intercept(ctx context.Context, lc *lifecycle.Lifecycle, req effe
 
 // captureAll runs a rule's captures: the one (.capture) or the named ones
 // (.capture.NAME).
-func (p *Proxy) captureAll(ctx context.Context, r *Rule, tool string, args json.RawMessage) (json.RawMessage, []byte, error) {
+func (p *Proxy) captureAll(ctx context.Context, r *policy.Rule, tool string, args json.RawMessage) (json.RawMessage, []byte, error) {
 	if r.Capture != nil {
 		return p.captureCall(ctx, r.Capture, tool, args)
 	}
@@ -111,7 +95,7 @@ func (p *Proxy) captureAll(ctx context.Context, r *Rule, tool string, args json.
 
 // captureCall makes one capture: one tools/call, or one per element when
 // its args give an array.
-func (p *Proxy) captureCall(ctx context.Context, c *Call, tool string, args json.RawMessage) (json.RawMessage, []byte, error) {
+func (p *Proxy) captureCall(ctx context.Context, c *policy.Call, tool string, args json.RawMessage) (json.RawMessage, []byte, error) {
 	capArgs, err := template.Eval(c.Args, template.Input{Args: args})
 	if err != nil {
 		return nil, nil, err
@@ -136,7 +120,7 @@ func (p *Proxy) captureCall(ctx context.Context, c *Call, tool string, args json
 // whole tool result. A failure stops the call unless the capture is
 // optional: the client is then told so with the server's own error, as
 // the server gave it.
-func (p *Proxy) captureOne(ctx context.Context, c *Call, tool string, capArgs json.RawMessage) (json.RawMessage, []byte, error) {
+func (p *Proxy) captureOne(ctx context.Context, c *policy.Call, tool string, capArgs json.RawMessage) (json.RawMessage, []byte, error) {
 	r, err := p.request(ctx, "tools/call", map[string]any{"name": c.Tool, "arguments": capArgs})
 	var result json.RawMessage
 	switch {

@@ -22,6 +22,7 @@ import (
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -67,7 +68,7 @@ func (m *message) isResponse() bool { return m.Method == "" && len(m.ID) > 0 }
 type Proxy struct {
 	Log          effectlog.Log
 	Session      string
-	Policy       *Policy
+	Policy       *policy.Policy
 	ApprovalWait time.Duration
 	// Redact keeps matching fields of arguments and results out of the log.
 	Redact []string
@@ -506,7 +507,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 		return false
 	}
 	cls := p.Policy.Classify(params.Name, func() (bool, bool) { return p.readOnly(ctx, params.Name) })
-	cls, err := tierOf(cls, params.Arguments)
+	cls, err := cls.ForArgs(params.Arguments)
 	if err != nil {
 		p.reply(ctx, toolError(m.ID, "undolog: the policy's tier cases for "+params.Name+" failed, so the call was not made: "+err.Error()))
 		return false

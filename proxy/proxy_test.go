@@ -24,7 +24,7 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
-	"github.com/undolog/undolog/proxy"
+	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -735,7 +735,7 @@ func TestPolicyInitQuotesToolNames(t *testing.T) {
 			t.Fatalf("policy init wrote %U raw:\n%q", r, written)
 		}
 	}
-	p, err := proxy.LoadPolicy(filepath.Join(h.dir, "p.yaml"))
+	p, err := policy.LoadPolicy(filepath.Join(h.dir, "p.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,12 +23,7 @@ import (
 // runsAgainAnswered tells whether a call of tool made again after its
 // answer reached the client runs again (the default) rather than being
 // answered from the log (replay: always).
-func (p *Proxy) runsAgainAnswered(tool string) bool { return p.Policy.runsAgainAnswered(tool) }
-
-func (p *Policy) runsAgainAnswered(tool string) bool {
-	r := p.Classify(tool, func() (bool, bool) { return false, false }).Rule
-	return r == nil || !r.ReplayAlways
-}
+func (p *Proxy) runsAgainAnswered(tool string) bool { return p.Policy.RunsAgainAnswered(tool) }
 
 // replyAnswer writes the answer b of committed (or replayed) effect e to
 // the client and then records that it reached it. Until it is recorded, a

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"github.com/undolog/undolog/policy"
+
 	"errors"
 	"strings"
 	"testing"
@@ -9,7 +11,7 @@ import (
 // replay: always keeps a tool's calls the same whenever their arguments
 // are; retry (the default) runs a call made again after its answer.
 func TestPolicyReplayKey(t *testing.T) {
-	p, err := ParsePolicy([]byte(`
+	p, err := policy.ParsePolicy([]byte(`
 tools:
   get_or_create: {tier: compensable, replay: always}
   write: {tier: compensable, replay: retry}
@@ -19,7 +21,7 @@ tools:
 		t.Fatal(err)
 	}
 	for tool, always := range map[string]bool{"get_or_create": true, "write": false, "send": false, "unknown": false} {
-		if got := !p.runsAgainAnswered(tool); got != always {
+		if got := !p.RunsAgainAnswered(tool); got != always {
 			t.Errorf("%s: replay always %v, want %v", tool, got, always)
 		}
 		if r := p.Classify(tool, func() (bool, bool) { return false, false }).Rule; r != nil && r.ReplayAlways != always {
@@ -30,7 +32,7 @@ tools:
 		"tools:\n  x: {tier: compensable, replay: sometimes}": `replay "sometimes": use retry`,
 		"tools:\n  x: {tier: safe, replay: always}":           "a safe one is never logged",
 	} {
-		if _, err := ParsePolicy([]byte(bad)); !errors.Is(err, ErrPolicy) || !strings.Contains(err.Error(), why) {
+		if _, err := policy.ParsePolicy([]byte(bad)); !errors.Is(err, policy.ErrPolicy) || !strings.Contains(err.Error(), why) {
 			t.Errorf("%q: %v, want %q", bad, err, why)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
 	"github.com/undolog/undolog/proxy"
 )
 
@@ -59,7 +60,7 @@ func startInprocWith(t *testing.T, store effectlog.Log, session, policy string) 
 func startInprocPolicy(t *testing.T, store effectlog.Log, session string, diag io.Writer, out io.Writer, policyText string) *inproc {
 	t.Helper()
 	t.Setenv("UNDOLOG_FAKE_SERVER", "1")
-	policy, err := proxy.ParsePolicy([]byte(policyText))
+	policy, err := policy.ParsePolicy([]byte(policyText))
 	if err != nil {
 		t.Fatal(err)
 	}

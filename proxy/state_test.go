@@ -12,7 +12,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logaddr"
-	"github.com/undolog/undolog/proxy"
+	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -105,12 +105,12 @@ func TestUndoActsOnTheSessionsMemoryState(t *testing.T) {
 // A policy names what locates its server's state (state_env); undolog
 // knows it of the memory server by its executable or its npm package.
 func TestStateEnvOfThePolicyAndOfKnownServers(t *testing.T) {
-	p, err := proxy.ParsePolicy([]byte("state_env: [DATA_DIR, CACHE]\ntools: {}\n"))
+	p, err := policy.ParsePolicy([]byte("state_env: [DATA_DIR, CACHE]\ntools: {}\n"))
 	if err != nil || !slices.Equal(p.StateEnv, []string{"DATA_DIR", "CACHE"}) {
 		t.Fatalf("%+v %v", p, err)
 	}
 	for _, bad := range []string{`state_env: ["A=B"]`, `state_env: [""]`, `state_env: A`} {
-		if _, err := proxy.ParsePolicy([]byte(bad)); !errors.Is(err, proxy.ErrPolicy) {
+		if _, err := policy.ParsePolicy([]byte(bad)); !errors.Is(err, policy.ErrPolicy) {
 			t.Fatalf("%s: %v", bad, err)
 		}
 	}
@@ -121,7 +121,7 @@ func TestStateEnvOfThePolicyAndOfKnownServers(t *testing.T) {
 		"npx -y @modelcontextprotocol/server-filesystem /srv/memory": nil,
 		"my-server --data server-memory":                             nil,
 	} {
-		if got := proxy.KnownStateEnv(strings.Fields(command)); !slices.Equal(got, want) {
+		if got := policy.KnownStateEnv(strings.Fields(command)); !slices.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", command, got, want)
 		}
 	}
@@ -134,7 +134,7 @@ func TestStateEnvOfThePolicyAndOfKnownServers(t *testing.T) {
 		{"sh", "-c", "cd /srv && npx -y '@modelcontextprotocol/server-memory@2026.8.31'"},
 		{"bash", "-c", "mcp-server-memory;"},
 	} {
-		if got := proxy.KnownStateEnv(command); !slices.Equal(got, []string{"MEMORY_FILE_PATH"}) {
+		if got := policy.KnownStateEnv(command); !slices.Equal(got, []string{"MEMORY_FILE_PATH"}) {
 			t.Errorf("%q: %v, want [MEMORY_FILE_PATH]", command, got)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/undolog/undolog/logaddr"
+	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -40,7 +41,7 @@ func TestLoggedCallWhoseHTTPAnswerIsLost(t *testing.T) {
 		url  string
 		want sm.State
 	}{{ts.URL, sm.Executing}, {"http://127.0.0.1:1/mcp", sm.Pending}} {
-		pol, _ := ParsePolicy([]byte("tools:\n  put: {tier: compensable}\n"))
+		pol, _ := policy.ParsePolicy([]byte("tools:\n  put: {tier: compensable}\n"))
 		store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 		p := &Proxy{Log: store, Session: "s", Policy: pol}
 		cr, cw := io.Pipe()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/logaddr"
+	"github.com/undolog/undolog/policy"
 )
 
 // end is a test's side of a pipe pair: it writes lines, reads messages.
@@ -77,9 +78,9 @@ func (e *end) nextObject() map[string]any {
 // inProcess serves a proxy between two pipe pairs: the test is the client
 // on one and the upstream server on the other. The proxy's Serve error is
 // sent on done once the client side closes.
-func inProcess(t *testing.T, policy string) (client, server *end, done chan error) {
+func inProcess(t *testing.T, policyYAML string) (client, server *end, done chan error) {
 	t.Helper()
-	pol, err := ParsePolicy([]byte(policy))
+	pol, err := policy.ParsePolicy([]byte(policyYAML))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -87,7 +88,7 @@ const (
 // windowWay says whether and how the person in the client's window may be
 // asked to decide call, which request m made: the rule lets them, the call
 // waits for a decision nobody made yet, and the client can show a form.
-func (p *Proxy) windowWay(rule *Rule, call *lifecycle.Call, m message) windowWay {
+func (p *Proxy) windowWay(rule *policy.Rule, call *lifecycle.Call, m message) windowWay {
 	if rule == nil || !rule.ApproveInClient || !call.NeedsDecision() || call.Effect.State != sm.Pending || p.windowDenied.Load() {
 		return noWindow
 	}

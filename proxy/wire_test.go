@@ -24,6 +24,7 @@ import (
 	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
 	"github.com/undolog/undolog/proxy"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -265,7 +266,7 @@ func TestProxySignalLeavesAnUnansweredCallInDoubt(t *testing.T) {
 	h := newHarness(t)
 	t.Setenv("UNDOLOG_FAKE_SERVER", "1")
 	store := logaddr.File(h.logPath, logaddr.Options{})
-	policy, err := proxy.ParsePolicy([]byte("tools:\n  hang: {tier: compensable}\n"))
+	policy, err := policy.ParsePolicy([]byte("tools:\n  hang: {tier: compensable}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

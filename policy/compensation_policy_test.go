@@ -1,4 +1,4 @@
-package proxy
+package policy
 
 import (
 	"encoding/json"
@@ -127,7 +127,7 @@ func TestFilesystemPolicyRules(t *testing.T) {
 		{"move_file", `{"source":"a","destination":"b"}`, sm.Compensable},
 		{"read_text_file", `{"path":"a"}`, sm.Safe},
 	} {
-		cls, err := tierOf(p.Classify(c.tool, none), json.RawMessage(c.args))
+		cls, err := p.Classify(c.tool, none).ForArgs(json.RawMessage(c.args))
 		if err != nil || cls.Tier != c.want {
 			t.Errorf("%s %s: %s %v, want %s", c.tool, c.args, cls.Tier, err, c.want)
 		}

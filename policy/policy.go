@@ -1,4 +1,4 @@
-package proxy
+package policy
 
 import (
 	"encoding/json"
@@ -61,10 +61,17 @@ type Rule struct {
 	// compensation cases chosen at undo (kind cases).
 	Compensate *Call
 	Cases      *template.Cases
+	// Shell names the arg that holds a shell script: the tier cases are
+	// asked of each command it runs, and the highest tier counts
+	// (shell.go).
+	Shell string
 	// ReplayAlways (replay: always) answers a repeat from the log whenever
 	// its arguments are the same; by default (replay: retry) only a retry
 	// is, and a call made again after its answer reached the client runs.
 	ReplayAlways bool
+	// ReplayRetry: the rule says replay: retry (the proxy's default), which
+	// a door whose default is the other asks (agenthook's irreversible calls).
+	ReplayRetry bool
 	// ApproveInClient (approve_in_client: true) lets the person in the
 	// client's window decide the rule's irreversible calls too, asked by
 	// elicitation; off, only undolog approve (or the view) decides them.
@@ -112,6 +119,14 @@ func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 
 
 // TierFor is the tier of a call of the rule with args, and why.
 func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
+	if r.Shell != "" {
+		return r.shellTier(args)
+	}
+	return r.tierCase(args)
+}
+
+// tierCase is the tier of the first of the rule's cases that args meet.
+func (r *Rule) tierCase(args json.RawMessage) (sm.Tier, string, error) {
 	for i, t := range r.Tiers {
 		if t.When == "" {
 			return t.Tier, "", nil
@@ -145,12 +160,13 @@ type ruleYAML struct {
 	Capture    yaml.Node `yaml:"capture"`
 	Compensate yaml.Node `yaml:"compensate"`
 	Replay     string    `yaml:"replay"`
+	Shell      string    `yaml:"shell"`
 	// ApproveInClient is a pointer so that "false", written, is told from unset.
 	ApproveInClient *bool `yaml:"approve_in_client"`
 }
 
 // ruleKeys are the keys a rule may have.
-var ruleKeys = []string{"tier", "capture", "compensate", "replay", "approve_in_client"}
+var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell", "approve_in_client"}
 
 // LoadPolicy reads and checks a policy file.
 func LoadPolicy(file string) (*Policy, error) {
@@ -254,8 +270,16 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 	default:
 		return Rule{}, errors.New("needs a tier (safe, compensable or irreversible) or a compensate call")
 	}
+	if ry.Shell != "" {
+		if len(r.Tiers) == 0 {
+			return Rule{}, errors.New("shell is for tier cases, asked of each command of the script")
+		}
+		r.Shell = ry.Shell
+	}
 	switch ry.Replay {
-	case "", "retry":
+	case "":
+	case "retry":
+		r.ReplayRetry = true
 	case "always":
 		r.ReplayAlways = true
 	default:
@@ -312,6 +336,38 @@ func (p *Policy) Classify(tool string, annotation func() (readOnly, known bool))
 		return Classification{Tier: sm.Safe, Reason: "annotation readOnlyHint"}
 	}
 	return Classification{Tier: sm.Irreversible, Reason: "no policy entry: irreversible (fail closed)"}
+}
+
+// ForArgs is the classification of a call with args: the rule's tier
+// cases asked with them.
+func (cls Classification) ForArgs(args json.RawMessage) (Classification, error) {
+	if cls.Rule == nil || len(cls.Rule.Tiers) == 0 {
+		return cls, nil
+	}
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	t, why, err := cls.Rule.TierFor(args)
+	if err != nil {
+		return cls, err
+	}
+	cls.Tier, cls.Reason = t, cls.Reason+why
+	return cls, nil
+}
+
+// RunsAgainAnswered tells whether a call of tool made again after its
+// answer reached the client runs again (the default) rather than being
+// answered from the log (replay: always).
+func (p *Policy) RunsAgainAnswered(tool string) bool {
+	r := p.Classify(tool, func() (bool, bool) { return false, false }).Rule
+	return r == nil || !r.ReplayAlways
+}
+
+// RepeatsAreNew tells whether tool's rule says replay: retry: a repeat of
+// a call whose answer reached the client is a new call.
+func (p *Policy) RepeatsAreNew(tool string) bool {
+	r := p.Classify(tool, func() (bool, bool) { return false, false }).Rule
+	return r != nil && r.ReplayRetry
 }
 
 // knownStateEnv is what locates the state of the MCP servers undolog knows,

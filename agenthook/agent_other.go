@@ -1,0 +1,8 @@
+//go:build !linux
+
+package agenthook
+
+import "os"
+
+// agentPID is the agent's process: the hook's parent.
+func agentPID() int { return os.Getppid() }

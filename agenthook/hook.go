@@ -1,0 +1,248 @@
+package agenthook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/lifecycle"
+	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/policy"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// ToolLease is the lease of a tool call's owner (the agent) between its
+// hooks: nobody renews it while the agent runs the tool, and Claude Code's
+// Bash runs 10 minutes at most. Only other hosts judge by it; on this one
+// the agent's pid decides.
+const ToolLease = 11 * time.Minute
+
+// Files is the write-ahead undo of the files a call changes (package
+// filesnap): Before, at PreToolUse, captures paths of project (all of it,
+// for none) and says how to undo the call; After, at PostToolUse, records
+// what the call left, for undo to tell the call's changes from later ones.
+type Files interface {
+	Before(project string, paths []string) (*model.Compensation, error)
+	After(project string, undo *model.Compensation) error
+}
+
+// Hook takes an agent's tool calls through the log.
+type Hook struct {
+	Lifecycle *lifecycle.Lifecycle
+	Policy    *policy.Policy
+	// Session, if set, is the undolog session of every call
+	// ($UNDOLOG_SESSION); else the agent's session id.
+	Session string
+	// Actor is recorded as who made the calls: the agent ("claude-code").
+	Actor string
+	// Wait bounds a PreToolUse hook's wait for a decision on an
+	// irreversible call; it answers within it, denying (or deferring) the
+	// call if no decision came.
+	Wait time.Duration
+	// ApprovalTimeout is how long an approval request stays open for the
+	// same call made again.
+	ApprovalTimeout time.Duration
+	// Headless answers defer rather than deny when no decision came in
+	// time (claude -p: a later --resume asks again).
+	Headless bool
+	// Door names the hook in the flow's texts.
+	Door lifecycle.Door
+	// Files, if set, captures the files a compensable call may change.
+	Files Files
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+func (h *Hook) now() time.Time {
+	if h.Now == nil {
+		return time.Now()
+	}
+	return h.Now()
+}
+
+func (h *Hook) session(ev Event) string {
+	if h.Session != "" {
+		return h.Session
+	}
+	return ev.SessionID
+}
+
+// classify is the tier of the event's call under the policy.
+func (h *Hook) classify(ev Event) (policy.Classification, error) {
+	unknown := func() (bool, bool) { return false, false }
+	return h.Policy.Classify(ev.ToolName, unknown).ForArgs(ev.ToolInput)
+}
+
+func deny(format string, args ...any) *Decision {
+	return &Decision{Permission: Deny, Reason: "undolog: " + fmt.Sprintf(format, args...)}
+}
+
+// Pre decides whether the agent runs the event's call. Any failure denies
+// it: the agent runs a tool whose hook errs or answers nothing, so the
+// hook never does.
+func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
+	cls, err := h.classify(ev)
+	if err != nil {
+		return deny("%s could not be classified by the policy (%v): it did not run", ev.ToolName, err)
+	}
+	if cls.Tier == sm.Safe {
+		return &Decision{Permission: Allow}
+	}
+	req := effectlog.InterceptRequest{Session: h.session(ev), Tool: ev.ToolName, Tier: cls.Tier, Args: ev.ToolInput,
+		ApprovalTimeout: h.ApprovalTimeout, CreateSession: true, Actor: h.Actor, Reason: cls.Reason,
+		Owner: model.OwnerOf(agentPID(), h.now()), RunAgainAnswered: h.runsAgain(ev.ToolName, cls.Tier)}
+	if cls.Tier == sm.Compensable && h.Files != nil {
+		undo, err := h.Files.Before(ev.Cwd, filesOf(ev))
+		if err != nil {
+			return deny("the files %s may change could not be captured for its undo (%v): it did not run", ev.ToolName, err)
+		}
+		req.Compensation = undo
+	}
+	lc := h.Lifecycle
+	call, err := lc.Intercept(ctx, req)
+	if err != nil {
+		return deny("%s could not be recorded in the log (%v): it did not run", ev.ToolName, textfmt.OneLine(err.Error()))
+	}
+	end, err := lc.Begin(ctx, call, lifecycle.Ask{Door: h.Door, Wait: h.Wait})
+	if err != nil {
+		return deny("effect %d (%s): %v; it did not run", call.Effect.ID, ev.ToolName, textfmt.OneLine(err.Error()))
+	}
+	switch end.Ending {
+	case lifecycle.Ran:
+		// The agent runs it now: its lease stops here, its end comes with
+		// the PostToolUse hook.
+		if err := lc.Finish(ctx, call, lifecycle.Result{Unsettled: true}); err != nil {
+			return deny("effect %d (%s): its lease could not be kept (%v); it did not run", call.Effect.ID, ev.ToolName, err)
+		}
+		return &Decision{Permission: Allow}
+	case lifecycle.Replay:
+		return deny("effect %d (%s) already ran in this session and is not run again; its recorded outcome: %s",
+			*call.Effect.ReplayOf, ev.ToolName, shortResult(call.Effect.Result))
+	case lifecycle.Undecided:
+		if h.Headless {
+			return &Decision{Permission: Defer, Reason: "undolog: " + end.Text(h.Door)}
+		}
+	}
+	return deny("%s", end.Text(h.Door))
+}
+
+// runsAgain tells whether a call of tool made again after it committed
+// is a new call: a compensable one is, unless its rule says replay:
+// always; an irreversible one (a git push tried again) is not, unless its
+// rule says replay: retry.
+func (h *Hook) runsAgain(tool string, tier sm.Tier) bool {
+	if tier == sm.Irreversible {
+		return h.Policy.RepeatsAreNew(tool)
+	}
+	return h.Policy.RunsAgainAnswered(tool)
+}
+
+// shortResult is a recorded result for the model to read: one line.
+func shortResult(result json.RawMessage) string {
+	return textfmt.EscapeCut(string(result), 2000)
+}
+
+// filesOf are the files the call names (Write, Edit, NotebookEdit); none
+// for a shell command, which may change any.
+func filesOf(ev Event) []string {
+	var in struct {
+		FilePath     string `json:"file_path"`
+		NotebookPath string `json:"notebook_path"`
+	}
+	if json.Unmarshal(ev.ToolInput, &in) != nil {
+		return nil
+	}
+	switch {
+	case in.FilePath != "":
+		return []string{in.FilePath}
+	case in.NotebookPath != "":
+		return []string{in.NotebookPath}
+	}
+	return nil
+}
+
+// ErrNoCall is a PostToolUse event whose call the log does not hold as
+// executing for this agent: its PreToolUse hook did not start it.
+var ErrNoCall = errors.New("no call started by this agent's PreToolUse hook")
+
+// Post records how the agent's run of the event's call ended: committed
+// with the tool's response, failed with its error; an interrupted one stays
+// executing, in doubt once the agent is gone.
+func (h *Hook) Post(ctx context.Context, ev Event) error {
+	cls, err := h.classify(ev)
+	if err != nil || cls.Tier == sm.Safe {
+		return err
+	}
+	args, err := model.CanonicalArgs(ev.ToolInput)
+	if err != nil {
+		return err
+	}
+	session := h.session(ev)
+	sig := model.Signature(session, ev.ToolName, args, "")
+	agent := model.OwnerOf(agentPID(), h.now())
+	lc := h.Lifecycle
+	executing, _, err := lc.Log.ListEffects(ctx, effectlog.EffectFilter{Session: session, Tool: ev.ToolName, State: sm.Executing})
+	if err != nil {
+		return err
+	}
+	var found *model.Effect
+	for i := range executing {
+		if e := &executing[i]; e.CallSignature == sig && e.Owner.SameProcess(agent) {
+			found = e
+			break
+		}
+	}
+	if found == nil {
+		return fmt.Errorf("%w: %s in session %s", ErrNoCall, ev.ToolName, session)
+	}
+	call, err := lc.Adopt(ctx, found.ID, found.Owner.Identity(), h.Actor)
+	if err != nil {
+		return err
+	}
+	var r lifecycle.Result
+	switch {
+	case ev.HookEventName == PostToolUseFailure && ev.IsInterrupt:
+		// Whether it took effect is not known: it stays executing, and is
+		// in doubt once the agent is gone, for a person to resolve.
+		r.Unsettled = true
+	case ev.HookEventName == PostToolUseFailure:
+		r.Failed = failure(ev.Error)
+	default:
+		r.Value = ev.ToolResponse
+		if len(r.Value) == 0 {
+			r.Value = json.RawMessage("null")
+		}
+		if h.Files != nil && cls.Tier == sm.Compensable {
+			if d, err := lc.Log.GetEffect(ctx, found.ID); err == nil && d.Undo != nil {
+				if err := h.Files.After(ev.Cwd, &d.Undo.Compensation); err != nil {
+					return fmt.Errorf("effect %d: the files it left could not be recorded: %w", found.ID, err)
+				}
+			}
+		}
+	}
+	if err := lc.Finish(ctx, call, r); err != nil {
+		return err
+	}
+	if r.Value != nil && found.Tier != sm.Safe && h.runsAgain(ev.ToolName, found.Tier) {
+		if _, err := lc.Log.Answered(ctx, found.ID, model.Change{Actor: h.Actor}); err != nil {
+			return fmt.Errorf("effect %d committed, but recording that the agent got its answer failed (the same call is answered from the log): %w", found.ID, err)
+		}
+	}
+	return nil
+}
+
+// failure is a PostToolUseFailure's error as a line.
+func failure(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil && s != "" {
+		return "the tool failed: " + textfmt.OneLine(s)
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return "the tool failed"
+	}
+	return "the tool failed: " + textfmt.OneLine(string(raw))
+}

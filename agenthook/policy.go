@@ -1,0 +1,22 @@
+package agenthook
+
+import (
+	_ "embed"
+
+	"github.com/undolog/undolog/policy"
+)
+
+// DefaultPolicy is the policy of Claude Code's tools that undolog ships
+// (claude-code-policy.yaml): `undolog init claude-code` writes it into a
+// project, and the hook uses it when given none.
+//
+//go:embed claude-code-policy.yaml
+var DefaultPolicy []byte
+
+// LoadPolicy is the policy in file, or the default one when file is "".
+func LoadPolicy(file string) (*policy.Policy, error) {
+	if file == "" {
+		return policy.ParsePolicy(DefaultPolicy)
+	}
+	return policy.LoadPolicy(file)
+}

@@ -1,0 +1,318 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/internal/testbin"
+)
+
+// hookRig drives the real binary's `undolog hook` with the events Claude
+// Code sends, this test process standing for the agent (the hook's parent).
+type hookRig struct {
+	t       *testing.T
+	bin     string
+	log     string
+	project string
+	session string
+}
+
+func newHookRig(t *testing.T, log string) *hookRig {
+	return &hookRig{t: t, bin: testbin.Undolog(t), log: log, project: t.TempDir(), session: "6f1c2a9e-0d4b-4c8e-9a51-3b7e2d0c8f14"}
+}
+
+// event is a hook event of Claude Code's: its common fields, the tool's,
+// and more (tool_response, error, is_interrupt).
+func (r *hookRig) event(name, tool string, input map[string]any, more map[string]any) []byte {
+	ev := map[string]any{"session_id": r.session, "transcript_path": filepath.Join(r.project, "t.jsonl"), "cwd": r.project,
+		"hook_event_name": name, "permission_mode": "default", "tool_name": tool, "tool_input": input, "tool_use_id": "toolu_01"}
+	for k, v := range more {
+		ev[k] = v
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return b
+}
+
+// hook runs `undolog hook` on event: its stdout, stderr and exit code.
+func (r *hookRig) hook(event []byte, flags ...string) (string, string, int) {
+	r.t.Helper()
+	cmd := exec.Command(r.bin, append([]string{"hook"}, flags...)...)
+	cmd.Dir = r.project
+	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+r.log, "CLAUDE_PROJECT_DIR="+r.project, "UNDOLOG_SESSION=", "UNDOLOG_ACTOR=", "UNDOLOG_HOOK_HEADLESS=")
+	cmd.Stdin = bytes.NewReader(event)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		r.t.Fatal(err)
+	}
+	return out.String(), errOut.String(), code
+}
+
+// pre runs a PreToolUse hook: its decision and reason.
+func (r *hookRig) pre(tool string, input map[string]any, flags ...string) (string, string) {
+	r.t.Helper()
+	out, stderr, code := r.hook(r.event("PreToolUse", tool, input, nil), flags...)
+	var ans struct {
+		HookSpecificOutput struct {
+			HookEventName            string `json:"hookEventName"`
+			PermissionDecision       string `json:"permissionDecision"`
+			PermissionDecisionReason string `json:"permissionDecisionReason"`
+		} `json:"hookSpecificOutput"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &ans) != nil || ans.HookSpecificOutput.HookEventName != "PreToolUse" {
+		r.t.Fatalf("PreToolUse %s: exit %d, stdout %q, stderr %q: want exit 0 and a decision", tool, code, out, stderr)
+	}
+	return ans.HookSpecificOutput.PermissionDecision, ans.HookSpecificOutput.PermissionDecisionReason
+}
+
+// post runs a PostToolUse (response) or PostToolUseFailure (more has error).
+func (r *hookRig) post(name, tool string, input map[string]any, more map[string]any) {
+	r.t.Helper()
+	if out, stderr, code := r.hook(r.event(name, tool, input, more)); code != 0 || strings.TrimSpace(out) != "{}" {
+		r.t.Fatalf("%s %s: exit %d, stdout %q, stderr %q", name, tool, code, out, stderr)
+	}
+}
+
+// undolog runs another command on the log, as a person elsewhere would.
+func (r *hookRig) undolog(args ...string) string {
+	r.t.Helper()
+	out, err := exec.Command(r.bin, append([]string{"--log", r.log}, args...)...).CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("undolog %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// hookEffect is an effect as `list -o json` gives it.
+type hookEffect struct {
+	ID     uint64          `json:"id"`
+	Tool   string          `json:"tool"`
+	Tier   string          `json:"tier"`
+	State  string          `json:"state"`
+	Result json.RawMessage `json:"result"`
+	Error  string          `json:"error"`
+}
+
+// effects are the session's effects, newest first.
+func (r *hookRig) effects() []hookEffect {
+	r.t.Helper()
+	var list []hookEffect
+	out := r.undolog("list", "--session", r.session, "--limit", "0", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		r.t.Fatalf("list: %v\n%s", err, out)
+	}
+	return list
+}
+
+func hookEngines(t *testing.T, run func(t *testing.T, r *hookRig)) {
+	t.Run("file", func(t *testing.T) { run(t, newHookRig(t, filepath.Join(t.TempDir(), "u.db"))) })
+	t.Run("postgres", func(t *testing.T) { run(t, newHookRig(t, pgtest.Server(t).NewDatabase(t))) })
+}
+
+// Safe calls run unlogged; compensable ones are recorded before they run,
+// committed with the tool's response by PostToolUse, failed by
+// PostToolUseFailure, as the agent (claude-code) in Claude Code's session.
+func TestHookSafeAndCompensableCalls(t *testing.T) {
+	hookEngines(t, func(t *testing.T, r *hookRig) {
+		if d, why := r.pre("Read", map[string]any{"file_path": "a.go"}); d != "allow" {
+			t.Fatalf("Read: %s %s, want allow", d, why)
+		}
+		write := map[string]any{"file_path": filepath.Join(r.project, "a.txt"), "content": "hello\n"}
+		if d, why := r.pre("Write", write); d != "allow" {
+			t.Fatalf("Write: %s %s, want allow", d, why)
+		}
+		if e := r.effects(); len(e) != 1 || e[0].Tool != "Write" || e[0].Tier != "compensable" || e[0].State != "executing" {
+			t.Fatalf("after PreToolUse: %+v, want one Write executing (Read is not logged)", e)
+		}
+		r.post("PostToolUse", "Write", write, map[string]any{"tool_response": map[string]any{"type": "create", "filePath": "a.txt"}, "duration_ms": 3})
+		bash := map[string]any{"command": "make build", "description": "build"}
+		if d, why := r.pre("Bash", bash); d != "allow" {
+			t.Fatalf("Bash make: %s %s, want allow", d, why)
+		}
+		r.post("PostToolUseFailure", "Bash", bash, map[string]any{"error": "Exit code 2: no rule to make target", "is_interrupt": false})
+		e := r.effects()
+		var result bytes.Buffer
+		if len(e) == 2 {
+			json.Compact(&result, e[1].Result)
+		}
+		// A failed call is pending again, its error kept: the same call runs again.
+		if len(e) != 2 || e[1].State != "committed" || result.String() != `{"filePath":"a.txt","type":"create"}` ||
+			e[0].Tool != "Bash" || e[0].State != "pending" || !strings.Contains(e[0].Error, "no rule to make target") {
+			t.Fatalf("effects %+v: want Write committed with its response, Bash failed with its error", e)
+		}
+		if show := r.undolog("session", "show", r.session); !strings.Contains(show, "claude-code") {
+			t.Fatalf("session show names no claude-code:\n%s", show)
+		}
+		// A failed call made again runs again.
+		if d, why := r.pre("Bash", bash); d != "allow" {
+			t.Fatalf("Bash make again: %s %s, want allow", d, why)
+		}
+	})
+}
+
+// An irreversible call is held: no decision within --wait denies it,
+// naming the effect; approved from another process, the same call made
+// again runs, once: made again after it committed, it is denied with its
+// recorded outcome. A call held while a person approves it goes ahead.
+func TestHookHoldsIrreversibleCalls(t *testing.T) {
+	hookEngines(t, func(t *testing.T, r *hookRig) {
+		push := map[string]any{"command": "git push origin main", "description": "push"}
+		d, why := r.pre("Bash", push, "--wait", "200ms")
+		if d != "deny" || !strings.Contains(why, "effect 1 (Bash)") || !strings.Contains(why, "approve 1") || !strings.Contains(why, "same Bash call again") {
+			t.Fatalf("undecided: %s %q, want deny naming effect 1 and asking for the same call later", d, why)
+		}
+		if e := r.effects(); len(e) != 1 || e[0].State != "pending" {
+			t.Fatalf("undecided: %+v, want effect 1 pending", e)
+		}
+		r.undolog("approve", "1", "--as", "ops", "--reason", "ok")
+		if d, why := r.pre("Bash", push, "--wait", "200ms"); d != "allow" {
+			t.Fatalf("after approval: %s %q, want allow", d, why)
+		}
+		r.post("PostToolUse", "Bash", push, map[string]any{"tool_response": map[string]any{"stdout": "To origin\n   a..b  main -> main\x1b[2J", "stderr": ""}})
+		d, why = r.pre("Bash", push, "--wait", "200ms")
+		// The recorded outcome is the tool's response as JSON: no control byte.
+		if d != "deny" || !strings.Contains(why, "effect 1 (Bash) already ran") || !strings.Contains(why, "main -> main") ||
+			strings.Contains(why, "\x1b") || !strings.Contains(why, `\u001b[2J`) {
+			t.Fatalf("repeat of a committed push: %s %q, want deny with its recorded outcome", d, why)
+		}
+		for _, e := range r.effects() {
+			if e.State == "executing" || e.State == "pending" {
+				t.Fatalf("after the denied repeat, effect %d is %s: want nothing started or waiting", e.ID, e.State)
+			}
+		}
+
+		// Held while a person approves it from elsewhere: allowed in the same hook.
+		publish := map[string]any{"command": "npm publish", "description": "publish"}
+		type answer struct{ d, why string }
+		done := make(chan answer, 1)
+		go func() {
+			out, _, _ := r.hook(r.event("PreToolUse", "Bash", publish, nil), "--wait", "60s")
+			var ans struct {
+				H struct {
+					D   string `json:"permissionDecision"`
+					Why string `json:"permissionDecisionReason"`
+				} `json:"hookSpecificOutput"`
+			}
+			json.Unmarshal([]byte(out), &ans)
+			done <- answer{ans.H.D, ans.H.Why}
+		}()
+		id := ""
+		for deadline := time.Now().Add(30 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for _, e := range r.effects() {
+				if e.State == "pending" {
+					id = fmt.Sprint(e.ID)
+				}
+			}
+		}
+		if id == "" {
+			t.Fatal("npm publish never came to wait for a decision")
+		}
+		r.undolog("approve", id, "--as", "ops")
+		select {
+		case a := <-done:
+			if a.d != "allow" {
+				t.Fatalf("approved while held: %s %q, want allow", a.d, a.why)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the held hook did not answer after the approval")
+		}
+	})
+}
+
+// A rejection denies with the person's reason and halts the session: the
+// next call of the session is denied too. Headless, an undecided call is
+// deferred.
+func TestHookRejectedAndDeferred(t *testing.T) {
+	hookEngines(t, func(t *testing.T, r *hookRig) {
+		deploy := map[string]any{"command": "kubectl apply -f prod.yaml", "description": "deploy"}
+		if d, why := r.pre("Bash", deploy, "--headless", "--wait", "0s"); d != "defer" || !strings.Contains(why, "effect 1") {
+			t.Fatalf("headless: %s %q, want defer naming effect 1", d, why)
+		}
+		r.undolog("reject", "1", "--as", "ops", "--reason", "not on a Friday")
+		d, why := r.pre("Bash", deploy, "--wait", "200ms")
+		if d != "deny" || !strings.Contains(why, "not on a Friday") || !strings.Contains(why, "halted") {
+			t.Fatalf("rejected: %s %q, want deny with the reason and the halt", d, why)
+		}
+		if d, why := r.pre("Write", map[string]any{"file_path": "b.txt", "content": "x"}); d != "deny" || !strings.Contains(why, "halted") && !strings.Contains(why, "not active") {
+			t.Fatalf("Write in a halted session: %s %q, want deny", d, why)
+		}
+	})
+}
+
+// Whatever goes wrong, PreToolUse denies (exit 0, JSON): an unreadable
+// policy, a log that cannot be opened; an input that is not an event exits
+// 2, which blocks the call too. A PostToolUse with no call started fails.
+func TestHookErrorsDeny(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	bad := filepath.Join(r.project, "bad.yaml")
+	os.WriteFile(bad, []byte("tools:\n  Bash: {tier: sometimes}\n"), 0o644)
+	write := map[string]any{"file_path": "a.txt", "content": "x"}
+	if d, why := r.pre("Write", write, "--policy", bad); d != "deny" || !strings.Contains(why, "policy") {
+		t.Fatalf("bad policy: %s %q, want deny", d, why)
+	}
+	notADir := filepath.Join(r.project, "file")
+	os.WriteFile(notADir, nil, 0o644)
+	r.log = filepath.Join(notADir, "u.db")
+	if d, why := r.pre("Write", write); d != "deny" || !strings.Contains(why, "did not run") {
+		t.Fatalf("log that cannot be opened: %s %q, want deny", d, why)
+	}
+	if d, _ := r.pre("Read", map[string]any{"file_path": "a.txt"}); d != "allow" {
+		t.Fatalf("a safe call needs no log: %s, want allow", d)
+	}
+	if _, stderr, code := r.hook([]byte("not json")); code != 2 || stderr == "" {
+		t.Fatalf("garbage input: exit %d, stderr %q; want 2 with a message", code, stderr)
+	}
+	if out, _, code := r.hook([]byte(`{"session_id":"s","hook_event_name":"SessionStart"}`)); code != 0 || strings.TrimSpace(out) != "{}" {
+		t.Fatalf("another event: exit %d %q, want a no-op", code, out)
+	}
+	r.log = filepath.Join(t.TempDir(), "u.db")
+	if _, stderr, code := r.hook(r.event("PostToolUse", "Write", write, map[string]any{"tool_response": "ok"})); code != 1 || !strings.Contains(stderr, "no call started") {
+		t.Fatalf("PostToolUse without its PreToolUse: exit %d %q, want 1", code, stderr)
+	}
+}
+
+// The agent's process owns a call between its hooks: a call interrupted
+// (PostToolUseFailure with is_interrupt) stays executing while the agent
+// lives, and is in doubt once it is gone; the same call is then denied for
+// a person to resolve, not run again.
+func TestHookInterruptedCallIsInDoubtOnceTheAgentIsGone(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	edit := map[string]any{"file_path": "a.txt", "old_string": "a", "new_string": "b", "replace_all": false}
+	// The agent here is a process that runs the two hooks (through a
+	// shell, as Claude Code may) and exits: timeout(1), which is no shell,
+	// so the hook takes it as its agent.
+	script := filepath.Join(r.project, "agent.sh")
+	os.WriteFile(filepath.Join(r.project, "pre.json"), r.event("PreToolUse", "Edit", edit, nil), 0o644)
+	os.WriteFile(filepath.Join(r.project, "post.json"), r.event("PostToolUseFailure", "Edit", edit, map[string]any{"error": "interrupted", "is_interrupt": true}), 0o644)
+	os.WriteFile(script, []byte(`timeout 60 sh -c '"$UNDOLOG_BIN" hook < pre.json && "$UNDOLOG_BIN" hook < post.json'`), 0o755)
+	cmd := exec.Command("sh", script)
+	cmd.Dir = r.project
+	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+r.log, "UNDOLOG_BIN="+r.bin, "UNDOLOG_SESSION=")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), `"allow"`) {
+		t.Fatalf("agent: %v\n%s", err, out)
+	}
+	if e := r.effects(); len(e) != 1 || e[0].State != "executing" {
+		t.Fatalf("interrupted: %+v, want executing", e)
+	}
+	d, why := r.pre("Edit", edit)
+	if d != "deny" || !strings.Contains(why, "in doubt") || !strings.Contains(why, "resolve 1") {
+		t.Fatalf("the same call once its agent is gone: %s %q, want deny: in doubt, resolve", d, why)
+	}
+}
