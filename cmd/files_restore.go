@@ -32,11 +32,10 @@ exits ` + fmt.Sprint(ExitFilesChanged) + ` naming it and changes nothing, and un
 for any failed compensation. A restore run again finds what it restored and
 goes on.
 
-A named file's mode is restored exactly. A shell command's snapshot is a git
-tree, which keeps only the executable bit: a file it modified keeps its other
-permission bits, one it deleted comes back with the umask's. Files the
-project's .gitignore files ignore, empty directories and other repositories
-inside the project (submodules) are not in a shell command's snapshot.
+Modes are restored exactly (permission bits; symbolic links as links). A shell
+command's snapshot is of the whole project but for .git directories and what
+the project's .gitignore files ignore (a file changed there is left as it is);
+directories it removed come back, empty ones too.
 
 This is the compensation undolog records for such calls: undo runs it, and
 'undolog undo --dry-run' lists its files.`,

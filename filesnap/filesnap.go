@@ -4,13 +4,14 @@
 // that puts back every file it changed, refusing a file changed since by
 // someone else.
 //
-// A project's snapshots live in a private git object store (Store): its
-// own git directory, index and object database, with the project as the
-// work tree. The project's own .git directory is neither read nor written:
-// git skips every directory named .git, and the store's git directory is
-// elsewhere. Blobs are content-addressed, so a snapshot stores only what
-// changed, and the private index's stat cache makes the next snapshot of an
-// unchanged tree cheap.
+// A project's snapshots live in a store of its own outside it (StoreDir):
+// file bytes as content-addressed blobs (git's loose objects), so that a
+// snapshot stores only what changed, and for a whole-project snapshot a
+// manifest of every file with its stat data, so that the next scan reads
+// only the files whose stat data changed. What the project's .gitignore
+// files ignore is git's decision (check-ignore, with the store's own git
+// directory); the project's own .git directories are neither read nor
+// written.
 package filesnap
 
 import (
@@ -36,11 +37,8 @@ import (
 type State struct {
 	Kind string `json:"kind"`
 	Blob string `json:"blob,omitempty"`
-	// Mode is the permission bits of a file. ExecOnly says only the
-	// executable bit is known (what a git tree records): a restore keeps the
-	// file's other bits, or a new file's default.
-	Mode     fs.FileMode `json:"mode,omitempty"`
-	ExecOnly bool        `json:"exec_only,omitempty"`
+	// Mode is a file's permission bits.
+	Mode fs.FileMode `json:"mode,omitempty"`
 }
 
 // Kinds of State.
@@ -71,17 +69,18 @@ func (c Change) What() string {
 // snapshot is what Before recorded, and After completes.
 type snapshot struct {
 	Project string `json:"project"`
-	// Whole: the project's tree (Tree, then AfterTree); else Paths, each
-	// with its Before state in Changes.
-	Whole     bool     `json:"whole,omitempty"`
-	Tree      string   `json:"tree,omitempty"`
-	AfterTree string   `json:"after_tree,omitempty"`
-	Paths     []string `json:"paths,omitempty"`
+	// Whole: the project's manifest (named by the snapshot's id until
+	// After); else Paths, each with its Before state in Changes.
+	Whole bool     `json:"whole,omitempty"`
+	Paths []string `json:"paths,omitempty"`
 	// Changes are, once After has run, the paths the call changed.
 	Changes []Change `json:"changes"`
 	// CreatedDirs are the directories the call created (for the files it
 	// created): a restore removes them once empty.
 	CreatedDirs []string `json:"created_dirs,omitempty"`
+	// RemovedDirs are the directories the call removed: a restore makes
+	// them again (empty ones too).
+	RemovedDirs []string `json:"removed_dirs,omitempty"`
 	Done        bool     `json:"done"`
 }
 
@@ -199,11 +198,18 @@ func (s *Store) Before(paths []string) (string, error) {
 	id := newID()
 	snap := snapshot{Project: s.Project, Whole: paths == nil, Changes: []Change{}}
 	if snap.Whole {
-		tree, err := s.writeTree()
+		cache, err := s.loadManifest(s.latest())
 		if err != nil {
 			return "", err
 		}
-		snap.Tree = tree
+		m, err := s.scan(cache)
+		if err != nil {
+			return "", err
+		}
+		if err := s.saveManifest(id, m); err != nil {
+			return "", err
+		}
+		s.setLatest(id)
 	} else {
 		root, err := os.OpenRoot(s.Project)
 		if err != nil {
@@ -241,28 +247,25 @@ func (s *Store) After(id string) error {
 		return err
 	}
 	if snap.Whole {
-		tree, err := s.writeTree()
+		before, err := s.loadManifest(id)
 		if err != nil {
 			return err
 		}
-		changes, err := s.diffTrees(snap.Tree, tree)
+		if before == nil {
+			return fmt.Errorf("%w: snapshot %s's manifest is gone from %s", model.ErrNotFound, id, s.Dir)
+		}
+		after, err := s.scan(before)
 		if err != nil {
 			return err
 		}
-		snap.AfterTree, snap.Changes = tree, changes
-		var created []string
-		for _, c := range changes {
-			if c.Before.Kind == Absent {
-				created = append(created, c.Path)
-			}
+		if err := s.saveManifest(id+".after", after); err != nil {
+			return err
 		}
-		if len(created) > 0 {
-			dirs, err := s.treeDirs(snap.Tree)
-			if err != nil {
-				return err
-			}
-			snap.CreatedDirs = createdDirs(created, func(dir string) bool { return dirs[dir] })
-		}
+		s.setLatest(id + ".after")
+		os.Remove(s.manifestPath(id))
+		snap.Changes = diff(before, after)
+		snap.CreatedDirs = missing(after.dirs, before.dirs)
+		snap.RemovedDirs = missing(before.dirs, after.dirs)
 	} else {
 		root, err := os.OpenRoot(s.Project)
 		if err != nil {
@@ -360,6 +363,38 @@ func blobID(data []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// missing are the paths of a (sorted) not in b (sorted).
+func missing(a, b []string) []string {
+	var out []string
+	for _, p := range a {
+		if _, ok := slices.BinarySearch(b, p); !ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// latest names the manifest of the store's last scan: the next one's stat
+// cache ("" where none).
+func (s *Store) latest() string {
+	name, _ := os.ReadFile(filepath.Join(s.Dir, "latest"))
+	return strings.TrimSpace(string(name))
+}
+
+// setLatest makes name the latest manifest. The one it replaces goes if an
+// After wrote it (a Before's is its After's to remove). A failure costs the
+// next scan its cache only.
+func (s *Store) setLatest(name string) {
+	old := s.latest()
+	tmp := filepath.Join(s.Dir, "latest.tmp")
+	if os.WriteFile(tmp, []byte(name), 0o600) != nil || os.Rename(tmp, filepath.Join(s.Dir, "latest")) != nil {
+		return
+	}
+	if old != name && strings.HasSuffix(old, ".after") {
+		os.Remove(s.manifestPath(old))
+	}
+}
+
 func newID() string {
 	b := make([]byte, 12)
 	rand.Read(b)
@@ -399,20 +434,8 @@ func (s *Store) load(id string) (snapshot, error) {
 	return snap, nil
 }
 
-// equal tells whether a state now is st: for an ExecOnly file, its
-// executable bit only.
-func (st State) equal(now State) bool {
-	if st.Kind != now.Kind || st.Blob != now.Blob {
-		return false
-	}
-	if st.Kind != File {
-		return true
-	}
-	if st.ExecOnly {
-		return st.Mode&0o100 == now.Mode&0o100
-	}
-	return st.Mode == now.Mode
-}
+// equal tells whether a state now is st.
+func (st State) equal(now State) bool { return st == now }
 
 // describe says what a state is, for an error.
 func (st State) describe() string {

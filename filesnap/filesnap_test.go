@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hostile are file names a restore must handle as any other.
@@ -217,12 +218,12 @@ func hashDir(t *testing.T, dir string) string {
 
 // TestProjectRestore: a shell command's snapshot (the whole project)
 // restores what it created, modified and deleted, including a file
-// replaced by a directory, a directory replaced by a file, a mode, a
-// symbolic link and hostile names; the user's own repository is not
-// touched; .gitignore'd files are not captured.
+// replaced by a directory, a directory replaced by a file, modes, a
+// symbolic link, empty directories, a repository's files inside the
+// project and hostile names; the user's own repository is not touched;
+// .gitignore'd files are not captured.
 func TestProjectRestore(t *testing.T) {
 	dir := project(t)
-	write(t, dir, ".gitignore", "*.log\n", 0o644)
 	write(t, dir, ".gitattributes", "* text=auto eol=lf\n", 0o644) // would convert line endings
 	write(t, dir, "crlf.txt", "one\r\ntwo\r\n", 0o644)
 	write(t, dir, "run.sh", "#!/bin/sh\n", 0o755)
@@ -231,6 +232,14 @@ func TestProjectRestore(t *testing.T) {
 	write(t, dir, "was-dir/inner", "inner", 0o644)
 	write(t, dir, "deep/er/file", "deep", 0o755)
 	write(t, dir, "empty", "", 0o644)
+	write(t, dir, "secret", "mode 0600, deleted", 0o600)
+	write(t, dir, "nested/inner.txt", "a repository inside the project", 0o644)
+	gitRepo(t, filepath.Join(dir, "nested"))
+	if err := os.MkdirAll(filepath.Join(dir, "empty-dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "node_modules/big/x.js", "ignored dir", 0o644)
+	write(t, dir, ".gitignore", "*.log\n/node_modules/\n", 0o644)
 	for _, name := range hostile {
 		write(t, dir, name, "hostile "+name, 0o644)
 	}
@@ -263,6 +272,13 @@ func TestProjectRestore(t *testing.T) {
 	os.Remove(filepath.Join(dir, "link"))
 	os.Symlink("plain", filepath.Join(dir, "link"))
 	write(t, dir, "new.log", "ignored, created", 0o644)
+	os.Remove(filepath.Join(dir, "secret"))
+	os.Remove(filepath.Join(dir, "empty-dir"))
+	write(t, dir, "nested/inner.txt", "changed in the nested repository", 0o644)
+	write(t, dir, "node_modules/big/x.js", "ignored, changed", 0o644)
+	if err := os.MkdirAll(filepath.Join(dir, "new-empty-dir"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 
 	if err := After(dir, id); err != nil {
 		t.Fatal(err)
@@ -274,7 +290,7 @@ func TestProjectRestore(t *testing.T) {
 	}
 	got := whats(changes)
 	for path, what := range map[string]string{"crlf.txt": "modified", "run.sh": "modified", "becomes-dir": "deleted", "becomes-dir/now-inside": "created",
-		"was-dir/inner": "deleted", "was-dir": "created", "deep/er/file": "deleted", "new/dir/made": "created", "-new\nhostile ✓": "created", "link": "modified", "a b.txt": "modified"} {
+		"was-dir/inner": "deleted", "was-dir": "created", "deep/er/file": "deleted", "new/dir/made": "created", "-new\nhostile ✓": "created", "link": "modified", "a b.txt": "modified", "secret": "deleted", "nested/inner.txt": "modified"} {
 		if got[path] != what {
 			t.Errorf("%q: %q, want %q", path, got[path], what)
 		}
@@ -282,10 +298,15 @@ func TestProjectRestore(t *testing.T) {
 	if _, ok := got["new.log"]; ok {
 		t.Errorf("an ignored file was captured")
 	}
+	if _, ok := got["node_modules/big/x.js"]; ok {
+		t.Errorf("a file in an ignored directory was captured")
+	}
 	if _, err := s.Restore(id); err != nil {
 		t.Fatal(err)
 	}
-	want["new.log"] = tree(t, dir)["new.log"] // ignored: left as it is
+	// Ignored: left as they are.
+	now := tree(t, dir)
+	want["new.log"], want["node_modules/big/x.js"] = now["new.log"], now["node_modules/big/x.js"]
 	sameTree(t, want, tree(t, dir))
 	if h := hashDir(t, filepath.Join(dir, ".git")); h != userGit {
 		t.Errorf("the user's .git changed")
@@ -344,5 +365,48 @@ func TestCompensation(t *testing.T) {
 	}
 	if _, _, ok := ParseRestore(CompensationFor("undolog", store, dir, "../../etc")); ok {
 		t.Errorf("ParseRestore took an id that is a path")
+	}
+}
+
+// TestProjectSnapshotsInARow: a later snapshot trusts the stat data of
+// the last one, yet sees a change of the same size that put the mtime
+// back, and a .gitignore that no longer ignores a file.
+func TestProjectSnapshotsInARow(t *testing.T) {
+	dir := project(t)
+	write(t, dir, ".gitignore", "*.tmp\n", 0o644)
+	write(t, dir, "a.tmp", "ignored at first", 0o644)
+	write(t, dir, "same-size", "aaaa", 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(filepath.Join(dir, "same-size"), old, old)
+	call := func(change func()) map[string]string {
+		t.Helper()
+		id, err := Before(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		change()
+		if err := After(dir, id); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := Open(dir)
+		changes, err := s.Changes(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return whats(changes)
+	}
+	if got := call(func() {}); len(got) != 0 {
+		t.Fatalf("a call that changed nothing changed %v", got)
+	}
+	got := call(func() {
+		write(t, dir, "same-size", "bbbb", 0o644)
+		os.Chtimes(filepath.Join(dir, "same-size"), old, old)
+	})
+	if !maps.Equal(got, map[string]string{"same-size": "modified"}) {
+		t.Errorf("same size, same mtime: %v", got)
+	}
+	write(t, dir, ".gitignore", "", 0o644)
+	if got := call(func() { write(t, dir, "a.tmp", "no longer ignored", 0o644) }); !maps.Equal(got, map[string]string{"a.tmp": "modified"}) {
+		t.Errorf("after .gitignore changed: %v", got)
 	}
 }

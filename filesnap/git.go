@@ -12,34 +12,17 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 )
 
 var notADirectory = syscall.ENOTDIR
 
-// storeConfig is the private store's git configuration: bytes as they are
-// (no line-ending conversion), modes and symbolic links as they are, no
-// automatic gc (blobs are read back as loose objects), the untracked
-// cache so that a snapshot reads only directories that changed, and no
-// excludes but the project's own .gitignore files.
+// storeConfig is the private store's git configuration, which git uses
+// only to tell ignored paths (check-ignore): no excludes but the
+// project's own .gitignore files.
 var storeConfig = [][2]string{
-	{"core.autocrlf", "false"},
-	{"core.safecrlf", "false"},
-	{"core.symlinks", "true"},
-	{"core.filemode", "true"},
-	{"core.untrackedCache", "true"},
-	{"core.fsmonitor", "false"},
 	{"core.excludesFile", os.DevNull},
 	{"core.hooksPath", os.DevNull},
-	{"core.quotePath", "false"},
-	{"gc.auto", "0"},
-	{"advice.addEmbeddedRepo", "false"},
 }
-
-// storeAttributes unset, for every path, what would make the blob differ
-// from the file's bytes: a project's .gitattributes asking for line-ending
-// conversion, filters (git-lfs) or encodings.
-const storeAttributes = "* -text -eol -filter -ident -working-tree-encoding\n"
 
 // init makes the store on first use.
 func (s *Store) init() error {
@@ -57,9 +40,6 @@ func (s *Store) init() error {
 			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(s.gitDir(), "info", "attributes"), []byte(storeAttributes), 0o600); err != nil {
-		return err
-	}
 	return os.Mkdir(filepath.Join(s.Dir, "snapshots"), 0o700)
 }
 
@@ -69,20 +49,16 @@ func (s *Store) gitDir() string { return filepath.Join(s.Dir, "git") }
 // caller's git environment or configuration: it can reach no other
 // repository.
 func (s *Store) git(args ...string) ([]byte, error) {
-	for try := 0; ; try++ {
-		out, err := s.gitOnce(args...)
-		// Two snapshots of one project at once: the second waits for the
-		// private index.
-		if err != nil && try < 100 && strings.Contains(err.Error(), "index.lock") {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		return out, err
-	}
+	return s.gitInput(nil, args...)
 }
 
-func (s *Store) gitOnce(args ...string) ([]byte, error) {
+// gitInput runs git with input on its stdin; a check-ignore that finds
+// nothing ignored (exit 1) is no error.
+func (s *Store) gitInput(input []byte, args ...string) ([]byte, error) {
 	cmd := exec.Command("git", args...)
+	if input != nil {
+		cmd.Stdin = bytes.NewReader(input)
+	}
 	cmd.Dir = s.Project
 	env := []string{}
 	for _, kv := range os.Environ() {
@@ -102,6 +78,10 @@ func (s *Store) gitOnce(args ...string) ([]byte, error) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 && args[0] == "check-ignore" && stderr.Len() == 0 {
+		return out, nil
+	}
 	if err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
 			return nil, fmt.Errorf("git %s: %s", args[0], lastLine(msg))
@@ -118,74 +98,25 @@ func lastLine(s string) string {
 	return s
 }
 
-// writeTree records the project's tree as it is now (its .gitignore'd
-// files aside) and returns the tree's id.
-func (s *Store) writeTree() (string, error) {
-	if _, err := s.git("add", "--all", "--", "."); err != nil {
-		return "", err
+// checkIgnore is which of paths the project's .gitignore files leave
+// out, as git decides.
+func (s *Store) checkIgnore(paths []string) ([]string, error) {
+	var in bytes.Buffer
+	for _, p := range paths {
+		in.WriteString(p)
+		in.WriteByte(0)
 	}
-	out, err := s.git("write-tree")
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(out)), nil
-}
-
-// diffTrees lists the paths whose state differs between two trees.
-// Submodules (another repository inside the project) are not followed.
-func (s *Store) diffTrees(before, after string) ([]Change, error) {
-	out, err := s.git("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", before, after)
+	out, err := s.gitInput(in.Bytes(), "check-ignore", "--no-index", "-z", "--stdin")
 	if err != nil {
 		return nil, err
 	}
-	changes := []Change{}
-	fields := strings.Split(string(out), "\x00")
-	for i := 0; i+1 < len(fields); i += 2 {
-		// ":100644 100755 OLD NEW M", then the path.
-		meta := strings.Fields(strings.TrimPrefix(fields[i], ":"))
-		if len(meta) != 5 {
-			return nil, fmt.Errorf("git diff-tree: unreadable line %q", fields[i])
-		}
-		b, errB := treeState(meta[0], meta[2])
-		a, errA := treeState(meta[1], meta[3])
-		if errB != nil || errA != nil {
-			continue // a submodule
-		}
-		changes = append(changes, Change{Path: fields[i+1], Before: b, After: a})
-	}
-	return changes, nil
-}
-
-// treeDirs are the directories of a tree, every level.
-func (s *Store) treeDirs(tree string) (map[string]bool, error) {
-	out, err := s.git("ls-tree", "-r", "-d", "--name-only", "-z", tree)
-	if err != nil {
-		return nil, err
-	}
-	dirs := map[string]bool{}
-	for _, d := range strings.Split(string(out), "\x00") {
-		if d != "" {
-			dirs[d] = true
+	var ignored []string
+	for _, p := range strings.Split(string(out), "\x00") {
+		if p != "" {
+			ignored = append(ignored, p)
 		}
 	}
-	return dirs, nil
-}
-
-var errSubmodule = errors.New("a submodule")
-
-// treeState is a tree entry's state.
-func treeState(mode, blob string) (State, error) {
-	switch mode {
-	case "000000":
-		return State{Kind: Absent}, nil
-	case "100644":
-		return State{Kind: File, Blob: blob, Mode: 0o644, ExecOnly: true}, nil
-	case "100755":
-		return State{Kind: File, Blob: blob, Mode: 0o755, ExecOnly: true}, nil
-	case "120000":
-		return State{Kind: Symlink, Blob: blob}, nil
-	}
-	return State{}, errSubmodule
+	return ignored, nil
 }
 
 // objectPath is where a loose object lives.
@@ -225,12 +156,11 @@ func (s *Store) writeBlob(id string, data []byte) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-// readBlob is blob id's bytes: a loose object read here, else (a file git
-// streamed into a pack) git's.
+// readBlob is blob id's bytes.
 func (s *Store) readBlob(id string) ([]byte, error) {
 	f, err := os.Open(s.objectPath(id))
 	if errors.Is(err, fs.ErrNotExist) {
-		return s.git("cat-file", "blob", id)
+		return nil, fmt.Errorf("blob %s is not in %s", id, s.gitDir())
 	}
 	if err != nil {
 		return nil, err

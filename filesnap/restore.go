@@ -85,6 +85,11 @@ func (s *Store) Restore(id string) ([]Change, error) {
 			return nil, err
 		}
 	}
+	for _, d := range snap.RemovedDirs {
+		if err := root.MkdirAll(filepath.FromSlash(d), 0o777); err != nil {
+			return nil, fmt.Errorf("%s: %v", strconv.Quote(d), err)
+		}
+	}
 	return snap.Changes, nil
 }
 
@@ -110,13 +115,10 @@ func (s *Store) put(root *os.Root, c Change) error {
 	if err := root.MkdirAll(filepath.Dir(name), 0o777); err != nil {
 		return fmt.Errorf("%s: %v", strconv.Quote(c.Path), err)
 	}
-	info, err := root.Lstat(name)
-	exists := err == nil
-	if exists && info.IsDir() {
+	if info, err := root.Lstat(name); err == nil && info.IsDir() {
 		if err := root.Remove(name); err != nil {
 			return fmt.Errorf("%w: %s is a directory that holds files the call did not create: restore it by hand", ErrChanged, strconv.Quote(c.Path))
 		}
-		exists = false
 	}
 	tmp := filepath.Join(filepath.Dir(name), ".undolog-restore-"+newID())
 	switch c.Before.Kind {
@@ -125,18 +127,7 @@ func (s *Store) put(root *os.Root, c Change) error {
 			return err
 		}
 	case File:
-		// An exact mode is set; one a tree gave (its executable bit only)
-		// keeps the file's other bits, or a new file's umask.
-		create, perm := fs.FileMode(0o600), c.Before.Mode
-		if c.Before.ExecOnly {
-			switch {
-			case exists && info.Mode().IsRegular():
-				perm = withExec(info.Mode().Perm(), c.Before.Mode&0o100 != 0)
-			default:
-				create, perm = withExec(0o666, c.Before.Mode&0o100 != 0), 0
-			}
-		}
-		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, create)
+		f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err != nil {
 			return err
 		}
@@ -144,8 +135,8 @@ func (s *Store) put(root *os.Root, c Change) error {
 		if cerr := f.Close(); werr == nil {
 			werr = cerr
 		}
-		if werr == nil && perm != 0 {
-			werr = root.Chmod(tmp, perm)
+		if werr == nil {
+			werr = root.Chmod(tmp, c.Before.Mode)
 		}
 		if werr != nil {
 			root.Remove(tmp)
@@ -157,15 +148,6 @@ func (s *Store) put(root *os.Root, c Change) error {
 		return err
 	}
 	return nil
-}
-
-// withExec is perm with the executable bits git's checkout gives: set
-// where reading is allowed, or cleared.
-func withExec(perm fs.FileMode, exec bool) fs.FileMode {
-	if exec {
-		return perm | (perm&0o444)>>2
-	}
-	return perm &^ 0o111
 }
 
 // createdDirs are the ancestors of paths (slash paths) that did not exist
