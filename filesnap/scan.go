@@ -45,14 +45,6 @@ type manifest struct {
 // untrustworthy (a change within a timestamp's granularity): it is read again.
 const racy = 2 * time.Second
 
-func (m *manifest) find(p string) (entry, bool) {
-	i, ok := slices.BinarySearchFunc(m.entries, p, func(e entry, p string) int { return strings.Compare(e.path, p) })
-	if !ok {
-		return entry{}, false
-	}
-	return m.entries[i], true
-}
-
 func (e entry) state() State {
 	if e.kind == 'l' {
 		return State{Kind: Symlink, Blob: hex.EncodeToString(e.blob[:])}
@@ -93,14 +85,15 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 	if cache == nil {
 		cache = &manifest{}
 	}
-	m := &manifest{start: time.Now().UnixNano()}
-	known := make(map[string]bool, len(cache.entries)+len(cache.dirs))
+	m := &manifest{start: time.Now().UnixNano(), entries: make([]entry, 0, len(cache.entries)+16), dirs: make([]string, 0, len(cache.dirs)+4)}
+	// known indexes cache's entries by path (its directories: -1).
+	known := make(map[string]int, len(cache.entries)+len(cache.dirs))
 	ignored := map[string]bool{}
-	for _, e := range cache.entries {
-		known[e.path] = true
+	for i, e := range cache.entries {
+		known[e.path] = i
 	}
 	for _, d := range cache.dirs {
-		known[d] = true
+		known[d] = -1
 	}
 	if trustIgnored {
 		for _, p := range cache.ignored {
@@ -149,7 +142,7 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 					rel = dir + "/" + d.name
 				}
 				all = append(all, found{rel, d})
-				if !known[rel] && !ignored[rel] {
+				if _, ok := known[rel]; !ok && !ignored[rel] {
 					unknown = append(unknown, rel)
 				}
 			}
@@ -172,7 +165,11 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 				m.dirs = append(m.dirs, f.rel)
 				level = append(level, f.rel)
 			default:
-				e, err := s.scanFile(cache, f.rel, f.d)
+				cached, ok := known[f.rel]
+				if !ok || cached < 0 {
+					cached = -1
+				}
+				e, err := s.scanFile(cache, cached, f.rel, f.d)
 				if errors.Is(err, fs.ErrNotExist) {
 					continue // gone since it was listed
 				}
@@ -192,14 +189,16 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 // scanWorkers is how many directories a scan reads at once.
 const scanWorkers = 8
 
-// scanFile is rel's entry: cache's when its stat data says it is
-// unchanged, else read and stored.
-func (s *Store) scanFile(cache *manifest, rel string, d dirent) (entry, error) {
+// scanFile is rel's entry: cache's (its entry at index cached, -1: none)
+// when its stat data says it is unchanged, else read and stored.
+func (s *Store) scanFile(cache *manifest, cached int, rel string, d dirent) (entry, error) {
 	e := entry{path: rel, kind: d.kind, mode: d.mode, size: d.size, mtime: d.mtime, ctime: d.ctime, ino: d.ino}
-	if c, ok := cache.find(rel); ok && c.kind == e.kind && c.mode == e.mode && c.size == e.size && c.mtime == e.mtime &&
-		c.ctime == e.ctime && c.ino == e.ino && e.mtime < cache.start-int64(racy) {
-		e.blob = c.blob
-		return e, nil
+	if cached >= 0 {
+		if c := cache.entries[cached]; c.kind == e.kind && c.mode == e.mode && c.size == e.size && c.mtime == e.mtime &&
+			c.ctime == e.ctime && c.ino == e.ino && e.mtime < cache.start-int64(racy) {
+			e.blob = c.blob
+			return e, nil
+		}
 	}
 	name := filepath.Join(s.Project, filepath.FromSlash(rel))
 	var data []byte
@@ -277,8 +276,10 @@ func (s *Store) manifestPath(name string) string {
 // saveManifest writes m as name, whole or not at all.
 func (s *Store) saveManifest(name string, m *manifest) error {
 	var buf bytes.Buffer
+	buf.Grow(len(m.entries) * 96)
 	buf.Write(manifestMagic)
-	put := func(v uint64) { buf.Write(binary.AppendUvarint(nil, v)) }
+	var scratch [binary.MaxVarintLen64]byte
+	put := func(v uint64) { buf.Write(scratch[:binary.PutUvarint(scratch[:], v)]) }
 	str := func(v string) { put(uint64(len(v))); buf.WriteString(v) }
 	put(uint64(m.start))
 	put(uint64(len(m.entries)))
