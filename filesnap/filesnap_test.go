@@ -90,6 +90,21 @@ func sameTree(t *testing.T, want, got map[string]string) {
 	}
 }
 
+// after runs After for snapshot id and says what each changed path went
+// through.
+func after(t *testing.T, dir, id string) map[string]string {
+	t.Helper()
+	if err := After(dir, id); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := Open(dir)
+	changes, err := s.Changes(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return whats(changes)
+}
+
 func whats(changes []Change) map[string]string {
 	m := map[string]string{}
 	for _, c := range changes {
@@ -280,15 +295,7 @@ func TestProjectRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := After(dir, id); err != nil {
-		t.Fatal(err)
-	}
-	s, _ := Open(dir)
-	changes, err := s.Changes(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := whats(changes)
+	got := after(t, dir, id)
 	for path, what := range map[string]string{"crlf.txt": "modified", "run.sh": "modified", "becomes-dir": "deleted", "becomes-dir/now-inside": "created",
 		"was-dir/inner": "deleted", "was-dir": "created", "deep/er/file": "deleted", "new/dir/made": "created", "-new\nhostile ✓": "created", "link": "modified", "a b.txt": "modified", "secret": "deleted", "nested/inner.txt": "modified"} {
 		if got[path] != what {
@@ -301,6 +308,7 @@ func TestProjectRestore(t *testing.T) {
 	if _, ok := got["node_modules/big/x.js"]; ok {
 		t.Errorf("a file in an ignored directory was captured")
 	}
+	s, _ := Open(dir)
 	if _, err := s.Restore(id); err != nil {
 		t.Fatal(err)
 	}
@@ -385,15 +393,7 @@ func TestProjectSnapshotsInARow(t *testing.T) {
 			t.Fatal(err)
 		}
 		change()
-		if err := After(dir, id); err != nil {
-			t.Fatal(err)
-		}
-		s, _ := Open(dir)
-		changes, err := s.Changes(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return whats(changes)
+		return after(t, dir, id)
 	}
 	if got := call(func() {}); len(got) != 0 {
 		t.Fatalf("a call that changed nothing changed %v", got)
