@@ -103,6 +103,10 @@ func TestUndoRestoresFilesLastInFirstOut(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(project, "gone.txt")); string(data) != "deleted by the shell command" {
 		t.Errorf("gone.txt: %q", data)
 	}
+	// Done, the steps list no files left to restore.
+	if _, stdout, _ = undolog(t, db, "undo", "s", "--dry-run"); !strings.Contains(stdout, "already") || strings.Contains(stdout, "by the call") {
+		t.Errorf("undo --dry-run after the undo:\n%s", stdout)
+	}
 }
 
 // A file changed since its call by someone else is not overwritten: the

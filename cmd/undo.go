@@ -179,6 +179,9 @@ func printPlan(f *Factory, plan saga.Plan) {
 			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, call)
 		}
 		for _, c := range s.Files {
+			if s.Action == saga.ActionDone {
+				break // restored already: no work to list
+			}
 			println("      %s %s (%s by the call)", c.Undo(), strconv.Quote(c.Path), c.What())
 		}
 		if s.Note != "" {
