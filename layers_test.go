@@ -21,6 +21,7 @@ var layers = []string{
 	"internal/mcpwire",
 	"statemachine",
 	"model",
+	"filesnap",
 	"mcpclient",
 	"storage",
 	"storage/internal/record",

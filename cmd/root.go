@@ -114,7 +114,7 @@ last-in-first-out when the session fails.
 		newCmdSession(f), newCmdIntercept(f), newCmdExec(f), newCmdProxy(f), newCmdHook(f), newCmdInit(f), newCmdPolicy(f),
 		newCmdStart(f), newCmdCommit(f), newCmdFail(f), newCmdApprove(f), newCmdReject(f), newCmdTransition(f),
 		newCmdList(f), newCmdShow(f), newCmdApprovals(f), newCmdVerify(f), newCmdExport(f), newCmdImport(f),
-		newCmdUndo(f), newCmdResolve(f), newCmdCompact(f), newCmdGC(f), newCmdMigrate(f, nil),
+		newCmdUndo(f), newCmdFiles(f), newCmdResolve(f), newCmdCompact(f), newCmdGC(f), newCmdMigrate(f, nil),
 		newCmdTUI(f), newCmdDemo(f), newCmdVersion(f), newCmdMan(f),
 	)
 	root.InitDefaultCompletionCmd()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -176,6 +177,12 @@ func printPlan(f *Factory, plan saga.Plan) {
 		default:
 			n++
 			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, call)
+		}
+		for _, c := range s.Files {
+			if s.Action == saga.ActionDone {
+				break // restored already: no work to list
+			}
+			println("      %s %s (%s by the call)", c.Undo(), strconv.Quote(c.Path), c.What())
 		}
 		if s.Note != "" {
 			println("      NOTE: %s", s.Note)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/filesnap"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/mcpclient"
 	"github.com/undolog/undolog/model"
@@ -39,6 +40,9 @@ type Step struct {
 	// Note says what a person should know before the step runs: its call
 	// is in doubt (its process ended mid-call), and is undone as if it ran.
 	Note string `json:"note,omitempty"`
+	// Files are what a files restore (undolog files restore) puts back:
+	// the files its call changed.
+	Files []filesnap.Change `json:"files,omitempty"`
 	// runs is the kind of call undo makes for it: a command, an mcp call
 	// (for cases, the case chosen), else "".
 	runs string
@@ -131,6 +135,12 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 				step.Call = "mcp " + u.Compensation.Tool + " " + string(args)
 			} else {
 				step.Problem = "the argument template does not expand: " + err.Error()
+			}
+		case model.CompensationCommand:
+			if store, id, ok := filesnap.ParseRestore(u.Compensation); ok {
+				if step.Files, err = filesnap.OpenDir(store).Changes(id); err != nil {
+					step.Problem = "its files' snapshot: " + err.Error()
+				}
 			}
 		case model.CompensationCases:
 			if ch, err := ChooseCase(d.Effect, u.Compensation); err == nil {
