@@ -410,3 +410,72 @@ func TestSDKServerOverStatelessHTTP(t *testing.T) {
 		t.Fatalf("asked %d times, journal %v", asked.Load(), j)
 	}
 }
+
+// A proxy killed (SIGKILL) while a call awaits the client's input leaves
+// the call executing, awaiting that input, as show says; the client's next
+// round, through another proxy, fails it (its server had not acted) and
+// runs it again as the same effect, which completes: nothing is in doubt.
+func TestProxyKilledBetweenRoundsRunsTheCallAgain(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) { killedBetweenRounds(t, engine) })
+	}
+}
+
+func killedBetweenRounds(t *testing.T, engine string) {
+	h, state, store := sdkHarnessOn(t, engine)
+	connect := func() (*mcp.ClientSession, *exec.Cmd) {
+		argv := roundsProxy(h)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = h.env
+		c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
+			MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		})
+		s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s, cmd
+	}
+	s, proxy := connect()
+	args := map[string]any{"key": "k", "value": "v"}
+	r := call(t, s, "confirmed_write", args)
+	if !r.NeedsInput() {
+		t.Fatalf("the first round did not ask for input: %s", text(r))
+	}
+	awaiting := func(when string) {
+		t.Helper()
+		out := h.cli("show", "1")
+		if !strings.Contains(out, "awaiting:     the client's input since ") || !strings.Contains(out, "Awaiting the client's input") {
+			t.Fatalf("%s, show does not say the call awaits the client's input:\n%s", when, out)
+		}
+	}
+	awaiting("between rounds")
+	if err := proxy.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // reaps the proxy
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:executing" {
+		t.Fatalf("after the kill: %v, want one executing effect", got)
+	}
+	awaiting("after the kill")
+
+	// The client's next round, through another proxy.
+	s, _ = connect()
+	r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
+		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: r.RequestState})
+	if err != nil || r.IsError || r.NeedsInput() {
+		t.Fatalf("the next round: %v %s", err, text(r))
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
+		t.Fatalf("after the next round: %v, want effect 1 committed", got)
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+		t.Fatalf("journal %v", j)
+	}
+	out := h.cli("show", "1")
+	if !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") || strings.Contains(out, "awaiting:") {
+		t.Fatalf("show does not say the call was abandoned and ran again:\n%s", out)
+	}
+	h.cli("verify")
+}
