@@ -84,3 +84,25 @@ func AwaitingInput(hist []model.HistoryRecord) (since time.Time, ok bool) {
 	}
 	return time.Time{}, false
 }
+
+// AbandonedRound says why the call of d, as read at now, was abandoned
+// between its input rounds: executing, awaiting its client's input, and its
+// owner gone (dead, or its lease lapsed on another host). Its server had not
+// acted: it is failed, not in doubt, and its undo has nothing to undo. ""
+// if it was not.
+func AbandonedRound(d model.EffectDetail, now time.Time) string {
+	if d.Effect.State != sm.Executing {
+		return ""
+	}
+	since, ok := AwaitingInput(d.History)
+	if !ok {
+		return ""
+	}
+	l := d.Effect.Owner.LivenessAt(now)
+	switch l {
+	case model.OwnerAlive, model.OwnerElsewhere:
+		return ""
+	}
+	return fmt.Sprintf("abandoned between input rounds: it awaited the client's input since %s, and its owner is gone (%s)",
+		since.UTC().Format(time.RFC3339), d.Effect.Owner.Gone(l))
+}

@@ -403,15 +403,10 @@ func (l *Lifecycle) abandonedRound(ctx context.Context, c *Call) (string, error)
 		return "", nil
 	}
 	d, err := l.Log.GetEffect(ctx, c.Effect.ID)
-	if err != nil {
+	if err != nil || !d.Effect.Owner.Same(c.Effect.Owner) {
 		return "", err
 	}
-	since, ok := effectlog.AwaitingInput(d.History)
-	if !ok || d.Effect.State != sm.Executing || !d.Effect.Owner.Same(c.Effect.Owner) {
-		return "", nil
-	}
-	return fmt.Sprintf("abandoned between input rounds: it awaited the client's input since %s, and its owner is gone (%s)",
-		since.UTC().Format(time.RFC3339), c.Effect.Owner.Gone(c.Liveness)), nil
+	return effectlog.AbandonedRound(d, l.now()), nil
 }
 
 // SendingInput records that a call awaiting the client's input (Finish

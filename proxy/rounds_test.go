@@ -421,9 +421,12 @@ func TestProxyKilledBetweenRoundsRunsTheCallAgain(t *testing.T) {
 	}
 }
 
-func killedBetweenRounds(t *testing.T, engine string) {
-	h, state, store := sdkHarnessOn(t, engine)
-	connect := func() (*mcp.ClientSession, *exec.Cmd) {
+// killedAwaitingInput leaves a call of confirmed_write awaiting the
+// client's input in a proxy it then kills (SIGKILL), as show says, and
+// returns that round's answer and how to connect a client through another.
+func killedAwaitingInput(t *testing.T, engine string) (h *harness, state string, store effectlog.Log, r *mcp.CallToolResult, connect func() (*mcp.ClientSession, *exec.Cmd)) {
+	h, state, store = sdkHarnessOn(t, engine)
+	connect = func() (*mcp.ClientSession, *exec.Cmd) {
 		argv := roundsProxy(h)
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = h.env
@@ -438,8 +441,7 @@ func killedBetweenRounds(t *testing.T, engine string) {
 		return s, cmd
 	}
 	s, proxy := connect()
-	args := map[string]any{"key": "k", "value": "v"}
-	r := call(t, s, "confirmed_write", args)
+	r = call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"})
 	if !r.NeedsInput() {
 		t.Fatalf("the first round did not ask for input: %s", text(r))
 	}
@@ -459,9 +461,37 @@ func killedBetweenRounds(t *testing.T, engine string) {
 		t.Fatalf("after the kill: %v, want one executing effect", got)
 	}
 	awaiting("after the kill")
+	return h, state, store, r, connect
+}
 
+// Undone after its proxy was killed between rounds, the call is failed
+// and skipped, not compensated: its server had not acted.
+func TestProxyKilledBetweenRoundsUndoesNothing(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			h, state, store, _, _ := killedAwaitingInput(t, engine)
+			out := h.cli("undo", "rounds", "--yes")
+			if !strings.Contains(out, "skipped") {
+				t.Fatalf("undo:\n%s", out)
+			}
+			if j := journal(t, state); len(j) != 0 {
+				t.Fatalf("journal %v: undo compensated a write that never happened", j)
+			}
+			d, err := store.GetEffect(t.Context(), 1)
+			if err != nil || d.Effect.State != sm.Pending || d.Undo == nil || d.Undo.State != sm.EntrySkipped ||
+				!strings.HasPrefix(d.Effect.Error, "abandoned between input rounds: it awaited the client's input since ") {
+				t.Fatalf("effect 1 after undo: %+v, entry %+v (%v)", d.Effect, d.Undo, err)
+			}
+			h.cli("verify")
+		})
+	}
+}
+
+func killedBetweenRounds(t *testing.T, engine string) {
+	h, state, store, r, connect := killedAwaitingInput(t, engine)
+	args := map[string]any{"key": "k", "value": "v"}
 	// The client's next round, through another proxy.
-	s, _ = connect()
+	s, _ := connect()
 	r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
 		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: r.RequestState})
 	if err != nil || r.IsError || r.NeedsInput() {
