@@ -409,6 +409,37 @@ func (l *Lifecycle) abandonedRound(ctx context.Context, c *Call) (string, error)
 	return effectlog.AbandonedRound(d, l.now()), nil
 }
 
+// FailAbandonedRounds fails the calls of session abandoned between their
+// input rounds (effectlog.AbandonedRound): a door that takes up the session
+// again does, so that a call whose client never came back is not left
+// executing for good. Each runs again when called again. It returns the
+// ids failed, with why.
+func (l *Lifecycle) FailAbandonedRounds(ctx context.Context, session, actor string) (map[uint64]string, error) {
+	executing, _, err := l.Log.ListEffects(ctx, effectlog.EffectFilter{Session: session, State: sm.Executing})
+	if err != nil {
+		return nil, err
+	}
+	failed := map[uint64]string{}
+	for _, e := range executing {
+		d, err := l.Log.GetEffect(ctx, e.ID)
+		if err != nil {
+			return failed, err
+		}
+		why := effectlog.AbandonedRound(d, l.now())
+		if why == "" {
+			continue
+		}
+		c := &Call{Effect: d.Effect, actor: actor}
+		if err := l.reclaim(ctx, c, why, ""); TakenMeanwhile(err) {
+			continue // its owner, or another door, moved it on
+		} else if err != nil {
+			return failed, err
+		}
+		failed[e.ID] = why
+	}
+	return failed, nil
+}
+
 // SendingInput records that a call awaiting the client's input (Finish
 // with Result.Awaiting) goes on: its next round is about to reach the
 // server, which may act on it. Send the round only once it is recorded:

@@ -509,3 +509,27 @@ func killedBetweenRounds(t *testing.T, engine string) {
 	}
 	h.cli("verify")
 }
+
+// A later proxy of the session fails, at its first logged call, a call a
+// killed proxy left awaiting its client's input, though that client never
+// comes back: it is not left executing for good.
+func TestProxyKilledBetweenRoundsIsFailedByTheNextProxy(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			h, state, store, _, connect := killedAwaitingInput(t, engine)
+			s, _ := connect()
+			if r := call(t, s, "write", map[string]any{"key": "k2", "value": "v2"}); r.IsError {
+				t.Fatalf("write: %s", text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:pending write:committed" {
+				t.Fatalf("after another call: %v, want effect 1 failed", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k2=v2" {
+				t.Fatalf("journal %v", j)
+			}
+			if out := h.cli("show", "1"); !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") {
+				t.Fatalf("show does not say why the call failed:\n%s", out)
+			}
+		})
+	}
+}
