@@ -225,16 +225,7 @@ func TestProxyInputRoundAbandonedIsFailed(t *testing.T) {
 
 func inputRoundAbandonedIsFailed(t *testing.T, engine string) {
 	h, state, store := sdkHarnessOn(t, engine)
-	cmd := exec.Command(roundsProxy(h, "--input-wait", "1s")[0], roundsProxy(h, "--input-wait", "1s")[1:]...)
-	cmd.Env = h.env
-	c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
-		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-	})
-	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := roundByRoundClient(h, roundsProxy(h, "--input-wait", "1s"))
 	args := map[string]any{"key": "k", "value": "v"}
 	r := call(t, s, "confirmed_write", args)
 	if !r.NeedsInput() {
@@ -255,7 +246,7 @@ func inputRoundAbandonedIsFailed(t *testing.T, engine string) {
 	if !r.NeedsInput() {
 		t.Fatalf("the call again did not ask for input: %s", text(r))
 	}
-	r, err = s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
+	r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
 		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: r.RequestState})
 	if err != nil || r.IsError {
 		t.Fatalf("the second round: %v %v", err, r)
@@ -421,25 +412,30 @@ func TestProxyKilledBetweenRoundsRunsTheCallAgain(t *testing.T) {
 	}
 }
 
+// roundByRoundClient connects a Go SDK client at 2026-07-28 that makes
+// each input round itself (MultiRoundTrip disabled) through argv, the
+// command it runs.
+func roundByRoundClient(h *harness, argv []string) (*mcp.ClientSession, *exec.Cmd) {
+	h.t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = h.env
+	c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { s.Close() })
+	return s, cmd
+}
+
 // killedAwaitingInput leaves a call of confirmed_write awaiting the
 // client's input in a proxy it then kills (SIGKILL), as show says, and
 // returns that round's answer and how to connect a client through another.
 func killedAwaitingInput(t *testing.T, engine string) (h *harness, state string, store effectlog.Log, r *mcp.CallToolResult, connect func() (*mcp.ClientSession, *exec.Cmd)) {
 	h, state, store = sdkHarnessOn(t, engine)
-	connect = func() (*mcp.ClientSession, *exec.Cmd) {
-		argv := roundsProxy(h)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = h.env
-		c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
-			MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-		})
-		s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s, cmd
-	}
+	connect = func() (*mcp.ClientSession, *exec.Cmd) { return roundByRoundClient(h, roundsProxy(h)) }
 	s, proxy := connect()
 	r = call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"})
 	if !r.NeedsInput() {
