@@ -159,6 +159,12 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		}
 		field("owner", fmt.Sprintf("pid %d on %s since %s%s", e.Owner.PID, e.Owner.Host, e.Owner.StartedAt.Format("2006-01-02T15:04:05Z07:00"), lease))
 	}
+	if since, ok := effectlog.AwaitingInput(d.History); ok && e.State == sm.Executing {
+		// Its server asked the client for input and has not acted: should
+		// its owner die, the call's next intercept fails it and runs it again.
+		field("awaiting", fmt.Sprintf("the client's input since %s (%s ago): its server asked and has not acted yet",
+			since.UTC().Format("2006-01-02T15:04:05Z07:00"), ago(now, since)))
+	}
 	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
 	if d.Approval != nil {
 		a := d.Approval

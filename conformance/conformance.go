@@ -93,6 +93,7 @@ var suite = []struct {
 	{"RepeatAfterTheAnswerRunsAgain", testRepeatAfterTheAnswerRunsAgain},
 	{"AnswersOfCommittedCallsOnly", testAnswersOfCommittedCallsOnly},
 	{"RepeatsOfAnAnsweredCallRace", testRepeatsOfAnAnsweredCallRace},
+	{"InputRoundsOfTheOwnerOnly", testInputRoundsOfTheOwnerOnly},
 	{"ResumeAHaltedSession", testResumeAHaltedSession},
 }
 

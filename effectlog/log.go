@@ -39,6 +39,9 @@ type Log interface {
 	// Answered records that a committed call's answer reached its client
 	// (see Service.Answered).
 	Answered(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	// InputRound records an input round of an executing call (see
+	// Service.InputRound).
+	InputRound(ctx context.Context, id uint64, awaiting bool, c model.Change) (model.Effect, error)
 	// RenewLease renews owner's lease on the effect it executes or
 	// compensates (see Service.RenewLease).
 	RenewLease(ctx context.Context, id uint64, owner *model.Owner, until time.Time) error

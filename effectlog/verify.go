@@ -500,6 +500,11 @@ func effectProblems(e *model.Effect, hist []model.HistoryRecord, u *model.UndoEn
 			if state != string(sm.Committed) || r.From != state || r.To != state {
 				add("history", "answer record %d on a %s effect, %q -> %q", r.Seq, orNone(state), r.From, r.To)
 			}
+		case model.KindInput:
+			// An input round is an executing call's: it moves nothing.
+			if state != string(sm.Executing) || r.From != state || r.To != state {
+				add("history", "input record %d on a %s effect, %q -> %q", r.Seq, orNone(state), r.From, r.To)
+			}
 		case model.KindUndo:
 			if r.From != entry {
 				from, was := model.Apart(r.From, entry)

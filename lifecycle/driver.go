@@ -93,9 +93,12 @@ type Result struct {
 	// lapses, until Finish records the end (here later, or after Adopt).
 	Unsettled bool
 	// Awaiting: a round of the call ended and its answer asks the client
-	// for input (MCP's input_required); the call is not over. It stays
-	// executing, its lease renewed and the log let go, until a later
-	// round's Finish records its end.
+	// for input (MCP's input_required); the call is not over. Its history
+	// says it awaits the client's input (effectlog.InputRound), and it
+	// stays executing, its lease renewed and the log let go, until a
+	// later round (SendingInput) and its Finish. Should its owner die
+	// meanwhile, the next intercept of the call fails it and runs it again
+	// (Begin): the server had not acted.
 	Awaiting bool
 }
 
@@ -127,19 +130,33 @@ func (l *Lifecycle) Begin(ctx context.Context, c *Call, ask Ask) (End, error) {
 		end.Ending = InProgress
 		return end, nil
 	case c.InDoubt():
-		if ask.Reclaim == "" {
+		gone := c.Effect.Owner.Gone(c.Liveness)
+		abandoned, err := l.abandonedRound(ctx, c)
+		if err != nil {
+			return end, err
+		}
+		var note string
+		switch {
+		case abandoned != "":
+			// Its server asked the client for input and had not acted:
+			// nothing is in doubt, and it runs again as a retry.
+			err = l.reclaim(ctx, c, abandoned, "")
+			note = fmt.Sprintf("effect %d (%s) was %s; running it again", c.Effect.ID, c.Effect.Tool, abandoned)
+		case ask.Reclaim == "":
 			end.Ending = InDoubt
 			return end, nil
+		default:
+			err = l.Reclaim(ctx, c, ask.Reclaim)
+			note = fmt.Sprintf("effect %d was in doubt (%s); running it again", c.Effect.ID, gone)
 		}
-		gone := c.Effect.Owner.Gone(c.Liveness)
-		if err := l.Reclaim(ctx, c, ask.Reclaim); TakenMeanwhile(err) {
+		if TakenMeanwhile(err) {
 			end.Ending, end.Err = Taken, err
 			return end, nil
 		} else if err != nil {
 			return end, err
 		}
 		if ask.Note != nil {
-			ask.Note(fmt.Sprintf("effect %d was in doubt (%s); running it again", c.Effect.ID, gone))
+			ask.Note(note)
 		}
 	}
 	if c.NeedsDecision() {
@@ -216,8 +233,8 @@ func (l *Lifecycle) Finish(ctx context.Context, c *Call, r Result) error {
 	id := c.Effect.ID
 	switch {
 	case r.Awaiting:
-		c.letLogGo()
-		return nil
+		defer c.letLogGo()
+		return l.inputRound(ctx, c, true)
 	case r.Unsettled:
 		return c.StopRenewing()
 	case r.Failed != "":

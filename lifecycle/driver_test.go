@@ -294,3 +294,78 @@ func TestFinishAwaitingKeepsTheCallRunning(t *testing.T) {
 		})
 	}
 }
+
+// A call whose owner died while it awaited the client's input is failed by
+// the next intercept of it, and runs again as the same effect: its server
+// had not acted. One whose next round was sent is in doubt.
+func TestAbandonedRoundRunsAgainNotInDoubt(t *testing.T) {
+	for engine, open := range engineLogs {
+		t.Run(engine, func(t *testing.T) {
+			log, again := open(t)
+			// A round ends, awaiting input, in a proxy that dies (its owner dead).
+			awaiting := func(args string, sent bool) uint64 {
+				req := request(sm.Compensable, args)
+				req.Owner = deadOwner(t)
+				dead := &Lifecycle{Log: log}
+				c, err := dead.Intercept(t.Context(), req)
+				if err != nil || !c.Started {
+					t.Fatalf("setup: %+v %v", c, err)
+				}
+				if err := dead.Finish(t.Context(), c, Result{Awaiting: true}); err != nil {
+					t.Fatal(err)
+				}
+				if sent {
+					if err := dead.SendingInput(t.Context(), c); err != nil {
+						t.Fatal(err)
+					}
+				}
+				c.StopRenewing()
+				return c.Effect.ID
+			}
+			lc := &Lifecycle{Log: again()}
+
+			id := awaiting(`{"n":1}`, false)
+			d, err := lc.Log.GetEffect(t.Context(), id)
+			if since, ok := effectlog.AwaitingInput(d.History); err != nil || !ok || since.IsZero() {
+				t.Fatalf("between rounds: awaiting %v since %s (%v): %+v", ok, since, err, d.History)
+			}
+			c, err := lc.Intercept(t.Context(), request(sm.Compensable, `{"n":1}`))
+			if err != nil || !c.InDoubt() {
+				t.Fatalf("intercept: %+v %v", c, err)
+			}
+			var notes []string
+			end, err := lc.Begin(t.Context(), c, Ask{Door: door, Note: func(s string) { notes = append(notes, s) }})
+			if err != nil || end.Ending != Ran || c.Effect.ID != id || c.Outcome != model.OutcomeRetry || !c.Started {
+				t.Fatalf("begin: %s %v, effect %d %s", end.Ending, err, c.Effect.ID, c.Outcome)
+			}
+			if len(notes) != 1 || !strings.Contains(notes[0], "abandoned between input rounds") {
+				t.Fatalf("notes %q", notes)
+			}
+			if err := lc.Finish(t.Context(), c, Result{Value: []byte(`{"done":true}`)}); err != nil {
+				t.Fatal(err)
+			}
+			d, _ = lc.Log.GetEffect(t.Context(), id)
+			failed := 0
+			for _, r := range d.History {
+				if r.To == string(sm.Pending) && strings.HasPrefix(r.Error, "abandoned between input rounds: it awaited the client's input since ") {
+					failed++
+				}
+			}
+			if d.Effect.State != sm.Committed || failed != 1 {
+				t.Fatalf("effect %d %s, %d abandoned records: %+v", id, d.Effect.State, failed, d.History)
+			}
+
+			id = awaiting(`{"n":2}`, true)
+			c, err = lc.Intercept(t.Context(), request(sm.Compensable, `{"n":2}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end, err := lc.Begin(t.Context(), c, Ask{Door: door}); err != nil || end.Ending != InDoubt {
+				t.Fatalf("a call whose next round was sent: %s %v, want in doubt", end.Ending, err)
+			}
+			if d, _ := lc.Log.GetEffect(t.Context(), id); d.Effect.State != sm.Executing {
+				t.Fatalf("effect %d %s, want executing", id, d.Effect.State)
+			}
+		})
+	}
+}

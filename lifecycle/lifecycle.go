@@ -377,15 +377,91 @@ func (l *Lifecycle) Reclaim(ctx context.Context, c *Call, reason string) error {
 	if !c.InDoubt() {
 		return fmt.Errorf("%w: effect %d is %s, not in doubt", model.ErrInProgress, c.Effect.ID, c.Effect.State)
 	}
-	expect, gone := c.Effect.Owner, c.Effect.Owner.Gone(c.Liveness)
+	return l.reclaim(ctx, c, "in doubt: "+c.Effect.Owner.Gone(c.Liveness), reason)
+}
+
+// reclaim fails a call whose owner is gone back to pending, recording why,
+// while that owner still holds it as judged (Reclaim).
+func (l *Lifecycle) reclaim(ctx context.Context, c *Call, why, reason string) error {
+	expect := c.Effect.Owner
 	if expect == nil {
 		expect = &model.Owner{}
 	}
-	e, err := l.Log.Fail(ctx, c.Effect.ID, model.Change{Actor: c.actor, Error: "in doubt: " + gone, Reason: reason, ExpectOwner: expect})
+	e, err := l.Log.Fail(ctx, c.Effect.ID, model.Change{Actor: c.actor, Error: why, Reason: reason, ExpectOwner: expect})
 	if err != nil {
 		return err
 	}
 	c.Effect, c.Outcome = e, model.OutcomeRetry
+	return nil
+}
+
+// abandonedRound says why a call whose owner is gone was abandoned between
+// its input rounds (its history says it awaited the client's input, so its
+// server had not acted on it), or "" if it was not.
+func (l *Lifecycle) abandonedRound(ctx context.Context, c *Call) (string, error) {
+	if c.Effect.HistoryLen < 3 { // intercepted, started, and an input round at least
+		return "", nil
+	}
+	d, err := l.Log.GetEffect(ctx, c.Effect.ID)
+	if err != nil || !d.Effect.Owner.Same(c.Effect.Owner) {
+		return "", err
+	}
+	return effectlog.AbandonedRound(d, l.now()), nil
+}
+
+// FailAbandonedRounds fails the calls of session abandoned between their
+// input rounds (effectlog.AbandonedRound): a door that takes up the session
+// again does, so that a call whose client never came back is not left
+// executing for good. Each runs again when called again. It returns the
+// ids failed, with why.
+func (l *Lifecycle) FailAbandonedRounds(ctx context.Context, session, actor string) (map[uint64]string, error) {
+	executing, _, err := l.Log.ListEffects(ctx, effectlog.EffectFilter{Session: session, State: sm.Executing})
+	if err != nil {
+		return nil, err
+	}
+	failed := map[uint64]string{}
+	for _, e := range executing {
+		d, err := l.Log.GetEffect(ctx, e.ID)
+		if err != nil {
+			return failed, err
+		}
+		why := effectlog.AbandonedRound(d, l.now())
+		if why == "" {
+			continue
+		}
+		c := &Call{Effect: d.Effect, actor: actor}
+		if err := l.reclaim(ctx, c, why, ""); TakenMeanwhile(err) {
+			continue // its owner, or another door, moved it on
+		} else if err != nil {
+			return failed, err
+		}
+		failed[e.ID] = why
+	}
+	return failed, nil
+}
+
+// SendingInput records that a call awaiting the client's input (Finish
+// with Result.Awaiting) goes on: its next round is about to reach the
+// server, which may act on it. Send the round only once it is recorded:
+// a call whose owner dies after is in doubt, not abandoned.
+func (l *Lifecycle) SendingInput(ctx context.Context, c *Call) error {
+	l.keepLog(c)
+	if err := l.inputRound(ctx, c, false); err != nil {
+		c.letLogGo()
+		return err
+	}
+	return nil
+}
+
+// inputRound records an input round of the call (effectlog.InputRound),
+// its owner's lease moved on.
+func (l *Lifecycle) inputRound(ctx context.Context, c *Call, awaiting bool) error {
+	e, err := l.Log.InputRound(context.WithoutCancel(ctx), c.Effect.ID, awaiting,
+		model.Change{Actor: c.actor, Owner: c.Owner.WithLease(l.now().Add(l.lease()))})
+	if err != nil {
+		return fmt.Errorf("effect %d: its input round was not recorded: %w", c.Effect.ID, err)
+	}
+	c.Effect = e
 	return nil
 }
 

@@ -106,6 +106,10 @@ const (
 	// KindAnswer records that a committed call's answer was written to
 	// its client (the proxy's replay rule asks it; see effectlog.Answered).
 	KindAnswer = "answer"
+	// KindInput records an input round of an executing call: its server
+	// asked the client for input, or the client's next round went to it
+	// (see effectlog.InputRound).
+	KindInput = "input"
 )
 
 // HistoryRecord is one append-only entry of an effect's (or a session's)

@@ -541,7 +541,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 	m, answered := p.windowAnswer(call, m)
 	if call.Executing() {
 		if w := p.rounds.take(call.Effect.ID, false); w != nil {
-			return p.execute(ctx, w.lc, w.call, m) // the next round of a call that asked for input
+			return p.nextRound(ctx, w, m)
 		}
 	}
 	way := noWindow

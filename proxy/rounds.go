@@ -24,7 +24,10 @@ import (
 // round's answer commits or fails the effect. A call whose next round does
 // not come within the input wait, or is pending when the proxy ends, is
 // failed (retryable), the reason in `undolog show`. requestState is the
-// server's, passed through unchanged.
+// server's, passed through unchanged. The log records each round
+// (lifecycle's Result.Awaiting, SendingInput): a call whose proxy died
+// while it awaited the client's input is failed by the next intercept of
+// it, and runs again, rather than left in doubt.
 
 // DefaultInputWait is how long a call that asked the client for input
 // waits for the client's next round.
@@ -89,6 +92,21 @@ func (p *Proxy) awaitNextRound(ctx context.Context, lc *lifecycle.Lifecycle, cal
 		p.abandonRound(id, fmt.Sprintf("abandoned between input rounds: the client's next round (its inputResponses) did not come within %s", wait))
 	})
 	p.rounds.waiting[id] = w
+}
+
+// nextRound sends the client's next round of a call that asked for input,
+// as that call's continuation, once the log says it goes on (a proxy
+// killed after this leaves it in doubt: the server may act on the round).
+func (p *Proxy) nextRound(ctx context.Context, w *awaitingRound, m message) (idInFlight bool) {
+	if err := w.lc.SendingInput(ctx, w.call); err != nil {
+		why := "abandoned between input rounds: its next round was not sent: " + err.Error()
+		if ferr := w.lc.Finish(ctx, w.call, lifecycle.Result{Failed: why}); ferr != nil {
+			p.note("%v", ferr)
+		}
+		p.reply(ctx, toolError(m.ID, "undolog: the call was not made: "+why))
+		return false
+	}
+	return p.execute(ctx, w.lc, w.call, m)
 }
 
 // abandonRound fails the call of effect id if it still awaits its next

@@ -229,16 +229,7 @@ func TestProxyInputRoundAbandonedIsFailed(t *testing.T) {
 
 func inputRoundAbandonedIsFailed(t *testing.T, engine string) {
 	h, state, store := sdkHarnessOn(t, engine)
-	cmd := exec.Command(roundsProxy(h, "--input-wait", "1s")[0], roundsProxy(h, "--input-wait", "1s")[1:]...)
-	cmd.Env = h.env
-	c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
-		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
-	})
-	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, _ := roundByRoundClient(h, roundsProxy(h, "--input-wait", "1s"))
 	args := map[string]any{"key": "k", "value": "v"}
 	r := call(t, s, "confirmed_write", args)
 	if !r.NeedsInput() {
@@ -259,7 +250,7 @@ func inputRoundAbandonedIsFailed(t *testing.T, engine string) {
 	if !r.NeedsInput() {
 		t.Fatalf("the call again did not ask for input: %s", text(r))
 	}
-	r, err = s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
+	r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
 		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: r.RequestState})
 	if err != nil || r.IsError {
 		t.Fatalf("the second round: %v %v", err, r)
@@ -411,5 +402,133 @@ func TestSDKServerOverHTTP(t *testing.T) {
 	}
 	if j := journal(t, state); asked.Load() != 2 || strings.Join(j, " ") != "write_k="+protocol2026+" write_k=2025-11-25" {
 		t.Fatalf("asked %d times, journal %v", asked.Load(), j)
+	}
+}
+
+// A proxy killed (SIGKILL) while a call awaits the client's input leaves
+// the call executing, awaiting that input, as show says; the client's next
+// round, through another proxy, fails it (its server had not acted) and
+// runs it again as the same effect, which completes: nothing is in doubt.
+func TestProxyKilledBetweenRoundsRunsTheCallAgain(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) { killedBetweenRounds(t, engine) })
+	}
+}
+
+// roundByRoundClient connects a Go SDK client at 2026-07-28 that makes
+// each input round itself (MultiRoundTrip disabled) through argv, the
+// command it runs.
+func roundByRoundClient(h *harness, argv []string) (*mcp.ClientSession, *exec.Cmd) {
+	h.t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = h.env
+	c := mcp.NewClient(&mcp.Implementation{Name: "rounds-agent", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	s, err := c.Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { s.Close() })
+	return s, cmd
+}
+
+// killedAwaitingInput leaves a call of confirmed_write awaiting the
+// client's input in a proxy it then kills (SIGKILL), as show says, and
+// returns that round's answer and how to connect a client through another.
+func killedAwaitingInput(t *testing.T, engine string) (h *harness, state string, store effectlog.Log, r *mcp.CallToolResult, connect func() (*mcp.ClientSession, *exec.Cmd)) {
+	h, state, store = sdkHarnessOn(t, engine)
+	connect = func() (*mcp.ClientSession, *exec.Cmd) { return roundByRoundClient(h, roundsProxy(h)) }
+	s, proxy := connect()
+	r = call(t, s, "confirmed_write", map[string]any{"key": "k", "value": "v"})
+	if !r.NeedsInput() {
+		t.Fatalf("the first round did not ask for input: %s", text(r))
+	}
+	awaiting := func(when string) {
+		t.Helper()
+		out := h.cli("show", "1")
+		if !strings.Contains(out, "awaiting:     the client's input since ") || !strings.Contains(out, "Awaiting the client's input") {
+			t.Fatalf("%s, show does not say the call awaits the client's input:\n%s", when, out)
+		}
+	}
+	awaiting("between rounds")
+	if err := proxy.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // reaps the proxy
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:executing" {
+		t.Fatalf("after the kill: %v, want one executing effect", got)
+	}
+	awaiting("after the kill")
+	return h, state, store, r, connect
+}
+
+// Undone after its proxy was killed between rounds, the call is failed
+// and skipped, not compensated: its server had not acted.
+func TestProxyKilledBetweenRoundsUndoesNothing(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			h, state, store, _, _ := killedAwaitingInput(t, engine)
+			out := h.cli("undo", "rounds", "--yes")
+			if !strings.Contains(out, "skipped") {
+				t.Fatalf("undo:\n%s", out)
+			}
+			if j := journal(t, state); len(j) != 0 {
+				t.Fatalf("journal %v: undo compensated a write that never happened", j)
+			}
+			d, err := store.GetEffect(t.Context(), 1)
+			if err != nil || d.Effect.State != sm.Pending || d.Undo == nil || d.Undo.State != sm.EntrySkipped ||
+				!strings.HasPrefix(d.Effect.Error, "abandoned between input rounds: it awaited the client's input since ") {
+				t.Fatalf("effect 1 after undo: %+v, entry %+v (%v)", d.Effect, d.Undo, err)
+			}
+			h.cli("verify")
+		})
+	}
+}
+
+func killedBetweenRounds(t *testing.T, engine string) {
+	h, state, store, r, connect := killedAwaitingInput(t, engine)
+	args := map[string]any{"key": "k", "value": "v"}
+	// The client's next round, through another proxy.
+	s, _ := connect()
+	r, err := s.CallTool(context.Background(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
+		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: r.RequestState})
+	if err != nil || r.IsError || r.NeedsInput() {
+		t.Fatalf("the next round: %v %s", err, text(r))
+	}
+	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
+		t.Fatalf("after the next round: %v, want effect 1 committed", got)
+	}
+	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+		t.Fatalf("journal %v", j)
+	}
+	out := h.cli("show", "1")
+	if !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") || strings.Contains(out, "awaiting:") {
+		t.Fatalf("show does not say the call was abandoned and ran again:\n%s", out)
+	}
+	h.cli("verify")
+}
+
+// A later proxy of the session fails, at its first logged call, a call a
+// killed proxy left awaiting its client's input, though that client never
+// comes back: it is not left executing for good.
+func TestProxyKilledBetweenRoundsIsFailedByTheNextProxy(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			h, state, store, _, connect := killedAwaitingInput(t, engine)
+			s, _ := connect()
+			if r := call(t, s, "write", map[string]any{"key": "k2", "value": "v2"}); r.IsError {
+				t.Fatalf("write: %s", text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:pending write:committed" {
+				t.Fatalf("after another call: %v, want effect 1 failed", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k2=v2" {
+				t.Fatalf("journal %v", j)
+			}
+			if out := h.cli("show", "1"); !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") {
+				t.Fatalf("show does not say why the call failed:\n%s", out)
+			}
+		})
 	}
 }

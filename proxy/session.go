@@ -145,6 +145,15 @@ func (p *Proxy) pickSession(ctx context.Context) (id, refusal string, err error)
 					return "", "", err
 				}
 			}
+			// A call a proxy of the session left awaiting its client's
+			// input when it died is failed now: its server never acted.
+			failed, err := p.lifecycle().FailAbandonedRounds(ctx, id, p.actor())
+			if err != nil {
+				return "", "", err
+			}
+			for eid, why := range failed {
+				p.note("effect %d: %s; it failed and runs again when called again", eid, why)
+			}
 			p.announce(id, prev, prevState)
 			return id, "", nil
 		case sm.SessionHalted, sm.SessionCompensating:

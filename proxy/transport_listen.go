@@ -347,6 +347,7 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var ss *listenSession
+	var hangup json.RawMessage // a stateless request's lane id: its POST closing cancels it
 	noSession := r.Header.Get("Mcp-Session-Id") == ""
 	stateless := noSession && body[0] != '[' && statelessVersion(r, single)
 	if stateless {
@@ -376,6 +377,7 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		requests, ids = []string{idKey(lid)}, map[string]json.RawMessage{idKey(lid): single.ID}
+		hangup = lid
 	default:
 		if ss = s.lookup(w, r, single.ID); ss == nil {
 			return
@@ -419,6 +421,16 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer ss.drop(st)
+	if hangup != nil {
+		defer func() {
+			// Under 2026-07-28 a client cancels a request by closing its
+			// POST: the lane hears it as notifications/cancelled.
+			if r.Context().Err() != nil && st.answersDue() {
+				ss.deliver(encode(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled",
+					"params": map[string]any{"requestId": hangup, "reason": "the client closed its request"}}))
+			}
+		}()
+	}
 	if initialize {
 		w.Header().Set("Mcp-Session-Id", ss.id)
 	}
@@ -935,6 +947,13 @@ func (st *eventStream) answer(msg []byte) bool {
 	st.mu.Unlock()
 	st.signal()
 	return ok
+}
+
+// answersDue tells whether answers are still due on the stream.
+func (st *eventStream) answersDue() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.due > 0
 }
 
 // errAnswerUndelivered is an answer whose HTTP request ended before it came.

@@ -423,3 +423,65 @@ func TestHTTPServerStatelessCancel(t *testing.T) {
 		t.Fatalf("a cancellation of no request was passed on: %s", <-cancelled)
 	}
 }
+
+// TestHTTPServerStatelessHangupCancels: a stateless client that closes its
+// POST before the answer (2026-07-28's cancellation over HTTP) cancels the
+// request: its lane gets notifications/cancelled naming it by the lane's
+// id; one whose answer came sends none.
+func TestHTTPServerStatelessHangupCancels(t *testing.T) {
+	held, cancelled := make(chan json.RawMessage, 2), make(chan json.RawMessage, 2)
+	s := &HTTPServer{StartStateless: func(ctx context.Context, client Conn, name string) {
+		go func() { <-ctx.Done(); client.Close() }()
+		for {
+			msg, err := client.Read()
+			if err != nil {
+				return
+			}
+			var m message
+			json.Unmarshal(msg, &m)
+			switch m.Method {
+			case "hold": // never answered
+				held <- m.ID
+			case "ping":
+				client.Write(resultResponse(m.ID, json.RawMessage(`{}`)))
+			case "notifications/cancelled":
+				var p struct{ RequestID json.RawMessage }
+				json.Unmarshal(m.Params, &p)
+				cancelled <- p.RequestID
+			}
+		}
+	}}
+	url := serveOnLoopback(t, s)
+	if r := statelessPing(t, url, both, "1", "e"); r.status != 200 {
+		t.Fatalf("ping: %+v", r)
+	}
+	for _, accept := range []string{both, "application/json"} {
+		ctx, hangUp := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url,
+			strings.NewReader(`{"jsonrpc":"2.0","id":5,"method":"hold","params":{`+statelessMeta("e")+`}}`))
+		req.Header = http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"hold"},
+			"Content-Type": {"application/json"}, "Accept": {accept}}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}()
+		lid := <-held
+		hangUp()
+		<-done
+		select {
+		case got := <-cancelled:
+			if string(got) != string(lid) {
+				t.Fatalf("%s: the lane got the cancellation of %s, its id for the request is %s", accept, got, lid)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: closing the POST cancelled nothing", accept)
+		}
+	}
+	if len(cancelled) != 0 {
+		t.Fatalf("an answered request was cancelled: %s", <-cancelled)
+	}
+}

@@ -46,6 +46,9 @@ type Step struct {
 	// runs is the kind of call undo makes for it: a command, an mcp call
 	// (for cases, the case chosen), else "".
 	runs string
+	// abandoned says why a call skipped was abandoned between its input
+	// rounds (effectlog.AbandonedRound): it is failed first.
+	abandoned string
 }
 
 // Plan is what undo would do.
@@ -165,6 +168,10 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 			}
 		case d.Effect.State == sm.Pending:
 			step.Action = ActionSkip
+		case effectlog.AbandonedRound(d, now) != "":
+			// Its server asked the client for input and never acted.
+			step.Action, step.abandoned = ActionSkip, effectlog.AbandonedRound(d, now)
+			step.Note = "its call was " + step.abandoned + ": its server had not acted, and it is failed, not undone"
 		case d.Effect.State == sm.Executing && model.CallStillRunning(d.Effect, now) != nil:
 			step.Action = ActionInProgress // the call itself runs: undo waits for it to end
 		default:

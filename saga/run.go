@@ -170,6 +170,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		case ActionDone:
 			continue
 		case ActionSkip:
+			if step.abandoned != "" {
+				if _, err := r.Log.Fail(ctx, id, model.Change{Actor: r.Actor, Error: step.abandoned, ExpectOwner: expected(step.Effect.Owner)}); err != nil {
+					return res, takenMeanwhile(step, err)
+				}
+			}
 			if _, err := r.Log.UndoStep(ctx, id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}

@@ -21,7 +21,9 @@ import (
 // POST (a request of 2026-07-28 or later with the headers that version
 // asks for: stateless.go), answered by nothing (202), one JSON body, or a stream of server-sent
 // events; a GET stream carries what the server sends unasked. Messages pass
-// as the bytes the server sent.
+// as the bytes the server sent. Under 2026-07-28 a request is cancelled by
+// closing its POST, not by notifications/cancelled, and a notification goes
+// under the version of the requests before it.
 type httpConn struct {
 	url    string
 	header http.Header
@@ -38,6 +40,14 @@ type httpConn struct {
 	mu        sync.Mutex
 	sessionID string
 	version   string
+	// stateless is the version of the latest request sent under
+	// StatelessVersion or later ("" once an older one was): the
+	// notifications that follow go under it.
+	stateless string
+	// inflight cancels, by IDKey, the POST of each request of
+	// StatelessVersion or later not answered yet: closing it is how that
+	// version cancels a request over HTTP.
+	inflight map[string]context.CancelCauseFunc
 
 	params paramHeaders
 	listMu sync.Mutex // held while the connection lists tools of its own accord
@@ -112,6 +122,9 @@ func (c *httpConn) Write(msg []byte) error {
 	}
 	id, method, _ := Peek(msg)
 	msg = append([]byte(nil), msg...)
+	if method == "notifications/cancelled" && len(id) == 0 && c.cancelInFlight(msg) {
+		return nil // its POST closed: the cancellation itself, nothing to send
+	}
 	switch {
 	case method == "initialize" || method == "" || len(id) == 0:
 		c.post(msg, id, method)
@@ -129,9 +142,76 @@ func (c *httpConn) Write(msg []byte) error {
 			})
 		}
 	default:
-		go c.post(msg, id, method)
+		ctx, done := c.ctx, func() {}
+		if statelessRequest(msg) {
+			// Tracked before Write returns: a cancellation the client sends
+			// next finds it.
+			ctx, done = c.track(ctx, id)
+		}
+		go func() {
+			defer done()
+			c.postIn(ctx, msg, id, method)
+		}()
 	}
 	return nil
+}
+
+// statelessRequest tells whether msg is a request under StatelessVersion
+// or later.
+func statelessRequest(msg []byte) bool {
+	var m struct {
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal(msg, &m) != nil {
+		return false
+	}
+	_, ok := ReadRequestMeta(m.Params)
+	return ok
+}
+
+// errCancelled is the cause of a request's POST closed because the client
+// cancelled the request.
+var errCancelled = errors.New("cancelled by the client")
+
+// cancelInFlight closes the POST of the request a notifications/cancelled
+// names, if it is one of StatelessVersion or later not answered yet, and
+// says whether it was.
+func (c *httpConn) cancelInFlight(msg []byte) bool {
+	var n struct {
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(msg, &n) != nil || len(n.Params.RequestID) == 0 {
+		return false
+	}
+	c.mu.Lock()
+	cancel := c.inflight[IDKey(n.Params.RequestID)]
+	c.mu.Unlock()
+	if cancel == nil {
+		return false
+	}
+	cancel(errCancelled)
+	return true
+}
+
+// track makes ctx the context of the POST of request id, one of
+// StatelessVersion or later, until done.
+func (c *httpConn) track(ctx context.Context, id json.RawMessage) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	key := IDKey(id)
+	c.mu.Lock()
+	if c.inflight == nil {
+		c.inflight = map[string]context.CancelCauseFunc{}
+	}
+	c.inflight[key] = cancel
+	c.mu.Unlock()
+	return ctx, func() {
+		c.mu.Lock()
+		delete(c.inflight, key)
+		c.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 func (c *httpConn) request(ctx context.Context, method string, body []byte) (*http.Request, error) {
@@ -153,10 +233,24 @@ func (c *httpConn) request(ctx context.Context, method string, body []byte) (*ht
 	if c.version != "" {
 		req.Header.Set("Mcp-Protocol-Version", c.version)
 	}
+	stateless := c.stateless
 	c.mu.Unlock()
-	// A request of 2026-07-28 or later says its version itself, and belongs
-	// to no session.
-	if body != nil && setStatelessHeaders(req.Header, body, &c.params) != "" {
+	id, m, _ := Peek(body)
+	if body != nil && m != "" && len(id) > 0 {
+		stateless = setStatelessHeaders(req.Header, body, &c.params)
+		c.mu.Lock()
+		c.stateless = stateless
+		c.mu.Unlock()
+	} else if body != nil && m != "" && stateless != "" {
+		// A notification says no version of its own: it goes under that of
+		// the requests before it, with its method, as the version asks.
+		req.Header.Set("Mcp-Protocol-Version", stateless)
+		req.Header.Set("Mcp-Method", m)
+	} else {
+		stateless = ""
+	}
+	// A message of 2026-07-28 or later belongs to no session.
+	if stateless != "" {
 		req.Header.Del("Mcp-Session-Id")
 		// A name that no header can carry (a line break, say) is refused
 		// here: Go's client would refuse it after the call was counted
@@ -178,6 +272,14 @@ func (c *httpConn) request(ctx context.Context, method string, body []byte) (*ht
 
 // post sends one message and passes on what the server answers.
 func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
+	c.postIn(c.ctx, msg, id, method)
+}
+
+// postIn is post in ctx, which closes the POST when it ends: the
+// connection's, or one the client's cancellation of the request ends
+// (errCancelled), and then the answer is lost, for the server may have
+// acted on it.
+func (c *httpConn) postIn(ctx context.Context, msg []byte, id json.RawMessage, method string) {
 	// Only a request is answered; for a notification or a response the
 	// server's 202 is all, and a failure has no one to tell but the notes.
 	asks := method != "" && len(id) > 0
@@ -187,15 +289,23 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 	if method == "tools/call" {
 		c.listToolsFor(msg)
 	}
-	req, err := c.request(c.ctx, http.MethodPost, msg)
+	req, err := c.request(ctx, http.MethodPost, msg)
 	if err != nil {
 		c.fail(id, "the upstream server %s: %v", c.url, err)
 		return
+	}
+	cancelled := func() bool {
+		if !errors.Is(context.Cause(ctx), errCancelled) {
+			return false
+		}
+		c.lose(id, "the client cancelled %s: its POST to the upstream server %s was closed", describe(method), c.url)
+		return true
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
 		var op *net.OpError
 		switch {
+		case cancelled():
 		case c.ctx.Err() != nil:
 		case errors.As(err, &op) && op.Op == "dial":
 			c.fail(id, "the upstream server %s could not be reached: %v", c.url, err)
@@ -245,10 +355,11 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 		lastID, retry := c.events(resp.Body, deliver)
 		// A server may end a stream before its answer and have the client
 		// resume it (2025-11-25 polling): GET with the last event's id.
-		for tries := 0; !got && asks && lastID != "" && tries < 5 && c.ctx.Err() == nil; tries++ {
+		for tries := 0; !got && asks && lastID != "" && tries < 5 && ctx.Err() == nil; tries++ {
 			select {
 			case <-time.After(retry):
-			case <-c.ctx.Done():
+			case <-ctx.Done():
+				cancelled()
 				return
 			}
 			var ok bool
@@ -274,7 +385,7 @@ func (c *httpConn) post(msg []byte, id json.RawMessage, method string) {
 			deliver(bytes.TrimSpace(body))
 		}
 	}
-	if !got && asks && c.ctx.Err() == nil {
+	if !got && asks && !cancelled() && c.ctx.Err() == nil {
 		c.lose(id, "the upstream server %s ended its answer to %s without a JSON-RPC response", c.url, describe(method))
 	}
 }

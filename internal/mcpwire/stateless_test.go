@@ -1,14 +1,19 @@
 package mcpwire
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -136,4 +141,112 @@ func TestFormElicitation(t *testing.T) {
 	if !ok || !meta.FormElicitation {
 		t.Errorf("%+v", meta)
 	}
+}
+
+// TestHTTPUpstreamCancelsUnder2026: under 2026-07-28 a client's
+// notifications/cancelled for a request in flight closes that request's
+// POST, which is how that version cancels over HTTP (a Go SDK v1.8.0
+// stateless server ends the call's handler), and is not sent itself; the
+// answer, which will not come, is lost (the server may have acted). Any
+// other notification goes with the headers the version asks for, and the
+// server takes it (202).
+func TestHTTPUpstreamCancelsUnder2026(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "new-only", Version: "1"},
+		&mcp.ServerOptions{SupportedProtocolVersions: []string{StatelessVersion}})
+	started, ended := make(chan struct{}, 1), make(chan error, 1)
+	server.AddTool(&mcp.Tool{Name: "block", InputSchema: map[string]any{"type": "object"}}, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			ended <- ctx.Err()
+		case <-time.After(20 * time.Second):
+			ended <- nil
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
+	})
+	// The server ends a call's handler when its POST closes.
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	var mu sync.Mutex
+	var notes []string // each notification POST: its method, headers and the server's status
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		id, method, _ := Peek(body)
+		if len(id) > 0 || method == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		mu.Lock()
+		notes = append(notes, fmt.Sprintf("%s version=%s method=%s session=%s: %d", method, r.Header.Get("Mcp-Protocol-Version"),
+			r.Header.Get("Mcp-Method"), r.Header.Get("Mcp-Session-Id"), rec.status))
+		mu.Unlock()
+	}))
+	defer ts.Close()
+
+	c := DialHTTP(ts.URL, nil, nil)
+	defer c.Close()
+	meta := fmt.Sprintf(`"_meta":{%q:%q,%q:{"name":"tester","version":"1"},%q:{}}`, MetaProtocolVersion, StatelessVersion, MetaClientInfo, MetaClientCapabilities)
+	c.Write([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{` + meta + `}}`))
+	readWithin(t, c)
+	c.Write([]byte(`{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"block","arguments":{},` + meta + `}}`))
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not reach the server")
+	}
+	if err := c.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"call-1","reason":"user"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Fatal("the server's handler was not cancelled: the POST stayed open")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's handler was not cancelled")
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := c.Read()
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		var lost *LostError
+		if !errors.As(err, &lost) || string(lost.ID) != `"call-1"` || !strings.Contains(lost.Reason, "cancelled") {
+			t.Fatalf("after the cancel, read %v; want the answer to call-1 lost, cancelled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call's answer was not reported lost")
+	}
+
+	// A notification under 2026 (here one naming no request in flight)
+	// carries the version and method headers, and no session.
+	c.Write([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"gone"}}`))
+	mu.Lock()
+	defer mu.Unlock()
+	want := "notifications/cancelled version=" + StatelessVersion + " method=notifications/cancelled session=: 202"
+	if strings.Join(notes, "\n") != want {
+		t.Fatalf("notifications the server got:\n%s\nwant only\n%s", strings.Join(notes, "\n"), want)
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
 }
