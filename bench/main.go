@@ -55,6 +55,13 @@ var (
 )
 
 func main() {
+	if upstream := os.Getenv(reverseProxyEnv); upstream != "" {
+		if err := serveReverseProxy(upstream); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: reverse proxy:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	flag.Parse()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

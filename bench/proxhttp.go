@@ -7,10 +7,13 @@ package main
 // installed.
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +72,53 @@ func sdkKVServer() (string, func(), error) {
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
 	return fmt.Sprintf("http://%s/mcp", ln.Addr()), func() { srv.Close() }, nil
+}
+
+// reverseProxy is the floor of what a proxy over HTTP adds: Go's plain
+// reverse proxy, passing each exchange on as it is, in a process of its own
+// (this program again, which serveReverseProxy makes one) as the proxy is.
+func reverseProxy(upstream string) (string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), reverseProxyEnv+"="+upstream)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { cmd.Process.Kill(); cmd.Wait() }
+	url, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("the reverse proxy printed no URL: %w", err)
+	}
+	return strings.TrimSpace(url), stop, nil
+}
+
+// reverseProxyEnv names the upstream URL when this program is the floor's
+// reverse proxy.
+const reverseProxyEnv = "UNDOLOG_BENCH_REVERSE_PROXY"
+
+// serveReverseProxy serves the floor's reverse proxy to upstream on a local
+// port, its URL its first line of output.
+func serveReverseProxy(upstream string) error {
+	target, err := neturl.Parse(upstream)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("http://%s/mcp\n", ln.Addr())
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target); r.Out.URL.Path = target.Path }, FlushInterval: -1}
+	return http.Serve(ln, rp)
 }
 
 // listenProxy starts `undolog proxy --listen` on a local port and returns
@@ -151,6 +201,16 @@ func proxyHTTPRows(add func(what, value, ratio string), work string) error {
 		return fmt.Errorf("through the proxy: %w", err)
 	}
 	defer through.Close()
+	floorURL, stopFloor, err := reverseProxy(server)
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
+	plain, err := connect2026(ctx, floorURL)
+	if err != nil {
+		return fmt.Errorf("through a plain reverse proxy: %w", err)
+	}
+	defer plain.Close()
 
 	seq := 0
 	timed := func(s *mcp.ClientSession, tool string) (time.Duration, error) {
@@ -169,35 +229,46 @@ func proxyHTTPRows(add func(what, value, ratio string), work string) error {
 	}
 	// sideBySideCalls makes proxyCalls calls of tool each way, in turns, and
 	// returns the median added by the proxy and the direct call's median.
-	sideBySideCalls := func(tool string) (float64, float64, error) {
-		var d, p []time.Duration
+	sideBySideCalls := func(tool string) (float64, float64, float64, error) {
+		var d, p, f []time.Duration
 		for i := 0; i < proxyCalls; i++ {
 			x, err := timed(direct, tool)
 			if err != nil {
-				return 0, 0, fmt.Errorf("direct: %w", err)
+				return 0, 0, 0, fmt.Errorf("direct: %w", err)
 			}
 			y, err := timed(through, tool)
 			if err != nil {
-				return 0, 0, fmt.Errorf("through the proxy: %w", err)
+				return 0, 0, 0, fmt.Errorf("through the proxy: %w", err)
 			}
-			d, p = append(d, x), append(p, y)
+			z, err := timed(plain, tool)
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("through a plain reverse proxy: %w", err)
+			}
+			d, p, f = append(d, x), append(p, y), append(f, z)
 		}
-		return ms(quantile(p, 0.5) - quantile(d, 0.5)), ms(quantile(d, 0.5)), nil
+		return ms(quantile(p, 0.5) - quantile(d, 0.5)), ms(quantile(d, 0.5)), ms(quantile(f, 0.5) - quantile(d, 0.5)), nil
 	}
 	// Warm both ways: connections, the proxy's own tool list.
 	for _, tool := range []string{"get", "set"} {
-		if _, _, err := sideBySideCalls(tool); err != nil {
+		if _, _, _, err := sideBySideCalls(tool); err != nil {
 			return err
 		}
 	}
-	var safeAdded, safeDirect, compAdded, compDirect []float64
+	var safeAdded, safeDirect, compAdded, compDirect, floor, syncs []float64
 	for round := 0; round < *runs; round++ {
-		a, d, err := sideBySideCalls("get")
+		// A compensable call's floor adds two durable writes (recorded
+		// before it runs, committed before the answer).
+		rate, err := overwriteRate(filepath.Join(work, "proxy-http-floor"), 100)
 		if err != nil {
 			return err
 		}
-		safeAdded, safeDirect = append(safeAdded, a), append(safeDirect, d)
-		a, d, err = sideBySideCalls("set")
+		syncs = append(syncs, 2000/rate)
+		a, d, f, err := sideBySideCalls("get")
+		if err != nil {
+			return err
+		}
+		safeAdded, safeDirect, floor = append(safeAdded, a), append(safeDirect, d), append(floor, f)
+		a, d, _, err = sideBySideCalls("set")
 		if err != nil {
 			return err
 		}
@@ -205,7 +276,9 @@ func proxyHTTPRows(add func(what, value, ratio string), work string) error {
 	}
 	add("proxy, 2026-07-28 over HTTP: safe call, p50 added", fmt.Sprintf("%.2f ms", median(safeAdded)),
 		fmt.Sprintf("over a direct %.2f ms (target at most 1.0 ms)", median(safeDirect)))
+	add("proxy, 2026-07-28 over HTTP: its floor, a plain reverse proxy (httputil) in a process", fmt.Sprintf("%.2f ms", median(floor)), "")
 	add("proxy, 2026-07-28 over HTTP: compensable call, p50 added", fmt.Sprintf("%.2f ms", median(compAdded)),
 		fmt.Sprintf("over a direct %.2f ms (target at most 1.0 ms)", median(compDirect)))
+	add("proxy, 2026-07-28 over HTTP: its floor, the plain proxy and two 4 KiB overwrite+fdatasync", fmt.Sprintf("%.2f ms", median(floor)+median(syncs)), "")
 	return nil
 }
