@@ -643,14 +643,24 @@ func clientName(m message) string {
 	return p.Meta.Client.Name
 }
 
-// withID is msg with its id set to id.
+// withID is msg with its id set to id: its id's bytes replaced, the rest
+// passed as it came.
 func withID(msg []byte, id json.RawMessage) ([]byte, error) {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &members); err != nil {
-		return nil, err
+	if !json.Valid(msg) {
+		return nil, json.Unmarshal(msg, new(any)) // its error
 	}
-	members["id"] = id
-	return json.Marshal(members)
+	start, end := -1, -1
+	eachTopLevelID(msg, func(s, e int) { start, end = s, e })
+	if start < 0 {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(msg, &members); err != nil {
+			return nil, err
+		}
+		members["id"] = id
+		return json.Marshal(members)
+	}
+	out := make([]byte, 0, len(msg)-(end-start)+len(id))
+	return append(append(append(out, msg[:start]...), id...), msg[end:]...), nil
 }
 
 // listenSession is one client session: a Conn whose messages come from the
