@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -16,7 +19,8 @@ import (
 // sdkPutServer is the Go SDK's MCP server over stdio, which speaks every
 // version the SDK does, 2026-07-28 (stateless) included: "put" adds a line
 // to the file $UNDOLOG_SDK_STATE, "remove" takes it away. Each process
-// appends its pid to $UNDOLOG_SDK_PIDS.
+// appends its pid to $UNDOLOG_SDK_PIDS. $UNDOLOG_SDK_VERSIONS (comma
+// separated) narrows the protocol versions it speaks.
 func sdkPutServer() {
 	state := os.Getenv("UNDOLOG_SDK_STATE")
 	if f, err := os.OpenFile(os.Getenv("UNDOLOG_SDK_PIDS"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
@@ -26,7 +30,11 @@ func sdkPutServer() {
 	type nameArgs struct {
 		Name string `json:"name"`
 	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "sdk-stdio", Version: "1"}, nil)
+	var opts *mcp.ServerOptions
+	if v := os.Getenv("UNDOLOG_SDK_VERSIONS"); v != "" {
+		opts = &mcp.ServerOptions{SupportedProtocolVersions: strings.Split(v, ",")}
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "sdk-stdio", Version: "1"}, opts)
 	// One call at a time changes the file: the SDK runs calls concurrently.
 	lock := make(chan struct{}, 1)
 	edit := func(change func([]string) []string) {
@@ -187,6 +195,45 @@ func TestProxyListenStatelessClientOfAnOlderServer(t *testing.T) {
 	res := call(t, s, "create_entities", map[string]any{"entities": []map[string]any{{"name": "x", "entityType": "t", "observations": []string{}}}})
 	if res.IsError || !strings.Contains(h.cli("list"), "create_entities") {
 		t.Fatalf("a call after the fallback: %+v", res)
+	}
+}
+
+// TestProxyListenEndsALaneItsServerRefusedDiscovery: a 2026-07-28 client
+// of a server over stdio that speaks only older versions starts a lane
+// (a server process) for its server/discover; the server refuses it, the
+// client falls back to a session of its own (a second process), and the
+// lane's process is stopped then, not left idle for the lane's timeout.
+func TestProxyListenEndsALaneItsServerRefusedDiscovery(t *testing.T) {
+	h, policy, _, pids := sdkHarness(t)
+	h.env = append(h.env, "UNDOLOG_SDK_VERSIONS=2025-11-25,2025-06-18")
+	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v := s.InitializeResult().ProtocolVersion; v != "2025-11-25" || s.ID() == "" {
+		t.Fatalf("against a server of older versions: version %q, session %q", v, s.ID())
+	}
+	if res := call(t, s, "put", map[string]any{"name": "after-fallback"}); res.IsError {
+		t.Fatalf("a call after the fallback: %+v", res)
+	}
+	started := lines(t, pids)
+	if len(started) != 2 {
+		t.Fatalf("%d server processes, want 2 (the discover's lane, then the session's)", len(started))
+	}
+	alive := func(pid string) bool {
+		n, _ := strconv.Atoi(pid)
+		return syscall.Kill(n, 0) == nil
+	}
+	for deadline := time.Now().Add(10 * time.Second); alive(started[0]); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server process of the refused discover still runs 10 s on")
+		}
+	}
+	if !alive(started[1]) {
+		t.Fatal("the session's server process stopped too")
 	}
 }
 
