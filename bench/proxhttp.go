@@ -256,13 +256,12 @@ func proxyHTTPRows(add func(what, value, ratio string), work string) error {
 	}
 	var safeAdded, safeDirect, compAdded, compDirect, floor, syncs []float64
 	for round := 0; round < *runs; round++ {
-		// A compensable call's floor adds two durable writes (recorded
-		// before it runs, committed before the answer).
-		rate, err := overwriteRate(filepath.Join(work, "proxy-http-floor"), 100)
+		// A compensable call's floor adds its two durable writes.
+		two, err := twoSyncs(filepath.Join(work, "proxy-http-floor"))
 		if err != nil {
 			return err
 		}
-		syncs = append(syncs, 2000/rate)
+		syncs = append(syncs, two)
 		a, d, f, err := sideBySideCalls("get")
 		if err != nil {
 			return err

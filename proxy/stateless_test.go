@@ -89,6 +89,19 @@ func putSessions(h *harness) map[string]int {
 	return sessions
 }
 
+// connect2026 connects a Go SDK client named name at 2026-07-28 to url
+// over HTTP; the session ends with the test.
+func connect2026(t *testing.T, url, name string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestProxyListenServesStatelessClients: a Go SDK client at 2026-07-28
 // reaches a Go SDK server over stdio through `undolog proxy --listen`
 // without a session: discovery and tools/list pass, its 20 compensable
@@ -98,12 +111,7 @@ func TestProxyListenServesStatelessClients(t *testing.T) {
 	h, policy, state, pids := sdkHarness(t)
 	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
 
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
-	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := connect2026(t, url, "agent-2026")
 	if v := s.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("discovery through the proxy gave %q, want 2026-07-28 (no fallback to initialize)", v)
 	}
@@ -183,12 +191,7 @@ func TestProxyListenServesStatelessClients(t *testing.T) {
 func TestProxyListenStatelessClientOfAnOlderServer(t *testing.T) {
 	h := newHarness(t)
 	url, _, _ := listening(t, h, "--policy", h.policy, "--", memoryServer(t))
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
-	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := connect2026(t, url, "agent-2026")
 	if v := s.InitializeResult().ProtocolVersion; v >= "2026-07-28" || s.ID() == "" {
 		t.Fatalf("against an older server: version %q, session %q", v, s.ID())
 	}
@@ -207,12 +210,7 @@ func TestProxyListenEndsALaneItsServerRefusedDiscovery(t *testing.T) {
 	h, policy, _, pids := sdkHarness(t)
 	h.env = append(h.env, "UNDOLOG_SDK_VERSIONS=2025-11-25,2025-06-18")
 	url, _, _ := listening(t, h, "--policy", policy, "--", os.Args[0])
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
-	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := connect2026(t, url, "agent-2026")
 	if v := s.InitializeResult().ProtocolVersion; v != "2025-11-25" || s.ID() == "" {
 		t.Fatalf("against a server of older versions: version %q, session %q", v, s.ID())
 	}
