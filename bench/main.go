@@ -10,6 +10,7 @@
 //	go run -C bench . -only startup  # only the start-up budget: version against a static hello, package init
 //	go run -C bench . -only large    # only the rows on 1,000,000 effects
 //	go run -C bench . -only proxy    # only the proxy's rows (UNDOLOG_MCP_MEMORY names the memory MCP server)
+//	go run -C bench . -only proxy-http # only the proxy's rows under 2026-07-28 over HTTP (a Go SDK client and server)
 //	go run -C bench . -only maint    # only verify, compact and gc as processes
 //	go run -C bench . -only agent    # only the coding agent's rows (as root; UNDOLOG_CLAUDE names Claude Code)
 //	go run -C bench . -only files    # only a shell command's file snapshot against git status
@@ -51,7 +52,7 @@ var (
 	serial  = flag.Int("n", 200, "lifecycles per serial run")
 	large   = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
 	dir     = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
-	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes; startup: only the start-up budget; large: only the rows on 1,000,000 effects; proxy: only the proxy's rows; maint: only verify, compact and gc; agent: only the coding agent's rows; files: only a shell command's file snapshot")
+	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes; startup: only the start-up budget; large: only the rows on 1,000,000 effects; proxy: only the proxy's rows; proxy-http: only its rows under 2026-07-28 over HTTP; maint: only verify, compact and gc; agent: only the coding agent's rows; files: only a shell command's file snapshot")
 	pgURL   = flag.String("postgres", "", "a superuser's postgres:// URL of a server to measure on (default: start a PostgreSQL 15 of its own from "+pgtest.BinDir+", or skip the PostgreSQL rows)")
 	pgTotal = flag.Int("pg-n", 1000, "lifecycles per concurrent PostgreSQL run")
 )
@@ -59,6 +60,13 @@ var (
 func main() {
 	// The agent's rows run it in a sandbox that is this program started again.
 	agenttest.ServeRole()
+	if upstream := os.Getenv(reverseProxyEnv); upstream != "" {
+		if err := serveReverseProxy(upstream); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: reverse proxy:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	flag.Parse()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -171,6 +179,14 @@ func run() error {
 		if err := proxyRows(add, work); err != nil {
 			return err
 		}
+		if err := proxyHTTPRows(add, work); err != nil {
+			return err
+		}
+		return printTable(rows)
+	case "proxy-http":
+		if err := proxyHTTPRows(add, work); err != nil {
+			return err
+		}
 		return printTable(rows)
 	case "maint":
 		if err := maintRows(add, work); err != nil {
@@ -188,7 +204,7 @@ func run() error {
 		}
 		return printTable(rows)
 	default:
-		return fmt.Errorf("-only %q: the choices are postgres, cli, startup, large, proxy, maint, agent and files", *only)
+		return fmt.Errorf("-only %q: the choices are postgres, cli, startup, large, proxy, proxy-http, maint, agent and files", *only)
 	}
 	if *only == "postgres" {
 		if err := pgRows(add, work); err != nil {
@@ -237,6 +253,9 @@ func run() error {
 		return err
 	}
 	if err := proxyRows(add, work); err != nil {
+		return err
+	}
+	if err := proxyHTTPRows(add, work); err != nil {
 		return err
 	}
 	if err := filesRows(add, work); err != nil {

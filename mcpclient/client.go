@@ -147,27 +147,101 @@ func newClient(conn mcpwire.Conn) *Client {
 
 // connect discovers the server as a client of 2026-07-28 does, and falls
 // back to initialize when the server does not speak that version (any
-// error: an older server knows no server/discover).
+// error: an older server knows no server/discover). A server of an older
+// version may leave server/discover unanswered: with no answer after
+// discoverHedge, initialize goes too, and the first of the two to succeed
+// says how the server is spoken to.
 func (c *Client) connect(ctx context.Context) error {
-	dctx, cancel := context.WithTimeout(ctx, discoverWait)
-	res, err := c.call(dctx, "server/discover", map[string]any{metaKey: statelessMeta()})
-	cancel()
-	var r struct {
-		SupportedVersions []string `json:"supportedVersions"`
+	dctx, cancelDiscover := context.WithTimeout(ctx, discoverWait)
+	defer cancelDiscover()
+	discovered := make(chan error, 1) // nil: the server speaks StatelessVersion
+	go func() { discovered <- c.discover(dctx) }()
+	hedge := time.NewTimer(discoverHedge)
+	defer hedge.Stop()
+	select {
+	case err := <-discovered:
+		if err == nil {
+			c.ProtocolVersion, c.stateless = mcpwire.StatelessVersion, true
+			return nil
+		}
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		version, err := c.initializeCall(ctx)
+		if err != nil {
+			return err
+		}
+		return c.initialized(ctx, version)
+	case <-hedge.C:
+	case <-ctx.Done():
+		return context.Cause(ctx)
 	}
-	if err == nil && json.Unmarshal(res, &r) == nil && slices.Contains(r.SupportedVersions, mcpwire.StatelessVersion) {
-		c.ProtocolVersion, c.stateless = mcpwire.StatelessVersion, true
-		return nil
+	ictx, cancelInitialize := context.WithCancel(ctx)
+	defer cancelInitialize()
+	type answer struct {
+		version string
+		err     error
+	}
+	initialized := make(chan answer, 1)
+	go func() {
+		v, err := c.initializeCall(ictx)
+		initialized <- answer{v, err}
+	}()
+	var initErr error
+	for discovered != nil || initialized != nil {
+		select {
+		case err := <-discovered:
+			if err == nil {
+				// Its session, if the server makes one, is abandoned.
+				if cancelInitialize(); initialized != nil {
+					<-initialized
+				}
+				c.ProtocolVersion, c.stateless = mcpwire.StatelessVersion, true
+				return nil
+			}
+			discovered = nil
+		case a := <-initialized:
+			if a.err == nil {
+				if cancelDiscover(); discovered != nil {
+					<-discovered
+				}
+				return c.initialized(ctx, a.version)
+			}
+			initErr, initialized = a.err, nil
+		}
 	}
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	return c.initialize(ctx)
+	return initErr
 }
 
-// discoverWait bounds the wait for an answer to server/discover: a server
-// of an older version may leave a request it does not know unanswered.
-const discoverWait = 10 * time.Second
+// discover asks the server whether it speaks StatelessVersion: nil if it
+// says so.
+func (c *Client) discover(ctx context.Context) error {
+	res, err := c.call(ctx, "server/discover", map[string]any{metaKey: statelessMeta()})
+	if err != nil {
+		return err
+	}
+	var r struct {
+		SupportedVersions []string `json:"supportedVersions"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return err
+	}
+	if !slices.Contains(r.SupportedVersions, mcpwire.StatelessVersion) {
+		return fmt.Errorf("it speaks %s, not %s", strings.Join(r.SupportedVersions, ", "), mcpwire.StatelessVersion)
+	}
+	return nil
+}
+
+// discoverWait bounds the wait for an answer to server/discover, and
+// discoverHedge is how long it goes alone before initialize goes too (a
+// server started a moment ago, npx say, answers late, and in order).
+const (
+	discoverWait  = 10 * time.Second
+	discoverHedge = time.Second
+)
 
 // metaKey is the member of a request's params that holds its _meta.
 const metaKey = "_meta"
@@ -185,25 +259,32 @@ func statelessMeta() map[string]any {
 // clientInfo is how undolog names itself to a server.
 var clientInfo = map[string]any{"name": "undolog", "version": "1"}
 
-func (c *Client) initialize(ctx context.Context) error {
+// initializeCall asks the server to initialize, and returns the version
+// it answered.
+func (c *Client) initializeCall(ctx context.Context) (string, error) {
 	res, err := c.call(ctx, "initialize", map[string]any{
 		"protocolVersion": protocolVersions[0],
 		"capabilities":    map[string]any{},
 		"clientInfo":      clientInfo,
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	var r struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
 	if err := json.Unmarshal(res, &r); err != nil {
-		return fmt.Errorf("its answer to initialize: %w", err)
+		return "", fmt.Errorf("its answer to initialize: %w", err)
 	}
 	if !slices.Contains(protocolVersions, r.ProtocolVersion) {
-		return fmt.Errorf("it speaks MCP protocol version %q; undolog speaks %s", r.ProtocolVersion, strings.Join(protocolVersions, ", "))
+		return "", fmt.Errorf("it speaks MCP protocol version %q; undolog speaks %s", r.ProtocolVersion, strings.Join(protocolVersions, ", "))
 	}
-	c.ProtocolVersion = r.ProtocolVersion
+	return r.ProtocolVersion, nil
+}
+
+// initialized ends the initialization the server answered with version.
+func (c *Client) initialized(ctx context.Context, version string) error {
+	c.ProtocolVersion = version
 	select {
 	case err := <-c.notify("notifications/initialized", nil):
 		return err

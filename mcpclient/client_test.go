@@ -64,6 +64,11 @@ func fakeServer() {
 	}
 	var hung string
 	var cancelled []string
+	mode := os.Getenv("UNDOLOG_FAKE_SERVER")
+	var discover json.RawMessage
+	if mode == "late-2026" {
+		time.Sleep(2 * discoverHedge) // a server slow to start
+	}
 	for sc.Scan() {
 		var m message
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
@@ -75,6 +80,19 @@ func fakeServer() {
 		}
 		if len(m.ID) == 0 || m.Method == "" {
 			continue // notifications
+		}
+		switch {
+		case m.Method == "server/discover" && mode == "silent-discover":
+			continue // an older server that answers no unknown request
+		case m.Method == "server/discover" && mode == "late-2026":
+			discover = m.ID // answered after the initialize that went beside it
+			continue
+		case m.Method == "initialize" && mode == "late-2026":
+			send(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"initialize is not supported in the new protocol"}}`, m.ID)
+			if discover != nil {
+				reply(discover, `{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"serverInfo":{"name":"fake","version":"1"}}`)
+			}
+			continue
 		}
 		switch m.Method {
 		case "initialize":
@@ -150,6 +168,33 @@ func dialMode(t *testing.T, mode string) *mcpclient.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// discoverHedge is mcpclient's wait before initialize goes beside an
+// unanswered server/discover.
+const discoverHedge = time.Second
+
+// TestDialAServerThatAnswersNoDiscover: a server of an older version that
+// leaves server/discover unanswered is initialized after the hedge, not
+// after the discover's whole bound (10 s); one slow to start that speaks
+// only 2026-07-28 is still discovered, though initialize went beside it
+// and was refused first.
+func TestDialAServerThatAnswersNoDiscover(t *testing.T) {
+	start := time.Now()
+	c := dialMode(t, "silent-discover")
+	if took := time.Since(start); took > 4*discoverHedge || c.ProtocolVersion != "2025-06-18" {
+		t.Fatalf("connected in %s at %q, want within %s at 2025-06-18", took, c.ProtocolVersion, 4*discoverHedge)
+	}
+	if got, err := c.CallTool(t.Context(), "echo", nil); err != nil || mcpclient.ResultText(got) != "ok" {
+		t.Fatalf("a call: %s, %v", got, err)
+	}
+	late := dialMode(t, "late-2026")
+	if late.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("a server slow to start that speaks 2026-07-28 was spoken to at %q", late.ProtocolVersion)
+	}
+	if got, err := late.CallTool(t.Context(), "echo", nil); err != nil || mcpclient.ResultText(got) != "ok" {
+		t.Fatalf("a call at 2026-07-28: %s, %v", got, err)
+	}
 }
 
 func TestDialNeedsACommand(t *testing.T) {

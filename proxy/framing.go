@@ -28,37 +28,50 @@ func unparsed(msg []byte, err error) (id json.RawMessage, code int, text string)
 // the last counts, as encoding/json has it; in a message broken further on
 // (cut short, say), the last before the break.
 func topLevelID(msg []byte) json.RawMessage {
+	var id json.RawMessage
+	eachTopLevelID(msg, func(start, end int) {
+		id = nil
+		if v := msg[start:end]; (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid(v) {
+			id = bytes.Clone(v)
+		}
+	})
+	return id
+}
+
+// eachTopLevelID calls found with where the value of each "id" member of
+// the object msg is, in order, up to the end of msg or a break in it.
+func eachTopLevelID(msg []byte, found func(start, end int)) {
 	i := skipSpace(msg, 0)
 	if i >= len(msg) || msg[i] != '{' {
-		return nil
+		return
 	}
-	var id json.RawMessage
 	for i = skipSpace(msg, i+1); i < len(msg) && msg[i] != '}'; {
 		keyEnd := skipValue(msg, i)
 		if msg[i] != '"' || keyEnd < 0 {
-			return id
+			return
 		}
 		key := msg[i:keyEnd]
 		if i = skipSpace(msg, keyEnd); i >= len(msg) || msg[i] != ':' {
-			return id
+			return
 		}
 		i = skipSpace(msg, i+1)
 		end := skipValue(msg, i)
 		if end < 0 {
-			return id
+			return
 		}
-		var k string
-		if json.Unmarshal(key, &k) == nil && k == "id" {
-			id = nil
-			if v := msg[i:end]; (v[0] == '"' || v[0] == '-' || v[0] >= '0' && v[0] <= '9') && json.Valid(v) {
-				id = bytes.Clone(v)
-			}
+		if string(key) == `"id"` || bytes.IndexByte(key, '\\') >= 0 && isIDKey(key) {
+			found(i, end)
 		}
 		if i = skipSpace(msg, end); i < len(msg) && msg[i] == ',' {
 			i = skipSpace(msg, i+1)
 		}
 	}
-	return id
+}
+
+// isIDKey tells whether the JSON string key, escaped, reads "id".
+func isIDKey(key []byte) bool {
+	var k string
+	return json.Unmarshal(key, &k) == nil && k == "id"
 }
 
 func skipSpace(b []byte, i int) int {

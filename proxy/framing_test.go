@@ -99,9 +99,32 @@ func TestTopLevelID(t *testing.T) {
 		`{"a":1,,"id":2}`:          ``,
 		`{"id":8,"params":{"a":`:   `8`,
 		`{"id":9,"a":1,,"id":2}`:   `9`,
+		`{"\u0069d":10}`:           `10`,
 	} {
 		if got := string(topLevelID([]byte(msg))); got != want {
 			t.Errorf("topLevelID(%.60q) = %q, want %q", msg, got, want)
+		}
+	}
+}
+
+// TestWithID: the id of a message is replaced where it is, and nothing
+// else of it changes (nested ids, key order, spacing, escapes); a message
+// without an id gets one, and one that is not JSON is refused.
+func TestWithID(t *testing.T) {
+	for msg, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"id":1,"a":"<\u00e9>"}}`: `{"jsonrpc":"2.0","id":"L1","method":"tools/call","params":{"id":1,"a":"<\u00e9>"}}`,
+		` { "result" : {"content":[{"id":2}]} , "id" : "x" } `:                            ` { "result" : {"content":[{"id":2}]} , "id" : "L1" } `,
+		`{"\u0069d":3,"result":{}}`:                                                       `{"\u0069d":"L1","result":{}}`,
+		`{"result":{}}`:                                                                   `{"id":"L1","result":{}}`,
+	} {
+		got, err := withID([]byte(msg), json.RawMessage(`"L1"`))
+		if err != nil || string(got) != want {
+			t.Errorf("withID(%s) = %s, %v; want %s", msg, got, err, want)
+		}
+	}
+	for _, msg := range []string{`{"id":1,`, `[{"id":1}]`, `{"id":1} x`} {
+		if got, err := withID([]byte(msg), json.RawMessage(`"L1"`)); err == nil {
+			t.Errorf("withID(%s) = %s, want an error", msg, got)
 		}
 	}
 }

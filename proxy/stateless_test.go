@@ -6,8 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,6 +60,19 @@ func writeSessions(h *harness) map[string]int {
 	return sessions
 }
 
+// connect2026 connects a Go SDK client named name at 2026-07-28 to url
+// over HTTP; the session ends with the test.
+func connect2026(t *testing.T, url, name string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestProxyListenServesStatelessClients: a Go SDK client at 2026-07-28
 // reaches a Go SDK server over stdio through `undolog proxy --listen`
 // without a session: discovery and tools/list pass, its 20 compensable
@@ -66,12 +82,7 @@ func TestProxyListenServesStatelessClients(t *testing.T) {
 	h, state, pids := sdkHarness(t)
 	url, _, _ := listening(t, h, "--policy", h.policy, "--", sdkServer(t))
 
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
-	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := connect2026(t, url, "agent-2026")
 	if v := s.InitializeResult().ProtocolVersion; v != "2026-07-28" {
 		t.Fatalf("discovery through the proxy gave %q, want 2026-07-28 (no fallback to initialize)", v)
 	}
@@ -151,18 +162,47 @@ func TestProxyListenServesStatelessClients(t *testing.T) {
 func TestProxyListenStatelessClientOfAnOlderServer(t *testing.T) {
 	h := newHarness(t)
 	url, _, _ := listening(t, h, "--policy", h.policy, "--", memoryServer(t))
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent-2026", Version: "1"}, nil)
-	s, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := connect2026(t, url, "agent-2026")
 	if v := s.InitializeResult().ProtocolVersion; v >= "2026-07-28" || s.ID() == "" {
 		t.Fatalf("against an older server: version %q, session %q", v, s.ID())
 	}
 	res := call(t, s, "create_entities", map[string]any{"entities": []map[string]any{{"name": "x", "entityType": "t", "observations": []string{}}}})
 	if res.IsError || !strings.Contains(h.cli("list"), "create_entities") {
 		t.Fatalf("a call after the fallback: %+v", res)
+	}
+}
+
+// TestProxyListenEndsALaneItsServerRefusedDiscovery: a 2026-07-28 client
+// of a server over stdio that speaks only older versions starts a lane
+// (a server process) for its server/discover; the server refuses it, the
+// client falls back to a session of its own (a second process), and the
+// lane's process is stopped then, not left idle for the lane's timeout.
+func TestProxyListenEndsALaneItsServerRefusedDiscovery(t *testing.T) {
+	h, _, pids := sdkHarness(t)
+	h.env = append(h.env, "SDKSERVER_VERSIONS=2025-11-25,2025-06-18")
+	url, _, _ := listening(t, h, "--policy", h.policy, "--", sdkServer(t))
+	s := connect2026(t, url, "agent-2026")
+	if v := s.InitializeResult().ProtocolVersion; v != "2025-11-25" || s.ID() == "" {
+		t.Fatalf("against a server of older versions: version %q, session %q", v, s.ID())
+	}
+	if res := call(t, s, "write", map[string]any{"key": "after-fallback", "value": "v"}); res.IsError {
+		t.Fatalf("a call after the fallback: %+v", res)
+	}
+	started := lines(t, pids)
+	if len(started) != 2 {
+		t.Fatalf("%d server processes, want 2 (the discover's lane, then the session's)", len(started))
+	}
+	alive := func(pid string) bool {
+		n, _ := strconv.Atoi(pid)
+		return syscall.Kill(n, 0) == nil
+	}
+	for deadline := time.Now().Add(10 * time.Second); alive(started[0]); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the server process of the refused discover still runs 10 s on")
+		}
+	}
+	if !alive(started[1]) {
+		t.Fatal("the session's server process stopped too")
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/undolog/undolog/internal/mcpwire"
 )
 
 // HTTPServer is the server side of MCP's Streamable HTTP transport, so that
@@ -370,8 +372,9 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		// Ids are a connection's, and stateless clients of one name share
 		// a lane: each request goes on under an id of the lane's, its
 		// answer back under its own.
-		lid := ss.relabel(single.ID)
+		lid := ss.relabel(single.ID, single.Method)
 		defer ss.unlabel(lid)
+		defer s.endRefusedLane(ss)
 		if body, err = withID(body, lid); err != nil {
 			rpcFail(w, http.StatusBadRequest, single.ID, codeParse, "parse error: "+err.Error())
 			return
@@ -655,14 +658,32 @@ func clientName(m message) string {
 	return p.Meta.Client.Name
 }
 
-// withID is msg with its id set to id.
+// withID is msg with its id set to id: its id's bytes replaced, the rest
+// passed as it came.
 func withID(msg []byte, id json.RawMessage) ([]byte, error) {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(msg, &members); err != nil {
-		return nil, err
+	if !json.Valid(msg) {
+		return nil, json.Unmarshal(msg, new(any)) // its error
 	}
-	members["id"] = id
-	return json.Marshal(members)
+	start, end := -1, -1
+	eachTopLevelID(msg, func(s, e int) { start, end = s, e })
+	if start < 0 {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(msg, &members); err != nil {
+			return nil, err
+		}
+		members["id"] = id
+		return json.Marshal(members)
+	}
+	out := make([]byte, 0, len(msg)-(end-start)+len(id))
+	return append(append(append(out, msg[:start]...), id...), msg[end:]...), nil
+}
+
+// isErrorAnswer tells whether the answer msg is an error.
+func isErrorAnswer(msg []byte) bool {
+	var a struct {
+		Error json.RawMessage `json:"error"`
+	}
+	return json.Unmarshal(msg, &a) == nil && len(a.Error) > 0 && string(a.Error) != "null"
 }
 
 // listenSession is one client session: a Conn whose messages come from the
@@ -689,10 +710,16 @@ type listenSession struct {
 	clientName string
 	labels     map[string]label
 	nextLabel  uint64
+	// discoverRefused: its server answered server/discover with an error.
+	discoverRefused bool
 }
 
-// label is a stateless request's id in its lane, and its own.
-type label struct{ lane, own json.RawMessage }
+// label is a stateless request's id in its lane, and its own, and its
+// method.
+type label struct {
+	lane, own json.RawMessage
+	method    string
+}
 
 func (ss *listenSession) isClosed() bool {
 	select {
@@ -704,13 +731,35 @@ func (ss *listenSession) isClosed() bool {
 }
 
 // relabel gives a request's id one of the lane's own.
-func (ss *listenSession) relabel(id json.RawMessage) json.RawMessage {
+func (ss *listenSession) relabel(id json.RawMessage, method string) json.RawMessage {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	ss.nextLabel++
 	lid := json.RawMessage(fmt.Sprintf(`"undolog-%d"`, ss.nextLabel))
-	ss.labels[idKey(lid)] = label{lane: lid, own: id}
+	ss.labels[idKey(lid)] = label{lane: lid, own: id, method: method}
 	return lid
+}
+
+// endRefusedLane ends a lane whose server refused server/discover, once
+// no request of it is in flight: a server that speaks no 2026-07-28 has
+// no stateless client to serve (the client falls back to a session), and
+// its process would otherwise idle till the lane's idle timeout.
+func (s *HTTPServer) endRefusedLane(ss *listenSession) {
+	ss.mu.Lock()
+	end := ss.discoverRefused && ss.open == 0
+	ss.mu.Unlock()
+	if !end {
+		return
+	}
+	s.mu.Lock()
+	if s.lanes[ss.clientName] == ss {
+		delete(s.lanes, ss.clientName)
+	}
+	s.mu.Unlock()
+	if !ss.isClosed() {
+		fmt.Fprintf(s.Diagnostics, "undolog proxy: the server refused the stateless client %q's server/discover (it speaks no %s): its server stopped\n", ss.clientName, mcpwire.StatelessVersion)
+	}
+	ss.Close()
 }
 
 // labelOf is the lane's id of the request in flight whose own id is id;
@@ -854,6 +903,9 @@ func (ss *listenSession) Write(msg []byte) error {
 		}
 		st := ss.routes[idKey(id)]
 		if l, ok := ss.labels[idKey(id)]; ok && st != nil {
+			if l.method == "server/discover" && isErrorAnswer(msg) {
+				ss.discoverRefused = true
+			}
 			if m, err := withID(msg, l.own); err == nil {
 				msg = m
 			}

@@ -61,9 +61,19 @@ func DialHTTP(url string, header http.Header, diag io.Writer) Conn {
 		diag = io.Discard
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &httpConn{url: url, header: header, client: &http.Client{}, diag: diag,
+	return &httpConn{url: url, header: header, client: &http.Client{Transport: upstreamTransport}, diag: diag,
 		ctx: ctx, cancel: cancel, incoming: make(chan item, 16), closed: make(chan struct{})}
 }
+
+// upstreamTransport is every connection's: requests in flight together
+// (calls run concurrently, and clients of one proxy share a server) keep
+// their HTTP connections for the next ones, where Go's default keeps two
+// per host and dials again past them.
+var upstreamTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = 256, 64
+	return t
+}()
 
 // item is what Read returns next: a message, or a *LostError.
 type item struct {

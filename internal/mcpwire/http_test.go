@@ -3,6 +3,7 @@ package mcpwire
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -119,4 +120,58 @@ func errCode(m map[string]any) float64 {
 	e, _ := m["error"].(map[string]any)
 	c, _ := e["code"].(float64)
 	return c
+}
+
+// TestHTTPUpstreamKeepsConnections: requests in flight together, round
+// after round, and through two connections to one server (two clients of
+// a proxy), reuse the HTTP connections the earlier rounds opened, rather
+// than dialling again past a pool of two.
+func TestHTTPUpstreamKeepsConnections(t *testing.T) {
+	const inFlight, rounds = 12, 5
+	var mu sync.Mutex
+	opened := 0
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		time.Sleep(20 * time.Millisecond) // the round's requests are in flight together
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+	}))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			opened++
+			mu.Unlock()
+		}
+	}
+	ts.Start()
+	defer ts.Close()
+	conns := []Conn{DialHTTP(ts.URL, nil, nil), DialHTTP(ts.URL, nil, nil)}
+	defer conns[0].Close()
+	defer conns[1].Close()
+	id := 0
+	for range rounds {
+		for _, c := range conns {
+			for range inFlight / len(conns) {
+				id++
+				if err := c.Write(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, c := range conns {
+			for range inFlight / len(conns) {
+				if m := readWithin(t, c); m["result"] == nil {
+					t.Fatalf("answer: %v", m)
+				}
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if opened > 2*inFlight {
+		t.Fatalf("%d HTTP connections opened for %d rounds of %d requests in flight, want at most %d", opened, rounds, inFlight, 2*inFlight)
+	}
 }
