@@ -76,18 +76,7 @@ func TestWaitsBehindATransactionPooler(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			db := direct(t)
 			url := pgtest.Server(t).Pooler(t).URL(db, listen)
-			writer := open(url)
-			defer writer.Close()
-			if err := intercept(t, writer, "first"); err != nil {
-				t.Fatal(err)
-			}
-			before, err := writer.LastChange(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			waiter := pgstore.New(url)
-			defer waiter.Close()
-			listening(t, waiter)
+			writer, waiter, before := writtenAndListening(t, url, "first")
 			if n := listenersOn(t, db); listen != (n == 1) {
 				t.Fatalf("%d listening connections on the server", n)
 			}
