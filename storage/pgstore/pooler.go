@@ -79,7 +79,7 @@ func takePooling(cfg *pgconn.Config) (pooling, error) {
 		return p, fmt.Errorf("%s=%q: want transaction or session (PgBouncer's pool_mode)", poolerParam, mode)
 	}
 	if name, ok := sessionSettings(params); ok {
-		return p, fmt.Errorf("%s cannot be set in the URL of a pooler in transaction mode, which would drop it or leave it on a backend others share: set it on the role (ALTER ROLE ... IN DATABASE ... SET %s = ...)", name, name)
+		return p, fmt.Errorf("%s cannot be set in the URL of a pooler in transaction mode, which would drop it or leave it on a backend others share: set a server setting on the role (ALTER ROLE ... IN DATABASE ... SET name = value)", name)
 	}
 	switch {
 	case hasPort && !hasHost:
