@@ -364,7 +364,7 @@ func TestWriteEndsWhileAnotherHoldsTheFeedLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	out, err := runWithLog(t, addr+"&options=-c%20lock_timeout%3D0", "session", "start", "held").CombinedOutput()
+	out, err := runWithLog(t, addr, "session", "start", "held", "--lock-timeout", "0").CombinedOutput()
 	if err != nil || time.Since(start) > 10*time.Second {
 		t.Fatalf("session start with the feed's lock held: %v after %v: %s", err, time.Since(start), out)
 	}

@@ -8,7 +8,9 @@
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
 // Without the binaries the tests skip, unless UNDOLOG_REQUIRE_POSTGRES is set
-// (.ci/run sets it), then they fail.
+// (.ci/run sets it), then they fail. A Cluster's Pooler is a PgBouncer in
+// transaction pooling mode in front of it; with UNDOLOG_PG_POOLER=1 the
+// tests of the shared server run through it.
 package pgtest
 
 import (
@@ -53,6 +55,8 @@ type Cluster struct {
 	port int      // set for a server that also listens on 127.0.0.1 (Own)
 
 	stopped atomic.Bool // by Stop, until Start
+
+	poolerState // a PgBouncer in front (Pooler)
 }
 
 var (
@@ -223,7 +227,9 @@ func (c *Cluster) AdminURL() string { return c.adminURL }
 
 // NewDatabase creates a new empty database and returns its URL, which pgx
 // and libpq accept, in this process or a child. The database is dropped
-// (its connections terminated) when tb ends.
+// (its connections terminated) when tb ends. With UNDOLOG_PG_POOLER=1 the
+// URL of a database of the shared server (Server) goes through the
+// server's PgBouncer in transaction mode (Pooler.URL, listening direct).
 func (c *Cluster) NewDatabase(tb testing.TB) string {
 	tb.Helper()
 	name := dbName(tb.Name())
@@ -246,7 +252,7 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
-	return u
+	return c.pooledURL(tb, u)
 }
 
 // admin runs one statement as the superuser.
@@ -426,10 +432,14 @@ func sweep() {
 // stop shuts the server down and removes its directory. A server it did not
 // start it leaves alone.
 func (c *Cluster) stop() error {
+	poolerErr := c.stopPooler()
 	if c.cmd == nil {
-		return nil
+		return poolerErr
 	}
 	err := c.shutdown()
+	if err == nil {
+		err = poolerErr
+	}
 	if rmErr := os.RemoveAll(c.dir); rmErr != nil && err == nil {
 		err = rmErr
 	}

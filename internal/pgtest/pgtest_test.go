@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -143,5 +144,77 @@ func TestOwnServerStopsAndStarts(t *testing.T) {
 	var n int
 	if err := conn.QueryRow(ctx, "SELECT n FROM kept").Scan(&n); err != nil || n != 7 {
 		t.Fatalf("after Start: %d, %v", n, err)
+	}
+}
+
+// TestPooler reaches a database through the pooler as a role of the
+// server, whose session_user each transaction is, on whichever backend: a
+// role that does not exist is refused, and a setting made for a session
+// does not outlive its transaction as it would on a connection of its own.
+func TestPooler(t *testing.T) {
+	c := Server(t)
+	direct := c.NewDatabase(t)
+	if Pooled() {
+		t.Skip("NewDatabase hands out the pooler's URLs already")
+	}
+	p := c.Pooler(t)
+	if again := c.Pooler(t); again != p {
+		t.Fatal("a second Pooler call started another pooler")
+	}
+	conn, err := pgx.Connect(t.Context(), direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := "pooled_" + strings.TrimPrefix(current(t, direct), "t")
+	if _, err := conn.Exec(t.Context(), "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(context.Background())
+	t.Cleanup(func() {
+		if conn, err := pgx.Connect(context.Background(), c.AdminURL()); err == nil {
+			conn.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize())
+			conn.Close(context.Background())
+		}
+	})
+	as := func(user string) string {
+		u, err := url.Parse(p.URL(direct, false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.User(user)
+		return u.String()
+	}
+	pooled, err := pgx.Connect(t.Context(), as(role))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pooled.Close(context.Background())
+	var who, db string
+	if err := pooled.QueryRow(t.Context(), "SELECT session_user, current_database()").Scan(&who, &db); err != nil {
+		t.Fatal(err)
+	}
+	if who != role || db != current(t, direct) {
+		t.Fatalf("through the pooler: session_user %s on %s, want %s on %s", who, db, role, current(t, direct))
+	}
+	var pid int
+	if err := pooled.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	// A second client of the same role takes the backend the first let go:
+	// in transaction mode a backend is held only for a transaction.
+	other, err := pgx.Connect(t.Context(), as(role))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(context.Background())
+	var otherPid int
+	if err := other.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&otherPid); err != nil {
+		t.Fatal(err)
+	}
+	if otherPid != pid {
+		t.Errorf("two clients in turn had backends %d and %d: the pooler is not in transaction mode", pid, otherPid)
+	}
+	if _, err := pgx.Connect(t.Context(), as("no_such_role_at_all")); err == nil {
+		t.Error("the pooler let in a role the server does not have")
 	}
 }

@@ -46,11 +46,14 @@ type Engine struct {
 	// nothing. Zero, or a URL that sets lock_timeout itself: no bound.
 	LockTimeout time.Duration
 
-	mu       sync.Mutex
-	pool     *pgxpool.Pool
-	role     string // the user the pool authenticates as: its session_user
-	migrated bool   // the schema is this build's
-	pub      publisher
+	mu   sync.Mutex
+	pool *pgxpool.Pool
+	role string // the user the pool authenticates as: its session_user
+	// beginWrite is what a write transaction begins with: BEGIN, and
+	// behind a transaction pooler its lock_timeout (SET LOCAL).
+	beginWrite []string
+	migrated   bool // the schema is this build's
+	pub        publisher
 
 	listener listener // the connection that hears of other processes' writes
 
@@ -90,7 +93,7 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if e.pool != nil {
 		return e.pool, nil
 	}
-	cfg, err := PoolConfig(e.url)
+	cfg, pooling, err := poolConfig(e.url)
 	if err != nil {
 		return nil, fmt.Errorf("%w: log %s: %v", model.ErrInvalidInput, redactURL(e.url), err)
 	}
@@ -99,15 +102,22 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 		// (or a host that drops the packets) holds a command for minutes.
 		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
-	if e.LockTimeout > 0 && !strings.Contains(e.url, "lock_timeout") {
-		// A parameter of the connection's start, so it costs no round trip.
-		cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(max(e.LockTimeout.Milliseconds(), 1))
+	begin := []string{`BEGIN ISOLATION LEVEL READ COMMITTED`}
+	if ms := max(e.LockTimeout.Milliseconds(), 1); e.LockTimeout > 0 && !strings.Contains(e.url, "lock_timeout") {
+		if pooling.transaction {
+			// A pooler keeps no setting of the connection's start; SET
+			// LOCAL goes with BEGIN, in its round trip.
+			begin = append(begin, fmt.Sprintf("SET LOCAL lock_timeout = %d", ms))
+		} else {
+			// A parameter of the connection's start, so it costs no round trip.
+			cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(ms)
+		}
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, e.failed(err)
 	}
-	e.pool, e.role = pool, cfg.ConnConfig.User
+	e.pool, e.role, e.beginWrite = pool, cfg.ConnConfig.User, begin
 	return pool, nil
 }
 
@@ -119,14 +129,26 @@ const DefaultPoolSize = 16
 // PoolConfig is the pool an engine makes for url (the benchmark's plain-SQL
 // floor uses the same).
 func PoolConfig(url string) (*pgxpool.Config, error) {
+	cfg, _, err := poolConfig(url)
+	return cfg, err
+}
+
+// poolConfig is PoolConfig, and what url says of a pooler in front of the
+// server (its parameters taken out).
+func poolConfig(url string) (*pgxpool.Config, pooling, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, err
+		return nil, pooling{}, err
 	}
+	p, err := takePooling(&cfg.ConnConfig.Config)
+	if err != nil {
+		return nil, pooling{}, err
+	}
+	p.forPooler(cfg.ConnConfig, url)
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultPoolSize
 	}
-	return cfg, nil
+	return cfg, p, nil
 }
 
 // Close closes the pool; the engine connects again if used again.
@@ -143,11 +165,11 @@ func (e *Engine) Close() error {
 		e.pub.ctx, e.pub.stop = nil, nil
 	}
 	e.pub.mu.Unlock()
+	e.stopListening() // first: a listener that polls reads through the pool
 	e.mu.Lock()
 	pool := e.pool
 	e.pool, e.migrated = nil, false
 	e.mu.Unlock()
-	e.stopListening()
 	if pool != nil {
 		pool.Close()
 	}
@@ -275,14 +297,14 @@ func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) err
 func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent bool) (outcome error, on *onRecent, err error) {
 	e.writes.RLock()
 	defer e.writes.RUnlock()
-	tx, err := beginPipelined(ctx, pool)
+	e.mu.Lock()
+	role, begin := e.role, e.beginWrite
+	e.mu.Unlock()
+	tx, err := beginPipelined(ctx, pool, begin)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer tx.release(context.WithoutCancel(ctx))
-	e.mu.Lock()
-	role := e.role
-	e.mu.Unlock()
 	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role, pipe: tx}
 	if useRecent {
 		w.recent = &e.recent
@@ -600,29 +622,42 @@ func currentVersion(ctx context.Context, pool *pgxpool.Pool) (uint64, error) {
 }
 
 // migrateOnce applies the migrations the database lacks in one
-// transaction, under an advisory lock, so that two processes starting at
-// once apply each migration once. The lock is the connection's, taken
-// before the transaction begins: a transaction that begins after the
-// winner's commit reads the catalog afresh, while one that waited for the
-// lock inside it may still find "no tables" in its connection's catalog
-// cache (from an earlier read) and migrate again. A role that may not
-// change the schema (an agent's) is told to have the owner migrate.
+// transaction, under an advisory lock of the transaction's (a pooler in
+// transaction mode keeps no session's), so that two processes starting at
+// once apply each migration once. A transaction that waited for the lock
+// may still find "no tables" in its connection's catalog cache (from an
+// earlier read): its first CREATE then fails as a duplicate, and it runs
+// again, in a new transaction that reads the catalog afresh. A role that
+// may not change the schema (an agent's) is told to have the owner migrate.
 func (e *Engine) migrateOnce(ctx context.Context, pool *pgxpool.Pool) (before uint64, err error) {
-	conn, err := pool.Acquire(ctx)
+	for attempt := 1; ; attempt++ {
+		before, err = e.migrateTx(ctx, pool)
+		if err == nil || !duplicate(err) || attempt == 3 {
+			break
+		}
+	}
 	if err != nil {
 		return 0, e.wrapped(err)
 	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrationLock)); err != nil {
-		conn.Conn().Close(context.WithoutCancel(ctx)) // it may hold the lock still: the server lets it go with the connection
-		return 0, e.wrapped(err)
-	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrationLock)); err != nil {
-			conn.Conn().Close(context.WithoutCancel(ctx))
+	e.mu.Lock()
+	e.migrated = true
+	e.mu.Unlock()
+	return before, nil
+}
+
+// duplicate says err is a CREATE of what exists already: a table, an
+// object, or the catalog row of a type.
+func duplicate(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "42710" || pe.Code == "23505")
+}
+
+// migrateTx is one attempt of migrateOnce.
+func (e *Engine) migrateTx(ctx context.Context, pool *pgxpool.Pool) (before uint64, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+			return err
 		}
-	}()
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		version, err := schemaVersion(ctx, tx)
 		if err != nil {
 			return err
@@ -647,13 +682,7 @@ func (e *Engine) migrateOnce(ctx context.Context, pool *pgxpool.Pool) (before ui
 		}
 		return err
 	})
-	if err != nil {
-		return 0, e.wrapped(err)
-	}
-	e.mu.Lock()
-	e.migrated = true
-	e.mu.Unlock()
-	return before, nil
+	return before, err
 }
 
 // schemaVersion is the database's schema version; 0 without undolog's tables.

@@ -100,6 +100,11 @@ func TestHistoryIsAppendOnly(t *testing.T) {
 		Args: json.RawMessage(`{}`), CreateSession: true}); err != nil {
 		t.Fatal(err)
 	}
+	// The write's changes are in the feed (published after its commit, at
+	// once or a moment later): each table has a row to refuse to update.
+	if _, err := log.LastChange(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	for _, table := range []string{"undolog_history", "undolog_session_history", "undolog_changes"} {
 		conn, err := pgx.Connect(t.Context(), url)
 		if err != nil {

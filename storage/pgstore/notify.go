@@ -2,12 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/undolog/undolog/storage"
 )
@@ -125,6 +127,10 @@ func (e *Engine) stopListening() {
 // again, with backoff, whenever it drops.
 func (e *Engine) runListener(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	if _, p, err := listenConfig(e.url); err == nil && p.polls() {
+		e.pollFeed(ctx)
+		return
+	}
 	l := &e.listener
 	backoff := minBackoff
 	for ctx.Err() == nil {
@@ -160,11 +166,10 @@ func (e *Engine) runListener(ctx context.Context, done chan struct{}) {
 // connectListener opens the listening connection, starts listening, and
 // then reads the feed's newest position and the schema the log is in.
 func (e *Engine) connectListener(ctx context.Context) (conn *pgx.Conn, schema string, latest uint64, err error) {
-	cfg, err := pgx.ParseConfig(e.url)
+	cfg, _, err := listenConfig(e.url)
 	if err != nil {
 		return nil, "", 0, err
 	}
-	cfg.RuntimeParams["application_name"] = listenName
 	conn, err = pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, "", 0, err
@@ -190,6 +195,72 @@ func (e *Engine) connectListener(ctx context.Context) (conn *pgx.Conn, schema st
 		latest = uint64(n)
 	}
 	return conn, schema, latest, nil
+}
+
+// listenConfig is the listening connection's configuration: url's, or
+// behind a transaction pooler the server the URL names for listening.
+func listenConfig(url string) (*pgx.ConnConfig, pooling, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, pooling{}, err
+	}
+	p, err := takePooling(&cfg.Config)
+	if err != nil {
+		return nil, p, err
+	}
+	if p.listenHost != "" {
+		cfg.Host, cfg.Port, cfg.Fallbacks = p.listenHost, p.listenPort, nil
+	}
+	cfg.RuntimeParams["application_name"] = listenName
+	return cfg, p, nil
+}
+
+// pollFeed stands in for the listening connection behind a transaction
+// pooler without one: it reads the feed's newest position every
+// pollInterval, through the pool, and wakes the waiters on a newer one.
+func (e *Engine) pollFeed(ctx context.Context) {
+	l := &e.listener
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		latest, err := e.newestPosition(ctx)
+		l.mu.Lock()
+		l.lastErr = err
+		switch {
+		case err != nil:
+			l.ready = false
+		case !l.ready:
+			// As a listening connection made anew: every wait looks again.
+			l.ready, l.latest = true, latest
+			l.epoch++
+			l.broadcast()
+		case latest > l.latest:
+			l.latest = latest
+			l.broadcast()
+		}
+		l.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// newestPosition reads the feed's newest position; 0 before the feed's
+// table is made.
+func (e *Engine) newestPosition(ctx context.Context) (uint64, error) {
+	pool, err := e.connect(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = pool.QueryRow(ctx, `SELECT coalesce(max(pos), 0) FROM undolog_changes`).Scan(&n)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" { // no such table
+		return 0, nil
+	}
+	return uint64(n), err
 }
 
 // hear passes on the notifications of the log's schema until the

@@ -38,6 +38,27 @@ func intercept(t *testing.T, log effectlog.Log, session string) error {
 	return err
 }
 
+// writtenAndListening is a writer of the log at url that wrote a call of
+// session, and an engine of it listening, with the feed's position after
+// the write: its publish (and notification) is over before the listening
+// began. Both are closed when t ends.
+func writtenAndListening(t *testing.T, url, session string) (writer effectlog.Log, waiter *pgstore.Engine, before uint64) {
+	t.Helper()
+	writer = open(url)
+	t.Cleanup(func() { writer.Close() })
+	if err := intercept(t, writer, session); err != nil {
+		t.Fatal(err)
+	}
+	before, err := writer.LastChange(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter = pgstore.New(url)
+	t.Cleanup(func() { waiter.Close() })
+	listening(t, waiter)
+	return writer, waiter, before
+}
+
 // waitChange runs e.WaitChange(after) in the background (bounded by 10 s:
 // the test fails rather than hangs) and returns its outcome's channel.
 func waitChange(t *testing.T, e *pgstore.Engine, after uint64) <-chan error {
@@ -56,20 +77,7 @@ func waitChange(t *testing.T, e *pgstore.Engine, after uint64) <-chan error {
 // in its own transaction, once the positions are given.
 func TestWaitChangeIsWokenByACommitOnly(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
-	writer := open(url)
-	defer writer.Close()
-	if err := intercept(t, writer, "s"); err != nil {
-		t.Fatal(err)
-	}
-	// The write's publish (and its notification) is over before the
-	// waiter listens.
-	before, err := writer.LastChange(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiter := pgstore.New(url)
-	defer waiter.Close()
-	listening(t, waiter)
+	writer, waiter, before := writtenAndListening(t, url, "s")
 	woken := waitChange(t, waiter, before)
 
 	// A check deferred to the commit, so it fails after the positions (and

@@ -46,13 +46,17 @@ func (t *pipelined) held() {
 
 var _ querier = (*pipelined)(nil)
 
-func beginPipelined(ctx context.Context, pool *pgxpool.Pool) (*pipelined, error) {
+// beginPipelined begins a transaction with the statements of begin, sent
+// with the first read.
+func beginPipelined(ctx context.Context, pool *pgxpool.Pool, begin []string) (*pipelined, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	t := &pipelined{conn: conn, pending: &pgx.Batch{}}
-	t.pending.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	for _, sql := range begin {
+		t.pending.Queue(sql)
+	}
 	return t, nil
 }
 

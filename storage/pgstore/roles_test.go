@@ -43,9 +43,15 @@ func withRolesIn(t testing.TB, schema string) (owner, agent, approver, reader st
 		t.Fatal(err)
 	}
 	suffix := regexp.MustCompile(`[^a-z0-9]+`).ReplaceAllString(strings.TrimPrefix(u.Path, "/"), "_")
-	if schema != "" {
+	switch q := u.Query(); {
+	case schema != "" && q.Has("undolog_pooler"):
+		// Behind a pooler a URL may not set search_path: the database's
+		// setting does, made on the server before any role has a backend
+		// of it there.
+		db := pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()
+		execTB(t, onServer(t, owner), "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()+"; ALTER DATABASE "+db+" SET search_path = "+pgx.Identifier{schema}.Sanitize())
+	case schema != "":
 		execTB(t, owner, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize())
-		q := u.Query()
 		q.Set("search_path", schema)
 		u.RawQuery = q.Encode()
 		owner = u.String()
