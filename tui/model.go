@@ -87,6 +87,7 @@ type undoState struct {
 	session string
 	lines   []string
 	done    bool
+	failed  bool // it stopped on an error
 }
 
 // Init loads the first screen, unless Run has, and starts watching for
@@ -227,6 +228,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, makePlan(m.ctx, m.opts.Log, m.undo.session)
 		}
 		if msg.err != nil {
+			m.undo.failed = true
 			m.undo.lines = append(m.undo.lines, "stopped: "+textfmt.OneLine(msg.err.Error()))
 			m.setStatus("", msg.err)
 		} else {
@@ -261,7 +263,7 @@ func (m *Model) notHere(p saga.Plan) string {
 	for _, s := range p.Steps {
 		switch {
 		case s.Action == saga.ActionBlocked:
-			return fmt.Sprintf("effect %d %s failed before: fix it, then %s resolve %d --reason WHAT_WAS_DONE, and undo again",
+			return fmt.Sprintf("effect %d %s failed before: fix it, then press R on it in its session (or %s resolve %d --reason WHAT_WAS_DONE), and undo again",
 				s.Effect.ID, s.Effect.Tool, cli, s.Effect.ID)
 		case s.Action == saga.ActionCompensate && s.Entry.Compensation.Kind == model.CompensationManual:
 			return fmt.Sprintf("effect %d %s is undone by hand (a manual compensation): run %s undo %s in a shell, which asks you to confirm it",
@@ -417,6 +419,22 @@ func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.openPrompt(title, false, e.Args, func(reason string) tea.Cmd {
 			return decide(m.ctx, m.opts.Log, shown, to, m.opts.Actor, reason)
 		})
+	case key.Matches(msg, k.Resolve):
+		e := v.selected()
+		if e == nil {
+			return nil
+		}
+		u, ok := v.entries[e.ID]
+		if !ok || u.State != sm.EntryCompensationFailed {
+			m.setStatus("", fmt.Errorf("effect %d: only a failed compensation is resolved, by saying what was done by hand", e.ID))
+			return nil
+		}
+		// The same rule as `undolog resolve`: a reason is required, the log
+		// (UndoStep) refuses any other entry.
+		id := e.ID
+		m.openPrompt(fmt.Sprintf("Resolve effect %d (%s)? Its compensation failed; the next undo walks on past it.", e.ID, e.Tool), true, e.Args,
+			func(reason string) tea.Cmd { return resolveEntry(m.ctx, m.opts.Log, id, m.opts.Actor, reason) })
+		m.prompt.question = "What was done by hand:"
 	case key.Matches(msg, k.Transition):
 		e := v.selected()
 		if e == nil {
@@ -474,6 +492,26 @@ func (m *Model) menuKey(msg tea.KeyPressMsg) tea.Cmd {
 		})
 	}
 	return nil
+}
+
+// offers is what the log accepts for the selected effect: the footer's keys.
+func (m *Model) offers() rowActions {
+	v := &m.session
+	can := rowActions{undo: !v.sess.State.IsTerminal()}
+	e := v.selected()
+	if e == nil {
+		return can
+	}
+	for _, to := range allowedNext(*e, v.sess.State, v.undecidable(e.ID) == "") {
+		if to == sm.Approved || to == sm.Rejected {
+			can.decide = true // a and r say it: t need not
+		} else {
+			can.transition = true
+		}
+	}
+	u, ok := v.entries[e.ID]
+	can.resolve = ok && u.State == sm.EntryCompensationFailed
+	return can
 }
 
 // allowedNext is what the transition menu offers: the states the spec's

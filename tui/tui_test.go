@@ -35,7 +35,7 @@ func demoStore(t *testing.T) effectlog.FileLog {
 
 func start(t *testing.T, store effectlog.Log, session string) *teatest.TestModel {
 	t.Helper()
-	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
+	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd }, Location: time.UTC,
 		Refresh: 100 * time.Millisecond})
 	return startModel(t, m, store)
 }
@@ -143,7 +143,7 @@ func TestUndoOfABlockedPlanSaysResolveFirst(t *testing.T) {
 	waitFor(t, tm, "ci-nightly-88")
 	tm.Send(press("jjj"))
 	tm.Send(press("u"))
-	waitFor(t, tm, "failed before: fix it, then undolog resolve 6")
+	waitFor(t, tm, "failed before: fix it, then press R on it")
 	tm.Quit()
 }
 
@@ -311,6 +311,9 @@ func TestUndoRunsCompensationsLIFO(t *testing.T) {
 	waitFor(t, tm, "Undo 3 steps of session lifo? (y/n)")
 	tm.Send(press("y"))
 	waitFor(t, tm, "3 compensated, 0 skipped")
+	if v := finalView(t, tm); !bytes.Contains(v, []byte("Undo of session lifo finished")) {
+		t.Fatalf("a finished undo is not titled so:\n%s", v)
+	}
 	data, _ := os.ReadFile(order)
 	if got := strings.Fields(string(data)); !reflect.DeepEqual(got, []string{"3", "2", "1"}) {
 		t.Fatalf("compensations ran in order %v", got)
@@ -407,6 +410,6 @@ func TestBackFromASessionSelectsIt(t *testing.T) {
 	tm.Send(press("esc"))
 	waitFor(t, tm, "ci-nightly-88", "agent-research-42")
 	tm.Send(press("u"))
-	waitFor(t, tm, "failed before: fix it, then undolog resolve 6")
+	waitFor(t, tm, "failed before: fix it, then press R on it")
 	tm.Quit()
 }

@@ -219,7 +219,7 @@ func (m *Model) statusLines() []string {
 // would drop help and quit first, and overflow when not even its ellipsis
 // fits.)
 func (m *Model) footer() string {
-	keys := m.keys.shortHelp(m.screen)
+	keys := m.keys.shortHelp(m.screen, m.offers())
 	for n := len(keys); ; n-- {
 		line := m.help.ShortHelpView(append(keys[:n:n], m.keys.Help, m.keys.Quit))
 		if n == 0 || lipgloss.Width(line) <= m.width {
@@ -568,12 +568,19 @@ func (m *Model) detailLines() []string {
 		out = append(out, prettyJSON(e.Result)...)
 	}
 	out = append(out, m.st.label.Render("history:"))
-	for _, r := range d.History {
-		to := r.To
+	// The states' column is as wide as its widest: a dated row fits 80
+	// columns.
+	tos, toWidth := make([]string, len(d.History)), 0
+	for i, r := range d.History {
+		tos[i] = r.To
 		if r.Kind == model.KindUndo {
-			to = "undo:" + r.To
+			tos[i] = "undo:" + r.To
 		}
-		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, sm.TriggerText(r.Trigger), r.Who())
+		toWidth = max(toWidth, len(tos[i]))
+	}
+	for i, r := range d.History {
+		to := tos[i]
+		line := fmt.Sprintf("  %2d %s %-*s %s by %s", r.Seq, r.At.In(m.opts.Location).Format(historyTime), toWidth, to, sm.TriggerText(r.Trigger), r.Who())
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}
@@ -662,8 +669,19 @@ func (m *Model) confirmUndoView() string {
 	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
 
+// historyTime is how history dates its rows: a log outlives a day, and its
+// writers may sit in other zones.
+const historyTime = "2006-01-02 15:04:05 MST"
+
 func (m *Model) undoView() string {
-	lines := []string{fmt.Sprintf("Undoing session %s…", esc(m.undo.session)), ""}
+	title := fmt.Sprintf("Undoing session %s…", esc(m.undo.session))
+	switch {
+	case m.undo.done && m.undo.failed:
+		title = fmt.Sprintf("Undo of session %s stopped", esc(m.undo.session))
+	case m.undo.done:
+		title = fmt.Sprintf("Undo of session %s finished", esc(m.undo.session))
+	}
+	lines := []string{m.st.title.Render(title), ""}
 	for _, l := range m.undo.lines {
 		lines = append(lines, esc(l))
 	}

@@ -1,0 +1,130 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/undolog/undolog/effectlog"
+	sm "github.com/undolog/undolog/statemachine"
+)
+
+// apply hands msg to m and then what its commands answer, as the program
+// would: the view as it stands once its reads are done (it does not watch).
+func apply(m *Model, msg tea.Msg) { settle(m, []tea.Msg{msg}, 8) }
+
+// opened is the view on session, its first screen loaded.
+func opened(t *testing.T, store effectlog.Log, session string) *Model {
+	t.Helper()
+	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
+		Location: time.UTC, Width: 100, Height: 30})
+	if _, err := m.firstFrame(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// selectEffect moves the selection to effect id.
+func selectEffect(t *testing.T, m *Model, id uint64) {
+	t.Helper()
+	for range len(m.session.effects) {
+		apply(m, press("k"))
+	}
+	for range len(m.session.effects) {
+		if e := m.session.selected(); e != nil && e.ID == id {
+			return
+		}
+		apply(m, press("j"))
+	}
+	t.Fatalf("effect %d is not listed", id)
+}
+
+// The footer offers only what the log accepts for the selected effect: no
+// approve, reject or transition on a committed one of a halted session, a
+// and r on a call that awaits approval, R on a failed compensation.
+func TestFooterOffersOnlyWhatTheRowAllows(t *testing.T) {
+	store := demoStore(t)
+	m := opened(t, store, "agent-research-42")
+	selectEffect(t, m, 1) // write_file, committed
+	if f := m.footer(); strings.Contains(f, "approve") || strings.Contains(f, "reject") || strings.Contains(f, "resolve") {
+		t.Fatalf("committed effect: footer %q", f)
+	}
+	selectEffect(t, m, 4) // send_email, awaiting approval
+	if f := m.footer(); !strings.Contains(f, "a approve") || !strings.Contains(f, "r reject") || strings.Contains(f, "resolve") {
+		t.Fatalf("pending irreversible effect: footer %q", f)
+	}
+
+	m = opened(t, store, "ci-deploy-117") // halted
+	for _, e := range m.session.effects {
+		selectEffect(t, m, e.ID)
+		f := m.footer()
+		failed := m.session.entries[e.ID].State == sm.EntryCompensationFailed
+		if strings.Contains(f, "approve") || strings.Contains(f, "transition") && len(allowedNext(e, m.session.sess.State, true)) == 0 {
+			t.Errorf("effect %d %s: footer %q", e.ID, e.State, f)
+		}
+		if strings.Contains(f, "R resolve") != failed {
+			t.Errorf("effect %d (undo entry %s): footer %q", e.ID, m.session.entries[e.ID].State, f)
+		}
+	}
+}
+
+// R on a failed compensation asks what was done by hand (required, as
+// `undolog resolve --reason` is) and records it: the next undo walks on.
+func TestResolveAFailedCompensation(t *testing.T) {
+	store := demoStore(t)
+	m := opened(t, store, "ci-deploy-117")
+	var failed uint64
+	for id, u := range m.session.entries {
+		if u.State == sm.EntryCompensationFailed {
+			failed = id
+		}
+	}
+	if failed == 0 {
+		t.Fatal("the demo has no failed compensation")
+	}
+	selectEffect(t, m, failed)
+	apply(m, press("R"))
+	if m.overlay != overlayPrompt || !strings.Contains(m.render(), "What was done by hand:") {
+		t.Fatalf("R: no dialog:\n%s", m.render())
+	}
+	apply(m, press("enter"))
+	if m.overlay != overlayPrompt || !strings.Contains(m.status, "a reason is required") {
+		t.Fatalf("empty reason: overlay %v, status %q", m.overlay, m.status)
+	}
+	apply(m, tea.PasteMsg{Content: "rolled back by hand"})
+	apply(m, press("enter"))
+	d, err := store.GetEffect(t.Context(), failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Undo == nil || d.Undo.State != sm.EntryResolved {
+		t.Fatalf("undo entry %+v, status %q", d.Undo, m.status)
+	}
+	last := d.History[len(d.History)-1]
+	if last.Actor != "tester" || last.Reason != "rolled back by hand" {
+		t.Fatalf("history %+v", last)
+	}
+	if f := m.footer(); strings.Contains(f, "resolve") {
+		t.Fatalf("resolved: footer still offers it: %q", f)
+	}
+	// On any other effect R refuses, and changes nothing.
+	selectEffect(t, m, m.session.effects[0].ID)
+	apply(m, press("R"))
+	if m.overlay != overlayNone || !m.statusErr {
+		t.Fatalf("R on effect %d: overlay %v, status %q", m.session.effects[0].ID, m.overlay, m.status)
+	}
+}
+
+// History dates its rows, in the view's zone, named.
+func TestHistoryShowsDateAndZone(t *testing.T) {
+	m := New(t.Context(), Options{Log: demoStore(t), Session: "agent-research-42", Now: func() time.Time { return demoEnd },
+		Location: time.FixedZone("CET", 3600), Width: 100, Height: 40})
+	if _, err := m.firstFrame(); err != nil {
+		t.Fatal(err)
+	}
+	if s := m.render(); !strings.Contains(s, "2026-11-30 10:05:00 CET") {
+		t.Fatalf("no dated history row:\n%s", s)
+	}
+}
