@@ -143,5 +143,5 @@ func TestViewEscapesStoredText(t *testing.T) {
 	m.overlay, m.screen, m.sessions.filter = overlayNone, screenSessions, hostile
 	requireTerminalSafe(t, "sessions filter", m.render())
 	run(m.handleKey(press("/")))
-	requireTerminalSafe(t, "filter dialog", m.render())
+	requireTerminalSafe(t, "filter line", m.render())
 }

@@ -140,7 +140,7 @@ func TestDialogCursorStandsInTheInput(t *testing.T) {
 		m.overlay = overlayNone
 		m.openFilter()
 		typeThenBack(m, "deploy", 2)
-		requireCursorOn(t, m, "> depl", "o")
+		requireCursorOn(t, m, "/ depl", "o")
 	}
 }
 

@@ -119,9 +119,12 @@ func TestSessionsFilterAppliesAtOnceAndReplaces(t *testing.T) {
 	}{
 		{[]string{"/", "halted", "enter"}, []string{"agent-ops-3", "agent-cleanup-7", "ci-deploy-117"}},
 		{[]string{"/", "halt", "enter"}, []string{"agent-ops-3", "agent-cleanup-7", "ci-deploy-117"}}, // a state's start
-		{[]string{"/", "halted", "enter", "/", "deploy", "enter"}, []string{"ci-deploy-117"}},
-		{[]string{"/", "halted", "enter", "/", "enter"}, all},
-		{[]string{"/", "halted", "enter", "/", "ci", "esc"}, []string{"agent-ops-3", "agent-cleanup-7", "ci-deploy-117"}},
+		{[]string{"/", "ci"}, []string{"ci-nightly-88", "ci-deploy-117"}},                             // live, before enter
+		{[]string{"/", "ci", "-d"}, []string{"ci-deploy-117"}},
+		{[]string{"/", "halted", "enter", "/", "ctrl+u", "deploy", "enter"}, []string{"ci-deploy-117"}},
+		{[]string{"/", "halted", "enter", "/", "esc"}, all}, // esc clears it
+		{[]string{"/", "halted", "enter", "esc"}, all},
+		{[]string{"/", "ci", "esc"}, all},
 	}
 	for _, l := range []layout{layouts[0], layouts[3]} {
 		for _, c := range cases {

@@ -128,3 +128,35 @@ func TestHistoryShowsDateAndZone(t *testing.T) {
 		t.Fatalf("no dated history row:\n%s", s)
 	}
 }
+
+// On a session's screen the filter applies as it is typed; esc clears it,
+// and only then goes back.
+func TestEffectsFilterIsLiveAndEscClearsIt(t *testing.T) {
+	m := opened(t, demoStore(t), "agent-research-42")
+	tools := func() []string {
+		var out []string
+		for _, e := range m.session.effects {
+			out = append(out, e.Tool)
+		}
+		return out
+	}
+	apply(m, press("/"))
+	for _, r := range "create_ticket" {
+		apply(m, press(string(r)))
+	}
+	if got := tools(); m.overlay != overlayFilter || len(got) != 1 || got[0] != "create_ticket" {
+		t.Fatalf("typed, not entered: overlay %v, effects %v", m.overlay, got)
+	}
+	apply(m, press("enter"))
+	if got := tools(); m.overlay != overlayNone || len(got) != 1 || !strings.Contains(m.render(), "filter: create_ticket") {
+		t.Fatalf("entered: overlay %v, effects %v\n%s", m.overlay, got, m.render())
+	}
+	apply(m, press("esc"))
+	if got := tools(); m.screen != screenSession || len(got) != 4 || m.session.filter != "" {
+		t.Fatalf("esc: screen %v, filter %q, effects %v", m.screen, m.session.filter, got)
+	}
+	apply(m, press("esc"))
+	if m.screen != screenSessions {
+		t.Fatalf("esc again: screen %v", m.screen)
+	}
+}

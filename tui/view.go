@@ -141,8 +141,6 @@ func (m *Model) draw() (string, *tea.Cursor) {
 		body = m.menuView()
 	case overlayPrompt:
 		body, cursor = m.promptView()
-	case overlayFilter:
-		body, cursor = m.filterView()
 	case overlayConfirmUndo:
 		body = m.confirmUndoView()
 	case overlayUndo:
@@ -153,9 +151,17 @@ func (m *Model) draw() (string, *tea.Cursor) {
 		} else {
 			body = m.sessionView()
 		}
+		if m.overlay == overlayFilter {
+			var line string
+			line, cursor = m.filterLine()
+			body = line + "\n" + body
+		}
 	}
 	lines := strings.Split(body, "\n")
 	h := m.bodyHeight()
+	if m.overlay == overlayFilter {
+		h++ // the filter's line
+	}
 	if len(lines) > h {
 		lines = lines[:h]
 	}
@@ -246,17 +252,15 @@ func (m *Model) helpView() string {
 	return m.st.box.Render(strings.Join(lines, "\n"))
 }
 
-func (m *Model) filterView() (string, *tea.Cursor) {
-	now := "none"
-	if f := m.currentFilter(); f != "" {
-		now = strconv.Quote(f)
-	}
-	box := m.st.boxWidth(m.filterWidth())
+// filterHint follows the filter's line.
+const filterHint = "  enter: keep  esc: clear"
+
+// filterLine is the filter being edited, over the screen it filters, and
+// where the cursor stands in it.
+func (m *Model) filterLine() (string, *tea.Cursor) {
 	field, cursor := m.filter.view()
-	lines := []string{"Filter by " + m.filterWhat() + " (now: " + esc(now) + "):", "", field}
-	cursor = inputCursor(box, lines, cursor)
-	lines = append(lines, "", m.st.dim.Render("enter: apply (empty clears)  esc: keep the filter"))
-	return box.Render(strings.Join(lines, "\n")), cursor
+	line := fit(field, m.filterWidth()) + m.st.dim.Render(filterHint)
+	return line, cursor
 }
 
 // inputCursor places the cursor of an input drawn as the last of lines in
