@@ -209,11 +209,13 @@ func TestTUILayoutsInTmux(t *testing.T) {
 		}
 		tmux("send-keys", "-t", name, "j")
 		waitScreen(t, tmux, name, "▶ agent-ops-3")
-		// The session screen's longer footer keeps help and quit too.
+		// The session screen's longer footer keeps help and quit too, and
+		// offers only what the selected call allows: drop_database was
+		// rejected, nobody approves it now.
 		tmux("send-keys", "-t", name, "Enter")
 		pane = waitScreen(t, tmux, name, "drop_database")
 		lines = strings.Split(strings.TrimRight(pane, "\n"), "\n")
-		if last := strings.TrimSpace(lines[len(lines)-1]); !strings.HasSuffix(last, "? help • q quit") || !strings.Contains(last, "a approve") {
+		if last := strings.TrimSpace(lines[len(lines)-1]); !strings.HasSuffix(last, "? help • q quit") || strings.Contains(last, "approve") || !strings.Contains(last, "u undo session") {
 			t.Errorf("%dx%d: session footer %q", l.w, l.h, last)
 		}
 		if !strings.Contains(pane, "▶ ") {

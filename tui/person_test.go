@@ -169,7 +169,12 @@ func longArgsStore(t *testing.T, session, tool string) (effectlog.FileLog, strin
 func joined(lines []string) string {
 	var parts []string
 	for _, l := range lines {
-		parts = append(parts, strings.TrimSpace(strings.Trim(l, "│")))
+		// A dialog is drawn over the screen: its text stands between its
+		// borders.
+		if first, last := strings.Index(l, "│"), strings.LastIndex(l, "│"); first >= 0 && last > first {
+			l = l[first+len("│") : last]
+		}
+		parts = append(parts, strings.TrimSpace(l))
 	}
 	return strings.Join(parts, " ")
 }

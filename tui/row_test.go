@@ -6,6 +6,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/effectlog"
 	sm "github.com/undolog/undolog/statemachine"
@@ -160,3 +161,45 @@ func TestEffectsFilterIsLiveAndEscClearsIt(t *testing.T) {
 		t.Fatalf("esc again: screen %v", m.screen)
 	}
 }
+
+// Dialogs and help stand centred over the screen, which stays in sight,
+// dimmed where there is colour.
+func TestDialogsAreCentredOverTheDimmedView(t *testing.T) {
+	for _, color := range []bool{false, true} {
+		m := New(t.Context(), Options{Log: demoStore(t), Session: "agent-research-42", Now: func() time.Time { return demoEnd },
+			Location: time.UTC, Width: 100, Height: 30, Color: color})
+		if _, err := m.firstFrame(); err != nil {
+			t.Fatal(err)
+		}
+		for _, open := range []string{"?", "t"} {
+			selectEffect(t, m, 4)
+			apply(m, press(open))
+			screen := m.render()
+			lines := strings.Split(ansi.Strip(screen), "\n")
+			top, left := -1, -1
+			for i, l := range lines {
+				if j := strings.Index(l, "┌"); j >= 0 {
+					top, left = i, ansi.StringWidth(l[:j])
+					break
+				}
+			}
+			bottom := top
+			for bottom+1 < len(lines) && strings.Contains(lines[bottom+1], "│") {
+				bottom++
+			}
+			width := ansi.StringWidth(lines[top][:strings.Index(lines[top], "┐")]) + 1 - left
+			if top < 1 || abs(left-(m.width-width)/2) > 1 || abs(top-(len(lines)-(bottom-top+2))/2) > 1 {
+				t.Fatalf("colour %v, %q: box at line %d column %d, %d wide, %d high, not centred:\n%s", color, open, top, left, width, bottom-top+2, ansi.Strip(screen))
+			}
+			if !strings.HasPrefix(lines[0], "undolog") || !strings.Contains(ansi.Strip(screen), "agent-research-42") {
+				t.Fatalf("colour %v, %q: the screen under the dialog is gone:\n%s", color, open, ansi.Strip(screen))
+			}
+			if first := strings.SplitN(screen, "\n", 2)[0]; color != strings.HasPrefix(first, "\x1b[2mundolog") {
+				t.Fatalf("colour %v, %q: title line %q", color, open, first)
+			}
+			apply(m, press("esc"))
+		}
+	}
+}
+
+func abs(n int) int { return max(n, -n) }

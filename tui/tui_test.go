@@ -231,7 +231,13 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 		}
 		var shown []sm.State
 		for _, line := range strings.Split(m.render(), "\n") {
-			item := strings.TrimSpace(strings.Trim(line, "│ "))
+			// The menu's box is drawn over the screen: its items stand between
+			// its borders.
+			first, last := strings.Index(line, "│"), strings.LastIndex(line, "│")
+			if first < 0 || last == first {
+				continue
+			}
+			item := strings.TrimSpace(line[first+len("│") : last])
 			item = strings.TrimPrefix(item, "> ")
 			if st, err := sm.ParseState(item); err == nil {
 				shown = append(shown, st)

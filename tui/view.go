@@ -130,32 +130,32 @@ func (m *Model) render() string {
 }
 
 // draw renders the whole screen, and where the cursor stands on it (nil:
-// hidden, as it is but in a dialog's input).
+// hidden, as it is but in an input).
 func (m *Model) draw() (string, *tea.Cursor) {
-	var body string
+	var dialog string
 	var cursor *tea.Cursor
 	switch m.overlay {
 	case overlayHelp:
-		body = m.helpView()
+		dialog = m.helpView()
 	case overlayMenu:
-		body = m.menuView()
+		dialog = m.menuView()
 	case overlayPrompt:
-		body, cursor = m.promptView()
+		dialog, cursor = m.promptView()
 	case overlayConfirmUndo:
-		body = m.confirmUndoView()
+		dialog = m.confirmUndoView()
 	case overlayUndo:
-		body = m.undoView()
-	default:
-		if m.screen == screenSessions {
-			body = m.sessionsView()
-		} else {
-			body = m.sessionView()
-		}
-		if m.overlay == overlayFilter {
-			var line string
-			line, cursor = m.filterLine()
-			body = line + "\n" + body
-		}
+		dialog = m.undoView()
+	}
+	var body string
+	if m.screen == screenSessions {
+		body = m.sessionsView()
+	} else {
+		body = m.sessionView()
+	}
+	if m.overlay == overlayFilter {
+		var line string
+		line, cursor = m.filterLine()
+		body = line + "\n" + body
 	}
 	lines := strings.Split(body, "\n")
 	h := m.bodyHeight()
@@ -174,6 +174,9 @@ func (m *Model) draw() (string, *tea.Cursor) {
 		// rather than wrapped by the terminal onto the next line.
 		screen[i] = ansi.Truncate(line, m.width, "")
 	}
+	if dialog != "" {
+		return m.overDimmed(screen, dialog, cursor)
+	}
 	if cursor != nil {
 		cursor.Y++ // under the title
 		if cursor.Y > h || cursor.X >= m.width {
@@ -181,6 +184,26 @@ func (m *Model) draw() (string, *tea.Cursor) {
 		}
 	}
 	return strings.Join(screen, "\n"), cursor
+}
+
+// overDimmed draws dialog centred over the screen's lines, dimmed (with no
+// colour, they stay as text); cursor is the dialog's input's, moved with it.
+func (m *Model) overDimmed(screen []string, dialog string, cursor *tea.Cursor) (string, *tea.Cursor) {
+	for i, l := range screen {
+		screen[i] = m.st.dim.Render(ansi.Strip(l))
+	}
+	dw, dh := lipgloss.Width(dialog), lipgloss.Height(dialog)
+	x, y := max(0, (m.width-dw)/2), max(0, (len(screen)-dh)/2)
+	canvas := lipgloss.NewCanvas(m.width, len(screen))
+	canvas.Compose(lipgloss.NewCompositor(lipgloss.NewLayer(strings.Join(screen, "\n")), lipgloss.NewLayer(dialog).X(x).Y(y).Z(1)))
+	if cursor != nil {
+		cursor.X += x
+		cursor.Y += y
+		if cursor.Y >= len(screen) || cursor.X >= m.width {
+			cursor = nil // the input is cut off with the dialog
+		}
+	}
+	return canvas.Render(), cursor
 }
 
 // maxStatusLines bounds the status message's lines: a refusal's whole
