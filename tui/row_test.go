@@ -203,3 +203,32 @@ func TestDialogsAreCentredOverTheDimmedView(t *testing.T) {
 }
 
 func abs(n int) int { return max(n, -n) }
+
+// A tall sessions screen shows the selected session's detail under its list,
+// spelled out; on a wide one the waiting badge stays beside its row's counts.
+func TestSessionsScreenUsesItsHeight(t *testing.T) {
+	m := New(t.Context(), Options{Log: demoStore(t), Now: func() time.Time { return demoEnd }, Location: time.UTC, Width: 160, Height: 40})
+	if _, err := m.firstFrame(); err != nil {
+		t.Fatal(err)
+	}
+	for m.sessions.selected().ID != "agent-research-42" {
+		apply(m, press("j"))
+	}
+	lines := strings.Split(m.render(), "\n")
+	screen := strings.Join(lines, "\n")
+	for _, want := range []string{"── session agent-research-42", "state: awaiting_approval", "1 pending, 2 committed, 1 replayed", "● 1 awaiting approval"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("no %q under the list:\n%s", want, screen)
+		}
+	}
+	for _, l := range lines {
+		if i := strings.Index(l, "●1"); i >= 0 && ansi.StringWidth(l[:i]) > 100 {
+			t.Errorf("the waiting badge stands at column %d of %q", ansi.StringWidth(l[:i]), l)
+		}
+	}
+	// On a short screen the list keeps the rows.
+	apply(m, tea.WindowSizeMsg{Width: 80, Height: 10})
+	if s := m.render(); strings.Contains(s, "── session") || !strings.Contains(s, "▶ agent-research-42") {
+		t.Errorf("80x10:\n%s", s)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -407,6 +408,16 @@ func (m *Model) sessionsView() string {
 	}
 	cols := m.sessionColumns()
 	rows := m.bodyHeight() - 1
+	// A tall screen shows the selected session's detail under the list:
+	// the list keeps what it needs, at least half.
+	detail := m.sessionDetail()
+	if room := rows - len(v.list) - 1; room >= 4 {
+		rows = len(v.list)
+	} else if rows/2 >= 5 && rows-rows/2-1 >= 4 {
+		rows = rows - rows/2
+	} else {
+		detail = nil
+	}
 	v.offset = scrolled(v.offset, v.cursor, rows)
 	out := []string{m.renderHeader(cols)}
 	now := m.opts.Now()
@@ -426,7 +437,66 @@ func (m *Model) sessionsView() string {
 		}
 		out = append(out, line)
 	}
+	if len(detail) > 0 {
+		for len(out) < rows+1 {
+			out = append(out, "")
+		}
+		out = append(out, m.st.dim.Render(ansi.Truncate("── session "+esc(v.selected().ID)+" "+strings.Repeat("─", m.width), m.width, "")))
+		out = append(out, wrapLines(detail, m.width)...)
+	}
 	return strings.Join(out, "\n")
+}
+
+// sessionDetail is the selected session's: its state and why, when it was
+// made and changed, its effects by state (spelled out), what awaits
+// approval, and what it was labelled with.
+func (m *Model) sessionDetail() []string {
+	s := m.sessions.selected()
+	if s == nil {
+		return nil
+	}
+	now, loc := m.opts.Now(), m.opts.Location
+	label := func(name string) string { return m.st.label.Render(name) }
+	state := m.st.state(string(s.State))
+	if s.Reason != "" {
+		state += ": " + esc(textfmt.OneLine(s.Reason))
+	}
+	out := []string{
+		label("state:") + " " + state,
+		label("created:") + " " + s.CreatedAt.In(loc).Format(historyTime) + " (" + textfmt.Ago(now, s.CreatedAt) + " ago)",
+	}
+	if !s.UpdatedAt.IsZero() && !s.UpdatedAt.Equal(s.CreatedAt) {
+		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
+	}
+	var counts []string
+	for _, st := range sm.States {
+		if n := s.Counts[st]; n > 0 {
+			counts = append(counts, strconv.Itoa(n)+" "+m.st.state(string(st)))
+		}
+	}
+	line := label("effects:") + " " + strconv.Itoa(s.Effects)
+	if len(counts) > 0 {
+		line += ": " + strings.Join(counts, ", ")
+	}
+	out = append(out, line)
+	if s.PendingApprovals > 0 {
+		out = append(out, m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))+": enter, then a or r on it")
+	}
+	if len(s.Meta) > 0 {
+		keys := make([]string, 0, len(s.Meta))
+		for k := range s.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			keys[i] = esc(k) + "=" + esc(s.Meta[k])
+		}
+		out = append(out, label("meta:")+" "+strings.Join(keys, "  "))
+	}
+	if len(s.Upstream) > 0 {
+		out = append(out, label("server:")+" "+esc(strings.Join(s.Upstream, " ")))
+	}
+	return out
 }
 
 // sessionColumns sizes the sessions table to what it shows: the session
@@ -441,10 +511,15 @@ func (m *Model) sessionColumns() []column {
 	fixed := []column{{"AGE", 4, false}, {"EFFECTS", 7, false}}
 	wait := column{"WAIT", 4, false}
 	avail := m.width - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width
+	var counts []string
+	for _, s := range m.sessions.list {
+		counts = append(counts, countsLine(s.Counts))
+	}
 	idw, by := widest("SESSION", ids...), 0
 	switch {
 	case avail-idw >= 10:
-		by = avail - idw
+		// No wider than it needs: WAIT stays beside what it counts.
+		by = min(avail-idw, widest("BY STATE", counts...))
 	case idw <= avail+1:
 		// BY STATE goes (and its separator): the names are worth more.
 	default:
