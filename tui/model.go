@@ -673,7 +673,7 @@ func (m *Model) bodyHeight() int {
 }
 
 // tableHeight is the number of effect rows the session screen shows at most.
-func (m *Model) tableHeight() int { return max(3, (m.bodyHeight()-3)/2) }
+func (m *Model) tableHeight() int { return max(3, (m.bodyHeight()-7)/2) }
 
 // tableRows is the number it shows: a short session leaves the rest of the
 // screen to the detail, where an approver reads the arguments.

@@ -183,10 +183,7 @@ func TestDialogsAreCentredOverTheDimmedView(t *testing.T) {
 					break
 				}
 			}
-			bottom := top
-			for bottom+1 < len(lines) && strings.Contains(lines[bottom+1], "│") {
-				bottom++
-			}
+			bottom := top + len(inDialog(lines)) + 1
 			width := ansi.StringWidth(lines[top][:strings.Index(lines[top], "┐")]) + 1 - left
 			if top < 1 || abs(left-(m.width-width)/2) > 1 || abs(top-(len(lines)-(bottom-top+2))/2) > 1 {
 				t.Fatalf("colour %v, %q: box at line %d column %d, %d wide, %d high, not centred:\n%s", color, open, top, left, width, bottom-top+2, ansi.Strip(screen))
@@ -230,5 +227,38 @@ func TestSessionsScreenUsesItsHeight(t *testing.T) {
 	apply(m, tea.WindowSizeMsg{Width: 80, Height: 10})
 	if s := m.render(); strings.Contains(s, "── session") || !strings.Contains(s, "▶ agent-research-42") {
 		t.Errorf("80x10:\n%s", s)
+	}
+}
+
+// A session's screen frames the table and the detail; the pane the keys
+// move has the thick border (it shows without colour), and ↑/↓ scroll the
+// detail's viewport once tab gives it the focus.
+func TestPanesShowTheFocus(t *testing.T) {
+	store, _ := longArgsStore(t, "mail", "send_email")
+	m := New(t.Context(), Options{Log: store, Session: "mail", Now: func() time.Time { return demoEnd }, Location: time.UTC, Width: 80, Height: 24})
+	if _, err := m.firstFrame(); err != nil {
+		t.Fatal(err)
+	}
+	tops := func() (table, detail string) {
+		for _, l := range strings.Split(m.render(), "\n") {
+			switch {
+			case strings.Contains(l, " effects "):
+				table = l
+			case strings.Contains(l, " effect 18 "):
+				detail = l
+			}
+		}
+		return table, detail
+	}
+	table, detail := tops()
+	if !strings.HasPrefix(table, "┏") || !strings.HasPrefix(detail, "╭") || !strings.Contains(detail, "lines 1-") {
+		t.Fatalf("the table has the focus:\n%s", m.render())
+	}
+	apply(m, press("tab"))
+	apply(m, press("j"))
+	apply(m, press("j"))
+	table, detail = tops()
+	if !strings.HasPrefix(table, "╭") || !strings.HasPrefix(detail, "┏") || !strings.Contains(detail, "lines 3-") {
+		t.Fatalf("the detail has the focus, scrolled by 2:\n%s", m.render())
 	}
 }

@@ -24,8 +24,10 @@ type styles struct {
 	badge    lipgloss.Style
 	label    lipgloss.Style
 	// box is a dialog's: a thin border, one cell of padding either side.
-	box   lipgloss.Style
-	input textinput.Styles
+	box lipgloss.Style
+	// pane frames a part of a screen; paneFocused the one the keys move.
+	pane, paneFocused lipgloss.Style
+	input             textinput.Styles
 }
 
 func newStyles(color bool) styles {
@@ -38,15 +40,17 @@ func newStyles(color bool) styles {
 	}
 	dim := s(plain.Faint(true))
 	return styles{
-		color:    color,
-		title:    s(plain.Bold(true)),
-		selected: s(plain.Reverse(true)),
-		dim:      dim,
-		status:   plain,
-		errText:  s(plain.Bold(true).Foreground(lipgloss.Color("9"))),
-		badge:    s(plain.Bold(true).Foreground(lipgloss.Color("11"))),
-		label:    s(plain.Bold(true)),
-		box:      plain.Border(lipgloss.NormalBorder()).Padding(0, 1),
+		color:       color,
+		title:       s(plain.Bold(true)),
+		selected:    s(plain.Reverse(true)),
+		dim:         dim,
+		status:      plain,
+		errText:     s(plain.Bold(true).Foreground(lipgloss.Color("9"))),
+		badge:       s(plain.Bold(true).Foreground(lipgloss.Color("11"))),
+		label:       s(plain.Bold(true)),
+		box:         plain.Border(lipgloss.NormalBorder()).Padding(0, 1),
+		pane:        s(plain.BorderForeground(lipgloss.Color("8"))).Border(lipgloss.RoundedBorder()),
+		paneFocused: s(plain.BorderForeground(lipgloss.Color("12"))).Border(lipgloss.ThickBorder()),
 		// The terminal's own cursor marks the input's place (see
 		// input.view), in the terminal's colour: nothing to style but the
 		// placeholder.

@@ -230,14 +230,8 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 			t.Errorf("effect %d (%s %s): menu %v, want %v", e.ID, e.Tier, e.State, m.menu.options, want)
 		}
 		var shown []sm.State
-		for _, line := range strings.Split(m.render(), "\n") {
-			// The menu's box is drawn over the screen: its items stand between
-			// its borders.
-			first, last := strings.Index(line, "│"), strings.LastIndex(line, "│")
-			if first < 0 || last == first {
-				continue
-			}
-			item := strings.TrimSpace(line[first+len("│") : last])
+		for _, line := range inDialog(strings.Split(m.render(), "\n")) {
+			item := strings.TrimSpace(line)
 			item = strings.TrimPrefix(item, "> ")
 			if st, err := sm.ParseState(item); err == nil {
 				shown = append(shown, st)

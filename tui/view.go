@@ -574,18 +574,19 @@ func (m *Model) sessionView() string {
 			undos = append(undos, string(u.State))
 		}
 	}
+	inner := m.width - 2 // in a pane's borders
 	cols := flexColumns([]column{{"ID", widest("ID", ids...), false}, {"TOOL", 0, false}, {"TIER", widest("TIER", tiers...), false},
-		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, m.width, widest("TOOL", tools...))
-	out := []string{head, m.renderHeader(cols)}
+		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, inner, widest("TOOL", tools...))
+	table := []string{m.renderHeader(cols)}
 	rows := m.tableRows()
 	v.offset = scrolled(v.offset, v.cursor, rows)
 	now := m.opts.Now()
 	for i := v.offset; i < v.offset+rows; i++ {
 		if i >= len(v.effects) {
 			if i == 0 {
-				out = append(out, m.st.dim.Render("no effects"))
+				table = append(table, m.st.dim.Render("no effects"))
 			} else {
-				out = append(out, "")
+				table = append(table, "")
 			}
 			continue
 		}
@@ -594,31 +595,65 @@ func (m *Model) sessionView() string {
 		if u, ok := v.entries[e.ID]; ok {
 			undo = string(u.State)
 		}
-		out = append(out, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), string(e.State),
+		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), string(e.State),
 			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), undo}, i == v.cursor && !v.focusDetail))
 	}
-	detail := m.detailLines()
-	room := max(0, m.bodyHeight()-len(out)-1) // none in a window too short for the table
-	v.detailTop = max(0, min(v.detailTop, len(detail)-room))
-	end := min(len(detail), v.detailTop+room)
-	// The separator says when the detail goes on, and how to read it all.
-	sep := "── detail "
-	if len(detail) > room {
-		sep += fmt.Sprintf("(lines %d-%d of %d, tab then ↑/↓ to scroll) ", v.detailTop+1, end, len(detail))
+	out := []string{head, m.pane("effects", table, m.width, !v.focusDetail)}
+	// The detail pane has what is left, if that holds a line: a viewport
+	// over the selected effect's detail, which tab focuses to scroll.
+	room := m.bodyHeight() - 1 - len(table) - 2 - 2
+	if room < 1 {
+		return strings.Join(out, "\n")
 	}
-	if v.focusDetail {
-		sep = fmt.Sprintf("── detail (lines %d-%d of %d; ↑/↓ scroll, tab: back to the table) ", v.detailTop+1, end, len(detail))
-		out = append(out, m.st.label.Render(ansi.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
-	} else {
-		out = append(out, m.st.dim.Render(ansi.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
+	vp := &v.detailView
+	vp.SetWidth(inner)
+	vp.SetHeight(room)
+	vp.SetContentLines(m.detailLines(inner))
+	title := "detail"
+	if d := v.detail; d != nil {
+		title = "effect " + itoa(d.Effect.ID)
 	}
-	out = append(out, detail[v.detailTop:end]...)
+	if n := vp.TotalLineCount(); n > room {
+		title += fmt.Sprintf(" · lines %d-%d of %d", vp.YOffset()+1, min(n, vp.YOffset()+room), n)
+		if v.focusDetail {
+			title += " · ↑/↓ scroll, tab: the table"
+		} else {
+			title += " · tab, then ↑/↓ to scroll"
+		}
+	}
+	out = append(out, m.pane(title, strings.Split(vp.View(), "\n"), m.width, v.focusDetail))
 	return strings.Join(out, "\n")
+}
+
+// pane frames lines in a box w cells wide, its title in the top border. The
+// focused pane's border is thick (so it shows without colour) and in the
+// accent colour.
+func (m *Model) pane(title string, lines []string, w int, focused bool) string {
+	style := m.st.pane
+	if focused {
+		style = m.st.paneFocused
+	}
+	inner := max(1, w-2)
+	for i, l := range lines {
+		lines[i] = fit(l, inner)
+	}
+	b := style.GetBorderStyle()
+	edge := lipgloss.NewStyle().Foreground(style.GetBorderTopForeground())
+	if !m.st.color {
+		edge = lipgloss.NewStyle()
+	}
+	label := " " + title + " "
+	if focused {
+		label = m.st.title.Render(label)
+	}
+	label = ansi.Truncate(label, max(0, inner-1), "…")
+	top := edge.Render(b.TopLeft+b.Top) + label + edge.Render(strings.Repeat(b.Top, max(0, inner-1-ansi.StringWidth(label)))+b.TopRight)
+	return top + "\n" + style.BorderTop(false).Width(w).Render(strings.Join(lines, "\n"))
 }
 
 // detailLines renders the selected effect: fields, args and result as pretty
 // JSON, the approval, the undo entry and the history timeline.
-func (m *Model) detailLines() []string {
+func (m *Model) detailLines(width int) []string {
 	d := m.session.detail
 	if d == nil {
 		return nil
@@ -630,7 +665,7 @@ func (m *Model) detailLines() []string {
 	// A long tool name is cut, not the tier and state after it.
 	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, e.State)
 	tool := esc(e.Tool)
-	if tw := m.width - ansi.StringWidth(rest); ansi.StringWidth(tool) > tw {
+	if tw := width - ansi.StringWidth(rest); ansi.StringWidth(tool) > tw {
 		tool = ansi.Truncate(tool, max(1, tw), "…")
 	}
 	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, tool, e.Tier, m.st.state(string(e.State)))
@@ -692,7 +727,7 @@ func (m *Model) detailLines() []string {
 		out = append(out, esc(line))
 	}
 	// Wrapped, never cut: an approver reads all of what they approve.
-	return wrapLines(out, m.width)
+	return wrapLines(out, width)
 }
 
 // prettyJSON indents raw, each line escaped: a JSON string may hold C1
