@@ -156,6 +156,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.filter.setWidth(m.filterWidth())
 		return m, nil
 	case tea.BackgroundColorMsg:
+		m.st = newStyles(m.st.color, msg.IsDark())
 		m.help.Styles = helpStyles(m.st.color, msg.IsDark())
 		return m, nil
 	case tickMsg:

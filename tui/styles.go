@@ -17,6 +17,7 @@ import (
 type styles struct {
 	color    bool
 	title    lipgloss.Style
+	header   lipgloss.Style // the title bar: the view's name on the accent colour
 	selected lipgloss.Style
 	dim      lipgloss.Style
 	status   lipgloss.Style
@@ -30,8 +31,13 @@ type styles struct {
 	input             textinput.Styles
 }
 
-func newStyles(color bool) styles {
+// newStyles are the styles for a dark background, or a light one: the
+// program learns which once it starts (Init asks the terminal; until it
+// answers, dark).
+func newStyles(color, dark bool) styles {
 	plain := lipgloss.NewStyle()
+	pick := lipgloss.LightDark(dark)
+	accent := pick(lipgloss.Color("#5A4FCF"), lipgloss.Color("#8C85F5"))
 	s := func(st lipgloss.Style) lipgloss.Style {
 		if !color {
 			return plain
@@ -50,7 +56,7 @@ func newStyles(color bool) styles {
 		label:       s(plain.Bold(true)),
 		box:         plain.Border(lipgloss.NormalBorder()).Padding(0, 1),
 		pane:        s(plain.BorderForeground(lipgloss.Color("8"))).Border(lipgloss.RoundedBorder()),
-		paneFocused: s(plain.BorderForeground(lipgloss.Color("12"))).Border(lipgloss.ThickBorder()),
+		paneFocused: s(plain.BorderForeground(accent)).Border(lipgloss.ThickBorder()),
 		// The terminal's own cursor marks the input's place (see
 		// input.view), in the terminal's colour: nothing to style but the
 		// placeholder.

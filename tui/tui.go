@@ -113,7 +113,7 @@ func New(ctx context.Context, opts Options) *Model {
 	// says otherwise (Init asks it).
 	keysHelp := help.New()
 	keysHelp.Styles = helpStyles(opts.Color, true)
-	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: keysHelp,
+	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color, true), keys: newKeyMap(), help: keysHelp,
 		follow: true, width: 80, height: 24}
 	if opts.Width > 0 && opts.Height > 0 {
 		m.width, m.height = opts.Width, opts.Height

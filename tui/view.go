@@ -375,12 +375,18 @@ func (m *Model) titleLine() string {
 	if m.follow {
 		follow = "follow on"
 	}
-	left := m.st.title.Render("undolog") + "  " + crumb
+	// With colour the view's name is a bar on the accent colour; without,
+	// the word.
+	name := "undolog"
+	if m.st.color {
+		name = m.st.header.Render(" undolog ")
+	}
+	left := name + "  " + crumb
 	right := follow
 	// The log the view is on, cut from the left (its end names it best)
 	// to what the crumb leaves.
 	if a := esc(m.opts.Address); a != "" {
-		room := m.width - ansi.StringWidth("undolog  "+crumb) - ansi.StringWidth(" · "+follow) - 2
+		room := m.width - ansi.StringWidth(left) - ansi.StringWidth(" · "+follow) - 2
 		if room >= 12 {
 			if ansi.StringWidth(a) > room {
 				a = "…" + ansi.TruncateLeft(a, ansi.StringWidth(a)-room+1, "")
@@ -388,7 +394,7 @@ func (m *Model) titleLine() string {
 			right = a + " · " + follow
 		}
 	}
-	pad := m.width - ansi.StringWidth("undolog  "+crumb) - ansi.StringWidth(right)
+	pad := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
 	if pad < 1 {
 		return left
 	}
