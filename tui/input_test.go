@@ -95,13 +95,13 @@ func TestInputEditsMidText(t *testing.T) {
 // view asks in Init, with colour only); without colour it has none.
 func TestFooterFollowsTheBackground(t *testing.T) {
 	m := New(t.Context(), Options{Color: true})
-	dark, darkPane := m.footer(), m.pane("effects", []string{"x"}, 20, true)
+	dark, darkPane := m.footer(), m.pane("effects", []string{"x"}, 20, true)+m.titleLine()
 	m.Update(tea.BackgroundColorMsg{Color: color.White})
-	light, lightPane := m.footer(), m.pane("effects", []string{"x"}, 20, true)
+	light, lightPane := m.footer(), m.pane("effects", []string{"x"}, 20, true)+m.titleLine()
 	if dark == light || ansi.Strip(dark) != ansi.Strip(light) {
 		t.Fatalf("dark %q, light %q", dark, light)
 	}
-	// The accent (the focused pane's border) too.
+	// The accent (the focused pane's border, the title bar) too.
 	if darkPane == lightPane || ansi.Strip(darkPane) != ansi.Strip(lightPane) {
 		t.Fatalf("dark %q, light %q", darkPane, lightPane)
 	}

@@ -48,11 +48,12 @@ func newStyles(color, dark bool) styles {
 	return styles{
 		color:       color,
 		title:       s(plain.Bold(true)),
+		header:      s(plain.Bold(true).Foreground(lipgloss.Color("#FFFFFF")).Background(accent)),
 		selected:    s(plain.Reverse(true)),
 		dim:         dim,
 		status:      plain,
 		errText:     s(plain.Bold(true).Foreground(lipgloss.Color("9"))),
-		badge:       s(plain.Bold(true).Foreground(lipgloss.Color("11"))),
+		badge:       s(plain.Bold(true).Foreground(pick(lipgloss.Color("#9A6700"), lipgloss.Color("11")))),
 		label:       s(plain.Bold(true)),
 		box:         plain.Border(lipgloss.NormalBorder()).Padding(0, 1),
 		pane:        s(plain.BorderForeground(lipgloss.Color("8"))).Border(lipgloss.RoundedBorder()),
