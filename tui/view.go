@@ -265,7 +265,7 @@ var legend = []string{
 	"  FAIL compensation_failed, ok approved, rej rejected, rep replayed.",
 	"WAIT ●N: N calls await approval.  RPL: times the call was replayed.",
 	"UNDO: the undo entry's state (- none: safe or irreversible).",
-	cursorMark + "marks the selected row: what a, r, t and u act on.",
+	cursorMark + "marks the selected row: what a, r, R, t and u act on.",
 }
 
 func (m *Model) helpView() string {
