@@ -213,7 +213,7 @@ func TestSessionsScreenUsesItsHeight(t *testing.T) {
 	}
 	lines := strings.Split(m.render(), "\n")
 	screen := strings.Join(lines, "\n")
-	for _, want := range []string{"── session agent-research-42", "state: awaiting_approval", "1 pending, 2 committed, 1 replayed", "● 1 awaiting approval"} {
+	for _, want := range []string{"─ session agent-research-42 ─", "state: awaiting_approval", "1 pending, 2 committed, 1 replayed", "● 1 awaiting approval"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("no %q under the list:\n%s", want, screen)
 		}
@@ -225,7 +225,7 @@ func TestSessionsScreenUsesItsHeight(t *testing.T) {
 	}
 	// On a short screen the list keeps the rows.
 	apply(m, tea.WindowSizeMsg{Width: 80, Height: 10})
-	if s := m.render(); strings.Contains(s, "── session") || !strings.Contains(s, "▶ agent-research-42") {
+	if s := m.render(); strings.Contains(s, "─ session ") || !strings.Contains(s, "▶ agent-research-42") {
 		t.Errorf("80x10:\n%s", s)
 	}
 }

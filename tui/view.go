@@ -413,19 +413,21 @@ func (m *Model) sessionsView() string {
 		return "no sessions yet: undolog session start, undolog exec or undolog demo make some"
 	}
 	cols := m.sessionColumns()
-	rows := m.bodyHeight() - 1
-	// A tall screen shows the selected session's detail under the list:
-	// the list keeps what it needs, at least half.
-	detail := m.sessionDetail()
-	if room := rows - len(v.list) - 1; room >= 4 {
+	body, inner := m.bodyHeight(), m.width-2 // in a pane's borders
+	// A tall screen shows the selected session's detail in a pane under the
+	// list's: the list keeps what it needs, the detail at least 3 lines.
+	detail := wrapLines(m.sessionDetail(), inner)
+	rows := body - 3 // the list pane's borders and header
+	switch {
+	case rows-len(v.list) >= 5:
 		rows = len(v.list)
-	} else if rows/2 >= 5 && rows-rows/2-1 >= 4 {
-		rows = rows - rows/2
-	} else {
+	case rows-5 >= 3:
+		rows -= 5
+	default:
 		detail = nil
 	}
 	v.offset = scrolled(v.offset, v.cursor, rows)
-	out := []string{m.renderHeader(cols)}
+	list := []string{m.renderHeader(cols)}
 	now := m.opts.Now()
 	for i := v.offset; i < len(v.list) && i < v.offset+rows; i++ {
 		s := v.list[i]
@@ -441,14 +443,18 @@ func (m *Model) sessionsView() string {
 		if wait != "" && i != v.cursor {
 			line = strings.Replace(line, wait, m.st.badge.Render(wait), 1)
 		}
-		out = append(out, line)
+		list = append(list, line)
 	}
+	for len(list) < rows+1 {
+		list = append(list, "")
+	}
+	out := []string{m.pane("sessions", list, m.width, true)}
 	if len(detail) > 0 {
-		for len(out) < rows+1 {
-			out = append(out, "")
+		room := body - len(list) - 2 - 2
+		for len(detail) < room {
+			detail = append(detail, "")
 		}
-		out = append(out, m.st.dim.Render(ansi.Truncate("── session "+esc(v.selected().ID)+" "+strings.Repeat("─", m.width), m.width, "")))
-		out = append(out, wrapLines(detail, m.width)...)
+		out = append(out, m.pane("session "+esc(v.selected().ID), detail[:room], m.width, false))
 	}
 	return strings.Join(out, "\n")
 }
@@ -516,7 +522,7 @@ func (m *Model) sessionColumns() []column {
 	st := column{"STATE", widest("STATE", states...), true}
 	fixed := []column{{"AGE", 4, false}, {"EFFECTS", 7, false}}
 	wait := column{"WAIT", 4, false}
-	avail := m.width - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width
+	avail := m.width - 2 - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width // in a pane
 	var counts []string
 	for _, s := range m.sessions.list {
 		counts = append(counts, countsLine(s.Counts))
