@@ -221,6 +221,21 @@ func TestTUILayoutsInTmux(t *testing.T) {
 		if !strings.Contains(pane, "▶ ") {
 			t.Errorf("%dx%d: no row marked:\n%s", l.w, l.h, pane)
 		}
+		// Help stands centred over the screen, which stays in sight.
+		tmux("send-keys", "-t", name, "?")
+		pane = waitScreen(t, tmux, name, "Abbreviations")
+		lines = strings.Split(strings.TrimRight(pane, "\n"), "\n")
+		left := -1
+		for _, line := range lines {
+			if i := strings.Index(line, "┌"); i >= 0 {
+				left = len([]rune(line[:i]))
+				break
+			}
+		}
+		if !strings.Contains(lines[0], "demo.db") || !strings.Contains(pane, "agent-ops-3") || left < 2 {
+			t.Errorf("%dx%d: help not over the screen (box at column %d):\n%s", l.w, l.h, left, pane)
+		}
+		tmux("send-keys", "-t", name, "Escape")
 		tmux("send-keys", "-t", name, "q")
 	}
 }
