@@ -28,8 +28,9 @@ func newCmdTUI(f *Factory) *cobra.Command {
 		Short: "Review, approve, step and undo in an interactive terminal view",
 		Long: `Open the interactive view of the log: sessions, then a session's effects with
 the detail of the selected one. Keys: arrows or j/k, enter, esc, tab; a approve,
-r reject, t transition, u undo the session, / filter, f follow, ? help, q quit.
-The title names the log. What other processes do shows within a second; the
+r reject, R resolve a failed compensation, t transition, u undo the session,
+/ filter (live; esc clears it), f follow, ? help, q quit. The footer offers only
+what the selected row allows. The title names the log. What other processes do shows within a second; the
 log is never held open. A log file that does not exist is refused (exit 3):
 nothing is recorded there to review, and a mistyped --log would be an empty
 view in silence.`,

@@ -209,16 +209,33 @@ func TestTUILayoutsInTmux(t *testing.T) {
 		}
 		tmux("send-keys", "-t", name, "j")
 		waitScreen(t, tmux, name, "▶ agent-ops-3")
-		// The session screen's longer footer keeps help and quit too.
+		// The session screen's longer footer keeps help and quit too, and
+		// offers only what the selected call allows: drop_database was
+		// rejected, nobody approves it now.
 		tmux("send-keys", "-t", name, "Enter")
 		pane = waitScreen(t, tmux, name, "drop_database")
 		lines = strings.Split(strings.TrimRight(pane, "\n"), "\n")
-		if last := strings.TrimSpace(lines[len(lines)-1]); !strings.HasSuffix(last, "? help • q quit") || !strings.Contains(last, "a approve") {
+		if last := strings.TrimSpace(lines[len(lines)-1]); !strings.HasSuffix(last, "? help • q quit") || strings.Contains(last, "approve") || !strings.Contains(last, "u undo session") {
 			t.Errorf("%dx%d: session footer %q", l.w, l.h, last)
 		}
 		if !strings.Contains(pane, "▶ ") {
 			t.Errorf("%dx%d: no row marked:\n%s", l.w, l.h, pane)
 		}
+		// Help stands centred over the screen, which stays in sight.
+		tmux("send-keys", "-t", name, "?")
+		pane = waitScreen(t, tmux, name, "Abbreviations")
+		lines = strings.Split(strings.TrimRight(pane, "\n"), "\n")
+		left := -1
+		for _, line := range lines {
+			if i := strings.Index(line, "┌"); i >= 0 {
+				left = len([]rune(line[:i]))
+				break
+			}
+		}
+		if !strings.Contains(lines[0], "demo.db") || !strings.Contains(pane, "agent-ops-3") || left < 2 {
+			t.Errorf("%dx%d: help not over the screen (box at column %d):\n%s", l.w, l.h, left, pane)
+		}
+		tmux("send-keys", "-t", name, "Escape")
 		tmux("send-keys", "-t", name, "q")
 	}
 }

@@ -103,6 +103,18 @@ func decide(ctx context.Context, store effectlog.Log, shown model.Effect, to sm.
 	}
 }
 
+// resolveEntry records that a person fixed effect id's failed compensation
+// by hand, as `undolog resolve` does.
+func resolveEntry(ctx context.Context, store effectlog.Log, id uint64, actor, reason string) tea.Cmd {
+	return func() tea.Msg {
+		u, err := store.UndoStep(ctx, id, sm.EntryResolved, model.Change{Actor: actor, Reason: reason})
+		if err != nil {
+			return actionMsg{err: err}
+		}
+		return actionMsg{text: "effect " + itoa(id) + " undo entry " + string(u.State) + " by " + actor}
+	}
+}
+
 func makePlan(ctx context.Context, store effectlog.Log, session string) tea.Cmd {
 	return func() tea.Msg {
 		plan, err := saga.MakePlan(ctx, store, session)

@@ -105,6 +105,11 @@ func TestViewEscapesStoredText(t *testing.T) {
 
 	m.screen = screenSessions
 	run(loadSessions(t.Context(), store))
+	// The selected session's detail under the list: its labels.
+	if !strings.Contains(m.render(), `note=\x1b]0;owned\x07`) {
+		t.Fatalf("the session's meta is not shown escaped:\n%s", m.render())
+	}
+	requireTerminalSafe(t, "session detail", m.render())
 	run(makePlan(t.Context(), store, "hostile"))
 	if m.overlay != overlayConfirmUndo {
 		t.Fatalf("no undo confirmation: %s", m.status)
@@ -143,5 +148,5 @@ func TestViewEscapesStoredText(t *testing.T) {
 	m.overlay, m.screen, m.sessions.filter = overlayNone, screenSessions, hostile
 	requireTerminalSafe(t, "sessions filter", m.render())
 	run(m.handleKey(press("/")))
-	requireTerminalSafe(t, "filter dialog", m.render())
+	requireTerminalSafe(t, "filter line", m.render())
 }

@@ -14,7 +14,7 @@ import (
 // become spaces and its other controls go, as do bidirectional marks and
 // invisible characters: the field shows what it holds.
 func TestInputTypesPastesAndDeletes(t *testing.T) {
-	in := newInput("optional", newStyles(false), 40)
+	in := newInput("optional", newStyles(false, true), 40)
 	for _, r := range "ok by me" {
 		in.update(tea.KeyPressMsg{Code: r, Text: string(r)})
 	}
@@ -52,7 +52,7 @@ func TestInputTypesPastesAndDeletes(t *testing.T) {
 // or the value, as wide as the dialog gives it; the terminal's cursor stands
 // after the text.
 func TestInputViewWithoutColour(t *testing.T) {
-	in := newInput("optional", newStyles(false), 20)
+	in := newInput("optional", newStyles(false, true), 20)
 	if got, cursor := in.view(); got != "> optional          " || cursor == nil || cursor.X != 2 {
 		t.Fatalf("empty: %q, cursor %+v", got, cursor)
 	}
@@ -66,7 +66,7 @@ func TestInputViewWithoutColour(t *testing.T) {
 // and the terminal's cursor is shown there. Text longer than the field
 // scrolls in it, on one line.
 func TestInputEditsMidText(t *testing.T) {
-	in := newInput("optional", newStyles(false), 40)
+	in := newInput("optional", newStyles(false, true), 40)
 	for _, r := range "ok by me" {
 		in.update(tea.KeyPressMsg{Code: r, Text: string(r)})
 	}
@@ -95,11 +95,15 @@ func TestInputEditsMidText(t *testing.T) {
 // view asks in Init, with colour only); without colour it has none.
 func TestFooterFollowsTheBackground(t *testing.T) {
 	m := New(t.Context(), Options{Color: true})
-	dark := m.footer()
+	dark, darkPane := m.footer(), m.pane("effects", []string{"x"}, 20, true)+m.titleLine()
 	m.Update(tea.BackgroundColorMsg{Color: color.White})
-	light := m.footer()
+	light, lightPane := m.footer(), m.pane("effects", []string{"x"}, 20, true)+m.titleLine()
 	if dark == light || ansi.Strip(dark) != ansi.Strip(light) {
 		t.Fatalf("dark %q, light %q", dark, light)
+	}
+	// The accent (the focused pane's border, the title bar) too.
+	if darkPane == lightPane || ansi.Strip(darkPane) != ansi.Strip(lightPane) {
+		t.Fatalf("dark %q, light %q", darkPane, lightPane)
 	}
 	plain := New(t.Context(), Options{})
 	plain.Update(tea.BackgroundColorMsg{Color: color.White})
@@ -112,7 +116,7 @@ func TestFooterFollowsTheBackground(t *testing.T) {
 // before the border and opened again on the next line, so the border is
 // never coloured.
 func TestBoxWrapsAndKeepsItsBorderPlain(t *testing.T) {
-	st := newStyles(true)
+	st := newStyles(true, true)
 	out := st.boxWidth(14).Render(st.errText.Render("WILL FAIL: no such tool") + "\nok")
 	lines := strings.Split(out, "\n")
 	want := []string{"┌──────────────┐", "│ WILL FAIL:   │", "│ no such tool │", "│ ok           │", "└──────────────┘"}
@@ -140,7 +144,7 @@ func TestDialogCursorStandsInTheInput(t *testing.T) {
 		m.overlay = overlayNone
 		m.openFilter()
 		typeThenBack(m, "deploy", 2)
-		requireCursorOn(t, m, "> depl", "o")
+		requireCursorOn(t, m, "/ depl", "o")
 	}
 }
 

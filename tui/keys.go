@@ -7,7 +7,7 @@ import "charm.land/bubbles/v2/key"
 type keyMap struct {
 	Up, Down, PageUp, PageDown key.Binding
 	Open, Back, Tab            key.Binding
-	Approve, Reject            key.Binding
+	Approve, Reject, Resolve   key.Binding
 	Transition, Undo           key.Binding
 	Filter, Follow             key.Binding
 	Help, Suspend, Quit        key.Binding
@@ -24,6 +24,7 @@ func newKeyMap() keyMap {
 		Tab:        key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "table/detail")),
 		Approve:    key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "approve")),
 		Reject:     key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "reject")),
+		Resolve:    key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "resolve")),
 		Transition: key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "transition")),
 		Undo:       key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "undo session")),
 		Filter:     key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
@@ -36,11 +37,34 @@ func newKeyMap() keyMap {
 
 // shortHelp is the footer of screen s, most useful first: the footer drops
 // keys from the end when the terminal is narrow (help and quit it keeps).
-func (k keyMap) shortHelp(s screen) []key.Binding {
+// On a session's screen it offers only what the log accepts for the
+// selected effect (offers, see rowActions).
+func (k keyMap) shortHelp(s screen, can rowActions) []key.Binding {
 	if s == screenSessions {
 		return []key.Binding{k.Open, k.Undo, k.Filter}
 	}
-	return []key.Binding{k.Approve, k.Reject, k.Transition, k.Undo, k.Tab, k.Back, k.Filter}
+	var out []key.Binding
+	if can.decide {
+		out = append(out, k.Approve, k.Reject)
+	}
+	if can.resolve {
+		out = append(out, k.Resolve)
+	}
+	if can.transition {
+		out = append(out, k.Transition)
+	}
+	if can.undo {
+		out = append(out, k.Undo)
+	}
+	return append(out, k.Tab, k.Back, k.Filter)
+}
+
+// rowActions are the actions the log accepts for the selected effect.
+type rowActions struct {
+	decide     bool // approve and reject: a pending irreversible call whose request is open
+	resolve    bool // its compensation failed: a person records the fix by hand
+	transition bool // the spec's table leaves its state, in its session's state
+	undo       bool // its session is not undone yet
 }
 
 // fullHelp is the `?` screen of screen s.
@@ -54,7 +78,7 @@ func (k keyMap) fullHelp(s screen) [][]key.Binding {
 	}
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Tab, k.Back},
-		{k.Approve, k.Reject, k.Transition, k.Undo},
+		{k.Approve, k.Reject, k.Resolve, k.Transition, k.Undo},
 		{k.Filter, k.Follow, k.Help, k.Suspend, k.Quit},
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
@@ -87,6 +88,7 @@ type undoState struct {
 	session string
 	lines   []string
 	done    bool
+	failed  bool // it stopped on an error
 }
 
 // Init loads the first screen, unless Run has, and starts watching for
@@ -151,9 +153,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
 		m.prompt.input.setWidth(m.fieldWidth(m.promptWidth()))
-		m.filter.setWidth(m.fieldWidth(m.filterWidth()))
+		m.filter.setWidth(m.filterWidth())
 		return m, nil
 	case tea.BackgroundColorMsg:
+		m.st = newStyles(m.st.color, msg.IsDark())
 		m.help.Styles = helpStyles(m.st.color, msg.IsDark())
 		return m, nil
 	case tickMsg:
@@ -227,6 +230,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, makePlan(m.ctx, m.opts.Log, m.undo.session)
 		}
 		if msg.err != nil {
+			m.undo.failed = true
 			m.undo.lines = append(m.undo.lines, "stopped: "+textfmt.OneLine(msg.err.Error()))
 			m.setStatus("", msg.err)
 		} else {
@@ -242,7 +246,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		case overlayPrompt:
 			return m, m.prompt.input.update(msg)
 		case overlayFilter:
-			return m, m.filter.update(msg)
+			return m, m.editFilter(msg)
 		}
 		return m, nil
 	}
@@ -261,7 +265,7 @@ func (m *Model) notHere(p saga.Plan) string {
 	for _, s := range p.Steps {
 		switch {
 		case s.Action == saga.ActionBlocked:
-			return fmt.Sprintf("effect %d %s failed before: fix it, then %s resolve %d --reason WHAT_WAS_DONE, and undo again",
+			return fmt.Sprintf("effect %d %s failed before: fix it, then press R on it in its session (or %s resolve %d --reason WHAT_WAS_DONE), and undo again",
 				s.Effect.ID, s.Effect.Tool, cli, s.Effect.ID)
 		case s.Action == saga.ActionCompensate && s.Entry.Compensation.Kind == model.CompensationManual:
 			return fmt.Sprintf("effect %d %s is undone by hand (a manual compensation): run %s undo %s in a shell, which asks you to confirm it",
@@ -368,6 +372,8 @@ func (m *Model) sessionsKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 	case key.Matches(msg, k.Filter):
 		m.openFilter()
+	case key.Matches(msg, k.Back):
+		return m.applyFilter("")
 	}
 	return nil
 }
@@ -375,6 +381,8 @@ func (m *Model) sessionsKey(msg tea.KeyPressMsg) tea.Cmd {
 func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 	k, v := m.keys, &m.session
 	switch {
+	case key.Matches(msg, k.Back) && v.filter != "":
+		return m.applyFilter("") // esc clears the filter first, then goes back
 	case key.Matches(msg, k.Back):
 		m.screen = screenSessions
 		m.sessions.selectID(v.id)
@@ -417,6 +425,22 @@ func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.openPrompt(title, false, e.Args, func(reason string) tea.Cmd {
 			return decide(m.ctx, m.opts.Log, shown, to, m.opts.Actor, reason)
 		})
+	case key.Matches(msg, k.Resolve):
+		e := v.selected()
+		if e == nil {
+			return nil
+		}
+		u, ok := v.entries[e.ID]
+		if !ok || u.State != sm.EntryCompensationFailed {
+			m.setStatus("", fmt.Errorf("effect %d: only a failed compensation is resolved, by saying what was done by hand", e.ID))
+			return nil
+		}
+		// The same rule as `undolog resolve`: a reason is required, the log
+		// (UndoStep) refuses any other entry.
+		id := e.ID
+		m.openPrompt(fmt.Sprintf("Resolve effect %d (%s)? Its compensation failed; the next undo walks on past it.", e.ID, e.Tool), true, e.Args,
+			func(reason string) tea.Cmd { return resolveEntry(m.ctx, m.opts.Log, id, m.opts.Actor, reason) })
+		m.prompt.question = "What was done by hand:"
 	case key.Matches(msg, k.Transition):
 		e := v.selected()
 		if e == nil {
@@ -474,6 +498,26 @@ func (m *Model) menuKey(msg tea.KeyPressMsg) tea.Cmd {
 		})
 	}
 	return nil
+}
+
+// offers is what the log accepts for the selected effect: the footer's keys.
+func (m *Model) offers() rowActions {
+	v := &m.session
+	can := rowActions{undo: !v.sess.State.IsTerminal()}
+	e := v.selected()
+	if e == nil {
+		return can
+	}
+	for _, to := range allowedNext(*e, v.sess.State, v.undecidable(e.ID) == "") {
+		if to == sm.Approved || to == sm.Rejected {
+			can.decide = true // a and r say it: t need not
+		} else {
+			can.transition = true
+		}
+	}
+	u, ok := v.entries[e.ID]
+	can.resolve = ok && u.State == sm.EntryCompensationFailed
+	return can
 }
 
 // allowedNext is what the transition menu offers: the states the spec's
@@ -545,10 +589,14 @@ func (m *Model) promptKey(msg tea.KeyPressMsg) tea.Cmd {
 	return m.prompt.input.update(msg)
 }
 
-// openFilter opens an empty filter input (the dialog shows the current
-// one): what is typed replaces the filter instead of adding to it.
+// openFilter opens the filter's line, holding the filter now: what is typed
+// there applies as it is typed.
 func (m *Model) openFilter() {
-	m.filter = newInput(m.filterWhat()+"; empty clears", m.st, m.fieldWidth(m.filterWidth()))
+	m.filter = newInput(m.filterWhat(), m.st, m.filterWidth())
+	m.filter.field.Prompt = "/ "
+	m.filter.field.SetValue(typable(m.currentFilter())) // shown as it holds it
+	m.filter.field.CursorEnd()
+	m.filter.setWidth(m.filterWidth())
 	m.overlay = overlayFilter
 }
 
@@ -566,43 +614,67 @@ func (m *Model) filterWhat() string {
 	return "tool name or state"
 }
 
+// filterKey edits the filter live: enter keeps it, esc clears it.
 func (m *Model) filterKey(msg tea.KeyPressMsg) tea.Cmd {
 	switch msg.String() {
 	case "esc":
 		m.overlay = overlayNone
-		return nil
+		return m.applyFilter("")
 	case "enter":
 		m.overlay = overlayNone
-		text := strings.TrimSpace(m.filter.Value())
-		if m.screen == screenSessions {
-			// Applied now to the sessions read, not at the next change.
-			m.sessions.filter = text
-			m.sessions.cursor, m.sessions.offset = 0, 0
-			m.sessions.set(m.sessions.all)
-			m.sessions.cursor = 0
-			return nil
-		}
-		m.session.filter = text
-		m.session.page, m.session.pageStarts, m.session.cursor, m.session.offset = 0, nil, 0, 0
-		return m.reload()
+		return nil
 	}
-	return m.filter.update(msg)
+	return m.editFilter(msg)
 }
 
-// promptWidth and filterWidth are the widths of their dialogs inside the
-// border.
+// editFilter hands a key or a paste to the filter's line and applies what
+// it then holds.
+func (m *Model) editFilter(msg tea.Msg) tea.Cmd {
+	cmd := m.filter.update(msg)
+	return tea.Batch(cmd, m.applyFilter(m.filter.Value()))
+}
+
+// applyFilter makes text the screen's filter, from the top of its list; the
+// sessions read are filtered at once, a session's effects read again
+// through the log's index.
+func (m *Model) applyFilter(text string) tea.Cmd {
+	text = strings.TrimSpace(text)
+	if text == m.currentFilter() {
+		return nil
+	}
+	if m.screen == screenSessions {
+		m.sessions.filter = text
+		m.sessions.cursor, m.sessions.offset = 0, 0
+		m.sessions.set(m.sessions.all)
+		m.sessions.cursor = 0
+		return nil
+	}
+	m.session.filter = text
+	m.session.page, m.session.pageStarts, m.session.cursor, m.session.offset = 0, nil, 0, 0
+	return m.reload()
+}
+
+// promptWidth is the width of its dialog inside the border; filterWidth
+// the filter line's, its prompt included.
 func (m *Model) promptWidth() int { return min(m.width-2, 100) }
-func (m *Model) filterWidth() int { return min(m.width-2, 76) }
+func (m *Model) filterWidth() int { return max(8, min(m.width-ansi.StringWidth(filterHint), 60)) }
 
 // fieldWidth is the width an input has in a dialog w cells wide: all but
 // the padding.
 func (m *Model) fieldWidth(w int) int { return w - m.st.box.GetHorizontalPadding() }
 
-// bodyHeight is the number of lines between the title and the status line.
-func (m *Model) bodyHeight() int { return max(3, m.height-2-len(m.statusText())) }
+// bodyHeight is the number of lines between the title (and the filter's
+// line, while it is edited) and the status line.
+func (m *Model) bodyHeight() int {
+	h := m.height - 2 - len(m.statusText())
+	if m.overlay == overlayFilter {
+		h--
+	}
+	return max(3, h)
+}
 
 // tableHeight is the number of effect rows the session screen shows at most.
-func (m *Model) tableHeight() int { return max(3, (m.bodyHeight()-3)/2) }
+func (m *Model) tableHeight() int { return max(3, (m.bodyHeight()-7)/2) }
 
 // tableRows is the number it shows: a short session leaves the rest of the
 // screen to the detail, where an approver reads the arguments.

@@ -17,6 +17,7 @@ import (
 type styles struct {
 	color    bool
 	title    lipgloss.Style
+	header   lipgloss.Style // the title bar: the view's name on the accent colour
 	selected lipgloss.Style
 	dim      lipgloss.Style
 	status   lipgloss.Style
@@ -24,12 +25,19 @@ type styles struct {
 	badge    lipgloss.Style
 	label    lipgloss.Style
 	// box is a dialog's: a thin border, one cell of padding either side.
-	box   lipgloss.Style
-	input textinput.Styles
+	box lipgloss.Style
+	// pane frames a part of a screen; paneFocused the one the keys move.
+	pane, paneFocused lipgloss.Style
+	input             textinput.Styles
 }
 
-func newStyles(color bool) styles {
+// newStyles are the styles for a dark background, or a light one: the
+// program learns which once it starts (Init asks the terminal; until it
+// answers, dark).
+func newStyles(color, dark bool) styles {
 	plain := lipgloss.NewStyle()
+	pick := lipgloss.LightDark(dark)
+	accent := pick(lipgloss.Color("#5A4FCF"), lipgloss.Color("#8C85F5"))
 	s := func(st lipgloss.Style) lipgloss.Style {
 		if !color {
 			return plain
@@ -38,15 +46,18 @@ func newStyles(color bool) styles {
 	}
 	dim := s(plain.Faint(true))
 	return styles{
-		color:    color,
-		title:    s(plain.Bold(true)),
-		selected: s(plain.Reverse(true)),
-		dim:      dim,
-		status:   plain,
-		errText:  s(plain.Bold(true).Foreground(lipgloss.Color("9"))),
-		badge:    s(plain.Bold(true).Foreground(lipgloss.Color("11"))),
-		label:    s(plain.Bold(true)),
-		box:      plain.Border(lipgloss.NormalBorder()).Padding(0, 1),
+		color:       color,
+		title:       s(plain.Bold(true)),
+		header:      s(plain.Bold(true).Foreground(lipgloss.Color("#FFFFFF")).Background(accent)),
+		selected:    s(plain.Reverse(true)),
+		dim:         dim,
+		status:      plain,
+		errText:     s(plain.Bold(true).Foreground(lipgloss.Color("9"))),
+		badge:       s(plain.Bold(true).Foreground(pick(lipgloss.Color("#9A6700"), lipgloss.Color("11")))),
+		label:       s(plain.Bold(true)),
+		box:         plain.Border(lipgloss.NormalBorder()).Padding(0, 1),
+		pane:        s(plain.BorderForeground(lipgloss.Color("8"))).Border(lipgloss.RoundedBorder()),
+		paneFocused: s(plain.BorderForeground(accent)).Border(lipgloss.ThickBorder()),
 		// The terminal's own cursor marks the input's place (see
 		// input.view), in the terminal's colour: nothing to style but the
 		// placeholder.

@@ -33,7 +33,9 @@ type Options struct {
 	Session string // open this session first; empty: the sessions screen
 	Actor   string // recorded in history for decisions made here
 	Now     func() time.Time
-	Color   bool
+	// Location is the zone history's times are shown in; nil: the local one.
+	Location *time.Location
+	Color    bool
 	// Refresh is how often the view looks for changes made by other
 	// processes on a log that cannot tell of them (a file); zero means
 	// 500ms. On one that can (PostgreSQL) it looks when told.
@@ -101,6 +103,9 @@ func New(ctx context.Context, opts Options) *Model {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Location == nil {
+		opts.Location = time.Local
+	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = 500 * time.Millisecond
 	}
@@ -108,7 +113,7 @@ func New(ctx context.Context, opts Options) *Model {
 	// says otherwise (Init asks it).
 	keysHelp := help.New()
 	keysHelp.Styles = helpStyles(opts.Color, true)
-	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color), keys: newKeyMap(), help: keysHelp,
+	m := &Model{ctx: ctx, opts: opts, st: newStyles(opts.Color, true), keys: newKeyMap(), help: keysHelp,
 		follow: true, width: 80, height: 24}
 	if opts.Width > 0 && opts.Height > 0 {
 		m.width, m.height = opts.Width, opts.Height

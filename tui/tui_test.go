@@ -35,7 +35,7 @@ func demoStore(t *testing.T) effectlog.FileLog {
 
 func start(t *testing.T, store effectlog.Log, session string) *teatest.TestModel {
 	t.Helper()
-	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd },
+	m := New(t.Context(), Options{Log: store, Session: session, Actor: "tester", Now: func() time.Time { return demoEnd }, Location: time.UTC,
 		Refresh: 100 * time.Millisecond})
 	return startModel(t, m, store)
 }
@@ -81,6 +81,8 @@ func press(s string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: tea.KeyDown}
 	case "up":
 		return tea.KeyPressMsg{Code: tea.KeyUp}
+	case "ctrl+u":
+		return tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl}
 	}
 	r := []rune(s)
 	return tea.KeyPressMsg{Code: r[0], Text: s}
@@ -143,7 +145,7 @@ func TestUndoOfABlockedPlanSaysResolveFirst(t *testing.T) {
 	waitFor(t, tm, "ci-nightly-88")
 	tm.Send(press("jjj"))
 	tm.Send(press("u"))
-	waitFor(t, tm, "failed before: fix it, then undolog resolve 6")
+	waitFor(t, tm, "failed before: fix it, then press R on it")
 	tm.Quit()
 }
 
@@ -228,8 +230,8 @@ func TestTransitionMenuListsExactlyTheValidStates(t *testing.T) {
 			t.Errorf("effect %d (%s %s): menu %v, want %v", e.ID, e.Tier, e.State, m.menu.options, want)
 		}
 		var shown []sm.State
-		for _, line := range strings.Split(m.render(), "\n") {
-			item := strings.TrimSpace(strings.Trim(line, "│ "))
+		for _, line := range inDialog(strings.Split(m.render(), "\n")) {
+			item := strings.TrimSpace(line)
 			item = strings.TrimPrefix(item, "> ")
 			if st, err := sm.ParseState(item); err == nil {
 				shown = append(shown, st)
@@ -311,6 +313,9 @@ func TestUndoRunsCompensationsLIFO(t *testing.T) {
 	waitFor(t, tm, "Undo 3 steps of session lifo? (y/n)")
 	tm.Send(press("y"))
 	waitFor(t, tm, "3 compensated, 0 skipped")
+	if v := finalView(t, tm); !bytes.Contains(v, []byte("Undo of session lifo finished")) {
+		t.Fatalf("a finished undo is not titled so:\n%s", v)
+	}
 	data, _ := os.ReadFile(order)
 	if got := strings.Fields(string(data)); !reflect.DeepEqual(got, []string{"3", "2", "1"}) {
 		t.Fatalf("compensations ran in order %v", got)
@@ -407,6 +412,6 @@ func TestBackFromASessionSelectsIt(t *testing.T) {
 	tm.Send(press("esc"))
 	waitFor(t, tm, "ci-nightly-88", "agent-research-42")
 	tm.Send(press("u"))
-	waitFor(t, tm, "failed before: fix it, then undolog resolve 6")
+	waitFor(t, tm, "failed before: fix it, then press R on it")
 	tm.Quit()
 }

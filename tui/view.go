@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -130,32 +131,38 @@ func (m *Model) render() string {
 }
 
 // draw renders the whole screen, and where the cursor stands on it (nil:
-// hidden, as it is but in a dialog's input).
+// hidden, as it is but in an input).
 func (m *Model) draw() (string, *tea.Cursor) {
-	var body string
+	var dialog string
 	var cursor *tea.Cursor
 	switch m.overlay {
 	case overlayHelp:
-		body = m.helpView()
+		dialog = m.helpView()
 	case overlayMenu:
-		body = m.menuView()
+		dialog = m.menuView()
 	case overlayPrompt:
-		body, cursor = m.promptView()
-	case overlayFilter:
-		body, cursor = m.filterView()
+		dialog, cursor = m.promptView()
 	case overlayConfirmUndo:
-		body = m.confirmUndoView()
+		dialog = m.confirmUndoView()
 	case overlayUndo:
-		body = m.undoView()
-	default:
-		if m.screen == screenSessions {
-			body = m.sessionsView()
-		} else {
-			body = m.sessionView()
-		}
+		dialog = m.undoView()
+	}
+	var body string
+	if m.screen == screenSessions {
+		body = m.sessionsView()
+	} else {
+		body = m.sessionView()
+	}
+	if m.overlay == overlayFilter {
+		var line string
+		line, cursor = m.filterLine()
+		body = line + "\n" + body
 	}
 	lines := strings.Split(body, "\n")
 	h := m.bodyHeight()
+	if m.overlay == overlayFilter {
+		h++ // the filter's line
+	}
 	if len(lines) > h {
 		lines = lines[:h]
 	}
@@ -168,6 +175,9 @@ func (m *Model) draw() (string, *tea.Cursor) {
 		// rather than wrapped by the terminal onto the next line.
 		screen[i] = ansi.Truncate(line, m.width, "")
 	}
+	if dialog != "" {
+		return m.overDimmed(screen, dialog, cursor)
+	}
 	if cursor != nil {
 		cursor.Y++ // under the title
 		if cursor.Y > h || cursor.X >= m.width {
@@ -175,6 +185,26 @@ func (m *Model) draw() (string, *tea.Cursor) {
 		}
 	}
 	return strings.Join(screen, "\n"), cursor
+}
+
+// overDimmed draws dialog centred over the screen's lines, dimmed (with no
+// colour, they stay as text); cursor is the dialog's input's, moved with it.
+func (m *Model) overDimmed(screen []string, dialog string, cursor *tea.Cursor) (string, *tea.Cursor) {
+	for i, l := range screen {
+		screen[i] = m.st.dim.Render(ansi.Strip(l))
+	}
+	dw, dh := lipgloss.Width(dialog), lipgloss.Height(dialog)
+	x, y := max(0, (m.width-dw)/2), max(0, (len(screen)-dh)/2)
+	canvas := lipgloss.NewCanvas(m.width, len(screen))
+	canvas.Compose(lipgloss.NewCompositor(lipgloss.NewLayer(strings.Join(screen, "\n")), lipgloss.NewLayer(dialog).X(x).Y(y).Z(1)))
+	if cursor != nil {
+		cursor.X += x
+		cursor.Y += y
+		if cursor.Y >= len(screen) || cursor.X >= m.width {
+			cursor = nil // the input is cut off with the dialog
+		}
+	}
+	return canvas.Render(), cursor
 }
 
 // maxStatusLines bounds the status message's lines: a refusal's whole
@@ -219,7 +249,7 @@ func (m *Model) statusLines() []string {
 // would drop help and quit first, and overflow when not even its ellipsis
 // fits.)
 func (m *Model) footer() string {
-	keys := m.keys.shortHelp(m.screen)
+	keys := m.keys.shortHelp(m.screen, m.offers())
 	for n := len(keys); ; n-- {
 		line := m.help.ShortHelpView(append(keys[:n:n], m.keys.Help, m.keys.Quit))
 		if n == 0 || lipgloss.Width(line) <= m.width {
@@ -235,7 +265,7 @@ var legend = []string{
 	"  FAIL compensation_failed, ok approved, rej rejected, rep replayed.",
 	"WAIT ●N: N calls await approval.  RPL: times the call was replayed.",
 	"UNDO: the undo entry's state (- none: safe or irreversible).",
-	cursorMark + "marks the selected row: what a, r, t and u act on.",
+	cursorMark + "marks the selected row: what a, r, R, t and u act on.",
 }
 
 func (m *Model) helpView() string {
@@ -246,17 +276,15 @@ func (m *Model) helpView() string {
 	return m.st.box.Render(strings.Join(lines, "\n"))
 }
 
-func (m *Model) filterView() (string, *tea.Cursor) {
-	now := "none"
-	if f := m.currentFilter(); f != "" {
-		now = strconv.Quote(f)
-	}
-	box := m.st.boxWidth(m.filterWidth())
+// filterHint follows the filter's line.
+const filterHint = "  enter: keep  esc: clear"
+
+// filterLine is the filter being edited, over the screen it filters, and
+// where the cursor stands in it.
+func (m *Model) filterLine() (string, *tea.Cursor) {
 	field, cursor := m.filter.view()
-	lines := []string{"Filter by " + m.filterWhat() + " (now: " + esc(now) + "):", "", field}
-	cursor = inputCursor(box, lines, cursor)
-	lines = append(lines, "", m.st.dim.Render("enter: apply (empty clears)  esc: keep the filter"))
-	return box.Render(strings.Join(lines, "\n")), cursor
+	line := fit(field, m.filterWidth()) + m.st.dim.Render(filterHint)
+	return line, cursor
 }
 
 // inputCursor places the cursor of an input drawn as the last of lines in
@@ -347,12 +375,18 @@ func (m *Model) titleLine() string {
 	if m.follow {
 		follow = "follow on"
 	}
-	left := m.st.title.Render("undolog") + "  " + crumb
+	// With colour the view's name is a bar on the accent colour; without,
+	// the word.
+	name := "undolog"
+	if m.st.color {
+		name = m.st.header.Render(" undolog ")
+	}
+	left := name + "  " + crumb
 	right := follow
 	// The log the view is on, cut from the left (its end names it best)
 	// to what the crumb leaves.
 	if a := esc(m.opts.Address); a != "" {
-		room := m.width - ansi.StringWidth("undolog  "+crumb) - ansi.StringWidth(" · "+follow) - 2
+		room := m.width - ansi.StringWidth(left) - ansi.StringWidth(" · "+follow) - 2
 		if room >= 12 {
 			if ansi.StringWidth(a) > room {
 				a = "…" + ansi.TruncateLeft(a, ansi.StringWidth(a)-room+1, "")
@@ -360,7 +394,7 @@ func (m *Model) titleLine() string {
 			right = a + " · " + follow
 		}
 	}
-	pad := m.width - ansi.StringWidth("undolog  "+crumb) - ansi.StringWidth(right)
+	pad := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
 	if pad < 1 {
 		return left
 	}
@@ -379,9 +413,21 @@ func (m *Model) sessionsView() string {
 		return "no sessions yet: undolog session start, undolog exec or undolog demo make some"
 	}
 	cols := m.sessionColumns()
-	rows := m.bodyHeight() - 1
+	body, inner := m.bodyHeight(), m.width-2 // in a pane's borders
+	// A tall screen shows the selected session's detail in a pane under the
+	// list's: the list keeps what it needs, the detail at least 3 lines.
+	detail := wrapLines(m.sessionDetail(), inner)
+	rows := body - 3 // the list pane's borders and header
+	switch {
+	case rows-len(v.list) >= 5:
+		rows = len(v.list)
+	case rows-5 >= 3:
+		rows -= 5
+	default:
+		detail = nil
+	}
 	v.offset = scrolled(v.offset, v.cursor, rows)
-	out := []string{m.renderHeader(cols)}
+	list := []string{m.renderHeader(cols)}
 	now := m.opts.Now()
 	for i := v.offset; i < len(v.list) && i < v.offset+rows; i++ {
 		s := v.list[i]
@@ -397,9 +443,72 @@ func (m *Model) sessionsView() string {
 		if wait != "" && i != v.cursor {
 			line = strings.Replace(line, wait, m.st.badge.Render(wait), 1)
 		}
-		out = append(out, line)
+		list = append(list, line)
+	}
+	for len(list) < rows+1 {
+		list = append(list, "")
+	}
+	out := []string{m.pane("sessions", list, m.width, true)}
+	if len(detail) > 0 {
+		room := body - len(list) - 2 - 2
+		for len(detail) < room {
+			detail = append(detail, "")
+		}
+		out = append(out, m.pane("session "+esc(v.selected().ID), detail[:room], m.width, false))
 	}
 	return strings.Join(out, "\n")
+}
+
+// sessionDetail is the selected session's: its state and why, when it was
+// made and changed, its effects by state (spelled out), what awaits
+// approval, and what it was labelled with.
+func (m *Model) sessionDetail() []string {
+	s := m.sessions.selected()
+	if s == nil {
+		return nil
+	}
+	now, loc := m.opts.Now(), m.opts.Location
+	label := func(name string) string { return m.st.label.Render(name) }
+	state := m.st.state(string(s.State))
+	if s.Reason != "" {
+		state += ": " + esc(textfmt.OneLine(s.Reason))
+	}
+	out := []string{
+		label("state:") + " " + state,
+		label("created:") + " " + s.CreatedAt.In(loc).Format(historyTime) + " (" + textfmt.Ago(now, s.CreatedAt) + " ago)",
+	}
+	if !s.UpdatedAt.IsZero() && !s.UpdatedAt.Equal(s.CreatedAt) {
+		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
+	}
+	var counts []string
+	for _, st := range sm.States {
+		if n := s.Counts[st]; n > 0 {
+			counts = append(counts, strconv.Itoa(n)+" "+m.st.state(string(st)))
+		}
+	}
+	line := label("effects:") + " " + strconv.Itoa(s.Effects)
+	if len(counts) > 0 {
+		line += ": " + strings.Join(counts, ", ")
+	}
+	out = append(out, line)
+	if s.PendingApprovals > 0 {
+		out = append(out, m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))+": enter, then a or r on it")
+	}
+	if len(s.Meta) > 0 {
+		keys := make([]string, 0, len(s.Meta))
+		for k := range s.Meta {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for i, k := range keys {
+			keys[i] = esc(k) + "=" + esc(s.Meta[k])
+		}
+		out = append(out, label("meta:")+" "+strings.Join(keys, "  "))
+	}
+	if len(s.Upstream) > 0 {
+		out = append(out, label("server:")+" "+esc(strings.Join(s.Upstream, " ")))
+	}
+	return out
 }
 
 // sessionColumns sizes the sessions table to what it shows: the session
@@ -413,11 +522,16 @@ func (m *Model) sessionColumns() []column {
 	st := column{"STATE", widest("STATE", states...), true}
 	fixed := []column{{"AGE", 4, false}, {"EFFECTS", 7, false}}
 	wait := column{"WAIT", 4, false}
-	avail := m.width - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width
+	avail := m.width - 2 - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width // in a pane
+	var counts []string
+	for _, s := range m.sessions.list {
+		counts = append(counts, countsLine(s.Counts))
+	}
 	idw, by := widest("SESSION", ids...), 0
 	switch {
 	case avail-idw >= 10:
-		by = avail - idw
+		// No wider than it needs: WAIT stays beside what it counts.
+		by = min(avail-idw, widest("BY STATE", counts...))
 	case idw <= avail+1:
 		// BY STATE goes (and its separator): the names are worth more.
 	default:
@@ -472,18 +586,19 @@ func (m *Model) sessionView() string {
 			undos = append(undos, string(u.State))
 		}
 	}
+	inner := m.width - 2 // in a pane's borders
 	cols := flexColumns([]column{{"ID", widest("ID", ids...), false}, {"TOOL", 0, false}, {"TIER", widest("TIER", tiers...), false},
-		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, m.width, widest("TOOL", tools...))
-	out := []string{head, m.renderHeader(cols)}
+		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, inner, widest("TOOL", tools...))
+	table := []string{m.renderHeader(cols)}
 	rows := m.tableRows()
 	v.offset = scrolled(v.offset, v.cursor, rows)
 	now := m.opts.Now()
 	for i := v.offset; i < v.offset+rows; i++ {
 		if i >= len(v.effects) {
 			if i == 0 {
-				out = append(out, m.st.dim.Render("no effects"))
+				table = append(table, m.st.dim.Render("no effects"))
 			} else {
-				out = append(out, "")
+				table = append(table, "")
 			}
 			continue
 		}
@@ -492,31 +607,65 @@ func (m *Model) sessionView() string {
 		if u, ok := v.entries[e.ID]; ok {
 			undo = string(u.State)
 		}
-		out = append(out, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), string(e.State),
+		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), string(e.State),
 			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), undo}, i == v.cursor && !v.focusDetail))
 	}
-	detail := m.detailLines()
-	room := max(0, m.bodyHeight()-len(out)-1) // none in a window too short for the table
-	v.detailTop = max(0, min(v.detailTop, len(detail)-room))
-	end := min(len(detail), v.detailTop+room)
-	// The separator says when the detail goes on, and how to read it all.
-	sep := "── detail "
-	if len(detail) > room {
-		sep += fmt.Sprintf("(lines %d-%d of %d, tab then ↑/↓ to scroll) ", v.detailTop+1, end, len(detail))
+	out := []string{head, m.pane("effects", table, m.width, !v.focusDetail)}
+	// The detail pane has what is left, if that holds a line: a viewport
+	// over the selected effect's detail, which tab focuses to scroll.
+	room := m.bodyHeight() - 1 - len(table) - 2 - 2
+	if room < 1 {
+		return strings.Join(out, "\n")
 	}
-	if v.focusDetail {
-		sep = fmt.Sprintf("── detail (lines %d-%d of %d; ↑/↓ scroll, tab: back to the table) ", v.detailTop+1, end, len(detail))
-		out = append(out, m.st.label.Render(ansi.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
-	} else {
-		out = append(out, m.st.dim.Render(ansi.Truncate(sep+strings.Repeat("─", m.width), m.width, "")))
+	vp := &v.detailView
+	vp.SetWidth(inner)
+	vp.SetHeight(room)
+	vp.SetContentLines(m.detailLines(inner))
+	title := "detail"
+	if d := v.detail; d != nil {
+		title = "effect " + itoa(d.Effect.ID)
 	}
-	out = append(out, detail[v.detailTop:end]...)
+	if n := vp.TotalLineCount(); n > room {
+		title += fmt.Sprintf(" · lines %d-%d of %d", vp.YOffset()+1, min(n, vp.YOffset()+room), n)
+		if v.focusDetail {
+			title += " · ↑/↓ scroll, tab: the table"
+		} else {
+			title += " · tab, then ↑/↓ to scroll"
+		}
+	}
+	out = append(out, m.pane(title, strings.Split(vp.View(), "\n"), m.width, v.focusDetail))
 	return strings.Join(out, "\n")
+}
+
+// pane frames lines in a box w cells wide, its title in the top border. The
+// focused pane's border is thick (so it shows without colour) and in the
+// accent colour.
+func (m *Model) pane(title string, lines []string, w int, focused bool) string {
+	style := m.st.pane
+	if focused {
+		style = m.st.paneFocused
+	}
+	inner := max(1, w-2)
+	for i, l := range lines {
+		lines[i] = fit(l, inner)
+	}
+	b := style.GetBorderStyle()
+	edge := lipgloss.NewStyle().Foreground(style.GetBorderTopForeground())
+	if !m.st.color {
+		edge = lipgloss.NewStyle()
+	}
+	label := " " + title + " "
+	if focused {
+		label = m.st.title.Render(label)
+	}
+	label = ansi.Truncate(label, max(0, inner-1), "…")
+	top := edge.Render(b.TopLeft+b.Top) + label + edge.Render(strings.Repeat(b.Top, max(0, inner-1-ansi.StringWidth(label)))+b.TopRight)
+	return top + "\n" + style.BorderTop(false).Width(w).Render(strings.Join(lines, "\n"))
 }
 
 // detailLines renders the selected effect: fields, args and result as pretty
 // JSON, the approval, the undo entry and the history timeline.
-func (m *Model) detailLines() []string {
+func (m *Model) detailLines(width int) []string {
 	d := m.session.detail
 	if d == nil {
 		return nil
@@ -528,7 +677,7 @@ func (m *Model) detailLines() []string {
 	// A long tool name is cut, not the tier and state after it.
 	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, e.State)
 	tool := esc(e.Tool)
-	if tw := m.width - ansi.StringWidth(rest); ansi.StringWidth(tool) > tw {
+	if tw := width - ansi.StringWidth(rest); ansi.StringWidth(tool) > tw {
 		tool = ansi.Truncate(tool, max(1, tw), "…")
 	}
 	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, tool, e.Tier, m.st.state(string(e.State)))
@@ -568,12 +717,19 @@ func (m *Model) detailLines() []string {
 		out = append(out, prettyJSON(e.Result)...)
 	}
 	out = append(out, m.st.label.Render("history:"))
-	for _, r := range d.History {
-		to := r.To
+	// The states' column is as wide as its widest: a dated row fits 80
+	// columns.
+	tos, toWidth := make([]string, len(d.History)), 0
+	for i, r := range d.History {
+		tos[i] = r.To
 		if r.Kind == model.KindUndo {
-			to = "undo:" + r.To
+			tos[i] = "undo:" + r.To
 		}
-		line := fmt.Sprintf("  %2d %s %-26s %s by %s", r.Seq, r.At.Format("15:04:05"), to, sm.TriggerText(r.Trigger), r.Who())
+		toWidth = max(toWidth, len(tos[i]))
+	}
+	for i, r := range d.History {
+		to := tos[i]
+		line := fmt.Sprintf("  %2d %s %-*s %s by %s", r.Seq, r.At.In(m.opts.Location).Format(historyTime), toWidth, to, sm.TriggerText(r.Trigger), r.Who())
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}
@@ -583,7 +739,7 @@ func (m *Model) detailLines() []string {
 		out = append(out, esc(line))
 	}
 	// Wrapped, never cut: an approver reads all of what they approve.
-	return wrapLines(out, m.width)
+	return wrapLines(out, width)
 }
 
 // prettyJSON indents raw, each line escaped: a JSON string may hold C1
@@ -662,8 +818,19 @@ func (m *Model) confirmUndoView() string {
 	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
 
+// historyTime is how history dates its rows: a log outlives a day, and its
+// writers may sit in other zones.
+const historyTime = "2006-01-02 15:04:05 MST"
+
 func (m *Model) undoView() string {
-	lines := []string{fmt.Sprintf("Undoing session %s…", esc(m.undo.session)), ""}
+	title := fmt.Sprintf("Undoing session %s…", esc(m.undo.session))
+	switch {
+	case m.undo.done && m.undo.failed:
+		title = fmt.Sprintf("Undo of session %s stopped", esc(m.undo.session))
+	case m.undo.done:
+		title = fmt.Sprintf("Undo of session %s finished", esc(m.undo.session))
+	}
+	lines := []string{m.st.title.Render(title), ""}
 	for _, l := range m.undo.lines {
 		lines = append(lines, esc(l))
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/effectlog"
@@ -81,7 +82,7 @@ type sessionView struct {
 	next        uint64   // cursor of the page after this one; 0: last page
 	filter      string
 	detail      *model.EffectDetail
-	detailTop   int
+	detailView  viewport.Model // the detail's pane; the view sizes it
 	focusDetail bool
 	loaded      bool
 	// wantLast selects the last row once a previous page arrives.
@@ -166,7 +167,11 @@ func (v *sessionView) selected() *model.Effect {
 // focus), crossing into the next or previous page at the ends.
 func (v *sessionView) move(ctx context.Context, n int, store effectlog.Log) tea.Cmd {
 	if v.focusDetail {
-		v.detailTop = max(0, v.detailTop+n)
+		if n > 0 {
+			v.detailView.ScrollDown(n)
+		} else {
+			v.detailView.ScrollUp(-n)
+		}
 		return nil
 	}
 	target := v.cursor + n
@@ -184,7 +189,8 @@ func (v *sessionView) move(ctx context.Context, n int, store effectlog.Log) tea.
 	if target == v.cursor {
 		return nil
 	}
-	v.cursor, v.detailTop = target, 0
+	v.cursor = target
+	v.detailView.SetYOffset(0)
 	if e := v.selected(); e != nil {
 		return loadDetail(ctx, store, e.ID)
 	}
