@@ -161,5 +161,6 @@ func (o *hookOptions) hook(f *Factory) (*agenthook.Hook, error) {
 			return fmt.Sprintf("make the same %s call again, with the same input: it runs then", e.Tool)
 		}}
 	return &agenthook.Hook{Lifecycle: lc, Policy: pol, Session: f.Getenv("UNDOLOG_SESSION"), Actor: actor, Wait: o.wait,
-		ApprovalTimeout: o.approvalTimeout, Headless: o.headless, Door: door, Now: f.Now}, nil
+		ApprovalTimeout: o.approvalTimeout, Headless: o.headless, Door: door, Now: f.Now,
+		Files: agenthook.ProjectFiles{Now: f.Now}, Project: f.Getenv("CLAUDE_PROJECT_DIR")}, nil
 }
