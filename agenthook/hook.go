@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/filesnap"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
@@ -23,11 +24,16 @@ const ToolLease = 11 * time.Minute
 
 // Files is the write-ahead undo of the files a call changes (package
 // filesnap): Before, at PreToolUse, captures paths of project (all of it,
-// for none) and says how to undo the call; After, at PostToolUse, records
-// what the call left, for undo to tell the call's changes from later ones.
+// for none) and says how to undo the call; After, at PostToolUse or
+// PostToolUseFailure (a failed command may have changed files too),
+// records what the call left, for undo to tell the call's changes from
+// later ones, and whether it changed any file; Abandon ends the window of
+// a call that did not run, or whose end is not known (in doubt: its
+// after-state is never recorded).
 type Files interface {
 	Before(project string, paths []string) (*model.Compensation, error)
-	After(project string, undo *model.Compensation) error
+	After(project string, undo *model.Compensation) (changed bool, err error)
+	Abandon(undo *model.Compensation)
 }
 
 // Hook takes an agent's tool calls through the log.
@@ -53,6 +59,9 @@ type Hook struct {
 	Door lifecycle.Door
 	// Files, if set, captures the files a compensable call may change.
 	Files Files
+	// Project is the project's directory ($CLAUDE_PROJECT_DIR), whose
+	// files a shell command may change; empty: the event's cwd.
+	Project string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -62,6 +71,13 @@ func (h *Hook) now() time.Time {
 		return time.Now()
 	}
 	return h.Now()
+}
+
+func (h *Hook) project(ev Event) string {
+	if h.Project != "" {
+		return h.Project
+	}
+	return ev.Cwd
 }
 
 func (h *Hook) session(ev Event) string {
@@ -95,12 +111,17 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 	req := effectlog.InterceptRequest{Session: h.session(ev), Tool: ev.ToolName, Tier: cls.Tier, Args: ev.ToolInput,
 		ApprovalTimeout: h.ApprovalTimeout, CreateSession: true, Actor: h.Actor, Reason: cls.Reason,
 		Owner: model.OwnerOf(agentPID(), h.now()), RunAgainAnswered: h.runsAgain(ev.ToolName, cls.Tier)}
+	ran := false
 	if cls.Tier == sm.Compensable && h.Files != nil {
-		undo, err := h.Files.Before(ev.Cwd, filesOf(ev))
-		if err != nil {
-			return deny("the files %s may change could not be captured for its undo (%v): it did not run", ev.ToolName, err)
+		fresh, d := h.captureFiles(ctx, ev, &req)
+		if d != nil {
+			return d
 		}
-		req.Compensation = undo
+		defer func() {
+			if fresh != nil && !ran {
+				h.Files.Abandon(fresh)
+			}
+		}()
 	}
 	lc := h.Lifecycle
 	call, err := lc.Intercept(ctx, req)
@@ -118,6 +139,7 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 		if err := lc.Finish(ctx, call, lifecycle.Result{Unsettled: true}); err != nil {
 			return deny("effect %d (%s): its lease could not be kept (%v); it did not run", call.Effect.ID, ev.ToolName, err)
 		}
+		ran = true
 		return &Decision{Permission: Allow}
 	case lifecycle.Replay:
 		return deny("effect %d (%s) already ran in this session and is not run again; its recorded outcome: %s",
@@ -128,6 +150,52 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 		}
 	}
 	return deny("%s", end.Text(h.Door))
+}
+
+// captureFiles gives req the undo of the files its call may change,
+// captured now; or a denial. The same call still executing (in progress,
+// or in doubt) keeps the undo it has, and the log answers it. The same
+// call left pending (it failed without changing a file, or never began)
+// runs again as an effect of its own, with its own snapshot. fresh is the
+// undo captured now, whose window a call that does not run ends.
+func (h *Hook) captureFiles(ctx context.Context, ev Event, req *effectlog.InterceptRequest) (fresh *model.Compensation, _ *Decision) {
+	args, err := model.CanonicalArgs(req.Args)
+	if err != nil {
+		return nil, deny("%s's input: %v; it did not run", ev.ToolName, err)
+	}
+	sig := model.Signature(req.Session, req.Tool, args, "")
+	prior := func(state sm.State) (*model.Effect, error) {
+		list, _, err := h.Lifecycle.Log.ListEffects(ctx, effectlog.EffectFilter{Session: req.Session, Tool: req.Tool, State: state})
+		for i := range list {
+			if list[i].CallSignature == sig {
+				return &list[i], err
+			}
+		}
+		return nil, err
+	}
+	running, err := prior(sm.Executing)
+	if err != nil {
+		return nil, deny("%s could not be looked up in the log (%v): it did not run", ev.ToolName, textfmt.OneLine(err.Error()))
+	}
+	if running != nil {
+		if d, err := h.Lifecycle.Log.GetEffect(ctx, running.ID); err == nil && d.Undo != nil {
+			req.Compensation = &d.Undo.Compensation
+		}
+		return nil, nil // not captured: the log denies it
+	}
+	pending, err := prior(sm.Pending)
+	if err != nil {
+		return nil, deny("%s could not be looked up in the log (%v): it did not run", ev.ToolName, textfmt.OneLine(err.Error()))
+	}
+	undo, err := h.Files.Before(h.project(ev), filesOf(ev))
+	if err != nil {
+		return nil, deny("the files %s may change could not be captured for its undo (%v): it did not run", ev.ToolName, err)
+	}
+	req.Compensation = undo
+	if _, id, ok := filesnap.ParseRestore(*undo); ok && pending != nil {
+		req.Key = "files " + id
+	}
+	return undo, nil
 }
 
 // runsAgain tells whether a call of tool made again after it committed
@@ -182,7 +250,6 @@ func (h *Hook) Post(ctx context.Context, ev Event) error {
 		return err
 	}
 	session := h.session(ev)
-	sig := model.Signature(session, ev.ToolName, args, "")
 	agent := model.OwnerOf(agentPID(), h.now())
 	lc := h.Lifecycle
 	executing, _, err := lc.Log.ListEffects(ctx, effectlog.EffectFilter{Session: session, Tool: ev.ToolName, State: sm.Executing})
@@ -191,7 +258,7 @@ func (h *Hook) Post(ctx context.Context, ev Event) error {
 	}
 	var found *model.Effect
 	for i := range executing {
-		if e := &executing[i]; e.CallSignature == sig && e.Owner.SameProcess(agent) {
+		if e := &executing[i]; e.CallSignature == model.Signature(session, ev.ToolName, args, e.Key) && e.Owner.SameProcess(agent) {
 			found = e
 			break
 		}
@@ -203,25 +270,38 @@ func (h *Hook) Post(ctx context.Context, ev Event) error {
 	if err != nil {
 		return err
 	}
+	interrupted := ev.HookEventName == PostToolUseFailure && ev.IsInterrupt
+	changedFiles := false
+	if h.Files != nil && found.Tier == sm.Compensable {
+		d, err := lc.Log.GetEffect(ctx, found.ID)
+		if err != nil {
+			return err
+		}
+		if d.Undo != nil && interrupted {
+			h.Files.Abandon(&d.Undo.Compensation)
+		} else if d.Undo != nil {
+			if changedFiles, err = h.Files.After(h.project(ev), &d.Undo.Compensation); err != nil {
+				return fmt.Errorf("effect %d: the files it left could not be recorded: %w", found.ID, err)
+			}
+		}
+	}
 	var r lifecycle.Result
 	switch {
-	case ev.HookEventName == PostToolUseFailure && ev.IsInterrupt:
+	case interrupted:
 		// Whether it took effect is not known: it stays executing, and is
 		// in doubt once the agent is gone, for a person to resolve.
 		r.Unsettled = true
+	case ev.HookEventName == PostToolUseFailure && changedFiles:
+		// A failed effect is one that did nothing (undo passes it by);
+		// this one changed files: it committed, its error its outcome,
+		// and undo restores them.
+		r.Value, _ = json.Marshal(map[string]string{"error": failure(ev.Error)})
 	case ev.HookEventName == PostToolUseFailure:
 		r.Failed = failure(ev.Error)
 	default:
 		r.Value = ev.ToolResponse
 		if len(r.Value) == 0 {
 			r.Value = json.RawMessage("null")
-		}
-		if h.Files != nil && cls.Tier == sm.Compensable {
-			if d, err := lc.Log.GetEffect(ctx, found.ID); err == nil && d.Undo != nil {
-				if err := h.Files.After(ev.Cwd, &d.Undo.Compensation); err != nil {
-					return fmt.Errorf("effect %d: the files it left could not be recorded: %w", found.ID, err)
-				}
-			}
 		}
 	}
 	if err := lc.Finish(ctx, call, r); err != nil {

@@ -31,10 +31,12 @@ func (s *snapshots) Before(project string, paths []string) (*model.Compensation,
 	return &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"undolog", "files", "restore", project, "snap-1"}, Dir: project}, nil
 }
 
-func (s *snapshots) After(project string, undo *model.Compensation) error {
+func (s *snapshots) After(project string, undo *model.Compensation) (bool, error) {
 	s.after = append(s.after, undo)
-	return nil
+	return false, nil
 }
+
+func (s *snapshots) Abandon(undo *model.Compensation) {}
 
 // A compensable call's files are captured before its effect is recorded,
 // the compensation Files gives recorded with it; PostToolUse hands it back

@@ -1,7 +1,8 @@
 package main
 
 // The coding agent's rows: a whole headless Claude Code run (claude -p) of
-// scripted tool calls with a no-op hook on PreToolUse and PostToolUse
+// scripted tool calls with undolog's hooks (as `undolog init claude-code`
+// installs them) and with a no-op hook on PreToolUse and PostToolUse,
 // against the same run without hooks: what a hook costs a call, whole
 // processes, as the agent runs it. They run the real agent through
 // internal/agenttest (offline, in a network namespace of nothing but
@@ -11,6 +12,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"github.com/undolog/undolog/internal/agenttest"
@@ -27,9 +29,14 @@ func agentRows(add func(what, value, ratio string), work string) error {
 		add("agent rows", "skipped", why)
 		return nil
 	}
+	bin, err := buildUndolog()
+	if err != nil {
+		return err
+	}
 	bare := filepath.Join(work, "agent-bare")
 	hooked := filepath.Join(work, "agent-noop-hook")
-	for _, d := range []string{bare, hooked} {
+	guarded := filepath.Join(work, "agent-undolog")
+	for _, d := range []string{bare, hooked, guarded} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -37,39 +44,61 @@ func agentRows(add func(what, value, ratio string), work string) error {
 	if err := agenttest.WriteSettings(hooked, agenttest.HooksSettings(noopHook, "PreToolUse", "PostToolUse")); err != nil {
 		return err
 	}
+	if out, err := exec.Command(bin, "init", "claude-code", guarded).CombinedOutput(); err != nil {
+		return fmt.Errorf("undolog init claude-code: %v\n%s", err, out)
+	}
+	// The hooks `init` writes run `undolog`: the bench's build, on PATH.
+	path := filepath.Join(work, "agent-bin")
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return err
+	}
+	if err := os.Symlink(bin, filepath.Join(path, "undolog")); err != nil && !os.IsExist(err) {
+		return err
+	}
+	env := []string{"PATH=" + path + ":" + os.Getenv("PATH"), "UNDOLOG_LOG=" + filepath.Join(work, "agent.db"),
+		"UNDOLOG_FILES_DIR=" + filepath.Join(work, "agent-files")}
 	r, err := sideBySide(
-		func() (float64, error) { return agentRun(bare) },
-		func() (float64, error) { return agentRun(hooked) })
+		func() (float64, error) { return agentRun(bare, nil) },
+		func() (float64, error) { return agentRun(hooked, nil) },
+		func() (float64, error) { return agentRun(guarded, env) })
 	if err != nil {
 		return err
 	}
-	perCall := func() float64 {
+	perCall := func(j int) float64 {
 		var xs []float64
 		for _, row := range r {
-			xs = append(xs, (row[1]-row[0])/agentCalls)
+			xs = append(xs, (row[j]-row[0])/agentCalls)
 		}
 		return median(xs)
-	}()
-	what := fmt.Sprintf("agent: claude -p, %d Bash calls", agentCalls)
+	}
+	what := fmt.Sprintf("agent: claude -p, %d calls (Bash and Write by turns)", agentCalls)
 	add(what+", no hooks", fmt.Sprintf("%.0f ms", r.median(0)), "")
 	add(what+", a no-op hook before and after", fmt.Sprintf("%.0f ms", r.median(1)),
-		fmt.Sprintf("%+.1f ms a call (the hook's cost)", perCall))
+		fmt.Sprintf("%+.1f ms a call (the hook's cost)", perCall(1)))
+	add(what+", undolog's hooks (init claude-code; compensable, files captured)", fmt.Sprintf("%.0f ms", r.median(2)),
+		fmt.Sprintf("%+.1f ms a call, %.2fx the no-op hook's (target: 2x)", perCall(2), perCall(2)/perCall(1)))
 	return nil
 }
 
-// agentRun times one claude -p run in dir whose model calls Bash
-// agentCalls times (Bash allowed without asking, as a hook's allow would).
-func agentRun(dir string) (float64, error) {
+// agentRun times one claude -p run in dir whose model calls Bash and Write
+// by turns, agentCalls times (allowed without asking, as a hook's allow
+// would), with env added to the agent's.
+func agentRun(dir string, env []string) (float64, error) {
 	script := make(agenttest.Script, agentCalls)
 	for i := range script {
-		script[i] = agenttest.Turn{Tools: []agenttest.ToolUse{agenttest.Bash(fmt.Sprintf("echo %d", i))}}
+		call := agenttest.Bash(fmt.Sprintf("echo %d > bash-%d.txt", i, i))
+		if i%2 == 1 {
+			call = agenttest.Write(filepath.Join(dir, fmt.Sprintf("write-%d.txt", i)), fmt.Sprintf("%d\n", i))
+		}
+		script[i] = agenttest.Turn{Tools: []agenttest.ToolUse{call}}
 	}
 	a, err := agenttest.Start(script)
 	if err != nil {
 		return 0, err
 	}
 	defer a.Close()
-	res, err := a.Exec(dir, "-p", "bench", "--allowedTools", "Bash")
+	a.Env = env
+	res, err := a.Exec(dir, "-p", "bench", "--allowedTools", "Bash,Write")
 	if err != nil {
 		return 0, err
 	}

@@ -59,6 +59,13 @@ PostToolUse commits the call with the tool's response, PostToolUseFailure fails 
 interrupted call stays executing, in doubt once the agent has ended. Other events are
 answered as no-ops.
 
+A compensable call's files are captured before it runs: a Write's or Edit's file, a
+shell command's whole project ($CLAUDE_PROJECT_DIR, else the cwd); its compensation is
+'undolog files restore', which undo runs. A shell command of a project runs alone: while
+one is between its PreToolUse and PostToolUse, another call that changes the project's
+files is denied, to be made again. A failed command that changed files is committed
+with its error, so that undo restores them.
+
 The session is Claude Code's session id (or $UNDOLOG_SESSION); the tool is the tool's
 name, the args its input; the actor is the agent. The call's owner while the agent
 runs it is the agent's process (the hook's parent): a call whose agent died before
@@ -161,5 +168,6 @@ func (o *hookOptions) hook(f *Factory) (*agenthook.Hook, error) {
 			return fmt.Sprintf("make the same %s call again, with the same input: it runs then", e.Tool)
 		}}
 	return &agenthook.Hook{Lifecycle: lc, Policy: pol, Session: f.Getenv("UNDOLOG_SESSION"), Actor: actor, Wait: o.wait,
-		ApprovalTimeout: o.approvalTimeout, Headless: o.headless, Door: door, Now: f.Now}, nil
+		ApprovalTimeout: o.approvalTimeout, Headless: o.headless, Door: door, Now: f.Now,
+		Files: agenthook.ProjectFiles{Now: f.Now}, Project: f.Getenv("CLAUDE_PROJECT_DIR")}, nil
 }

@@ -23,11 +23,12 @@ type hookRig struct {
 	bin     string
 	log     string
 	project string
+	files   string
 	session string
 }
 
 func newHookRig(t *testing.T, log string) *hookRig {
-	return &hookRig{t: t, bin: testbin.Undolog(t), log: log, project: t.TempDir(), session: "6f1c2a9e-0d4b-4c8e-9a51-3b7e2d0c8f14"}
+	return &hookRig{t: t, bin: testbin.Undolog(t), log: log, project: t.TempDir(), files: t.TempDir(), session: "6f1c2a9e-0d4b-4c8e-9a51-3b7e2d0c8f14"}
 }
 
 // event is a hook event of Claude Code's: its common fields, the tool's,
@@ -50,7 +51,7 @@ func (r *hookRig) hook(event []byte, flags ...string) (string, string, int) {
 	r.t.Helper()
 	cmd := exec.Command(r.bin, append([]string{"hook"}, flags...)...)
 	cmd.Dir = r.project
-	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+r.log, "CLAUDE_PROJECT_DIR="+r.project, "UNDOLOG_SESSION=", "UNDOLOG_ACTOR=", "UNDOLOG_HOOK_HEADLESS=")
+	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+r.log, "UNDOLOG_FILES_DIR="+r.files, "CLAUDE_PROJECT_DIR="+r.project, "UNDOLOG_SESSION=", "UNDOLOG_ACTOR=", "UNDOLOG_HOOK_HEADLESS=")
 	cmd.Stdin = bytes.NewReader(event)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -304,7 +305,7 @@ func TestHookInterruptedCallIsInDoubtOnceTheAgentIsGone(t *testing.T) {
 	os.WriteFile(script, []byte(`timeout 60 sh -c '"$UNDOLOG_BIN" hook < pre.json && "$UNDOLOG_BIN" hook < post.json'`), 0o755)
 	cmd := exec.Command("sh", script)
 	cmd.Dir = r.project
-	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+r.log, "UNDOLOG_BIN="+r.bin, "UNDOLOG_SESSION=")
+	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+r.log, "UNDOLOG_FILES_DIR="+r.files, "UNDOLOG_BIN="+r.bin, "UNDOLOG_SESSION=")
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), `"allow"`) {
 		t.Fatalf("agent: %v\n%s", err, out)
 	}
