@@ -44,6 +44,7 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 			stray = unknownCommand(target, name)
 			return
 		}
+		wrapForHelp(target, f.helpWidth())
 		showHelp(target, args)
 	})
 	// Defined before cobra looks for the command, -h is known to take no
@@ -120,6 +121,7 @@ last-in-first-out when the session fails.
 	root.InitDefaultCompletionCmd()
 	addCompletions(f, root)
 	refuseStrays(root)
+	groupCommands(root)
 	return root
 }
 
