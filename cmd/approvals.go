@@ -69,7 +69,7 @@ func renderApprovals(f *Factory, list []effectlog.PendingApproval) error {
 	for _, a := range list {
 		expires := "never"
 		if a.ExpiresAt != nil {
-			expires = "in " + compactDuration(a.ExpiresAt.Sub(now))
+			expires = "in " + textfmt.Remaining(a.ExpiresAt.Sub(now))
 		}
 		// The effect's tool and args, which its history covers: what a decision runs.
 		rows = append(rows, []cell{idCell(a.EffectID), plain(a.Session), plain(a.Effect.Tool), plain(ago(now, a.RequestedAt)),
