@@ -60,6 +60,7 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many requests (0: all)")
 	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "print each waiting request, then each new one as it appears, until interrupted")
 	addFormatFlag(c, &opts.output, true)
+	addHeadersFlag(f, c)
 	return c
 }
 

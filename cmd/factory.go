@@ -26,6 +26,7 @@ type Factory struct {
 	Getenv func(string) string
 	Now    func() time.Time
 
+	headers bool          // --headers
 	lines   *bufio.Reader // stdinLines
 	logs    logOpener
 	signals interrupts // set by Main

@@ -99,6 +99,9 @@ last-in-first-out when the session fails.
 			if env := f.Getenv("UNDOLOG_LOG"); f.logs.address == "" && env != "" && strings.TrimSpace(env) == "" {
 				return usagef("UNDOLOG_LOG is blank: set it to a log file's path or a postgres:// URL, or unset it for the default log")
 			}
+			if err := checkHeadersEnv(f.Getenv); err != nil {
+				return err
+			}
 			return f.readFallback()
 		},
 	}

@@ -92,6 +92,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 		},
 	}
 	addFormatFlag(c, &opts.output, false)
+	addHeadersFlag(f, c)
 	return c
 }
 
