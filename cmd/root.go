@@ -122,6 +122,7 @@ last-in-first-out when the session fails.
 		newCmdTUI(f), newCmdDemo(f), newCmdVersion(f), newCmdMan(f),
 	)
 	root.InitDefaultCompletionCmd()
+	bashCompletion(root)
 	addCompletions(f, root)
 	refuseStrays(root)
 	groupCommands(root)
