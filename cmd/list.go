@@ -98,6 +98,7 @@ func newCmdList(f *Factory) *cobra.Command {
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects (0: all)")
 	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "then print transitions as they happen, until interrupted")
 	addFormatFlag(c, &opts.output, true)
+	addHeadersFlag(f, c)
 	return c
 }
 

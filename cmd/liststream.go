@@ -136,7 +136,7 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 		}
 	default:
 		if s.table == nil {
-			s.table = textfmt.NewTable(s.w, effectHeader, s.terminal, s.f.Color())
+			s.table = newTable(s.f, s.w, effectHeader, s.terminal)
 		}
 		if err := s.table.Write(effectRows(s.f, list, entries)); err != nil {
 			return err

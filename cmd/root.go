@@ -44,6 +44,7 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 			stray = unknownCommand(target, name)
 			return
 		}
+		wrapForHelp(target, f.helpWidth())
 		showHelp(target, args)
 	})
 	// Defined before cobra looks for the command, -h is known to take no
@@ -98,6 +99,9 @@ last-in-first-out when the session fails.
 			if env := f.Getenv("UNDOLOG_LOG"); f.logs.address == "" && env != "" && strings.TrimSpace(env) == "" {
 				return usagef("UNDOLOG_LOG is blank: set it to a log file's path or a postgres:// URL, or unset it for the default log")
 			}
+			if err := checkHeadersEnv(f.Getenv); err != nil {
+				return err
+			}
 			return f.readFallback()
 		},
 	}
@@ -118,8 +122,10 @@ last-in-first-out when the session fails.
 		newCmdTUI(f), newCmdDemo(f), newCmdVersion(f), newCmdMan(f),
 	)
 	root.InitDefaultCompletionCmd()
+	bashCompletion(root)
 	addCompletions(f, root)
 	refuseStrays(root)
+	groupCommands(root)
 	return root
 }
 

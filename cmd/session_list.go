@@ -85,6 +85,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 	c.Flags().StringVar(&opts.since, "since", "", "only sessions created since a time (RFC 3339) or duration (1h, 7d)")
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many sessions (0: all)")
 	addFormatFlag(c, &opts.output, true)
+	addHeadersFlag(f, c)
 	return c
 }
 

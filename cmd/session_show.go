@@ -66,6 +66,7 @@ there are in all.`,
 	}
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects, undo entries and approvals (0: all)")
 	addFormatFlag(c, &opts.output, false)
+	addHeadersFlag(f, c)
 	return c
 }
 

@@ -92,6 +92,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 		},
 	}
 	addFormatFlag(c, &opts.output, false)
+	addHeadersFlag(f, c)
 	return c
 }
 
@@ -213,11 +214,7 @@ func approvalLine(now time.Time, r model.ApprovalRound) string {
 		// Recorded as timed out by the next write to its session.
 		line = fmt.Sprintf("expired %s ago: nobody can decide it now", ago(now, *r.ExpiresAt))
 	} else if r.ExpiresAt != nil {
-		line += ", expires in " + compactDuration(roundSecond(r.ExpiresAt.Sub(now)))
+		line += ", expires in " + textfmt.Remaining(r.ExpiresAt.Sub(now))
 	}
 	return line
 }
-
-// roundSecond rounds a time left to the nearest second: a request of 30m
-// read a moment after it opened has 29m59.99s left, which reads "30m".
-func roundSecond(d time.Duration) time.Duration { return d.Round(time.Second) }

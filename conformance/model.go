@@ -48,6 +48,18 @@ func (m *logModel) waiting(session string) int {
 	return n
 }
 
+// approvedNotRun counts the session's effects a person approved that have
+// not run.
+func (m *logModel) approvedNotRun(session string) int {
+	n := 0
+	for _, e := range m.effects {
+		if e.session == session && e.state == sm.Approved {
+			n++
+		}
+	}
+	return n
+}
+
 // moveSession makes a session move; one that stops accepting effects closes
 // its waiting requests.
 func (m *logModel) moveSession(session string, to sm.SessionState) {
@@ -269,6 +281,8 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				case from == sm.SessionAwaitingApproval && to == sm.SessionActive && m.waiting(session) > 0,
 					from == sm.SessionActive && to == sm.SessionAwaitingApproval && m.waiting(session) == 0:
 					want = &expect{err: model.ErrConflict} // it awaits approval while a call waits, and only then
+				case to == sm.SessionCompleted && m.approvedNotRun(session) > 0:
+					want = &expect{err: model.ErrConflict} // an approval would stand with nothing done
 				}
 				_, err := s.SetSessionState(t.Context(), session, to, model.Change{Actor: "rapid", Reason: "rapid"})
 				want.check(rt, fmt.Sprintf("session %s %s -> %s", session, from, to), err)
