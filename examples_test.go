@@ -39,7 +39,7 @@ func TestQuickstartRunsAndLeavesNothing(t *testing.T) {
 func TestExamplesPinTheirServers(t *testing.T) {
 	npx := regexp.MustCompile(`npx(?:\s+-y)?\s+(@[\w.-]+/[\w.-]+)(@[0-9][\w.-]*)?`)
 	var files []string
-	for _, glob := range []string{"examples/*", "README.md", "docs/cli/*.md"} {
+	for _, glob := range []string{"examples/*", "README.md", "docs/*.md", "docs/cli/*.md"} {
 		m, err := filepath.Glob(glob)
 		if err != nil {
 			t.Fatal(err)

@@ -699,7 +699,7 @@ func (m *Model) detailLines(width int) []string {
 				line += ": " + a.Decision
 			}
 		case a.ExpiresAt != nil:
-			line += ", expires in " + textfmt.Duration(a.ExpiresAt.Sub(now))
+			line += ", expires in " + textfmt.Remaining(a.ExpiresAt.Sub(now))
 		}
 		add("%s %s", m.st.label.Render("approval:"), esc(line))
 	}
