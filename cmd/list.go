@@ -169,12 +169,15 @@ func effectRows(f *Factory, list []model.Effect, entries map[uint64]model.UndoEn
 	now := f.Now()
 	rows := make([][]cell, 0, len(list))
 	for _, e := range list {
-		undo := "-"
+		entry := ""
 		if u, ok := entries[e.ID]; ok {
-			undo = string(u.State)
+			entry = string(u.State)
 		}
+		state := string(e.State)
 		rows = append(rows, []cell{idCell(e.ID), plain(e.Session), plain(e.Tool), plain(string(e.Tier)),
-			stateCell(string(e.State)), plain(ago(now, e.CreatedAt)), plain(strconv.Itoa(e.ReplayCount)), stateCell(undo)})
+			{Text: textfmt.EffectStatus(state, entry), Color: textfmt.StateColor(textfmt.StatusColor(state, entry))},
+			plain(ago(now, e.CreatedAt)), plain(strconv.Itoa(e.ReplayCount)),
+			{Text: textfmt.UndoWord(entry), Color: textfmt.StateColor(entry)}})
 	}
 	return rows
 }

@@ -1,9 +1,9 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -46,7 +46,8 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			list, more, err := f.ReadLog().ListSessions(c.Context(), filter)
+			store := f.ReadLog()
+			list, more, err := store.ListSessions(c.Context(), filter)
 			if err != nil {
 				return err
 			}
@@ -58,6 +59,10 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			text := func() error {
 				rows := make([][]cell, 0, len(list))
 				for _, s := range list {
+					undone, err := undoneCount(c.Context(), store, s)
+					if err != nil {
+						return err
+					}
 					approvals := ""
 					if s.PendingApprovals > 0 {
 						approvals = fmt.Sprintf("%d waiting", s.PendingApprovals)
@@ -67,7 +72,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 						age = ago(f.Now(), s.CreatedAt)
 					}
 					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(age),
-						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)),
+						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts, undone)),
 						{Text: approvals, Color: textfmt.StateColor(string(sm.SessionAwaitingApproval))}})
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
@@ -88,13 +93,31 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 	return c
 }
 
-// countsSummary renders per-state counts in the spec's state order.
-func countsSummary(counts map[sm.State]int) string {
-	var parts []string
+// countsSummary renders per-state counts in the spec's state order, in
+// words, with how many of the committed were undone.
+func countsSummary(counts map[sm.State]int, undone int) string {
+	var parts []textfmt.StateCount
 	for _, st := range sm.States {
-		if n := counts[st]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s:%d", st, n))
+		parts = append(parts, textfmt.StateCount{State: string(st), N: counts[st]})
+	}
+	return textfmt.CountsWords(parts, undone)
+}
+
+// undoneCount is how many of session s's committed effects an undo
+// compensated; only a session an undo reached has any, and only its undo
+// stack is read.
+func undoneCount(ctx context.Context, store effectlog.Log, s model.Session) (int, error) {
+	switch s.State {
+	case sm.SessionCompensating, sm.SessionCompensated, sm.SessionHalted:
+	default:
+		return 0, nil
+	}
+	entries, _, err := store.UndoStack(ctx, s.ID, 0)
+	n := 0
+	for _, u := range entries {
+		if u.State == sm.EntryCompensated {
+			n++
 		}
 	}
-	return strings.Join(parts, " ")
+	return n, err
 }
