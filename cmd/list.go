@@ -271,16 +271,19 @@ func printChange(f *Factory, format string, e model.Effect, r model.HistoryRecor
 		_, err := fmt.Fprintln(f.Out, e.ID)
 		return err
 	}
-	what := "effect"
+	what, from, to := "effect", r.From, r.To
 	if r.Kind == model.KindUndo {
-		what = "undo entry"
+		// The entry's states in its own words: its "pending" is no effect's.
+		what, from, to = "undo entry", textfmt.UndoWord(r.From), textfmt.UndoWord(r.To)
 	}
-	from := r.From
-	if from == "" {
+	if r.From == "" {
 		from = "(new)"
 	}
+	if f.Color() {
+		to = textfmt.Paint(to, textfmt.StateColor(r.To))
+	}
 	_, err := fmt.Fprintf(f.Out, "%s  %s %d %s %s: %s -> %s  by %s\n", r.At.Local().Format("15:04:05"), what, e.ID,
-		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, paintState(f, r.To), textfmt.Escape(r.Who()+reasonSuffix(r.Reason)))
+		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, to, textfmt.Escape(r.Who()+reasonSuffix(r.Reason)))
 	return err
 }
 
