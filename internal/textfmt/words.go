@@ -80,24 +80,28 @@ func HistoryWords(r Record) string {
 	if r.Actor != "" {
 		by = " by " + r.Actor
 	}
+	if r.Kind == "answer" {
+		return "answer reached the client"
+	}
+	// An undo moves an effect, its undo entry and its session alike.
+	switch {
+	case r.From != "" && r.To == "compensating":
+		return "undo started" + by
+	case r.To == "compensated":
+		return "undone" + by
+	case r.To == "compensation_failed":
+		return "undo failed"
+	}
 	switch r.Kind {
 	case "undo":
-		switch {
-		case r.From == "":
+		switch r.To {
+		case "pending":
 			return "undo entry made: not undone"
-		case r.To == "compensating":
-			return "undo started" + by
-		case r.To == "skipped":
+		case "skipped":
 			return "nothing to undo: it never ran"
-		case r.To == "compensated":
-			return "undone" + by
-		case r.To == "compensation_failed":
-			return "undo failed"
-		case r.To == "resolved":
+		case "resolved":
 			return "resolved by hand" + by
 		}
-	case "answer":
-		return "answer reached the client"
 	case "session":
 		switch {
 		case r.From == "":
@@ -112,10 +116,6 @@ func HistoryWords(r Record) string {
 			return "waits for an approval"
 		case r.From == "awaiting_approval" && r.To == "active":
 			return "goes on"
-		case r.To == "compensating":
-			return "undo started" + by
-		case r.To == "compensated":
-			return "undone" + by
 		}
 		return strings.ReplaceAll(r.To, "_", " ") + by
 	default:
@@ -138,12 +138,6 @@ func HistoryWords(r Record) string {
 			return "failed: it may be run again"
 		case r.From == "executing" && r.To == "pending":
 			return "resolved as not run" + by
-		case r.To == "compensating":
-			return "undo started" + by
-		case r.To == "compensated":
-			return "undone" + by
-		case r.To == "compensation_failed":
-			return "undo failed"
 		}
 	}
 	return r.Trigger
