@@ -1,9 +1,9 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -46,18 +46,26 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			list, more, err := f.ReadLog().ListSessions(c.Context(), filter)
+			store := f.ReadLog()
+			list, more, err := store.ListSessions(c.Context(), filter)
 			if err != nil {
 				return err
 			}
-			for _, s := range list {
+			sessions := make([]listedSession, len(list))
+			for i, s := range list {
 				if s.Damage != "" {
 					fmt.Fprintf(f.ErrOut, "undolog: warning: session %s is damaged: %s; run undolog verify\n", textfmt.Escape(s.ID), textfmt.Escape(s.Damage))
 				}
+				sessions[i].Session = s
+				if opts.output != formatIDs {
+					if sessions[i].Undone, err = undoneCount(c.Context(), store, s); err != nil {
+						return err
+					}
+				}
 			}
 			text := func() error {
-				rows := make([][]cell, 0, len(list))
-				for _, s := range list {
+				rows := make([][]cell, 0, len(sessions))
+				for _, s := range sessions {
 					approvals := ""
 					if s.PendingApprovals > 0 {
 						approvals = fmt.Sprintf("%d waiting", s.PendingApprovals)
@@ -67,12 +75,12 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 						age = ago(f.Now(), s.CreatedAt)
 					}
 					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(age),
-						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)),
+						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts, s.Undone)),
 						{Text: approvals, Color: textfmt.StateColor(string(sm.SessionAwaitingApproval))}})
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
 			}
-			if err := printListing(f, opts.output, list, func(s model.Session) any { return s.ID }, text); err != nil {
+			if err := printListing(f, opts.output, sessions, func(s listedSession) any { return s.ID }, text); err != nil {
 				return err
 			}
 			if more != 0 && opts.output == formatText {
@@ -89,13 +97,39 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 	return c
 }
 
-// countsSummary renders per-state counts in the spec's state order.
-func countsSummary(counts map[sm.State]int) string {
-	var parts []string
+// listedSession is a session as session list gives it: with how many of
+// its effects an undo compensated (JSON: "undone", added to the session's
+// fields), as its table's counts show.
+type listedSession struct {
+	model.Session
+	Undone int `json:"undone"`
+}
+
+// countsSummary renders per-state counts in the spec's state order, in
+// words, with how many of the committed were undone: of the undone
+// entries, those of effects undone while they ran are counted as such.
+func countsSummary(counts map[sm.State]int, undone int) string {
+	var parts []textfmt.StateCount
 	for _, st := range sm.States {
-		if n := counts[st]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s:%d", st, n))
+		parts = append(parts, textfmt.StateCount{State: string(st), N: counts[st]})
+	}
+	return textfmt.CountsWords(parts, max(0, undone-counts[sm.Compensated]))
+}
+
+// undoneCount is how many of session s's effects an undo compensated; only
+// a session an undo reached has any, and only its undo stack is read.
+func undoneCount(ctx context.Context, store effectlog.Log, s model.Session) (int, error) {
+	switch s.State {
+	case sm.SessionCompensating, sm.SessionCompensated, sm.SessionHalted:
+	default:
+		return 0, nil
+	}
+	entries, _, err := store.UndoStack(ctx, s.ID, 0)
+	n := 0
+	for _, u := range entries {
+		if u.State == sm.EntryCompensated {
+			n++
 		}
 	}
-	return strings.Join(parts, " ")
+	return n, err
 }

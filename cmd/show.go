@@ -13,7 +13,6 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
-	sm "github.com/undolog/undolog/statemachine"
 )
 
 type showOptions struct {
@@ -100,7 +99,15 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	now := f.Now()
 	e := d.Effect
 	out := f.Out
-	fmt.Fprintf(out, "effect %d  %s\n", e.ID, paintState(f, string(e.State)))
+	entry := ""
+	if d.Undo != nil {
+		entry = string(d.Undo.State)
+	}
+	status := textfmt.EffectStatus(string(e.State), entry)
+	if f.Color() {
+		status = textfmt.Paint(status, textfmt.StateColor(textfmt.StatusColor(string(e.State), entry)))
+	}
+	fmt.Fprintf(out, "effect %d  %s\n", e.ID, status)
 	field := func(name, value string) {
 		if name != "" {
 			name += ":"
@@ -177,7 +184,7 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	}
 	if d.Undo != nil {
 		u := d.Undo
-		line := fmt.Sprintf("%s, %d attempt%s", u.State, u.Attempts, map[bool]string{true: "", false: "s"}[u.Attempts == 1])
+		line := fmt.Sprintf("%s, %d attempt%s", textfmt.UndoWord(string(u.State)), u.Attempts, map[bool]string{true: "", false: "s"}[u.Attempts == 1])
 		if u.LastError != "" {
 			line += ", last error: " + u.LastError
 		}
@@ -187,22 +194,29 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	return renderHistory(f, d.History)
 }
 
-// renderHistory is a table of history records, an effect's or a session's.
+// renderHistory is a table of history records, an effect's or a session's:
+// what happened in plain words (the spec's trigger stays in JSON), and whose
+// row it is, the effect's or its undo entry's, whose states are words of
+// their own.
 func renderHistory(f *Factory, hist []model.HistoryRecord) error {
 	rows := make([][]cell, 0, len(hist))
 	for _, r := range hist {
-		what := r.To
-		if r.Kind == model.KindUndo {
-			what = "undo:" + r.To
+		of, from, to := r.Kind, r.From, r.To
+		switch r.Kind {
+		case model.KindUndo:
+			of, from, to = "undo entry", textfmt.UndoWord(r.From), textfmt.UndoWord(r.To)
+		case model.KindAnswer:
+			of = "effect"
 		}
 		detail := r.Reason
 		if r.Error != "" {
 			detail = "error: " + r.Error + reasonSuffix(r.Reason)
 		}
+		what := textfmt.HistoryWords(textfmt.Record{Kind: r.Kind, From: r.From, To: r.To, Trigger: r.Trigger, Actor: r.Who()})
 		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
-			plain(orDash(r.From)), stateCell(what), plain(sm.TriggerText(r.Trigger)), plain(r.Who()), plain(orDash(detail))})
+			plain(of), plain(orDash(from)), {Text: orDash(to), Color: textfmt.StateColor(r.To)}, plain(what), plain(orDash(detail))})
 	}
-	return renderTable(f, []string{"SEQ", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON"}, rows)
+	return renderTable(f, []string{"SEQ", "AT", "OF", "FROM", "TO", "WHAT HAPPENED", "REASON"}, rows)
 }
 
 // approvalLine is one approval request and its decision, if made.

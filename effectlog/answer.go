@@ -77,11 +77,11 @@ func answeredIn(hist []model.HistoryRecord) bool {
 	return false
 }
 
-// rerunReason is the reason the first record of a call run again gives.
-func rerunReason(previous uint64, reason string) string {
-	r := fmt.Sprintf("run again: the answer of effect %d reached the client", previous)
+// againReason is the reason the first record of a call made again gives:
+// why it is a new effect, then the caller's reason, if any.
+func againReason(why, reason string) string {
 	if reason != "" {
-		r += "; " + reason
+		why += "; " + reason
 	}
-	return r
+	return why
 }
