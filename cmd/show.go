@@ -13,6 +13,7 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 type showOptions struct {
