@@ -62,6 +62,10 @@ func writer(mode, path, session string) int {
 		fmt.Println("compacted")
 		return 0
 	}
+	if c, ok := strings.CutPrefix(mode, "answers:"); ok {
+		n, _ := strconv.Atoi(c)
+		return answeringWriter(s, session, n)
+	}
 	n := -1
 	if c, ok := strings.CutPrefix(mode, "count:"); ok {
 		n, _ = strconv.Atoi(c)
