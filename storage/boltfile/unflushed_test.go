@@ -67,16 +67,9 @@ func TestSIGKILLLosesOnlyUnflushedAnswers(t *testing.T) {
 	s, _ := newStore(t)
 	for round, mode := range []string{"answers:1000", "answers:20"} {
 		cmd := writerCmd(t, mode, s.Path(), fmt.Sprintf("answers-%d", round))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		sc := startWriter(t, cmd)
 		var acked []uint64
 		idle := false
-		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if idle = sc.Text() == "idle"; idle {
 				break
