@@ -92,6 +92,7 @@ var suite = []struct {
 	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},
 	{"RepeatAfterTheAnswerRunsAgain", testRepeatAfterTheAnswerRunsAgain},
 	{"AnswersOfCommittedCallsOnly", testAnswersOfCommittedCallsOnly},
+	{"UnflushedAnswerComesBeforeLaterWrites", testUnflushedAnswerComesBeforeLaterWrites},
 	{"RepeatsOfAnAnsweredCallRace", testRepeatsOfAnAnsweredCallRace},
 	{"InputRoundsOfTheOwnerOnly", testInputRoundsOfTheOwnerOnly},
 	{"ResumeAHaltedSession", testResumeAHaltedSession},

@@ -284,8 +284,8 @@ type requestIDKey struct{}
 
 // readClient handles the client's messages until it closes its input.
 func (p *Proxy) readClient(ctx context.Context, in Conn) {
-	err := eachMessage(in, func(line []byte) {
-		m, refused := readClientMessage(line)
+	err := eachClientMessage(in, func(m message, refused *refusal) {
+		line := m.raw
 		if refused == nil && m.Method == "" {
 			if ch, ours := p.clientAnswers.take(m.ID); ours {
 				ch <- m

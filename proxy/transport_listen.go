@@ -381,6 +381,7 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		}
 		requests, ids = []string{idKey(lid)}, map[string]json.RawMessage{idKey(lid): single.ID}
 		hangup = lid
+		single.ID, single.raw = lid, body
 	default:
 		if ss = s.lookup(w, r, single.ID); ss == nil {
 			return
@@ -437,7 +438,13 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	if initialize {
 		w.Header().Set("Mcp-Session-Id", ss.id)
 	}
-	if !ss.deliver(body) {
+	handed := false
+	if body[0] == '[' {
+		handed = ss.deliver(body)
+	} else {
+		handed = ss.deliverRead(single)
+	}
+	if !handed {
 		rpcFail(w, http.StatusNotFound, nil, -32001, "session not found")
 		return
 	}
@@ -495,7 +502,7 @@ func (s *HTTPServer) open() *listenSession {
 }
 
 func (s *HTTPServer) newSession() *listenSession {
-	return &listenSession{id: rand.Text(), incoming: make(chan []byte, 16), closed: make(chan struct{}),
+	return &listenSession{id: rand.Text(), incoming: make(chan delivered, 16), closed: make(chan struct{}),
 		routes: map[string]*eventStream{}, labels: map[string]label{}, active: s.now(), clock: s.now}
 }
 
@@ -690,7 +697,7 @@ func isErrorAnswer(msg []byte) bool {
 // client's POSTs and whose answers go back on the POST that asked.
 type listenSession struct {
 	id       string
-	incoming chan []byte
+	incoming chan delivered
 	closed   chan struct{}
 	once     sync.Once
 
@@ -785,9 +792,27 @@ func (ss *listenSession) unlabel(lid json.RawMessage) {
 	delete(ss.labels, idKey(lid))
 }
 
+// delivered is a message of the client's handed to its session: its bytes,
+// and what they say when its POST already read them (a message is read
+// once).
+type delivered struct {
+	raw    []byte
+	parsed *message
+}
+
 func (ss *listenSession) deliver(msg []byte) bool {
+	return ss.hand(delivered{raw: append([]byte(nil), msg...)})
+}
+
+// deliverRead hands the session a message its POST read, with the bytes
+// it goes on as (m.raw).
+func (ss *listenSession) deliverRead(m message) bool {
+	return ss.hand(delivered{raw: m.raw, parsed: &m})
+}
+
+func (ss *listenSession) hand(d delivered) bool {
 	select {
-	case ss.incoming <- append([]byte(nil), msg...):
+	case ss.incoming <- d:
 		return true
 	case <-ss.closed:
 		return false
@@ -795,11 +820,16 @@ func (ss *listenSession) deliver(msg []byte) bool {
 }
 
 func (ss *listenSession) Read() ([]byte, error) {
+	d, err := ss.readDelivered()
+	return d.raw, err
+}
+
+func (ss *listenSession) readDelivered() (delivered, error) {
 	select {
-	case m := <-ss.incoming:
-		return m, nil
+	case d := <-ss.incoming:
+		return d, nil
 	case <-ss.closed:
-		return nil, io.EOF
+		return delivered{}, io.EOF
 	}
 }
 

@@ -209,6 +209,17 @@ func (c *Cluster) Stop(tb testing.TB) {
 	c.stopped.Store(true)
 }
 
+// Crash ends an Own server at once (immediate shutdown: what its commits
+// had not written to the WAL is lost); Start runs it again, which recovers.
+func (c *Cluster) Crash(tb testing.TB) {
+	tb.Helper()
+	if c.port == 0 {
+		tb.Fatal("pgtest: Crash is for a server of the test's own (Own)")
+	}
+	c.kill()
+	c.stopped.Store(true)
+}
+
 // Start runs a server Stop stopped again, and waits until it takes connections.
 func (c *Cluster) Start(tb testing.TB) {
 	tb.Helper()
