@@ -460,6 +460,9 @@ func killedAwaitingInput(t *testing.T, engine string) (h *harness, state string,
 		t.Fatalf("after the kill: %v, want one executing effect", got)
 	}
 	awaiting("after the kill")
+	if out := h.cli("show", "1"); !strings.Contains(out, "abandoned:    abandoned between input rounds: it awaited the client's input since ") {
+		t.Fatalf("after the kill, show does not say the call's owner is gone:\n%s", out)
+	}
 	return h, state, store, r, connect
 }
 
@@ -507,6 +510,34 @@ func killedBetweenRounds(t *testing.T, engine string) {
 		t.Fatalf("show does not say the call was abandoned and ran again:\n%s", out)
 	}
 	h.cli("verify")
+}
+
+// A proxy of another session (unpinned: a new one each run, where the
+// client's retry lands as a new call) fails, at its first logged call, a
+// call a killed proxy left awaiting its client's input: the sweep is of
+// the whole log, not of the proxy's own session.
+func TestProxyKilledBetweenRoundsIsFailedByAnUnpinnedProxy(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			h, state, store, _, _ := killedAwaitingInput(t, engine)
+			argv := []string{testbin.Undolog(h.t), "proxy", "--policy", h.policy, "--", sdkServer(h.t)}
+			s, _ := roundByRoundClient(h, argv)
+			if r := call(t, s, "write", map[string]any{"key": "k2", "value": "v2"}); r.IsError {
+				t.Fatalf("write: %s", text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:pending" {
+				t.Fatalf("session rounds after a call of another session: %v, want effect 1 failed", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k2=v2" {
+				t.Fatalf("journal %v", j)
+			}
+			out := h.cli("show", "1")
+			if !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") || strings.Contains(out, "awaiting:") {
+				t.Fatalf("show does not say why the call failed:\n%s", out)
+			}
+			h.cli("verify")
+		})
+	}
 }
 
 // A later proxy of the session fails, at its first logged call, a call a
