@@ -18,9 +18,12 @@ import (
 // one effect, executing (its lease renewed) while the proxy waits for the
 // client's next round. The retry is matched to its effect as any repeat is,
 // by the call's signature (tool and arguments; inputResponses and
-// requestState are no arguments): an intercept that finds the same call
-// executing and awaiting its next round here forwards the retry as that
-// effect's continuation, with no new effect, decision or capture. The last
+// requestState are no arguments), and is a next round only if it carries
+// inputResponses or a requestState: an intercept that finds the same call
+// executing and awaiting its next round here forwards it as that effect's
+// continuation, with no new effect, decision or capture; the same call
+// without them is a repeat (in progress). A next round of a call that
+// committed (re-sent, or stale) is answered from the log. The last
 // round's answer commits or fails the effect. A call whose next round does
 // not come within the input wait, or is pending when the proxy ends, is
 // failed (retryable), the reason in `undolog show`. requestState is the
@@ -40,6 +43,20 @@ func inputRequired(result json.RawMessage) bool {
 		ResultType string `json:"resultType"`
 	}
 	return mcpwire.Unmarshal(result, &r) == nil && r.ResultType == "input_required"
+}
+
+// continuation tells whether a tools/call's params carry a next round
+// (the client's inputResponses or the echoed requestState).
+func continuation(params json.RawMessage) bool {
+	var r struct {
+		InputResponses json.RawMessage `json:"inputResponses"`
+		RequestState   json.RawMessage `json:"requestState"`
+	}
+	if mcpwire.Unmarshal(params, &r) != nil {
+		return false
+	}
+	given := func(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
+	return given(r.InputResponses) || given(r.RequestState)
 }
 
 // awaitingRound is a logged call between two rounds.

@@ -563,3 +563,71 @@ func TestProxyKilledBetweenRoundsIsFailedByTheNextProxy(t *testing.T) {
 		})
 	}
 }
+
+// The same call made afresh (no inputResponses, no requestState) while
+// another of it awaits its next round is no next round of that one: it is
+// a repeat, in progress, and never reaches the server.
+func TestProxyFreshCallIsNoNextRound(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			h, state, store := sdkHarnessOn(t, engine)
+			s, _ := roundByRoundClient(h, roundsProxy(h))
+			args := map[string]any{"key": "k", "value": "v"}
+			first := call(t, s, "confirmed_write", args)
+			if !first.NeedsInput() {
+				t.Fatalf("the first round did not ask for input: %s", text(first))
+			}
+			fresh := call(t, s, "confirmed_write", args)
+			if !fresh.IsError || fresh.NeedsInput() || !strings.Contains(text(fresh), "executing") {
+				t.Fatalf("a fresh identical call: %s (needs input %v), want the call in progress", text(fresh), fresh.NeedsInput())
+			}
+			if out := h.cli("show", "1"); strings.Contains(out, "Client's input sent to the server") {
+				t.Fatalf("the fresh call went to the server as a next round:\n%s", out)
+			}
+			r, err := s.CallTool(t.Context(), &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
+				InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: first.RequestState})
+			if err != nil || r.IsError || r.NeedsInput() {
+				t.Fatalf("the next round: %v %s", err, text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
+				t.Fatalf("logged %v, want one committed effect", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+				t.Fatalf("journal %v", j)
+			}
+		})
+	}
+}
+
+// A last round sent again after its call committed (a re-sent request, a
+// stale requestState) is answered from the log: no second effect, no
+// second write.
+func TestProxyStaleNextRoundIsReplayed(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			h, state, store := sdkHarnessOn(t, engine)
+			s, _ := roundByRoundClient(h, roundsProxy(h))
+			args := map[string]any{"key": "k", "value": "v"}
+			first := call(t, s, "confirmed_write", args)
+			if !first.NeedsInput() {
+				t.Fatalf("the first round did not ask for input: %s", text(first))
+			}
+			last := &mcp.CallToolParams{Name: "confirmed_write", Arguments: args,
+				InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: first.RequestState}
+			r, err := s.CallTool(t.Context(), last)
+			if err != nil || r.IsError || r.NeedsInput() {
+				t.Fatalf("the next round: %v %s", err, text(r))
+			}
+			again, err := s.CallTool(t.Context(), last)
+			if err != nil || again.IsError || text(again) != text(r) {
+				t.Fatalf("the last round again: %v %s, want %s", err, text(again), text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed confirmed_write:replayed" {
+				t.Fatalf("logged %v, want one committed effect and its replay", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+				t.Fatalf("journal %v", j)
+			}
+		})
+	}
+}
