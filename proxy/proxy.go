@@ -183,6 +183,9 @@ func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	if p.Diagnostics == nil {
 		p.Diagnostics = io.Discard
 	}
+	if h, ok := client.(roundHolder); ok {
+		p.rounds.held = h.HoldForRound
+	}
 	client = newBatcher(client)
 	p.client, p.up, p.upGone = client, up, make(chan struct{})
 	go p.readUpstream(up)

@@ -73,7 +73,15 @@ type inputRounds struct {
 	// failing counts the calls taken to be failed whose failure is being
 	// recorded: the proxy's end waits for them, the log still open.
 	failing sync.WaitGroup
+	// held, if set, hears each call that begins (+1) or ends (-1) awaiting
+	// its next round: the client's side keeps from ending as idle meanwhile.
+	held func(delta int)
 }
+
+// roundHolder is a client's side that must not end as idle while a call
+// awaits the client's next round (a --listen lane): that round is on its
+// way within the input wait.
+type roundHolder interface{ HoldForRound(delta int) }
 
 // take returns the call of effect id awaiting its next round, no longer
 // awaiting; nil if none is. toFail: the caller records its failure, and
@@ -85,6 +93,9 @@ func (r *inputRounds) take(id uint64, toFail bool) *awaitingRound {
 	if w != nil {
 		w.timer.Stop()
 		delete(r.waiting, id)
+		if r.held != nil {
+			r.held(-1)
+		}
 		if toFail {
 			r.failing.Add(1)
 		}
@@ -109,6 +120,9 @@ func (p *Proxy) awaitNextRound(ctx context.Context, lc *lifecycle.Lifecycle, cal
 		p.abandonRound(id, fmt.Sprintf("abandoned between input rounds: the client's next round (its inputResponses) did not come within %s", wait))
 	})
 	p.rounds.waiting[id] = w
+	if p.rounds.held != nil {
+		p.rounds.held(1)
+	}
 }
 
 // nextRound sends the client's next round of a call that asked for input,
