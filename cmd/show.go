@@ -173,6 +173,9 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		// its owner die, the call's next intercept fails it and runs it again.
 		field("awaiting", fmt.Sprintf("the client's input since %s (%s ago): its server asked and has not acted yet",
 			since.UTC().Format("2006-01-02T15:04:05Z07:00"), ago(now, since)))
+		if why := effectlog.AbandonedRound(d, now); why != "" {
+			field("abandoned", why+"; the next logged call of any proxy, a retry of it, or undo fails it")
+		}
 	}
 	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
 	if d.Approval != nil {

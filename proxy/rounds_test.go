@@ -460,6 +460,9 @@ func killedAwaitingInput(t *testing.T, engine string) (h *harness, state string,
 		t.Fatalf("after the kill: %v, want one executing effect", got)
 	}
 	awaiting("after the kill")
+	if out := h.cli("show", "1"); !strings.Contains(out, "abandoned:    abandoned between input rounds: it awaited the client's input since ") {
+		t.Fatalf("after the kill, show does not say the call's owner is gone:\n%s", out)
+	}
 	return h, state, store, r, connect
 }
 
@@ -496,38 +499,127 @@ func killedBetweenRounds(t *testing.T, engine string) {
 	if err != nil || r.IsError || r.NeedsInput() {
 		t.Fatalf("the next round: %v %s", err, text(r))
 	}
-	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
-		t.Fatalf("after the next round: %v, want effect 1 committed", got)
+	failedAsAbandoned(t, h, state, store, "confirmed_write:committed", "write_k=v")
+}
+
+// failedAsAbandoned checks, after effect 1 was failed as abandoned between
+// its rounds, the effects of session rounds and the journal, that show
+// says why, and that the log verifies.
+func failedAsAbandoned(t *testing.T, h *harness, state string, store effectlog.Log, effects, writes string) {
+	t.Helper()
+	if got := loggedEffects(t, store); strings.Join(got, " ") != effects {
+		t.Fatalf("session rounds: %v, want %s", got, effects)
 	}
-	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
-		t.Fatalf("journal %v", j)
+	if j := journal(t, state); strings.Join(j, " ") != writes {
+		t.Fatalf("journal %v, want %s", j, writes)
 	}
 	out := h.cli("show", "1")
 	if !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") || strings.Contains(out, "awaiting:") {
-		t.Fatalf("show does not say the call was abandoned and ran again:\n%s", out)
+		t.Fatalf("show does not say the call was failed as abandoned:\n%s", out)
 	}
 	h.cli("verify")
 }
 
-// A later proxy of the session fails, at its first logged call, a call a
-// killed proxy left awaiting its client's input, though that client never
-// comes back: it is not left executing for good.
+// A later proxy fails, at its first logged call, a call a killed proxy
+// left awaiting its client's input, though that client never comes back:
+// it is not left executing for good. A proxy of the session does, and so
+// does one of another (unpinned: a new session each run, where the
+// client's retry lands as a new call): the sweep is of the whole log.
 func TestProxyKilledBetweenRoundsIsFailedByTheNextProxy(t *testing.T) {
 	for _, engine := range engines {
+		for _, pinned := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/pinned=%v", engine, pinned), func(t *testing.T) {
+				h, state, store, _, connect := killedAwaitingInput(t, engine)
+				if !pinned {
+					connect = func() (*mcp.ClientSession, *exec.Cmd) {
+						return roundByRoundClient(h, []string{testbin.Undolog(h.t), "proxy", "--policy", h.policy, "--", sdkServer(h.t)})
+					}
+				}
+				s, _ := connect()
+				if r := call(t, s, "write", map[string]any{"key": "k2", "value": "v2"}); r.IsError {
+					t.Fatalf("write: %s", text(r))
+				}
+				want := "confirmed_write:pending write:committed"
+				if !pinned {
+					want = "confirmed_write:pending" // the write is in the other session
+				}
+				failedAsAbandoned(t, h, state, store, want, "write_k2=v2")
+			})
+		}
+	}
+}
+
+var confirmedArgs = map[string]any{"key": "k", "value": "v"}
+
+// firstRoundAsked connects a round-by-round client through a proxy of
+// session rounds and makes confirmed_write's first round, which asks for
+// input.
+func firstRoundAsked(t *testing.T, engine string) (h *harness, state string, store effectlog.Log, s *mcp.ClientSession, first *mcp.CallToolResult) {
+	h, state, store = sdkHarnessOn(t, engine)
+	s, _ = roundByRoundClient(h, roundsProxy(h))
+	first = call(t, s, "confirmed_write", confirmedArgs)
+	if !first.NeedsInput() {
+		t.Fatalf("the first round did not ask for input: %s", text(first))
+	}
+	return h, state, store, s, first
+}
+
+// nextRoundOf is the client's next round of confirmed_write after first,
+// accepting.
+func nextRoundOf(first *mcp.CallToolResult) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: "confirmed_write", Arguments: confirmedArgs,
+		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: first.RequestState}
+}
+
+// The same call made afresh (no inputResponses, no requestState) while
+// another of it awaits its next round is no next round of that one: it is
+// a repeat, in progress, and never reaches the server.
+func TestProxyFreshCallIsNoNextRound(t *testing.T) {
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			h, state, store, _, connect := killedAwaitingInput(t, engine)
-			s, _ := connect()
-			if r := call(t, s, "write", map[string]any{"key": "k2", "value": "v2"}); r.IsError {
-				t.Fatalf("write: %s", text(r))
+			h, state, store, s, first := firstRoundAsked(t, engine)
+			fresh := call(t, s, "confirmed_write", confirmedArgs)
+			if !fresh.IsError || fresh.NeedsInput() || !strings.Contains(text(fresh), "executing") {
+				t.Fatalf("a fresh identical call: %s (needs input %v), want the call in progress", text(fresh), fresh.NeedsInput())
 			}
-			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:pending write:committed" {
-				t.Fatalf("after another call: %v, want effect 1 failed", got)
+			if out := h.cli("show", "1"); strings.Contains(out, "Client's input sent to the server") {
+				t.Fatalf("the fresh call went to the server as a next round:\n%s", out)
 			}
-			if j := journal(t, state); strings.Join(j, " ") != "write_k2=v2" {
+			r, err := s.CallTool(t.Context(), nextRoundOf(first))
+			if err != nil || r.IsError || r.NeedsInput() {
+				t.Fatalf("the next round: %v %s", err, text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
+				t.Fatalf("logged %v, want one committed effect", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
 				t.Fatalf("journal %v", j)
 			}
-			if out := h.cli("show", "1"); !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") {
-				t.Fatalf("show does not say why the call failed:\n%s", out)
+		})
+	}
+}
+
+// A last round sent again after its call committed (a re-sent request, a
+// stale requestState) is answered from the log: no second effect, no
+// second write.
+func TestProxyStaleNextRoundIsReplayed(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, state, store, s, first := firstRoundAsked(t, engine)
+			last := nextRoundOf(first)
+			r, err := s.CallTool(t.Context(), last)
+			if err != nil || r.IsError || r.NeedsInput() {
+				t.Fatalf("the next round: %v %s", err, text(r))
+			}
+			again, err := s.CallTool(t.Context(), last)
+			if err != nil || again.IsError || text(again) != text(r) {
+				t.Fatalf("the last round again: %v %s, want %s", err, text(again), text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed confirmed_write:replayed" {
+				t.Fatalf("logged %v, want one committed effect and its replay", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+				t.Fatalf("journal %v", j)
 			}
 		})
 	}

@@ -92,7 +92,8 @@ func (s *HTTPServer) idleTimeouts() (session, lane time.Duration) {
 }
 
 // sweep ends the sessions idle past IdleTimeout and the stateless lanes
-// idle past StatelessIdleTimeout.
+// idle past StatelessIdleTimeout. One whose call awaits the client's next
+// input round is not idle: its proxy fails that call after the input wait.
 func (s *HTTPServer) sweep() {
 	sessionIdle, laneIdle := s.idleTimeouts()
 	now := s.now()
@@ -104,7 +105,7 @@ func (s *HTTPServer) sweep() {
 			idle = laneIdle
 		}
 		ss.mu.Lock()
-		if ss.open == 0 && now.Sub(ss.active) > idle {
+		if ss.open == 0 && ss.paused == 0 && now.Sub(ss.active) > idle {
 			ended = append(ended, ss)
 		}
 		ss.mu.Unlock()
@@ -707,6 +708,7 @@ type listenSession struct {
 	get     *eventStream            // the GET stream, if open
 	backlog [][]byte                // server messages waiting for a stream
 	open    int                     // streams open (HTTP requests in progress)
+	paused  int                     // calls awaiting the client's next input round
 	active  time.Time               // when the last request began or ended
 	clock   func() time.Time
 	version string // the protocol version the server answered
@@ -726,6 +728,15 @@ type listenSession struct {
 type label struct {
 	lane, own json.RawMessage
 	method    string
+}
+
+// HoldForRound counts a call of the session that begins (+1) or ends (-1)
+// awaiting the client's next input round (roundHolder).
+func (ss *listenSession) HoldForRound(delta int) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.paused += delta
+	ss.active = ss.clock()
 }
 
 func (ss *listenSession) isClosed() bool {

@@ -485,3 +485,58 @@ func TestHTTPServerStatelessHangupCancels(t *testing.T) {
 		t.Fatalf("an answered request was cancelled: %s", <-cancelled)
 	}
 }
+
+// TestHTTPServerLaneAwaitingARoundIsNotIdle: a stateless lane whose call
+// awaits the client's next input round (its proxy holds it, roundHolder)
+// does not end as idle; once the round ends (the input wait passed) it
+// does, idle past the timeout from then.
+func TestHTTPServerLaneAwaitingARoundIsNotIdle(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	later := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ended, held := make(chan string, 2), make(chan roundHolder, 1)
+	s := &HTTPServer{StatelessIdleTimeout: time.Hour, Now: clock,
+		StartStateless: func(ctx context.Context, client Conn, name string) {
+			for {
+				msg, err := client.Read()
+				if err != nil {
+					ended <- name
+					return
+				}
+				if id, method, _ := peek(msg); method == "ping" {
+					h := client.(roundHolder)
+					h.HoldForRound(1) // as the proxy does once a call asks for input
+					held <- h
+					client.Write(resultResponse(id, json.RawMessage(`{}`)))
+				}
+			}
+		}}
+	url := serveOnLoopback(t, s)
+	if r := statelessPing(t, url, both, "1", "a"); r.status != 200 {
+		t.Fatalf("a stateless ping: %+v", r)
+	}
+	h := <-held
+	later(2 * time.Hour)
+	s.sweep()
+	select {
+	case name := <-ended:
+		t.Fatalf("the lane of %q, awaiting a round, ended as idle", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	h.HoldForRound(-1) // the round ended: the input wait passed
+	later(59 * time.Minute)
+	s.sweep()
+	select {
+	case name := <-ended:
+		t.Fatalf("the lane of %q ended before its idle timeout from the round's end", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	later(2 * time.Minute)
+	s.sweep()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lane, idle past the timeout since its round ended, did not end")
+	}
+}
