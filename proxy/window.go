@@ -230,7 +230,7 @@ func (p *Proxy) windowActor() (actor, name string) {
 	if name == "" {
 		name = "an unnamed client"
 	}
-	return "client-user:" + name, name
+	return model.WindowActorPrefix + name, name
 }
 
 // decideInWindow records the answer of the client's user on call: accept
