@@ -353,8 +353,8 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	noSession := r.Header.Get("Mcp-Session-Id") == ""
 	stateless := noSession && body[0] != '[' && statelessVersion(r, single)
 	if stateless {
-		if mismatch := headerMismatch(r, single); mismatch != "" {
-			rpcFail(w, http.StatusBadRequest, single.ID, codeHeaderMismatch, "header mismatch: "+mismatch)
+		if code, refusal := statelessRefusal(r, single); refusal != "" {
+			rpcFail(w, http.StatusBadRequest, single.ID, code, refusal)
 			return
 		}
 	}
@@ -610,14 +610,28 @@ type statelessParams struct {
 }
 
 // statelessVersion tells whether a request without a session speaks a
-// version that has none: by its Mcp-Protocol-Version header or its _meta.
+// version that has none: by its Mcp-Protocol-Version header or its _meta
+// (when they disagree, statelessRefusal says so, rather than the request
+// being taken for one that lost its session).
 func statelessVersion(r *http.Request, m message) bool {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
-		return v >= protocolStateless
-	}
 	var p statelessParams
 	json.Unmarshal(m.Params, &p) // what is not as it expects stays ""
-	return p.Meta.Version >= protocolStateless
+	return r.Header.Get("Mcp-Protocol-Version") >= protocolStateless || p.Meta.Version >= protocolStateless
+}
+
+// statelessRefusal is why a stateless message is refused, with the
+// JSON-RPC code to answer, as the Go SDK's server does; "" if it is not.
+func statelessRefusal(r *http.Request, m message) (code int, text string) {
+	if mismatch := headerMismatch(r, m); mismatch != "" {
+		return codeHeaderMismatch, "header mismatch: " + mismatch
+	}
+	var p statelessParams
+	json.Unmarshal(m.Params, &p)
+	if len(m.ID) != 0 && p.Meta.Version == "" {
+		return codeInvalidParams, fmt.Sprintf("invalid params: a request at Mcp-Protocol-Version %q must carry its protocol version in _meta (io.modelcontextprotocol/protocolVersion); it was not passed on",
+			r.Header.Get("Mcp-Protocol-Version"))
+	}
+	return 0, ""
 }
 
 // codeHeaderMismatch answers a request whose MCP headers say other than its

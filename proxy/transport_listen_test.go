@@ -353,10 +353,19 @@ func TestHTTPServerStatelessLanes(t *testing.T) {
 		"another method":    postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, `{"jsonrpc":"2.0","id":9,"method":"ping","params":`+meta+`}`),
 		"no name":           postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
 		"another name":      postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"get"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
+		// An older header on a 2026 body is the headers' mismatch, not a
+		// request that lost its session.
+		"an older version header": postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"put"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
 	} {
 		if m, _ := r.msgs[0].(map[string]any); r.status != 400 || m["id"] != 9.0 || errCode(m) != codeHeaderMismatch {
 			t.Errorf("%s: %+v", what, r)
 		}
+	}
+	// A 2026 request must say its version in _meta too: refused by the
+	// proxy, not sent to an unnamed lane for the server to refuse.
+	noMeta := postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"put"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"put"}}`)
+	if m, _ := noMeta.msgs[0].(map[string]any); noMeta.status != 400 || m["id"] != 9.0 || errCode(m) != codeInvalidParams {
+		t.Errorf("a 2026 request without _meta: %+v", noMeta)
 	}
 	if r := postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"put"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`); r.status != 200 || <-started != "e" {
 		t.Fatalf("a call whose headers match: %+v", r)
