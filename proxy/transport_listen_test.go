@@ -392,6 +392,8 @@ func TestHTTPServerStatelessLanes(t *testing.T) {
 func TestHTTPServerStatelessLaneBound(t *testing.T) {
 	var live, most atomic.Int64
 	hold := make(chan struct{})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hold) }) }) // a failure must not leave the lanes held
 	s := &HTTPServer{StatelessLaneWait: 5 * time.Second,
 		Start: func(context.Context, Conn) { t.Error("a stateless request began a session") },
 		StartStateless: func(ctx context.Context, client Conn, name string) {
@@ -421,7 +423,7 @@ func TestHTTPServerStatelessLaneBound(t *testing.T) {
 	if n := live.Load(); n != DefaultMaxStatelessClients {
 		t.Fatalf("%d lanes live while all are busy, want %d", n, DefaultMaxStatelessClients)
 	}
-	close(hold) // the lanes' requests end: the waiting names take their places
+	release.Do(func() { close(hold) }) // the lanes' requests end: the waiting names take their places
 	for range clients {
 		if r := <-replies; r.status != 200 {
 			t.Fatalf("a client waiting for a lane: %+v", r)
