@@ -80,8 +80,13 @@ func HistoryWords(r Record) string {
 	if r.Actor != "" {
 		by = " by " + r.Actor
 	}
-	if r.Kind == "answer" {
+	switch r.Kind {
+	case "answer":
 		return "answer reached the client"
+	case "input":
+		// An input round's record: its trigger says which side of it
+		// (the server asked; the client's next round went out).
+		return r.Trigger
 	}
 	// An undo moves an effect, its undo entry and its session alike.
 	switch {
