@@ -15,15 +15,15 @@ var commandGroups = []struct {
 	commands []string
 }{
 	{cobra.Group{ID: "everyday", Title: "Everyday commands:"},
-		[]string{"exec", "proxy", "tui", "approvals", "approve", "reject", "undo", "list", "show"}},
+		[]string{"exec", "proxy", "hook", "tui", "approvals", "approve", "reject", "undo", "list", "show"}},
 	{cobra.Group{ID: "sessions", Title: "Sessions and undo:"},
-		[]string{"session", "resolve"}},
+		[]string{"session", "resolve", "files"}},
 	{cobra.Group{ID: "steps", Title: "A program's own steps (see 'undolog intercept --help'):"},
 		[]string{"intercept", "start", "commit", "fail", "transition"}},
 	{cobra.Group{ID: "maintenance", Title: "Log maintenance:"},
 		[]string{"verify", "export", "import", "compact", "gc", "migrate"}},
 	{cobra.Group{ID: "setup", Title: "Setup and reference:"},
-		[]string{"policy", "demo", "completion", "man", "version", "help"}},
+		[]string{"init", "policy", "demo", "completion", "man", "version", "help"}},
 }
 
 // groupCommands puts each of root's commands in its group; it is called
