@@ -21,7 +21,14 @@ const pageSize = 200
 func loadSessions(ctx context.Context, store effectlog.Log) tea.Cmd {
 	return func() tea.Msg {
 		list, _, err := store.ListSessions(ctx, effectlog.SessionFilter{Limit: pageSize})
-		return sessionsMsg{sessions: list, err: err}
+		undone := map[string]int{}
+		for _, s := range list {
+			if err != nil {
+				break
+			}
+			undone[s.ID], err = saga.UndoneCount(ctx, store, s)
+		}
+		return sessionsMsg{sessions: list, undone: undone, err: err}
 	}
 }
 

@@ -115,7 +115,7 @@ func TestGoldenHelp(t *testing.T) {
 	tm := start(t, demoStore(t), "")
 	waitFor(t, tm, "agent-research-42")
 	tm.Send(press("?"))
-	waitFor(t, tm, "Abbreviations")
+	waitFor(t, tm, "Columns")
 	golden.RequireEqual(t, finalView(t, tm))
 }
 
@@ -361,7 +361,7 @@ func TestLogReplacedWhileRunning(t *testing.T) {
 	os.WriteFile(store.Path()+".tmp", good, 0o600)
 	os.Rename(store.Path()+".tmp", store.Path())
 	tm.Send(press("?"))
-	waitFor(t, tm, "Abbreviations")
+	waitFor(t, tm, "Columns")
 	tm.Quit()
 }
 
