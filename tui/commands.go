@@ -8,6 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
@@ -118,7 +119,7 @@ func resolveEntry(ctx context.Context, store effectlog.Log, id uint64, actor, re
 		if err != nil {
 			return actionMsg{err: err}
 		}
-		return actionMsg{text: "effect " + itoa(id) + " undo entry " + string(u.State) + " by " + actor}
+		return actionMsg{text: "effect " + itoa(id) + ": " + textfmt.UndoWord(string(u.State)) + " by " + actor}
 	}
 }
 

@@ -386,7 +386,7 @@ func TestDemoMainSessionUndoes(t *testing.T) {
 	tm.Send(press("u"))
 	waitFor(t, tm, "Undo 2 steps of session agent-research-42? (y/n)")
 	tm.Send(press("y"))
-	waitFor(t, tm, "session agent-research-42 compensated: 2 compensated, 0 skipped")
+	waitFor(t, tm, "session agent-research-42 compensated: 2 undone")
 	if s, _ := store.GetSession(t.Context(), "agent-research-42"); s.State != sm.SessionCompensated {
 		t.Fatalf("session %s", s.State)
 	}

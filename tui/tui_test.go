@@ -312,7 +312,7 @@ func TestUndoRunsCompensationsLIFO(t *testing.T) {
 	tm.Send(press("u"))
 	waitFor(t, tm, "Undo 3 steps of session lifo? (y/n)")
 	tm.Send(press("y"))
-	waitFor(t, tm, "3 compensated, 0 skipped")
+	waitFor(t, tm, "3 undone")
 	if v := finalView(t, tm); !bytes.Contains(v, []byte("Undo of session lifo finished")) {
 		t.Fatalf("a finished undo is not titled so:\n%s", v)
 	}

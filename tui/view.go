@@ -683,7 +683,7 @@ func (m *Model) detailLines(width int) []string {
 		add("%s %s", m.st.label.Render("error:"), esc(e.Error))
 	}
 	if a := d.Approval; a != nil {
-		line := a.Outcome
+		line := textfmt.ApprovalWord(a.Outcome)
 		switch {
 		case a.DecidedAt != nil:
 			line += fmt.Sprintf(" by %s %s ago", a.DecidedBy, textfmt.Ago(now, *a.DecidedAt))
