@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"context"
 	"fmt"
 	"strconv"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -58,7 +58,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 				}
 				sessions[i].Session = s
 				if opts.output != formatIDs {
-					if sessions[i].Undone, err = undoneCount(c.Context(), store, s); err != nil {
+					if sessions[i].Undone, err = saga.UndoneCount(c.Context(), store, s); err != nil {
 						return err
 					}
 				}
@@ -75,7 +75,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 						age = ago(f.Now(), s.CreatedAt)
 					}
 					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(age),
-						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts, s.Undone)),
+						plain(strconv.Itoa(s.Effects)), plain(saga.CountsWords(s.Counts, s.Undone)),
 						{Text: approvals, Color: textfmt.StateColor(string(sm.SessionAwaitingApproval))}})
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
@@ -103,33 +103,4 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 type listedSession struct {
 	model.Session
 	Undone int `json:"undone"`
-}
-
-// countsSummary renders per-state counts in the spec's state order, in
-// words, with how many of the committed were undone: of the undone
-// entries, those of effects undone while they ran are counted as such.
-func countsSummary(counts map[sm.State]int, undone int) string {
-	var parts []textfmt.StateCount
-	for _, st := range sm.States {
-		parts = append(parts, textfmt.StateCount{State: string(st), N: counts[st]})
-	}
-	return textfmt.CountsWords(parts, max(0, undone-counts[sm.Compensated]))
-}
-
-// undoneCount is how many of session s's effects an undo compensated; only
-// a session an undo reached has any, and only its undo stack is read.
-func undoneCount(ctx context.Context, store effectlog.Log, s model.Session) (int, error) {
-	switch s.State {
-	case sm.SessionCompensating, sm.SessionCompensated, sm.SessionHalted:
-	default:
-		return 0, nil
-	}
-	entries, _, err := store.UndoStack(ctx, s.ID, 0)
-	n := 0
-	for _, u := range entries {
-		if u.State == sm.EntryCompensated {
-			n++
-		}
-	}
-	return n, err
 }

@@ -225,7 +225,7 @@ func renderHistory(f *Factory, hist []model.HistoryRecord) error {
 
 // approvalLine is one approval request and its decision, if made.
 func approvalLine(now time.Time, r model.ApprovalRound) string {
-	line := r.Outcome
+	line := textfmt.ApprovalWord(r.Outcome)
 	if r.DecidedAt != nil {
 		line += fmt.Sprintf(" by %s %s ago%s", r.DecidedBy, ago(now, *r.DecidedAt), reasonSuffix(r.Decision))
 	} else if r.ExpiresAt != nil && !now.Before(*r.ExpiresAt) {

@@ -172,7 +172,7 @@ func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
 		t.Fatalf("logged %v, want one committed effect", got)
 	}
 	s.Close()
-	if out := h.cli("undo", "rounds", "--yes"); !strings.Contains(out, "1 compensated") {
+	if out := h.cli("undo", "rounds", "--yes"); !strings.Contains(out, "1 undone") {
 		t.Fatalf("undo: %s", out)
 	}
 	if j := journal(t, state); strings.Join(j, " ") != "write_k=v delete_k" {

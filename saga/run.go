@@ -95,12 +95,15 @@ type Result struct {
 // run's compensations and skips, and the entries done before it (by a
 // person's resolve, or by an earlier run), so that every entry is counted.
 func (r Result) Counts() string {
-	counts := fmt.Sprintf("%d compensated, %d skipped", len(r.Compensated), len(r.Skipped))
+	counts := fmt.Sprintf("%d undone", len(r.Compensated))
+	if n := len(r.Skipped); n > 0 {
+		counts += fmt.Sprintf(", %d had nothing to undo (never ran)", n)
+	}
 	if n := len(r.Resolved); n > 0 {
 		counts += fmt.Sprintf(", %d resolved by hand", n)
 	}
 	if n := len(r.Earlier); n > 0 {
-		counts += fmt.Sprintf(", %d done by an earlier undo", n)
+		counts += fmt.Sprintf(", %d undone by an earlier undo", n)
 	}
 	return counts
 }
@@ -208,7 +211,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				return res, takenMeanwhile(step, err)
 			}
 			res.Skipped = append(res.Skipped, id)
-			r.progress("effect %d %s: skipped (never ran)", id, step.Effect.Tool)
+			r.progress("effect %d %s: nothing to undo (never ran)", id, step.Effect.Tool)
 			continue
 		case ActionBlocked:
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
@@ -246,7 +249,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			if doubt == nil {
 				return res, ctx.Err()
 			}
-			r.progress("effect %d %s: compensation in doubt: %s", id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
+			r.progress("effect %d %s: undo in doubt: %s", id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
 			return res, fmt.Errorf("%w: effect %d %s: its compensation was sent and no answer said whether it ran (%s): it may or may not have run; check, then rerun with --retry-in-doubt",
 				ErrInDoubt, id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
 		}
@@ -261,12 +264,12 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return res, err
 		}
 		if cerr != nil {
-			r.progress("effect %d %s: compensation failed after %s: %s", id, step.Effect.Tool, textfmt.Count(attempts, "attempt"), progressText(cerr))
+			r.progress("effect %d %s: undo failed after %s: %s", id, step.Effect.Tool, textfmt.Count(attempts, "attempt"), progressText(cerr))
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}
 		res.Compensated = append(res.Compensated, id)
-		r.progress("effect %d %s: compensated (%s, %s)", id, step.Effect.Tool, Shorten(step.Call), textfmt.Count(attempts, "attempt"))
+		r.progress("effect %d %s: undone (%s, %s)", id, step.Effect.Tool, Shorten(step.Call), textfmt.Count(attempts, "attempt"))
 	}
 	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor}); err != nil {
 		return res, err

@@ -185,6 +185,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if !m.loaded(msg.err) {
 			return m, nil
 		}
+		m.sessions.undone = msg.undone
 		m.sessions.set(msg.sessions)
 		return m, nil
 	case effectsMsg:

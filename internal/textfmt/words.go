@@ -175,3 +175,20 @@ type StateCount struct {
 	State string
 	N     int
 }
+
+// approvalWords name an approval request's outcomes as a person reads them;
+// approved and rejected read as they are.
+var approvalWords = map[string]string{
+	"pending":   "waiting",
+	"timed_out": "timed out",
+	"closed":    "closed unanswered",
+}
+
+// ApprovalWord is an approval request's outcome in words: "waiting",
+// "timed out", "closed unanswered" (its session stopped taking calls).
+func ApprovalWord(outcome string) string {
+	if w, ok := approvalWords[outcome]; ok {
+		return w
+	}
+	return outcome
+}

@@ -58,3 +58,12 @@ func TestCountsWordsSayHowManyWereUndone(t *testing.T) {
 		t.Errorf("CountsWords = %q, want %q", got, want)
 	}
 }
+
+func TestApprovalWordsAreWords(t *testing.T) {
+	for outcome, want := range map[string]string{"pending": "waiting", "timed_out": "timed out", "closed": "closed unanswered",
+		"approved": "approved", "rejected": "rejected"} {
+		if got := ApprovalWord(outcome); got != want {
+			t.Errorf("ApprovalWord(%q) = %q, want %q", outcome, got, want)
+		}
+	}
+}
