@@ -232,6 +232,23 @@ func (c *Cluster) AdminURL() string { return c.adminURL }
 // server's PgBouncer in transaction mode (Pooler.URL, listening direct).
 func (c *Cluster) NewDatabase(tb testing.TB) string {
 	tb.Helper()
+	return c.pooledURL(tb, c.newDatabase(tb))
+}
+
+// NewPooledDatabase is NewDatabase through the cluster's PgBouncer in
+// transaction mode, whatever UNDOLOG_PG_POOLER says: waits listen on a
+// direct connection to the server if listen, else they poll. It skips or
+// fails tb as Pooler does.
+func (c *Cluster) NewPooledDatabase(tb testing.TB, listen bool) string {
+	tb.Helper()
+	pooler := c.Pooler(tb)
+	return pooler.URL(c.newDatabase(tb), listen)
+}
+
+// newDatabase creates a new empty database, dropped when tb ends, and
+// returns its direct URL.
+func (c *Cluster) newDatabase(tb testing.TB) string {
+	tb.Helper()
 	name := dbName(tb.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -252,7 +269,7 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
-	return c.pooledURL(tb, u)
+	return u
 }
 
 // admin runs one statement as the superuser.
