@@ -9,8 +9,9 @@
 //
 // Without the binaries the tests skip, unless UNDOLOG_REQUIRE_POSTGRES is set
 // (.ci/run sets it), then they fail. A Cluster's Pooler is a PgBouncer in
-// transaction pooling mode in front of it; with UNDOLOG_PG_POOLER=1 the
-// tests of the shared server run through it.
+// transaction pooling mode in front of it; NewPooledDatabase makes a
+// database reached through it, and with UNDOLOG_PG_POOLER=1 every database
+// of the shared server is.
 package pgtest
 
 import (
