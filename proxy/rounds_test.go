@@ -45,7 +45,9 @@ const sdkPolicy = `tools:
   delete: {tier: irreversible}
 `
 
-// engines are the log engines the rounds tests run on.
+// engines are the log engines the rounds tests run on. sdkHarnessOn knows
+// one more, "pooled": PostgreSQL behind PgBouncer in transaction pooling
+// mode, its URL the pooler's alone (waits poll).
 var engines = []string{"file", "postgres"}
 
 // sdkHarnessOn is a harness whose server is the Go SDK test server, its
@@ -53,8 +55,13 @@ var engines = []string{"file", "postgres"}
 func sdkHarnessOn(t *testing.T, engine string) (h *harness, stateDir string, store effectlog.Log) {
 	h = newHarness(t)
 	store = logaddr.File(h.logPath, logaddr.Options{})
-	if engine == "postgres" {
-		addr := pgtest.Server(t).NewDatabase(t)
+	if engine == "postgres" || engine == "pooled" {
+		var addr string
+		if engine == "pooled" {
+			addr = pgtest.Server(t).NewPooledDatabase(t, false)
+		} else {
+			addr = pgtest.Server(t).NewDatabase(t)
+		}
 		h.env = append(h.env, "UNDOLOG_LOG="+addr) // the last value wins
 		store = logaddr.Open(addr, logaddr.Options{})
 		t.Cleanup(func() { store.Close() })
@@ -152,6 +159,7 @@ func TestProxyInputRoundsAreOneEffect(t *testing.T) {
 			t.Run(engine+"/"+version, func(t *testing.T) { inputRoundsAreOneEffect(t, engine, version) })
 		}
 	}
+	t.Run("pooled/"+protocol2026, func(t *testing.T) { inputRoundsAreOneEffect(t, "pooled", protocol2026) })
 }
 
 func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
@@ -181,9 +189,16 @@ func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
 }
 
 // An irreversible call that asks for input is approved once: its next round
-// continues the approved effect.
+// continues the approved effect. Behind a pooler the proxy's wait for the
+// approval, made by another process, polls.
 func TestProxyInputRoundsOfAnIrreversibleCallApprovedOnce(t *testing.T) {
-	h, state, store := sdkHarnessOn(t, "file")
+	for _, engine := range []string{"file", "pooled"} {
+		t.Run(engine, func(t *testing.T) { irreversibleCallApprovedOnce(t, engine) })
+	}
+}
+
+func irreversibleCallApprovedOnce(t *testing.T, engine string) {
+	h, state, store := sdkHarnessOn(t, engine)
 	var asked atomic.Int64
 	s := sdkClient(h, roundsProxy(h), protocol2026, "accept", &asked)
 	done := make(chan *mcp.CallToolResult, 1)
