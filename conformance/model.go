@@ -193,8 +193,10 @@ func testRandomOperations(t *testing.T, newStore opener) {
 				outcome := model.OutcomeNew
 				if repeat {
 					switch owner := m.effects[ownerID]; {
-					case owner.state == sm.Rejected:
+					case owner.state == sm.Rejected && !state.AcceptsEffects():
 						outcome = model.OutcomeRejected
+					case owner.state == sm.Rejected:
+						// Its session was resumed since: a new call that asks again.
 					case !state.AcceptsEffects():
 						want = &expect{err: model.ErrSessionNotActive}
 					case owner.state == sm.Committed:
