@@ -88,7 +88,7 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 			for i := range p.Rules {
 				r := &p.Rules[i]
 				rows = append(rows, []cell{plain(r.Pattern), plain(ruleTier(r)), plain(orDash(ruleCapture(r))), plain(orDash(ruleUndo(r)))})
-				if r.Compensable() && !r.HasCompensation() {
+				if r.Compensable() && !r.HasCompensation() && !r.Files {
 					warnings = append(warnings, fmt.Sprintf("warning: %s is compensable but says no compensate: undo will ask a person to confirm it was undone by hand (see docs/policy.md)", r.Pattern))
 				}
 				if r.Cases != nil {
@@ -152,6 +152,8 @@ func ruleUndo(r *policy.Rule) string {
 	switch {
 	case r.Compensate != nil:
 		return saga.Shorten("mcp " + r.Compensate.Tool + " " + string(r.Compensate.Args))
+	case r.Files:
+		return "files"
 	case r.Cases != nil:
 		parts := make([]string, len(r.Cases.Cases))
 		for i, c := range r.Cases.Cases {
