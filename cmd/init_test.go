@@ -97,6 +97,9 @@ func TestInitClaudeCode(t *testing.T) {
 			t.Errorf("policy check does not show %s undone by files:\n%s", tool, out)
 		}
 	}
+	if !regexp.MustCompile(`(?m)^Bash\teach command of \.args\.command, the worst: irreversible if `).Match(out) || bytes.Contains(out, []byte(`\n`)) {
+		t.Errorf("policy check does not show Bash's shell: command, or shows a condition's newline:\n%s", out)
+	}
 	if strings.Contains(stderr.String(), "warning") || strings.Contains(string(out), "manual") {
 		t.Errorf("policy check of the default policy warns or says manual:\n%s%s", out, stderr.Bytes())
 	}
