@@ -51,37 +51,7 @@ func TestProxyURLCancelsByClosingThePOST(t *testing.T) {
 	}))
 	defer ts.Close()
 
-	h := newHarness(t)
-	policy := filepath.Join(h.dir, "slow.yaml")
-	if err := os.WriteFile(policy, []byte("tools:\n  slow_write: {tier: compensable}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(testbin.Undolog(t), "proxy", "--session", "slow-1", "--policy", policy, "--url", ts.URL)
-	cmd.Env = h.env
-	if testing.Verbose() {
-		cmd.Stderr = os.Stderr
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	s, err := c.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	called := make(chan error, 1)
-	go func() {
-		_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "slow_write", Arguments: map[string]any{}})
-		called <- err
-	}()
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call did not reach the server")
-	}
-	cancel()
-	if err := <-called; err == nil {
-		t.Fatal("the cancelled call was answered")
-	}
+	h, _ := cancelledThroughURL(t, ts.URL, started)
 	select {
 	case err := <-ended:
 		if err == nil {
@@ -124,37 +94,7 @@ func TestProxyURLReSentCallAfterABrokenStreamIsReplayed(t *testing.T) {
 	ts := httptest.NewServer(handler)
 	defer ts.Close()
 
-	h := newHarness(t)
-	policy := filepath.Join(h.dir, "slow.yaml")
-	if err := os.WriteFile(policy, []byte("tools:\n  slow_write: {tier: compensable}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(testbin.Undolog(t), "proxy", "--session", "slow-1", "--policy", policy, "--url", ts.URL)
-	cmd.Env = h.env
-	if testing.Verbose() {
-		cmd.Stderr = os.Stderr
-	}
-	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
-	s, err := c.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	called := make(chan error, 1)
-	go func() {
-		_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "slow_write", Arguments: map[string]any{}})
-		called <- err
-	}()
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call did not reach the server")
-	}
-	cancel() // the stream breaks
-	if err := <-called; err == nil {
-		t.Fatal("the broken call was answered")
-	}
+	h, s := cancelledThroughURL(t, ts.URL, started)
 	store := logaddr.File(h.logPath, logaddr.Options{})
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		d, err := store.GetEffect(t.Context(), 1)
@@ -177,4 +117,44 @@ func TestProxyURLReSentCallAfterABrokenStreamIsReplayed(t *testing.T) {
 	if out := h.cli("list", "-o", "json"); strings.Count(out, `"state": "committed"`) != 1 || !strings.Contains(out, `"replay_of": 1`) {
 		t.Fatalf("want effect 1 committed and the re-sent call its replay: %s", out)
 	}
+}
+
+// cancelledThroughURL connects a Go SDK v1.8.0 client at 2026-07-28 through
+// `undolog proxy --url` (slow_write compensable, session slow-1) to the
+// server at url, calls slow_write, and cancels the call once the server's
+// handler has it (started); the call must end unanswered.
+func cancelledThroughURL(t *testing.T, url string, started <-chan struct{}) (*harness, *mcp.ClientSession) {
+	t.Helper()
+	h := newHarness(t)
+	policy := filepath.Join(h.dir, "slow.yaml")
+	if err := os.WriteFile(policy, []byte("tools:\n  slow_write: {tier: compensable}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testbin.Undolog(t), "proxy", "--session", "slow-1", "--policy", policy, "--url", url)
+	cmd.Env = h.env
+	if testing.Verbose() {
+		cmd.Stderr = os.Stderr
+	}
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil)
+	s, err := c.Connect(t.Context(), &mcp.CommandTransport{Command: cmd}, &mcp.ClientSessionOptions{ProtocolVersion: protocol2026})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx, cancel := context.WithCancel(t.Context())
+	called := make(chan error, 1)
+	go func() {
+		_, err := s.CallTool(ctx, &mcp.CallToolParams{Name: "slow_write", Arguments: map[string]any{}})
+		called <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not reach the server")
+	}
+	cancel() // to 2026-07-28 over HTTP, a cancellation and a broken stream are one
+	if err := <-called; err == nil {
+		t.Fatal("the cancelled call was answered")
+	}
+	return h, s
 }
