@@ -2,6 +2,8 @@ package agenthook
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	sm "github.com/undolog/undolog/statemachine"
@@ -377,6 +379,50 @@ func TestDefaultPolicyCannotBeTalkedRound(t *testing.T) {
 		got, why := bashTier(t, "", c.command)
 		if got != c.want {
 			t.Errorf("%q (%s): %s%s, want %s", c.command, c.attack, got, why, c.want)
+		}
+	}
+}
+
+// A write is judged where it lands: through a link in the project to a
+// directory outside it (or to a file outside it, dangling or not), it is
+// outside, and .. is taken after the link, as the system does. /tmp is
+// scratch: a write there is compensable (its file is no one's), /tmp
+// itself or all of it is not.
+func TestDefaultPolicyFollowsLinksOutOfTheProject(t *testing.T) {
+	project := t.TempDir()
+	outside := t.TempDir() // under /tmp: scratch
+	for link, target := range map[string]string{"etc": "/etc", "gone": "/nonexistent-undolog/dir", "hosts": "/etc/hosts",
+		"scratch": outside, "in": "sub", "loop": "loop"} {
+		if err := os.Symlink(target, filepath.Join(project, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(project, "sub", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(project, ".claude"), filepath.Join(project, "sub", "cfg")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		command string
+		want    sm.Tier
+	}{
+		{"echo x > etc/hosts", sm.Irreversible},                  // a link to a directory outside
+		{"echo x > hosts", sm.Irreversible},                      // a link to a file outside
+		{"cp a gone/x", sm.Irreversible},                         // a dangling link: the write creates its target
+		{"echo x > gone", sm.Irreversible},                       // writing the dangling link itself
+		{"echo x > etc/../home/x", sm.Irreversible},              // .. after the link: /etc/.. is /, not the project
+		{"echo x > etc/../tmp/x", sm.Compensable},                // /etc/.. is /: /tmp/x, scratch
+		{"sed -i s/a/b/ sub/cfg/settings.json", sm.Irreversible}, // a link to .claude
+		{"echo x > loop/x", sm.Irreversible},                     // a loop: where it lands is not known
+		{"echo x > scratch/x", sm.Compensable},                   // /tmp
+		{"echo x > in/x", sm.Compensable},                        // a link inside the project
+		{"echo x > sub/deep/../x", sm.Compensable},
+		{"rm -rf " + outside, sm.Compensable}, // a directory below /tmp
+		{"rm -rf /tmp", sm.Irreversible},
+	} {
+		if got, why := bashTier(t, project, c.command); got != c.want {
+			t.Errorf("%q: %s%s, want %s", c.command, got, why, c.want)
 		}
 	}
 }

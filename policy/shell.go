@@ -10,6 +10,7 @@ package policy
 
 import (
 	"encoding/json"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -679,19 +680,44 @@ func resolvedProject(project string) string {
 	return resolved(abs)
 }
 
-// resolved is the absolute path p with the symbolic links of the longest
-// part of it that exists resolved.
-func resolved(p string) string {
-	rest := ""
-	for dir := p; ; dir = filepath.Dir(dir) {
-		if real, err := filepath.EvalSymlinks(dir); err == nil {
-			return filepath.Join(real, rest)
+// resolved is the absolute path p as the system finds it: each
+// symbolic link of the part of it that exists followed (a dangling one
+// too: a write creates its target), .. taken after them; "" when that
+// cannot be told (a loop).
+func resolved(p string) string { return resolvedFrom(p, 0) }
+
+func resolvedFrom(p string, links int) string {
+	parts := strings.Split(p, string(filepath.Separator))
+	at := string(filepath.Separator)
+	for i, part := range parts {
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			at = filepath.Dir(at)
+			continue
 		}
-		if filepath.Dir(dir) == dir {
-			return p
+		next := filepath.Join(at, part)
+		fi, err := os.Lstat(next)
+		if err != nil { // the rest does not exist: no link in it
+			return filepath.Join(append([]string{next}, parts[i+1:]...)...)
 		}
-		rest = filepath.Join(filepath.Base(dir), rest)
+		if fi.Mode()&os.ModeSymlink == 0 {
+			at = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if err != nil || links > 40 {
+			return ""
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(at, target)
+		}
+		if at = resolvedFrom(target, links+1); at == "" {
+			return ""
+		}
 	}
+	return at
 }
 
 // guardedPaths are, inside the project, the agent's and undolog's own
@@ -709,15 +735,15 @@ func (s *scan) place(w *string) (outside, guarded bool) {
 	}
 	p := *w
 	if i := strings.IndexAny(p, "*?["); i >= 0 {
-		p = p[:i]
-		if !strings.HasSuffix(p, "/") {
-			p = filepath.Dir(p)
-		}
+		p = p[:strings.LastIndexByte(p[:i], '/')+1]
 	}
 	if !filepath.IsAbs(p) {
-		p = filepath.Join(s.project, p)
+		p = s.project + string(filepath.Separator) + p // not Join: it would take link/.. away before the link is followed
 	}
-	real := resolved(filepath.Clean(p))
+	real := resolved(p)
+	if real == "" {
+		return true, false
+	}
 	rel, err := filepath.Rel(s.project, real)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 		tmp := resolved("/tmp")
