@@ -426,3 +426,40 @@ func TestDefaultPolicyFollowsLinksOutOfTheProject(t *testing.T) {
 		}
 	}
 }
+
+// An edit of the agent's or undolog's own configuration is held for a
+// person: the hook's settings and policy (.claude/, the user's ~/.claude/
+// too), git's config, hooks and attributes (they run programs at the next
+// git command), the log. Other edits are compensable.
+func TestDefaultPolicyHoldsEditsOfItsOwnRules(t *testing.T) {
+	p, err := LoadPolicy("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tool, input string
+		want        sm.Tier
+	}{
+		{"Write", `{"file_path":"/p/.claude/undolog-policy.yaml","content":"tools: {Bash: {tier: safe}}"}`, sm.Irreversible}, // rewrites the policy
+		{"Write", `{"file_path":"/p/.claude/settings.json","content":"{}"}`, sm.Irreversible},                                // drops the hooks
+		{"Edit", `{"file_path":"/p/.claude/settings.local.json","old_string":"a","new_string":"b"}`, sm.Irreversible},
+		{"Edit", `{"file_path":"/p/.CLAUDE/settings.json","old_string":"a","new_string":"b"}`, sm.Irreversible}, // a case-insensitive file system
+		{"MultiEdit", `{"file_path":"/home/u/.claude/settings.json","edits":[]}`, sm.Irreversible},
+		{"Write", `{"file_path":".claude/settings.json","content":"{}"}`, sm.Irreversible},
+		{"Edit", `{"file_path":"/p/.git/config","old_string":"a","new_string":"b"}`, sm.Irreversible},      // core.fsmonitor
+		{"Write", `{"file_path":"/p/.git/hooks/pre-commit","content":"#!/bin/sh"}`, sm.Irreversible},       // a hook
+		{"Write", `{"file_path":"/p/.gitattributes","content":"* filter=x"}`, sm.Irreversible},             // a filter driver
+		{"Write", `{"file_path":"/home/u/.local/state/undolog/undolog.db","content":""}`, sm.Irreversible}, // the log
+		{"NotebookEdit", `{"notebook_path":"/p/.claude/x.ipynb","new_source":""}`, sm.Irreversible},
+		{"Write", `{"content":"x"}`, sm.Irreversible}, // no path: not known
+		{"Write", `{"file_path":"/p/src/main.go","content":"package main"}`, sm.Compensable},
+		{"Edit", `{"file_path":"/p/docs/claude.md","old_string":"a","new_string":"b"}`, sm.Compensable},
+		{"Write", `{"file_path":"/p/.github/workflows/ci.yml","content":""}`, sm.Compensable},
+		{"NotebookEdit", `{"notebook_path":"/p/a.ipynb","new_source":""}`, sm.Compensable},
+	} {
+		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(c.input))
+		if err != nil || cls.Tier != c.want {
+			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
+		}
+	}
+}

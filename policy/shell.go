@@ -653,11 +653,9 @@ func sedRuns(script string) bool {
 			if script[i] != d || !delimited() {
 				return true
 			}
+			// Its flags: e and w are read as the commands they are, next.
 			for ch == 's' && i < n && strings.IndexByte("gpiImM0123456789", script[i]) >= 0 {
 				i++
-			}
-			if ch == 's' && i < n && (script[i] == 'e' || script[i] == 'w' || script[i] == 'W') {
-				return true
 			}
 		case ch == 'a' || ch == 'i' || ch == 'c' || ch == ':' || ch == 'b' || ch == 't' || ch == 'T' || ch == 'r' || ch == 'R' || ch == '#':
 			toLineEnd() // text, a label or a file read: to the end of the line
