@@ -345,6 +345,9 @@ func TestDefaultPolicyCannotBeTalkedRound(t *testing.T) {
 		{"cd sub && cd .. && touch x", sm.Irreversible, "two cds: where is not followed"},
 		{"cd $D && touch x", sm.Irreversible, "cd to an expansion"},
 		{"echo x > $OUT", sm.Irreversible, "a file the line does not say"},
+		{"git clone https://h/r ../r", sm.Irreversible, "a clone outside"},
+		{"git worktree add ../wt main", sm.Irreversible, "a worktree outside"},
+		{"git clone https://h/r vendor/r", sm.Compensable, "a clone in the project"},
 		// Ordinary development stays compensable (or safe).
 		{"go test ./...", sm.Compensable, ""},
 		{"go build ./...", sm.Compensable, ""},

@@ -511,6 +511,10 @@ func targets(name string, args, words []*string) []*string {
 		}
 	case "sort", "git", "curl", "wget", "tree":
 		var out []*string
+		if name == "git" && len(words) > 2 && words[0] != nil && words[1] != nil &&
+			(*words[0] == "clone" || *words[0] == "worktree" && *words[1] == "add") {
+			out = append(out, words[2]) // the new directory
+		}
 		for i, w := range args {
 			for _, opt := range map[string][]string{"sort": {"-o", "--output"}, "git": {"--output"}, "curl": {"-o", "--output"},
 				"wget": {"-O", "--output-document", "-o", "--output-file", "-P", "--directory-prefix"}, "tree": {"-o"}}[name] {
