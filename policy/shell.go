@@ -357,7 +357,7 @@ var awkPrintsToFile = regexp.MustCompile(`printf?[^;{}]*>`)
 // are set for them.
 func (s *scan) wrapped(base string, argv []*string, assigns []string, depth int) {
 	if base == "eval" {
-		script, ok := joinLiteral(argv[1:])
+		script, ok := joinLiteral(argv[1:], " ")
 		if !ok {
 			s.add(opaque("eval of an expansion"))
 			return
@@ -395,7 +395,7 @@ func (s *scan) wrapped(base string, argv []*string, assigns []string, depth int)
 			if w != nil && strings.ContainsAny(*w, " \t\n;&|<>()$`'\"") {
 				// A command line in one word (watch 'git push', script -c
 				// CMD, su -c CMD): a shell runs it.
-				if script, ok := joinLiteral(tail); ok {
+				if script, ok := joinLiteral(tail, " "); ok {
 					s.parseScript(script, depth+1)
 					continue
 				}
@@ -592,14 +592,7 @@ func sedScript(args, words []*string) (string, bool) {
 		}
 		exprs = words[:1]
 	}
-	parts := make([]string, len(exprs))
-	for i, e := range exprs {
-		if e == nil {
-			return "", false
-		}
-		parts[i] = *e
-	}
-	return strings.Join(parts, "\n"), true
+	return joinLiteral(exprs, "\n")
 }
 
 // sedRuns tells whether a sed script may run a command (e, s///e) or
@@ -825,7 +818,8 @@ func isAssignment(w string) bool {
 	return true
 }
 
-func joinLiteral(words []*string) (string, bool) {
+// joinLiteral is words joined by sep; false when one is not a literal.
+func joinLiteral(words []*string, sep string) (string, bool) {
 	parts := make([]string, len(words))
 	for i, w := range words {
 		if w == nil {
@@ -833,7 +827,7 @@ func joinLiteral(words []*string) (string, bool) {
 		}
 		parts[i] = *w
 	}
-	return strings.Join(parts, " "), true
+	return strings.Join(parts, sep), true
 }
 
 // redirWrite is the file an output redirection writes (nil: not a
