@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 
 	sm "github.com/undolog/undolog/statemachine"
@@ -143,6 +144,11 @@ type scan struct {
 	project string
 	cds     int
 	cd      bool
+	// cdDir is the one directory, inside, the script changes to: its
+	// relative writes are judged from both.
+	cdDir string
+	// dotglob: the script may make globs match files that begin with a dot.
+	dotglob bool
 }
 
 // ShellCommands is every command script runs, nested ones included
@@ -150,7 +156,7 @@ type scan struct {
 // order; a script that does not parse is one opaque command. Relative
 // paths are read from project (the working directory when "").
 func ShellCommands(script, project string) []ShellCommand {
-	s := &scan{project: resolvedProject(project)}
+	s := &scan{project: resolvedProject(project), dotglob: strings.Contains(script, "dotglob") || strings.Contains(script, "GLOBIGNORE")}
 	s.parseScript(script, 0)
 	for i := range s.out {
 		c := &s.out[i]
@@ -199,9 +205,9 @@ func (s *scan) parseScript(script string, depth int) {
 				}
 				return true
 			}
-			argv := make([]*string, len(cmd.Args))
-			for i, w := range cmd.Args {
-				argv[i] = literal(w)
+			var argv []*string
+			for _, w := range cmd.Args {
+				argv = append(argv, braced(w)...)
 			}
 			s.command(argv, assigns, writes, depth)
 		case *syntax.DeclClause: // export PATH=., declare, local, readonly
@@ -258,6 +264,8 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 			s.cd = true
 		} else if outside, _ := s.place(c.Words[0]); outside {
 			s.cd = true
+		} else {
+			s.cdDir = *c.Words[0]
 		}
 	case wrappers[base]:
 		s.wrapped(base, argv, assigns, depth)
@@ -721,15 +729,30 @@ func resolvedFrom(p string, links int) string {
 // runs later.
 var guardedPaths = []string{".claude", ".git/config", ".git/hooks", ".git/info/attributes", ".gitattributes"}
 
-// place tells whether the file w names (read from the project) is
-// outside the project, /tmp aside, and whether it is a guarded one. A
-// glob is read as the directory before it.
+// place tells whether the file w names (read from the project, and from
+// the directory the script changes to) is outside the project, /tmp
+// aside, and whether it is a guarded one.
 func (s *scan) place(w *string) (outside, guarded bool) {
+	outside, guarded = s.placeFrom(w, "")
+	if s.cdDir != "" && w != nil && !filepath.IsAbs(*w) {
+		o, g := s.placeFrom(w, s.cdDir)
+		outside, guarded = outside || o, guarded || g
+	}
+	return outside, guarded
+}
+
+// placeFrom is place with w read from dir, relative to the project. A
+// glob is read as the directory before it.
+func (s *scan) placeFrom(w *string, dir string) (outside, guarded bool) {
 	if w == nil || s.project == "" || strings.HasPrefix(*w, "~") {
 		return true, false
 	}
 	p := *w
+	if dir != "" {
+		p = dir + "/" + p
+	}
 	if i := strings.IndexAny(p, "*?["); i >= 0 {
+		guarded = s.mayMatchGuarded(p)
 		p = p[:strings.LastIndexByte(p[:i], '/')+1]
 	}
 	if !filepath.IsAbs(p) {
@@ -747,11 +770,44 @@ func (s *scan) place(w *string) (outside, guarded bool) {
 	}
 	lower := strings.ToLower(filepath.ToSlash(rel)) // a case-insensitive file system finds .CLAUDE too
 	for _, g := range guardedPaths {
-		if lower == g || strings.HasPrefix(lower, g+"/") {
+		// In it, it, or a directory it is in (cp -r x/. .git/), the
+		// project itself aside.
+		if lower == g || strings.HasPrefix(lower, g+"/") || lower != "." && strings.HasPrefix(g, lower+"/") {
 			return false, true
 		}
 	}
-	return false, false
+	return false, guarded
+}
+
+// mayMatchGuarded tells whether the glob pattern (a write's file) may
+// name a guarded path or a directory it is in: .cl*/settings.json, .g?t/.
+// Files beginning with a dot are matched only by a pattern beginning with
+// one, unless the script sets dotglob or GLOBIGNORE.
+func (s *scan) mayMatchGuarded(pattern string) bool {
+	if filepath.IsAbs(pattern) {
+		rel, ok := strings.CutPrefix(pattern, s.project+"/")
+		if !ok {
+			return false // outside: judged so
+		}
+		pattern = rel
+	}
+	parts := strings.Split(strings.ToLower(strings.TrimPrefix(pattern, "./")), "/")
+	if slices.Contains(parts, "..") {
+		return true
+	}
+	for _, g := range guardedPaths {
+		gparts := strings.Split(g, "/")
+		all := true
+		for k := 0; k < len(parts) && k < len(gparts) && all; k++ {
+			ok, err := path.Match(parts[k], gparts[k])
+			hidden := strings.HasPrefix(gparts[k], ".") && !strings.HasPrefix(parts[k], ".") && !s.dotglob
+			all = err != nil || ok && !hidden
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // literal is w's value when every part of it is known before the shell
@@ -830,6 +886,25 @@ func joinLiteral(words []*string, sep string) (string, bool) {
 	return strings.Join(parts, sep), true
 }
 
+// braced are the words w stands for once its braces are expanded
+// (src/{a,b}: src/a src/b), as literals; one unknown word when they are
+// too many.
+func braced(w *syntax.Word) []*string {
+	var words []*string
+	split := &syntax.Word{Parts: slices.Clone(w.Parts)} // the walk still to come reads the script's own words
+	syntax.SplitBraces(split)
+	for bw, err := range expand.BracesSeq(nil, split) {
+		if err != nil || len(words) >= 1000 {
+			return []*string{nil}
+		}
+		words = append(words, literal(bw))
+	}
+	if len(words) == 0 {
+		return []*string{nil}
+	}
+	return words
+}
+
 // redirWrite is the file an output redirection writes (nil: not a
 // literal); false for one that writes no file.
 func redirWrite(r *syntax.Redirect) (*string, bool) {
@@ -839,8 +914,9 @@ func redirWrite(r *syntax.Redirect) (*string, bool) {
 	default:
 		return nil, false
 	}
-	target := literal(r.Word)
-	if target == nil {
+	targets := braced(r.Word)
+	target := targets[0]
+	if len(targets) > 1 || target == nil { // > {a,b} is an error, but not read here
 		return nil, true
 	}
 	if r.Op == syntax.DplOut && (*target == "-" || strings.Trim(*target, "0123456789") == "") {
