@@ -185,6 +185,9 @@ func (s *scan) parseScript(script string, depth int) {
 		return
 	}
 	syntax.Walk(f, func(n syntax.Node) bool {
+		if a, ok := n.(*syntax.Assign); ok && holdsSubstitution(a) {
+			s.add(opaque("a variable holds a command substitution, which arithmetic on it runs"))
+		}
 		st, ok := n.(*syntax.Stmt)
 		if !ok {
 			return true // substitutions, process substitutions, functions: their statements come here in turn
@@ -221,6 +224,27 @@ func (s *scan) parseScript(script string, depth int) {
 		}
 		return true
 	})
+}
+
+// holdsSubstitution tells whether a's value is text with a command
+// substitution in it (x='a[$(git push)]'): $((x)), [[ $x -eq 1 ]] and
+// declare -i evaluate it as arithmetic, which runs it.
+func holdsSubstitution(a *syntax.Assign) bool {
+	values := []*syntax.Word{a.Value}
+	if a.Array != nil {
+		for _, e := range a.Array.Elems {
+			values = append(values, e.Value)
+		}
+	}
+	for _, w := range values {
+		if w == nil {
+			continue
+		}
+		if v := literal(w); v != nil && (strings.Contains(*v, "$(") || strings.Contains(*v, "`")) {
+			return true
+		}
+	}
+	return false
 }
 
 func assignNames(assigns []*syntax.Assign) []string {
@@ -968,6 +992,12 @@ func (r *Rule) shellTier(args json.RawMessage, project string) (sm.Tier, string,
 			what := c.Opaque
 			if what == "" {
 				what = "`" + shownArgv(c.Argv) + "`"
+				if len(c.Argv) == 0 && len(c.Assigns) > 0 {
+					what = "`" + strings.Join(c.Assigns, "=... ") + "=...`"
+				}
+				if len(c.Writes) > 0 {
+					what += " writing " + shownArgv(c.Writes)
+				}
 			}
 			worst, why = t, caseWhy+" for "+what
 		}
