@@ -521,6 +521,10 @@ func targets(name string, args, words []*string) []*string {
 		if len(words) > 0 {
 			return words[len(words)-1:]
 		}
+	case "sqlite3":
+		if len(words) > 0 {
+			return words[:1] // the database
+		}
 	case "uniq", "xxd":
 		if len(words) > 1 {
 			return words[1:]
