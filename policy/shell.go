@@ -276,7 +276,7 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 	c.Name = &base
 	c.Opts, c.Words = operands(base, argv[1:])
 	c.Writes = append(c.Writes, targets(base, argv[1:], c.Words)...)
-	if why := s.runs(base, argv, c.Words, depth); why != "" {
+	if why := runs(base, argv, c.Words); why != "" {
 		c.Opaque = why
 		c.Name = nil
 	}
@@ -326,7 +326,7 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 }
 
 // runs says why what the command runs is not known, or "".
-func (s *scan) runs(base string, argv, words []*string, depth int) string {
+func runs(base string, argv, words []*string) string {
 	args := argv[1:]
 	for i, w := range args {
 		if isMessage(base, args, i) {
