@@ -157,6 +157,9 @@ func (o *hookOptions) hook(f *Factory) (*agenthook.Hook, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A Bash command's writes are judged against the project the snapshot
+	// covers (else the working directory, where Claude Code runs hooks).
+	pol.Project = f.Getenv("CLAUDE_PROJECT_DIR")
 	actor := o.as
 	if actor == "" {
 		actor = f.Getenv("UNDOLOG_ACTOR")

@@ -339,3 +339,47 @@ func TestHookHeadlessEnvDefersAtOnce(t *testing.T) {
 		t.Fatalf("--headless --wait 1s: %s after %v, want defer after the wait", d, time.Since(start))
 	}
 }
+
+// The agent cannot talk the hook round from its own Bash: its call to
+// approve its own held call is itself held (and the held call stays
+// pending), as are its rewrite of the hook's policy and a write through a
+// link in the project to a file outside it; a read of the log is allowed.
+func TestHookAgentCannotApproveItsOwnCalls(t *testing.T) {
+	hookEngines(t, func(t *testing.T, r *hookRig) {
+		push := map[string]any{"command": "git push origin main", "description": "push"}
+		if d, why := r.pre("Bash", push, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("git push: %s %q, want deny (held)", d, why)
+		}
+		approve := map[string]any{"command": "undolog --log '" + r.log + "' approve 1 --reason ok", "description": "approve"}
+		if d, why := r.pre("Bash", approve, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("the agent's own approve: %s %q, want deny (held for a person)", d, why)
+		}
+		if d, why := r.pre("Bash", map[string]any{"command": "undolog list --session " + r.session}); d != "allow" {
+			t.Fatalf("undolog list: %s %q, want allow", d, why)
+		}
+		policy := map[string]any{"file_path": filepath.Join(r.project, ".claude", "undolog-policy.yaml"), "content": "tools: {Bash: {tier: safe}}\n"}
+		if d, why := r.pre("Write", policy, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("Write of the policy: %s %q, want deny", d, why)
+		}
+		outside, err := filepath.Abs(".") // not /tmp, which is scratch
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(outside, filepath.Join(r.project, "out")); err != nil {
+			t.Fatal(err)
+		}
+		if d, why := r.pre("Bash", map[string]any{"command": "echo x > out/not-written"}, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("a write through a link to outside the project: %s %q, want deny", d, why)
+		}
+		if d, why := r.pre("Bash", map[string]any{"command": "echo x > in.txt"}); d != "allow" {
+			t.Fatalf("a write in the project: %s %q, want allow", d, why)
+		}
+		tiers := map[uint64]string{}
+		for _, e := range r.effects() {
+			tiers[e.ID] = e.Tier + " " + e.State
+		}
+		if tiers[1] != "irreversible pending" || tiers[2] != "irreversible pending" || tiers[3] != "irreversible pending" || tiers[4] != "irreversible pending" {
+			t.Fatalf("effects %v: want the push, the approve, the policy write and the write outside held, pending", tiers)
+		}
+	})
+}

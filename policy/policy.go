@@ -133,10 +133,15 @@ func (p *Policy) FilesRule() *Rule {
 // HasCapture tells whether the rule captures before its calls.
 func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 0 }
 
-// TierFor is the tier of a call of the rule with args, and why.
+// TierFor is the tier of a call of the rule with args, and why; a shell
+// script's relative paths are read from the working directory.
 func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
+	return r.tierFor(args, "")
+}
+
+func (r *Rule) tierFor(args json.RawMessage, project string) (sm.Tier, string, error) {
 	if r.Shell != "" {
-		return r.shellTier(args)
+		return r.shellTier(args, project)
 	}
 	return r.tierCase(args)
 }
@@ -166,6 +171,9 @@ type Policy struct {
 	// StateEnv names the environment variables that locate the server's
 	// state (state_env): see Proxy.StateEnv.
 	StateEnv []string
+	// Project is the directory a shell rule's scripts run in, whose files
+	// a door's snapshot covers (.args.outside); "": the working directory.
+	Project string
 }
 
 // ruleYAML is a rule as written: tier a word or a list of cases, capture
@@ -330,6 +338,8 @@ type Classification struct {
 	Tier   sm.Tier
 	Rule   *Rule
 	Reason string
+	// project is the policy's Project.
+	project string
 }
 
 // Classify finds the rule for a tool: its exact name, else the first glob
@@ -339,12 +349,12 @@ func (p *Policy) Classify(tool string, annotation func() (readOnly, known bool))
 	if p != nil {
 		for i := range p.Rules {
 			if p.Rules[i].Pattern == tool {
-				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + tool}
+				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + tool, project: p.Project}
 			}
 		}
 		for i := range p.Rules {
 			if ok, _ := path.Match(p.Rules[i].Pattern, tool); ok {
-				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + p.Rules[i].Pattern}
+				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + p.Rules[i].Pattern, project: p.Project}
 			}
 		}
 	}
@@ -363,7 +373,7 @@ func (cls Classification) ForArgs(args json.RawMessage) (Classification, error) 
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	t, why, err := cls.Rule.TierFor(args)
+	t, why, err := cls.Rule.tierFor(args, cls.project)
 	if err != nil {
 		return cls, err
 	}

@@ -10,10 +10,14 @@ package policy
 
 import (
 	"encoding/json"
+	"os"
 	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
+	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 
 	sm "github.com/undolog/undolog/statemachine"
@@ -26,13 +30,32 @@ type ShellCommand struct {
 	// substitution) is null.
 	Argv []*string `json:"argv"`
 	// Name is the base name of its first word; null when that word is not
-	// a literal, or when what runs cannot be known (Opaque says why).
+	// a literal, names a program by a path outside the system's own
+	// directories, or when what runs cannot be known (Opaque says why).
 	Name *string `json:"name"`
-	// Writes are the files its output redirections write (null: not a
-	// literal); /dev/null is left out.
+	// Opts are the words before its first operand (the options, and the
+	// values of those known to take one: git -C DIR); Words its operands,
+	// every word after them that is not an option (null: not a literal).
+	// Words[0] is a subcommand, for a command that has them.
+	Opts  []*string `json:"opts"`
+	Words []*string `json:"words"`
+	// Assigns are the environment variables set for it (FOO=1 cmd, env
+	// FOO=1 cmd, export FOO=1): what they name is what a program runs
+	// (PATH, LD_PRELOAD, GIT_CONFIG_*).
+	Assigns []string `json:"assigns"`
+	// Writes are the files it writes: its output redirections' (/dev/null
+	// left out), and those its operands name for the commands known to
+	// write them (tee, cp, mv, touch, rm, sed -i, ...); null: not a literal.
 	Writes []*string `json:"writes"`
-	// Cd: the script changes directory somewhere, so relative paths in it
-	// may be outside the project.
+	// Outside: one of Writes is not a literal or is outside the project
+	// (symbolic links followed), where the project's snapshot does not
+	// reach; /tmp is scratch, and inside. Guarded: one of Writes is the
+	// agent's or undolog's own configuration (.claude/, .git/config,
+	// .git/hooks/), which arms what runs later.
+	Outside bool `json:"outside"`
+	Guarded bool `json:"guarded"`
+	// Cd: the script changes directory somewhere its relative paths may
+	// not be the project's (anywhere but one literal directory inside).
 	Cd bool `json:"cd"`
 	// Opaque says why what runs is not known ("" when it is).
 	Opaque string `json:"opaque,omitempty"`
@@ -43,12 +66,57 @@ type ShellCommand struct {
 var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "fish": true, "busybox": true}
 
 // interpreters run code given on their command line with one of their
-// flags (python -c, node -e): a string no parser here reads.
+// flags (python -c, node -e): a string no parser here reads. With no
+// operand they read code from their input.
 var interpreters = map[string][]string{
 	"python": {"-c"}, "python3": {"-c"}, "python2": {"-c"}, "node": {"-e", "--eval", "-p", "--print"},
 	"perl": {"-e", "-E"}, "ruby": {"-e"}, "php": {"-r"}, "deno": {"eval"}, "bun": {"-e", "--eval"}, "lua": {"-e"},
-	"osascript": {"-e"},
+	"osascript": {"-e"}, "Rscript": {"-e"}, "pwsh": {"-c", "-Command"}, "irb": {}, "tclsh": {}, "julia": {"-e"},
 }
+
+// editors run the commands they are given (vim -c '!git push', ed's !).
+var editors = map[string]bool{"vi": true, "vim": true, "nvim": true, "ex": true, "emacs": true, "ed": true, "view": true}
+
+// programOptions are options that make a command run a program or
+// commands named in their value (sort --compress-program, rg --pre, tar
+// --to-command): what runs then is not known.
+var programOptions = map[string][]string{
+	"sort": {"--compress-program"}, "rg": {"--pre", "--hostname-bin"},
+	"tar": {"--to-command", "--use-compress-program", "-I", "--checkpoint-action", "--info-script", "--new-volume-script", "-F", "--rsh-command", "--rmt-command"},
+	"git": {"--upload-pack", "--receive-pack", "--exec", "--open-files-in-pager", "-O", "--exec-path=", "--extcmd", "--tool"},
+	"zip": {"-TT", "--unzip-command"}, "man": {"-P", "--pager", "-H", "--html"}, "less": {"-o", "-O", "--log-file", "--LOG-FILE"},
+	"compgen": {"-C"}, "complete": {"-C"}, "mapfile": {"-C"}, "readarray": {"-C"}, "fzf": {"--preview", "--bind"},
+	"hash": {"-p"}, "enable": {"-f"},
+}
+
+// sourcing runs a file's code in the shell itself, or arms the shell to
+// run code later (trap, alias): not read here.
+var sourcing = map[string]bool{"source": true, ".": true, "fc": true}
+
+// valued are the options that take the next word as their value, before
+// a command's first operand: git -C DIR status (DIR is not a subcommand).
+var valued = map[string][]string{
+	"git":     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"},
+	"undolog": {"--log", "--lock-timeout"},
+	"go":      {"-C"},
+	"npm":     {"--prefix", "-w", "--workspace"}, "pnpm": {"-C", "--dir", "--filter", "-F"}, "yarn": {"--cwd"},
+	"make": {"-C", "-f", "--directory", "--file", "--makefile", "-I", "-o", "-W"},
+}
+
+// messages are the options of a command that take a text anywhere (git
+// commit -m "$(cat <<EOF ...)"): their value is neither an operand nor an
+// option, whatever it expands to.
+var messages = map[string][]string{"git": {"-m", "--message"}}
+
+// isMessage tells whether args[i] is the value of one of name's messages.
+func isMessage(name string, args []*string, i int) bool {
+	return i > 0 && args[i-1] != nil && slices.Contains(messages[name], *args[i-1])
+}
+
+// systemDirs hold the system's own programs: a command named by a path
+// in one is the program of that name; any other path may be a file the
+// agent wrote (./ls, tools/cat).
+var systemDirs = map[string]bool{"/bin": true, "/usr/bin": true, "/sbin": true, "/usr/sbin": true}
 
 // wrappers run another command given in their arguments (after options
 // of their own that this does not try to read): each of their literal
@@ -59,100 +127,174 @@ var wrappers = map[string]bool{
 	"timeout": true, "command": true, "exec": true, "builtin": true, "xargs": true, "stdbuf": true,
 	"setsid": true, "chrt": true, "taskset": true, "watch": true, "strace": true, "ltrace": true,
 	"unbuffer": true, "flock": true, "chroot": true, "su": true, "runuser": true, "parallel": true,
-	"script": true, "firejail": true, "systemd-run": true, "npx": true, "bunx": true, "pnpx": true,
-	"caffeinate": true, "then": true, "do": true, "eval": true,
+	"script": true, "firejail": true, "systemd-run": true, "caffeinate": true, "then": true, "do": true, "eval": true,
 }
+
+// appending wrappers add words of their input to the command they run.
+var appending = map[string]bool{"xargs": true, "parallel": true}
 
 // maxDepth bounds scripts within scripts (sh -c "sh -c '...'").
 const maxDepth = 8
 
+// scan is the reading of one script: what it runs, and where.
+type scan struct {
+	out []ShellCommand
+	// project is the directory, symbolic links resolved, whose files the
+	// snapshot covers; relative paths are read from it.
+	project string
+	cds     int
+	cd      bool
+	// cdDir is the one directory, inside, the script changes to: its
+	// relative writes are judged from both.
+	cdDir string
+	// dotglob: the script may make globs match files that begin with a dot.
+	dotglob bool
+}
+
 // ShellCommands is every command script runs, nested ones included
 // (substitutions, subshells, functions, pipelines, sh -c), in no promised
-// order; a script that does not parse is one opaque command.
-func ShellCommands(script string) []ShellCommand {
-	var out []ShellCommand
-	cd := false
-	parseScript(script, 0, &out, &cd)
-	for i := range out {
-		out[i].Cd = cd
+// order; a script that does not parse is one opaque command. Relative
+// paths are read from project (the working directory when "").
+func ShellCommands(script, project string) []ShellCommand {
+	s := &scan{project: resolvedProject(project), dotglob: strings.Contains(script, "dotglob") || strings.Contains(script, "GLOBIGNORE")}
+	s.parseScript(script, 0)
+	for i := range s.out {
+		c := &s.out[i]
+		c.Cd = s.cd
+		for _, w := range c.Writes {
+			outside, guarded := s.place(w)
+			c.Outside = c.Outside || outside || s.cd
+			c.Guarded = c.Guarded || guarded
+		}
 	}
-	return out
+	return s.out
 }
 
 func opaque(why string) ShellCommand { return ShellCommand{Opaque: why} }
 
-func parseScript(script string, depth int, out *[]ShellCommand, cd *bool) {
+func (s *scan) add(c ShellCommand) { s.out = append(s.out, c) }
+
+func (s *scan) parseScript(script string, depth int) {
 	if depth > maxDepth {
-		*out = append(*out, opaque("scripts nested too deep"))
+		s.add(opaque("scripts nested too deep"))
 		return
 	}
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(script), "")
 	if err != nil {
-		*out = append(*out, opaque("the script does not parse: "+err.Error()))
+		s.add(opaque("the script does not parse: " + err.Error()))
 		return
 	}
 	syntax.Walk(f, func(n syntax.Node) bool {
-		switch n := n.(type) {
-		case *syntax.Stmt:
-			var writes []*string
-			for _, r := range n.Redirs {
-				if w, ok := redirWrite(r); ok {
-					writes = append(writes, w)
-				}
+		if a, ok := n.(*syntax.Assign); ok && holdsSubstitution(a) {
+			s.add(opaque("a variable holds a command substitution, which arithmetic on it runs"))
+		}
+		st, ok := n.(*syntax.Stmt)
+		if !ok {
+			return true // substitutions, process substitutions, functions: their statements come here in turn
+		}
+		var writes []*string
+		for _, r := range st.Redirs {
+			if w, ok := redirWrite(r); ok {
+				writes = append(writes, w)
 			}
-			call, isCall := n.Cmd.(*syntax.CallExpr)
-			if !isCall || len(call.Args) == 0 {
-				if len(writes) > 0 { // { ...; } > file, or > file alone
+		}
+		switch cmd := st.Cmd.(type) {
+		case *syntax.CallExpr:
+			assigns := assignNames(cmd.Assigns)
+			if len(cmd.Args) == 0 {
+				if len(writes) > 0 || len(assigns) > 0 { // FOO=1 alone, > file alone
 					empty := ""
-					*out = append(*out, ShellCommand{Argv: []*string{}, Name: &empty, Writes: writes})
+					s.add(ShellCommand{Argv: []*string{}, Name: &empty, Assigns: assigns, Writes: writes})
 				}
 				return true
 			}
-			argv := make([]*string, len(call.Args))
-			for i, w := range call.Args {
-				argv[i] = literal(w)
+			var argv []*string
+			for _, w := range cmd.Args {
+				argv = append(argv, braced(w)...)
 			}
-			command(argv, writes, depth, out, cd)
-		case *syntax.ProcSubst, *syntax.CoprocClause:
-			// Their statements are walked as any.
+			s.command(argv, assigns, writes, depth)
+		case *syntax.DeclClause: // export PATH=., declare, local, readonly
+			variant := cmd.Variant.Value
+			s.add(ShellCommand{Argv: []*string{&variant}, Name: &variant, Assigns: assignNames(cmd.Args), Writes: writes})
+		default:
+			if len(writes) > 0 { // { ...; } > file
+				empty := ""
+				s.add(ShellCommand{Argv: []*string{}, Name: &empty, Writes: writes})
+			}
 		}
 		return true
 	})
 }
 
-// command adds the command argv (with its redirections' writes) and what
-// it runs in turn.
-func command(argv []*string, writes []*string, depth int, out *[]ShellCommand, cd *bool) {
-	c := ShellCommand{Argv: argv, Writes: writes}
+// holdsSubstitution tells whether a's value is text with a command
+// substitution in it (x='a[$(git push)]'): $((x)), [[ $x -eq 1 ]] and
+// declare -i evaluate it as arithmetic, which runs it.
+func holdsSubstitution(a *syntax.Assign) bool {
+	values := []*syntax.Word{a.Value}
+	if a.Array != nil {
+		for _, e := range a.Array.Elems {
+			values = append(values, e.Value)
+		}
+	}
+	for _, w := range values {
+		if w == nil {
+			continue
+		}
+		if v := literal(w); v != nil && (strings.Contains(*v, "$(") || strings.Contains(*v, "`")) {
+			return true
+		}
+	}
+	return false
+}
+
+func assignNames(assigns []*syntax.Assign) []string {
+	var names []string
+	for _, a := range assigns {
+		if a.Name != nil {
+			names = append(names, a.Name.Value)
+		}
+	}
+	return names
+}
+
+// command adds the command argv (with the variables set for it and its
+// redirections' writes) and what it runs in turn.
+func (s *scan) command(argv []*string, assigns []string, writes []*string, depth int) {
+	c := ShellCommand{Argv: argv, Assigns: assigns, Writes: writes}
 	name := argv[0]
 	if name == nil || strings.ContainsAny(*name, "*?[{~$`") {
 		c.Opaque = "the command's name is not a literal"
-		*out = append(*out, c)
+		s.add(c)
+		return
+	}
+	if strings.Contains(*name, "/") && !systemDirs[path.Dir(*name)] {
+		c.Opaque = "the command is named by a path, " + *name + ": what it runs is not known"
+		s.add(c)
 		return
 	}
 	base := path.Base(*name)
 	c.Name = &base
-	*out = append(*out, c)
+	c.Opts, c.Words = operands(base, argv[1:])
+	c.Writes = append(c.Writes, targets(base, argv[1:], c.Words)...)
+	if why := runs(base, argv, c.Words); why != "" {
+		c.Opaque = why
+		c.Name = nil
+	}
+	s.add(c)
 	switch {
 	case base == "cd" || base == "pushd" || base == "popd":
-		*cd = true
+		s.cds++
+		if s.cds > 1 || len(c.Words) != 1 {
+			s.cd = true
+		} else if outside, _ := s.place(c.Words[0]); outside {
+			s.cd = true
+		} else {
+			s.cdDir = *c.Words[0]
+		}
 	case wrappers[base]:
-		if base == "eval" {
-			script, ok := joinLiteral(argv[1:])
-			if !ok {
-				*out = append(*out, opaque("eval of an expansion"))
-				return
-			}
-			parseScript(script, depth+1, out, cd)
-			return
-		}
-		for i := 1; i < len(argv); i++ {
-			if w := argv[i]; w == nil || !strings.HasPrefix(*w, "-") && !isAssignment(*w) {
-				command(argv[i:], nil, depth+1, out, cd)
-			}
-		}
+		s.wrapped(base, argv, assigns, depth)
 	case shells[base]:
-		shellArgs(argv, depth, out, cd)
+		s.shellArgs(argv, depth)
 	case base == "find":
 		for i := 1; i < len(argv); i++ {
 			if w := argv[i]; w != nil && (*w == "-exec" || *w == "-execdir" || *w == "-ok" || *w == "-okdir") && i+1 < len(argv) {
@@ -160,51 +302,540 @@ func command(argv []*string, writes []*string, depth int, out *[]ShellCommand, c
 				for end < len(argv) && (argv[end] == nil || *argv[end] != ";" && *argv[end] != "+") {
 					end++
 				}
-				command(argv[i+1:end], nil, depth+1, out, cd)
+				s.command(argv[i+1:end], nil, nil, depth+1)
 			}
 		}
-	case base == "awk" || base == "gawk" || base == "mawk":
-		for _, w := range argv[1:] {
-			if w == nil || strings.Contains(*w, "system") || strings.Contains(*w, "|") {
-				*out = append(*out, opaque(base+" runs commands from its program"))
-				return
+	case base == "trap":
+		// trap ACTION SIGNAL...: the action is a script run later.
+		if len(c.Words) > 1 && (len(c.Opts) == 0 || c.Opts[0] == nil || *c.Opts[0] != "-p" && *c.Opts[0] != "-l") {
+			if c.Words[0] == nil {
+				s.add(opaque("trap of an expansion"))
+			} else {
+				s.parseScript(*c.Words[0], depth+1)
 			}
 		}
-	default:
-		for _, w := range argv[1:] {
-			for _, flag := range interpreters[base] {
+	case base == "python" || base == "python3" || base == "python2":
+		// python -m MODULE ARGS is the command MODULE ARGS.
+		for i := 1; i+1 < len(argv); i++ {
+			if argv[i] != nil && *argv[i] == "-m" {
+				s.command(argv[i+1:], assigns, nil, depth+1)
+				break
+			}
+		}
+	}
+}
+
+// runs says why what the command runs is not known, or "".
+func runs(base string, argv, words []*string) string {
+	args := argv[1:]
+	for i, w := range args {
+		if isMessage(base, args, i) {
+			continue
+		}
+		for _, opt := range programOptions[base] {
+			if w == nil || *w == opt || strings.HasPrefix(*w, opt) && (strings.HasPrefix(opt, "--") || len(opt) == 2) {
+				return base + " runs a program its option " + opt + " names"
+			}
+		}
+	}
+	switch {
+	case sourcing[base]:
+		return base + " runs a file's code in the shell"
+	case base == "alias":
+		for _, w := range args {
+			if w == nil || strings.Contains(*w, "=") {
+				return "an alias makes a name run what it says"
+			}
+		}
+	case editors[base]:
+		return base + " runs the commands it is given"
+	case base == "awk" || base == "gawk" || base == "mawk" || base == "nawk":
+		for _, w := range args {
+			if w == nil || *w == "-f" || strings.HasPrefix(*w, "--file") || strings.Contains(*w, "system") ||
+				strings.Contains(*w, "|") || strings.Contains(*w, "@load") || awkPrintsToFile.MatchString(*w) {
+				return base + " runs commands or writes files from its program"
+			}
+		}
+	case base == "sed":
+		if script, ok := sedScript(args, words); !ok || sedRuns(script) {
+			return "sed runs commands or writes files from its script"
+		}
+	}
+	if flags, ok := interpreters[base]; ok {
+		for _, w := range args {
+			for _, flag := range flags {
 				if w == nil || *w == flag || strings.HasPrefix(*w, flag+"=") {
-					*out = append(*out, opaque(base+" runs code given on its command line"))
-					return
+					return base + " runs code given on its command line"
 				}
 			}
+		}
+		if len(words) == 0 || words[0] == nil || *words[0] == "-" {
+			for _, w := range args {
+				if w != nil && (*w == "--version" || *w == "-V" || *w == "--help" || *w == "-h" || *w == "-m") {
+					return ""
+				}
+			}
+			return base + " runs the code its input gives"
+		}
+	}
+	return ""
+}
+
+// awkPrintsToFile is an awk program's print or printf into a file.
+var awkPrintsToFile = regexp.MustCompile(`printf?[^;{}]*>`)
+
+// wrapped adds the commands a wrapper runs: each tail of its words that
+// begins with one not an option; the variables it sets (env FOO=1 cmd)
+// are set for them.
+func (s *scan) wrapped(base string, argv []*string, assigns []string, depth int) {
+	if base == "eval" {
+		script, ok := joinLiteral(argv[1:], " ")
+		if !ok {
+			s.add(opaque("eval of an expansion"))
+			return
+		}
+		s.parseScript(script, depth+1)
+		return
+	}
+	assigns = slices.Clone(assigns)
+	for i := 1; i < len(argv); i++ {
+		w := argv[i]
+		switch {
+		case w != nil && base == "env" && (*w == "-S" || *w == "--split-string" || strings.HasPrefix(*w, "-S") || strings.HasPrefix(*w, "--split-string=")):
+			script := strings.TrimPrefix(strings.TrimPrefix(*w, "--split-string="), "-S")
+			if *w == "-S" || *w == "--split-string" {
+				if i+1 >= len(argv) || argv[i+1] == nil {
+					s.add(opaque("env -S of an expansion"))
+					return
+				}
+				script = *argv[i+1]
+			}
+			s.parseScript(script, depth+1)
+			return
+		case w != nil && base == "env" && (*w == "-C" || strings.HasPrefix(*w, "--chdir")):
+			s.cd = true
+		case w != nil && base == "command" && (*w == "-v" || *w == "-V"):
+			return // it only says what a name is
+		case w != nil && isAssignment(*w):
+			name, _, _ := strings.Cut(*w, "=")
+			assigns = append(assigns, name)
+		case w == nil || !strings.HasPrefix(*w, "-"):
+			tail := slices.Clone(argv[i:])
+			if appending[base] {
+				tail = append(tail, nil) // what its input adds
+			}
+			if w != nil && strings.ContainsAny(*w, " \t\n;&|<>()$`'\"") {
+				// A command line in one word (watch 'git push', script -c
+				// CMD, su -c CMD): a shell runs it.
+				if script, ok := joinLiteral(tail, " "); ok {
+					s.parseScript(script, depth+1)
+					continue
+				}
+			}
+			s.command(tail, assigns, nil, depth+1)
 		}
 	}
 }
 
 // shellArgs reads a shell's arguments: a -c script is parsed in turn; a
 // shell with none runs a file or its input, which is not seen here.
-func shellArgs(argv []*string, depth int, out *[]ShellCommand, cd *bool) {
+func (s *scan) shellArgs(argv []*string, depth int) {
 	for i := 1; i < len(argv); i++ {
 		w := argv[i]
 		if w == nil {
-			*out = append(*out, opaque("a shell given an expansion"))
+			s.add(opaque("a shell given an expansion"))
 			return
 		}
 		if strings.HasPrefix(*w, "-") && !strings.HasPrefix(*w, "--") && strings.Contains(*w, "c") {
 			if i+1 >= len(argv) || argv[i+1] == nil {
-				*out = append(*out, opaque("a shell's -c script is not a literal"))
+				s.add(opaque("a shell's -c script is not a literal"))
 				return
 			}
-			parseScript(*argv[i+1], depth+1, out, cd)
+			s.parseScript(*argv[i+1], depth+1)
 			return
 		}
 		if !strings.HasPrefix(*w, "-") {
-			*out = append(*out, opaque("a shell runs the script "+*w))
+			s.add(opaque("a shell runs the script " + *w))
 			return
 		}
 	}
-	*out = append(*out, opaque("a shell runs the script its input gives"))
+	s.add(opaque("a shell runs the script its input gives"))
+}
+
+// operands splits a command's arguments: the options before its first
+// operand (with the values of those valued[name] says take one), and the
+// operands, every later word not an option (all of them after --).
+func operands(name string, args []*string) (opts, words []*string) {
+	opts, words = []*string{}, []*string{}
+	i := 0
+	for ; i < len(args); i++ {
+		w := args[i]
+		if w == nil || !strings.HasPrefix(*w, "-") || *w == "-" {
+			break
+		}
+		opts = append(opts, w)
+		if *w == "--" {
+			i++
+			break
+		}
+		if slices.Contains(valued[name], *w) && i+1 < len(args) {
+			i++
+			opts = append(opts, args[i])
+		}
+	}
+	ended := i > 0 && args[i-1] != nil && *args[i-1] == "--"
+	for ; i < len(args); i++ {
+		w := args[i]
+		if !ended && w != nil && *w == "--" {
+			ended = true
+			continue
+		}
+		if isMessage(name, args, i) {
+			continue
+		}
+		if ended || w == nil || !strings.HasPrefix(*w, "-") || *w == "-" {
+			words = append(words, w)
+		}
+	}
+	return opts, words
+}
+
+// targets are the files a command known to write names in its
+// arguments: all its operands for those that change each (rm, touch,
+// tee), the last for a copy, the files of sed -i, uniq's output, sort -o.
+// An option's value is taken for an operand: more files, never fewer.
+func targets(name string, args, words []*string) []*string {
+	switch name {
+	case "tee", "touch", "mkdir", "rm", "rmdir", "shred", "unlink", "truncate", "mv", "chmod", "chgrp", "chown", "mkfifo", "mknod", "patch":
+		return words
+	case "cp", "install", "ln", "rsync", "scp":
+		for i, w := range args {
+			if w != nil && (*w == "-t" || *w == "--target-directory") && i+1 < len(args) {
+				return []*string{args[i+1]}
+			}
+			if w != nil && strings.HasPrefix(*w, "--target-directory=") {
+				v := strings.TrimPrefix(*w, "--target-directory=")
+				return []*string{&v}
+			}
+		}
+		if len(words) > 0 {
+			return words[len(words)-1:]
+		}
+	case "sqlite3":
+		if len(words) > 0 {
+			return words[:1] // the database
+		}
+	case "uniq", "xxd":
+		if len(words) > 1 {
+			return words[1:]
+		}
+	case "sed":
+		for _, w := range args {
+			if w == nil || *w == "--in-place" || strings.HasPrefix(*w, "--in-place=") ||
+				strings.HasPrefix(*w, "-") && !strings.HasPrefix(*w, "--") && strings.Contains(*w, "i") {
+				if _, given := sedExpressions(args); given || len(words) == 0 {
+					return words
+				}
+				return words[1:] // the first is the script
+			}
+		}
+	case "find":
+		for _, w := range args {
+			if w != nil && slices.Contains([]string{"-delete", "-fprint", "-fprint0", "-fprintf", "-fls"}, *w) {
+				return words
+			}
+		}
+	case "sort", "git", "curl", "wget", "tree":
+		var out []*string
+		if name == "git" && len(words) > 2 && words[0] != nil && words[1] != nil &&
+			(*words[0] == "clone" || *words[0] == "worktree" && *words[1] == "add") {
+			out = append(out, words[2]) // the new directory
+		}
+		for i, w := range args {
+			for _, opt := range map[string][]string{"sort": {"-o", "--output"}, "git": {"--output"}, "curl": {"-o", "--output"},
+				"wget": {"-O", "--output-document", "-o", "--output-file", "-P", "--directory-prefix"}, "tree": {"-o"}}[name] {
+				switch {
+				case w == nil:
+				case *w == opt && i+1 < len(args):
+					out = append(out, args[i+1])
+				case strings.HasPrefix(*w, opt+"="):
+					v := strings.TrimPrefix(*w, opt+"=")
+					out = append(out, &v)
+				case len(opt) == 2 && strings.HasPrefix(*w, opt) && len(*w) > 2:
+					v := (*w)[2:]
+					out = append(out, &v)
+				}
+			}
+		}
+		return out
+	case "dd":
+		var out []*string
+		for _, w := range args {
+			if w == nil {
+				out = append(out, nil)
+			} else if v, ok := strings.CutPrefix(*w, "of="); ok {
+				out = append(out, &v)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// sedExpressions are sed's scripts given with -e or --expression, and
+// whether there are any (else its first operand is the script); a script
+// read from a file (-f) or not a literal is one unknown (nil).
+func sedExpressions(args []*string) ([]*string, bool) {
+	var out []*string
+	given := false
+	for i, w := range args {
+		switch {
+		case w == nil:
+		case *w == "-e" || *w == "--expression" || *w == "-f" || *w == "--file":
+			given = true
+			if i+1 < len(args) && (*w == "-e" || *w == "--expression") {
+				out = append(out, args[i+1])
+			} else {
+				out = append(out, nil)
+			}
+		case strings.HasPrefix(*w, "--expression="):
+			given = true
+			v := strings.TrimPrefix(*w, "--expression=")
+			out = append(out, &v)
+		case strings.HasPrefix(*w, "-") && !strings.HasPrefix(*w, "--") && !strings.HasPrefix(*w, "-i") && strings.ContainsAny(*w, "ef"):
+			// -ne SCRIPT; what else gives a script is not read (nil).
+			given = true
+			if strings.HasSuffix(*w, "e") && !strings.Contains(*w, "f") && i+1 < len(args) {
+				out = append(out, args[i+1])
+			} else {
+				out = append(out, nil)
+			}
+		case strings.HasPrefix(*w, "--file="):
+			given = true
+			out = append(out, nil)
+		}
+	}
+	return out, given
+}
+
+// sedScript is the whole of sed's script; false when some of it is not
+// known.
+func sedScript(args, words []*string) (string, bool) {
+	exprs, given := sedExpressions(args)
+	if !given {
+		if len(words) == 0 {
+			return "", true
+		}
+		exprs = words[:1]
+	}
+	return joinLiteral(exprs, "\n")
+}
+
+// sedRuns tells whether a sed script may run a command (e, s///e) or
+// write a file (w, W, s///w); what it cannot read counts as both.
+func sedRuns(script string) bool {
+	i, n := 0, len(script)
+	// delimited skips a /re/-like part begun at i (the delimiter), and
+	// tells whether it ended.
+	delimited := func() bool {
+		d := script[i]
+		for i++; i < n; i++ {
+			if script[i] == '\\' {
+				i++
+				continue
+			}
+			if script[i] == d {
+				i++
+				return true
+			}
+			if script[i] == '\n' {
+				return false
+			}
+		}
+		return false
+	}
+	toLineEnd := func() {
+		for i < n && script[i] != '\n' {
+			i++
+		}
+	}
+	for i < n {
+		ch := script[i]
+		switch {
+		case strings.IndexByte(" \t\n;{}!,0123456789$~+", ch) >= 0:
+			i++
+		case ch == '/':
+			if !delimited() {
+				return true
+			}
+		case ch == '\\':
+			i++
+			if i >= n || !delimited() {
+				return true
+			}
+		case ch == 's' || ch == 'y':
+			i++
+			if i >= n || script[i] == '\n' || script[i] == '\\' {
+				return true
+			}
+			d := script[i]
+			if !delimited() {
+				return true
+			}
+			i-- // the delimiter ending the first part begins the second
+			if script[i] != d || !delimited() {
+				return true
+			}
+			// Its flags: e and w are read as the commands they are, next.
+			for ch == 's' && i < n && strings.IndexByte("gpiImM0123456789", script[i]) >= 0 {
+				i++
+			}
+		case ch == 'a' || ch == 'i' || ch == 'c' || ch == ':' || ch == 'b' || ch == 't' || ch == 'T' || ch == 'r' || ch == 'R' || ch == '#':
+			toLineEnd() // text, a label or a file read: to the end of the line
+		case strings.IndexByte("dDgGhHlnNpPqQxz=F", ch) >= 0:
+			i++
+		default: // e, w, W, v, and what is not sed
+			return true
+		}
+	}
+	return false
+}
+
+// resolvedProject is project (the working directory when ""), absolute,
+// its symbolic links resolved.
+func resolvedProject(project string) string {
+	abs, err := filepath.Abs(project)
+	if err != nil {
+		return ""
+	}
+	return resolved(abs)
+}
+
+// resolved is the absolute path p as the system finds it: each
+// symbolic link of the part of it that exists followed (a dangling one
+// too: a write creates its target), .. taken after them; "" when that
+// cannot be told (a loop).
+func resolved(p string) string { return resolvedFrom(p, 0) }
+
+func resolvedFrom(p string, links int) string {
+	parts := strings.Split(p, string(filepath.Separator))
+	at := string(filepath.Separator)
+	for i, part := range parts {
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			at = filepath.Dir(at)
+			continue
+		}
+		next := filepath.Join(at, part)
+		fi, err := os.Lstat(next)
+		if err != nil { // the rest does not exist: no link in it
+			return filepath.Join(append([]string{next}, parts[i+1:]...)...)
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			at = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if err != nil || links > 40 {
+			return ""
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(at, target)
+		}
+		if at = resolvedFrom(target, links+1); at == "" {
+			return ""
+		}
+	}
+	return at
+}
+
+// guardedPaths are, inside the project, the agent's and undolog's own
+// configuration (the hook's settings and policy) and git's (a hook, or
+// core.fsmonitor, runs at the next git status): a write there arms what
+// runs later.
+var guardedPaths = []string{".claude", ".git/config", ".git/hooks", ".git/info/attributes", ".gitattributes"}
+
+// place tells whether the file w names (read from the project, and from
+// the directory the script changes to) is outside the project, /tmp
+// aside, and whether it is a guarded one.
+func (s *scan) place(w *string) (outside, guarded bool) {
+	outside, guarded = s.placeFrom(w, "")
+	if s.cdDir != "" && w != nil && !filepath.IsAbs(*w) {
+		o, g := s.placeFrom(w, s.cdDir)
+		outside, guarded = outside || o, guarded || g
+	}
+	return outside, guarded
+}
+
+// placeFrom is place with w read from dir, relative to the project. A
+// glob is read as the directory before it.
+func (s *scan) placeFrom(w *string, dir string) (outside, guarded bool) {
+	if w == nil || s.project == "" || strings.HasPrefix(*w, "~") {
+		return true, false
+	}
+	p := *w
+	if dir != "" {
+		p = dir + "/" + p
+	}
+	if i := strings.IndexAny(p, "*?["); i >= 0 {
+		guarded = s.mayMatchGuarded(p)
+		p = p[:strings.LastIndexByte(p[:i], '/')+1]
+	}
+	if !filepath.IsAbs(p) {
+		p = s.project + string(filepath.Separator) + p // not Join: it would take link/.. away before the link is followed
+	}
+	real := resolved(p)
+	if real == "" {
+		return true, false
+	}
+	rel, err := filepath.Rel(s.project, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		tmp := resolved("/tmp")
+		inTmp := strings.HasPrefix(real, tmp+"/")
+		return !inTmp, false
+	}
+	lower := strings.ToLower(filepath.ToSlash(rel)) // a case-insensitive file system finds .CLAUDE too
+	for _, g := range guardedPaths {
+		// In it, it, or a directory it is in (cp -r x/. .git/), the
+		// project itself aside.
+		if lower == g || strings.HasPrefix(lower, g+"/") || lower != "." && strings.HasPrefix(g, lower+"/") {
+			return false, true
+		}
+	}
+	return false, guarded
+}
+
+// mayMatchGuarded tells whether the glob pattern (a write's file) may
+// name a guarded path or a directory it is in: .cl*/settings.json, .g?t/.
+// Files beginning with a dot are matched only by a pattern beginning with
+// one, unless the script sets dotglob or GLOBIGNORE.
+func (s *scan) mayMatchGuarded(pattern string) bool {
+	if filepath.IsAbs(pattern) {
+		rel, ok := strings.CutPrefix(pattern, s.project+"/")
+		if !ok {
+			return false // outside: judged so
+		}
+		pattern = rel
+	}
+	parts := strings.Split(strings.ToLower(strings.TrimPrefix(pattern, "./")), "/")
+	if slices.Contains(parts, "..") {
+		return true
+	}
+	for _, g := range guardedPaths {
+		gparts := strings.Split(g, "/")
+		all := true
+		for k := 0; k < len(parts) && k < len(gparts) && all; k++ {
+			ok, err := path.Match(parts[k], gparts[k])
+			hidden := strings.HasPrefix(gparts[k], ".") && !strings.HasPrefix(parts[k], ".") && !s.dotglob
+			all = err != nil || ok && !hidden
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // literal is w's value when every part of it is known before the shell
@@ -271,7 +902,8 @@ func isAssignment(w string) bool {
 	return true
 }
 
-func joinLiteral(words []*string) (string, bool) {
+// joinLiteral is words joined by sep; false when one is not a literal.
+func joinLiteral(words []*string, sep string) (string, bool) {
 	parts := make([]string, len(words))
 	for i, w := range words {
 		if w == nil {
@@ -279,7 +911,26 @@ func joinLiteral(words []*string) (string, bool) {
 		}
 		parts[i] = *w
 	}
-	return strings.Join(parts, " "), true
+	return strings.Join(parts, sep), true
+}
+
+// braced are the words w stands for once its braces are expanded
+// (src/{a,b}: src/a src/b), as literals; one unknown word when they are
+// too many.
+func braced(w *syntax.Word) []*string {
+	var words []*string
+	split := &syntax.Word{Parts: slices.Clone(w.Parts)} // the walk still to come reads the script's own words
+	syntax.SplitBraces(split)
+	for bw, err := range expand.BracesSeq(nil, split) {
+		if err != nil || len(words) >= 1000 {
+			return []*string{nil}
+		}
+		words = append(words, literal(bw))
+	}
+	if len(words) == 0 {
+		return []*string{nil}
+	}
+	return words
 }
 
 // redirWrite is the file an output redirection writes (nil: not a
@@ -291,14 +942,15 @@ func redirWrite(r *syntax.Redirect) (*string, bool) {
 	default:
 		return nil, false
 	}
-	target := literal(r.Word)
-	if target == nil {
+	targets := braced(r.Word)
+	target := targets[0]
+	if len(targets) > 1 || target == nil { // > {a,b} is an error, but not read here
 		return nil, true
 	}
 	if r.Op == syntax.DplOut && (*target == "-" || strings.Trim(*target, "0123456789") == "") {
 		return nil, false // >&2: a descriptor
 	}
-	if *target == "/dev/null" || *target == "/dev/stdout" || *target == "/dev/stderr" {
+	if *target == "/dev/null" || *target == "/dev/stdout" || *target == "/dev/stderr" || strings.HasPrefix(*target, "/dev/fd/") {
 		return nil, false
 	}
 	return target, true
@@ -306,7 +958,7 @@ func redirWrite(r *syntax.Redirect) (*string, bool) {
 
 // shellTier is the highest tier the rule's cases give the commands of the
 // script in args' field r.Shell, and why, naming the command that gave it.
-func (r *Rule) shellTier(args json.RawMessage) (sm.Tier, string, error) {
+func (r *Rule) shellTier(args json.RawMessage, project string) (sm.Tier, string, error) {
 	var fields map[string]any
 	if err := json.Unmarshal(args, &fields); err != nil {
 		return "", "", err
@@ -314,7 +966,7 @@ func (r *Rule) shellTier(args json.RawMessage) (sm.Tier, string, error) {
 	script, ok := fields[r.Shell].(string)
 	commands := []ShellCommand{opaque(r.Shell + " is not a string")}
 	if ok {
-		commands = ShellCommands(script)
+		commands = ShellCommands(script, project)
 	}
 	var worst sm.Tier
 	var why string
@@ -344,6 +996,12 @@ func (r *Rule) shellTier(args json.RawMessage) (sm.Tier, string, error) {
 			what := c.Opaque
 			if what == "" {
 				what = "`" + shownArgv(c.Argv) + "`"
+				if len(c.Argv) == 0 && len(c.Assigns) > 0 {
+					what = "`" + strings.Join(c.Assigns, "=... ") + "=...`"
+				}
+				if len(c.Writes) > 0 {
+					what += " writing " + shownArgv(c.Writes)
+				}
 			}
 			worst, why = t, caseWhy+" for "+what
 		}
