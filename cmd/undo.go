@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"github.com/undolog/undolog/filesnap"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -182,7 +182,7 @@ func printPlan(f *Factory, plan saga.Plan) {
 			if s.Action == saga.ActionDone {
 				break // restored already: no work to list
 			}
-			println("      %s %s (%s by the call)", c.Undo(), strconv.Quote(c.Path), c.What())
+			println("      %s", filesnap.Describe(false, c))
 		}
 		if s.Note != "" {
 			println("      NOTE: %s", s.Note)
