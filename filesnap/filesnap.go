@@ -465,7 +465,7 @@ func (st State) equal(now State) bool { return st == now }
 func (st State) describe() string {
 	switch st.Kind {
 	case File:
-		return fmt.Sprintf("a file (mode %04o, %s)", st.Mode, st.Blob[:12])
+		return fmt.Sprintf("a file (mode %04o, %.12s)", st.Mode, st.Blob)
 	case Symlink:
 		return "a symbolic link"
 	case directory:
