@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/undolog/undolog/filesnap"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -193,6 +194,9 @@ func printPlan(f *Factory, plan saga.Plan) {
 	}
 	if len(plan.Steps) == 0 {
 		println("  (nothing to undo)")
+	}
+	for _, a := range plan.Closes {
+		println("closes the approval request of effect %d %s (waiting since %s): its call will not run", a.EffectID, a.Effect.Tool, a.RequestedAt.Format(time.RFC3339))
 	}
 	printNotUndoable(f, plan)
 	if err := plan.Waits(); err != nil {
