@@ -213,8 +213,10 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 					return nil, err
 				}
 				m.entries = append(m.entries, e)
-				if target, outside := s.outsideTarget(f.rel); e.kind == 'l' && outside {
-					m.watches = append(m.watches, outsideWatch(f.rel, target))
+				if e.kind == 'l' {
+					if target, outside := s.outsideTarget(f.rel); outside {
+						m.watches = append(m.watches, outsideWatch(f.rel, target))
+					}
 				}
 			}
 		}
