@@ -94,6 +94,12 @@ func sameTree(t *testing.T, want, got map[string]string) {
 // through.
 func after(t *testing.T, dir, id string) map[string]string {
 	t.Helper()
+	return whats(afterChanges(t, dir, id))
+}
+
+// afterChanges runs After for snapshot id and returns its changes.
+func afterChanges(t *testing.T, dir, id string) []Change {
+	t.Helper()
 	if err := After(dir, id); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +108,7 @@ func after(t *testing.T, dir, id string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return whats(changes)
+	return changes
 }
 
 // whats says what each change did, a directory's path ending in "/".

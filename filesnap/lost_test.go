@@ -76,14 +76,8 @@ func TestShellCallsOnIgnoredFilesAndGit(t *testing.T) {
 			}
 			before := tree(t, dir)
 			shell(t, dir, tc.command)
-			if err := After(dir, id); err != nil {
-				t.Fatal(err)
-			}
+			changes := afterChanges(t, dir, id)
 			s, _ := Open(dir)
-			changes, err := s.Changes(id)
-			if err != nil {
-				t.Fatal(err)
-			}
 			if len(changes) == 0 {
 				t.Fatalf("no change listed")
 			}
@@ -136,11 +130,8 @@ func TestWriteThroughALinkOutside(t *testing.T) {
 				t.Fatal(err)
 			}
 			write(t, filepath.Dir(outside), "hosts", "written through the link", 0o644)
-			if err := After(dir, id); err != nil {
-				t.Fatal(err)
-			}
+			changes := afterChanges(t, dir, id)
 			s, _ := Open(dir)
-			changes, _ := s.Changes(id)
 			if len(changes) != 1 || changes[0].Path != "hosts" || !strings.Contains(changes[0].Lost, outside) {
 				t.Fatalf("changes %+v, want hosts not restorable, naming %s", changes, outside)
 			}
