@@ -145,11 +145,11 @@ func onlyCreated(root *os.Root, dirs []string, snap snapshot) error {
 		created[d] = true
 	}
 	for _, d := range dirs {
-		err := fs.WalkDir(root.FS(), filepath.FromSlash(d), func(p string, e fs.DirEntry, err error) error {
+		err := fs.WalkDir(root.FS(), d, func(p string, e fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
-			if p = filepath.ToSlash(p); p != d && !created[p] {
+			if p != d && !created[p] {
 				return fmt.Errorf("%w: %s is a directory that holds %s, which the call did not create: restore it by hand", ErrChanged, strconv.Quote(d), strconv.Quote(p))
 			}
 			return nil
