@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -162,7 +163,7 @@ func (w watch) lost(before, after string) Change {
 	case watchLarge:
 		c.Lost = fmt.Sprintf("an ignored path too large for a snapshot (over %d entries or %d MiB) was %s by the call", ignoredDirLimit, ignoredFileLimit>>20, what)
 	case watchOutside:
-		c.Lost = fmt.Sprintf("the call wrote through the symbolic link to %s, outside the project, where a restore never writes", w.Target)
+		c.Lost = fmt.Sprintf("the call wrote through the symbolic link to %s, outside the project, where a restore never writes", strconv.Quote(w.Target))
 	}
 	return c
 }
