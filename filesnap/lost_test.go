@@ -52,6 +52,11 @@ func TestShellCallsOnIgnoredFilesAndGit(t *testing.T) {
 		{"git clean -fdxq -e node_modules -e big.bin", ""},
 		{"echo changed > tracked.txt && git commit -qam second", ".git"},
 		{"git add new.txt", ".git"},
+		// A refresh of the index's stat data (git status, git describe
+		// --dirty) and a change of its format stage nothing.
+		{"echo x > made.txt && touch tracked.txt && sleep 1 && git status --porcelain >/dev/null", ""},
+		{"echo x > made.txt && git update-index --index-version 4", ""},
+		{"git update-index --index-version 4 && git add new.txt", ".git"},
 		{"echo changed > tracked.txt && rm -rf .git", ".git"},
 		{"git checkout -qb other", ".git"},
 		{"rm -rf node_modules", "node_modules"},

@@ -1,8 +1,11 @@
 package filesnap
 
 import (
+	"bytes"
 	"crypto/sha1"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -50,8 +53,8 @@ func printOf(d dirent) string {
 }
 
 // repoWatch watches the repository whose .git is at rel: its HEAD,
-// config, packed-refs and loose refs by content, its index by stat data
-// (objects are only ever added while refs and index stay).
+// config, packed-refs, loose refs and index entries by content (objects
+// are only ever added while refs and index stay).
 func (s *Store) repoWatch(rel string, d dirent) watch {
 	dotgit := filepath.Join(s.Project, filepath.FromSlash(rel))
 	h := sha1.New()
@@ -76,9 +79,7 @@ func (s *Store) repoWatch(rel string, d dirent) watch {
 			}
 			return nil
 		})
-		if index, err := statFollow(filepath.Join(dotgit, "index")); err == nil {
-			fmt.Fprintf(h, "index %s\x00", printOf(index))
-		}
+		fmt.Fprintf(h, "index %s\x00", indexPrint(filepath.Join(dotgit, "index")))
 	}
 	return watch{Path: rel, Kind: watchRepo, Print: hex.EncodeToString(h.Sum(nil))}
 }
@@ -166,4 +167,76 @@ func (w watch) lost(before, after string) Change {
 		c.Lost = fmt.Sprintf("the call wrote through the symbolic link to %s, outside the project, where a restore never writes", strconv.Quote(w.Target))
 	}
 	return c
+}
+
+// indexPrint tells one staging of a git index from another: each entry's
+// mode, object id, flags and path, not the stat data git rewrites when it
+// refreshes the index (git status, git describe --dirty). An index it
+// cannot read is told by its stat data.
+func indexPrint(name string) string {
+	data, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "absent"
+	}
+	if sum, ok := indexEntries(data); ok {
+		return sum
+	}
+	d, _ := statFollow(name)
+	return printOf(d)
+}
+
+// indexEntries hashes the entries of an index of version 2, 3 or 4 (SHA-1
+// object ids).
+func indexEntries(data []byte) (string, bool) {
+	const statLen, oidLen = 40, 20
+	if len(data) < 12 || string(data[:4]) != "DIRC" {
+		return "", false
+	}
+	version, count := binary.BigEndian.Uint32(data[4:8]), binary.BigEndian.Uint32(data[8:12])
+	if version < 2 || version > 4 {
+		return "", false
+	}
+	h := sha1.New()
+	at := 12
+	var path []byte
+	for range count {
+		start := at
+		if at+statLen+oidLen+2 > len(data) {
+			return "", false
+		}
+		mode := data[at+24 : at+28]
+		at += statLen
+		oid := data[at : at+oidLen]
+		at += oidLen
+		flags := binary.BigEndian.Uint16(data[at:])
+		at += 2
+		if version >= 3 && flags&0x4000 != 0 {
+			at += 2
+		}
+		if version == 4 {
+			strip, n := binary.Uvarint(data[min(at, len(data)):])
+			if n <= 0 || strip > uint64(len(path)) {
+				return "", false
+			}
+			at += n
+			path = path[:len(path)-int(strip)]
+		} else {
+			path = path[:0]
+		}
+		end := bytes.IndexByte(data[min(at, len(data)):], 0)
+		if end < 0 {
+			return "", false
+		}
+		path = append(path, data[at:at+end]...)
+		at += end + 1
+		if version < 4 {
+			at = start + (at-start+7)/8*8 // NUL padding to a multiple of 8
+		}
+		h.Write(mode)
+		h.Write(oid)
+		binary.Write(h, binary.BigEndian, flags)
+		h.Write(path)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)), true
 }
