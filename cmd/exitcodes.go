@@ -74,7 +74,7 @@ var exitCodes = []exitCode{
 	{ExitCompensation, "undo stopped: a compensation failed for good (fix it, undolog resolve, undo again) or is in doubt (check, then undo --retry-in-doubt)"},
 	{ExitDenied, "denied: the shared log's database refused the operation to undolog's role; nothing was written"},
 	{ExitProxyUpstream, "proxy: the MCP server exited while the proxy served it: restart the proxy"},
-	{ExitFilesChanged, "files restore: a file the call changed was changed since by someone else (named): nothing was restored"},
+	{ExitFilesChanged, "files restore: a file the call changed was changed since by someone else, or the call changed what a snapshot does not hold (named): nothing was restored"},
 	{ExitInterrupted, "interrupted by SIGINT or SIGTERM: what the command waited for ended (undo: the step it ran is in doubt)"},
 }
 

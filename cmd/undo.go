@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"github.com/undolog/undolog/filesnap"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -182,7 +183,7 @@ func printPlan(f *Factory, plan saga.Plan) {
 			if s.Action == saga.ActionDone {
 				break // restored already: no work to list
 			}
-			println("      %s %s (%s by the call)", c.Undo(), strconv.Quote(c.Path), c.What())
+			println("      %s", filesnap.Describe(false, c))
 		}
 		if s.Note != "" {
 			println("      NOTE: %s", s.Note)
@@ -193,6 +194,9 @@ func printPlan(f *Factory, plan saga.Plan) {
 	}
 	if len(plan.Steps) == 0 {
 		println("  (nothing to undo)")
+	}
+	for _, a := range plan.Closes {
+		println("closes the approval request of effect %d %s (waiting since %s): its call will not run", a.EffectID, a.Effect.Tool, a.RequestedAt.Format(time.RFC3339))
 	}
 	printNotUndoable(f, plan)
 	if err := plan.Waits(); err != nil {

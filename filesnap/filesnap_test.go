@@ -94,6 +94,12 @@ func sameTree(t *testing.T, want, got map[string]string) {
 // through.
 func after(t *testing.T, dir, id string) map[string]string {
 	t.Helper()
+	return whats(afterChanges(t, dir, id))
+}
+
+// afterChanges runs After for snapshot id and returns its changes.
+func afterChanges(t *testing.T, dir, id string) []Change {
+	t.Helper()
 	if err := After(dir, id); err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +108,18 @@ func after(t *testing.T, dir, id string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return whats(changes)
+	return changes
 }
 
+// whats says what each change did, a directory's path ending in "/".
 func whats(changes []Change) map[string]string {
 	m := map[string]string{}
 	for _, c := range changes {
-		m[c.Path] = c.What()
+		if c.Before.Kind == directory || c.After.Kind == directory {
+			m[c.Path+"/"] = c.What()
+		} else {
+			m[c.Path] = c.What()
+		}
 	}
 	return m
 }
@@ -148,7 +159,7 @@ func TestNamedFilesRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantWhat := map[string]string{"a b.txt": "modified", "ünïcödé ✓.txt": "modified", "new\nline": "created", "sub dir/-x y": "created", "-leading-dash": "deleted", "--": "modified"}
+	wantWhat := map[string]string{"a b.txt": "modified", "ünïcödé ✓.txt": "modified", "new\nline": "created", "sub dir/-x y": "created", "sub dir/": "created", "-leading-dash": "deleted", "--": "modified"}
 	if got := whats(changes); !maps.Equal(got, wantWhat) {
 		t.Errorf("changes %v, want %v", got, wantWhat)
 	}
@@ -236,7 +247,7 @@ func hashDir(t *testing.T, dir string) string {
 // replaced by a directory, a directory replaced by a file, modes, a
 // symbolic link, empty directories, a repository's files inside the
 // project and hostile names; the user's own repository is not touched;
-// .gitignore'd files are not captured.
+// .gitignore'd files are restored too.
 func TestProjectRestore(t *testing.T) {
 	dir := project(t)
 	write(t, dir, ".gitattributes", "* text=auto eol=lf\n", 0o644) // would convert line endings
@@ -297,24 +308,17 @@ func TestProjectRestore(t *testing.T) {
 
 	got := after(t, dir, id)
 	for path, what := range map[string]string{"crlf.txt": "modified", "run.sh": "modified", "becomes-dir": "deleted", "becomes-dir/now-inside": "created",
-		"was-dir/inner": "deleted", "was-dir": "created", "deep/er/file": "deleted", "new/dir/made": "created", "-new\nhostile ✓": "created", "link": "modified", "a b.txt": "modified", "secret": "deleted", "nested/inner.txt": "modified"} {
+		"was-dir/inner": "deleted", "was-dir": "created", "deep/er/file": "deleted", "new/dir/made": "created", "-new\nhostile ✓": "created", "link": "modified", "a b.txt": "modified", "secret": "deleted", "nested/inner.txt": "modified",
+		"new.log": "created", "node_modules/big/x.js": "modified", "becomes-dir/": "created", "was-dir/": "deleted", "deep/": "deleted", "deep/er/": "deleted",
+		"new/": "created", "new/dir/": "created", "empty-dir/": "deleted", "new-empty-dir/": "created"} {
 		if got[path] != what {
 			t.Errorf("%q: %q, want %q", path, got[path], what)
 		}
-	}
-	if _, ok := got["new.log"]; ok {
-		t.Errorf("an ignored file was captured")
-	}
-	if _, ok := got["node_modules/big/x.js"]; ok {
-		t.Errorf("a file in an ignored directory was captured")
 	}
 	s, _ := Open(dir)
 	if _, err := s.Restore(id); err != nil {
 		t.Fatal(err)
 	}
-	// Ignored: left as they are.
-	now := tree(t, dir)
-	want["new.log"], want["node_modules/big/x.js"] = now["new.log"], now["node_modules/big/x.js"]
 	sameTree(t, want, tree(t, dir))
 	if h := hashDir(t, filepath.Join(dir, ".git")); h != userGit {
 		t.Errorf("the user's .git changed")

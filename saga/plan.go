@@ -57,6 +57,10 @@ type Plan struct {
 	Steps   []Step `json:"steps"`
 	// NotUndoable lists effects that ran but have no undo entry (irreversible).
 	NotUndoable []model.Effect `json:"not_undoable"`
+	// Closes are the approval requests waiting in the session: undo
+	// closes them (their calls never run) as the session stops taking
+	// effects.
+	Closes []effectlog.PendingApproval `json:"closes_approvals,omitempty"`
 	// Upstream is the session's MCP server, on which mcp compensations are
 	// called, started in UpstreamDir.
 	Upstream    []string `json:"upstream,omitempty"`
@@ -110,6 +114,9 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		return Plan{}, err
 	}
 	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir, UpstreamEnv: sess.UpstreamEnv, UpstreamEnvMoved: sess.UpstreamEnvMoved}
+	if plan.Closes, _, err = store.PendingApprovals(ctx, session, 0); err != nil {
+		return Plan{}, err
+	}
 	now := time.Now()
 	entered := make(map[uint64]bool, len(stack))
 	for _, u := range stack {
