@@ -97,11 +97,13 @@ const (
 	Defer = "defer"
 )
 
-// Decision is a PreToolUse hook's answer: the permission, and the reason
-// the model reads.
+// Decision is a PreToolUse hook's answer: the permission, the reason the
+// model reads, and a message for the person (Claude Code's systemMessage,
+// shown to the user, not to the model): what to run to decide.
 type Decision struct {
 	Permission string
 	Reason     string
+	Message    string
 }
 
 // Answer is what the hook writes on stdout for event: a PreToolUse
@@ -111,6 +113,7 @@ func Answer(event string, d *Decision) []byte {
 		return []byte("{}\n")
 	}
 	out := struct {
+		SystemMessage      string `json:"systemMessage,omitempty"`
 		HookSpecificOutput struct {
 			HookEventName            string `json:"hookEventName"`
 			PermissionDecision       string `json:"permissionDecision"`
@@ -122,6 +125,7 @@ func Answer(event string, d *Decision) []byte {
 	// Claude Code shows the reason in its terminal: stored text (a
 	// person's reason, a result) is escaped as undolog prints it.
 	out.HookSpecificOutput.PermissionDecisionReason = textfmt.Escape(d.Reason)
+	out.SystemMessage = textfmt.Escape(d.Message)
 	b, _ := json.Marshal(out)
 	return append(b, '\n')
 }
