@@ -364,3 +364,27 @@ func failure(raw json.RawMessage) string {
 	}
 	return "the tool failed: " + textfmt.OneLine(string(raw))
 }
+
+// ExecutingSnapshot is ProjectFiles.Executing over log: whether a call the
+// log holds as executing has the snapshot as its undo.
+func ExecutingSnapshot(ctx context.Context, log effectlog.Log) func(snapshot string) (bool, error) {
+	return func(snapshot string) (bool, error) {
+		executing, _, err := log.ListEffects(ctx, effectlog.EffectFilter{State: sm.Executing, Tier: sm.Compensable})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range executing {
+			d, err := log.GetEffect(ctx, e.ID)
+			if err != nil {
+				return false, err
+			}
+			if d.Undo == nil {
+				continue
+			}
+			if _, id, ok := filesnap.ParseRestore(d.Undo.Compensation); ok && id == snapshot {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+}

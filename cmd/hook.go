@@ -109,7 +109,7 @@ func runHook(ctx context.Context, f *Factory, opts *hookOptions, out io.Writer) 
 		_, err := out.Write(agenthook.Answer(ev.HookEventName, nil))
 		return err
 	}
-	h, err := opts.hook(f)
+	h, err := opts.hook(ctx, f)
 	if ev.HookEventName != agenthook.PreToolUse {
 		if err == nil {
 			err = h.Post(ctx, ev)
@@ -152,7 +152,7 @@ func preInTime(ctx context.Context, h *agenthook.Hook, ev agenthook.Event, bound
 }
 
 // hook is the door as the options and the environment set it up.
-func (o *hookOptions) hook(f *Factory) (*agenthook.Hook, error) {
+func (o *hookOptions) hook(ctx context.Context, f *Factory) (*agenthook.Hook, error) {
 	pol, err := agenthook.LoadPolicy(o.policy)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,8 @@ func (o *hookOptions) hook(f *Factory) (*agenthook.Hook, error) {
 		Again: func(e model.Effect) string {
 			return fmt.Sprintf("make the same %s call again, with the same input: it runs then", e.Tool)
 		}}
+	files := agenthook.ProjectFiles{Now: f.Now, Executing: agenthook.ExecutingSnapshot(ctx, lc.Log)}
 	return &agenthook.Hook{Lifecycle: lc, Policy: pol, Session: f.Getenv("UNDOLOG_SESSION"), Actor: actor, Wait: o.wait,
 		ApprovalTimeout: o.approvalTimeout, Headless: o.headless, Door: door, Now: f.Now,
-		Files: agenthook.ProjectFiles{Now: f.Now}, Project: f.Getenv("CLAUDE_PROJECT_DIR")}, nil
+		Files: files, Project: f.Getenv("CLAUDE_PROJECT_DIR")}, nil
 }
