@@ -19,6 +19,11 @@ import (
 // `undolog init claude-code` gives Claude Code's timeout more than both.
 const hookMargin = 20 * time.Second
 
+// hookCloseBound is how long the hook, once it has answered, waits to let
+// go of the log: Claude Code waits for the hook to exit, and runs the tool
+// of a hook it cuts off.
+const hookCloseBound = 3 * time.Second
+
 // hookInputLimit bounds the event read from stdin (a Write's content
 // comes in it).
 const hookInputLimit = 64 << 20
@@ -128,8 +133,16 @@ func runHook(ctx context.Context, f *Factory, opts *hookOptions, out io.Writer) 
 	} else {
 		d = preInTime(ctx, h, ev, opts.wait+hookMargin)
 	}
-	_, err = out.Write(agenthook.Answer(ev.HookEventName, d))
-	return err
+	if _, err := out.Write(agenthook.Answer(ev.HookEventName, d)); err != nil {
+		return err
+	}
+	if timedOut, err := f.logs.closeWithin(hookCloseBound); timedOut {
+		// The answer is out; the write it gave up on ends with the process.
+		fmt.Fprintf(f.ErrOut, "undolog: the log was not let go of within %s of the answer: the hook exits without it\n", hookCloseBound)
+	} else if err != nil {
+		fmt.Fprintf(f.ErrOut, "undolog: closing the log: %s\n", textfmt.Escape(textfmt.OneLine(err.Error())))
+	}
+	return nil
 }
 
 // preInTime is the PreToolUse decision, or deny once bound has passed

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -390,5 +391,35 @@ func TestAgentCannotDecideItsOwnCalls(t *testing.T) {
 	}
 	if out, code := inAgent("another-session", "session", "resume", r.session, "--reason", "go on"); code != 0 {
 		t.Fatalf("session resume from another agent session: exit %d %q, want done", code, out)
+	}
+}
+
+// The hook exits once it has answered: a log another process holds (a
+// reader, so that the hook's first write is the one that waits) past the
+// hook's bound gets a denial by then, and the process does not outlive
+// it waiting to close the log (Claude Code waits for the hook to exit, and
+// runs the tool of a hook it cuts off).
+func TestHookExitsOnceItHasAnswered(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	first := map[string]any{"command": "touch a"}
+	if d, why := r.pre("Bash", first); d != "allow" {
+		t.Fatalf("first: %s %q", d, why)
+	}
+	r.post("PostToolUse", "Bash", first, map[string]any{"tool_response": "ok"})
+	// A reader's lock: the hook reads on, and its first write waits.
+	held, err := os.OpenFile(r.log, os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	d, why := r.pre("Bash", map[string]any{"command": "touch b"}, "--wait", "0s", "--lock-timeout", "90s")
+	// The hook answers by its wait plus 20 s; then it has a few seconds to
+	// let go of the log.
+	if took := time.Since(start); d != "deny" || took > 40*time.Second {
+		t.Fatalf("a held log: %s %q after %v, want deny and the hook gone within 40s", d, why, took)
 	}
 }
