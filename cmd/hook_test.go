@@ -366,14 +366,7 @@ func TestAgentCannotDecideItsOwnCalls(t *testing.T) {
 	inAgent := func(session string, args ...string) (string, int) {
 		cmd := exec.Command(r.bin, append([]string{"--log", r.log}, args...)...)
 		cmd.Env = append(os.Environ(), "CLAUDECODE=1", "CLAUDE_CODE_SESSION_ID="+session, "UNDOLOG_SESSION=")
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return outputAndCode(cmd)
 	}
 	before := r.undolog("show", "1", "-o", "json")
 	for _, args := range [][]string{{"approve", "1"}, {"reject", "1", "--reason", "no"}, {"resolve", "1", "--reason", "done"}} {

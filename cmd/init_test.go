@@ -3,7 +3,6 @@ package cmd
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,16 +34,7 @@ func TestInitClaudeCode(t *testing.T) {
 	settings := filepath.Join(dir, ".claude", "settings.json")
 	os.MkdirAll(filepath.Dir(settings), 0o755)
 	os.WriteFile(settings, []byte(userSettings), 0o600)
-	run := func(args ...string) (string, int) {
-		cmd := exec.Command(bin, append([]string{"init", "claude-code"}, args...)...)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
-	}
+	run := func(args ...string) (string, int) { return initRun(bin, args...) }
 	if out, code := run("--wait", "2m", dir); code != 0 || !strings.Contains(out, "registered") {
 		t.Fatalf("init: %d %s", code, out)
 	}
@@ -131,16 +121,8 @@ func TestInitClaudeCode(t *testing.T) {
 }
 
 // initRun runs `bin init claude-code args...`: its output and exit code.
-func initRun(t *testing.T, bin string, args ...string) (string, int) {
-	t.Helper()
-	out, err := exec.Command(bin, append([]string{"init", "claude-code"}, args...)...).CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return string(out), ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), 0
+func initRun(bin string, args ...string) (string, int) {
+	return outputAndCode(exec.Command(bin, append([]string{"init", "claude-code"}, args...)...))
 }
 
 // preHookCommand is the PreToolUse command init wrote in settings.
@@ -174,7 +156,7 @@ func TestInitClaudeCodeHookFailsClosed(t *testing.T) {
 	os.MkdirAll(filepath.Dir(settings), 0o755)
 	bare := `{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"undolog hook --wait 5m0s","timeout":360}]}]}}`
 	os.WriteFile(settings, []byte(bare), 0o644)
-	if out, code := initRun(t, bin, dir); code != 0 {
+	if out, code := initRun(bin, dir); code != 0 {
 		t.Fatalf("init: %d %s", code, out)
 	}
 	if b, _ := os.ReadFile(settings); strings.Count(string(b), "undolog hook") != 3 || strings.Contains(string(b), `"undolog hook`) {
@@ -190,14 +172,7 @@ func TestInitClaudeCodeHookFailsClosed(t *testing.T) {
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "CLAUDE_PROJECT_DIR="+dir, "UNDOLOG_LOG="+filepath.Join(t.TempDir(), "u.db"), "UNDOLOG_FILES_DIR="+t.TempDir())
 		cmd.Stdin = strings.NewReader(event)
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
+		return outputAndCode(cmd)
 	}
 	if out, code := hook(); code != 0 || !strings.Contains(out, `"allow"`) {
 		t.Fatalf("the hook as written: exit %d %s, want allow", code, out)
@@ -231,7 +206,7 @@ func TestInitClaudeCodeRefusesWhatItCannotUpdate(t *testing.T) {
 			settings := filepath.Join(dir, ".claude", "settings.json")
 			os.MkdirAll(filepath.Dir(settings), 0o755)
 			os.WriteFile(settings, []byte(c.settings), c.mode)
-			out, code := initRun(t, bin, dir)
+			out, code := initRun(bin, dir)
 			if code != ExitUsage || !strings.Contains(out, c.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
 				t.Fatalf("init: exit %d %q, want %d and one line saying %q", code, out, ExitUsage, c.want)
 			}
@@ -252,7 +227,7 @@ func TestInitClaudeCodeRefusesWhatItCannotUpdate(t *testing.T) {
 		if err := os.Symlink(shared, link); err != nil {
 			t.Fatal(err)
 		}
-		if out, code := initRun(t, bin, dir); code != 0 {
+		if out, code := initRun(bin, dir); code != 0 {
 			t.Fatalf("init: %d %s", code, out)
 		}
 		if info, err := os.Lstat(link); err != nil || info.Mode()&os.ModeSymlink == 0 {
