@@ -144,12 +144,50 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 	case lifecycle.Replay:
 		return deny("effect %d (%s) already ran in this session and is not run again; its recorded outcome: %s",
 			*call.Effect.ReplayOf, ev.ToolName, shortResult(call.Effect.Result))
-	case lifecycle.Undecided:
-		if h.Headless {
-			return &Decision{Permission: Defer, Reason: "undolog: " + end.Text(h.Door)}
-		}
 	}
-	return deny("%s", end.Text(h.Door))
+	d := deny("%s", forModel(end, h.Door))
+	if end.Ending == lifecycle.Undecided && h.Headless {
+		d.Permission = Defer
+	}
+	if person := "undolog: " + end.Text(h.Door); person != d.Reason {
+		d.Message = person
+	}
+	return d
+}
+
+// forModel is what the model reads of a call that did not run: what
+// happened and what it does about it (make the same call again later),
+// never the command a person runs to decide (approve, reject, resolve,
+// session resume), which would hand the agent the way to decide its own
+// call. The person gets those in Decision.Message and the log's feeds.
+func forModel(end lifecycle.End, door lifecycle.Door) string {
+	e := end.Call.Effect
+	switch end.Ending {
+	case lifecycle.Undecided:
+		return fmt.Sprintf("effect %d (%s) awaits a person's approval, and none came within %s: it did not run. "+
+			"A person must decide it; you cannot. Make the same %s call again later, with the same input: it runs once approved",
+			e.ID, e.Tool, door.Bound, e.Tool)
+	case lifecycle.Rejected:
+		msg := fmt.Sprintf("effect %d (%s) was rejected by a person; it did not run", e.ID, e.Tool)
+		if a := end.Detail.Approval; a != nil {
+			msg = fmt.Sprintf("effect %d (%s) was rejected by %s", e.ID, e.Tool, a.DecidedBy)
+			if a.Decision != "" {
+				msg += " (" + a.Decision + ")"
+			}
+			msg += "; it did not run"
+		}
+		if s := end.Session; s != nil {
+			msg += fmt.Sprintf(", and session %s is halted until a person resumes it: stop and tell the user", s.ID)
+		}
+		return msg
+	case lifecycle.Interrupted:
+		return fmt.Sprintf("effect %d (%s) did not run: the hook was cut short. Make the same %s call again later, with the same input",
+			e.ID, e.Tool, e.Tool)
+	case lifecycle.InDoubt:
+		return fmt.Sprintf("effect %d (%s) is in doubt: it may or may not have taken effect, and a person must check and resolve it "+
+			"before it runs again; it did not run", e.ID, e.Tool)
+	}
+	return end.Text(door)
 }
 
 // captureFiles gives req the undo of the files its call may change,
@@ -325,4 +363,28 @@ func failure(raw json.RawMessage) string {
 		return "the tool failed"
 	}
 	return "the tool failed: " + textfmt.OneLine(string(raw))
+}
+
+// ExecutingSnapshot is ProjectFiles.Executing over log: whether a call the
+// log holds as executing has the snapshot as its undo.
+func ExecutingSnapshot(ctx context.Context, log effectlog.Log) func(snapshot string) (bool, error) {
+	return func(snapshot string) (bool, error) {
+		executing, _, err := log.ListEffects(ctx, effectlog.EffectFilter{State: sm.Executing, Tier: sm.Compensable})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range executing {
+			d, err := log.GetEffect(ctx, e.ID)
+			if err != nil {
+				return false, err
+			}
+			if d.Undo == nil {
+				continue
+			}
+			if _, id, ok := filesnap.ParseRestore(d.Undo.Compensation); ok && id == snapshot {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 }

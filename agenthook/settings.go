@@ -10,12 +10,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
-// HookCommand is how undolog's entries start: the marker by which an
-// install finds its own entries again.
+// HookCommand is how undolog's entries started before they named
+// undolog by its absolute path: such an entry is undolog's too, and an
+// install upgrades it.
 const HookCommand = "undolog hook"
+
+// IsHookEntry tells whether a hook entry's command is undolog's: `undolog
+// hook ...`, or the same with undolog's absolute path (quoted or not).
+func IsHookEntry(command string) bool {
+	if strings.HasPrefix(command, HookCommand) {
+		return true
+	}
+	i := strings.Index(command, " hook")
+	if i < 0 || (len(command) > i+5 && command[i+5] != ' ') {
+		return false
+	}
+	bin := strings.Trim(command[:i], "'")
+	return filepath.IsAbs(bin) && filepath.Base(bin) == "undolog"
+}
 
 // Registration is one hook entry of undolog's: its event, command line and
 // timeout in seconds.
@@ -52,9 +68,12 @@ func parseObject(data []byte, what string) (*object, error) {
 		if err := d.Decode(&v); err != nil {
 			return nil, fmt.Errorf("%s: %s: %v", what, k, err)
 		}
-		if _, dup := o.vals[k]; !dup {
-			o.keys = append(o.keys, k)
+		if _, dup := o.vals[k]; dup {
+			// Which one Claude Code reads is its parser's business: the
+			// file is refused rather than one of the two dropped.
+			return nil, fmt.Errorf("%s has the key %q twice", what, k)
 		}
+		o.keys = append(o.keys, k)
 		o.vals[k] = v
 	}
 	if _, err := d.Token(); err != nil {
@@ -132,7 +151,7 @@ func Install(settings []byte, regs []Registration) ([]byte, bool, error) {
 				var e struct {
 					Command string `json:"command"`
 				}
-				if json.Unmarshal(h, &e) == nil && strings.HasPrefix(e.Command, HookCommand) && !found {
+				if json.Unmarshal(h, &e) == nil && IsHookEntry(e.Command) && !found {
 					list[i], found = ours, true
 					b, err := marshal(list)
 					if err != nil {

@@ -29,6 +29,7 @@ const (
 
 	ExitProxyUpstream    = 11
 	ExitFilesChanged     = 12
+	ExitAgentDecision    = 13
 	ExitProxyInterrupted = ExitInterrupted
 
 	ExitInterrupted = 130
@@ -75,6 +76,7 @@ var exitCodes = []exitCode{
 	{ExitDenied, "denied: the shared log's database refused the operation to undolog's role; nothing was written"},
 	{ExitProxyUpstream, "proxy: the MCP server exited while the proxy served it: restart the proxy"},
 	{ExitFilesChanged, "files restore: a file the call changed was changed since by someone else, or the call changed what a snapshot does not hold (named): nothing was restored"},
+	{ExitAgentDecision, "refused: approve, reject, resolve or session resume run from inside the coding agent (Claude Code's Bash) whose session the call is in; nothing was written"},
 	{ExitInterrupted, "interrupted by SIGINT or SIGTERM: what the command waited for ended (undo: the step it ran is in doubt)"},
 }
 

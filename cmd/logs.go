@@ -47,16 +47,46 @@ func (o *logOpener) all() []effectlog.Log {
 
 // closeAll lets go of the logs opened so far.
 func (o *logOpener) closeAll() error {
+	logs := o.take()
 	var first error
-	for _, log := range o.all() {
+	for _, log := range logs {
 		if err := log.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
-	o.mu.Lock()
-	o.opened = nil
-	o.mu.Unlock()
 	return first
+}
+
+// take is the logs opened so far, which are no longer closeAll's to close.
+func (o *logOpener) take() []effectlog.Log {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	logs := o.opened
+	o.opened = nil
+	return logs
+}
+
+// closeWithin is closeAll within bound: a log whose close still waits
+// then (for the lock, to end a write of a call that was given up) is left
+// to the process's exit, which lets go of it; timedOut says so.
+func (o *logOpener) closeWithin(bound time.Duration) (timedOut bool, err error) {
+	logs := o.take()
+	closed := make(chan error, 1)
+	go func() {
+		var first error
+		for _, log := range logs {
+			if err := log.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		closed <- first
+	}()
+	select {
+	case err := <-closed:
+		return false, err
+	case <-time.After(bound):
+		return true, nil
+	}
 }
 
 // DefaultLogPath is $XDG_STATE_HOME/undolog/undolog.db, or

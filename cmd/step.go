@@ -79,7 +79,17 @@ func runSteps(ctx context.Context, f *Factory, opts *stepOptions, ids []uint64, 
 	firstCode := ExitOK
 	var done []model.Effect
 	for _, id := range ids {
-		e, err := store.Transition(ctx, id, to, change)
+		var e model.Effect
+		err := error(nil)
+		switch to {
+		case sm.Approved:
+			err = f.refuseAgentEffectDecision(ctx, id, "approve")
+		case sm.Rejected:
+			err = f.refuseAgentEffectDecision(ctx, id, "reject")
+		}
+		if err == nil {
+			e, err = store.Transition(ctx, id, to, change)
+		}
 		if errors.Is(err, model.ErrAwaitsApproval) {
 			err = fmt.Errorf("%w: %s approve %d", err, f.CLI(), id)
 		}
