@@ -90,7 +90,9 @@ func (h *Hook) session(ev Event) string {
 // classify is the tier of the event's call under the policy.
 func (h *Hook) classify(ev Event) (policy.Classification, error) {
 	unknown := func() (bool, bool) { return false, false }
-	return h.Policy.Classify(ev.ToolName, unknown).ForArgs(ev.ToolInput)
+	// A Bash call runs where the agent's shell is (it keeps a cd between
+	// calls): its relative paths are read from there.
+	return h.Policy.Classify(ev.ToolName, unknown).In(ev.Cwd).ForArgs(ev.ToolInput)
 }
 
 func deny(format string, args ...any) *Decision {

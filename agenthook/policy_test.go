@@ -447,6 +447,51 @@ func TestDefaultPolicyFollowsLinksOutOfTheProject(t *testing.T) {
 	}
 }
 
+// A Bash call runs where the agent's shell stands (it keeps a cd between
+// calls, and the event's cwd says where): its relative writes are read
+// from there, whether that is below the project or outside it.
+func TestDefaultPolicyReadsPathsFromTheShellsDirectory(t *testing.T) {
+	outside, err := filepath.Abs(".") // not /tmp, which is scratch
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, err := os.MkdirTemp(outside, "project-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(project) })
+	if err := os.MkdirAll(filepath.Join(project, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadPolicy("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Project = project
+	for _, c := range []struct {
+		cwd, command string
+		want         sm.Tier
+	}{
+		{project, "echo x > made.txt", sm.Compensable},
+		{filepath.Join(project, "sub"), "echo x > made.txt", sm.Compensable},
+		{filepath.Join(project, "sub"), "echo x > ../made.txt", sm.Compensable},
+		{filepath.Join(project, "sub"), "echo x > ../../made.txt", sm.Irreversible}, // beside the project
+		{filepath.Join(project, "sub"), "cd .. && echo x > made.txt", sm.Compensable},
+		{outside, "echo x > made.txt", sm.Irreversible},
+		{outside, "ls", sm.Safe},
+		{filepath.Join(project, "sub"), "echo x > ../.claude/settings.json", sm.Irreversible},
+	} {
+		args, _ := json.Marshal(map[string]string{"command": c.command})
+		cls, err := p.Classify("Bash", func() (bool, bool) { return false, false }).In(c.cwd).ForArgs(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cls.Tier != c.want {
+			t.Errorf("%q in %s: %s%s, want %s", c.command, c.cwd, cls.Tier, cls.Reason, c.want)
+		}
+	}
+}
+
 // An edit of the agent's or undolog's own configuration is held for a
 // person: the hook's settings and policy (.claude/, the user's ~/.claude/
 // too), git's config, hooks and attributes (they run programs at the next

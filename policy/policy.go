@@ -136,12 +136,12 @@ func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 
 // TierFor is the tier of a call of the rule with args, and why; a shell
 // script's relative paths are read from the working directory.
 func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
-	return r.tierFor(args, "")
+	return r.tierFor(args, "", "")
 }
 
-func (r *Rule) tierFor(args json.RawMessage, project string) (sm.Tier, string, error) {
+func (r *Rule) tierFor(args json.RawMessage, project, dir string) (sm.Tier, string, error) {
 	if r.Shell != "" {
-		return r.shellTier(args, project)
+		return r.shellTier(args, project, dir)
 	}
 	return r.tierCase(args)
 }
@@ -338,8 +338,17 @@ type Classification struct {
 	Tier   sm.Tier
 	Rule   *Rule
 	Reason string
-	// project is the policy's Project.
-	project string
+	// project is the policy's Project; dir, if set, the directory the
+	// call's shell script starts in (In).
+	project, dir string
+}
+
+// In is the classification of a call whose shell script starts in dir, an
+// absolute path (an agent's shell stays where it changed to), not in the
+// policy's Project.
+func (cls Classification) In(dir string) Classification {
+	cls.dir = dir
+	return cls
 }
 
 // Classify finds the rule for a tool: its exact name, else the first glob
@@ -373,7 +382,7 @@ func (cls Classification) ForArgs(args json.RawMessage) (Classification, error) 
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	t, why, err := cls.Rule.tierFor(args, cls.project)
+	t, why, err := cls.Rule.tierFor(args, cls.project, cls.dir)
 	if err != nil {
 		return cls, err
 	}

@@ -144,6 +144,9 @@ type scan struct {
 	project string
 	cds     int
 	cd      bool
+	// start is the absolute directory the script starts in when it is not
+	// the project's ("": the project): relative paths are read from it.
+	start string
 	// cdDir is the one directory, inside, the script changes to: its
 	// relative writes are judged from both.
 	cdDir string
@@ -156,7 +159,17 @@ type scan struct {
 // order; a script that does not parse is one opaque command. Relative
 // paths are read from project (the working directory when "").
 func ShellCommands(script, project string) []ShellCommand {
+	return ShellCommandsIn(script, project, "")
+}
+
+// ShellCommandsIn is ShellCommands for a script that starts in dir (an
+// agent's shell keeps the directory it changed to between calls): its
+// relative paths are read from dir, and judged against project.
+func ShellCommandsIn(script, project, dir string) []ShellCommand {
 	s := &scan{project: resolvedProject(project), dotglob: strings.Contains(script, "dotglob") || strings.Contains(script, "GLOBIGNORE")}
+	if dir != "" && filepath.IsAbs(dir) && filepath.Clean(dir) != filepath.Clean(project) {
+		s.start = filepath.Clean(dir)
+	}
 	s.parseScript(script, 0)
 	for i := range s.out {
 		c := &s.out[i]
@@ -288,6 +301,8 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 			s.cd = true
 		} else if outside, _ := s.place(c.Words[0]); outside {
 			s.cd = true
+		} else if s.start != "" && !filepath.IsAbs(*c.Words[0]) {
+			s.cdDir = s.start + "/" + *c.Words[0]
 		} else {
 			s.cdDir = *c.Words[0]
 		}
@@ -761,7 +776,7 @@ var guardedPaths = []string{".claude", ".git/config", ".git/hooks", ".git/info/a
 // the directory the script changes to) is outside the project, /tmp
 // aside, and whether it is a guarded one.
 func (s *scan) place(w *string) (outside, guarded bool) {
-	outside, guarded = s.placeFrom(w, "")
+	outside, guarded = s.placeFrom(w, s.start)
 	if s.cdDir != "" && w != nil && !filepath.IsAbs(*w) {
 		o, g := s.placeFrom(w, s.cdDir)
 		outside, guarded = outside || o, guarded || g
@@ -958,7 +973,7 @@ func redirWrite(r *syntax.Redirect) (*string, bool) {
 
 // shellTier is the highest tier the rule's cases give the commands of the
 // script in args' field r.Shell, and why, naming the command that gave it.
-func (r *Rule) shellTier(args json.RawMessage, project string) (sm.Tier, string, error) {
+func (r *Rule) shellTier(args json.RawMessage, project, dir string) (sm.Tier, string, error) {
 	var fields map[string]any
 	if err := json.Unmarshal(args, &fields); err != nil {
 		return "", "", err
@@ -966,7 +981,7 @@ func (r *Rule) shellTier(args json.RawMessage, project string) (sm.Tier, string,
 	script, ok := fields[r.Shell].(string)
 	commands := []ShellCommand{opaque(r.Shell + " is not a string")}
 	if ok {
-		commands = ShellCommands(script, project)
+		commands = ShellCommandsIn(script, project, dir)
 	}
 	var worst sm.Tier
 	var why string
