@@ -1,8 +1,19 @@
 package tui
 
 import (
+	"encoding/json"
+	"fmt"
+	"image/color"
 	"strings"
 	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
 )
 
 // The sessions list at 80x24, with and without colour, shows on each
@@ -39,4 +50,146 @@ func TestSessionsRowsShowWhatAPersonNeedsAt80x24(t *testing.T) {
 			}
 		}
 	})
+}
+
+// hostileName is as long a session name as the log takes.
+var hostileName = "agent-" + strings.Repeat("very-long-name-", 8) + strings.Repeat("x", 128-6-15*8)
+
+// hostileLog is the demo log and a session a person cannot read at a
+// glance: the longest name, labels of control bytes and wide characters, a
+// tool named in wide characters and an emoji, a compensation that fails
+// and a call awaiting approval.
+func hostileLog(t *testing.T) effectlog.Log {
+	t.Helper()
+	store := demoStore(t)
+	ctx := t.Context()
+	wide := "日本語のメモ🙂 " + hostile
+	if _, err := store.CreateSession(ctx, effectlog.NewSession{ID: hostileName, Meta: map[string]string{"note": wide, "wide": strings.Repeat("全角", 30)}, Actor: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	call := func(tool string, tier sm.Tier, comp *model.Compensation) uint64 {
+		res, err := store.Intercept(ctx, effectlog.InterceptRequest{Session: hostileName, Tool: tool, Tier: tier,
+			Args: json.RawMessage(`{"note":"全角テキスト\u009b2J","esc":"\u001b[2J"}`), Reason: wide, Actor: hostile,
+			Compensation: comp, Start: tier != sm.Irreversible})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Effect.ID
+	}
+	id := call("書き込み_ファイル_とても長いツール名前", sm.Compensable, &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"false"}})
+	if _, err := store.Commit(ctx, id, model.Change{Result: json.RawMessage(`{"ok":"はい"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	call("送信🙂"+strings.Repeat("w", 40), sm.Irreversible, nil)
+	return store
+}
+
+// Every screen, at 80x24, 120x40 and 200x60, without colour and with it
+// on a dark and a light background, with a hostile session among the
+// demo's: no line is wider than the terminal, nothing reaches it but text,
+// the other sessions keep their counts whole beside the long name (which
+// gives way), the session's whole name shows in its detail and a cut title
+// says it is cut, and every dialog stands whole on the screen (the
+// transition menu once ran off its right edge at 80 columns).
+func TestEveryScreenReadableWithAHostileSession(t *testing.T) {
+	store := hostileLog(t)
+	counts := []string{"3 committed, 3 replayed", "1 committed, 1 rejected", "1 undo failed", "3 committed, 1 undone", "1 pending, 1 committed"}
+	for _, size := range [][2]int{{80, 24}, {120, 40}, {200, 60}} {
+		for _, look := range []string{"NO_COLOR", "dark", "light"} {
+			w, h := size[0], size[1]
+			t.Run(fmt.Sprintf("%dx%d-%s", w, h, look), func(t *testing.T) {
+				m := New(t.Context(), Options{Log: store, Actor: "tester", Now: func() time.Time { return demoEnd }, Location: time.UTC,
+					Width: w, Height: h, Color: look != "NO_COLOR", Address: testAddress})
+				if _, err := m.firstFrame(); err != nil {
+					t.Fatal(err)
+				}
+				if look == "light" {
+					apply(m, tea.BackgroundColorMsg{Color: color.White})
+				}
+				screen := func(what string) []string {
+					t.Helper()
+					raw := m.render()
+					plain := ansi.Strip(raw)
+					requireTerminalSafe(t, what, plain)
+					lines := strings.Split(plain, "\n")
+					if len(lines) != h {
+						t.Errorf("%s: %d lines, want %d", what, len(lines), h)
+					}
+					for i, l := range lines {
+						if lw := ansi.StringWidth(l); lw > w {
+							t.Errorf("%s: line %d is %d cells wide: %q", what, i, lw, l)
+						}
+					}
+					return lines
+				}
+				dialog := func(what string) {
+					t.Helper()
+					lines := screen(what)
+					top, bottom := -1, -1
+					for i, l := range lines {
+						if strings.Contains(l, "┌") && top < 0 {
+							top = i
+							if !strings.Contains(l, "┐") {
+								t.Errorf("%s: the dialog's top right corner is off the screen:\n%s", what, strings.Join(lines, "\n"))
+							}
+						}
+						if strings.Contains(l, "└") {
+							bottom = i
+							if !strings.Contains(l, "┘") {
+								t.Errorf("%s: the dialog's bottom right corner is off the screen:\n%s", what, strings.Join(lines, "\n"))
+							}
+						}
+					}
+					if top < 0 || bottom <= top {
+						t.Errorf("%s: no whole dialog on the screen:\n%s", what, strings.Join(lines, "\n"))
+					}
+					apply(m, press("esc"))
+				}
+
+				lines := screen("sessions")
+				for _, c := range counts {
+					if !has(lines, " "+c+" ") {
+						t.Errorf("sessions: %q is not whole:\n%s", c, strings.Join(lines, "\n"))
+					}
+				}
+				apply(m, press("?"))
+				dialog("help over the sessions")
+				apply(m, press("/"))
+				apply(m, press("very-long"))
+				apply(m, press("enter"))
+				if lines := screen("sessions of the long name"); !strings.Contains(strings.Join(lines, ""), hostileName) &&
+					!strings.Contains(joinedPane(lines, "session:"), hostileName) {
+					t.Errorf("the session's whole name shows nowhere:\n%s", strings.Join(lines, "\n"))
+				}
+				apply(m, press("u"))
+				dialog("undo plan")
+				apply(m, press("enter"))
+				lines = screen("session")
+				if title := strings.TrimRight(lines[0], " "); !strings.Contains(title, hostileName) && !strings.HasSuffix(title, "…") {
+					t.Errorf("the title cuts the name and does not say so: %q", title)
+				}
+				apply(m, press("j")) // the call awaiting approval
+				for _, key := range []string{"a", "r", "t", "?"} {
+					apply(m, press(key))
+					dialog("key " + key)
+				}
+			})
+		}
+	}
+}
+
+// joinedPane is the text from the line that holds label to the bottom of
+// its pane, its lines joined without their borders and indent.
+func joinedPane(lines []string, label string) string {
+	var parts []string
+	for _, l := range lines {
+		if len(parts) == 0 && !strings.Contains(l, label) {
+			continue
+		}
+		if strings.Contains(l, "╰") {
+			break
+		}
+		parts = append(parts, strings.TrimSpace(strings.Trim(strings.TrimSpace(l), "│")))
+	}
+	return strings.ReplaceAll(strings.Join(parts, ""), label+" ", "")
 }

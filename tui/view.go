@@ -276,7 +276,7 @@ func (m *Model) helpView() string {
 	keys.SetWidth(m.width - m.st.box.GetHorizontalFrameSize())
 	lines := []string{m.st.title.Render("Keys"), "", keys.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Columns")}
 	lines = append(lines, legend...)
-	return m.st.box.Render(strings.Join(lines, "\n"))
+	return m.fitBox(lines)
 }
 
 // filterHint follows the filter's line.
@@ -399,7 +399,7 @@ func (m *Model) titleLine() string {
 	}
 	pad := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
 	if pad < 1 {
-		return left
+		return ansi.Truncate(left, m.width, "…")
 	}
 	return left + strings.Repeat(" ", pad) + m.st.dim.Render(right)
 }
@@ -478,10 +478,14 @@ func (m *Model) sessionDetail() []string {
 	if s.Reason != "" {
 		state += ": " + esc(textfmt.OneLine(s.Reason))
 	}
-	out := []string{
-		label("state:") + " " + state,
-		label("created:") + " " + s.CreatedAt.In(loc).Format(historyTime) + " (" + textfmt.Ago(now, s.CreatedAt) + " ago)",
+	var out []string
+	if ansi.StringWidth(" session "+s.ID+" ") > m.width-3 { // the pane's title cuts it
+		out = append(out, label("session:")+" "+esc(s.ID))
 	}
+	out = append(out,
+		label("state:")+" "+state,
+		label("created:")+" "+s.CreatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.CreatedAt)+" ago)",
+	)
 	if !s.UpdatedAt.IsZero() && !s.UpdatedAt.Equal(s.CreatedAt) {
 		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
 	}
@@ -513,9 +517,10 @@ func (m *Model) sessionDetail() []string {
 // sessionColumns sizes the sessions table to what it shows. The names and
 // the counts in words are what a person needs whole: when the width is
 // short, EFFECTS goes first (BY STATE sums to it), then AGE (the detail
-// pane says when the session was made); then BY STATE is cut (the detail
-// pane shows the selected session's whole), or goes, at less than 10
-// cells, and the names get its room.
+// pane says when the session was made); then a long name is cut, down to
+// minNameWidth, then BY STATE (the detail pane shows the selected
+// session's name and counts whole), or it goes, at less than 10 cells, and
+// the names get its room.
 func (m *Model) sessionColumns() []column {
 	var ids, states, counts []string
 	for _, s := range m.sessions.list {
@@ -537,8 +542,13 @@ func (m *Model) sessionColumns() []column {
 			return cols
 		}
 	}
+	// A long name gives way to the counts, down to minNameWidth cells (the
+	// detail pane shows the selected session's whole).
+	if over := tableWidth([]column{name, state, by, wait}) - room; name.width > minNameWidth {
+		name.width = max(minNameWidth, name.width-over)
+	}
 	if left := room - tableWidth([]column{name, state, wait}) - 1; left >= 10 {
-		by.width = left
+		by.width = min(by.width, left)
 		return []column{name, state, by, wait}
 	}
 	cols := []column{name, state, age, effects, wait}
@@ -547,6 +557,10 @@ func (m *Model) sessionColumns() []column {
 	}
 	return cols
 }
+
+// minNameWidth is as far as a long session name gives way to the counts
+// beside it.
+const minNameWidth = 20
 
 // tableWidth is the cells cols take, with the spaces between them.
 func tableWidth(cols []column) int {
@@ -774,7 +788,17 @@ func (m *Model) menuView() string {
 		lines = append(lines, line)
 	}
 	lines = append(lines, "", m.st.dim.Render("enter: choose  esc: cancel"))
-	return m.st.box.Render(strings.Join(lines, "\n"))
+	return m.fitBox(lines)
+}
+
+// fitBox is lines in a dialog box as wide as they need, or as the screen
+// when they need more (they wrap then, at spaces where they have some).
+func (m *Model) fitBox(lines []string) string {
+	box := m.st.box.Render(strings.Join(lines, "\n"))
+	if lipgloss.Width(box) <= m.width {
+		return box
+	}
+	return m.st.boxWidth(max(1, m.width-2)).Render(strings.Join(lines, "\n"))
 }
 
 func (m *Model) confirmUndoView() string {
