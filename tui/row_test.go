@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -260,5 +262,40 @@ func TestPanesShowTheFocus(t *testing.T) {
 	table, detail = tops()
 	if !strings.HasPrefix(table, "╭") || !strings.HasPrefix(detail, "┏") || !strings.Contains(detail, "lines 3-") {
 		t.Fatalf("the detail has the focus, scrolled by 2:\n%s", m.render())
+	}
+}
+
+// A session undone already is offered no undo, on the sessions screen (its
+// footer once offered u on every row) and on its own; u on it says so, as
+// `undolog undo` does, and opens no plan.
+func TestAnUndoneSessionIsOfferedNoUndo(t *testing.T) {
+	store := demoStore(t)
+	if _, err := (&saga.Runner{Log: store, Actor: "bob", Progress: io.Discard}).Run(t.Context(), "ci-nightly-88"); err != nil {
+		t.Fatal(err)
+	}
+	m := opened(t, store, "")
+	for m.sessions.selected().ID != "agent-ops-3" {
+		apply(m, press("j"))
+	}
+	if f := m.footer(); !strings.Contains(f, "u undo session") {
+		t.Fatalf("halted session: footer %q", f)
+	}
+	for m.sessions.selected().ID != "ci-nightly-88" {
+		apply(m, press("k"))
+	}
+	if f := m.footer(); strings.Contains(f, "undo") {
+		t.Fatalf("compensated session: footer %q", f)
+	}
+	apply(m, press("u"))
+	if m.overlay != overlayNone || m.status != "session ci-nightly-88 is compensated already: nothing to undo" {
+		t.Fatalf("u on a compensated session: overlay %v, status %q", m.overlay, m.status)
+	}
+	apply(m, press("enter"))
+	if f := m.footer(); m.screen != screenSession || strings.Contains(f, "undo") {
+		t.Fatalf("its own screen: footer %q", f)
+	}
+	apply(m, press("u"))
+	if m.overlay != overlayNone || !strings.Contains(m.status, "nothing to undo") {
+		t.Fatalf("u on its screen: overlay %v, status %q", m.overlay, m.status)
 	}
 }
