@@ -234,6 +234,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.undo.failed = true
 			m.undo.lines = append(m.undo.lines, "stopped: "+textfmt.OneLine(msg.err.Error()))
 			m.setStatus("", msg.err)
+			if id := msg.result.Failed; id != nil && errors.Is(msg.err, saga.ErrCompensationFailed) {
+				// The view resolves it too: the way on is a key here.
+				next := fmt.Sprintf("effect %d's undo failed: fix it by hand, then press R on it in session %s and undo again", *id, msg.result.Session)
+				m.undo.lines = append(m.undo.lines, next)
+				m.setStatus("", errors.New(next))
+			}
 		} else {
 			line := fmt.Sprintf("session %s %s: %s", msg.result.Session, msg.result.State, msg.result.Counts())
 			m.undo.lines = append(m.undo.lines, line)

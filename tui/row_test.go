@@ -1,7 +1,9 @@
 package tui
 
 import (
+	"encoding/json"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/logaddr"
+	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -297,5 +301,31 @@ func TestAnUndoneSessionIsOfferedNoUndo(t *testing.T) {
 	apply(m, press("u"))
 	if m.overlay != overlayNone || !strings.Contains(m.status, "nothing to undo") {
 		t.Fatalf("u on its screen: overlay %v, status %q", m.overlay, m.status)
+	}
+}
+
+// An undo the view ran that stops at a failed compensation says the way
+// on in the view's keys (R on the effect), not only in the command line's.
+func TestAStoppedUndoPointsToR(t *testing.T) {
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable, CreateSession: true,
+		Args: json.RawMessage(`{}`), Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"false"}}, Start: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(t.Context(), res.Effect.ID, model.Change{}); err != nil {
+		t.Fatal(err)
+	}
+	m := opened(t, store, "s")
+	apply(m, press("u"))
+	apply(m, press("y"))
+	want := "effect 1's undo failed: fix it by hand, then press R on it in session s and undo again"
+	if screen := m.render(); !m.undo.failed || !strings.Contains(screen, want) || !strings.Contains(m.status, want) {
+		t.Fatalf("undo stopped: status %q\n%s", m.status, screen)
+	}
+	apply(m, press("q")) // closes the box
+	apply(m, press("R"))
+	if m.overlay != overlayPrompt || !strings.Contains(m.render(), "What was done by hand:") {
+		t.Fatalf("R after the stop: no dialog:\n%s", m.render())
 	}
 }
