@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -192,4 +196,71 @@ func joinedPane(lines []string, label string) string {
 		parts = append(parts, strings.TrimSpace(strings.Trim(strings.TrimSpace(l), "│")))
 	}
 	return strings.ReplaceAll(strings.Join(parts, ""), label+" ", "")
+}
+
+// The header bar: with colour the view's name stands on the accent colour
+// (a background), on a dark and a light terminal; without, it is the word.
+func TestTheHeaderBarNamesTheView(t *testing.T) {
+	for _, look := range []string{"dark", "light", "NO_COLOR"} {
+		m := New(t.Context(), Options{Log: demoStore(t), Now: func() time.Time { return demoEnd }, Location: time.UTC,
+			Width: 100, Height: 30, Color: look != "NO_COLOR", Address: testAddress})
+		if _, err := m.firstFrame(); err != nil {
+			t.Fatal(err)
+		}
+		if look == "light" {
+			apply(m, tea.BackgroundColorMsg{Color: color.White})
+		}
+		title := strings.SplitN(m.render(), "\n", 2)[0]
+		bar, _, _ := strings.Cut(title, "sessions")
+		if look == "NO_COLOR" {
+			if !strings.HasPrefix(title, "undolog  sessions") {
+				t.Errorf("%s: title %q", look, title)
+			}
+			continue
+		}
+		if !strings.Contains(bar, " undolog ") || !strings.Contains(bar, "\x1b[") || !strings.Contains(bar, ";48;") && !strings.Contains(bar, "[48;") {
+			t.Errorf("%s: the view's name is no bar on the accent colour: %q", look, title)
+		}
+	}
+}
+
+// A long list of sessions keeps the selected one's detail in sight under
+// it, at 80x24 too: the list scrolls in what the detail leaves.
+func TestALongListKeepsTheDetailInSight(t *testing.T) {
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{Now: func() time.Time { return demoEnd }})
+	for i := range 40 {
+		if _, err := store.CreateSession(t.Context(), effectlog.NewSession{ID: fmt.Sprintf("run-%02d", i), Actor: "ci"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, size := range [][2]int{{80, 24}, {120, 40}} {
+		m := New(t.Context(), Options{Log: store, Now: func() time.Time { return demoEnd }, Location: time.UTC, Width: size[0], Height: size[1]})
+		if _, err := m.firstFrame(); err != nil {
+			t.Fatal(err)
+		}
+		for range 30 {
+			apply(m, press("j"))
+		}
+		id := m.sessions.selected().ID
+		screen := m.render()
+		if !strings.Contains(screen, "▶ "+id) || !strings.Contains(screen, "─ session "+id+" ─") || !strings.Contains(screen, "state: active") {
+			t.Errorf("%v: the selected session %s or its detail is out of sight:\n%s", size, id, screen)
+		}
+	}
+}
+
+// The view is drawn with lipgloss v2 and bubbles v2's text input, help,
+// viewport and key bindings (issue 33), not with hand-made equivalents.
+func TestTheViewIsBuiltOnLipglossAndBubbles(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, ".").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports := strings.Fields(string(out))
+	for _, want := range []string{"charm.land/lipgloss/v2", "charm.land/bubbles/v2/textinput", "charm.land/bubbles/v2/help",
+		"charm.land/bubbles/v2/viewport", "charm.land/bubbles/v2/key"} {
+		if !slices.Contains(imports, want) {
+			t.Errorf("package tui does not import %s", want)
+		}
+	}
 }

@@ -59,7 +59,7 @@ func TestFooterOffersOnlyWhatTheRowAllows(t *testing.T) {
 		t.Fatalf("committed effect: footer %q", f)
 	}
 	selectEffect(t, m, 4) // send_email, awaiting approval
-	if f := m.footer(); !strings.Contains(f, "a approve") || !strings.Contains(f, "r reject") || strings.Contains(f, "resolve") {
+	if f := m.footer(); !strings.Contains(f, "a approve") || !strings.Contains(f, "r reject") || strings.Contains(f, "resolve") || strings.Contains(f, "transition") {
 		t.Fatalf("pending irreversible effect: footer %q", f)
 	}
 
