@@ -276,7 +276,7 @@ func (m *Model) helpView() string {
 	keys.SetWidth(m.width - m.st.box.GetHorizontalFrameSize())
 	lines := []string{m.st.title.Render("Keys"), "", keys.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Columns")}
 	lines = append(lines, legend...)
-	return m.st.box.Render(strings.Join(lines, "\n"))
+	return m.fitBox(lines)
 }
 
 // filterHint follows the filter's line.
@@ -399,7 +399,7 @@ func (m *Model) titleLine() string {
 	}
 	pad := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
 	if pad < 1 {
-		return left
+		return ansi.Truncate(left, m.width, "…")
 	}
 	return left + strings.Repeat(" ", pad) + m.st.dim.Render(right)
 }
@@ -438,9 +438,11 @@ func (m *Model) sessionsView() string {
 		if s.PendingApprovals > 0 {
 			wait = "●" + strconv.Itoa(s.PendingApprovals)
 		}
-		cells := []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects), saga.CountsWords(s.Counts, m.sessions.undone[s.ID]), wait}
-		if len(cols) < len(cells) { // no room for BY STATE
-			cells = append(cells[:4], wait)
+		values := map[string]string{"SESSION": s.ID, "STATE": string(s.State), "AGE": textfmt.Ago(now, s.CreatedAt), "EFFECTS": strconv.Itoa(s.Effects),
+			"BY STATE": saga.CountsWords(s.Counts, m.sessions.undone[s.ID]), "WAIT": wait}
+		cells := make([]string, len(cols))
+		for i, c := range cols {
+			cells[i] = values[c.title]
 		}
 		line := m.renderRow(cols, cells, nil, i == v.cursor)
 		if wait != "" && i != v.cursor {
@@ -476,10 +478,14 @@ func (m *Model) sessionDetail() []string {
 	if s.Reason != "" {
 		state += ": " + esc(textfmt.OneLine(s.Reason))
 	}
-	out := []string{
-		label("state:") + " " + state,
-		label("created:") + " " + s.CreatedAt.In(loc).Format(historyTime) + " (" + textfmt.Ago(now, s.CreatedAt) + " ago)",
+	var out []string
+	if ansi.StringWidth(" session "+s.ID+" ") > m.width-3 { // the pane's title cuts it
+		out = append(out, label("session:")+" "+esc(s.ID))
 	}
+	out = append(out,
+		label("state:")+" "+state,
+		label("created:")+" "+s.CreatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.CreatedAt)+" ago)",
+	)
 	if !s.UpdatedAt.IsZero() && !s.UpdatedAt.Equal(s.CreatedAt) {
 		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
 	}
@@ -508,37 +514,61 @@ func (m *Model) sessionDetail() []string {
 	return out
 }
 
-// sessionColumns sizes the sessions table to what it shows: the session
-// names get their full width first, BY STATE what is left (at least 10
-// cells, or it goes, and the names get its room too).
+// sessionColumns sizes the sessions table to what it shows. The names and
+// the counts in words are what a person needs whole: when the width is
+// short, EFFECTS goes first (BY STATE sums to it), then AGE (the detail
+// pane says when the session was made); then a long name is cut, down to
+// minNameWidth, then BY STATE (the detail pane shows the selected
+// session's name and counts whole), or it goes, at less than 10 cells, and
+// the names get its room.
 func (m *Model) sessionColumns() []column {
-	var ids, states []string
+	var ids, states, counts []string
 	for _, s := range m.sessions.list {
 		ids, states = append(ids, s.ID), append(states, string(s.State))
-	}
-	st := column{"STATE", widest("STATE", states...), true}
-	fixed := []column{{"AGE", 4, false}, {"EFFECTS", 7, false}}
-	wait := column{"WAIT", 4, false}
-	avail := m.width - 2 - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width // in a pane
-	var counts []string
-	for _, s := range m.sessions.list {
 		counts = append(counts, saga.CountsWords(s.Counts, m.sessions.undone[s.ID]))
 	}
-	idw, by := widest("SESSION", ids...), 0
-	switch {
-	case avail-idw >= 10:
-		// No wider than it needs: WAIT stays beside what it counts.
-		by = min(avail-idw, widest("BY STATE", counts...))
-	case idw <= avail+1:
-		// BY STATE goes (and its separator): the names are worth more.
-	default:
-		idw = max(6, avail+1)
+	name := column{"SESSION", widest("SESSION", ids...), false}
+	state := column{"STATE", widest("STATE", states...), true}
+	age, effects := column{"AGE", 4, false}, column{"EFFECTS", 7, false}
+	by := column{"BY STATE", widest("BY STATE", counts...), false}
+	wait := column{"WAIT", 4, false}
+	room := m.width - 2 - ansi.StringWidth(noMark) // in a pane
+	for _, cols := range [][]column{
+		{name, state, age, effects, by, wait},
+		{name, state, age, by, wait},
+		{name, state, by, wait},
+	} {
+		if tableWidth(cols) <= room {
+			return cols
+		}
 	}
-	cols := []column{{"SESSION", idw, false}, st, fixed[0], fixed[1]}
-	if by > 0 {
-		cols = append(cols, column{"BY STATE", by, false})
+	// A long name gives way to the counts, down to minNameWidth cells (the
+	// detail pane shows the selected session's whole).
+	if over := tableWidth([]column{name, state, by, wait}) - room; name.width > minNameWidth {
+		name.width = max(minNameWidth, name.width-over)
 	}
-	return append(cols, wait)
+	if left := room - tableWidth([]column{name, state, wait}) - 1; left >= 10 {
+		by.width = min(by.width, left)
+		return []column{name, state, by, wait}
+	}
+	cols := []column{name, state, age, effects, wait}
+	if over := tableWidth(cols) - room; over > 0 {
+		cols[0].width = max(6, name.width-over)
+	}
+	return cols
+}
+
+// minNameWidth is as far as a long session name gives way to the counts
+// beside it.
+const minNameWidth = 20
+
+// tableWidth is the cells cols take, with the spaces between them.
+func tableWidth(cols []column) int {
+	w := len(cols) - 1
+	for _, c := range cols {
+		w += c.width
+	}
+	return w
 }
 
 func (m *Model) sessionView() string {
@@ -758,7 +788,17 @@ func (m *Model) menuView() string {
 		lines = append(lines, line)
 	}
 	lines = append(lines, "", m.st.dim.Render("enter: choose  esc: cancel"))
-	return m.st.box.Render(strings.Join(lines, "\n"))
+	return m.fitBox(lines)
+}
+
+// fitBox is lines in a dialog box as wide as they need, or as the screen
+// when they need more (they wrap then, at spaces where they have some).
+func (m *Model) fitBox(lines []string) string {
+	box := m.st.box.Render(strings.Join(lines, "\n"))
+	if lipgloss.Width(box) <= m.width {
+		return box
+	}
+	return m.st.boxWidth(max(1, m.width-2)).Render(strings.Join(lines, "\n"))
 }
 
 func (m *Model) confirmUndoView() string {
