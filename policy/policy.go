@@ -157,10 +157,20 @@ func (r *Rule) tierCase(args json.RawMessage) (sm.Tier, string, error) {
 			return "", "", fmt.Errorf("tier case %d: %w", i+1, err)
 		}
 		if ok {
-			return t.Tier, " (when " + t.When + ")", nil
+			return t.Tier, caseReason(i, t.When), nil
 		}
 	}
 	return r.Tier, "", nil
+}
+
+// caseReason names the tier case a call met, for the person who decides
+// on it: its condition when that reads in a line, else its number (a
+// shell rule's conditions run to pages; policy check shows them).
+func caseReason(i int, when string) string {
+	if len(when) <= 80 && !strings.ContainsAny(when, "\n\r") {
+		return " (when " + when + ")"
+	}
+	return fmt.Sprintf(" (tier case %d)", i+1)
 }
 
 // Policy maps tool names and globs to rules; the first match in file order
