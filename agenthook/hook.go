@@ -127,6 +127,13 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 	}
 	lc := h.Lifecycle
 	call, err := lc.Intercept(ctx, req)
+	if errors.Is(err, model.ErrSessionNotActive) {
+		// The log's text names the command that resumes the session: the
+		// person's, not the model's.
+		d := deny("%s did not run: this session takes no new calls until a person decides (it is halted or was undone); stop and tell the user", ev.ToolName)
+		d.Message = "undolog: " + textfmt.OneLine(err.Error())
+		return d
+	}
 	if err != nil {
 		return deny("%s could not be recorded in the log (%v): it did not run", ev.ToolName, textfmt.OneLine(err.Error()))
 	}

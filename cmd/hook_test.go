@@ -265,8 +265,9 @@ func TestHookRejectedAndDeferred(t *testing.T) {
 			!strings.Contains(r.message, "session resume") {
 			t.Fatalf("rejected: %s %q, want deny with the reason and the halt", d, why)
 		}
-		if d, why := r.pre("Write", map[string]any{"file_path": "b.txt", "content": "x"}); d != "deny" || !strings.Contains(why, "halted") && !strings.Contains(why, "not active") {
-			t.Fatalf("Write in a halted session: %s %q, want deny", d, why)
+		if d, why := r.pre("Write", map[string]any{"file_path": "b.txt", "content": "x"}); d != "deny" || !strings.Contains(why, "halted") ||
+			strings.Contains(why, "session resume") || !strings.Contains(r.message, "session resume") {
+			t.Fatalf("Write in a halted session: %s %q (person: %q), want deny naming the halt, the command for the person only", d, why, r.message)
 		}
 	})
 }
