@@ -55,18 +55,29 @@ func parseObject(data []byte, what string) (*object, error) {
 	}
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
+	// Claude Code reads settings with comments; what is not JSON here is
+	// most often that.
+	unreadable := func(err error) error {
+		if bytes.Contains(data, []byte("//")) || bytes.Contains(data, []byte("/*")) {
+			return fmt.Errorf("%s: %v (comments, JSONC, are not rewritten: take them out, or add the hooks by hand)", what, err)
+		}
+		return fmt.Errorf("%s: %v", what, err)
+	}
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		if err != nil {
+			return nil, unreadable(err)
+		}
 		return nil, fmt.Errorf("%s is not a JSON object", what)
 	}
 	for d.More() {
 		t, err := d.Token()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", what, err)
+			return nil, unreadable(err)
 		}
 		k := t.(string)
 		var v json.RawMessage
 		if err := d.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%s: %s: %v", what, k, err)
+			return nil, unreadable(fmt.Errorf("%s: %v", k, err))
 		}
 		if _, dup := o.vals[k]; dup {
 			// Which one Claude Code reads is its parser's business: the
@@ -77,7 +88,7 @@ func parseObject(data []byte, what string) (*object, error) {
 		o.vals[k] = v
 	}
 	if _, err := d.Token(); err != nil {
-		return nil, fmt.Errorf("%s: %v", what, err)
+		return nil, unreadable(err)
 	}
 	if _, err := d.Token(); err == nil {
 		return nil, fmt.Errorf("%s: more after its object", what)

@@ -199,7 +199,7 @@ func TestInitClaudeCodeRefusesWhatItCannotUpdate(t *testing.T) {
 	}{
 		"duplicate hooks": {`{"hooks":{"Stop":[]},"model":"x","hooks":{"PreToolUse":[]}}`, 0o644, `"hooks" twice`},
 		"read-only":       {`{"model":"x"}`, 0o444, "read-only"},
-		"jsonc":           {"{\n  // mine\n  \"model\": \"x\"\n}", 0o644, "nothing was changed"},
+		"jsonc":           {"{\n  // mine\n  \"model\": \"x\"\n}", 0o644, "comments, JSONC"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
