@@ -74,32 +74,53 @@ func measureStartup(bin, linked, hello string, nRounds, n int) (startup, error) 
 // initTime runs argv under GODEBUG=inittrace=1 and returns the clock time
 // of every package's init, summed, in ms.
 func initTime(argv ...string) (float64, error) {
+	inits, err := packageInits(argv...)
+	total := 0.0
+	for _, in := range inits {
+		total += in.ms
+	}
+	return total, err
+}
+
+// packageInit is one package's init as GODEBUG=inittrace=1 reports it.
+type packageInit struct {
+	pkg    string
+	ms     float64
+	allocs int
+}
+
+// packageInits runs argv under GODEBUG=inittrace=1 and returns each
+// package's init.
+func packageInits(argv ...string) ([]packageInit, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(cmd.Environ(), "GODEBUG=inittrace=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%v: %v\n%.300s", argv, err, stderr.String())
+		return nil, fmt.Errorf("%v: %v\n%.300s", argv, err, stderr.String())
 	}
 	// init PACKAGE @T ms, C ms clock, B bytes, A allocs
-	total, lines := 0.0, 0
+	var inits []packageInit
 	sc := bufio.NewScanner(&stderr)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 7 || f[0] != "init" || f[6] != "clock," {
+		if len(f) < 11 || f[0] != "init" || f[6] != "clock," || f[10] != "allocs" {
 			continue
 		}
 		ms, err := strconv.ParseFloat(f[4], 64)
 		if err != nil {
-			return 0, fmt.Errorf("inittrace line %q: %v", sc.Text(), err)
+			return nil, fmt.Errorf("inittrace line %q: %v", sc.Text(), err)
 		}
-		total += ms
-		lines++
+		allocs, err := strconv.Atoi(f[9])
+		if err != nil {
+			return nil, fmt.Errorf("inittrace line %q: %v", sc.Text(), err)
+		}
+		inits = append(inits, packageInit{pkg: f[1], ms: ms, allocs: allocs})
 	}
-	if lines == 0 {
-		return 0, fmt.Errorf("%v under GODEBUG=inittrace=1 reported no init", argv)
+	if len(inits) == 0 {
+		return nil, fmt.Errorf("%v under GODEBUG=inittrace=1 reported no init", argv)
 	}
-	return total, nil
+	return inits, nil
 }
 
 // startupRows adds the start-up budget's rows, each with its target.
