@@ -248,7 +248,7 @@ func hookRows(add func(what, value, ratio string), bin, work string) error {
 	add("process: undolog hook, PreToolUse of Read (safe: the policy, nothing logged)", fmt.Sprintf("%.2f ms", s.read),
 		fmt.Sprintf("start-up (undolog version) %.2f ms + %.2f ms the policy and its decision", s.version, s.read-s.version))
 	add(fmt.Sprintf("process: undolog hook, a Bash call's PreToolUse+PostToolUse (logged, %d-file project captured)", hookFiles), fmt.Sprintf("%.2f ms", s.bash),
-		fmt.Sprintf("2 start-ups %.2f ms + %.2f ms policy, log and files; CPU %.2f ms with git's", 2*s.version, s.bash-2*s.version, s.bashCPU))
+		fmt.Sprintf("2 start-ups %.2f ms + %.2f ms policy, log and files; CPU %.2f ms (the hooks and what they ran)", 2*s.version, s.bash-2*s.version, s.bashCPU))
 	add("process: a no-op hook (sh -c 'cat >/dev/null'), twice", fmt.Sprintf("%.2f ms", 2*s.noop),
 		fmt.Sprintf("the Bash pair is %.2fx it", s.bash/(2*s.noop)))
 	return nil
