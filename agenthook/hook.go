@@ -319,17 +319,11 @@ func (h *Hook) Post(ctx context.Context, ev Event) error {
 	}
 	interrupted := ev.HookEventName == PostToolUseFailure && ev.IsInterrupt
 	changedFiles := false
-	if h.Files != nil && found.Tier == sm.Compensable {
-		d, err := lc.Log.GetEffect(ctx, found.ID)
-		if err != nil {
-			return err
-		}
-		if d.Undo != nil && interrupted {
-			h.Files.Abandon(&d.Undo.Compensation)
-		} else if d.Undo != nil {
-			if changedFiles, err = h.Files.After(h.project(ev), &d.Undo.Compensation); err != nil {
-				return fmt.Errorf("effect %d: the files it left could not be recorded: %w", found.ID, err)
-			}
+	if undo := call.Undo; h.Files != nil && found.Tier == sm.Compensable && undo != nil {
+		if interrupted {
+			h.Files.Abandon(&undo.Compensation)
+		} else if changedFiles, err = h.Files.After(h.project(ev), &undo.Compensation); err != nil {
+			return fmt.Errorf("effect %d: the files it left could not be recorded: %w", found.ID, err)
 		}
 	}
 	var r lifecycle.Result

@@ -27,6 +27,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/undolog/undolog/model"
 )
@@ -101,7 +102,7 @@ var ErrLost = errors.New("not held by the snapshot")
 // ErrNotAfter is a restore of a snapshot whose After never ran.
 var ErrNotAfter = errors.New("the call's after-state was never recorded")
 
-var idForm = regexp.MustCompile(`^[0-9a-f]{24}$`)
+var idForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{24}$`) })
 
 // Before records the state of paths (relative to project, or absolute
 // inside it) before a call changes them; nil paths: the whole project's
@@ -143,7 +144,7 @@ func CompensationFor(program, store, project, id string) model.Compensation {
 // its store and snapshot id.
 func ParseRestore(c model.Compensation) (store, id string, ok bool) {
 	a := c.Argv
-	if c.Kind != model.CompensationCommand || len(a) != 6 || a[1] != "files" || a[2] != "restore" || a[3] != "--store" || !idForm.MatchString(a[5]) {
+	if c.Kind != model.CompensationCommand || len(a) != 6 || a[1] != "files" || a[2] != "restore" || a[3] != "--store" || !idForm().MatchString(a[5]) {
 		return "", "", false
 	}
 	return a[4], a[5], true
@@ -442,7 +443,7 @@ func (s *Store) save(id string, snap snapshot) error {
 
 func (s *Store) load(id string) (snapshot, error) {
 	var snap snapshot
-	if !idForm.MatchString(id) {
+	if !idForm().MatchString(id) {
 		return snap, fmt.Errorf("%w: %q is not a snapshot id", model.ErrInvalidInput, id)
 	}
 	data, err := os.ReadFile(s.snapPath(id))

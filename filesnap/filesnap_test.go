@@ -414,3 +414,78 @@ func TestProjectSnapshotsInARow(t *testing.T) {
 		t.Errorf("after .gitignore changed: %v", got)
 	}
 }
+
+// git is asked whether a new path is ignored only where a .gitignore on
+// its way (or the store's info/exclude) could say so: a project without
+// one is scanned without running git, and one with a .gitignore in a
+// directory (or a pattern in the store's info/exclude) still has git judge
+// what is new under it.
+func TestCheckIgnoreOnlyUnderAGitignore(t *testing.T) {
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	wrapper := "#!/bin/sh\necho \"$1\" >> '" + calls + "'\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	checkIgnores := func() int {
+		data, _ := os.ReadFile(calls)
+		return strings.Count(string(data), "check-ignore\n")
+	}
+
+	dir := project(t)
+	write(t, dir, "a.txt", "a", 0o644)
+	write(t, dir, "sub/b.txt", "b", 0o644)
+	id, err := Before(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "new.txt", "new", 0o644)
+	write(t, dir, "sub/deeper/new.log", "new", 0o644)
+	got := after(t, dir, id)
+	if n := checkIgnores(); n != 0 {
+		t.Errorf("git check-ignore ran %d times in a project without a .gitignore", n)
+	}
+	if got["new.txt"] != "created" || got["sub/deeper/new.log"] != "created" {
+		t.Errorf("without a .gitignore: %v", got)
+	}
+
+	// A pattern in the store's info/exclude applies everywhere.
+	exclude := filepath.Join(StoreDir(dir), "git", "info", "exclude")
+	if err := os.WriteFile(exclude, []byte("# comment\n*.tmp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if id, err = Before(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := checkIgnores()
+	write(t, dir, "scratch.tmp", "excluded", 0o644)
+	// An ignored file is held as any other (ignored directories are held
+	// up to a bound): git is asked which paths are ignored.
+	if got = after(t, dir, id); got["scratch.tmp"] != "created" || checkIgnores() == before {
+		t.Errorf("with a pattern in info/exclude: %v, git check-ignore ran %d times", got, checkIgnores()-before)
+	}
+	if err := os.WriteFile(exclude, []byte("# comment\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	write(t, dir, "sub/.gitignore", "*.log\n", 0o644)
+	id, err = Before(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = checkIgnores()
+	write(t, dir, "top.log", "not ignored: no .gitignore at the top", 0o644)
+	write(t, dir, "sub/deeper/other.log", "ignored", 0o644)
+	got = after(t, dir, id)
+	if checkIgnores() == before {
+		t.Errorf("git check-ignore did not run for a new path under a .gitignore")
+	}
+	if got["top.log"] != "created" || got["sub/deeper/other.log"] != "created" {
+		t.Errorf("under a .gitignore: %v, want both created (ignored files are held too)", got)
+	}
+}

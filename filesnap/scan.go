@@ -57,9 +57,9 @@ func (e entry) state() State {
 // scan walks the project: every file and symbolic link, .git directories
 // and ignored paths aside. A file whose stat data is as cache has it is
 // not read again; a new one's blob is written to the store. Whether a new
-// path is ignored is asked of git (git check-ignore, one run per level
-// that has new paths), the rest is cache's answer: unless a .gitignore
-// file changed, when everything is asked again.
+// path under a .gitignore is ignored is asked of git (git check-ignore,
+// one run per level that has such paths), the rest is cache's answer:
+// unless a .gitignore file changed, when everything is asked again.
 func (s *Store) scan(cache *manifest) (*manifest, error) {
 	m, err := s.scanWith(cache, true)
 	if err != nil {
@@ -119,6 +119,24 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 	}
 	type dir struct{ rel, root string }
 	level := []dir{{".", ""}}
+	// A new path can be ignored only by a .gitignore of a directory on its
+	// way (or the store's info/exclude): where there is none, git is not
+	// asked (a process of its own, most of a small project's scan).
+	excludes, err := s.hasExcludes()
+	if err != nil {
+		return nil, err
+	}
+	ignoreFiles := map[string]bool{} // directories that hold a .gitignore
+	mayBeIgnored := func(dir string) bool {
+		for ; ; dir = path.Dir(dir) {
+			if excludes || ignoreFiles[dir] {
+				return true
+			}
+			if dir == "." {
+				return false
+			}
+		}
+	}
 	for len(level) > 0 {
 		// A level's directories are read side by side: the stat calls are
 		// most of a scan.
@@ -147,6 +165,9 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 			if errs[i] != nil {
 				return nil, errs[i]
 			}
+			if slices.ContainsFunc(lists[i], func(d dirent) bool { return d.name == ".gitignore" }) {
+				ignoreFiles[dir.rel] = true
+			}
 			for _, d := range lists[i] {
 				rel := d.name
 				if dir.rel != "." {
@@ -160,7 +181,7 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 					continue
 				}
 				all = append(all, found{rel, dir.root, d})
-				if _, ok := known[rel]; !ok && !ignored[rel] && dir.root == "" {
+				if _, ok := known[rel]; !ok && !ignored[rel] && dir.root == "" && mayBeIgnored(dir.rel) {
 					unknown = append(unknown, rel)
 				}
 			}
