@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
@@ -418,9 +419,11 @@ func (p *Policy) RepeatsAreNew(tool string) bool {
 // knownStateEnv is what locates the state of the MCP servers undolog knows,
 // by their package's name: a proxy of one records it without a policy
 // saying so, so that undo does not act on another state than the session's.
-var knownStateEnv = map[string][]string{
-	"server-memory": {"MEMORY_FILE_PATH"},
-}
+var knownStateEnv = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"server-memory": {"MEMORY_FILE_PATH"},
+	}
+})
 
 // KnownStateEnv is what locates the state of the server command starts,
 // when undolog knows that server: its executable (mcp-server-memory) or
@@ -440,7 +443,7 @@ func KnownStateEnv(command []string) []string {
 			} else if !strings.HasPrefix(name, "mcp-") {
 				continue
 			}
-			names = append(names, knownStateEnv[strings.TrimPrefix(name, "mcp-")]...)
+			names = append(names, knownStateEnv()[strings.TrimPrefix(name, "mcp-")]...)
 		}
 	}
 	return names

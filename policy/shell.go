@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
@@ -63,75 +64,89 @@ type ShellCommand struct {
 
 // shells run a script given with -c; with none they read one from a file
 // or their input.
-var shells = map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "fish": true, "busybox": true}
+var shells = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"sh": true, "bash": true, "dash": true, "zsh": true, "ksh": true, "mksh": true, "ash": true, "fish": true, "busybox": true}
+})
 
 // interpreters run code given on their command line with one of their
 // flags (python -c, node -e): a string no parser here reads. With no
 // operand they read code from their input.
-var interpreters = map[string][]string{
-	"python": {"-c"}, "python3": {"-c"}, "python2": {"-c"}, "node": {"-e", "--eval", "-p", "--print"},
-	"perl": {"-e", "-E"}, "ruby": {"-e"}, "php": {"-r"}, "deno": {"eval"}, "bun": {"-e", "--eval"}, "lua": {"-e"},
-	"osascript": {"-e"}, "Rscript": {"-e"}, "pwsh": {"-c", "-Command"}, "irb": {}, "tclsh": {}, "julia": {"-e"},
-}
+var interpreters = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"python": {"-c"}, "python3": {"-c"}, "python2": {"-c"}, "node": {"-e", "--eval", "-p", "--print"},
+		"perl": {"-e", "-E"}, "ruby": {"-e"}, "php": {"-r"}, "deno": {"eval"}, "bun": {"-e", "--eval"}, "lua": {"-e"},
+		"osascript": {"-e"}, "Rscript": {"-e"}, "pwsh": {"-c", "-Command"}, "irb": {}, "tclsh": {}, "julia": {"-e"},
+	}
+})
 
 // editors run the commands they are given (vim -c '!git push', ed's !).
-var editors = map[string]bool{"vi": true, "vim": true, "nvim": true, "ex": true, "emacs": true, "ed": true, "view": true}
+var editors = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"vi": true, "vim": true, "nvim": true, "ex": true, "emacs": true, "ed": true, "view": true}
+})
 
 // programOptions are options that make a command run a program or
 // commands named in their value (sort --compress-program, rg --pre, tar
 // --to-command): what runs then is not known.
-var programOptions = map[string][]string{
-	"sort": {"--compress-program"}, "rg": {"--pre", "--hostname-bin"},
-	"tar": {"--to-command", "--use-compress-program", "-I", "--checkpoint-action", "--info-script", "--new-volume-script", "-F", "--rsh-command", "--rmt-command"},
-	"git": {"--upload-pack", "--receive-pack", "--exec", "--open-files-in-pager", "-O", "--exec-path=", "--extcmd", "--tool"},
-	"zip": {"-TT", "--unzip-command"}, "man": {"-P", "--pager", "-H", "--html"}, "less": {"-o", "-O", "--log-file", "--LOG-FILE"},
-	"compgen": {"-C"}, "complete": {"-C"}, "mapfile": {"-C"}, "readarray": {"-C"}, "fzf": {"--preview", "--bind"},
-	"hash": {"-p"}, "enable": {"-f"},
-}
+var programOptions = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"sort": {"--compress-program"}, "rg": {"--pre", "--hostname-bin"},
+		"tar": {"--to-command", "--use-compress-program", "-I", "--checkpoint-action", "--info-script", "--new-volume-script", "-F", "--rsh-command", "--rmt-command"},
+		"git": {"--upload-pack", "--receive-pack", "--exec", "--open-files-in-pager", "-O", "--exec-path=", "--extcmd", "--tool"},
+		"zip": {"-TT", "--unzip-command"}, "man": {"-P", "--pager", "-H", "--html"}, "less": {"-o", "-O", "--log-file", "--LOG-FILE"},
+		"compgen": {"-C"}, "complete": {"-C"}, "mapfile": {"-C"}, "readarray": {"-C"}, "fzf": {"--preview", "--bind"},
+		"hash": {"-p"}, "enable": {"-f"},
+	}
+})
 
 // sourcing runs a file's code in the shell itself, or arms the shell to
 // run code later (trap, alias): not read here.
-var sourcing = map[string]bool{"source": true, ".": true, "fc": true}
+var sourcing = sync.OnceValue(func() map[string]bool { return map[string]bool{"source": true, ".": true, "fc": true} })
 
 // valued are the options that take the next word as their value, before
 // a command's first operand: git -C DIR status (DIR is not a subcommand).
-var valued = map[string][]string{
-	"git":     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"},
-	"undolog": {"--log", "--lock-timeout"},
-	"go":      {"-C"},
-	"npm":     {"--prefix", "-w", "--workspace"}, "pnpm": {"-C", "--dir", "--filter", "-F"}, "yarn": {"--cwd"},
-	"make": {"-C", "-f", "--directory", "--file", "--makefile", "-I", "-o", "-W"},
-}
+var valued = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"git":     {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"},
+		"undolog": {"--log", "--lock-timeout"},
+		"go":      {"-C"},
+		"npm":     {"--prefix", "-w", "--workspace"}, "pnpm": {"-C", "--dir", "--filter", "-F"}, "yarn": {"--cwd"},
+		"make": {"-C", "-f", "--directory", "--file", "--makefile", "-I", "-o", "-W"},
+	}
+})
 
 // messages are the options of a command that take a text anywhere (git
 // commit -m "$(cat <<EOF ...)"): their value is neither an operand nor an
 // option, whatever it expands to.
-var messages = map[string][]string{"git": {"-m", "--message"}}
+var messages = sync.OnceValue(func() map[string][]string { return map[string][]string{"git": {"-m", "--message"}} })
 
 // isMessage tells whether args[i] is the value of one of name's messages.
 func isMessage(name string, args []*string, i int) bool {
-	return i > 0 && args[i-1] != nil && slices.Contains(messages[name], *args[i-1])
+	return i > 0 && args[i-1] != nil && slices.Contains(messages()[name], *args[i-1])
 }
 
 // systemDirs hold the system's own programs: a command named by a path
 // in one is the program of that name; any other path may be a file the
 // agent wrote (./ls, tools/cat).
-var systemDirs = map[string]bool{"/bin": true, "/usr/bin": true, "/sbin": true, "/usr/sbin": true}
+var systemDirs = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{"/bin": true, "/usr/bin": true, "/sbin": true, "/usr/sbin": true}
+})
 
 // wrappers run another command given in their arguments (after options
 // of their own that this does not try to read): each of their literal
 // words not an option may begin that command, so each such tail is a
 // command too, and the worst of them counts.
-var wrappers = map[string]bool{
-	"env": true, "sudo": true, "doas": true, "nohup": true, "time": true, "nice": true, "ionice": true,
-	"timeout": true, "command": true, "exec": true, "builtin": true, "xargs": true, "stdbuf": true,
-	"setsid": true, "chrt": true, "taskset": true, "watch": true, "strace": true, "ltrace": true,
-	"unbuffer": true, "flock": true, "chroot": true, "su": true, "runuser": true, "parallel": true,
-	"script": true, "firejail": true, "systemd-run": true, "caffeinate": true, "then": true, "do": true, "eval": true,
-}
+var wrappers = sync.OnceValue(func() map[string]bool {
+	return map[string]bool{
+		"env": true, "sudo": true, "doas": true, "nohup": true, "time": true, "nice": true, "ionice": true,
+		"timeout": true, "command": true, "exec": true, "builtin": true, "xargs": true, "stdbuf": true,
+		"setsid": true, "chrt": true, "taskset": true, "watch": true, "strace": true, "ltrace": true,
+		"unbuffer": true, "flock": true, "chroot": true, "su": true, "runuser": true, "parallel": true,
+		"script": true, "firejail": true, "systemd-run": true, "caffeinate": true, "then": true, "do": true, "eval": true,
+	}
+})
 
 // appending wrappers add words of their input to the command they run.
-var appending = map[string]bool{"xargs": true, "parallel": true}
+var appending = sync.OnceValue(func() map[string]bool { return map[string]bool{"xargs": true, "parallel": true} })
 
 // maxDepth bounds scripts within scripts (sh -c "sh -c '...'").
 const maxDepth = 8
@@ -280,7 +295,7 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 		s.add(c)
 		return
 	}
-	if strings.Contains(*name, "/") && !systemDirs[path.Dir(*name)] {
+	if strings.Contains(*name, "/") && !systemDirs()[path.Dir(*name)] {
 		c.Opaque = "the command is named by a path, " + *name + ": what it runs is not known"
 		s.add(c)
 		return
@@ -306,9 +321,9 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 		} else {
 			s.cdDir = *c.Words[0]
 		}
-	case wrappers[base]:
+	case wrappers()[base]:
 		s.wrapped(base, argv, assigns, depth)
-	case shells[base]:
+	case shells()[base]:
 		s.shellArgs(argv, depth)
 	case base == "find":
 		for i := 1; i < len(argv); i++ {
@@ -347,14 +362,14 @@ func runs(base string, argv, words []*string) string {
 		if isMessage(base, args, i) {
 			continue
 		}
-		for _, opt := range programOptions[base] {
+		for _, opt := range programOptions()[base] {
 			if w == nil || *w == opt || strings.HasPrefix(*w, opt) && (strings.HasPrefix(opt, "--") || len(opt) == 2) {
 				return base + " runs a program its option " + opt + " names"
 			}
 		}
 	}
 	switch {
-	case sourcing[base]:
+	case sourcing()[base]:
 		return base + " runs a file's code in the shell"
 	case base == "alias":
 		for _, w := range args {
@@ -362,12 +377,12 @@ func runs(base string, argv, words []*string) string {
 				return "an alias makes a name run what it says"
 			}
 		}
-	case editors[base]:
+	case editors()[base]:
 		return base + " runs the commands it is given"
 	case base == "awk" || base == "gawk" || base == "mawk" || base == "nawk":
 		for _, w := range args {
 			if w == nil || *w == "-f" || strings.HasPrefix(*w, "--file") || strings.Contains(*w, "system") ||
-				strings.Contains(*w, "|") || strings.Contains(*w, "@load") || awkPrintsToFile.MatchString(*w) {
+				strings.Contains(*w, "|") || strings.Contains(*w, "@load") || awkPrintsToFile().MatchString(*w) {
 				return base + " runs commands or writes files from its program"
 			}
 		}
@@ -376,7 +391,7 @@ func runs(base string, argv, words []*string) string {
 			return "sed runs commands or writes files from its script"
 		}
 	}
-	if flags, ok := interpreters[base]; ok {
+	if flags, ok := interpreters()[base]; ok {
 		for _, w := range args {
 			for _, flag := range flags {
 				if w == nil || *w == flag || strings.HasPrefix(*w, flag+"=") {
@@ -397,7 +412,7 @@ func runs(base string, argv, words []*string) string {
 }
 
 // awkPrintsToFile is an awk program's print or printf into a file.
-var awkPrintsToFile = regexp.MustCompile(`printf?[^;{}]*>`)
+var awkPrintsToFile = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`printf?[^;{}]*>`) })
 
 // wrapped adds the commands a wrapper runs: each tail of its words that
 // begins with one not an option; the variables it sets (env FOO=1 cmd)
@@ -436,7 +451,7 @@ func (s *scan) wrapped(base string, argv []*string, assigns []string, depth int)
 			assigns = append(assigns, name)
 		case w == nil || !strings.HasPrefix(*w, "-"):
 			tail := slices.Clone(argv[i:])
-			if appending[base] {
+			if appending()[base] {
 				tail = append(tail, nil) // what its input adds
 			}
 			if w != nil && strings.ContainsAny(*w, " \t\n;&|<>()$`'\"") {
@@ -493,7 +508,7 @@ func operands(name string, args []*string) (opts, words []*string) {
 			i++
 			break
 		}
-		if slices.Contains(valued[name], *w) && i+1 < len(args) {
+		if slices.Contains(valued()[name], *w) && i+1 < len(args) {
 			i++
 			opts = append(opts, args[i])
 		}
