@@ -92,7 +92,23 @@ func (h *Hook) classify(ev Event) (policy.Classification, error) {
 	unknown := func() (bool, bool) { return false, false }
 	// A Bash call runs where the agent's shell is (it keeps a cd between
 	// calls): its relative paths are read from there.
-	return h.Policy.Classify(ev.ToolName, unknown).In(ev.Cwd).ForArgs(ev.ToolInput)
+	cls, err := h.Policy.Classify(ev.ToolName, unknown).In(ev.Cwd).ForArgs(ev.ToolInput)
+	if err == nil && cls.Tier == sm.Compensable && inBackground(ev.ToolInput) {
+		// Its PostToolUse comes when it starts, not when it ends: what it
+		// changes after is in no snapshot, so it cannot be undone.
+		cls.Tier = sm.Irreversible
+		cls.Reason += " (run in the background: what it changes after it starts cannot be undone)"
+	}
+	return cls, err
+}
+
+// inBackground says whether a call's input asks Claude Code to run it in
+// the background (Bash's run_in_background).
+func inBackground(input json.RawMessage) bool {
+	var in struct {
+		RunInBackground bool `json:"run_in_background"`
+	}
+	return json.Unmarshal(input, &in) == nil && in.RunInBackground
 }
 
 func deny(format string, args ...any) *Decision {

@@ -461,3 +461,20 @@ func TestHookExitsOnceItHasAnswered(t *testing.T) {
 		t.Fatalf("a held log: %s %q after %v, want deny and the hook gone within 40s", d, why, took)
 	}
 }
+
+// A Bash call run in the background is held, not compensable: Claude Code
+// sends its PostToolUse when it starts, so what it changes after is in no
+// snapshot, and undo would report undone what it never restored.
+func TestHookHoldsABackgroundCommand(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	late := map[string]any{"command": "sleep 3; echo late > late.txt", "run_in_background": true}
+	if d, why := r.pre("Bash", late, "--wait", "0s"); d != "deny" || !strings.Contains(r.message, "approve") {
+		t.Fatalf("a background command: %s %q, want deny (held for a person)", d, why)
+	}
+	if d, why := r.pre("Bash", map[string]any{"command": "sleep 3; echo late > late.txt"}); d != "allow" {
+		t.Fatalf("the same command in the foreground: %s %q, want allow", d, why)
+	}
+	if d, why := r.pre("Bash", map[string]any{"command": "ls", "run_in_background": true}); d != "allow" {
+		t.Fatalf("a safe command in the background: %s %q, want allow", d, why)
+	}
+}
