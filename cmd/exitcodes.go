@@ -7,6 +7,7 @@ import (
 
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/saga"
 	"github.com/undolog/undolog/shellstep"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -29,6 +30,7 @@ const (
 
 	ExitProxyUpstream    = 11
 	ExitFilesChanged     = 12
+	ExitUndoNotHere      = 13
 	ExitProxyInterrupted = ExitInterrupted
 
 	ExitInterrupted = 130
@@ -75,6 +77,7 @@ var exitCodes = []exitCode{
 	{ExitDenied, "denied: the shared log's database refused the operation to undolog's role; nothing was written"},
 	{ExitProxyUpstream, "proxy: the MCP server exited while the proxy served it: restart the proxy"},
 	{ExitFilesChanged, "files restore: a file the call changed was changed since by someone else (named): nothing was restored"},
+	{ExitUndoNotHere, "undo: a compensation cannot run here (its plan says WILL FAIL: its directory is not on this machine): nothing changed; run undo where the call ran, or --anyway"},
 	{ExitInterrupted, "interrupted by SIGINT or SIGTERM: what the command waited for ended (undo: the step it ran is in doubt)"},
 }
 
@@ -216,6 +219,8 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, saga.ErrNotHere):
+		return ExitUndoNotHere
 	case errors.As(err, &ue), errors.Is(err, model.ErrInvalidInput), errors.Is(err, sm.ErrUnknownName):
 		return ExitUsage
 	case errors.Is(err, model.ErrNotFound):

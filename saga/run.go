@@ -58,6 +58,10 @@ type Runner struct {
 	// runs only while the session's plan is still that one (the same steps,
 	// in order, on the same effects), else Run returns ErrPlanChanged.
 	Confirmed *Plan
+	// Anyway runs the steps the plan says will fail here (Step.Problem)
+	// rather than refusing the walk (ErrNotHere): each one fails, halts the
+	// session, and waits for a person's resolve.
+	Anyway bool
 	// CLI starts the commands that hints name ("undolog --log ADDR" when
 	// the log is not the default); "" means "undolog".
 	CLI string
@@ -108,6 +112,19 @@ func (r Result) Counts() string {
 	return counts
 }
 
+// notHere refuses a plan with a step that would act and cannot run here
+// (the first, in walk order), naming why and the ways on.
+func (r *Runner) notHere(plan Plan) error {
+	for _, s := range plan.Steps {
+		if s.Problem == "" || (s.Action != ActionCompensate && s.Action != ActionInDoubt) {
+			continue
+		}
+		return fmt.Errorf("%w: effect %d %s: %s; nothing was undone: run undo where it can run (where the call ran), or undo it by hand: %s undo %s --yes --anyway lets it fail, then %s resolve %d --reason WHAT_WAS_DONE",
+			ErrNotHere, s.Effect.ID, s.Effect.Tool, s.Problem, r.cli(), textfmt.ShellQuote(plan.Session), r.cli(), s.Effect.ID)
+	}
+	return nil
+}
+
 func (r *Runner) progress(format string, args ...any) {
 	if r.Progress != nil {
 		// Escaped whole: a line quotes tool names, commands and errors.
@@ -156,6 +173,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				}
 				return res, fmt.Errorf("%w: session %s: %s%s (nothing was undone)", ErrStateElsewhere, session, why, then)
 			}
+		}
+	}
+	if !r.Anyway {
+		if err := r.notHere(plan); err != nil {
+			return res, err
 		}
 	}
 	if sess.State != sm.SessionCompensating {
