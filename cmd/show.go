@@ -104,7 +104,7 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	if d.Undo != nil {
 		entry = string(d.Undo.State)
 	}
-	status := textfmt.EffectStatus(string(e.State), entry)
+	status := textfmt.EffectStatus(string(e.State), entry, e.Error != "")
 	if f.Color() {
 		status = textfmt.Paint(status, textfmt.StateColor(textfmt.StatusColor(string(e.State), entry)))
 	}

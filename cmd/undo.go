@@ -34,7 +34,8 @@ is compensated (a command descriptor runs its argv without a shell, with the
 effect in UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS and
 UNDOLOG_RESULT (under 64 KiB), and always in the file UNDOLOG_EFFECT_FILE; a
 manual one asks the operator),
-retried with exponential backoff; effects that never ran are skipped.
+retried with exponential backoff; an effect that did not run (never, or
+its run failed) has nothing to undo.
 
 When a compensation fails for good the walk stops, the session is halted and
 the exit code is ` + fmt.Sprint(ExitCompensation) + `: fix it by hand, 'undolog resolve ID --reason R', and run
@@ -165,10 +166,10 @@ func printPlan(f *Factory, plan saga.Plan) {
 		call := saga.Shorten(s.Call) + plan.Where(s)
 		switch s.Action {
 		case saga.ActionDone:
-			println("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State)
+			println("   -  effect %d %s: %s", e.ID, e.Tool, s.DoneWords())
 		case saga.ActionSkip:
 			n++
-			println("  %2d. effect %d %s (%s): skip, it never ran", n, e.ID, e.Tool, e.State)
+			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.NothingToUndo())
 		case saga.ActionBlocked:
 			n++
 			println("  %2d. effect %d %s: BLOCKED, failed before (%s): %s resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, f.CLI(), e.ID)

@@ -71,6 +71,24 @@ type Plan struct {
 	UpstreamEnvMoved string `json:"upstream_env_moved,omitempty"`
 }
 
+// NothingToUndo says why a skipped step has nothing to undo, for a
+// person: its call never ran, or its run failed (the effect records the
+// error), and either way did not take effect.
+func (s Step) NothingToUndo() string {
+	if s.Effect.Error != "" {
+		return "nothing to undo (its run failed)"
+	}
+	return "nothing to undo (never ran)"
+}
+
+// DoneWords say what an earlier walk or a person did with a done step.
+func (s Step) DoneWords() string {
+	if s.Entry.State == sm.EntrySkipped {
+		return "nothing to undo"
+	}
+	return "already " + textfmt.UndoWord(string(s.Entry.State))
+}
+
 // Waits says why the plan cannot run yet: an irreversible call of the
 // session still runs. It is not undone, and the calls before it are not
 // undone under it: what it does may rest on them (ErrInProgress).

@@ -83,6 +83,8 @@ type Result struct {
 	// resolve) since an earlier run stopped at them: done, by no compensation
 	// of this run.
 	Resolved []uint64 `json:"resolved"`
+	// failedRuns counts the Skipped whose run failed (the rest never ran).
+	failedRuns int
 	// Earlier lists the entries an earlier run compensated or skipped.
 	Earlier []uint64 `json:"earlier"`
 	Failed  *uint64  `json:"failed"`
@@ -100,8 +102,13 @@ type Result struct {
 // person's resolve, or by an earlier run), so that every entry is counted.
 func (r Result) Counts() string {
 	counts := fmt.Sprintf("%d undone", len(r.Compensated))
-	if n := len(r.Skipped); n > 0 {
+	switch n, failed := len(r.Skipped), r.failedRuns; {
+	case n > 0 && failed == 0:
 		counts += fmt.Sprintf(", %d had nothing to undo (never ran)", n)
+	case n > 0 && failed == n:
+		counts += fmt.Sprintf(", %d had nothing to undo (run failed)", n)
+	case n > 0:
+		counts += fmt.Sprintf(", %d had nothing to undo (%d never ran, %d run failed)", n, n-failed, failed)
 	}
 	if n := len(r.Resolved); n > 0 {
 		counts += fmt.Sprintf(", %d resolved by hand", n)
@@ -229,11 +236,15 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 					return res, takenMeanwhile(step, err)
 				}
 			}
-			if _, err := r.Log.UndoStep(ctx, id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
+			reason := "effect never ran"
+			if step.Effect.Error != "" {
+				reason, res.failedRuns = "its run failed", res.failedRuns+1
+			}
+			if _, err := r.Log.UndoStep(ctx, id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: reason}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 			res.Skipped = append(res.Skipped, id)
-			r.progress("effect %d %s: nothing to undo (never ran)", id, step.Effect.Tool)
+			r.progress("effect %d %s: %s", id, step.Effect.Tool, step.NothingToUndo())
 			continue
 		case ActionBlocked:
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",

@@ -570,7 +570,7 @@ func (m *Model) sessionView() string {
 			entry = string(u.State)
 		}
 		ids, tools, tiers = append(ids, itoa(e.ID)), append(tools, e.Tool), append(tiers, string(e.Tier))
-		states, undos = append(states, textfmt.EffectStatus(string(e.State), entry)), append(undos, textfmt.UndoWord(entry))
+		states, undos = append(states, textfmt.EffectStatus(string(e.State), entry, e.Error != "")), append(undos, textfmt.UndoStatus(string(e.State), entry))
 	}
 	inner := m.width - 2 // in a pane's borders
 	cols := flexColumns([]column{{"ID", widest("ID", ids...), false}, {"TOOL", 0, false}, {"TIER", widest("TIER", tiers...), false},
@@ -593,8 +593,8 @@ func (m *Model) sessionView() string {
 		if u, ok := v.entries[e.ID]; ok {
 			entry = string(u.State)
 		}
-		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), textfmt.EffectStatus(state, entry),
-			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), textfmt.UndoWord(entry)},
+		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), textfmt.EffectStatus(state, entry, e.Error != ""),
+			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), textfmt.UndoStatus(state, entry)},
 			map[int]string{3: textfmt.StatusColor(state, entry), 6: entry}, i == v.cursor && !v.focusDetail))
 	}
 	out := []string{head, m.pane("effects", table, m.width, !v.focusDetail)}
@@ -665,7 +665,7 @@ func (m *Model) detailLines(width int) []string {
 	if d.Undo != nil {
 		entry = string(d.Undo.State)
 	}
-	status := textfmt.EffectStatus(string(e.State), entry)
+	status := textfmt.EffectStatus(string(e.State), entry, e.Error != "")
 	// A long tool name is cut, not the tier and state after it.
 	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, status)
 	tool := esc(e.Tool)
@@ -771,10 +771,10 @@ func (m *Model) confirmUndoView() string {
 		e := s.Effect
 		switch s.Action {
 		case saga.ActionDone:
-			lines = append(lines, escf("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State))
+			lines = append(lines, escf("   -  effect %d %s: %s", e.ID, e.Tool, s.DoneWords()))
 		case saga.ActionSkip:
 			n++
-			lines = append(lines, escf("  %2d. effect %d %s: skip, it never ran", n, e.ID, e.Tool))
+			lines = append(lines, escf("  %2d. effect %d %s: %s", n, e.ID, e.Tool, s.NothingToUndo()))
 		case saga.ActionBlocked:
 			n++
 			lines = append(lines, escf("  %2d. effect %d %s: BLOCKED, resolve it first", n, e.ID, e.Tool))
