@@ -176,10 +176,31 @@ func HistoryWords(r Record) string {
 	return r.Trigger
 }
 
-// CountsWords renders an effect count per state and the undone count in
-// words: "4 committed (4 undone), 1 pending". counts is in the order to
-// show; undone is how many of the committed were undone.
-func CountsWords(counts []StateCount, undone int) string {
+// UndoCounts are how many of a session's committed effects an undo undid,
+// failed to undo, and left to a person who resolved them by hand.
+type UndoCounts struct {
+	Undone, Failed, Resolved int
+}
+
+// words are the counts in words, the zero ones left out: "3 undone, 1 undo
+// failed".
+func (u UndoCounts) words() string {
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		word string
+	}{{u.Undone, "undone"}, {u.Failed, "undo failed"}, {u.Resolved, "resolved by hand"}} {
+		if c.n > 0 {
+			parts = append(parts, strconv.Itoa(c.n)+" "+c.word)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CountsWords renders an effect count per state and what an undo did to
+// the committed ones in words: "4 committed (3 undone, 1 undo failed), 1
+// pending". counts is in the order to show; undo counts the committed.
+func CountsWords(counts []StateCount, undo UndoCounts) string {
 	var parts []string
 	for _, c := range counts {
 		if c.N == 0 {
@@ -190,8 +211,8 @@ func CountsWords(counts []StateCount, undone int) string {
 			w = u
 		}
 		p := strconv.Itoa(c.N) + " " + w
-		if c.State == "committed" && undone > 0 {
-			p += " (" + strconv.Itoa(undone) + " undone)"
+		if w := undo.words(); c.State == "committed" && w != "" {
+			p += " (" + w + ")"
 		}
 		parts = append(parts, p)
 	}

@@ -116,8 +116,13 @@ func TestHistoryWordsNameNoProducerThatWasNotThere(t *testing.T) {
 }
 
 func TestCountsWordsSayHowManyWereUndone(t *testing.T) {
-	got := CountsWords([]StateCount{{"pending", 1}, {"committed", 4}, {"compensated", 1}, {"rejected", 0}}, 3)
+	got := CountsWords([]StateCount{{"pending", 1}, {"committed", 4}, {"compensated", 1}, {"rejected", 0}}, UndoCounts{Undone: 3})
 	if want := "1 pending, 4 committed (3 undone), 1 undone"; got != want {
+		t.Errorf("CountsWords = %q, want %q", got, want)
+	}
+	// A failed undo, and one a person resolved, are counted too.
+	got = CountsWords([]StateCount{{"committed", 3}}, UndoCounts{Undone: 1, Failed: 1, Resolved: 1})
+	if want := "3 committed (1 undone, 1 undo failed, 1 resolved by hand)"; got != want {
 		t.Errorf("CountsWords = %q, want %q", got, want)
 	}
 }
