@@ -203,6 +203,12 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 // row it is, the effect's or its undo entry's, whose states are words of
 // their own.
 func renderHistory(f *Factory, hist []model.HistoryRecord) error {
+	// A person's terminal gets the time to the second, in its zone; a
+	// script the exact instant.
+	at := func(t time.Time) string { return t.Format("2006-01-02T15:04:05.000Z07:00") }
+	if f.StdoutIsTerminal() {
+		at = func(t time.Time) string { return t.Local().Format("Jan 02 15:04:05") }
+	}
 	rows := make([][]cell, 0, len(hist))
 	for _, r := range hist {
 		of, from, to := r.Kind, r.From, r.To
@@ -217,7 +223,7 @@ func renderHistory(f *Factory, hist []model.HistoryRecord) error {
 			detail = "error: " + r.Error + reasonSuffix(r.Reason)
 		}
 		what := textfmt.HistoryWords(textfmt.Record{Kind: r.Kind, From: r.From, To: r.To, Trigger: r.Trigger, Actor: r.Who()})
-		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
+		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(at(r.At)),
 			plain(of), plain(orDash(from)), {Text: orDash(to), Color: textfmt.StateColor(r.To)}, plain(what), plain(orDash(detail))})
 	}
 	return renderTable(f, []string{"SEQ", "AT", "OF", "FROM", "TO", "WHAT HAPPENED", "REASON"}, rows)
