@@ -70,7 +70,7 @@ var exitCodes = []exitCode{
 	{ExitNotFound, "not found: no such effect, session or undo entry; no log at the address for a command that acts on what it holds"},
 	{ExitInvalid, "invalid state transition (the spec's reason is printed), also a second decision on an effect"},
 	{ExitBusy, "log busy: another process held the log past the lock timeout; nothing was written"},
-	{ExitInProgress, "in progress or conflict: the call's owner is executing or awaiting approval, another undo runs the compensation, a session of that name exists"},
+	{ExitInProgress, "in progress or conflict: the call's owner is executing or awaiting approval, another undo runs the compensation, a session of that name exists, a decision on a request that timed out"},
 	{ExitNotActive, "session not active: it takes no new effects and no decisions"},
 	{ExitRejected, "the call was rejected by a person"},
 	{ExitCompensation, "undo stopped: a compensation failed for good (fix it, undolog resolve, undo again) or is in doubt (check, then undo --retry-in-doubt)"},

@@ -252,7 +252,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		case ActionCompensate:
 			// Taking the entry records its owner in the same transaction: of
 			// two undos at once, the second finds it taken.
-			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner.WithLease(time.Now().Add(lease))}); err != nil {
+			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Owner: owner.WithLease(time.Now().Add(lease))}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 		case ActionInDoubt:
@@ -288,7 +288,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		}
 		to := sm.EntryCompensated
 		// Recorded only while this run still owns the entry.
-		change := model.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts, ExpectOwner: owner}
+		change := model.Change{Actor: r.Actor, Attempts: attempts, ExpectOwner: owner}
 		if cerr != nil {
 			to, change.Error = sm.EntryCompensationFailed, textfmt.OneLine(cerr.Error())
 		}

@@ -148,7 +148,7 @@ func HistoryWords(r Record) string {
 		case r.To == "awaiting_approval":
 			return "waits for an approval"
 		case r.From == "awaiting_approval" && r.To == "active":
-			return "goes on"
+			return "approval decided, runs on"
 		}
 		return strings.ReplaceAll(r.To, "_", " ") + by
 	default:

@@ -107,6 +107,7 @@ func TestHistoryWordsNameNoProducerThatWasNotThere(t *testing.T) {
 		{Record{Kind: "undo", From: "compensating", To: "compensated", Trigger: "Compensation succeeds", Actor: "bob"}, "undone by bob"},
 		{Record{Kind: "effect", From: "pending", To: "rejected", Actor: "system:timeout"}, "approval request expired"},
 		{Record{Kind: "session", From: "halted", To: "active", Actor: "bob"}, "resumed by bob"},
+		{Record{Kind: "session", From: "awaiting_approval", To: "active", Actor: "alice"}, "approval decided, runs on"},
 		{Record{Kind: "input", From: "executing", To: "executing", Trigger: "Awaiting the client's input", Actor: "mcp:agent"}, "Awaiting the client's input"},
 	} {
 		if got := HistoryWords(c.r); got != c.want {
