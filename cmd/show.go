@@ -39,7 +39,11 @@ func newCmdShow(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, store := c.Context(), f.ReadLog()
+			store, err := f.ExistingLog() // one effect: where none can be, not found, said once
+			if err != nil {
+				return err
+			}
+			ctx := c.Context()
 			details := make([]model.EffectDetail, 0, len(ids))
 			// An mcp compensation is called on its session's server.
 			upstreams := map[string][]string{}
