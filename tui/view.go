@@ -489,7 +489,7 @@ func (m *Model) sessionDetail() []string {
 	}
 	out = append(out, line)
 	if s.PendingApprovals > 0 {
-		out = append(out, m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))+": enter, then a or r on it")
+		out = append(out, m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))+": enter, ↓ to it, then a or r")
 	}
 	if len(s.Meta) > 0 {
 		keys := make([]string, 0, len(s.Meta))
@@ -696,7 +696,8 @@ func (m *Model) detailLines(width int) []string {
 		add("%s %s", m.st.label.Render("approval:"), esc(line))
 	}
 	if u := d.Undo; u != nil {
-		line := textfmt.UndoWord(string(u.State)) + "  " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
+		// Labelled: a bare "true" reads as a flag, not the command it is.
+		line := textfmt.UndoStatus(string(e.State), string(u.State)) + " · runs: " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
 		if u.LastError != "" {
 			line += "  last error: " + u.LastError
 		}
@@ -800,7 +801,7 @@ func (m *Model) confirmUndoView() string {
 	}
 	question := escf("Undo %s of session %s? (y/n)", textfmt.Count(p.Work(), "step"), p.Session)
 	if p.Work() == 0 {
-		question = escf("Nothing to compensate: mark session %s compensated? (y/n)", p.Session)
+		question = escf("Nothing to undo: mark session %s undone? (y/n)", p.Session)
 	}
 	lines = append(lines, "", m.st.title.Render(question))
 	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
