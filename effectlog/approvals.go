@@ -169,23 +169,24 @@ func alreadyDecided(a *model.Approval, id uint64, err error) error {
 	}
 	switch a.Outcome {
 	case model.ApprovalApproved, model.ApprovalRejected:
-		return &decidedError{msg: fmt.Sprintf("effect %d was already %s by %s", id, a.Outcome, a.DecidedBy), err: err}
+		return &AlreadyDecided{Msg: fmt.Sprintf("effect %d was already %s by %s", id, a.Outcome, a.DecidedBy), Err: err}
 	case model.ApprovalTimedOut:
 		return fmt.Errorf("effect %d's approval request timed out: %w", id, err)
 	}
 	return err
 }
 
-// decidedError is a decision refused because one stands: it says whose,
-// which is all a person needs; the spec's refusal stays in its chain
-// (sm.ErrInvalidStateTransition: exit 4).
-type decidedError struct {
-	msg string
-	err error
+// AlreadyDecided is a decision refused because one stands: it says whose,
+// which is all a person needs; the spec's refusal (Err) stays in its chain
+// (sm.ErrInvalidStateTransition: exit 4), for a command about the spec's
+// table to say.
+type AlreadyDecided struct {
+	Msg string
+	Err error
 }
 
-func (e *decidedError) Error() string { return e.msg }
-func (e *decidedError) Unwrap() error { return e.err }
+func (e *AlreadyDecided) Error() string { return e.Msg }
+func (e *AlreadyDecided) Unwrap() error { return e.Err }
 
 // timedOut refuses a decision on request a, of effect id, if it timed
 // out: nobody can decide it any more, and the same call, run again, asks

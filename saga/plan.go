@@ -49,6 +49,9 @@ type Step struct {
 	// abandoned says why a call skipped was abandoned between its input
 	// rounds (effectlog.AbandonedRound): it is failed first.
 	abandoned string
+	// elsewhere says the Problem is where undo runs (placeProblem): the
+	// step could run where its call ran.
+	elsewhere bool
 }
 
 // Plan is what undo would do.
@@ -200,6 +203,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		}
 		if step.Problem == "" && (step.Action == ActionCompensate || step.Action == ActionInDoubt) {
 			step.Problem = plan.placeProblem(step)
+			step.elsewhere = step.Problem != ""
 		}
 		plan.Steps = append(plan.Steps, step)
 	}

@@ -120,10 +120,12 @@ func (r Result) Counts() string {
 }
 
 // notHere refuses a plan with a step that would act and cannot run here
-// (the first, in walk order), naming why and the ways on.
+// (the first, in walk order), naming why and the ways on. A step that
+// would fail anywhere (a template that does not expand) fails and halts
+// the walk as before, for a person's resolve.
 func (r *Runner) notHere(plan Plan) error {
 	for _, s := range plan.Steps {
-		if s.Problem == "" || (s.Action != ActionCompensate && s.Action != ActionInDoubt) {
+		if !s.elsewhere || (s.Action != ActionCompensate && s.Action != ActionInDoubt) {
 			continue
 		}
 		return fmt.Errorf("%w: effect %d %s: %s; nothing was undone: run undo where it can run (where the call ran), or undo it by hand: %s undo %s --yes --anyway lets it fail, then %s resolve %d --reason WHAT_WAS_DONE",
