@@ -1,13 +1,10 @@
 package cmd
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/undolog/undolog/effectlog"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -33,14 +30,7 @@ func newCmdTransition(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			err = runSteps(c.Context(), f, opts, []uint64{id}, to)
-			// The spec's table is what this command is about: its reason
-			// follows whose decision stands.
-			var decided *effectlog.AlreadyDecided
-			if errors.As(err, &decided) {
-				err = fmt.Errorf("%s: %w", decided.Msg, decided.Err)
-			}
-			return err
+			return runSteps(c.Context(), f, opts, []uint64{id}, to)
 		},
 	}
 	addStepFlags(c, opts)

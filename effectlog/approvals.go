@@ -176,16 +176,15 @@ func alreadyDecided(a *model.Approval, id uint64, err error) error {
 	return err
 }
 
-// AlreadyDecided is a decision refused because one stands: it says whose,
-// which is all a person needs; the spec's refusal (Err) stays in its chain
-// (sm.ErrInvalidStateTransition: exit 4), for a command about the spec's
-// table to say.
+// AlreadyDecided is a decision refused because one stands: Msg says whose,
+// which is all a person deciding needs; the spec's refusal (Err) follows
+// it, and stays in its chain (sm.ErrInvalidStateTransition).
 type AlreadyDecided struct {
 	Msg string
 	Err error
 }
 
-func (e *AlreadyDecided) Error() string { return e.Msg }
+func (e *AlreadyDecided) Error() string { return e.Msg + ": " + e.Err.Error() }
 func (e *AlreadyDecided) Unwrap() error { return e.Err }
 
 // timedOut refuses a decision on request a, of effect id, if it timed
