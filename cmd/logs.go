@@ -141,7 +141,7 @@ func (f *Factory) ReadLog() effectlog.Log {
 	if fl, ok := log.(effectlog.FileLog); ok && !f.logs.notedMissing {
 		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
 			f.logs.notedMissing = true
-			fmt.Fprintf(f.ErrOut, "undolog: no log at %s yet: nothing is recorded there\n", textfmt.Escape(fl.Path()))
+			fmt.Fprintf(f.ErrOut, "undolog: %s\n", textfmt.Escape(noLogText(fl.Path())))
 		}
 	}
 	return log
@@ -155,10 +155,16 @@ func (f *Factory) ExistingLog() (effectlog.Log, error) {
 	log := f.Log()
 	if fl, ok := log.(effectlog.FileLog); ok {
 		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, fl.Path())
+			return nil, fmt.Errorf("%w: %s", model.ErrNotFound, noLogText(fl.Path()))
 		}
 	}
 	return log, nil
+}
+
+// noLogText says that no log is at an address, and what to do: every
+// command that meets one says it so.
+func noLogText(address string) string {
+	return "no log at " + address + ": nothing is recorded there yet (exec or session start makes one); check --log or UNDOLOG_LOG"
 }
 
 // closeLogs lets go of the logs the command used.

@@ -49,6 +49,9 @@ type Step struct {
 	// abandoned says why a call skipped was abandoned between its input
 	// rounds (effectlog.AbandonedRound): it is failed first.
 	abandoned string
+	// elsewhere says the Problem is where undo runs (placeProblem): the
+	// step could run where its call ran.
+	elsewhere bool
 }
 
 // Plan is what undo would do.
@@ -73,6 +76,24 @@ type Plan struct {
 	// before (model.Session.UpstreamEnvMoved): undo reaches one state
 	// only, and refuses.
 	UpstreamEnvMoved string `json:"upstream_env_moved,omitempty"`
+}
+
+// NothingToUndo says why a skipped step has nothing to undo, for a
+// person: its call never ran, or its run failed (the effect records the
+// error), and either way did not take effect.
+func (s Step) NothingToUndo() string {
+	if s.Effect.Error != "" {
+		return "nothing to undo (its run failed)"
+	}
+	return "nothing to undo (never ran)"
+}
+
+// DoneWords say what an earlier walk or a person did with a done step.
+func (s Step) DoneWords() string {
+	if s.Entry.State == sm.EntrySkipped {
+		return "nothing to undo"
+	}
+	return "already " + textfmt.UndoWord(string(s.Entry.State))
 }
 
 // Waits says why the plan cannot run yet: an irreversible call of the
@@ -189,6 +210,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		}
 		if step.Problem == "" && (step.Action == ActionCompensate || step.Action == ActionInDoubt) {
 			step.Problem = plan.placeProblem(step)
+			step.elsewhere = step.Problem != ""
 		}
 		plan.Steps = append(plan.Steps, step)
 	}

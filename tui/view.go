@@ -495,7 +495,7 @@ func (m *Model) sessionDetail() []string {
 	}
 	out = append(out, line)
 	if s.PendingApprovals > 0 {
-		out = append(out, m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))+": enter, then a or r on it")
+		out = append(out, m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))+": enter, ↓ to it, then a or r")
 	}
 	if len(s.Meta) > 0 {
 		keys := make([]string, 0, len(s.Meta))
@@ -600,7 +600,7 @@ func (m *Model) sessionView() string {
 			entry = string(u.State)
 		}
 		ids, tools, tiers = append(ids, itoa(e.ID)), append(tools, e.Tool), append(tiers, string(e.Tier))
-		states, undos = append(states, textfmt.EffectStatus(string(e.State), entry)), append(undos, textfmt.UndoWord(entry))
+		states, undos = append(states, textfmt.EffectStatus(string(e.State), entry, e.Error != "")), append(undos, textfmt.UndoStatus(string(e.State), entry))
 	}
 	inner := m.width - 2 // in a pane's borders
 	cols := flexColumns([]column{{"ID", widest("ID", ids...), false}, {"TOOL", 0, false}, {"TIER", widest("TIER", tiers...), false},
@@ -623,8 +623,8 @@ func (m *Model) sessionView() string {
 		if u, ok := v.entries[e.ID]; ok {
 			entry = string(u.State)
 		}
-		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), textfmt.EffectStatus(state, entry),
-			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), textfmt.UndoWord(entry)},
+		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), textfmt.EffectStatus(state, entry, e.Error != ""),
+			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), textfmt.UndoStatus(state, entry)},
 			map[int]string{3: textfmt.StatusColor(state, entry), 6: entry}, i == v.cursor && !v.focusDetail))
 	}
 	out := []string{head, m.pane("effects", table, m.width, !v.focusDetail)}
@@ -695,7 +695,7 @@ func (m *Model) detailLines(width int) []string {
 	if d.Undo != nil {
 		entry = string(d.Undo.State)
 	}
-	status := textfmt.EffectStatus(string(e.State), entry)
+	status := textfmt.EffectStatus(string(e.State), entry, e.Error != "")
 	// A long tool name is cut, not the tier and state after it.
 	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, status)
 	tool := esc(e.Tool)
@@ -726,7 +726,8 @@ func (m *Model) detailLines(width int) []string {
 		add("%s %s", m.st.label.Render("approval:"), esc(line))
 	}
 	if u := d.Undo; u != nil {
-		line := textfmt.UndoWord(string(u.State)) + "  " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
+		// Labelled: a bare "true" reads as a flag, not the command it is.
+		line := textfmt.UndoStatus(string(e.State), string(u.State)) + " · runs: " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
 		if u.LastError != "" {
 			line += "  last error: " + u.LastError
 		}
@@ -811,10 +812,10 @@ func (m *Model) confirmUndoView() string {
 		e := s.Effect
 		switch s.Action {
 		case saga.ActionDone:
-			lines = append(lines, escf("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State))
+			lines = append(lines, escf("   -  effect %d %s: %s", e.ID, e.Tool, s.DoneWords()))
 		case saga.ActionSkip:
 			n++
-			lines = append(lines, escf("  %2d. effect %d %s: skip, it never ran", n, e.ID, e.Tool))
+			lines = append(lines, escf("  %2d. effect %d %s: %s", n, e.ID, e.Tool, s.NothingToUndo()))
 		case saga.ActionBlocked:
 			n++
 			lines = append(lines, escf("  %2d. effect %d %s: BLOCKED, resolve it first", n, e.ID, e.Tool))
@@ -840,7 +841,7 @@ func (m *Model) confirmUndoView() string {
 	}
 	question := escf("Undo %s of session %s? (y/n)", textfmt.Count(p.Work(), "step"), p.Session)
 	if p.Work() == 0 {
-		question = escf("Nothing to compensate: mark session %s compensated? (y/n)", p.Session)
+		question = escf("Nothing to undo: mark session %s undone? (y/n)", p.Session)
 	}
 	lines = append(lines, "", m.st.title.Render(question))
 	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))

@@ -123,3 +123,36 @@ func TestTablePipedHeader(t *testing.T) {
 		t.Fatalf("piped table with its header %q, want %q", headed.String(), want)
 	}
 }
+
+// A table fitted to a terminal wraps its last column under its start, no
+// line wider than the terminal; a table not fitted, or piped, keeps it.
+func TestFittedTableWrapsItsLastColumn(t *testing.T) {
+	reason := "compensation failed: effect 2 b: sh: exit status 3: bucket is locked; fix it by hand"
+	rows := func() [][]Cell {
+		return [][]Cell{{{Text: "1"}, {Text: "committed"}, {Text: reason}}, {{Text: "2"}, {Text: "halted"}, {Text: "-"}}}
+	}
+	var out strings.Builder
+	if err := NewTable(&out, []string{"SEQ", "TO", "REASON"}, true, false).Fit(40).Write(rows()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	var text []string
+	for i, l := range lines {
+		if ansi.StringWidth(l) > 40 {
+			t.Errorf("line %d is %d columns wide: %q", i, ansi.StringWidth(l), l)
+		}
+		if i > 0 && strings.HasPrefix(l, strings.Repeat(" ", 16)) {
+			text = append(text, strings.TrimSpace(l))
+		} else if i == 1 {
+			text = append(text, strings.TrimSpace(l[16:]))
+		}
+	}
+	if got := strings.Join(text, " "); got != reason || len(lines) < 4 || !strings.HasPrefix(lines[len(lines)-1], "2    halted") {
+		t.Errorf("the reason reads %q under its column, want %q:\n%s", got, reason, out.String())
+	}
+	out.Reset()
+	NewTable(&out, []string{"SEQ", "TO", "REASON"}, false, false).Fit(40).Write(rows())
+	if !strings.Contains(out.String(), "\t"+reason+"\n") {
+		t.Errorf("piped, the reason is cut:\n%s", out.String())
+	}
+}
