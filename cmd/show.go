@@ -230,7 +230,8 @@ func renderHistory(f *Factory, hist []model.HistoryRecord) error {
 		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(at(r.At)),
 			plain(of), plain(orDash(from)), {Text: orDash(to), Color: textfmt.StateColor(r.To)}, plain(what), plain(orDash(detail))})
 	}
-	return renderTable(f, []string{"SEQ", "AT", "OF", "FROM", "TO", "WHAT HAPPENED", "REASON"}, rows)
+	// A reason is read on its own: on a narrow terminal it goes under its row.
+	return newTable(f, f.Out, []string{"SEQ", "AT", "OF", "FROM", "TO", "WHAT HAPPENED", "REASON"}, f.StdoutIsTerminal()).Under().Write(rows)
 }
 
 // approvalLine is one approval request and its decision, if made.

@@ -32,6 +32,7 @@ type Table struct {
 	headed  bool
 	piped   bool         // not a terminal, and a header asked for
 	fit     int          // on a terminal, the width the last column wraps to fit (0: none)
+	under   bool         // Under: a last column left too little goes under its row
 	line    bytes.Buffer // the line being laid out, its memory kept for the next
 }
 
@@ -56,11 +57,22 @@ func (t *Table) PipedHeader() *Table {
 const minWrapped = 16
 
 // Fit makes a table on a terminal fit width columns: its last column's
-// cells (a reason, a command: the free text) wrap to the width the other
-// columns leave, their lines under its start; where the others leave it
-// too little, each goes under its row, from the second column.
+// cells (a reason, a command: the free text) wrap at spaces to the width
+// the other columns leave, their lines under its start. Where the others
+// leave it too little, or a word is wider, the line overflows: a header
+// and a column stay where a person looks for them, and a flag or a path
+// stays whole for copying.
 func (t *Table) Fit(width int) *Table {
 	t.fit = width
+	return t
+}
+
+// Under makes a fitted table whose other columns leave its last too
+// little put each last cell under its row, from the second column, its
+// header left out: for a table whose last column is free text (a
+// history's reasons), read on its own.
+func (t *Table) Under() *Table {
+	t.under = true
 	return t
 }
 
@@ -168,30 +180,27 @@ func (t *Table) lastStart() int {
 	return start
 }
 
-// below tells whether the last column's cells go under their rows: the
-// other columns leave it too little of the width Fit asks for.
+// below tells whether the last column's cells go under their rows (Under):
+// the other columns leave it too little of the width Fit asks for.
 func (t *Table) below() bool {
-	return t.fit > 0 && len(t.widths) > 1 && t.fit-t.lastStart() < minWrapped
+	return t.under && t.fit > 0 && len(t.widths) > 1 && t.fit-t.lastStart() < minWrapped
 }
 
-// wrapLast wraps the last cell's text to the width Fit leaves it: its first
-// line, and the lines after; under its row, all are after ("-", nothing,
-// takes no line).
+// wrapLast wraps the last cell's text at spaces to the width Fit leaves
+// it: its first line, and the lines after; under its row, all are after
+// ("-", nothing, takes no line).
 func (t *Table) wrapLast(text string) (string, []string) {
 	room := t.fit - t.lastStart()
 	if t.below() {
 		if text == "-" || text == "" {
 			return "", nil
 		}
-		return "", strings.Split(ansi.Wrap(text, t.fit-t.widths[0]-2, ""), "\n")
+		return "", strings.Split(WrapWords(text, t.fit-t.widths[0]-2), "\n")
 	}
 	if t.fit <= 0 || room < minWrapped || ansi.StringWidth(text) <= room {
 		return text, nil
 	}
-	lines := strings.Split(ansi.Wrap(text, room, ""), "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, " ")
-	}
+	lines := strings.Split(WrapWords(text, room), "\n")
 	return lines[0], lines[1:]
 }
 
@@ -217,4 +226,27 @@ func (t *Table) flushLine() error {
 	t.line.WriteByte('\n')
 	_, err := t.w.Write(t.line.Bytes())
 	return err
+}
+
+// WrapWords fills lines of at most width columns with s's words, breaking
+// only at spaces (ansi.Wordwrap also breaks at hyphens: --retry-in-doubt,
+// ->); a word wider than width has a line of its own.
+func WrapWords(s string, width int) string {
+	var b strings.Builder
+	line := 0
+	for _, word := range strings.Fields(s) {
+		w := ansi.StringWidth(word)
+		switch {
+		case line == 0:
+		case line+1+w > width:
+			b.WriteByte('\n')
+			line = 0
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += w
+	}
+	return b.String()
 }

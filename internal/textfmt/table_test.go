@@ -2,6 +2,7 @@ package textfmt
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,5 +155,32 @@ func TestFittedTableWrapsItsLastColumn(t *testing.T) {
 	NewTable(&out, []string{"SEQ", "TO", "REASON"}, false, false).Fit(40).Write(rows())
 	if !strings.Contains(out.String(), "\t"+reason+"\n") {
 		t.Errorf("piped, the reason is cut:\n%s", out.String())
+	}
+}
+
+// A table whose other columns leave its last too little keeps its header
+// and its rows on their lines (the terminal wraps what overflows), and a
+// wrapped cell breaks only at spaces: a flag or a path stays whole for
+// copying (a new user saw `undolog resolve 6 -` / `-reason` and the UNDO
+// header gone).
+func TestFittedTableKeepsHeadersAndWords(t *testing.T) {
+	var out strings.Builder
+	wide := strings.Repeat("x", 30)
+	if err := NewTable(&out, []string{"ID", "TOOL", "UNDO"}, true, false).Fit(40).Write([][]Cell{{{Text: "1"}, {Text: wide}, {Text: "not undone"}}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "UNDO") || !strings.HasSuffix(lines[1], "not undone") {
+		t.Errorf("a narrow table, want its header and one line a row:\n%s", out.String())
+	}
+	out.Reset()
+	hint := "fix it by hand, then: undolog resolve 6 --reason WHAT_WAS_DONE"
+	if err := NewTable(&out, []string{"SEQ", "REASON"}, true, false).Fit(34).Write([][]Cell{{{Text: "1"}, {Text: hint}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, word := range strings.Fields(hint) {
+		if !slices.Contains(strings.Fields(out.String()), word) {
+			t.Errorf("%q is broken in:\n%s", word, out.String())
+		}
 	}
 }
