@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/undolog/undolog/filesnap"
 	"strings"
 	"time"
+
+	"github.com/undolog/undolog/filesnap"
+	"github.com/undolog/undolog/model"
 
 	"github.com/spf13/cobra"
 
@@ -72,6 +74,9 @@ exits ` + fmt.Sprint(ExitUsage) + ` naming the variable, and runs and changes no
 				return err
 			}
 			plan, err := saga.MakePlan(c.Context(), store, args[0])
+			if errors.Is(err, model.ErrNotFound) {
+				return fmt.Errorf("%w (undolog session list names the sessions)", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -266,8 +266,8 @@ func (m *Model) footer() string {
 var legend = []string{
 	"BY STATE counts a session's effects by state, and how many were undone.",
 	"WAIT ●N: N calls await approval.  RPL: times the call was replayed.",
-	"UNDO: what undo did to the effect (not undone yet, undone, undo failed;",
-	"  - none: safe or irreversible).",
+	"UNDO: what undo did to the effect (not undone, undoing, undone, undo failed,",
+	"  nothing to undo, resolved by hand; -: nothing to undo yet or ever).",
 	cursorMark + "marks the selected row: what a, r, R, t and u act on.",
 }
 

@@ -67,6 +67,9 @@ const (
 // "failed, can run again" for a pending one whose run failed (failed), the
 // state alone while nothing was undone.
 func EffectStatus(state, entry string, failed bool) string {
+	if state == "compensation_failed" && entry == "resolved" {
+		return UndoWord(entry) // a person put right what the undo could not
+	}
 	if w, ok := effectUndoWords[state]; ok {
 		return w
 	}

@@ -21,6 +21,8 @@ func TestEffectStatusSaysWhatWasUndone(t *testing.T) {
 		{"pending", "", true, "failed, can run again"},
 		{"pending", "skipped", true, "failed"},
 		{"compensated", "compensated", false, "undone"},
+		{"compensation_failed", "compensation_failed", false, "undo failed"},
+		{"compensation_failed", "resolved", false, "resolved by hand"}, // an effect undone while it ran, its undo put right by a person
 		{"rejected", "", false, "rejected"},
 	} {
 		if got := EffectStatus(c.state, c.entry, c.failed); got != c.want {
