@@ -26,12 +26,10 @@ import (
 // give way first.
 func TestSessionsRowsShowWhatAPersonNeedsAt80x24(t *testing.T) {
 	rows := map[string][]string{
-		"ci-nightly-88":   {"completed", "3 committed, 3 replayed"},
-		"agent-ops-3":     {"halted", "1 committed, 1 rejected"},
-		"agent-cleanup-7": {"halted", "1 undo failed"},
-		// At 80 columns its last part ("1 undone") is cut: the detail pane
-		// shows the counts whole.
-		"ci-deploy-117":     {"halted", "3 committed (1 undo failed)"},
+		"ci-nightly-88":     {"completed", "3 committed, 3 replayed"},
+		"agent-ops-3":       {"halted", "1 committed, 1 rejected"},
+		"agent-cleanup-7":   {"halted", "1 undo failed"},
+		"ci-deploy-117":     {"halted", "3 committed (1 undo failed), 1 undone"},
 		"agent-research-42": {"awaiting_approval", "1 pending, 2 committed, 1 replayed", "●1"},
 	}
 	eachLayout(t, func(t *testing.T, l layout) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -440,11 +441,17 @@ func (m *Model) sessionsView() string {
 		}
 		values := map[string]string{"SESSION": s.ID, "STATE": string(s.State), "AGE": textfmt.Ago(now, s.CreatedAt), "EFFECTS": strconv.Itoa(s.Effects),
 			"BY STATE": saga.CountsWords(s.Counts, m.sessions.undone[s.ID]), "WAIT": wait}
-		cells := make([]string, len(cols))
-		for i, c := range cols {
+		rowCols := cols
+		if n := len(cols); wait == "" && n > 1 && cols[n-1].title == "WAIT" && cols[n-2].title == "BY STATE" {
+			// No badge: the counts may run on under WAIT.
+			rowCols = slices.Clone(cols[:n-1])
+			rowCols[n-2].width += 1 + cols[n-1].width
+		}
+		cells := make([]string, len(rowCols))
+		for i, c := range rowCols {
 			cells[i] = values[c.title]
 		}
-		line := m.renderRow(cols, cells, nil, i == v.cursor)
+		line := m.renderRow(rowCols, cells, nil, i == v.cursor)
 		if wait != "" && i != v.cursor {
 			line = strings.Replace(line, wait, m.st.badge.Render(wait), 1)
 		}
