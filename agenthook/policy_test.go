@@ -440,9 +440,50 @@ func TestDefaultPolicyFollowsLinksOutOfTheProject(t *testing.T) {
 		{"echo x > sub/deep/../x", sm.Compensable},
 		{"rm -rf " + outside, sm.Compensable}, // a directory below /tmp
 		{"rm -rf /tmp", sm.Irreversible},
+		// ADV31B K2: a link made by the same line does not exist when it
+		// is read: the line's other writes may go through it.
+		{"ln -s .claude cl2; echo x > cl2/undolog-policy.yaml", sm.Irreversible},
+		{"ln -s .git gg; echo x >> gg/config", sm.Irreversible},
+		{"ln -sf /etc/hostname x; echo hi > x", sm.Irreversible},
+		{"ln -s /etc ee && rm -rf ee/x", sm.Irreversible},
+		{"ln -s .. up; rm -rf up/q", sm.Irreversible},
+		{"cp -rs .claude c3 && echo x > c3/settings.json", sm.Irreversible},
+		{"ln --symbolic .claude c4; touch c4/x", sm.Irreversible},
+		{"ln -s ../shared lib", sm.Compensable}, // a link alone: it writes only itself
+		{"ln a b; echo x > b", sm.Compensable},  // a hard link names a file that exists
 	} {
 		if got, why := bashTier(t, project, c.command); got != c.want {
 			t.Errorf("%q: %s%s, want %s", c.command, got, why, c.want)
+		}
+	}
+	// Write, Edit and NotebookEdit follow links too (ADV31B K2: a link to
+	// .claude made by an earlier call).
+	if err := os.Symlink(".claude", filepath.Join(project, "cl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".git", filepath.Join(project, "gg")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadPolicy("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Project = project
+	for _, c := range []struct {
+		tool, input string
+		want        sm.Tier
+	}{
+		{"Write", `{"file_path":"` + project + `/cl/undolog-policy.yaml","content":"x"}`, sm.Irreversible},
+		{"Edit", `{"file_path":"` + project + `/gg/config","old_string":"a","new_string":"b"}`, sm.Irreversible},
+		{"MultiEdit", `{"file_path":"` + project + `/sub/cfg/settings.json","edits":[]}`, sm.Irreversible},
+		{"Write", `{"file_path":"cl/settings.json","content":"x"}`, sm.Irreversible},
+		{"NotebookEdit", `{"notebook_path":"` + project + `/cl/x.ipynb","new_source":""}`, sm.Irreversible},
+		{"Write", `{"file_path":"` + project + `/in/x.go","content":"x"}`, sm.Compensable},
+		{"Write", `{"file_path":"` + project + `/sub/x.go","content":"x"}`, sm.Compensable},
+	} {
+		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).In(project).ForArgs(json.RawMessage(c.input))
+		if err != nil || cls.Tier != c.want {
+			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
 		}
 	}
 }
@@ -480,6 +521,7 @@ func TestDefaultPolicyReadsPathsFromTheShellsDirectory(t *testing.T) {
 		{outside, "echo x > made.txt", sm.Irreversible},
 		{outside, "ls", sm.Safe},
 		{filepath.Join(project, "sub"), "echo x > ../.claude/settings.json", sm.Irreversible},
+		{filepath.Join(project, "sub"), "echo x > " + filepath.Join(outside, "made.txt"), sm.Irreversible}, // an absolute path is not read from the cwd
 	} {
 		args, _ := json.Marshal(map[string]string{"command": c.command})
 		cls, err := p.Classify("Bash", func() (bool, bool) { return false, false }).In(c.cwd).ForArgs(args)

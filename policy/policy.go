@@ -70,6 +70,11 @@ type Rule struct {
 	// asked of each command it runs, and the highest tier counts
 	// (shell.go).
 	Shell string
+	// Path names the arg that holds a file's path (Claude Code's Write:
+	// file_path): the tier cases see the args with .path_guarded added,
+	// whether the file, symbolic links followed as for a shell's writes,
+	// is the agent's or git's configuration (shell.go's guarded).
+	Path string
 	// ReplayAlways (replay: always) answers a repeat from the log whenever
 	// its arguments are the same; by default (replay: retry) only a retry
 	// is, and a call made again after its answer reached the client runs.
@@ -144,6 +149,12 @@ func (r *Rule) tierFor(args json.RawMessage, project, dir string) (sm.Tier, stri
 	if r.Shell != "" {
 		return r.shellTier(args, project, dir)
 	}
+	if r.Path != "" {
+		var err error
+		if args, err = pathFacts(args, r.Path, project, dir); err != nil {
+			return "", "", err
+		}
+	}
 	return r.tierCase(args)
 }
 
@@ -196,12 +207,13 @@ type ruleYAML struct {
 	Compensate yaml.Node `yaml:"compensate"`
 	Replay     string    `yaml:"replay"`
 	Shell      string    `yaml:"shell"`
+	Path       string    `yaml:"path"`
 	// ApproveInClient is a pointer so that "false", written, is told from unset.
 	ApproveInClient *bool `yaml:"approve_in_client"`
 }
 
 // ruleKeys are the keys a rule may have.
-var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell", "approve_in_client"}
+var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell", "path", "approve_in_client"}
 
 // LoadPolicy reads and checks a policy file.
 func LoadPolicy(file string) (*Policy, error) {
@@ -310,6 +322,12 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 			return Rule{}, errors.New("shell is for tier cases, asked of each command of the script")
 		}
 		r.Shell = ry.Shell
+	}
+	if ry.Path != "" {
+		if len(r.Tiers) == 0 || ry.Shell != "" {
+			return Rule{}, errors.New("path is for tier cases, and not with shell")
+		}
+		r.Path = ry.Path
 	}
 	switch ry.Replay {
 	case "":

@@ -167,6 +167,9 @@ type scan struct {
 	cdDir string
 	// dotglob: the script may make globs match files that begin with a dot.
 	dotglob bool
+	// links: the script makes a symbolic link, which does not exist yet
+	// when it is read: where its other writes land is not known.
+	links bool
 }
 
 // ShellCommands is every command script runs, nested ones included
@@ -186,9 +189,18 @@ func ShellCommandsIn(script, project, dir string) []ShellCommand {
 		s.start = filepath.Clean(dir)
 	}
 	s.parseScript(script, 0)
+	writers := 0
+	for _, c := range s.out {
+		if len(c.Writes) > 0 {
+			writers++
+		}
+	}
 	for i := range s.out {
 		c := &s.out[i]
 		c.Cd = s.cd
+		if s.links && writers > 1 && len(c.Writes) > 0 {
+			c.Outside = true // the link's own write and another: through it, maybe
+		}
 		for _, w := range c.Writes {
 			outside, guarded := s.place(w)
 			c.Outside = c.Outside || outside || s.cd
@@ -304,6 +316,7 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 	c.Name = &base
 	c.Opts, c.Words = operands(base, argv[1:])
 	c.Writes = append(c.Writes, targets(base, argv[1:], c.Words)...)
+	s.links = s.links || makesLinks(base, argv[1:])
 	if why := runs(base, argv, c.Words); why != "" {
 		c.Opaque = why
 		c.Name = nil
@@ -353,6 +366,21 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 			}
 		}
 	}
+}
+
+// makesLinks tells whether the command makes symbolic links: ln -s,
+// cp -s (an option not a literal may be either).
+func makesLinks(base string, args []*string) bool {
+	if base != "ln" && base != "cp" {
+		return false
+	}
+	for _, w := range args {
+		if w == nil || *w == "--symbolic" || *w == "--symbolic-link" ||
+			strings.HasPrefix(*w, "-") && !strings.HasPrefix(*w, "--") && strings.Contains(*w, "s") {
+			return true
+		}
+	}
+	return false
 }
 
 // runs says why what the command runs is not known, or "".
@@ -806,7 +834,7 @@ func (s *scan) placeFrom(w *string, dir string) (outside, guarded bool) {
 		return true, false
 	}
 	p := *w
-	if dir != "" {
+	if dir != "" && !filepath.IsAbs(p) {
 		p = dir + "/" + p
 	}
 	if i := strings.IndexAny(p, "*?["); i >= 0 {
@@ -984,6 +1012,26 @@ func redirWrite(r *syntax.Redirect) (*string, bool) {
 		return nil, false
 	}
 	return target, true
+}
+
+// pathFacts is args with path_guarded added: whether the file args'
+// field names (read from dir, else the project) is guarded, its symbolic
+// links followed one by one as a shell's writes are.
+func pathFacts(args json.RawMessage, field, project, dir string) (json.RawMessage, error) {
+	var fields map[string]any
+	if err := json.Unmarshal(args, &fields); err != nil {
+		return nil, err
+	}
+	s := &scan{project: resolvedProject(project)}
+	if dir != "" && filepath.IsAbs(dir) {
+		s.start = filepath.Clean(dir)
+	}
+	guarded := true // not a string: not known
+	if p, ok := fields[field].(string); ok {
+		_, guarded = s.placeFrom(&p, s.start)
+	}
+	fields["path_guarded"] = guarded
+	return json.Marshal(fields)
 }
 
 // shellTier is the highest tier the rule's cases give the commands of the
