@@ -228,6 +228,10 @@ func (s *scan) parseScript(script string, depth int) {
 		if a, ok := n.(*syntax.Assign); ok && holdsSubstitution(a) {
 			s.add(opaque("a variable holds a command substitution, which arithmetic on it runs"))
 		}
+		if name, ok := arithmAssigned(n); ok { // ((PATH=1)), let PATH++, $((PATH+=1))
+			empty := ""
+			s.add(ShellCommand{Argv: []*string{}, Name: &empty, Assigns: []string{name}})
+		}
 		st, ok := n.(*syntax.Stmt)
 		if !ok {
 			return true // substitutions, process substitutions, functions: their statements come here in turn
@@ -255,7 +259,11 @@ func (s *scan) parseScript(script string, depth int) {
 			s.command(argv, assigns, writes, depth)
 		case *syntax.DeclClause: // export PATH=., declare, local, readonly
 			variant := cmd.Variant.Value
-			s.add(ShellCommand{Argv: []*string{&variant}, Name: &variant, Assigns: assignNames(cmd.Args), Writes: writes})
+			c := ShellCommand{Argv: []*string{&variant}, Name: &variant, Assigns: assignNames(cmd.Args), Writes: writes}
+			if why := declRuns(variant, cmd.Args); why != "" {
+				c.Name, c.Opaque = nil, why
+			}
+			s.add(c)
 		default:
 			if len(writes) > 0 { // { ...; } > file
 				empty := ""
@@ -264,6 +272,54 @@ func (s *scan) parseScript(script string, depth int) {
 		}
 		return true
 	})
+}
+
+// arithmAssigned is the variable an arithmetic expression assigns
+// (x=1, x+=1, x++), if n is one.
+func arithmAssigned(n syntax.Node) (string, bool) {
+	var x syntax.ArithmExpr
+	switch a := n.(type) {
+	case *syntax.BinaryArithm:
+		if !strings.HasSuffix(a.Op.String(), "=") || slices.Contains([]string{"==", "!=", "<=", ">="}, a.Op.String()) {
+			return "", false
+		}
+		x = a.X
+	case *syntax.UnaryArithm:
+		if a.Op != syntax.Inc && a.Op != syntax.Dec {
+			return "", false
+		}
+		x = a.X
+	default:
+		return "", false
+	}
+	if w, ok := x.(*syntax.Word); ok {
+		if v := literal(w); v != nil {
+			return *v, true
+		}
+	}
+	return "", true // a name not known: no rule can tell it from PATH
+}
+
+// declRuns says why what a declaration sets is not known: a nameref
+// (declare -n r=PATH; r=. sets PATH), or a name or option given by an
+// expansion; "" when it is.
+func declRuns(variant string, args []*syntax.Assign) string {
+	if variant == "nameref" {
+		return "a nameref makes a name set another variable"
+	}
+	for _, a := range args {
+		if !a.Naked || a.Name != nil {
+			continue
+		}
+		v := literal(a.Value)
+		switch {
+		case v == nil:
+			return variant + " of an expansion sets a variable the line does not name"
+		case strings.HasPrefix(*v, "-") && strings.Contains(*v, "n") && variant != "export":
+			return "a nameref makes a name set another variable"
+		}
+	}
+	return ""
 }
 
 // holdsSubstitution tells whether a's value is text with a command
@@ -315,6 +371,7 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 	base := path.Base(*name)
 	c.Name = &base
 	c.Opts, c.Words = operands(base, argv[1:])
+	c.Assigns = append(slices.Clone(c.Assigns), assigned(base, argv[1:], c.Words)...)
 	c.Writes = append(c.Writes, targets(base, argv[1:], c.Words)...)
 	s.links = s.links || makesLinks(base, argv[1:])
 	if why := runs(base, argv, c.Words); why != "" {
@@ -366,6 +423,45 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 			}
 		}
 	}
+}
+
+// assigned are the variables a builtin sets without an assignment word:
+// read NAME..., mapfile/readarray NAME, getopts OPTS NAME, printf -v
+// NAME. An option's value may be taken for a name: more names, never
+// fewer; "" is a name not known.
+func assigned(base string, args, words []*string) []string {
+	var names []string
+	name := func(w *string) {
+		if w == nil {
+			names = append(names, "")
+		} else {
+			names = append(names, *w)
+		}
+	}
+	switch base {
+	case "read", "mapfile", "readarray":
+		for i, w := range args {
+			if w != nil && *w == "-a" && i+1 < len(args) {
+				name(args[i+1])
+			}
+		}
+		for _, w := range words {
+			name(w)
+		}
+	case "getopts":
+		if len(words) > 1 {
+			name(words[1])
+		}
+	case "printf":
+		for i, w := range args {
+			if w != nil && *w == "-v" && i+1 < len(args) {
+				name(args[i+1])
+			} else if w != nil && strings.HasPrefix(*w, "-v") && len(*w) > 2 {
+				names = append(names, (*w)[2:])
+			}
+		}
+	}
+	return names
 }
 
 // makesLinks tells whether the command makes symbolic links: ln -s,
