@@ -76,12 +76,23 @@ var interpreters = sync.OnceValue(func() map[string][]string {
 		"python": {"-c"}, "python3": {"-c"}, "python2": {"-c"}, "node": {"-e", "--eval", "-p", "--print"},
 		"perl": {"-e", "-E"}, "ruby": {"-e"}, "php": {"-r"}, "deno": {"eval"}, "bun": {"-e", "--eval"}, "lua": {"-e"},
 		"osascript": {"-e"}, "Rscript": {"-e"}, "pwsh": {"-c", "-Command"}, "irb": {}, "tclsh": {}, "julia": {"-e"},
+		"dc": {"-e", "--expression"}, "m4": {}, "expect": {"-c"}, "wish": {},
 	}
 })
 
-// editors run the commands they are given (vim -c '!git push', ed's !).
+// editors run the commands they are given (vim -c '!git push', ed's !),
+// and so do debuggers (gdb -ex run --args git push).
 var editors = sync.OnceValue(func() map[string]bool {
-	return map[string]bool{"vi": true, "vim": true, "nvim": true, "ex": true, "emacs": true, "ed": true, "view": true}
+	return map[string]bool{"vi": true, "vim": true, "nvim": true, "ex": true, "emacs": true, "ed": true, "view": true, "gdb": true, "lldb": true}
+})
+
+// multiplexers run commands in a session that outlives the call (tmux
+// new -d CMD, send-keys, run-shell); only their listings are read.
+var multiplexers = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"tmux":   {"ls", "list-sessions", "list-windows", "list-panes", "list-clients", "has-session", "has", "capture-pane", "capturep", "-V"},
+		"screen": {"-ls", "-list", "-v", "--version"},
+	}
 })
 
 // programOptions are options that make a command run a program or
@@ -142,6 +153,7 @@ var wrappers = sync.OnceValue(func() map[string]bool {
 		"setsid": true, "chrt": true, "taskset": true, "watch": true, "strace": true, "ltrace": true,
 		"unbuffer": true, "flock": true, "chroot": true, "su": true, "runuser": true, "parallel": true,
 		"script": true, "firejail": true, "systemd-run": true, "caffeinate": true, "then": true, "do": true, "eval": true,
+		"valgrind": true, "fakeroot": true, "chronic": true, "dbus-run-session": true, "ssh-agent": true, "ifne": true, "sem": true,
 	}
 })
 
@@ -503,6 +515,27 @@ func runs(base string, argv, words []*string) string {
 		}
 	case editors()[base]:
 		return base + " runs the commands it is given"
+	case multiplexers()[base] != nil:
+		if len(args) == 0 || args[0] == nil || !slices.Contains(multiplexers()[base], *args[0]) {
+			return base + " runs commands in a session of its own"
+		}
+	case base == "make" || base == "gmake":
+		for i, w := range args {
+			if w == nil || *w == "-E" || strings.HasPrefix(*w, "--eval") || strings.HasPrefix(*w, "-E") {
+				return base + " runs a makefile given on its command line"
+			}
+			if (*w == "-f" || *w == "--file" || *w == "--makefile") && i+1 < len(args) && (args[i+1] == nil || stdinPath(*args[i+1])) ||
+				strings.HasPrefix(*w, "-f") && len(*w) > 2 && stdinPath((*w)[2:]) {
+				return base + " runs a makefile its input gives"
+			}
+			if v, ok := strings.CutPrefix(*w, "--file="); ok && stdinPath(v) {
+				return base + " runs a makefile its input gives"
+			}
+		}
+	case base == "sqlite3":
+		if why := sqliteRuns(args, words); why != "" {
+			return why
+		}
 	case base == "awk" || base == "gawk" || base == "mawk" || base == "nawk":
 		for _, w := range args {
 			if w == nil || *w == "-f" || strings.HasPrefix(*w, "--file") || strings.Contains(*w, "system") ||
@@ -518,7 +551,10 @@ func runs(base string, argv, words []*string) string {
 	if flags, ok := interpreters()[base]; ok {
 		for _, w := range args {
 			for _, flag := range flags {
-				if w == nil || *w == flag || strings.HasPrefix(*w, flag+"=") {
+				// -pe, -lne: short options run together.
+				bundled := w != nil && len(flag) == 2 && len(*w) > 2 && strings.Trim((*w)[1:], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" &&
+					(*w)[0] == '-' && strings.Contains((*w)[1:], flag[1:])
+				if w == nil || *w == flag || strings.HasPrefix(*w, flag+"=") || bundled {
 					return base + " runs code given on its command line"
 				}
 			}
@@ -530,6 +566,51 @@ func runs(base string, argv, words []*string) string {
 				}
 			}
 			return base + " runs the code its input gives"
+		}
+	}
+	return ""
+}
+
+// stdinPath tells whether p names the process's input.
+func stdinPath(p string) bool {
+	return p == "-" || p == "/dev/stdin" || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/")
+}
+
+// sqliteRuns says why what sqlite3 runs is not known: its dot commands
+// (.shell, .system, .once |CMD, .load), load_extension, ATTACH (another
+// database file), -init, or SQL read from its input; "" for SQL on its
+// command line.
+func sqliteRuns(args, words []*string) string {
+	sql := slices.Clone(words)
+	if len(sql) > 0 {
+		sql = sql[1:] // the database
+	}
+	for i, w := range args {
+		if w != nil && (*w == "-version" || *w == "--version" || *w == "-help" || *w == "--help") {
+			return ""
+		}
+		if w != nil && (*w == "-cmd" || *w == "--cmd") && i+1 < len(args) {
+			sql = append(sql, args[i+1])
+		}
+		if w != nil && (*w == "-init" || *w == "--init") {
+			return "sqlite3 runs the commands of a file"
+		}
+	}
+	if len(sql) == 0 {
+		return "sqlite3 runs the commands its input gives"
+	}
+	for _, q := range sql {
+		if q == nil {
+			return "sqlite3 runs commands the line does not say"
+		}
+		lower := strings.ToLower(*q)
+		if strings.Contains(lower, "load_extension") || strings.Contains(lower, "attach") || strings.Contains(lower, "writefile") || strings.Contains(lower, "edit(") {
+			return "sqlite3 runs or writes what its SQL says"
+		}
+		for _, line := range strings.Split(*q, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), ".") {
+				return "sqlite3 runs its dot commands"
+			}
 		}
 	}
 	return ""
@@ -552,6 +633,9 @@ func (s *scan) wrapped(base string, argv []*string, assigns []string, depth int)
 		return
 	}
 	assigns = slices.Clone(assigns)
+	if appending()[base] {
+		argv = replaced(base, argv)
+	}
 	for i := 1; i < len(argv); i++ {
 		w := argv[i]
 		switch {
@@ -585,10 +669,44 @@ func (s *scan) wrapped(base string, argv []*string, assigns []string, depth int)
 					s.parseScript(script, depth+1)
 					continue
 				}
+				s.parseScript(*w, depth+1) // parallel ::: 'git push': the word alone
+
 			}
 			s.command(tail, assigns, nil, depth+1)
 		}
 	}
+}
+
+// replaced is an xargs's or parallel's argv with the words its input
+// replaces (xargs -I R ... R, parallel's {}) unknown (nil): they may be
+// any command's words.
+func replaced(base string, argv []*string) []*string {
+	argv = slices.Clone(argv)
+	var marks []string
+	if base == "parallel" {
+		marks = append(marks, "{")
+	}
+	values := map[int]bool{}
+	for i, w := range argv {
+		switch {
+		case w == nil:
+		case (*w == "-I" || *w == "--replace") && i+1 < len(argv) && argv[i+1] != nil:
+			marks = append(marks, *argv[i+1])
+			values[i+1] = true
+		case *w == "-i" || *w == "--replace":
+			marks = append(marks, "{}")
+		case strings.HasPrefix(*w, "-I") && len(*w) > 2:
+			marks = append(marks, (*w)[2:])
+		case strings.HasPrefix(*w, "--replace=") || strings.HasPrefix(*w, "-i") && len(*w) > 2:
+			marks = append(marks, strings.TrimPrefix(strings.TrimPrefix(*w, "--replace="), "-i"))
+		}
+	}
+	for i, w := range argv {
+		if i > 0 && !values[i] && w != nil && slices.ContainsFunc(marks, func(m string) bool { return m != "" && strings.Contains(*w, m) }) {
+			argv[i] = nil
+		}
+	}
+	return argv
 }
 
 // shellArgs reads a shell's arguments: a -c script is parsed in turn; a
