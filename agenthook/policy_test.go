@@ -262,6 +262,54 @@ func TestDefaultPolicyCannotBeTalkedRound(t *testing.T) {
 		{"git help -w log", sm.Irreversible, "a browser"},
 		{"git archive --remote=ssh://h/r HEAD", sm.Irreversible, "a remote archive"},
 		{"git log -p", sm.Safe, "a log"},
+		// ADV31B H-a: writes outside the project that the line names.
+		{"find .. -exec rm -rf {} +", sm.Irreversible, "find's start path is outside"},
+		{"find / -name x -exec rm {} \\;", sm.Irreversible, "find from /"},
+		{"find .. -delete", sm.Irreversible, "find -delete outside"},
+		{"find . -name '*.o' -exec rm {} +", sm.Compensable, "find in the project"},
+		{"find . -name '*.go' -exec grep -l x {} +", sm.Compensable, "in the project"},
+		{"tar -xf a.tar -C ..", sm.Irreversible, "tar extracts outside"},
+		{"tar xzf a.tgz --directory=/etc", sm.Irreversible, "tar --directory"},
+		{"tar -C/etc -xf a.tar", sm.Irreversible, "tar -CDIR"},
+		{"tar -czf ../o.tgz .", sm.Irreversible, "tar creates an archive outside"},
+		{"tar -xzf a.tgz", sm.Compensable, "tar extracts here"},
+		{"tar -czf out/o.tgz src", sm.Compensable, "an archive in the project"},
+		{"tar -tzf a.tgz", sm.Compensable, "a listing writes nothing"},
+		{"unzip -d .. a.zip", sm.Irreversible, "unzip -d outside"},
+		{"unzip a.zip", sm.Compensable, "unzip here"},
+		{"zip -r ../o.zip .", sm.Irreversible, "zip's archive outside"},
+		{"rclone sync . remote:x", sm.Irreversible, "rclone"},
+		{"rsync -a . host:/x", sm.Irreversible, "rsync"},
+		{"gzip ../q", sm.Irreversible, "gzip replaces the file"},
+		{"gunzip /etc/q.gz", sm.Irreversible, "gunzip replaces the file"},
+		{"gzip -c ../q > q.gz", sm.Compensable, "gzip -c reads it"},
+		{"split -l 10 f ../x", sm.Irreversible, "split's prefix"},
+		{"csplit -f ../x f /re/", sm.Irreversible, "csplit's prefix"},
+		{"setfacl -m u:x:rw ../f", sm.Irreversible, "setfacl"},
+		{"go build -o ../x .", sm.Irreversible, "go build -o outside"},
+		{"go build -o bin/x ./cmd/x", sm.Compensable, "go build -o inside"},
+		{"gcc -o ../x a.c", sm.Irreversible, "gcc -o"},
+		{"cc -o../x a.c", sm.Irreversible, "cc -oFILE"},
+		{"git format-patch -o .. HEAD~1", sm.Irreversible, "format-patch -o"},
+		{"git archive -o ../x.tar HEAD", sm.Irreversible, "git archive -o"},
+		{"git bundle create ../x.bundle HEAD", sm.Irreversible, "git bundle create"},
+		{"git ls-files -o --exclude-standard", sm.Safe, "ls-files -o is --others"},
+		{"python3 -m venv ../venv", sm.Irreversible, "a venv outside"},
+		{"python3 -m venv .venv", sm.Compensable, "a venv inside"},
+		{"npm install --prefix ..", sm.Irreversible, "npm --prefix outside"},
+		{"pip install --target .. x", sm.Irreversible, "pip --target"},
+		{"pip install --user x", sm.Irreversible, "pip --user"},
+		{"ssh-keygen -f ../k -N ''", sm.Irreversible, "ssh-keygen -f"},
+		{"ssh-keygen -t ed25519", sm.Irreversible, "a key under ~/.ssh"},
+		{"docker run --rm -v /:/h alpine rm -rf /h/etc", sm.Irreversible, "a container"},
+		{"docker compose up -d", sm.Irreversible, "containers"},
+		{"podman run alpine", sm.Irreversible, "a container"},
+		{"docker ps", sm.Compensable, "a listing"},
+		{"docker build -t x .", sm.Compensable, "a build"},
+		{"curl -Q 'DELE x' ftp://h/", sm.Irreversible, "curl -Q"},
+		{"xh post https://api/x a=1", sm.Irreversible, "xh with a method"},
+		{"http DELETE https://api/x", sm.Irreversible, "httpie with a method"},
+		{"hub release create v1", sm.Irreversible, "hub release"},
 		// ADV31B K4: variables set without NAME=.
 		{"read -r PATH <<< . ; ls", sm.Irreversible, "read sets PATH"},
 		{"read -a LD_PRELOAD < f", sm.Irreversible, "read -a"},
@@ -638,6 +686,31 @@ func TestDefaultPolicyHoldsEditsOfItsOwnRules(t *testing.T) {
 		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(c.input))
 		if err != nil || cls.Tier != c.want {
 			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
+		}
+	}
+}
+
+// pip install writes the active virtual environment's site-packages, or
+// without one the system's or the user's, outside the project (ADV31B
+// H-a): $VIRTUAL_ENV in the hook's environment says which.
+func TestDefaultPolicyJudgesPipByItsEnvironment(t *testing.T) {
+	project := t.TempDir()
+	for _, c := range []struct {
+		venv, command string
+		want          sm.Tier
+	}{
+		{"", "pip install requests", sm.Irreversible},
+		{"", "python3 -m pip install -e .", sm.Irreversible},
+		{"", "pip uninstall -y requests", sm.Irreversible},
+		{project + "/.venv", "pip install requests", sm.Compensable},
+		{project + "/.venv", "pip install --target /opt/x requests", sm.Irreversible},
+		{"/opt/venv", "pip install requests", sm.Irreversible}, // a virtual environment outside
+		{"", "pip list", sm.Compensable},
+	} {
+		t.Setenv("VIRTUAL_ENV", c.venv)
+		t.Setenv("CONDA_PREFIX", "")
+		if got, why := bashTier(t, project, c.command); got != c.want {
+			t.Errorf("%q with VIRTUAL_ENV=%q: %s%s, want %s", c.command, c.venv, got, why, c.want)
 		}
 	}
 }

@@ -414,7 +414,21 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 				for end < len(argv) && (argv[end] == nil || *argv[end] != ";" && *argv[end] != "+") {
 					end++
 				}
-				s.command(argv[i+1:end], nil, nil, depth+1)
+				// {} is a file found below a start path: the command is
+				// read with each start path for it (find .. -exec rm {}).
+				for _, start := range findStarts(argv[1:]) {
+					sub := slices.Clone(argv[i+1 : end])
+					for k, word := range sub {
+						if word != nil && strings.Contains(*word, "{}") {
+							sub[k] = start
+							if start != nil {
+								v := strings.ReplaceAll(*word, "{}", *start)
+								sub[k] = &v
+							}
+						}
+					}
+					s.command(sub, nil, nil, depth+1)
+				}
 			}
 		}
 	case base == "trap":
@@ -474,6 +488,23 @@ func assigned(base string, args, words []*string) []string {
 		}
 	}
 	return names
+}
+
+// findStarts are find's start paths: its words before the first that
+// begins its expression (".": none given).
+func findStarts(args []*string) []*string {
+	var starts []*string
+	for _, w := range args {
+		if w != nil && (strings.HasPrefix(*w, "-") || *w == "(" || *w == "!") {
+			break
+		}
+		starts = append(starts, w)
+	}
+	if len(starts) == 0 {
+		here := "."
+		starts = append(starts, &here)
+	}
+	return starts
 }
 
 // makesLinks tells whether the command makes symbolic links: ln -s,
@@ -817,15 +848,22 @@ func targets(name string, args, words []*string) []*string {
 				return words
 			}
 		}
-	case "sort", "git", "curl", "wget", "tree":
+	case "sort", "git", "curl", "wget", "tree", "go", "gcc", "cc", "clang", "g++", "c++", "clang++", "rustc", "ld",
+		"npm", "pnpm", "yarn", "pip", "pip3", "ssh-keygen", "csplit", "unzip":
 		var out []*string
 		if name == "git" && len(words) > 2 && words[0] != nil && words[1] != nil &&
-			(*words[0] == "clone" || *words[0] == "worktree" && *words[1] == "add") {
-			out = append(out, words[2]) // the new directory
+			(*words[0] == "clone" || *words[0] == "worktree" && *words[1] == "add" || *words[0] == "bundle" && *words[1] == "create") {
+			out = append(out, words[2]) // the new directory, the bundle
+		}
+		if name == "git" && len(words) > 0 && words[0] != nil && (*words[0] == "format-patch" || *words[0] == "archive") {
+			for i, w := range args {
+				if w != nil && *w == "-o" && i+1 < len(args) {
+					out = append(out, args[i+1]) // -o is another option's elsewhere (ls-files, grep)
+				}
+			}
 		}
 		for i, w := range args {
-			for _, opt := range map[string][]string{"sort": {"-o", "--output"}, "git": {"--output"}, "curl": {"-o", "--output"},
-				"wget": {"-O", "--output-document", "-o", "--output-file", "-P", "--directory-prefix"}, "tree": {"-o"}}[name] {
+			for _, opt := range outputOptions()[name] {
 				switch {
 				case w == nil:
 				case *w == opt && i+1 < len(args):
@@ -839,7 +877,31 @@ func targets(name string, args, words []*string) []*string {
 				}
 			}
 		}
-		return out
+		return append(out, defaultOutputs(name, args, words, len(out) > 0)...)
+	case "tar":
+		return tarWrites(args)
+	case "gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lz4", "lzma", "unlzma", "compress", "uncompress":
+		for _, w := range args {
+			if w != nil && (*w == "--stdout" || *w == "--to-stdout" || *w == "--test" || *w == "--list" ||
+				strings.HasPrefix(*w, "-") && !strings.HasPrefix(*w, "--") && strings.ContainsAny(*w, "ctl")) {
+				return nil // to the output, or reading
+			}
+		}
+		return words // each is replaced
+	case "zip":
+		if len(words) > 0 {
+			return words[:1] // the archive
+		}
+	case "split":
+		if len(words) > 1 {
+			return words[1:] // the prefix (an option's value may come first)
+		}
+		x := "x"
+		return []*string{&x}
+	case "venv", "virtualenv":
+		return words
+	case "setfacl", "chattr":
+		return words
 	case "dd":
 		var out []*string
 		for _, w := range args {
@@ -852,6 +914,121 @@ func targets(name string, args, words []*string) []*string {
 		return out
 	}
 	return nil
+}
+
+// outputOptions are the options whose value is a file or directory a
+// command writes.
+var outputOptions = sync.OnceValue(func() map[string][]string {
+	compiler := []string{"-o"}
+	return map[string][]string{
+		"sort": {"-o", "--output"}, "git": {"--output", "--output-directory"}, "curl": {"-o", "--output"},
+		"wget": {"-O", "--output-document", "-o", "--output-file", "-P", "--directory-prefix"}, "tree": {"-o"},
+		"go": compiler, "gcc": compiler, "cc": compiler, "clang": compiler, "g++": compiler, "c++": compiler, "clang++": compiler,
+		"rustc": {"-o", "--out-dir"}, "ld": compiler,
+		"npm": {"--prefix"}, "pnpm": {"--dir", "-C"}, "yarn": {"--cwd"},
+		"pip": {"-t", "--target", "--prefix", "--root", "--src"}, "pip3": {"-t", "--target", "--prefix", "--root", "--src"},
+		"ssh-keygen": {"-f"}, "csplit": {"-f", "--prefix"}, "unzip": {"-d"},
+	}
+})
+
+// defaultOutputs are where a command writes when no option says
+// (given: one did): unzip and csplit into the directory, ssh-keygen a
+// key under ~/.ssh, pip install/uninstall into the active virtual
+// environment ($VIRTUAL_ENV or $CONDA_PREFIX in the environment the
+// classifier runs in), else into the system's site-packages (not known).
+func defaultOutputs(name string, args, words []*string, given bool) []*string {
+	here, home := ".", "~"
+	switch {
+	case given:
+	case name == "unzip" || name == "csplit":
+		return []*string{&here}
+	case name == "ssh-keygen":
+		for _, w := range args {
+			if w != nil && slices.Contains([]string{"-l", "-y", "-F", "-Q", "-Y", "-L", "-B", "-D"}, *w) {
+				return nil // reading
+			}
+		}
+		return []*string{&home}
+	case (name == "pip" || name == "pip3") && len(words) > 0 && words[0] != nil && (*words[0] == "install" || *words[0] == "uninstall"):
+		for _, w := range args {
+			if w != nil && *w == "--user" {
+				return []*string{&home}
+			}
+		}
+		for _, env := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+			if dir := os.Getenv(env); dir != "" {
+				return []*string{&dir}
+			}
+		}
+		return []*string{nil} // the system's site-packages
+	}
+	return nil
+}
+
+// tarWrites are the files tar writes: the directory it extracts into
+// (-C DIR, else the working directory), the archive it creates or
+// changes (-f FILE with c, r, u; A).
+func tarWrites(args []*string) []*string {
+	var out []*string
+	extract, create, dirGiven := false, false, false
+	dir, file := (*string)(nil), (*string)(nil)
+	for i, w := range args {
+		if w == nil {
+			continue
+		}
+		next := func() *string {
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+			return nil
+		}
+		switch {
+		case *w == "--extract" || *w == "--get":
+			extract = true
+		case *w == "--create" || *w == "--append" || *w == "--update" || *w == "--concatenate" || *w == "--delete":
+			create = true
+		case *w == "--directory":
+			dir, dirGiven = next(), true
+		case strings.HasPrefix(*w, "--directory="):
+			v := strings.TrimPrefix(*w, "--directory=")
+			dir, dirGiven = &v, true
+		case *w == "--file":
+			file = next()
+		case strings.HasPrefix(*w, "--file="):
+			v := strings.TrimPrefix(*w, "--file=")
+			file = &v
+		case strings.HasPrefix(*w, "--"):
+		case strings.HasPrefix(*w, "-") || i == 0: // -xzf, or xzf as the first word
+			letters := strings.TrimPrefix(*w, "-")
+			extract = extract || strings.Contains(letters, "x")
+			create = create || strings.ContainsAny(letters, "cruA")
+			if strings.Contains(letters, "C") {
+				dir, dirGiven = next(), true
+				if k := strings.IndexByte(letters, 'C'); k < len(letters)-1 {
+					v := letters[k+1:]
+					dir = &v
+				}
+			}
+			if strings.Contains(letters, "f") {
+				file = next()
+				if k := strings.IndexByte(letters, 'f'); k < len(letters)-1 && !strings.Contains(letters[:k], "C") {
+					v := letters[k+1:]
+					file = &v
+				}
+			}
+		}
+	}
+	if extract {
+		if !dirGiven {
+			here := "."
+			dir = &here
+		}
+		out = append(out, dir)
+	}
+	if create && file != nil && *file != "-" {
+		out = append(out, file)
+	}
+	return out
 }
 
 // sedExpressions are sed's scripts given with -e or --expression, and
