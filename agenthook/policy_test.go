@@ -714,3 +714,55 @@ func TestDefaultPolicyJudgesPipByItsEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// /tmp is scratch, but not a directory the project is in, and the log's
+// file is held wherever it is (ADV31B M-c): a project under /tmp cannot be
+// deleted through its parent, nor the log through /tmp's exemption.
+func TestDefaultPolicyHoldsTheProjectsParentsAndTheLog(t *testing.T) {
+	parent := t.TempDir()
+	project := filepath.Join(parent, "p")
+	logDir := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(filepath.Join(project, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(logDir, "log.db")
+	if err := os.Symlink(logDir, filepath.Join(project, "st")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadPolicy("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Project, p.LogFile = project, log
+	for _, c := range []struct {
+		tool, input string
+		want        sm.Tier
+	}{
+		{"Bash", "rm -rf ../", sm.Irreversible},
+		{"Bash", "rm -rf " + parent, sm.Irreversible},
+		{"Bash", "rm -rf ../*", sm.Irreversible},
+		{"Bash", "rm -rf ../../" + filepath.Base(parent), sm.Irreversible},
+		{"Bash", "rm -f " + log, sm.Irreversible},
+		{"Bash", "cp /dev/null " + log, sm.Irreversible},
+		{"Bash", "rm -rf " + logDir, sm.Irreversible}, // a directory the log is in
+		{"Bash", "echo x > st/log.db", sm.Irreversible},  // through a link
+		{"Bash", "echo x > " + filepath.Join(logDir, "other"), sm.Compensable},
+		{"Bash", "echo x > ../sibling.txt", sm.Compensable}, // below /tmp, beside the project
+		{"Bash", "rm -rf sub", sm.Compensable},
+		{"Write", `{"file_path":"` + log + `","content":""}`, sm.Irreversible},
+		{"Write", `{"file_path":"` + project + `/st/log.db","content":""}`, sm.Irreversible},
+	} {
+		input := c.input
+		if c.tool == "Bash" {
+			b, _ := json.Marshal(map[string]string{"command": c.input})
+			input = string(b)
+		}
+		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(input))
+		if err != nil || cls.Tier != c.want {
+			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
+		}
+	}
+}

@@ -142,16 +142,16 @@ func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 
 // TierFor is the tier of a call of the rule with args, and why; a shell
 // script's relative paths are read from the working directory.
 func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
-	return r.tierFor(args, "", "")
+	return r.tierFor(args, where{})
 }
 
-func (r *Rule) tierFor(args json.RawMessage, project, dir string) (sm.Tier, string, error) {
+func (r *Rule) tierFor(args json.RawMessage, at where) (sm.Tier, string, error) {
 	if r.Shell != "" {
-		return r.shellTier(args, project, dir)
+		return r.shellTier(args, at)
 	}
 	if r.Path != "" {
 		var err error
-		if args, err = pathFacts(args, r.Path, project, dir); err != nil {
+		if args, err = pathFacts(args, r.Path, at); err != nil {
 			return "", "", err
 		}
 	}
@@ -196,6 +196,9 @@ type Policy struct {
 	// Project is the directory a shell rule's scripts run in, whose files
 	// a door's snapshot covers (.args.outside); "": the working directory.
 	Project string
+	// LogFile is the effect log's file ("": none, or PostgreSQL): a write
+	// to it, or to a directory it is in, is guarded wherever it is.
+	LogFile string
 }
 
 // ruleYAML is a rule as written: tier a word or a list of cases, capture
@@ -367,16 +370,17 @@ type Classification struct {
 	Tier   sm.Tier
 	Rule   *Rule
 	Reason string
-	// project is the policy's Project; dir, if set, the directory the
-	// call's shell script starts in (In).
-	project, dir string
+	// at is what the call's paths are judged against: the policy's
+	// Project and LogFile, and, if set, the directory the call's shell
+	// script starts in (In).
+	at where
 }
 
 // In is the classification of a call whose shell script starts in dir, an
 // absolute path (an agent's shell stays where it changed to), not in the
 // policy's Project.
 func (cls Classification) In(dir string) Classification {
-	cls.dir = dir
+	cls.at.dir = dir
 	return cls
 }
 
@@ -387,12 +391,12 @@ func (p *Policy) Classify(tool string, annotation func() (readOnly, known bool))
 	if p != nil {
 		for i := range p.Rules {
 			if p.Rules[i].Pattern == tool {
-				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + tool, project: p.Project}
+				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + tool, at: where{project: p.Project, log: p.LogFile}}
 			}
 		}
 		for i := range p.Rules {
 			if ok, _ := path.Match(p.Rules[i].Pattern, tool); ok {
-				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + p.Rules[i].Pattern, project: p.Project}
+				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + p.Rules[i].Pattern, at: where{project: p.Project, log: p.LogFile}}
 			}
 		}
 	}
@@ -411,7 +415,7 @@ func (cls Classification) ForArgs(args json.RawMessage) (Classification, error) 
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	t, why, err := cls.Rule.tierFor(args, cls.project, cls.dir)
+	t, why, err := cls.Rule.tierFor(args, cls.at)
 	if err != nil {
 		return cls, err
 	}

@@ -179,6 +179,8 @@ type scan struct {
 	cdDir string
 	// dotglob: the script may make globs match files that begin with a dot.
 	dotglob bool
+	// log is the effect log's file, symbolic links resolved ("": none).
+	log string
 	// links: the script makes a symbolic link, which does not exist yet
 	// when it is read: where its other writes land is not known.
 	links bool
@@ -196,10 +198,30 @@ func ShellCommands(script, project string) []ShellCommand {
 // agent's shell keeps the directory it changed to between calls): its
 // relative paths are read from dir, and judged against project.
 func ShellCommandsIn(script, project, dir string) []ShellCommand {
-	s := &scan{project: resolvedProject(project), dotglob: strings.Contains(script, "dotglob") || strings.Contains(script, "GLOBIGNORE")}
-	if dir != "" && filepath.IsAbs(dir) && filepath.Clean(dir) != filepath.Clean(project) {
-		s.start = filepath.Clean(dir)
+	return shellCommands(script, where{project: project, dir: dir})
+}
+
+// where is what a call's paths are judged against: the project, the
+// directory its script starts in, the effect log's file.
+type where struct{ project, dir, log string }
+
+// scanAt is a scan whose paths are judged at at.
+func scanAt(at where) *scan {
+	s := &scan{project: resolvedProject(at.project)}
+	if at.dir != "" && filepath.IsAbs(at.dir) && filepath.Clean(at.dir) != filepath.Clean(at.project) {
+		s.start = filepath.Clean(at.dir)
 	}
+	if at.log != "" {
+		if abs, err := filepath.Abs(at.log); err == nil {
+			s.log = resolved(abs)
+		}
+	}
+	return s
+}
+
+func shellCommands(script string, at where) []ShellCommand {
+	s := scanAt(at)
+	s.dotglob = strings.Contains(script, "dotglob") || strings.Contains(script, "GLOBIGNORE")
 	s.parseScript(script, 0)
 	writers := 0
 	for _, c := range s.out {
@@ -1239,11 +1261,16 @@ func (s *scan) placeFrom(w *string, dir string) (outside, guarded bool) {
 	if real == "" {
 		return true, false
 	}
+	if s.log != "" && (real == s.log || strings.HasPrefix(s.log, real+"/")) {
+		guarded = true // the log, or a directory it is in: wherever it is
+	}
 	rel, err := filepath.Rel(s.project, real)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		// Below /tmp is scratch, but not a directory the project is in
+		// (a project under /tmp: rm -rf ..).
 		tmp := resolved("/tmp")
-		inTmp := strings.HasPrefix(real, tmp+"/")
-		return !inTmp, false
+		scratch := strings.HasPrefix(real, tmp+"/") && !strings.HasPrefix(s.project, real+"/")
+		return !scratch, guarded
 	}
 	lower := strings.ToLower(filepath.ToSlash(rel)) // a case-insensitive file system finds .CLAUDE too
 	for _, g := range guardedPaths {
@@ -1408,15 +1435,12 @@ func redirWrite(r *syntax.Redirect) (*string, bool) {
 // pathFacts is args with path_guarded added: whether the file args'
 // field names (read from dir, else the project) is guarded, its symbolic
 // links followed one by one as a shell's writes are.
-func pathFacts(args json.RawMessage, field, project, dir string) (json.RawMessage, error) {
+func pathFacts(args json.RawMessage, field string, at where) (json.RawMessage, error) {
 	var fields map[string]any
 	if err := json.Unmarshal(args, &fields); err != nil {
 		return nil, err
 	}
-	s := &scan{project: resolvedProject(project)}
-	if dir != "" && filepath.IsAbs(dir) {
-		s.start = filepath.Clean(dir)
-	}
+	s := scanAt(at)
 	guarded := true // not a string: not known
 	if p, ok := fields[field].(string); ok {
 		_, guarded = s.placeFrom(&p, s.start)
@@ -1427,7 +1451,7 @@ func pathFacts(args json.RawMessage, field, project, dir string) (json.RawMessag
 
 // shellTier is the highest tier the rule's cases give the commands of the
 // script in args' field r.Shell, and why, naming the command that gave it.
-func (r *Rule) shellTier(args json.RawMessage, project, dir string) (sm.Tier, string, error) {
+func (r *Rule) shellTier(args json.RawMessage, at where) (sm.Tier, string, error) {
 	var fields map[string]any
 	if err := json.Unmarshal(args, &fields); err != nil {
 		return "", "", err
@@ -1435,7 +1459,7 @@ func (r *Rule) shellTier(args json.RawMessage, project, dir string) (sm.Tier, st
 	script, ok := fields[r.Shell].(string)
 	commands := []ShellCommand{opaque(r.Shell + " is not a string")}
 	if ok {
-		commands = ShellCommandsIn(script, project, dir)
+		commands = shellCommands(script, at)
 	}
 	var worst sm.Tier
 	var why string
