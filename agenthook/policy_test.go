@@ -747,8 +747,8 @@ func TestDefaultPolicyHoldsTheProjectsParentsAndTheLog(t *testing.T) {
 		{"Bash", "rm -rf ../../" + filepath.Base(parent), sm.Irreversible},
 		{"Bash", "rm -f " + log, sm.Irreversible},
 		{"Bash", "cp /dev/null " + log, sm.Irreversible},
-		{"Bash", "rm -rf " + logDir, sm.Irreversible}, // a directory the log is in
-		{"Bash", "echo x > st/log.db", sm.Irreversible},  // through a link
+		{"Bash", "rm -rf " + logDir, sm.Irreversible},   // a directory the log is in
+		{"Bash", "echo x > st/log.db", sm.Irreversible}, // through a link
 		{"Bash", "echo x > " + filepath.Join(logDir, "other"), sm.Compensable},
 		{"Bash", "echo x > ../sibling.txt", sm.Compensable}, // below /tmp, beside the project
 		{"Bash", "rm -rf sub", sm.Compensable},
