@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -115,11 +116,7 @@ func TestDefaultPolicyClassifiesTools(t *testing.T) {
 // ("": the working directory), failing the test on an error.
 func bashTier(t *testing.T, project, command string) (sm.Tier, string) {
 	t.Helper()
-	p, err := LoadPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Project = project
+	p := defaultPolicyFor(t, project)
 	args, _ := json.Marshal(map[string]string{"command": command, "description": "d"})
 	cls, err := p.Classify("Bash", func() (bool, bool) { return false, false }).ForArgs(args)
 	if err != nil {
@@ -583,11 +580,7 @@ func TestDefaultPolicyFollowsLinksOutOfTheProject(t *testing.T) {
 	if err := os.Symlink(".git", filepath.Join(project, "gg")); err != nil {
 		t.Fatal(err)
 	}
-	p, err := LoadPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Project = project
+	p := defaultPolicyFor(t, project)
 	for _, c := range []struct {
 		tool, input string
 		want        sm.Tier
@@ -623,11 +616,7 @@ func TestDefaultPolicyReadsPathsFromTheShellsDirectory(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(project, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := LoadPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Project = project
+	p := defaultPolicyFor(t, project)
 	for _, c := range []struct {
 		cwd, command string
 		want         sm.Tier
@@ -732,11 +721,8 @@ func TestDefaultPolicyHoldsTheProjectsParentsAndTheLog(t *testing.T) {
 	if err := os.Symlink(logDir, filepath.Join(project, "st")); err != nil {
 		t.Fatal(err)
 	}
-	p, err := LoadPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Project, p.LogFile = project, log
+	p := defaultPolicyFor(t, project)
+	p.LogFile = log
 	for _, c := range []struct {
 		tool, input string
 		want        sm.Tier
@@ -765,4 +751,15 @@ func TestDefaultPolicyHoldsTheProjectsParentsAndTheLog(t *testing.T) {
 			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
 		}
 	}
+}
+
+// defaultPolicyFor is the default policy, judging paths against project.
+func defaultPolicyFor(t *testing.T, project string) *policy.Policy {
+	t.Helper()
+	p, err := LoadPolicy("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Project = project
+	return p
 }
