@@ -270,6 +270,8 @@ func TestDefaultPolicyCannotBeTalkedRound(t *testing.T) {
 		{"tar -C/etc -xf a.tar", sm.Irreversible, "tar -CDIR"},
 		{"tar -czf ../o.tgz .", sm.Irreversible, "tar creates an archive outside"},
 		{"tar -xzf a.tgz", sm.Compensable, "tar extracts here"},
+		{"tar -xPf a.tar", sm.Irreversible, "tar -P writes the archive's absolute paths"},
+		{"tar --absolute-names -xf a.tar", sm.Irreversible, "tar --absolute-names"},
 		{"tar -czf out/o.tgz src", sm.Compensable, "an archive in the project"},
 		{"tar -tzf a.tgz", sm.Compensable, "a listing writes nothing"},
 		{"unzip -d .. a.zip", sm.Irreversible, "unzip -d outside"},

@@ -1007,6 +1007,8 @@ func tarWrites(args []*string) []*string {
 		switch {
 		case *w == "--extract" || *w == "--get":
 			extract = true
+		case *w == "--absolute-names":
+			out = append(out, nil) // the archive's own paths: anywhere
 		case *w == "--create" || *w == "--append" || *w == "--update" || *w == "--concatenate" || *w == "--delete":
 			create = true
 		case *w == "--directory":
@@ -1023,6 +1025,9 @@ func tarWrites(args []*string) []*string {
 		case strings.HasPrefix(*w, "-") || i == 0: // -xzf, or xzf as the first word
 			letters := strings.TrimPrefix(*w, "-")
 			extract = extract || strings.Contains(letters, "x")
+			if strings.Contains(letters, "P") {
+				out = append(out, nil) // -P: the archive's own paths, anywhere
+			}
 			create = create || strings.ContainsAny(letters, "cruA")
 			if strings.Contains(letters, "C") {
 				dir, dirGiven = next(), true
