@@ -629,6 +629,18 @@ func stdinPath(p string) bool {
 	return p == "-" || p == "/dev/stdin" || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/")
 }
 
+// sqliteReads are sqlite3's dot commands that only print or set how it
+// prints; the others may run a command, read a script or write a file
+// (.shell, .system, .once |CMD, .read, .import, .output, .backup, .load).
+var sqliteReads = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range []string{".tables", ".schema", ".fullschema", ".indexes", ".indices", ".databases", ".dump", ".headers", ".header",
+		".mode", ".width", ".nullvalue", ".separator", ".show", ".help", ".timer", ".stats", ".eqp", ".changes", ".echo", ".bail", ".print", ".dbinfo", ".lint"} {
+		m[d] = true
+	}
+	return m
+})
+
 // sqliteRuns says why what sqlite3 runs is not known: its dot commands
 // (.shell, .system, .once |CMD, .load), load_extension, ATTACH (another
 // database file), -init, or SQL read from its input; "" for SQL on its
@@ -660,9 +672,13 @@ func sqliteRuns(args, words []*string) string {
 		if strings.Contains(lower, "load_extension") || strings.Contains(lower, "attach") || strings.Contains(lower, "writefile") || strings.Contains(lower, "edit(") {
 			return "sqlite3 runs or writes what its SQL says"
 		}
+		if strings.Contains(lower, "vacuum") && strings.Contains(lower, "into") {
+			return "sqlite3 runs or writes what its SQL says" // VACUUM INTO 'FILE'
+		}
 		for _, line := range strings.Split(*q, "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), ".") {
-				return "sqlite3 runs its dot commands"
+			line = strings.TrimSpace(line)
+			if dot, _, _ := strings.Cut(line, " "); strings.HasPrefix(line, ".") && !sqliteReads()[dot] {
+				return "sqlite3 runs its dot command " + dot
 			}
 		}
 	}
