@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -115,11 +116,7 @@ func TestDefaultPolicyClassifiesTools(t *testing.T) {
 // ("": the working directory), failing the test on an error.
 func bashTier(t *testing.T, project, command string) (sm.Tier, string) {
 	t.Helper()
-	p, err := LoadPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Project = project
+	p := defaultPolicyFor(t, project)
 	args, _ := json.Marshal(map[string]string{"command": command, "description": "d"})
 	cls, err := p.Classify("Bash", func() (bool, bool) { return false, false }).ForArgs(args)
 	if err != nil {
@@ -212,6 +209,131 @@ func TestDefaultPolicyCannotBeTalkedRound(t *testing.T) {
 		{"LC_ALL=C sort x", sm.Compensable, "any variable: not safe"},
 		{"env FOO=1 cat x", sm.Compensable, "any variable: not safe"},
 		{"GIT_AUTHOR_NAME=a git commit -m x", sm.Compensable, "authorship only"},
+		// ADV31B K3: lines that run code they are given.
+		{"make --eval='x:;git push' x", sm.Irreversible, "make --eval"},
+		{"make -E 'x:;git push' x", sm.Irreversible, "make -E"},
+		{"make -f /dev/stdin <<< 'x:;git push'", sm.Irreversible, "a makefile on the input"},
+		{"make -f - x < m", sm.Irreversible, "a makefile on the input"},
+		{"sqlite3 :memory: '.shell git push'", sm.Irreversible, "sqlite3 .shell"},
+		{"sqlite3 x.db '.system git push'", sm.Irreversible, "sqlite3 .system"},
+		{"sqlite3 x.db '.once |git push'", sm.Irreversible, "sqlite3 .once to a pipe"},
+		{"sqlite3 x.db < f.sql", sm.Irreversible, "sqlite3 reads its input"},
+		{"sqlite3 x.db -cmd '.shell x' 'select 1'", sm.Irreversible, "sqlite3 -cmd"},
+		{"sqlite3 x.db \"attach '/etc/x.db' as y; create table y.t(a)\"", sm.Irreversible, "attach writes another file"},
+		{"sqlite3 x.db 'select load_extension(\"./x\")'", sm.Irreversible, "an extension"},
+		{"sqlite3 x.db 'select * from t'", sm.Compensable, "a query on a project db"},
+		{"sqlite3 x.db .schema", sm.Compensable, "a listing dot command"},
+		{"sqlite3 x.db '.headers on' 'select 1'", sm.Compensable, "a printing dot command"},
+		{"sqlite3 x.db '.read |git push'", sm.Irreversible, ".read of a command's output"},
+		{"sqlite3 x.db \"vacuum into '/etc/x.db'\"", sm.Irreversible, "vacuum into writes a file"},
+		{"perl -pe 'system(\"git push\")' a.txt", sm.Irreversible, "perl -pe"},
+		{"perl -lne 'print' a.txt", sm.Irreversible, "perl -lne"},
+		{"ruby -pe 'x' a.txt", sm.Irreversible, "ruby -pe"},
+		{"m4 <<< 'syscmd(git push)'", sm.Irreversible, "m4 on its input"},
+		{"dc -e '!git push'", sm.Irreversible, "dc -e"},
+		{"gdb -batch -ex run --args git push", sm.Irreversible, "gdb"},
+		{"valgrind git push", sm.Irreversible, "valgrind runs it"},
+		{"tmux new -d 'git push'", sm.Irreversible, "tmux runs it later"},
+		{"tmux send-keys 'git push' Enter", sm.Irreversible, "tmux send-keys"},
+		{"tmux ls", sm.Compensable, "a listing"},
+		{"screen -dm git push", sm.Irreversible, "screen"},
+		{"parallel ::: 'git push'", sm.Irreversible, "parallel's arguments are commands"},
+		{"parallel echo {} ::: a b", sm.Irreversible, "parallel's {} is any word"},
+		{"expect -c 'spawn git push'", sm.Irreversible, "expect -c"},
+		{"ssh-agent git push", sm.Irreversible, "ssh-agent runs it"},
+		{"dbus-run-session -- git push", sm.Irreversible, "dbus-run-session"},
+		{"fakeroot git push", sm.Irreversible, "fakeroot"},
+		{"chronic git push", sm.Irreversible, "chronic"},
+		{"xargs -a f -I% sh -c %", sm.Irreversible, "xargs -I: the input is the script"},
+		{"xargs -I{} cp {} out/ < list", sm.Irreversible, "xargs -I: the input is the file"},
+		{"git merge -s evil main", sm.Irreversible, "a strategy is a program"},
+		{"git merge --strategy=evil main", sm.Irreversible, "a strategy is a program"},
+		{"git pull -sevil", sm.Irreversible, "a strategy run together"},
+		{"git merge -s ort main", sm.Compensable, "a built-in strategy"},
+		{"git cherry-pick -s abc", sm.Compensable, "-s is signoff"},
+		{"git init --template=/tmp/t", sm.Irreversible, "a template's hooks"},
+		{"git clone --template /tmp/t u d", sm.Irreversible, "a template's hooks"},
+		{"git submodule foreach 'undolog approve 1'", sm.Irreversible, "foreach runs a command"},
+		{"git submodule update --remote --merge", sm.Irreversible, "fetches and merges remote heads"},
+		{"git rebase -x 'git push' main", sm.Irreversible, "rebase --exec"},
+		{"git rebase --exec='git push' main", sm.Irreversible, "rebase --exec"},
+		{"git bisect run ./t.sh", sm.Irreversible, "bisect run"},
+		{"git log --ext-diff -p", sm.Irreversible, "an external diff"},
+		{"git diff --ext-diff", sm.Irreversible, "an external diff"},
+		{"git help -w log", sm.Irreversible, "a browser"},
+		{"git archive --remote=ssh://h/r HEAD", sm.Irreversible, "a remote archive"},
+		{"git log -p", sm.Safe, "a log"},
+		// ADV31B H-a: writes outside the project that the line names.
+		{"find .. -exec rm -rf {} +", sm.Irreversible, "find's start path is outside"},
+		{"find / -name x -exec rm {} \\;", sm.Irreversible, "find from /"},
+		{"find .. -delete", sm.Irreversible, "find -delete outside"},
+		{"find . -name '*.o' -exec rm {} +", sm.Compensable, "find in the project"},
+		{"find . -name '*.go' -exec grep -l x {} +", sm.Compensable, "in the project"},
+		{"tar -xf a.tar -C ..", sm.Irreversible, "tar extracts outside"},
+		{"tar xzf a.tgz --directory=/etc", sm.Irreversible, "tar --directory"},
+		{"tar -C/etc -xf a.tar", sm.Irreversible, "tar -CDIR"},
+		{"tar -czf ../o.tgz .", sm.Irreversible, "tar creates an archive outside"},
+		{"tar -xzf a.tgz", sm.Compensable, "tar extracts here"},
+		{"tar -xPf a.tar", sm.Irreversible, "tar -P writes the archive's absolute paths"},
+		{"tar --absolute-names -xf a.tar", sm.Irreversible, "tar --absolute-names"},
+		{"tar -czf out/o.tgz src", sm.Compensable, "an archive in the project"},
+		{"tar -tzf a.tgz", sm.Compensable, "a listing writes nothing"},
+		{"unzip -d .. a.zip", sm.Irreversible, "unzip -d outside"},
+		{"unzip a.zip", sm.Compensable, "unzip here"},
+		{"zip -r ../o.zip .", sm.Irreversible, "zip's archive outside"},
+		{"rclone sync . remote:x", sm.Irreversible, "rclone"},
+		{"rsync -a . host:/x", sm.Irreversible, "rsync"},
+		{"gzip ../q", sm.Irreversible, "gzip replaces the file"},
+		{"gunzip /etc/q.gz", sm.Irreversible, "gunzip replaces the file"},
+		{"gzip -c ../q > q.gz", sm.Compensable, "gzip -c reads it"},
+		{"split -l 10 f ../x", sm.Irreversible, "split's prefix"},
+		{"csplit -f ../x f /re/", sm.Irreversible, "csplit's prefix"},
+		{"setfacl -m u:x:rw ../f", sm.Irreversible, "setfacl"},
+		{"go build -o ../x .", sm.Irreversible, "go build -o outside"},
+		{"go build -o bin/x ./cmd/x", sm.Compensable, "go build -o inside"},
+		{"gcc -o ../x a.c", sm.Irreversible, "gcc -o"},
+		{"cc -o../x a.c", sm.Irreversible, "cc -oFILE"},
+		{"git format-patch -o .. HEAD~1", sm.Irreversible, "format-patch -o"},
+		{"git archive -o ../x.tar HEAD", sm.Irreversible, "git archive -o"},
+		{"git bundle create ../x.bundle HEAD", sm.Irreversible, "git bundle create"},
+		{"git ls-files -o --exclude-standard", sm.Safe, "ls-files -o is --others"},
+		{"python3 -m venv ../venv", sm.Irreversible, "a venv outside"},
+		{"python3 -m venv .venv", sm.Compensable, "a venv inside"},
+		{"npm install --prefix ..", sm.Irreversible, "npm --prefix outside"},
+		{"pip install --target .. x", sm.Irreversible, "pip --target"},
+		{"pip install --user x", sm.Irreversible, "pip --user"},
+		{"ssh-keygen -f ../k -N ''", sm.Irreversible, "ssh-keygen -f"},
+		{"ssh-keygen -t ed25519", sm.Irreversible, "a key under ~/.ssh"},
+		{"docker run --rm -v /:/h alpine rm -rf /h/etc", sm.Irreversible, "a container"},
+		{"docker compose up -d", sm.Irreversible, "containers"},
+		{"podman run alpine", sm.Irreversible, "a container"},
+		{"docker ps", sm.Compensable, "a listing"},
+		{"docker build -t x .", sm.Compensable, "a build"},
+		{"curl -Q 'DELE x' ftp://h/", sm.Irreversible, "curl -Q"},
+		{"xh post https://api/x a=1", sm.Irreversible, "xh with a method"},
+		{"http DELETE https://api/x", sm.Irreversible, "httpie with a method"},
+		{"hub release create v1", sm.Irreversible, "hub release"},
+		// ADV31B K4: variables set without NAME=.
+		{"read -r PATH <<< . ; ls", sm.Irreversible, "read sets PATH"},
+		{"read -a LD_PRELOAD < f", sm.Irreversible, "read -a"},
+		{"read x BASH_ENV < f", sm.Irreversible, "read's second name"},
+		{"read -r \"$v\" < f", sm.Irreversible, "a name not known"},
+		{"printf -v PATH %s .; ls", sm.Irreversible, "printf -v"},
+		{"printf -vPATH %s .", sm.Irreversible, "printf -vNAME"},
+		{"mapfile -t PATH < f", sm.Irreversible, "mapfile"},
+		{"readarray GIT_DIR < f", sm.Irreversible, "readarray"},
+		{"getopts x PATH", sm.Irreversible, "getopts"},
+		{"declare -n r=PATH; r=.", sm.Irreversible, "a nameref"},
+		{"local -n r=PATH", sm.Irreversible, "a local nameref"},
+		{"typeset -gn r=PATH", sm.Irreversible, "typeset -n"},
+		{"declare \"$v=.\"", sm.Irreversible, "declare of an expansion"},
+		{"((PATH=1)); ls", sm.Irreversible, "arithmetic sets PATH"},
+		{"let PATH++", sm.Irreversible, "let"},
+		{"echo $((IFS+=1))", sm.Irreversible, "arithmetic in an expansion"},
+		{"read -r line < f; echo \"$line\"", sm.Compensable, "an ordinary read"},
+		{"for ((i=0; i<3; i++)); do echo $i; done", sm.Safe, "a loop counter"},
+		{"printf '%s\\n' \"$x\"", sm.Safe, "printf with no -v"},
+		{"declare -a arr=(1 2)", sm.Compensable, "an array"},
 		// C3: commands named by a path, and options that run programs.
 		{"./ls", sm.Irreversible, "a file the agent wrote, named ls"},
 		{"tools/cat README.md", sm.Irreversible, "a relative path"},
@@ -440,9 +562,46 @@ func TestDefaultPolicyFollowsLinksOutOfTheProject(t *testing.T) {
 		{"echo x > sub/deep/../x", sm.Compensable},
 		{"rm -rf " + outside, sm.Compensable}, // a directory below /tmp
 		{"rm -rf /tmp", sm.Irreversible},
+		// ADV31B K2: a link made by the same line does not exist when it
+		// is read: the line's other writes may go through it.
+		{"ln -s .claude cl2; echo x > cl2/undolog-policy.yaml", sm.Irreversible},
+		{"ln -s .git gg; echo x >> gg/config", sm.Irreversible},
+		{"ln -sf /etc/hostname x; echo hi > x", sm.Irreversible},
+		{"ln -s /etc ee && rm -rf ee/x", sm.Irreversible},
+		{"ln -s .. up; rm -rf up/q", sm.Irreversible},
+		{"cp -rs .claude c3 && echo x > c3/settings.json", sm.Irreversible},
+		{"ln --symbolic .claude c4; touch c4/x", sm.Irreversible},
+		{"ln -s ../shared lib", sm.Compensable}, // a link alone: it writes only itself
+		{"ln a b; echo x > b", sm.Compensable},  // a hard link names a file that exists
 	} {
 		if got, why := bashTier(t, project, c.command); got != c.want {
 			t.Errorf("%q: %s%s, want %s", c.command, got, why, c.want)
+		}
+	}
+	// Write, Edit and NotebookEdit follow links too (ADV31B K2: a link to
+	// .claude made by an earlier call).
+	if err := os.Symlink(".claude", filepath.Join(project, "cl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".git", filepath.Join(project, "gg")); err != nil {
+		t.Fatal(err)
+	}
+	p := defaultPolicyFor(t, project)
+	for _, c := range []struct {
+		tool, input string
+		want        sm.Tier
+	}{
+		{"Write", `{"file_path":"` + project + `/cl/undolog-policy.yaml","content":"x"}`, sm.Irreversible},
+		{"Edit", `{"file_path":"` + project + `/gg/config","old_string":"a","new_string":"b"}`, sm.Irreversible},
+		{"MultiEdit", `{"file_path":"` + project + `/sub/cfg/settings.json","edits":[]}`, sm.Irreversible},
+		{"Write", `{"file_path":"cl/settings.json","content":"x"}`, sm.Irreversible},
+		{"NotebookEdit", `{"notebook_path":"` + project + `/cl/x.ipynb","new_source":""}`, sm.Irreversible},
+		{"Write", `{"file_path":"` + project + `/in/x.go","content":"x"}`, sm.Compensable},
+		{"Write", `{"file_path":"` + project + `/sub/x.go","content":"x"}`, sm.Compensable},
+	} {
+		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).In(project).ForArgs(json.RawMessage(c.input))
+		if err != nil || cls.Tier != c.want {
+			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
 		}
 	}
 }
@@ -463,11 +622,7 @@ func TestDefaultPolicyReadsPathsFromTheShellsDirectory(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(project, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := LoadPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Project = project
+	p := defaultPolicyFor(t, project)
 	for _, c := range []struct {
 		cwd, command string
 		want         sm.Tier
@@ -480,6 +635,7 @@ func TestDefaultPolicyReadsPathsFromTheShellsDirectory(t *testing.T) {
 		{outside, "echo x > made.txt", sm.Irreversible},
 		{outside, "ls", sm.Safe},
 		{filepath.Join(project, "sub"), "echo x > ../.claude/settings.json", sm.Irreversible},
+		{filepath.Join(project, "sub"), "echo x > " + filepath.Join(outside, "made.txt"), sm.Irreversible}, // an absolute path is not read from the cwd
 	} {
 		args, _ := json.Marshal(map[string]string{"command": c.command})
 		cls, err := p.Classify("Bash", func() (bool, bool) { return false, false }).In(c.cwd).ForArgs(args)
@@ -527,4 +683,89 @@ func TestDefaultPolicyHoldsEditsOfItsOwnRules(t *testing.T) {
 			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
 		}
 	}
+}
+
+// pip install writes the active virtual environment's site-packages, or
+// without one the system's or the user's, outside the project (ADV31B
+// H-a): $VIRTUAL_ENV in the hook's environment says which.
+func TestDefaultPolicyJudgesPipByItsEnvironment(t *testing.T) {
+	project := t.TempDir()
+	for _, c := range []struct {
+		venv, command string
+		want          sm.Tier
+	}{
+		{"", "pip install requests", sm.Irreversible},
+		{"", "python3 -m pip install -e .", sm.Irreversible},
+		{"", "pip uninstall -y requests", sm.Irreversible},
+		{project + "/.venv", "pip install requests", sm.Compensable},
+		{project + "/.venv", "pip install --target /opt/x requests", sm.Irreversible},
+		{"/opt/venv", "pip install requests", sm.Irreversible}, // a virtual environment outside
+		{"", "pip list", sm.Compensable},
+	} {
+		t.Setenv("VIRTUAL_ENV", c.venv)
+		t.Setenv("CONDA_PREFIX", "")
+		if got, why := bashTier(t, project, c.command); got != c.want {
+			t.Errorf("%q with VIRTUAL_ENV=%q: %s%s, want %s", c.command, c.venv, got, why, c.want)
+		}
+	}
+}
+
+// /tmp is scratch, but not a directory the project is in, and the log's
+// file is held wherever it is (ADV31B M-c): a project under /tmp cannot be
+// deleted through its parent, nor the log through /tmp's exemption.
+func TestDefaultPolicyHoldsTheProjectsParentsAndTheLog(t *testing.T) {
+	parent := t.TempDir()
+	project := filepath.Join(parent, "p")
+	logDir := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(filepath.Join(project, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(logDir, "log.db")
+	if err := os.Symlink(logDir, filepath.Join(project, "st")); err != nil {
+		t.Fatal(err)
+	}
+	p := defaultPolicyFor(t, project)
+	p.LogFile = log
+	for _, c := range []struct {
+		tool, input string
+		want        sm.Tier
+	}{
+		{"Bash", "rm -rf ../", sm.Irreversible},
+		{"Bash", "rm -rf " + parent, sm.Irreversible},
+		{"Bash", "rm -rf ../*", sm.Irreversible},
+		{"Bash", "rm -rf ../../" + filepath.Base(parent), sm.Irreversible},
+		{"Bash", "rm -f " + log, sm.Irreversible},
+		{"Bash", "cp /dev/null " + log, sm.Irreversible},
+		{"Bash", "rm -rf " + logDir, sm.Irreversible},   // a directory the log is in
+		{"Bash", "echo x > st/log.db", sm.Irreversible}, // through a link
+		{"Bash", "echo x > " + filepath.Join(logDir, "other"), sm.Compensable},
+		{"Bash", "echo x > ../sibling.txt", sm.Compensable}, // below /tmp, beside the project
+		{"Bash", "rm -rf sub", sm.Compensable},
+		{"Write", `{"file_path":"` + log + `","content":""}`, sm.Irreversible},
+		{"Write", `{"file_path":"` + project + `/st/log.db","content":""}`, sm.Irreversible},
+	} {
+		input := c.input
+		if c.tool == "Bash" {
+			b, _ := json.Marshal(map[string]string{"command": c.input})
+			input = string(b)
+		}
+		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(input))
+		if err != nil || cls.Tier != c.want {
+			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
+		}
+	}
+}
+
+// defaultPolicyFor is the default policy, judging paths against project.
+func defaultPolicyFor(t *testing.T, project string) *policy.Policy {
+	t.Helper()
+	p, err := LoadPolicy("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Project = project
+	return p
 }

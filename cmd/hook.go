@@ -11,6 +11,7 @@ import (
 	"github.com/undolog/undolog/agenthook"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -173,6 +174,10 @@ func (o *hookOptions) hook(ctx context.Context, f *Factory) (*agenthook.Hook, er
 	// A Bash command's writes are judged against the project the snapshot
 	// covers (else the working directory, where Claude Code runs hooks).
 	pol.Project = f.Getenv("CLAUDE_PROJECT_DIR")
+	// The log's file is held wherever it is: the agent does not delete it.
+	if addr := f.LogPath(); logaddr.IsFile(addr) {
+		pol.LogFile = addr
+	}
 	actor := o.as
 	if actor == "" {
 		actor = f.Getenv("UNDOLOG_ACTOR")

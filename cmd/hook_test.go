@@ -15,6 +15,7 @@ import (
 
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // hookRig drives the real binary's `undolog hook` with the events Claude
@@ -384,6 +385,12 @@ func TestHookAgentCannotApproveItsOwnCalls(t *testing.T) {
 		if d, why := r.pre("Bash", map[string]any{"command": "echo x > out/not-written"}, "--wait", "100ms"); d != "deny" {
 			t.Fatalf("a write through a link to outside the project: %s %q, want deny", d, why)
 		}
+		logFile := logaddr.IsFile(r.log)
+		if logFile { // the log's file is held wherever it is, below /tmp too
+			if d, why := r.pre("Bash", map[string]any{"command": "rm -f '" + r.log + "'"}, "--wait", "100ms"); d != "deny" {
+				t.Fatalf("rm of the log: %s %q, want deny", d, why)
+			}
+		}
 		if d, why := r.pre("Bash", map[string]any{"command": "echo x > in.txt"}); d != "allow" {
 			t.Fatalf("a write in the project: %s %q, want allow", d, why)
 		}
@@ -393,6 +400,9 @@ func TestHookAgentCannotApproveItsOwnCalls(t *testing.T) {
 		}
 		if tiers[1] != "irreversible pending" || tiers[2] != "irreversible pending" || tiers[3] != "irreversible pending" || tiers[4] != "irreversible pending" {
 			t.Fatalf("effects %v: want the push, the approve, the policy write and the write outside held, pending", tiers)
+		}
+		if logFile && tiers[5] != "irreversible pending" {
+			t.Fatalf("effects %v: want the rm of the log held, pending", tiers)
 		}
 	})
 }

@@ -70,6 +70,11 @@ type Rule struct {
 	// asked of each command it runs, and the highest tier counts
 	// (shell.go).
 	Shell string
+	// Path names the arg that holds a file's path (Claude Code's Write:
+	// file_path): the tier cases see the args with .path_guarded added,
+	// whether the file, symbolic links followed as for a shell's writes,
+	// is the agent's or git's configuration (shell.go's guarded).
+	Path string
 	// ReplayAlways (replay: always) answers a repeat from the log whenever
 	// its arguments are the same; by default (replay: retry) only a retry
 	// is, and a call made again after its answer reached the client runs.
@@ -137,12 +142,18 @@ func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 
 // TierFor is the tier of a call of the rule with args, and why; a shell
 // script's relative paths are read from the working directory.
 func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
-	return r.tierFor(args, "", "")
+	return r.tierFor(args, where{})
 }
 
-func (r *Rule) tierFor(args json.RawMessage, project, dir string) (sm.Tier, string, error) {
+func (r *Rule) tierFor(args json.RawMessage, at where) (sm.Tier, string, error) {
 	if r.Shell != "" {
-		return r.shellTier(args, project, dir)
+		return r.shellTier(args, at)
+	}
+	if r.Path != "" {
+		var err error
+		if args, err = pathFacts(args, r.Path, at); err != nil {
+			return "", "", err
+		}
 	}
 	return r.tierCase(args)
 }
@@ -185,6 +196,9 @@ type Policy struct {
 	// Project is the directory a shell rule's scripts run in, whose files
 	// a door's snapshot covers (.args.outside); "": the working directory.
 	Project string
+	// LogFile is the effect log's file ("": none, or PostgreSQL): a write
+	// to it, or to a directory it is in, is guarded wherever it is.
+	LogFile string
 }
 
 // ruleYAML is a rule as written: tier a word or a list of cases, capture
@@ -196,12 +210,13 @@ type ruleYAML struct {
 	Compensate yaml.Node `yaml:"compensate"`
 	Replay     string    `yaml:"replay"`
 	Shell      string    `yaml:"shell"`
+	Path       string    `yaml:"path"`
 	// ApproveInClient is a pointer so that "false", written, is told from unset.
 	ApproveInClient *bool `yaml:"approve_in_client"`
 }
 
 // ruleKeys are the keys a rule may have.
-var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell", "approve_in_client"}
+var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell", "path", "approve_in_client"}
 
 // LoadPolicy reads and checks a policy file.
 func LoadPolicy(file string) (*Policy, error) {
@@ -311,6 +326,12 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 		}
 		r.Shell = ry.Shell
 	}
+	if ry.Path != "" {
+		if len(r.Tiers) == 0 || ry.Shell != "" {
+			return Rule{}, errors.New("path is for tier cases, and not with shell")
+		}
+		r.Path = ry.Path
+	}
 	switch ry.Replay {
 	case "":
 	case "retry":
@@ -349,16 +370,17 @@ type Classification struct {
 	Tier   sm.Tier
 	Rule   *Rule
 	Reason string
-	// project is the policy's Project; dir, if set, the directory the
-	// call's shell script starts in (In).
-	project, dir string
+	// at is what the call's paths are judged against: the policy's
+	// Project and LogFile, and, if set, the directory the call's shell
+	// script starts in (In).
+	at where
 }
 
 // In is the classification of a call whose shell script starts in dir, an
 // absolute path (an agent's shell stays where it changed to), not in the
 // policy's Project.
 func (cls Classification) In(dir string) Classification {
-	cls.dir = dir
+	cls.at.dir = dir
 	return cls
 }
 
@@ -369,12 +391,12 @@ func (p *Policy) Classify(tool string, annotation func() (readOnly, known bool))
 	if p != nil {
 		for i := range p.Rules {
 			if p.Rules[i].Pattern == tool {
-				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + tool, project: p.Project}
+				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + tool, at: where{project: p.Project, log: p.LogFile}}
 			}
 		}
 		for i := range p.Rules {
 			if ok, _ := path.Match(p.Rules[i].Pattern, tool); ok {
-				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + p.Rules[i].Pattern, project: p.Project}
+				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + p.Rules[i].Pattern, at: where{project: p.Project, log: p.LogFile}}
 			}
 		}
 	}
@@ -393,7 +415,7 @@ func (cls Classification) ForArgs(args json.RawMessage) (Classification, error) 
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	t, why, err := cls.Rule.tierFor(args, cls.project, cls.dir)
+	t, why, err := cls.Rule.tierFor(args, cls.at)
 	if err != nil {
 		return cls, err
 	}

@@ -76,12 +76,23 @@ var interpreters = sync.OnceValue(func() map[string][]string {
 		"python": {"-c"}, "python3": {"-c"}, "python2": {"-c"}, "node": {"-e", "--eval", "-p", "--print"},
 		"perl": {"-e", "-E"}, "ruby": {"-e"}, "php": {"-r"}, "deno": {"eval"}, "bun": {"-e", "--eval"}, "lua": {"-e"},
 		"osascript": {"-e"}, "Rscript": {"-e"}, "pwsh": {"-c", "-Command"}, "irb": {}, "tclsh": {}, "julia": {"-e"},
+		"dc": {"-e", "--expression"}, "m4": {}, "expect": {"-c"}, "wish": {},
 	}
 })
 
-// editors run the commands they are given (vim -c '!git push', ed's !).
+// editors run the commands they are given (vim -c '!git push', ed's !),
+// and so do debuggers (gdb -ex run --args git push).
 var editors = sync.OnceValue(func() map[string]bool {
-	return map[string]bool{"vi": true, "vim": true, "nvim": true, "ex": true, "emacs": true, "ed": true, "view": true}
+	return map[string]bool{"vi": true, "vim": true, "nvim": true, "ex": true, "emacs": true, "ed": true, "view": true, "gdb": true, "lldb": true}
+})
+
+// multiplexers run commands in a session that outlives the call (tmux
+// new -d CMD, send-keys, run-shell); only their listings are read.
+var multiplexers = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"tmux":   {"ls", "list-sessions", "list-windows", "list-panes", "list-clients", "has-session", "has", "capture-pane", "capturep", "-V"},
+		"screen": {"-ls", "-list", "-v", "--version"},
+	}
 })
 
 // programOptions are options that make a command run a program or
@@ -142,6 +153,7 @@ var wrappers = sync.OnceValue(func() map[string]bool {
 		"setsid": true, "chrt": true, "taskset": true, "watch": true, "strace": true, "ltrace": true,
 		"unbuffer": true, "flock": true, "chroot": true, "su": true, "runuser": true, "parallel": true,
 		"script": true, "firejail": true, "systemd-run": true, "caffeinate": true, "then": true, "do": true, "eval": true,
+		"valgrind": true, "fakeroot": true, "chronic": true, "dbus-run-session": true, "ssh-agent": true, "ifne": true, "sem": true,
 	}
 })
 
@@ -167,6 +179,11 @@ type scan struct {
 	cdDir string
 	// dotglob: the script may make globs match files that begin with a dot.
 	dotglob bool
+	// log is the effect log's file, symbolic links resolved ("": none).
+	log string
+	// links: the script makes a symbolic link, which does not exist yet
+	// when it is read: where its other writes land is not known.
+	links bool
 }
 
 // ShellCommands is every command script runs, nested ones included
@@ -181,14 +198,43 @@ func ShellCommands(script, project string) []ShellCommand {
 // agent's shell keeps the directory it changed to between calls): its
 // relative paths are read from dir, and judged against project.
 func ShellCommandsIn(script, project, dir string) []ShellCommand {
-	s := &scan{project: resolvedProject(project), dotglob: strings.Contains(script, "dotglob") || strings.Contains(script, "GLOBIGNORE")}
-	if dir != "" && filepath.IsAbs(dir) && filepath.Clean(dir) != filepath.Clean(project) {
-		s.start = filepath.Clean(dir)
+	return shellCommands(script, where{project: project, dir: dir})
+}
+
+// where is what a call's paths are judged against: the project, the
+// directory its script starts in, the effect log's file.
+type where struct{ project, dir, log string }
+
+// scanAt is a scan whose paths are judged at at.
+func scanAt(at where) *scan {
+	s := &scan{project: resolvedProject(at.project)}
+	if at.dir != "" && filepath.IsAbs(at.dir) && filepath.Clean(at.dir) != filepath.Clean(at.project) {
+		s.start = filepath.Clean(at.dir)
 	}
+	if at.log != "" {
+		if abs, err := filepath.Abs(at.log); err == nil {
+			s.log = resolved(abs)
+		}
+	}
+	return s
+}
+
+func shellCommands(script string, at where) []ShellCommand {
+	s := scanAt(at)
+	s.dotglob = strings.Contains(script, "dotglob") || strings.Contains(script, "GLOBIGNORE")
 	s.parseScript(script, 0)
+	writers := 0
+	for _, c := range s.out {
+		if len(c.Writes) > 0 {
+			writers++
+		}
+	}
 	for i := range s.out {
 		c := &s.out[i]
 		c.Cd = s.cd
+		if s.links && writers > 1 && len(c.Writes) > 0 {
+			c.Outside = true // the link's own write and another: through it, maybe
+		}
 		for _, w := range c.Writes {
 			outside, guarded := s.place(w)
 			c.Outside = c.Outside || outside || s.cd
@@ -215,6 +261,10 @@ func (s *scan) parseScript(script string, depth int) {
 	syntax.Walk(f, func(n syntax.Node) bool {
 		if a, ok := n.(*syntax.Assign); ok && holdsSubstitution(a) {
 			s.add(opaque("a variable holds a command substitution, which arithmetic on it runs"))
+		}
+		if name, ok := arithmAssigned(n); ok { // ((PATH=1)), let PATH++, $((PATH+=1))
+			empty := ""
+			s.add(ShellCommand{Argv: []*string{}, Name: &empty, Assigns: []string{name}})
 		}
 		st, ok := n.(*syntax.Stmt)
 		if !ok {
@@ -243,7 +293,11 @@ func (s *scan) parseScript(script string, depth int) {
 			s.command(argv, assigns, writes, depth)
 		case *syntax.DeclClause: // export PATH=., declare, local, readonly
 			variant := cmd.Variant.Value
-			s.add(ShellCommand{Argv: []*string{&variant}, Name: &variant, Assigns: assignNames(cmd.Args), Writes: writes})
+			c := ShellCommand{Argv: []*string{&variant}, Name: &variant, Assigns: assignNames(cmd.Args), Writes: writes}
+			if why := declRuns(variant, cmd.Args); why != "" {
+				c.Name, c.Opaque = nil, why
+			}
+			s.add(c)
 		default:
 			if len(writes) > 0 { // { ...; } > file
 				empty := ""
@@ -252,6 +306,54 @@ func (s *scan) parseScript(script string, depth int) {
 		}
 		return true
 	})
+}
+
+// arithmAssigned is the variable an arithmetic expression assigns
+// (x=1, x+=1, x++), if n is one.
+func arithmAssigned(n syntax.Node) (string, bool) {
+	var x syntax.ArithmExpr
+	switch a := n.(type) {
+	case *syntax.BinaryArithm:
+		if !strings.HasSuffix(a.Op.String(), "=") || slices.Contains([]string{"==", "!=", "<=", ">="}, a.Op.String()) {
+			return "", false
+		}
+		x = a.X
+	case *syntax.UnaryArithm:
+		if a.Op != syntax.Inc && a.Op != syntax.Dec {
+			return "", false
+		}
+		x = a.X
+	default:
+		return "", false
+	}
+	if w, ok := x.(*syntax.Word); ok {
+		if v := literal(w); v != nil {
+			return *v, true
+		}
+	}
+	return "", true // a name not known: no rule can tell it from PATH
+}
+
+// declRuns says why what a declaration sets is not known: a nameref
+// (declare -n r=PATH; r=. sets PATH), or a name or option given by an
+// expansion; "" when it is.
+func declRuns(variant string, args []*syntax.Assign) string {
+	if variant == "nameref" {
+		return "a nameref makes a name set another variable"
+	}
+	for _, a := range args {
+		if !a.Naked || a.Name != nil {
+			continue
+		}
+		v := literal(a.Value)
+		switch {
+		case v == nil:
+			return variant + " of an expansion sets a variable the line does not name"
+		case strings.HasPrefix(*v, "-") && strings.Contains(*v, "n") && variant != "export":
+			return "a nameref makes a name set another variable"
+		}
+	}
+	return ""
 }
 
 // holdsSubstitution tells whether a's value is text with a command
@@ -303,7 +405,9 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 	base := path.Base(*name)
 	c.Name = &base
 	c.Opts, c.Words = operands(base, argv[1:])
+	c.Assigns = append(slices.Clone(c.Assigns), assigned(base, argv[1:], c.Words)...)
 	c.Writes = append(c.Writes, targets(base, argv[1:], c.Words)...)
+	s.links = s.links || makesLinks(base, argv[1:])
 	if why := runs(base, argv, c.Words); why != "" {
 		c.Opaque = why
 		c.Name = nil
@@ -332,7 +436,21 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 				for end < len(argv) && (argv[end] == nil || *argv[end] != ";" && *argv[end] != "+") {
 					end++
 				}
-				s.command(argv[i+1:end], nil, nil, depth+1)
+				// {} is a file found below a start path: the command is
+				// read with each start path for it (find .. -exec rm {}).
+				for _, start := range findStarts(argv[1:]) {
+					sub := slices.Clone(argv[i+1 : end])
+					for k, word := range sub {
+						if word != nil && strings.Contains(*word, "{}") {
+							sub[k] = start
+							if start != nil {
+								v := strings.ReplaceAll(*word, "{}", *start)
+								sub[k] = &v
+							}
+						}
+					}
+					s.command(sub, nil, nil, depth+1)
+				}
 			}
 		}
 	case base == "trap":
@@ -353,6 +471,77 @@ func (s *scan) command(argv []*string, assigns []string, writes []*string, depth
 			}
 		}
 	}
+}
+
+// assigned are the variables a builtin sets without an assignment word:
+// read NAME..., mapfile/readarray NAME, getopts OPTS NAME, printf -v
+// NAME. An option's value may be taken for a name: more names, never
+// fewer; "" is a name not known.
+func assigned(base string, args, words []*string) []string {
+	var names []string
+	name := func(w *string) {
+		if w == nil {
+			names = append(names, "")
+		} else {
+			names = append(names, *w)
+		}
+	}
+	switch base {
+	case "read", "mapfile", "readarray":
+		for i, w := range args {
+			if w != nil && *w == "-a" && i+1 < len(args) {
+				name(args[i+1])
+			}
+		}
+		for _, w := range words {
+			name(w)
+		}
+	case "getopts":
+		if len(words) > 1 {
+			name(words[1])
+		}
+	case "printf":
+		for i, w := range args {
+			if w != nil && *w == "-v" && i+1 < len(args) {
+				name(args[i+1])
+			} else if w != nil && strings.HasPrefix(*w, "-v") && len(*w) > 2 {
+				names = append(names, (*w)[2:])
+			}
+		}
+	}
+	return names
+}
+
+// findStarts are find's start paths: its words before the first that
+// begins its expression (".": none given).
+func findStarts(args []*string) []*string {
+	var starts []*string
+	for _, w := range args {
+		if w != nil && (strings.HasPrefix(*w, "-") || *w == "(" || *w == "!") {
+			break
+		}
+		starts = append(starts, w)
+	}
+	if len(starts) == 0 {
+		here := "."
+		starts = append(starts, &here)
+	}
+	return starts
+}
+
+// makesLinks tells whether the command makes symbolic links: ln -s,
+// cp -s (an option not a literal may be either).
+func makesLinks(base string, args []*string) bool {
+	if base != "ln" && base != "cp" {
+		return false
+	}
+	for _, w := range args {
+		if w == nil || *w == "--symbolic" || *w == "--symbolic-link" ||
+			strings.HasPrefix(*w, "-") && !strings.HasPrefix(*w, "--") && strings.Contains(*w, "s") {
+			return true
+		}
+	}
+	return false
 }
 
 // runs says why what the command runs is not known, or "".
@@ -379,6 +568,27 @@ func runs(base string, argv, words []*string) string {
 		}
 	case editors()[base]:
 		return base + " runs the commands it is given"
+	case multiplexers()[base] != nil:
+		if len(args) == 0 || args[0] == nil || !slices.Contains(multiplexers()[base], *args[0]) {
+			return base + " runs commands in a session of its own"
+		}
+	case base == "make" || base == "gmake":
+		for i, w := range args {
+			if w == nil || *w == "-E" || strings.HasPrefix(*w, "--eval") || strings.HasPrefix(*w, "-E") {
+				return base + " runs a makefile given on its command line"
+			}
+			if (*w == "-f" || *w == "--file" || *w == "--makefile") && i+1 < len(args) && (args[i+1] == nil || stdinPath(*args[i+1])) ||
+				strings.HasPrefix(*w, "-f") && len(*w) > 2 && stdinPath((*w)[2:]) {
+				return base + " runs a makefile its input gives"
+			}
+			if v, ok := strings.CutPrefix(*w, "--file="); ok && stdinPath(v) {
+				return base + " runs a makefile its input gives"
+			}
+		}
+	case base == "sqlite3":
+		if why := sqliteRuns(args, words); why != "" {
+			return why
+		}
 	case base == "awk" || base == "gawk" || base == "mawk" || base == "nawk":
 		for _, w := range args {
 			if w == nil || *w == "-f" || strings.HasPrefix(*w, "--file") || strings.Contains(*w, "system") ||
@@ -394,7 +604,10 @@ func runs(base string, argv, words []*string) string {
 	if flags, ok := interpreters()[base]; ok {
 		for _, w := range args {
 			for _, flag := range flags {
-				if w == nil || *w == flag || strings.HasPrefix(*w, flag+"=") {
+				// -pe, -lne: short options run together.
+				bundled := w != nil && len(flag) == 2 && len(*w) > 2 && strings.Trim((*w)[1:], "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" &&
+					(*w)[0] == '-' && strings.Contains((*w)[1:], flag[1:])
+				if w == nil || *w == flag || strings.HasPrefix(*w, flag+"=") || bundled {
 					return base + " runs code given on its command line"
 				}
 			}
@@ -406,6 +619,67 @@ func runs(base string, argv, words []*string) string {
 				}
 			}
 			return base + " runs the code its input gives"
+		}
+	}
+	return ""
+}
+
+// stdinPath tells whether p names the process's input.
+func stdinPath(p string) bool {
+	return p == "-" || p == "/dev/stdin" || strings.HasPrefix(p, "/dev/fd/") || strings.HasPrefix(p, "/proc/self/fd/")
+}
+
+// sqliteReads are sqlite3's dot commands that only print or set how it
+// prints; the others may run a command, read a script or write a file
+// (.shell, .system, .once |CMD, .read, .import, .output, .backup, .load).
+var sqliteReads = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	for _, d := range []string{".tables", ".schema", ".fullschema", ".indexes", ".indices", ".databases", ".dump", ".headers", ".header",
+		".mode", ".width", ".nullvalue", ".separator", ".show", ".help", ".timer", ".stats", ".eqp", ".changes", ".echo", ".bail", ".print", ".dbinfo", ".lint"} {
+		m[d] = true
+	}
+	return m
+})
+
+// sqliteRuns says why what sqlite3 runs is not known: its dot commands
+// (.shell, .system, .once |CMD, .load), load_extension, ATTACH (another
+// database file), -init, or SQL read from its input; "" for SQL on its
+// command line.
+func sqliteRuns(args, words []*string) string {
+	sql := slices.Clone(words)
+	if len(sql) > 0 {
+		sql = sql[1:] // the database
+	}
+	for i, w := range args {
+		if w != nil && (*w == "-version" || *w == "--version" || *w == "-help" || *w == "--help") {
+			return ""
+		}
+		if w != nil && (*w == "-cmd" || *w == "--cmd") && i+1 < len(args) {
+			sql = append(sql, args[i+1])
+		}
+		if w != nil && (*w == "-init" || *w == "--init") {
+			return "sqlite3 runs the commands of a file"
+		}
+	}
+	if len(sql) == 0 {
+		return "sqlite3 runs the commands its input gives"
+	}
+	for _, q := range sql {
+		if q == nil {
+			return "sqlite3 runs commands the line does not say"
+		}
+		lower := strings.ToLower(*q)
+		if strings.Contains(lower, "load_extension") || strings.Contains(lower, "attach") || strings.Contains(lower, "writefile") || strings.Contains(lower, "edit(") {
+			return "sqlite3 runs or writes what its SQL says"
+		}
+		if strings.Contains(lower, "vacuum") && strings.Contains(lower, "into") {
+			return "sqlite3 runs or writes what its SQL says" // VACUUM INTO 'FILE'
+		}
+		for _, line := range strings.Split(*q, "\n") {
+			line = strings.TrimSpace(line)
+			if dot, _, _ := strings.Cut(line, " "); strings.HasPrefix(line, ".") && !sqliteReads()[dot] {
+				return "sqlite3 runs its dot command " + dot
+			}
 		}
 	}
 	return ""
@@ -428,6 +702,9 @@ func (s *scan) wrapped(base string, argv []*string, assigns []string, depth int)
 		return
 	}
 	assigns = slices.Clone(assigns)
+	if appending()[base] {
+		argv = replaced(base, argv)
+	}
 	for i := 1; i < len(argv); i++ {
 		w := argv[i]
 		switch {
@@ -461,10 +738,44 @@ func (s *scan) wrapped(base string, argv []*string, assigns []string, depth int)
 					s.parseScript(script, depth+1)
 					continue
 				}
+				s.parseScript(*w, depth+1) // parallel ::: 'git push': the word alone
+
 			}
 			s.command(tail, assigns, nil, depth+1)
 		}
 	}
+}
+
+// replaced is an xargs's or parallel's argv with the words its input
+// replaces (xargs -I R ... R, parallel's {}) unknown (nil): they may be
+// any command's words.
+func replaced(base string, argv []*string) []*string {
+	argv = slices.Clone(argv)
+	var marks []string
+	if base == "parallel" {
+		marks = append(marks, "{")
+	}
+	values := map[int]bool{}
+	for i, w := range argv {
+		switch {
+		case w == nil:
+		case (*w == "-I" || *w == "--replace") && i+1 < len(argv) && argv[i+1] != nil:
+			marks = append(marks, *argv[i+1])
+			values[i+1] = true
+		case *w == "-i" || *w == "--replace":
+			marks = append(marks, "{}")
+		case strings.HasPrefix(*w, "-I") && len(*w) > 2:
+			marks = append(marks, (*w)[2:])
+		case strings.HasPrefix(*w, "--replace=") || strings.HasPrefix(*w, "-i") && len(*w) > 2:
+			marks = append(marks, strings.TrimPrefix(strings.TrimPrefix(*w, "--replace="), "-i"))
+		}
+	}
+	for i, w := range argv {
+		if i > 0 && !values[i] && w != nil && slices.ContainsFunc(marks, func(m string) bool { return m != "" && strings.Contains(*w, m) }) {
+			argv[i] = nil
+		}
+	}
+	return argv
 }
 
 // shellArgs reads a shell's arguments: a -c script is parsed in turn; a
@@ -575,15 +886,22 @@ func targets(name string, args, words []*string) []*string {
 				return words
 			}
 		}
-	case "sort", "git", "curl", "wget", "tree":
+	case "sort", "git", "curl", "wget", "tree", "go", "gcc", "cc", "clang", "g++", "c++", "clang++", "rustc", "ld",
+		"npm", "pnpm", "yarn", "pip", "pip3", "ssh-keygen", "csplit", "unzip":
 		var out []*string
 		if name == "git" && len(words) > 2 && words[0] != nil && words[1] != nil &&
-			(*words[0] == "clone" || *words[0] == "worktree" && *words[1] == "add") {
-			out = append(out, words[2]) // the new directory
+			(*words[0] == "clone" || *words[0] == "worktree" && *words[1] == "add" || *words[0] == "bundle" && *words[1] == "create") {
+			out = append(out, words[2]) // the new directory, the bundle
+		}
+		if name == "git" && len(words) > 0 && words[0] != nil && (*words[0] == "format-patch" || *words[0] == "archive") {
+			for i, w := range args {
+				if w != nil && *w == "-o" && i+1 < len(args) {
+					out = append(out, args[i+1]) // -o is another option's elsewhere (ls-files, grep)
+				}
+			}
 		}
 		for i, w := range args {
-			for _, opt := range map[string][]string{"sort": {"-o", "--output"}, "git": {"--output"}, "curl": {"-o", "--output"},
-				"wget": {"-O", "--output-document", "-o", "--output-file", "-P", "--directory-prefix"}, "tree": {"-o"}}[name] {
+			for _, opt := range outputOptions()[name] {
 				switch {
 				case w == nil:
 				case *w == opt && i+1 < len(args):
@@ -597,7 +915,31 @@ func targets(name string, args, words []*string) []*string {
 				}
 			}
 		}
-		return out
+		return append(out, defaultOutputs(name, args, words, len(out) > 0)...)
+	case "tar":
+		return tarWrites(args)
+	case "gzip", "gunzip", "bzip2", "bunzip2", "xz", "unxz", "zstd", "unzstd", "lz4", "lzma", "unlzma", "compress", "uncompress":
+		for _, w := range args {
+			if w != nil && (*w == "--stdout" || *w == "--to-stdout" || *w == "--test" || *w == "--list" ||
+				strings.HasPrefix(*w, "-") && !strings.HasPrefix(*w, "--") && strings.ContainsAny(*w, "ctl")) {
+				return nil // to the output, or reading
+			}
+		}
+		return words // each is replaced
+	case "zip":
+		if len(words) > 0 {
+			return words[:1] // the archive
+		}
+	case "split":
+		if len(words) > 1 {
+			return words[1:] // the prefix (an option's value may come first)
+		}
+		x := "x"
+		return []*string{&x}
+	case "venv", "virtualenv":
+		return words
+	case "setfacl", "chattr":
+		return words
 	case "dd":
 		var out []*string
 		for _, w := range args {
@@ -610,6 +952,126 @@ func targets(name string, args, words []*string) []*string {
 		return out
 	}
 	return nil
+}
+
+// outputOptions are the options whose value is a file or directory a
+// command writes.
+var outputOptions = sync.OnceValue(func() map[string][]string {
+	compiler := []string{"-o"}
+	return map[string][]string{
+		"sort": {"-o", "--output"}, "git": {"--output", "--output-directory"}, "curl": {"-o", "--output"},
+		"wget": {"-O", "--output-document", "-o", "--output-file", "-P", "--directory-prefix"}, "tree": {"-o"},
+		"go": compiler, "gcc": compiler, "cc": compiler, "clang": compiler, "g++": compiler, "c++": compiler, "clang++": compiler,
+		"rustc": {"-o", "--out-dir"}, "ld": compiler,
+		"npm": {"--prefix"}, "pnpm": {"--dir", "-C"}, "yarn": {"--cwd"},
+		"pip": {"-t", "--target", "--prefix", "--root", "--src"}, "pip3": {"-t", "--target", "--prefix", "--root", "--src"},
+		"ssh-keygen": {"-f"}, "csplit": {"-f", "--prefix"}, "unzip": {"-d"},
+	}
+})
+
+// defaultOutputs are where a command writes when no option says
+// (given: one did): unzip and csplit into the directory, ssh-keygen a
+// key under ~/.ssh, pip install/uninstall into the active virtual
+// environment ($VIRTUAL_ENV or $CONDA_PREFIX in the environment the
+// classifier runs in), else into the system's site-packages (not known).
+func defaultOutputs(name string, args, words []*string, given bool) []*string {
+	here, home := ".", "~"
+	switch {
+	case given:
+	case name == "unzip" || name == "csplit":
+		return []*string{&here}
+	case name == "ssh-keygen":
+		for _, w := range args {
+			if w != nil && slices.Contains([]string{"-l", "-y", "-F", "-Q", "-Y", "-L", "-B", "-D"}, *w) {
+				return nil // reading
+			}
+		}
+		return []*string{&home}
+	case (name == "pip" || name == "pip3") && len(words) > 0 && words[0] != nil && (*words[0] == "install" || *words[0] == "uninstall"):
+		for _, w := range args {
+			if w != nil && *w == "--user" {
+				return []*string{&home}
+			}
+		}
+		for _, env := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
+			if dir := os.Getenv(env); dir != "" {
+				return []*string{&dir}
+			}
+		}
+		return []*string{nil} // the system's site-packages
+	}
+	return nil
+}
+
+// tarWrites are the files tar writes: the directory it extracts into
+// (-C DIR, else the working directory), the archive it creates or
+// changes (-f FILE with c, r, u; A).
+func tarWrites(args []*string) []*string {
+	var out []*string
+	extract, create, dirGiven := false, false, false
+	dir, file := (*string)(nil), (*string)(nil)
+	for i, w := range args {
+		if w == nil {
+			continue
+		}
+		next := func() *string {
+			if i+1 < len(args) {
+				return args[i+1]
+			}
+			return nil
+		}
+		switch {
+		case *w == "--extract" || *w == "--get":
+			extract = true
+		case *w == "--absolute-names":
+			out = append(out, nil) // the archive's own paths: anywhere
+		case *w == "--create" || *w == "--append" || *w == "--update" || *w == "--concatenate" || *w == "--delete":
+			create = true
+		case *w == "--directory":
+			dir, dirGiven = next(), true
+		case strings.HasPrefix(*w, "--directory="):
+			v := strings.TrimPrefix(*w, "--directory=")
+			dir, dirGiven = &v, true
+		case *w == "--file":
+			file = next()
+		case strings.HasPrefix(*w, "--file="):
+			v := strings.TrimPrefix(*w, "--file=")
+			file = &v
+		case strings.HasPrefix(*w, "--"):
+		case strings.HasPrefix(*w, "-") || i == 0: // -xzf, or xzf as the first word
+			letters := strings.TrimPrefix(*w, "-")
+			extract = extract || strings.Contains(letters, "x")
+			if strings.Contains(letters, "P") {
+				out = append(out, nil) // -P: the archive's own paths, anywhere
+			}
+			create = create || strings.ContainsAny(letters, "cruA")
+			if strings.Contains(letters, "C") {
+				dir, dirGiven = next(), true
+				if k := strings.IndexByte(letters, 'C'); k < len(letters)-1 {
+					v := letters[k+1:]
+					dir = &v
+				}
+			}
+			if strings.Contains(letters, "f") {
+				file = next()
+				if k := strings.IndexByte(letters, 'f'); k < len(letters)-1 && !strings.Contains(letters[:k], "C") {
+					v := letters[k+1:]
+					file = &v
+				}
+			}
+		}
+	}
+	if extract {
+		if !dirGiven {
+			here := "."
+			dir = &here
+		}
+		out = append(out, dir)
+	}
+	if create && file != nil && *file != "-" {
+		out = append(out, file)
+	}
+	return out
 }
 
 // sedExpressions are sed's scripts given with -e or --expression, and
@@ -806,7 +1268,7 @@ func (s *scan) placeFrom(w *string, dir string) (outside, guarded bool) {
 		return true, false
 	}
 	p := *w
-	if dir != "" {
+	if dir != "" && !filepath.IsAbs(p) {
 		p = dir + "/" + p
 	}
 	if i := strings.IndexAny(p, "*?["); i >= 0 {
@@ -820,11 +1282,16 @@ func (s *scan) placeFrom(w *string, dir string) (outside, guarded bool) {
 	if real == "" {
 		return true, false
 	}
+	if s.log != "" && (real == s.log || strings.HasPrefix(s.log, real+"/")) {
+		guarded = true // the log, or a directory it is in: wherever it is
+	}
 	rel, err := filepath.Rel(s.project, real)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		// Below /tmp is scratch, but not a directory the project is in
+		// (a project under /tmp: rm -rf ..).
 		tmp := resolved("/tmp")
-		inTmp := strings.HasPrefix(real, tmp+"/")
-		return !inTmp, false
+		scratch := strings.HasPrefix(real, tmp+"/") && !strings.HasPrefix(s.project, real+"/")
+		return !scratch, guarded
 	}
 	lower := strings.ToLower(filepath.ToSlash(rel)) // a case-insensitive file system finds .CLAUDE too
 	for _, g := range guardedPaths {
@@ -986,9 +1453,26 @@ func redirWrite(r *syntax.Redirect) (*string, bool) {
 	return target, true
 }
 
+// pathFacts is args with path_guarded added: whether the file args'
+// field names (read from dir, else the project) is guarded, its symbolic
+// links followed one by one as a shell's writes are.
+func pathFacts(args json.RawMessage, field string, at where) (json.RawMessage, error) {
+	var fields map[string]any
+	if err := json.Unmarshal(args, &fields); err != nil {
+		return nil, err
+	}
+	s := scanAt(at)
+	guarded := true // not a string: not known
+	if p, ok := fields[field].(string); ok {
+		_, guarded = s.placeFrom(&p, s.start)
+	}
+	fields["path_guarded"] = guarded
+	return json.Marshal(fields)
+}
+
 // shellTier is the highest tier the rule's cases give the commands of the
 // script in args' field r.Shell, and why, naming the command that gave it.
-func (r *Rule) shellTier(args json.RawMessage, project, dir string) (sm.Tier, string, error) {
+func (r *Rule) shellTier(args json.RawMessage, at where) (sm.Tier, string, error) {
 	var fields map[string]any
 	if err := json.Unmarshal(args, &fields); err != nil {
 		return "", "", err
@@ -996,7 +1480,7 @@ func (r *Rule) shellTier(args json.RawMessage, project, dir string) (sm.Tier, st
 	script, ok := fields[r.Shell].(string)
 	commands := []ShellCommand{opaque(r.Shell + " is not a string")}
 	if ok {
-		commands = ShellCommandsIn(script, project, dir)
+		commands = shellCommands(script, at)
 	}
 	var worst sm.Tier
 	var why string

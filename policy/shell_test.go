@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -103,6 +105,44 @@ func TestSedScriptsThatRunOrWrite(t *testing.T) {
 	} {
 		if got := sedRuns(script); got != runs {
 			t.Errorf("sedRuns(%q) = %v, want %v", script, got, runs)
+		}
+	}
+}
+
+// path: FIELD gives the tier cases .args.path_guarded: the file, its
+// symbolic links followed as a shell's writes are, is guarded (a link
+// made earlier to .claude/ is .claude/); it is for tier cases only.
+func TestPathRuleFollowsLinks(t *testing.T) {
+	project := t.TempDir()
+	if err := os.Symlink(".claude", filepath.Join(project, "cl")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePolicy([]byte(`
+tools:
+  write:
+    path: file
+    tier:
+      - {when: .args.path_guarded, tier: irreversible}
+      - {tier: compensable}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Project = project
+	for file, want := range map[string]sm.Tier{"cl/x": sm.Irreversible, project + "/cl/x": sm.Irreversible, ".claude/x": sm.Irreversible,
+		"src/x.go": sm.Compensable, project + "/src/x.go": sm.Compensable} {
+		args, _ := json.Marshal(map[string]string{"file": file})
+		cls, err := p.Classify("write", nil).ForArgs(args)
+		if err != nil || cls.Tier != want {
+			t.Errorf("%q: %s %v, want %s", file, cls.Tier, err, want)
+		}
+	}
+	if cls, err := p.Classify("write", nil).ForArgs(json.RawMessage(`{"file":7}`)); err != nil || cls.Tier != sm.Irreversible {
+		t.Errorf("a path not a string: %s %v, want irreversible", cls.Tier, err)
+	}
+	for _, bad := range []string{"tools:\n  w: {path: file, tier: safe}\n", "tools:\n  w: {path: file, shell: c, tier: [{tier: safe}]}\n"} {
+		if _, err := ParsePolicy([]byte(bad)); !errors.Is(err, ErrPolicy) {
+			t.Errorf("%q: %v, want ErrPolicy", bad, err)
 		}
 	}
 }
