@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/undolog/undolog/internal/testbin"
 	"github.com/undolog/undolog/policy"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -14,10 +15,7 @@ import (
 // worst counting: a hostile script never goes lower than its most
 // dangerous part, and what cannot be read is irreversible.
 func TestDefaultPolicyClassifiesBash(t *testing.T) {
-	p, err := LoadPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := defaultPolicyFor(t, "")
 	for _, c := range []struct {
 		command string
 		want    sm.Tier
@@ -610,15 +608,11 @@ func TestDefaultPolicyFollowsLinksOutOfTheProject(t *testing.T) {
 // calls, and the event's cwd says where): its relative writes are read
 // from there, whether that is below the project or outside it.
 func TestDefaultPolicyReadsPathsFromTheShellsDirectory(t *testing.T) {
-	outside, err := filepath.Abs(".") // not /tmp, which is scratch
-	if err != nil {
-		t.Fatal(err)
-	}
+	outside := testbin.DirOutsideTmp(t) // not /tmp, which is scratch
 	project, err := os.MkdirTemp(outside, "project-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(project) })
 	if err := os.MkdirAll(filepath.Join(project, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -765,6 +759,10 @@ func defaultPolicyFor(t *testing.T, project string) *policy.Policy {
 	p, err := LoadPolicy("")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if project == "" {
+		// Not the package's directory: a checkout below /tmp is scratch.
+		project = testbin.DirOutsideTmp(t)
 	}
 	p.Project = project
 	return p

@@ -375,10 +375,7 @@ func TestHookAgentCannotApproveItsOwnCalls(t *testing.T) {
 		if d, why := r.pre("Write", policy, "--wait", "100ms"); d != "deny" {
 			t.Fatalf("Write of the policy: %s %q, want deny", d, why)
 		}
-		outside, err := filepath.Abs(".") // not /tmp, which is scratch
-		if err != nil {
-			t.Fatal(err)
-		}
+		outside := testbin.DirOutsideTmp(t) // not /tmp, which is scratch
 		if err := os.Symlink(outside, filepath.Join(r.project, "out")); err != nil {
 			t.Fatal(err)
 		}

@@ -267,8 +267,8 @@ func (m *Model) footer() string {
 var legend = []string{
 	"BY STATE counts a session's effects by state, and how many were undone.",
 	"WAIT ●N: N calls await approval.  RPL: times the call was replayed.",
-	"UNDO: what undo did to the effect (not undone, undoing, undone, undo failed,",
-	"  nothing to undo, resolved by hand; -: nothing to undo yet or ever).",
+	"UNDO: what undo did to the effect: not undone, undoing, undone,",
+	"  undo failed, nothing to undo, resolved by hand (-: nothing yet).",
 	cursorMark + "marks the selected row: what a, r, R, t and u act on.",
 }
 
