@@ -343,6 +343,24 @@ func TestLiveRefreshAndNoLockHeld(t *testing.T) {
 	tm.Quit()
 }
 
+// Sessions another process's gc dropped leave the view without a key
+// press: gc moves the change feed the view watches.
+func TestSessionsGCDroppedLeaveTheView(t *testing.T) {
+	store := demoStore(t)
+	tm := start(t, store, "")
+	waitFor(t, tm, "session ci-nightly-88")
+	other := logaddr.File(store.Path(), logaddr.Options{LockTimeout: time.Second, Now: func() time.Time { return demoEnd }})
+	defer other.Close()
+	rep, err := other.GC(t.Context(), demoEnd, []sm.SessionState{sm.SessionCompleted})
+	if err != nil || len(rep.Sessions) != 1 || rep.Sessions[0] != "ci-nightly-88" {
+		t.Fatalf("gc: %+v %v", rep, err)
+	}
+	waitFor(t, tm, "session agent-ops-3")
+	if got := finalView(t, tm); bytes.Contains(got, []byte("ci-nightly-88")) {
+		t.Fatalf("the dropped session is still shown:\n%s", got)
+	}
+}
+
 // The log replaced under a running view (here by garbage) shows as an error in
 // the status line; the view keeps running and recovers when the log is back.
 func TestLogReplacedWhileRunning(t *testing.T) {
