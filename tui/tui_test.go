@@ -383,6 +383,39 @@ func TestLogReplacedWhileRunning(t *testing.T) {
 	tm.Quit()
 }
 
+// A log emptied under the view, then removed and made anew, is read again:
+// the error the empty file gave goes once the new log is read, although
+// its change feed stands where the old one's did.
+func TestALogMadeAnewClearsTheEmptyLogsError(t *testing.T) {
+	store := demoStore(t)
+	defer store.Close()
+	m := New(t.Context(), Options{Log: store, Now: func() time.Time { return demoEnd }, Refresh: time.Millisecond})
+	if _, err := m.firstFrame(); err != nil {
+		t.Fatal(err)
+	}
+	settle(m, runOnce(m.Init()), 2)
+	if err := os.WriteFile(store.Path(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settle(m, []tea.Msg{checkChanges(t.Context(), store)()}, 1)
+	if !m.statusErr || !strings.Contains(m.status, "is empty") {
+		t.Fatalf("an empty log: status %q", m.status)
+	}
+	if err := os.Remove(store.Path()); err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Write(t.Context(), store.Path(), demoEnd); err != nil {
+		t.Fatal(err)
+	}
+	settle(m, []tea.Msg{checkChanges(t.Context(), store)()}, 3)
+	if m.statusErr {
+		t.Fatalf("the log is back, the status still says %q", m.status)
+	}
+	if !strings.Contains(m.render(), "agent-research-42") {
+		t.Fatalf("the screen:\n%s", m.render())
+	}
+}
+
 // The view has no operator to confirm a manual compensation and no way to
 // resolve a blocked step: such a plan is not started there (it would fail
 // the step for good and halt the session); the status names the command
