@@ -109,8 +109,11 @@ func widest(title string, values ...string) int {
 	return w
 }
 
-// scrolled returns the first visible row so that cursor stays on screen.
-func scrolled(offset, cursor, rows int) int {
+// scrolled returns the first visible row of n so that cursor stays on
+// screen, and rows hidden above are shown again once there is room below
+// the last (a terminal grown again).
+func scrolled(offset, cursor, rows, n int) int {
+	offset = max(0, min(offset, n-rows))
 	if cursor < offset {
 		return cursor
 	}
@@ -430,7 +433,7 @@ func (m *Model) sessionsView() string {
 	default:
 		detail = nil
 	}
-	v.offset = scrolled(v.offset, v.cursor, rows)
+	v.offset = scrolled(v.offset, v.cursor, rows, len(v.list))
 	list := []string{m.renderHeader(cols)}
 	now := m.opts.Now()
 	for i := v.offset; i < len(v.list) && i < v.offset+rows; i++ {
@@ -614,7 +617,7 @@ func (m *Model) sessionView() string {
 		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, inner, widest("TOOL", tools...))
 	table := []string{m.renderHeader(cols)}
 	rows := m.tableRows()
-	v.offset = scrolled(v.offset, v.cursor, rows)
+	v.offset = scrolled(v.offset, v.cursor, rows, len(v.effects))
 	now := m.opts.Now()
 	for i := v.offset; i < v.offset+rows; i++ {
 		if i >= len(v.effects) {
