@@ -34,6 +34,9 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
+			if err := refuseEmptyFilters(c, "session"); err != nil {
+				return err
+			}
 			if opts.follow {
 				if opts.output == formatJSON {
 					return usagef("--follow prints a request at a time: use -o jsonl, ids or text")
