@@ -637,7 +637,7 @@ func (m *Model) filterWhat() string {
 	if m.screen == screenSessions {
 		return "session name or state"
 	}
-	return "tool name or state"
+	return "whole tool name or state"
 }
 
 // filterKey edits the filter live: enter keeps it, esc clears it.

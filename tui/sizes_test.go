@@ -192,3 +192,20 @@ func TestAGrownTerminalShowsTheRowsScrolledOff(t *testing.T) {
 		}
 	}
 }
+
+// The effects filter finds a whole tool name (through the log's index), and
+// a part of one says so rather than "no effects".
+func TestEffectsFilterSaysItTakesAWholeName(t *testing.T) {
+	m := New(t.Context(), Options{Log: demoStore(t), Session: "ci-nightly-88", Now: func() time.Time { return demoEnd }})
+	if _, err := m.firstFrame(); err != nil {
+		t.Fatal(err)
+	}
+	drive(m, m.applyFilter("ma"))
+	if screen := m.render(); !strings.Contains(screen, `no effect matches "ma": give a whole tool name or a state`) {
+		t.Fatalf("a part of a tool name:\n%s", screen)
+	}
+	drive(m, m.applyFilter("make"))
+	if screen := m.render(); !strings.Contains(screen, "┃▶ 12 make") || strings.Contains(screen, "no effect") {
+		t.Fatalf("a whole tool name:\n%s", screen)
+	}
+}

@@ -621,7 +621,10 @@ func (m *Model) sessionView() string {
 	now := m.opts.Now()
 	for i := v.offset; i < v.offset+rows; i++ {
 		if i >= len(v.effects) {
-			if i == 0 {
+			if i == 0 && v.filter != "" {
+				// The log's indexes find whole names, not parts (as the sessions' filter does).
+				table = append(table, m.st.dim.Render(ansi.Truncate("no effect matches "+esc(strconv.Quote(v.filter))+": give a whole tool name or a state", inner-2, "…")))
+			} else if i == 0 {
 				table = append(table, m.st.dim.Render("no effects"))
 			} else {
 				table = append(table, "")
