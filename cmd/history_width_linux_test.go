@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,6 +52,21 @@ func TestHistoryFitsAnEightyColumnTerminal(t *testing.T) {
 	}
 	if strings.Contains(history, ".000") || strings.Contains(history, "T") && strings.Contains(history, "Z") {
 		t.Errorf("the history shows the instant a script reads, not a person's time:\n%s", history)
+	}
+	// One format for a person's time on the command line: the history's
+	// rows and the created line alike; piped, RFC 3339.
+	personTime := regexp.MustCompile(`(?m)^created: +[A-Z][a-z]{2} \d\d \d\d:\d\d:\d\d \(`)
+	if !personTime.MatchString(text) {
+		t.Errorf("created: not a person's time:\n%s", text)
+	}
+	if rows := regexp.MustCompile(`(?m)^\d+ +[A-Z][a-z]{2} \d\d \d\d:\d\d:\d\d `).FindAllString(history, -1); len(rows) != 3 {
+		t.Errorf("%d history rows dated as a person reads them, want 3:\n%s", len(rows), history)
+	}
+	piped := exec.Command(bin, "show", "1")
+	piped.Env = env
+	out, err := piped.Output()
+	if err != nil || !regexp.MustCompile(`(?m)^created: +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d) \(`).Match(out) {
+		t.Errorf("show piped: %v\n%s", err, out)
 	}
 }
 

@@ -494,10 +494,10 @@ func (m *Model) sessionDetail() []string {
 	}
 	out = append(out,
 		label("state:")+" "+state,
-		label("created:")+" "+s.CreatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.CreatedAt)+" ago)",
+		label("created:")+" "+s.CreatedAt.In(loc).Format(textfmt.PersonTime)+" ("+textfmt.Ago(now, s.CreatedAt)+" ago)",
 	)
 	if !s.UpdatedAt.IsZero() && !s.UpdatedAt.Equal(s.CreatedAt) {
-		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
+		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(textfmt.PersonTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
 	}
 	line := label("effects:") + " " + strconv.Itoa(s.Effects)
 	if counts := saga.CountsWords(s.Counts, m.sessions.undone[s.ID]); counts != "" {
@@ -761,7 +761,7 @@ func (m *Model) detailLines(width int) []string {
 			of = "undo entry"
 		}
 		what := textfmt.HistoryWords(textfmt.Record{Kind: r.Kind, From: r.From, To: r.To, Trigger: r.Trigger, Actor: r.Who()})
-		line := fmt.Sprintf("  %2d %s %-10s %s", r.Seq, r.At.In(m.opts.Location).Format(historyTime), of, what)
+		line := fmt.Sprintf("  %2d %s %-10s %s", r.Seq, r.At.In(m.opts.Location).Format(textfmt.PersonTime), of, what)
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}
@@ -859,10 +859,6 @@ func (m *Model) confirmUndoView() string {
 	lines = append(lines, "", m.st.title.Render(question))
 	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
-
-// historyTime is how history dates its rows: a log outlives a day, and its
-// writers may sit in other zones.
-const historyTime = "2006-01-02 15:04:05 MST"
 
 func (m *Model) undoView() string {
 	title := fmt.Sprintf("Undoing session %s…", esc(m.undo.session))
