@@ -34,6 +34,9 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
+			if err := refuseEmptyFilters(c, "session"); err != nil {
+				return err
+			}
 			if opts.follow {
 				if opts.output == formatJSON {
 					return usagef("--follow prints a request at a time: use -o jsonl, ids or text")
@@ -78,13 +81,12 @@ func renderApprovals(f *Factory, list []effectlog.PendingApproval) error {
 			expires = "in " + textfmt.Remaining(a.ExpiresAt.Sub(now))
 		}
 		// The effect's tool and args, which its history covers: what a decision runs.
+		// On a terminal, cut to its width (show prints them whole).
 		rows = append(rows, []cell{idCell(a.EffectID), plain(a.Session), plain(a.Effect.Tool), plain(ago(now, a.RequestedAt)),
-			plain(expires), plain(textfmt.EscapeCut(string(a.Effect.Args), 60))})
+			plain(expires), plain(string(a.Effect.Args))})
 	}
-	return renderTable(f, []string{"ID", "SESSION", "TOOL", "WAITING", "EXPIRES", "ARGS"}, rows)
+	return newTable(f, f.Out, []string{"ID", "SESSION", "TOOL", "WAITING", "EXPIRES", "ARGS"}, f.StdoutIsTerminal()).CutLast().Write(rows)
 }
-
-// truncate is s as a table shows it (escaped), cut to n terminal columns.
 
 // approvalsRelist is how often approvals --follow reads the waiting
 // requests whether the change feed moved or not.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,6 +53,21 @@ func TestHistoryFitsAnEightyColumnTerminal(t *testing.T) {
 	if strings.Contains(history, ".000") || strings.Contains(history, "T") && strings.Contains(history, "Z") {
 		t.Errorf("the history shows the instant a script reads, not a person's time:\n%s", history)
 	}
+	// One format for a person's time on the command line: the history's
+	// rows and the created line alike; piped, RFC 3339.
+	personTime := regexp.MustCompile(`(?m)^created: +[A-Z][a-z]{2} \d\d \d\d:\d\d:\d\d \(`)
+	if !personTime.MatchString(text) {
+		t.Errorf("created: not a person's time:\n%s", text)
+	}
+	if rows := regexp.MustCompile(`(?m)^\d+ +[A-Z][a-z]{2} \d\d \d\d:\d\d:\d\d `).FindAllString(history, -1); len(rows) != 3 {
+		t.Errorf("%d history rows dated as a person reads them, want 3:\n%s", len(rows), history)
+	}
+	piped := exec.Command(bin, "show", "1")
+	piped.Env = env
+	out, err := piped.Output()
+	if err != nil || !regexp.MustCompile(`(?m)^created: +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}(Z|[+-]\d\d:\d\d) \(`).Match(out) {
+		t.Errorf("show piped: %v\n%s", err, out)
+	}
 }
 
 // On a terminal, approvals with nothing waiting says so, rather than a
@@ -71,6 +87,52 @@ func TestApprovalsSaysNothingWaits(t *testing.T) {
 	piped.Env = env
 	if out, err := piped.Output(); err != nil || len(out) != 0 {
 		t.Errorf("approvals piped with nothing waiting: %v %q", err, out)
+	}
+}
+
+// approvals cuts a call's arguments to what the terminal's width leaves
+// them (not to a fixed 60 columns), and prints them whole when piped.
+func TestApprovalsArgsTakeTheTerminalsWidth(t *testing.T) {
+	bin := testbin.Undolog(t)
+	env := append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(t.TempDir(), "u.db"), "NO_COLOR=1")
+	// In the log's canonical form (keys in order), as approvals prints them.
+	args := `{"bucket":"release-artifacts-eu-west-1","note":"` + strings.Repeat("x", 40) + `","objects":["report-2026-11-30.pdf","summary-2026-11-30.csv"]}`
+	add := exec.Command(bin, "intercept", "--session", "s", "--tool", "delete", "--tier", "irreversible", "--args", args)
+	add.Env = env
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("intercept: %v\n%s", err, out)
+	}
+	argsShown := func(text string) string {
+		for _, l := range strings.Split(text, "\n") {
+			if _, shown, ok := strings.Cut(l, `{"bucket"`); ok {
+				return `{"bucket"` + shown
+			}
+		}
+		t.Fatalf("no args:\n%s", text)
+		return ""
+	}
+	for _, width := range []int{80, 120, 200} {
+		text := runOnTerminal(t, width, append(env, "COLUMNS=400"), bin, "approvals")
+		for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+			if w := ansi.StringWidth(l); w > width {
+				t.Errorf("%d columns: a line of %d: %q", width, w, l)
+			}
+		}
+		shown := argsShown(text)
+		switch {
+		case width == 200 && shown != args:
+			t.Errorf("%d columns: the args are cut although they fit: %q", width, shown)
+		case width < 200 && (!strings.HasSuffix(shown, "…") || !strings.HasPrefix(args, strings.TrimSuffix(shown, "…"))):
+			t.Errorf("%d columns: args shown %q, want a start of %q cut with …", width, shown, args)
+		case width == 120 && ansi.StringWidth(shown) < 70:
+			t.Errorf("%d columns: the args take %d columns of the width left them: %q", width, ansi.StringWidth(shown), shown)
+		}
+	}
+	piped := exec.Command(bin, "approvals")
+	piped.Env = env
+	out, err := piped.Output()
+	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "\t"+args) {
+		t.Errorf("approvals piped: %v %q, want the args whole", err, out)
 	}
 }
 

@@ -47,6 +47,9 @@ func newCmdList(f *Factory) *cobra.Command {
 			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}
+			if err := refuseEmptyFilters(c, "session", "state", "tier", "tool", "undo", "since"); err != nil {
+				return err
+			}
 			format := opts.output
 			if opts.follow {
 				switch opts.output {
@@ -116,7 +119,7 @@ func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
 	if o.undo != "" {
 		u, ok := textfmt.UndoNamed(o.undo)
 		if !ok {
-			return filter, usagef("unknown undo state %q (valid: %s)", o.undo, strings.Join(textfmt.UndoWordList(), ", "))
+			return filter, usagef("unknown undo state %q (valid: %s)", o.undo, textfmt.QuotedList(textfmt.UndoWordList()))
 		}
 		if filter.Undo != "" && filter.Undo != sm.EntryState(u) {
 			return filter, usagef("--state %q and --undo %q select no effect together", o.state, o.undo)
@@ -153,8 +156,8 @@ func filterByStatus(filter *effectlog.EffectFilter, word string) error {
 		for i, s := range sm.States {
 			names[i] = string(s)
 		}
-		return usagef("unknown state %q (valid: %s; or as the STATE column says it: %s)", word,
-			strings.Join(names, ", "), strings.Join(textfmt.StatusWordList(), ", "))
+		return usagef("unknown state %q (valid: %s; or as the STATE column says it: %s, or a STATE, UNDO pair as %q)", word,
+			textfmt.QuotedList(names), textfmt.QuotedList(textfmt.StatusWordList()), "committed, undone")
 	}
 	filter.State, filter.Undo, filter.Failed = sm.State(sel.State), sm.EntryState(sel.Entry), sel.Failed
 	return nil

@@ -292,3 +292,14 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// instantFormat is how the text output prints an instant (show's fields
+// and history, undo's plan): to a person's terminal to the second, in its zone
+// (textfmt.CLITime); to a script the exact instant, RFC 3339 to the
+// millisecond.
+func instantFormat(f *Factory) func(time.Time) string {
+	if f.StdoutIsTerminal() {
+		return func(t time.Time) string { return t.Local().Format(textfmt.CLITime) }
+	}
+	return func(t time.Time) string { return t.Format("2006-01-02T15:04:05.000Z07:00") }
+}

@@ -30,6 +30,9 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if err := checkFormat(opts.output, true); err != nil {
 				return err
 			}
+			if err := refuseEmptyFilters(c, "state", "since"); err != nil {
+				return err
+			}
 			filter := effectlog.SessionFilter{Limit: opts.limit}
 			if opts.state != "" {
 				st, err := sm.ParseSessionState(opts.state)

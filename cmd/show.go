@@ -113,6 +113,7 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		status = textfmt.Paint(status, textfmt.StateColor(textfmt.StatusColor(string(e.State), entry)))
 	}
 	fmt.Fprintf(out, "effect %d  %s\n", e.ID, status)
+	at := instantFormat(f)
 	field := func(name, value string) {
 		if name != "" {
 			name += ":"
@@ -168,20 +169,20 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	if e.Owner != nil {
 		lease := ""
 		if !e.Owner.LeaseUntil.IsZero() {
-			lease = ", lease until " + e.Owner.LeaseUntil.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+			lease = ", lease until " + at(e.Owner.LeaseUntil)
 		}
-		field("owner", fmt.Sprintf("pid %d on %s since %s%s", e.Owner.PID, e.Owner.Host, e.Owner.StartedAt.Format("2006-01-02T15:04:05Z07:00"), lease))
+		field("owner", fmt.Sprintf("pid %d on %s since %s%s", e.Owner.PID, e.Owner.Host, at(e.Owner.StartedAt), lease))
 	}
 	if since, ok := effectlog.AwaitingInput(d.History); ok && e.State == sm.Executing {
 		// Its server asked the client for input and has not acted: should
 		// its owner die, the call's next intercept fails it and runs it again.
 		field("awaiting", fmt.Sprintf("the client's input since %s (%s ago): its server asked and has not acted yet",
-			since.UTC().Format("2006-01-02T15:04:05Z07:00"), ago(now, since)))
+			at(since), ago(now, since)))
 		if why := effectlog.AbandonedRound(d, now); why != "" {
 			field("abandoned", why+"; the next logged call of any proxy, a retry of it, or undo fails it")
 		}
 	}
-	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
+	field("created", fmt.Sprintf("%s (%s ago)", at(e.CreatedAt), ago(now, e.CreatedAt)))
 	if d.Approval != nil {
 		a := d.Approval
 		field("approval", approvalLine(now, a.ApprovalRound))
@@ -207,12 +208,7 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 // row it is, the effect's or its undo entry's, whose states are words of
 // their own.
 func renderHistory(f *Factory, hist []model.HistoryRecord) error {
-	// A person's terminal gets the time to the second, in its zone; a
-	// script the exact instant.
-	at := func(t time.Time) string { return t.Format("2006-01-02T15:04:05.000Z07:00") }
-	if f.StdoutIsTerminal() {
-		at = func(t time.Time) string { return t.Local().Format("Jan 02 15:04:05") }
-	}
+	at := instantFormat(f)
 	rows := make([][]cell, 0, len(hist))
 	for _, r := range hist {
 		of, from, to := r.Kind, r.From, r.To

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/undolog/undolog/filesnap"
 	"github.com/undolog/undolog/model"
@@ -210,7 +209,7 @@ func printPlan(f *Factory, plan saga.Plan) {
 		println("  (nothing to undo)")
 	}
 	for _, a := range plan.Closes {
-		println("closes the approval request of effect %d %s (waiting since %s): its call will not run", a.EffectID, a.Effect.Tool, a.RequestedAt.Format(time.RFC3339))
+		println("closes the approval request of effect %d %s (waiting since %s): its call will not run", a.EffectID, a.Effect.Tool, instantFormat(f)(a.RequestedAt))
 	}
 	printNotUndoable(f, plan)
 	if err := plan.Waits(); err != nil {

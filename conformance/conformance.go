@@ -127,6 +127,7 @@ var suite = []struct {
 	{"EveryUndoEntryTransition", testEveryUndoEntryTransition},
 	{"GCKeepsSessionsWithACallExecuting", testGCKeepsSessionsWithACallExecuting},
 	{"GCDropsOnlyOldSessionsInTheGivenStates", testGCDropsOnlyOldSessionsInTheGivenStates},
+	{"GCMovesTheChangeFeed", testGCMovesTheChangeFeed},
 	{"Export", testExport},
 	{exportsWhileWritten, testExportWhileWritten},
 	{"ImportRefusesWhatAWriterMadeMeanwhile", testImportRefusesWhatAWriterMadeMeanwhile},

@@ -91,6 +91,43 @@ func testGCDropsOnlyOldSessionsInTheGivenStates(t *testing.T, newStore opener) {
 	}
 }
 
+// GC moves the change feed's position, so that a viewer that looks only at
+// it sees the sessions it showed are gone; the feed's readers skip what GC
+// appended, as they skip the records it dropped.
+func testGCMovesTheChangeFeed(t *testing.T, newStore opener) {
+	s, clk := newStore(t)
+	for _, id := range []string{"old", "kept"} {
+		res := intercept(t, s, id, "w", sm.Compensable, `{"s":"`+id+`"}`)
+		must[model.Effect](t)(s.Start(t.Context(), res.Effect.ID, model.Change{}))
+		must[model.Effect](t)(s.Commit(t.Context(), res.Effect.ID, model.Change{}))
+		if id == "old" {
+			must[model.Session](t)(s.SetSessionState(t.Context(), id, sm.SessionCompleted, model.Change{}))
+			clk.add(48 * time.Hour)
+		}
+	}
+	before := must[uint64](t)(s.LastChange(t.Context()))
+	if rep := must[effectlog.GCReport](t)(s.GC(t.Context(), clk.now().Add(-24*time.Hour), []sm.SessionState{sm.SessionCompleted})); len(rep.Sessions) != 1 {
+		t.Fatalf("%+v", rep)
+	}
+	after := must[uint64](t)(s.LastChange(t.Context()))
+	if after <= before {
+		t.Fatalf("gc left the feed at %d (it was %d): a viewer sees no change", after, before)
+	}
+	if recs, _, err := s.Changes(t.Context(), before, 0); err != nil || len(recs) != 0 {
+		t.Fatalf("changes after gc: %+v %v", recs, err)
+	}
+	all, _, err := s.Changes(t.Context(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range all {
+		if r.Record.Session == "old" {
+			t.Fatalf("a dropped session's change read: %+v", r)
+		}
+	}
+	verifyClean(t, s)
+}
+
 // Export gives every record, of the log or of one session, in an order
 // that rebuilds it: meta first, each session before its effects, each
 // effect followed by its history, undo entry and approval, and an end

@@ -280,7 +280,10 @@ type WriteTx interface {
 	// DeleteEffect drops an effect with everything kept of it: its history,
 	// index entries, signature, undo entry and approval.
 	DeleteEffect(e *model.Effect) error
-	// DeleteSession drops a session, its history and its place in order.
+	// DeleteSession drops a session, its history and its place in order,
+	// and appends to the change feed a change that names no record (readers
+	// skip it, as they skip the records dropped): a follower looking at the
+	// feed's position sees that something changed.
 	DeleteSession(s *model.Session) error
 }
 

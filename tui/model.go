@@ -163,7 +163,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, checkChanges(m.ctx, m.opts.Log)
 	case primeMsg:
 		if msg.err != nil {
-			m.setStatus("", msg.err)
+			m.loaded(msg.err)
 			return m, tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return primeAgainMsg{} })
 		}
 		return m, tea.Batch(m.prime(msg), watchChanges(m.ctx, m.opts.Log, msg.position, m.opts.Refresh))
@@ -171,12 +171,17 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, firstLoad(m.ctx, m.opts.Log, m.reload())
 	case changeMsg:
 		if msg.err != nil {
-			m.setStatus("", msg.err)
+			m.loaded(msg.err)
 			return m, tick(m.opts.Refresh) // look again later
 		}
 		m.seen = msg.position
 		next := watchChanges(m.ctx, m.opts.Log, msg.position, m.opts.Refresh)
-		if !m.follow || msg.position == m.lastChange {
+		if m.loadFailed && !m.follow {
+			m.setStatus("", nil)
+		}
+		// After a failed look the log may be another (a file removed and
+		// made anew): its position says nothing of what the screen shows.
+		if !m.follow || (msg.position == m.lastChange && !m.loadFailed) {
 			return m, next
 		}
 		m.lastChange = msg.position
@@ -632,7 +637,7 @@ func (m *Model) filterWhat() string {
 	if m.screen == screenSessions {
 		return "session name or state"
 	}
-	return "tool name or state"
+	return "whole tool name or state"
 }
 
 // filterKey edits the filter live: enter keeps it, esc clears it.

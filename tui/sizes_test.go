@@ -162,3 +162,50 @@ func TestAnActionsErrorGoesWithTheNextKey(t *testing.T) {
 		t.Fatalf("a failed load's error went with a key:\n%s", m.render())
 	}
 }
+
+// A terminal shrunk and grown again shows the whole list again, the
+// selected row where it was: the rows scrolled off above while it was
+// small came back only as the cursor went up to them.
+func TestAGrownTerminalShowsTheRowsScrolledOff(t *testing.T) {
+	store := demoStore(t)
+	cases := map[string][]string{
+		"":              {"ci-nightly-88", "agent-ops-3", "agent-cleanup-7", "ci-deploy-117", "▶ agent-research-42"},
+		"ci-nightly-88": {"┃  12 make", "┃  13 make", "┃  14 make", "┃  15 make", "┃  16 make", "┃▶ 17 make"},
+	}
+	for session, rows := range cases {
+		m := New(t.Context(), Options{Log: store, Session: session, Now: func() time.Time { return demoEnd }})
+		if _, err := m.firstFrame(); err != nil {
+			t.Fatal(err)
+		}
+		for range rows {
+			drive(m, m.handleKey(press("down")))
+		}
+		for _, h := range []int{8, 24} {
+			m.Update(tea.WindowSizeMsg{Width: 80, Height: h})
+			m.render()
+		}
+		screen := m.render()
+		for _, row := range rows {
+			if !strings.Contains(screen, row) {
+				t.Errorf("session %q: grown again, the screen lacks %q:\n%s", session, row, screen)
+			}
+		}
+	}
+}
+
+// The effects filter finds a whole tool name (through the log's index), and
+// a part of one says so rather than "no effects".
+func TestEffectsFilterSaysItTakesAWholeName(t *testing.T) {
+	m := New(t.Context(), Options{Log: demoStore(t), Session: "ci-nightly-88", Now: func() time.Time { return demoEnd }})
+	if _, err := m.firstFrame(); err != nil {
+		t.Fatal(err)
+	}
+	drive(m, m.applyFilter("ma"))
+	if screen := m.render(); !strings.Contains(screen, `no effect matches "ma": give a whole tool name or a state`) {
+		t.Fatalf("a part of a tool name:\n%s", screen)
+	}
+	drive(m, m.applyFilter("make"))
+	if screen := m.render(); !strings.Contains(screen, "┃▶ 12 make") || strings.Contains(screen, "no effect") {
+		t.Fatalf("a whole tool name:\n%s", screen)
+	}
+}

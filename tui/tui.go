@@ -139,7 +139,7 @@ func FirstFrame(ctx context.Context, opts Options) (string, error) {
 func (m *Model) firstFrame() (string, error) {
 	msg := firstLoad(m.ctx, m.opts.Log, m.reload())().(primeMsg)
 	if msg.err != nil {
-		m.setStatus("", msg.err)
+		m.loaded(msg.err)
 		return m.render(), msg.err
 	}
 	if cmd := m.prime(msg); cmd != nil {

@@ -343,6 +343,24 @@ func TestLiveRefreshAndNoLockHeld(t *testing.T) {
 	tm.Quit()
 }
 
+// Sessions another process's gc dropped leave the view without a key
+// press: gc moves the change feed the view watches.
+func TestSessionsGCDroppedLeaveTheView(t *testing.T) {
+	store := demoStore(t)
+	tm := start(t, store, "")
+	waitFor(t, tm, "session ci-nightly-88")
+	other := logaddr.File(store.Path(), logaddr.Options{LockTimeout: time.Second, Now: func() time.Time { return demoEnd }})
+	defer other.Close()
+	rep, err := other.GC(t.Context(), demoEnd, []sm.SessionState{sm.SessionCompleted})
+	if err != nil || len(rep.Sessions) != 1 || rep.Sessions[0] != "ci-nightly-88" {
+		t.Fatalf("gc: %+v %v", rep, err)
+	}
+	waitFor(t, tm, "session agent-ops-3")
+	if got := finalView(t, tm); bytes.Contains(got, []byte("ci-nightly-88")) {
+		t.Fatalf("the dropped session is still shown:\n%s", got)
+	}
+}
+
 // The log replaced under a running view (here by garbage) shows as an error in
 // the status line; the view keeps running and recovers when the log is back.
 func TestLogReplacedWhileRunning(t *testing.T) {
@@ -363,6 +381,39 @@ func TestLogReplacedWhileRunning(t *testing.T) {
 	tm.Send(press("?"))
 	waitFor(t, tm, "Columns")
 	tm.Quit()
+}
+
+// A log emptied under the view, then removed and made anew, is read again:
+// the error the empty file gave goes once the new log is read, although
+// its change feed stands where the old one's did.
+func TestALogMadeAnewClearsTheEmptyLogsError(t *testing.T) {
+	store := demoStore(t)
+	defer store.Close()
+	m := New(t.Context(), Options{Log: store, Now: func() time.Time { return demoEnd }, Refresh: time.Millisecond})
+	if _, err := m.firstFrame(); err != nil {
+		t.Fatal(err)
+	}
+	settle(m, runOnce(m.Init()), 2)
+	if err := os.WriteFile(store.Path(), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	settle(m, []tea.Msg{checkChanges(t.Context(), store)()}, 1)
+	if !m.statusErr || !strings.Contains(m.status, "is empty") {
+		t.Fatalf("an empty log: status %q", m.status)
+	}
+	if err := os.Remove(store.Path()); err != nil {
+		t.Fatal(err)
+	}
+	if err := demo.Write(t.Context(), store.Path(), demoEnd); err != nil {
+		t.Fatal(err)
+	}
+	settle(m, []tea.Msg{checkChanges(t.Context(), store)()}, 3)
+	if m.statusErr {
+		t.Fatalf("the log is back, the status still says %q", m.status)
+	}
+	if !strings.Contains(m.render(), "agent-research-42") {
+		t.Fatalf("the screen:\n%s", m.render())
+	}
 }
 
 // The view has no operator to confirm a manual compensation and no way to

@@ -109,8 +109,11 @@ func widest(title string, values ...string) int {
 	return w
 }
 
-// scrolled returns the first visible row so that cursor stays on screen.
-func scrolled(offset, cursor, rows int) int {
+// scrolled returns the first visible row of n so that cursor stays on
+// screen, and rows hidden above are shown again once there is room below
+// the last (a terminal grown again).
+func scrolled(offset, cursor, rows, n int) int {
+	offset = max(0, min(offset, n-rows))
 	if cursor < offset {
 		return cursor
 	}
@@ -430,7 +433,7 @@ func (m *Model) sessionsView() string {
 	default:
 		detail = nil
 	}
-	v.offset = scrolled(v.offset, v.cursor, rows)
+	v.offset = scrolled(v.offset, v.cursor, rows, len(v.list))
 	list := []string{m.renderHeader(cols)}
 	now := m.opts.Now()
 	for i := v.offset; i < len(v.list) && i < v.offset+rows; i++ {
@@ -491,10 +494,10 @@ func (m *Model) sessionDetail() []string {
 	}
 	out = append(out,
 		label("state:")+" "+state,
-		label("created:")+" "+s.CreatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.CreatedAt)+" ago)",
+		label("created:")+" "+s.CreatedAt.In(loc).Format(textfmt.PersonTime)+" ("+textfmt.Ago(now, s.CreatedAt)+" ago)",
 	)
 	if !s.UpdatedAt.IsZero() && !s.UpdatedAt.Equal(s.CreatedAt) {
-		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
+		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(textfmt.PersonTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
 	}
 	line := label("effects:") + " " + strconv.Itoa(s.Effects)
 	if counts := saga.CountsWords(s.Counts, m.sessions.undone[s.ID]); counts != "" {
@@ -614,11 +617,14 @@ func (m *Model) sessionView() string {
 		{"STATE", widest("STATE", states...), true}, {"AGE", 4, false}, {"RPL", 3, false}, {"UNDO", widest("UNDO", undos...), true}}, inner, widest("TOOL", tools...))
 	table := []string{m.renderHeader(cols)}
 	rows := m.tableRows()
-	v.offset = scrolled(v.offset, v.cursor, rows)
+	v.offset = scrolled(v.offset, v.cursor, rows, len(v.effects))
 	now := m.opts.Now()
 	for i := v.offset; i < v.offset+rows; i++ {
 		if i >= len(v.effects) {
-			if i == 0 {
+			if i == 0 && v.filter != "" {
+				// The log's indexes find whole names, not parts (as the sessions' filter does).
+				table = append(table, m.st.dim.Render(ansi.Truncate("no effect matches "+esc(strconv.Quote(v.filter))+": give a whole tool name or a state", inner-2, "…")))
+			} else if i == 0 {
 				table = append(table, m.st.dim.Render("no effects"))
 			} else {
 				table = append(table, "")
@@ -755,7 +761,7 @@ func (m *Model) detailLines(width int) []string {
 			of = "undo entry"
 		}
 		what := textfmt.HistoryWords(textfmt.Record{Kind: r.Kind, From: r.From, To: r.To, Trigger: r.Trigger, Actor: r.Who()})
-		line := fmt.Sprintf("  %2d %s %-10s %s", r.Seq, r.At.In(m.opts.Location).Format(historyTime), of, what)
+		line := fmt.Sprintf("  %2d %s %-10s %s", r.Seq, r.At.In(m.opts.Location).Format(textfmt.PersonTime), of, what)
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}
@@ -853,10 +859,6 @@ func (m *Model) confirmUndoView() string {
 	lines = append(lines, "", m.st.title.Render(question))
 	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))
 }
-
-// historyTime is how history dates its rows: a log outlives a day, and its
-// writers may sit in other zones.
-const historyTime = "2006-01-02 15:04:05 MST"
 
 func (m *Model) undoView() string {
 	title := fmt.Sprintf("Undoing session %s…", esc(m.undo.session))

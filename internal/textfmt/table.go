@@ -33,6 +33,7 @@ type Table struct {
 	piped   bool         // not a terminal, and a header asked for
 	fit     int          // on a terminal, the width the last column wraps to fit (0: none)
 	under   bool         // Under: a last column left too little goes under its row
+	cut     bool         // CutLast: a last column's cells are cut to fit, not wrapped
 	line    bytes.Buffer // the line being laid out, its memory kept for the next
 }
 
@@ -76,6 +77,20 @@ func (t *Table) Under() *Table {
 	return t
 }
 
+// CutLast makes a fitted table cut its last column's cells (a call's
+// arguments: JSON, with few spaces to wrap at) to the width the other
+// columns leave, minWrapped at least, ending in "…"; piped, they stay whole.
+func (t *Table) CutLast() *Table {
+	t.cut = true
+	return t
+}
+
+// cutsLast tells whether cell i of a row of n is a last cell CutLast cuts:
+// it is escaped as it is cut, once the other columns' widths are known.
+func (t *Table) cutsLast(i, n int) bool {
+	return t.cut && t.aligned && t.fit > 0 && i == n-1 && i == len(t.header)-1
+}
+
 // Write prints rows, escaping their text in place. Rows may come in
 // several writes (a listing printed a page at a time): the header goes out
 // with the first, and a column is as wide as the rows written so far need
@@ -83,7 +98,9 @@ func (t *Table) Under() *Table {
 func (t *Table) Write(rows [][]Cell) error {
 	for _, r := range rows {
 		for i := range r {
-			r[i].Text = Escape(r[i].Text)
+			if !t.cutsLast(i, len(r)) {
+				r[i].Text = Escape(r[i].Text)
+			}
 		}
 	}
 	if !t.aligned {
@@ -117,7 +134,9 @@ func (t *Table) Write(rows [][]Cell) error {
 	}
 	for _, r := range rows {
 		for i, c := range r[:min(len(r), len(t.widths))] {
-			t.widths[i] = max(t.widths[i], ansi.StringWidth(c.Text))
+			if !t.cutsLast(i, len(r)) {
+				t.widths[i] = max(t.widths[i], ansi.StringWidth(c.Text))
+			}
 		}
 	}
 	if !t.headed {
@@ -143,7 +162,10 @@ func (t *Table) Write(rows [][]Cell) error {
 		var more []string // the last cell's wrapped lines after its first
 		for i, c := range r {
 			text := c.Text
-			if i == len(r)-1 && i == len(t.widths)-1 {
+			switch {
+			case t.cutsLast(i, len(r)):
+				text = EscapeCut(text, max(t.fit-t.lastStart(), minWrapped))
+			case i == len(r)-1 && i == len(t.widths)-1:
 				text, more = t.wrapLast(text)
 			}
 			width := ansi.StringWidth(text)

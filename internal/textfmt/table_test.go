@@ -184,3 +184,41 @@ func TestFittedTableKeepsHeadersAndWords(t *testing.T) {
 		}
 	}
 }
+
+// A fitted table that cuts its last column cuts each cell to the width the
+// others leave, escaped, an escape never split; piped, it stays whole.
+func TestFittedTableCutsItsLastColumn(t *testing.T) {
+	args := `{"a":"` + strings.Repeat("x", 20) + "\x1b[2J" + strings.Repeat("y", 40) + `"}`
+	rows := func() [][]Cell {
+		return [][]Cell{{{Text: "1"}, {Text: "deploy"}, {Text: args}}, {{Text: "2"}, {Text: "t"}, {Text: "{}"}}}
+	}
+	for _, width := range []int{40, 31, 20} {
+		var b strings.Builder
+		if err := NewTable(&b, []string{"ID", "TOOL", "ARGS"}, true, false).Fit(width).CutLast().Write(rows()); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+		if len(lines) != 3 || !strings.HasSuffix(lines[2], "  {}") {
+			t.Fatalf("width %d: one line a row:\n%s", width, b.String())
+		}
+		cut := strings.TrimSpace(strings.TrimPrefix(lines[1], "1   deploy"))
+		room := max(width-len("ID  TOOL    "), minWrapped)
+		if w := ansi.StringWidth(cut); w > room || w < room-5 || !strings.HasSuffix(cut, "…") || strings.ContainsFunc(cut, Unsafe) {
+			t.Errorf("width %d: args cut to %q (%d columns), want %d columns ending in …", width, cut, ansi.StringWidth(cut), room)
+		}
+		whole := false // the cut text is the escape of a start of args: no escape split
+		for i := range args {
+			whole = whole || Escape(args[:i]) == strings.TrimSuffix(cut, "…")
+		}
+		if !whole {
+			t.Errorf("width %d: %q is not the escape of a start of %q", width, cut, args)
+		}
+	}
+	var b strings.Builder
+	if err := NewTable(&b, []string{"ID", "TOOL", "ARGS"}, false, false).Fit(30).CutLast().Write(rows()); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1\tdeploy\t" + Escape(args) + "\n2\tt\t{}\n"; b.String() != want {
+		t.Errorf("piped:\n%q, want\n%q", b.String(), want)
+	}
+}

@@ -10,6 +10,16 @@ import (
 	"time"
 )
 
+// How an instant reads to a person: in the view, PersonTime (a log
+// outlives a day and a year, and its writers may sit in other zones); in
+// the command line's output on a terminal, CLITime, in the terminal's zone:
+// a history row at 80 columns has no room for the year and the zone. Piped
+// output keeps RFC 3339.
+const (
+	PersonTime = "2006-01-02 15:04:05 MST"
+	CLITime    = "Jan 02 15:04:05"
+)
+
 // Ago renders the time since t compactly: 45s, 12m, 3h, 2d; "-" for no time.
 func Ago(now, t time.Time) string {
 	if t.IsZero() {

@@ -294,9 +294,19 @@ func StatusNamed(word string) (Selection, bool) {
 }
 
 // StatusWordList lists the words of the STATE column StatusNamed takes,
-// besides the spec's names.
+// besides the spec's names and a STATE, UNDO pair ("committed, undone").
 func StatusWordList() []string {
-	return []string{failedWord, failedAgainWord, "undoing", "undone", "undo failed", "resolved by hand", "STATE, UNDO (committed, undone)"}
+	return []string{failedWord, failedAgainWord, "undoing", "undone", "undo failed", "resolved by hand"}
+}
+
+// QuotedList is words for a person to copy one from: each in double
+// quotes, as some hold the ", " that separates them.
+func QuotedList(words []string) string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = strconv.Quote(w)
+	}
+	return strings.Join(quoted, ", ")
 }
 
 // UndoWordList lists the words of the UNDO column, then the spec's names,

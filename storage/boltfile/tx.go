@@ -336,7 +336,15 @@ func (w txWriter) DeleteSession(s *model.Session) error {
 	if err := w.w.delete(bSessionsByTime, itob(s.Seq)); err != nil {
 		return err
 	}
-	return w.w.delete(bSessions, []byte(s.ID))
+	if err := w.w.delete(bSessions, []byte(s.ID)); err != nil {
+		return err
+	}
+	// Seq 0 is no record's: a session's history starts at 1.
+	seq, err := w.w.nextSequence(bChanges)
+	if err != nil {
+		return err
+	}
+	return w.w.put(bChanges, itob(seq), changeValue(changeSession, sessionHistoryKey(s.ID, 0)))
 }
 
 // View runs fn in a read-only transaction (see view). A file's

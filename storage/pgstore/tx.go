@@ -812,7 +812,19 @@ func (w *writer) DeleteSession(s *model.Session) error {
 	if err := w.exec(`DELETE FROM undolog_session_history WHERE session = $1`, s.ID); err != nil {
 		return err
 	}
-	return w.exec(`DELETE FROM undolog_sessions WHERE id = $1`, s.ID)
+	if err := w.exec(`DELETE FROM undolog_sessions WHERE id = $1`, s.ID); err != nil {
+		return err
+	}
+	// undolog_publish gives positions only to changes whose record exists:
+	// this one, of seq 0 (a session's history starts at 1), takes its
+	// position here, under the feed's lock, as a publish does. Waiters hear
+	// of it with the commit.
+	if err := w.exec(`SELECT 1 FROM undolog_feed_floor FOR UPDATE`); err != nil {
+		return err
+	}
+	return w.exec(`WITH ins AS (INSERT INTO undolog_changes (pos, kind, effect_id, session, seq)
+		SELECT coalesce(max(pos), 0) + 1, 'S', 0, $1, 0 FROM undolog_changes RETURNING pos)
+		SELECT pg_notify('undolog_changes', coalesce(current_schema(), '') || ' ' || pos) FROM ins`, s.ID)
 }
 
 // historyInsert is the head of the INSERT of effect history rows; the
