@@ -96,20 +96,29 @@ func TestLostJournalIsReportedNotAnOlderLog(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			s, _ := newStore(t)
-			intercept(t, s, "s", "write", sm.Compensable, `1`)
-			intercept(t, s, "s", "write", sm.Compensable, `2`)
-			s.pause()()
-			older := string(readFile(t, s.journalPath())) // a copy, before the checkpoint
-			intercept(t, s, "s", "write", sm.Compensable, `3`)
-			if err := s.checkpoint(); err != nil {
-				t.Fatal(err)
-			}
-			for i := 4; i <= 6; i++ { // acknowledged, in the journal only
+			for i := 1; i <= 3; i++ {
 				intercept(t, s, "s", "write", sm.Compensable, strconv.Itoa(i))
 			}
 			s.pause()()
-			if n := effectsInBolt(t, s.Path()); n != 3 {
-				t.Fatalf("the file holds %d effects, want the 3 checkpointed", n)
+			older := string(readFile(t, s.journalPath())) // a copy, two checkpoints ago
+			for i := 4; i <= 5; i++ {
+				if err := s.checkpoint(); err != nil {
+					t.Fatal(err)
+				}
+				intercept(t, s, "s", "write", sm.Compensable, strconv.Itoa(i))
+			}
+			if err := s.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			for i := 6; i <= 8; i++ { // acknowledged, in the journal only
+				intercept(t, s, "s", "write", sm.Compensable, strconv.Itoa(i))
+			}
+			s.pause()()
+			if n := effectsInBolt(t, s.Path()); n != 5 {
+				t.Fatalf("the file holds %d effects, want the 5 checkpointed", n)
+			}
+			if rep := verifyClean(t, s); rep.Effects != 8 {
+				t.Fatalf("the log reads %d effects, want 8", rep.Effects)
 			}
 			if name == "removed" {
 				if err := os.Remove(s.journalPath()); err != nil {
@@ -127,14 +136,14 @@ func TestLostJournalIsReportedNotAnOlderLog(t *testing.T) {
 			if exists := fileExists(path + JournalSuffix); aside == "" && exists || aside != "" && (exists || !fileExists(aside)) {
 				t.Fatalf("set aside at %q; a journal at its path: %v", aside, exists)
 			}
-			if rep := verifyClean(t, lost); rep.Effects != 3 {
-				t.Fatalf("after the loss accepted: %d effects, want the 3 checkpointed", rep.Effects)
+			if rep := verifyClean(t, lost); rep.Effects != 5 {
+				t.Fatalf("after the loss accepted: %d effects, want the 5 checkpointed", rep.Effects)
 			}
-			if got := intercept(t, lost, "s", "write", sm.Compensable, `7`).Effect.ID; got != 4 {
-				t.Fatalf("a new effect %d, want 4", got)
+			if got := intercept(t, lost, "s", "write", sm.Compensable, `9`).Effect.ID; got != 6 {
+				t.Fatalf("a new effect %d, want 6", got)
 			}
 			lost.pause()()
-			if rep := verifyClean(t, openLog(t, path)); rep.Effects != 4 {
+			if rep := verifyClean(t, openLog(t, path)); rep.Effects != 6 {
 				t.Fatalf("opened again: %d effects", rep.Effects)
 			}
 		})
