@@ -473,11 +473,6 @@ func (s *Engine) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall
 				return err
 			}
 		}
-		if w.record() != nil && !h.need.required {
-			// The file must say that it needs its journal before the journal
-			// holds a write the file does not (a log just made or compacted).
-			w.mustCommit = true
-		}
 		rec := w.record()
 		lost := false
 		if !checkpoint && !w.mustCommit && h.j.records < journalMaxRecords && h.j.size+int64(len(rec)) <= int64(journalMaxBytes) {
@@ -500,28 +495,31 @@ func (s *Engine) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall
 // write the journal held, empties the journal (resetting the file at its
 // path if the one written was lost) and begins the next transaction. The
 // commit says that the log needs its journal from then on, and which record
-// the journal ends with (none once reset), for the next opener to know it
-// again; so the journal file is made, durably, before the commit. A journal
-// at the name of schema 6 or before is moved to its own name after the
-// commit that moves the log to schema 7.
+// the journal ends with: the last one committed, or where the journal holds
+// none (a log just made or compacted, a journal lost), an empty record
+// appended first, so that an emptied journal is never taken for one that
+// held nothing. A journal at the name of schema 6 or before is moved to its
+// own name after the commit that moves the log to schema 7.
 func (s *Engine) commitHeld(h *heldLog, lost bool) error {
 	txid := uint64(h.tx.ID())
-	last := h.j.last
-	if lost {
-		last = lastRecord{}
-	}
 	moving := h.j.path != s.journalPath()
 	if moving && !fileExists(h.j.path) {
 		h.j.close()
 		h.j.path, h.j.exists, moving = s.journalPath(), false, false
 	}
-	if !moving {
-		if err := h.j.make(h.file.Mode().Perm()); err != nil {
+	if lost {
+		if err := h.j.empty(true); err != nil {
 			return err
 		}
 	}
 	if versionOf(h.tx) >= 7 {
-		if err := h.tx.Bucket(bMeta).Put(keyJournal, last.encode()); err != nil {
+		if h.j.records == 0 {
+			if err := h.j.append(baseOf(h.tx), make([]byte, journalHeader)); err != nil {
+				return err
+			}
+			s.group.journals.Add(1)
+		}
+		if err := h.tx.Bucket(bMeta).Put(keyJournal, h.j.last.encode()); err != nil {
 			return err
 		}
 	}
@@ -530,7 +528,7 @@ func (s *Engine) commitHeld(h *heldLog, lost bool) error {
 	}
 	s.group.commits.Add(1)
 	s.wrote(h.file, txid)
-	if err := h.j.empty(lost); err != nil {
+	if err := h.j.empty(false); err != nil {
 		return err
 	}
 	if lost {
@@ -614,6 +612,11 @@ func (s *Engine) hold(timeout time.Duration, create bool) (*heldLog, error) {
 		}
 		h.j.takeMode(h.file.Mode().Perm())
 		h.j.open()
+		if h.version >= 7 && !h.need.required {
+			// A log just made or compacted: the file says that it needs its
+			// journal before the journal holds a write the file does not.
+			return s.commitHeld(h, false)
+		}
 		packAppendBuckets(h.tx)
 		return nil
 	})

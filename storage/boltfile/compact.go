@@ -136,7 +136,7 @@ func (s *Engine) AcceptJournalLoss() (aside string, err error) {
 			_, err := readJournal(path, baseOf(tx), needOf(tx), s.path)
 			if err == nil {
 				return fmt.Errorf("%w: the journal of %s is the log's own: there is no loss to accept", model.ErrInvalidInput, s.path)
-			} else if !errors.Is(err, errJournalNotTheLogs) {
+			} else if !errors.As(err, new(journalNotTheLogs)) {
 				return err
 			}
 			if fileExists(path) {

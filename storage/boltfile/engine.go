@@ -409,11 +409,6 @@ func (s *Engine) create() error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create log directory %s: %w", dir, err)
 	}
-	// The new log says it needs its journal, so the journal is made first
-	// (empty, or left as it is: records of another log are leftovers).
-	if err := (&journal{path: s.journalPath()}).make(0o600); err != nil {
-		return err
-	}
 	tmp, err := os.CreateTemp(dir, ".undolog-new-*")
 	if err != nil {
 		return fmt.Errorf("create log %s: %w", s.path, err)
@@ -436,9 +431,6 @@ func (s *Engine) create() error {
 			}
 		}
 		if err := tx.Bucket(bMeta).Put(keyLogID, newLogID()); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bMeta).Put(keyJournal, lastRecord{}.encode()); err != nil {
 			return err
 		}
 		return tx.Bucket(bMeta).Put(keySchema, itob(SchemaVersion))

@@ -113,7 +113,7 @@ type journal struct {
 // a checkpoint writes down (keyJournal), for the journal to be known again.
 type lastRecord struct {
 	at     uint64
-	length uint32 // 0: no record
+	length uint32
 	crc    uint32
 	txid   uint64 // the transaction it applied on
 }
@@ -128,7 +128,7 @@ type journalNeed struct {
 // or before says nothing: its journal is read as it was.
 func needOf(tx *bolt.Tx) journalNeed {
 	meta := tx.Bucket(bMeta)
-	if meta == nil || btoi(meta.Get(keySchema)) < 7 {
+	if v := versionOf(tx); v < 7 || v > SchemaVersion { // a newer one is refused for its version
 		return journalNeed{}
 	}
 	v := meta.Get(keyJournal)
@@ -150,10 +150,12 @@ func (r lastRecord) encode() []byte {
 	return v
 }
 
-// errJournalNotTheLogs marks a journal the log file says it needs that is
+// journalNotTheLogs is the error of a journal the log file needs that is
 // missing, or is not the one of its last checkpoint: writes the log
 // acknowledged may be lost. AcceptJournalLoss sets such a journal aside.
-var errJournalNotTheLogs = errors.New("journal not the log's")
+type journalNotTheLogs struct{ error }
+
+func (e journalNotTheLogs) Unwrap() error { return e.error }
 
 // acceptHint tells a person what to do about a journal that is not the log's.
 const acceptHint = "put the log's own journal back (a copy of a log is its file and its journal, or the file alone right after `undolog compact`), or accept the loss of the writes since the last checkpoint (up to 64) with `undolog compact --accept-journal-loss`"
@@ -168,13 +170,10 @@ func (j *journal) check(need journalNeed, data []byte, want journalBase, logPath
 		return nil
 	}
 	if !j.exists {
-		return fmt.Errorf("%w: %w: the journal of %s is missing (%s), and may hold its last writes: %s", model.ErrCorrupt, errJournalNotTheLogs, logPath, j.path, acceptHint)
+		return journalNotTheLogs{fmt.Errorf("%w: the journal of %s is missing (%s), and may hold its last writes: %s", model.ErrCorrupt, logPath, j.path, acceptHint)}
 	}
 	if len(data) >= journalHeader && headerBase(data) == want {
 		return nil
-	}
-	if need.last.length == 0 {
-		return nil // the checkpoint left no record behind: any journal without records on want is the log's
 	}
 	left := journalBase{txid: need.last.txid, log: want.log}
 	if need.last.at <= uint64(len(data)) {
@@ -187,7 +186,7 @@ func (j *journal) check(need journalNeed, data []byte, want journalBase, logPath
 	if len(data) == 0 {
 		what = "emptied"
 	}
-	return fmt.Errorf("%w: %w: %s is not the journal %s had at its last checkpoint (%s), so writes made since may be lost: %s", model.ErrCorrupt, errJournalNotTheLogs, j.path, logPath, what, acceptHint)
+	return journalNotTheLogs{fmt.Errorf("%w: %s is not the journal %s had at its last checkpoint (%s), so writes made since may be lost: %s", model.ErrCorrupt, j.path, logPath, what, acceptHint)}
 }
 
 // lastIn is the last record of data, a journal's valid records.
@@ -572,24 +571,6 @@ func openJournal(path string, flag int, perm os.FileMode) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// make makes the journal file, with perm, if there is none, and makes its
-// directory entry durable: the log file is about to say that it exists.
-func (j *journal) make(perm os.FileMode) error {
-	if fileExists(j.path) {
-		return nil
-	}
-	if j.mode != 0 {
-		perm = j.mode
-	}
-	f, err := openJournal(j.path, os.O_RDWR|os.O_CREATE, perm)
-	if err != nil {
-		return err
-	}
-	f.Close()
-	syncDir(j.path)
-	return nil
 }
 
 // close lets the journal file go.
