@@ -29,20 +29,21 @@ package boltfile
 //
 // While no process holds the log, the journal may be the only copy of
 // acknowledged writes, so the file says when it needs its journal
-// (keyJournal, written by every checkpoint at no cost of its own): from the
-// first append after the log was made or compacted on, the journal must be
+// (keyJournal, written by every checkpoint, in its own commit): from the
+// first hold after the log was made or compacted on, the journal must be
 // there, and either hold records on the file's last transaction or still
 // end, at the place the last checkpoint wrote down, with the record that
-// checkpoint committed. A journal removed, emptied, or replaced by an older
-// copy or by another log's journal is then an error, never a log that reads
-// as it was before those writes. The one copy that cannot be told apart is
-// one taken since the last checkpoint: it reads as a journal cut short.
+// checkpoint committed (an empty one appended for it where the journal held
+// none). A journal removed, emptied, or replaced by an older copy or by
+// another log's journal is then an error, never a log that reads as it was
+// before those writes. The one copy that cannot be told apart is one taken
+// since the last checkpoint: it reads as a journal cut short.
 //
 // The journal's name is one no other program claims. Until schema 7 it was
 // <log>-journal, SQLite's name for a rollback journal, which sqlite3 deletes
 // when it opens the file beside it; the write that moves such a log to
 // schema 7 commits the journal's records to bbolt, then renames the file
-// (journalPaths).
+// (journalPath).
 
 import (
 	"bytes"
