@@ -63,17 +63,16 @@ func maintRows(add func(what, value, ratio string), work string) error {
 	}
 	copied := filepath.Join(work, "compact-1m.db")
 	defer os.Remove(copied)
-	defer os.Remove(copied + "-journal")
+	defer os.Remove(copied + ".undolog-journal")
 	if err := row("1M effects, whole process: undolog compact (a copy)", 0, 0,
-		func(int) (string, error) { return copied, copyFile(path, copied) }, "compact"); err != nil {
+		func(int) (string, error) { return copied, copyLog(path, copied) }, "compact"); err != nil {
 		return err
 	}
 	// gc in the 1M log: 100 of its sessions completed in a copy, dropped
 	// without the compaction after (the compact row is its cost).
 	if err := row("1M effects, whole process: undolog gc of 100 completed sessions of 1,000 effects (a copy, --no-compact)", 5, 0,
 		func(int) (string, error) {
-			os.Remove(copied + "-journal")
-			if err := copyFile(path, copied); err != nil {
+			if err := copyLog(path, copied); err != nil {
 				return "", err
 			}
 			return copied, completeSessions(copied, "load-%04d", 100)
@@ -112,7 +111,7 @@ func timeRSS(bin string, argv ...string) (s, mib float64, err error) {
 // pending effects each (200-byte args, as the 1M log's), for gc to drop.
 func writeFinished(path string, sessions, per int) error {
 	os.Remove(path)
-	os.Remove(path + "-journal")
+	os.Remove(path + ".undolog-journal")
 	store := logaddr.File(path, logaddr.Options{})
 	defer store.Close()
 	ctx := context.Background()

@@ -54,10 +54,8 @@ func readRows(add func(what, value, ratio string), work string) error {
 	}
 	// The same log with one write more, which finds the journal full and
 	// commits it all to bbolt.
-	for _, suffix := range []string{"", "-journal"} {
-		if err := copyFile(journal+suffix, folded+suffix); err != nil {
-			return err
-		}
+	if err := copyLog(journal, folded); err != nil {
+		return err
 	}
 	run := func(path string, argv ...string) (float64, error) {
 		start := time.Now()
@@ -151,7 +149,20 @@ func copyFile(from, to string) error {
 	return out.Close()
 }
 
+// copyLog copies a log file and its journal, if it has one: the file alone
+// is the log only right after a compaction.
+func copyLog(from, to string) error {
+	if err := copyFile(from, to); err != nil {
+		return err
+	}
+	os.Remove(to + ".undolog-journal")
+	if _, err := os.Stat(from + ".undolog-journal"); err != nil {
+		return nil
+	}
+	return copyFile(from+".undolog-journal", to+".undolog-journal")
+}
+
 func removeLog(path string) {
 	os.Remove(path)
-	os.Remove(path + "-journal")
+	os.Remove(path + ".undolog-journal")
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// A FIFO at <log>-journal is refused with one line, at once: opening it
+// A FIFO at <log>.undolog-journal is refused with one line, at once: opening it
 // would wait for a writer for ever.
 func TestJournalThatIsAFIFOIsRefused(t *testing.T) {
 	for _, args := range [][]string{{"list"}, {"session", "start", "s"}} {
@@ -24,19 +24,19 @@ func TestJournalThatIsAFIFOIsRefused(t *testing.T) {
 			if out, err := runWithLog(t, db, "compact").CombinedOutput(); err != nil {
 				t.Fatalf("%v %s", err, out)
 			}
-			os.Remove(db + "-journal")
-			if err := syscall.Mkfifo(db+"-journal", 0o600); err != nil {
+			os.Remove(db + ".undolog-journal")
+			if err := syscall.Mkfifo(db+".undolog-journal", 0o600); err != nil {
 				t.Fatal(err)
 			}
 			code, stderr := oneLineEnd(t, runWithLog(t, db, args...))
-			if code != 1 || !strings.Contains(stderr, "u.db-journal is a named pipe, not a regular file") {
+			if code != 1 || !strings.Contains(stderr, "u.db.undolog-journal is a named pipe, not a regular file") {
 				t.Fatalf("exit %d, stderr %q", code, stderr)
 			}
 		})
 	}
 }
 
-// A symbolic link at <log>-journal is refused, and what it names is left
+// A symbolic link at <log>.undolog-journal is refused, and what it names is left
 // as it was: followed, it would get the journal's records and the log's
 // mode (/dev/null made 0600, as root).
 func TestJournalThatIsASymlinkIsRefused(t *testing.T) {
@@ -52,12 +52,12 @@ func TestJournalThatIsASymlinkIsRefused(t *testing.T) {
 	if err := os.WriteFile(victim, []byte("keep me\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	os.Remove(db + "-journal")
-	if err := os.Symlink(victim, db+"-journal"); err != nil {
+	os.Remove(db + ".undolog-journal")
+	if err := os.Symlink(victim, db+".undolog-journal"); err != nil {
 		t.Fatal(err)
 	}
 	out, err := runWithLog(t, db, "session", "start", "b").CombinedOutput()
-	if code := exitCodeOf(err); code != 1 || !strings.Contains(string(out), "u.db-journal is a symbolic link, not a regular file") {
+	if code := exitCodeOf(err); code != 1 || !strings.Contains(string(out), "u.db.undolog-journal is a symbolic link, not a regular file") {
 		t.Fatalf("session start beside a journal symlink: exit %d %s", code, out)
 	}
 	fi, _ := os.Stat(victim)

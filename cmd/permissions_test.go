@@ -58,7 +58,7 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 	// write still in its journal, and says so.
 	os.Chmod(logPath, 0o644)
 	out, code = run(true, "list", "-o", "ids")
-	if code != 1 || !strings.Contains(out, logPath+"-journal: permission denied") {
+	if code != 1 || !strings.Contains(out, logPath+".undolog-journal: permission denied") {
 		t.Fatalf("read-only log with a journal: exit %d: %q", code, out)
 	}
 	// Once its owner has read it (which gives the journal the log's mode,
@@ -70,11 +70,11 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 	if out, code := run(false, "intercept", "--session", "s", "--tool", "t1", "--tier", "compensable"); code != 0 {
 		t.Fatalf("owner's write: %s", out)
 	}
-	if info, err := os.Stat(logPath + "-journal"); err != nil || info.Size() == 0 {
+	if info, err := os.Stat(logPath + ".undolog-journal"); err != nil || info.Size() == 0 {
 		t.Fatalf("journal: %v %v", info, err)
 	}
 	before, _ := os.ReadFile(logPath)
-	beforeJournal, _ := os.ReadFile(logPath + "-journal")
+	beforeJournal, _ := os.ReadFile(logPath + ".undolog-journal")
 	out, code = run(true, "list", "-o", "ids")
 	if ids := strings.Fields(out); code != 0 || len(ids) < 2 || ids[len(ids)-2] != "2" || ids[len(ids)-1] != "1" {
 		t.Fatalf("read-only log, read: exit %d: %q", code, out)
@@ -84,7 +84,7 @@ func TestPermissionDeniedAndReadOnlyLog(t *testing.T) {
 		t.Fatalf("read-only log, write: exit %d: %q", code, out)
 	}
 	after, _ := os.ReadFile(logPath)
-	afterJournal, _ := os.ReadFile(logPath + "-journal")
+	afterJournal, _ := os.ReadFile(logPath + ".undolog-journal")
 	if string(before) != string(after) || string(beforeJournal) != string(afterJournal) {
 		t.Fatal("the log changed")
 	}
@@ -107,7 +107,7 @@ mount -t tmpfs tmpfs "$D" || exit 99
 export UNDOLOG_LOG="$D/undolog.db"
 "$UNDOLOG" intercept --session s --tool one --tier compensable >/dev/null
 "$UNDOLOG" intercept --session s --tool two --tier compensable >/dev/null
-test -s "$UNDOLOG_LOG-journal"
+test -s "$UNDOLOG_LOG.undolog-journal"
 mount -o remount,ro "$D"
 "$UNDOLOG" list -o ids
 "$UNDOLOG" show 2 -o json | grep '"tool": "two"'
@@ -152,7 +152,7 @@ func TestFilesOfAnotherUserAreRefused(t *testing.T) {
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o777|os.ModeSticky)
 	logPath := filepath.Join(dir, "undolog.db")
-	journalPath := logPath + "-journal"
+	journalPath := logPath + ".undolog-journal"
 	run := func(asNobody bool, args ...string) (string, int) {
 		argv := append([]string{bin}, args...)
 		if asNobody {

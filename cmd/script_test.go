@@ -234,7 +234,7 @@ func logState(ts *testscript.TestScript, name string) map[string]string {
 		return nil
 	}
 	log := ts.Getenv("UNDOLOG_LOG")
-	return map[string]string{log: ts.MkAbs(name + ".db"), log + "-journal": ts.MkAbs(name + ".journal")}
+	return map[string]string{log: ts.MkAbs(name + ".db"), log + ".undolog-journal": ts.MkAbs(name + ".journal")}
 }
 
 // exportLog is the log's export, read in this process.

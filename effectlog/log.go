@@ -83,12 +83,14 @@ type Log interface {
 }
 
 // FileLog is what a log kept in a file can do beyond Log: say where it is,
-// and rewrite itself without its free space. Commands that need it check
+// rewrite itself without its free space, and open without a journal that
+// is lost, once a person accepts the loss. Commands that need it check
 // for it; a log shared in a database has neither.
 type FileLog interface {
 	Log
 	Path() string
 	Compact() (before, after int64, err error)
+	AcceptJournalLoss() (aside string, err error)
 }
 
 // Options tune a log's rules.
@@ -136,6 +138,8 @@ type fileLog struct {
 
 func (f *fileLog) Path() string                              { return f.file.Path() }
 func (f *fileLog) Compact() (before, after int64, err error) { return f.file.Compact() }
+
+func (f *fileLog) AcceptJournalLoss() (aside string, err error) { return f.file.AcceptJournalLoss() }
 
 // Engine is the engine the log is kept by.
 func (s *Service) Engine() storage.Engine { return s.engine }

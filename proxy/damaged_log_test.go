@@ -55,7 +55,7 @@ func TestProxyOverADamagedLogCallsNothing(t *testing.T) {
 	if err := os.WriteFile(h.logPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	journal, err := os.ReadFile(h.logPath + "-journal")
+	journal, err := os.ReadFile(h.logPath + ".undolog-journal")
 	if err != nil || len(journal) == 0 {
 		t.Fatalf("journal: %d bytes, %v", len(journal), err)
 	}
@@ -77,7 +77,7 @@ func TestProxyOverADamagedLogCallsNothing(t *testing.T) {
 		t.Fatal("the MCP server got the call")
 	}
 	afterLog, _ := os.ReadFile(h.logPath)
-	afterJournal, _ := os.ReadFile(h.logPath + "-journal")
+	afterJournal, _ := os.ReadFile(h.logPath + ".undolog-journal")
 	if !bytes.Equal(afterLog, data) || !bytes.Equal(afterJournal, journal) {
 		t.Fatal("the log or its journal changed")
 	}

@@ -55,6 +55,11 @@ type File interface {
 	// Compact rewrites the file without its free space; it returns the
 	// file's size before and after.
 	Compact() (before, after int64, err error)
+	// AcceptJournalLoss lets the file open without the journal it needs
+	// (missing, or not the one of its last checkpoint): it sets that
+	// journal aside, returning where ("" if it was missing), and the writes
+	// only it held are lost. Refused when the journal is the log's.
+	AcceptJournalLoss() (aside string, err error)
 }
 
 // Identity is what a write transaction of an engine that authenticates to

@@ -102,7 +102,7 @@ func TestViewDecidesOnlyTheCallItShowed(t *testing.T) {
 		t.Fatalf("no approval asked:\n%s", m.render())
 	}
 	store.Close()
-	for _, suffix := range []string{"", "-journal"} {
+	for _, suffix := range []string{"", ".undolog-journal"} {
 		os.Remove(path + suffix)
 	}
 	if err := os.Rename(filepath.Join(dir, "other.db"), path); err != nil {

@@ -141,7 +141,8 @@ type heldLog struct {
 	db      *bolt.DB
 	tx      *bolt.Tx
 	j       *journal
-	version uint64 // the log's schema version
+	version uint64      // the log's schema version
+	need    journalNeed // what the file says of its journal
 	since   time.Time
 	file    os.FileInfo // the file opened, to see it replaced
 	waiters waitSignal
@@ -492,29 +493,75 @@ func (s *Engine) writeBatch(h *heldLog, pending []*writeCall) (failed *writeCall
 
 // commitHeld commits the held transaction to bbolt, which then holds every
 // write the journal held, empties the journal (resetting the file at its
-// path if the one written was lost) and begins the next transaction.
+// path if the one written was lost) and begins the next transaction. The
+// commit says that the log needs its journal from then on, and which record
+// the journal ends with: the last one committed, or where the journal holds
+// none (a log just made or compacted, a journal lost), an empty record
+// appended first, so that an emptied journal is never taken for one that
+// held nothing. A journal at the name of schema 6 or before is moved to its
+// own name after the commit that moves the log to schema 7.
 func (s *Engine) commitHeld(h *heldLog, lost bool) error {
 	txid := uint64(h.tx.ID())
+	moving := h.j.path != s.journalPath()
+	if moving && !fileExists(h.j.path) {
+		h.j.close()
+		h.j.path, h.j.exists, moving = s.journalPath(), false, false
+	}
+	if lost {
+		if err := h.j.empty(true); err != nil {
+			return err
+		}
+	}
+	if versionOf(h.tx) >= 7 {
+		if h.j.records == 0 {
+			if err := h.j.append(baseOf(h.tx), make([]byte, journalHeader)); err != nil {
+				return err
+			}
+			s.group.journals.Add(1)
+		}
+		if err := h.tx.Bucket(bMeta).Put(keyJournal, h.j.last.encode()); err != nil {
+			return err
+		}
+	}
 	if err := h.tx.Commit(); err != nil {
 		return err
 	}
 	s.group.commits.Add(1)
 	s.wrote(h.file, txid)
-	h.version = SchemaVersion
-	if err := h.j.empty(lost); err != nil {
+	if err := h.j.empty(false); err != nil {
 		return err
 	}
 	if lost {
 		h.waiters.close()
-		h.waiters = watchWaiters(s.journalPath(), h.file.Mode().Perm())
+		h.waiters = watchWaiters(h.j.path, h.file.Mode().Perm())
 	}
 	tx, err := h.db.Begin(true)
 	if err != nil {
 		return err
 	}
 	h.tx = tx
+	h.version, h.need = versionOf(tx), needOf(tx)
+	if moving && h.version >= 7 {
+		if afterCommitBeforeMove != nil {
+			afterCommitBeforeMove()
+		}
+		if err := moveJournal(h.j.path, s.journalPath()); err != nil {
+			return err
+		}
+		h.j.path = s.journalPath()
+	}
 	packAppendBuckets(tx)
 	return nil
+}
+
+// afterCommitBeforeMove, when set by a test, runs between the commit that
+// moves a log to schema 7 and its journal's move.
+var afterCommitBeforeMove func()
+
+// fileExists reports whether anything is at path.
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // hold opens the log, waiting up to timeout for its lock, and begins the
@@ -553,7 +600,8 @@ func (s *Engine) hold(timeout time.Duration, create bool) (*heldLog, error) {
 		if h.tx, err = db.Begin(true); err != nil {
 			return err
 		}
-		if h.j, err = readJournal(s.journalPath(), baseOf(h.tx)); err != nil {
+		h.need = needOf(h.tx)
+		if h.j, err = s.heldJournal(h.tx, h.need); err != nil {
 			return err
 		}
 		if _, err := h.j.replay(h.tx); err != nil {
@@ -564,6 +612,11 @@ func (s *Engine) hold(timeout time.Duration, create bool) (*heldLog, error) {
 		}
 		h.j.takeMode(h.file.Mode().Perm())
 		h.j.open()
+		if h.version >= 7 && !h.need.required {
+			// A log just made or compacted: the file says that it needs its
+			// journal before the journal holds a write the file does not.
+			return s.commitHeld(h, false)
+		}
 		packAppendBuckets(h.tx)
 		return nil
 	})
@@ -577,9 +630,23 @@ func (s *Engine) hold(timeout time.Duration, create bool) (*heldLog, error) {
 		closeDB(db, err)
 		return nil, err
 	}
-	h.waiters = watchWaiters(s.journalPath(), h.file.Mode().Perm())
+	h.waiters = watchWaiters(h.j.path, h.file.Mode().Perm())
 	g.held = h
 	return h, nil
+}
+
+// heldJournal reads the journal of the log held in tx, a write transaction
+// under its exclusive lock, for need, finishing its move to its own name if
+// one is unfinished.
+func (s *Engine) heldJournal(tx *bolt.Tx, need journalNeed) (*journal, error) {
+	path, moving := journalPath(s.path, tx)
+	if moving {
+		if err := moveJournal(path, s.journalPath()); err != nil {
+			return nil, err
+		}
+		path = s.journalPath()
+	}
+	return readJournal(path, baseOf(tx), need, s.path)
 }
 
 // replaced reports whether the file at path is no longer the one held (it

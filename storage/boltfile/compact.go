@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -35,14 +36,18 @@ func (s *Engine) Compact() (before, after int64, err error) {
 		// The journal's records go into the copy: commit them first.
 		return src.Update(func(tx *bolt.Tx) error {
 			var err error
-			if j, err = readJournal(s.journalPath(), baseOf(tx)); err != nil {
+			if j, err = s.heldJournal(tx, needOf(tx)); err != nil {
 				return err
 			}
 			if _, err := j.replay(tx); err != nil {
 				return err
 			}
-			_, err = checkSchema(plainTx(tx), s.path)
-			return err
+			if _, err = checkSchema(plainTx(tx), s.path); err != nil {
+				return err
+			}
+			// The file holds every write now, and the journal is emptied
+			// next: the log needs it no more (nor does the compacted copy).
+			return tx.Bucket(bMeta).Delete(keyJournal)
 		})
 	}); srcErr != nil {
 		return 0, 0, srcErr
@@ -103,6 +108,52 @@ func (s *Engine) Compact() (before, after int64, err error) {
 		return 0, 0, err
 	}
 	return before, info.Size(), nil
+}
+
+// AcceptJournalLoss lets the log open without the journal it needs: one
+// that is missing, or not the one of its last checkpoint, is set aside
+// (renamed to <journal>.rejected-<Unix seconds>, never removed), and the
+// file alone is the log from then on, as after a compaction. The writes
+// made since the last checkpoint, which only that journal held, are lost:
+// a person accepts that. Refused, with nothing done, when the journal is the
+// log's. It returns where the journal was set aside ("" when it was missing).
+// A kill at any point leaves the journal missing or set aside, which this
+// accepts again.
+func (s *Engine) AcceptJournalLoss() (aside string, err error) {
+	defer s.pause()() // no writer of this process runs meanwhile
+	s.group.users.RLock()
+	defer s.group.users.RUnlock()
+	if err := s.checkFile(); err != nil {
+		return "", err
+	}
+	db, err := s.open(false, s.opts.LockTimeout)
+	if err != nil {
+		return "", err
+	}
+	err = s.guard(func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			path, _ := journalPath(s.path, tx)
+			_, err := readJournal(path, baseOf(tx), needOf(tx), s.path)
+			if err == nil {
+				return fmt.Errorf("%w: the journal of %s is the log's own: there is no loss to accept", model.ErrInvalidInput, s.path)
+			} else if !errors.As(err, new(journalNotTheLogs)) {
+				return err
+			}
+			if fileExists(path) {
+				aside = fmt.Sprintf("%s.rejected-%d", path, time.Now().Unix())
+				if err := os.Rename(path, aside); err != nil {
+					return fmt.Errorf("set journal %s aside: %w", path, bare(err))
+				}
+				syncDir(path)
+			}
+			return tx.Bucket(bMeta).Delete(keyJournal)
+		})
+	})
+	closeDB(db, err)
+	if err != nil {
+		return "", err
+	}
+	return aside, nil
 }
 
 // compactBeforeRename, when set by a test, runs while Compact holds the log

@@ -47,7 +47,10 @@ import (
 // cannot decode.
 // Version 6 adds the indexes of undo entries by state and of open requests
 // by session (byindex.go), which version 5 would not keep in step.
-const SchemaVersion = 6
+// Version 7 keeps the journal at <log>.undolog-journal, not at SQLite's
+// <log>-journal, and says in the file when the journal is needed
+// (keyJournal): version 6 would read the journal at the old name, or none.
+const SchemaVersion = 7
 
 // DefaultLockTimeout is how long an operation waits for another process to
 // release the log before giving up with ErrBusy.
@@ -136,6 +139,10 @@ var (
 	keyHexSignatures = []byte("hex_signatures")
 	// keyLogID is the log's random id (schema 3), named by its journal records.
 	keyLogID = []byte("log_id")
+	// keyJournal says that the log needs its journal (schema 7), and where
+	// the journal's last record committed by the last checkpoint lies
+	// (journal.go's journalNeed).
+	keyJournal = []byte("journal")
 )
 
 // appendBuckets grow mostly at their end (keys are increasing ids, or ids
@@ -152,8 +159,12 @@ func packAppendBuckets(tx *bolt.Tx) {
 	}
 }
 
-// journalPath is where the log's journal lives.
+// journalPath is where the log's journal lives (from schema 7; journalPath
+// says where it is in a given state of the log).
 func (s *Engine) journalPath() string { return s.path + JournalSuffix }
+
+// oldJournalPath is where the journal of a log of schema 6 or before lives.
+func (s *Engine) oldJournalPath() string { return s.path + oldJournalSuffix }
 
 // view runs fn in a read-only transaction. A log that does not exist yet reads
 // as empty: fn is not called and nothing is created. While this process's
@@ -259,7 +270,11 @@ func (s *Engine) open(readOnly bool, timeout time.Duration) (*bolt.DB, error) {
 	var db *bolt.DB
 	// checkFile catches the damage known to make bbolt.Open panic; the guard is
 	// for the rest, so that a damaged log is an error and never a crash.
-	defer announceWaiting(s.journalPath())()
+	waitOn := s.journalPath()
+	if _, err := os.Lstat(waitOn); err != nil {
+		waitOn = s.oldJournalPath() // a log of schema 6 or before: its holder watches the old name
+	}
+	defer announceWaiting(waitOn)()
 	var file *os.File
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		f, err := openLogFile(name, flag, perm)
@@ -330,10 +345,15 @@ func (s *Engine) checkWritable(f *os.File) error {
 	return s.checkPages(f)
 }
 
-// checkJournalOwner refuses a journal that another user owns.
+// checkJournalOwner refuses a journal, under either name, that another
+// user owns.
 func (s *Engine) checkJournalOwner() error {
-	if info, err := os.Lstat(s.journalPath()); err == nil {
-		return checkOwner(s.journalPath(), info)
+	for _, path := range []string{s.journalPath(), s.oldJournalPath()} {
+		if info, err := os.Lstat(path); err == nil {
+			if err := checkOwner(path, info); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -544,7 +564,10 @@ func (s *Engine) checkLogPath() error {
 // a regular file: a FIFO would block every open, a symbolic link would send
 // the journal's writes (and its mode) to whatever it names.
 func (s *Engine) checkJournalPath() error {
-	return journalKindError(s.journalPath())
+	if err := journalKindError(s.journalPath()); err != nil {
+		return err
+	}
+	return journalKindError(s.oldJournalPath())
 }
 
 // journalKindError is the error for a journal path that holds something

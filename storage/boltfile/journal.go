@@ -26,6 +26,24 @@ package boltfile
 // go, that it is still the file at the path and as long as it wrote it: if
 // it was removed or cut short, the records it held are in the held
 // transaction, which is committed to bbolt instead.
+//
+// While no process holds the log, the journal may be the only copy of
+// acknowledged writes, so the file says when it needs its journal
+// (keyJournal, written by every checkpoint, in its own commit): from the
+// first hold after the log was made or compacted on, the journal must be
+// there, and either hold records on the file's last transaction or still
+// end, at the place the last checkpoint wrote down, with the record that
+// checkpoint committed (an empty one appended for it where the journal held
+// none). A journal removed, emptied, or replaced by an older copy or by
+// another log's journal is then an error, never a log that reads as it was
+// before those writes. The one copy that cannot be told apart is one taken
+// since the last checkpoint: it reads as a journal cut short.
+//
+// The journal's name is one no other program claims. Until schema 7 it was
+// <log>-journal, SQLite's name for a rollback journal, which sqlite3 deletes
+// when it opens the file beside it; the write that moves such a log to
+// schema 7 commits the journal's records to bbolt, then renames the file
+// (journalPath).
 
 import (
 	"bytes"
@@ -42,8 +60,11 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
-// JournalSuffix is added to the log's path to name its journal.
-const JournalSuffix = "-journal"
+// JournalSuffix is added to the log's path to name its journal (schema 7).
+const JournalSuffix = ".undolog-journal"
+
+// oldJournalSuffix named the journal of a log of schema 6 or before.
+const oldJournalSuffix = "-journal"
 
 // Checkpoint thresholds. The committer keeps the journal's writes in its
 // transaction, so a longer journal costs a replay only when a process opens
@@ -86,6 +107,98 @@ type journal struct {
 	size    int64       // bytes of valid records
 	records int
 	base    journalBase // what the records apply on
+	last    lastRecord  // the last valid record
+}
+
+// lastRecord is where a journal's last record lies and its checksum: what
+// a checkpoint writes down (keyJournal), for the journal to be known again.
+type lastRecord struct {
+	at     uint64
+	length uint32
+	crc    uint32
+	txid   uint64 // the transaction it applied on
+}
+
+// journalNeed is what the log file says of its journal (keyJournal).
+type journalNeed struct {
+	required bool       // records may have been appended since the last commit
+	last     lastRecord // the record the last checkpoint committed last, if any
+}
+
+// needOf reads what tx's log file says of its journal. A log of schema 6
+// or before says nothing: its journal is read as it was.
+func needOf(tx *bolt.Tx) journalNeed {
+	meta := tx.Bucket(bMeta)
+	if v := versionOf(tx); v < 7 || v > SchemaVersion { // a newer one is refused for its version
+		return journalNeed{}
+	}
+	v := meta.Get(keyJournal)
+	if len(v) != 24 {
+		return journalNeed{}
+	}
+	be := binary.BigEndian
+	return journalNeed{required: true, last: lastRecord{at: be.Uint64(v), length: be.Uint32(v[8:]), crc: be.Uint32(v[12:]), txid: be.Uint64(v[16:])}}
+}
+
+// encode is keyJournal's value naming r as the last committed record.
+func (r lastRecord) encode() []byte {
+	v := make([]byte, 24)
+	be := binary.BigEndian
+	be.PutUint64(v, r.at)
+	be.PutUint32(v[8:], r.length)
+	be.PutUint32(v[12:], r.crc)
+	be.PutUint64(v[16:], r.txid)
+	return v
+}
+
+// journalNotTheLogs is the error of a journal the log file needs that is
+// missing, or is not the one of its last checkpoint: writes the log
+// acknowledged may be lost. AcceptJournalLoss sets such a journal aside.
+type journalNotTheLogs struct{ error }
+
+func (e journalNotTheLogs) Unwrap() error { return e.error }
+
+// acceptHint tells a person what to do about a journal that is not the log's.
+const acceptHint = "put the log's own journal back (a copy of a log is its file and its journal, or the file alone right after `undolog compact`), or accept the loss of the writes since the last checkpoint (up to 64) with `undolog compact --accept-journal-loss`"
+
+// check refuses a journal the log file needs (need) that is missing, or
+// holds no record on want, the file's last transaction, and does not end
+// where the last checkpoint left it: data is the file's bytes. A first
+// record whose header names want is an append torn by a crash, over the
+// checkpoint's records.
+func (j *journal) check(need journalNeed, data []byte, want journalBase, logPath string) error {
+	if !need.required || j.records > 0 {
+		return nil
+	}
+	if !j.exists {
+		return journalNotTheLogs{fmt.Errorf("%w: the journal of %s is missing (%s), and may hold its last writes: %s", model.ErrCorrupt, logPath, j.path, acceptHint)}
+	}
+	if len(data) >= journalHeader && headerBase(data) == want {
+		return nil
+	}
+	left := journalBase{txid: need.last.txid, log: want.log}
+	if need.last.at <= uint64(len(data)) {
+		rec := data[need.last.at:]
+		if n, base, ok := parseRecord(rec); ok && n == int(need.last.length) && base == left && binary.LittleEndian.Uint32(rec[4:]) == need.last.crc {
+			return nil
+		}
+	}
+	what := "an older copy of it, or another log's"
+	if len(data) == 0 {
+		what = "emptied"
+	}
+	return journalNotTheLogs{fmt.Errorf("%w: %s is not the journal %s had at its last checkpoint (%s), so writes made since may be lost: %s", model.ErrCorrupt, j.path, logPath, what, acceptHint)}
+}
+
+// lastIn is the last record of data, a journal's valid records.
+func lastIn(data []byte) lastRecord {
+	var last lastRecord
+	for off := 0; off < len(data); {
+		n, base, _ := parseRecord(data[off:])
+		last = lastRecord{at: uint64(off), length: uint32(n), crc: binary.LittleEndian.Uint32(data[off+4:]), txid: base.txid}
+		off += n
+	}
+	return last
 }
 
 // readJournal reads the records of the journal at path that apply on want,
@@ -93,11 +206,11 @@ type journal struct {
 // to the first record that is cut short, fails its checksum or applies on
 // another transaction: the rest is leftovers. A record failing its checksum
 // is damage, not the end, if a record on want follows it.
-func readJournal(path string, want journalBase) (*journal, error) {
+func readJournal(path string, want journalBase, need journalNeed, logPath string) (*journal, error) {
 	j := &journal{path: path, base: want}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return j, nil
+		return j, j.check(need, nil, want, logPath)
 	} else if err != nil {
 		return nil, fmt.Errorf("read journal %s: %w", path, bare(err))
 	}
@@ -129,7 +242,8 @@ func readJournal(path string, want journalBase) (*journal, error) {
 		return nil, fmt.Errorf("%w: journal %s has a damaged record at byte %d (a sound record follows at byte %d); if the log was restored without its journal, the journal is of another state of it: move the journal away", model.ErrCorrupt, path, off, at)
 	}
 	j.data, j.size = data[:off], int64(off)
-	return j, nil
+	j.last = lastIn(j.data)
+	return j, j.check(need, data, want, logPath)
 }
 
 // soundRecordAfter returns the offset of the first record on want that
@@ -351,6 +465,7 @@ func (j *journal) append(base journalBase, rec []byte) error {
 	if err != nil {
 		return j.takeBack(at, err)
 	}
+	j.last = lastRecord{at: uint64(at), length: uint32(len(rec)), crc: binary.LittleEndian.Uint32(rec[4:]), txid: base.txid}
 	j.size += int64(len(rec))
 	j.records++
 	j.base = base
@@ -513,23 +628,24 @@ func (j *journal) empty(reset bool) error {
 			}
 		}
 	}
-	j.data, j.size, j.records = nil, 0, 0
+	j.data, j.size, j.records, j.last = nil, 0, 0, lastRecord{}
 	return nil
 }
 
 // pendingJournal reads the journal of the log at logPath for the read
 // transaction tx: the records bbolt does not hold yet, which a reader lays
-// over it (readView); nil when there are none. An empty journal is not
-// opened; any other is read whole, so that a reader finds the damage a
-// writer would (a damaged first header hides nothing from it). A journal
-// whose permission bits are not the log's gets the log's, if this user owns
-// it (root too leaves another user's as it is), so that whoever may read the
-// log may read the journal, as they must (a change of mode, never of the
-// file's bytes).
+// over it (readView); nil when there are none. An empty journal the log does
+// not need is not opened; any other is read whole, so that a reader finds
+// the damage a writer would (a damaged first header hides nothing from it).
+// A journal whose permission bits are not the log's gets the log's, if this
+// user owns it (root too leaves another user's as it is), so that whoever
+// may read the log may read the journal, as they must (a change of mode,
+// never of the file's bytes).
 func pendingJournal(logPath string, tx *bolt.Tx) (*journal, error) {
-	path := logPath + JournalSuffix
+	path, _ := journalPath(logPath, tx)
+	need := needOf(tx)
 	info, err := os.Lstat(path)
-	if errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0 {
+	if !need.required && (errors.Is(err, os.ErrNotExist) || err == nil && info.Size() == 0) {
 		return nil, nil
 	}
 	// Not through a link (made since the open checked the path): the mode
@@ -539,11 +655,46 @@ func pendingJournal(logPath string, tx *bolt.Tx) (*journal, error) {
 			os.Chmod(path, log.Mode().Perm())
 		}
 	}
-	j, err := readJournal(path, baseOf(tx))
+	j, err := readJournal(path, baseOf(tx), need, logPath)
 	if err != nil || j.records == 0 {
 		return nil, err
 	}
 	return j, nil
+}
+
+// journalPath is where the journal of the log at logPath is in the state
+// tx: before schema 7 at the old name; from 7 at its own, or at the old
+// one while its move is unfinished (moving: the holder finishes it). The
+// move is a rename made after the commit that moved the log to schema 7,
+// so a kill at any point leaves the journal's bytes under one of the names.
+func journalPath(logPath string, tx *bolt.Tx) (path string, moving bool) {
+	path, old := logPath+JournalSuffix, logPath+oldJournalSuffix
+	if versionOf(tx) < 7 {
+		return old, false
+	}
+	if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Lstat(old); err == nil {
+			return old, true
+		}
+	}
+	return path, false
+}
+
+// moveJournal renames the journal at from to to, durably.
+func moveJournal(from, to string) error {
+	if err := os.Rename(from, to); err != nil {
+		return fmt.Errorf("move journal %s to %s: %w", from, to, bare(err))
+	}
+	syncDir(to)
+	return nil
+}
+
+// versionOf is tx's schema version; 0 in a file that is not a log.
+func versionOf(tx *bolt.Tx) uint64 {
+	if meta := tx.Bucket(bMeta); meta != nil {
+		return btoi(meta.Get(keySchema))
+	}
+	return 0
 }
 
 // journalBase is what journal records apply on: a log, in the state of one

@@ -75,7 +75,7 @@ func committedBaseOf(path string) (journalBase, error) {
 // journalRecords reads the journal as the next holder of the log would.
 func journalRecords(t *testing.T, s *testLog) *journal {
 	t.Helper()
-	j, err := readJournal(s.journalPath(), committedBase(t, s))
+	j, err := readJournal(s.journalPath(), committedBase(t, s), journalNeed{}, s.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,17 +238,17 @@ func TestJournalDamageIsRefused(t *testing.T) {
 	}
 }
 
-// A journal whose records bbolt already holds (the emptying after a
-// checkpoint was lost in a crash) is dropped, not applied a second time.
+// A journal whose records bbolt already holds (the journal as a crash right
+// after a checkpoint leaves it) is dropped, not applied a second time.
 func TestStaleJournalIsNotReplayed(t *testing.T) {
 	s, _ := newStore(t)
 	intercept(t, s, "s", "write", sm.Compensable, `1`)
 	intercept(t, s, "s", "write", sm.Compensable, `2`)
+	must[model.Effect](t)(s.Start(t.Context(), 1, model.Change{}))
 	stale, _ := os.ReadFile(s.journalPath())
 	if len(stale) == 0 {
 		t.Fatal("nothing journaled")
 	}
-	must[model.Effect](t)(s.Start(t.Context(), 1, model.Change{}))
 	if err := s.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
@@ -387,8 +387,9 @@ func TestReadOfRemovedLogMakesNone(t *testing.T) {
 func TestJournalIsReusedInPlace(t *testing.T) {
 	s, _ := newStore(t)
 	write := func(i int) { intercept(t, s, "s", "write", sm.Compensable, fmt.Sprintf(`{"i":"%04d"}`, i)) }
+	write(0) // a new log commits first, to say that it needs its journal
 	commits := s.group.commits.Load()
-	i := 0
+	i := 1
 	for ; s.group.commits.Load() == commits; i++ {
 		write(i)
 	}
@@ -442,8 +443,11 @@ func TestJournalTakesTheLogsMode(t *testing.T) {
 			}
 		}
 	}
-	// A journal made anew is made with the log's mode.
-	s.pause()()
+	// A journal made anew is made with the log's mode (after a compaction,
+	// when the log needs no journal).
+	if _, _, err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Remove(s.journalPath()); err != nil {
 		t.Fatal(err)
 	}

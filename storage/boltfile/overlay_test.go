@@ -124,7 +124,7 @@ func TestOverlayReadsAsTheReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer wtx.Rollback()
-		jw, err := readJournal(jpath, baseOf(wtx))
+		jw, err := readJournal(jpath, baseOf(wtx), journalNeed{}, path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestOverlayReadsAsTheReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rtx.Rollback()
-		jr, err := readJournal(jpath, baseOf(rtx))
+		jr, err := readJournal(jpath, baseOf(rtx), journalNeed{}, path)
 		if err != nil {
 			t.Fatal(err)
 		}
