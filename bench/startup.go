@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/undolog/undolog/internal/agenttest"
 )
 
 // The start-up budget, stated once: a whole `undolog version` at most
@@ -166,6 +168,12 @@ const hookFiles = 20
 func measureHookSplit(bin, work string, nRounds, n int) (hookSplit, error) {
 	project := filepath.Join(work, "hook-project")
 	if err := os.MkdirAll(project, 0o755); err != nil {
+		return hookSplit{}, err
+	}
+	// The project's Bash runs in Claude Code's sandbox, as init sets it (the
+	// hook holds a shell command for a person otherwise).
+	sandbox := map[string]any{"sandbox": map[string]any{"enabled": true, "failIfUnavailable": true, "allowUnsandboxedCommands": false}}
+	if err := agenttest.WriteSettings(project, sandbox); err != nil {
 		return hookSplit{}, err
 	}
 	for i := range hookFiles {
