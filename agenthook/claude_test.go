@@ -347,6 +347,7 @@ func TestClaudeCodeSandboxKeepsTheAgentFromUndolog(t *testing.T) {
 		`touch "$UNDOLOG_FILES_DIR/planted"; echo "store=$?"`,
 		`d=.cla; d=${d}ude; echo '{"sandbox":{"enabled":false}}' > "$d/settings.local.json"; echo "local=$?"`,
 		`echo '{}' > "$d/settings.json"; echo "settings=$?"`,
+		`mv "$d" moved; echo "move=$?"`,
 		`echo "in the project" > mine.txt; echo "project=$?"`,
 	}, "\n")
 	a := r.agent(agenttest.Script{
@@ -370,7 +371,7 @@ func TestClaudeCodeSandboxKeepsTheAgentFromUndolog(t *testing.T) {
 		t.Fatalf("the agent sent %d tool results, want 5: %+v", len(results), results)
 	}
 	shell := results[1][0].Content
-	for _, step := range []string{"approve", "log", "store", "local", "settings"} {
+	for _, step := range []string{"approve", "log", "store", "local", "settings", "move"} {
 		if !strings.Contains(shell, step+"=") || strings.Contains(shell, step+"=0") {
 			t.Errorf("the agent's shell: %s did not fail:\n%s", step, shell)
 		}

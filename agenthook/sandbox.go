@@ -134,19 +134,22 @@ func addToList(o *object, key, what string, items []string) error {
 }
 
 // SandboxOff says why the project's settings leave Claude Code's Bash
-// unsandboxed, or "" when they sandbox it as `undolog init claude-code`
-// does: sandbox.enabled and failIfUnavailable true (a machine without
-// bubblewrap otherwise runs Bash bare, with a warning),
-// allowUnsandboxedCommands false (the model otherwise runs a command
-// outside by asking). .claude/settings.local.json wins over
-// .claude/settings.json, as in Claude Code; managed settings and the
-// command line's are not read.
-func SandboxOff(project string) string {
+// unsandboxed, or able to write undolog's files (logFile's directory, empty
+// for a log that is no file, the snapshot store, .claude: GuardedFor), or
+// "" when they sandbox it as `undolog init claude-code` does:
+// sandbox.enabled and failIfUnavailable true (a machine without bubblewrap
+// otherwise runs Bash bare, with a warning), allowUnsandboxedCommands false
+// (the model otherwise runs a command outside by asking), those paths in
+// sandbox.filesystem.denyWrite. .claude/settings.local.json's keys win over
+// .claude/settings.json's and the lists of both count, as in Claude Code;
+// managed settings and the command line's are not read.
+func SandboxOff(project, logFile string) string {
 	var sandbox struct {
 		Enabled                  *bool `json:"enabled"`
 		FailIfUnavailable        *bool `json:"failIfUnavailable"`
 		AllowUnsandboxedCommands *bool `json:"allowUnsandboxedCommands"`
 	}
+	var denied []string
 	for _, name := range []string{"settings.json", "settings.local.json"} {
 		path := filepath.Join(project, ".claude", name)
 		b, err := os.ReadFile(path)
@@ -156,6 +159,11 @@ func SandboxOff(project string) string {
 		var s struct {
 			Sandbox json.RawMessage `json:"sandbox"`
 		}
+		var lists struct {
+			Filesystem struct {
+				DenyWrite []string `json:"denyWrite"`
+			} `json:"filesystem"`
+		}
 		if err == nil {
 			err = json.Unmarshal(b, &s)
 		}
@@ -163,9 +171,13 @@ func SandboxOff(project string) string {
 			// A later file's keys replace an earlier one's, one by one.
 			err = json.Unmarshal(s.Sandbox, &sandbox)
 		}
+		if err == nil && s.Sandbox != nil {
+			err = json.Unmarshal(s.Sandbox, &lists)
+		}
 		if err != nil {
 			return fmt.Sprintf("%s cannot be read (%v)", path, err)
 		}
+		denied = append(denied, lists.Filesystem.DenyWrite...)
 	}
 	switch {
 	case sandbox.Enabled == nil || !*sandbox.Enabled:
@@ -174,6 +186,15 @@ func SandboxOff(project string) string {
 		return "the project's settings let Claude Code run Bash unsandboxed where its sandbox is unavailable (sandbox.failIfUnavailable)"
 	case sandbox.AllowUnsandboxedCommands == nil || *sandbox.AllowUnsandboxedCommands:
 		return "the project's settings let the model run a command outside Claude Code's sandbox (sandbox.allowUnsandboxedCommands)"
+	}
+	g, err := GuardedFor(project, logFile)
+	if err != nil {
+		return err.Error()
+	}
+	for _, p := range g.Paths {
+		if !slices.Contains(denied, p) {
+			return fmt.Sprintf("the project's settings let Claude Code's sandbox write %s (not in sandbox.filesystem.denyWrite)", p)
+		}
 	}
 	return ""
 }

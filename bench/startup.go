@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/undolog/undolog/internal/agenttest"
 )
 
 // The start-up budget, stated once: a whole `undolog version` at most
@@ -170,19 +168,21 @@ func measureHookSplit(bin, work string, nRounds, n int) (hookSplit, error) {
 	if err := os.MkdirAll(project, 0o755); err != nil {
 		return hookSplit{}, err
 	}
-	// The project's Bash runs in Claude Code's sandbox, as init sets it (the
-	// hook holds a shell command for a person otherwise).
-	sandbox := map[string]any{"sandbox": map[string]any{"enabled": true, "failIfUnavailable": true, "allowUnsandboxedCommands": false}}
-	if err := agenttest.WriteSettings(project, sandbox); err != nil {
-		return hookSplit{}, err
-	}
 	for i := range hookFiles {
 		if err := os.WriteFile(filepath.Join(project, fmt.Sprintf("f%d.txt", i)), []byte("x\n"), 0o644); err != nil {
 			return hookSplit{}, err
 		}
 	}
-	env := append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(work, "hook.db"), "UNDOLOG_FILES_DIR="+filepath.Join(work, "hook-files"),
+	// The log has a directory of its own, which the sandbox denies.
+	env := append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(work, "hook-log", "hook.db"), "UNDOLOG_FILES_DIR="+filepath.Join(work, "hook-files"),
 		"CLAUDE_PROJECT_DIR="+project)
+	// The project set up as init sets it: its Bash sandboxed (the hook holds
+	// a shell command for a person otherwise).
+	init := exec.Command(bin, "init", "claude-code", project)
+	init.Env = env
+	if out, err := init.CombinedOutput(); err != nil {
+		return hookSplit{}, fmt.Errorf("undolog init claude-code: %v\n%s", err, out)
+	}
 	type timing struct{ wall, cpu float64 }
 	run := func(input []byte, argv ...string) (timing, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)

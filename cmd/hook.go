@@ -199,7 +199,7 @@ func (o *hookOptions) hook(ctx context.Context, f *Factory) (*agenthook.Hook, er
 			return fmt.Sprintf("make the same %s call again, with the same input: it runs then", e.Tool)
 		}}
 	files := agenthook.ProjectFiles{Now: f.Now, Executing: agenthook.ExecutingSnapshot(ctx, lc.Log)}
-	sandboxOff := agenthook.SandboxOff
+	sandboxOff := func(project string) string { return agenthook.SandboxOff(project, pol.LogFile) }
 	if o.noSandbox {
 		sandboxOff = nil
 	}

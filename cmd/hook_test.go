@@ -31,13 +31,15 @@ type hookRig struct {
 	message string   // the systemMessage of the last PreToolUse answer
 }
 
-// sandboxedSettings run Claude Code's Bash in its sandbox as init sets it:
-// the hook holds no shell command for want of it.
-const sandboxedSettings = `{"sandbox": {"enabled": true, "failIfUnavailable": true, "allowUnsandboxedCommands": false}}`
-
+// newHookRig is a project set up by `undolog init claude-code`: its Bash
+// sandboxed, so the hook holds no shell command for want of it.
 func newHookRig(t *testing.T, log string) *hookRig {
 	r := &hookRig{t: t, bin: testbin.Undolog(t), log: log, project: t.TempDir(), files: t.TempDir(), session: "6f1c2a9e-0d4b-4c8e-9a51-3b7e2d0c8f14"}
-	r.settings(sandboxedSettings)
+	init := exec.Command(r.bin, "--log", r.log, "init", "claude-code", r.project)
+	init.Env = append(os.Environ(), "UNDOLOG_FILES_DIR="+r.files)
+	if out, err := init.CombinedOutput(); err != nil {
+		t.Fatalf("init claude-code: %v\n%s", err, out)
+	}
 	return r
 }
 
@@ -505,8 +507,9 @@ func TestHookHoldsABackgroundCommand(t *testing.T) {
 
 // A shell command the policy takes for compensable is held for a person
 // when the project's settings leave Bash outside Claude Code's sandbox
-// (settings.local.json turning it off wins over settings.json); a safe
-// one and a Write go on; --no-sandbox, the user's opt-out, holds nothing.
+// (settings.local.json turning it off wins over settings.json), or leave
+// the log and .claude writable to it; a safe one and a Write go on;
+// --no-sandbox, the user's opt-out, holds nothing.
 func TestHookHoldsShellCommandsOutsideTheSandbox(t *testing.T) {
 	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
 	local := filepath.Join(r.project, ".claude", "settings.local.json")
@@ -545,7 +548,8 @@ func TestHookHoldsShellCommandsOutsideTheSandbox(t *testing.T) {
 		t.Fatalf("make lint with the sandbox on: %s %q, want allow", d, why)
 	}
 	r.post("PostToolUse", "Bash", lint, map[string]any{"tool_response": map[string]any{"stdout": ""}})
-	for _, s := range []string{`{}`, `{"sandbox": {"enabled": true}}`, `{"sandbox": {"enabled": true, "failIfUnavailable": true}}`} {
+	for _, s := range []string{`{}`, `{"sandbox": {"enabled": true}}`, `{"sandbox": {"enabled": true, "failIfUnavailable": true}}`,
+		`{"sandbox": {"enabled": true, "failIfUnavailable": true, "allowUnsandboxedCommands": false}}`} {
 		r.settings(s)
 		if d, why := r.pre("Bash", map[string]any{"command": "make clean"}, "--wait", "100ms"); d != "deny" {
 			t.Fatalf("make clean under settings %s: %s %q, want deny", s, d, why)

@@ -157,7 +157,11 @@ func TestInitClaudeCodeHookFailsClosed(t *testing.T) {
 	os.MkdirAll(filepath.Dir(settings), 0o755)
 	bare := `{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"undolog hook --wait 5m0s","timeout":360}]}]}}`
 	os.WriteFile(settings, []byte(bare), 0o644)
-	if out, code := initRun(bin, dir); code != 0 {
+	// The hook's log and snapshots, which init denies to the agent's shell.
+	env := append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(t.TempDir(), "u.db"), "UNDOLOG_FILES_DIR="+t.TempDir())
+	init := exec.Command(bin, "init", "claude-code", dir)
+	init.Env = env
+	if out, code := outputAndCode(init); code != 0 {
 		t.Fatalf("init: %d %s", code, out)
 	}
 	if b, _ := os.ReadFile(settings); strings.Count(string(b), "undolog hook") != 3 || strings.Contains(string(b), `"undolog hook`) {
@@ -171,7 +175,7 @@ func TestInitClaudeCodeHookFailsClosed(t *testing.T) {
 	hook := func() (string, int) {
 		cmd := exec.Command("sh", "-c", command)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CLAUDE_PROJECT_DIR="+dir, "UNDOLOG_LOG="+filepath.Join(t.TempDir(), "u.db"), "UNDOLOG_FILES_DIR="+t.TempDir())
+		cmd.Env = append(env, "CLAUDE_PROJECT_DIR="+dir)
 		cmd.Stdin = strings.NewReader(event)
 		return outputAndCode(cmd)
 	}
