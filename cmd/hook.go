@@ -68,8 +68,9 @@ answered as no-ops.
 
 A shell command the policy takes for compensable is held as irreversible when the
 project's .claude/settings.json (and settings.local.json) do not run Claude Code's Bash
-in its sandbox as 'undolog init claude-code' sets it: nothing else keeps the agent's
-shell from the log, the snapshots and the settings. --no-sandbox (written by init
+in its sandbox as 'undolog init claude-code' sets it, writes to this hook's log's
+directory, the snapshot store and .claude denied: nothing else keeps the agent's shell
+from the log, the snapshots and the settings. --no-sandbox (written by init
 --no-sandbox) is the user's choice to run without it: the policy alone guards then.
 
 A compensable call's files are captured before it runs: a Write's or Edit's file, a
