@@ -314,6 +314,7 @@ func TestClaudeCodeHeadlessDeferOnPostgres(t *testing.T) {
 // log, so what stops it below is the sandbox and the permission rules
 // `undolog init claude-code` writes.
 const lenientPolicy = `tools:
+  Read: {tier: safe}
   Bash:
     tier:
       - when: '.args.command | test("git push")'
@@ -356,6 +357,9 @@ func TestClaudeCodeSandboxKeepsTheAgentFromUndolog(t *testing.T) {
 		{Tools: []agenttest.ToolUse{agenttest.Write(r.log, "x")}},
 		{Tools: []agenttest.ToolUse{agenttest.Write(r.path(".claude/settings.local.json"), `{"sandbox":{"enabled":false}}`)}},
 		{Tools: []agenttest.ToolUse{agenttest.Write(filepath.Join(store, "planted"), "x")}},
+		// Read first: Claude Code writes no file its session has not read.
+		{Tools: []agenttest.ToolUse{agenttest.Read(policy)}},
+		{Tools: []agenttest.ToolUse{agenttest.Write(policy, "tools: {Bash: {tier: safe}}\n")}},
 	})
 	res := a.Run(t, r.project, "agenttest: follow the script")
 	if res.ExitCode != 0 || res.SessionID == "" {
@@ -367,8 +371,8 @@ func TestClaudeCodeSandboxKeepsTheAgentFromUndolog(t *testing.T) {
 			results = append(results, rs)
 		}
 	}
-	if len(results) != 5 {
-		t.Fatalf("the agent sent %d tool results, want 5: %+v", len(results), results)
+	if len(results) != 7 {
+		t.Fatalf("the agent sent %d tool results, want 7: %+v", len(results), results)
 	}
 	shell := results[1][0].Content
 	for _, step := range []string{"approve", "log", "store", "local", "settings", "move"} {
@@ -379,14 +383,17 @@ func TestClaudeCodeSandboxKeepsTheAgentFromUndolog(t *testing.T) {
 	if !strings.Contains(shell, "project=0") || !strings.Contains(shell, "Read-only file system") {
 		t.Errorf("the agent's shell: want its project writable and the rest a read-only file system:\n%s", shell)
 	}
-	for i, what := range []string{"the log", "the local settings", "the snapshot store"} {
-		if got := results[2+i]; len(got) != 1 || !got[0].IsError || !strings.Contains(got[0].Content, "denied") {
+	for i, what := range map[int]string{2: "the log", 3: "the local settings", 4: "the snapshot store", 6: "the policy"} {
+		if got := results[i]; len(got) != 1 || !got[0].IsError || !strings.Contains(got[0].Content, "denied") {
 			t.Errorf("Write to %s: the model read %+v, want a denial", what, got)
 		}
 	}
 	e := r.effects(res.SessionID)
 	if len(e) != 1 || e[0].Tier != "irreversible" || e[0].State != "pending" {
 		t.Fatalf("effects %+v: want the push alone, still pending", e)
+	}
+	if b, _ := os.ReadFile(policy); string(b) != lenientPolicy {
+		t.Errorf("the policy changed:\n%s", b)
 	}
 	if got := r.read(".claude/settings.json"); got != settingsBefore {
 		t.Errorf("the settings changed:\n%s", got)

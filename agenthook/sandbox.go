@@ -19,10 +19,24 @@ import (
 	"github.com/undolog/undolog/filesnap"
 )
 
-// Guarded are the paths the agent must not write: the log's directory
-// (for a log file), undolog's snapshot store, the project's .claude.
+// Guarded are the paths the agent must not write (absolute): directories
+// (the project's .claude, the log's directory for a log file, undolog's
+// snapshot store) and files (a policy elsewhere).
 type Guarded struct {
-	Paths []string // absolute
+	Dirs, Files []string
+}
+
+// Paths are g's directories and files.
+func (g Guarded) Paths() []string { return append(slices.Clip(g.Dirs), g.Files...) }
+
+// covers says whether p is one of paths or inside one.
+func covers(paths []string, p string) bool {
+	for _, d := range paths {
+		if d = filepath.Clean(d); d == p || inside(d, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // editDenyAll keeps Write and Edit out of every .claude directory (the
@@ -30,7 +44,8 @@ type Guarded struct {
 const editDenyAll = "Edit(//**/.claude/**)"
 
 // editDeny is the permission rule that keeps Claude Code's file tools
-// (Edit's rules cover Write, MultiEdit and NotebookEdit) out of dir.
+// (Edit's rules cover Write, MultiEdit and NotebookEdit) out of dir (a
+// file's rule is its path alone).
 func editDeny(dir string) string { return "Edit(/" + filepath.ToSlash(dir) + "/**)" }
 
 // InstallSandbox turns Claude Code's sandbox on in the settings (bytes as
@@ -66,7 +81,7 @@ func InstallSandbox(settings []byte, g Guarded, sandbox bool) ([]byte, bool, err
 		if err != nil {
 			return nil, false, err
 		}
-		if err := addToList(fsys, "denyWrite", "the settings' sandbox.filesystem.denyWrite", g.Paths); err != nil {
+		if err := addToList(fsys, "denyWrite", "the settings' sandbox.filesystem.denyWrite", g.Paths()); err != nil {
 			return nil, false, err
 		}
 		sb.set("filesystem", fsys.marshal())
@@ -77,8 +92,11 @@ func InstallSandbox(settings []byte, g Guarded, sandbox bool) ([]byte, bool, err
 		return nil, false, err
 	}
 	rules := []string{editDenyAll}
-	for _, p := range g.Paths {
-		rules = append(rules, editDeny(p))
+	for _, d := range g.Dirs {
+		rules = append(rules, editDeny(d))
+	}
+	for _, f := range g.Files {
+		rules = append(rules, "Edit(/"+filepath.ToSlash(f)+")")
 	}
 	if err := addToList(perms, "deny", "the settings' permissions.deny", rules); err != nil {
 		return nil, false, err
@@ -143,7 +161,7 @@ func addToList(o *object, key, what string, items []string) error {
 // sandbox.filesystem.denyWrite. .claude/settings.local.json's keys win over
 // .claude/settings.json's and the lists of both count, as in Claude Code;
 // managed settings and the command line's are not read.
-func SandboxOff(project, logFile string) string {
+func SandboxOff(project, logFile, policyFile string) string {
 	var sandbox struct {
 		Enabled                  *bool `json:"enabled"`
 		FailIfUnavailable        *bool `json:"failIfUnavailable"`
@@ -187,12 +205,12 @@ func SandboxOff(project, logFile string) string {
 	case sandbox.AllowUnsandboxedCommands == nil || *sandbox.AllowUnsandboxedCommands:
 		return "the project's settings let the model run a command outside Claude Code's sandbox (sandbox.allowUnsandboxedCommands)"
 	}
-	g, err := GuardedFor(project, logFile)
+	g, err := GuardedFor(project, logFile, policyFile)
 	if err != nil {
 		return err.Error()
 	}
-	for _, p := range g.Paths {
-		if !slices.Contains(denied, p) {
+	for _, p := range g.Paths() {
+		if !covers(denied, p) {
 			return fmt.Sprintf("the project's settings let Claude Code's sandbox write %s (not in sandbox.filesystem.denyWrite)", p)
 		}
 	}
@@ -200,16 +218,17 @@ func SandboxOff(project, logFile string) string {
 }
 
 // GuardedFor are the paths to keep the agent of project from: its
-// .claude, the directory of logFile (empty: the log is no file), and the
-// root of undolog's snapshot stores. A log or store inside the project is
-// refused (the agent writes there), and so is a directory that holds the
-// project (denying it would deny the project).
-func GuardedFor(project, logFile string) (Guarded, error) {
+// .claude, the directory of logFile (empty: the log is no file), the root
+// of undolog's snapshot stores, and policyFile (empty: none) unless one of
+// those holds it. A log, store or policy inside the project (but in
+// .claude) is refused (the agent writes there), and so is a log or store
+// directory that holds the project (denying it would deny the project).
+func GuardedFor(project, logFile, policyFile string) (Guarded, error) {
 	project, err := realAbs(project)
 	if err != nil {
 		return Guarded{}, err
 	}
-	g := Guarded{Paths: []string{filepath.Join(project, ".claude")}}
+	g := Guarded{Dirs: []string{filepath.Join(project, ".claude")}}
 	dirs := []struct{ dir, what, move string }{
 		{filepath.Dir(filesnap.StoreDir(project)), "undolog's snapshot store", "$UNDOLOG_FILES_DIR"},
 	}
@@ -227,8 +246,23 @@ func GuardedFor(project, logFile string) (Guarded, error) {
 		case inside(dir, project):
 			return Guarded{}, fmt.Errorf("%s %s holds the project: keeping the agent from it would keep it from the project too; give it a directory of its own (%s)", d.what, dir, d.move)
 		}
-		if !slices.Contains(g.Paths, dir) {
-			g.Paths = append(g.Paths, dir)
+		if !slices.Contains(g.Dirs, dir) {
+			g.Dirs = append(g.Dirs, dir)
+		}
+	}
+	if policyFile != "" {
+		policy, err := realAbs(policyFile)
+		if err != nil {
+			return Guarded{}, err
+		}
+		switch {
+		case covers(g.Dirs, policy):
+		case inside(project, policy):
+			// A file denied alone is kept, but not the directories above it:
+			// the agent's shell could move one away and put another policy there.
+			return Guarded{}, fmt.Errorf("the policy %s is inside the project, where the agent's shell writes: keep it in .claude/ or outside the project", policy)
+		default:
+			g.Files = append(g.Files, policy)
 		}
 	}
 	return g, nil

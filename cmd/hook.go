@@ -200,7 +200,7 @@ func (o *hookOptions) hook(ctx context.Context, f *Factory) (*agenthook.Hook, er
 			return fmt.Sprintf("make the same %s call again, with the same input: it runs then", e.Tool)
 		}}
 	files := agenthook.ProjectFiles{Now: f.Now, Executing: agenthook.ExecutingSnapshot(ctx, lc.Log)}
-	sandboxOff := func(project string) string { return agenthook.SandboxOff(project, pol.LogFile) }
+	sandboxOff := func(project string) string { return agenthook.SandboxOff(project, pol.LogFile, o.policy) }
 	if o.noSandbox {
 		sandboxOff = nil
 	}

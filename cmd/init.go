@@ -65,10 +65,11 @@ Code runs a tool whose hook fails otherwise). Run init again after moving undolo
 It turns Claude Code's sandbox on for the agent's Bash (sandbox.enabled and
 failIfUnavailable true, allowUnsandboxedCommands false; Linux needs bubblewrap and
 socat), with writes denied to the project's .claude, the log's directory and
-undolog's snapshot store, and permission rules that deny Write and Edit there (and in
-every .claude): the agent cannot rewrite the log, the settings or the policy, or
-approve its own calls, whatever its shell line says. A log or store inside the
-project, or in a directory that holds it, is refused: move it (--log, $UNDOLOG_LOG,
+undolog's snapshot store (and a --policy file elsewhere), and permission rules that
+deny Write and Edit there (and in every .claude): the agent cannot rewrite the log,
+the settings or the policy, or approve its own calls, whatever its shell line says. A
+log or store inside the project, or in a directory that holds it, and a --policy file
+in the project outside .claude, are refused: move it (--log, $UNDOLOG_LOG,
 $UNDOLOG_FILES_DIR) and run init with the log the hook uses. Settings that turn the
 sandbox off are refused, not overridden. --no-sandbox leaves the sandbox out (the
 hook then holds no shell command for it) and says what that leaves open.
@@ -134,7 +135,7 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	if addr := f.LogPath(); logaddr.IsFile(addr) {
 		logFile = addr
 	}
-	guarded, err := agenthook.GuardedFor(dir, logFile)
+	guarded, err := agenthook.GuardedFor(dir, logFile, opts.policy)
 	if err != nil {
 		return usagef("%v (nothing was changed)", err)
 	}
@@ -182,7 +183,7 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	}
 	if opts.noSandbox {
 		fmt.Fprintf(c.ErrOrStderr(), "undolog: warning: --no-sandbox: the agent's Bash runs outside Claude Code's sandbox, as you; only the policy (a guess at what a shell line does) keeps it from writing %s, changing .claude/ and approving its own calls\n",
-			textfmt.Escape(strings.Join(guarded.Paths[1:], " and ")))
+			textfmt.Escape(strings.Join(guarded.Paths()[1:], " and ")))
 	}
 	if !changed {
 		fmt.Fprintf(out, "%s already runs undolog hook\n", textfmt.Escape(settings))
@@ -193,7 +194,7 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	}
 	fmt.Fprintf(out, "registered undolog hook in %s\n", textfmt.Escape(settings))
 	if !opts.noSandbox {
-		fmt.Fprintf(out, "sandboxed the agent's Bash: no writes to %s\n", textfmt.Escape(strings.Join(guarded.Paths, ", ")))
+		fmt.Fprintf(out, "sandboxed the agent's Bash: no writes to %s\n", textfmt.Escape(strings.Join(guarded.Paths(), ", ")))
 	}
 	return nil
 }

@@ -318,6 +318,27 @@ func TestInitClaudeCodeSandbox(t *testing.T) {
 		t.Fatalf("a refused init changed the settings:\n%s", b)
 	}
 
+	// A policy elsewhere is denied as a file; one in the project outside
+	// .claude is refused (the agent could move its directory away).
+	policy := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(policy, []byte("tools:\n  Read: {tier: safe}\n"), 0o644)
+	if out, code := run("--policy", policy, dir); code != 0 {
+		t.Fatalf("init --policy: %d %s", code, out)
+	}
+	if b, _ := os.ReadFile(settings); !strings.Contains(string(b), `"`+real(policy)+`"`) || !strings.Contains(string(b), `"Edit(/`+real(policy)+`)"`) {
+		t.Fatalf("init --policy %s: the policy file is not denied:\n%s", policy, b)
+	}
+	first, _ = os.ReadFile(settings)
+	inProject := filepath.Join(dir, "policies", "p.yaml")
+	os.MkdirAll(filepath.Dir(inProject), 0o755)
+	os.WriteFile(inProject, []byte("tools:\n  Read: {tier: safe}\n"), 0o644)
+	if out, code := run("--policy", inProject, dir); code != ExitUsage || !strings.Contains(out, "inside the project") {
+		t.Fatalf("init --policy in the project: %d %s, want %d", code, out, ExitUsage)
+	}
+	if b, _ := os.ReadFile(settings); !bytes.Equal(b, first) {
+		t.Fatalf("a refused init changed the settings:\n%s", b)
+	}
+
 	bare := t.TempDir()
 	out, code := run("--no-sandbox", bare)
 	if code != 0 || !strings.Contains(out, "warning: --no-sandbox") || !strings.Contains(out, "approving its own calls") {
