@@ -64,6 +64,12 @@ type Hook struct {
 	Project string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// SandboxOff, if set, says why the project's Bash runs outside Claude
+	// Code's sandbox ("" when it runs inside, see SandboxOff): a shell
+	// command the policy takes for compensable is then held for a person,
+	// since nothing keeps it from the log, the snapshots or the settings.
+	// Nil: the user chose to run without the sandbox (init --no-sandbox).
+	SandboxOff func(project string) string
 }
 
 func (h *Hook) now() time.Time {
@@ -98,6 +104,12 @@ func (h *Hook) classify(ev Event) (policy.Classification, error) {
 		// changes after is in no snapshot, so it cannot be undone.
 		cls.Tier = sm.Irreversible
 		cls.Reason += " (run in the background: what it changes after it starts cannot be undone)"
+	}
+	if err == nil && cls.Tier == sm.Compensable && ev.ToolName == "Bash" && h.SandboxOff != nil {
+		if why := h.SandboxOff(h.project(ev)); why != "" {
+			cls.Tier = sm.Irreversible
+			cls.Reason += " (unguarded: " + why + "; `undolog init claude-code` turns it on)"
+		}
 	}
 	return cls, err
 }

@@ -183,6 +183,12 @@ func Install(settings []byte, regs []Registration) ([]byte, bool, error) {
 		hooks.set(reg.Event, raw)
 	}
 	top.set("hooks", hooks.marshal())
+	return indented(settings, top)
+}
+
+// indented is top as a settings file is written, and whether it says
+// something else than the settings it was read from.
+func indented(settings []byte, top *object) ([]byte, bool, error) {
 	var out bytes.Buffer
 	if err := json.Indent(&out, top.marshal(), "", "  "); err != nil {
 		return nil, false, err

@@ -173,8 +173,16 @@ func measureHookSplit(bin, work string, nRounds, n int) (hookSplit, error) {
 			return hookSplit{}, err
 		}
 	}
-	env := append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(work, "hook.db"), "UNDOLOG_FILES_DIR="+filepath.Join(work, "hook-files"),
+	// The log has a directory of its own, which the sandbox denies.
+	env := append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(work, "hook-log", "hook.db"), "UNDOLOG_FILES_DIR="+filepath.Join(work, "hook-files"),
 		"CLAUDE_PROJECT_DIR="+project)
+	// The project set up as init sets it: its Bash sandboxed (the hook holds
+	// a shell command for a person otherwise).
+	init := exec.Command(bin, "init", "claude-code", project)
+	init.Env = env
+	if out, err := init.CombinedOutput(); err != nil {
+		return hookSplit{}, fmt.Errorf("undolog init claude-code: %v\n%s", err, out)
+	}
 	type timing struct{ wall, cpu float64 }
 	run := func(input []byte, argv ...string) (timing, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)

@@ -34,6 +34,7 @@ type hookOptions struct {
 	wait            time.Duration
 	approvalTimeout time.Duration
 	headless        bool
+	noSandbox       bool
 	as              string
 }
 
@@ -65,6 +66,13 @@ PostToolUse commits the call with the tool's response, PostToolUseFailure fails 
 interrupted call stays executing, in doubt once the agent has ended. Other events are
 answered as no-ops.
 
+A shell command the policy takes for compensable is held as irreversible when the
+project's .claude/settings.json (and settings.local.json) do not run Claude Code's Bash
+in its sandbox as 'undolog init claude-code' sets it, writes to this hook's log's
+directory, the snapshot store and .claude denied: nothing else keeps the agent's shell
+from the log, the snapshots and the settings. --no-sandbox (written by init
+--no-sandbox) is the user's choice to run without it: the policy alone guards then.
+
 A compensable call's files are captured before it runs: a Write's or Edit's file, a
 shell command's whole project ($CLAUDE_PROJECT_DIR, else the cwd); its compensation is
 'undolog files restore', which undo runs. A shell command of a project runs alone: while
@@ -94,6 +102,7 @@ its PostToolUse is in doubt.
 	durationVar(c.Flags(), &opts.wait, "wait", 5*time.Minute, "irreversible: how long PreToolUse waits for a decision before it denies (or defers)")
 	durationVar(c.Flags(), &opts.approvalTimeout, "approval-timeout", 24*time.Hour, "how long an approval request stays open for the same call made again")
 	c.Flags().BoolVar(&opts.headless, "headless", false, "answer defer, not deny, when no decision came in time (claude -p); without it, $UNDOLOG_HOOK_HEADLESS=1 is --headless --wait 0s")
+	c.Flags().BoolVar(&opts.noSandbox, "no-sandbox", false, "the project runs Claude Code without its sandbox by the user's choice (init --no-sandbox): its shell commands are not held for that")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else claude-code)")
 	return c
 }
@@ -191,7 +200,11 @@ func (o *hookOptions) hook(ctx context.Context, f *Factory) (*agenthook.Hook, er
 			return fmt.Sprintf("make the same %s call again, with the same input: it runs then", e.Tool)
 		}}
 	files := agenthook.ProjectFiles{Now: f.Now, Executing: agenthook.ExecutingSnapshot(ctx, lc.Log)}
-	return &agenthook.Hook{Lifecycle: lc, Policy: pol, Session: f.Getenv("UNDOLOG_SESSION"), Actor: actor, Wait: o.wait,
+	sandboxOff := func(project string) string { return agenthook.SandboxOff(project, pol.LogFile, o.policy) }
+	if o.noSandbox {
+		sandboxOff = nil
+	}
+	return &agenthook.Hook{SandboxOff: sandboxOff, Lifecycle: lc, Policy: pol, Session: f.Getenv("UNDOLOG_SESSION"), Actor: actor, Wait: o.wait,
 		ApprovalTimeout: o.approvalTimeout, Headless: o.headless, Door: door, Now: f.Now,
 		Files: files, Project: f.Getenv("CLAUDE_PROJECT_DIR")}, nil
 }

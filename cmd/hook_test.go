@@ -31,8 +31,27 @@ type hookRig struct {
 	message string   // the systemMessage of the last PreToolUse answer
 }
 
+// newHookRig is a project set up by `undolog init claude-code`: its Bash
+// sandboxed, so the hook holds no shell command for want of it.
 func newHookRig(t *testing.T, log string) *hookRig {
-	return &hookRig{t: t, bin: testbin.Undolog(t), log: log, project: t.TempDir(), files: t.TempDir(), session: "6f1c2a9e-0d4b-4c8e-9a51-3b7e2d0c8f14"}
+	r := &hookRig{t: t, bin: testbin.Undolog(t), log: log, project: t.TempDir(), files: t.TempDir(), session: "6f1c2a9e-0d4b-4c8e-9a51-3b7e2d0c8f14"}
+	init := exec.Command(r.bin, "--log", r.log, "init", "claude-code", r.project)
+	init.Env = append(os.Environ(), "UNDOLOG_FILES_DIR="+r.files)
+	if out, err := init.CombinedOutput(); err != nil {
+		t.Fatalf("init claude-code: %v\n%s", err, out)
+	}
+	return r
+}
+
+// settings writes the project's .claude/settings.json.
+func (r *hookRig) settings(s string) {
+	r.t.Helper()
+	if err := os.MkdirAll(filepath.Join(r.project, ".claude"), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.project, ".claude", "settings.json"), []byte(s), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // event is a hook event of Claude Code's: its common fields, the tool's,
@@ -483,5 +502,57 @@ func TestHookHoldsABackgroundCommand(t *testing.T) {
 	}
 	if d, why := r.pre("Bash", map[string]any{"command": "ls", "run_in_background": true}); d != "allow" {
 		t.Fatalf("a safe command in the background: %s %q, want allow", d, why)
+	}
+}
+
+// A shell command the policy takes for compensable is held for a person
+// when the project's settings leave Bash outside Claude Code's sandbox
+// (settings.local.json turning it off wins over settings.json), or leave
+// the log and .claude writable to it; a safe one and a Write go on;
+// --no-sandbox, the user's opt-out, holds nothing.
+func TestHookHoldsShellCommandsOutsideTheSandbox(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	local := filepath.Join(r.project, ".claude", "settings.local.json")
+	if err := os.WriteFile(local, []byte(`{"sandbox": {"enabled": false}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := map[string]any{"command": "make build"}
+	d, why := r.pre("Bash", build, "--wait", "100ms")
+	if d != "deny" || !strings.Contains(why, "person") {
+		t.Fatalf("make build with the sandbox off: %s %q, want deny until a person decides", d, why)
+	}
+	if e := r.effects(); len(e) != 1 || e[0].Tier != "irreversible" || e[0].State != "pending" {
+		t.Fatalf("effects %+v: want make build held as irreversible", e)
+	}
+	if out := r.undolog("show", "1"); !strings.Contains(out, "sandbox is off") {
+		t.Fatalf("show 1 does not say why it is held:\n%s", out)
+	}
+	if d, why := r.pre("Bash", map[string]any{"command": "ls"}); d != "allow" {
+		t.Fatalf("ls with the sandbox off: %s %q, want allow", d, why)
+	}
+	write := map[string]any{"file_path": filepath.Join(r.project, "a.txt"), "content": "x"}
+	if d, why := r.pre("Write", write); d != "allow" {
+		t.Fatalf("Write with the sandbox off: %s %q, want allow", d, why)
+	}
+	r.post("PostToolUse", "Write", write, map[string]any{"tool_response": map[string]any{"type": "create"}})
+	test := map[string]any{"command": "make test"}
+	if d, why := r.pre("Bash", test, "--no-sandbox"); d != "allow" {
+		t.Fatalf("make test with --no-sandbox: %s %q, want allow", d, why)
+	}
+	r.post("PostToolUse", "Bash", test, map[string]any{"tool_response": map[string]any{"stdout": ""}})
+	if err := os.Remove(local); err != nil {
+		t.Fatal(err)
+	}
+	lint := map[string]any{"command": "make lint"}
+	if d, why := r.pre("Bash", lint); d != "allow" {
+		t.Fatalf("make lint with the sandbox on: %s %q, want allow", d, why)
+	}
+	r.post("PostToolUse", "Bash", lint, map[string]any{"tool_response": map[string]any{"stdout": ""}})
+	for _, s := range []string{`{}`, `{"sandbox": {"enabled": true}}`, `{"sandbox": {"enabled": true, "failIfUnavailable": true}}`,
+		`{"sandbox": {"enabled": true, "failIfUnavailable": true, "allowUnsandboxedCommands": false}}`} {
+		r.settings(s)
+		if d, why := r.pre("Bash", map[string]any{"command": "make clean"}, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("make clean under settings %s: %s %q, want deny", s, d, why)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/undolog/undolog/agenthook"
 	"github.com/undolog/undolog/internal/textfmt"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // hookAnswerMargin is what Claude Code's timeout of the PreToolUse hook
@@ -29,9 +30,10 @@ const postHookTimeout = 60
 const projectPolicy = ".claude/undolog-policy.yaml"
 
 type initClaudeOptions struct {
-	policy   string
-	wait     time.Duration
-	headless bool
+	policy    string
+	wait      time.Duration
+	headless  bool
+	noSandbox bool
 }
 
 func newCmdInit(f *Factory) *cobra.Command {
@@ -60,6 +62,18 @@ The entries name this undolog by its absolute path, and PreToolUse's ends in
 '|| exit 2': a hook that cannot run, crashes or is killed blocks the call (Claude
 Code runs a tool whose hook fails otherwise). Run init again after moving undolog.
 
+It turns Claude Code's sandbox on for the agent's Bash (sandbox.enabled and
+failIfUnavailable true, allowUnsandboxedCommands false; Linux needs bubblewrap and
+socat), with writes denied to the project's .claude, the log's directory and
+undolog's snapshot store (and a --policy file elsewhere), and permission rules that
+deny Write and Edit there (and in every .claude): the agent cannot rewrite the log,
+the settings or the policy, or approve its own calls, whatever its shell line says. A
+log or store inside the project, or in a directory that holds it, and a --policy file
+in the project outside .claude, are refused: move it (--log, $UNDOLOG_LOG,
+$UNDOLOG_FILES_DIR) and run init with the log the hook uses. Settings that turn the
+sandbox off are refused, not overridden. --no-sandbox leaves the sandbox out (the
+hook then holds no shell command for it) and says what that leaves open.
+
 Without --policy it writes undolog's default policy for Claude Code's tools to
 ` + projectPolicy + ` (unless that file exists: yours stays) and the hook uses it.`,
 		Example: `  undolog init claude-code
@@ -77,6 +91,7 @@ Without --policy it writes undolog's default policy for Claude Code's tools to
 	c.Flags().StringVar(&opts.policy, "policy", "", "the hook's policy file (default: "+projectPolicy+", written from undolog's default)")
 	durationVar(c.Flags(), &opts.wait, "wait", 5*time.Minute, "how long the hook holds an irreversible call for a decision")
 	c.Flags().BoolVar(&opts.headless, "headless", false, "the hook defers, not denies, a call no decision came for (claude -p)")
+	c.Flags().BoolVar(&opts.noSandbox, "no-sandbox", false, "leave Claude Code's sandbox off: only the policy stands between the agent's shell and the log")
 	return c
 }
 
@@ -113,6 +128,17 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	if opts.headless {
 		command += " --headless"
 	}
+	if opts.noSandbox {
+		command += " --no-sandbox"
+	}
+	logFile := ""
+	if addr := f.LogPath(); logaddr.IsFile(addr) {
+		logFile = addr
+	}
+	guarded, err := agenthook.GuardedFor(dir, logFile, opts.policy)
+	if err != nil {
+		return usagef("%v (nothing was changed)", err)
+	}
 	regs := []agenthook.Registration{
 		// A hook Claude Code cannot run (exit 127), or one that crashes or is
 		// killed, lets the tool run; exit 2 blocks it.
@@ -130,6 +156,11 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 		return err
 	}
 	updated, changed, err := agenthook.Install(old, regs)
+	if err == nil {
+		var sandboxed bool
+		updated, sandboxed, err = agenthook.InstallSandbox(updated, guarded, !opts.noSandbox)
+		changed = changed || sandboxed
+	}
 	if err != nil {
 		return usagef("%s: %v (nothing was changed)", settings, err)
 	}
@@ -150,6 +181,10 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	} else if opts.policy == "" {
 		fmt.Fprintf(out, "kept %s\n", textfmt.Escape(policyPath))
 	}
+	if opts.noSandbox {
+		fmt.Fprintf(c.ErrOrStderr(), "undolog: warning: --no-sandbox: the agent's Bash runs outside Claude Code's sandbox, as you; only the policy (a guess at what a shell line does) keeps it from writing %s, changing .claude/ and approving its own calls\n",
+			textfmt.Escape(strings.Join(guarded.Paths()[1:], " and ")))
+	}
 	if !changed {
 		fmt.Fprintf(out, "%s already runs undolog hook\n", textfmt.Escape(settings))
 		return nil
@@ -158,6 +193,9 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 		return err
 	}
 	fmt.Fprintf(out, "registered undolog hook in %s\n", textfmt.Escape(settings))
+	if !opts.noSandbox {
+		fmt.Fprintf(out, "sandboxed the agent's Bash: no writes to %s\n", textfmt.Escape(strings.Join(guarded.Paths(), ", ")))
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -156,7 +157,11 @@ func TestInitClaudeCodeHookFailsClosed(t *testing.T) {
 	os.MkdirAll(filepath.Dir(settings), 0o755)
 	bare := `{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"undolog hook --wait 5m0s","timeout":360}]}]}}`
 	os.WriteFile(settings, []byte(bare), 0o644)
-	if out, code := initRun(bin, dir); code != 0 {
+	// The hook's log and snapshots, which init denies to the agent's shell.
+	env := append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(t.TempDir(), "u.db"), "UNDOLOG_FILES_DIR="+t.TempDir())
+	init := exec.Command(bin, "init", "claude-code", dir)
+	init.Env = env
+	if out, code := outputAndCode(init); code != 0 {
 		t.Fatalf("init: %d %s", code, out)
 	}
 	if b, _ := os.ReadFile(settings); strings.Count(string(b), "undolog hook") != 3 || strings.Contains(string(b), `"undolog hook`) {
@@ -170,7 +175,7 @@ func TestInitClaudeCodeHookFailsClosed(t *testing.T) {
 	hook := func() (string, int) {
 		cmd := exec.Command("sh", "-c", command)
 		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CLAUDE_PROJECT_DIR="+dir, "UNDOLOG_LOG="+filepath.Join(t.TempDir(), "u.db"), "UNDOLOG_FILES_DIR="+t.TempDir())
+		cmd.Env = append(env, "CLAUDE_PROJECT_DIR="+dir)
 		cmd.Stdin = strings.NewReader(event)
 		return outputAndCode(cmd)
 	}
@@ -200,6 +205,8 @@ func TestInitClaudeCodeRefusesWhatItCannotUpdate(t *testing.T) {
 		"duplicate hooks": {`{"hooks":{"Stop":[]},"model":"x","hooks":{"PreToolUse":[]}}`, 0o644, `"hooks" twice`},
 		"read-only":       {`{"model":"x"}`, 0o444, "read-only"},
 		"jsonc":           {"{\n  // mine\n  \"model\": \"x\"\n}", 0o644, "comments, JSONC"},
+		"sandbox off":     {`{"sandbox":{"enabled":false}}`, 0o644, "sandbox.enabled is false"},
+		"unsandboxed ok":  {`{"sandbox":{"allowUnsandboxedCommands":true}}`, 0o644, "sandbox.allowUnsandboxedCommands is true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -237,4 +244,109 @@ func TestInitClaudeCodeRefusesWhatItCannotUpdate(t *testing.T) {
 			t.Fatalf("the link's target was not updated:\n%s", b)
 		}
 	})
+}
+
+// init turns Claude Code's sandbox on for the agent's Bash, with writes
+// denied to the project's .claude, the log's directory and the snapshot
+// store, and Write/Edit denied there; the user's own sandbox and
+// permission keys are kept, and a second run changes nothing. A log inside
+// the project, or in a directory that holds it, is refused. --no-sandbox
+// writes no sandbox, tells the hook, and warns of what it leaves open.
+func TestInitClaudeCodeSandbox(t *testing.T) {
+	bin := testbin.Undolog(t)
+	dir := t.TempDir()
+	logDir, store := t.TempDir(), t.TempDir()
+	settings := filepath.Join(dir, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(settings), 0o755)
+	mine := `{"sandbox":{"network":{"allowedDomains":["example.com"]},"filesystem":{"allowWrite":["/srv/cache"]}},"permissions":{"deny":["Read(./.env)"]}}`
+	os.WriteFile(settings, []byte(mine), 0o644)
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(bin, append([]string{"--log", filepath.Join(logDir, "u.db"), "init", "claude-code"}, args...)...)
+		cmd.Env = append(os.Environ(), "UNDOLOG_FILES_DIR="+store)
+		return outputAndCode(cmd)
+	}
+	if out, code := run(dir); code != 0 || !strings.Contains(out, "sandboxed the agent's Bash") {
+		t.Fatalf("init: %d %s", code, out)
+	}
+	first, _ := os.ReadFile(settings)
+	var s struct {
+		Sandbox struct {
+			Enabled, FailIfUnavailable, AllowUnsandboxedCommands *bool
+			Network                                              struct{ AllowedDomains []string }
+			Filesystem                                           struct{ AllowWrite, DenyWrite []string }
+		}
+		Permissions struct{ Deny []string }
+	}
+	if err := json.Unmarshal(first, &s); err != nil {
+		t.Fatalf("settings: %v\n%s", err, first)
+	}
+	sb := s.Sandbox
+	if sb.Enabled == nil || !*sb.Enabled || sb.FailIfUnavailable == nil || !*sb.FailIfUnavailable || sb.AllowUnsandboxedCommands == nil || *sb.AllowUnsandboxedCommands {
+		t.Fatalf("sandbox not on, failing if unavailable, with no way out:\n%s", first)
+	}
+	if len(sb.Network.AllowedDomains) != 1 || len(sb.Filesystem.AllowWrite) != 1 || s.Permissions.Deny[0] != "Read(./.env)" {
+		t.Fatalf("the user's sandbox and permission keys were not kept:\n%s", first)
+	}
+	real := func(p string) string { r, _ := filepath.EvalSymlinks(p); return r }
+	for _, p := range []string{filepath.Join(real(dir), ".claude"), real(logDir), real(store)} {
+		if !slices.Contains(sb.Filesystem.DenyWrite, p) {
+			t.Errorf("sandbox.filesystem.denyWrite %q lacks %s", sb.Filesystem.DenyWrite, p)
+		}
+		if !slices.Contains(s.Permissions.Deny, "Edit(/"+p+"/**)") {
+			t.Errorf("permissions.deny %q lacks Edit of %s", s.Permissions.Deny, p)
+		}
+	}
+	if !slices.Contains(s.Permissions.Deny, "Edit(//**/.claude/**)") {
+		t.Errorf("permissions.deny %q lacks Edit of every .claude", s.Permissions.Deny)
+	}
+	if out, code := run(dir); code != 0 || !strings.Contains(out, "already") {
+		t.Fatalf("second init: %d %s, want nothing to do", code, out)
+	}
+	if again, _ := os.ReadFile(settings); !bytes.Equal(again, first) {
+		t.Fatalf("a second init changed the settings:\n%s", again)
+	}
+
+	for name, log := range map[string]string{"inside": filepath.Join(dir, "logs", "u.db"), "holding": filepath.Join(filepath.Dir(dir), "u.db")} {
+		cmd := exec.Command(bin, "--log", log, "init", "claude-code", dir)
+		cmd.Env = append(os.Environ(), "UNDOLOG_FILES_DIR="+store)
+		out, code := outputAndCode(cmd)
+		if code != ExitUsage || !strings.Contains(out, "the log's directory") || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+			t.Fatalf("a log %s the project: exit %d %q, want %d and one line", name, code, out, ExitUsage)
+		}
+	}
+	if b, _ := os.ReadFile(settings); !bytes.Equal(b, first) {
+		t.Fatalf("a refused init changed the settings:\n%s", b)
+	}
+
+	// A policy elsewhere is denied as a file; one in the project outside
+	// .claude is refused (the agent could move its directory away).
+	policy := filepath.Join(t.TempDir(), "p.yaml")
+	os.WriteFile(policy, []byte("tools:\n  Read: {tier: safe}\n"), 0o644)
+	if out, code := run("--policy", policy, dir); code != 0 {
+		t.Fatalf("init --policy: %d %s", code, out)
+	}
+	if b, _ := os.ReadFile(settings); !strings.Contains(string(b), `"`+real(policy)+`"`) || !strings.Contains(string(b), `"Edit(/`+real(policy)+`)"`) {
+		t.Fatalf("init --policy %s: the policy file is not denied:\n%s", policy, b)
+	}
+	first, _ = os.ReadFile(settings)
+	inProject := filepath.Join(dir, "policies", "p.yaml")
+	os.MkdirAll(filepath.Dir(inProject), 0o755)
+	os.WriteFile(inProject, []byte("tools:\n  Read: {tier: safe}\n"), 0o644)
+	if out, code := run("--policy", inProject, dir); code != ExitUsage || !strings.Contains(out, "inside the project") {
+		t.Fatalf("init --policy in the project: %d %s, want %d", code, out, ExitUsage)
+	}
+	if b, _ := os.ReadFile(settings); !bytes.Equal(b, first) {
+		t.Fatalf("a refused init changed the settings:\n%s", b)
+	}
+
+	bare := t.TempDir()
+	out, code := run("--no-sandbox", bare)
+	if code != 0 || !strings.Contains(out, "warning: --no-sandbox") || !strings.Contains(out, "approving its own calls") {
+		t.Fatalf("init --no-sandbox: %d %s, want a warning of what it leaves open", code, out)
+	}
+	b, _ := os.ReadFile(filepath.Join(bare, ".claude", "settings.json"))
+	if strings.Contains(string(b), `"sandbox"`) || !strings.Contains(string(b), "Edit(//**/.claude/**)") ||
+		!strings.Contains(preHookCommand(t, filepath.Join(bare, ".claude", "settings.json")), " --no-sandbox") {
+		t.Fatalf("init --no-sandbox wrote:\n%s\nwant no sandbox, the Edit rules, and the hook told", b)
+	}
 }

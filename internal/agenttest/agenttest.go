@@ -8,7 +8,7 @@
 // The agent is the binary UNDOLOG_CLAUDE names, or claude on PATH. Starting
 // it needs root (unshare --net, then ip link set lo up, in a process of its
 // own: the test binary started again, whose TestMain calls Main). Without
-// the agent, unshare, ip or root the tests skip, unless
+// the agent, unshare, ip, bwrap, socat or root the tests skip, unless
 // UNDOLOG_REQUIRE_CLAUDE is set (.ci/run sets it), then they fail.
 //
 // The fake API is served by the test's process on a unix socket; the
@@ -47,7 +47,7 @@ import (
 const (
 	// ClaudeEnv names the claude binary to run.
 	ClaudeEnv = "UNDOLOG_CLAUDE"
-	// RequireEnv turns a missing agent, unshare, ip or root into a failure.
+	// RequireEnv turns a missing agent, unshare, ip, bwrap, socat or root into a failure.
 	RequireEnv = "UNDOLOG_REQUIRE_CLAUDE"
 )
 
@@ -72,8 +72,8 @@ func ServeRole() {
 }
 
 // Unavailable says why the agent cannot run on this machine, or "" when it
-// can: the claude binary, unshare and ip must be there, and this process
-// root.
+// can: the claude binary, unshare, ip, and bwrap and socat (its sandbox)
+// must be there, and this process root.
 func Unavailable() string {
 	if _, err := claudePath(); err != nil {
 		return err.Error()
@@ -81,6 +81,13 @@ func Unavailable() string {
 	for _, tool := range []string{"unshare", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return tool + " is not on PATH: the agent runs only in a network namespace of its own (util-linux, iproute2)"
+		}
+	}
+	// What Claude Code's own sandbox for its Bash needs on Linux, which
+	// `undolog init claude-code` turns on.
+	for _, tool := range []string{"bwrap", "socat"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return tool + " is not on PATH: Claude Code's sandbox needs it (Debian: apt-get install bubblewrap socat)"
 		}
 	}
 	if os.Geteuid() != 0 {

@@ -70,8 +70,9 @@ type ToolResult struct {
 	IsError   bool
 }
 
-// ToolResults are the tool_result blocks of the request's last message: what
-// the model reads of the calls of the turn before.
+// ToolResults are the tool_result blocks of the request's last message but
+// system ones (Claude Code adds a reminder after many turns): what the model
+// reads of the calls of the turn before.
 func (r Request) ToolResults() []ToolResult {
 	var body struct {
 		Messages []struct {
@@ -79,7 +80,13 @@ func (r Request) ToolResults() []ToolResult {
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
 	}
-	if json.Unmarshal(r.Body, &body) != nil || len(body.Messages) == 0 {
+	if json.Unmarshal(r.Body, &body) != nil {
+		return nil
+	}
+	for len(body.Messages) > 0 && body.Messages[len(body.Messages)-1].Role == "system" {
+		body.Messages = body.Messages[:len(body.Messages)-1]
+	}
+	if len(body.Messages) == 0 {
 		return nil
 	}
 	var blocks []struct {
