@@ -1,7 +1,9 @@
 package filesnap
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"reflect"
 	"testing"
 )
@@ -39,6 +41,30 @@ func TestManifestRoundTripAndDamage(t *testing.T) {
 		}
 		if got, err := s.loadManifest("cut"); err == nil {
 			t.Fatalf("the manifest cut to %d of %d bytes read without an error: %+v", n, len(data), got)
+		}
+	}
+}
+
+// Blobs written one after another (the zlib writer kept between them)
+// are each the loose object git reads.
+func TestBlobsAreGitObjects(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blobs := [][]byte{[]byte("first\n"), bytes.Repeat([]byte("a longer second blob\n"), 5000), {}, []byte("third\x00binary")}
+	for _, data := range blobs {
+		if err := s.writeBlob(blobID(data), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, data := range blobs {
+		out, err := exec.Command("git", "--git-dir", s.gitDir(), "cat-file", "blob", blobID(data)).Output()
+		if err != nil {
+			t.Fatalf("git cat-file of a blob of %d bytes: %v", len(data), err)
+		}
+		if !bytes.Equal(out, data) {
+			t.Fatalf("git reads %d bytes where %d were written", len(out), len(data))
 		}
 	}
 }
