@@ -83,16 +83,7 @@ func TestLastScanIsTheCache(t *testing.T) {
 		write(t, dir, name, "first "+name, 0o644)
 		os.Chtimes(filepath.Join(dir, name), old, old)
 	}
-	call := func(change func()) map[string]string {
-		t.Helper()
-		id, err := Before(dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		change()
-		return after(t, dir, id)
-	}
-	call(func() {})
+	shellCall(t, dir, func() {})
 	s, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +108,7 @@ func TestLastScanIsTheCache(t *testing.T) {
 	if err := os.Remove(kept); err != nil {
 		t.Fatal(err)
 	}
-	got := call(func() { write(t, dir, "changed.txt", "second", 0o644) })
+	got := shellCall(t, dir, func() { write(t, dir, "changed.txt", "second", 0o644) })
 	if !maps.Equal(got, map[string]string{"changed.txt": "modified"}) {
 		t.Fatalf("changes: %v", got)
 	}
@@ -129,7 +120,7 @@ func TestLastScanIsTheCache(t *testing.T) {
 	if _, err := Before(dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	got = call(func() { write(t, dir, "new.txt", "new", 0o644) })
+	got = shellCall(t, dir, func() { write(t, dir, "new.txt", "new", 0o644) })
 	if !maps.Equal(got, map[string]string{"new.txt": "created"}) {
 		t.Fatalf("changes after an abandoned Before: %v", got)
 	}
@@ -150,7 +141,7 @@ func TestLastScanIsTheCache(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(s.Dir, "latest"), []byte(legacy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got := call(func() {}); len(got) != 0 {
+	if got := shellCall(t, dir, func() {}); len(got) != 0 {
 		t.Fatalf("changes of a call that changed nothing: %v", got)
 	}
 	if _, err := os.Stat(kept); err == nil {
