@@ -14,9 +14,11 @@ import (
 var DefaultPolicy []byte
 
 // LoadPolicy is the policy in file, or the default one when file is "".
+// A file that holds the default policy as undolog ships it (as init wrote
+// it) is parsed as the default is: a condition when a call asks it.
 func LoadPolicy(file string) (*policy.Policy, error) {
 	if file == "" {
-		return policy.ParsePolicy(DefaultPolicy)
+		return policy.ParseShipped(DefaultPolicy)
 	}
-	return policy.LoadPolicy(file)
+	return policy.LoadShipped(file, DefaultPolicy)
 }

@@ -767,3 +767,11 @@ func defaultPolicyFor(t *testing.T, project string) *policy.Policy {
 	p.Project = project
 	return p
 }
+
+// The default policy is checked whole here: the hook parses its
+// conditions only when a call asks them (policy.ParseShipped).
+func TestDefaultPolicyChecksWhole(t *testing.T) {
+	if _, err := policy.ParsePolicy(DefaultPolicy); err != nil {
+		t.Fatal(err)
+	}
+}

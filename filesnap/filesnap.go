@@ -210,7 +210,7 @@ func (s *Store) Before(paths []string) (string, error) {
 	id := newID()
 	snap := snapshot{Project: s.Project, Whole: paths == nil, Changes: []Change{}}
 	if snap.Whole {
-		cache, err := s.loadManifest(s.latest())
+		cache, err := s.lastScan()
 		if err != nil {
 			return "", err
 		}
@@ -221,7 +221,6 @@ func (s *Store) Before(paths []string) (string, error) {
 		if err := s.saveManifest(id, m); err != nil {
 			return "", err
 		}
-		s.setLatest(id)
 	} else {
 		root, err := os.OpenRoot(s.Project)
 		if err != nil {
@@ -273,11 +272,11 @@ func (s *Store) After(id string) error {
 		if err != nil {
 			return err
 		}
-		if err := s.saveManifest(id+".after", after); err != nil {
+		if err := s.saveManifest(lastScanName, after); err != nil {
 			return err
 		}
-		s.setLatest(id + ".after")
 		os.Remove(s.manifestPath(id))
+		s.dropLatest()
 		snap.Changes = append(diff(before, after), lost(before.watches, after.watches, before.start)...)
 		snap.CreatedDirs = missing(after.dirs, before.dirs)
 		snap.RemovedDirs = missing(before.dirs, after.dirs)
@@ -399,24 +398,39 @@ func missing(a, b []string) []string {
 	return out
 }
 
-// latest names the manifest of the store's last scan: the next one's stat
-// cache ("" where none).
-func (s *Store) latest() string {
-	name, _ := os.ReadFile(filepath.Join(s.Dir, "latest"))
-	return strings.TrimSpace(string(name))
+// lastScanName names the manifest of the store's last After: the next scan's
+// stat cache. A Before's manifest is not: its After scans with it, and the
+// cache of a Before whose After never runs is as good as the last After's
+// (a file's cached blob is taken only when its stat data is as cached).
+const lastScanName = "last"
+
+// lastScan is the manifest the next scan takes as its stat cache; nil
+// where there is none.
+func (s *Store) lastScan() (*manifest, error) {
+	m, err := s.loadManifest(lastScanName)
+	if m == nil && err == nil {
+		if name, ok := s.latest(); ok && name != "" {
+			return s.loadManifest(name)
+		}
+	}
+	return m, err
 }
 
-// setLatest makes name the latest manifest. The one it replaces goes if an
-// After wrote it (a Before's is its After's to remove). A failure costs the
-// next scan its cache only.
-func (s *Store) setLatest(name string) {
-	old := s.latest()
-	tmp := filepath.Join(s.Dir, "latest.tmp")
-	if os.WriteFile(tmp, []byte(name), 0o600) != nil || os.Rename(tmp, filepath.Join(s.Dir, "latest")) != nil {
-		return
-	}
-	if old != name && strings.HasSuffix(old, ".after") {
-		os.Remove(s.manifestPath(old))
+// latest is the manifest an earlier undolog's store named its last scan
+// in the file latest.
+func (s *Store) latest() (string, bool) {
+	name, err := os.ReadFile(filepath.Join(s.Dir, "latest"))
+	return strings.TrimSpace(string(name)), err == nil
+}
+
+// dropLatest removes an earlier undolog's latest, and the manifest it
+// names if an After wrote it, once the store has its last scan.
+func (s *Store) dropLatest() {
+	if name, ok := s.latest(); ok {
+		if strings.HasSuffix(name, ".after") {
+			os.Remove(s.manifestPath(name))
+		}
+		os.Remove(filepath.Join(s.Dir, "latest"))
 	}
 }
 

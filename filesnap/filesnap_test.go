@@ -383,6 +383,17 @@ func TestCompensation(t *testing.T) {
 // TestProjectSnapshotsInARow: a later snapshot trusts the stat data of
 // the last one, yet sees a change of the same size that put the mtime
 // back, and a .gitignore that no longer ignores a file.
+// shellCall is a shell command's snapshot around change: what it changed.
+func shellCall(t *testing.T, dir string, change func()) map[string]string {
+	t.Helper()
+	id, err := Before(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change()
+	return after(t, dir, id)
+}
+
 func TestProjectSnapshotsInARow(t *testing.T) {
 	dir := project(t)
 	write(t, dir, ".gitignore", "*.tmp\n", 0o644)
@@ -390,19 +401,10 @@ func TestProjectSnapshotsInARow(t *testing.T) {
 	write(t, dir, "same-size", "aaaa", 0o644)
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(filepath.Join(dir, "same-size"), old, old)
-	call := func(change func()) map[string]string {
-		t.Helper()
-		id, err := Before(dir, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		change()
-		return after(t, dir, id)
-	}
-	if got := call(func() {}); len(got) != 0 {
+	if got := shellCall(t, dir, func() {}); len(got) != 0 {
 		t.Fatalf("a call that changed nothing changed %v", got)
 	}
-	got := call(func() {
+	got := shellCall(t, dir, func() {
 		write(t, dir, "same-size", "bbbb", 0o644)
 		os.Chtimes(filepath.Join(dir, "same-size"), old, old)
 	})
@@ -410,7 +412,7 @@ func TestProjectSnapshotsInARow(t *testing.T) {
 		t.Errorf("same size, same mtime: %v", got)
 	}
 	write(t, dir, ".gitignore", "", 0o644)
-	if got := call(func() { write(t, dir, "a.tmp", "no longer ignored", 0o644) }); !maps.Equal(got, map[string]string{"a.tmp": "modified"}) {
+	if got := shellCall(t, dir, func() { write(t, dir, "a.tmp", "no longer ignored", 0o644) }); !maps.Equal(got, map[string]string{"a.tmp": "modified"}) {
 		t.Errorf("after .gitignore changed: %v", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -142,6 +143,11 @@ func (s *Store) objectPath(id string) string {
 	return filepath.Join(s.gitDir(), "objects", id[:2], id[2:])
 }
 
+// zlibWriters are kept from one blob to the next: a new writer's
+// compressor state, allocated and cleared, was most of a small blob's
+// cost.
+var zlibWriters = sync.Pool{New: func() any { return zlib.NewWriter(nil) }}
+
 // writeBlob stores data as the loose blob id, as git would.
 func (s *Store) writeBlob(id string, data []byte) error {
 	path := s.objectPath(id)
@@ -152,7 +158,9 @@ func (s *Store) writeBlob(id string, data []byte) error {
 		return err
 	}
 	var buf bytes.Buffer
-	z := zlib.NewWriter(&buf)
+	z := zlibWriters.Get().(*zlib.Writer)
+	defer zlibWriters.Put(z)
+	z.Reset(&buf)
 	fmt.Fprintf(z, "blob %d\x00", len(data))
 	z.Write(data)
 	if err := z.Close(); err != nil {

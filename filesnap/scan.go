@@ -1,7 +1,6 @@
 package filesnap
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/hex"
@@ -421,26 +420,41 @@ func (s *Store) loadManifest(name string) (*manifest, error) {
 	if !bytes.HasPrefix(data, manifestMagic) {
 		return nil, fmt.Errorf("manifest %s is not one (%s)", name, s.Dir)
 	}
-	r := bufio.NewReader(bytes.NewReader(data[len(manifestMagic):]))
+	// Every path is a substring of one copy of the file: a manifest holds
+	// a string for each of a project's files.
+	text, pos := string(data), len(manifestMagic)
 	var rerr error
-	get := func() uint64 {
-		v, err := binary.ReadUvarint(r)
-		if err != nil && rerr == nil {
-			rerr = err
+	fail := func() {
+		if rerr == nil {
+			rerr = io.ErrUnexpectedEOF
 		}
+		pos = len(data)
+	}
+	get := func() uint64 {
+		v, n := binary.Uvarint(data[pos:])
+		if n <= 0 {
+			fail()
+			return 0
+		}
+		pos += n
 		return v
 	}
 	str := func() string {
 		n := get()
-		if n > uint64(len(data)) {
-			rerr = io.ErrUnexpectedEOF
+		if n > uint64(len(data)-pos) {
+			fail()
 			return ""
 		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r, b); err != nil && rerr == nil {
-			rerr = err
+		s := text[pos : pos+int(n)]
+		pos += int(n)
+		return s
+	}
+	bytesOf := func(b []byte) {
+		if len(data)-pos < len(b) {
+			fail()
+			return
 		}
-		return string(b)
+		pos += copy(b, data[pos:])
 	}
 	m := &manifest{start: int64(get())}
 	n := get()
@@ -450,9 +464,11 @@ func (s *Store) loadManifest(name string) (*manifest, error) {
 	m.entries = make([]entry, 0, n)
 	for range n {
 		e := entry{path: str()}
-		e.kind, _ = r.ReadByte()
+		var kind [1]byte
+		bytesOf(kind[:])
+		e.kind = kind[0]
 		e.mode = fs.FileMode(get())
-		io.ReadFull(r, e.blob[:])
+		bytesOf(e.blob[:])
 		e.size, e.mtime, e.ctime, e.ino = int64(get()), int64(get()), int64(get()), get()
 		m.entries = append(m.entries, e)
 		if rerr != nil {

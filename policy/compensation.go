@@ -49,7 +49,7 @@ func hasKey(n *yaml.Node, key string) bool {
 	return false
 }
 
-func tierCases(n *yaml.Node) ([]TierCase, error) {
+func tierCases(n *yaml.Node, checkConditions bool) ([]TierCase, error) {
 	var out []TierCase
 	for i, c := range n.Content {
 		if c.Kind != yaml.MappingNode {
@@ -75,7 +75,7 @@ func tierCases(n *yaml.Node) ([]TierCase, error) {
 			return nil, fmt.Errorf("line %d: only the last tier case goes without a when", c.Line)
 		case y.When != "" && last:
 			return nil, fmt.Errorf("line %d: the last tier case is the default: no when", c.Line)
-		case y.When != "":
+		case y.When != "" && checkConditions:
 			if err := template.CheckCondition(y.When); err != nil {
 				return nil, fmt.Errorf("line %d: when: %v", c.Line, err)
 			}

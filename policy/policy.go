@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -219,10 +220,18 @@ type ruleYAML struct {
 var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell", "path", "approve_in_client"}
 
 // LoadPolicy reads and checks a policy file.
-func LoadPolicy(file string) (*Policy, error) {
+func LoadPolicy(file string) (*Policy, error) { return LoadShipped(file, nil) }
+
+// LoadShipped is LoadPolicy of a file that may hold shipped, a policy
+// undolog ships, byte for byte: such a file is parsed as ParseShipped
+// parses shipped.
+func LoadShipped(file string, shipped []byte) (*Policy, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPolicy, err)
+	}
+	if shipped != nil && bytes.Equal(data, shipped) {
+		return ParseShipped(data)
 	}
 	p, err := ParsePolicy(data)
 	if err != nil {
@@ -232,7 +241,17 @@ func LoadPolicy(file string) (*Policy, error) {
 }
 
 // ParsePolicy parses and checks a policy.
-func ParsePolicy(data []byte) (*Policy, error) {
+func ParsePolicy(data []byte) (*Policy, error) { return parsePolicy(data, true) }
+
+// ParseShipped parses a policy that undolog ships, whose every condition
+// undolog's own tests check (ParsePolicy): here each is parsed when a call
+// first asks it, so a process that classifies one call (a hook) parses one
+// rule's conditions, not all of them.
+func ParseShipped(data []byte) (*Policy, error) { return parsePolicy(data, false) }
+
+// parsePolicy parses a policy; checkConditions parses every tier case's
+// condition now.
+func parsePolicy(data []byte, checkConditions bool) (*Policy, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrPolicy, textfmt.OneLine(err.Error()))
@@ -279,7 +298,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		if err := v.Decode(&ry); err != nil {
 			return nil, fmt.Errorf("%w: line %d: %s: %v", ErrPolicy, v.Line, k.Value, textfmt.OneLine(err.Error()))
 		}
-		r, err := ry.rule(k.Value)
+		r, err := ry.rule(k.Value, checkConditions)
 		if err != nil {
 			if strings.HasPrefix(err.Error(), "line ") { // it names its own line
 				return nil, fmt.Errorf("%w: %s: %v", ErrPolicy, k.Value, err)
@@ -295,7 +314,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	return p, nil
 }
 
-func (ry ruleYAML) rule(pattern string) (Rule, error) {
+func (ry ruleYAML) rule(pattern string, checkConditions bool) (Rule, error) {
 	if _, err := path.Match(pattern, ""); err != nil {
 		return Rule{}, fmt.Errorf("bad glob: %v", err)
 	}
@@ -304,7 +323,7 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 	var err error
 	switch {
 	case ry.Tier.Kind == yaml.SequenceNode:
-		if r.Tiers, err = tierCases(&ry.Tier); err != nil {
+		if r.Tiers, err = tierCases(&ry.Tier, checkConditions); err != nil {
 			return Rule{}, err
 		}
 		r.Tier = r.Tiers[len(r.Tiers)-1].Tier

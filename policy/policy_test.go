@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -187,5 +188,55 @@ tools:
 		if cls.Reason != want {
 			t.Errorf("%s: reason %q, want %q", args, cls.Reason, want)
 		}
+	}
+}
+
+// A shipped policy's conditions are parsed when a call asks them: a rule
+// no call asks costs nothing, and a condition that does not parse fails
+// the call that asks it. Any other bytes are checked whole at load.
+func TestShippedPolicyParsesConditionsWhenAsked(t *testing.T) {
+	shipped := []byte(`
+tools:
+  Asked:
+    tier:
+      - {when: '.args.n > 1', tier: irreversible}
+      - {tier: compensable}
+    compensate: files
+  NeverAsked:
+    tier:
+      - {when: '.args.n >', tier: irreversible}
+      - {tier: safe}
+`)
+	if _, err := ParsePolicy(shipped); !errors.Is(err, ErrPolicy) || !strings.Contains(err.Error(), "NeverAsked") {
+		t.Fatalf("ParsePolicy: %v, want the bad condition of NeverAsked", err)
+	}
+	p, err := ParseShipped(shipped)
+	if err != nil {
+		t.Fatalf("ParseShipped parsed a condition no call asked: %v", err)
+	}
+	none := func() (bool, bool) { return false, false }
+	if cls, err := p.Classify("Asked", none).ForArgs([]byte(`{"n": 2}`)); err != nil || cls.Tier != sm.Irreversible {
+		t.Fatalf("Asked: %v %v", cls.Tier, err)
+	}
+	if _, err := p.Classify("NeverAsked", none).ForArgs([]byte(`{"n": 2}`)); err == nil {
+		t.Fatal("a condition that does not parse classified a call")
+	}
+
+	dir := t.TempDir()
+	same, edited := dir+"/same.yaml", dir+"/edited.yaml"
+	if err := os.WriteFile(same, shipped, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(edited, append(append([]byte{}, shipped...), '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadShipped(same, shipped); err != nil {
+		t.Fatalf("the shipped bytes in a file: %v", err)
+	}
+	if _, err := LoadShipped(edited, shipped); !errors.Is(err, ErrPolicy) || !strings.Contains(err.Error(), edited) {
+		t.Fatalf("a file that differs from the shipped policy was not checked whole: %v", err)
+	}
+	if _, err := LoadPolicy(same); !errors.Is(err, ErrPolicy) {
+		t.Fatalf("LoadPolicy: %v, want the whole check", err)
 	}
 }
