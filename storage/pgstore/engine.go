@@ -335,9 +335,12 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 }
 
 // publishGap is the least time between the starts of two publishes of one
-// engine: the changes of writes committed meanwhile go in the next, so that
-// under load a publish gives positions to many writes' changes at once. A
-// reader of the feed waiting for one (SyncFeed) does not wait out the gap.
+// engine, and between a write that asks for one and its publish: the
+// changes of writes committed meanwhile go in the next, so that under load
+// a publish gives positions to many writes' changes at once, and a process
+// that makes two writes in a row (exec's Begin and Finish of a quick
+// command) publishes once, on the one connection it holds. A reader of the
+// feed waiting for one (SyncFeed, Close) does not wait out the gap.
 const publishGap = 10 * time.Millisecond
 
 // publisher gives positions to the changes this engine's writes queued, one
@@ -356,6 +359,7 @@ type publisher struct {
 	ended   chan struct{} // closed (and replaced) when a publish ends
 	urge    chan struct{} // a reader waits: no gap before the next
 	last    time.Time     // when the newest publish began
+	asking  time.Time     // when the write that started the publisher committed
 }
 
 // publishLater has this engine's publisher give positions to what a
@@ -374,7 +378,7 @@ func (e *Engine) publishLater(pool *pgxpool.Pool) {
 	if p.ctx == nil {
 		p.ctx, p.stop = context.WithCancel(context.Background())
 	}
-	p.running = true
+	p.running, p.asking = true, time.Now()
 	go e.runPublisher(pool, p.ctx)
 }
 
@@ -387,7 +391,7 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool, ctx context.Context) {
 			p.mu.Unlock()
 			return
 		}
-		gap := publishGap - time.Since(p.last)
+		gap := publishGap - time.Since(later(p.last, p.asking))
 		p.mu.Unlock()
 		if gap > 0 {
 			t := time.NewTimer(gap)
@@ -414,6 +418,13 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool, ctx context.Context) {
 		p.ended = make(chan struct{})
 		p.mu.Unlock()
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 var _ storage.FeedSyncer = (*Engine)(nil)
