@@ -297,6 +297,8 @@ func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) err
 func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent bool) (outcome error, on *onRecent, err error) {
 	e.writes.RLock()
 	defer e.writes.RUnlock()
+	e.pub.writing(+1)
+	defer e.pub.writing(-1)
 	e.mu.Lock()
 	role, begin := e.role, e.beginWrite
 	e.mu.Unlock()
@@ -328,6 +330,9 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 		return nil, w.onRecent, err
 	}
 	e.recent.keep(&w.wrote)
+	// The connection goes back first: the publish takes it, and a process
+	// of one call then never opens a second.
+	tx.release(ctx)
 	if queued {
 		e.publishLater(pool)
 	}
@@ -341,7 +346,7 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 // that makes two writes in a row (exec's Begin and Finish of a quick
 // command) publishes once, on the one connection it holds. A reader of the
 // feed waiting for one (SyncFeed, Close) does not wait out the gap.
-const publishGap = 10 * time.Millisecond
+const publishGap = 25 * time.Millisecond
 
 // publisher gives positions to the changes this engine's writes queued, one
 // publish at a time, after their commits. undolog_publish moves the whole
@@ -360,6 +365,24 @@ type publisher struct {
 	urge    chan struct{} // a reader waits: no gap before the next
 	last    time.Time     // when the newest publish began
 	asking  time.Time     // when the write that started the publisher committed
+	// inflight counts this engine's writes under way; quiet is closed
+	// (and replaced) when it falls to zero.
+	inflight int
+	quiet    chan struct{}
+}
+
+// writing counts a write of this engine in (+1) or out (-1).
+func (p *publisher) writing(delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.quiet == nil {
+		p.quiet = make(chan struct{})
+	}
+	p.inflight += delta
+	if p.inflight == 0 {
+		close(p.quiet)
+		p.quiet = make(chan struct{})
+	}
 }
 
 // publishLater has this engine's publisher give positions to what a
@@ -393,11 +416,20 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool, ctx context.Context) {
 		}
 		gap := publishGap - time.Since(later(p.last, p.asking))
 		p.mu.Unlock()
-		if gap > 0 {
-			t := time.NewTimer(gap)
-			select {
-			case <-t.C:
-			case <-p.urge:
+		if gap > 0 && !p.wait(gap) {
+			// Past the gap, writes of this engine under way (exec's Finish
+			// after a quick command) are waited for, a gap more at most:
+			// their changes go in this publish.
+			p.mu.Lock()
+			busy, quiet := p.inflight > 0, p.quiet
+			p.mu.Unlock()
+			if busy {
+				t := time.NewTimer(publishGap)
+				select {
+				case <-t.C:
+				case <-quiet:
+				case <-p.urge:
+				}
 				t.Stop()
 			}
 		}
@@ -417,6 +449,18 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool, ctx context.Context) {
 		close(p.ended)
 		p.ended = make(chan struct{})
 		p.mu.Unlock()
+	}
+}
+
+// wait waits d, or less if a reader urges a publish; it says which.
+func (p *publisher) wait(d time.Duration) (urged bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return false
+	case <-p.urge:
+		return true
 	}
 }
 

@@ -35,6 +35,7 @@ type pipelined struct {
 	// was, whatever its caller made of the error: the transaction is not
 	// committed then.
 	sent, noReads, refused bool
+	released               bool // the connection went back to the pool
 }
 
 // held queues what the transaction's owner held back.
@@ -177,6 +178,10 @@ func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
 // release ends the transaction if it is still open and gives the
 // connection back (the pool drops one left in a transaction or broken).
 func (t *pipelined) release(ctx context.Context) {
+	if t.released {
+		return
+	}
+	t.released = true
 	if t.conn.Conn().PgConn().TxStatus() != 'I' {
 		t.conn.Exec(ctx, `ROLLBACK`)
 	}
