@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -29,5 +30,36 @@ func TestQuickstartRunsAndLeavesNothing(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) != 0 {
 		t.Fatalf("left behind: %v", left)
+	}
+}
+
+// Every MCP server the examples, the README and the commands' help run
+// with npx names its version: undo starts the recorded command again, and an
+// unpinned one may be another version by then (docs/proxy.md).
+func TestExamplesPinTheirServers(t *testing.T) {
+	npx := regexp.MustCompile(`npx(?:\s+-y)?\s+(@[\w.-]+/[\w.-]+)(@[0-9][\w.-]*)?`)
+	var files []string
+	for _, glob := range []string{"examples/*", "README.md", "docs/*.md", "docs/cli/*.md"} {
+		m, err := filepath.Glob(glob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	seen := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range npx.FindAllStringSubmatch(string(data), -1) {
+			seen++
+			if m[2] == "" {
+				t.Errorf("%s runs %s unpinned: %q (name its version, %s@VERSION)", f, m[1], m[0], m[1])
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no npx command found: the pattern no longer matches the examples")
 	}
 }

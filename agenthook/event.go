@@ -52,6 +52,33 @@ func ReadEvent(data []byte) (Event, error) {
 	return ev, nil
 }
 
+// freeText are the fields of a tool's input that are the model's
+// commentary on the call rather than the call: Bash's description.
+var freeText = map[string][]string{"Bash": {"description"}}
+
+// CallArgs are the call's args as the log records and matches them: the
+// tool input without its free-text fields, so that the same command
+// described in other words is the same call (a git push made again is
+// answered from the log). Input that is no JSON object is kept as it is.
+func (ev Event) CallArgs() json.RawMessage {
+	drop := freeText[ev.ToolName]
+	if len(drop) == 0 {
+		return ev.ToolInput
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(ev.ToolInput, &fields) != nil || fields == nil {
+		return ev.ToolInput
+	}
+	for _, f := range drop {
+		delete(fields, f)
+	}
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return ev.ToolInput
+	}
+	return out
+}
+
 // Tool tells whether the event is about a tool call the door acts on.
 func (ev Event) Tool() bool {
 	switch ev.HookEventName {

@@ -108,7 +108,7 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 	if cls.Tier == sm.Safe {
 		return &Decision{Permission: Allow}
 	}
-	req := effectlog.InterceptRequest{Session: h.session(ev), Tool: ev.ToolName, Tier: cls.Tier, Args: ev.ToolInput,
+	req := effectlog.InterceptRequest{Session: h.session(ev), Tool: ev.ToolName, Tier: cls.Tier, Args: ev.CallArgs(),
 		ApprovalTimeout: h.ApprovalTimeout, CreateSession: true, Actor: h.Actor, Reason: cls.Reason,
 		Owner: model.OwnerOf(agentPID(), h.now()), RunAgainAnswered: h.runsAgain(ev.ToolName, cls.Tier)}
 	ran := false
@@ -245,7 +245,7 @@ func (h *Hook) Post(ctx context.Context, ev Event) error {
 	if err != nil || cls.Tier == sm.Safe {
 		return err
 	}
-	args, err := model.CanonicalArgs(ev.ToolInput)
+	args, err := model.CanonicalArgs(ev.CallArgs())
 	if err != nil {
 		return err
 	}

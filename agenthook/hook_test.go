@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,44 @@ func TestHookRepeats(t *testing.T) {
 	}
 	if writes, _, _ := log.ListEffects(t.Context(), effectlog.EffectFilter{Session: "s-1", Tool: "Write", State: "committed"}); len(writes) != 2 {
 		t.Fatalf("a compensable repeat: %d committed Writes, want 2 (it ran again)", len(writes))
+	}
+}
+
+// The same Bash command with another description (the model's words about
+// it, not the command) is the same call: a git push made again is denied
+// with its outcome, and its PostToolUse finds the call its PreToolUse began.
+func TestHookBashRepeatIgnoresDescription(t *testing.T) {
+	log := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
+	t.Cleanup(func() { log.Close() })
+	pol, err := LoadPolicy("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Hook{Lifecycle: &lifecycle.Lifecycle{Log: log, Lease: ToolLease}, Policy: pol, Actor: "claude-code", Wait: 50 * time.Millisecond}
+	push := func(name, description string) Event {
+		return Event{SessionID: "s-1", HookEventName: name, ToolName: "Bash", ToolResponse: json.RawMessage(`{"stdout":"pushed"}`),
+			ToolInput: json.RawMessage(`{"command":"git push origin main","description":` + strconv.Quote(description) + `}`)}
+	}
+	if d := h.Pre(t.Context(), push(PreToolUse, "Push the branch")); d.Permission != Deny {
+		t.Fatalf("undecided push: %+v", d)
+	}
+	pending, _, err := log.ListEffects(t.Context(), effectlog.EffectFilter{Session: "s-1", State: "pending"})
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending: %+v %v", pending, err)
+	}
+	if _, err := log.Approve(t.Context(), pending[0].ID, model.Change{Actor: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := h.Pre(t.Context(), push(PreToolUse, "Push main to origin")); d.Permission != Allow {
+		t.Fatalf("approved push, described otherwise: %+v", d)
+	}
+	if err := h.Post(t.Context(), push(PostToolUse, "Push it")); err != nil {
+		t.Fatalf("post, described otherwise: %v", err)
+	}
+	if d := h.Pre(t.Context(), push(PreToolUse, "Retry the push")); d.Permission != Deny || !strings.Contains(d.Reason, "already ran") || !strings.Contains(d.Reason, "pushed") {
+		t.Fatalf("push again with another description: %+v, want deny with its outcome", d)
+	}
+	if ran, _, _ := log.ListEffects(t.Context(), effectlog.EffectFilter{Session: "s-1", State: "committed"}); len(ran) != 1 {
+		t.Fatalf("%d committed pushes, want 1", len(ran))
 	}
 }

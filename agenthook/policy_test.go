@@ -75,6 +75,12 @@ func TestDefaultPolicyClassifiesBash(t *testing.T) {
 		{"cd /tmp && rm -rf x", sm.Irreversible},
 		{"rm -rf $DIR", sm.Irreversible},
 		{"echo x > /etc/hosts", sm.Irreversible},
+		// /tmp is scratch, exempted on purpose (docs/claude-code.md); a path
+		// that leaves it is not.
+		{"go test ./... > /tmp/test.log 2>&1", sm.Compensable},
+		{"echo x > /tmp/../etc/hosts", sm.Irreversible},
+		{"echo x > /tmp/a/../../etc/hosts", sm.Irreversible},
+		{"echo x > /tmpx/hosts", sm.Irreversible},
 		{"echo x > $OUT", sm.Irreversible},
 		{"ls $(", sm.Irreversible}, // does not parse
 		{"scp a host:/tmp", sm.Irreversible},

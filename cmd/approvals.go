@@ -60,6 +60,7 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many requests (0: all)")
 	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "print each waiting request, then each new one as it appears, until interrupted")
 	addFormatFlag(c, &opts.output, true)
+	addHeadersFlag(f, c)
 	return c
 }
 
@@ -69,7 +70,7 @@ func renderApprovals(f *Factory, list []effectlog.PendingApproval) error {
 	for _, a := range list {
 		expires := "never"
 		if a.ExpiresAt != nil {
-			expires = "in " + compactDuration(a.ExpiresAt.Sub(now))
+			expires = "in " + textfmt.Remaining(a.ExpiresAt.Sub(now))
 		}
 		// The effect's tool and args, which its history covers: what a decision runs.
 		rows = append(rows, []cell{idCell(a.EffectID), plain(a.Session), plain(a.Effect.Tool), plain(ago(now, a.RequestedAt)),

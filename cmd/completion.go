@@ -1,7 +1,10 @@
 package cmd
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -191,3 +194,88 @@ func effectIDs(f *Factory) completeFunc {
 		return out, cobra.ShellCompDirectiveNoFileComp
 	}
 }
+
+// bashCompletion makes `completion bash` write GenBashCompletion's script,
+// and its help say that the bash-completion package is not needed.
+func bashCompletion(root *cobra.Command) {
+	comp := subcommand(root, "completion")
+	if comp == nil {
+		return
+	}
+	bash := subcommand(comp, "bash")
+	if bash == nil {
+		return
+	}
+	bash.Long = strings.Replace(bash.Long, `This script depends on the 'bash-completion' package.
+If it is not installed already, you can install it via your OS's package manager.`,
+		`The script uses the 'bash-completion' package when it is loaded, and works
+without it (words are then split at spaces only: a quoted argument with spaces is
+not completed).`, 1)
+	bash.RunE = func(c *cobra.Command, _ []string) error {
+		noDesc, _ := c.Flags().GetBool("no-descriptions")
+		return GenBashCompletion(c.Root(), c.OutOrStdout(), !noDesc)
+	}
+}
+
+// GenBashCompletion writes cobra's bash completion script for root, made to
+// work without the bash-completion package: cobra's calls
+// _get_comp_words_by_ref and _filedir, which only that package defines, and
+// without it each Tab printed "command not found". Here they go through
+// functions of the script's own that use the package's when it is loaded.
+func GenBashCompletion(root *cobra.Command, w io.Writer, descriptions bool) error {
+	var b bytes.Buffer
+	if err := root.GenBashCompletionV2(&b, descriptions); err != nil {
+		return err
+	}
+	script := b.String()
+	name := root.Name()
+	const words = "\n    _get_comp_words_by_ref \"$@\" cur prev words cword\n"
+	if !strings.Contains(script, words) {
+		return fmt.Errorf("bash completion: cobra's script no longer reads its words with _get_comp_words_by_ref")
+	}
+	script = strings.Replace(script, words, "\n    __"+name+"_comp_words \"$@\"\n", 1)
+	script = filedirCall.ReplaceAllString(script, "${1}__"+name+"_filedir")
+	script = strings.Replace(script, "\n__start_"+name+"()", strings.ReplaceAll(bashFallbacks, "NAME", name)+"\n__start_"+name+"()", 1)
+	_, err := io.WriteString(w, script)
+	return err
+}
+
+// filedirCall is a call of bash-completion's _filedir in cobra's script.
+var filedirCall = regexp.MustCompile(`(^|[\s"])_filedir\b`)
+
+// bashFallbacks stand in for the bash-completion package's functions when it
+// is not loaded. Without it bash splits words at = and : too: the words are
+// the command line up to the cursor split at spaces, so that --flag=value
+// stays one word, as the package makes it.
+const bashFallbacks = `
+# Without the bash-completion package: its functions' minimal equivalents.
+__NAME_comp_words()
+{
+    if declare -F _get_comp_words_by_ref >/dev/null 2>&1; then
+        _get_comp_words_by_ref "$@" cur prev words cword
+        return
+    fi
+    local line=${COMP_LINE:0:COMP_POINT}
+    read -r -a words <<< "$line"
+    if [[ -z $line || $line == *[[:space:]] ]]; then
+        words+=("")
+    fi
+    cword=$((${#words[@]}-1))
+    cur=${words[cword]}
+    prev=${words[cword-1]-}
+}
+
+__NAME_filedir()
+{
+    if declare -F _filedir >/dev/null 2>&1; then
+        _filedir "$@"
+        return
+    fi
+    local IFS=$'\n'
+    if [[ ${1-} == -d ]]; then
+        COMPREPLY=($(compgen -d -- "$cur"))
+    else
+        COMPREPLY=($(compgen -f -- "$cur"))
+    fi
+}
+`

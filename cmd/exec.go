@@ -52,7 +52,7 @@ exit code, stdout and stderr (up to 1 MiB each) are recorded.
     from another machine is in progress (` + fmt.Sprint(ExitExecInProgress) + `) while the lease holds, and in doubt
     (` + fmt.Sprint(ExitExecInDoubt) + `) once it ran out unrenewed; on this machine the owner's pid decides.
 
-` + exitCodesHelp("Exit codes: the command's own, or undolog exec's (124 is left to timeout(1)):", execExitCodes),
+` + exitCodesHelp(execExitIntro, execExitCodes),
 		Example: `  undolog exec --session $RUN --undo 'kubectl rollout undo deploy/api' -- kubectl apply -f api.yaml
   undolog exec --session $RUN --tier irreversible -- ./release.sh v1.2.3
   undolog exec --session $RUN --tier safe -- kubectl get pods`,

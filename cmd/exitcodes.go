@@ -78,6 +78,15 @@ var exitCodes = []exitCode{
 	{ExitInterrupted, "interrupted by SIGINT or SIGTERM: what the command waited for ended (undo: the step it ran is in doubt)"},
 }
 
+// execExitIntro says why exec has codes of its own where other commands
+// share theirs: a code below 120 is its command's, and one of the shared
+// codes would read as the command's (a build that exits 7 is no session
+// that is not active).
+const execExitIntro = "Exit codes: the command's own, or undolog exec's, which are apart from the other commands' " +
+	"because exec passes its command's code on: a refusal that another command exits 2 to 10 for " +
+	"(a bad flag, the session not active, the log busy, denied) is 125 here, the message saying which; " +
+	"a rejection is 121, not 8 (124 is left to timeout(1)):"
+
 // execExitCodes are exec's own exit codes; otherwise it exits with its
 // command's.
 var execExitCodes = []exitCode{

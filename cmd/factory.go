@@ -26,6 +26,7 @@ type Factory struct {
 	Getenv func(string) string
 	Now    func() time.Time
 
+	headers bool          // --headers
 	lines   *bufio.Reader // stdinLines
 	logs    logOpener
 	signals interrupts // set by Main
@@ -113,6 +114,20 @@ func isTerminal(v any) bool {
 
 // StdoutIsTerminal reports whether output goes to a person rather than a pipe.
 func (f *Factory) StdoutIsTerminal() bool { return isTerminal(f.Out) }
+
+// terminalWidth is the width of the terminal output goes to, or 0 when it
+// goes elsewhere.
+func (f *Factory) terminalWidth() int {
+	file, ok := f.Out.(*os.File)
+	if !ok {
+		return 0
+	}
+	w, _, err := term.GetSize(int(file.Fd()))
+	if err != nil {
+		return 0
+	}
+	return w
+}
 
 // StdinIsTerminal reports whether a person can answer questions.
 func (f *Factory) StdinIsTerminal() bool { return isTerminal(f.In) }

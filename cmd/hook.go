@@ -76,8 +76,10 @@ its PostToolUse is in doubt.
   undolog hook --headless --wait 0s   # CI with claude -p: defer what needs a person`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if !c.Flags().Changed("headless") {
-				opts.headless = f.Getenv("UNDOLOG_HOOK_HEADLESS") == "1"
+			if !c.Flags().Changed("headless") && f.Getenv("UNDOLOG_HOOK_HEADLESS") == "1" {
+				// The job's switch over the project's settings, whose --wait is
+				// for a person at hand: a headless run defers at once.
+				opts.headless, opts.wait = true, 0
 			}
 			return runHook(c.Context(), f, opts, c.OutOrStdout())
 		},
@@ -85,7 +87,7 @@ its PostToolUse is in doubt.
 	c.Flags().StringVar(&opts.policy, "policy", "", "policy file (default: undolog's for Claude Code's tools)")
 	durationVar(c.Flags(), &opts.wait, "wait", 5*time.Minute, "irreversible: how long PreToolUse waits for a decision before it denies (or defers)")
 	durationVar(c.Flags(), &opts.approvalTimeout, "approval-timeout", 24*time.Hour, "how long an approval request stays open for the same call made again")
-	c.Flags().BoolVar(&opts.headless, "headless", false, "answer defer, not deny, when no decision came in time (claude -p; default $UNDOLOG_HOOK_HEADLESS=1)")
+	c.Flags().BoolVar(&opts.headless, "headless", false, "answer defer, not deny, when no decision came in time (claude -p); without it, $UNDOLOG_HOOK_HEADLESS=1 is --headless --wait 0s")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else claude-code)")
 	return c
 }

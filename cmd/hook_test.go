@@ -25,6 +25,7 @@ type hookRig struct {
 	project string
 	files   string
 	session string
+	env     []string // more of the hook's environment
 }
 
 func newHookRig(t *testing.T, log string) *hookRig {
@@ -52,6 +53,7 @@ func (r *hookRig) hook(event []byte, flags ...string) (string, string, int) {
 	cmd := exec.Command(r.bin, append([]string{"hook"}, flags...)...)
 	cmd.Dir = r.project
 	cmd.Env = append(os.Environ(), "UNDOLOG_LOG="+r.log, "UNDOLOG_FILES_DIR="+r.files, "CLAUDE_PROJECT_DIR="+r.project, "UNDOLOG_SESSION=", "UNDOLOG_ACTOR=", "UNDOLOG_HOOK_HEADLESS=")
+	cmd.Env = append(cmd.Env, r.env...)
 	cmd.Stdin = bytes.NewReader(event)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -315,5 +317,25 @@ func TestHookInterruptedCallIsInDoubtOnceTheAgentIsGone(t *testing.T) {
 	d, why := r.pre("Edit", edit)
 	if d != "deny" || !strings.Contains(why, "in doubt") || !strings.Contains(why, "resolve 1") {
 		t.Fatalf("the same call once its agent is gone: %s %q, want deny: in doubt, resolve", d, why)
+	}
+}
+
+// UNDOLOG_HOOK_HEADLESS=1 is --headless --wait 0s, over the settings'
+// --wait: an undecided call is deferred at once; --headless on the command
+// line leaves the flags as they are.
+func TestHookHeadlessEnvDefersAtOnce(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	r.env = []string{"UNDOLOG_HOOK_HEADLESS=1"}
+	push := map[string]any{"command": "git push origin main"}
+	start := time.Now()
+	if d, why := r.pre("Bash", push, "--wait", "30s"); d != "defer" || !strings.Contains(why, "effect 1") {
+		t.Fatalf("UNDOLOG_HOOK_HEADLESS=1: %s %q, want defer naming effect 1", d, why)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Fatalf("UNDOLOG_HOOK_HEADLESS=1 waited %v for a decision, want none", took)
+	}
+	start = time.Now()
+	if d, _ := r.pre("Bash", push, "--headless", "--wait", "1s"); d != "defer" || time.Since(start) < time.Second {
+		t.Fatalf("--headless --wait 1s: %s after %v, want defer after the wait", d, time.Since(start))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -82,8 +83,25 @@ func TestInitClaudeCode(t *testing.T) {
 		t.Fatalf("the settings' keys were reordered:\n%s", first)
 	}
 	policy := filepath.Join(dir, ".claude", "undolog-policy.yaml")
-	if out, err := exec.Command(bin, "policy", "check", policy).CombinedOutput(); err != nil {
-		t.Fatalf("the written policy does not check: %v\n%s", err, out)
+	// The hook undoes Write, Edit and Bash by the files it captures
+	// (compensate: files): check says so, and warns of no manual undo.
+	check := exec.Command(bin, "policy", "check", policy)
+	var stderr bytes.Buffer
+	check.Stderr = &stderr
+	out, err := check.Output()
+	if err != nil {
+		t.Fatalf("the written policy does not check: %v\n%s%s", err, out, stderr.Bytes())
+	}
+	for _, tool := range []string{"Write", "Edit", "MultiEdit", "NotebookEdit", "Bash"} {
+		if !regexp.MustCompile(`(?m)^` + tool + `\t.*\t-\tfiles$`).Match(out) {
+			t.Errorf("policy check does not show %s undone by files:\n%s", tool, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^Bash\teach command of \.args\.command, the worst: irreversible if `).Match(out) || bytes.Contains(out, []byte(`\n`)) {
+		t.Errorf("policy check does not show Bash's shell: command, or shows a condition's newline:\n%s", out)
+	}
+	if strings.Contains(stderr.String(), "warning") || strings.Contains(string(out), "manual") {
+		t.Errorf("policy check of the default policy warns or says manual:\n%s%s", out, stderr.Bytes())
 	}
 	os.WriteFile(policy, []byte("tools:\n  Bash: {tier: irreversible}\n"), 0o644)
 	if out, code := run("--wait", "2m", dir); code != 0 || !strings.Contains(out, "already") {

@@ -49,7 +49,13 @@ The session is created if it does not exist. With --start, a call that may run n
 (new, pending or retry, and compensable) is also started, in the same write: the
 effect is executing, and the step after the call is commit or fail. One process
 and one sync where intercept then start take two; an irreversible call still
-waits for approval and is started with 'undolog start ID' once approved.`,
+waits for approval and is started with 'undolog start ID' once approved.
+
+An approved call is run by the program that intercepted it, and by no one
+else: the log holds the call, not the program. It waits (undolog show ID, or
+the same intercept, which answers in_progress while the call waits), then
+starts, runs and commits the call. 'undolog session complete' refuses
+(exit code ` + fmt.Sprint(ExitInProgress) + `) while an approved call of the session has not run.`,
 		Example: `  undolog intercept --session deploy-117 --tool write_file --tier compensable \
     --args '{"path":"/tmp/x"}' --compensate-cmd 'rm -f /tmp/x'
   id=$(undolog intercept --session deploy-117 --tool write_file --tier compensable \

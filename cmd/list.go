@@ -98,6 +98,7 @@ func newCmdList(f *Factory) *cobra.Command {
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects (0: all)")
 	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "then print transitions as they happen, until interrupted")
 	addFormatFlag(c, &opts.output, true)
+	addHeadersFlag(f, c)
 	return c
 }
 
@@ -169,12 +170,15 @@ func effectRows(f *Factory, list []model.Effect, entries map[uint64]model.UndoEn
 	now := f.Now()
 	rows := make([][]cell, 0, len(list))
 	for _, e := range list {
-		undo := "-"
+		entry := ""
 		if u, ok := entries[e.ID]; ok {
-			undo = string(u.State)
+			entry = string(u.State)
 		}
+		state := string(e.State)
 		rows = append(rows, []cell{idCell(e.ID), plain(e.Session), plain(e.Tool), plain(string(e.Tier)),
-			stateCell(string(e.State)), plain(ago(now, e.CreatedAt)), plain(strconv.Itoa(e.ReplayCount)), stateCell(undo)})
+			{Text: textfmt.EffectStatus(state, entry), Color: textfmt.StateColor(textfmt.StatusColor(state, entry))},
+			plain(ago(now, e.CreatedAt)), plain(strconv.Itoa(e.ReplayCount)),
+			{Text: textfmt.UndoWord(entry), Color: textfmt.StateColor(entry)}})
 	}
 	return rows
 }
@@ -268,16 +272,19 @@ func printChange(f *Factory, format string, e model.Effect, r model.HistoryRecor
 		_, err := fmt.Fprintln(f.Out, e.ID)
 		return err
 	}
-	what := "effect"
+	what, from, to := "effect", r.From, r.To
 	if r.Kind == model.KindUndo {
-		what = "undo entry"
+		// The entry's states in its own words: its "pending" is no effect's.
+		what, from, to = "undo entry", textfmt.UndoWord(r.From), textfmt.UndoWord(r.To)
 	}
-	from := r.From
-	if from == "" {
+	if r.From == "" {
 		from = "(new)"
 	}
+	if f.Color() {
+		to = textfmt.Paint(to, textfmt.StateColor(r.To))
+	}
 	_, err := fmt.Fprintf(f.Out, "%s  %s %d %s %s: %s -> %s  by %s\n", r.At.Local().Format("15:04:05"), what, e.ID,
-		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, paintState(f, r.To), textfmt.Escape(r.Who()+reasonSuffix(r.Reason)))
+		textfmt.Escape(e.Session), textfmt.Escape(e.Tool), from, to, textfmt.Escape(r.Who()+reasonSuffix(r.Reason)))
 	return err
 }
 

@@ -76,14 +76,19 @@ var effectHeader = []string{"ID", "SESSION", "TOOL", "TIER", "STATE", "AGE", "RE
 type listedEffect struct {
 	model.Effect
 	UndoState *sm.EntryState `json:"undo_state"`
+	// Status is the state and the undo in words, as the table's STATE
+	// column shows them: "committed, undone".
+	Status string `json:"status"`
 }
 
 // listed is e as list's JSON gives it, with its entry from entries.
 func listed(e model.Effect, entries map[uint64]model.UndoEntry) listedEffect {
 	l := listedEffect{Effect: e}
+	entry := ""
 	if u, ok := entries[e.ID]; ok {
-		l.UndoState = &u.State
+		l.UndoState, entry = &u.State, string(u.State)
 	}
+	l.Status = textfmt.EffectStatus(string(e.State), entry)
 	return l
 }
 
@@ -136,7 +141,7 @@ func (s *effectStream) page(ctx context.Context, store effectlog.Log, list []mod
 		}
 	default:
 		if s.table == nil {
-			s.table = textfmt.NewTable(s.w, effectHeader, s.terminal, s.f.Color())
+			s.table = newTable(s.f, s.w, effectHeader, s.terminal)
 		}
 		if err := s.table.Write(effectRows(s.f, list, entries)); err != nil {
 			return err

@@ -126,7 +126,43 @@ func paintState(f *Factory, state string) string {
 // renderTable prints a listing's rows: aligned under header on a terminal,
 // tab-separated when piped (see textfmt.Table).
 func renderTable(f *Factory, header []string, rows [][]cell) error {
-	return textfmt.NewTable(f.Out, header, f.StdoutIsTerminal(), f.Color()).Write(rows)
+	return newTable(f, f.Out, header, f.StdoutIsTerminal()).Write(rows)
+}
+
+// newTable is a table of the command's text output to w, aligned on a
+// terminal; piped, with its header too if --headers or $UNDOLOG_HEADERS asks.
+func newTable(f *Factory, w io.Writer, header []string, terminal bool) *textfmt.Table {
+	t := textfmt.NewTable(w, header, terminal, f.Color())
+	if f.headers || headersFromEnv(f.Getenv) {
+		t.PipedHeader()
+	}
+	return t
+}
+
+// headersEnv asks for a header row in piped text output, as --headers does.
+const headersEnv = "UNDOLOG_HEADERS"
+
+// headersFromEnv reads $UNDOLOG_HEADERS, checked (checkHeadersEnv) before a
+// command runs.
+func headersFromEnv(getenv func(string) string) bool {
+	on, err := strconv.ParseBool(getenv(headersEnv))
+	return err == nil && on
+}
+
+// checkHeadersEnv refuses an $UNDOLOG_HEADERS that is not a boolean, so that
+// a misspelt value does not go unnoticed.
+func checkHeadersEnv(getenv func(string) string) error {
+	if v := getenv(headersEnv); v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return usagef("%s=%q: want 1 or 0 (true or false)", headersEnv, v)
+		}
+	}
+	return nil
+}
+
+// addHeadersFlag adds --headers to a command whose text output is a table.
+func addHeadersFlag(f *Factory, c *cobra.Command) {
+	c.Flags().BoolVar(&f.headers, "headers", false, "-o text, piped: print the header row too, above the tab-separated rows (default $"+headersEnv+")")
 }
 
 // ago and compactDuration render times compactly (45s, 12m, 3h, 2d).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -88,7 +89,7 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 			for i := range p.Rules {
 				r := &p.Rules[i]
 				rows = append(rows, []cell{plain(r.Pattern), plain(ruleTier(r)), plain(orDash(ruleCapture(r))), plain(orDash(ruleUndo(r)))})
-				if r.Compensable() && !r.HasCompensation() {
+				if r.Compensable() && !r.HasCompensation() && !r.Files {
 					warnings = append(warnings, fmt.Sprintf("warning: %s is compensable but says no compensate: undo will ask a person to confirm it was undone by hand (see docs/policy.md)", r.Pattern))
 				}
 				if r.Cases != nil {
@@ -112,7 +113,11 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 	}
 }
 
-// ruleTier is a rule's tier, or its tier cases.
+// lineBreaks are a condition's line breaks, with the indentation around them.
+var lineBreaks = regexp.MustCompile(`[ \t]*\r?\n[ \t]*`)
+
+// ruleTier is a rule's tier, or its tier cases (asked of each command of
+// its shell arg, when it has one).
 func ruleTier(r *policy.Rule) string {
 	if len(r.Tiers) == 0 {
 		return string(r.Tier)
@@ -122,10 +127,15 @@ func ruleTier(r *policy.Rule) string {
 		if t.When == "" {
 			parts[i] = string(t.Tier)
 		} else {
-			parts[i] = fmt.Sprintf("%s if %s", t.Tier, t.When)
+			// A condition written over several lines is one line in a cell.
+			parts[i] = fmt.Sprintf("%s if %s", t.Tier, lineBreaks.ReplaceAllString(t.When, " "))
 		}
 	}
-	return strings.Join(parts, ", else ")
+	tiers := strings.Join(parts, ", else ")
+	if r.Shell != "" {
+		return fmt.Sprintf("each command of .args.%s, the worst: %s", r.Shell, tiers)
+	}
+	return tiers
 }
 
 func captureName(c *policy.Call) string {
@@ -152,6 +162,8 @@ func ruleUndo(r *policy.Rule) string {
 	switch {
 	case r.Compensate != nil:
 		return saga.Shorten("mcp " + r.Compensate.Tool + " " + string(r.Compensate.Args))
+	case r.Files:
+		return "files"
 	case r.Cases != nil:
 		parts := make([]string, len(r.Cases.Cases))
 		for i, c := range r.Cases.Cases {

@@ -109,6 +109,9 @@ session). A call left in doubt is reclaimed by a person: undolog resolve ID.
 				if err != nil {
 					return usagef("%v", err)
 				}
+				if r := p.FilesRule(); r != nil {
+					return usagef("%s: %s says compensate: files, which undolog hook does (it captures the files a call changes); the proxy captures none: say how to undo it (docs/policy.md)", opts.policy, r.Pattern)
+				}
 				pol = p
 			}
 			lease, err := f.Lease()

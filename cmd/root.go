@@ -15,6 +15,7 @@ import (
 
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/logaddr"
+	"github.com/undolog/undolog/model"
 )
 
 // Main runs undolog with the process's arguments and streams and returns the
@@ -44,6 +45,7 @@ func Execute(ctx context.Context, f *Factory, args []string) int {
 			stray = unknownCommand(target, name)
 			return
 		}
+		wrapForHelp(target, f.helpWidth())
 		showHelp(target, args)
 	})
 	// Defined before cobra looks for the command, -h is known to take no
@@ -98,6 +100,12 @@ last-in-first-out when the session fails.
 			if env := f.Getenv("UNDOLOG_LOG"); f.logs.address == "" && env != "" && strings.TrimSpace(env) == "" {
 				return usagef("UNDOLOG_LOG is blank: set it to a log file's path or a postgres:// URL, or unset it for the default log")
 			}
+			if err := checkHeadersEnv(f.Getenv); err != nil {
+				return err
+			}
+			if err := reservedActor(c, f.Getenv("UNDOLOG_ACTOR")); err != nil {
+				return err
+			}
 			return f.readFallback()
 		},
 	}
@@ -118,8 +126,10 @@ last-in-first-out when the session fails.
 		newCmdTUI(f), newCmdDemo(f), newCmdVersion(f), newCmdMan(f),
 	)
 	root.InitDefaultCompletionCmd()
+	bashCompletion(root)
 	addCompletions(f, root)
 	refuseStrays(root)
+	groupCommands(root)
 	return root
 }
 
@@ -254,4 +264,20 @@ func readInput(f *Factory, s string) ([]byte, error) {
 		return data, nil
 	}
 	return []byte(s), nil
+}
+
+// reservedActor refuses an actor (--as, else UNDOLOG_ACTOR) under the
+// prefix of decisions made in an MCP client's window: a shell that wrote
+// it would make its decision read as the agent's user's.
+func reservedActor(c *cobra.Command, env string) error {
+	if fl := c.Flags().Lookup("as"); fl != nil && fl.Changed {
+		if strings.HasPrefix(fl.Value.String(), model.WindowActorPrefix) {
+			return usagef("--as %s: the prefix %s is reserved for decisions made in an MCP client's window, which only the proxy records", textfmt.Escape(fl.Value.String()), model.WindowActorPrefix)
+		}
+		return nil
+	}
+	if strings.HasPrefix(env, model.WindowActorPrefix) {
+		return usagef("UNDOLOG_ACTOR=%s: the prefix %s is reserved for decisions made in an MCP client's window, which only the proxy records", textfmt.Escape(env), model.WindowActorPrefix)
+	}
+	return nil
 }

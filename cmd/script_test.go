@@ -57,6 +57,13 @@ var scriptEngines = map[string]func(t *testing.T) func(env *testscript.Env) (str
 		server := pgtest.Server(t)
 		return func(env *testscript.Env) (string, error) { return server.NewDatabase(t), nil }
 	},
+	// PostgreSQL behind PgBouncer in transaction pooling mode, the URL the
+	// pooler's alone: waits poll.
+	"pooled": func(t *testing.T) func(env *testscript.Env) (string, error) {
+		server := pgtest.Server(t)
+		server.Pooler(t)
+		return func(env *testscript.Env) (string, error) { return server.NewPooledDatabase(t, false), nil }
+	},
 }
 
 // TestScripts runs the end-to-end scripts in testdata/script, once per
@@ -66,7 +73,7 @@ func TestScripts(t *testing.T) {
 	if only != "" && scriptEngines[only] == nil {
 		t.Fatalf("UNDOLOG_TEST_ENGINE=%s: no such engine for the scripts", only)
 	}
-	for _, engine := range []string{"file", "postgres"} {
+	for _, engine := range []string{"file", "postgres", "pooled"} {
 		if only != "" && engine != only {
 			continue
 		}

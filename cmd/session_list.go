@@ -3,13 +3,13 @@ package cmd
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -46,18 +46,26 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			list, more, err := f.ReadLog().ListSessions(c.Context(), filter)
+			store := f.ReadLog()
+			list, more, err := store.ListSessions(c.Context(), filter)
 			if err != nil {
 				return err
 			}
-			for _, s := range list {
+			sessions := make([]listedSession, len(list))
+			for i, s := range list {
 				if s.Damage != "" {
 					fmt.Fprintf(f.ErrOut, "undolog: warning: session %s is damaged: %s; run undolog verify\n", textfmt.Escape(s.ID), textfmt.Escape(s.Damage))
 				}
+				sessions[i].Session = s
+				if opts.output != formatIDs {
+					if sessions[i].Undone, err = saga.UndoneCount(c.Context(), store, s); err != nil {
+						return err
+					}
+				}
 			}
 			text := func() error {
-				rows := make([][]cell, 0, len(list))
-				for _, s := range list {
+				rows := make([][]cell, 0, len(sessions))
+				for _, s := range sessions {
 					approvals := ""
 					if s.PendingApprovals > 0 {
 						approvals = fmt.Sprintf("%d waiting", s.PendingApprovals)
@@ -67,12 +75,12 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 						age = ago(f.Now(), s.CreatedAt)
 					}
 					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(age),
-						plain(strconv.Itoa(s.Effects)), plain(countsSummary(s.Counts)),
+						plain(strconv.Itoa(s.Effects)), plain(saga.CountsWords(s.Counts, s.Undone)),
 						{Text: approvals, Color: textfmt.StateColor(string(sm.SessionAwaitingApproval))}})
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
 			}
-			if err := printListing(f, opts.output, list, func(s model.Session) any { return s.ID }, text); err != nil {
+			if err := printListing(f, opts.output, sessions, func(s listedSession) any { return s.ID }, text); err != nil {
 				return err
 			}
 			if more != 0 && opts.output == formatText {
@@ -85,16 +93,14 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 	c.Flags().StringVar(&opts.since, "since", "", "only sessions created since a time (RFC 3339) or duration (1h, 7d)")
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many sessions (0: all)")
 	addFormatFlag(c, &opts.output, true)
+	addHeadersFlag(f, c)
 	return c
 }
 
-// countsSummary renders per-state counts in the spec's state order.
-func countsSummary(counts map[sm.State]int) string {
-	var parts []string
-	for _, st := range sm.States {
-		if n := counts[st]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s:%d", st, n))
-		}
-	}
-	return strings.Join(parts, " ")
+// listedSession is a session as session list gives it: with how many of
+// its effects an undo compensated (JSON: "undone", added to the session's
+// fields), as its table's counts show.
+type listedSession struct {
+	model.Session
+	Undone int `json:"undone"`
 }

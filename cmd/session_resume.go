@@ -19,8 +19,8 @@ func newCmdSessionResume(f *Factory) *cobra.Command {
 logged call with a tool error naming this command). Resume it once whatever the
 rejection was about is settled: the session is active again, and the resumption
 is recorded in its history with who (--as) and why (--reason, required). The
-rejected call stays rejected; a request the halt closed is asked again when its
-call comes again. A session its undo halted (a compensation failed for good) is
+rejected effect stays rejected, and its call made again is a new call that asks
+again; a request the halt closed is asked again when its call comes again. A session its undo halted (a compensation failed for good) is
 not resumed: finish the undo or resolve what failed.`,
 		Example: `  undolog session resume research-agent --as alice --reason "wrong recipient fixed in the prompt"`,
 		Args:    exactArgs(1, "one session name"),

@@ -66,6 +66,7 @@ there are in all.`,
 	}
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects, undo entries and approvals (0: all)")
 	addFormatFlag(c, &opts.output, false)
+	addHeadersFlag(f, c)
 	return c
 }
 
@@ -151,9 +152,9 @@ func printSessionView(f *Factory, v sessionView) error {
 			if u.State != model.EntryDamaged {
 				compensation = saga.Shorten(describeCompensation(u.Compensation))
 			}
-			rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), stateCell(string(u.State)), plain(compensation)})
+			rows = append(rows, []cell{idCell(u.EffectID), plain(u.Tool), {Text: textfmt.UndoWord(string(u.State)), Color: textfmt.StateColor(string(u.State))}, plain(compensation)})
 		}
-		return renderTable(f, []string{"EFFECT", "TOOL", "ENTRY", "COMPENSATION"}, rows)
+		return renderTable(f, []string{"EFFECT", "TOOL", "UNDO", "COMPENSATION"}, rows)
 	})
 	if err != nil {
 		return err

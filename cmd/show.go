@@ -92,6 +92,7 @@ func newCmdShow(f *Factory) *cobra.Command {
 		},
 	}
 	addFormatFlag(c, &opts.output, false)
+	addHeadersFlag(f, c)
 	return c
 }
 
@@ -99,7 +100,15 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	now := f.Now()
 	e := d.Effect
 	out := f.Out
-	fmt.Fprintf(out, "effect %d  %s\n", e.ID, paintState(f, string(e.State)))
+	entry := ""
+	if d.Undo != nil {
+		entry = string(d.Undo.State)
+	}
+	status := textfmt.EffectStatus(string(e.State), entry)
+	if f.Color() {
+		status = textfmt.Paint(status, textfmt.StateColor(textfmt.StatusColor(string(e.State), entry)))
+	}
+	fmt.Fprintf(out, "effect %d  %s\n", e.ID, status)
 	field := func(name, value string) {
 		if name != "" {
 			name += ":"
@@ -164,6 +173,9 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 		// its owner die, the call's next intercept fails it and runs it again.
 		field("awaiting", fmt.Sprintf("the client's input since %s (%s ago): its server asked and has not acted yet",
 			since.UTC().Format("2006-01-02T15:04:05Z07:00"), ago(now, since)))
+		if why := effectlog.AbandonedRound(d, now); why != "" {
+			field("abandoned", why+"; the next logged call of any proxy, a retry of it, or undo fails it")
+		}
 	}
 	field("created", fmt.Sprintf("%s (%s ago)", e.CreatedAt.Format("2006-01-02T15:04:05Z07:00"), ago(now, e.CreatedAt)))
 	if d.Approval != nil {
@@ -176,7 +188,7 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	}
 	if d.Undo != nil {
 		u := d.Undo
-		line := fmt.Sprintf("%s, %d attempt%s", u.State, u.Attempts, map[bool]string{true: "", false: "s"}[u.Attempts == 1])
+		line := fmt.Sprintf("%s, %d attempt%s", textfmt.UndoWord(string(u.State)), u.Attempts, map[bool]string{true: "", false: "s"}[u.Attempts == 1])
 		if u.LastError != "" {
 			line += ", last error: " + u.LastError
 		}
@@ -186,38 +198,41 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	return renderHistory(f, d.History)
 }
 
-// renderHistory is a table of history records, an effect's or a session's.
+// renderHistory is a table of history records, an effect's or a session's:
+// what happened in plain words (the spec's trigger stays in JSON), and whose
+// row it is, the effect's or its undo entry's, whose states are words of
+// their own.
 func renderHistory(f *Factory, hist []model.HistoryRecord) error {
 	rows := make([][]cell, 0, len(hist))
 	for _, r := range hist {
-		what := r.To
-		if r.Kind == model.KindUndo {
-			what = "undo:" + r.To
+		of, from, to := r.Kind, r.From, r.To
+		switch r.Kind {
+		case model.KindUndo:
+			of, from, to = "undo entry", textfmt.UndoWord(r.From), textfmt.UndoWord(r.To)
+		case model.KindAnswer:
+			of = "effect"
 		}
 		detail := r.Reason
 		if r.Error != "" {
 			detail = "error: " + r.Error + reasonSuffix(r.Reason)
 		}
+		what := textfmt.HistoryWords(textfmt.Record{Kind: r.Kind, From: r.From, To: r.To, Trigger: r.Trigger, Actor: r.Who()})
 		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
-			plain(orDash(r.From)), stateCell(what), plain(sm.TriggerText(r.Trigger)), plain(r.Who()), plain(orDash(detail))})
+			plain(of), plain(orDash(from)), {Text: orDash(to), Color: textfmt.StateColor(r.To)}, plain(what), plain(orDash(detail))})
 	}
-	return renderTable(f, []string{"SEQ", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON"}, rows)
+	return renderTable(f, []string{"SEQ", "AT", "OF", "FROM", "TO", "WHAT HAPPENED", "REASON"}, rows)
 }
 
 // approvalLine is one approval request and its decision, if made.
 func approvalLine(now time.Time, r model.ApprovalRound) string {
-	line := r.Outcome
+	line := textfmt.ApprovalWord(r.Outcome)
 	if r.DecidedAt != nil {
 		line += fmt.Sprintf(" by %s %s ago%s", r.DecidedBy, ago(now, *r.DecidedAt), reasonSuffix(r.Decision))
 	} else if r.ExpiresAt != nil && !now.Before(*r.ExpiresAt) {
 		// Recorded as timed out by the next write to its session.
 		line = fmt.Sprintf("expired %s ago: nobody can decide it now", ago(now, *r.ExpiresAt))
 	} else if r.ExpiresAt != nil {
-		line += ", expires in " + compactDuration(roundSecond(r.ExpiresAt.Sub(now)))
+		line += ", expires in " + textfmt.Remaining(r.ExpiresAt.Sub(now))
 	}
 	return line
 }
-
-// roundSecond rounds a time left to the nearest second: a request of 30m
-// read a moment after it opened has 29m59.99s left, which reads "30m".
-func roundSecond(d time.Duration) time.Duration { return d.Round(time.Second) }

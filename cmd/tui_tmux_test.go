@@ -223,7 +223,7 @@ func TestTUILayoutsInTmux(t *testing.T) {
 		}
 		// Help stands centred over the screen, which stays in sight.
 		tmux("send-keys", "-t", name, "?")
-		pane = waitScreen(t, tmux, name, "Abbreviations")
+		pane = waitScreen(t, tmux, name, "Columns")
 		lines = strings.Split(strings.TrimRight(pane, "\n"), "\n")
 		left := -1
 		for _, line := range lines {

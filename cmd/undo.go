@@ -129,7 +129,7 @@ variable, and runs and changes nothing.`,
 			} else if err == nil && res.Already {
 				fmt.Fprintf(f.Out, "session %s is compensated already: nothing to undo\n", textfmt.Escape(res.Session))
 			} else if err == nil {
-				fmt.Fprintf(f.Out, "session %s %s: %d compensated, %d skipped\n", res.Session, paintState(f, res.State), len(res.Compensated), len(res.Skipped))
+				fmt.Fprintf(f.Out, "session %s %s: %s\n", res.Session, paintState(f, res.State), res.Counts())
 				printNotUndoable(f, plan)
 			}
 			if errors.Is(err, saga.ErrCompensationFailed) || errors.Is(err, saga.ErrInDoubt) {

@@ -204,3 +204,53 @@ func testRepeatsOfAnAnsweredCallRace(t *testing.T, newStore opener) {
 	}
 	verifyClean(t, s)
 }
+
+// An answer recorded without waiting for its flush is seen by the writes
+// that follow it: the call made again right after runs again, and the
+// record, carried to disk by those writes, is there once.
+func testUnflushedAnswerComesBeforeLaterWrites(t *testing.T, newStore opener) {
+	s, _ := newStore(t)
+	ctx := t.Context()
+	a := proxyCall(t, s, "u", "write", sm.Compensable, `{"content":"A"}`)
+	must[model.Effect](t)(s.Commit(ctx, a.Effect.ID, model.Change{Result: json.RawMessage(`"wrote A"`)}))
+	if err := s.AnsweredUnflushed(ctx, a.Effect.ID, model.Change{Actor: "mcp:client"}); err != nil {
+		t.Fatal(err)
+	}
+	again := proxyCall(t, s, "u", "write", sm.Compensable, `{"content":"A"}`)
+	if again.Outcome != model.OutcomeNew || again.Effect.ID == a.Effect.ID {
+		t.Fatalf("the call made again after its unflushed answer: %+v", again)
+	}
+	// A replay's answer is recorded on the call it replays.
+	must[model.Effect](t)(s.Commit(ctx, again.Effect.ID, model.Change{Result: json.RawMessage(`"wrote A again"`)}))
+	retry := proxyCall(t, s, "u", "write", sm.Compensable, `{"content":"A"}`)
+	if retry.Outcome != model.OutcomeReplayed {
+		t.Fatalf("a retry: %+v", retry)
+	}
+	must[struct{}](t)(struct{}{}, s.AnsweredUnflushed(ctx, retry.Effect.ID, model.Change{}))
+	third := proxyCall(t, s, "u", "write", sm.Compensable, `{"content":"A"}`)
+	if third.Outcome != model.OutcomeNew {
+		t.Fatalf("the call made again after its replay's unflushed answer: %+v", third)
+	}
+	// The answer of a call that did not commit writes nothing.
+	before := must[model.EffectDetail](t)(s.GetEffect(ctx, third.Effect.ID))
+	if err := s.AnsweredUnflushed(ctx, third.Effect.ID, model.Change{}); err != nil && !errors.Is(err, model.ErrConflict) {
+		t.Fatalf("unflushed answer of an executing call: %v", err)
+	}
+	must[model.Effect](t)(s.Commit(ctx, third.Effect.ID, model.Change{Result: json.RawMessage(`"wrote A a third time"`)}))
+	after := must[model.EffectDetail](t)(s.GetEffect(ctx, third.Effect.ID))
+	if len(after.History) != len(before.History)+1 || after.History[len(after.History)-1].Kind == model.KindAnswer {
+		t.Fatalf("history after an unflushed answer of an executing call: %s", states(after.History))
+	}
+	for _, id := range []uint64{a.Effect.ID, again.Effect.ID} {
+		answers := 0
+		for _, h := range must[model.EffectDetail](t)(s.GetEffect(ctx, id)).History {
+			if h.Kind == model.KindAnswer {
+				answers++
+			}
+		}
+		if answers != 1 {
+			t.Fatalf("effect %d has %d answer records, want 1", id, answers)
+		}
+	}
+	verifyClean(t, s)
+}

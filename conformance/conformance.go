@@ -7,6 +7,8 @@ package conformance
 import (
 	"context"
 	"encoding/json"
+	"flag"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,15 +29,65 @@ type opener func(t *testing.T) (effectlog.Log, *clock)
 
 // Run runs the whole suite against logs made by newLog, each test in a
 // subtest of its own with a fresh log.
-func Run(t *testing.T, newLog NewLog) {
+func Run(t *testing.T, newLog NewLog) { RunWith(t, newLog, Options{}) }
+
+// Options bound what the suite spends on an engine whose logs are dear to
+// make: its tests that make many logs make fewer.
+type Options struct {
+	// RandomChecks, if not zero, is at most how many random operation
+	// sequences RandomOperationsAgreeWithTheModel checks (each on a fresh
+	// log), in place of rapid's -rapid.checks when that is more; -short
+	// divides it by five as it does the flag.
+	RandomChecks int
+	// Exports, if not zero, is how many times ExportWhileWritten exports
+	// (each export imported into a fresh log) in place of ten; -short
+	// makes it three at most.
+	Exports int
+}
+
+// RunWith is Run within opts.
+func RunWith(t *testing.T, newLog NewLog, opts Options) {
 	open := func(t *testing.T) (effectlog.Log, *clock) {
 		t.Helper()
 		clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
 		return newLog(t, clk.now), clk
 	}
 	for _, c := range suite {
-		t.Run(c.name, func(t *testing.T) { c.run(t, open) })
+		run := c.run
+		if c.name == exportsWhileWritten && opts.Exports > 0 {
+			run = func(t *testing.T, open opener) { exportWhileWritten(t, open, opts.Exports) }
+		}
+		t.Run(c.name, func(t *testing.T) {
+			if c.name == randomOperations && opts.RandomChecks > 0 {
+				defer limitRandomChecks(t, opts.RandomChecks)()
+			}
+			run(t, open)
+		})
 	}
+}
+
+// The names of the suite's tests that Options bound.
+const (
+	randomOperations    = "RandomOperationsAgreeWithTheModel"
+	exportsWhileWritten = "ExportWhileWritten"
+)
+
+// limitRandomChecks lowers rapid's number of checks to at most n until the
+// function it returns is called. rapid reads it from its flag, the only
+// setting it has; the suite's tests run one at a time.
+func limitRandomChecks(t *testing.T, n int) (restore func()) {
+	checks := flag.Lookup("rapid.checks")
+	if checks == nil {
+		t.Fatal("conformance: rapid has no -rapid.checks flag")
+	}
+	was := checks.Value.String()
+	if current, err := strconv.Atoi(was); err == nil && current <= n {
+		return func() {}
+	}
+	if err := checks.Value.Set(strconv.Itoa(n)); err != nil {
+		t.Fatal(err)
+	}
+	return func() { checks.Value.Set(was) }
 }
 
 var suite = []struct {
@@ -76,11 +128,11 @@ var suite = []struct {
 	{"GCKeepsSessionsWithACallExecuting", testGCKeepsSessionsWithACallExecuting},
 	{"GCDropsOnlyOldSessionsInTheGivenStates", testGCDropsOnlyOldSessionsInTheGivenStates},
 	{"Export", testExport},
-	{"ExportWhileWritten", testExportWhileWritten},
+	{exportsWhileWritten, testExportWhileWritten},
 	{"ImportRefusesWhatAWriterMadeMeanwhile", testImportRefusesWhatAWriterMadeMeanwhile},
 	{"RefusedImportInAnotherZoneLeavesNothing", testRefusedImportInAnotherZoneLeavesNothing},
 	{"SameSignatureFromManyGoroutines", testSameSignatureFromManyGoroutines},
-	{"RandomOperationsAgreeWithTheModel", testRandomOperations},
+	{randomOperations, testRandomOperations},
 	{"CloseKeepsWhatWasWritten", testCloseKeepsWhatWasWritten},
 	{"ReclaimOfAnOwnerThatChangedIsRefused", testReclaimOfAnOwnerThatChangedIsRefused},
 	{"CompensationOwnerIsTakenOnlyByReclaim", testCompensationOwnerIsTakenOnlyByReclaim},
@@ -92,6 +144,7 @@ var suite = []struct {
 	{"ReopenedApprovalPastTheLastTime", testReopenedApprovalPastTheLastTime},
 	{"RepeatAfterTheAnswerRunsAgain", testRepeatAfterTheAnswerRunsAgain},
 	{"AnswersOfCommittedCallsOnly", testAnswersOfCommittedCallsOnly},
+	{"UnflushedAnswerComesBeforeLaterWrites", testUnflushedAnswerComesBeforeLaterWrites},
 	{"RepeatsOfAnAnsweredCallRace", testRepeatsOfAnAnsweredCallRace},
 	{"InputRoundsOfTheOwnerOnly", testInputRoundsOfTheOwnerOnly},
 	{"ResumeAHaltedSession", testResumeAHaltedSession},

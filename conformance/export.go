@@ -16,15 +16,17 @@ import (
 // An export of a log that a writer appends to meanwhile completes, every
 // time: it holds each session as one transaction read it, which imports
 // into an empty log and verifies clean there.
-func testExportWhileWritten(t *testing.T, open opener) {
+func testExportWhileWritten(t *testing.T, open opener) { exportWhileWritten(t, open, 10) }
+
+// exportWhileWritten exports a log while a writer writes to it, exports
+// times. -short exports three times at most: each export is imported into a
+// new log, which on PostgreSQL is a database of its own.
+func exportWhileWritten(t *testing.T, open opener, exports int) {
 	s, _ := open(t)
 	ctx := t.Context()
 	const seeded = 1000
-	// -short exports three times: each export is imported into a new log,
-	// which on PostgreSQL is a database of its own.
-	exports := 10
 	if testing.Short() {
-		exports = 3
+		exports = min(exports, 3)
 	}
 	call := func(session string, n int) effectlog.InterceptRequest {
 		return effectlog.InterceptRequest{Session: session, Tool: "write", Tier: sm.Compensable,

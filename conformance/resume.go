@@ -9,8 +9,9 @@ import (
 )
 
 // A session a rejection halted takes no calls until a person resumes it,
-// saying why; the rejected call's answer stands, and a request the halt
-// closed is asked again when its call comes again. A session its undo
+// saying why; the rejected effect stays rejected and its call made again
+// asks again, and a request the halt closed is asked again when its call
+// comes again. A session its undo
 // halted is not resumed.
 func testResumeAHaltedSession(t *testing.T, newStore opener) {
 	s, _ := newStore(t)
@@ -38,9 +39,6 @@ func testResumeAHaltedSession(t *testing.T, newStore opener) {
 	if r := intercept(t, s, "h", "write", sm.Compensable, `{}`); r.Outcome != model.OutcomeNew {
 		t.Fatalf("a call after the resume: %+v", r)
 	}
-	if r := intercept(t, s, "h", "send", sm.Irreversible, `{"to":"x"}`); r.Outcome != model.OutcomeRejected || r.Effect.ID != sendID {
-		t.Fatalf("the rejected call again: %+v", r)
-	}
 	// pay's request was closed by the halt: its call asks again.
 	if d := must[model.EffectDetail](t)(s.GetEffect(ctx, payID)); d.Approval.Outcome != model.ApprovalClosed {
 		t.Fatalf("pay's request after the halt: %+v", d.Approval)
@@ -54,6 +52,14 @@ func testResumeAHaltedSession(t *testing.T, newStore opener) {
 	must[model.Effect](t)(s.Approve(ctx, payID, model.Change{Actor: "bob"}))
 	if got := must[model.Session](t)(s.GetSession(ctx, "h")); got.State != sm.SessionActive {
 		t.Fatalf("session after the approval: %s", got.State)
+	}
+	// The rejected call made again is a new call that asks again; the
+	// rejected effect stays rejected.
+	if r := intercept(t, s, "h", "send", sm.Irreversible, `{"to":"x"}`); r.Outcome != model.OutcomeNew || r.Effect.ID == sendID || r.Effect.State != sm.Pending {
+		t.Fatalf("the rejected call again: %+v", r)
+	}
+	if d := must[model.EffectDetail](t)(s.GetEffect(ctx, sendID)); d.Effect.State != sm.Rejected {
+		t.Fatalf("the rejected effect after its call asked again: %s", d.Effect.State)
 	}
 
 	// Halted by its undo: not resumed.

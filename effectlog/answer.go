@@ -26,7 +26,26 @@ func (s *Service) Answered(ctx context.Context, id uint64, c model.Change) (mode
 		return model.Effect{}, err
 	}
 	var out model.Effect
-	err := s.update(ctx, func(tx storage.WriteTx) error {
+	err := s.update(ctx, s.answer(id, c, &out))
+	return out, err
+}
+
+// AnsweredUnflushed records what Answered does without waiting for the
+// record to be durable, and may return before it is written (an error
+// then goes unreported). Losing it in a crash loses only the record, which
+// is Answered's own case of a process dying before it: a repeat of the
+// call is replayed rather than run. The next durable write of this
+// process makes it durable, and a repeat's intercept sees it.
+func (s *Service) AnsweredUnflushed(ctx context.Context, id uint64, c model.Change) error {
+	if err := model.ValidChange(c); err != nil {
+		return err
+	}
+	return s.engine.UpdateUnflushed(ctx, s.answer(id, c, new(model.Effect)))
+}
+
+// answer is the transaction of Answered: it sets *out to the call's effect.
+func (s *Service) answer(id uint64, c model.Change, out *model.Effect) func(tx storage.WriteTx) error {
+	return func(tx storage.WriteTx) error {
 		e, err := tx.Effect(id)
 		if err != nil {
 			return err
@@ -40,7 +59,7 @@ func (s *Service) Answered(ctx context.Context, id uint64, c model.Change) (mode
 				return err
 			}
 		}
-		out = e
+		*out = e
 		if e.State != sm.Committed {
 			return fmt.Errorf("%w: effect %d is %s: only the answer of a committed call is recorded", model.ErrConflict, e.ID, e.State)
 		}
@@ -51,10 +70,9 @@ func (s *Service) Answered(ctx context.Context, id uint64, c model.Change) (mode
 			Trigger: TriggerAnswered, Actor: actorOr(c.Actor), Reason: reason, At: s.now()}); err != nil {
 			return err
 		}
-		out = e
+		*out = e
 		return tx.PutEffect(&e, e.State)
-	})
-	return out, err
+	}
 }
 
 // answeredTx tells whether the committed effect e's answer reached its
@@ -77,11 +95,11 @@ func answeredIn(hist []model.HistoryRecord) bool {
 	return false
 }
 
-// rerunReason is the reason the first record of a call run again gives.
-func rerunReason(previous uint64, reason string) string {
-	r := fmt.Sprintf("run again: the answer of effect %d reached the client", previous)
+// againReason is the reason the first record of a call made again gives:
+// why it is a new effect, then the caller's reason, if any.
+func againReason(why, reason string) string {
 	if reason != "" {
-		r += "; " + reason
+		why += "; " + reason
 	}
-	return r
+	return why
 }

@@ -423,8 +423,9 @@ func importSession(tx storage.WriteTx, records []ExportRecord, rep *ImportReport
 				return err
 			}
 			if v.ReplayOf == nil {
-				// A call run again after it was answered: the newer
-				// effect owns the signature (verify checks the older).
+				// A call made again (after it was answered, or rejected
+				// and its session resumed): the newer effect owns the
+				// signature (verify checks the older).
 				var err error
 				if prev, ok := owners[v.CallSignature]; ok && prev > v.ID {
 					return fmt.Errorf("%w: effect %d comes after effect %d of the same call: an export lists them in order", model.ErrInvalidInput, v.ID, prev)

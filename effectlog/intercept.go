@@ -418,7 +418,7 @@ func (s *Service) repeat(r *requests, sess *model.Session, ownerID uint64, req I
 		if answered, err := answeredTx(tx, &owner); err != nil {
 			return err
 		} else if answered {
-			req.Reason = rerunReason(owner.ID, req.Reason)
+			req.Reason = againReason(fmt.Sprintf("run again: the answer of effect %d reached the client", owner.ID), req.Reason)
 			return newCall(r, sess, req, args, res, owner.ID, now, refuse)
 		}
 	}
@@ -435,8 +435,16 @@ func (s *Service) repeat(r *requests, sess *model.Session, ownerID uint64, req I
 	}
 	res.Effect = owner
 	if owner.State == sm.Rejected {
-		res.Outcome = model.OutcomeRejected // the answer stands; nobody is asked twice
-		return storage.ErrNothingToWrite
+		if !sess.State.AcceptsEffects() {
+			res.Outcome = model.OutcomeRejected // the answer stands while the rejection holds the session
+			return storage.ErrNothingToWrite
+		}
+		// A rejection halts its session (or finds it ended), so a session
+		// that takes calls again was resumed by a person who settled what
+		// the rejection was about: the call made again is a new call that
+		// asks again. The rejected effect stays rejected (terminal).
+		req.Reason = againReason(fmt.Sprintf("asked again: effect %d was rejected and the session resumed", owner.ID), req.Reason)
+		return newCall(r, sess, req, args, res, owner.ID, now, refuse)
 	}
 	if !sess.State.AcceptsEffects() {
 		return refuse(notAccepting(sess))

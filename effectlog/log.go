@@ -39,6 +39,9 @@ type Log interface {
 	// Answered records that a committed call's answer reached its client
 	// (see Service.Answered).
 	Answered(ctx context.Context, id uint64, c model.Change) (model.Effect, error)
+	// AnsweredUnflushed records it without waiting for the record to be
+	// durable (see Service.AnsweredUnflushed).
+	AnsweredUnflushed(ctx context.Context, id uint64, c model.Change) error
 	// InputRound records an input round of an executing call (see
 	// Service.InputRound).
 	InputRound(ctx context.Context, id uint64, awaiting bool, c model.Change) (model.Effect, error)

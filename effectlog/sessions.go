@@ -175,6 +175,11 @@ func (s *Service) SetSessionState(ctx context.Context, id string, to sm.SessionS
 		if err := awaitsAsItSays(sess, to); err != nil {
 			return err
 		}
+		if _, verr := sm.ValidateSession(sess.State, to); verr == nil && to == sm.SessionCompleted {
+			if err := noApprovedLeft(tx, sess); err != nil {
+				return err
+			}
+		}
 		if to == sm.SessionCompensating {
 			if err := noCallRuns(tx, id, s.now()); err != nil {
 				return err
@@ -203,6 +208,26 @@ func noCallRuns(tx storage.ReadTx, session string, now time.Time) error {
 		return err
 	}
 	return running
+}
+
+// noApprovedLeft refuses to complete a session with a call a person
+// approved that has not run: completed, it would take no call, and the
+// approval would stand for good with nothing done. The caller runs it, or
+// fails the session.
+func noApprovedLeft(tx storage.ReadTx, sess model.Session) error {
+	if sess.Counts[sm.Approved] == 0 {
+		return nil
+	}
+	var calls []string
+	err := walkEffects(tx, EffectFilter{Session: sess.ID, State: sm.Approved}, func(e model.Effect) (bool, error) {
+		calls = append(calls, fmt.Sprintf("%d (%s)", e.ID, e.Tool))
+		return len(calls) < 3, nil
+	})
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: session %s has %s approved and not run (effect %s): whoever made the call runs it (exec: the same step again; intercept: undolog start ID, the call, then commit or fail), or end the session with session fail",
+		model.ErrConflict, sess.ID, textfmt.Count(sess.Counts[sm.Approved], "call"), strings.Join(calls, ", "))
 }
 
 // awaitsAsItSays refuses a move between active and awaiting_approval that

@@ -238,10 +238,11 @@ func (v *verifier) answeredAt(pos int) bool {
 
 // signatures checks that each call signature has one owner and that each
 // replay names an effect of its signature. A call made again after its
-// answer reached the client is a new effect of the same signature, which
-// owns it from then on: each earlier effect of a signature must be a
-// committed one whose answer was recorded. What is found is reported in
-// id order.
+// answer reached the client, or after it was rejected and its session
+// resumed, is a new effect of the same signature, which owns it from then
+// on: each earlier effect of a signature must be a committed one whose
+// answer was recorded, or a rejected one. What is found is reported in id
+// order.
 func (v *verifier) signatures() {
 	var found []model.Problem
 	v.effects.Each(func(_ int, e storage.EffectKeys) {
@@ -257,7 +258,7 @@ func (v *verifier) signatures() {
 		}
 	})
 	v.effects.Repeats(func(earlier, pos int) {
-		if !v.answeredAt(earlier) {
+		if !v.answeredAt(earlier) && v.effects.Keys(earlier).State != string(sm.Rejected) {
 			found = append(found, model.Problem{Kind: "signature", Effect: v.effects.ID(pos),
 				Detail: fmt.Sprintf("signature %.16s is also owned by effect %d", v.effects.Signature(pos), v.effects.ID(earlier))})
 		}

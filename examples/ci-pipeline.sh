@@ -11,7 +11,7 @@
 # for a re-run. The smoke test fails while $WORKDIR/break-smoke exists.
 # A deploy a person rejected halts the session; once they resume it (undolog
 # session resume $RUN --as NAME --reason WHY), a re-run asks them again: its
-# deploy is a new call (its key counts the rejections before it), while a
+# deploy is a new call (the rejected one stays rejected), while a
 # re-run after a deploy that ran replays it.
 # On a shared PostgreSQL log with roles (docs/postgres.md, Roles), undo is an approver's:
 # the job's role then needs undolog_approver too, or the rollback is run by a
@@ -85,8 +85,7 @@ undolog exec --session "$RUN" --tier safe -- \
   sh -c "echo smoke >> $W/journal; test ! -e $W/break-smoke"
 
 step "4. deploy (irreversible: waits for 'undolog approve')"
-rejected=$(undolog list --session "$RUN" --tool deploy --state rejected -o ids | wc -l)
-undolog exec --session "$RUN" --tool deploy --tier irreversible --key "round-$((rejected))" --approval-timeout 30m -- \
+undolog exec --session "$RUN" --tool deploy --tier irreversible --approval-timeout 30m -- \
   sh -c "echo deploy >> $W/journal; cp $W/app.tar $W/live.tar"
 
 undolog session complete "$RUN" >/dev/null

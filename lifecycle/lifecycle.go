@@ -409,18 +409,28 @@ func (l *Lifecycle) abandonedRound(ctx context.Context, c *Call) (string, error)
 	return effectlog.AbandonedRound(d, l.now()), nil
 }
 
-// FailAbandonedRounds fails the calls of session abandoned between their
-// input rounds (effectlog.AbandonedRound): a door that takes up the session
-// again does, so that a call whose client never came back is not left
-// executing for good. Each runs again when called again. It returns the
-// ids failed, with why.
-func (l *Lifecycle) FailAbandonedRounds(ctx context.Context, session, actor string) (map[uint64]string, error) {
-	executing, _, err := l.Log.ListEffects(ctx, effectlog.EffectFilter{Session: session, State: sm.Executing})
+// FailAbandonedRounds fails the calls abandoned between their input rounds
+// (effectlog.AbandonedRound) in the whole log: a door that starts does, so
+// that a call whose client never came back, or came back into another
+// session (an unpinned one), is not left executing for good. Each runs
+// again when called again. It returns the ids failed, with why. It reads
+// the executing effects (the state index), and the history only of those
+// whose owner is gone.
+func (l *Lifecycle) FailAbandonedRounds(ctx context.Context, actor string) (map[uint64]string, error) {
+	executing, _, err := l.Log.ListEffects(ctx, effectlog.EffectFilter{State: sm.Executing})
 	if err != nil {
 		return nil, err
 	}
 	failed := map[uint64]string{}
+	now := l.now()
 	for _, e := range executing {
+		switch e.Owner.LivenessAt(now) {
+		case model.OwnerAlive, model.OwnerElsewhere:
+			continue
+		}
+		if e.HistoryLen < 3 { // intercepted, started, and an input round at least
+			continue
+		}
 		d, err := l.Log.GetEffect(ctx, e.ID)
 		if err != nil {
 			return failed, err

@@ -133,9 +133,9 @@ func (a Announce) text(e model.Effect, d Door) string {
 	expiry := ""
 	switch {
 	case a.Expires && a.ExpiresIn <= a.WaitsFor:
-		expiry = " (expires in " + textfmt.Duration(a.ExpiresIn.Round(time.Second)) + ")"
+		expiry = " (expires in " + textfmt.Remaining(a.ExpiresIn) + ")"
 	case a.Expires: // a request an earlier run left open outlasts this wait
-		expiry = " (expires in " + textfmt.Duration(a.ExpiresIn.Round(time.Second)) + "; waiting " + textfmt.Duration(a.WaitsFor.Round(time.Second)) + ")"
+		expiry = " (expires in " + textfmt.Remaining(a.ExpiresIn) + "; waiting " + textfmt.Duration(a.WaitsFor.Round(time.Second)) + ")"
 	}
 	return fmt.Sprintf("effect %d (%s, irreversible) awaits approval%s: %s approve %d", e.ID, e.Tool, expiry, d.cli(), e.ID)
 }

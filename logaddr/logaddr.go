@@ -105,7 +105,10 @@ type unreachable struct{ why error }
 
 func (u unreachable) View(context.Context, func(storage.ReadTx) error) error    { return u.why }
 func (u unreachable) Update(context.Context, func(storage.WriteTx) error) error { return u.why }
-func (u unreachable) Close() error                                              { return nil }
+func (u unreachable) UpdateUnflushed(context.Context, func(storage.WriteTx) error) error {
+	return u.why
+}
+func (u unreachable) Close() error { return nil }
 
 // PostgresRoles is the SQL that creates a shared log's group roles
 // (undolog_reader, undolog_agent, undolog_approver) with their grants.

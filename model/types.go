@@ -227,6 +227,12 @@ const TimeoutActor = "system:timeout"
 // stopped accepting effects.
 const SessionActor = "system:session"
 
+// WindowActorPrefix starts the actor of a decision made by the person in an
+// MCP client's window (the proxy's approval channel), followed by the
+// client's name. It is reserved for the proxy: a command line cannot act
+// under it, so that such a record always comes from the window.
+const WindowActorPrefix = "client-user:"
+
 // Approval is the request for a human decision on an irreversible effect.
 type Approval struct {
 	EffectID uint64          `json:"effect_id"`

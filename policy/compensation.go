@@ -21,6 +21,7 @@ import (
 //	capture: {NAME: {tool: T, args: {...}}, ...}          # .capture.NAME
 //	compensate: {tool: T, args: {...}}                    # as before: kind mcp
 //	compensate: [{when: JQ, run: [ARGV...], stdin_base64: TMPL}, {when: JQ, tool: T, args: {...}}, {skip: WHY}]
+//	compensate: files                                     # the door restores the files (undolog hook)
 
 // knownKeys refuses a mapping key not in keys: a misspelt "optinal" would
 // otherwise be dropped without a word, and the policy do less than it says.
@@ -164,38 +165,42 @@ func captures(n *yaml.Node) (*Call, []NamedCapture, error) {
 
 var caseKeys = []string{"when", "tool", "args", "run", "stdin", "stdin_base64", "skip"}
 
-// compensation reads compensate: one mcp call as before (kind mcp), or one
-// case or a list of them (kind cases).
-func compensation(n *yaml.Node) (*Call, *template.Cases, error) {
+// compensation reads compensate: one mcp call as before (kind mcp), one
+// case or a list of them (kind cases), or files (the door's snapshots).
+func compensation(n *yaml.Node) (*Call, *template.Cases, bool, error) {
 	switch n.Kind {
 	case 0:
-		return nil, nil, nil
+		return nil, nil, false, nil
+	case yaml.ScalarNode:
+		if n.Value == "files" {
+			return nil, nil, true, nil
+		}
 	case yaml.MappingNode:
 		if !hasKey(n, "when") && !hasKey(n, "run") && !hasKey(n, "skip") {
 			c, err := parseCall(n, "compensate", "tool", "args")
-			return c, nil, err
+			return c, nil, false, err
 		}
 		c, err := parseCase(n)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 		cs := &template.Cases{Cases: []template.Case{c}}
-		return nil, cs, cs.Check()
+		return nil, cs, false, cs.Check()
 	case yaml.SequenceNode:
 		cs := &template.Cases{}
 		for _, e := range n.Content {
 			c, err := parseCase(e)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 			cs.Cases = append(cs.Cases, c)
 		}
 		if err := cs.Check(); err != nil {
-			return nil, nil, fmt.Errorf("compensate: %v", err)
+			return nil, nil, false, fmt.Errorf("compensate: %v", err)
 		}
-		return nil, cs, nil
+		return nil, cs, false, nil
 	}
-	return nil, nil, fmt.Errorf("line %d: compensate is a call {tool, args}, a case {when, run | tool | skip} or a list of cases", n.Line)
+	return nil, nil, false, fmt.Errorf("line %d: compensate is a call {tool, args}, a case {when, run | tool | skip}, a list of cases, or files (undolog hook restores the files)", n.Line)
 }
 
 func parseCase(n *yaml.Node) (template.Case, error) {

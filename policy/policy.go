@@ -61,6 +61,10 @@ type Rule struct {
 	// compensation cases chosen at undo (kind cases).
 	Compensate *Call
 	Cases      *template.Cases
+	// Files (compensate: files): the door undoes a call by restoring the
+	// files it changed, captured before it ran (undolog hook's snapshots);
+	// the rule itself says no call to make.
+	Files bool
 	// Shell names the arg that holds a shell script: the tier cases are
 	// asked of each command it runs, and the highest tier counts
 	// (shell.go).
@@ -111,8 +115,20 @@ func (r *Rule) alwaysSafe() bool {
 	return r.Tier == sm.Safe
 }
 
-// HasCompensation tells whether the rule says how to undo its calls.
+// HasCompensation tells whether the rule says how to undo its calls with
+// a call of its own (Compensate or Cases); Files leaves it to the door.
 func (r *Rule) HasCompensation() bool { return r.Compensate != nil || r.Cases != nil }
+
+// FilesRule is the first rule that says compensate: files, or nil: a door
+// that captures no files (the proxy) refuses a policy with one.
+func (p *Policy) FilesRule() *Rule {
+	for i := range p.Rules {
+		if p.Rules[i].Files {
+			return &p.Rules[i]
+		}
+	}
+	return nil
+}
 
 // HasCapture tells whether the rule captures before its calls.
 func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 0 }
@@ -297,13 +313,13 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 	if hasComp && !r.Compensable() {
 		return Rule{}, fmt.Errorf("a compensate call is for compensable tools; this one is %s", r.Tier)
 	}
-	if ry.Capture.Kind != 0 && !hasComp {
+	if ry.Capture.Kind != 0 && (!hasComp || ry.Compensate.Kind == yaml.ScalarNode) {
 		return Rule{}, errors.New("a capture is only useful with a compensate call that uses it")
 	}
 	if r.Capture, r.Captures, err = captures(&ry.Capture); err != nil {
 		return Rule{}, err
 	}
-	if r.Compensate, r.Cases, err = compensation(&ry.Compensate); err != nil {
+	if r.Compensate, r.Cases, r.Files, err = compensation(&ry.Compensate); err != nil {
 		return Rule{}, err
 	}
 	return r, nil

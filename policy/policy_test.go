@@ -116,3 +116,44 @@ func FuzzParsePolicy(f *testing.F) {
 		}
 	})
 }
+
+// compensate: files leaves the undo to the door (undolog hook's file
+// snapshots): a compensable rule with no call of its own, which a door
+// that captures no files can find and refuse.
+func TestPolicyCompensateFiles(t *testing.T) {
+	p, err := ParsePolicy([]byte(`
+tools:
+  Write: {compensate: files}
+  Bash:
+    shell: command
+    compensate: files
+    tier:
+      - when: .args.name == "ls"
+        tier: safe
+      - tier: compensable
+  create: {compensate: {tool: delete}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, b, c := &p.Rules[0], &p.Rules[1], &p.Rules[2]
+	if !w.Files || w.Tier != sm.Compensable || w.HasCompensation() || !b.Files || c.Files {
+		t.Fatalf("Write %+v, Bash %+v, create %+v", w, b, c)
+	}
+	if p.FilesRule() != w {
+		t.Fatalf("FilesRule: %+v", p.FilesRule())
+	}
+	if none, _ := ParsePolicy([]byte("tools:\n  create: {compensate: {tool: delete}}\n")); none.FilesRule() != nil {
+		t.Fatal("a policy with no compensate: files has a files rule")
+	}
+	for bad, want := range map[string]string{
+		"tools:\n  Write: {compensate: file}\n":                         "or files",
+		"tools:\n  Write: {tier: safe, compensate: files}\n":            "for compensable tools",
+		"tools:\n  Write: {compensate: files, capture: {tool: read}}\n": "a capture is only useful",
+		"tools:\n  Write: {tier: irreversible, compensate: files}\n":    "for compensable tools",
+	} {
+		if _, err := ParsePolicy([]byte(bad)); err == nil || !errors.Is(err, ErrPolicy) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error with %q", bad, err, want)
+		}
+	}
+}

@@ -183,6 +183,9 @@ func (p *Proxy) Serve(ctx context.Context, client, up Conn) error {
 	if p.Diagnostics == nil {
 		p.Diagnostics = io.Discard
 	}
+	if h, ok := client.(roundHolder); ok {
+		p.rounds.held = h.HoldForRound
+	}
 	client = newBatcher(client)
 	p.client, p.up, p.upGone = client, up, make(chan struct{})
 	go p.readUpstream(up)
@@ -284,8 +287,8 @@ type requestIDKey struct{}
 
 // readClient handles the client's messages until it closes its input.
 func (p *Proxy) readClient(ctx context.Context, in Conn) {
-	err := eachMessage(in, func(line []byte) {
-		m, refused := readClientMessage(line)
+	err := eachClientMessage(in, func(m message, refused *refusal) {
+		line := m.raw
 		if refused == nil && m.Method == "" {
 			if ch, ours := p.clientAnswers.take(m.ID); ours {
 				ch <- m
@@ -520,13 +523,16 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 		return true // its id is in flight until the server's answer passes
 	}
 	m = p.plainCall(m)
+	next := continuation(m.Params)
 	args := params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
 	req := effectlog.InterceptRequest{Session: p.Session, Tool: params.Name, Tier: cls.Tier, Args: args,
 		CreateSession: true, Actor: p.actor(), Reason: cls.Reason, Redact: p.Redact,
-		RunAgainAnswered: cls.Rule == nil || !cls.Rule.ReplayAlways}
+		// A next round whose call committed (re-sent, stale) is answered
+		// from the log: it is that call's, not a new one.
+		RunAgainAnswered: (cls.Rule == nil || !cls.Rule.ReplayAlways) && !next}
 	ctx = withAnswerKey(ctx, params.Name, args)
 	lc := p.lifecycle()
 	call, failed, err := p.intercept(ctx, lc, req, cls.Rule)
@@ -539,7 +545,7 @@ func (p *Proxy) toolCall(ctx context.Context, m message) (forwarded bool) {
 		return false
 	}
 	m, answered := p.windowAnswer(call, m)
-	if call.Executing() {
+	if call.Executing() && next {
 		if w := p.rounds.take(call.Effect.ID, false); w != nil {
 			return p.nextRound(ctx, w, m)
 		}

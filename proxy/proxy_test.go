@@ -320,7 +320,7 @@ func TestProxyInFrontOfMemoryServer(t *testing.T) {
 		t.Fatalf("plan:\n%s", plan)
 	}
 	out := h.cli("undo", "agent-1", "--yes")
-	if !strings.Contains(out, "4 compensated") {
+	if !strings.Contains(out, "4 undone") {
 		t.Fatalf("undo: %s", out)
 	}
 	direct = h.direct()

@@ -17,7 +17,9 @@ import (
 // So once an answer is written to the client, the log records it
 // (effectlog's Answered), after the write: a proxy that dies in between
 // leaves the call unanswered, and its repeat is replayed rather than run
-// twice. A policy rule's `replay: always` keeps a tool's calls the same
+// twice. The record does not wait for its flush (AnsweredUnflushed): a
+// crash that loses it has that same outcome, and the next call's intercept
+// carries it to disk instead of queueing behind it. A policy rule's `replay: always` keeps a tool's calls the same
 // call whenever their arguments are (exec's rule).
 
 // runsAgainAnswered tells whether a call of tool made again after its
@@ -39,7 +41,7 @@ func (p *Proxy) replyAnswer(ctx context.Context, b []byte, e model.Effect) {
 	if !p.reply(ctx, b) {
 		return // cancelled, or the client is gone: a repeat is a retry
 	}
-	if _, err := p.Log.Answered(context.WithoutCancel(ctx), e.ID, model.Change{Actor: p.actor()}); err != nil {
+	if err := p.Log.AnsweredUnflushed(context.WithoutCancel(ctx), e.ID, model.Change{Actor: p.actor()}); err != nil {
 		p.note("effect %d: recording that its answer reached the client failed (a repeat is replayed): %v", e.ID, err)
 	}
 }

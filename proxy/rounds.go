@@ -18,9 +18,12 @@ import (
 // one effect, executing (its lease renewed) while the proxy waits for the
 // client's next round. The retry is matched to its effect as any repeat is,
 // by the call's signature (tool and arguments; inputResponses and
-// requestState are no arguments): an intercept that finds the same call
-// executing and awaiting its next round here forwards the retry as that
-// effect's continuation, with no new effect, decision or capture. The last
+// requestState are no arguments), and is a next round only if it carries
+// inputResponses or a requestState: an intercept that finds the same call
+// executing and awaiting its next round here forwards it as that effect's
+// continuation, with no new effect, decision or capture; the same call
+// without them is a repeat (in progress). A next round of a call that
+// committed (re-sent, or stale) is answered from the log. The last
 // round's answer commits or fails the effect. A call whose next round does
 // not come within the input wait, or is pending when the proxy ends, is
 // failed (retryable), the reason in `undolog show`. requestState is the
@@ -42,6 +45,20 @@ func inputRequired(result json.RawMessage) bool {
 	return mcpwire.Unmarshal(result, &r) == nil && r.ResultType == "input_required"
 }
 
+// continuation tells whether a tools/call's params carry a next round
+// (the client's inputResponses or the echoed requestState).
+func continuation(params json.RawMessage) bool {
+	var r struct {
+		InputResponses json.RawMessage `json:"inputResponses"`
+		RequestState   json.RawMessage `json:"requestState"`
+	}
+	if mcpwire.Unmarshal(params, &r) != nil {
+		return false
+	}
+	given := func(v json.RawMessage) bool { return len(v) > 0 && string(v) != "null" }
+	return given(r.InputResponses) || given(r.RequestState)
+}
+
 // awaitingRound is a logged call between two rounds.
 type awaitingRound struct {
 	lc    *lifecycle.Lifecycle
@@ -56,7 +73,15 @@ type inputRounds struct {
 	// failing counts the calls taken to be failed whose failure is being
 	// recorded: the proxy's end waits for them, the log still open.
 	failing sync.WaitGroup
+	// held, if set, hears each call that begins (+1) or ends (-1) awaiting
+	// its next round: the client's side keeps from ending as idle meanwhile.
+	held func(delta int)
 }
+
+// roundHolder is a client's side that must not end as idle while a call
+// awaits the client's next round (a --listen lane): that round is on its
+// way within the input wait.
+type roundHolder interface{ HoldForRound(delta int) }
 
 // take returns the call of effect id awaiting its next round, no longer
 // awaiting; nil if none is. toFail: the caller records its failure, and
@@ -68,6 +93,9 @@ func (r *inputRounds) take(id uint64, toFail bool) *awaitingRound {
 	if w != nil {
 		w.timer.Stop()
 		delete(r.waiting, id)
+		if r.held != nil {
+			r.held(-1)
+		}
 		if toFail {
 			r.failing.Add(1)
 		}
@@ -92,6 +120,9 @@ func (p *Proxy) awaitNextRound(ctx context.Context, lc *lifecycle.Lifecycle, cal
 		p.abandonRound(id, fmt.Sprintf("abandoned between input rounds: the client's next round (its inputResponses) did not come within %s", wait))
 	})
 	p.rounds.waiting[id] = w
+	if p.rounds.held != nil {
+		p.rounds.held(1)
+	}
 }
 
 // nextRound sends the client's next round of a call that asked for input,

@@ -45,7 +45,9 @@ const sdkPolicy = `tools:
   delete: {tier: irreversible}
 `
 
-// engines are the log engines the rounds tests run on.
+// engines are the log engines the rounds tests run on. sdkHarnessOn knows
+// one more, "pooled": PostgreSQL behind PgBouncer in transaction pooling
+// mode, its URL the pooler's alone (waits poll).
 var engines = []string{"file", "postgres"}
 
 // sdkHarnessOn is a harness whose server is the Go SDK test server, its
@@ -53,8 +55,13 @@ var engines = []string{"file", "postgres"}
 func sdkHarnessOn(t *testing.T, engine string) (h *harness, stateDir string, store effectlog.Log) {
 	h = newHarness(t)
 	store = logaddr.File(h.logPath, logaddr.Options{})
-	if engine == "postgres" {
-		addr := pgtest.Server(t).NewDatabase(t)
+	if engine == "postgres" || engine == "pooled" {
+		var addr string
+		if engine == "pooled" {
+			addr = pgtest.Server(t).NewPooledDatabase(t, false)
+		} else {
+			addr = pgtest.Server(t).NewDatabase(t)
+		}
 		h.env = append(h.env, "UNDOLOG_LOG="+addr) // the last value wins
 		store = logaddr.Open(addr, logaddr.Options{})
 		t.Cleanup(func() { store.Close() })
@@ -152,6 +159,7 @@ func TestProxyInputRoundsAreOneEffect(t *testing.T) {
 			t.Run(engine+"/"+version, func(t *testing.T) { inputRoundsAreOneEffect(t, engine, version) })
 		}
 	}
+	t.Run("pooled/"+protocol2026, func(t *testing.T) { inputRoundsAreOneEffect(t, "pooled", protocol2026) })
 }
 
 func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
@@ -172,7 +180,7 @@ func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
 		t.Fatalf("logged %v, want one committed effect", got)
 	}
 	s.Close()
-	if out := h.cli("undo", "rounds", "--yes"); !strings.Contains(out, "1 compensated") {
+	if out := h.cli("undo", "rounds", "--yes"); !strings.Contains(out, "1 undone") {
 		t.Fatalf("undo: %s", out)
 	}
 	if j := journal(t, state); strings.Join(j, " ") != "write_k=v delete_k" {
@@ -181,9 +189,16 @@ func inputRoundsAreOneEffect(t *testing.T, engine, version string) {
 }
 
 // An irreversible call that asks for input is approved once: its next round
-// continues the approved effect.
+// continues the approved effect. Behind a pooler the proxy's wait for the
+// approval, made by another process, polls.
 func TestProxyInputRoundsOfAnIrreversibleCallApprovedOnce(t *testing.T) {
-	h, state, store := sdkHarnessOn(t, "file")
+	for _, engine := range []string{"file", "pooled"} {
+		t.Run(engine, func(t *testing.T) { irreversibleCallApprovedOnce(t, engine) })
+	}
+}
+
+func irreversibleCallApprovedOnce(t *testing.T, engine string) {
+	h, state, store := sdkHarnessOn(t, engine)
 	var asked atomic.Int64
 	s := sdkClient(h, roundsProxy(h), protocol2026, "accept", &asked)
 	done := make(chan *mcp.CallToolResult, 1)
@@ -460,6 +475,9 @@ func killedAwaitingInput(t *testing.T, engine string) (h *harness, state string,
 		t.Fatalf("after the kill: %v, want one executing effect", got)
 	}
 	awaiting("after the kill")
+	if out := h.cli("show", "1"); !strings.Contains(out, "abandoned:    abandoned between input rounds: it awaited the client's input since ") {
+		t.Fatalf("after the kill, show does not say the call's owner is gone:\n%s", out)
+	}
 	return h, state, store, r, connect
 }
 
@@ -470,7 +488,7 @@ func TestProxyKilledBetweenRoundsUndoesNothing(t *testing.T) {
 		t.Run(engine, func(t *testing.T) {
 			h, state, store, _, _ := killedAwaitingInput(t, engine)
 			out := h.cli("undo", "rounds", "--yes")
-			if !strings.Contains(out, "skipped") {
+			if !strings.Contains(out, "nothing to undo (never ran)") || !strings.Contains(out, "0 undone") {
 				t.Fatalf("undo:\n%s", out)
 			}
 			if j := journal(t, state); len(j) != 0 {
@@ -496,38 +514,127 @@ func killedBetweenRounds(t *testing.T, engine string) {
 	if err != nil || r.IsError || r.NeedsInput() {
 		t.Fatalf("the next round: %v %s", err, text(r))
 	}
-	if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
-		t.Fatalf("after the next round: %v, want effect 1 committed", got)
+	failedAsAbandoned(t, h, state, store, "confirmed_write:committed", "write_k=v")
+}
+
+// failedAsAbandoned checks, after effect 1 was failed as abandoned between
+// its rounds, the effects of session rounds and the journal, that show
+// says why, and that the log verifies.
+func failedAsAbandoned(t *testing.T, h *harness, state string, store effectlog.Log, effects, writes string) {
+	t.Helper()
+	if got := loggedEffects(t, store); strings.Join(got, " ") != effects {
+		t.Fatalf("session rounds: %v, want %s", got, effects)
 	}
-	if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
-		t.Fatalf("journal %v", j)
+	if j := journal(t, state); strings.Join(j, " ") != writes {
+		t.Fatalf("journal %v, want %s", j, writes)
 	}
 	out := h.cli("show", "1")
 	if !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") || strings.Contains(out, "awaiting:") {
-		t.Fatalf("show does not say the call was abandoned and ran again:\n%s", out)
+		t.Fatalf("show does not say the call was failed as abandoned:\n%s", out)
 	}
 	h.cli("verify")
 }
 
-// A later proxy of the session fails, at its first logged call, a call a
-// killed proxy left awaiting its client's input, though that client never
-// comes back: it is not left executing for good.
+// A later proxy fails, at its first logged call, a call a killed proxy
+// left awaiting its client's input, though that client never comes back:
+// it is not left executing for good. A proxy of the session does, and so
+// does one of another (unpinned: a new session each run, where the
+// client's retry lands as a new call): the sweep is of the whole log.
 func TestProxyKilledBetweenRoundsIsFailedByTheNextProxy(t *testing.T) {
 	for _, engine := range engines {
+		for _, pinned := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/pinned=%v", engine, pinned), func(t *testing.T) {
+				h, state, store, _, connect := killedAwaitingInput(t, engine)
+				if !pinned {
+					connect = func() (*mcp.ClientSession, *exec.Cmd) {
+						return roundByRoundClient(h, []string{testbin.Undolog(h.t), "proxy", "--policy", h.policy, "--", sdkServer(h.t)})
+					}
+				}
+				s, _ := connect()
+				if r := call(t, s, "write", map[string]any{"key": "k2", "value": "v2"}); r.IsError {
+					t.Fatalf("write: %s", text(r))
+				}
+				want := "confirmed_write:pending write:committed"
+				if !pinned {
+					want = "confirmed_write:pending" // the write is in the other session
+				}
+				failedAsAbandoned(t, h, state, store, want, "write_k2=v2")
+			})
+		}
+	}
+}
+
+var confirmedArgs = map[string]any{"key": "k", "value": "v"}
+
+// firstRoundAsked connects a round-by-round client through a proxy of
+// session rounds and makes confirmed_write's first round, which asks for
+// input.
+func firstRoundAsked(t *testing.T, engine string) (h *harness, state string, store effectlog.Log, s *mcp.ClientSession, first *mcp.CallToolResult) {
+	h, state, store = sdkHarnessOn(t, engine)
+	s, _ = roundByRoundClient(h, roundsProxy(h))
+	first = call(t, s, "confirmed_write", confirmedArgs)
+	if !first.NeedsInput() {
+		t.Fatalf("the first round did not ask for input: %s", text(first))
+	}
+	return h, state, store, s, first
+}
+
+// nextRoundOf is the client's next round of confirmed_write after first,
+// accepting.
+func nextRoundOf(first *mcp.CallToolResult) *mcp.CallToolParams {
+	return &mcp.CallToolParams{Name: "confirmed_write", Arguments: confirmedArgs,
+		InputResponses: mcp.InputResponseMap{"confirm": &mcp.ElicitResult{Action: "accept"}}, RequestState: first.RequestState}
+}
+
+// The same call made afresh (no inputResponses, no requestState) while
+// another of it awaits its next round is no next round of that one: it is
+// a repeat, in progress, and never reaches the server.
+func TestProxyFreshCallIsNoNextRound(t *testing.T) {
+	for _, engine := range engines {
 		t.Run(engine, func(t *testing.T) {
-			h, state, store, _, connect := killedAwaitingInput(t, engine)
-			s, _ := connect()
-			if r := call(t, s, "write", map[string]any{"key": "k2", "value": "v2"}); r.IsError {
-				t.Fatalf("write: %s", text(r))
+			h, state, store, s, first := firstRoundAsked(t, engine)
+			fresh := call(t, s, "confirmed_write", confirmedArgs)
+			if !fresh.IsError || fresh.NeedsInput() || !strings.Contains(text(fresh), "executing") {
+				t.Fatalf("a fresh identical call: %s (needs input %v), want the call in progress", text(fresh), fresh.NeedsInput())
 			}
-			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:pending write:committed" {
-				t.Fatalf("after another call: %v, want effect 1 failed", got)
+			if out := h.cli("show", "1"); strings.Contains(out, "Client's input sent to the server") {
+				t.Fatalf("the fresh call went to the server as a next round:\n%s", out)
 			}
-			if j := journal(t, state); strings.Join(j, " ") != "write_k2=v2" {
+			r, err := s.CallTool(t.Context(), nextRoundOf(first))
+			if err != nil || r.IsError || r.NeedsInput() {
+				t.Fatalf("the next round: %v %s", err, text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed" {
+				t.Fatalf("logged %v, want one committed effect", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
 				t.Fatalf("journal %v", j)
 			}
-			if out := h.cli("show", "1"); !strings.Contains(out, "abandoned between input rounds: it awaited the client's input since") {
-				t.Fatalf("show does not say why the call failed:\n%s", out)
+		})
+	}
+}
+
+// A last round sent again after its call committed (a re-sent request, a
+// stale requestState) is answered from the log: no second effect, no
+// second write.
+func TestProxyStaleNextRoundIsReplayed(t *testing.T) {
+	for _, engine := range engines {
+		t.Run(engine, func(t *testing.T) {
+			_, state, store, s, first := firstRoundAsked(t, engine)
+			last := nextRoundOf(first)
+			r, err := s.CallTool(t.Context(), last)
+			if err != nil || r.IsError || r.NeedsInput() {
+				t.Fatalf("the next round: %v %s", err, text(r))
+			}
+			again, err := s.CallTool(t.Context(), last)
+			if err != nil || again.IsError || text(again) != text(r) {
+				t.Fatalf("the last round again: %v %s, want %s", err, text(again), text(r))
+			}
+			if got := loggedEffects(t, store); strings.Join(got, " ") != "confirmed_write:committed confirmed_write:replayed" {
+				t.Fatalf("logged %v, want one committed effect and its replay", got)
+			}
+			if j := journal(t, state); strings.Join(j, " ") != "write_k=v" {
+				t.Fatalf("journal %v", j)
 			}
 		})
 	}

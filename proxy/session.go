@@ -106,7 +106,24 @@ func (p *Proxy) CurrentSession() string { return p.chosen.get() }
 // callSession is the session the next logged call goes in, made if need
 // be, or the refusal a halted one gives.
 func (p *Proxy) callSession(ctx context.Context) (id, refusal string, err error) {
-	return p.chosen.choose(func() (string, string, error) { return p.pickSession(ctx) })
+	return p.chosen.choose(func() (string, string, error) {
+		p.failAbandonedRounds(ctx)
+		return p.pickSession(ctx)
+	})
+}
+
+// failAbandonedRounds fails the calls any proxy left awaiting its client's
+// input when it died, in whichever session: their server never acted, and
+// their client's retry may come to another session (an unpinned proxy's
+// new one) as a new call, so that only a sweep of the whole log ends them.
+func (p *Proxy) failAbandonedRounds(ctx context.Context) {
+	failed, err := p.lifecycle().FailAbandonedRounds(ctx, p.actor())
+	if err != nil {
+		p.note("the calls abandoned between input rounds were not failed: %v", err)
+	}
+	for eid, why := range failed {
+		p.note("effect %d: %s; it failed and runs again when called again", eid, why)
+	}
 }
 
 // pickSession finds the session of the chain that takes calls, making it
@@ -144,15 +161,6 @@ func (p *Proxy) pickSession(ctx context.Context) (id, refusal string, err error)
 				if _, err := p.Log.SetUpstreamAt(ctx, id, p.Upstream, p.dir(), p.stateEnv()); err != nil {
 					return "", "", err
 				}
-			}
-			// A call a proxy of the session left awaiting its client's
-			// input when it died is failed now: its server never acted.
-			failed, err := p.lifecycle().FailAbandonedRounds(ctx, id, p.actor())
-			if err != nil {
-				return "", "", err
-			}
-			for eid, why := range failed {
-				p.note("effect %d: %s; it failed and runs again when called again", eid, why)
 			}
 			p.announce(id, prev, prevState)
 			return id, "", nil

@@ -145,7 +145,8 @@ func TestProxiesAgreeOnOneSuccessor(t *testing.T) {
 
 // A rejection halts the session: the rejection says how it is resumed, and
 // every logged call until then gets a tool error that says so; nothing is
-// logged. Resumed by a person, calls go on in the same session.
+// logged. Resumed by a person, calls go on in the same session, and the
+// rejected call made again asks again.
 func TestProxyHaltedSessionUntilAPersonResumesIt(t *testing.T) {
 	h := newHarness(t)
 	store := logaddr.File(h.logPath, logaddr.Options{})
@@ -177,12 +178,18 @@ func TestProxyHaltedSessionUntilAPersonResumesIt(t *testing.T) {
 	if m := ip.call("echo", `{"n":2}`); toolText(m) != "" {
 		t.Fatalf("a call after the resume: %v", m)
 	}
-	// The rejection stands, and says no more that the session is halted.
-	if m := ip.call("send", `{"to":"x"}`); !strings.Contains(toolText(m), "rejected by alice") || strings.Contains(toolText(m), "halted") {
-		t.Fatalf("the rejected call after the resume: %v", m)
+	// The rejected call made again is a new call that asks again; the
+	// rejected effect stays rejected.
+	id = ip.send("send", `{"to":"x"}`)
+	waitFor(t, "the request asked again", func() bool { list, _, _ := store.PendingApprovals(ctx, "halt", 0); return len(list) == 1 })
+	if _, err := store.Approve(ctx, 4, model.Change{Actor: "alice", Reason: "recipient checked"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := next(t, ip.out); m["id"] != float64(id) || toolText(m) != "" {
+		t.Fatalf("the rejected call asked again and approved: %v", m)
 	}
 	ip.close()
-	if got := states(t, store, "halt"); got != "1:echo:committed 2:send:rejected 3:echo:committed" {
+	if got := states(t, store, "halt"); got != "1:echo:committed 2:send:rejected 3:echo:committed 4:send:committed" {
 		t.Fatalf("logged %s", got)
 	}
 	if _, err := store.GetSession(ctx, "halt.2"); !errors.Is(err, model.ErrNotFound) {

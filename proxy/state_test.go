@@ -93,7 +93,7 @@ func TestUndoActsOnTheSessionsMemoryState(t *testing.T) {
 		}
 	}
 
-	if code, out := undo([]string{"MEMORY_FILE_PATH=" + memory}, "--yes"); code != 0 || !strings.Contains(out, "2 compensated") {
+	if code, out := undo([]string{"MEMORY_FILE_PATH=" + memory}, "--yes"); code != 0 || !strings.Contains(out, "2 undone") {
 		t.Fatalf("undo with the session's MEMORY_FILE_PATH: exit %d:\n%s", code, out)
 	}
 	direct = h.direct()

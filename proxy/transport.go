@@ -43,6 +43,29 @@ func DialHTTP(url string, header http.Header, diag io.Writer) Conn {
 
 func tooLarge(prefix []byte) *TooLargeError { return mcpwire.TooLarge(prefix) }
 
+// eachClientMessage calls fn with each client message c reads, as
+// readClientMessage reads it; a message a listen session's POST already
+// read is not read again.
+func eachClientMessage(c Conn, fn func(message, *refusal), skipped func(error)) error {
+	ss, ok := c.(*listenSession)
+	if !ok {
+		return eachMessage(c, func(line []byte) { fn(readClientMessage(line)) }, skipped)
+	}
+	for {
+		d, err := ss.readDelivered()
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return err
+		case d.parsed != nil:
+			fn(*d.parsed, nil)
+		default:
+			fn(readClientMessage(d.raw))
+		}
+	}
+}
+
 // eachMessage calls fn with each message c reads until it ends, and skipped
 // with each *TooLargeError or *LostError; it returns the error that ended
 // it (nil at io.EOF).

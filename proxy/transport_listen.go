@@ -34,9 +34,13 @@ type HTTPServer struct {
 	// Start serves a session; nil: Start.
 	StartStateless func(ctx context.Context, client Conn, clientName string)
 	// MaxStatelessClients bounds the lanes open at once (each has its own
-	// upstream): a new identity beyond it ends the lane idle the longest;
-	// zero: DefaultMaxStatelessClients.
+	// upstream): a new identity beyond it ends the lane idle the longest,
+	// or waits for one (StatelessLaneWait); zero: DefaultMaxStatelessClients.
 	MaxStatelessClients int
+	// StatelessLaneWait is how long a request of a new identity waits for
+	// a lane when every lane has a request in flight, before it is answered
+	// 503 with Retry-After; zero: DefaultStatelessLaneWait.
+	StatelessLaneWait time.Duration
 	// StatelessIdleTimeout ends a lane, and its upstream, idle that long;
 	// zero: DefaultStatelessIdleTimeout.
 	StatelessIdleTimeout time.Duration
@@ -55,12 +59,19 @@ type HTTPServer struct {
 	mu       sync.Mutex
 	sessions map[string]*listenSession
 	lanes    map[string]*listenSession // stateless lanes by client identity
-	wg       sync.WaitGroup
+	// laneCount is the stateless lanes whose upstream has not stopped,
+	// those ended to make room included.
+	laneCount int
+	wg        sync.WaitGroup
 }
 
 // DefaultMaxStatelessClients bounds the stateless lanes, and so the
 // upstream processes they start.
 const DefaultMaxStatelessClients = 16
+
+// DefaultStatelessLaneWait is how long a new stateless client waits for a
+// lane while all are busy.
+const DefaultStatelessLaneWait = 10 * time.Second
 
 // DefaultStatelessIdleTimeout is how long a stateless lane, and its
 // upstream, stays without a request: a stateless client never says it is
@@ -92,7 +103,8 @@ func (s *HTTPServer) idleTimeouts() (session, lane time.Duration) {
 }
 
 // sweep ends the sessions idle past IdleTimeout and the stateless lanes
-// idle past StatelessIdleTimeout.
+// idle past StatelessIdleTimeout. One whose call awaits the client's next
+// input round is not idle: its proxy fails that call after the input wait.
 func (s *HTTPServer) sweep() {
 	sessionIdle, laneIdle := s.idleTimeouts()
 	now := s.now()
@@ -104,7 +116,7 @@ func (s *HTTPServer) sweep() {
 			idle = laneIdle
 		}
 		ss.mu.Lock()
-		if ss.open == 0 && now.Sub(ss.active) > idle {
+		if ss.open == 0 && ss.paused == 0 && now.Sub(ss.active) > idle {
 			ended = append(ended, ss)
 		}
 		ss.mu.Unlock()
@@ -353,8 +365,8 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	noSession := r.Header.Get("Mcp-Session-Id") == ""
 	stateless := noSession && body[0] != '[' && statelessVersion(r, single)
 	if stateless {
-		if mismatch := headerMismatch(r, single); mismatch != "" {
-			rpcFail(w, http.StatusBadRequest, single.ID, codeHeaderMismatch, "header mismatch: "+mismatch)
+		if code, refusal := statelessRefusal(r, single); refusal != "" {
+			rpcFail(w, http.StatusBadRequest, single.ID, code, refusal)
 			return
 		}
 	}
@@ -365,8 +377,13 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		s.statelessNotification(w, single, body)
 		return
 	case stateless:
-		if ss = s.lane(clientName(single)); ss == nil {
-			rpcFail(w, http.StatusServiceUnavailable, single.ID, codeInternal, "the proxy is stopping")
+		var err error
+		if ss, err = s.lane(r.Context(), clientName(single)); err != nil {
+			if errors.Is(err, errLanesBusy) {
+				w.Header().Set("Retry-After", "1")
+				err = fmt.Errorf("undolog proxy: every one of its %d stateless clients' servers is busy; retry the request", s.maxLanes())
+			}
+			rpcFail(w, http.StatusServiceUnavailable, single.ID, codeInternal, err.Error())
 			return
 		}
 		// Ids are a connection's, and stateless clients of one name share
@@ -381,6 +398,7 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 		}
 		requests, ids = []string{idKey(lid)}, map[string]json.RawMessage{idKey(lid): single.ID}
 		hangup = lid
+		single.ID, single.raw = lid, body
 	default:
 		if ss = s.lookup(w, r, single.ID); ss == nil {
 			return
@@ -437,7 +455,13 @@ func (s *HTTPServer) post(w http.ResponseWriter, r *http.Request) {
 	if initialize {
 		w.Header().Set("Mcp-Session-Id", ss.id)
 	}
-	if !ss.deliver(body) {
+	handed := false
+	if body[0] == '[' {
+		handed = ss.deliver(body)
+	} else {
+		handed = ss.deliverRead(single)
+	}
+	if !handed {
 		rpcFail(w, http.StatusNotFound, nil, -32001, "session not found")
 		return
 	}
@@ -495,7 +519,7 @@ func (s *HTTPServer) open() *listenSession {
 }
 
 func (s *HTTPServer) newSession() *listenSession {
-	return &listenSession{id: rand.Text(), incoming: make(chan []byte, 16), closed: make(chan struct{}),
+	return &listenSession{id: rand.Text(), incoming: make(chan delivered, 16), closed: make(chan struct{}),
 		routes: map[string]*eventStream{}, labels: map[string]label{}, active: s.now(), clock: s.now}
 }
 
@@ -509,30 +533,75 @@ func (s *HTTPServer) serve(ss *listenSession, start func()) {
 	if s.lanes[ss.clientName] == ss {
 		delete(s.lanes, ss.clientName)
 	}
+	if ss.stateless {
+		s.laneCount--
+	}
 	s.mu.Unlock()
 }
 
-// lane is the stateless lane of a client identity, begun if need be (and
-// the lane idle the longest ended, past MaxStatelessClients); nil once the
-// server is stopping.
-func (s *HTTPServer) lane(name string) *listenSession {
+// errLanesBusy: every stateless lane has a request in flight, and none
+// ended within StatelessLaneWait.
+var errLanesBusy = errors.New("busy")
+
+var errStopping = errors.New("the proxy is stopping")
+
+func (s *HTTPServer) maxLanes() int {
+	if s.MaxStatelessClients <= 0 {
+		return DefaultMaxStatelessClients
+	}
+	return s.MaxStatelessClients
+}
+
+// lane is the stateless lane of a client identity, begun if need be; nil
+// once the server is stopping. Past MaxStatelessClients lanes (counted
+// until their upstream has stopped), a new identity ends the lane idle the
+// longest and waits for its upstream to stop; when every lane has a
+// request in flight it waits for one to end, at most StatelessLaneWait
+// (errLanesBusy), so that clients, which choose their names, cannot start
+// more upstream processes than the bound.
+func (s *HTTPServer) lane(ctx context.Context, name string) (*listenSession, error) {
+	wait := s.StatelessLaneWait
+	if wait <= 0 {
+		wait = DefaultStatelessLaneWait
+	}
+	giveUp := time.NewTimer(wait)
+	defer giveUp.Stop()
+	// Lanes end, and requests in lanes end, without telling waiters here:
+	// they look again at this interval.
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ss, err := s.tryLane(name)
+		if ss != nil || err != nil {
+			return ss, err
+		}
+		select {
+		case <-tick.C:
+		case <-giveUp.C:
+			return nil, errLanesBusy
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// tryLane is lane's one attempt: the lane, or nil (and no error) while no
+// lane is free, the lane idle the longest ended to make room.
+func (s *HTTPServer) tryLane(name string) (*listenSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx.Err() != nil {
-		return nil
+		return nil, errStopping
 	}
 	now := s.now()
 	if ss := s.lanes[name]; ss != nil && !ss.isClosed() {
 		ss.mu.Lock()
 		ss.active = now
 		ss.mu.Unlock()
-		return ss
+		return ss, nil
 	}
-	limit := s.MaxStatelessClients
-	if limit <= 0 {
-		limit = DefaultMaxStatelessClients
-	}
-	if len(s.lanes) >= limit {
+	limit := s.maxLanes()
+	if s.laneCount >= limit {
 		var oldest *listenSession
 		for _, ss := range s.lanes {
 			ss.mu.Lock()
@@ -541,12 +610,14 @@ func (s *HTTPServer) lane(name string) *listenSession {
 			}
 			ss.mu.Unlock()
 		}
-		if oldest != nil { // else every lane has a request in flight: one more
+		if oldest != nil { // its upstream stops; the next attempt may take its place
 			fmt.Fprintf(s.Diagnostics, "undolog proxy: over %d stateless clients: the server of %q, idle the longest, stopped\n", limit, oldest.clientName)
 			delete(s.lanes, oldest.clientName)
 			go oldest.Close()
 		}
+		return nil, nil
 	}
+	s.laneCount++
 	ss := s.newSession()
 	ss.stateless, ss.clientName = true, name
 	s.sessions[ss.id], s.lanes[name] = ss, ss
@@ -556,7 +627,7 @@ func (s *HTTPServer) lane(name string) *listenSession {
 		start = func() { s.StartStateless(s.ctx, ss, name) }
 	}
 	go s.serve(ss, start)
-	return ss
+	return ss, nil
 }
 
 // statelessNotification passes a stateless client's notification to its
@@ -610,14 +681,28 @@ type statelessParams struct {
 }
 
 // statelessVersion tells whether a request without a session speaks a
-// version that has none: by its Mcp-Protocol-Version header or its _meta.
+// version that has none: by its Mcp-Protocol-Version header or its _meta
+// (when they disagree, statelessRefusal says so, rather than the request
+// being taken for one that lost its session).
 func statelessVersion(r *http.Request, m message) bool {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
-		return v >= protocolStateless
-	}
 	var p statelessParams
 	json.Unmarshal(m.Params, &p) // what is not as it expects stays ""
-	return p.Meta.Version >= protocolStateless
+	return r.Header.Get("Mcp-Protocol-Version") >= protocolStateless || p.Meta.Version >= protocolStateless
+}
+
+// statelessRefusal is why a stateless message is refused, with the
+// JSON-RPC code to answer, as the Go SDK's server does; "" if it is not.
+func statelessRefusal(r *http.Request, m message) (code int, text string) {
+	if mismatch := headerMismatch(r, m); mismatch != "" {
+		return codeHeaderMismatch, "header mismatch: " + mismatch
+	}
+	var p statelessParams
+	json.Unmarshal(m.Params, &p)
+	if len(m.ID) != 0 && p.Meta.Version == "" {
+		return codeInvalidParams, fmt.Sprintf("invalid params: a request at Mcp-Protocol-Version %q must carry its protocol version in _meta (io.modelcontextprotocol/protocolVersion); it was not passed on",
+			r.Header.Get("Mcp-Protocol-Version"))
+	}
+	return 0, ""
 }
 
 // codeHeaderMismatch answers a request whose MCP headers say other than its
@@ -690,7 +775,7 @@ func isErrorAnswer(msg []byte) bool {
 // client's POSTs and whose answers go back on the POST that asked.
 type listenSession struct {
 	id       string
-	incoming chan []byte
+	incoming chan delivered
 	closed   chan struct{}
 	once     sync.Once
 
@@ -700,6 +785,7 @@ type listenSession struct {
 	get     *eventStream            // the GET stream, if open
 	backlog [][]byte                // server messages waiting for a stream
 	open    int                     // streams open (HTTP requests in progress)
+	paused  int                     // calls awaiting the client's next input round
 	active  time.Time               // when the last request began or ended
 	clock   func() time.Time
 	version string // the protocol version the server answered
@@ -719,6 +805,15 @@ type listenSession struct {
 type label struct {
 	lane, own json.RawMessage
 	method    string
+}
+
+// HoldForRound counts a call of the session that begins (+1) or ends (-1)
+// awaiting the client's next input round (roundHolder).
+func (ss *listenSession) HoldForRound(delta int) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.paused += delta
+	ss.active = ss.clock()
 }
 
 func (ss *listenSession) isClosed() bool {
@@ -755,6 +850,9 @@ func (s *HTTPServer) endRefusedLane(ss *listenSession) {
 	if s.lanes[ss.clientName] == ss {
 		delete(s.lanes, ss.clientName)
 	}
+	if ss.stateless {
+		s.laneCount--
+	}
 	s.mu.Unlock()
 	if !ss.isClosed() {
 		fmt.Fprintf(s.Diagnostics, "undolog proxy: the server refused the stateless client %q's server/discover (it speaks no %s): its server stopped\n", ss.clientName, mcpwire.StatelessVersion)
@@ -785,9 +883,27 @@ func (ss *listenSession) unlabel(lid json.RawMessage) {
 	delete(ss.labels, idKey(lid))
 }
 
+// delivered is a message of the client's handed to its session: its bytes,
+// and what they say when its POST already read them (a message is read
+// once).
+type delivered struct {
+	raw    []byte
+	parsed *message
+}
+
 func (ss *listenSession) deliver(msg []byte) bool {
+	return ss.hand(delivered{raw: append([]byte(nil), msg...)})
+}
+
+// deliverRead hands the session a message its POST read, with the bytes
+// it goes on as (m.raw).
+func (ss *listenSession) deliverRead(m message) bool {
+	return ss.hand(delivered{raw: m.raw, parsed: &m})
+}
+
+func (ss *listenSession) hand(d delivered) bool {
 	select {
-	case ss.incoming <- append([]byte(nil), msg...):
+	case ss.incoming <- d:
 		return true
 	case <-ss.closed:
 		return false
@@ -795,11 +911,16 @@ func (ss *listenSession) deliver(msg []byte) bool {
 }
 
 func (ss *listenSession) Read() ([]byte, error) {
+	d, err := ss.readDelivered()
+	return d.raw, err
+}
+
+func (ss *listenSession) readDelivered() (delivered, error) {
 	select {
-	case m := <-ss.incoming:
-		return m, nil
+	case d := <-ss.incoming:
+		return d, nil
 	case <-ss.closed:
-		return nil, io.EOF
+		return delivered{}, io.EOF
 	}
 }
 

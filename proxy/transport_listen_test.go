@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -353,10 +354,19 @@ func TestHTTPServerStatelessLanes(t *testing.T) {
 		"another method":    postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/list"}}, `{"jsonrpc":"2.0","id":9,"method":"ping","params":`+meta+`}`),
 		"no name":           postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
 		"another name":      postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"get"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
+		// An older header on a 2026 body is the headers' mismatch, not a
+		// request that lost its session.
+		"an older version header": postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2025-11-25"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"put"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`),
 	} {
 		if m, _ := r.msgs[0].(map[string]any); r.status != 400 || m["id"] != 9.0 || errCode(m) != codeHeaderMismatch {
 			t.Errorf("%s: %+v", what, r)
 		}
+	}
+	// A 2026 request must say its version in _meta too: refused by the
+	// proxy, not sent to an unnamed lane for the server to refuse.
+	noMeta := postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"put"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"put"}}`)
+	if m, _ := noMeta.msgs[0].(map[string]any); noMeta.status != 400 || m["id"] != 9.0 || errCode(m) != codeInvalidParams {
+		t.Errorf("a 2026 request without _meta: %+v", noMeta)
 	}
 	if r := postWith(t, url, both, http.Header{"Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"tools/call"}, "Mcp-Name": {"put"}}, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":`+call+`}`); r.status != 200 || <-started != "e" {
 		t.Fatalf("a call whose headers match: %+v", r)
@@ -371,6 +381,88 @@ func TestHTTPServerStatelessLanes(t *testing.T) {
 	s.sweep()
 	if a, b := end(), end(); a+b != "ce" && a+b != "ec" {
 		t.Fatalf("idle lanes ended: %q %q", a, b)
+	}
+}
+
+// TestHTTPServerStatelessLaneBound: 24 client names at once never have
+// more than MaxStatelessClients (16) lanes, and so upstreams, live: a
+// name past the bound waits for a lane to end, and once it has waited
+// StatelessLaneWait with every lane busy it is answered 503, Retry-After,
+// and a JSON-RPC error with its id.
+func TestHTTPServerStatelessLaneBound(t *testing.T) {
+	var live, most atomic.Int64
+	hold := make(chan struct{})
+	var release sync.Once
+	t.Cleanup(func() { release.Do(func() { close(hold) }) }) // a failure must not leave the lanes held
+	s := &HTTPServer{StatelessLaneWait: 5 * time.Second,
+		Start: func(context.Context, Conn) { t.Error("a stateless request began a session") },
+		StartStateless: func(ctx context.Context, client Conn, name string) {
+			n := live.Add(1)
+			defer live.Add(-1)
+			go func() { <-ctx.Done(); client.Close() }()
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			for {
+				msg, err := client.Read()
+				if err != nil {
+					return
+				}
+				if id, method, _ := peek(msg); method != "" && len(id) > 0 {
+					<-hold
+					client.Write(resultResponse(id, encode(map[string]any{"lane": name})))
+				}
+			}
+		}}
+	url := serveOnLoopback(t, s)
+	const clients = 24
+	replies := make(chan httpReply, clients)
+	for i := range clients {
+		go func() { replies <- statelessPing(t, url, "application/json", "1", fmt.Sprintf("client-%d", i)) }()
+	}
+	time.Sleep(500 * time.Millisecond) // 16 lanes begun, 8 names waiting
+	if n := live.Load(); n != DefaultMaxStatelessClients {
+		t.Fatalf("%d lanes live while all are busy, want %d", n, DefaultMaxStatelessClients)
+	}
+	release.Do(func() { close(hold) }) // the lanes' requests end: the waiting names take their places
+	for range clients {
+		if r := <-replies; r.status != 200 {
+			t.Fatalf("a client waiting for a lane: %+v", r)
+		}
+	}
+	if m := most.Load(); m > DefaultMaxStatelessClients {
+		t.Fatalf("%d lanes were live at once, over the bound %d", m, DefaultMaxStatelessClients)
+	}
+
+	// Every lane busy for longer than the wait: 503, with the request's id.
+	busy := &HTTPServer{MaxStatelessClients: 1, StatelessLaneWait: 200 * time.Millisecond,
+		StartStateless: func(ctx context.Context, client Conn, name string) {
+			msg, err := client.Read()
+			if err != nil {
+				return
+			}
+			<-ctx.Done() // the request stays in flight till the server stops
+			id, _, _ := peek(msg)
+			client.Write(resultResponse(id, encode(map[string]any{})))
+		}}
+	busyURL := serveOnLoopback(t, busy)
+	go statelessPing(t, busyURL, "application/json", "1", "holder")
+	time.Sleep(200 * time.Millisecond)
+	req, _ := http.NewRequest(http.MethodPost, busyURL, strings.NewReader(`{"jsonrpc":"2.0","id":"late","method":"ping","params":{`+statelessMeta("newcomer")+`}}`))
+	req.Header = http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "Mcp-Protocol-Version": {"2026-07-28"}, "Mcp-Method": {"ping"}}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		ID    string `json:"id"`
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	json.NewDecoder(resp.Body).Decode(&answer)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || answer.ID != "late" || !strings.Contains(answer.Error.Message, "busy") {
+		t.Fatalf("status %d, Retry-After %q, answer %+v", resp.StatusCode, resp.Header.Get("Retry-After"), answer)
 	}
 }
 
@@ -483,5 +575,60 @@ func TestHTTPServerStatelessHangupCancels(t *testing.T) {
 	}
 	if len(cancelled) != 0 {
 		t.Fatalf("an answered request was cancelled: %s", <-cancelled)
+	}
+}
+
+// TestHTTPServerLaneAwaitingARoundIsNotIdle: a stateless lane whose call
+// awaits the client's next input round (its proxy holds it, roundHolder)
+// does not end as idle; once the round ends (the input wait passed) it
+// does, idle past the timeout from then.
+func TestHTTPServerLaneAwaitingARoundIsNotIdle(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	later := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	ended, held := make(chan string, 2), make(chan roundHolder, 1)
+	s := &HTTPServer{StatelessIdleTimeout: time.Hour, Now: clock,
+		StartStateless: func(ctx context.Context, client Conn, name string) {
+			for {
+				msg, err := client.Read()
+				if err != nil {
+					ended <- name
+					return
+				}
+				if id, method, _ := peek(msg); method == "ping" {
+					h := client.(roundHolder)
+					h.HoldForRound(1) // as the proxy does once a call asks for input
+					held <- h
+					client.Write(resultResponse(id, json.RawMessage(`{}`)))
+				}
+			}
+		}}
+	url := serveOnLoopback(t, s)
+	if r := statelessPing(t, url, both, "1", "a"); r.status != 200 {
+		t.Fatalf("a stateless ping: %+v", r)
+	}
+	h := <-held
+	later(2 * time.Hour)
+	s.sweep()
+	select {
+	case name := <-ended:
+		t.Fatalf("the lane of %q, awaiting a round, ended as idle", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	h.HoldForRound(-1) // the round ended: the input wait passed
+	later(59 * time.Minute)
+	s.sweep()
+	select {
+	case name := <-ended:
+		t.Fatalf("the lane of %q ended before its idle timeout from the round's end", name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	later(2 * time.Minute)
+	s.sweep()
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lane, idle past the timeout since its round ended, did not end")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/undolog/undolog/internal/mcpwire"
@@ -27,10 +28,12 @@ import (
 // requests, by answering the call with an input_required elicitation and a
 // requestState of its own, which the client's next round echoes. Only a
 // client that declared form elicitation is asked. accept approves, decline
-// and cancel reject, as the actor windowActor names. Nothing the model
+// rejects, as the actor windowActor names; cancel, a form dismissed, is no
+// answer. Nothing the model
 // writes can answer: an argument is no answer, and a requestState counts
 // only if it is the one the proxy gave for that effect, once (it stays
-// in this process's memory, and never reaches the server). A decision
+// in this process's memory; no state in the proxy's format reaches the
+// server, and an expired one is no answer: the call is asked again). A decision
 // made elsewhere first stands: the log refuses the window's, and the call
 // ends as that decision says. A proxy whose database role may not approve
 // stops asking.
@@ -38,32 +41,41 @@ import (
 // windowInputKey names the proxy's own question among a round's inputRequests.
 const windowInputKey = "undolog_approval"
 
+// windowStatePrefix starts every requestState the proxy gives: a state with
+// it is the proxy's own, never the server's, even one this process no
+// longer holds (given before a restart, or by a lane since ended).
+const windowStatePrefix = "undolog-approval-"
+
 // windowAsks holds the requestState the proxy gave each effect it asks
-// about under 2026-07-28, until the client's next round redeems it.
+// about under 2026-07-28, until a client's next round redeems it.
 type windowAsks struct {
 	mu      sync.Mutex
 	byState map[string]uint64
 	byID    map[uint64]string
 }
 
-// give returns a new requestState for effect id, the one given before
-// no longer valid.
+// give returns the requestState of the question about effect id: the one
+// given before while it is unanswered, so that repeats of the call (a
+// client's retry, or two identical calls, which are one effect) share one
+// question, and any of their answers decides.
 func (w *windowAsks) give(id uint64) string {
-	var b [24]byte
-	rand.Read(b[:])
-	state := "undolog-approval-" + hex.EncodeToString(b[:])
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if state, ok := w.byID[id]; ok {
+		return state
+	}
+	var b [24]byte
+	rand.Read(b[:])
+	state := windowStatePrefix + hex.EncodeToString(b[:])
 	if w.byState == nil {
 		w.byState, w.byID = map[string]uint64{}, map[uint64]string{}
 	}
-	delete(w.byState, w.byID[id])
 	w.byState[state], w.byID[id] = id, state
 	return state
 }
 
-// redeem takes requestState state if the proxy gave it: ok, and the effect
-// it was given for. A state is redeemed once.
+// redeem takes requestState state if the proxy gave it and it is still
+// unanswered: ok, and the effect it was given for. A state is redeemed once.
 func (w *windowAsks) redeem(state string) (id uint64, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -130,37 +142,47 @@ func (p *Proxy) windowRound(call *lifecycle.Call, reason string) json.RawMessage
 	})
 }
 
-// windowAnswer takes out of a tools/call a requestState the proxy gave, so
-// that it never reaches the server, with the inputResponses that came with
-// it; action is the answer to the proxy's question, when the state was
-// given for call's effect ("" otherwise). Any other requestState is the
-// server's: m is returned unchanged.
+// windowAnswer takes out of a tools/call a requestState in the proxy's
+// format, so that it never reaches the server, with the answer to the
+// proxy's question among its inputResponses; action is that answer, when
+// the state is the live one given for call's effect ("" otherwise: an
+// expired, forged or other effect's question answers nothing, and the call
+// goes on as if sent without it). Any other requestState is the server's:
+// m is returned unchanged.
 func (p *Proxy) windowAnswer(call *lifecycle.Call, m message) (_ message, action string) {
 	var params map[string]json.RawMessage
 	if json.Unmarshal(m.Params, &params) != nil {
 		return m, ""
 	}
 	var state string
-	if json.Unmarshal(params["requestState"], &state) != nil || state == "" {
+	if json.Unmarshal(params["requestState"], &state) != nil || !strings.HasPrefix(state, windowStatePrefix) {
 		return m, ""
 	}
-	id, ours := p.asks.redeem(state)
-	if !ours {
-		return m, ""
-	}
-	var responses map[string]struct {
+	var responses map[string]json.RawMessage
+	json.Unmarshal(params["inputResponses"], &responses)
+	var answer struct {
 		Action string `json:"action"`
 	}
-	json.Unmarshal(params["inputResponses"], &responses)
+	json.Unmarshal(responses[windowInputKey], &answer)
 	delete(params, "requestState")
-	delete(params, "inputResponses")
+	delete(responses, windowInputKey)
+	if len(responses) == 0 {
+		delete(params, "inputResponses")
+	} else {
+		params["inputResponses"] = encode(responses)
+	}
 	m.Params = encode(params)
 	m.raw = encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "method": m.Method, "params": m.Params})
-	if id != call.Effect.ID {
+	id, live := p.asks.redeem(state)
+	switch {
+	case !live:
+		p.note("effect %d: the answer came to a question of undolog's this proxy no longer holds (answered, or asked before a restart): it decides nothing", call.Effect.ID)
+		return m, ""
+	case id != call.Effect.ID:
 		p.note("a requestState undolog gave for effect %d came with a call of effect %d: it answers nothing", id, call.Effect.ID)
 		return m, ""
 	}
-	return m, responses[windowInputKey].Action
+	return m, answer.Action
 }
 
 // askWindow sends the client's user the question about call (an
@@ -208,11 +230,11 @@ func (p *Proxy) windowActor() (actor, name string) {
 	if name == "" {
 		name = "an unnamed client"
 	}
-	return "client-user:" + name, name
+	return model.WindowActorPrefix + name, name
 }
 
 // decideInWindow records the answer of the client's user on call: accept
-// approves it, decline or cancel rejects it.
+// approves it, decline rejects it; cancel (dismissed) decides nothing.
 func (p *Proxy) decideInWindow(ctx context.Context, call *lifecycle.Call, action string) {
 	actor, name := p.windowActor()
 	id := call.Effect.ID
@@ -222,9 +244,13 @@ func (p *Proxy) decideInWindow(ctx context.Context, call *lifecycle.Call, action
 	case "accept":
 		c.Reason = "accepted by the agent's user, via the client " + name
 		_, err = p.Log.Approve(ctx, id, c)
-	case "decline", "cancel":
-		c.Reason = map[string]string{"decline": "declined", "cancel": "cancelled"}[action] + " by the agent's user, via the client " + name
+	case "decline":
+		c.Reason = "declined by the agent's user, via the client " + name
 		_, err = p.Log.Reject(ctx, id, c)
+	case "cancel":
+		// MCP's cancel is a form dismissed without a choice: no decision.
+		p.note("effect %d: the client's window was dismissed without an answer: it waits for a decision as before", id)
+		return
 	default:
 		p.note("effect %d: the client's window answered %q, which decides nothing", id, textfmt.OneLine(action))
 		return

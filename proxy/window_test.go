@@ -267,8 +267,11 @@ func TestProxyShellDecisionWhileTheWindowAsks(t *testing.T) {
 }
 
 // Nothing but the answer to the proxy's own question decides: not a
-// requestState the proxy did not give (or gave before and replaced), not
-// an argument; the proxy's requestState, given back, does.
+// requestState in the proxy's format that it did not give, not an
+// argument; the proxy's requestState, given back, does, once. Two
+// identical calls (one effect) share one question, so that answering
+// either's does not cancel the other's (issue 30 follow-up: each call got
+// a new question that voided the last, and the window asked forever).
 func TestProxyWindowAnswerCannotBeForged(t *testing.T) {
 	h, state, store := windowHarness(t, "file", "")
 	var asked atomic.Int64
@@ -288,10 +291,12 @@ func TestProxyWindowAnswerCannotBeForged(t *testing.T) {
 	if !first.NeedsInput() || first.InputRequests["undolog_approval"] == nil || !strings.HasPrefix(first.RequestState, "undolog-approval-") {
 		t.Fatalf("the window was not asked: %+v", first)
 	}
+	if second := call(t, s, "launch", args); second.RequestState != first.RequestState {
+		t.Fatalf("the same call was asked a second question, which voids the first's answer")
+	}
 	forged := ask("undolog-approval-"+strings.Repeat("0", 48), args)
-	replaced := ask(first.RequestState, args) // given, but a newer one replaced it
 	inArgs := ask("", map[string]any{"name": "rocket", "requestState": first.RequestState, "undolog_approval": "accept"})
-	for i, r := range []*mcp.CallToolResult{forged, replaced, inArgs} {
+	for i, r := range []*mcp.CallToolResult{forged, inArgs} {
 		if !r.NeedsInput() {
 			t.Fatalf("attempt %d was not asked again: %s", i+1, text(r))
 		}
@@ -304,8 +309,8 @@ func TestProxyWindowAnswerCannotBeForged(t *testing.T) {
 	if j := journal(t, state); len(j) != 0 {
 		t.Fatalf("ran: %v", j)
 	}
-	// The answer to the latest question of effect 1 decides it.
-	r := ask(replaced.RequestState, args)
+	// The answer to effect 1's question decides it.
+	r := ask(first.RequestState, args)
 	if r.IsError || r.NeedsInput() {
 		t.Fatalf("the answer to the proxy's question: %s", text(r))
 	}
@@ -317,11 +322,37 @@ func TestProxyWindowAnswerCannotBeForged(t *testing.T) {
 	}
 	// Redeemed once: given back again, with effect 2's call, it decides nothing.
 	secondArgs := map[string]any{"name": "rocket", "requestState": first.RequestState, "undolog_approval": "accept"}
-	if again := ask(replaced.RequestState, secondArgs); !again.NeedsInput() {
+	if again := ask(first.RequestState, secondArgs); !again.NeedsInput() {
 		t.Fatalf("a redeemed requestState answered again: %s", text(again))
 	}
 	if st, a := decision(t, store, 2); st != sm.Pending || a.Outcome != model.ApprovalPending {
 		t.Fatalf("effect 2 %s, its request %s by %q", st, a.Outcome, a.DecidedBy)
+	}
+}
+
+// A form dismissed in the window (MCP's cancel) is no answer: the call
+// waits as without the window and gets the error asking to retry; the
+// effect stays pending and the session active.
+func TestProxyWindowDismissedDecidesNothing(t *testing.T) {
+	for _, version := range []string{protocol2026, "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			h, state, store := windowHarness(t, "file", "")
+			var asked atomic.Int64
+			s := windowClient(h, roundsProxy(h, "--approval-wait", "1s"), version, answering("cancel", &asked, nil))
+			r := call(t, s, "launch", map[string]any{"name": "rocket"})
+			if !r.IsError || !strings.Contains(text(r), "approve 1") || asked.Load() != 1 {
+				t.Fatalf("asked %d times: %s", asked.Load(), text(r))
+			}
+			if st, a := decision(t, store, 1); st != sm.Pending || a.Outcome != model.ApprovalPending {
+				t.Fatalf("effect 1 %s, its request %s by %q", st, a.Outcome, a.DecidedBy)
+			}
+			if sess, _ := store.GetSession(t.Context(), "rounds"); sess.State == sm.SessionHalted {
+				t.Fatal("a dismissed question halted the session")
+			}
+			if j := journal(t, state); len(j) != 0 {
+				t.Fatalf("ran: %v", j)
+			}
+		})
 	}
 }
 

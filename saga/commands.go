@@ -194,12 +194,40 @@ func (r *Runner) runCommand(ctx context.Context, step Step, attempt int, argv []
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
-		if last := lastLine(tail.String()); last != "" {
-			return fmt.Errorf("%s: %v: %s", argv[0], err, last)
-		}
-		return fmt.Errorf("%s: %v", argv[0], err)
+		return &commandFailed{name: argv[0], err: err, last: lastLine(tail.String()), shown: r.Output != nil}
 	}
 	return nil
+}
+
+// commandFailed is a compensation command that failed: its error names the
+// command, how it ended and the last line it printed (what the entry
+// records as its last error).
+type commandFailed struct {
+	name  string
+	err   error
+	last  string
+	shown bool // what it printed went to Runner.Output as it ran
+}
+
+func (e *commandFailed) Error() string {
+	if e.last == "" {
+		return fmt.Sprintf("%s: %v", e.name, e.err)
+	}
+	return fmt.Sprintf("%s: %v: %s", e.name, e.err, e.last)
+}
+
+func (e *commandFailed) Unwrap() error { return e.err }
+
+// progressText is err as a progress line says it: without the last line a
+// failed command printed when that was shown already, just above it.
+func progressText(err error) string {
+	var failed *commandFailed
+	if errors.As(err, &failed) && failed.shown && failed.last != "" {
+		brief := *failed
+		brief.last = ""
+		return textfmt.OneLine(strings.Replace(err.Error(), failed.Error(), brief.Error(), 1))
+	}
+	return textfmt.OneLine(err.Error())
 }
 
 // maxEnvValue is the largest args or result passed in the environment.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/undolog/undolog/effectlog"
@@ -73,14 +75,37 @@ type Result struct {
 	Session     string   `json:"session"`
 	Compensated []uint64 `json:"compensated"`
 	Skipped     []uint64 `json:"skipped"`
-	Failed      *uint64  `json:"failed"`
-	State       string   `json:"state"`
+	// Resolved lists the entries a person resolved by hand (undolog
+	// resolve) since an earlier run stopped at them: done, by no compensation
+	// of this run.
+	Resolved []uint64 `json:"resolved"`
+	// Earlier lists the entries an earlier run compensated or skipped.
+	Earlier []uint64 `json:"earlier"`
+	Failed  *uint64  `json:"failed"`
+	State   string   `json:"state"`
 	// Already says the session was compensated before this run: nothing
 	// was left to do.
 	Already bool `json:"already_compensated,omitempty"`
 	// NotUndoable lists the effects that ran and have no undo entry
 	// (irreversible): what the undo leaves as it is.
 	NotUndoable []model.Effect `json:"not_undoable"`
+}
+
+// Counts says what a finished walk did with each entry of the stack: this
+// run's compensations and skips, and the entries done before it (by a
+// person's resolve, or by an earlier run), so that every entry is counted.
+func (r Result) Counts() string {
+	counts := fmt.Sprintf("%d undone", len(r.Compensated))
+	if n := len(r.Skipped); n > 0 {
+		counts += fmt.Sprintf(", %d had nothing to undo (never ran)", n)
+	}
+	if n := len(r.Resolved); n > 0 {
+		counts += fmt.Sprintf(", %d resolved by hand", n)
+	}
+	if n := len(r.Earlier); n > 0 {
+		counts += fmt.Sprintf(", %d undone by an earlier undo", n)
+	}
+	return counts
 }
 
 func (r *Runner) progress(format string, args ...any) {
@@ -95,7 +120,7 @@ func (r *Runner) progress(format string, args ...any) {
 // when a compensation fails for good (ErrCompensationFailed); running again
 // resumes the walk.
 func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
-	res := Result{Session: session, Compensated: []uint64{}, Skipped: []uint64{}, NotUndoable: []model.Effect{}}
+	res := Result{Session: session, Compensated: []uint64{}, Skipped: []uint64{}, Resolved: []uint64{}, Earlier: []uint64{}, NotUndoable: []model.Effect{}}
 	sess, err := r.Log.VerifySession(ctx, session) // its upstream is started only as its history states it
 	if err != nil {
 		return res, err
@@ -139,10 +164,12 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return res, err
 		}
 		// No reason of its own: the session keeps the one it failed or
-		// halted for (its history says the undo started, and who). The log
-		// refuses it while a call of the session runs (plan.Waits says
-		// which), in this move's transaction: none starts after it.
-		if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor}); err != nil {
+		// halted for (its history says the undo started, and who); but a
+		// walk that resumes past entries resolved by hand says so, as the
+		// reason it halted for (a compensation that failed) holds no more.
+		// The log refuses it while a call of the session runs (plan.Waits
+		// says which), in this move's transaction: none starts after it.
+		if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensating, model.Change{Actor: r.Actor, Reason: plan.resumeReason(sess.State)}); err != nil {
 			// Another undo may have started it since this one looked: then
 			// the walk goes on, and meets that undo's steps as in progress.
 			now, gerr := r.Log.GetSession(ctx, session)
@@ -168,6 +195,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		id := step.Effect.ID
 		switch step.Action {
 		case ActionDone:
+			if step.Entry.State == sm.EntryResolved {
+				res.Resolved = append(res.Resolved, id)
+			} else {
+				res.Earlier = append(res.Earlier, id)
+			}
 			continue
 		case ActionSkip:
 			if step.abandoned != "" {
@@ -179,7 +211,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 				return res, takenMeanwhile(step, err)
 			}
 			res.Skipped = append(res.Skipped, id)
-			r.progress("effect %d %s: skipped (never ran)", id, step.Effect.Tool)
+			r.progress("effect %d %s: nothing to undo (never ran)", id, step.Effect.Tool)
 			continue
 		case ActionBlocked:
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
@@ -217,7 +249,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			if doubt == nil {
 				return res, ctx.Err()
 			}
-			r.progress("effect %d %s: compensation in doubt: %s", id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
+			r.progress("effect %d %s: undo in doubt: %s", id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
 			return res, fmt.Errorf("%w: effect %d %s: its compensation was sent and no answer said whether it ran (%s): it may or may not have run; check, then rerun with --retry-in-doubt",
 				ErrInDoubt, id, step.Effect.Tool, textfmt.OneLine(cerr.Error()))
 		}
@@ -232,18 +264,40 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			return res, err
 		}
 		if cerr != nil {
-			r.progress("effect %d %s: compensation failed after %s: %s", id, step.Effect.Tool, textfmt.Count(attempts, "attempt"), change.Error)
+			r.progress("effect %d %s: undo failed after %s: %s", id, step.Effect.Tool, textfmt.Count(attempts, "attempt"), progressText(cerr))
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s: %s; fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
 				ErrCompensationFailed, id, step.Effect.Tool, change.Error, r.cli(), id))
 		}
 		res.Compensated = append(res.Compensated, id)
-		r.progress("effect %d %s: compensated (%s, %s)", id, step.Effect.Tool, Shorten(step.Call), textfmt.Count(attempts, "attempt"))
+		r.progress("effect %d %s: undone (%s, %s)", id, step.Effect.Tool, Shorten(step.Call), textfmt.Count(attempts, "attempt"))
 	}
 	if _, err := r.Log.SetSessionState(ctx, session, sm.SessionCompensated, model.Change{Actor: r.Actor}); err != nil {
 		return res, err
 	}
 	res.State = string(sm.SessionCompensated)
 	return res, nil
+}
+
+// resumeReason is the reason a walk that resumes a halted session past
+// entries resolved by hand records, or "".
+func (p Plan) resumeReason(from sm.SessionState) string {
+	if from != sm.SessionHalted {
+		return ""
+	}
+	var ids []string
+	for _, s := range p.Steps {
+		if s.Action == ActionDone && s.Entry.State == sm.EntryResolved {
+			ids = append(ids, strconv.FormatUint(s.Effect.ID, 10))
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	noun := "effect"
+	if len(ids) > 1 {
+		noun = "effects"
+	}
+	return "undo resumed: " + noun + " " + strings.Join(ids, ", ") + " resolved by hand"
 }
 
 // refuse stops the walk at a compensation another undo runs (in progress),
@@ -333,7 +387,7 @@ func (r *Runner) compensate(ctx context.Context, step Step, srv *sessionServer) 
 		if ctx.Err() != nil || attempt == retries+1 || errors.As(err, &p) || errors.As(err, &doubt) {
 			break
 		}
-		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, textfmt.OneLine(err.Error()), backoff)
+		r.progress("effect %d %s: attempt %d failed: %s; retrying in %s", step.Effect.ID, step.Effect.Tool, attempt, progressText(err), backoff)
 		if serr := r.sleep(ctx, backoff); serr != nil {
 			return attempt, serr
 		}

@@ -1,7 +1,5 @@
 package statemachine
 
-import "strings"
-
 // State is an effect state; its value is the spec's DB value.
 type State string
 
@@ -199,11 +197,3 @@ const (
 	// runner's fail, so that the database can tell it is an approver's.
 	TriggerResolvedInDoubt = "Person resolves the call in doubt"
 )
-
-// TriggerText is a recorded trigger as a person reads it. The spec has
-// approvals made "via dashboard"; undolog takes them from the command line,
-// the view and the proxy alike, so the text says who without where (the
-// record keeps the spec's words).
-func TriggerText(trigger string) string {
-	return strings.TrimSuffix(trigger, " via dashboard")
-}

@@ -35,6 +35,12 @@ type Engine interface {
 	// undoes fn's writes, except ErrNothingToWrite (fn wrote nothing: the
 	// call succeeds) and an error made by KeepWrites.
 	Update(ctx context.Context, fn func(WriteTx) error) error
+	// UpdateUnflushed runs fn like Update without waiting for what it
+	// wrote to be durable: for a record whose loss in a crash is harmless.
+	// A crash may lose it, and nothing else. The writes this process asks
+	// for after it is called see it, and a durable one makes it durable
+	// too. It may return before fn ran; fn's error then goes unreported.
+	UpdateUnflushed(ctx context.Context, fn func(WriteTx) error) error
 	// Close lets the log go once this process's writes to it are done. The
 	// engine may be used again afterwards.
 	Close() error

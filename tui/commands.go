@@ -8,6 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
@@ -21,7 +22,14 @@ const pageSize = 200
 func loadSessions(ctx context.Context, store effectlog.Log) tea.Cmd {
 	return func() tea.Msg {
 		list, _, err := store.ListSessions(ctx, effectlog.SessionFilter{Limit: pageSize})
-		return sessionsMsg{sessions: list, err: err}
+		undone := map[string]int{}
+		for _, s := range list {
+			if err != nil {
+				break
+			}
+			undone[s.ID], err = saga.UndoneCount(ctx, store, s)
+		}
+		return sessionsMsg{sessions: list, undone: undone, err: err}
 	}
 }
 
@@ -111,7 +119,7 @@ func resolveEntry(ctx context.Context, store effectlog.Log, id uint64, actor, re
 		if err != nil {
 			return actionMsg{err: err}
 		}
-		return actionMsg{text: "effect " + itoa(id) + " undo entry " + string(u.State) + " by " + actor}
+		return actionMsg{text: "effect " + itoa(id) + ": " + textfmt.UndoWord(string(u.State)) + " by " + actor}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 type sessionsMsg struct {
 	sessions []model.Session
+	undone   map[string]int // session id: how many of its effects an undo compensated
 	err      error
 }
 

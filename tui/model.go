@@ -185,6 +185,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if !m.loaded(msg.err) {
 			return m, nil
 		}
+		m.sessions.undone = msg.undone
 		m.sessions.set(msg.sessions)
 		return m, nil
 	case effectsMsg:
@@ -234,7 +235,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.undo.lines = append(m.undo.lines, "stopped: "+textfmt.OneLine(msg.err.Error()))
 			m.setStatus("", msg.err)
 		} else {
-			line := fmt.Sprintf("session %s %s: %d compensated, %d skipped", msg.result.Session, msg.result.State, len(msg.result.Compensated), len(msg.result.Skipped))
+			line := fmt.Sprintf("session %s %s: %s", msg.result.Session, msg.result.State, msg.result.Counts())
 			m.undo.lines = append(m.undo.lines, line)
 			m.setStatus(line, nil)
 		}

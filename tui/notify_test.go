@@ -21,9 +21,14 @@ func TestMain(m *testing.M) {
 
 // On PostgreSQL the view shows what another process commits when it
 // commits: its poll and the log's slow poll are an hour here, so only a
-// notification can bring the change within the test.
+// notification can bring the change within the test. Behind PgBouncer in
+// transaction pooling mode the view listens on a direct connection.
 func TestViewIsPushedOnPostgres(t *testing.T) {
-	url := pgtest.Server(t).NewDatabase(t)
+	t.Run("direct", func(t *testing.T) { viewIsPushed(t, pgtest.Server(t).NewDatabase(t)) })
+	t.Run("pooled", func(t *testing.T) { viewIsPushed(t, pgtest.Server(t).NewPooledDatabase(t, true)) })
+}
+
+func viewIsPushed(t *testing.T, url string) {
 	other := logaddr.Open(url, logaddr.Options{})
 	defer other.Close()
 	add := func(session, tool string) {

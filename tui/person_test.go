@@ -3,7 +3,9 @@ package tui
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -275,24 +278,85 @@ func TestNarrowTerminalKeepsWhatMatters(t *testing.T) {
 	})
 }
 
-// Item 4: `?` lists the screen's keys and explains every abbreviation.
-func TestHelpExplainsTheAbbreviations(t *testing.T) {
+// Item 4: `?` lists the screen's keys and explains the columns.
+func TestHelpExplainsTheColumns(t *testing.T) {
 	for _, l := range []layout{layouts[0], layouts[3]} {
 		t.Run(l.String(), func(t *testing.T) {
 			tm := startAt(t, demoStore(t), "", l)
 			waitFor(t, tm, "agent-research-42")
 			tm.Send(press("?"))
 			lines := frame(t, tm, l)
-			for _, abbrev := range []string{"done committed", "ok approved", "rej rejected", "rep replayed", "pend pending",
-				"FAIL compensation_failed", "undone compensated", "WAIT ●N", "RPL"} {
-				if !has(lines, abbrev) {
-					t.Errorf("help does not explain %q:\n%s", abbrev, strings.Join(lines, "\n"))
+			for _, column := range []string{"BY STATE", "WAIT ●N", "RPL", "UNDO"} {
+				if !has(lines, column) {
+					t.Errorf("help does not explain %q:\n%s", column, strings.Join(lines, "\n"))
 				}
 			}
 			if has(lines, "a approve") || has(lines, "t transition") || has(lines, "r reject") {
 				t.Errorf("the sessions screen's help offers keys of the session screen:\n%s", strings.Join(lines, "\n"))
 			}
 		})
+	}
+}
+
+// abbreviation is a word the view once used for a state, or an effect state's or a
+// trigger's name from the spec, none of which a person should have to look
+// up (the commands spell them: textfmt's words).
+var abbreviation = regexp.MustCompile(`(^|[^\pL_])(pend|done|rep|ok|FAIL|rej|exec|comp…|compensation_failed|undo:[a-z]+)([^\pL_]|$)|RPC|Intercept →|orchestrator|Proxy resumes|via dashboard`)
+
+// Issue 33 item 2: the view speaks the commands' words. Every screen of the
+// demo log (each session's detail, each effect's detail and history, the
+// help) is read for an abbreviation or a spec name; the words the commands
+// use are there instead.
+func TestTheViewSpeaksTheCommandsWords(t *testing.T) {
+	store := demoStore(t)
+	// An undone session, for the words of an undo.
+	if _, err := (&saga.Runner{Log: store, Actor: "bob", Progress: io.Discard}).Run(t.Context(), "agent-research-42"); err != nil {
+		t.Fatal(err)
+	}
+	var screens []string
+	read := func(m *Model) { screens = append(screens, ansi.Strip(m.render())) }
+	// Tall enough that each effect's history shows whole.
+	opened := func(t *testing.T, store effectlog.Log, session string) *Model {
+		m := New(t.Context(), Options{Log: store, Session: session, Now: func() time.Time { return demoEnd },
+			Location: time.UTC, Width: 100, Height: 80})
+		if _, err := m.firstFrame(); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := opened(t, store, "")
+	for range m.sessions.list {
+		read(m)
+		apply(m, press("j"))
+	}
+	apply(m, press("?"))
+	read(m)
+	for _, s := range m.sessions.list {
+		v := opened(t, store, s.ID)
+		for range v.session.effects {
+			read(v)
+			apply(v, press("j"))
+		}
+	}
+	all := strings.Join(screens, "\n")
+	for _, screen := range screens {
+		for _, line := range strings.Split(screen, "\n") {
+			if strings.Contains(line, `"`) {
+				continue // stored JSON, a call's args and result, as they are
+			}
+			if loc := abbreviation.FindStringIndex(line); loc != nil {
+				t.Errorf("the view shows %q, not a word a person reads:\n%s", line[loc[0]:loc[1]], screen)
+			}
+		}
+	}
+	for _, word := range []string{"committed, undone", "1 undo failed", "not undone", "effect     registered", "undo entry undone by bob", "approved by", "(2 undone)"} {
+		if !strings.Contains(all, word) {
+			t.Errorf("no screen says %q", word)
+		}
+	}
+	// An undone effect's row: its state and its undo entry's in words.
+	if row := regexp.MustCompile(`committed, undone +\S+ +\d+ +undone `); !row.MatchString(all) {
+		t.Errorf("no effect row reads committed, undone ... undone:\n%s", all)
 	}
 }
 
@@ -322,7 +386,7 @@ func TestDemoMainSessionUndoes(t *testing.T) {
 	tm.Send(press("u"))
 	waitFor(t, tm, "Undo 2 steps of session agent-research-42? (y/n)")
 	tm.Send(press("y"))
-	waitFor(t, tm, "session agent-research-42 compensated: 2 compensated, 0 skipped")
+	waitFor(t, tm, "session agent-research-42 compensated: 2 undone")
 	if s, _ := store.GetSession(t.Context(), "agent-research-42"); s.State != sm.SessionCompensated {
 		t.Fatalf("session %s", s.State)
 	}

@@ -70,11 +70,14 @@ func newStyles(color, dark bool) styles {
 
 // state renders a state name in its colour, from the palette the commands
 // use too.
-func (s styles) state(name string) string {
-	if c := textfmt.StateColor(name); c != nil && s.color {
-		return lipgloss.NewStyle().Foreground(c).Render(name)
+func (s styles) state(name string) string { return s.paint(name, name) }
+
+// paint renders text in the colour of the state named tint.
+func (s styles) paint(text, tint string) string {
+	if c := textfmt.StateColor(tint); c != nil && s.color {
+		return lipgloss.NewStyle().Foreground(c).Render(text)
 	}
-	return name
+	return text
 }
 
 // boxWidth is the dialog box w cells wide inside its border: longer lines

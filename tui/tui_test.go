@@ -115,7 +115,7 @@ func TestGoldenHelp(t *testing.T) {
 	tm := start(t, demoStore(t), "")
 	waitFor(t, tm, "agent-research-42")
 	tm.Send(press("?"))
-	waitFor(t, tm, "Abbreviations")
+	waitFor(t, tm, "Columns")
 	golden.RequireEqual(t, finalView(t, tm))
 }
 
@@ -312,7 +312,7 @@ func TestUndoRunsCompensationsLIFO(t *testing.T) {
 	tm.Send(press("u"))
 	waitFor(t, tm, "Undo 3 steps of session lifo? (y/n)")
 	tm.Send(press("y"))
-	waitFor(t, tm, "3 compensated, 0 skipped")
+	waitFor(t, tm, "3 undone")
 	if v := finalView(t, tm); !bytes.Contains(v, []byte("Undo of session lifo finished")) {
 		t.Fatalf("a finished undo is not titled so:\n%s", v)
 	}
@@ -361,7 +361,7 @@ func TestLogReplacedWhileRunning(t *testing.T) {
 	os.WriteFile(store.Path()+".tmp", good, 0o600)
 	os.Rename(store.Path()+".tmp", store.Path())
 	tm.Send(press("?"))
-	waitFor(t, tm, "Abbreviations")
+	waitFor(t, tm, "Columns")
 	tm.Quit()
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
-	sm "github.com/undolog/undolog/statemachine"
 )
 
 // fit truncates or pads s to exactly w cells.
@@ -45,7 +44,9 @@ const (
 
 // renderRow lays cells out in columns, escaped (textfmt.Escape), after the
 // cursor column; the selected row is also reversed whole.
-func (m *Model) renderRow(cols []column, cells []string, selected bool) string {
+// A state column's cell is in the colour of its text, or of tints[i]: the
+// state name behind words ("committed, undone" in compensated's colour).
+func (m *Model) renderRow(cols []column, cells []string, tints map[int]string, selected bool) string {
 	var b strings.Builder
 	if selected {
 		b.WriteString(cursorMark)
@@ -55,8 +56,11 @@ func (m *Model) renderRow(cols []column, cells []string, selected bool) string {
 	for i, c := range cols {
 		text := fit(esc(cells[i]), c.width)
 		if c.state && !selected {
-			name := strings.TrimSpace(text)
-			text = strings.Replace(text, name, m.st.state(name), 1)
+			name, tint := strings.TrimSpace(text), strings.TrimSpace(text)
+			if t, ok := tints[i]; ok {
+				tint = t
+			}
+			text = strings.Replace(text, name, m.st.paint(name, tint), 1)
 		}
 		b.WriteString(text)
 		if i < len(cols)-1 {
@@ -75,7 +79,7 @@ func (m *Model) renderHeader(cols []column) string {
 	for i, c := range cols {
 		cells[i] = c.title
 	}
-	return m.st.label.Render(strings.TrimRight(m.renderRow(cols, cells, false), " "))
+	return m.st.label.Render(strings.TrimRight(m.renderRow(cols, cells, nil, false), " "))
 }
 
 // flexColumns gives the column marked with width 0 what is left of the
@@ -258,20 +262,19 @@ func (m *Model) footer() string {
 	}
 }
 
-// legend explains the view's abbreviations, under `?`.
+// legend explains the view's columns, under `?`.
 var legend = []string{
-	"BY STATE counts a session's effects: pend pending, exec executing,",
-	"  done committed, comp… compensating, undone compensated,",
-	"  FAIL compensation_failed, ok approved, rej rejected, rep replayed.",
+	"BY STATE counts a session's effects by state, and how many were undone.",
 	"WAIT ●N: N calls await approval.  RPL: times the call was replayed.",
-	"UNDO: the undo entry's state (- none: safe or irreversible).",
+	"UNDO: what undo did to the effect (not undone yet, undone, undo failed;",
+	"  - none: safe or irreversible).",
 	cursorMark + "marks the selected row: what a, r, R, t and u act on.",
 }
 
 func (m *Model) helpView() string {
 	keys := m.help
 	keys.SetWidth(m.width - m.st.box.GetHorizontalFrameSize())
-	lines := []string{m.st.title.Render("Keys"), "", keys.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Abbreviations")}
+	lines := []string{m.st.title.Render("Keys"), "", keys.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Columns")}
 	lines = append(lines, legend...)
 	return m.st.box.Render(strings.Join(lines, "\n"))
 }
@@ -435,11 +438,11 @@ func (m *Model) sessionsView() string {
 		if s.PendingApprovals > 0 {
 			wait = "●" + strconv.Itoa(s.PendingApprovals)
 		}
-		cells := []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects), countsLine(s.Counts), wait}
+		cells := []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects), saga.CountsWords(s.Counts, m.sessions.undone[s.ID]), wait}
 		if len(cols) < len(cells) { // no room for BY STATE
 			cells = append(cells[:4], wait)
 		}
-		line := m.renderRow(cols, cells, i == v.cursor)
+		line := m.renderRow(cols, cells, nil, i == v.cursor)
 		if wait != "" && i != v.cursor {
 			line = strings.Replace(line, wait, m.st.badge.Render(wait), 1)
 		}
@@ -480,15 +483,9 @@ func (m *Model) sessionDetail() []string {
 	if !s.UpdatedAt.IsZero() && !s.UpdatedAt.Equal(s.CreatedAt) {
 		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
 	}
-	var counts []string
-	for _, st := range sm.States {
-		if n := s.Counts[st]; n > 0 {
-			counts = append(counts, strconv.Itoa(n)+" "+m.st.state(string(st)))
-		}
-	}
 	line := label("effects:") + " " + strconv.Itoa(s.Effects)
-	if len(counts) > 0 {
-		line += ": " + strings.Join(counts, ", ")
+	if counts := saga.CountsWords(s.Counts, m.sessions.undone[s.ID]); counts != "" {
+		line += ": " + counts
 	}
 	out = append(out, line)
 	if s.PendingApprovals > 0 {
@@ -525,7 +522,7 @@ func (m *Model) sessionColumns() []column {
 	avail := m.width - 2 - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width // in a pane
 	var counts []string
 	for _, s := range m.sessions.list {
-		counts = append(counts, countsLine(s.Counts))
+		counts = append(counts, saga.CountsWords(s.Counts, m.sessions.undone[s.ID]))
 	}
 	idw, by := widest("SESSION", ids...), 0
 	switch {
@@ -542,19 +539,6 @@ func (m *Model) sessionColumns() []column {
 		cols = append(cols, column{"BY STATE", by, false})
 	}
 	return append(cols, wait)
-}
-
-// countsLine abbreviates per-state counts: 3C 1P 2R ...
-func countsLine(counts map[sm.State]int) string {
-	abbrev := map[sm.State]string{sm.Pending: "pend", sm.Executing: "exec", sm.Committed: "done", sm.Compensating: "comp…",
-		sm.Compensated: "undone", sm.CompensationFailed: "FAIL", sm.Approved: "ok", sm.Rejected: "rej", sm.Replayed: "rep"}
-	var parts []string
-	for _, st := range sm.States {
-		if n := counts[st]; n > 0 {
-			parts = append(parts, strconv.Itoa(n)+" "+abbrev[st])
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 func (m *Model) sessionView() string {
@@ -581,10 +565,12 @@ func (m *Model) sessionView() string {
 	head := ansi.Truncate(m.st.title.Render(id)+rest, m.width, "…")
 	var ids, tools, tiers, states, undos []string
 	for _, e := range v.effects {
-		ids, tools, tiers, states = append(ids, itoa(e.ID)), append(tools, e.Tool), append(tiers, string(e.Tier)), append(states, string(e.State))
+		entry := ""
 		if u, ok := v.entries[e.ID]; ok {
-			undos = append(undos, string(u.State))
+			entry = string(u.State)
 		}
+		ids, tools, tiers = append(ids, itoa(e.ID)), append(tools, e.Tool), append(tiers, string(e.Tier))
+		states, undos = append(states, textfmt.EffectStatus(string(e.State), entry)), append(undos, textfmt.UndoWord(entry))
 	}
 	inner := m.width - 2 // in a pane's borders
 	cols := flexColumns([]column{{"ID", widest("ID", ids...), false}, {"TOOL", 0, false}, {"TIER", widest("TIER", tiers...), false},
@@ -603,12 +589,13 @@ func (m *Model) sessionView() string {
 			continue
 		}
 		e := v.effects[i]
-		undo := "-"
+		state, entry := string(e.State), ""
 		if u, ok := v.entries[e.ID]; ok {
-			undo = string(u.State)
+			entry = string(u.State)
 		}
-		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), string(e.State),
-			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), undo}, i == v.cursor && !v.focusDetail))
+		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), textfmt.EffectStatus(state, entry),
+			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), textfmt.UndoWord(entry)},
+			map[int]string{3: textfmt.StatusColor(state, entry), 6: entry}, i == v.cursor && !v.focusDetail))
 	}
 	out := []string{head, m.pane("effects", table, m.width, !v.focusDetail)}
 	// The detail pane has what is left, if that holds a line: a viewport
@@ -674,13 +661,18 @@ func (m *Model) detailLines(width int) []string {
 	now := m.opts.Now()
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	entry := ""
+	if d.Undo != nil {
+		entry = string(d.Undo.State)
+	}
+	status := textfmt.EffectStatus(string(e.State), entry)
 	// A long tool name is cut, not the tier and state after it.
-	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, e.State)
+	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, status)
 	tool := esc(e.Tool)
 	if tw := width - ansi.StringWidth(rest); ansi.StringWidth(tool) > tw {
 		tool = ansi.Truncate(tool, max(1, tw), "…")
 	}
-	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, tool, e.Tier, m.st.state(string(e.State)))
+	add("%s %d  %s  %s  %s", m.st.label.Render("effect"), e.ID, tool, e.Tier, m.st.paint(status, textfmt.StatusColor(string(e.State), entry)))
 	if e.ReplayOf != nil {
 		add("replay of effect %d", *e.ReplayOf)
 	}
@@ -691,7 +683,7 @@ func (m *Model) detailLines(width int) []string {
 		add("%s %s", m.st.label.Render("error:"), esc(e.Error))
 	}
 	if a := d.Approval; a != nil {
-		line := a.Outcome
+		line := textfmt.ApprovalWord(a.Outcome)
 		switch {
 		case a.DecidedAt != nil:
 			line += fmt.Sprintf(" by %s %s ago", a.DecidedBy, textfmt.Ago(now, *a.DecidedAt))
@@ -699,12 +691,12 @@ func (m *Model) detailLines(width int) []string {
 				line += ": " + a.Decision
 			}
 		case a.ExpiresAt != nil:
-			line += ", expires in " + textfmt.Duration(a.ExpiresAt.Sub(now))
+			line += ", expires in " + textfmt.Remaining(a.ExpiresAt.Sub(now))
 		}
 		add("%s %s", m.st.label.Render("approval:"), esc(line))
 	}
 	if u := d.Undo; u != nil {
-		line := string(u.State) + "  " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
+		line := textfmt.UndoWord(string(u.State)) + "  " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
 		if u.LastError != "" {
 			line += "  last error: " + u.LastError
 		}
@@ -717,19 +709,15 @@ func (m *Model) detailLines(width int) []string {
 		out = append(out, prettyJSON(e.Result)...)
 	}
 	out = append(out, m.st.label.Render("history:"))
-	// The states' column is as wide as its widest: a dated row fits 80
-	// columns.
-	tos, toWidth := make([]string, len(d.History)), 0
-	for i, r := range d.History {
-		tos[i] = r.To
+	// What happened in plain words, the undo entry's rows told apart from
+	// the effect's (the spec's triggers stay in JSON, the commands').
+	for _, r := range d.History {
+		of := "effect"
 		if r.Kind == model.KindUndo {
-			tos[i] = "undo:" + r.To
+			of = "undo entry"
 		}
-		toWidth = max(toWidth, len(tos[i]))
-	}
-	for i, r := range d.History {
-		to := tos[i]
-		line := fmt.Sprintf("  %2d %s %-*s %s by %s", r.Seq, r.At.In(m.opts.Location).Format(historyTime), toWidth, to, sm.TriggerText(r.Trigger), r.Who())
+		what := textfmt.HistoryWords(textfmt.Record{Kind: r.Kind, From: r.From, To: r.To, Trigger: r.Trigger, Actor: r.Who()})
+		line := fmt.Sprintf("  %2d %s %-10s %s", r.Seq, r.At.In(m.opts.Location).Format(historyTime), of, what)
 		if r.Reason != "" {
 			line += " (" + r.Reason + ")"
 		}

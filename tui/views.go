@@ -17,6 +17,7 @@ import (
 type sessionsView struct {
 	all            []model.Session
 	list           []model.Session // after the filter
+	undone         map[string]int  // session id: how many of its effects an undo compensated
 	filter         string
 	cursor, offset int
 	loaded         bool

@@ -183,9 +183,17 @@ func statelessRequest(msg []byte) bool {
 // cancelled the request.
 var errCancelled = errors.New("cancelled by the client")
 
-// cancelInFlight closes the POST of the request a notifications/cancelled
-// names, if it is one of StatelessVersion or later not answered yet, and
-// says whether it was.
+// CancelGrace is how long a request of StatelessVersion or later the client
+// cancelled keeps its POST open: an answer already on its way is still read,
+// so that a call the server ran is recorded, and a client that re-sends it
+// (2026-07-28 has no stream resumption: a broken stream looks like a
+// cancellation) gets it from the log; then the POST closes, which is how that
+// version cancels.
+const CancelGrace = 5 * time.Second
+
+// cancelInFlight closes, after CancelGrace, the POST of the request a
+// notifications/cancelled names, if it is one of StatelessVersion or later
+// not answered yet, and says whether it was.
 func (c *httpConn) cancelInFlight(msg []byte) bool {
 	var n struct {
 		Params struct {
@@ -201,7 +209,7 @@ func (c *httpConn) cancelInFlight(msg []byte) bool {
 	if cancel == nil {
 		return false
 	}
-	cancel(errCancelled)
+	time.AfterFunc(CancelGrace, func() { cancel(errCancelled) })
 	return true
 }
 

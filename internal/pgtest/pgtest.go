@@ -9,8 +9,9 @@
 //
 // Without the binaries the tests skip, unless UNDOLOG_REQUIRE_POSTGRES is set
 // (.ci/run sets it), then they fail. A Cluster's Pooler is a PgBouncer in
-// transaction pooling mode in front of it; with UNDOLOG_PG_POOLER=1 the
-// tests of the shared server run through it.
+// transaction pooling mode in front of it; NewPooledDatabase makes a
+// database reached through it, and with UNDOLOG_PG_POOLER=1 every database
+// of the shared server is.
 package pgtest
 
 import (
@@ -209,6 +210,17 @@ func (c *Cluster) Stop(tb testing.TB) {
 	c.stopped.Store(true)
 }
 
+// Crash ends an Own server at once (immediate shutdown: what its commits
+// had not written to the WAL is lost); Start runs it again, which recovers.
+func (c *Cluster) Crash(tb testing.TB) {
+	tb.Helper()
+	if c.port == 0 {
+		tb.Fatal("pgtest: Crash is for a server of the test's own (Own)")
+	}
+	c.kill()
+	c.stopped.Store(true)
+}
+
 // Start runs a server Stop stopped again, and waits until it takes connections.
 func (c *Cluster) Start(tb testing.TB) {
 	tb.Helper()
@@ -232,6 +244,23 @@ func (c *Cluster) AdminURL() string { return c.adminURL }
 // server's PgBouncer in transaction mode (Pooler.URL, listening direct).
 func (c *Cluster) NewDatabase(tb testing.TB) string {
 	tb.Helper()
+	return c.pooledURL(tb, c.newDatabase(tb))
+}
+
+// NewPooledDatabase is NewDatabase through the cluster's PgBouncer in
+// transaction mode, whatever UNDOLOG_PG_POOLER says: waits listen on a
+// direct connection to the server if listen, else they poll. It skips or
+// fails tb as Pooler does.
+func (c *Cluster) NewPooledDatabase(tb testing.TB, listen bool) string {
+	tb.Helper()
+	pooler := c.Pooler(tb)
+	return pooler.URL(c.newDatabase(tb), listen)
+}
+
+// newDatabase creates a new empty database, dropped when tb ends, and
+// returns its direct URL.
+func (c *Cluster) newDatabase(tb testing.TB) string {
+	tb.Helper()
 	name := dbName(tb.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -252,7 +281,7 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
-	return c.pooledURL(tb, u)
+	return u
 }
 
 // admin runs one statement as the superuser.

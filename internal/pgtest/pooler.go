@@ -82,6 +82,8 @@ func (p *Pooler) URL(direct string, listen bool) string {
 	q.Set("port", strconv.Itoa(poolerPort))
 	q.Set("undolog_pooler", "transaction")
 	q.Set("default_query_exec_mode", "cache_describe")
+	q.Del("undolog_listen_host")
+	q.Del("undolog_listen_port")
 	if listen {
 		q.Set("undolog_listen_host", p.serverHost)
 		q.Set("undolog_listen_port", strconv.Itoa(int(p.serverPort)))

@@ -19,7 +19,8 @@ type Cell struct {
 // Table prints the rows of a listing: on a terminal, columns aligned by
 // the cells' display width (a wide character, an emoji takes two columns,
 // a combining mark none) under a header; piped, tab-separated rows without
-// a header (as gh does), for cut and awk. Every cell is escaped (Escape): a
+// a header (as gh does), for cut and awk, unless PipedHeader asks for one
+// (a CI log, a tutorial piped through tee). Every cell is escaped (Escape): a
 // tab or newline in a stored value shows as \t or \n and breaks no column
 // or row, and no stored text reaches the terminal as control bytes.
 type Table struct {
@@ -29,6 +30,7 @@ type Table struct {
 	color   bool
 	widths  []int // each column's width so far, in terminal cells
 	headed  bool
+	piped   bool         // not a terminal, and a header asked for
 	line    bytes.Buffer // the line being laid out, its memory kept for the next
 }
 
@@ -39,6 +41,13 @@ var bold = ansi.NewStyle().Bold()
 // color that the header and coloured cells are painted.
 func NewTable(w io.Writer, header []string, terminal, color bool) *Table {
 	return &Table{w: w, header: header, aligned: terminal, color: color}
+}
+
+// PipedHeader makes a table that is not on a terminal print its header too,
+// tab-separated as its rows, before the first row.
+func (t *Table) PipedHeader() *Table {
+	t.piped = true
+	return t
 }
 
 // Write prints rows, escaping their text in place. Rows may come in
@@ -52,6 +61,14 @@ func (t *Table) Write(rows [][]Cell) error {
 		}
 	}
 	if !t.aligned {
+		if t.piped && !t.headed {
+			t.headed = true
+			t.line.Reset()
+			t.line.WriteString(strings.Join(t.header, "\t"))
+			if err := t.flushLine(); err != nil {
+				return err
+			}
+		}
 		for _, r := range rows {
 			t.line.Reset()
 			for i, c := range r {

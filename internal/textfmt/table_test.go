@@ -101,3 +101,25 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// Piped, a table prints no header unless asked, and then one, above the
+// rows of every page, tab-separated as they are.
+func TestTablePipedHeader(t *testing.T) {
+	page := func() [][]Cell { return [][]Cell{{{Text: "1"}, {Text: "a\tb"}}} }
+	var plainOut, headed strings.Builder
+	if err := NewTable(&plainOut, []string{"ID", "TOOL"}, false, false).Write(page()); err != nil {
+		t.Fatal(err)
+	}
+	if plainOut.String() != "1\ta\\tb\n" {
+		t.Fatalf("piped table %q, want its row alone", plainOut.String())
+	}
+	table := NewTable(&headed, []string{"ID", "TOOL"}, false, false).PipedHeader()
+	for range 2 {
+		if err := table.Write(page()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := "ID\tTOOL\n1\ta\\tb\n1\ta\\tb\n"; headed.String() != want {
+		t.Fatalf("piped table with its header %q, want %q", headed.String(), want)
+	}
+}

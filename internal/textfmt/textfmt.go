@@ -35,6 +35,25 @@ func Duration(d time.Duration) string {
 	return neg + strconv.Itoa(int(d/(24*time.Hour))) + "d"
 }
 
+// Remaining renders a time left as Duration does, rounded up: a countdown
+// read again later never goes up and never reads less than is left (floor
+// read 2m left as 1m two seconds later). None left is 0s.
+func Remaining(d time.Duration) string {
+	if d <= 0 {
+		return "0s"
+	}
+	up := func(unit time.Duration) int64 { return int64((d + unit - 1) / unit) }
+	switch {
+	case up(time.Second) < 60:
+		return strconv.FormatInt(up(time.Second), 10) + "s"
+	case up(time.Minute) < 60:
+		return strconv.FormatInt(up(time.Minute), 10) + "m"
+	case up(time.Hour) < 48:
+		return strconv.FormatInt(up(time.Hour), 10) + "h"
+	}
+	return strconv.FormatInt(up(24*time.Hour), 10) + "d"
+}
+
 // Count renders n things: "1 effect", "2 effects", "0 effects". noun is
 // the singular; the plural adds an s.
 func Count[N ~int | ~int64 | ~uint64 | ~uint32](n N, noun string) string {

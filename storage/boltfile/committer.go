@@ -22,6 +22,10 @@ package boltfile
 // expectPoll) and for maxExpect at most: the commit then goes on in the
 // same transaction instead of reopening the log and replaying the journal.
 // Without a way to see waiters (waiters_other.go) it lingers as before.
+//
+// A write that need not be durable at once (UpdateUnflushed) is queued
+// without its caller waiting, and waits in the queue for up to
+// unflushedWait for a durable write to share its batch and its flush.
 
 import (
 	"errors"
@@ -47,6 +51,10 @@ const (
 	// expectPoll is how often a committer kept for an expected write looks
 	// for waiters (a waiter takes the lock the moment it is let go: waitLock).
 	expectPoll = time.Millisecond
+	// unflushedWait bounds how long a write queued by UpdateUnflushed
+	// waits for a durable one to carry it, and so how much a crash loses:
+	// the proxy's next call comes within milliseconds of the answer.
+	unflushedWait = 10 * time.Millisecond
 )
 
 // writeGroup holds the calls of one process to one log file and the
@@ -121,6 +129,10 @@ type writeCall struct {
 	timeout time.Duration // the caller's lock timeout
 	err     error
 	done    chan struct{} // closed when the call is answered
+	// unflushed is set for a write nobody waits for (UpdateUnflushed),
+	// queued at queued.
+	unflushed bool
+	queued    time.Time
 }
 
 // heldLog is the log as the committer holds it: open, in a write
@@ -143,7 +155,21 @@ func (s *Engine) update(fn func(tx *writeTx) error) error {
 	return s.enqueue(&writeCall{fn: fn})
 }
 
+// updateUnflushed queues fn as a write of the committer's and returns at
+// once: the write goes with the next batch that has a durable write, or on
+// its own after unflushedWait.
+func (s *Engine) updateUnflushed(fn func(tx *writeTx) error) {
+	s.queue(&writeCall{fn: fn, unflushed: true, queued: time.Now()})
+}
+
 func (s *Engine) enqueue(c *writeCall) error {
+	s.queue(c)
+	<-c.done
+	return c.err
+}
+
+// queue adds c to the committer's queue, starting the committer if need be.
+func (s *Engine) queue(c *writeCall) {
 	c.done, c.timeout = make(chan struct{}), s.opts.LockTimeout
 	g := s.group
 	g.mu.Lock()
@@ -154,8 +180,37 @@ func (s *Engine) enqueue(c *writeCall) error {
 	}
 	g.mu.Unlock()
 	g.signal()
-	<-c.done
-	return c.err
+}
+
+// unflushedOnly tells how long the queue may wait yet for a durable write:
+// zero unless it holds only unflushed writes queued less than
+// unflushedWait ago.
+func (g *writeGroup) unflushedOnly() time.Duration {
+	if len(g.queue) == 0 {
+		return 0
+	}
+	for _, c := range g.queue {
+		if !c.unflushed {
+			return 0
+		}
+	}
+	return max(0, unflushedWait-time.Since(g.queue[0].queued))
+}
+
+// flushUnflushed makes the writes queued by UpdateUnflushed durable now,
+// if there are any.
+func (s *Engine) flushUnflushed() error {
+	g := s.group
+	g.mu.Lock()
+	queued := false
+	for _, c := range g.queue {
+		queued = queued || c.unflushed
+	}
+	g.mu.Unlock()
+	if !queued {
+		return nil
+	}
+	return s.update(func(*writeTx) error { return storage.ErrNothingToWrite })
 }
 
 // viewInCommitter runs fn in the committer's transaction if the committer
@@ -250,20 +305,26 @@ func (s *Engine) committer() {
 func (g *writeGroup) take() []*writeCall {
 	var lingerEnd time.Time
 	for {
+		h := g.held
 		g.mu.Lock()
 		batch, paused := g.queue, g.pauses > 0
-		if paused {
+		wait := g.unflushedOnly()
+		if wait > 0 && h != nil && h.waiters.others() {
+			wait = 0 // another process waits for the log: no keeping it for them
+		}
+		if paused || wait > 0 {
 			batch = nil
 		} else {
 			g.queue = nil
 		}
 		g.mu.Unlock()
-		h := g.held
-		if len(batch) > 0 || paused || h == nil {
+		if len(batch) > 0 || paused || h == nil && wait == 0 {
 			return batch
 		}
-		var wait time.Duration
-		if g.kept(h) {
+		if wait > 0 {
+			// Only unflushed writes: wait for a durable one to carry them.
+			lingerEnd = time.Time{}
+		} else if g.kept(h) {
 			if h.waiters.others() {
 				g.yielding = true
 				return nil

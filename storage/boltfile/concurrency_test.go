@@ -62,6 +62,10 @@ func writer(mode, path, session string) int {
 		fmt.Println("compacted")
 		return 0
 	}
+	if c, ok := strings.CutPrefix(mode, "answers:"); ok {
+		n, _ := strconv.Atoi(c)
+		return answeringWriter(s, session, n)
+	}
 	n := -1
 	if c, ok := strings.CutPrefix(mode, "count:"); ok {
 		n, _ = strconv.Atoi(c)
@@ -96,6 +100,19 @@ func writerCmd(t *testing.T, mode, path, session string) *exec.Cmd {
 	cmd.Env = append(os.Environ(), "UNDOLOG_TEST_WRITER="+mode, "UNDOLOG_TEST_LOG="+path, "UNDOLOG_TEST_SESSION="+session)
 	cmd.Stderr = os.Stderr
 	return cmd
+}
+
+// startWriter starts a writer process and returns a scanner of its output.
+func startWriter(t *testing.T, cmd *exec.Cmd) *bufio.Scanner {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return bufio.NewScanner(stdout)
 }
 
 func TestTwoProcessesWriteConcurrently(t *testing.T) {
@@ -140,15 +157,8 @@ func TestSIGKILLLosesNothingAcknowledged(t *testing.T) {
 	s, _ := newStore(t)
 	for round := 0; round < 3; round++ {
 		cmd := writerCmd(t, "loop", s.Path(), fmt.Sprintf("kill-%d", round))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		sc := startWriter(t, cmd)
 		var acked []uint64
-		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			id, _ := strconv.ParseUint(sc.Text(), 10, 64)
 			acked = append(acked, id)

@@ -97,12 +97,13 @@ func New(path string, opts Options) *Engine {
 	return &Engine{path: path, opts: opts, group: g}
 }
 
-// Close lets the log go: the committer answers what it was given, then
-// closes the file (what it wrote is durable already). The Engine may be used
+// Close lets the log go: the committer answers what it was given, makes
+// unflushed writes durable, then closes the file. The Engine may be used
 // again; it opens the log anew.
 func (s *Engine) Close() error {
+	err := s.flushUnflushed()
 	s.pause()()
-	return nil
+	return err
 }
 
 // Path is the log file's path.

@@ -25,6 +25,9 @@ func TestGCDropsOldFinishedSessionsAndCompactShrinks(t *testing.T) {
 		}
 		irr := intercept(t, s, session, "pay", sm.Irreversible, `{}`)
 		must[model.Effect](t)(s.Approve(t.Context(), irr.Effect.ID, model.Change{}))
+		// Run once approved: a session with an approved call left does not complete.
+		must[model.Effect](t)(s.Start(t.Context(), irr.Effect.ID, model.Change{}))
+		must[model.Effect](t)(s.Commit(t.Context(), irr.Effect.ID, model.Change{Result: json.RawMessage(`1`)}))
 	}
 	fill("old-done", 300)
 	must[model.Session](t)(s.SetSessionState(t.Context(), "old-done", sm.SessionCompleted, model.Change{}))

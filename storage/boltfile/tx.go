@@ -352,6 +352,14 @@ func (s *Engine) Update(_ context.Context, fn func(storage.WriteTx) error) error
 	return s.update(func(tx *writeTx) error { return fn(txWriter{txReader{plainTx(tx.Tx)}, tx}) })
 }
 
+// UpdateUnflushed queues fn as a write of this process's committer and
+// returns at once (see updateUnflushed): fn's error goes unreported, and a
+// crash of this process within unflushedWait may lose what it wrote.
+func (s *Engine) UpdateUnflushed(_ context.Context, fn func(storage.WriteTx) error) error {
+	s.updateUnflushed(func(tx *writeTx) error { return fn(txWriter{txReader{plainTx(tx.Tx)}, tx}) })
+	return nil
+}
+
 var (
 	_ storage.File      = (*Engine)(nil)
 	_ storage.Holder    = (*Engine)(nil)

@@ -22,3 +22,18 @@ func TestConformance(t *testing.T) {
 		return effectlog.New(engine, effectlog.Options{Now: now})
 	})
 }
+
+// Behind PgBouncer in transaction pooling mode the engine keeps every rule
+// of the suite too, its waits listening on a direct connection. Every log
+// of the random operations is a new database, so a new pool and new
+// backends behind the pooler, and so is every import of the exports
+// while written: they check fewer of them than direct.
+func TestConformanceThroughAPooler(t *testing.T) {
+	server := pgtest.Server(t)
+	server.Pooler(t)
+	conformance.RunWith(t, func(t *testing.T, now func() time.Time) effectlog.Log {
+		engine := pgstore.New(server.NewPooledDatabase(t, true))
+		t.Cleanup(func() { engine.Close() })
+		return effectlog.New(engine, effectlog.Options{Now: now})
+	}, conformance.Options{RandomChecks: 25, Exports: 3})
+}

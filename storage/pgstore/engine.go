@@ -258,6 +258,19 @@ const maxAttempts = 30
 // a deadlock, a serialization failure or a unique constraint another writer
 // won, and commits it with its change-feed positions.
 func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) error {
+	return e.update(ctx, fn, false)
+}
+
+// UpdateUnflushed runs fn like Update in a transaction that commits with
+// synchronous_commit off: its commit does not wait for the WAL flush. The
+// server flushes it within three wal_writer_delay, or with the next
+// synchronous commit (the WAL is written in order); only a crash of the
+// server loses it.
+func (e *Engine) UpdateUnflushed(ctx context.Context, fn func(storage.WriteTx) error) error {
+	return e.update(ctx, fn, true)
+}
+
+func (e *Engine) update(ctx context.Context, fn func(storage.WriteTx) error, unflushed bool) error {
 	pool, err := e.connect(ctx)
 	if err != nil {
 		return err
@@ -267,7 +280,7 @@ func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) err
 	}
 	useRecent := true
 	for attempt := 1; ; attempt++ {
-		outcome, onRecent, err := e.updateOnce(ctx, pool, fn, useRecent)
+		outcome, onRecent, err := e.updateOnce(ctx, pool, fn, useRecent, unflushed)
 		var doubt commitInDoubt
 		if onRecent != nil && (err != nil || outcome == errNothingWritten) && !errors.As(err, &doubt) {
 			// Decided on recent rows that had changed, or read more, or
@@ -294,7 +307,7 @@ func (e *Engine) Update(ctx context.Context, fn func(storage.WriteTx) error) err
 
 // updateOnce is one attempt of Update: err is a failure (the transaction
 // rolled back), outcome what fn returned through KeepWrites (committed).
-func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent bool) (outcome error, on *onRecent, err error) {
+func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent, unflushed bool) (outcome error, on *onRecent, err error) {
 	e.writes.RLock()
 	defer e.writes.RUnlock()
 	e.pub.writing(+1)
@@ -305,6 +318,9 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	tx, err := beginPipelined(ctx, pool, begin)
 	if err != nil {
 		return nil, nil, err
+	}
+	if unflushed {
+		tx.Exec(ctx, `SET LOCAL synchronous_commit = off`) // sent with the transaction's first statements
 	}
 	defer tx.release(context.WithoutCancel(ctx))
 	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role, pipe: tx}

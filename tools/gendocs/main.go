@@ -64,7 +64,7 @@ func run(cli, man, out string) error {
 		return err
 	}
 	for name, gen := range map[string]func(*bytes.Buffer) error{
-		"undolog.bash": func(b *bytes.Buffer) error { return root.GenBashCompletionV2(b, true) },
+		"undolog.bash": func(b *bytes.Buffer) error { return cmd.GenBashCompletion(root, b, true) },
 		"_undolog":     func(b *bytes.Buffer) error { return root.GenZshCompletion(b) },
 		"undolog.fish": func(b *bytes.Buffer) error { return root.GenFishCompletion(b, true) },
 		"undolog.ps1":  func(b *bytes.Buffer) error { return root.GenPowerShellCompletionWithDesc(b) },
