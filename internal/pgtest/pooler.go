@@ -68,9 +68,9 @@ func (c *Cluster) Pooler(tb testing.TB) *Pooler {
 // URL is the URL of the database a direct URL of the pooler's server names,
 // through the pooler, as the same user. It tells undolog the pooler is in
 // transaction mode and, if listen, where the server is for its listening
-// connection (else waits poll). Statements are described, not prepared
-// (default_query_exec_mode=cache_describe), so that a test's own pgx
-// connections work through the pooler too.
+// connection (else waits poll). Statements are sent unprepared
+// (default_query_exec_mode=exec), as undolog sends them, so that a test's
+// own pgx connections work through the pooler too.
 func (p *Pooler) URL(direct string, listen bool) string {
 	u, err := url.Parse(direct)
 	if err != nil {
@@ -81,7 +81,7 @@ func (p *Pooler) URL(direct string, listen bool) string {
 	q.Set("host", p.dir)
 	q.Set("port", strconv.Itoa(poolerPort))
 	q.Set("undolog_pooler", "transaction")
-	q.Set("default_query_exec_mode", "cache_describe")
+	q.Set("default_query_exec_mode", "exec")
 	q.Del("undolog_listen_host")
 	q.Del("undolog_listen_port")
 	if listen {

@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +63,10 @@ type Engine struct {
 	writes sync.RWMutex
 
 	recent recentRows // the rows its writes left, to decide on (recent.go)
+
+	txs atomic.Int64 // transactions begun, reads and writes (sendUnpreparedWhileCold)
+
+	wrapConn func(net.Conn) net.Conn // set by tests that count what goes over the wire
 }
 
 // Suspend waits for this process's write transactions under way to end
@@ -113,12 +118,49 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 			cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(ms)
 		}
 	}
+	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement && !strings.Contains(e.url, "default_query_exec_mode") {
+		e.sendUnpreparedWhileCold(cfg)
+	}
+	if wrap := e.wrapConn; wrap != nil {
+		dial := cfg.ConnConfig.DialFunc
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(c), nil
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, e.failed(err)
 	}
 	e.pool, e.role, e.beginWrite = pool, cfg.ConnConfig.User, begin
 	return pool, nil
+}
+
+// warmAfter is how many transactions an engine runs before its
+// connections prepare their statements.
+const warmAfter = 4
+
+// sendUnpreparedWhileCold has the connections an engine makes for its first
+// warmAfter transactions send each statement with its arguments in one
+// round trip (the unnamed statement), where pgx's statement cache first
+// prepares each new one in a round trip of its own: a process of one call
+// (exec) uses each statement once or twice, and would pay a round trip more
+// per batch. A process that lives on drops such a connection when it takes
+// it from the pool past them, and makes one that prepares its statements,
+// which saves the server their parse and plan from then on.
+func (e *Engine) sendUnpreparedWhileCold(cfg *pgxpool.Config) {
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		if e.txs.Load() < warmAfter {
+			cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		}
+		return nil
+	}
+	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+		return e.txs.Load() < warmAfter || c.Config().DefaultQueryExecMode != pgx.QueryExecModeExec, nil
+	}
 }
 
 // DefaultPoolSize is how many connections an engine keeps at most, unless its
@@ -144,7 +186,12 @@ func poolConfig(url string) (*pgxpool.Config, pooling, error) {
 	if err != nil {
 		return nil, pooling{}, err
 	}
-	p.forPooler(cfg.ConnConfig, url)
+	if p.transaction && !strings.Contains(url, "default_query_exec_mode") {
+		// A transaction pooler keeps no prepared statement between
+		// transactions: each statement goes with its arguments in one
+		// round trip (the unnamed statement), never described first.
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultPoolSize
 	}
@@ -229,6 +276,7 @@ func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error 
 	if err != nil {
 		return err
 	}
+	e.txs.Add(1)
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return e.failed(err)
@@ -315,6 +363,7 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	e.mu.Lock()
 	role, begin := e.role, e.beginWrite
 	e.mu.Unlock()
+	e.txs.Add(1)
 	tx, err := beginPipelined(ctx, pool, begin)
 	if err != nil {
 		return nil, nil, err
