@@ -323,12 +323,23 @@ func (e *Engine) update(ctx context.Context, fn func(storage.WriteTx) error, unf
 	if err != nil {
 		return err
 	}
-	if err := e.migrate(ctx, pool); err != nil {
-		return err
-	}
+	e.mu.Lock()
+	checkSchema := !e.migrated
+	e.mu.Unlock()
 	useRecent := true
 	for attempt := 1; ; attempt++ {
-		outcome, onRecent, err := e.updateOnce(ctx, pool, fn, useRecent, unflushed)
+		outcome, onRecent, err := e.updateOnce(ctx, pool, fn, useRecent, unflushed, checkSchema)
+		if checkSchema {
+			checkSchema = false
+			if errors.Is(err, errSchemaNotCurrent) {
+				// Looked at alone, migrated if it is older.
+				if err := e.migrate(ctx, pool); err != nil {
+					return err
+				}
+				attempt--
+				continue
+			}
+		}
 		var doubt commitInDoubt
 		if onRecent != nil && (err != nil || outcome == errNothingWritten) && !errors.As(err, &doubt) {
 			// Decided on recent rows that had changed, or read more, or
@@ -355,7 +366,11 @@ func (e *Engine) update(ctx context.Context, fn func(storage.WriteTx) error, unf
 
 // updateOnce is one attempt of Update: err is a failure (the transaction
 // rolled back), outcome what fn returned through KeepWrites (committed).
-func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent, unflushed bool) (outcome error, on *onRecent, err error) {
+//
+// With checkSchema, the log's schema version is read with the transaction's
+// first statements: unless it read this build's, the attempt is
+// errSchemaNotCurrent.
+func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent, unflushed, checkSchema bool) (outcome error, on *onRecent, err error) {
 	e.writes.RLock()
 	defer e.writes.RUnlock()
 	e.pub.writing(+1)
@@ -368,10 +383,27 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	if err != nil {
 		return nil, nil, err
 	}
+	if checkSchema {
+		tx.checkSchema()
+	}
 	if unflushed {
 		tx.Exec(ctx, `SET LOCAL synchronous_commit = off`) // sent with the transaction's first statements
 	}
 	defer tx.release(context.WithoutCancel(ctx))
+	defer func() {
+		switch {
+		case !checkSchema:
+		case tx.schema.current:
+			e.mu.Lock()
+			e.migrated = true
+			e.mu.Unlock()
+		default:
+			// Whatever fn made of it: what it read or wrote was not on
+			// this build's schema (a COMMIT of an aborted transaction
+			// rolls it back without an error).
+			outcome, err = nil, errSchemaNotCurrent
+		}
+	}()
 	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role, pipe: tx}
 	if useRecent {
 		w.recent = &e.recent

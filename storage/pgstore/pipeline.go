@@ -36,6 +36,36 @@ type pipelined struct {
 	// committed then.
 	sent, noReads, refused bool
 	released               bool // the connection went back to the pool
+	// schema is the schema version check sent with the first batch, if
+	// any (checkSchema).
+	schema *schemaCheck
+}
+
+// schemaCheck is the read of the log's schema version a transaction sends
+// with its first statements, where it would otherwise cost a round trip of
+// its own before them: the rest of the transaction counts only once it
+// says this build's version.
+type schemaCheck struct {
+	sent, current bool
+}
+
+// errSchemaNotCurrent fails a transaction whose schema check did not find
+// this build's version (or could not read it): it is rolled back, and the
+// engine migrates (or says why not) before it runs again.
+var errSchemaNotCurrent = errors.New("pgstore: the log's schema is not this build's")
+
+// checkSchema sends the schema version's read with the transaction's first
+// statements.
+func (t *pipelined) checkSchema() {
+	t.schema = &schemaCheck{}
+	t.pending.Queue(`SELECT value FROM undolog_meta WHERE key = 'schema_version'`).QueryRow(func(row pgx.Row) error {
+		var v int64
+		if err := row.Scan(&v); err != nil || uint64(v) != SchemaVersion {
+			return errSchemaNotCurrent
+		}
+		t.schema.current = true
+		return nil
+	})
 }
 
 // held queues what the transaction's owner held back.
@@ -80,9 +110,18 @@ func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, e
 	t.pending = &pgx.Batch{}
 	n := queued.Len()
 	queued.QueuedQueries = append(queued.QueuedQueries, b.QueuedQueries...)
+	if t.schema != nil {
+		t.schema.sent = true
+	}
 	br := t.conn.SendBatch(ctx, queued)
-	for i := 0; i < n; i++ {
-		if _, err := br.Exec(); err != nil {
+	for _, q := range queued.QueuedQueries[:n] {
+		var err error
+		if q.Fn != nil {
+			err = q.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			br.Close()
 			return nil, err
 		}
@@ -146,6 +185,12 @@ func (t *pipelined) flush(ctx context.Context) error {
 // commitInDoubt: the answers of a batch are flushed only at its end, so a
 // connection lost with none of them may have lost a commit's.
 func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
+	if t.schema != nil && !t.schema.sent {
+		// Nothing was read: the schema is known before the COMMIT is sent.
+		if err := t.flush(ctx); err != nil {
+			return err
+		}
+	}
 	t.held()
 	b.Queue(`COMMIT`)
 	queued := t.pending

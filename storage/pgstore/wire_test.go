@@ -19,7 +19,7 @@ import (
 // publish of their changes in the commit's round trip.
 const (
 	execConns      = 1
-	execRoundTrips = 6
+	execRoundTrips = 5
 )
 
 // TestCallAsItsOwnProcessRoundTrips counts the connections and round trips
