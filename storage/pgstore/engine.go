@@ -423,18 +423,29 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 		return nil, w.onRecent, err
 	}
 	queued := w.queueChanges()
-	if err := tx.commit(ctx, &pgx.Batch{}); err != nil {
+	// A publish that waits for its gap goes with this commit instead, in
+	// its round trip (exec's Finish after a quick command: its Begin's
+	// changes and its own in one publish).
+	carry := e.pub.carry()
+	err = tx.commit(ctx, carry)
+	if carry {
+		e.pub.carried(err == nil)
+	}
+	if err != nil {
 		return nil, w.onRecent, err
 	}
 	e.recent.keep(&w.wrote)
 	// The connection goes back first: the publish takes it, and a process
 	// of one call then never opens a second.
 	tx.release(ctx)
-	if queued {
+	if queued && !carry {
 		e.publishLater(pool)
 	}
 	return outcome, w.onRecent, nil
 }
+
+// publishSQL gives positions to every change queued (undolog_publish).
+const publishSQL = `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`
 
 // publishGap is the least time between the starts of two publishes of one
 // engine, and between a write that asks for one and its publish: the
@@ -444,6 +455,10 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 // command) publishes once, on the one connection it holds. A reader of the
 // feed waiting for one (SyncFeed, Close) does not wait out the gap.
 const publishGap = 25 * time.Millisecond
+
+// publishWriteWait bounds a publish's wait, past its gap, for the writes of
+// its engine under way, one of which sends it with its commit.
+const publishWriteWait = time.Second
 
 // publisher gives positions to the changes this engine's writes queued, one
 // publish at a time, after their commits. undolog_publish moves the whole
@@ -466,6 +481,40 @@ type publisher struct {
 	// (and replaced) when it falls to zero.
 	inflight int
 	quiet    chan struct{}
+	// sending: the publisher sends a publish now. carrying: a write sends
+	// one with its commit, for the writes counted up to carryUpTo.
+	sending, carrying bool
+	carryUpTo         uint64
+}
+
+// carry says whether a write about to commit sends the publish with its
+// COMMIT: the publisher waits out its gap and sends none now. The write
+// counts itself among those asking (a write that queued nothing, or that
+// fails, makes one publish more at most).
+func (p *publisher) carry() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.running || p.sending || p.carrying {
+		return false
+	}
+	p.asked++
+	p.carrying, p.carryUpTo = true, p.asked
+	return true
+}
+
+// carried ends what carry began: with the commit made, the publish after
+// it covered every write counted before it (its failure leaves their
+// changes queued, as the publisher's does).
+func (p *publisher) carried(committed bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.carrying = false
+	if committed && p.carryUpTo > p.done {
+		p.done = p.carryUpTo
+		p.last = time.Now()
+	}
+	close(p.ended)
+	p.ended = make(chan struct{})
 }
 
 // writing counts a write of this engine in (+1) or out (-1).
@@ -514,35 +563,47 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool, ctx context.Context) {
 		gap := publishGap - time.Since(later(p.last, p.asking))
 		p.mu.Unlock()
 		if gap > 0 && !p.wait(gap) {
-			// Past the gap, writes of this engine under way (exec's Finish
-			// after a quick command) are waited for, a gap more at most:
-			// their changes go in this publish.
+			// Past the gap, a write of this engine under way (exec's
+			// Finish after a quick command) sends the publish with its
+			// COMMIT (carry), on the connection it holds; waited for
+			// until this engine's writes are over (or one carried it),
+			// publishWriteWait at most.
 			p.mu.Lock()
-			busy, quiet := p.inflight > 0, p.quiet
+			busy, quiet, ended := p.inflight > 0, p.quiet, p.ended
 			p.mu.Unlock()
 			if busy {
-				t := time.NewTimer(publishGap)
+				t := time.NewTimer(publishWriteWait)
 				select {
 				case <-t.C:
 				case <-quiet:
+				case <-ended:
 				case <-p.urge:
 				}
 				t.Stop()
 			}
 		}
 		p.mu.Lock()
+		if p.carrying {
+			// A write sends it with its commit: wait for that, then
+			// see what is left.
+			ended := p.ended
+			p.mu.Unlock()
+			<-ended
+			continue
+		}
 		upTo := p.asked
-		p.last = time.Now()
+		p.last, p.sending = time.Now(), true
 		p.mu.Unlock()
 		// A failure leaves the changes queued: the next publish, of this
 		// process or another, gives them their positions.
 		// It holds the feed's lock: Suspend waits for it, as for a write.
 		var ok bool
 		e.writes.RLock()
-		_ = pool.QueryRow(ctx, `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`).Scan(&ok)
+		_ = pool.QueryRow(ctx, publishSQL).Scan(&ok)
 		e.writes.RUnlock()
 		p.mu.Lock()
-		p.done = upTo
+		p.sending = false
+		p.done = max(p.done, upTo)
 		close(p.ended)
 		p.ended = make(chan struct{})
 		p.mu.Unlock()

@@ -179,12 +179,15 @@ func (t *pipelined) flush(ctx context.Context) error {
 	return br.Close()
 }
 
-// commit sends what is queued with b and COMMIT. A statement before
-// COMMIT that the server says failed rolled the transaction back (err is
-// the server's); a COMMIT the server refused too. Any other failure is
+// commit sends what is queued and COMMIT, and with publish the feed's
+// publish after it, in the same round trip. A statement before COMMIT that
+// the server says failed rolled the transaction back (err is the
+// server's); a COMMIT the server refused too. Any other failure is
 // commitInDoubt: the answers of a batch are flushed only at its end, so a
-// connection lost with none of them may have lost a commit's.
-func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
+// connection lost with none of them may have lost a commit's. The publish
+// runs once the commit is made, in a transaction of its own: its failure
+// leaves the changes queued, for the next publish, and fails nothing.
+func (t *pipelined) commit(ctx context.Context, publish bool) error {
 	if t.schema != nil && !t.schema.sent {
 		// Nothing was read: the schema is known before the COMMIT is sent.
 		if err := t.flush(ctx); err != nil {
@@ -192,13 +195,15 @@ func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
 		}
 	}
 	t.held()
-	b.Queue(`COMMIT`)
 	queued := t.pending
 	t.pending = &pgx.Batch{}
-	queued.QueuedQueries = append(queued.QueuedQueries, b.QueuedQueries...)
+	queued.Queue(`COMMIT`)
+	last := queued.Len() - 1
+	if publish {
+		queued.Queue(publishSQL)
+	}
 	br := t.conn.SendBatch(ctx, queued)
-	last := len(queued.QueuedQueries) - 1
-	for i, q := range queued.QueuedQueries {
+	for i, q := range queued.QueuedQueries[:last+1] {
 		var err error
 		if q.Fn != nil {
 			err = q.Fn(br)
@@ -213,6 +218,11 @@ func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
 			}
 			return commitInDoubt{err}
 		}
+	}
+	if publish {
+		br.Exec()
+		br.Close() // committed, whatever the publish's end
+		return nil
 	}
 	if err := br.Close(); err != nil {
 		return commitInDoubt{err}

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/undolog/undolog/effectlog"
@@ -14,53 +15,84 @@ import (
 )
 
 // execWire is what one call as its own process (`undolog exec` of a
-// command that succeeds at once) sends the server: one connection, its
-// sign-in, the intercept that starts the call, the commit, and the
-// publish of their changes in the commit's round trip.
+// command that succeeds at once) sends the server: one connection; its
+// sign-in; the intercept that starts the call, in two round trips (its
+// reads with the schema version's, then its writes with the COMMIT); the
+// call's end with the publish of both writes' changes after its COMMIT.
 const (
 	execConns      = 1
-	execRoundTrips = 5
+	execRoundTrips = 4
 )
 
 // TestCallAsItsOwnProcessRoundTrips counts the connections and round trips
 // of a call driven as exec drives it (Intercept, which starts it; Drive,
 // which commits it; Close), by a fresh engine on a migrated log, as each
-// exec process is: a new one fails the test, so that a process of one call
-// stays as cheap as a connection allows.
+// exec process is: one more fails the test, so that a process of one call
+// stays as cheap as a connection allows. The call's end carries the
+// publish if it comes within the publisher's gap, which a loaded machine
+// may stretch: each count is the least of a few calls.
 func TestCallAsItsOwnProcessRoundTrips(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
 	if _, _, err := pgstore.New(url).Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	for i, session := range []string{"new", "new"} { // a new session, then one that has calls
-		engine := pgstore.New(url)
-		wire := pgstore.CountWire(engine)
-		log := effectlog.New(engine, effectlog.Options{})
-		lc := &lifecycle.Lifecycle{Log: log}
-		ctx := context.Background()
-		call, err := lc.Intercept(ctx, effectlog.InterceptRequest{Session: session, Tool: "true", Tier: sm.Compensable,
-			Args: json.RawMessage(`{"argv":["true","` + string(rune('0'+i)) + `"]}`), CreateSession: true, Actor: "ci",
-			Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}})
-		if err != nil {
-			t.Fatal(err)
+	n := 0
+	for _, what := range []string{"a new session", "a session that has calls"} {
+		least := [2]int{-1, -1}
+		for range 3 {
+			n++
+			conns, trips := callAsItsOwnProcess(t, url, n)
+			t.Logf("%s: %d connections, %d round trips", what, conns, trips)
+			if least[0] < 0 || conns+trips < least[0]+least[1] {
+				least = [2]int{conns, trips}
+			}
+			if least == [2]int{execConns, execRoundTrips} {
+				break
+			}
 		}
-		end, err := lc.Drive(ctx, call, lifecycle.Ask{}, func(context.Context, *lifecycle.Call) lifecycle.Result {
-			return lifecycle.Result{Value: []byte(`{"exit":0}`)}
-		})
-		if err != nil || end.Ending != lifecycle.Ran {
-			t.Fatalf("call %d: %v, %v", i, end.Ending, err)
-		}
-		if err := log.Close(); err != nil {
-			t.Fatal(err)
-		}
-		conns, trips := wire.Counts()
-		t.Logf("call %d: %d connections, %d round trips", i, conns, trips)
-		if conns != execConns || trips != execRoundTrips {
-			t.Errorf("call %d: %d connections and %d round trips, want %d and %d", i, conns, trips, execConns, execRoundTrips)
-		}
-		d, err := effectlog.New(pgstore.New(url), effectlog.Options{}).GetEffect(ctx, call.Effect.ID)
-		if err != nil || d.Effect.State != sm.Committed {
-			t.Fatalf("call %d: %v, %v", i, d.Effect.State, err)
+		if least != [2]int{execConns, execRoundTrips} {
+			t.Errorf("%s: %d connections and %d round trips, want %d and %d", what, least[0], least[1], execConns, execRoundTrips)
 		}
 	}
+}
+
+// callAsItsOwnProcess runs call n of session "s" as exec would, and
+// checks that it ended committed with its changes in the feed.
+func callAsItsOwnProcess(t *testing.T, url string, n int) (conns, roundTrips int) {
+	engine := pgstore.New(url)
+	wire := pgstore.CountWire(engine)
+	log := effectlog.New(engine, effectlog.Options{})
+	lc := &lifecycle.Lifecycle{Log: log}
+	ctx := context.Background()
+	call, err := lc.Intercept(ctx, effectlog.InterceptRequest{Session: "s", Tool: "true", Tier: sm.Compensable,
+		Args: json.RawMessage(fmt.Sprintf(`{"argv":["true","%d"]}`, n)), CreateSession: true, Actor: "ci",
+		Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := lc.Drive(ctx, call, lifecycle.Ask{}, func(context.Context, *lifecycle.Call) lifecycle.Result {
+		return lifecycle.Result{Value: []byte(`{"exit":0}`)}
+	})
+	if err != nil || end.Ending != lifecycle.Ran {
+		t.Fatalf("call %d: %v, %v", n, end.Ending, err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conns, roundTrips = wire.Counts()
+	check := effectlog.New(pgstore.New(url), effectlog.Options{})
+	d, err := check.GetEffect(ctx, call.Effect.ID)
+	check.Close()
+	if err != nil || d.Effect.State != sm.Committed {
+		t.Fatalf("call %d: %v, %v", n, d.Effect.State, err)
+	}
+	// Its changes are in the feed, none left queued: the publish went
+	// with the round trips counted.
+	if q := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); q != 0 {
+		t.Errorf("call %d: %d changes left queued", n, q)
+	}
+	if c := count(t, url, fmt.Sprintf(`SELECT count(*) FROM undolog_changes WHERE kind = 'E' AND effect_id = %d`, call.Effect.ID)); c != 3 {
+		t.Errorf("call %d: %d of its 3 changes in the feed", n, c)
+	}
+	return conns, roundTrips
 }
