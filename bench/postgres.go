@@ -157,7 +157,7 @@ func pgRows(add func(what, value, ratio string), work string) error {
 	if err != nil {
 		return err
 	}
-	return cliSteps(add, work, cliURL)
+	return cliSteps(add, work, cliURL, "PostgreSQL", "")
 }
 
 var dropLater []func()
@@ -273,8 +273,9 @@ func (f *floor) tx(ctx context.Context, fill func(q func(sql string, args ...any
 }
 
 // cliSteps times one undolog process per step (intercept, start, commit),
-// on a log file and on PostgreSQL, side by side.
-func cliSteps(add func(what, value, ratio string), work, url string) error {
+// on a log file and on PostgreSQL at url (named what), side by side; target
+// follows the ratio.
+func cliSteps(add func(what, value, ratio string), work, url, what, target string) error {
 	bin, err := buildUndolog()
 	if err != nil {
 		return err
@@ -327,8 +328,11 @@ func cliSteps(add func(what, value, ratio string), work, url string) error {
 		return err
 	}
 	add("CLI per step (one process: intercept, start or commit): log file", fmt.Sprintf("%.1f ms", r.median(0)), "")
-	add("CLI per step (one process: intercept, start or commit): PostgreSQL", fmt.Sprintf("%.1f ms", r.median(1)),
-		fmt.Sprintf("%.2fx the log file's", r.ratio(1, 0)))
+	ratio := fmt.Sprintf("%.2fx the log file's", r.ratio(1, 0))
+	if target != "" {
+		ratio += " (" + target + ")"
+	}
+	add("CLI per step (one process: intercept, start or commit): "+what, fmt.Sprintf("%.1f ms", r.median(1)), ratio)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,7 +28,16 @@ func main() {
 }
 
 func run(ctx context.Context, url, session, n string) error {
-	conn, err := pgx.Connect(ctx, url)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(url, "default_query_exec_mode") {
+		// One round trip a batch, as undolog's first transactions: a
+		// process that uses each statement once prepares none.
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

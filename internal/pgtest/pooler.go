@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -47,13 +48,7 @@ type Pooler struct {
 // without pgbouncer, or fails it when UNDOLOG_REQUIRE_PGBOUNCER is set.
 func (c *Cluster) Pooler(tb testing.TB) *Pooler {
 	tb.Helper()
-	c.poolerOnce.Do(func() {
-		if _, err := os.Stat(PgBouncer); err != nil {
-			c.poolerSkip = fmt.Sprintf("PgBouncer is not installed (no %s; Debian: apt-get install pgbouncer)", PgBouncer)
-			return
-		}
-		c.pooler, c.poolerErr = c.startPooler()
-	})
+	c.StartPooler()
 	switch {
 	case c.poolerSkip != "" && os.Getenv("UNDOLOG_REQUIRE_PGBOUNCER") != "":
 		tb.Fatal("pgtest: UNDOLOG_REQUIRE_PGBOUNCER is set but " + c.poolerSkip)
@@ -63,6 +58,23 @@ func (c *Cluster) Pooler(tb testing.TB) *Pooler {
 		tb.Fatalf("pgtest: %v", c.poolerErr)
 	}
 	return c.pooler
+}
+
+// StartPooler is Pooler for a program that is not a test (the benchmark):
+// it returns the cluster's pooler, starting it on the first call, stopped
+// with the cluster (Remove).
+func (c *Cluster) StartPooler() (*Pooler, error) {
+	c.poolerOnce.Do(func() {
+		if _, err := os.Stat(PgBouncer); err != nil {
+			c.poolerSkip = fmt.Sprintf("PgBouncer is not installed (no %s; Debian: apt-get install pgbouncer)", PgBouncer)
+			return
+		}
+		c.pooler, c.poolerErr = c.startPooler()
+	})
+	if c.poolerSkip != "" {
+		return nil, errors.New(c.poolerSkip)
+	}
+	return c.pooler, c.poolerErr
 }
 
 // URL is the URL of the database a direct URL of the pooler's server names,
