@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/undolog/undolog/internal/pgtest"
 )
@@ -114,5 +117,130 @@ func fleetRows(add func(what, value, ratio string), work string) error {
 			fmt.Sprintf("%.2fx %s", many.ratio(0, 1), target))
 		add("exec -- true, 32 processes at once, "+way.name+": floor", fmt.Sprintf("%.0f /s", many.median(1)), "")
 	}
+	if err := approvalPush(add, bin, url, work); err != nil {
+		return err
+	}
 	return cliSteps(add, work, pooler.URL(url, true), "PostgreSQL through PgBouncer", "target 1.5x")
+}
+
+// approvalPush times the approval push on PostgreSQL direct: an exec of an
+// irreversible command waits for a decision in one process, `undolog
+// approve` records it in another, and the time is from the decision's
+// record (its decided_at, taken just before its transaction) to the
+// command's first instruction, and from the approve process's start.
+func approvalPush(add func(what, value, ratio string), bin, url, work string) error {
+	const pushes = 15
+	var fromDecision, fromProcess []float64
+	undolog := func(argv ...string) *exec.Cmd {
+		cmd := exec.Command(bin, append([]string{"--log", url}, argv...)...)
+		cmd.Env = append(os.Environ(), "UNDOLOG_ACTOR=bench")
+		return cmd
+	}
+	for i := range pushes {
+		session := fmt.Sprintf("push-%d-%d", os.Getpid(), i)
+		marker := filepath.Join(work, session)
+		waiting := undolog("exec", "--session", session, "--tool", "deploy", "--approval-timeout", "1m",
+			"--", "sh", "-c", `date +%s%N > "$0"`, marker)
+		if err := waiting.Start(); err != nil {
+			return err
+		}
+		id, err := waitingRequest(undolog, session)
+		if err == nil {
+			time.Sleep(50 * time.Millisecond) // it listens by now
+			start := time.Now()
+			var out []byte
+			if out, err = undolog("approve", id).CombinedOutput(); err != nil {
+				err = fmt.Errorf("undolog approve: %v\n%.300s", err, out)
+			}
+			if err == nil {
+				err = waiting.Wait()
+			} else {
+				waiting.Process.Kill()
+				waiting.Wait()
+			}
+			var ran, decided time.Time
+			if err == nil {
+				ran, decided, err = pushTimes(undolog, id, marker)
+			}
+			if err == nil {
+				fromDecision = append(fromDecision, float64(ran.Sub(decided).Microseconds())/1000)
+				fromProcess = append(fromProcess, float64(ran.Sub(start).Microseconds())/1000)
+			}
+		} else {
+			waiting.Process.Kill()
+			waiting.Wait()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	p50 := median(fromDecision)
+	add("approval push p50, PostgreSQL direct: approve's decision to the waiting exec's command starting", fmt.Sprintf("%.1f ms", p50),
+		fmt.Sprintf("%.2f of 10 ms", p50/10))
+	add("approval push p50, PostgreSQL direct: from the approve process's start", fmt.Sprintf("%.1f ms", median(fromProcess)), "")
+	return nil
+}
+
+// waitingRequest polls until session's exec asks for a decision, and
+// returns the effect's id.
+func waitingRequest(undolog func(...string) *exec.Cmd, session string) (string, error) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		out, err := undolog("approvals", "--session", session, "-o", "ids").Output()
+		if err != nil {
+			return "", fmt.Errorf("undolog approvals: %v", err)
+		}
+		if id := strings.TrimSpace(string(out)); id != "" {
+			return id, nil
+		}
+	}
+	return "", fmt.Errorf("no request of session %s within 30s", session)
+}
+
+// pushTimes reads when the command ran (its marker) and when the decision
+// was recorded.
+func pushTimes(undolog func(...string) *exec.Cmd, id, marker string) (ran, decided time.Time, err error) {
+	text, err := os.ReadFile(marker)
+	if err != nil {
+		return ran, decided, err
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(text)), 10, 64)
+	if err != nil {
+		return ran, decided, fmt.Errorf("marker %s: %v", marker, err)
+	}
+	out, err := undolog("show", id, "-o", "json").Output()
+	if err != nil {
+		return ran, decided, fmt.Errorf("undolog show: %v", err)
+	}
+	var doc any
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return ran, decided, err
+	}
+	at, ok := findString(doc, "decided_at")
+	if !ok {
+		return ran, decided, fmt.Errorf("undolog show %s: no decided_at", id)
+	}
+	decided, err = time.Parse(time.RFC3339Nano, at)
+	return time.Unix(0, ns), decided, err
+}
+
+// findString finds the first string value of key in a decoded JSON document.
+func findString(doc any, key string) (string, bool) {
+	switch v := doc.(type) {
+	case map[string]any:
+		if s, ok := v[key].(string); ok {
+			return s, true
+		}
+		for _, e := range v {
+			if s, ok := findString(e, key); ok {
+				return s, true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if s, ok := findString(e, key); ok {
+				return s, true
+			}
+		}
+	}
+	return "", false
 }
