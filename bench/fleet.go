@@ -83,7 +83,7 @@ func fleetRows(add func(what, value, ratio string), work string) error {
 			return nil
 		}
 	}
-	if err := undolog(url)("warm", 0); err != nil { // the first migrates: not a call's cost
+	if err := undolog(url)("fleet-warm", 0); err != nil { // the first migrates: not a call's cost
 		return err
 	}
 	round := 0

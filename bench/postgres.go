@@ -284,8 +284,10 @@ func cliSteps(add func(what, value, ratio string), work, url, what, target strin
 		cmd := exec.Command(bin, append([]string{"--log", log}, argv...)...)
 		cmd.Env = append(os.Environ(), "UNDOLOG_ACTOR=bench")
 		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("undolog %v: %v\n%.300s", argv, err, out)
+		if ee, ok := err.(*exec.ExitError); ok {
+			return "", fmt.Errorf("undolog %v: %v\n%.300s", argv, err, ee.Stderr)
+		} else if err != nil {
+			return "", fmt.Errorf("undolog %v: %v", argv, err)
 		}
 		return string(out), nil
 	}
