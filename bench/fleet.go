@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/undolog/undolog/internal/pgtest"
 )
 
 // fleetRows measures a call as its own process on PostgreSQL, direct and
@@ -21,15 +19,9 @@ import (
 // at once. Then a step as its own process through PgBouncer against the
 // same on a log file.
 func fleetRows(add func(what, value, ratio string), work string) error {
-	var c *pgtest.Cluster
-	var err error
-	if *pgURL != "" {
-		c, err = pgtest.Attach(*pgURL)
-	} else {
-		c, err = pgtest.Start()
-	}
+	c, err := cluster()
 	if err != nil {
-		return fmt.Errorf("PostgreSQL: %s", oneLine(err))
+		return err
 	}
 	defer c.Remove()
 	ctx := context.Background()

@@ -24,15 +24,10 @@ import (
 // server) beside the floor: the same lifecycles written as plain SQL with
 // pgx, on the same server, with the same pool size.
 func pgRows(add func(what, value, ratio string), work string) error {
-	var c *pgtest.Cluster
-	var err error
-	if *pgURL != "" {
-		if c, err = pgtest.Attach(*pgURL); err != nil {
-			return fmt.Errorf("-postgres: %s", oneLine(err))
-		}
-	} else if c, err = pgtest.Start(); err != nil {
-		if *only == "postgres" {
-			return fmt.Errorf("PostgreSQL: %s", oneLine(err))
+	c, err := cluster()
+	if err != nil {
+		if *pgURL != "" || *only == "postgres" {
+			return err
 		}
 		add("PostgreSQL rows", "skipped", oneLine(err))
 		return nil
@@ -270,6 +265,22 @@ func (f *floor) tx(ctx context.Context, fill func(q func(sql string, args ...any
 		}
 		return nil
 	})
+}
+
+// cluster is the server -postgres names, or one started for this run.
+func cluster() (*pgtest.Cluster, error) {
+	if *pgURL != "" {
+		c, err := pgtest.Attach(*pgURL)
+		if err != nil {
+			return nil, fmt.Errorf("-postgres: %s", oneLine(err))
+		}
+		return c, nil
+	}
+	c, err := pgtest.Start()
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL: %s", oneLine(err))
+	}
+	return c, nil
 }
 
 // cliSteps times one undolog process per step (intercept, start, commit),
