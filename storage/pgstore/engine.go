@@ -423,10 +423,7 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 		return nil, w.onRecent, err
 	}
 	queued := w.queueChanges()
-	// A publish that waits for its gap goes with this commit instead, in
-	// its round trip (exec's Finish after a quick command: its Begin's
-	// changes and its own in one publish).
-	carry := e.pub.carry()
+	carry := e.pub.carry(queued)
 	err = tx.commit(ctx, carry)
 	if carry {
 		e.pub.carried(err == nil)
@@ -450,10 +447,9 @@ const publishSQL = `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`
 // publishGap is the least time between the starts of two publishes of one
 // engine, and between a write that asks for one and its publish: the
 // changes of writes committed meanwhile go in the next, so that under load
-// a publish gives positions to many writes' changes at once, and a process
-// that makes two writes in a row (exec's Begin and Finish of a quick
-// command) publishes once, on the one connection it holds. A reader of the
-// feed waiting for one (SyncFeed, Close) does not wait out the gap.
+// a publish gives positions to many writes' changes at once (a write of a
+// quiet engine publishes with its commit: carry). A reader of the feed
+// waiting for one (SyncFeed, Close) does not wait out the gap.
 const publishGap = 25 * time.Millisecond
 
 // publishWriteWait bounds a publish's wait, past its gap, for the writes of
@@ -488,14 +484,22 @@ type publisher struct {
 }
 
 // carry says whether a write about to commit sends the publish with its
-// COMMIT: the publisher waits out its gap and sends none now. The write
-// counts itself among those asking (a write that queued nothing, or that
-// fails, makes one publish more at most).
-func (p *publisher) carry() bool {
+// COMMIT, in its round trip: when the publisher waits out its gap (it then
+// sends none: this one covers what it waited for), or when no other write
+// of this engine is under way and this one queued changes (a process of
+// one call, or a quiet one, publishes each write at once, on the
+// connection the write holds, whatever the time between its writes). Under
+// load the publisher gives one publish to many writes. The write counts
+// itself among those asking (one that fails makes one publish more at
+// most).
+func (p *publisher) carry(queued bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.running || p.sending || p.carrying {
+	if p.sending || p.carrying || !p.running && (!queued || p.inflight > 1) {
 		return false
+	}
+	if p.ended == nil {
+		p.ended, p.urge = make(chan struct{}), make(chan struct{}, 1)
 	}
 	p.asked++
 	p.carrying, p.carryUpTo = true, p.asked

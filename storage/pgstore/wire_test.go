@@ -17,8 +17,8 @@ import (
 // execWire is what one call as its own process (`undolog exec` of a
 // command that succeeds at once) sends the server: one connection; its
 // sign-in; the intercept that starts the call, in two round trips (its
-// reads with the schema version's, then its writes with the COMMIT); the
-// call's end with the publish of both writes' changes after its COMMIT.
+// reads with the schema version's, then its writes with the COMMIT and the
+// publish of its changes); the call's end, with its publish.
 const (
 	execConns      = 1
 	execRoundTrips = 4
@@ -28,30 +28,17 @@ const (
 // of a call driven as exec drives it (Intercept, which starts it; Drive,
 // which commits it; Close), by a fresh engine on a migrated log, as each
 // exec process is: one more fails the test, so that a process of one call
-// stays as cheap as a connection allows. The call's end carries the
-// publish if it comes within the publisher's gap, which a loaded machine
-// may stretch: each count is the least of a few calls.
+// stays as cheap as a connection allows.
 func TestCallAsItsOwnProcessRoundTrips(t *testing.T) {
 	url := pgtest.Server(t).NewDatabase(t)
 	if _, _, err := pgstore.New(url).Migrate(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, what := range []string{"a new session", "a session that has calls"} {
-		least := [2]int{-1, -1}
-		for range 3 {
-			n++
-			conns, trips := callAsItsOwnProcess(t, url, n)
-			t.Logf("%s: %d connections, %d round trips", what, conns, trips)
-			if least[0] < 0 || conns+trips < least[0]+least[1] {
-				least = [2]int{conns, trips}
-			}
-			if least == [2]int{execConns, execRoundTrips} {
-				break
-			}
-		}
-		if least != [2]int{execConns, execRoundTrips} {
-			t.Errorf("%s: %d connections and %d round trips, want %d and %d", what, least[0], least[1], execConns, execRoundTrips)
+	for n, what := range []string{"a new session", "a session that has calls"} {
+		conns, trips := callAsItsOwnProcess(t, url, n)
+		t.Logf("%s: %d connections, %d round trips", what, conns, trips)
+		if conns != execConns || trips != execRoundTrips {
+			t.Errorf("%s: %d connections and %d round trips, want %d and %d", what, conns, trips, execConns, execRoundTrips)
 		}
 	}
 }
