@@ -490,8 +490,7 @@ type publisher struct {
 // one call, or a quiet one, publishes each write at once, on the
 // connection the write holds, whatever the time between its writes). Under
 // load the publisher gives one publish to many writes. The write counts
-// itself among those asking (one that fails makes one publish more at
-// most).
+// itself among those asking until it is carried.
 func (p *publisher) carry(queued bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -513,7 +512,13 @@ func (p *publisher) carried(committed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.carrying = false
-	if committed && p.carryUpTo > p.done {
+	switch {
+	case !committed:
+		// Rolled back, nothing of it to publish: it takes its count back,
+		// so that no one waits for a publish of it (the publisher, woken
+		// below, publishes what others asked).
+		p.asked--
+	case p.carryUpTo > p.done:
 		p.done = p.carryUpTo
 		p.last = time.Now()
 	}
