@@ -424,9 +424,14 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	}
 	queued := w.queueChanges()
 	carry := e.pub.carry(queued)
-	err = tx.commit(ctx, carry)
+	published, err := tx.commit(ctx, carry)
 	if carry {
-		e.pub.carried(err == nil)
+		e.pub.mu.Lock()
+		if e.pub.carried(err == nil, published) {
+			// The feed's lock was held: the publisher waits for it.
+			e.startPublisher(pool)
+		}
+		e.pub.mu.Unlock()
 	}
 	if err != nil {
 		return nil, w.onRecent, err
@@ -441,8 +446,13 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	return outcome, w.onRecent, nil
 }
 
-// publishSQL gives positions to every change queued (undolog_publish).
-const publishSQL = `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`
+// publishSQL gives positions to every change queued (undolog_publish),
+// waiting for the feed's lock; tryPublishSQL only if it has it at once
+// (false otherwise): a write's batch never waits behind a publish.
+const (
+	publishSQL    = `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`
+	tryPublishSQL = `SELECT undolog_publish(false, NULL, NULL, NULL, NULL)`
+)
 
 // publishGap is the least time between the starts of two publishes of one
 // engine, and between a write that asks for one and its publish: the
@@ -505,12 +515,12 @@ func (p *publisher) carry(queued bool) bool {
 	return true
 }
 
-// carried ends what carry began: with the commit made, the publish after
-// it covered every write counted before it (its failure leaves their
-// changes queued, as the publisher's does).
-func (p *publisher) carried(committed bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// carried ends what carry began, with p.mu held: with the commit made, a
+// publish that had the feed's lock covered every write counted before it
+// (its failure leaves their changes queued, as the publisher's does); one
+// that found the lock held leaves them to the publisher, which it says to
+// start.
+func (p *publisher) carried(committed, published bool) (startPublisher bool) {
 	p.carrying = false
 	switch {
 	case !committed:
@@ -518,12 +528,15 @@ func (p *publisher) carried(committed bool) {
 		// so that no one waits for a publish of it (the publisher, woken
 		// below, publishes what others asked).
 		p.asked--
+	case !published:
+		startPublisher = true
 	case p.carryUpTo > p.done:
 		p.done = p.carryUpTo
 		p.last = time.Now()
 	}
 	close(p.ended)
 	p.ended = make(chan struct{})
+	return startPublisher
 }
 
 // writing counts a write of this engine in (+1) or out (-1).
@@ -547,6 +560,12 @@ func (e *Engine) publishLater(pool *pgxpool.Pool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked++
+	e.startPublisher(pool)
+}
+
+// startPublisher starts the publisher unless it runs; p.mu is held.
+func (e *Engine) startPublisher(pool *pgxpool.Pool) {
+	p := &e.pub
 	if p.running {
 		return
 	}

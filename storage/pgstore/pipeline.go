@@ -180,18 +180,19 @@ func (t *pipelined) flush(ctx context.Context) error {
 }
 
 // commit sends what is queued and COMMIT, and with publish the feed's
-// publish after it, in the same round trip. A statement before COMMIT that
-// the server says failed rolled the transaction back (err is the
-// server's); a COMMIT the server refused too. Any other failure is
-// commitInDoubt: the answers of a batch are flushed only at its end, so a
-// connection lost with none of them may have lost a commit's. The publish
-// runs once the commit is made, in a transaction of its own: its failure
-// leaves the changes queued, for the next publish, and fails nothing.
-func (t *pipelined) commit(ctx context.Context, publish bool) error {
+// publish after it, in the same round trip, if it has the feed's lock at
+// once (published says it did). A statement before COMMIT that the server
+// says failed rolled the transaction back (err is the server's); a COMMIT
+// the server refused too. Any other failure is commitInDoubt: the answers
+// of a batch are flushed only at its end, so a connection lost with none
+// of them may have lost a commit's. The publish runs once the commit is
+// made, in a transaction of its own: its failure leaves the changes queued,
+// for the next publish, and fails nothing.
+func (t *pipelined) commit(ctx context.Context, publish bool) (published bool, err error) {
 	if t.schema != nil && !t.schema.sent {
 		// Nothing was read: the schema is known before the COMMIT is sent.
 		if err := t.flush(ctx); err != nil {
-			return err
+			return false, err
 		}
 	}
 	t.held()
@@ -200,7 +201,7 @@ func (t *pipelined) commit(ctx context.Context, publish bool) error {
 	queued.Queue(`COMMIT`)
 	last := queued.Len() - 1
 	if publish {
-		queued.Queue(publishSQL)
+		queued.Queue(tryPublishSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&published) })
 	}
 	br := t.conn.SendBatch(ctx, queued)
 	for i, q := range queued.QueuedQueries[:last+1] {
@@ -214,20 +215,22 @@ func (t *pipelined) commit(ctx context.Context, publish bool) error {
 			br.Close()
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && (i < last || pe.Severity == "ERROR") {
-				return err
+				return false, err
 			}
-			return commitInDoubt{err}
+			return false, commitInDoubt{err}
 		}
 	}
 	if publish {
-		br.Exec()
+		if queued.QueuedQueries[last+1].Fn(br) != nil {
+			published = false
+		}
 		br.Close() // committed, whatever the publish's end
-		return nil
+		return published, nil
 	}
 	if err := br.Close(); err != nil {
-		return commitInDoubt{err}
+		return false, commitInDoubt{err}
 	}
-	return nil
+	return false, nil
 }
 
 // release ends the transaction if it is still open and gives the

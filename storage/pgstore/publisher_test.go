@@ -17,7 +17,9 @@ func TestCarriedWriteThatFailsLeavesNothingToWaitFor(t *testing.T) {
 	if !p.carry(true) {
 		t.Fatal("a quiet engine's write does not carry its publish")
 	}
-	p.carried(false)
+	p.mu.Lock()
+	p.carried(false, false)
+	p.mu.Unlock()
 	p.writing(-1)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
