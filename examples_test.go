@@ -28,6 +28,10 @@ func TestQuickstartRunsAndLeavesNothing(t *testing.T) {
 	if !strings.Contains(string(out), "ok: 1 session") {
 		t.Fatalf("the tour did not end verified:\n%s", out)
 	}
+	// Piped, as a tutorial is (| tee), its tables still say what each column is.
+	if !strings.Contains(string(out), "\nID\tSESSION\tTOOL\tWAITING\tEXPIRES\tARGS\n") {
+		t.Fatalf("the approvals table has no header row:\n%s", out)
+	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "*")); len(left) != 0 {
 		t.Fatalf("left behind: %v", left)
 	}

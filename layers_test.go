@@ -40,6 +40,7 @@ var layers = []string{
 	"tui",
 	"cmd",
 	"tools/gendocs",
+	"tools/shotcolors",
 	".", // main.go
 }
 

@@ -153,7 +153,7 @@ func TestClaudeCodeGuardedByUndolog(t *testing.T) {
 	notes := r.path("notes.md")
 	push := agenttest.Bash("git push -q origin main")
 	a := r.agent(agenttest.Script{
-		{Tools: []agenttest.ToolUse{agenttest.Bash("printf 'new\\n' > made.txt && printf 'more\\n' >> keep.txt && rm gone.txt")}},
+		{Tools: []agenttest.ToolUse{agenttest.Bash("printf 'new\\n' > made.txt && printf 'more\\n' >> keep.txt && rm gone.txt && printenv CLAUDECODE CLAUDE_CODE_SESSION_ID > env.txt")}},
 		{Tools: []agenttest.ToolUse{agenttest.Write(notes, "one\ntwo\n")}},
 		{Tools: []agenttest.ToolUse{agenttest.Edit(notes, "two", "three")}},
 		{Tools: []agenttest.ToolUse{push}},
@@ -184,8 +184,14 @@ func TestClaudeCodeGuardedByUndolog(t *testing.T) {
 		}
 	}
 	pushID := e[3].ID
-	if got := lastResults(a); len(got) != 1 || !got[0].IsError || !strings.Contains(got[0].Content, "approve") {
-		t.Fatalf("what the model read of the push: %+v, want a denial asking for approval", got)
+	if got := lastResults(a); len(got) != 1 || !got[0].IsError || !strings.Contains(got[0].Content, "person") ||
+		strings.Contains(got[0].Content, "approve "+jsonID(pushID)) {
+		t.Fatalf("what the model read of the push: %+v, want a denial asking for a person's approval, with no command that gives it", got)
+	}
+	// What undolog approve and its kin compare to refuse a decision made
+	// from inside the agent: its Bash's environment.
+	if got := r.read("env.txt"); got != "1\n"+session+"\n" {
+		t.Fatalf("CLAUDECODE and CLAUDE_CODE_SESSION_ID in the agent's Bash: %q, want 1 and the session %s", got, session)
 	}
 	show := r.undolog("show", "1", "-o", "json")
 	if !strings.Contains(show, `"claude-code"`) {

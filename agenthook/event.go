@@ -10,6 +10,9 @@ package agenthook
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
 
 	"github.com/undolog/undolog/internal/textfmt"
 )
@@ -56,13 +59,18 @@ func ReadEvent(data []byte) (Event, error) {
 // commentary on the call rather than the call: Bash's description.
 var freeText = map[string][]string{"Bash": {"description"}}
 
+// shellCommand is the field of a tool's input that is a shell script.
+var shellCommand = map[string]string{"Bash": "command"}
+
 // CallArgs are the call's args as the log records and matches them: the
-// tool input without its free-text fields, so that the same command
-// described in other words is the same call (a git push made again is
-// answered from the log). Input that is no JSON object is kept as it is.
+// tool input without its free-text fields, and a shell command in the
+// shell parser's layout (its spacing and comments aside), so that the
+// same command described or spaced otherwise is the same call (a git push
+// made again is answered from the log). Input that is no JSON object, and
+// a script that does not parse, are kept as they are.
 func (ev Event) CallArgs() json.RawMessage {
-	drop := freeText[ev.ToolName]
-	if len(drop) == 0 {
+	drop, script := freeText[ev.ToolName], shellCommand[ev.ToolName]
+	if len(drop) == 0 && script == "" {
 		return ev.ToolInput
 	}
 	var fields map[string]json.RawMessage
@@ -71,6 +79,9 @@ func (ev Event) CallArgs() json.RawMessage {
 	}
 	for _, f := range drop {
 		delete(fields, f)
+	}
+	if raw, ok := fields[script]; ok {
+		fields[script] = canonicalScript(raw)
 	}
 	out, err := json.Marshal(fields)
 	if err != nil {
@@ -97,11 +108,13 @@ const (
 	Defer = "defer"
 )
 
-// Decision is a PreToolUse hook's answer: the permission, and the reason
-// the model reads.
+// Decision is a PreToolUse hook's answer: the permission, the reason the
+// model reads, and a message for the person (Claude Code's systemMessage,
+// shown to the user, not to the model): what to run to decide.
 type Decision struct {
 	Permission string
 	Reason     string
+	Message    string
 }
 
 // Answer is what the hook writes on stdout for event: a PreToolUse
@@ -111,6 +124,7 @@ func Answer(event string, d *Decision) []byte {
 		return []byte("{}\n")
 	}
 	out := struct {
+		SystemMessage      string `json:"systemMessage,omitempty"`
 		HookSpecificOutput struct {
 			HookEventName            string `json:"hookEventName"`
 			PermissionDecision       string `json:"permissionDecision"`
@@ -122,6 +136,30 @@ func Answer(event string, d *Decision) []byte {
 	// Claude Code shows the reason in its terminal: stored text (a
 	// person's reason, a result) is escaped as undolog prints it.
 	out.HookSpecificOutput.PermissionDecisionReason = textfmt.Escape(d.Reason)
+	out.SystemMessage = textfmt.Escape(d.Message)
 	b, _ := json.Marshal(out)
 	return append(b, '\n')
+}
+
+// canonicalScript is a JSON string holding a shell script, printed again
+// by the shell parser: one layout, whatever spacing or comments it was
+// written with. Anything else comes back as it is.
+func canonicalScript(raw json.RawMessage) json.RawMessage {
+	var src string
+	if json.Unmarshal(raw, &src) != nil {
+		return raw
+	}
+	file, err := syntax.NewParser().Parse(strings.NewReader(src), "")
+	if err != nil {
+		return raw
+	}
+	var b strings.Builder
+	if syntax.NewPrinter().Print(&b, file) != nil {
+		return raw
+	}
+	out, err := json.Marshal(strings.TrimSpace(b.String()))
+	if err != nil {
+		return raw
+	}
+	return out
 }

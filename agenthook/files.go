@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/undolog/undolog/filesnap"
@@ -26,17 +27,28 @@ var ErrFilesBusy = errors.New("another call changing this project's files is run
 // the store's calls directory, and a call that would overlap a shell
 // command's window (or a shell command that would overlap any) is
 // refused, to be made again once the other has ended. The hooks are
-// separate processes, so no lock can be held from one to the other; a
-// marker whose agent is gone is stale (its call is in doubt) and removed.
+// separate processes, so no lock can be held from one to the other. A
+// marker is stale, and removed, when its agent is gone (its call is in
+// doubt), or when the PreToolUse hook that wrote it has ended and the log
+// holds no executing call with its snapshot: the call never began, or its
+// PostToolUse never came and it was ended otherwise (undolog fail, commit,
+// resolve), so that a lost PostToolUse does not hold the project's shell
+// commands for the agent's life.
 type ProjectFiles struct {
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Executing tells whether the log holds a call that is executing with
+	// the snapshot as its undo; nil: a marker is kept while its agent
+	// lives.
+	Executing func(snapshot string) (bool, error)
 }
 
-// marker is a call in its window.
+// marker is a call in its window: its agent, and the PreToolUse hook
+// that captured it (the call is being recorded while it runs).
 type marker struct {
 	Shell bool         `json:"shell"`
 	Agent *model.Owner `json:"agent"`
+	Hook  *model.Owner `json:"hook,omitempty"`
 }
 
 func (p ProjectFiles) now() time.Time {
@@ -60,7 +72,7 @@ func (p ProjectFiles) Before(project string, paths []string) (*model.Compensatio
 	if err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(marker{Shell: paths == nil, Agent: model.OwnerOf(agentPID(), p.now())})
+	b, _ := json.Marshal(marker{Shell: paths == nil, Agent: model.OwnerOf(agentPID(), p.now()), Hook: model.OwnerOf(os.Getpid(), p.now())})
 	_, err = own.Write(b)
 	if cerr := own.Close(); err == nil {
 		err = cerr
@@ -68,7 +80,7 @@ func (p ProjectFiles) Before(project string, paths []string) (*model.Compensatio
 	if err == nil {
 		// Written first, read second: of two calls that start together, each
 		// sees the other's marker, and neither runs beside the other.
-		err = overlapping(calls, filepath.Base(own.Name()), paths == nil)
+		err = p.overlapping(calls, filepath.Base(own.Name()), paths == nil)
 	}
 	if err != nil {
 		os.Remove(own.Name())
@@ -121,7 +133,7 @@ func callsDir(project string) string { return filepath.Join(filesnap.StoreDir(pr
 
 // overlapping is ErrFilesBusy if a call other than own is in its window
 // and one of the two is a shell command. Stale markers are removed.
-func overlapping(calls, own string, shell bool) error {
+func (p ProjectFiles) overlapping(calls, own string, shell bool) error {
 	entries, err := os.ReadDir(calls)
 	if err != nil {
 		return err
@@ -153,11 +165,39 @@ func overlapping(calls, own string, shell bool) error {
 			os.Remove(path)
 			continue
 		}
+		if !shell && !m.Shell {
+			continue
+		}
+		if stale, err := p.ended(e.Name(), m); err != nil {
+			return fmt.Errorf("%w (whether its call still runs could not be read: %v)", ErrFilesBusy, err)
+		} else if stale {
+			os.Remove(path)
+			continue
+		}
 		if shell || m.Shell {
 			return fmt.Errorf("%w (a %s of agent pid %d): make this call again once it has ended", ErrFilesBusy, callKind(m.Shell), m.Agent.PID)
 		}
 	}
 	return nil
+}
+
+// ended tells whether the call of the marker named name has ended while
+// its agent lives: its PreToolUse hook is over, and the log holds no
+// executing call with its snapshot (the name, once captured).
+func (p ProjectFiles) ended(name string, m marker) (bool, error) {
+	if p.Executing == nil {
+		return false, nil
+	}
+	if m.Hook != nil && m.Hook.Liveness() == model.OwnerAlive {
+		return false, nil
+	}
+	if strings.HasPrefix(name, "pre-") {
+		// Its hook ended before it captured anything (one that names no
+		// hook was written by an older undolog: its agent decides).
+		return m.Hook != nil, nil
+	}
+	running, err := p.Executing(name)
+	return !running, err
 }
 
 func callKind(shell bool) string {

@@ -90,7 +90,25 @@ func (h *Hook) session(ev Event) string {
 // classify is the tier of the event's call under the policy.
 func (h *Hook) classify(ev Event) (policy.Classification, error) {
 	unknown := func() (bool, bool) { return false, false }
-	return h.Policy.Classify(ev.ToolName, unknown).ForArgs(ev.ToolInput)
+	// A Bash call runs where the agent's shell is (it keeps a cd between
+	// calls): its relative paths are read from there.
+	cls, err := h.Policy.Classify(ev.ToolName, unknown).In(ev.Cwd).ForArgs(ev.ToolInput)
+	if err == nil && cls.Tier == sm.Compensable && inBackground(ev.ToolInput) {
+		// Its PostToolUse comes when it starts, not when it ends: what it
+		// changes after is in no snapshot, so it cannot be undone.
+		cls.Tier = sm.Irreversible
+		cls.Reason += " (run in the background: what it changes after it starts cannot be undone)"
+	}
+	return cls, err
+}
+
+// inBackground says whether a call's input asks Claude Code to run it in
+// the background (Bash's run_in_background).
+func inBackground(input json.RawMessage) bool {
+	var in struct {
+		RunInBackground bool `json:"run_in_background"`
+	}
+	return json.Unmarshal(input, &in) == nil && in.RunInBackground
 }
 
 func deny(format string, args ...any) *Decision {
@@ -125,6 +143,13 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 	}
 	lc := h.Lifecycle
 	call, err := lc.Intercept(ctx, req)
+	if errors.Is(err, model.ErrSessionNotActive) {
+		// The log's text names the command that resumes the session: the
+		// person's, not the model's.
+		d := deny("%s did not run: this session takes no new calls until a person decides (it is halted or was undone); stop and tell the user", ev.ToolName)
+		d.Message = "undolog: " + textfmt.OneLine(err.Error())
+		return d
+	}
 	if err != nil {
 		return deny("%s could not be recorded in the log (%v): it did not run", ev.ToolName, textfmt.OneLine(err.Error()))
 	}
@@ -144,12 +169,50 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 	case lifecycle.Replay:
 		return deny("effect %d (%s) already ran in this session and is not run again; its recorded outcome: %s",
 			*call.Effect.ReplayOf, ev.ToolName, shortResult(call.Effect.Result))
-	case lifecycle.Undecided:
-		if h.Headless {
-			return &Decision{Permission: Defer, Reason: "undolog: " + end.Text(h.Door)}
-		}
 	}
-	return deny("%s", end.Text(h.Door))
+	d := deny("%s", forModel(end, h.Door))
+	if end.Ending == lifecycle.Undecided && h.Headless {
+		d.Permission = Defer
+	}
+	if person := "undolog: " + end.Text(h.Door); person != d.Reason {
+		d.Message = person
+	}
+	return d
+}
+
+// forModel is what the model reads of a call that did not run: what
+// happened and what it does about it (make the same call again later),
+// never the command a person runs to decide (approve, reject, resolve,
+// session resume), which would hand the agent the way to decide its own
+// call. The person gets those in Decision.Message and the log's feeds.
+func forModel(end lifecycle.End, door lifecycle.Door) string {
+	e := end.Call.Effect
+	switch end.Ending {
+	case lifecycle.Undecided:
+		return fmt.Sprintf("effect %d (%s) awaits a person's approval, and none came within %s: it did not run. "+
+			"A person must decide it; you cannot. Make the same %s call again later, with the same input: it runs once approved",
+			e.ID, e.Tool, door.Bound, e.Tool)
+	case lifecycle.Rejected:
+		msg := fmt.Sprintf("effect %d (%s) was rejected by a person; it did not run", e.ID, e.Tool)
+		if a := end.Detail.Approval; a != nil {
+			msg = fmt.Sprintf("effect %d (%s) was rejected by %s", e.ID, e.Tool, a.DecidedBy)
+			if a.Decision != "" {
+				msg += " (" + a.Decision + ")"
+			}
+			msg += "; it did not run"
+		}
+		if s := end.Session; s != nil {
+			msg += fmt.Sprintf(", and session %s is halted until a person resumes it: stop and tell the user", s.ID)
+		}
+		return msg
+	case lifecycle.Interrupted:
+		return fmt.Sprintf("effect %d (%s) did not run: the hook was cut short. Make the same %s call again later, with the same input",
+			e.ID, e.Tool, e.Tool)
+	case lifecycle.InDoubt:
+		return fmt.Sprintf("effect %d (%s) is in doubt: it may or may not have taken effect, and a person must check and resolve it "+
+			"before it runs again; it did not run", e.ID, e.Tool)
+	}
+	return end.Text(door)
 }
 
 // captureFiles gives req the undo of the files its call may change,
@@ -272,17 +335,11 @@ func (h *Hook) Post(ctx context.Context, ev Event) error {
 	}
 	interrupted := ev.HookEventName == PostToolUseFailure && ev.IsInterrupt
 	changedFiles := false
-	if h.Files != nil && found.Tier == sm.Compensable {
-		d, err := lc.Log.GetEffect(ctx, found.ID)
-		if err != nil {
-			return err
-		}
-		if d.Undo != nil && interrupted {
-			h.Files.Abandon(&d.Undo.Compensation)
-		} else if d.Undo != nil {
-			if changedFiles, err = h.Files.After(h.project(ev), &d.Undo.Compensation); err != nil {
-				return fmt.Errorf("effect %d: the files it left could not be recorded: %w", found.ID, err)
-			}
+	if undo := call.Undo; h.Files != nil && found.Tier == sm.Compensable && undo != nil {
+		if interrupted {
+			h.Files.Abandon(&undo.Compensation)
+		} else if changedFiles, err = h.Files.After(h.project(ev), &undo.Compensation); err != nil {
+			return fmt.Errorf("effect %d: the files it left could not be recorded: %w", found.ID, err)
 		}
 	}
 	var r lifecycle.Result
@@ -325,4 +382,28 @@ func failure(raw json.RawMessage) string {
 		return "the tool failed"
 	}
 	return "the tool failed: " + textfmt.OneLine(string(raw))
+}
+
+// ExecutingSnapshot is ProjectFiles.Executing over log: whether a call the
+// log holds as executing has the snapshot as its undo.
+func ExecutingSnapshot(ctx context.Context, log effectlog.Log) func(snapshot string) (bool, error) {
+	return func(snapshot string) (bool, error) {
+		executing, _, err := log.ListEffects(ctx, effectlog.EffectFilter{State: sm.Executing, Tier: sm.Compensable})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range executing {
+			d, err := log.GetEffect(ctx, e.ID)
+			if err != nil {
+				return false, err
+			}
+			if d.Undo == nil {
+				continue
+			}
+			if _, id, ok := filesnap.ParseRestore(d.Undo.Compensation); ok && id == snapshot {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
 }

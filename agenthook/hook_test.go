@@ -146,9 +146,10 @@ func TestHookRepeats(t *testing.T) {
 }
 
 // The same Bash command with another description (the model's words about
-// it, not the command) is the same call: a git push made again is denied
-// with its outcome, and its PostToolUse finds the call its PreToolUse began.
-func TestHookBashRepeatIgnoresDescription(t *testing.T) {
+// it, not the command), or spaced otherwise, is the same call: a git push
+// made again is denied with its outcome, and its PostToolUse finds the
+// call its PreToolUse began.
+func TestHookBashRepeatIgnoresDescriptionAndLayout(t *testing.T) {
 	log := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
 	t.Cleanup(func() { log.Close() })
 	pol, err := LoadPolicy("")
@@ -156,9 +157,10 @@ func TestHookBashRepeatIgnoresDescription(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &Hook{Lifecycle: &lifecycle.Lifecycle{Log: log, Lease: ToolLease}, Policy: pol, Actor: "claude-code", Wait: 50 * time.Millisecond}
+	command := "git push origin main"
 	push := func(name, description string) Event {
 		return Event{SessionID: "s-1", HookEventName: name, ToolName: "Bash", ToolResponse: json.RawMessage(`{"stdout":"pushed"}`),
-			ToolInput: json.RawMessage(`{"command":"git push origin main","description":` + strconv.Quote(description) + `}`)}
+			ToolInput: json.RawMessage(`{"command":` + strconv.Quote(command) + `,"description":` + strconv.Quote(description) + `}`)}
 	}
 	if d := h.Pre(t.Context(), push(PreToolUse, "Push the branch")); d.Permission != Deny {
 		t.Fatalf("undecided push: %+v", d)
@@ -178,6 +180,12 @@ func TestHookBashRepeatIgnoresDescription(t *testing.T) {
 	}
 	if d := h.Pre(t.Context(), push(PreToolUse, "Retry the push")); d.Permission != Deny || !strings.Contains(d.Reason, "already ran") || !strings.Contains(d.Reason, "pushed") {
 		t.Fatalf("push again with another description: %+v, want deny with its outcome", d)
+	}
+	// Spaced otherwise, or with a comment: the same script.
+	for _, command = range []string{"git  push origin\tmain \n", "git push origin main  # once more"} {
+		if d := h.Pre(t.Context(), push(PreToolUse, "Push")); d.Permission != Deny || !strings.Contains(d.Reason, "already ran") {
+			t.Fatalf("push again as %q: %+v, want deny with its outcome", command, d)
+		}
 	}
 	if ran, _, _ := log.ListEffects(t.Context(), effectlog.EffectFilter{Session: "s-1", State: "committed"}); len(ran) != 1 {
 		t.Fatalf("%d committed pushes, want 1", len(ran))

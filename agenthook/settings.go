@@ -10,12 +10,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
-// HookCommand is how undolog's entries start: the marker by which an
-// install finds its own entries again.
+// HookCommand is how undolog's entries started before they named
+// undolog by its absolute path: such an entry is undolog's too, and an
+// install upgrades it.
 const HookCommand = "undolog hook"
+
+// IsHookEntry tells whether a hook entry's command is undolog's: `undolog
+// hook ...`, or the same with undolog's absolute path (quoted or not).
+func IsHookEntry(command string) bool {
+	if strings.HasPrefix(command, HookCommand) {
+		return true
+	}
+	i := strings.Index(command, " hook")
+	if i < 0 || (len(command) > i+5 && command[i+5] != ' ') {
+		return false
+	}
+	bin := strings.Trim(command[:i], "'")
+	return filepath.IsAbs(bin) && filepath.Base(bin) == "undolog"
+}
 
 // Registration is one hook entry of undolog's: its event, command line and
 // timeout in seconds.
@@ -39,26 +55,40 @@ func parseObject(data []byte, what string) (*object, error) {
 	}
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
+	// Claude Code reads settings with comments; what is not JSON here is
+	// most often that.
+	unreadable := func(err error) error {
+		if bytes.Contains(data, []byte("//")) || bytes.Contains(data, []byte("/*")) {
+			return fmt.Errorf("%s: %v (comments, JSONC, are not rewritten: take them out, or add the hooks by hand)", what, err)
+		}
+		return fmt.Errorf("%s: %v", what, err)
+	}
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		if err != nil {
+			return nil, unreadable(err)
+		}
 		return nil, fmt.Errorf("%s is not a JSON object", what)
 	}
 	for d.More() {
 		t, err := d.Token()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", what, err)
+			return nil, unreadable(err)
 		}
 		k := t.(string)
 		var v json.RawMessage
 		if err := d.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%s: %s: %v", what, k, err)
+			return nil, unreadable(fmt.Errorf("%s: %v", k, err))
 		}
-		if _, dup := o.vals[k]; !dup {
-			o.keys = append(o.keys, k)
+		if _, dup := o.vals[k]; dup {
+			// Which one Claude Code reads is its parser's business: the
+			// file is refused rather than one of the two dropped.
+			return nil, fmt.Errorf("%s has the key %q twice", what, k)
 		}
+		o.keys = append(o.keys, k)
 		o.vals[k] = v
 	}
 	if _, err := d.Token(); err != nil {
-		return nil, fmt.Errorf("%s: %v", what, err)
+		return nil, unreadable(err)
 	}
 	if _, err := d.Token(); err == nil {
 		return nil, fmt.Errorf("%s: more after its object", what)
@@ -132,7 +162,7 @@ func Install(settings []byte, regs []Registration) ([]byte, bool, error) {
 				var e struct {
 					Command string `json:"command"`
 				}
-				if json.Unmarshal(h, &e) == nil && strings.HasPrefix(e.Command, HookCommand) && !found {
+				if json.Unmarshal(h, &e) == nil && IsHookEntry(e.Command) && !found {
 					list[i], found = ours, true
 					b, err := marshal(list)
 					if err != nil {

@@ -59,7 +59,7 @@ func cliRows(add func(what, value, ratio string), work string) error {
 		return medians, nil
 	}
 
-	if err := startupRows(add, bin, linked, hello); err != nil {
+	if err := startupRows(add, bin, linked, hello, work); err != nil {
 		return err
 	}
 	if sqlite == "" {

@@ -167,7 +167,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		if err := startupRows(add, bin, linked, hello); err != nil {
+		if err := startupRows(add, bin, linked, hello, work); err != nil {
 			return err
 		}
 		return printTable(rows)

@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -74,36 +77,57 @@ func measureStartup(bin, linked, hello string, nRounds, n int) (startup, error) 
 // initTime runs argv under GODEBUG=inittrace=1 and returns the clock time
 // of every package's init, summed, in ms.
 func initTime(argv ...string) (float64, error) {
+	inits, err := packageInits(argv...)
+	total := 0.0
+	for _, in := range inits {
+		total += in.ms
+	}
+	return total, err
+}
+
+// packageInit is one package's init as GODEBUG=inittrace=1 reports it.
+type packageInit struct {
+	pkg    string
+	ms     float64
+	allocs int
+}
+
+// packageInits runs argv under GODEBUG=inittrace=1 and returns each
+// package's init.
+func packageInits(argv ...string) ([]packageInit, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(cmd.Environ(), "GODEBUG=inittrace=1")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("%v: %v\n%.300s", argv, err, stderr.String())
+		return nil, fmt.Errorf("%v: %v\n%.300s", argv, err, stderr.String())
 	}
 	// init PACKAGE @T ms, C ms clock, B bytes, A allocs
-	total, lines := 0.0, 0
+	var inits []packageInit
 	sc := bufio.NewScanner(&stderr)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 7 || f[0] != "init" || f[6] != "clock," {
+		if len(f) < 11 || f[0] != "init" || f[6] != "clock," || f[10] != "allocs" {
 			continue
 		}
 		ms, err := strconv.ParseFloat(f[4], 64)
 		if err != nil {
-			return 0, fmt.Errorf("inittrace line %q: %v", sc.Text(), err)
+			return nil, fmt.Errorf("inittrace line %q: %v", sc.Text(), err)
 		}
-		total += ms
-		lines++
+		allocs, err := strconv.Atoi(f[9])
+		if err != nil {
+			return nil, fmt.Errorf("inittrace line %q: %v", sc.Text(), err)
+		}
+		inits = append(inits, packageInit{pkg: f[1], ms: ms, allocs: allocs})
 	}
-	if lines == 0 {
-		return 0, fmt.Errorf("%v under GODEBUG=inittrace=1 reported no init", argv)
+	if len(inits) == 0 {
+		return nil, fmt.Errorf("%v under GODEBUG=inittrace=1 reported no init", argv)
 	}
-	return total, nil
+	return inits, nil
 }
 
 // startupRows adds the start-up budget's rows, each with its target.
-func startupRows(add func(what, value, ratio string), bin, linked, hello string) error {
+func startupRows(add func(what, value, ratio string), bin, linked, hello, work string) error {
 	s, err := measureStartup(bin, linked, hello, *runs, 40)
 	if err != nil {
 		return err
@@ -114,7 +138,7 @@ func startupRows(add func(what, value, ratio string), bin, linked, hello string)
 		fmt.Sprintf("%.2fx a static Go hello's whole process (target at most %.1fx: %s)", s.initRatio, initTarget, verdict(s.initRatio, initTarget)))
 	add("process: undolog's binary doing nothing", fmt.Sprintf("%.2f ms", s.linked), fmt.Sprintf("%.2fx a static Go hello", s.linkedRatio))
 	add("process: static Go hello", fmt.Sprintf("%.2f ms", s.hello), "")
-	return nil
+	return hookRows(add, bin, work)
 }
 
 func verdict(ratio, target float64) string {
@@ -122,4 +146,110 @@ func verdict(ratio, target float64) string {
 		return "met"
 	}
 	return "MISSED"
+}
+
+// hookSplit is where a coding agent's call spends its hooks' time: medians
+// in ms over rounds of undolog version (the start-up), a PreToolUse of Read
+// (start-up, the policy and its decision: a safe call logs nothing), a
+// Bash call's PreToolUse and PostToolUse (each a start-up; the call logged
+// and its project's files captured) and a no-op hook (sh reading its
+// input), with the Bash pair's CPU time (its processes and theirs).
+type hookSplit struct {
+	version, read, bash, noop, bashCPU float64
+}
+
+// hookFiles is how many files the hook rows' project holds.
+const hookFiles = 20
+
+// measureHookSplit runs the hook rows' processes in turns, n of each a
+// round, in a project of hookFiles files where each Bash call creates one.
+func measureHookSplit(bin, work string, nRounds, n int) (hookSplit, error) {
+	project := filepath.Join(work, "hook-project")
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		return hookSplit{}, err
+	}
+	for i := range hookFiles {
+		if err := os.WriteFile(filepath.Join(project, fmt.Sprintf("f%d.txt", i)), []byte("x\n"), 0o644); err != nil {
+			return hookSplit{}, err
+		}
+	}
+	env := append(os.Environ(), "UNDOLOG_LOG="+filepath.Join(work, "hook.db"), "UNDOLOG_FILES_DIR="+filepath.Join(work, "hook-files"),
+		"CLAUDE_PROJECT_DIR="+project)
+	type timing struct{ wall, cpu float64 }
+	run := func(input []byte, argv ...string) (timing, error) {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir, cmd.Env, cmd.Stdin = project, env, bytes.NewReader(input)
+		start := time.Now()
+		out, err := cmd.Output()
+		wall := float64(time.Since(start).Microseconds()) / 1000
+		if err != nil || bytes.Contains(out, []byte(`"deny"`)) {
+			return timing{}, fmt.Errorf("%v: %v\n%.300s", argv, err, out)
+		}
+		cpu := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		return timing{wall, float64(cpu.Microseconds()) / 1000}, nil
+	}
+	event := func(name, tool string, input any, more map[string]any) []byte {
+		ev := map[string]any{"session_id": "bench-hooks", "transcript_path": os.DevNull, "cwd": project, "hook_event_name": name,
+			"permission_mode": "default", "tool_name": tool, "tool_input": input, "tool_use_id": "toolu_bench"}
+		for k, v := range more {
+			ev[k] = v
+		}
+		b, _ := json.Marshal(ev)
+		return b
+	}
+	read := event("PreToolUse", "Read", map[string]string{"file_path": filepath.Join(project, "f1.txt")}, nil)
+	calls := 0
+	var r [][]float64
+	for range nRounds {
+		var version, reads, bashes, noops, cpus []float64
+		for range n {
+			v, err := run(nil, bin, "version")
+			if err != nil {
+				return hookSplit{}, err
+			}
+			rd, err := run(read, bin, "hook")
+			if err != nil {
+				return hookSplit{}, err
+			}
+			calls++
+			name := fmt.Sprintf("bash-%d.txt", calls)
+			input := map[string]string{"command": "echo " + name + " > " + name}
+			pre, err := run(event("PreToolUse", "Bash", input, nil), bin, "hook")
+			if err != nil {
+				return hookSplit{}, err
+			}
+			if err := os.WriteFile(filepath.Join(project, name), []byte(name+"\n"), 0o644); err != nil {
+				return hookSplit{}, err
+			}
+			post, err := run(event("PostToolUse", "Bash", input, map[string]any{"tool_response": map[string]string{"stdout": ""}}), bin, "hook")
+			if err != nil {
+				return hookSplit{}, err
+			}
+			noop, err := run(read, "sh", "-c", "cat >/dev/null")
+			if err != nil {
+				return hookSplit{}, err
+			}
+			version, reads, bashes = append(version, v.wall), append(reads, rd.wall), append(bashes, pre.wall+post.wall)
+			noops, cpus = append(noops, noop.wall), append(cpus, pre.cpu+post.cpu)
+		}
+		r = append(r, []float64{median(version), median(reads), median(bashes), median(noops), median(cpus)})
+	}
+	rs := rounds(r)
+	return hookSplit{version: rs.median(0), read: rs.median(1), bash: rs.median(2), noop: rs.median(3), bashCPU: rs.median(4)}, nil
+}
+
+// hookRows adds the hook's start-up split: what a safe call and a logged
+// one cost over undolog's start-up, beside a no-op hook.
+func hookRows(add func(what, value, ratio string), bin, work string) error {
+	s, err := measureHookSplit(bin, work, *runs, 20)
+	if err != nil {
+		return err
+	}
+	add("process: undolog hook, PreToolUse of Read (safe: the policy, nothing logged)", fmt.Sprintf("%.2f ms", s.read),
+		fmt.Sprintf("start-up (undolog version) %.2f ms + %.2f ms the policy and its decision", s.version, s.read-s.version))
+	add(fmt.Sprintf("process: undolog hook, a Bash call's PreToolUse+PostToolUse (logged, %d-file project captured)", hookFiles), fmt.Sprintf("%.2f ms", s.bash),
+		fmt.Sprintf("2 start-ups %.2f ms + %.2f ms policy, log and files; CPU %.2f ms (the hooks and what they ran)", 2*s.version, s.bash-2*s.version, s.bashCPU))
+	add("process: a no-op hook (sh -c 'cat >/dev/null'), twice", fmt.Sprintf("%.2f ms", 2*s.noop),
+		fmt.Sprintf("the Bash pair is %.2fx it", s.bash/(2*s.noop)))
+	return nil
 }

@@ -46,6 +46,11 @@ func newCmdApprovals(f *Factory) *cobra.Command {
 			}
 			return printListing(f, opts.output, list, func(a effectlog.PendingApproval) any { return a.EffectID },
 				func() error {
+					if len(list) == 0 && f.StdoutIsTerminal() {
+						// A person reads a header alone as a listing that failed.
+						_, err := fmt.Fprintln(f.Out, "nothing awaits a decision")
+						return err
+					}
 					if err := renderApprovals(f, list); err != nil {
 						return err
 					}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -234,14 +235,14 @@ func GenBashCompletion(root *cobra.Command, w io.Writer, descriptions bool) erro
 		return fmt.Errorf("bash completion: cobra's script no longer reads its words with _get_comp_words_by_ref")
 	}
 	script = strings.Replace(script, words, "\n    __"+name+"_comp_words \"$@\"\n", 1)
-	script = filedirCall.ReplaceAllString(script, "${1}__"+name+"_filedir")
+	script = filedirCall().ReplaceAllString(script, "${1}__"+name+"_filedir")
 	script = strings.Replace(script, "\n__start_"+name+"()", strings.ReplaceAll(bashFallbacks, "NAME", name)+"\n__start_"+name+"()", 1)
 	_, err := io.WriteString(w, script)
 	return err
 }
 
 // filedirCall is a call of bash-completion's _filedir in cobra's script.
-var filedirCall = regexp.MustCompile(`(^|[\s"])_filedir\b`)
+var filedirCall = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(^|[\s"])_filedir\b`) })
 
 // bashFallbacks stand in for the bash-completion package's functions when it
 // is not loaded. Without it bash splits words at = and : too: the words are

@@ -7,6 +7,7 @@ import (
 
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/saga"
 	"github.com/undolog/undolog/shellstep"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -29,6 +30,8 @@ const (
 
 	ExitProxyUpstream    = 11
 	ExitFilesChanged     = 12
+	ExitAgentDecision    = 13
+	ExitUndoNotHere      = 14
 	ExitProxyInterrupted = ExitInterrupted
 
 	ExitInterrupted = 130
@@ -68,13 +71,15 @@ var exitCodes = []exitCode{
 	{ExitNotFound, "not found: no such effect, session or undo entry; no log at the address for a command that acts on what it holds"},
 	{ExitInvalid, "invalid state transition (the spec's reason is printed), also a second decision on an effect"},
 	{ExitBusy, "log busy: another process held the log past the lock timeout; nothing was written"},
-	{ExitInProgress, "in progress or conflict: the call's owner is executing or awaiting approval, another undo runs the compensation, a session of that name exists"},
+	{ExitInProgress, "in progress or conflict: the call's owner is executing or awaiting approval, another undo runs the compensation, a session of that name exists, a decision on a request that timed out"},
 	{ExitNotActive, "session not active: it takes no new effects and no decisions"},
 	{ExitRejected, "the call was rejected by a person"},
 	{ExitCompensation, "undo stopped: a compensation failed for good (fix it, undolog resolve, undo again) or is in doubt (check, then undo --retry-in-doubt)"},
 	{ExitDenied, "denied: the shared log's database refused the operation to undolog's role; nothing was written"},
 	{ExitProxyUpstream, "proxy: the MCP server exited while the proxy served it: restart the proxy"},
-	{ExitFilesChanged, "files restore: a file the call changed was changed since by someone else (named): nothing was restored"},
+	{ExitFilesChanged, "files restore: a file the call changed was changed since by someone else, or the call changed what a snapshot does not hold (named): nothing was restored"},
+	{ExitAgentDecision, "refused: approve, reject, resolve or session resume run from inside the coding agent (Claude Code's Bash) whose session the call is in; nothing was written"},
+	{ExitUndoNotHere, "undo: a compensation cannot run here (its plan says WILL FAIL: its directory is not on this machine): nothing changed; run undo where the call ran, or --anyway"},
 	{ExitInterrupted, "interrupted by SIGINT or SIGTERM: what the command waited for ended (undo: the step it ran is in doubt)"},
 }
 
@@ -216,6 +221,8 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.Is(err, saga.ErrNotHere):
+		return ExitUndoNotHere
 	case errors.As(err, &ue), errors.Is(err, model.ErrInvalidInput), errors.Is(err, sm.ErrUnknownName):
 		return ExitUsage
 	case errors.Is(err, model.ErrNotFound):

@@ -3,7 +3,6 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -32,10 +31,17 @@ exits ` + fmt.Sprint(ExitFilesChanged) + ` naming it and changes nothing, and un
 for any failed compensation. A restore run again finds what it restored and
 goes on.
 
-Modes are restored exactly (permission bits; symbolic links as links). A shell
-command's snapshot is of the whole project but for .git directories and what
-the project's .gitignore files ignore (a file changed there is left as it is);
-directories it removed come back, empty ones too.
+Some changes a snapshot sees but does not hold: a git repository's own state
+(.git's HEAD, refs, index, config: a commit, a checkout, a removed .git), an
+ignored directory of more than 2000 entries or ignored file over 16 MiB (a
+change deep inside such a directory is not seen), a file outside the project
+written through a symbolic link. Restore then refuses too, exit ` + fmt.Sprint(ExitFilesChanged) + `, naming
+it, and changes nothing: it never reports such a call undone.
+
+Modes are restored exactly (permission bits; symbolic links as links, never
+followed out of the project). A shell command's snapshot is of the whole
+project, what .gitignore ignores too; directories it removed come back, empty
+ones too.
 
 This is the compensation undolog records for such calls: undo runs it, and
 'undolog undo --dry-run' lists its files.`,
@@ -56,7 +62,7 @@ This is the compensation undolog records for such calls: undo runs it, and
 			} else {
 				changes, err = store.Restore(args[0])
 			}
-			if errors.Is(err, filesnap.ErrChanged) {
+			if errors.Is(err, filesnap.ErrChanged) || errors.Is(err, filesnap.ErrLost) {
 				return &exitError{code: ExitFilesChanged, msg: err.Error()}
 			}
 			if err != nil {
@@ -65,12 +71,8 @@ This is the compensation undolog records for such calls: undo runs it, and
 			if opts.output != formatText {
 				return writeObject(f.Out, opts.output, changes)
 			}
-			done := ""
-			if opts.dryRun {
-				done = "would "
-			}
 			for _, ch := range changes {
-				fmt.Fprintln(f.Out, textfmt.Escape(fmt.Sprintf("%s%s %s (%s by the call)", done, ch.Undo(), strconv.Quote(ch.Path), ch.What())))
+				fmt.Fprintln(f.Out, textfmt.Escape(filesnap.Describe(opts.dryRun, ch)))
 			}
 			if len(changes) == 0 {
 				fmt.Fprintln(f.Out, "the call changed no file: nothing to restore")

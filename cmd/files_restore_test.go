@@ -3,6 +3,7 @@ package cmd
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -159,5 +160,69 @@ func TestFilesRestoreBadInput(t *testing.T) {
 		if code != c.code || stdout != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || strings.Contains(stderr, "panic") {
 			t.Errorf("%v: exit %d, want %d\n%s%s", c.args, code, c.code, stdout, stderr)
 		}
+	}
+}
+
+// A shell command that commits (the repository's own state, which a
+// snapshot does not hold) is listed by undo --dry-run as not restorable,
+// beside the directories an earlier call's restore removes and makes and
+// the approval request undo closes; undo stops at it for a person (exit
+// 9) and restores nothing of it, and files restore exits 12 naming .git.
+func TestUndoStopsAtAChangeItCannotRestore(t *testing.T) {
+	t.Setenv("UNDOLOG_FILES_DIR", t.TempDir())
+	project := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = project
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=u", "GIT_AUTHOR_EMAIL=u@x", "GIT_COMMITTER_NAME=u", "GIT_COMMITTER_EMAIL=u@x")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	tracked := filepath.Join(project, "tracked.txt")
+	writeFile(t, tracked, "original", 0o644)
+	os.Mkdir(filepath.Join(project, "old"), 0o755)
+	git("init", "-q")
+	git("add", "-A")
+	git("commit", "-qm", "first")
+	db := filepath.Join(t.TempDir(), "u.db")
+	store := logaddr.File(db, logaddr.Options{})
+	fileCall(t, store, project, "Bash", nil, func() {
+		os.Remove(filepath.Join(project, "old"))
+		os.Mkdir(filepath.Join(project, "build"), 0o755)
+		writeFile(t, filepath.Join(project, "build", "out"), "built", 0o644)
+	})
+	commit, snap := fileCall(t, store, project, "Bash", nil, func() {
+		writeFile(t, tracked, "the agent's", 0o644)
+		git("commit", "-qam", "second")
+	})
+	if _, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: sm.Irreversible, Args: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := undolog(t, db, "undo", "s", "--dry-run")
+	if code != 0 {
+		t.Fatalf("undo --dry-run: exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{`CANNOT RESTORE ".git" (modified by the call): the git repository's own state`, `restore "tracked.txt"`,
+		`remove directory "build" (created by the call)`, `bring back directory "old" (deleted by the call)`, "closes the approval request of effect 3 deploy"} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("undo --dry-run: no %q in:\n%s", w, stdout)
+		}
+	}
+	code, _, stderr = undolog(t, db, "files", "restore", "--store", filesnap.StoreDir(project), snap)
+	if code != ExitFilesChanged || !strings.Contains(stderr, `".git"`) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("files restore: exit %d: %s", code, stderr)
+	}
+	code, stdout, stderr = undolog(t, db, "undo", "s", "--yes")
+	if code != ExitCompensation || !strings.Contains(stderr+stdout, `".git"`) {
+		t.Fatalf("undo: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if data, _ := os.ReadFile(tracked); string(data) != "the agent's" {
+		t.Errorf("tracked.txt: %q, want the call's bytes left as they are", data)
+	}
+	if d, err := store.GetEffect(t.Context(), commit); err != nil || d.Undo.State != sm.EntryCompensationFailed {
+		t.Errorf("undo entry of the commit: %v %v", d.Undo, err)
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/charmbracelet/x/ansi"
 	"github.com/spf13/cobra"
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // The root's help lists its commands in groups, a newcomer's first: the
@@ -83,7 +83,7 @@ func wrapSummary(short string, pad, width int) string {
 	if width-indent < minHelpWidth/2 {
 		return short
 	}
-	return strings.ReplaceAll(wrapWords(short, width-indent), "\n", "\n"+strings.Repeat(" ", indent))
+	return strings.ReplaceAll(textfmt.WrapWords(short, width-indent), "\n", "\n"+strings.Repeat(" ", indent))
 }
 
 // wrapHelp reflows a help text, written wrapped at no width in particular,
@@ -105,7 +105,7 @@ func wrapParagraph(p string, width int) string {
 	var prose []string
 	flush := func() {
 		if len(prose) > 0 {
-			out = append(out, wrapWords(strings.Join(prose, " "), width))
+			out = append(out, textfmt.WrapWords(strings.Join(prose, " "), width))
 			prose = nil
 		}
 	}
@@ -121,7 +121,7 @@ func wrapParagraph(p string, width int) string {
 				i++
 				item += " " + strings.TrimSpace(lines[i])
 			}
-			wrapped := wrapWords(item, width-len(marker))
+			wrapped := textfmt.WrapWords(item, width-len(marker))
 			out = append(out, marker+strings.ReplaceAll(wrapped, "\n", "\n"+indent))
 		case strings.HasPrefix(l, " ") || l == "":
 			flush()
@@ -145,27 +145,4 @@ func listItem(l string) string {
 		}
 	}
 	return ""
-}
-
-// wrapWords fills lines of at most width columns with s's words, breaking
-// only at spaces (ansi.Wordwrap also breaks at hyphens: --retry-in-doubt,
-// ->); a word wider than width has a line of its own.
-func wrapWords(s string, width int) string {
-	var b strings.Builder
-	line := 0
-	for _, word := range strings.Fields(s) {
-		w := ansi.StringWidth(word)
-		switch {
-		case line == 0:
-		case line+1+w > width:
-			b.WriteByte('\n')
-			line = 0
-		default:
-			b.WriteByte(' ')
-			line++
-		}
-		b.WriteString(word)
-		line += w
-	}
-	return b.String()
 }

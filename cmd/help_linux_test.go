@@ -1,14 +1,9 @@
 package cmd
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/undolog/undolog/internal/testbin"
 )
@@ -18,31 +13,7 @@ import (
 func TestHelpWrapsAtTheTerminalsWidth(t *testing.T) {
 	bin := testbin.Undolog(t)
 	const width = 52
-	master, slave := openPTY(t)
-	if err := unix.IoctlSetWinsize(int(slave.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: width}); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "undo", "--help")
-	cmd.Env = append(os.Environ(), "COLUMNS=200", "NO_COLOR=1")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	slave.Close()
-	var out bytes.Buffer
-	buf := make([]byte, 4096)
-	for {
-		n, err := master.Read(buf)
-		out.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("undo --help: %v\n%s", err, out.Bytes())
-	}
-	text := strings.ReplaceAll(out.String(), "\r\n", "\n")
+	text := runOnTerminal(t, width, append(os.Environ(), "COLUMNS=200", "NO_COLOR=1"), bin, "undo", "--help")
 	long, _, ok := strings.Cut(text, "\nUsage:")
 	if !ok {
 		t.Fatalf("no usage in the help:\n%s", text)

@@ -11,6 +11,7 @@ import (
 	"github.com/undolog/undolog/agenthook"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/lifecycle"
+	"github.com/undolog/undolog/logaddr"
 	"github.com/undolog/undolog/model"
 )
 
@@ -18,6 +19,11 @@ import (
 // decision, to answer: it answers deny by then whatever the log does, and
 // `undolog init claude-code` gives Claude Code's timeout more than both.
 const hookMargin = 20 * time.Second
+
+// hookCloseBound is how long the hook, once it has answered, waits to let
+// go of the log: Claude Code waits for the hook to exit, and runs the tool
+// of a hook it cuts off.
+const hookCloseBound = 3 * time.Second
 
 // hookInputLimit bounds the event read from stdin (a Write's content
 // comes in it).
@@ -109,7 +115,7 @@ func runHook(ctx context.Context, f *Factory, opts *hookOptions, out io.Writer) 
 		_, err := out.Write(agenthook.Answer(ev.HookEventName, nil))
 		return err
 	}
-	h, err := opts.hook(f)
+	h, err := opts.hook(ctx, f)
 	if ev.HookEventName != agenthook.PreToolUse {
 		if err == nil {
 			err = h.Post(ctx, ev)
@@ -128,8 +134,16 @@ func runHook(ctx context.Context, f *Factory, opts *hookOptions, out io.Writer) 
 	} else {
 		d = preInTime(ctx, h, ev, opts.wait+hookMargin)
 	}
-	_, err = out.Write(agenthook.Answer(ev.HookEventName, d))
-	return err
+	if _, err := out.Write(agenthook.Answer(ev.HookEventName, d)); err != nil {
+		return err
+	}
+	if timedOut, err := f.logs.closeWithin(hookCloseBound); timedOut {
+		// The answer is out; the write it gave up on ends with the process.
+		fmt.Fprintf(f.ErrOut, "undolog: the log was not let go of within %s of the answer: the hook exits without it\n", hookCloseBound)
+	} else if err != nil {
+		fmt.Fprintf(f.ErrOut, "undolog: closing the log: %s\n", textfmt.Escape(textfmt.OneLine(err.Error())))
+	}
+	return nil
 }
 
 // preInTime is the PreToolUse decision, or deny once bound has passed
@@ -152,10 +166,17 @@ func preInTime(ctx context.Context, h *agenthook.Hook, ev agenthook.Event, bound
 }
 
 // hook is the door as the options and the environment set it up.
-func (o *hookOptions) hook(f *Factory) (*agenthook.Hook, error) {
+func (o *hookOptions) hook(ctx context.Context, f *Factory) (*agenthook.Hook, error) {
 	pol, err := agenthook.LoadPolicy(o.policy)
 	if err != nil {
 		return nil, err
+	}
+	// A Bash command's writes are judged against the project the snapshot
+	// covers (else the working directory, where Claude Code runs hooks).
+	pol.Project = f.Getenv("CLAUDE_PROJECT_DIR")
+	// The log's file is held wherever it is: the agent does not delete it.
+	if addr := f.LogPath(); logaddr.IsFile(addr) {
+		pol.LogFile = addr
 	}
 	actor := o.as
 	if actor == "" {
@@ -169,7 +190,8 @@ func (o *hookOptions) hook(f *Factory) (*agenthook.Hook, error) {
 		Again: func(e model.Effect) string {
 			return fmt.Sprintf("make the same %s call again, with the same input: it runs then", e.Tool)
 		}}
+	files := agenthook.ProjectFiles{Now: f.Now, Executing: agenthook.ExecutingSnapshot(ctx, lc.Log)}
 	return &agenthook.Hook{Lifecycle: lc, Policy: pol, Session: f.Getenv("UNDOLOG_SESSION"), Actor: actor, Wait: o.wait,
 		ApprovalTimeout: o.approvalTimeout, Headless: o.headless, Door: door, Now: f.Now,
-		Files: agenthook.ProjectFiles{Now: f.Now}, Project: f.Getenv("CLAUDE_PROJECT_DIR")}, nil
+		Files: files, Project: f.Getenv("CLAUDE_PROJECT_DIR")}, nil
 }

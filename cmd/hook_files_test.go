@@ -109,6 +109,31 @@ func TestHookSerialisesShellCommandsOfAProject(t *testing.T) {
 	}
 }
 
+// A shell command whose PostToolUse never came (the log was busy, say)
+// holds the project while its agent lives only as long as the log holds
+// its call executing: once a person ends it (undolog fail), the agent's
+// next shell command runs.
+func TestHookLostPostToolUseReleasesTheProject(t *testing.T) {
+	hookEngines(t, func(t *testing.T, r *hookRig) {
+		first := map[string]any{"command": "touch a"}
+		second := map[string]any{"command": "touch b"}
+		if d, why := r.pre("Bash", first); d != "allow" {
+			t.Fatalf("first: %s %q", d, why)
+		}
+		if d, why := r.pre("Bash", second); d != "deny" || !strings.Contains(why, "another call changing this project's files is running") {
+			t.Fatalf("second while the first is executing: %s %q, want deny", d, why)
+		}
+		r.undolog("fail", "1", "--error", "its PostToolUse was lost")
+		if d, why := r.pre("Bash", second); d != "allow" {
+			t.Fatalf("second once the first was failed by a person: %s %q, want allow", d, why)
+		}
+		r.post("PostToolUse", "Bash", second, map[string]any{"tool_response": "ok"})
+		if e := r.effects(); len(e) != 2 || e[0].State != "committed" || e[1].State != "pending" {
+			t.Fatalf("effects %+v, want the second committed, the first failed back to pending", e)
+		}
+	})
+}
+
 // A shell command whose agent died between its hooks never had its
 // after-state recorded: the next shell command of the project runs (the
 // dead one's window is over), and undo does not restore files the dead

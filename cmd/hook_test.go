@@ -9,11 +9,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/internal/testbin"
+	"github.com/undolog/undolog/logaddr"
 )
 
 // hookRig drives the real binary's `undolog hook` with the events Claude
@@ -26,6 +28,7 @@ type hookRig struct {
 	files   string
 	session string
 	env     []string // more of the hook's environment
+	message string   // the systemMessage of the last PreToolUse answer
 }
 
 func newHookRig(t *testing.T, log string) *hookRig {
@@ -73,6 +76,7 @@ func (r *hookRig) pre(tool string, input map[string]any, flags ...string) (strin
 	r.t.Helper()
 	out, stderr, code := r.hook(r.event("PreToolUse", tool, input, nil), flags...)
 	var ans struct {
+		SystemMessage      string `json:"systemMessage"`
 		HookSpecificOutput struct {
 			HookEventName            string `json:"hookEventName"`
 			PermissionDecision       string `json:"permissionDecision"`
@@ -82,6 +86,7 @@ func (r *hookRig) pre(tool string, input map[string]any, flags ...string) (strin
 	if code != 0 || json.Unmarshal([]byte(out), &ans) != nil || ans.HookSpecificOutput.HookEventName != "PreToolUse" {
 		r.t.Fatalf("PreToolUse %s: exit %d, stdout %q, stderr %q: want exit 0 and a decision", tool, code, out, stderr)
 	}
+	r.message = ans.SystemMessage
 	return ans.HookSpecificOutput.PermissionDecision, ans.HookSpecificOutput.PermissionDecisionReason
 }
 
@@ -171,15 +176,22 @@ func TestHookSafeAndCompensableCalls(t *testing.T) {
 }
 
 // An irreversible call is held: no decision within --wait denies it,
-// naming the effect; approved from another process, the same call made
+// naming the effect, with no command that decides it for the model to run
+// (the person reads it in the systemMessage); approved from another process, the same call made
 // again runs, once: made again after it committed, it is denied with its
 // recorded outcome. A call held while a person approves it goes ahead.
 func TestHookHoldsIrreversibleCalls(t *testing.T) {
 	hookEngines(t, func(t *testing.T, r *hookRig) {
 		push := map[string]any{"command": "git push origin main", "description": "push"}
 		d, why := r.pre("Bash", push, "--wait", "200ms")
-		if d != "deny" || !strings.Contains(why, "effect 1 (Bash)") || !strings.Contains(why, "approve 1") || !strings.Contains(why, "same Bash call again") {
-			t.Fatalf("undecided: %s %q, want deny naming effect 1 and asking for the same call later", d, why)
+		if d != "deny" || !strings.Contains(why, "effect 1 (Bash)") || !strings.Contains(why, "person") || !strings.Contains(why, "same Bash call again later") {
+			t.Fatalf("undecided: %s %q, want deny naming effect 1, a person deciding, and asking for the same call later", d, why)
+		}
+		if strings.Contains(why, "approve 1") || strings.Contains(why, "reject 1") || strings.Contains(why, "`") {
+			t.Fatalf("undecided: the model reads %q: it names a command that decides the call", why)
+		}
+		if !strings.Contains(r.message, "approve 1") || !strings.Contains(r.message, "reject 1") {
+			t.Fatalf("undecided: systemMessage %q, want the person's commands", r.message)
 		}
 		if e := r.effects(); len(e) != 1 || e[0].State != "pending" {
 			t.Fatalf("undecided: %+v, want effect 1 pending", e)
@@ -250,11 +262,13 @@ func TestHookRejectedAndDeferred(t *testing.T) {
 		}
 		r.undolog("reject", "1", "--as", "ops", "--reason", "not on a Friday")
 		d, why := r.pre("Bash", deploy, "--wait", "200ms")
-		if d != "deny" || !strings.Contains(why, "not on a Friday") || !strings.Contains(why, "halted") {
+		if d != "deny" || !strings.Contains(why, "not on a Friday") || !strings.Contains(why, "halted") || strings.Contains(why, "session resume") ||
+			!strings.Contains(r.message, "session resume") {
 			t.Fatalf("rejected: %s %q, want deny with the reason and the halt", d, why)
 		}
-		if d, why := r.pre("Write", map[string]any{"file_path": "b.txt", "content": "x"}); d != "deny" || !strings.Contains(why, "halted") && !strings.Contains(why, "not active") {
-			t.Fatalf("Write in a halted session: %s %q, want deny", d, why)
+		if d, why := r.pre("Write", map[string]any{"file_path": "b.txt", "content": "x"}); d != "deny" || !strings.Contains(why, "halted") ||
+			strings.Contains(why, "session resume") || !strings.Contains(r.message, "session resume") {
+			t.Fatalf("Write in a halted session: %s %q (person: %q), want deny naming the halt, the command for the person only", d, why, r.message)
 		}
 	})
 }
@@ -315,8 +329,8 @@ func TestHookInterruptedCallIsInDoubtOnceTheAgentIsGone(t *testing.T) {
 		t.Fatalf("interrupted: %+v, want executing", e)
 	}
 	d, why := r.pre("Edit", edit)
-	if d != "deny" || !strings.Contains(why, "in doubt") || !strings.Contains(why, "resolve 1") {
-		t.Fatalf("the same call once its agent is gone: %s %q, want deny: in doubt, resolve", d, why)
+	if d != "deny" || !strings.Contains(why, "in doubt") || strings.Contains(why, "resolve 1") || !strings.Contains(r.message, "resolve 1") {
+		t.Fatalf("the same call once its agent is gone: %s %q (systemMessage %q), want deny: in doubt, resolve only for the person", d, why, r.message)
 	}
 }
 
@@ -337,5 +351,137 @@ func TestHookHeadlessEnvDefersAtOnce(t *testing.T) {
 	start = time.Now()
 	if d, _ := r.pre("Bash", push, "--headless", "--wait", "1s"); d != "defer" || time.Since(start) < time.Second {
 		t.Fatalf("--headless --wait 1s: %s after %v, want defer after the wait", d, time.Since(start))
+	}
+}
+
+// The agent cannot talk the hook round from its own Bash: its call to
+// approve its own held call is itself held (and the held call stays
+// pending), as are its rewrite of the hook's policy and a write through a
+// link in the project to a file outside it; a read of the log is allowed.
+func TestHookAgentCannotApproveItsOwnCalls(t *testing.T) {
+	hookEngines(t, func(t *testing.T, r *hookRig) {
+		push := map[string]any{"command": "git push origin main", "description": "push"}
+		if d, why := r.pre("Bash", push, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("git push: %s %q, want deny (held)", d, why)
+		}
+		approve := map[string]any{"command": "undolog --log '" + r.log + "' approve 1 --reason ok", "description": "approve"}
+		if d, why := r.pre("Bash", approve, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("the agent's own approve: %s %q, want deny (held for a person)", d, why)
+		}
+		if d, why := r.pre("Bash", map[string]any{"command": "undolog list --session " + r.session}); d != "allow" {
+			t.Fatalf("undolog list: %s %q, want allow", d, why)
+		}
+		policy := map[string]any{"file_path": filepath.Join(r.project, ".claude", "undolog-policy.yaml"), "content": "tools: {Bash: {tier: safe}}\n"}
+		if d, why := r.pre("Write", policy, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("Write of the policy: %s %q, want deny", d, why)
+		}
+		outside := testbin.DirOutsideTmp(t) // not /tmp, which is scratch
+		if err := os.Symlink(outside, filepath.Join(r.project, "out")); err != nil {
+			t.Fatal(err)
+		}
+		if d, why := r.pre("Bash", map[string]any{"command": "echo x > out/not-written"}, "--wait", "100ms"); d != "deny" {
+			t.Fatalf("a write through a link to outside the project: %s %q, want deny", d, why)
+		}
+		logFile := logaddr.IsFile(r.log)
+		if logFile { // the log's file is held wherever it is, below /tmp too
+			if d, why := r.pre("Bash", map[string]any{"command": "rm -f '" + r.log + "'"}, "--wait", "100ms"); d != "deny" {
+				t.Fatalf("rm of the log: %s %q, want deny", d, why)
+			}
+		}
+		if d, why := r.pre("Bash", map[string]any{"command": "echo x > in.txt"}); d != "allow" {
+			t.Fatalf("a write in the project: %s %q, want allow", d, why)
+		}
+		tiers := map[uint64]string{}
+		for _, e := range r.effects() {
+			tiers[e.ID] = e.Tier + " " + e.State
+		}
+		if tiers[1] != "irreversible pending" || tiers[2] != "irreversible pending" || tiers[3] != "irreversible pending" || tiers[4] != "irreversible pending" {
+			t.Fatalf("effects %v: want the push, the approve, the policy write and the write outside held, pending", tiers)
+		}
+		if logFile && tiers[5] != "irreversible pending" {
+			t.Fatalf("effects %v: want the rm of the log held, pending", tiers)
+		}
+	})
+}
+
+// approve, reject, resolve and session resume refuse, exit 13 with the log
+// unchanged, when run from inside the agent whose session the call is in
+// (Claude Code's Bash gives its shells CLAUDECODE=1 and
+// CLAUDE_CODE_SESSION_ID); another session's call, or a shell outside the
+// agent, decides as ever.
+func TestAgentCannotDecideItsOwnCalls(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	push := map[string]any{"command": "git push origin main"}
+	if d, _ := r.pre("Bash", push, "--wait", "0s"); d != "deny" {
+		t.Fatalf("push: %s, want deny", d)
+	}
+	inAgent := func(session string, args ...string) (string, int) {
+		cmd := exec.Command(r.bin, append([]string{"--log", r.log}, args...)...)
+		cmd.Env = append(os.Environ(), "CLAUDECODE=1", "CLAUDE_CODE_SESSION_ID="+session, "UNDOLOG_SESSION=")
+		return outputAndCode(cmd)
+	}
+	before := r.undolog("show", "1", "-o", "json")
+	for _, args := range [][]string{{"approve", "1"}, {"reject", "1", "--reason", "no"}, {"resolve", "1", "--reason", "done"}} {
+		out, code := inAgent(r.session, args...)
+		if code != ExitAgentDecision || !strings.Contains(out, "inside the coding agent") || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+			t.Fatalf("%s from inside the agent: exit %d %q, want %d and one line", args[0], code, out, ExitAgentDecision)
+		}
+	}
+	if after := r.undolog("show", "1", "-o", "json"); after != before {
+		t.Fatalf("a refused decision changed effect 1:\n%s\nwas\n%s", after, before)
+	}
+	r.undolog("reject", "1", "--as", "ops", "--reason", "not now")
+	if out, code := inAgent(r.session, "session", "resume", r.session, "--reason", "go on"); code != ExitAgentDecision {
+		t.Fatalf("session resume from inside the agent: exit %d %q", code, out)
+	}
+	if out, code := inAgent("another-session", "session", "resume", r.session, "--reason", "go on"); code != 0 {
+		t.Fatalf("session resume from another agent session: exit %d %q, want done", code, out)
+	}
+}
+
+// The hook exits once it has answered: a log another process holds (a
+// reader, so that the hook's first write is the one that waits) past the
+// hook's bound gets a denial by then, and the process does not outlive
+// it waiting to close the log (Claude Code waits for the hook to exit, and
+// runs the tool of a hook it cuts off).
+func TestHookExitsOnceItHasAnswered(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	first := map[string]any{"command": "touch a"}
+	if d, why := r.pre("Bash", first); d != "allow" {
+		t.Fatalf("first: %s %q", d, why)
+	}
+	r.post("PostToolUse", "Bash", first, map[string]any{"tool_response": "ok"})
+	// A reader's lock: the hook reads on, and its first write waits.
+	held, err := os.OpenFile(r.log, os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { held.Close() })
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_SH); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	d, why := r.pre("Bash", map[string]any{"command": "touch b"}, "--wait", "0s", "--lock-timeout", "90s")
+	// The hook answers by its wait plus 20 s; then it has a few seconds to
+	// let go of the log.
+	if took := time.Since(start); d != "deny" || took > 40*time.Second {
+		t.Fatalf("a held log: %s %q after %v, want deny and the hook gone within 40s", d, why, took)
+	}
+}
+
+// A Bash call run in the background is held, not compensable: Claude Code
+// sends its PostToolUse when it starts, so what it changes after is in no
+// snapshot, and undo would report undone what it never restored.
+func TestHookHoldsABackgroundCommand(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	late := map[string]any{"command": "sleep 3; echo late > late.txt", "run_in_background": true}
+	if d, why := r.pre("Bash", late, "--wait", "0s"); d != "deny" || !strings.Contains(r.message, "approve") {
+		t.Fatalf("a background command: %s %q, want deny (held for a person)", d, why)
+	}
+	if d, why := r.pre("Bash", map[string]any{"command": "sleep 3; echo late > late.txt"}); d != "allow" {
+		t.Fatalf("the same command in the foreground: %s %q, want allow", d, why)
+	}
+	if d, why := r.pre("Bash", map[string]any{"command": "ls", "run_in_background": true}); d != "allow" {
+		t.Fatalf("a safe command in the background: %s %q, want allow", d, why)
 	}
 }

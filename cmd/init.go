@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,7 +52,13 @@ func newCmdInitClaudeCode(f *Factory) *cobra.Command {
 PostToolUseFailure events in DIR/.claude/settings.json (DIR: the current directory),
 with a timeout past the hook's longest wait. The settings' other keys and the user's
 own hooks are kept as they are; undolog's entries are found again and updated, so
-running it again changes nothing.
+running it again changes nothing. Settings it cannot update as they are (a key
+twice, comments, a read-only file) are refused before anything is written; a link
+is written through.
+
+The entries name this undolog by its absolute path, and PreToolUse's ends in
+'|| exit 2': a hook that cannot run, crashes or is killed blocks the call (Claude
+Code runs a tool whose hook fails otherwise). Run init again after moving undolog.
 
 Without --policy it writes undolog's default policy for Claude Code's tools to
 ` + projectPolicy + ` (unless that file exists: yours stays) and the hook uses it.`,
@@ -77,11 +85,15 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 		return usagef("%s is not a directory", dir)
 	}
 	out := c.OutOrStdout()
-	claude := filepath.Join(dir, ".claude")
-	if err := os.MkdirAll(claude, 0o755); err != nil {
+	bin, err := hookBinary()
+	if err != nil {
 		return err
 	}
+	claude := filepath.Join(dir, ".claude")
+	// Everything is checked before anything is written: a settings file
+	// init cannot update leaves no policy file behind either.
 	policyArg := `"$CLAUDE_PROJECT_DIR"/` + projectPolicy
+	policyPath, writePolicy := filepath.Join(dir, projectPolicy), opts.policy == ""
 	if opts.policy != "" {
 		abs, err := filepath.Abs(opts.policy)
 		if err != nil {
@@ -91,30 +103,28 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 			return usagef("%v", err)
 		}
 		policyArg = textfmt.ShellQuote(abs)
-	} else {
-		path := filepath.Join(dir, projectPolicy)
-		switch err := writeNew(path, agenthook.DefaultPolicy); {
-		case errors.Is(err, fs.ErrExist):
-			if _, err := agenthook.LoadPolicy(path); err != nil {
-				return usagef("%v", err)
-			}
-			fmt.Fprintf(out, "kept %s\n", textfmt.Escape(path))
-		case err != nil:
-			return err
-		default:
-			fmt.Fprintf(out, "wrote %s\n", textfmt.Escape(path))
+	} else if _, err := os.Lstat(policyPath); err == nil {
+		if _, err := agenthook.LoadPolicy(policyPath); err != nil {
+			return usagef("%v", err)
 		}
+		writePolicy = false
 	}
-	command := fmt.Sprintf("%s --policy %s --wait %s", agenthook.HookCommand, policyArg, opts.wait)
+	command := fmt.Sprintf("%s hook --policy %s --wait %s", textfmt.ShellQuote(bin), policyArg, opts.wait)
 	if opts.headless {
 		command += " --headless"
 	}
 	regs := []agenthook.Registration{
-		{Event: agenthook.PreToolUse, Command: command, Timeout: int((opts.wait + hookAnswerMargin).Seconds())},
+		// A hook Claude Code cannot run (exit 127), or one that crashes or is
+		// killed, lets the tool run; exit 2 blocks it.
+		{Event: agenthook.PreToolUse, Command: command + " || exit 2", Timeout: int((opts.wait + hookAnswerMargin).Seconds())},
 		{Event: agenthook.PostToolUse, Command: command, Timeout: postHookTimeout},
 		{Event: agenthook.PostToolUseFailure, Command: command, Timeout: postHookTimeout},
 	}
 	settings := filepath.Join(claude, "settings.json")
+	// A link is written through, not replaced by a file.
+	if target, err := filepath.EvalSymlinks(settings); err == nil {
+		settings = target
+	}
 	old, err := os.ReadFile(settings)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -122,6 +132,23 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	updated, changed, err := agenthook.Install(old, regs)
 	if err != nil {
 		return usagef("%s: %v (nothing was changed)", settings, err)
+	}
+	if info, err := os.Stat(settings); err == nil && changed && info.Mode().Perm()&0o200 == 0 {
+		return usagef("%s is read-only: make it writable to register the hook (nothing was changed)", settings)
+	}
+	if err := os.MkdirAll(claude, 0o755); err != nil {
+		return err
+	}
+	if writePolicy {
+		switch err := writeNew(policyPath, agenthook.DefaultPolicy); {
+		case errors.Is(err, fs.ErrExist):
+			return fmt.Errorf("%s appeared while init ran: run it again", policyPath)
+		case err != nil:
+			return err
+		}
+		fmt.Fprintf(out, "wrote %s\n", textfmt.Escape(policyPath))
+	} else if opts.policy == "" {
+		fmt.Fprintf(out, "kept %s\n", textfmt.Escape(policyPath))
 	}
 	if !changed {
 		fmt.Fprintf(out, "%s already runs undolog hook\n", textfmt.Escape(settings))
@@ -132,6 +159,35 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	}
 	fmt.Fprintf(out, "registered undolog hook in %s\n", textfmt.Escape(settings))
 	return nil
+}
+
+// hookBinary is the absolute path the hook entries run undolog by: a
+// hook Claude Code looks up on its PATH may find none. The PATH's
+// undolog if it is this one (a link an upgrade moves stays right), else
+// this executable; a `go run` build, deleted when it ends, is refused.
+func hookBinary() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("the path of undolog's executable: %w", err)
+	}
+	if strings.Contains(filepath.ToSlash(self), "/go-build") {
+		return "", usagef("undolog runs from a temporary `go run` build (%s), which the hook could not run later: install it (go install) and run init with that", self)
+	}
+	if onPath, err := exec.LookPath("undolog"); err == nil {
+		if abs, err := filepath.Abs(onPath); err == nil && sameFile(abs, self) {
+			return abs, nil
+		}
+	}
+	return self, nil
+}
+
+func sameFile(a, b string) bool {
+	x, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	y, err := os.Stat(b)
+	return err == nil && os.SameFile(x, y)
 }
 
 // writeNew writes a file that must not exist yet.

@@ -34,16 +34,7 @@ func TestInitClaudeCode(t *testing.T) {
 	settings := filepath.Join(dir, ".claude", "settings.json")
 	os.MkdirAll(filepath.Dir(settings), 0o755)
 	os.WriteFile(settings, []byte(userSettings), 0o600)
-	run := func(args ...string) (string, int) {
-		cmd := exec.Command(bin, append([]string{"init", "claude-code"}, args...)...)
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
-	}
+	run := func(args ...string) (string, int) { return initRun(bin, args...) }
 	if out, code := run("--wait", "2m", dir); code != 0 || !strings.Contains(out, "registered") {
 		t.Fatalf("init: %d %s", code, out)
 	}
@@ -71,11 +62,11 @@ func TestInitClaudeCode(t *testing.T) {
 	if len(pre) != 2 || pre[0].Hooks[0].Command != "lint && check" || pre[0].Hooks[0].Timeout != 5 {
 		t.Fatalf("the user's PreToolUse hook was not kept first, as it was:\n%s", first)
 	}
-	if h := pre[1].Hooks[0]; !strings.HasPrefix(h.Command, "undolog hook --policy") || !strings.Contains(h.Command, "--wait 2m") || h.Timeout <= 120+20 {
+	if h := pre[1].Hooks[0]; !strings.HasPrefix(h.Command, bin+" hook --policy") || !strings.Contains(h.Command, "--wait 2m") || !strings.HasSuffix(h.Command, " || exit 2") || h.Timeout <= 120+20 {
 		t.Fatalf("undolog's PreToolUse hook: %+v, want a timeout past its 2m wait and the hook's margin", h)
 	}
 	for _, ev := range []string{"PostToolUse", "PostToolUseFailure"} {
-		if g := s.Hooks[ev]; len(g) != 1 || !strings.HasPrefix(g[0].Hooks[0].Command, "undolog hook") {
+		if g := s.Hooks[ev]; len(g) != 1 || !strings.HasPrefix(g[0].Hooks[0].Command, bin+" hook") {
 			t.Fatalf("%s: %+v", ev, g)
 		}
 	}
@@ -127,4 +118,123 @@ func TestInitClaudeCode(t *testing.T) {
 	if b, _ := os.ReadFile(settings); string(b) != `{"hooks": [}` {
 		t.Fatalf("unreadable settings were changed: %s", b)
 	}
+}
+
+// initRun runs `bin init claude-code args...`: its output and exit code.
+func initRun(bin string, args ...string) (string, int) {
+	return outputAndCode(exec.Command(bin, append([]string{"init", "claude-code"}, args...)...))
+}
+
+// preHookCommand is the PreToolUse command init wrote in settings.
+func preHookCommand(t *testing.T, settings string) string {
+	t.Helper()
+	var s struct {
+		Hooks map[string][]struct{ Hooks []struct{ Command string } }
+	}
+	b, _ := os.ReadFile(settings)
+	if err := json.Unmarshal(b, &s); err != nil || len(s.Hooks["PreToolUse"]) == 0 {
+		t.Fatalf("settings: %v\n%s", err, b)
+	}
+	g := s.Hooks["PreToolUse"]
+	return g[len(g)-1].Hooks[0].Command
+}
+
+// The PreToolUse hook init writes fails closed: run through sh -c as Claude
+// Code runs it, an undolog binary that is gone (127) or killed by a signal
+// exits 2, which blocks the call. It names undolog by its absolute path,
+// and a re-run upgrades an entry that named it bare.
+func TestInitClaudeCodeHookFailsClosed(t *testing.T) {
+	dir := t.TempDir()
+	// A copy of the binary, for it to be moved away.
+	bin := filepath.Join(t.TempDir(), "undolog")
+	data, err := os.ReadFile(testbin.Undolog(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(bin, data, 0o755)
+	settings := filepath.Join(dir, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(settings), 0o755)
+	bare := `{"hooks":{"PreToolUse":[{"matcher":"*","hooks":[{"type":"command","command":"undolog hook --wait 5m0s","timeout":360}]}]}}`
+	os.WriteFile(settings, []byte(bare), 0o644)
+	if out, code := initRun(bin, dir); code != 0 {
+		t.Fatalf("init: %d %s", code, out)
+	}
+	if b, _ := os.ReadFile(settings); strings.Count(string(b), "undolog hook") != 3 || strings.Contains(string(b), `"undolog hook`) {
+		t.Fatalf("the bare entry was not upgraded in place:\n%s", b)
+	}
+	command := preHookCommand(t, settings)
+	if !strings.HasPrefix(command, bin+" hook ") {
+		t.Fatalf("PreToolUse command %q, want undolog's absolute path %s", command, bin)
+	}
+	event := `{"session_id":"s","cwd":"` + dir + `","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"make"},"tool_use_id":"t"}`
+	hook := func() (string, int) {
+		cmd := exec.Command("sh", "-c", command)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CLAUDE_PROJECT_DIR="+dir, "UNDOLOG_LOG="+filepath.Join(t.TempDir(), "u.db"), "UNDOLOG_FILES_DIR="+t.TempDir())
+		cmd.Stdin = strings.NewReader(event)
+		return outputAndCode(cmd)
+	}
+	if out, code := hook(); code != 0 || !strings.Contains(out, `"allow"`) {
+		t.Fatalf("the hook as written: exit %d %s, want allow", code, out)
+	}
+	os.Rename(bin, bin+".moved")
+	if out, code := hook(); code != 2 {
+		t.Fatalf("undolog moved away: exit %d %s, want 2 (blocks the call)", code, out)
+	}
+	os.WriteFile(bin, []byte("#!/bin/sh\nkill -9 $$\n"), 0o755)
+	if out, code := hook(); code != 2 {
+		t.Fatalf("undolog killed by a signal: exit %d %s, want 2 (blocks the call)", code, out)
+	}
+}
+
+// init refuses, changing nothing (no policy file either), settings with a
+// key twice, read-only settings, and settings that are no JSON (JSONC);
+// settings that are a link are written through the link.
+func TestInitClaudeCodeRefusesWhatItCannotUpdate(t *testing.T) {
+	bin := testbin.Undolog(t)
+	for name, c := range map[string]struct {
+		settings string
+		mode     os.FileMode
+		want     string
+	}{
+		"duplicate hooks": {`{"hooks":{"Stop":[]},"model":"x","hooks":{"PreToolUse":[]}}`, 0o644, `"hooks" twice`},
+		"read-only":       {`{"model":"x"}`, 0o444, "read-only"},
+		"jsonc":           {"{\n  // mine\n  \"model\": \"x\"\n}", 0o644, "comments, JSONC"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			settings := filepath.Join(dir, ".claude", "settings.json")
+			os.MkdirAll(filepath.Dir(settings), 0o755)
+			os.WriteFile(settings, []byte(c.settings), c.mode)
+			out, code := initRun(bin, dir)
+			if code != ExitUsage || !strings.Contains(out, c.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+				t.Fatalf("init: exit %d %q, want %d and one line saying %q", code, out, ExitUsage, c.want)
+			}
+			if b, _ := os.ReadFile(settings); string(b) != c.settings {
+				t.Fatalf("the settings were changed:\n%s", b)
+			}
+			if _, err := os.Stat(filepath.Join(dir, ".claude", "undolog-policy.yaml")); err == nil {
+				t.Fatal("a refused init wrote the policy file")
+			}
+		})
+	}
+	t.Run("symlink", func(t *testing.T) {
+		dir := t.TempDir()
+		shared := filepath.Join(t.TempDir(), "shared-settings.json")
+		os.WriteFile(shared, []byte(`{"model":"x"}`), 0o644)
+		link := filepath.Join(dir, ".claude", "settings.json")
+		os.MkdirAll(filepath.Dir(link), 0o755)
+		if err := os.Symlink(shared, link); err != nil {
+			t.Fatal(err)
+		}
+		if out, code := initRun(bin, dir); code != 0 {
+			t.Fatalf("init: %d %s", code, out)
+		}
+		if info, err := os.Lstat(link); err != nil || info.Mode()&os.ModeSymlink == 0 {
+			t.Fatalf("the settings link was replaced: %v %v", info, err)
+		}
+		if b, _ := os.ReadFile(shared); !strings.Contains(string(b), " hook --policy") || !strings.Contains(string(b), `"model": "x"`) {
+			t.Fatalf("the link's target was not updated:\n%s", b)
+		}
+	})
 }

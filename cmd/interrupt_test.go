@@ -85,6 +85,13 @@ func runDir(t *testing.T) string {
 	return dir
 }
 
+// outputAndCode runs cmd: its stdout and stderr, and its exit code (-1:
+// it did not run).
+func outputAndCode(cmd *exec.Cmd) (string, int) {
+	out, err := cmd.CombinedOutput()
+	return string(out), exitCodeOf(err)
+}
+
 func exitCodeOf(err error) int {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

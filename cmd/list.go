@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -90,10 +91,10 @@ func newCmdList(f *Factory) *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&opts.session, "session", "", "only effects of this session")
-	c.Flags().StringVar(&opts.state, "state", "", "only effects in this state")
+	c.Flags().StringVar(&opts.state, "state", "", "only effects in this state, as the STATE column says it (failed, undone, undo failed, 'committed, undone') or by the spec's name (pending, committed...)")
 	c.Flags().StringVar(&opts.tier, "tier", "", "only effects of this tier")
 	c.Flags().StringVar(&opts.tool, "tool", "", "only effects of this tool")
-	c.Flags().StringVar(&opts.undo, "undo", "", "only effects whose undo entry is in this state (compensated: undone)")
+	c.Flags().StringVar(&opts.undo, "undo", "", "only effects whose undo is: "+strings.Join(textfmt.UndoWordList()[:6], ", ")+" (the UNDO column's words; or the spec's names)")
 	c.Flags().StringVar(&opts.since, "since", "", "only effects created since a time (RFC 3339) or duration (1h, 7d)")
 	c.Flags().IntVar(&opts.limit, "limit", 50, "at most this many effects (0: all)")
 	c.Flags().BoolVarP(&opts.follow, "follow", "f", false, "then print transitions as they happen, until interrupted")
@@ -108,18 +109,19 @@ func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
 		return filter, usagef("--limit must not be negative")
 	}
 	if o.state != "" {
-		st, err := sm.ParseState(o.state)
-		if err != nil {
+		if err := filterByStatus(&filter, o.state); err != nil {
 			return filter, err
 		}
-		filter.State = st
 	}
 	if o.undo != "" {
-		u, err := sm.ParseEntryState(o.undo)
-		if err != nil {
-			return filter, err
+		u, ok := textfmt.UndoNamed(o.undo)
+		if !ok {
+			return filter, usagef("unknown undo state %q (valid: %s)", o.undo, strings.Join(textfmt.UndoWordList(), ", "))
 		}
-		filter.Undo = u
+		if filter.Undo != "" && filter.Undo != sm.EntryState(u) {
+			return filter, usagef("--state %q and --undo %q select no effect together", o.state, o.undo)
+		}
+		filter.Undo = sm.EntryState(u)
 	}
 	if o.tier != "" {
 		t, err := sm.ParseTier(o.tier)
@@ -131,6 +133,31 @@ func (o *listOptions) filter(f *Factory) (effectlog.EffectFilter, error) {
 	since, err := parseSince(f.Now(), "--since", o.since)
 	filter.Since = since
 	return filter, err
+}
+
+// filterByStatus sets the filter's state, undo state or failed runs to what
+// word selects: a state's spec name, or a word of the STATE column
+// ("failed", "undone", "committed, undone").
+func filterByStatus(filter *effectlog.EffectFilter, word string) error {
+	if st, err := sm.ParseState(strings.ToLower(strings.TrimSpace(word))); err == nil {
+		filter.State = st
+		return nil
+	}
+	sel, ok := textfmt.StatusNamed(word)
+	if ok && sel.State != "" {
+		_, err := sm.ParseState(sel.State)
+		ok = err == nil
+	}
+	if !ok {
+		names := make([]string, len(sm.States))
+		for i, s := range sm.States {
+			names[i] = string(s)
+		}
+		return usagef("unknown state %q (valid: %s; or as the STATE column says it: %s)", word,
+			strings.Join(names, ", "), strings.Join(textfmt.StatusWordList(), ", "))
+	}
+	filter.State, filter.Undo, filter.Failed = sm.State(sel.State), sm.EntryState(sel.Entry), sel.Failed
+	return nil
 }
 
 // undoEntriesOf reads the undo entries of the compensable effects of list,
@@ -176,9 +203,9 @@ func effectRows(f *Factory, list []model.Effect, entries map[uint64]model.UndoEn
 		}
 		state := string(e.State)
 		rows = append(rows, []cell{idCell(e.ID), plain(e.Session), plain(e.Tool), plain(string(e.Tier)),
-			{Text: textfmt.EffectStatus(state, entry), Color: textfmt.StateColor(textfmt.StatusColor(state, entry))},
+			{Text: textfmt.EffectStatus(state, entry, e.Error != ""), Color: textfmt.StateColor(textfmt.StatusColor(state, entry))},
 			plain(ago(now, e.CreatedAt)), plain(strconv.Itoa(e.ReplayCount)),
-			{Text: textfmt.UndoWord(entry), Color: textfmt.StateColor(entry)}})
+			{Text: textfmt.UndoStatus(state, entry), Color: textfmt.StateColor(entry)}})
 	}
 	return rows
 }
@@ -245,7 +272,8 @@ func printChanges(ctx context.Context, f *Factory, store effectlog.Log, format s
 		}
 		e := d.Effect
 		if (filter.Session != "" && e.Session != filter.Session) || (filter.Tool != "" && e.Tool != filter.Tool) ||
-			(filter.Tier != "" && e.Tier != filter.Tier) || (filter.State != "" && sm.State(r.To) != filter.State) ||
+			(filter.Tier != "" && e.Tier != filter.Tier) || (filter.Failed && r.Error == "") ||
+			(filter.State != "" && filter.Undo == "" && sm.State(r.To) != filter.State) || (filter.Undo != "" && filter.State != "" && e.State != filter.State) ||
 			(!filter.Since.IsZero() && e.CreatedAt.Before(filter.Since)) ||
 			(filter.Undo != "" && (r.Kind != model.KindUndo || sm.EntryState(r.To) != filter.Undo)) {
 			continue

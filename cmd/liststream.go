@@ -88,7 +88,7 @@ func listed(e model.Effect, entries map[uint64]model.UndoEntry) listedEffect {
 	if u, ok := entries[e.ID]; ok {
 		l.UndoState, entry = &u.State, string(u.State)
 	}
-	l.Status = textfmt.EffectStatus(string(e.State), entry)
+	l.Status = textfmt.EffectStatus(string(e.State), entry, e.Error != "")
 	return l
 }
 

@@ -47,16 +47,46 @@ func (o *logOpener) all() []effectlog.Log {
 
 // closeAll lets go of the logs opened so far.
 func (o *logOpener) closeAll() error {
+	logs := o.take()
 	var first error
-	for _, log := range o.all() {
+	for _, log := range logs {
 		if err := log.Close(); err != nil && first == nil {
 			first = err
 		}
 	}
-	o.mu.Lock()
-	o.opened = nil
-	o.mu.Unlock()
 	return first
+}
+
+// take is the logs opened so far, which are no longer closeAll's to close.
+func (o *logOpener) take() []effectlog.Log {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	logs := o.opened
+	o.opened = nil
+	return logs
+}
+
+// closeWithin is closeAll within bound: a log whose close still waits
+// then (for the lock, to end a write of a call that was given up) is left
+// to the process's exit, which lets go of it; timedOut says so.
+func (o *logOpener) closeWithin(bound time.Duration) (timedOut bool, err error) {
+	logs := o.take()
+	closed := make(chan error, 1)
+	go func() {
+		var first error
+		for _, log := range logs {
+			if err := log.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+		closed <- first
+	}()
+	select {
+	case err := <-closed:
+		return false, err
+	case <-time.After(bound):
+		return true, nil
+	}
 }
 
 // DefaultLogPath is $XDG_STATE_HOME/undolog/undolog.db, or
@@ -111,7 +141,7 @@ func (f *Factory) ReadLog() effectlog.Log {
 	if fl, ok := log.(effectlog.FileLog); ok && !f.logs.notedMissing {
 		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
 			f.logs.notedMissing = true
-			fmt.Fprintf(f.ErrOut, "undolog: no log at %s yet: nothing is recorded there\n", textfmt.Escape(fl.Path()))
+			fmt.Fprintf(f.ErrOut, "undolog: %s\n", textfmt.Escape(noLogText(fl.Path())))
 		}
 	}
 	return log
@@ -125,10 +155,16 @@ func (f *Factory) ExistingLog() (effectlog.Log, error) {
 	log := f.Log()
 	if fl, ok := log.(effectlog.FileLog); ok {
 		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, fl.Path())
+			return nil, fmt.Errorf("%w: %s", model.ErrNotFound, noLogText(fl.Path()))
 		}
 	}
 	return log, nil
+}
+
+// noLogText says that no log is at an address, and what to do: every
+// command that meets one says it so.
+func noLogText(address string) string {
+	return "no log at " + address + ": nothing is recorded there yet (exec or session start makes one); check --log or UNDOLOG_LOG"
 }
 
 // closeLogs lets go of the logs the command used.

@@ -133,6 +133,9 @@ func renderTable(f *Factory, header []string, rows [][]cell) error {
 // terminal; piped, with its header too if --headers or $UNDOLOG_HEADERS asks.
 func newTable(f *Factory, w io.Writer, header []string, terminal bool) *textfmt.Table {
 	t := textfmt.NewTable(w, header, terminal, f.Color())
+	if terminal {
+		t.Fit(f.terminalWidth())
+	}
 	if f.headers || headersFromEnv(f.Getenv) {
 		t.PipedHeader()
 	}

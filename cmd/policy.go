@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -114,7 +115,7 @@ func newCmdPolicyCheck(f *Factory) *cobra.Command {
 }
 
 // lineBreaks are a condition's line breaks, with the indentation around them.
-var lineBreaks = regexp.MustCompile(`[ \t]*\r?\n[ \t]*`)
+var lineBreaks = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[ \t]*\r?\n[ \t]*`) })
 
 // ruleTier is a rule's tier, or its tier cases (asked of each command of
 // its shell arg, when it has one).
@@ -128,7 +129,7 @@ func ruleTier(r *policy.Rule) string {
 			parts[i] = string(t.Tier)
 		} else {
 			// A condition written over several lines is one line in a cell.
-			parts[i] = fmt.Sprintf("%s if %s", t.Tier, lineBreaks.ReplaceAllString(t.When, " "))
+			parts[i] = fmt.Sprintf("%s if %s", t.Tier, lineBreaks().ReplaceAllString(t.When, " "))
 		}
 	}
 	tiers := strings.Join(parts, ", else ")

@@ -43,6 +43,9 @@ is refused (exit ` + fmt.Sprint(ExitInProgress) + `).`,
 			if opts.reason == "" {
 				return usagef("resolve needs --reason: say what was done by hand")
 			}
+			if err := f.refuseAgentEffectDecision(c.Context(), id, "resolve"); err != nil {
+				return err
+			}
 			if done, err := resolveInDoubt(c.Context(), f, id, opts); done || err != nil {
 				return err
 			}

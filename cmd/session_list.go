@@ -58,9 +58,10 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 				}
 				sessions[i].Session = s
 				if opts.output != formatIDs {
-					if sessions[i].Undone, err = saga.UndoneCount(c.Context(), store, s); err != nil {
+					if sessions[i].undo, err = saga.UndoCounts(c.Context(), store, s); err != nil {
 						return err
 					}
+					sessions[i].Undone = sessions[i].undo.Undone
 				}
 			}
 			text := func() error {
@@ -75,7 +76,7 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 						age = ago(f.Now(), s.CreatedAt)
 					}
 					rows = append(rows, []cell{plain(s.ID), stateCell(string(s.State)), plain(age),
-						plain(strconv.Itoa(s.Effects)), plain(saga.CountsWords(s.Counts, s.Undone)),
+						plain(strconv.Itoa(s.Effects)), plain(saga.CountsWords(s.Counts, s.undo)),
 						{Text: approvals, Color: textfmt.StateColor(string(sm.SessionAwaitingApproval))}})
 				}
 				return renderTable(f, []string{"SESSION", "STATE", "AGE", "EFFECTS", "BY STATE", "APPROVALS"}, rows)
@@ -103,4 +104,5 @@ func newCmdSessionList(f *Factory) *cobra.Command {
 type listedSession struct {
 	model.Session
 	Undone int `json:"undone"`
+	undo   textfmt.UndoCounts
 }

@@ -28,6 +28,9 @@ not resumed: finish the undo or resolve what failed.`,
 			if strings.TrimSpace(opts.reason) == "" {
 				return usagef("session resume needs --reason: why the session may go on (recorded in its history)")
 			}
+			if err := f.refuseAgentDecision(args[0], "session resume"); err != nil {
+				return err
+			}
 			// Only a halt is resumed: a session awaiting approval goes on
 			// by itself once its calls are decided.
 			store, err := f.ExistingLog()

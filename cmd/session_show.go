@@ -51,7 +51,11 @@ there are in all.`,
 			if opts.limit < 0 {
 				return usagef("--limit must not be negative")
 			}
-			v, err := loadSessionView(c.Context(), f.ReadLog(), args[0], opts.limit)
+			store, err := f.ExistingLog() // one session: where none can be, not found, said once
+			if err != nil {
+				return err
+			}
+			v, err := loadSessionView(c.Context(), store, args[0], opts.limit)
 			if err != nil {
 				return err
 			}

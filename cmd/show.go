@@ -39,7 +39,11 @@ func newCmdShow(f *Factory) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, store := c.Context(), f.ReadLog()
+			store, err := f.ExistingLog() // one effect: where none can be, not found, said once
+			if err != nil {
+				return err
+			}
+			ctx := c.Context()
 			details := make([]model.EffectDetail, 0, len(ids))
 			// An mcp compensation is called on its session's server.
 			upstreams := map[string][]string{}
@@ -104,7 +108,7 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 	if d.Undo != nil {
 		entry = string(d.Undo.State)
 	}
-	status := textfmt.EffectStatus(string(e.State), entry)
+	status := textfmt.EffectStatus(string(e.State), entry, e.Error != "")
 	if f.Color() {
 		status = textfmt.Paint(status, textfmt.StateColor(textfmt.StatusColor(string(e.State), entry)))
 	}
@@ -203,6 +207,12 @@ func printEffectDetail(f *Factory, d model.EffectDetail, upstream []string) erro
 // row it is, the effect's or its undo entry's, whose states are words of
 // their own.
 func renderHistory(f *Factory, hist []model.HistoryRecord) error {
+	// A person's terminal gets the time to the second, in its zone; a
+	// script the exact instant.
+	at := func(t time.Time) string { return t.Format("2006-01-02T15:04:05.000Z07:00") }
+	if f.StdoutIsTerminal() {
+		at = func(t time.Time) string { return t.Local().Format("Jan 02 15:04:05") }
+	}
 	rows := make([][]cell, 0, len(hist))
 	for _, r := range hist {
 		of, from, to := r.Kind, r.From, r.To
@@ -217,10 +227,11 @@ func renderHistory(f *Factory, hist []model.HistoryRecord) error {
 			detail = "error: " + r.Error + reasonSuffix(r.Reason)
 		}
 		what := textfmt.HistoryWords(textfmt.Record{Kind: r.Kind, From: r.From, To: r.To, Trigger: r.Trigger, Actor: r.Who()})
-		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(r.At.Format("2006-01-02T15:04:05.000Z07:00")),
+		rows = append(rows, []cell{plain(strconv.Itoa(int(r.Seq))), plain(at(r.At)),
 			plain(of), plain(orDash(from)), {Text: orDash(to), Color: textfmt.StateColor(r.To)}, plain(what), plain(orDash(detail))})
 	}
-	return renderTable(f, []string{"SEQ", "AT", "OF", "FROM", "TO", "WHAT HAPPENED", "REASON"}, rows)
+	// A reason is read on its own: on a narrow terminal it goes under its row.
+	return newTable(f, f.Out, []string{"SEQ", "AT", "OF", "FROM", "TO", "WHAT HAPPENED", "REASON"}, f.StdoutIsTerminal()).Under().Write(rows)
 }
 
 // approvalLine is one approval request and its decision, if made.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
@@ -16,11 +17,12 @@ import (
 
 // stepOptions are the flags shared by the commands that move an effect.
 type stepOptions struct {
-	as     string
-	reason string
-	output string
-	result string // commit
-	errMsg string // fail
+	as       string
+	reason   string
+	decision bool // approve, reject: a person's decision
+	output   string
+	result   string // commit
+	errMsg   string // fail
 }
 
 func addStepFlags(c *cobra.Command, opts *stepOptions) {
@@ -32,7 +34,7 @@ func addStepFlags(c *cobra.Command, opts *stepOptions) {
 // newStepCmd builds a command that moves effects to one state. With multi,
 // it takes several ids, or - to read them from stdin.
 func newStepCmd(f *Factory, use, short string, to sm.State, multi bool) (*cobra.Command, *stepOptions) {
-	opts := &stepOptions{}
+	opts := &stepOptions{decision: to == sm.Approved || to == sm.Rejected}
 	args := exactArgs(1, "one effect id")
 	if multi {
 		args = func(c *cobra.Command, a []string) error {
@@ -79,9 +81,24 @@ func runSteps(ctx context.Context, f *Factory, opts *stepOptions, ids []uint64, 
 	firstCode := ExitOK
 	var done []model.Effect
 	for _, id := range ids {
-		e, err := store.Transition(ctx, id, to, change)
+		var e model.Effect
+		err := error(nil)
+		switch to {
+		case sm.Approved:
+			err = f.refuseAgentEffectDecision(ctx, id, "approve")
+		case sm.Rejected:
+			err = f.refuseAgentEffectDecision(ctx, id, "reject")
+		}
+		if err == nil {
+			e, err = store.Transition(ctx, id, to, change)
+		}
 		if errors.Is(err, model.ErrAwaitsApproval) {
 			err = fmt.Errorf("%w: %s approve %d", err, f.CLI(), id)
+		}
+		var decided *effectlog.AlreadyDecided
+		if opts.decision && errors.As(err, &decided) {
+			// Whose decision stands is all a person deciding needs.
+			err = &exitError{code: ExitCode(err), msg: decided.Msg}
 		}
 		if err != nil {
 			if len(ids) == 1 {

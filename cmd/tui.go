@@ -50,8 +50,7 @@ func runTUI(c *cobra.Command, f *Factory, session, as string) error {
 	// Checked before the terminal, so that scripts can see it too.
 	if fl, ok := store.(effectlog.FileLog); ok {
 		if _, err := os.Lstat(fl.Path()); errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: no log at %s: nothing is recorded there yet (exec or session start makes one); check --log or UNDOLOG_LOG",
-				model.ErrNotFound, fl.Path())
+			return fmt.Errorf("%w: %s", model.ErrNotFound, noLogText(fl.Path()))
 		}
 	}
 	if !f.StdoutIsTerminal() || !f.StdinIsTerminal() {

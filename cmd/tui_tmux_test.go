@@ -154,13 +154,14 @@ func keepPane(argv ...string) []string {
 	return append([]string{"sh", "-c", `"$@"; echo "[exited $?]"; sleep 600`, "sh"}, argv...)
 }
 
-// waitScreen waits until the pane (the window named target) shows want.
-func waitScreen(t *testing.T, tmux func(...string) string, target, want string) string {
+// waitScreen waits until the pane (the window named target) shows each of
+// want.
+func waitScreen(t *testing.T, tmux func(...string) string, target string, want ...string) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		pane := tmux("capture-pane", "-p", "-t", target)
-		if strings.Contains(pane, want) {
+		if showsAll(pane, want) {
 			return pane
 		}
 		if time.Now().After(deadline) {
@@ -168,6 +169,15 @@ func waitScreen(t *testing.T, tmux func(...string) string, target, want string) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func showsAll(pane string, want []string) bool {
+	for _, w := range want {
+		if !strings.Contains(pane, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // The view in a real terminal at 80x24 and 160x45, with and without
@@ -192,7 +202,8 @@ func TestTUILayoutsInTmux(t *testing.T) {
 		}
 		view := terminalEnv(append(vars, keepPane(bin, "tui")...)...)
 		tmux(append([]string{"new-session", "-d", "-s", name, "-x", strconv.Itoa(l.w), "-y", strconv.Itoa(l.h)}, view...)...)
-		pane := waitScreen(t, tmux, name, "ci-nightly-88")
+		// The footer is drawn last: a frame tmux shows half written has none.
+		pane := waitScreen(t, tmux, name, "ci-nightly-88", "q quit")
 		lines := strings.Split(strings.TrimRight(pane, "\n"), "\n")
 		if !strings.Contains(pane, "▶ ci-nightly-88") {
 			t.Errorf("%dx%d no_color=%v: the selection is not marked:\n%s", l.w, l.h, l.noColor, pane)
@@ -213,7 +224,7 @@ func TestTUILayoutsInTmux(t *testing.T) {
 		// offers only what the selected call allows: drop_database was
 		// rejected, nobody approves it now.
 		tmux("send-keys", "-t", name, "Enter")
-		pane = waitScreen(t, tmux, name, "drop_database")
+		pane = waitScreen(t, tmux, name, "drop_database", "esc back")
 		lines = strings.Split(strings.TrimRight(pane, "\n"), "\n")
 		if last := strings.TrimSpace(lines[len(lines)-1]); !strings.HasSuffix(last, "? help • q quit") || strings.Contains(last, "approve") || !strings.Contains(last, "u undo session") {
 			t.Errorf("%dx%d: session footer %q", l.w, l.h, last)

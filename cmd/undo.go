@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
+	"time"
+
+	"github.com/undolog/undolog/filesnap"
+	"github.com/undolog/undolog/model"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +22,7 @@ type undoOptions struct {
 	dryRun       bool
 	yes          bool
 	retryInDoubt bool
+	anyway       bool
 	as           string
 	output       string
 }
@@ -33,7 +37,8 @@ is compensated (a command descriptor runs its argv without a shell, with the
 effect in UNDOLOG_EFFECT_ID, UNDOLOG_SESSION, UNDOLOG_TOOL, UNDOLOG_ARGS and
 UNDOLOG_RESULT (under 64 KiB), and always in the file UNDOLOG_EFFECT_FILE; a
 manual one asks the operator),
-retried with exponential backoff; effects that never ran are skipped.
+retried with exponential backoff; an effect that did not run (never, or
+its run failed) has nothing to undo.
 
 When a compensation fails for good the walk stops, the session is halted and
 the exit code is ` + fmt.Sprint(ExitCompensation) + `: fix it by hand, 'undolog resolve ID --reason R', and run
@@ -45,11 +50,17 @@ the compensation is in doubt, as it may or may not have taken effect: undo
 stops with exit code ` + fmt.Sprint(ExitCompensation) + ` and runs nothing; check, then --retry-in-doubt runs it
 again (compensations are not assumed idempotent).
 
-A proxy session's MCP server is started only where the variables that
-located its state when the proxy ran (undolog proxy --state-env, the
-policy's state_env, MEMORY_FILE_PATH for the memory server) are as they
-were, or unset where they were unset: otherwise undo exits ` + fmt.Sprint(ExitUsage) + ` naming the
-variable, and runs and changes nothing.`,
+A compensation runs on the machine that runs undo, in the directory
+recorded with its call, with undo's environment: undo a CI job's steps from
+a runner of that job (or give them commands that run anywhere). When the
+plan says a step WILL FAIL here (its directory is not on this machine), undo
+exits ` + fmt.Sprint(ExitUndoNotHere) + ` naming it, and runs and changes nothing; --anyway runs the
+walk all the same, so that such a step fails, for 'undolog resolve' once
+it is undone by hand. A proxy session's MCP server is started only where
+the variables that located its state when the proxy ran (undolog proxy
+--state-env, the policy's state_env, MEMORY_FILE_PATH for the memory
+server) are as they were, or unset where they were unset: otherwise undo
+exits ` + fmt.Sprint(ExitUsage) + ` naming the variable, and runs and changes nothing.`,
 		Example: `  undolog undo deploy-117 --dry-run
   undolog undo deploy-117 --yes`,
 		Args: exactArgs(1, "one session name"),
@@ -63,6 +74,9 @@ variable, and runs and changes nothing.`,
 				return err
 			}
 			plan, err := saga.MakePlan(c.Context(), store, args[0])
+			if errors.Is(err, model.ErrNotFound) {
+				return fmt.Errorf("%w (undolog session list names the sessions)", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -101,7 +115,7 @@ variable, and runs and changes nothing.`,
 			if err != nil {
 				return err
 			}
-			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Lease: lease, CLI: f.CLI(),
+			runner := &saga.Runner{Log: store, Actor: f.Actor(opts.as), Output: f.ErrOut, RetryInDoubt: opts.retryInDoubt, Anyway: opts.anyway, Lease: lease, CLI: f.CLI(),
 				StartServer: func(ctx context.Context, upstream []string, dir string) (saga.ToolCaller, error) {
 					// A nil *mcpclient.Client must not reach the interface.
 					client, err := mcpclient.DialIn(ctx, upstream, dir)
@@ -141,6 +155,7 @@ variable, and runs and changes nothing.`,
 	c.Flags().BoolVar(&opts.dryRun, "dry-run", false, "print the exact compensation calls in order; change nothing")
 	c.Flags().BoolVarP(&opts.yes, "yes", "y", false, "do not ask (required when standard input is not a terminal)")
 	c.Flags().BoolVar(&opts.retryInDoubt, "retry-in-doubt", false, "run again a compensation whose undo died mid-run (it may have run already)")
+	c.Flags().BoolVar(&opts.anyway, "anyway", false, "run the steps the plan says WILL FAIL here: each fails and halts the walk, for resolve")
 	c.Flags().StringVar(&opts.as, "as", "", "actor recorded in history (default $UNDOLOG_ACTOR, else user@host)")
 	addFormatFlag(c, &opts.output, false)
 	return c
@@ -157,10 +172,10 @@ func printPlan(f *Factory, plan saga.Plan) {
 		call := saga.Shorten(s.Call) + plan.Where(s)
 		switch s.Action {
 		case saga.ActionDone:
-			println("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State)
+			println("   -  effect %d %s: %s", e.ID, e.Tool, s.DoneWords())
 		case saga.ActionSkip:
 			n++
-			println("  %2d. effect %d %s (%s): skip, it never ran", n, e.ID, e.Tool, e.State)
+			println("  %2d. effect %d %s (%s): %s", n, e.ID, e.Tool, e.State, s.NothingToUndo())
 		case saga.ActionBlocked:
 			n++
 			println("  %2d. effect %d %s: BLOCKED, failed before (%s): %s resolve %d --reason ...", n, e.ID, e.Tool, s.Entry.LastError, f.CLI(), e.ID)
@@ -182,7 +197,7 @@ func printPlan(f *Factory, plan saga.Plan) {
 			if s.Action == saga.ActionDone {
 				break // restored already: no work to list
 			}
-			println("      %s %s (%s by the call)", c.Undo(), strconv.Quote(c.Path), c.What())
+			println("      %s", filesnap.Describe(false, c))
 		}
 		if s.Note != "" {
 			println("      NOTE: %s", s.Note)
@@ -193,6 +208,9 @@ func printPlan(f *Factory, plan saga.Plan) {
 	}
 	if len(plan.Steps) == 0 {
 		println("  (nothing to undo)")
+	}
+	for _, a := range plan.Closes {
+		println("closes the approval request of effect %d %s (waiting since %s): its call will not run", a.EffectID, a.Effect.Tool, a.RequestedAt.Format(time.RFC3339))
 	}
 	printNotUndoable(f, plan)
 	if err := plan.Waits(); err != nil {

@@ -39,7 +39,7 @@ effect's state equals its last history record. Exit code 1 when anything is wron
 				return err
 			} else if rep.Empty {
 				// A database without the log's tables, as a file not there.
-				return fmt.Errorf("%w: no log at %s: nothing is recorded there", model.ErrNotFound, logaddr.Shown(f.LogPath()))
+				return fmt.Errorf("%w: %s", model.ErrNotFound, noLogText(logaddr.Shown(f.LogPath())))
 			}
 			if opts.output != formatText {
 				if err := writeObject(f.Out, opts.output, rep); err != nil {

@@ -169,12 +169,23 @@ func alreadyDecided(a *model.Approval, id uint64, err error) error {
 	}
 	switch a.Outcome {
 	case model.ApprovalApproved, model.ApprovalRejected:
-		return fmt.Errorf("effect %d was already %s by %s: %w", id, a.Outcome, a.DecidedBy, err)
+		return &AlreadyDecided{Msg: fmt.Sprintf("effect %d was already %s by %s", id, a.Outcome, a.DecidedBy), Err: err}
 	case model.ApprovalTimedOut:
 		return fmt.Errorf("effect %d's approval request timed out: %w", id, err)
 	}
 	return err
 }
+
+// AlreadyDecided is a decision refused because one stands: Msg says whose,
+// which is all a person deciding needs; the spec's refusal (Err) follows
+// it, and stays in its chain (sm.ErrInvalidStateTransition).
+type AlreadyDecided struct {
+	Msg string
+	Err error
+}
+
+func (e *AlreadyDecided) Error() string { return e.Msg + ": " + e.Err.Error() }
+func (e *AlreadyDecided) Unwrap() error { return e.Err }
 
 // timedOut refuses a decision on request a, of effect id, if it timed
 // out: nobody can decide it any more, and the same call, run again, asks

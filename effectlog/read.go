@@ -90,11 +90,14 @@ func (s *Service) SessionHistory(ctx context.Context, id string) ([]model.Histor
 // entries); Since bounds the ids walked; no filter walks the effects
 // themselves. Results are newest first unless Ascending.
 type EffectFilter struct {
-	Session   string
-	State     sm.State
-	Tier      sm.Tier
-	Tool      string
-	Undo      sm.EntryState // only effects whose undo entry is in this state
+	Session string
+	State   sm.State
+	Tier    sm.Tier
+	Tool    string
+	Undo    sm.EntryState // only effects whose undo entry is in this state
+	// Failed keeps only pending effects a run of which failed (their
+	// error says why): with State pending, the calls that may run again.
+	Failed    bool
 	Since     time.Time
 	Limit     int
 	Cursor    uint64 // id of the last effect of the previous page
@@ -178,6 +181,9 @@ func walkEffects(tx storage.ReadTx, f EffectFilter, fn func(model.Effect) (bool,
 		// The engine's join answers for the indexed fields (verify checks
 		// its indexes agree with the records); the rest are checked here.
 		if !f.Since.IsZero() && e.CreatedAt.Before(f.Since) {
+			return true, nil
+		}
+		if f.Failed && (e.State != sm.Pending || e.Error == "") {
 			return true, nil
 		}
 		if f.Undo != "" {

@@ -7,6 +7,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 go build -o "$work/undolog" .
 export PATH="$work:$PATH" UNDOLOG_LOG="$work/undolog.db" UNDOLOG_ACTOR="quickstart"
+export UNDOLOG_HEADERS=1   # the tables keep their header row piped (| tee, a CI log): read, not parsed
 bold='' plain=''
 if [ -t 1 ]; then bold=$'\033[1m' plain=$'\033[0m'; fi   # no escapes into a pipe or a file
 # say shows a command as it can be pasted (each argument quoted as the shell

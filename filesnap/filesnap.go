@@ -27,6 +27,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/undolog/undolog/model"
 )
@@ -53,6 +54,11 @@ type Change struct {
 	Path   string `json:"path"`
 	Before State  `json:"before"`
 	After  State  `json:"after"`
+	// Lost says why a restore cannot put the path back (a repository's
+	// own state, an ignored path too large to hold, a file outside the
+	// project written through a link): the restore refuses the call's
+	// every change, and undo stops for a person.
+	Lost string `json:"lost,omitempty"`
 }
 
 // What a change did, as Describe says it.
@@ -73,6 +79,8 @@ type snapshot struct {
 	// After); else Paths, each with its Before state in Changes.
 	Whole bool     `json:"whole,omitempty"`
 	Paths []string `json:"paths,omitempty"`
+	// Watches are named paths that lead outside the project.
+	Watches []watch `json:"watches,omitempty"`
 	// Changes are, once After has run, the paths the call changed.
 	Changes []Change `json:"changes"`
 	// CreatedDirs are the directories the call created (for the files it
@@ -87,10 +95,14 @@ type snapshot struct {
 // ErrChanged is a restore refused: a file is not as the call left it.
 var ErrChanged = errors.New("changed since the call")
 
+// ErrLost is a restore refused: the call changed a path the snapshot does
+// not hold (Change.Lost).
+var ErrLost = errors.New("not held by the snapshot")
+
 // ErrNotAfter is a restore of a snapshot whose After never ran.
 var ErrNotAfter = errors.New("the call's after-state was never recorded")
 
-var idForm = regexp.MustCompile(`^[0-9a-f]{24}$`)
+var idForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{24}$`) })
 
 // Before records the state of paths (relative to project, or absolute
 // inside it) before a call changes them; nil paths: the whole project's
@@ -132,7 +144,7 @@ func CompensationFor(program, store, project, id string) model.Compensation {
 // its store and snapshot id.
 func ParseRestore(c model.Compensation) (store, id string, ok bool) {
 	a := c.Argv
-	if c.Kind != model.CompensationCommand || len(a) != 6 || a[1] != "files" || a[2] != "restore" || a[3] != "--store" || !idForm.MatchString(a[5]) {
+	if c.Kind != model.CompensationCommand || len(a) != 6 || a[1] != "files" || a[2] != "restore" || a[3] != "--store" || !idForm().MatchString(a[5]) {
 		return "", "", false
 	}
 	return a[4], a[5], true
@@ -230,6 +242,9 @@ func (s *Store) Before(paths []string) (string, error) {
 			}
 			snap.Paths = append(snap.Paths, rel)
 			snap.Changes = append(snap.Changes, Change{Path: rel, Before: st})
+			if target, outside := s.outsideTarget(rel); outside {
+				snap.Watches = append(snap.Watches, outsideWatch(rel, target))
+			}
 		}
 		snap.CreatedDirs = createdDirs(snap.Paths, func(dir string) bool {
 			_, err := root.Lstat(filepath.FromSlash(dir))
@@ -263,7 +278,7 @@ func (s *Store) After(id string) error {
 		}
 		s.setLatest(id + ".after")
 		os.Remove(s.manifestPath(id))
-		snap.Changes = diff(before, after)
+		snap.Changes = append(diff(before, after), lost(before.watches, after.watches, before.start)...)
 		snap.CreatedDirs = missing(after.dirs, before.dirs)
 		snap.RemovedDirs = missing(before.dirs, after.dirs)
 	} else {
@@ -285,7 +300,17 @@ func (s *Store) After(id string) error {
 				changed = append(changed, c)
 			}
 		}
+		for _, w := range snap.Watches {
+			if now := outsideWatch(w.Path, w.Target); now.Print != w.Print {
+				changed = append(changed, now.lost(File, File))
+			}
+		}
 		snap.Changes = changed
+		// Only those the call made: the others are not the restore's.
+		snap.CreatedDirs = slices.DeleteFunc(snap.CreatedDirs, func(d string) bool {
+			_, err := root.Lstat(filepath.FromSlash(d))
+			return err != nil
+		})
 	}
 	snap.Done = true
 	return s.save(id, snap)
@@ -300,7 +325,7 @@ func (s *Store) Changes(id string) ([]Change, error) {
 	if !snap.Done {
 		return nil, fmt.Errorf("snapshot %s: %w", id, ErrNotAfter)
 	}
-	return snap.Changes, nil
+	return snap.listing(), nil
 }
 
 // rel is p relative to the project, slash-separated; p outside it is an
@@ -350,7 +375,7 @@ func stateOf(root *os.Root, rel string) (State, []byte, error) {
 		}
 		return State{Kind: Symlink, Blob: blobID([]byte(target))}, []byte(target), nil
 	case info.IsDir():
-		return State{Kind: "directory"}, nil, nil
+		return State{Kind: directory}, nil, nil
 	}
 	return State{}, nil, fmt.Errorf("%s is neither a file, a symbolic link nor a directory (%s)", rel, info.Mode().Type())
 }
@@ -418,7 +443,7 @@ func (s *Store) save(id string, snap snapshot) error {
 
 func (s *Store) load(id string) (snapshot, error) {
 	var snap snapshot
-	if !idForm.MatchString(id) {
+	if !idForm().MatchString(id) {
 		return snap, fmt.Errorf("%w: %q is not a snapshot id", model.ErrInvalidInput, id)
 	}
 	data, err := os.ReadFile(s.snapPath(id))
@@ -441,10 +466,10 @@ func (st State) equal(now State) bool { return st == now }
 func (st State) describe() string {
 	switch st.Kind {
 	case File:
-		return fmt.Sprintf("a file (mode %04o, %s)", st.Mode, st.Blob[:12])
+		return fmt.Sprintf("a file (mode %04o, %.12s)", st.Mode, st.Blob)
 	case Symlink:
 		return "a symbolic link"
-	case "directory":
+	case directory:
 		return "a directory"
 	}
 	return "absent"

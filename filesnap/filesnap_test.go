@@ -94,6 +94,12 @@ func sameTree(t *testing.T, want, got map[string]string) {
 // through.
 func after(t *testing.T, dir, id string) map[string]string {
 	t.Helper()
+	return whats(afterChanges(t, dir, id))
+}
+
+// afterChanges runs After for snapshot id and returns its changes.
+func afterChanges(t *testing.T, dir, id string) []Change {
+	t.Helper()
 	if err := After(dir, id); err != nil {
 		t.Fatal(err)
 	}
@@ -102,13 +108,18 @@ func after(t *testing.T, dir, id string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return whats(changes)
+	return changes
 }
 
+// whats says what each change did, a directory's path ending in "/".
 func whats(changes []Change) map[string]string {
 	m := map[string]string{}
 	for _, c := range changes {
-		m[c.Path] = c.What()
+		if c.Before.Kind == directory || c.After.Kind == directory {
+			m[c.Path+"/"] = c.What()
+		} else {
+			m[c.Path] = c.What()
+		}
 	}
 	return m
 }
@@ -148,7 +159,7 @@ func TestNamedFilesRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantWhat := map[string]string{"a b.txt": "modified", "ünïcödé ✓.txt": "modified", "new\nline": "created", "sub dir/-x y": "created", "-leading-dash": "deleted", "--": "modified"}
+	wantWhat := map[string]string{"a b.txt": "modified", "ünïcödé ✓.txt": "modified", "new\nline": "created", "sub dir/-x y": "created", "sub dir/": "created", "-leading-dash": "deleted", "--": "modified"}
 	if got := whats(changes); !maps.Equal(got, wantWhat) {
 		t.Errorf("changes %v, want %v", got, wantWhat)
 	}
@@ -236,7 +247,7 @@ func hashDir(t *testing.T, dir string) string {
 // replaced by a directory, a directory replaced by a file, modes, a
 // symbolic link, empty directories, a repository's files inside the
 // project and hostile names; the user's own repository is not touched;
-// .gitignore'd files are not captured.
+// .gitignore'd files are restored too.
 func TestProjectRestore(t *testing.T) {
 	dir := project(t)
 	write(t, dir, ".gitattributes", "* text=auto eol=lf\n", 0o644) // would convert line endings
@@ -297,24 +308,17 @@ func TestProjectRestore(t *testing.T) {
 
 	got := after(t, dir, id)
 	for path, what := range map[string]string{"crlf.txt": "modified", "run.sh": "modified", "becomes-dir": "deleted", "becomes-dir/now-inside": "created",
-		"was-dir/inner": "deleted", "was-dir": "created", "deep/er/file": "deleted", "new/dir/made": "created", "-new\nhostile ✓": "created", "link": "modified", "a b.txt": "modified", "secret": "deleted", "nested/inner.txt": "modified"} {
+		"was-dir/inner": "deleted", "was-dir": "created", "deep/er/file": "deleted", "new/dir/made": "created", "-new\nhostile ✓": "created", "link": "modified", "a b.txt": "modified", "secret": "deleted", "nested/inner.txt": "modified",
+		"new.log": "created", "node_modules/big/x.js": "modified", "becomes-dir/": "created", "was-dir/": "deleted", "deep/": "deleted", "deep/er/": "deleted",
+		"new/": "created", "new/dir/": "created", "empty-dir/": "deleted", "new-empty-dir/": "created"} {
 		if got[path] != what {
 			t.Errorf("%q: %q, want %q", path, got[path], what)
 		}
-	}
-	if _, ok := got["new.log"]; ok {
-		t.Errorf("an ignored file was captured")
-	}
-	if _, ok := got["node_modules/big/x.js"]; ok {
-		t.Errorf("a file in an ignored directory was captured")
 	}
 	s, _ := Open(dir)
 	if _, err := s.Restore(id); err != nil {
 		t.Fatal(err)
 	}
-	// Ignored: left as they are.
-	now := tree(t, dir)
-	want["new.log"], want["node_modules/big/x.js"] = now["new.log"], now["node_modules/big/x.js"]
 	sameTree(t, want, tree(t, dir))
 	if h := hashDir(t, filepath.Join(dir, ".git")); h != userGit {
 		t.Errorf("the user's .git changed")
@@ -408,5 +412,80 @@ func TestProjectSnapshotsInARow(t *testing.T) {
 	write(t, dir, ".gitignore", "", 0o644)
 	if got := call(func() { write(t, dir, "a.tmp", "no longer ignored", 0o644) }); !maps.Equal(got, map[string]string{"a.tmp": "modified"}) {
 		t.Errorf("after .gitignore changed: %v", got)
+	}
+}
+
+// git is asked whether a new path is ignored only where a .gitignore on
+// its way (or the store's info/exclude) could say so: a project without
+// one is scanned without running git, and one with a .gitignore in a
+// directory (or a pattern in the store's info/exclude) still has git judge
+// what is new under it.
+func TestCheckIgnoreOnlyUnderAGitignore(t *testing.T) {
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	wrapper := "#!/bin/sh\necho \"$1\" >> '" + calls + "'\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	checkIgnores := func() int {
+		data, _ := os.ReadFile(calls)
+		return strings.Count(string(data), "check-ignore\n")
+	}
+
+	dir := project(t)
+	write(t, dir, "a.txt", "a", 0o644)
+	write(t, dir, "sub/b.txt", "b", 0o644)
+	id, err := Before(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "new.txt", "new", 0o644)
+	write(t, dir, "sub/deeper/new.log", "new", 0o644)
+	got := after(t, dir, id)
+	if n := checkIgnores(); n != 0 {
+		t.Errorf("git check-ignore ran %d times in a project without a .gitignore", n)
+	}
+	if got["new.txt"] != "created" || got["sub/deeper/new.log"] != "created" {
+		t.Errorf("without a .gitignore: %v", got)
+	}
+
+	// A pattern in the store's info/exclude applies everywhere.
+	exclude := filepath.Join(StoreDir(dir), "git", "info", "exclude")
+	if err := os.WriteFile(exclude, []byte("# comment\n*.tmp\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if id, err = Before(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := checkIgnores()
+	write(t, dir, "scratch.tmp", "excluded", 0o644)
+	// An ignored file is held as any other (ignored directories are held
+	// up to a bound): git is asked which paths are ignored.
+	if got = after(t, dir, id); got["scratch.tmp"] != "created" || checkIgnores() == before {
+		t.Errorf("with a pattern in info/exclude: %v, git check-ignore ran %d times", got, checkIgnores()-before)
+	}
+	if err := os.WriteFile(exclude, []byte("# comment\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	write(t, dir, "sub/.gitignore", "*.log\n", 0o644)
+	id, err = Before(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before = checkIgnores()
+	write(t, dir, "top.log", "not ignored: no .gitignore at the top", 0o644)
+	write(t, dir, "sub/deeper/other.log", "ignored", 0o644)
+	got = after(t, dir, id)
+	if checkIgnores() == before {
+		t.Errorf("git check-ignore did not run for a new path under a .gitignore")
+	}
+	if got["top.log"] != "created" || got["sub/deeper/other.log"] != "created" {
+		t.Errorf("under a .gitignore: %v, want both created (ignored files are held too)", got)
 	}
 }

@@ -119,6 +119,24 @@ func (s *Store) checkIgnore(paths []string) ([]string, error) {
 	return ignored, nil
 }
 
+// hasExcludes tells whether the store's info/exclude (which git init
+// copies from its templates: comments, as git ships them) has a pattern.
+func (s *Store) hasExcludes() (bool, error) {
+	data, err := os.ReadFile(filepath.Join(s.gitDir(), "info", "exclude"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if strings.TrimSpace(line) != "" && !strings.HasPrefix(line, "#") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // objectPath is where a loose object lives.
 func (s *Store) objectPath(id string) string {
 	return filepath.Join(s.gitDir(), "objects", id[:2], id[2:])

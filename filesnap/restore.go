@@ -14,13 +14,36 @@ import (
 
 // Undo says what a restore does to the change's path.
 func (c Change) Undo() string {
-	switch c.What() {
-	case "created":
-		return "remove"
-	case "deleted":
-		return "bring back"
+	dir := ""
+	if c.Before.Kind == directory || c.After.Kind == directory {
+		dir = " directory"
+	}
+	switch {
+	case c.Lost != "":
+		return "cannot restore"
+	case c.What() == "created":
+		return "remove" + dir
+	case c.What() == "deleted":
+		return "bring back" + dir
 	}
 	return "restore"
+}
+
+// directory is the State of a directory: a restore removes those the call
+// created (once empty) and makes again those it removed.
+const directory = "directory"
+
+// listing is every change a restore of snap makes or refuses: its files'
+// and its directories'.
+func (snap snapshot) listing() []Change {
+	out := slices.Clone(snap.Changes)
+	for _, d := range snap.CreatedDirs {
+		out = append(out, Change{Path: d, Before: State{Kind: Absent}, After: State{Kind: directory}})
+	}
+	for _, d := range snap.RemovedDirs {
+		out = append(out, Change{Path: d, Before: State{Kind: directory}, After: State{Kind: Absent}})
+	}
+	return out
 }
 
 // Restore puts every path snapshot id's call changed back as it was
@@ -45,7 +68,13 @@ func (s *Store) Restore(id string) ([]Change, error) {
 		return nil, err
 	}
 	defer root.Close()
+	for _, c := range snap.Changes {
+		if c.Lost != "" {
+			return nil, fmt.Errorf("%w: %s: %s; nothing was restored: put it right by hand", ErrLost, strconv.Quote(c.Path), c.Lost)
+		}
+	}
 	todo := []Change{}
+	var replacedByDirs []string
 	for _, c := range snap.Changes {
 		now, _, err := stateOf(root, c.Path)
 		if err != nil {
@@ -55,13 +84,22 @@ func (s *Store) Restore(id string) ([]Change, error) {
 		case c.Before.equal(now):
 			continue // restored already (a restore run again)
 		case c.After.equal(now):
-		case c.After.Kind == Absent && now.Kind == "directory":
+		case c.After.Kind == Absent && now.Kind == directory:
 			// The call put a directory where this was (its files are
 			// changes of their own); it must be empty once they are gone.
+			replacedByDirs = append(replacedByDirs, c.Path)
 		default:
 			return nil, fmt.Errorf("%w: %s is %s, the call left it %s: restore it by hand", ErrChanged, strconv.Quote(c.Path), now.describe(), c.After.describe())
 		}
+		if c.Before.Kind != Absent {
+			if _, err := os.Stat(s.objectPath(c.Before.Blob)); err != nil {
+				return nil, fmt.Errorf("%s: its bytes before the call: blob %s is not in %s", strconv.Quote(c.Path), c.Before.Blob, s.gitDir())
+			}
+		}
 		todo = append(todo, c)
+	}
+	if err := onlyCreated(root, replacedByDirs, snap); err != nil {
+		return nil, err
 	}
 	// Deepest first: what the call created goes before what it replaced
 	// comes back (a file it replaced by a directory).
@@ -90,7 +128,37 @@ func (s *Store) Restore(id string) ([]Change, error) {
 			return nil, fmt.Errorf("%s: %v", strconv.Quote(d), err)
 		}
 	}
-	return snap.Changes, nil
+	return snap.listing(), nil
+}
+
+// onlyCreated checks, before a restore changes anything, that each of dirs
+// (a directory the call put where a file was) holds only what the call
+// created: the file comes back only once they are gone.
+func onlyCreated(root *os.Root, dirs []string, snap snapshot) error {
+	created := map[string]bool{}
+	for _, c := range snap.Changes {
+		if c.Before.Kind == Absent {
+			created[c.Path] = true
+		}
+	}
+	for _, d := range snap.CreatedDirs {
+		created[d] = true
+	}
+	for _, d := range dirs {
+		err := fs.WalkDir(root.FS(), d, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if p != d && !created[p] {
+				return fmt.Errorf("%w: %s is a directory that holds %s, which the call did not create: restore it by hand", ErrChanged, strconv.Quote(d), strconv.Quote(p))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // removeCreatedDirs removes the directories a call created, deepest first,
@@ -163,4 +231,17 @@ func createdDirs(paths []string, existed func(dir string) bool) []string {
 		}
 	}
 	return dirs
+}
+
+// Describe is one line saying what a restore does (would, for a dry run)
+// to a change's path, or why it cannot.
+func Describe(would bool, c Change) string {
+	line := fmt.Sprintf("%s %s (%s by the call)", c.Undo(), strconv.Quote(c.Path), c.What())
+	switch {
+	case c.Lost != "":
+		return "CANNOT RESTORE " + line[len(c.Undo())+1:] + ": " + c.Lost
+	case would:
+		return "would " + line
+	}
+	return line
 }

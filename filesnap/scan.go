@@ -39,6 +39,8 @@ type manifest struct {
 	entries []entry
 	dirs    []string
 	ignored []string
+	// watches are the paths it sees but does not hold.
+	watches []watch
 }
 
 // racy is how close to a scan's start a file's mtime makes its stat data
@@ -55,9 +57,9 @@ func (e entry) state() State {
 // scan walks the project: every file and symbolic link, .git directories
 // and ignored paths aside. A file whose stat data is as cache has it is
 // not read again; a new one's blob is written to the store. Whether a new
-// path is ignored is asked of git (git check-ignore, one run per level
-// that has new paths), the rest is cache's answer: unless a .gitignore
-// file changed, when everything is asked again.
+// path under a .gitignore is ignored is asked of git (git check-ignore,
+// one run per level that has such paths), the rest is cache's answer:
+// unless a .gitignore file changed, when everything is asked again.
 func (s *Store) scan(cache *manifest) (*manifest, error) {
 	m, err := s.scanWith(cache, true)
 	if err != nil {
@@ -100,11 +102,41 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 			ignored[p] = true
 		}
 	}
-	type found struct {
-		rel string
-		d   dirent
+	wasLarge := map[string]bool{}
+	for _, w := range cache.watches {
+		if w.Kind == watchLarge {
+			wasLarge[w.Path] = true
+		}
 	}
-	level := []string{"."}
+	// An ignored directory (a root: node_modules, build output) is held
+	// up to ignoredDirLimit entries; past that it is watched, not held.
+	count := map[string]int{}
+	tooLarge := map[string]dirent{}
+	type found struct {
+		rel  string
+		root string // the ignored directory it is in ("": none)
+		d    dirent
+	}
+	type dir struct{ rel, root string }
+	level := []dir{{".", ""}}
+	// A new path can be ignored only by a .gitignore of a directory on its
+	// way (or the store's info/exclude): where there is none, git is not
+	// asked (a process of its own, most of a small project's scan).
+	excludes, err := s.hasExcludes()
+	if err != nil {
+		return nil, err
+	}
+	ignoreFiles := map[string]bool{} // directories that hold a .gitignore
+	mayBeIgnored := func(dir string) bool {
+		for ; ; dir = path.Dir(dir) {
+			if excludes || ignoreFiles[dir] {
+				return true
+			}
+			if dir == "." {
+				return false
+			}
+		}
+	}
 	for len(level) > 0 {
 		// A level's directories are read side by side: the stat calls are
 		// most of a scan.
@@ -115,7 +147,7 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 		for range min(len(level), scanWorkers) {
 			wg.Go(func() {
 				for i := range next {
-					lists[i], errs[i] = readDir(filepath.Join(s.Project, filepath.FromSlash(level[i])))
+					lists[i], errs[i] = readDir(filepath.Join(s.Project, filepath.FromSlash(level[i].rel)))
 				}
 			})
 		}
@@ -133,16 +165,23 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 			if errs[i] != nil {
 				return nil, errs[i]
 			}
+			if slices.ContainsFunc(lists[i], func(d dirent) bool { return d.name == ".gitignore" }) {
+				ignoreFiles[dir.rel] = true
+			}
 			for _, d := range lists[i] {
-				if d.name == ".git" || d.kind == 0 {
+				rel := d.name
+				if dir.rel != "." {
+					rel = dir.rel + "/" + d.name
+				}
+				if d.name == ".git" && d.kind != 'l' && d.kind != 0 {
+					m.watches = append(m.watches, s.repoWatch(rel, d))
 					continue
 				}
-				rel := d.name
-				if dir != "." {
-					rel = dir + "/" + d.name
+				if d.kind == 0 {
+					continue
 				}
-				all = append(all, found{rel, d})
-				if _, ok := known[rel]; !ok && !ignored[rel] {
+				all = append(all, found{rel, dir.root, d})
+				if _, ok := known[rel]; !ok && !ignored[rel] && dir.root == "" && mayBeIgnored(dir.rel) {
 					unknown = append(unknown, rel)
 				}
 			}
@@ -158,12 +197,30 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 		}
 		level = nil
 		for _, f := range all {
-			switch {
-			case ignored[f.rel]:
+			root := f.root
+			if root == "" && ignored[f.rel] {
 				m.ignored = append(m.ignored, f.rel)
+				root = f.rel
+				if f.d.kind == 'd' && wasLarge[f.rel] {
+					tooLarge[f.rel] = f.d
+					continue
+				}
+			}
+			if root != "" && root != f.rel {
+				if _, ok := tooLarge[root]; ok {
+					continue
+				}
+				if count[root]++; count[root] > ignoredDirLimit {
+					tooLarge[root] = dirent{kind: 'd'}
+					continue
+				}
+			}
+			switch {
 			case f.d.kind == 'd':
 				m.dirs = append(m.dirs, f.rel)
-				level = append(level, f.rel)
+				level = append(level, dir{f.rel, root})
+			case root != "" && f.d.kind == 'f' && f.d.size > ignoredFileLimit:
+				m.watches = append(m.watches, watch{Path: f.rel, Kind: watchLarge, Print: printOf(f.d)})
 			default:
 				cached, ok := known[f.rel]
 				if !ok || cached < 0 {
@@ -177,13 +234,45 @@ func (s *Store) scanWith(cache *manifest, trustIgnored bool) (*manifest, error) 
 					return nil, err
 				}
 				m.entries = append(m.entries, e)
+				if e.kind == 'l' {
+					if target, outside := s.outsideTarget(f.rel); outside {
+						m.watches = append(m.watches, outsideWatch(f.rel, target))
+					}
+				}
 			}
 		}
+	}
+	if len(tooLarge) > 0 {
+		s.dropLarge(m, tooLarge)
 	}
 	slices.SortFunc(m.entries, func(a, b entry) int { return strings.Compare(a.path, b.path) })
 	slices.Sort(m.dirs)
 	slices.Sort(m.ignored)
+	slices.SortFunc(m.watches, func(a, b watch) int { return strings.Compare(a.Path, b.Path) })
 	return m, nil
+}
+
+// dropLarge takes out of m what it holds of the ignored directories too
+// large to hold, and watches each instead.
+func (s *Store) dropLarge(m *manifest, large map[string]dirent) {
+	inLarge := func(p string) bool {
+		for dir := path.Dir(p); dir != "."; dir = path.Dir(dir) {
+			if _, ok := large[dir]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	m.entries = slices.DeleteFunc(m.entries, func(e entry) bool { return inLarge(e.path) })
+	m.dirs = slices.DeleteFunc(m.dirs, func(d string) bool { _, ok := large[d]; return ok || inLarge(d) })
+	m.watches = slices.DeleteFunc(m.watches, func(w watch) bool { return inLarge(w.Path) })
+	for p, d := range large {
+		if d.kind == 'd' && d.ino == 0 && d.mtime == 0 {
+			// Found too large in this scan: its own stat data.
+			d, _ = statFollow(filepath.Join(s.Project, filepath.FromSlash(p)))
+		}
+		m.watches = append(m.watches, watch{Path: p, Kind: watchLarge, Print: printOf(d)})
+	}
 }
 
 // scanWorkers is how many directories a scan reads at once.
@@ -267,7 +356,7 @@ func diff(before, after *manifest) []Change {
 }
 
 // manifestMagic begins a manifest file; its version is its last byte.
-var manifestMagic = []byte("undolog-files-manifest\x00\x01")
+var manifestMagic = []byte("undolog-files-manifest\x00\x02")
 
 func (s *Store) manifestPath(name string) string {
 	return filepath.Join(s.Dir, "manifests", name)
@@ -299,6 +388,14 @@ func (s *Store) saveManifest(name string, m *manifest) error {
 			str(p)
 		}
 	}
+	put(uint64(len(m.watches)))
+	for _, w := range m.watches {
+		str(w.Path)
+		str(w.Kind)
+		str(w.Target)
+		str(w.Print)
+		put(uint64(w.Mtime))
+	}
 	if err := os.MkdirAll(filepath.Join(s.Dir, "manifests"), 0o700); err != nil {
 		return err
 	}
@@ -317,6 +414,9 @@ func (s *Store) loadManifest(name string) (*manifest, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if old := manifestMagic[:len(manifestMagic)-1]; bytes.HasPrefix(data, old) && !bytes.HasPrefix(data, manifestMagic) {
+		return nil, nil // an earlier version's: no cache
 	}
 	if !bytes.HasPrefix(data, manifestMagic) {
 		return nil, fmt.Errorf("manifest %s is not one (%s)", name, s.Dir)
@@ -364,6 +464,10 @@ func (s *Store) loadManifest(name string) (*manifest, error) {
 		for i := uint64(0); i < n && rerr == nil; i++ {
 			*list = append(*list, str())
 		}
+	}
+	n = get()
+	for i := uint64(0); i < n && rerr == nil; i++ {
+		m.watches = append(m.watches, watch{Path: str(), Kind: str(), Target: str(), Print: str(), Mtime: int64(get())})
 	}
 	if rerr != nil {
 		return nil, fmt.Errorf("manifest %s is damaged (%s): %v", name, s.Dir, rerr)

@@ -39,3 +39,19 @@ func readDir(dir string) ([]dirent, error) {
 	}
 	return list, nil
 }
+
+// statFollow is path's stat data, symbolic links followed.
+func statFollow(path string) (dirent, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return dirent{}, err
+	}
+	d := dirent{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino, mode: fs.FileMode(st.Mode & 0o777)}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		d.kind = 'd'
+	case unix.S_IFREG:
+		d.kind = 'f'
+	}
+	return d, nil
+}

@@ -33,3 +33,19 @@ func readDir(dir string) ([]dirent, error) {
 	}
 	return list, nil
 }
+
+// statFollow is path's stat data, symbolic links followed.
+func statFollow(path string) (dirent, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return dirent{}, err
+	}
+	d := dirent{size: info.Size(), mtime: info.ModTime().UnixNano(), mode: info.Mode().Perm()}
+	switch {
+	case info.IsDir():
+		d.kind = 'd'
+	case info.Mode().IsRegular():
+		d.kind = 'f'
+	}
+	return d, nil
+}

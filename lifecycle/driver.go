@@ -291,5 +291,5 @@ func (l *Lifecycle) Adopt(ctx context.Context, id uint64, owner *model.Owner, ac
 		return nil, fmt.Errorf("%w: effect %d is %s, owned by %s: not the call started by %s", model.ErrInProgress, id, d.Effect.State, d.Effect.Owner, owner)
 	}
 	// No Outcome: this process did not intercept it.
-	return &Call{Effect: d.Effect, Started: true, Owner: owner.Identity(), actor: actor}, nil
+	return &Call{Effect: d.Effect, Undo: d.Undo, Started: true, Owner: owner.Identity(), actor: actor}, nil
 }

@@ -113,7 +113,7 @@ func TestDriveEndsEachCallAsTheLogSays(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, ending: Rejected, state: sm.Rejected, text: "effect 1 (deploy) was rejected by bob; it did not run"},
-		{name: "irreversible, its request expires", tier: sm.Irreversible, expiry: 50 * time.Millisecond, ending: Expired, state: sm.Pending, text: "effect 1 (deploy): its approval request expired; it did not run"},
+		{name: "irreversible, its request expires", tier: sm.Irreversible, expiry: 50 * time.Millisecond, ending: Expired, state: sm.Pending, text: "effect 1 (deploy): its approval request expired; it did not run: run the same call again to ask again"},
 		{name: "irreversible, no decision within the wait", tier: sm.Irreversible,
 			ask: func(*Lifecycle, context.CancelFunc) Ask {
 				return Ask{Door: door, Wait: 50 * time.Millisecond}

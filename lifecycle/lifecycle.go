@@ -88,8 +88,11 @@ type Call struct {
 	// Liveness is how the owner of the same call executing was judged
 	// (Executing).
 	Liveness model.Liveness
-	actor    string
-	renewal  *Renewal
+	// Undo is the call's undo entry as Adopt read it (nil: none), for a
+	// door that finishes it in another process: no second read of the log.
+	Undo    *model.UndoEntry
+	actor   string
+	renewal *Renewal
 	// kept ends the log's keeping for this call's next write (keepLog).
 	kept func()
 }

@@ -65,7 +65,7 @@ func (end End) Text(d Door) string {
 		}
 		return msg
 	case Expired:
-		return fmt.Sprintf("effect %d (%s): its approval request expired; it did not run", e.ID, e.Tool)
+		return fmt.Sprintf("effect %d (%s): its approval request expired; it did not run: run the same call again to ask again", e.ID, e.Tool)
 	case InProgress:
 		o := e.Owner
 		if end.Call.Liveness == model.OwnerElsewhere {

@@ -134,6 +134,9 @@ func SharedAddress(addr string) string {
 	return addr
 }
 
+// IsFile tells whether addr names a log file, not a PostgreSQL server.
+func IsFile(addr string) bool { return !isPostgres(addr) }
+
 func isPostgres(addr string) bool {
 	scheme, ok := urlScheme(addr)
 	s := strings.ToLower(scheme)

@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
@@ -69,6 +70,11 @@ type Rule struct {
 	// asked of each command it runs, and the highest tier counts
 	// (shell.go).
 	Shell string
+	// Path names the arg that holds a file's path (Claude Code's Write:
+	// file_path): the tier cases see the args with .path_guarded added,
+	// whether the file, symbolic links followed as for a shell's writes,
+	// is the agent's or git's configuration (shell.go's guarded).
+	Path string
 	// ReplayAlways (replay: always) answers a repeat from the log whenever
 	// its arguments are the same; by default (replay: retry) only a retry
 	// is, and a call made again after its answer reached the client runs.
@@ -133,10 +139,21 @@ func (p *Policy) FilesRule() *Rule {
 // HasCapture tells whether the rule captures before its calls.
 func (r *Rule) HasCapture() bool { return r.Capture != nil || len(r.Captures) > 0 }
 
-// TierFor is the tier of a call of the rule with args, and why.
+// TierFor is the tier of a call of the rule with args, and why; a shell
+// script's relative paths are read from the working directory.
 func (r *Rule) TierFor(args json.RawMessage) (sm.Tier, string, error) {
+	return r.tierFor(args, where{})
+}
+
+func (r *Rule) tierFor(args json.RawMessage, at where) (sm.Tier, string, error) {
 	if r.Shell != "" {
-		return r.shellTier(args)
+		return r.shellTier(args, at)
+	}
+	if r.Path != "" {
+		var err error
+		if args, err = pathFacts(args, r.Path, at); err != nil {
+			return "", "", err
+		}
 	}
 	return r.tierCase(args)
 }
@@ -152,10 +169,20 @@ func (r *Rule) tierCase(args json.RawMessage) (sm.Tier, string, error) {
 			return "", "", fmt.Errorf("tier case %d: %w", i+1, err)
 		}
 		if ok {
-			return t.Tier, " (when " + t.When + ")", nil
+			return t.Tier, caseReason(i, t.When), nil
 		}
 	}
 	return r.Tier, "", nil
+}
+
+// caseReason names the tier case a call met, for the person who decides
+// on it: its condition when that reads in a line, else its number (a
+// shell rule's conditions run to pages; policy check shows them).
+func caseReason(i int, when string) string {
+	if len(when) <= 80 && !strings.ContainsAny(when, "\n\r") {
+		return " (when " + when + ")"
+	}
+	return fmt.Sprintf(" (tier case %d)", i+1)
 }
 
 // Policy maps tool names and globs to rules; the first match in file order
@@ -166,6 +193,12 @@ type Policy struct {
 	// StateEnv names the environment variables that locate the server's
 	// state (state_env): see Proxy.StateEnv.
 	StateEnv []string
+	// Project is the directory a shell rule's scripts run in, whose files
+	// a door's snapshot covers (.args.outside); "": the working directory.
+	Project string
+	// LogFile is the effect log's file ("": none, or PostgreSQL): a write
+	// to it, or to a directory it is in, is guarded wherever it is.
+	LogFile string
 }
 
 // ruleYAML is a rule as written: tier a word or a list of cases, capture
@@ -177,12 +210,13 @@ type ruleYAML struct {
 	Compensate yaml.Node `yaml:"compensate"`
 	Replay     string    `yaml:"replay"`
 	Shell      string    `yaml:"shell"`
+	Path       string    `yaml:"path"`
 	// ApproveInClient is a pointer so that "false", written, is told from unset.
 	ApproveInClient *bool `yaml:"approve_in_client"`
 }
 
 // ruleKeys are the keys a rule may have.
-var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell", "approve_in_client"}
+var ruleKeys = []string{"tier", "capture", "compensate", "replay", "shell", "path", "approve_in_client"}
 
 // LoadPolicy reads and checks a policy file.
 func LoadPolicy(file string) (*Policy, error) {
@@ -292,6 +326,12 @@ func (ry ruleYAML) rule(pattern string) (Rule, error) {
 		}
 		r.Shell = ry.Shell
 	}
+	if ry.Path != "" {
+		if len(r.Tiers) == 0 || ry.Shell != "" {
+			return Rule{}, errors.New("path is for tier cases, and not with shell")
+		}
+		r.Path = ry.Path
+	}
 	switch ry.Replay {
 	case "":
 	case "retry":
@@ -330,6 +370,18 @@ type Classification struct {
 	Tier   sm.Tier
 	Rule   *Rule
 	Reason string
+	// at is what the call's paths are judged against: the policy's
+	// Project and LogFile, and, if set, the directory the call's shell
+	// script starts in (In).
+	at where
+}
+
+// In is the classification of a call whose shell script starts in dir, an
+// absolute path (an agent's shell stays where it changed to), not in the
+// policy's Project.
+func (cls Classification) In(dir string) Classification {
+	cls.at.dir = dir
+	return cls
 }
 
 // Classify finds the rule for a tool: its exact name, else the first glob
@@ -339,12 +391,12 @@ func (p *Policy) Classify(tool string, annotation func() (readOnly, known bool))
 	if p != nil {
 		for i := range p.Rules {
 			if p.Rules[i].Pattern == tool {
-				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + tool}
+				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + tool, at: where{project: p.Project, log: p.LogFile}}
 			}
 		}
 		for i := range p.Rules {
 			if ok, _ := path.Match(p.Rules[i].Pattern, tool); ok {
-				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + p.Rules[i].Pattern}
+				return Classification{Tier: p.Rules[i].Tier, Rule: &p.Rules[i], Reason: "policy: " + p.Rules[i].Pattern, at: where{project: p.Project, log: p.LogFile}}
 			}
 		}
 	}
@@ -363,7 +415,7 @@ func (cls Classification) ForArgs(args json.RawMessage) (Classification, error) 
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
-	t, why, err := cls.Rule.TierFor(args)
+	t, why, err := cls.Rule.tierFor(args, cls.at)
 	if err != nil {
 		return cls, err
 	}
@@ -389,9 +441,11 @@ func (p *Policy) RepeatsAreNew(tool string) bool {
 // knownStateEnv is what locates the state of the MCP servers undolog knows,
 // by their package's name: a proxy of one records it without a policy
 // saying so, so that undo does not act on another state than the session's.
-var knownStateEnv = map[string][]string{
-	"server-memory": {"MEMORY_FILE_PATH"},
-}
+var knownStateEnv = sync.OnceValue(func() map[string][]string {
+	return map[string][]string{
+		"server-memory": {"MEMORY_FILE_PATH"},
+	}
+})
 
 // KnownStateEnv is what locates the state of the server command starts,
 // when undolog knows that server: its executable (mcp-server-memory) or
@@ -411,7 +465,7 @@ func KnownStateEnv(command []string) []string {
 			} else if !strings.HasPrefix(name, "mcp-") {
 				continue
 			}
-			names = append(names, knownStateEnv[strings.TrimPrefix(name, "mcp-")]...)
+			names = append(names, knownStateEnv()[strings.TrimPrefix(name, "mcp-")]...)
 		}
 	}
 	return names

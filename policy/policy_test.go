@@ -157,3 +157,35 @@ tools:
 		}
 	}
 }
+
+// The reason a person reads names the tier case a call met: its condition
+// when it reads in a line, else the case's number (a shell rule's
+// conditions run to pages).
+func TestReasonNamesTheCaseShortly(t *testing.T) {
+	long := "(.args.path | startswith(\"/etc\")) or " + strings.Repeat("(.args.path | endswith(\".conf\")) or ", 5) + "false"
+	p, err := ParsePolicy([]byte(`
+tools:
+  write:
+    tier:
+      - {when: '.args.path == "/x"', tier: irreversible}
+      - {when: '` + long + `', tier: irreversible}
+      - {tier: compensable}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none := func() (bool, bool) { return false, false }
+	for args, want := range map[string]string{
+		`{"path":"/x"}`:         `policy: write (when .args.path == "/x")`,
+		`{"path":"/etc/hosts"}`: "policy: write (tier case 2)",
+		`{"path":"a"}`:          "policy: write",
+	} {
+		cls, err := p.Classify("write", none).ForArgs([]byte(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cls.Reason != want {
+			t.Errorf("%s: reason %q, want %q", args, cls.Reason, want)
+		}
+	}
+}

@@ -466,12 +466,11 @@ func TestHTTPServerStatelessLaneBound(t *testing.T) {
 	}
 }
 
-// TestHTTPServerStatelessCancel: a stateless client's cancellation reaches
-// its lane naming the request by the lane's id for it; one naming no
-// request in flight is not passed on.
-func TestHTTPServerStatelessCancel(t *testing.T) {
-	held, cancelled := make(chan json.RawMessage, 1), make(chan json.RawMessage, 2)
-	s := &HTTPServer{StartStateless: func(ctx context.Context, client Conn, name string) {
+// cancelRecordingLane is a fake lane that sends each "hold" request's id on
+// held and each cancellation's request id on cancelled, answers pings, and
+// answers a held request once cancelled when answerCancelled says so.
+func cancelRecordingLane(held, cancelled chan<- json.RawMessage, answerCancelled bool) func(context.Context, Conn, string) {
+	return func(ctx context.Context, client Conn, name string) {
 		go func() { <-ctx.Done(); client.Close() }()
 		for {
 			msg, err := client.Read()
@@ -481,16 +480,28 @@ func TestHTTPServerStatelessCancel(t *testing.T) {
 			var m message
 			json.Unmarshal(msg, &m)
 			switch m.Method {
-			case "hold": // answered once cancelled
+			case "hold":
 				held <- m.ID
+			case "ping":
+				client.Write(resultResponse(m.ID, json.RawMessage(`{}`)))
 			case "notifications/cancelled":
 				var p struct{ RequestID json.RawMessage }
 				json.Unmarshal(m.Params, &p)
 				cancelled <- p.RequestID
-				client.Write(resultResponse(p.RequestID, json.RawMessage(`{}`)))
+				if answerCancelled {
+					client.Write(resultResponse(p.RequestID, json.RawMessage(`{}`)))
+				}
 			}
 		}
-	}}
+	}
+}
+
+// TestHTTPServerStatelessCancel: a stateless client's cancellation reaches
+// its lane naming the request by the lane's id for it; one naming no
+// request in flight is not passed on.
+func TestHTTPServerStatelessCancel(t *testing.T) {
+	held, cancelled := make(chan json.RawMessage, 2), make(chan json.RawMessage, 2)
+	s := &HTTPServer{StartStateless: cancelRecordingLane(held, cancelled, true)}
 	url := serveOnLoopback(t, s)
 
 	meta := statelessMeta("d")
@@ -522,27 +533,7 @@ func TestHTTPServerStatelessCancel(t *testing.T) {
 // id; one whose answer came sends none.
 func TestHTTPServerStatelessHangupCancels(t *testing.T) {
 	held, cancelled := make(chan json.RawMessage, 2), make(chan json.RawMessage, 2)
-	s := &HTTPServer{StartStateless: func(ctx context.Context, client Conn, name string) {
-		go func() { <-ctx.Done(); client.Close() }()
-		for {
-			msg, err := client.Read()
-			if err != nil {
-				return
-			}
-			var m message
-			json.Unmarshal(msg, &m)
-			switch m.Method {
-			case "hold": // never answered
-				held <- m.ID
-			case "ping":
-				client.Write(resultResponse(m.ID, json.RawMessage(`{}`)))
-			case "notifications/cancelled":
-				var p struct{ RequestID json.RawMessage }
-				json.Unmarshal(m.Params, &p)
-				cancelled <- p.RequestID
-			}
-		}
-	}}
+	s := &HTTPServer{StartStateless: cancelRecordingLane(held, cancelled, false)}
 	url := serveOnLoopback(t, s)
 	if r := statelessPing(t, url, both, "1", "e"); r.status != 200 {
 		t.Fatalf("ping: %+v", r)

@@ -49,6 +49,9 @@ type Step struct {
 	// abandoned says why a call skipped was abandoned between its input
 	// rounds (effectlog.AbandonedRound): it is failed first.
 	abandoned string
+	// elsewhere says the Problem is where undo runs (placeProblem): the
+	// step could run where its call ran.
+	elsewhere bool
 }
 
 // Plan is what undo would do.
@@ -57,6 +60,10 @@ type Plan struct {
 	Steps   []Step `json:"steps"`
 	// NotUndoable lists effects that ran but have no undo entry (irreversible).
 	NotUndoable []model.Effect `json:"not_undoable"`
+	// Closes are the approval requests waiting in the session: undo
+	// closes them (their calls never run) as the session stops taking
+	// effects.
+	Closes []effectlog.PendingApproval `json:"closes_approvals,omitempty"`
 	// Upstream is the session's MCP server, on which mcp compensations are
 	// called, started in UpstreamDir.
 	Upstream    []string `json:"upstream,omitempty"`
@@ -69,6 +76,24 @@ type Plan struct {
 	// before (model.Session.UpstreamEnvMoved): undo reaches one state
 	// only, and refuses.
 	UpstreamEnvMoved string `json:"upstream_env_moved,omitempty"`
+}
+
+// NothingToUndo says why a skipped step has nothing to undo, for a
+// person: its call never ran, or its run failed (the effect records the
+// error), and either way did not take effect.
+func (s Step) NothingToUndo() string {
+	if s.Effect.Error != "" {
+		return "nothing to undo (its run failed)"
+	}
+	return "nothing to undo (never ran)"
+}
+
+// DoneWords say what an earlier walk or a person did with a done step.
+func (s Step) DoneWords() string {
+	if s.Entry.State == sm.EntrySkipped {
+		return "nothing to undo"
+	}
+	return "already " + textfmt.UndoWord(string(s.Entry.State))
 }
 
 // Waits says why the plan cannot run yet: an irreversible call of the
@@ -110,6 +135,9 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		return Plan{}, err
 	}
 	plan := Plan{Session: session, Steps: []Step{}, NotUndoable: []model.Effect{}, Upstream: sess.Upstream, UpstreamDir: sess.UpstreamDir, UpstreamEnv: sess.UpstreamEnv, UpstreamEnvMoved: sess.UpstreamEnvMoved}
+	if plan.Closes, _, err = store.PendingApprovals(ctx, session, 0); err != nil {
+		return Plan{}, err
+	}
 	now := time.Now()
 	entered := make(map[uint64]bool, len(stack))
 	for _, u := range stack {
@@ -182,6 +210,7 @@ func MakePlan(ctx context.Context, store effectlog.Log, session string) (Plan, e
 		}
 		if step.Problem == "" && (step.Action == ActionCompensate || step.Action == ActionInDoubt) {
 			step.Problem = plan.placeProblem(step)
+			step.elsewhere = step.Problem != ""
 		}
 		plan.Steps = append(plan.Steps, step)
 	}

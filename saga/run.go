@@ -58,6 +58,10 @@ type Runner struct {
 	// runs only while the session's plan is still that one (the same steps,
 	// in order, on the same effects), else Run returns ErrPlanChanged.
 	Confirmed *Plan
+	// Anyway runs the steps the plan says will fail here (Step.Problem)
+	// rather than refusing the walk (ErrNotHere): each one fails, halts the
+	// session, and waits for a person's resolve.
+	Anyway bool
 	// CLI starts the commands that hints name ("undolog --log ADDR" when
 	// the log is not the default); "" means "undolog".
 	CLI string
@@ -79,6 +83,8 @@ type Result struct {
 	// resolve) since an earlier run stopped at them: done, by no compensation
 	// of this run.
 	Resolved []uint64 `json:"resolved"`
+	// failedRuns counts the Skipped whose run failed (the rest never ran).
+	failedRuns int
 	// Earlier lists the entries an earlier run compensated or skipped.
 	Earlier []uint64 `json:"earlier"`
 	Failed  *uint64  `json:"failed"`
@@ -96,8 +102,13 @@ type Result struct {
 // person's resolve, or by an earlier run), so that every entry is counted.
 func (r Result) Counts() string {
 	counts := fmt.Sprintf("%d undone", len(r.Compensated))
-	if n := len(r.Skipped); n > 0 {
+	switch n, failed := len(r.Skipped), r.failedRuns; {
+	case n > 0 && failed == 0:
 		counts += fmt.Sprintf(", %d had nothing to undo (never ran)", n)
+	case n > 0 && failed == n:
+		counts += fmt.Sprintf(", %d had nothing to undo (run failed)", n)
+	case n > 0:
+		counts += fmt.Sprintf(", %d had nothing to undo (%d never ran, %d run failed)", n, n-failed, failed)
 	}
 	if n := len(r.Resolved); n > 0 {
 		counts += fmt.Sprintf(", %d resolved by hand", n)
@@ -106,6 +117,21 @@ func (r Result) Counts() string {
 		counts += fmt.Sprintf(", %d undone by an earlier undo", n)
 	}
 	return counts
+}
+
+// notHere refuses a plan with a step that would act and cannot run here
+// (the first, in walk order), naming why and the ways on. A step that
+// would fail anywhere (a template that does not expand) fails and halts
+// the walk as before, for a person's resolve.
+func (r *Runner) notHere(plan Plan) error {
+	for _, s := range plan.Steps {
+		if !s.elsewhere || (s.Action != ActionCompensate && s.Action != ActionInDoubt) {
+			continue
+		}
+		return fmt.Errorf("%w: effect %d %s: %s; nothing was undone: run undo where it can run (where the call ran), or undo it by hand: %s undo %s --yes --anyway lets it fail, then %s resolve %d --reason WHAT_WAS_DONE",
+			ErrNotHere, s.Effect.ID, s.Effect.Tool, s.Problem, r.cli(), textfmt.ShellQuote(plan.Session), r.cli(), s.Effect.ID)
+	}
+	return nil
 }
 
 func (r *Runner) progress(format string, args ...any) {
@@ -158,6 +184,11 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 			}
 		}
 	}
+	if !r.Anyway {
+		if err := r.notHere(plan); err != nil {
+			return res, err
+		}
+	}
 	if sess.State != sm.SessionCompensating {
 		// A plan that cannot run (a damaged entry) leaves the session as it is.
 		if _, err := MakePlan(ctx, r.Log, session); err != nil {
@@ -207,11 +238,15 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 					return res, takenMeanwhile(step, err)
 				}
 			}
-			if _, err := r.Log.UndoStep(ctx, id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: "effect never ran"}); err != nil {
+			reason := "effect never ran"
+			if step.Effect.Error != "" {
+				reason, res.failedRuns = "its run failed", res.failedRuns+1
+			}
+			if _, err := r.Log.UndoStep(ctx, id, sm.EntrySkipped, model.Change{Actor: r.Actor, Reason: reason}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 			res.Skipped = append(res.Skipped, id)
-			r.progress("effect %d %s: nothing to undo (never ran)", id, step.Effect.Tool)
+			r.progress("effect %d %s: %s", id, step.Effect.Tool, step.NothingToUndo())
 			continue
 		case ActionBlocked:
 			return r.halt(ctx, res, id, fmt.Errorf("%w: effect %d %s failed before (%s); fix it by hand, then: %s resolve %d --reason WHAT_WAS_DONE",
@@ -219,7 +254,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		case ActionCompensate:
 			// Taking the entry records its owner in the same transaction: of
 			// two undos at once, the second finds it taken.
-			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Reason: "undo", Owner: owner.WithLease(time.Now().Add(lease))}); err != nil {
+			if _, err := r.Log.UndoStep(ctx, id, sm.EntryCompensating, model.Change{Actor: r.Actor, Owner: owner.WithLease(time.Now().Add(lease))}); err != nil {
 				return res, takenMeanwhile(step, err)
 			}
 		case ActionInDoubt:
@@ -255,7 +290,7 @@ func (r *Runner) Run(ctx context.Context, session string) (Result, error) {
 		}
 		to := sm.EntryCompensated
 		// Recorded only while this run still owns the entry.
-		change := model.Change{Actor: r.Actor, Reason: "undo", Attempts: attempts, ExpectOwner: owner}
+		change := model.Change{Actor: r.Actor, Attempts: attempts, ExpectOwner: owner}
 		if cerr != nil {
 			to, change.Error = sm.EntryCompensationFailed, textfmt.OneLine(cerr.Error())
 		}

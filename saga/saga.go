@@ -25,6 +25,13 @@ var ErrInDoubt = errors.New("compensation in doubt")
 // another undo took. Nothing ran or changed.
 var ErrPlanChanged = fmt.Errorf("%w: the session's undo plan changed since it was shown", model.ErrConflict)
 
+// ErrNotHere is undo's refusal of a walk whose plan says a step cannot
+// run where undo runs (Step.Problem: its directory or its MCP server's is
+// not here, or no server was recorded): a compensation runs on the machine
+// that runs undo, in the directory recorded with the call, so it would
+// fail there, or act on what is here. Nothing ran or changed.
+var ErrNotHere = errors.New("undo cannot run here")
+
 // ErrStateElsewhere is undo's refusal of a session whose MCP server would
 // start here on another state than the one its proxy ran it on: what
 // locates that state (model.StateEnv) is set otherwise in this

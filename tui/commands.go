@@ -22,12 +22,12 @@ const pageSize = 200
 func loadSessions(ctx context.Context, store effectlog.Log) tea.Cmd {
 	return func() tea.Msg {
 		list, _, err := store.ListSessions(ctx, effectlog.SessionFilter{Limit: pageSize})
-		undone := map[string]int{}
+		undone := map[string]textfmt.UndoCounts{}
 		for _, s := range list {
 			if err != nil {
 				break
 			}
-			undone[s.ID], err = saga.UndoneCount(ctx, store, s)
+			undone[s.ID], err = saga.UndoCounts(ctx, store, s)
 		}
 		return sessionsMsg{sessions: list, undone: undone, err: err}
 	}

@@ -37,11 +37,14 @@ func newKeyMap() keyMap {
 
 // shortHelp is the footer of screen s, most useful first: the footer drops
 // keys from the end when the terminal is narrow (help and quit it keeps).
-// On a session's screen it offers only what the log accepts for the
-// selected effect (offers, see rowActions).
+// It offers only what the log accepts for the selected session or effect
+// (offers, see rowActions).
 func (k keyMap) shortHelp(s screen, can rowActions) []key.Binding {
 	if s == screenSessions {
-		return []key.Binding{k.Open, k.Undo, k.Filter}
+		if can.undo {
+			return []key.Binding{k.Open, k.Undo, k.Filter}
+		}
+		return []key.Binding{k.Open, k.Filter}
 	}
 	var out []key.Binding
 	if can.decide {
@@ -59,12 +62,13 @@ func (k keyMap) shortHelp(s screen, can rowActions) []key.Binding {
 	return append(out, k.Tab, k.Back, k.Filter)
 }
 
-// rowActions are the actions the log accepts for the selected effect.
+// rowActions are the actions the log accepts for the selected session or
+// effect.
 type rowActions struct {
 	decide     bool // approve and reject: a pending irreversible call whose request is open
 	resolve    bool // its compensation failed: a person records the fix by hand
 	transition bool // the spec's table leaves its state, in its session's state
-	undo       bool // its session is not undone yet
+	undo       bool // its session (or the selected session) is not undone yet
 }
 
 // fullHelp is the `?` screen of screen s.

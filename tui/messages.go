@@ -5,6 +5,7 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
 )
@@ -13,7 +14,7 @@ import (
 
 type sessionsMsg struct {
 	sessions []model.Session
-	undone   map[string]int // session id: how many of its effects an undo compensated
+	undone   map[string]textfmt.UndoCounts // session id: what an undo did to its effects
 	err      error
 }
 

@@ -234,6 +234,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.undo.failed = true
 			m.undo.lines = append(m.undo.lines, "stopped: "+textfmt.OneLine(msg.err.Error()))
 			m.setStatus("", msg.err)
+			if id := msg.result.Failed; id != nil && errors.Is(msg.err, saga.ErrCompensationFailed) {
+				// The view resolves it too: the way on is a key here.
+				next := fmt.Sprintf("effect %d's undo failed: fix it by hand, then press R on it in session %s and undo again", *id, msg.result.Session)
+				m.undo.lines = append(m.undo.lines, next)
+				m.setStatus("", errors.New(next))
+			}
 		} else {
 			line := fmt.Sprintf("session %s %s: %s", msg.result.Session, msg.result.State, msg.result.Counts())
 			m.undo.lines = append(m.undo.lines, line)
@@ -369,7 +375,7 @@ func (m *Model) sessionsKey(msg tea.KeyPressMsg) tea.Cmd {
 		}
 	case key.Matches(msg, k.Undo):
 		if s := v.selected(); s != nil {
-			return makePlan(m.ctx, m.opts.Log, s.ID)
+			return m.undoSession(s.ID, s.State)
 		}
 	case key.Matches(msg, k.Filter):
 		m.openFilter()
@@ -459,7 +465,7 @@ func (m *Model) sessionKey(msg tea.KeyPressMsg) tea.Cmd {
 		m.menu = menuState{effect: *e, options: options}
 		m.overlay = overlayMenu
 	case key.Matches(msg, k.Undo):
-		return makePlan(m.ctx, m.opts.Log, v.id)
+		return m.undoSession(v.id, v.sess.State)
 	case key.Matches(msg, k.Filter):
 		m.openFilter()
 	}
@@ -503,6 +509,10 @@ func (m *Model) menuKey(msg tea.KeyPressMsg) tea.Cmd {
 
 // offers is what the log accepts for the selected effect: the footer's keys.
 func (m *Model) offers() rowActions {
+	if m.screen == screenSessions {
+		s := m.sessions.selected()
+		return rowActions{undo: s != nil && !s.State.IsTerminal()}
+	}
 	v := &m.session
 	can := rowActions{undo: !v.sess.State.IsTerminal()}
 	e := v.selected()
@@ -519,6 +529,16 @@ func (m *Model) offers() rowActions {
 	u, ok := v.entries[e.ID]
 	can.resolve = ok && u.State == sm.EntryCompensationFailed
 	return can
+}
+
+// undoSession makes the plan to undo session id, in state, for the person
+// to confirm; a session undone already is said so, as undo says it.
+func (m *Model) undoSession(id string, state sm.SessionState) tea.Cmd {
+	if state.IsTerminal() {
+		m.setStatus(fmt.Sprintf("session %s is %s already: nothing to undo", id, state), nil)
+		return nil
+	}
+	return makePlan(m.ctx, m.opts.Log, id)
 }
 
 // allowedNext is what the transition menu offers: the states the spec's

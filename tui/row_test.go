@@ -1,6 +1,9 @@
 package tui
 
 import (
+	"encoding/json"
+	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +12,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/logaddr"
+	"github.com/undolog/undolog/model"
+	"github.com/undolog/undolog/saga"
 	sm "github.com/undolog/undolog/statemachine"
 )
 
@@ -53,7 +59,7 @@ func TestFooterOffersOnlyWhatTheRowAllows(t *testing.T) {
 		t.Fatalf("committed effect: footer %q", f)
 	}
 	selectEffect(t, m, 4) // send_email, awaiting approval
-	if f := m.footer(); !strings.Contains(f, "a approve") || !strings.Contains(f, "r reject") || strings.Contains(f, "resolve") {
+	if f := m.footer(); !strings.Contains(f, "a approve") || !strings.Contains(f, "r reject") || strings.Contains(f, "resolve") || strings.Contains(f, "transition") {
 		t.Fatalf("pending irreversible effect: footer %q", f)
 	}
 
@@ -260,5 +266,66 @@ func TestPanesShowTheFocus(t *testing.T) {
 	table, detail = tops()
 	if !strings.HasPrefix(table, "╭") || !strings.HasPrefix(detail, "┏") || !strings.Contains(detail, "lines 3-") {
 		t.Fatalf("the detail has the focus, scrolled by 2:\n%s", m.render())
+	}
+}
+
+// A session undone already is offered no undo, on the sessions screen (its
+// footer once offered u on every row) and on its own; u on it says so, as
+// `undolog undo` does, and opens no plan.
+func TestAnUndoneSessionIsOfferedNoUndo(t *testing.T) {
+	store := demoStore(t)
+	if _, err := (&saga.Runner{Log: store, Actor: "bob", Progress: io.Discard}).Run(t.Context(), "ci-nightly-88"); err != nil {
+		t.Fatal(err)
+	}
+	m := opened(t, store, "")
+	for m.sessions.selected().ID != "agent-ops-3" {
+		apply(m, press("j"))
+	}
+	if f := m.footer(); !strings.Contains(f, "u undo session") {
+		t.Fatalf("halted session: footer %q", f)
+	}
+	for m.sessions.selected().ID != "ci-nightly-88" {
+		apply(m, press("k"))
+	}
+	if f := m.footer(); strings.Contains(f, "undo") {
+		t.Fatalf("compensated session: footer %q", f)
+	}
+	apply(m, press("u"))
+	if m.overlay != overlayNone || m.status != "session ci-nightly-88 is compensated already: nothing to undo" {
+		t.Fatalf("u on a compensated session: overlay %v, status %q", m.overlay, m.status)
+	}
+	apply(m, press("enter"))
+	if f := m.footer(); m.screen != screenSession || strings.Contains(f, "undo") {
+		t.Fatalf("its own screen: footer %q", f)
+	}
+	apply(m, press("u"))
+	if m.overlay != overlayNone || !strings.Contains(m.status, "nothing to undo") {
+		t.Fatalf("u on its screen: overlay %v, status %q", m.overlay, m.status)
+	}
+}
+
+// An undo the view ran that stops at a failed compensation says the way
+// on in the view's keys (R on the effect), not only in the command line's.
+func TestAStoppedUndoPointsToR(t *testing.T) {
+	store := logaddr.File(filepath.Join(t.TempDir(), "u.db"), logaddr.Options{})
+	res, err := store.Intercept(t.Context(), effectlog.InterceptRequest{Session: "s", Tool: "write", Tier: sm.Compensable, CreateSession: true,
+		Args: json.RawMessage(`{}`), Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"false"}}, Start: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Commit(t.Context(), res.Effect.ID, model.Change{}); err != nil {
+		t.Fatal(err)
+	}
+	m := opened(t, store, "s")
+	apply(m, press("u"))
+	apply(m, press("y"))
+	want := "effect 1's undo failed: fix it by hand, then press R on it in session s and undo again"
+	if screen := m.render(); !m.undo.failed || !strings.Contains(screen, want) || !strings.Contains(m.status, want) {
+		t.Fatalf("undo stopped: status %q\n%s", m.status, screen)
+	}
+	apply(m, press("q")) // closes the box
+	apply(m, press("R"))
+	if m.overlay != overlayPrompt || !strings.Contains(m.render(), "What was done by hand:") {
+		t.Fatalf("R after the stop: no dialog:\n%s", m.render())
 	}
 }

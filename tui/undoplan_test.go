@@ -66,7 +66,7 @@ func TestViewUndoesOnlyThePlanItShowed(t *testing.T) {
 	}
 	m.overlay = overlayNone
 	run(makePlan(t.Context(), store, "empty"))
-	if screen := m.render(); m.overlay != overlayConfirmUndo || strings.Contains(screen, "0 steps") || !strings.Contains(screen, "Nothing to compensate: mark session empty compensated?") {
+	if screen := m.render(); m.overlay != overlayConfirmUndo || strings.Contains(screen, "0 steps") || !strings.Contains(screen, "Nothing to undo: mark session empty undone?") {
 		t.Fatalf("a session with nothing to undo:\n%s", screen)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -266,8 +267,8 @@ func (m *Model) footer() string {
 var legend = []string{
 	"BY STATE counts a session's effects by state, and how many were undone.",
 	"WAIT ●N: N calls await approval.  RPL: times the call was replayed.",
-	"UNDO: what undo did to the effect (not undone yet, undone, undo failed;",
-	"  - none: safe or irreversible).",
+	"UNDO: what undo did to the effect: not undone, undoing, undone,",
+	"  undo failed, nothing to undo, resolved by hand (-: nothing yet).",
 	cursorMark + "marks the selected row: what a, r, R, t and u act on.",
 }
 
@@ -276,7 +277,7 @@ func (m *Model) helpView() string {
 	keys.SetWidth(m.width - m.st.box.GetHorizontalFrameSize())
 	lines := []string{m.st.title.Render("Keys"), "", keys.FullHelpView(m.keys.fullHelp(m.screen)), "", m.st.title.Render("Columns")}
 	lines = append(lines, legend...)
-	return m.st.box.Render(strings.Join(lines, "\n"))
+	return m.fitBox(lines)
 }
 
 // filterHint follows the filter's line.
@@ -399,7 +400,7 @@ func (m *Model) titleLine() string {
 	}
 	pad := m.width - ansi.StringWidth(left) - ansi.StringWidth(right)
 	if pad < 1 {
-		return left
+		return ansi.Truncate(left, m.width, "…")
 	}
 	return left + strings.Repeat(" ", pad) + m.st.dim.Render(right)
 }
@@ -438,11 +439,19 @@ func (m *Model) sessionsView() string {
 		if s.PendingApprovals > 0 {
 			wait = "●" + strconv.Itoa(s.PendingApprovals)
 		}
-		cells := []string{s.ID, string(s.State), textfmt.Ago(now, s.CreatedAt), strconv.Itoa(s.Effects), saga.CountsWords(s.Counts, m.sessions.undone[s.ID]), wait}
-		if len(cols) < len(cells) { // no room for BY STATE
-			cells = append(cells[:4], wait)
+		values := map[string]string{"SESSION": s.ID, "STATE": string(s.State), "AGE": textfmt.Ago(now, s.CreatedAt), "EFFECTS": strconv.Itoa(s.Effects),
+			"BY STATE": saga.CountsWords(s.Counts, m.sessions.undone[s.ID]), "WAIT": wait}
+		rowCols := cols
+		if n := len(cols); wait == "" && n > 1 && cols[n-1].title == "WAIT" && cols[n-2].title == "BY STATE" {
+			// No badge: the counts may run on under WAIT.
+			rowCols = slices.Clone(cols[:n-1])
+			rowCols[n-2].width += 1 + cols[n-1].width
 		}
-		line := m.renderRow(cols, cells, nil, i == v.cursor)
+		cells := make([]string, len(rowCols))
+		for i, c := range rowCols {
+			cells[i] = values[c.title]
+		}
+		line := m.renderRow(rowCols, cells, nil, i == v.cursor)
 		if wait != "" && i != v.cursor {
 			line = strings.Replace(line, wait, m.st.badge.Render(wait), 1)
 		}
@@ -476,10 +485,14 @@ func (m *Model) sessionDetail() []string {
 	if s.Reason != "" {
 		state += ": " + esc(textfmt.OneLine(s.Reason))
 	}
-	out := []string{
-		label("state:") + " " + state,
-		label("created:") + " " + s.CreatedAt.In(loc).Format(historyTime) + " (" + textfmt.Ago(now, s.CreatedAt) + " ago)",
+	var out []string
+	if ansi.StringWidth(" session "+s.ID+" ") > m.width-3 { // the pane's title cuts it
+		out = append(out, label("session:")+" "+esc(s.ID))
 	}
+	out = append(out,
+		label("state:")+" "+state,
+		label("created:")+" "+s.CreatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.CreatedAt)+" ago)",
+	)
 	if !s.UpdatedAt.IsZero() && !s.UpdatedAt.Equal(s.CreatedAt) {
 		out = append(out, label("changed:")+" "+s.UpdatedAt.In(loc).Format(historyTime)+" ("+textfmt.Ago(now, s.UpdatedAt)+" ago)")
 	}
@@ -489,7 +502,7 @@ func (m *Model) sessionDetail() []string {
 	}
 	out = append(out, line)
 	if s.PendingApprovals > 0 {
-		out = append(out, m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))+": enter, then a or r on it")
+		out = append(out, m.st.badge.Render(fmt.Sprintf("● %d awaiting approval", s.PendingApprovals))+": enter, ↓ to it, then a or r")
 	}
 	if len(s.Meta) > 0 {
 		keys := make([]string, 0, len(s.Meta))
@@ -508,37 +521,61 @@ func (m *Model) sessionDetail() []string {
 	return out
 }
 
-// sessionColumns sizes the sessions table to what it shows: the session
-// names get their full width first, BY STATE what is left (at least 10
-// cells, or it goes, and the names get its room too).
+// sessionColumns sizes the sessions table to what it shows. The names and
+// the counts in words are what a person needs whole: when the width is
+// short, EFFECTS goes first (BY STATE sums to it), then AGE (the detail
+// pane says when the session was made); then a long name is cut, down to
+// minNameWidth, then BY STATE (the detail pane shows the selected
+// session's name and counts whole), or it goes, at less than 10 cells, and
+// the names get its room.
 func (m *Model) sessionColumns() []column {
-	var ids, states []string
+	var ids, states, counts []string
 	for _, s := range m.sessions.list {
 		ids, states = append(ids, s.ID), append(states, string(s.State))
-	}
-	st := column{"STATE", widest("STATE", states...), true}
-	fixed := []column{{"AGE", 4, false}, {"EFFECTS", 7, false}}
-	wait := column{"WAIT", 4, false}
-	avail := m.width - 2 - ansi.StringWidth(noMark) - 5 - st.width - 4 - 7 - wait.width // in a pane
-	var counts []string
-	for _, s := range m.sessions.list {
 		counts = append(counts, saga.CountsWords(s.Counts, m.sessions.undone[s.ID]))
 	}
-	idw, by := widest("SESSION", ids...), 0
-	switch {
-	case avail-idw >= 10:
-		// No wider than it needs: WAIT stays beside what it counts.
-		by = min(avail-idw, widest("BY STATE", counts...))
-	case idw <= avail+1:
-		// BY STATE goes (and its separator): the names are worth more.
-	default:
-		idw = max(6, avail+1)
+	name := column{"SESSION", widest("SESSION", ids...), false}
+	state := column{"STATE", widest("STATE", states...), true}
+	age, effects := column{"AGE", 4, false}, column{"EFFECTS", 7, false}
+	by := column{"BY STATE", widest("BY STATE", counts...), false}
+	wait := column{"WAIT", 4, false}
+	room := m.width - 2 - ansi.StringWidth(noMark) // in a pane
+	for _, cols := range [][]column{
+		{name, state, age, effects, by, wait},
+		{name, state, age, by, wait},
+		{name, state, by, wait},
+	} {
+		if tableWidth(cols) <= room {
+			return cols
+		}
 	}
-	cols := []column{{"SESSION", idw, false}, st, fixed[0], fixed[1]}
-	if by > 0 {
-		cols = append(cols, column{"BY STATE", by, false})
+	// A long name gives way to the counts, down to minNameWidth cells (the
+	// detail pane shows the selected session's whole).
+	if over := tableWidth([]column{name, state, by, wait}) - room; name.width > minNameWidth {
+		name.width = max(minNameWidth, name.width-over)
 	}
-	return append(cols, wait)
+	if left := room - tableWidth([]column{name, state, wait}) - 1; left >= 10 {
+		by.width = min(by.width, left)
+		return []column{name, state, by, wait}
+	}
+	cols := []column{name, state, age, effects, wait}
+	if over := tableWidth(cols) - room; over > 0 {
+		cols[0].width = max(6, name.width-over)
+	}
+	return cols
+}
+
+// minNameWidth is as far as a long session name gives way to the counts
+// beside it.
+const minNameWidth = 20
+
+// tableWidth is the cells cols take, with the spaces between them.
+func tableWidth(cols []column) int {
+	w := len(cols) - 1
+	for _, c := range cols {
+		w += c.width
+	}
+	return w
 }
 
 func (m *Model) sessionView() string {
@@ -570,7 +607,7 @@ func (m *Model) sessionView() string {
 			entry = string(u.State)
 		}
 		ids, tools, tiers = append(ids, itoa(e.ID)), append(tools, e.Tool), append(tiers, string(e.Tier))
-		states, undos = append(states, textfmt.EffectStatus(string(e.State), entry)), append(undos, textfmt.UndoWord(entry))
+		states, undos = append(states, textfmt.EffectStatus(string(e.State), entry, e.Error != "")), append(undos, textfmt.UndoStatus(string(e.State), entry))
 	}
 	inner := m.width - 2 // in a pane's borders
 	cols := flexColumns([]column{{"ID", widest("ID", ids...), false}, {"TOOL", 0, false}, {"TIER", widest("TIER", tiers...), false},
@@ -593,8 +630,8 @@ func (m *Model) sessionView() string {
 		if u, ok := v.entries[e.ID]; ok {
 			entry = string(u.State)
 		}
-		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), textfmt.EffectStatus(state, entry),
-			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), textfmt.UndoWord(entry)},
+		table = append(table, m.renderRow(cols, []string{itoa(e.ID), e.Tool, string(e.Tier), textfmt.EffectStatus(state, entry, e.Error != ""),
+			textfmt.Ago(now, e.CreatedAt), strconv.Itoa(e.ReplayCount), textfmt.UndoStatus(state, entry)},
 			map[int]string{3: textfmt.StatusColor(state, entry), 6: entry}, i == v.cursor && !v.focusDetail))
 	}
 	out := []string{head, m.pane("effects", table, m.width, !v.focusDetail)}
@@ -665,7 +702,7 @@ func (m *Model) detailLines(width int) []string {
 	if d.Undo != nil {
 		entry = string(d.Undo.State)
 	}
-	status := textfmt.EffectStatus(string(e.State), entry)
+	status := textfmt.EffectStatus(string(e.State), entry, e.Error != "")
 	// A long tool name is cut, not the tier and state after it.
 	rest := fmt.Sprintf("effect %d    %s  %s", e.ID, e.Tier, status)
 	tool := esc(e.Tool)
@@ -696,7 +733,8 @@ func (m *Model) detailLines(width int) []string {
 		add("%s %s", m.st.label.Render("approval:"), esc(line))
 	}
 	if u := d.Undo; u != nil {
-		line := textfmt.UndoWord(string(u.State)) + "  " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
+		// Labelled: a bare "true" reads as a flag, not the command it is.
+		line := textfmt.UndoStatus(string(e.State), string(u.State)) + " · runs: " + saga.Shorten(saga.DescribeCall(u.Compensation)) // "mcp TOOL ARGS" names its kind
 		if u.LastError != "" {
 			line += "  last error: " + u.LastError
 		}
@@ -758,7 +796,17 @@ func (m *Model) menuView() string {
 		lines = append(lines, line)
 	}
 	lines = append(lines, "", m.st.dim.Render("enter: choose  esc: cancel"))
-	return m.st.box.Render(strings.Join(lines, "\n"))
+	return m.fitBox(lines)
+}
+
+// fitBox is lines in a dialog box as wide as they need, or as the screen
+// when they need more (they wrap then, at spaces where they have some).
+func (m *Model) fitBox(lines []string) string {
+	box := m.st.box.Render(strings.Join(lines, "\n"))
+	if lipgloss.Width(box) <= m.width {
+		return box
+	}
+	return m.st.boxWidth(max(1, m.width-2)).Render(strings.Join(lines, "\n"))
 }
 
 func (m *Model) confirmUndoView() string {
@@ -771,10 +819,10 @@ func (m *Model) confirmUndoView() string {
 		e := s.Effect
 		switch s.Action {
 		case saga.ActionDone:
-			lines = append(lines, escf("   -  effect %d %s: already %s", e.ID, e.Tool, s.Entry.State))
+			lines = append(lines, escf("   -  effect %d %s: %s", e.ID, e.Tool, s.DoneWords()))
 		case saga.ActionSkip:
 			n++
-			lines = append(lines, escf("  %2d. effect %d %s: skip, it never ran", n, e.ID, e.Tool))
+			lines = append(lines, escf("  %2d. effect %d %s: %s", n, e.ID, e.Tool, s.NothingToUndo()))
 		case saga.ActionBlocked:
 			n++
 			lines = append(lines, escf("  %2d. effect %d %s: BLOCKED, resolve it first", n, e.ID, e.Tool))
@@ -800,7 +848,7 @@ func (m *Model) confirmUndoView() string {
 	}
 	question := escf("Undo %s of session %s? (y/n)", textfmt.Count(p.Work(), "step"), p.Session)
 	if p.Work() == 0 {
-		question = escf("Nothing to compensate: mark session %s compensated? (y/n)", p.Session)
+		question = escf("Nothing to undo: mark session %s undone? (y/n)", p.Session)
 	}
 	lines = append(lines, "", m.st.title.Render(question))
 	return m.st.boxWidth(min(m.width-2, 100)).Render(strings.Join(lines, "\n"))

@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/textfmt"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
 )
@@ -16,8 +17,8 @@ import (
 // sessionsView is the list of sessions, newest first.
 type sessionsView struct {
 	all            []model.Session
-	list           []model.Session // after the filter
-	undone         map[string]int  // session id: how many of its effects an undo compensated
+	list           []model.Session               // after the filter
+	undone         map[string]textfmt.UndoCounts // session id: what an undo did to its effects
 	filter         string
 	cursor, offset int
 	loaded         bool

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/itchyny/gojq"
 )
 
 // Case is one way of undoing a call, as a policy states it: taken when its
@@ -123,7 +121,7 @@ func CheckCondition(expr string) error {
 	if e == "" {
 		return fmt.Errorf("%w: an empty condition", ErrTemplate)
 	}
-	if _, err := gojq.Parse(e); err != nil {
+	if err := queryOf(e).err; err != nil {
 		return fmt.Errorf("%w: %q: %v", ErrTemplate, e, err)
 	}
 	return nil

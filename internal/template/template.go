@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/itchyny/gojq"
 )
 
 // ErrTemplate is matched by every error of this package.
@@ -26,8 +24,7 @@ func Check(tmpl json.RawMessage) error {
 		return fmt.Errorf("%w: not JSON: %v", ErrTemplate, err)
 	}
 	return walk(v, func(expr string) error {
-		_, err := gojq.Parse(expr)
-		if err != nil {
+		if err := queryOf(expr).err; err != nil {
 			return fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
 		}
 		return nil
@@ -150,7 +147,7 @@ func fill(v any, input map[string]any) (any, error) {
 // run evaluates one jq expression and returns its single value.
 // runAll is every value expr yields over input, in order.
 func runAll(expr string, input map[string]any) ([]any, error) {
-	q, err := gojq.Parse(expr)
+	q, err := queryOf(expr).compiled()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
 	}
@@ -168,7 +165,7 @@ func runAll(expr string, input map[string]any) ([]any, error) {
 }
 
 func run(expr string, input map[string]any) (any, error) {
-	q, err := gojq.Parse(expr)
+	q, err := queryOf(expr).compiled()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrTemplate, expr, err)
 	}

@@ -63,3 +63,30 @@ func Build(tb testing.TB, pkg string) string {
 func QuickRaceExit() {
 	os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+os.Getenv("GORACE")))
 }
+
+// DirOutsideTmp is a new directory, removed when tb ends, that is not below
+// /tmp, whose files a Bash classification takes for scratch: a test of
+// what lands outside a project needs a project and an outside that are not
+// scratch, wherever the checkout is (CI may clone it below /tmp).
+func DirOutsideTmp(tb testing.TB) string {
+	tb.Helper()
+	tmp, err := filepath.EvalSymlinks("/tmp")
+	if err != nil {
+		tmp = "/tmp"
+	}
+	home, _ := os.UserHomeDir()
+	for _, base := range []string{"/var/tmp", home} {
+		real, err := filepath.EvalSymlinks(base)
+		if base == "" || err != nil || real == tmp || strings.HasPrefix(real, tmp+"/") {
+			continue
+		}
+		dir, err := os.MkdirTemp(real, "undolog-test-")
+		if err != nil {
+			continue
+		}
+		tb.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	tb.Fatal("testbin: no directory outside /tmp to make one in (/var/tmp, $HOME)")
+	return ""
+}

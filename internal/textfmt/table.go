@@ -31,6 +31,8 @@ type Table struct {
 	widths  []int // each column's width so far, in terminal cells
 	headed  bool
 	piped   bool         // not a terminal, and a header asked for
+	fit     int          // on a terminal, the width the last column wraps to fit (0: none)
+	under   bool         // Under: a last column left too little goes under its row
 	line    bytes.Buffer // the line being laid out, its memory kept for the next
 }
 
@@ -47,6 +49,30 @@ func NewTable(w io.Writer, header []string, terminal, color bool) *Table {
 // tab-separated as its rows, before the first row.
 func (t *Table) PipedHeader() *Table {
 	t.piped = true
+	return t
+}
+
+// minWrapped is the least width the last column wraps to: a table whose
+// other columns leave it less overflows rather than break it a word a line.
+const minWrapped = 16
+
+// Fit makes a table on a terminal fit width columns: its last column's
+// cells (a reason, a command: the free text) wrap at spaces to the width
+// the other columns leave, their lines under its start. Where the others
+// leave it too little, or a word is wider, the line overflows: a header
+// and a column stay where a person looks for them, and a flag or a path
+// stays whole for copying.
+func (t *Table) Fit(width int) *Table {
+	t.fit = width
+	return t
+}
+
+// Under makes a fitted table whose other columns leave its last too
+// little put each last cell under its row, from the second column, its
+// header left out: for a table whose last column is free text (a
+// history's reasons), read on its own.
+func (t *Table) Under() *Table {
+	t.under = true
 	return t
 }
 
@@ -97,12 +123,16 @@ func (t *Table) Write(rows [][]Cell) error {
 	if !t.headed {
 		t.headed = true
 		t.line.Reset()
-		for i, h := range t.header {
+		header := t.header
+		if t.below() {
+			header = header[:len(header)-1] // its cells go under their rows
+		}
+		for i, h := range header {
 			text := h
 			if t.color {
 				text = bold.Styled(h)
 			}
-			t.cell(i, len(t.header), text, ansi.StringWidth(h))
+			t.cell(i, len(header), text, ansi.StringWidth(h))
 		}
 		if err := t.flushLine(); err != nil {
 			return err
@@ -110,18 +140,68 @@ func (t *Table) Write(rows [][]Cell) error {
 	}
 	for _, r := range rows {
 		t.line.Reset()
+		var more []string // the last cell's wrapped lines after its first
 		for i, c := range r {
 			text := c.Text
+			if i == len(r)-1 && i == len(t.widths)-1 {
+				text, more = t.wrapLast(text)
+			}
+			width := ansi.StringWidth(text)
 			if t.color {
 				text = Paint(text, c.Color)
 			}
-			t.cell(i, len(r), text, ansi.StringWidth(c.Text))
+			t.cell(i, len(r), text, width)
 		}
 		if err := t.flushLine(); err != nil {
 			return err
 		}
+		indent := t.lastStart()
+		if t.below() {
+			indent = t.widths[0] + 2
+		}
+		for _, l := range more {
+			t.line.Reset()
+			t.line.WriteString(strings.Repeat(" ", indent))
+			t.line.WriteString(l)
+			if err := t.flushLine(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// lastStart is the column the last cell starts at.
+func (t *Table) lastStart() int {
+	start := 0
+	for _, w := range t.widths[:len(t.widths)-1] {
+		start += w + 2
+	}
+	return start
+}
+
+// below tells whether the last column's cells go under their rows (Under):
+// the other columns leave it too little of the width Fit asks for.
+func (t *Table) below() bool {
+	return t.under && t.fit > 0 && len(t.widths) > 1 && t.fit-t.lastStart() < minWrapped
+}
+
+// wrapLast wraps the last cell's text at spaces to the width Fit leaves
+// it: its first line, and the lines after; under its row, all are after
+// ("-", nothing, takes no line).
+func (t *Table) wrapLast(text string) (string, []string) {
+	room := t.fit - t.lastStart()
+	if t.below() {
+		if text == "-" || text == "" {
+			return "", nil
+		}
+		return "", strings.Split(WrapWords(text, t.fit-t.widths[0]-2), "\n")
+	}
+	if t.fit <= 0 || room < minWrapped || ansi.StringWidth(text) <= room {
+		return text, nil
+	}
+	lines := strings.Split(WrapWords(text, room), "\n")
+	return lines[0], lines[1:]
 }
 
 // cell adds cell i of n, shown as text, width cells wide, and the spaces
@@ -138,7 +218,35 @@ func (t *Table) cell(i, n int, text string, width int) {
 }
 
 func (t *Table) flushLine() error {
+	if t.aligned {
+		// A row whose last cell goes under it ends in its padding.
+		trimmed := bytes.TrimRight(t.line.Bytes(), " ")
+		t.line.Truncate(len(trimmed))
+	}
 	t.line.WriteByte('\n')
 	_, err := t.w.Write(t.line.Bytes())
 	return err
+}
+
+// WrapWords fills lines of at most width columns with s's words, breaking
+// only at spaces (ansi.Wordwrap also breaks at hyphens: --retry-in-doubt,
+// ->); a word wider than width has a line of its own.
+func WrapWords(s string, width int) string {
+	var b strings.Builder
+	line := 0
+	for _, word := range strings.Fields(s) {
+		w := ansi.StringWidth(word)
+		switch {
+		case line == 0:
+		case line+1+w > width:
+			b.WriteByte('\n')
+			line = 0
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += w
+	}
+	return b.String()
 }

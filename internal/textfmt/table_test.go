@@ -2,6 +2,7 @@ package textfmt
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,5 +122,65 @@ func TestTablePipedHeader(t *testing.T) {
 	}
 	if want := "ID\tTOOL\n1\ta\\tb\n1\ta\\tb\n"; headed.String() != want {
 		t.Fatalf("piped table with its header %q, want %q", headed.String(), want)
+	}
+}
+
+// A table fitted to a terminal wraps its last column under its start, no
+// line wider than the terminal; a table not fitted, or piped, keeps it.
+func TestFittedTableWrapsItsLastColumn(t *testing.T) {
+	reason := "compensation failed: effect 2 b: sh: exit status 3: bucket is locked; fix it by hand"
+	rows := func() [][]Cell {
+		return [][]Cell{{{Text: "1"}, {Text: "committed"}, {Text: reason}}, {{Text: "2"}, {Text: "halted"}, {Text: "-"}}}
+	}
+	var out strings.Builder
+	if err := NewTable(&out, []string{"SEQ", "TO", "REASON"}, true, false).Fit(40).Write(rows()); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	var text []string
+	for i, l := range lines {
+		if ansi.StringWidth(l) > 40 {
+			t.Errorf("line %d is %d columns wide: %q", i, ansi.StringWidth(l), l)
+		}
+		if i > 0 && strings.HasPrefix(l, strings.Repeat(" ", 16)) {
+			text = append(text, strings.TrimSpace(l))
+		} else if i == 1 {
+			text = append(text, strings.TrimSpace(l[16:]))
+		}
+	}
+	if got := strings.Join(text, " "); got != reason || len(lines) < 4 || !strings.HasPrefix(lines[len(lines)-1], "2    halted") {
+		t.Errorf("the reason reads %q under its column, want %q:\n%s", got, reason, out.String())
+	}
+	out.Reset()
+	NewTable(&out, []string{"SEQ", "TO", "REASON"}, false, false).Fit(40).Write(rows())
+	if !strings.Contains(out.String(), "\t"+reason+"\n") {
+		t.Errorf("piped, the reason is cut:\n%s", out.String())
+	}
+}
+
+// A table whose other columns leave its last too little keeps its header
+// and its rows on their lines (the terminal wraps what overflows), and a
+// wrapped cell breaks only at spaces: a flag or a path stays whole for
+// copying (a new user saw `undolog resolve 6 -` / `-reason` and the UNDO
+// header gone).
+func TestFittedTableKeepsHeadersAndWords(t *testing.T) {
+	var out strings.Builder
+	wide := strings.Repeat("x", 30)
+	if err := NewTable(&out, []string{"ID", "TOOL", "UNDO"}, true, false).Fit(40).Write([][]Cell{{{Text: "1"}, {Text: wide}, {Text: "not undone"}}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(strings.TrimSpace(lines[0]), "UNDO") || !strings.HasSuffix(lines[1], "not undone") {
+		t.Errorf("a narrow table, want its header and one line a row:\n%s", out.String())
+	}
+	out.Reset()
+	hint := "fix it by hand, then: undolog resolve 6 --reason WHAT_WAS_DONE"
+	if err := NewTable(&out, []string{"SEQ", "REASON"}, true, false).Fit(34).Write([][]Cell{{{Text: "1"}, {Text: hint}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, word := range strings.Fields(hint) {
+		if !slices.Contains(strings.Fields(out.String()), word) {
+			t.Errorf("%q is broken in:\n%s", word, out.String())
+		}
 	}
 }

@@ -21,6 +21,9 @@ var undoWords = map[string]string{
 	"resolved":            "resolved by hand",
 }
 
+// undoOrder is the undo entries' states in the spec's order, for lists.
+var undoOrder = []string{"pending", "compensating", "compensated", "compensation_failed", "skipped", "resolved"}
+
 // UndoWord is an undo entry's state as a person reads it; "-" for none.
 func UndoWord(entry string) string {
 	if entry == "" || entry == "-" {
@@ -32,6 +35,16 @@ func UndoWord(entry string) string {
 	return entry
 }
 
+// UndoStatus is the UNDO column beside an effect in state: its entry's
+// word, or "-" while the effect has not run (a pending effect, run never or
+// failed: nothing is there to undo yet).
+func UndoStatus(state, entry string) string {
+	if state == "pending" && entry == "pending" {
+		return "-"
+	}
+	return UndoWord(entry)
+}
+
 // effectUndoWords are the effect states an undo moves an effect to (one
 // undone while it was executing): they say what the undo did.
 var effectUndoWords = map[string]string{
@@ -40,13 +53,31 @@ var effectUndoWords = map[string]string{
 	"compensation_failed": "undo failed",
 }
 
+// failedWords are a pending effect's status once a run of it failed
+// (failed: the effect records the run's error): the same call runs it
+// again, until an undo passes it by.
+const (
+	failedWord      = "failed"
+	failedAgainWord = "failed, can run again"
+)
+
 // EffectStatus is an effect's state and its undo entry's (entry "" or "-":
 // none) in words a person understands: "committed, undone" for a committed
-// effect an undo compensated, "undone" for one undone while it ran, the
+// effect an undo compensated, "undone" for one undone while it ran,
+// "failed, can run again" for a pending one whose run failed (failed), the
 // state alone while nothing was undone.
-func EffectStatus(state, entry string) string {
+func EffectStatus(state, entry string, failed bool) string {
+	if state == "compensation_failed" && entry == "resolved" {
+		return UndoWord(entry) // a person put right what the undo could not
+	}
 	if w, ok := effectUndoWords[state]; ok {
 		return w
+	}
+	if state == "pending" && failed {
+		if entry == "skipped" {
+			return failedWord // an undo passed it by: it runs no more
+		}
+		return failedAgainWord
 	}
 	switch entry {
 	case "", "-", "pending", "skipped":
@@ -103,7 +134,7 @@ func HistoryWords(r Record) string {
 		case "pending":
 			return "undo entry made: not undone"
 		case "skipped":
-			return "nothing to undo: it never ran"
+			return "nothing to undo" // its reason says why: never ran, or its run failed
 		case "resolved":
 			return "resolved by hand" + by
 		}
@@ -120,7 +151,7 @@ func HistoryWords(r Record) string {
 		case r.To == "awaiting_approval":
 			return "waits for an approval"
 		case r.From == "awaiting_approval" && r.To == "active":
-			return "goes on"
+			return "approval decided, runs on"
 		}
 		return strings.ReplaceAll(r.To, "_", " ") + by
 	default:
@@ -148,10 +179,31 @@ func HistoryWords(r Record) string {
 	return r.Trigger
 }
 
-// CountsWords renders an effect count per state and the undone count in
-// words: "4 committed (4 undone), 1 pending". counts is in the order to
-// show; undone is how many of the committed were undone.
-func CountsWords(counts []StateCount, undone int) string {
+// UndoCounts are how many of a session's committed effects an undo undid,
+// failed to undo, and left to a person who resolved them by hand.
+type UndoCounts struct {
+	Undone, Failed, Resolved int
+}
+
+// words are the counts in words, the zero ones left out: "3 undone, 1 undo
+// failed".
+func (u UndoCounts) words() string {
+	var parts []string
+	for _, c := range []struct {
+		n    int
+		word string
+	}{{u.Undone, "undone"}, {u.Failed, "undo failed"}, {u.Resolved, "resolved by hand"}} {
+		if c.n > 0 {
+			parts = append(parts, strconv.Itoa(c.n)+" "+c.word)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// CountsWords renders an effect count per state and what an undo did to
+// the committed ones in words: "4 committed (3 undone, 1 undo failed), 1
+// pending". counts is in the order to show; undo counts the committed.
+func CountsWords(counts []StateCount, undo UndoCounts) string {
 	var parts []string
 	for _, c := range counts {
 		if c.N == 0 {
@@ -162,8 +214,8 @@ func CountsWords(counts []StateCount, undone int) string {
 			w = u
 		}
 		p := strconv.Itoa(c.N) + " " + w
-		if c.State == "committed" && undone > 0 {
-			p += " (" + strconv.Itoa(undone) + " undone)"
+		if w := undo.words(); c.State == "committed" && w != "" {
+			p += " (" + w + ")"
 		}
 		parts = append(parts, p)
 	}
@@ -191,4 +243,68 @@ func ApprovalWord(outcome string) string {
 		return w
 	}
 	return outcome
+}
+
+// Selection is what a word a column shows selects: an effect state, an
+// undo entry state, pending effects whose run failed; "" selects any.
+type Selection struct {
+	State, Entry string
+	Failed       bool
+}
+
+// fold is a typed word as the vocabulary spells it: lower case, single
+// spaces.
+func fold(word string) string {
+	return strings.Join(strings.Fields(strings.ToLower(word)), " ")
+}
+
+// UndoNamed is the undo entry state a word of the UNDO column names
+// ("undone", "not undone", "undo failed", "resolved by hand"...) or its
+// spec name ("compensated"); ok false for neither.
+func UndoNamed(word string) (entry string, ok bool) {
+	w := fold(word)
+	for _, e := range undoOrder {
+		if w == e || w == undoWords[e] {
+			return e, true
+		}
+	}
+	return "", false
+}
+
+// StatusNamed is what a word of the STATE column (EffectStatus) selects:
+// "failed" (or "failed, can run again"), an undo's word ("undone", "undo
+// failed": the entry's state, whatever the effect's), or "STATE, UNDO"
+// ("committed, undone"), whose STATE is the caller's to check. A bare
+// spec name is the caller's too; ok false for no such word.
+func StatusNamed(word string) (Selection, bool) {
+	w := fold(word)
+	switch w {
+	case failedWord, failedAgainWord:
+		return Selection{State: "pending", Failed: true}, true
+	}
+	if e, ok := UndoNamed(w); ok && undoWords[e] == w && e != "pending" && e != "skipped" {
+		return Selection{Entry: e}, true
+	}
+	if state, undo, ok := strings.Cut(w, ", "); ok && !strings.Contains(state, " ") {
+		if e, ok := UndoNamed(undo); ok && undoWords[e] == undo {
+			return Selection{State: state, Entry: e}, true
+		}
+	}
+	return Selection{}, false
+}
+
+// StatusWordList lists the words of the STATE column StatusNamed takes,
+// besides the spec's names.
+func StatusWordList() []string {
+	return []string{failedWord, failedAgainWord, "undoing", "undone", "undo failed", "resolved by hand", "STATE, UNDO (committed, undone)"}
+}
+
+// UndoWordList lists the words of the UNDO column, then the spec's names,
+// that UndoNamed takes.
+func UndoWordList() []string {
+	var out []string
+	for _, e := range undoOrder {
+		out = append(out, undoWords[e])
+	}
+	return append(out, undoOrder...)
 }
