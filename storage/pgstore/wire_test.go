@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/undolog/undolog/effectlog"
 	"github.com/undolog/undolog/internal/pgtest"
 	"github.com/undolog/undolog/lifecycle"
@@ -82,4 +84,37 @@ func callAsItsOwnProcess(t *testing.T, url string, n int) (conns, roundTrips int
 		t.Errorf("call %d: %d of its 3 changes in the feed", n, c)
 	}
 	return conns, roundTrips
+}
+
+// A backend plans the publish's move once and keeps the plan, for the
+// publishes after (a process that lives on, a backend a pooler keeps warm):
+// left to the plan cache's choice, the move, which takes arguments, was
+// planned anew at every publish and its plan dropped after it.
+func TestPublishKeepsItsPlan(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	if _, _, err := pgstore.New(url).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// One transaction: one backend, through a transaction pooler too.
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	var kept int
+	if err := tx.QueryRow(t.Context(), `SELECT count(*) FROM pg_backend_memory_contexts
+		WHERE name = 'CachedPlan' AND strpos(ident, $1) > 0`, "DELETE FROM undolog_changes_pending").Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if kept != 1 {
+		t.Errorf("the backend kept %d plans of the publish's move after it, want 1", kept)
+	}
 }
