@@ -16,8 +16,9 @@ import (
 // through PgBouncer in transaction pooling mode: `undolog exec -- true`
 // against execfloor, a process that connects, writes the same two
 // transactions' worth on the floor tables and exits; one at a time and 32
-// at once. Then a step as its own process through PgBouncer against the
-// same on a log file.
+// at once, with the server's processor time a call where it runs on this
+// machine (Linux). Then a step as its own process through PgBouncer
+// against the same on a log file.
 func fleetRows(add func(what, value, ratio string), work string) error {
 	c, err := cluster()
 	if err != nil {
@@ -78,6 +79,7 @@ func fleetRows(add func(what, value, ratio string), work string) error {
 	if err := undolog(url)("fleet-warm", 0); err != nil { // the first migrates: not a call's cost
 		return err
 	}
+	pid := c.ServerPID()
 	round := 0
 	rate := func(call func(string, int) error, procs, each int) func() (float64, error) {
 		return func() (float64, error) {
@@ -90,13 +92,31 @@ func fleetRows(add func(what, value, ratio string), work string) error {
 		{"PostgreSQL direct", url, floorURL},
 		{"through PgBouncer", pooler.URL(url, true), pooler.URL(floorURL, false)},
 	} {
-		one, err := sideBySide(rate(undolog(way.url), 1, 40), rate(floorCall(way.floorURL), 1, 40))
+		var spent [2]time.Duration // the server's processor time, undolog's and the floor's
+		var calls [2]int
+		cpu := func(k int, measure func() (float64, error)) func() (float64, error) {
+			return func() (float64, error) {
+				before, _ := serverCPU(pid)
+				x, err := measure()
+				after, _ := serverCPU(pid)
+				spent[k] += after - before
+				calls[k] += 40
+				return x, err
+			}
+		}
+		one, err := sideBySide(cpu(0, rate(undolog(way.url), 1, 40)), cpu(1, rate(floorCall(way.floorURL), 1, 40)))
 		if err != nil {
 			return err
 		}
 		add("exec -- true as its own process, "+way.name+": undolog", fmt.Sprintf("%.1f ms", 1000/one.median(0)),
 			fmt.Sprintf("%.2fx the floor's time (target 1.3x)", one.ratio(1, 0)))
 		add("exec -- true as its own process, "+way.name+": floor", fmt.Sprintf("%.1f ms", 1000/one.median(1)), "")
+		if _, ok := serverCPU(pid); ok {
+			u, f := spent[0]/time.Duration(calls[0]), spent[1]/time.Duration(calls[1])
+			add("PostgreSQL's processor time a call, "+way.name+": undolog", fmt.Sprintf("%.1f ms", float64(u.Microseconds())/1000),
+				fmt.Sprintf("%.2fx the floor's (all rounds' sums)", float64(u)/float64(f)))
+			add("PostgreSQL's processor time a call, "+way.name+": floor", fmt.Sprintf("%.1f ms", float64(f.Microseconds())/1000), "")
+		}
 		many, err := sideBySide(rate(undolog(way.url), 32, 8), rate(floorCall(way.floorURL), 32, 8))
 		if err != nil {
 			return err
