@@ -24,15 +24,10 @@ import (
 // server) beside the floor: the same lifecycles written as plain SQL with
 // pgx, on the same server, with the same pool size.
 func pgRows(add func(what, value, ratio string), work string) error {
-	var c *pgtest.Cluster
-	var err error
-	if *pgURL != "" {
-		if c, err = pgtest.Attach(*pgURL); err != nil {
-			return fmt.Errorf("-postgres: %s", oneLine(err))
-		}
-	} else if c, err = pgtest.Start(); err != nil {
-		if *only == "postgres" {
-			return fmt.Errorf("PostgreSQL: %s", oneLine(err))
+	c, err := cluster()
+	if err != nil {
+		if *pgURL != "" || *only == "postgres" {
+			return err
 		}
 		add("PostgreSQL rows", "skipped", oneLine(err))
 		return nil
@@ -157,7 +152,7 @@ func pgRows(add func(what, value, ratio string), work string) error {
 	if err != nil {
 		return err
 	}
-	return cliSteps(add, work, cliURL)
+	return cliSteps(add, work, cliURL, "PostgreSQL", "")
 }
 
 var dropLater []func()
@@ -272,9 +267,26 @@ func (f *floor) tx(ctx context.Context, fill func(q func(sql string, args ...any
 	})
 }
 
+// cluster is the server -postgres names, or one started for this run.
+func cluster() (*pgtest.Cluster, error) {
+	if *pgURL != "" {
+		c, err := pgtest.Attach(*pgURL)
+		if err != nil {
+			return nil, fmt.Errorf("-postgres: %s", oneLine(err))
+		}
+		return c, nil
+	}
+	c, err := pgtest.Start()
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL: %s", oneLine(err))
+	}
+	return c, nil
+}
+
 // cliSteps times one undolog process per step (intercept, start, commit),
-// on a log file and on PostgreSQL, side by side.
-func cliSteps(add func(what, value, ratio string), work, url string) error {
+// on a log file and on PostgreSQL at url (named what), side by side; target
+// follows the ratio.
+func cliSteps(add func(what, value, ratio string), work, url, what, target string) error {
 	bin, err := buildUndolog()
 	if err != nil {
 		return err
@@ -283,8 +295,10 @@ func cliSteps(add func(what, value, ratio string), work, url string) error {
 		cmd := exec.Command(bin, append([]string{"--log", log}, argv...)...)
 		cmd.Env = append(os.Environ(), "UNDOLOG_ACTOR=bench")
 		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("undolog %v: %v\n%.300s", argv, err, out)
+		if ee, ok := err.(*exec.ExitError); ok {
+			return "", fmt.Errorf("undolog %v: %v\n%.300s", argv, err, ee.Stderr)
+		} else if err != nil {
+			return "", fmt.Errorf("undolog %v: %v", argv, err)
 		}
 		return string(out), nil
 	}
@@ -327,8 +341,11 @@ func cliSteps(add func(what, value, ratio string), work, url string) error {
 		return err
 	}
 	add("CLI per step (one process: intercept, start or commit): log file", fmt.Sprintf("%.1f ms", r.median(0)), "")
-	add("CLI per step (one process: intercept, start or commit): PostgreSQL", fmt.Sprintf("%.1f ms", r.median(1)),
-		fmt.Sprintf("%.2fx the log file's", r.ratio(1, 0)))
+	ratio := fmt.Sprintf("%.2fx the log file's", r.ratio(1, 0))
+	if target != "" {
+		ratio += " (" + target + ")"
+	}
+	add("CLI per step (one process: intercept, start or commit): "+what, fmt.Sprintf("%.1f ms", r.median(1)), ratio)
 	return nil
 }
 

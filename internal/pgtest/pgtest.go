@@ -543,6 +543,15 @@ func Attach(adminURL string) (*Cluster, error) {
 // a test's, which keeps them).
 func (c *Cluster) Remove() error { return c.stop() }
 
+// ServerPID is the process id of a server this process started (its
+// postmaster, whose children are the backends), 0 for one it attached to.
+func (c *Cluster) ServerPID() int {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return 0
+	}
+	return c.cmd.Process.Pid
+}
+
 // CreateDatabase creates database name and returns its URL; DropDatabase
 // drops it. NewDatabase is the same for a test.
 func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {

@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -47,13 +48,7 @@ type Pooler struct {
 // without pgbouncer, or fails it when UNDOLOG_REQUIRE_PGBOUNCER is set.
 func (c *Cluster) Pooler(tb testing.TB) *Pooler {
 	tb.Helper()
-	c.poolerOnce.Do(func() {
-		if _, err := os.Stat(PgBouncer); err != nil {
-			c.poolerSkip = fmt.Sprintf("PgBouncer is not installed (no %s; Debian: apt-get install pgbouncer)", PgBouncer)
-			return
-		}
-		c.pooler, c.poolerErr = c.startPooler()
-	})
+	c.StartPooler()
 	switch {
 	case c.poolerSkip != "" && os.Getenv("UNDOLOG_REQUIRE_PGBOUNCER") != "":
 		tb.Fatal("pgtest: UNDOLOG_REQUIRE_PGBOUNCER is set but " + c.poolerSkip)
@@ -65,12 +60,29 @@ func (c *Cluster) Pooler(tb testing.TB) *Pooler {
 	return c.pooler
 }
 
+// StartPooler is Pooler for a program that is not a test (the benchmark):
+// it returns the cluster's pooler, starting it on the first call, stopped
+// with the cluster (Remove).
+func (c *Cluster) StartPooler() (*Pooler, error) {
+	c.poolerOnce.Do(func() {
+		if _, err := os.Stat(PgBouncer); err != nil {
+			c.poolerSkip = fmt.Sprintf("PgBouncer is not installed (no %s; Debian: apt-get install pgbouncer)", PgBouncer)
+			return
+		}
+		c.pooler, c.poolerErr = c.startPooler()
+	})
+	if c.poolerSkip != "" {
+		return nil, errors.New(c.poolerSkip)
+	}
+	return c.pooler, c.poolerErr
+}
+
 // URL is the URL of the database a direct URL of the pooler's server names,
 // through the pooler, as the same user. It tells undolog the pooler is in
 // transaction mode and, if listen, where the server is for its listening
-// connection (else waits poll). Statements are described, not prepared
-// (default_query_exec_mode=cache_describe), so that a test's own pgx
-// connections work through the pooler too.
+// connection (else waits poll). Statements are sent unprepared
+// (default_query_exec_mode=exec), as undolog sends them, so that a test's
+// own pgx connections work through the pooler too.
 func (p *Pooler) URL(direct string, listen bool) string {
 	u, err := url.Parse(direct)
 	if err != nil {
@@ -81,7 +93,7 @@ func (p *Pooler) URL(direct string, listen bool) string {
 	q.Set("host", p.dir)
 	q.Set("port", strconv.Itoa(poolerPort))
 	q.Set("undolog_pooler", "transaction")
-	q.Set("default_query_exec_mode", "cache_describe")
+	q.Set("default_query_exec_mode", "exec")
 	q.Del("undolog_listen_host")
 	q.Del("undolog_listen_port")
 	if listen {

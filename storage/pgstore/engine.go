@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,6 +63,10 @@ type Engine struct {
 	writes sync.RWMutex
 
 	recent recentRows // the rows its writes left, to decide on (recent.go)
+
+	txs atomic.Int64 // transactions begun, reads and writes (sendUnpreparedWhileCold)
+
+	wrapConn func(net.Conn) net.Conn // set by tests that count what goes over the wire
 }
 
 // Suspend waits for this process's write transactions under way to end
@@ -113,12 +118,49 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 			cfg.ConnConfig.RuntimeParams["lock_timeout"] = fmt.Sprint(ms)
 		}
 	}
+	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement && !strings.Contains(e.url, "default_query_exec_mode") {
+		e.sendUnpreparedWhileCold(cfg)
+	}
+	if wrap := e.wrapConn; wrap != nil {
+		dial := cfg.ConnConfig.DialFunc
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return wrap(c), nil
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, e.failed(err)
 	}
 	e.pool, e.role, e.beginWrite = pool, cfg.ConnConfig.User, begin
 	return pool, nil
+}
+
+// warmAfter is how many transactions an engine runs before its
+// connections prepare their statements.
+const warmAfter = 4
+
+// sendUnpreparedWhileCold has the connections an engine makes for its first
+// warmAfter transactions send each statement with its arguments in one
+// round trip (the unnamed statement), where pgx's statement cache first
+// prepares each new one in a round trip of its own: a process of one call
+// (exec) uses each statement once or twice, and would pay a round trip more
+// per batch. A process that lives on drops such a connection when it takes
+// it from the pool past them, and makes one that prepares its statements,
+// which saves the server their parse and plan from then on.
+func (e *Engine) sendUnpreparedWhileCold(cfg *pgxpool.Config) {
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		if e.txs.Load() < warmAfter {
+			cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		}
+		return nil
+	}
+	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+		return e.txs.Load() < warmAfter || c.Config().DefaultQueryExecMode != pgx.QueryExecModeExec, nil
+	}
 }
 
 // DefaultPoolSize is how many connections an engine keeps at most, unless its
@@ -144,7 +186,12 @@ func poolConfig(url string) (*pgxpool.Config, pooling, error) {
 	if err != nil {
 		return nil, pooling{}, err
 	}
-	p.forPooler(cfg.ConnConfig, url)
+	if p.transaction && !strings.Contains(url, "default_query_exec_mode") {
+		// A transaction pooler keeps no prepared statement between
+		// transactions: each statement goes with its arguments in one
+		// round trip (the unnamed statement), never described first.
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultPoolSize
 	}
@@ -229,6 +276,7 @@ func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error 
 	if err != nil {
 		return err
 	}
+	e.txs.Add(1)
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return e.failed(err)
@@ -275,12 +323,23 @@ func (e *Engine) update(ctx context.Context, fn func(storage.WriteTx) error, unf
 	if err != nil {
 		return err
 	}
-	if err := e.migrate(ctx, pool); err != nil {
-		return err
-	}
+	e.mu.Lock()
+	checkSchema := !e.migrated
+	e.mu.Unlock()
 	useRecent := true
 	for attempt := 1; ; attempt++ {
-		outcome, onRecent, err := e.updateOnce(ctx, pool, fn, useRecent, unflushed)
+		outcome, onRecent, err := e.updateOnce(ctx, pool, fn, useRecent, unflushed, checkSchema)
+		if checkSchema {
+			checkSchema = false
+			if errors.Is(err, errSchemaNotCurrent) {
+				// Looked at alone, migrated if it is older.
+				if err := e.migrate(ctx, pool); err != nil {
+					return err
+				}
+				attempt--
+				continue
+			}
+		}
 		var doubt commitInDoubt
 		if onRecent != nil && (err != nil || outcome == errNothingWritten) && !errors.As(err, &doubt) {
 			// Decided on recent rows that had changed, or read more, or
@@ -307,20 +366,44 @@ func (e *Engine) update(ctx context.Context, fn func(storage.WriteTx) error, unf
 
 // updateOnce is one attempt of Update: err is a failure (the transaction
 // rolled back), outcome what fn returned through KeepWrites (committed).
-func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent, unflushed bool) (outcome error, on *onRecent, err error) {
+//
+// With checkSchema, the log's schema version is read with the transaction's
+// first statements: unless it read this build's, the attempt is
+// errSchemaNotCurrent.
+func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(storage.WriteTx) error, useRecent, unflushed, checkSchema bool) (outcome error, on *onRecent, err error) {
 	e.writes.RLock()
 	defer e.writes.RUnlock()
+	e.pub.writing(+1)
+	defer e.pub.writing(-1)
 	e.mu.Lock()
 	role, begin := e.role, e.beginWrite
 	e.mu.Unlock()
+	e.txs.Add(1)
 	tx, err := beginPipelined(ctx, pool, begin)
 	if err != nil {
 		return nil, nil, err
+	}
+	if checkSchema {
+		tx.checkSchema()
 	}
 	if unflushed {
 		tx.Exec(ctx, `SET LOCAL synchronous_commit = off`) // sent with the transaction's first statements
 	}
 	defer tx.release(context.WithoutCancel(ctx))
+	defer func() {
+		switch {
+		case !checkSchema:
+		case tx.schema.current:
+			e.mu.Lock()
+			e.migrated = true
+			e.mu.Unlock()
+		default:
+			// Whatever fn made of it: what it read or wrote was not on
+			// this build's schema (a COMMIT of an aborted transaction
+			// rolls it back without an error).
+			outcome, err = nil, errSchemaNotCurrent
+		}
+	}()
 	w := &writer{reader: reader{ctx: ctx, tx: tx, forUpdate: true}, role: role, pipe: tx}
 	if useRecent {
 		w.recent = &e.recent
@@ -340,21 +423,48 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 		return nil, w.onRecent, err
 	}
 	queued := w.queueChanges()
-	if err := tx.commit(ctx, &pgx.Batch{}); err != nil {
+	carry := e.pub.carry(queued)
+	published, err := tx.commit(ctx, carry)
+	if carry {
+		e.pub.mu.Lock()
+		if e.pub.carried(err == nil, published) {
+			// The feed's lock was held: the publisher waits for it.
+			e.startPublisher(pool)
+		}
+		e.pub.mu.Unlock()
+	}
+	if err != nil {
 		return nil, w.onRecent, err
 	}
 	e.recent.keep(&w.wrote)
-	if queued {
+	// The connection goes back first: the publish takes it, and a process
+	// of one call then never opens a second.
+	tx.release(ctx)
+	if queued && !carry {
 		e.publishLater(pool)
 	}
 	return outcome, w.onRecent, nil
 }
 
+// publishSQL gives positions to every change queued (undolog_publish),
+// waiting for the feed's lock; tryPublishSQL only if it has it at once
+// (false otherwise): a write's batch never waits behind a publish.
+const (
+	publishSQL    = `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`
+	tryPublishSQL = `SELECT undolog_publish(false, NULL, NULL, NULL, NULL)`
+)
+
 // publishGap is the least time between the starts of two publishes of one
-// engine: the changes of writes committed meanwhile go in the next, so that
-// under load a publish gives positions to many writes' changes at once. A
-// reader of the feed waiting for one (SyncFeed) does not wait out the gap.
-const publishGap = 10 * time.Millisecond
+// engine, and between a write that asks for one and its publish: the
+// changes of writes committed meanwhile go in the next, so that under load
+// a publish gives positions to many writes' changes at once (a write of a
+// quiet engine publishes with its commit: carry). A reader of the feed
+// waiting for one (SyncFeed, Close) does not wait out the gap.
+const publishGap = 25 * time.Millisecond
+
+// publishWriteWait bounds a publish's wait, past its gap, for the writes of
+// its engine under way, one of which sends it with its commit.
+const publishWriteWait = time.Second
 
 // publisher gives positions to the changes this engine's writes queued, one
 // publish at a time, after their commits. undolog_publish moves the whole
@@ -372,6 +482,75 @@ type publisher struct {
 	ended   chan struct{} // closed (and replaced) when a publish ends
 	urge    chan struct{} // a reader waits: no gap before the next
 	last    time.Time     // when the newest publish began
+	asking  time.Time     // when the write that started the publisher committed
+	// inflight counts this engine's writes under way; quiet is closed
+	// (and replaced) when it falls to zero.
+	inflight int
+	quiet    chan struct{}
+	// sending: the publisher sends a publish now. carrying: a write sends
+	// one with its commit, for the writes counted up to carryUpTo.
+	sending, carrying bool
+	carryUpTo         uint64
+}
+
+// carry says whether a write about to commit sends the publish with its
+// COMMIT, in its round trip: when the publisher waits out its gap (it then
+// sends none: this one covers what it waited for), or when no other write
+// of this engine is under way and this one queued changes (a process of
+// one call, or a quiet one, publishes each write at once, on the
+// connection the write holds, whatever the time between its writes). Under
+// load the publisher gives one publish to many writes. The write counts
+// itself among those asking until it is carried.
+func (p *publisher) carry(queued bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sending || p.carrying || !p.running && (!queued || p.inflight > 1) {
+		return false
+	}
+	if p.ended == nil {
+		p.ended, p.urge = make(chan struct{}), make(chan struct{}, 1)
+	}
+	p.asked++
+	p.carrying, p.carryUpTo = true, p.asked
+	return true
+}
+
+// carried ends what carry began, with p.mu held: with the commit made, a
+// publish that had the feed's lock covered every write counted before it
+// (its failure leaves their changes queued, as the publisher's does); one
+// that found the lock held leaves them to the publisher, which it says to
+// start.
+func (p *publisher) carried(committed, published bool) (startPublisher bool) {
+	p.carrying = false
+	switch {
+	case !committed:
+		// Rolled back, nothing of it to publish: it takes its count back,
+		// so that no one waits for a publish of it (the publisher, woken
+		// below, publishes what others asked).
+		p.asked--
+	case !published:
+		startPublisher = true
+	case p.carryUpTo > p.done:
+		p.done = p.carryUpTo
+		p.last = time.Now()
+	}
+	close(p.ended)
+	p.ended = make(chan struct{})
+	return startPublisher
+}
+
+// writing counts a write of this engine in (+1) or out (-1).
+func (p *publisher) writing(delta int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.quiet == nil {
+		p.quiet = make(chan struct{})
+	}
+	p.inflight += delta
+	if p.inflight == 0 {
+		close(p.quiet)
+		p.quiet = make(chan struct{})
+	}
 }
 
 // publishLater has this engine's publisher give positions to what a
@@ -381,6 +560,12 @@ func (e *Engine) publishLater(pool *pgxpool.Pool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.asked++
+	e.startPublisher(pool)
+}
+
+// startPublisher starts the publisher unless it runs; p.mu is held.
+func (e *Engine) startPublisher(pool *pgxpool.Pool) {
+	p := &e.pub
 	if p.running {
 		return
 	}
@@ -390,7 +575,7 @@ func (e *Engine) publishLater(pool *pgxpool.Pool) {
 	if p.ctx == nil {
 		p.ctx, p.stop = context.WithCancel(context.Background())
 	}
-	p.running = true
+	p.running, p.asking = true, time.Now()
 	go e.runPublisher(pool, p.ctx)
 }
 
@@ -403,33 +588,73 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool, ctx context.Context) {
 			p.mu.Unlock()
 			return
 		}
-		gap := publishGap - time.Since(p.last)
+		gap := publishGap - time.Since(later(p.last, p.asking))
 		p.mu.Unlock()
-		if gap > 0 {
-			t := time.NewTimer(gap)
-			select {
-			case <-t.C:
-			case <-p.urge:
+		if gap > 0 && !p.wait(gap) {
+			// Past the gap, a write of this engine under way (exec's
+			// Finish after a quick command) sends the publish with its
+			// COMMIT (carry), on the connection it holds; waited for
+			// until this engine's writes are over (or one carried it),
+			// publishWriteWait at most.
+			p.mu.Lock()
+			busy, quiet, ended := p.inflight > 0, p.quiet, p.ended
+			p.mu.Unlock()
+			if busy {
+				t := time.NewTimer(publishWriteWait)
+				select {
+				case <-t.C:
+				case <-quiet:
+				case <-ended:
+				case <-p.urge:
+				}
 				t.Stop()
 			}
 		}
 		p.mu.Lock()
+		if p.carrying {
+			// A write sends it with its commit: wait for that, then
+			// see what is left.
+			ended := p.ended
+			p.mu.Unlock()
+			<-ended
+			continue
+		}
 		upTo := p.asked
-		p.last = time.Now()
+		p.last, p.sending = time.Now(), true
 		p.mu.Unlock()
 		// A failure leaves the changes queued: the next publish, of this
 		// process or another, gives them their positions.
 		// It holds the feed's lock: Suspend waits for it, as for a write.
 		var ok bool
 		e.writes.RLock()
-		_ = pool.QueryRow(ctx, `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`).Scan(&ok)
+		_ = pool.QueryRow(ctx, publishSQL).Scan(&ok)
 		e.writes.RUnlock()
 		p.mu.Lock()
-		p.done = upTo
+		p.sending = false
+		p.done = max(p.done, upTo)
 		close(p.ended)
 		p.ended = make(chan struct{})
 		p.mu.Unlock()
 	}
+}
+
+// wait waits d, or less if a reader urges a publish; it says which.
+func (p *publisher) wait(d time.Duration) (urged bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return false
+	case <-p.urge:
+		return true
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 var _ storage.FeedSyncer = (*Engine)(nil)

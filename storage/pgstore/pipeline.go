@@ -35,6 +35,37 @@ type pipelined struct {
 	// was, whatever its caller made of the error: the transaction is not
 	// committed then.
 	sent, noReads, refused bool
+	released               bool // the connection went back to the pool
+	// schema is the schema version check sent with the first batch, if
+	// any (checkSchema).
+	schema *schemaCheck
+}
+
+// schemaCheck is the read of the log's schema version a transaction sends
+// with its first statements, where it would otherwise cost a round trip of
+// its own before them: the rest of the transaction counts only once it
+// says this build's version.
+type schemaCheck struct {
+	sent, current bool
+}
+
+// errSchemaNotCurrent fails a transaction whose schema check did not find
+// this build's version (or could not read it): it is rolled back, and the
+// engine migrates (or says why not) before it runs again.
+var errSchemaNotCurrent = errors.New("pgstore: the log's schema is not this build's")
+
+// checkSchema sends the schema version's read with the transaction's first
+// statements.
+func (t *pipelined) checkSchema() {
+	t.schema = &schemaCheck{}
+	t.pending.Queue(`SELECT value FROM undolog_meta WHERE key = 'schema_version'`).QueryRow(func(row pgx.Row) error {
+		var v int64
+		if err := row.Scan(&v); err != nil || uint64(v) != SchemaVersion {
+			return errSchemaNotCurrent
+		}
+		t.schema.current = true
+		return nil
+	})
 }
 
 // held queues what the transaction's owner held back.
@@ -79,9 +110,18 @@ func (t *pipelined) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, e
 	t.pending = &pgx.Batch{}
 	n := queued.Len()
 	queued.QueuedQueries = append(queued.QueuedQueries, b.QueuedQueries...)
+	if t.schema != nil {
+		t.schema.sent = true
+	}
 	br := t.conn.SendBatch(ctx, queued)
-	for i := 0; i < n; i++ {
-		if _, err := br.Exec(); err != nil {
+	for _, q := range queued.QueuedQueries[:n] {
+		var err error
+		if q.Fn != nil {
+			err = q.Fn(br)
+		} else {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			br.Close()
 			return nil, err
 		}
@@ -139,20 +179,32 @@ func (t *pipelined) flush(ctx context.Context) error {
 	return br.Close()
 }
 
-// commit sends what is queued with b and COMMIT. A statement before
-// COMMIT that the server says failed rolled the transaction back (err is
-// the server's); a COMMIT the server refused too. Any other failure is
-// commitInDoubt: the answers of a batch are flushed only at its end, so a
-// connection lost with none of them may have lost a commit's.
-func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
+// commit sends what is queued and COMMIT, and with publish the feed's
+// publish after it, in the same round trip, if it has the feed's lock at
+// once (published says it did). A statement before COMMIT that the server
+// says failed rolled the transaction back (err is the server's); a COMMIT
+// the server refused too. Any other failure is commitInDoubt: the answers
+// of a batch are flushed only at its end, so a connection lost with none
+// of them may have lost a commit's. The publish runs once the commit is
+// made, in a transaction of its own: its failure leaves the changes queued,
+// for the next publish, and fails nothing.
+func (t *pipelined) commit(ctx context.Context, publish bool) (published bool, err error) {
+	if t.schema != nil && !t.schema.sent {
+		// Nothing was read: the schema is known before the COMMIT is sent.
+		if err := t.flush(ctx); err != nil {
+			return false, err
+		}
+	}
 	t.held()
-	b.Queue(`COMMIT`)
 	queued := t.pending
 	t.pending = &pgx.Batch{}
-	queued.QueuedQueries = append(queued.QueuedQueries, b.QueuedQueries...)
+	queued.Queue(`COMMIT`)
+	last := queued.Len() - 1
+	if publish {
+		queued.Queue(tryPublishSQL).QueryRow(func(row pgx.Row) error { return row.Scan(&published) })
+	}
 	br := t.conn.SendBatch(ctx, queued)
-	last := len(queued.QueuedQueries) - 1
-	for i, q := range queued.QueuedQueries {
+	for i, q := range queued.QueuedQueries[:last+1] {
 		var err error
 		if q.Fn != nil {
 			err = q.Fn(br)
@@ -163,20 +215,31 @@ func (t *pipelined) commit(ctx context.Context, b *pgx.Batch) error {
 			br.Close()
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && (i < last || pe.Severity == "ERROR") {
-				return err
+				return false, err
 			}
-			return commitInDoubt{err}
+			return false, commitInDoubt{err}
 		}
 	}
-	if err := br.Close(); err != nil {
-		return commitInDoubt{err}
+	if publish {
+		if queued.QueuedQueries[last+1].Fn(br) != nil {
+			published = false
+		}
+		br.Close() // committed, whatever the publish's end
+		return published, nil
 	}
-	return nil
+	if err := br.Close(); err != nil {
+		return false, commitInDoubt{err}
+	}
+	return false, nil
 }
 
 // release ends the transaction if it is still open and gives the
 // connection back (the pool drops one left in a transaction or broken).
 func (t *pipelined) release(ctx context.Context) {
+	if t.released {
+		return
+	}
+	t.released = true
 	if t.conn.Conn().PgConn().TxStatus() != 'I' {
 		t.conn.Exec(ctx, `ROLLBACK`)
 	}

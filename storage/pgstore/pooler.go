@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -17,9 +16,9 @@ import (
 // client's session. A URL that points at one says so, in parameters of
 // undolog's own that are taken out before pgx sees the URL:
 //
-//	undolog_pooler=transaction   statements are described, not prepared
-//	                             (pgx's QueryExecModeCacheDescribe); a
-//	                             write sets its lock_timeout with SET LOCAL
+//	undolog_pooler=transaction   a write sets its lock_timeout with SET
+//	                             LOCAL (statements are never prepared, on
+//	                             any server: poolConfig)
 //	undolog_listen_host=H        the listening connection goes to H (and
 //	undolog_listen_port=P        P, 5432 if not given), the server itself,
 //	                             as the same user
@@ -111,13 +110,4 @@ func sessionSettings(params map[string]string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// forPooler makes a connection's configuration fit a transaction pooler.
-func (p pooling) forPooler(cfg *pgx.ConnConfig, url string) {
-	if p.transaction && !strings.Contains(url, "default_query_exec_mode") {
-		// Descriptions are cached in the client; each statement is parsed
-		// afresh in the round trip that runs it, on whichever backend.
-		cfg.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
-	}
 }

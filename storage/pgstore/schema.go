@@ -2,7 +2,7 @@ package pgstore
 
 // SchemaVersion is the schema this build writes. A database with a higher
 // version is refused (model.ErrNewerSchema); a lower one is migrated up.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // rolesSchema is the version that added history rows' role columns and the
 // role checks (renumber with its migration).
@@ -844,4 +844,11 @@ BEGIN
 	END LOOP;
 END $$;
 `,
+	// 12: undolog_publish keeps the plan of its move. The move takes the
+	// floor and the queue's top as arguments, and the plan cache, left to
+	// choose, never judged its generic plan the cheaper: every publish
+	// planned the move anew, in a process that lives on and in a backend a
+	// pooler keeps warm alike. Now a backend plans it once. (CREATE OR
+	// REPLACE resets it, as it does search_path.)
+	`ALTER FUNCTION undolog_publish(boolean, text[], bigint[], text[], integer[]) SET plan_cache_mode = force_generic_plan`,
 }

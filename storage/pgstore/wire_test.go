@@ -1,0 +1,120 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/undolog/undolog/effectlog"
+	"github.com/undolog/undolog/internal/pgtest"
+	"github.com/undolog/undolog/lifecycle"
+	"github.com/undolog/undolog/model"
+	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage/pgstore"
+)
+
+// execWire is what one call as its own process (`undolog exec` of a
+// command that succeeds at once) sends the server: one connection; its
+// sign-in; the intercept that starts the call, in two round trips (its
+// reads with the schema version's, then its writes with the COMMIT and the
+// publish of its changes); the call's end, with its publish.
+const (
+	execConns      = 1
+	execRoundTrips = 4
+)
+
+// TestCallAsItsOwnProcessRoundTrips counts the connections and round trips
+// of a call driven as exec drives it (Intercept, which starts it; Drive,
+// which commits it; Close), by a fresh engine on a migrated log, as each
+// exec process is: one more fails the test, so that a process of one call
+// stays as cheap as a connection allows.
+func TestCallAsItsOwnProcessRoundTrips(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	if _, _, err := pgstore.New(url).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for n, what := range []string{"a new session", "a session that has calls"} {
+		conns, trips := callAsItsOwnProcess(t, url, n)
+		t.Logf("%s: %d connections, %d round trips", what, conns, trips)
+		if conns != execConns || trips != execRoundTrips {
+			t.Errorf("%s: %d connections and %d round trips, want %d and %d", what, conns, trips, execConns, execRoundTrips)
+		}
+	}
+}
+
+// callAsItsOwnProcess runs call n of session "s" as exec would, and
+// checks that it ended committed with its changes in the feed.
+func callAsItsOwnProcess(t *testing.T, url string, n int) (conns, roundTrips int) {
+	engine := pgstore.New(url)
+	wire := pgstore.CountWire(engine)
+	log := effectlog.New(engine, effectlog.Options{})
+	lc := &lifecycle.Lifecycle{Log: log}
+	ctx := context.Background()
+	call, err := lc.Intercept(ctx, effectlog.InterceptRequest{Session: "s", Tool: "true", Tier: sm.Compensable,
+		Args: json.RawMessage(fmt.Sprintf(`{"argv":["true","%d"]}`, n)), CreateSession: true, Actor: "ci",
+		Compensation: &model.Compensation{Kind: model.CompensationCommand, Argv: []string{"true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := lc.Drive(ctx, call, lifecycle.Ask{}, func(context.Context, *lifecycle.Call) lifecycle.Result {
+		return lifecycle.Result{Value: []byte(`{"exit":0}`)}
+	})
+	if err != nil || end.Ending != lifecycle.Ran {
+		t.Fatalf("call %d: %v, %v", n, end.Ending, err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	conns, roundTrips = wire.Counts()
+	check := effectlog.New(pgstore.New(url), effectlog.Options{})
+	d, err := check.GetEffect(ctx, call.Effect.ID)
+	check.Close()
+	if err != nil || d.Effect.State != sm.Committed {
+		t.Fatalf("call %d: %v, %v", n, d.Effect.State, err)
+	}
+	// Its changes are in the feed, none left queued: the publish went
+	// with the round trips counted.
+	if q := count(t, url, `SELECT count(*) FROM undolog_changes_pending`); q != 0 {
+		t.Errorf("call %d: %d changes left queued", n, q)
+	}
+	if c := count(t, url, fmt.Sprintf(`SELECT count(*) FROM undolog_changes WHERE kind = 'E' AND effect_id = %d`, call.Effect.ID)); c != 3 {
+		t.Errorf("call %d: %d of its 3 changes in the feed", n, c)
+	}
+	return conns, roundTrips
+}
+
+// A backend plans the publish's move once and keeps the plan, for the
+// publishes after (a process that lives on, a backend a pooler keeps warm):
+// left to the plan cache's choice, the move, which takes arguments, was
+// planned anew at every publish and its plan dropped after it.
+func TestPublishKeepsItsPlan(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	if _, _, err := pgstore.New(url).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// One transaction: one backend, through a transaction pooler too.
+	tx, err := conn.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(t.Context(), `SELECT undolog_publish(true, NULL, NULL, NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	var kept int
+	if err := tx.QueryRow(t.Context(), `SELECT count(*) FROM pg_backend_memory_contexts
+		WHERE name = 'CachedPlan' AND strpos(ident, $1) > 0`, "DELETE FROM undolog_changes_pending").Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if kept != 1 {
+		t.Errorf("the backend kept %d plans of the publish's move after it, want 1", kept)
+	}
+}
