@@ -423,7 +423,12 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 		return nil, w.onRecent, err
 	}
 	queued := w.queueChanges()
-	carry := e.pub.carry(queued)
+	if w.wakes {
+		tx.Exec(ctx, wakeSQL) // sent with the COMMIT
+	}
+	// A write whose caller goes on at its commit (a call starts) leaves
+	// the publish to the next write or the publisher.
+	carry := !w.goesOn && e.pub.carry(queued)
 	published, err := tx.commit(ctx, carry)
 	if carry {
 		e.pub.mu.Lock()
