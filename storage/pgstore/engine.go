@@ -277,12 +277,18 @@ func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error 
 		return err
 	}
 	e.txs.Add(1)
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return e.failed(err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	version, err := schemaVersion(ctx, tx)
+	defer func() {
+		// A connection left in a transaction would be dropped by the pool.
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+		conn.Release()
+	}()
+	version, err := beginRead(ctx, conn)
 	if err != nil {
 		return e.failed(err)
 	}
@@ -292,11 +298,33 @@ func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error 
 	case version > SchemaVersion:
 		return newerSchema(e.url, version)
 	}
-	r := reader{ctx: ctx, tx: tx}
+	r := reader{ctx: ctx, tx: conn}
 	if err := fn(r); err != nil {
 		return e.wrapped(err)
 	}
-	return e.failed0(tx.Commit(ctx))
+	_, err = conn.Exec(ctx, `COMMIT`)
+	return e.failed0(err)
+}
+
+// beginRead begins View's transaction and reads the log's schema version
+// with it, in one round trip (BEGIN, then the existence of undolog_meta and
+// the version, took three); 0 for a database without undolog's tables.
+func beginRead(ctx context.Context, conn *pgxpool.Conn) (uint64, error) {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+	var v int64
+	b.Queue(`SELECT value FROM undolog_meta WHERE key = 'schema_version'`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&v); !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+	err := conn.SendBatch(ctx, b).Close()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" { // no such table
+		return 0, nil
+	}
+	return uint64(v), err
 }
 
 // maxAttempts bounds how often a write runs again after a conflict.

@@ -11,6 +11,7 @@ import (
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
 	"github.com/undolog/undolog/storage/pgstore"
 )
 
@@ -82,4 +83,45 @@ func callAsItsOwnProcess(t *testing.T, url string, n int) (conns, roundTrips int
 		t.Errorf("call %d: %d of its 3 changes in the feed", n, c)
 	}
 	return conns, roundTrips
+}
+
+// TestReadRoundTrips counts the round trips of a read (a wait's look at
+// the feed's position) by a fresh engine: its sign-in, then BEGIN with the
+// schema version's read, the position's read, COMMIT. BEGIN, the version
+// table's existence and the version took a round trip each before.
+func TestReadRoundTrips(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	if _, _, err := pgstore.New(url).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	engine := pgstore.New(url)
+	wire := pgstore.CountWire(engine)
+	var position uint64
+	err := engine.View(t.Context(), func(tx storage.ReadTx) error {
+		var err error
+		position, err = tx.LastChange()
+		return err
+	})
+	engine.Close()
+	if err != nil || position != 0 {
+		t.Fatalf("position %d, %v", position, err)
+	}
+	if conns, trips := wire.Counts(); conns != 1 || trips != 4 {
+		t.Errorf("%d connections and %d round trips, want 1 and 4", conns, trips)
+	}
+	// A database without undolog's tables reads as empty: its sign-in, the
+	// version's read that fails, the ROLLBACK.
+	engine = pgstore.New(pgtest.Server(t).NewDatabase(t))
+	wire = pgstore.CountWire(engine)
+	err = engine.View(t.Context(), func(tx storage.ReadTx) error {
+		t.Error("a database without undolog's tables was read")
+		return nil
+	})
+	engine.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conns, trips := wire.Counts(); conns != 1 || trips != 3 {
+		t.Errorf("empty database: %d connections and %d round trips, want 1 and 3", conns, trips)
+	}
 }
