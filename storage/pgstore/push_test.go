@@ -37,19 +37,7 @@ func TestStartGoesOnBeforeItsPublish(t *testing.T) {
 	if err := setup.Close(); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.Background())
-	hold, err := holder.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(context.Background())
-	if _, err := hold.Exec(t.Context(), `LOCK TABLE undolog_changes IN SHARE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	hold := holdFeedTable(t, url)
 
 	log := effectlog.New(pgstore.New(url), effectlog.Options{})
 	type started struct {
@@ -119,19 +107,7 @@ func TestDecisionWakesWaitersAtItsCommit(t *testing.T) {
 		t.Fatalf("listening: %v", err)
 	}
 
-	holder, err := pgx.Connect(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.Background())
-	hold, err := holder.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hold.Rollback(context.Background())
-	if _, err := hold.Exec(t.Context(), `LOCK TABLE undolog_changes IN SHARE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	hold := holdFeedTable(t, url)
 	woke := make(chan error, 1)
 	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	defer stop()
@@ -157,4 +133,25 @@ func TestDecisionWakesWaitersAtItsCommit(t *testing.T) {
 	if err := approver.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// holdFeedTable locks the feed's table from a transaction of its own, which
+// the caller rolls back: a publish waits for it (its INSERT), a write's
+// commit does not (its changes go to the queue).
+func holdFeedTable(t *testing.T, url string) pgx.Tx {
+	t.Helper()
+	holder, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close(context.Background()) })
+	hold, err := holder.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Rollback(context.Background()) })
+	if _, err := hold.Exec(t.Context(), `LOCK TABLE undolog_changes IN SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return hold
 }
