@@ -135,6 +135,27 @@ func fleetRows(add func(what, value, ratio string), work string) error {
 	return cliSteps(add, work, pooler.URL(url, true), "PostgreSQL through PgBouncer", "target 1.5x")
 }
 
+// pushRows measures the approval push alone, on a server of its own.
+func pushRows(add func(what, value, ratio string), work string) error {
+	c, err := cluster()
+	if err != nil {
+		return err
+	}
+	defer c.Remove()
+	ctx := context.Background()
+	name := fmt.Sprintf("bench_push_%d", os.Getpid())
+	url, err := c.CreateDatabase(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer c.DropDatabase(ctx, name)
+	bin, err := buildUndolog()
+	if err != nil {
+		return err
+	}
+	return approvalPush(add, bin, url, work)
+}
+
 // approvalPush times the approval push on PostgreSQL direct: an exec of an
 // irreversible command waits for a decision in one process, `undolog
 // approve` records it in another, and the time is from the decision's

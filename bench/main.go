@@ -15,6 +15,7 @@
 //	go run -C bench . -only agent    # only the coding agent's rows (as root; UNDOLOG_CLAUDE names Claude Code)
 //	go run -C bench . -only files    # only a shell command's file snapshot against git status
 //	go run -C bench . -only fleet    # only exec -- true as its own process on PostgreSQL against its floor program
+//	go run -C bench . -only push     # only the approval push on PostgreSQL (one of the fleet rows)
 //
 // It is a module of its own so that SQLite (modernc.org/sqlite) never
 // becomes a dependency of undolog.
@@ -53,7 +54,7 @@ var (
 	serial  = flag.Int("n", 200, "lifecycles per serial run")
 	large   = flag.Bool("large", true, "also measure on a log of 1,000,000 effects (built once, about two minutes)")
 	dir     = flag.String("dir", "", "where to put the logs (default: a temp dir; the 1M log is kept in the system temp dir)")
-	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes; startup: only the start-up budget; large: only the rows on 1,000,000 effects; proxy: only the proxy's rows; proxy-http: only its rows under 2026-07-28 over HTTP; maint: only verify, compact and gc; agent: only the coding agent's rows; files: only a shell command's file snapshot; fleet: only exec -- true as its own process on PostgreSQL, against its floor program")
+	only    = flag.String("only", "", "postgres: only the PostgreSQL rows; cli: only the command processes; startup: only the start-up budget; large: only the rows on 1,000,000 effects; proxy: only the proxy's rows; proxy-http: only its rows under 2026-07-28 over HTTP; maint: only verify, compact and gc; agent: only the coding agent's rows; files: only a shell command's file snapshot; fleet: only exec -- true as its own process on PostgreSQL, against its floor program; push: only the approval push")
 	pgURL   = flag.String("postgres", "", "a superuser's postgres:// URL of a server to measure on (default: start a PostgreSQL 15 of its own from "+pgtest.BinDir+", or skip the PostgreSQL rows)")
 	pgTotal = flag.Int("pg-n", 1000, "lifecycles per concurrent PostgreSQL run")
 )
@@ -209,8 +210,13 @@ func run() error {
 			return err
 		}
 		return printTable(rows)
+	case "push":
+		if err := pushRows(add, work); err != nil {
+			return err
+		}
+		return printTable(rows)
 	default:
-		return fmt.Errorf("-only %q: the choices are postgres, cli, startup, large, proxy, proxy-http, maint, agent, files and fleet", *only)
+		return fmt.Errorf("-only %q: the choices are postgres, cli, startup, large, proxy, proxy-http, maint, agent, files, fleet and push", *only)
 	}
 	if *only == "postgres" {
 		if err := pgRows(add, work); err != nil {

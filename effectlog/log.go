@@ -51,6 +51,9 @@ type Log interface {
 	ExpireApprovals(ctx context.Context, session string) (int, error)
 
 	GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error)
+	// GetEffectAndPosition reads the effect and the change feed's newest
+	// position in one snapshot (see Service.GetEffectAndPosition).
+	GetEffectAndPosition(ctx context.Context, id uint64) (model.EffectDetail, uint64, error)
 	ListEffects(ctx context.Context, f EffectFilter) ([]model.Effect, uint64, error)
 	PendingApprovals(ctx context.Context, session string, limit int) ([]PendingApproval, int, error)
 	UndoStack(ctx context.Context, session string, limit int) ([]model.UndoEntry, int, error)

@@ -17,9 +17,29 @@ import (
 // An effect of which a record does not read is model.ErrCorrupt, with what
 // was read of it: its Damage says what failed (see damaged).
 func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error) {
+	d, _, err := s.getEffect(ctx, id, false)
+	return d, err
+}
+
+// GetEffectAndPosition is GetEffect with the change feed's newest position,
+// read in the same snapshot: a change the read did not see comes after it.
+// A wait for the effect's decision looks with it, and then waits for a
+// change after the position, in one read where it took two.
+func (s *Service) GetEffectAndPosition(ctx context.Context, id uint64) (model.EffectDetail, uint64, error) {
+	return s.getEffect(ctx, id, true)
+}
+
+func (s *Service) getEffect(ctx context.Context, id uint64, withPosition bool) (model.EffectDetail, uint64, error) {
 	var out model.EffectDetail
+	var position uint64
 	found := false
 	err := s.view(ctx, func(tx storage.ReadTx) error {
+		if withPosition {
+			var err error
+			if position, err = tx.LastChange(); err != nil {
+				return err
+			}
+		}
 		d, err := effectDetail(tx, id)
 		out, found = d, err == nil
 		return err
@@ -33,7 +53,7 @@ func (s *Service) GetEffect(ctx context.Context, id uint64) (model.EffectDetail,
 		}
 		out.Effect.Damage = damageText(err)
 	}
-	return out, err
+	return out, position, err
 }
 
 // damaged is what a read shows of effect id, whose record could not be read

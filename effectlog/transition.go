@@ -66,6 +66,12 @@ func (s *Service) Transition(ctx context.Context, id uint64, to sm.State, c mode
 	d := destinations[to]
 	var out model.Effect
 	err := s.update(ctx, func(tx storage.WriteTx) error {
+		if g, ok := tx.(storage.CallerGoesOn); ok && to == sm.Executing {
+			g.GoesOnAtCommit() // the call starts once this is committed
+		}
+		if w, ok := tx.(storage.DecisionWaker); ok && (to == sm.Approved || to == sm.Rejected) {
+			w.WakeWaiters() // a call may wait for this decision
+		}
 		now := s.now()
 		e, sess, err := getEffectAndSession(tx, id)
 		if err != nil {

@@ -213,12 +213,9 @@ func (l *Lifecycle) Wait(ctx context.Context, c *Call, bound time.Duration, anno
 	giveUp := l.now().Add(bound)
 	fails := 0 // looks in a row that did not reach the log's server
 	for {
-		// The feed's position first: a decision recorded after it wakes the wait.
-		position, err := l.Log.LastChange(ctx)
-		var d model.EffectDetail
-		if err == nil {
-			d, err = l.Log.GetEffect(ctx, c.Effect.ID)
-		}
+		// The feed's position with the effect: a decision recorded after
+		// the read wakes the wait.
+		d, position, err := l.Log.GetEffectAndPosition(ctx, c.Effect.ID)
 		if err != nil && ctx.Err() != nil {
 			return Waited{Interrupted, model.EffectDetail{Effect: c.Effect}}, nil // the look was cut short: the request stands
 		} else if errors.Is(err, model.ErrUnavailable) && l.now().Before(giveUp) {

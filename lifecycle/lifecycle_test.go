@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -294,5 +295,43 @@ func TestReclaimRefusesALiveOwner(t *testing.T) {
 	}
 	if d, _ := l.Log.GetEffect(t.Context(), c.Effect.ID); d.Effect.State != sm.Executing {
 		t.Fatalf("%s", d.Effect.State)
+	}
+}
+
+// lookCounter counts a wait's reads of the log.
+type lookCounter struct {
+	effectlog.Log
+	reads []string
+}
+
+func (c *lookCounter) GetEffect(ctx context.Context, id uint64) (model.EffectDetail, error) {
+	c.reads = append(c.reads, "GetEffect")
+	return c.Log.GetEffect(ctx, id)
+}
+
+func (c *lookCounter) LastChange(ctx context.Context) (uint64, error) {
+	c.reads = append(c.reads, "LastChange")
+	return c.Log.LastChange(ctx)
+}
+
+func (c *lookCounter) GetEffectAndPosition(ctx context.Context, id uint64) (model.EffectDetail, uint64, error) {
+	c.reads = append(c.reads, "GetEffectAndPosition")
+	return c.Log.GetEffectAndPosition(ctx, id)
+}
+
+// A wait looks at the effect and the feed's position in one read (one
+// transaction, a round trip less each for a server's log): a look of a
+// waiting exec woken by a decision comes before its start.
+func TestWaitLooksInOneRead(t *testing.T) {
+	clock := &fakeClock{t: time.Now(), step: time.Minute}
+	l, c := waiting(t, clock, time.Hour)
+	counter := &lookCounter{Log: l.Log}
+	l.Log = counter
+	w, err := l.Wait(context.Background(), c, time.Minute, nil)
+	if err != nil || w.Ending != Undecided {
+		t.Fatalf("%v %v", w.Ending, err)
+	}
+	if !slices.Equal(counter.reads, []string{"GetEffectAndPosition"}) {
+		t.Fatalf("a look read %v, want one read of the effect with the position", counter.reads)
 	}
 }

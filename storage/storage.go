@@ -134,6 +134,23 @@ type SignatureLookahead interface {
 	LookAhead(sig string)
 }
 
+// CallerGoesOn is what a write transaction of an engine that gives a
+// write's change-feed positions after its commit can do beyond WriteTx: be
+// told that its caller acts as soon as the write is committed (a call
+// starts once its effect is recorded executing), so that the positions
+// follow the write's return instead of delaying it.
+type CallerGoesOn interface {
+	GoesOnAtCommit()
+}
+
+// DecisionWaker is what a write transaction of an engine that tells other
+// processes of its changes can do beyond WriteTx: tell their waits, as its
+// commit is made and before its changes have feed positions, to look again
+// (a decision on a request they may be waiting for was recorded).
+type DecisionWaker interface {
+	WakeWaiters()
+}
+
 // ErrNothingToWrite is returned by an Update function that looked and found
 // nothing to change: the call succeeds and writes nothing.
 var ErrNothingToWrite = errors.New("nothing to write")

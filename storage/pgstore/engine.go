@@ -64,7 +64,7 @@ type Engine struct {
 
 	recent recentRows // the rows its writes left, to decide on (recent.go)
 
-	txs atomic.Int64 // transactions begun, reads and writes (sendUnpreparedWhileCold)
+	writeTxs atomic.Int64 // writes begun, each once whatever its attempts (sendUnpreparedWhileCold)
 
 	wrapConn func(net.Conn) net.Conn // set by tests that count what goes over the wire
 }
@@ -139,27 +139,31 @@ func (e *Engine) connect(ctx context.Context) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
-// warmAfter is how many transactions an engine runs before its
+// warmAfter is how many write transactions an engine runs before its
 // connections prepare their statements.
 const warmAfter = 4
 
 // sendUnpreparedWhileCold has the connections an engine makes for its first
-// warmAfter transactions send each statement with its arguments in one
-// round trip (the unnamed statement), where pgx's statement cache first
-// prepares each new one in a round trip of its own: a process of one call
-// (exec) uses each statement once or twice, and would pay a round trip more
-// per batch. A process that lives on drops such a connection when it takes
-// it from the pool past them, and makes one that prepares its statements,
-// which saves the server their parse and plan from then on.
+// warmAfter writes send each statement with its arguments in one round
+// trip (the unnamed statement), where pgx's statement cache first prepares
+// each new one in a round trip of its own: a process of one call (exec)
+// uses each statement once or twice, and would pay a round trip more per
+// batch. A process that lives on drops such a connection when it takes it
+// from the pool past them, and makes one that prepares its statements,
+// which saves the server their parse and plan from then on. Reads do not
+// count: an exec waiting for a decision looks again and again, and would
+// otherwise make a new connection for the look and the start that follow
+// the decision (a sign-in, a round trip to prepare each batch, a server
+// process whose caches are cold).
 func (e *Engine) sendUnpreparedWhileCold(cfg *pgxpool.Config) {
 	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
-		if e.txs.Load() < warmAfter {
+		if e.writeTxs.Load() < warmAfter {
 			cc.DefaultQueryExecMode = pgx.QueryExecModeExec
 		}
 		return nil
 	}
 	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
-		return e.txs.Load() < warmAfter || c.Config().DefaultQueryExecMode != pgx.QueryExecModeExec, nil
+		return e.writeTxs.Load() < warmAfter || c.Config().DefaultQueryExecMode != pgx.QueryExecModeExec, nil
 	}
 }
 
@@ -276,13 +280,18 @@ func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error 
 	if err != nil {
 		return err
 	}
-	e.txs.Add(1)
-	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return e.failed(err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
-	version, err := schemaVersion(ctx, tx)
+	defer func() {
+		// A connection left in a transaction would be dropped by the pool.
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+		conn.Release()
+	}()
+	version, err := beginRead(ctx, conn)
 	if err != nil {
 		return e.failed(err)
 	}
@@ -292,11 +301,33 @@ func (e *Engine) View(ctx context.Context, fn func(storage.ReadTx) error) error 
 	case version > SchemaVersion:
 		return newerSchema(e.url, version)
 	}
-	r := reader{ctx: ctx, tx: tx}
+	r := reader{ctx: ctx, tx: conn}
 	if err := fn(r); err != nil {
 		return e.wrapped(err)
 	}
-	return e.failed0(tx.Commit(ctx))
+	_, err = conn.Exec(ctx, `COMMIT`)
+	return e.failed0(err)
+}
+
+// beginRead begins View's transaction and reads the log's schema version
+// with it, in one round trip (BEGIN, then the existence of undolog_meta and
+// the version, took three); 0 for a database without undolog's tables.
+func beginRead(ctx context.Context, conn *pgxpool.Conn) (uint64, error) {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+	var v int64
+	b.Queue(`SELECT value FROM undolog_meta WHERE key = 'schema_version'`).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&v); !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+	err := conn.SendBatch(ctx, b).Close()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" { // no such table
+		return 0, nil
+	}
+	return uint64(v), err
 }
 
 // maxAttempts bounds how often a write runs again after a conflict.
@@ -326,6 +357,7 @@ func (e *Engine) update(ctx context.Context, fn func(storage.WriteTx) error, unf
 	e.mu.Lock()
 	checkSchema := !e.migrated
 	e.mu.Unlock()
+	e.writeTxs.Add(1)
 	useRecent := true
 	for attempt := 1; ; attempt++ {
 		outcome, onRecent, err := e.updateOnce(ctx, pool, fn, useRecent, unflushed, checkSchema)
@@ -378,7 +410,6 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 	e.mu.Lock()
 	role, begin := e.role, e.beginWrite
 	e.mu.Unlock()
-	e.txs.Add(1)
 	tx, err := beginPipelined(ctx, pool, begin)
 	if err != nil {
 		return nil, nil, err
@@ -423,7 +454,12 @@ func (e *Engine) updateOnce(ctx context.Context, pool *pgxpool.Pool, fn func(sto
 		return nil, w.onRecent, err
 	}
 	queued := w.queueChanges()
-	carry := e.pub.carry(queued)
+	if w.wakes {
+		tx.Exec(ctx, wakeSQL) // sent with the COMMIT
+	}
+	// A write whose caller goes on at its commit (a call starts) leaves
+	// the publish to the next write or the publisher.
+	carry := !w.goesOn && e.pub.carry(queued)
 	published, err := tx.commit(ctx, carry)
 	if carry {
 		e.pub.mu.Lock()
@@ -617,6 +653,12 @@ func (e *Engine) runPublisher(pool *pgxpool.Pool, ctx context.Context) {
 			ended := p.ended
 			p.mu.Unlock()
 			<-ended
+			continue
+		}
+		if p.done == p.asked {
+			// A write carried what it waited for (exec's end after its
+			// start, whose publish it left): none to send.
+			p.mu.Unlock()
 			continue
 		}
 		upTo := p.asked

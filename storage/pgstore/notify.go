@@ -23,6 +23,12 @@ import (
 // The name is in undolog_publish's text too.
 const channel = "undolog_changes"
 
+// wakeSQL notifies the listening engines, at its transaction's commit, that
+// a decision was recorded, before the feed gives it a position (a publish
+// after the commit, on a fresh connection a compile of undolog_publish
+// more): position 0 in the payload, on which every wait looks again.
+const wakeSQL = `SELECT pg_notify('` + channel + `', coalesce(current_schema(), '') || ' 0')`
+
 // listenName is the application_name of the listening connection, by which
 // an operator (or a test) can tell it among a log's connections.
 const listenName = "undolog listen"
@@ -276,6 +282,16 @@ func (e *Engine) hear(ctx context.Context, conn *pgx.Conn, schema string) {
 		pos, err := strconv.ParseUint(p, 10, 64)
 		if !ok || s != schema || err != nil {
 			continue // another log's, in another schema of this database
+		}
+		if pos == 0 {
+			// A decision was recorded (wakeSQL): every wait looks again,
+			// as after a new connection. Sent by any role, it costs each
+			// waiter a look, no more.
+			l.mu.Lock()
+			l.epoch++
+			l.broadcast()
+			l.mu.Unlock()
+			continue
 		}
 		l.mu.Lock()
 		news := pos > l.latest

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// querier is what a transaction's reads and writes run on: a pgx.Tx (View,
-// verify) or a pipelined write transaction.
+// querier is what a transaction's reads and writes run on: a pgx.Tx
+// (verify), View's connection, or a pipelined write transaction.
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

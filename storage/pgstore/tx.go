@@ -67,6 +67,10 @@ type writer struct {
 	// taken are the effect ids this transaction took: no undo entry can
 	// be there for one yet.
 	taken []uint64
+	// goesOn: its caller acts once it is committed (GoesOnAtCommit).
+	goesOn bool
+	// wakes: its commit wakes the engines waiting (WakeWaiters).
+	wakes bool
 }
 
 // historyRows are effect history rows as the columns of one INSERT.
@@ -182,6 +186,15 @@ func (w *writer) Effect(id uint64) (model.Effect, error) {
 	w.session.id, w.session.data, w.session.state = session, sdata, state
 	return e, decode(data, &e, fmt.Sprintf("effects/%d", id))
 }
+
+// GoesOnAtCommit has the write's changes published after it returns: by
+// the engine's next write, which carries the publish with its COMMIT (the
+// end of a quick call), or by the publisher past its gap.
+func (w *writer) GoesOnAtCommit() { w.goesOn = true }
+
+// WakeWaiters has the write's commit notify the listening engines, in
+// its round trip, that a decision was made (wakeSQL).
+func (w *writer) WakeWaiters() { w.wakes = true }
 
 // LookAhead has the next read of a session look up sig too (an intercept
 // reads its session, then its signature): one round trip for the two.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
 	sm "github.com/undolog/undolog/statemachine"
+	"github.com/undolog/undolog/storage"
 	"github.com/undolog/undolog/storage/pgstore"
 )
 
@@ -116,5 +118,90 @@ func TestPublishKeepsItsPlan(t *testing.T) {
 	}
 	if kept != 1 {
 		t.Errorf("the backend kept %d plans of the publish's move after it, want 1", kept)
+	}
+}
+
+// TestReadRoundTrips counts the round trips of a read (a wait's look at
+// the feed's position) by a fresh engine: its sign-in, then BEGIN with the
+// schema version's read, the position's read, COMMIT. BEGIN, the version
+// table's existence and the version took a round trip each before.
+func TestReadRoundTrips(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	if _, _, err := pgstore.New(url).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	engine := pgstore.New(url)
+	wire := pgstore.CountWire(engine)
+	var position uint64
+	err := engine.View(t.Context(), func(tx storage.ReadTx) error {
+		var err error
+		position, err = tx.LastChange()
+		return err
+	})
+	engine.Close()
+	if err != nil || position != 0 {
+		t.Fatalf("position %d, %v", position, err)
+	}
+	if conns, trips := wire.Counts(); conns != 1 || trips != 4 {
+		t.Errorf("%d connections and %d round trips, want 1 and 4", conns, trips)
+	}
+	// A database without undolog's tables reads as empty: its sign-in, the
+	// version's read that fails, the ROLLBACK.
+	engine = pgstore.New(pgtest.Server(t).NewDatabase(t))
+	wire = pgstore.CountWire(engine)
+	err = engine.View(t.Context(), func(tx storage.ReadTx) error {
+		t.Error("a database without undolog's tables was read")
+		return nil
+	})
+	engine.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conns, trips := wire.Counts(); conns != 1 || trips != 3 {
+		t.Errorf("empty database: %d connections and %d round trips, want 1 and 3", conns, trips)
+	}
+}
+
+// A process that waits for a decision looks at the log again and again
+// (a read each), then starts and ends its call: it does it all on its one
+// connection. The reads counted towards the switch to a connection that
+// prepares its statements, made for the look and the start after the
+// decision: a sign-in, a round trip to prepare each batch, and a server
+// process whose caches were cold, between the decision and the command.
+func TestWaitingProcessKeepsItsConnection(t *testing.T) {
+	url := pgtest.Server(t).NewDatabase(t)
+	if _, _, err := pgstore.New(url).Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	engine := pgstore.New(url)
+	wire := pgstore.CountWire(engine)
+	log := effectlog.New(engine, effectlog.Options{})
+	ctx := context.Background()
+	res, err := log.Intercept(ctx, effectlog.InterceptRequest{Session: "s", Tool: "deploy", Tier: sm.Irreversible,
+		Args: json.RawMessage(`{}`), CreateSession: true, Actor: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, _, err := log.GetEffectAndPosition(ctx, res.Effect.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	approver := effectlog.New(pgstore.New(url), effectlog.Options{})
+	if _, err := approver.Approve(ctx, res.Effect.ID, model.Change{Actor: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	approver.Close()
+	if _, err := log.Start(ctx, res.Effect.ID, model.Change{Actor: "ci", Owner: model.NewOwner(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Commit(ctx, res.Effect.ID, model.Change{Actor: "ci", Result: json.RawMessage(`{"exit":0}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := log.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if conns, _ := wire.Counts(); conns != 1 {
+		t.Errorf("%d connections, want 1", conns)
 	}
 }
