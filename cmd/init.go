@@ -65,15 +65,19 @@ Code runs a tool whose hook fails otherwise). Run init again after moving undolo
 
 It turns Claude Code's sandbox on for the agent's Bash (sandbox.enabled and
 failIfUnavailable true, allowUnsandboxedCommands false; Linux needs bubblewrap and
-socat), with writes denied to the project's .claude, the log's directory and
-undolog's snapshot store (and a --policy file elsewhere), and permission rules that
-deny Write and Edit there (and in every .claude): the agent cannot rewrite the log,
-the settings or the policy, or approve its own calls, whatever its shell line says. A
-log or store inside the project, or in a directory that holds it, and a --policy file
-in the project outside .claude, are refused: move it (--log, $UNDOLOG_LOG,
-$UNDOLOG_FILES_DIR) and run init with the log the hook uses. Settings that turn the
-sandbox off are refused, not overridden. --no-sandbox leaves the sandbox out (the
-hook then holds no shell command for it) and says what that leaves open.
+socat, and init warns when bwrap or socat is not on the PATH), with writes denied to
+the project's .claude, the log's directory and undolog's snapshot store (and a
+--policy file elsewhere), and permission rules that deny Write and Edit there (and in
+every .claude): the agent cannot rewrite the log, the settings or the policy, or
+approve its own calls, whatever its shell line says. A log or store inside the
+project, in a directory that holds it, or in a directory every user shares (/tmp),
+and a --policy file in the project outside .claude, are refused: move it (--log,
+$UNDOLOG_LOG, $UNDOLOG_FILES_DIR) and run init with the log the hook uses. A log file
+other than the default is written into the hook's command (--log); a postgres:// URL
+never is: give Claude Code $UNDOLOG_LOG yourself. Settings that turn the sandbox off,
+in settings.json or settings.local.json, are refused, not overridden. --no-sandbox
+leaves the sandbox out (the hook then holds no shell command for it), still writes
+the permission rules, and says what that leaves open.
 
 Without --policy it writes undolog's default policy for Claude Code's tools to
 ` + projectPolicy + ` (unless that file exists: yours stays) and the hook uses it.`,
