@@ -172,6 +172,10 @@ func TestHookShellCommandWhoseAgentDiedStopsUndo(t *testing.T) {
 	if !strings.Contains(string(out), "restore by hand") {
 		t.Fatalf("undo's output does not say why:\n%s", out)
 	}
+	// The restore's refusal (exit 12) is for good: it is not tried again.
+	if strings.Contains(string(out), "retrying") || !strings.Contains(string(out), "after 1 attempt") {
+		t.Fatalf("undo tried a refused restore again, want one attempt:\n%s", out)
+	}
 	if got := readFile(t, filepath.Join(r.project, "x.txt")); got != "x\n" {
 		t.Fatalf("x.txt after the stopped undo: %q, want the dead call's file left as it is", got)
 	}
