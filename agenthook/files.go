@@ -175,7 +175,7 @@ func (p ProjectFiles) overlapping(calls, own string, shell bool) error {
 			continue
 		}
 		if shell || m.Shell {
-			return fmt.Errorf("%w (a %s of agent pid %d): make this call again once it has ended", ErrFilesBusy, callKind(m.Shell), m.Agent.PID)
+			return fmt.Errorf("%w (a %s of agent pid %d)", ErrFilesBusy, callKind(m.Shell), m.Agent.PID)
 		}
 	}
 	return nil

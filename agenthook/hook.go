@@ -108,7 +108,7 @@ func (h *Hook) classify(ev Event) (policy.Classification, error) {
 	if err == nil && cls.Tier == sm.Compensable && ev.ToolName == "Bash" && h.SandboxOff != nil {
 		if why := h.SandboxOff(h.project(ev)); why != "" {
 			cls.Tier = sm.Irreversible
-			cls.Reason += " (unguarded: " + why + "; `undolog init claude-code` turns it on)"
+			cls.Reason += " (unguarded: " + why + ")"
 		}
 	}
 	return cls, err
@@ -159,7 +159,8 @@ func (h *Hook) Pre(ctx context.Context, ev Event) *Decision {
 		// The log's text names the command that resumes the session: the
 		// person's, not the model's.
 		d := deny("%s did not run: this session takes no new calls until a person decides (it is halted or was undone); stop and tell the user", ev.ToolName)
-		d.Message = "undolog: " + textfmt.OneLine(err.Error())
+		d.Message = "undolog: " + textfmt.OneLine(err.Error()) +
+			" (a new Claude Code session, or UNDOLOG_SESSION set to a new name in Claude Code's environment and Claude Code restarted)"
 		return d
 	}
 	if err != nil {
@@ -263,6 +264,9 @@ func (h *Hook) captureFiles(ctx context.Context, ev Event, req *effectlog.Interc
 		return nil, deny("%s could not be looked up in the log (%v): it did not run", ev.ToolName, textfmt.OneLine(err.Error()))
 	}
 	undo, err := h.Files.Before(h.project(ev), filesOf(ev))
+	if errors.Is(err, ErrFilesBusy) {
+		return nil, deny("%v: %s did not run; make this call again once that one has ended", err, ev.ToolName)
+	}
 	if err != nil {
 		return nil, deny("the files %s may change could not be captured for its undo (%v): it did not run", ev.ToolName, err)
 	}

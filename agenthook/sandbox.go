@@ -17,6 +17,7 @@ import (
 	"slices"
 
 	"github.com/undolog/undolog/filesnap"
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // Guarded are the paths the agent must not write (absolute): directories
@@ -64,18 +65,13 @@ func InstallSandbox(settings []byte, g Guarded, sandbox bool) ([]byte, bool, err
 		if err != nil {
 			return nil, false, err
 		}
-		for _, k := range []struct {
-			key  string
-			want bool
-		}{{"enabled", true}, {"failIfUnavailable", true}, {"allowUnsandboxedCommands", false}} {
-			if raw, ok := sb.vals[k.key]; ok {
-				var v bool
-				if json.Unmarshal(raw, &v) != nil || v != k.want {
-					return nil, false, fmt.Errorf("the settings' sandbox.%s is %s, and undolog needs it %v: change it, or run init with --no-sandbox", k.key, raw, k.want)
-				}
-				continue
+		if err := sandboxKeysOn(sb, "the settings'"); err != nil {
+			return nil, false, err
+		}
+		for _, k := range sandboxOn {
+			if _, ok := sb.vals[k.key]; !ok {
+				sb.set(k.key, json.RawMessage(fmt.Sprint(k.want)))
 			}
-			sb.set(k.key, json.RawMessage(fmt.Sprint(k.want)))
 		}
 		fsys, err := subObject(sb, "filesystem", "the settings' sandbox.filesystem")
 		if err != nil {
@@ -103,6 +99,40 @@ func InstallSandbox(settings []byte, g Guarded, sandbox bool) ([]byte, bool, err
 	}
 	top.set("permissions", perms.marshal())
 	return indented(settings, top)
+}
+
+// sandboxOn are the sandbox's keys undolog needs, with their values.
+var sandboxOn = []struct {
+	key  string
+	want bool
+}{{"enabled", true}, {"failIfUnavailable", true}, {"allowUnsandboxedCommands", false}}
+
+// sandboxKeysOn refuses a sandbox object (of the settings whose is says)
+// that sets one of sandboxOn's keys otherwise.
+func sandboxKeysOn(sb *object, whose string) error {
+	for _, k := range sandboxOn {
+		if raw, ok := sb.vals[k.key]; ok {
+			var v bool
+			if json.Unmarshal(raw, &v) != nil || v != k.want {
+				return fmt.Errorf("%s sandbox.%s is %s, and undolog needs it %v: change it, or run init with --no-sandbox", whose, k.key, raw, k.want)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckLocalSandbox refuses local settings (settings.local.json, whose
+// keys win over settings.json's in Claude Code) that turn the sandbox off.
+func CheckLocalSandbox(local []byte) error {
+	top, err := parseObject(local, "the local settings")
+	if err != nil {
+		return err
+	}
+	sb, err := subObject(top, "sandbox", "the local settings' sandbox")
+	if err != nil {
+		return err
+	}
+	return sandboxKeysOn(sb, "the local settings'")
 }
 
 // subObject is the object top holds under key (a new one if none).
@@ -197,21 +227,33 @@ func SandboxOff(project, logFile, policyFile string) string {
 		}
 		denied = append(denied, lists.Filesystem.DenyWrite...)
 	}
+	const turnOn = "; `undolog init claude-code` turns it on"
 	switch {
 	case sandbox.Enabled == nil || !*sandbox.Enabled:
-		return "Claude Code's sandbox is off in the project's settings"
+		return "Claude Code's sandbox is off in the project's settings" + turnOn
 	case sandbox.FailIfUnavailable == nil || !*sandbox.FailIfUnavailable:
-		return "the project's settings let Claude Code run Bash unsandboxed where its sandbox is unavailable (sandbox.failIfUnavailable)"
+		return "the project's settings let Claude Code run Bash unsandboxed where its sandbox is unavailable (sandbox.failIfUnavailable)" + turnOn
 	case sandbox.AllowUnsandboxedCommands == nil || *sandbox.AllowUnsandboxedCommands:
-		return "the project's settings let the model run a command outside Claude Code's sandbox (sandbox.allowUnsandboxedCommands)"
+		return "the project's settings let the model run a command outside Claude Code's sandbox (sandbox.allowUnsandboxedCommands)" + turnOn
 	}
 	g, err := GuardedFor(project, logFile, policyFile)
 	if err != nil {
 		return err.Error()
 	}
+	logDir := ""
+	if logFile != "" {
+		logFile, _ = filepath.Abs(logFile)
+		logDir, _ = realAbs(filepath.Dir(logFile))
+	}
 	for _, p := range g.Paths() {
-		if !covers(denied, p) {
-			return fmt.Sprintf("the project's settings let Claude Code's sandbox write %s (not in sandbox.filesystem.denyWrite)", p)
+		switch {
+		case covers(denied, p):
+		case p == logDir:
+			// Most often init was run with another log than this hook's.
+			return fmt.Sprintf("the project's settings let Claude Code's sandbox write %s, the directory of this hook's log %s (not in sandbox.filesystem.denyWrite): run `undolog init claude-code --log %s` in the project",
+				p, logFile, textfmt.ShellQuote(logFile))
+		default:
+			return fmt.Sprintf("the project's settings let Claude Code's sandbox write %s (not in sandbox.filesystem.denyWrite)%s", p, turnOn)
 		}
 	}
 	return ""
@@ -245,6 +287,10 @@ func GuardedFor(project, logFile, policyFile string) (Guarded, error) {
 			return Guarded{}, fmt.Errorf("%s %s is inside the project, where the agent's shell writes: move it out (%s)", d.what, dir, d.move)
 		case inside(dir, project):
 			return Guarded{}, fmt.Errorf("%s %s holds the project: keeping the agent from it would keep it from the project too; give it a directory of its own (%s)", d.what, dir, d.move)
+		case sharedByAll(dir):
+			// Claude Code's sandbox keeps its own temp dir below /tmp: denying
+			// /tmp would deny it that.
+			return Guarded{}, fmt.Errorf("%s %s is shared by every user (world-writable, sticky), as the sandbox's own temp dir below it is: keeping the agent from it would break the sandbox; put it in a directory of its own (%s)", d.what, dir, d.move)
 		}
 		if !slices.Contains(g.Dirs, dir) {
 			g.Dirs = append(g.Dirs, dir)
@@ -266,6 +312,13 @@ func GuardedFor(project, logFile, policyFile string) (Guarded, error) {
 		}
 	}
 	return g, nil
+}
+
+// sharedByAll says whether dir is a world-writable sticky directory, as
+// /tmp is.
+func sharedByAll(dir string) bool {
+	info, err := os.Stat(dir)
+	return err == nil && info.IsDir() && info.Mode()&os.ModeSticky != 0 && info.Mode().Perm()&0o002 != 0
 }
 
 // realAbs is path absolute, its existing part's links resolved (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/undolog/undolog/filesnap"
 	"github.com/undolog/undolog/lifecycle"
 	"github.com/undolog/undolog/model"
 	"github.com/undolog/undolog/saga"
@@ -29,7 +30,7 @@ const (
 	ExitDenied       = 10
 
 	ExitProxyUpstream    = 11
-	ExitFilesChanged     = 12
+	ExitFilesChanged     = filesnap.RestoreRefusedExit
 	ExitAgentDecision    = 13
 	ExitUndoNotHere      = 14
 	ExitProxyInterrupted = ExitInterrupted
@@ -77,7 +78,7 @@ var exitCodes = []exitCode{
 	{ExitCompensation, "undo stopped: a compensation failed for good (fix it, undolog resolve, undo again) or is in doubt (check, then undo --retry-in-doubt)"},
 	{ExitDenied, "denied: the shared log's database refused the operation to undolog's role; nothing was written"},
 	{ExitProxyUpstream, "proxy: the MCP server exited while the proxy served it: restart the proxy"},
-	{ExitFilesChanged, "files restore: a file the call changed was changed since by someone else, or the call changed what a snapshot does not hold (named): nothing was restored"},
+	{ExitFilesChanged, "files restore: a file the call changed was changed since by someone else, the call changed what a snapshot does not hold (named), or its after-state was never recorded: nothing was restored, and undo does not try it again"},
 	{ExitAgentDecision, "refused: approve, reject, resolve or session resume run from inside the coding agent (Claude Code's Bash) whose session the call is in; nothing was written"},
 	{ExitUndoNotHere, "undo: a compensation cannot run here (its plan says WILL FAIL: its directory is not on this machine): nothing changed; run undo where the call ran, or --anyway"},
 	{ExitInterrupted, "interrupted by SIGINT or SIGTERM: what the command waited for ended (undo: the step it ran is in doubt)"},

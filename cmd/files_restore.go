@@ -36,7 +36,9 @@ Some changes a snapshot sees but does not hold: a git repository's own state
 ignored directory of more than 2000 entries or ignored file over 16 MiB (a
 change deep inside such a directory is not seen), a file outside the project
 written through a symbolic link. Restore then refuses too, exit ` + fmt.Sprint(ExitFilesChanged) + `, naming
-it, and changes nothing: it never reports such a call undone.
+it, and changes nothing: it never reports such a call undone. So does a snapshot
+whose call's end was never recorded (interrupted, or its agent killed): restore it
+by hand. Undo does not try a refusal again: it stops for a person at once.
 
 Modes are restored exactly (permission bits; symbolic links as links, never
 followed out of the project). A shell command's snapshot is of the whole
@@ -62,7 +64,7 @@ This is the compensation undolog records for such calls: undo runs it, and
 			} else {
 				changes, err = store.Restore(args[0])
 			}
-			if errors.Is(err, filesnap.ErrChanged) || errors.Is(err, filesnap.ErrLost) {
+			if errors.Is(err, filesnap.ErrChanged) || errors.Is(err, filesnap.ErrLost) || errors.Is(err, filesnap.ErrNotAfter) {
 				return &exitError{code: ExitFilesChanged, msg: err.Error()}
 			}
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -72,6 +73,12 @@ func TestHookUndoesTheFilesOfItsCalls(t *testing.T) {
 		if info, err := os.Stat(gone); err != nil || info.Mode().Perm() != 0o600 {
 			t.Errorf("gone.txt's mode after undo: %v %v, want 0600", info, err)
 		}
+		// The undone session takes no new call; the person is told how to go
+		// on in another: the hook has no --session.
+		if d, _ := r.pre("Bash", map[string]any{"command": "touch again.txt"}); d != "deny" ||
+			!strings.Contains(r.message, "UNDOLOG_SESSION") || strings.Contains(r.message, "--session") {
+			t.Fatalf("a call in the undone session: %s, systemMessage %q, want deny naming UNDOLOG_SESSION alone", d, r.message)
+		}
 	})
 }
 
@@ -90,7 +97,8 @@ func TestHookSerialisesShellCommandsOfAProject(t *testing.T) {
 		tool  string
 		input map[string]any
 	}{{"Bash", second}, {"Write", write}} {
-		if d, why := r.pre(c.tool, c.input); d != "deny" || !strings.Contains(why, "another call changing this project's files is running") {
+		busy := regexp.MustCompile(`^undolog: another call changing this project's files is running \(a shell command of agent pid \d+\): ` + c.tool + ` did not run; make this call again once that one has ended$`)
+		if d, why := r.pre(c.tool, c.input); d != "deny" || !busy.MatchString(why) {
 			t.Fatalf("%s while a shell command runs: %s %q, want deny", c.tool, d, why)
 		}
 	}
@@ -163,6 +171,10 @@ func TestHookShellCommandWhoseAgentDiedStopsUndo(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "restore by hand") {
 		t.Fatalf("undo's output does not say why:\n%s", out)
+	}
+	// The restore's refusal (exit 12) is for good: it is not tried again.
+	if strings.Contains(string(out), "retrying") || !strings.Contains(string(out), "after 1 attempt") {
+		t.Fatalf("undo tried a refused restore again, want one attempt:\n%s", out)
 	}
 	if got := readFile(t, filepath.Join(r.project, "x.txt")); got != "x\n" {
 		t.Fatalf("x.txt after the stopped undo: %q, want the dead call's file left as it is", got)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -64,15 +65,19 @@ Code runs a tool whose hook fails otherwise). Run init again after moving undolo
 
 It turns Claude Code's sandbox on for the agent's Bash (sandbox.enabled and
 failIfUnavailable true, allowUnsandboxedCommands false; Linux needs bubblewrap and
-socat), with writes denied to the project's .claude, the log's directory and
-undolog's snapshot store (and a --policy file elsewhere), and permission rules that
-deny Write and Edit there (and in every .claude): the agent cannot rewrite the log,
-the settings or the policy, or approve its own calls, whatever its shell line says. A
-log or store inside the project, or in a directory that holds it, and a --policy file
-in the project outside .claude, are refused: move it (--log, $UNDOLOG_LOG,
-$UNDOLOG_FILES_DIR) and run init with the log the hook uses. Settings that turn the
-sandbox off are refused, not overridden. --no-sandbox leaves the sandbox out (the
-hook then holds no shell command for it) and says what that leaves open.
+socat, and init warns when bwrap or socat is not on the PATH), with writes denied to
+the project's .claude, the log's directory and undolog's snapshot store (and a
+--policy file elsewhere), and permission rules that deny Write and Edit there (and in
+every .claude): the agent cannot rewrite the log, the settings or the policy, or
+approve its own calls, whatever its shell line says. A log or store inside the
+project, in a directory that holds it, or in a directory every user shares (/tmp),
+and a --policy file in the project outside .claude, are refused: move it (--log,
+$UNDOLOG_LOG, $UNDOLOG_FILES_DIR) and run init with the log the hook uses. A log file
+other than the default is written into the hook's command (--log); a postgres:// URL
+never is: give Claude Code $UNDOLOG_LOG yourself. Settings that turn the sandbox off,
+in settings.json or settings.local.json, are refused, not overridden. --no-sandbox
+leaves the sandbox out (the hook then holds no shell command for it), still writes
+the permission rules, and says what that leaves open.
 
 Without --policy it writes undolog's default policy for Claude Code's tools to
 ` + projectPolicy + ` (unless that file exists: yours stays) and the hook uses it.`,
@@ -124,16 +129,24 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 		}
 		writePolicy = false
 	}
-	command := fmt.Sprintf("%s hook --policy %s --wait %s", textfmt.ShellQuote(bin), policyArg, opts.wait)
+	logFile, logArg := "", ""
+	if addr := f.LogPath(); logaddr.IsFile(addr) {
+		if logFile, err = filepath.Abs(addr); err != nil {
+			return err
+		}
+		if addr != DefaultLogPath(f.Getenv) {
+			// The hook's log is the one the sandbox keeps the agent from,
+			// whatever Claude Code's environment says. A URL is never
+			// written: it may hold a password.
+			logArg = " --log " + textfmt.ShellQuote(logFile)
+		}
+	}
+	command := fmt.Sprintf("%s hook%s --policy %s --wait %s", textfmt.ShellQuote(bin), logArg, policyArg, opts.wait)
 	if opts.headless {
 		command += " --headless"
 	}
 	if opts.noSandbox {
 		command += " --no-sandbox"
-	}
-	logFile := ""
-	if addr := f.LogPath(); logaddr.IsFile(addr) {
-		logFile = addr
 	}
 	guarded, err := agenthook.GuardedFor(dir, logFile, opts.policy)
 	if err != nil {
@@ -164,6 +177,17 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	if err != nil {
 		return usagef("%s: %v (nothing was changed)", settings, err)
 	}
+	if !opts.noSandbox {
+		// Its keys win over settings.json's, as in Claude Code (and the hook).
+		local := filepath.Join(claude, "settings.local.json")
+		b, err := os.ReadFile(local)
+		if err == nil {
+			err = agenthook.CheckLocalSandbox(b)
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return usagef("%s: %v (nothing was changed)", local, err)
+		}
+	}
 	if info, err := os.Stat(settings); err == nil && changed && info.Mode().Perm()&0o200 == 0 {
 		return usagef("%s is read-only: make it writable to register the hook (nothing was changed)", settings)
 	}
@@ -181,6 +205,9 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	} else if opts.policy == "" {
 		fmt.Fprintf(out, "kept %s\n", textfmt.Escape(policyPath))
 	}
+	if missing := sandboxToolsMissing(); !opts.noSandbox && missing != "" {
+		fmt.Fprintf(c.ErrOrStderr(), "undolog: warning: %s not on the PATH: Claude Code's sandbox needs bubblewrap and socat on Linux, and will not run Bash without them (apt install bubblewrap socat)\n", missing)
+	}
 	if opts.noSandbox {
 		fmt.Fprintf(c.ErrOrStderr(), "undolog: warning: --no-sandbox: the agent's Bash runs outside Claude Code's sandbox, as you; only the policy (a guess at what a shell line does) keeps it from writing %s, changing .claude/ and approving its own calls\n",
 			textfmt.Escape(strings.Join(guarded.Paths()[1:], " and ")))
@@ -197,6 +224,21 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 		fmt.Fprintf(out, "sandboxed the agent's Bash: no writes to %s\n", textfmt.Escape(strings.Join(guarded.Paths(), ", ")))
 	}
 	return nil
+}
+
+// sandboxToolsMissing names the programs Claude Code's sandbox needs on
+// Linux (bubblewrap's bwrap, socat) that are not on the PATH; "" if none.
+func sandboxToolsMissing() string {
+	if runtime.GOOS != "linux" {
+		return ""
+	}
+	var missing []string
+	for _, name := range []string{"bwrap", "socat"} {
+		if _, err := exec.LookPath(name); err != nil {
+			missing = append(missing, name)
+		}
+	}
+	return strings.Join(missing, " and ")
 }
 
 // hookBinary is the absolute path the hook entries run undolog by: a

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -348,5 +349,163 @@ func TestInitClaudeCodeSandbox(t *testing.T) {
 	if strings.Contains(string(b), `"sandbox"`) || !strings.Contains(string(b), "Edit(//**/.claude/**)") ||
 		!strings.Contains(preHookCommand(t, filepath.Join(bare, ".claude", "settings.json")), " --no-sandbox") {
 		t.Fatalf("init --no-sandbox wrote:\n%s\nwant no sandbox, the Edit rules, and the hook told", b)
+	}
+}
+
+// envWithout is env without the variables named.
+func envWithout(env []string, names ...string) []string {
+	var kept []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			kept = append(kept, kv)
+		}
+	}
+	return kept
+}
+
+// A log file given to init is the one the hook it registers uses, though
+// Claude Code's environment names none: run as Claude Code runs it, the
+// hook records a compensable shell command in that log and lets it run
+// (the settings deny that log's directory), where the default log would
+// have it held. A hook run with another log holds it, saying to run init
+// with that log. A postgres:// URL is never written in the settings.
+func TestInitClaudeCodeHookUsesInitsLog(t *testing.T) {
+	bin := testbin.Undolog(t)
+	project, files, state := t.TempDir(), t.TempDir(), t.TempDir()
+	log := filepath.Join(t.TempDir(), "u.db")
+	env := append(envWithout(os.Environ(), "UNDOLOG_LOG", "UNDOLOG_SESSION", "UNDOLOG_HOOK_HEADLESS"),
+		"UNDOLOG_FILES_DIR="+files, "XDG_STATE_HOME="+state, "CLAUDE_PROJECT_DIR="+project)
+	init := exec.Command(bin, "init", "claude-code", "--wait", "0s", project)
+	init.Env = append(env, "UNDOLOG_LOG="+log)
+	if out, code := outputAndCode(init); code != 0 {
+		t.Fatalf("UNDOLOG_LOG=%s init: %d %s", log, code, out)
+	}
+	command := preHookCommand(t, filepath.Join(project, ".claude", "settings.json"))
+	if !strings.Contains(command, " hook --log "+log+" ") {
+		t.Fatalf("the hook command %q does not name the log init was run with", command)
+	}
+	pre := func(env []string, command string) string {
+		t.Helper()
+		ev := `{"session_id":"s1","cwd":"` + project + `","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"make build"},"tool_use_id":"t1"}`
+		sh := exec.Command("sh", "-c", command)
+		sh.Dir, sh.Env, sh.Stdin = project, env, strings.NewReader(ev)
+		out, err := sh.Output()
+		if err != nil {
+			t.Fatalf("%s: %v %s", command, err, out)
+		}
+		return string(out)
+	}
+	if out := pre(env, command); !strings.Contains(out, `"permissionDecision":"allow"`) {
+		t.Fatalf("make build through init's hook, no UNDOLOG_LOG in the agent's environment: %s, want allow", out)
+	}
+	list, _ := outputAndCode(exec.Command(bin, "--log", log, "list", "--session", "s1", "-o", "json"))
+	var effects []hookEffect
+	if json.Unmarshal([]byte(list), &effects) != nil || len(effects) != 1 || effects[0].Tier != "compensable" {
+		t.Fatalf("the call is not in init's log as compensable: %s", list)
+	}
+
+	other := filepath.Join(t.TempDir(), "other.db")
+	if out := pre(append(env, "UNDOLOG_LOG="+other), strings.Replace(command, " --log "+log, "", 1)); !strings.Contains(out, `"permissionDecision":"deny"`) {
+		t.Fatalf("make build through a hook whose log the settings do not deny: %s, want it held", out)
+	}
+	show, _ := outputAndCode(exec.Command(bin, "--log", other, "show", "1"))
+	if !strings.Contains(show, "run `undolog init claude-code --log "+other+"`") || strings.Contains(show, "turns it on") {
+		t.Fatalf("show 1 of the held call does not say to run init with the hook's log:\n%s", show)
+	}
+
+	pgProject := t.TempDir()
+	pg := exec.Command(bin, "init", "claude-code", pgProject)
+	pg.Env = append(env, "UNDOLOG_LOG=postgres://agent:s3cret@127.0.0.1:1/undolog")
+	if out, code := outputAndCode(pg); code != 0 {
+		t.Fatalf("init with a postgres log: %d %s", code, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(pgProject, ".claude", "settings.json")); bytes.Contains(b, []byte("s3cret")) || bytes.Contains(b, []byte("--log")) {
+		t.Fatalf("init wrote the log's URL in the settings:\n%s", b)
+	}
+}
+
+// A log directory every user shares (world-writable and sticky, as /tmp):
+// denying it would deny Claude Code's sandbox its own temp dir below it, so
+// init refuses it with one line, writing nothing.
+func TestInitClaudeCodeRefusesASharedLogDirectory(t *testing.T) {
+	bin := testbin.Undolog(t)
+	project, shared := t.TempDir(), t.TempDir()
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--log", filepath.Join(shared, "u.db"), "init", "claude-code", project)
+	cmd.Env = append(os.Environ(), "UNDOLOG_FILES_DIR="+t.TempDir())
+	out, code := outputAndCode(cmd)
+	if code != ExitUsage || !strings.Contains(out, "directory of its own") || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+		t.Fatalf("init with a log in a shared sticky directory: exit %d %q, want %d and one line", code, out, ExitUsage)
+	}
+	if _, err := os.Stat(filepath.Join(project, ".claude")); err == nil {
+		t.Fatalf("a refused init wrote %s", filepath.Join(project, ".claude"))
+	}
+}
+
+// Settings that turn the sandbox off are refused in settings.local.json
+// too (its keys win over settings.json's), before anything is written.
+func TestInitClaudeCodeRefusesLocalSettingsWithoutSandbox(t *testing.T) {
+	bin := testbin.Undolog(t)
+	logDir, store := t.TempDir(), t.TempDir()
+	for _, local := range []string{`{"sandbox":{"enabled":false}}`, `{"sandbox":{"allowUnsandboxedCommands":true}}`, `{"sandbox":{"failIfUnavailable":false}}`} {
+		project := t.TempDir()
+		claude := filepath.Join(project, ".claude")
+		os.MkdirAll(claude, 0o755)
+		os.WriteFile(filepath.Join(claude, "settings.local.json"), []byte(local), 0o644)
+		cmd := exec.Command(bin, "--log", filepath.Join(logDir, "u.db"), "init", "claude-code", project)
+		cmd.Env = append(os.Environ(), "UNDOLOG_FILES_DIR="+store)
+		out, code := outputAndCode(cmd)
+		if code != ExitUsage || !strings.Contains(out, "settings.local.json") || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+			t.Fatalf("init with settings.local.json %s: exit %d %q, want %d and one line", local, code, out, ExitUsage)
+		}
+		if entries, _ := os.ReadDir(claude); len(entries) != 1 {
+			t.Fatalf("a refused init wrote in %s: %v", claude, entries)
+		}
+		cmd = exec.Command(bin, "--log", filepath.Join(logDir, "u.db"), "init", "claude-code", "--no-sandbox", project)
+		cmd.Env = append(os.Environ(), "UNDOLOG_FILES_DIR="+store)
+		if out, code := outputAndCode(cmd); code != 0 {
+			t.Fatalf("init --no-sandbox with settings.local.json %s: exit %d %q, want 0", local, code, out)
+		}
+	}
+}
+
+// On Linux, init warns on stderr when the sandbox's programs (bwrap,
+// socat) are not on the PATH, unless --no-sandbox.
+func TestInitClaudeCodeWarnsOfMissingSandboxPrograms(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the sandbox needs bubblewrap and socat on Linux alone")
+	}
+	bin := testbin.Undolog(t)
+	logDir, store := t.TempDir(), t.TempDir()
+	run := func(path string, args ...string) (string, string) {
+		cmd := exec.Command(bin, append([]string{"--log", filepath.Join(logDir, "u.db"), "init", "claude-code"}, append(args, t.TempDir())...)...)
+		cmd.Env = append(envWithout(os.Environ(), "PATH"), "PATH="+path, "UNDOLOG_FILES_DIR="+store)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("init %s with PATH=%s: %v %s %s", args, path, err, &out, &errOut)
+		}
+		return out.String(), errOut.String()
+	}
+	_, stderr := run(t.TempDir())
+	if !strings.Contains(stderr, "bwrap and socat not on the PATH") || !strings.Contains(stderr, "apt install bubblewrap socat") || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+		t.Fatalf("init with neither bwrap nor socat on the PATH: stderr %q, want a one-line warning", stderr)
+	}
+	if _, stderr := run(t.TempDir(), "--no-sandbox"); strings.Contains(stderr, "bwrap") {
+		t.Fatalf("init --no-sandbox warned of the sandbox's programs: %q", stderr)
+	}
+	bwrap, errB := exec.LookPath("bwrap")
+	socat, errS := exec.LookPath("socat")
+	if errB != nil || errS != nil {
+		return
+	}
+	both := t.TempDir()
+	os.Symlink(bwrap, filepath.Join(both, "bwrap"))
+	os.Symlink(socat, filepath.Join(both, "socat"))
+	if _, stderr := run(both); strings.Contains(stderr, "warning") {
+		t.Fatalf("init with bwrap and socat on the PATH warned: %q", stderr)
 	}
 }

@@ -321,7 +321,7 @@ func notAccepting(sess *model.Session) error {
 	case sm.SessionHalted:
 		next = ": a person resumes it (session resume) or undoes it"
 	case sm.SessionCompensated:
-		next = ": it was undone; start a new session (another session name: --session or UNDOLOG_SESSION)"
+		next = ": it was undone; go on in a new session, under another name"
 	}
 	return fmt.Errorf("%w: session %q is %s and accepts no new effects%s", model.ErrSessionNotActive, sess.ID, sess.State, next)
 }

@@ -140,6 +140,11 @@ func CompensationFor(program, store, project, id string) model.Compensation {
 	return model.Compensation{Kind: model.CompensationCommand, Argv: []string{program, "files", "restore", "--store", store, id}, Dir: project}
 }
 
+// RestoreRefusedExit is the exit code of `undolog files restore` refusing
+// for good (ErrChanged, ErrLost, ErrNotAfter): trying it again changes
+// nothing.
+const RestoreRefusedExit = 12
+
 // ParseRestore reads a command compensation's argv made by CompensationFor:
 // its store and snapshot id.
 func ParseRestore(c model.Compensation) (store, id string, ok bool) {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/undolog/undolog/filesnap"
 	"github.com/undolog/undolog/internal/child"
 	"github.com/undolog/undolog/internal/template"
 	"github.com/undolog/undolog/internal/textfmt"
@@ -31,7 +32,14 @@ func (r *Runner) execute(ctx context.Context, step Step, attempt int, srv *sessi
 	c := step.Entry.Compensation
 	switch c.Kind {
 	case model.CompensationCommand:
-		return r.runCommand(ctx, step, attempt, c.Argv, c.Dir, nil)
+		err := r.runCommand(ctx, step, attempt, c.Argv, c.Dir, nil)
+		var exit *exec.ExitError
+		if _, _, files := filesnap.ParseRestore(c); files && errors.As(err, &exit) && exit.ExitCode() == filesnap.RestoreRefusedExit {
+			// Files changed since, or past what the snapshot holds: again
+			// would refuse again.
+			return &permanentError{err}
+		}
+		return err
 	case model.CompensationMCP:
 		args, err := MCPArgs(step.Effect, c)
 		if err != nil {
