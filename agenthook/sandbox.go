@@ -17,6 +17,7 @@ import (
 	"slices"
 
 	"github.com/undolog/undolog/filesnap"
+	"github.com/undolog/undolog/internal/textfmt"
 )
 
 // Guarded are the paths the agent must not write (absolute): directories
@@ -285,4 +286,68 @@ func realAbs(path string) (string, error) {
 		}
 		rest = filepath.Join(filepath.Base(dir), rest)
 	}
+}
+
+// UserSettings is Claude Code's user settings file: settings.json in
+// $CLAUDE_CONFIG_DIR, else in ~/.claude.
+func UserSettings(getenv func(string) string) string {
+	if dir := getenv("CLAUDE_CONFIG_DIR"); dir != "" {
+		return filepath.Join(dir, "settings.json")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, ".claude", "settings.json")
+}
+
+// ProjectSettings are the project's settings files, as Claude Code reads
+// them.
+func ProjectSettings(project string) []string {
+	return []string{filepath.Join(project, ".claude", "settings.json"), filepath.Join(project, ".claude", "settings.local.json")}
+}
+
+// Excluding is the first of the settings files whose
+// sandbox.excludedCommands is not empty, and that list as it is written:
+// Claude Code runs those commands outside its sandbox even with
+// allowUnsandboxedCommands false, and make, say, runs whatever the agent
+// wrote in a Makefile (undolog approve too). A file that is missing is
+// passed by; one that cannot be read or parsed is err.
+func Excluding(files []string) (file, commands string, err error) {
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var s struct {
+			Sandbox struct {
+				ExcludedCommands json.RawMessage `json:"excludedCommands"`
+			} `json:"sandbox"`
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &s)
+		}
+		if err != nil {
+			return path, "", err
+		}
+		var list []any
+		if raw := s.Sandbox.ExcludedCommands; raw != nil && string(raw) != "null" && (json.Unmarshal(raw, &list) != nil || len(list) > 0) {
+			return path, textfmt.EscapeCut(string(raw), 200), nil
+		}
+	}
+	return "", "", nil
+}
+
+// ExcludedCommands says why the settings files let a command run outside
+// Claude Code's sandbox (Excluding), or "" when none does; a file that
+// cannot be read counts as one that does.
+func ExcludedCommands(files []string) string {
+	file, commands, err := Excluding(files)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s cannot be read (%v)", file, err)
+	case file != "":
+		return fmt.Sprintf("%s's sandbox.excludedCommands %s runs those commands outside Claude Code's sandbox, whatever allowUnsandboxedCommands says: remove it", file, commands)
+	}
+	return ""
 }

@@ -556,3 +556,66 @@ func TestHookHoldsShellCommandsOutsideTheSandbox(t *testing.T) {
 		}
 	}
 }
+
+// sandbox.excludedCommands takes its commands out of Claude Code's sandbox
+// even with allowUnsandboxedCommands false (ADV31C K1: the agent's
+// Makefile ran undolog approve): in the project's settings.json, its
+// settings.local.json or the user's settings, it holds every shell
+// command the policy takes for compensable, the reason naming the file
+// and the key. File tools go on; an empty list holds nothing.
+func TestHookHoldsShellCommandsWhenTheSandboxExcludesSome(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	config := t.TempDir()
+	r.env = append(r.env, "CLAUDE_CONFIG_DIR="+config)
+	settings := filepath.Join(r.project, ".claude", "settings.json")
+	initd, err := os.ReadFile(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(initd, &s); err != nil {
+		t.Fatal(err)
+	}
+	s["sandbox"].(map[string]any)["excludedCommands"] = []any{"make"}
+	withExcluded, _ := json.Marshal(s)
+	local := filepath.Join(r.project, ".claude", "settings.local.json")
+	user := filepath.Join(config, "settings.json")
+	for i, c := range []struct{ file, content string }{
+		{settings, string(withExcluded)},
+		{local, `{"sandbox":{"excludedCommands":["make"]}}`},
+		{user, `{"sandbox":{"excludedCommands":["make"]}}`},
+	} {
+		if err := os.WriteFile(c.file, []byte(c.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		build := map[string]any{"command": fmt.Sprintf("make build%d", i)}
+		if d, why := r.pre("Bash", build, "--wait", "100ms"); d != "deny" || !strings.Contains(why, "person") {
+			t.Fatalf("make with %s excluding it: %s %q, want deny until a person decides", c.file, d, why)
+		}
+		e := r.effects()
+		if len(e) == 0 || e[0].Tier != "irreversible" || e[0].State != "pending" {
+			t.Fatalf("effects %+v: want make held as irreversible", e)
+		}
+		if out := r.undolog("show", fmt.Sprint(e[0].ID)); !strings.Contains(out, c.file) || !strings.Contains(out, "sandbox.excludedCommands") {
+			t.Fatalf("show %d does not name %s and its key:\n%s", e[0].ID, c.file, out)
+		}
+		write := map[string]any{"file_path": filepath.Join(r.project, fmt.Sprintf("a%d.txt", i)), "content": "x"}
+		if d, why := r.pre("Write", write); d != "allow" {
+			t.Fatalf("Write with %s excluding make: %s %q, want allow", c.file, d, why)
+		}
+		r.post("PostToolUse", "Write", write, map[string]any{"tool_response": map[string]any{"type": "create"}})
+		if err := os.WriteFile(c.file, []byte(`{"sandbox":{"excludedCommands":[]}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c.file == settings {
+			if err := os.WriteFile(settings, initd, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lint := map[string]any{"command": fmt.Sprintf("make lint%d", i)}
+		if d, why := r.pre("Bash", lint); d != "allow" {
+			t.Fatalf("make lint with %s excluding nothing: %s %q, want allow", c.file, d, why)
+		}
+		r.post("PostToolUse", "Bash", lint, map[string]any{"tool_response": map[string]any{"stdout": ""}})
+	}
+}
