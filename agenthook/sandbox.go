@@ -92,14 +92,7 @@ func InstallSandbox(settings []byte, g Guarded, sandbox bool) ([]byte, bool, err
 	if err != nil {
 		return nil, false, err
 	}
-	rules := []string{editDenyAll}
-	for _, d := range g.Dirs {
-		rules = append(rules, editDeny(d))
-	}
-	for _, f := range g.Files {
-		rules = append(rules, "Edit(/"+filepath.ToSlash(f)+")")
-	}
-	if err := addToList(perms, "deny", "the settings' permissions.deny", rules); err != nil {
+	if err := addToList(perms, "deny", "the settings' permissions.deny", denyRules(g)); err != nil {
 		return nil, false, err
 	}
 	top.set("permissions", perms.marshal())
@@ -348,6 +341,57 @@ func ExcludedCommands(files []string) string {
 		return fmt.Sprintf("%s cannot be read (%v)", file, err)
 	case file != "":
 		return fmt.Sprintf("%s's sandbox.excludedCommands %s runs those commands outside Claude Code's sandbox, whatever allowUnsandboxedCommands says: remove it", file, commands)
+	}
+	return ""
+}
+
+// denyRules are the permission rules that keep Claude Code's file tools
+// out of g's paths and every .claude.
+func denyRules(g Guarded) []string {
+	rules := []string{editDenyAll}
+	for _, d := range g.Dirs {
+		rules = append(rules, editDeny(d))
+	}
+	for _, f := range g.Files {
+		rules = append(rules, "Edit(/"+filepath.ToSlash(f)+")")
+	}
+	return rules
+}
+
+// PermissionsOff says which of the permission rules `undolog init
+// claude-code` writes (denyRules of GuardedFor) the project's settings
+// lack, the lists of .claude/settings.json and settings.local.json
+// together, or "" when they have them all: without them Claude Code's
+// Write and Edit reach the log, its snapshots and the settings, and no
+// sandbox covers the file tools.
+func PermissionsOff(project, logFile, policyFile string) string {
+	var denied []string
+	for _, path := range ProjectSettings(project) {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var s struct {
+			Permissions struct {
+				Deny []string `json:"deny"`
+			} `json:"permissions"`
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &s)
+		}
+		if err != nil {
+			return fmt.Sprintf("%s cannot be read (%v)", path, err)
+		}
+		denied = append(denied, s.Permissions.Deny...)
+	}
+	g, err := GuardedFor(project, logFile, policyFile)
+	if err != nil {
+		return err.Error()
+	}
+	for _, rule := range denyRules(g) {
+		if !slices.Contains(denied, rule) {
+			return fmt.Sprintf("the project's settings let Claude Code's Write and Edit write undolog's files (permissions.deny lacks %s)", rule)
+		}
 	}
 	return ""
 }

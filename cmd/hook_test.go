@@ -619,3 +619,66 @@ func TestHookHoldsShellCommandsWhenTheSandboxExcludesSome(t *testing.T) {
 		r.post("PostToolUse", "Bash", lint, map[string]any{"tool_response": map[string]any{"stdout": ""}})
 	}
 }
+
+// A file tool's call the policy takes for compensable is held for a
+// person when the project's settings lack a permission rule init wrote
+// (ADV31C M1: without them Write reached the store and the log's journal),
+// one rule missing as much as all; the rules count from settings.json
+// and settings.local.json together; a Read goes on.
+func TestHookHoldsFileEditsWithoutThePermissionRules(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	settings := filepath.Join(r.project, ".claude", "settings.json")
+	local := filepath.Join(r.project, ".claude", "settings.local.json")
+	initd, err := os.ReadFile(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(initd, &s); err != nil {
+		t.Fatal(err)
+	}
+	perms := s["permissions"].(map[string]any)
+	rules := perms["deny"].([]any)
+	if len(rules) < 3 {
+		t.Fatalf("init wrote permission rules %v, want .claude's, the log's and the store's", rules)
+	}
+	write := func(i int, want string) {
+		t.Helper()
+		in := map[string]any{"file_path": filepath.Join(r.project, fmt.Sprintf("f%d.txt", i)), "content": "x"}
+		d, why := r.pre("Write", in, "--wait", "100ms")
+		if d != want {
+			t.Fatalf("Write %d: %s %q, want %s", i, d, why, want)
+		}
+		if d == "allow" {
+			r.post("PostToolUse", "Write", in, map[string]any{"tool_response": map[string]any{"type": "create"}})
+			return
+		}
+		e := r.effects()
+		if e[0].Tier != "irreversible" || e[0].State != "pending" {
+			t.Fatalf("effects %+v: want the Write held as irreversible", e)
+		}
+		if out := r.undolog("show", fmt.Sprint(e[0].ID)); !strings.Contains(out, "permissions.deny") {
+			t.Fatalf("show %d does not say why it is held:\n%s", e[0].ID, out)
+		}
+	}
+	rewrite := func(file string, deny []any) {
+		t.Helper()
+		perms["deny"] = deny
+		b, _ := json.Marshal(s)
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, "allow")
+	rewrite(settings, []any{})
+	write(1, "deny")
+	rewrite(settings, rules[:len(rules)-1]) // the store's rule gone
+	write(2, "deny")
+	if d, why := r.pre("Read", map[string]any{"file_path": filepath.Join(r.project, "f0.txt")}); d != "allow" {
+		t.Fatalf("Read without the rules: %s %q, want allow", d, why)
+	}
+	if err := os.WriteFile(local, []byte(fmt.Sprintf(`{"permissions":{"deny":[%q]}}`, rules[len(rules)-1])), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(3, "allow")
+}
