@@ -717,12 +717,7 @@ func TestDefaultPolicyHoldsEditsOutsideTheProject(t *testing.T) {
 		{"Edit", `{"file_path":"` + project + `/sub/.mcp.json.md","old_string":"a","new_string":"b"}`, sm.Compensable},
 		{"NotebookEdit", `{"notebook_path":"` + project + `/a.ipynb","new_source":""}`, sm.Compensable},
 	} {
-		input := c.input
-		if c.tool == "Bash" {
-			b, _ := json.Marshal(map[string]string{"command": c.input})
-			input = string(b)
-		}
-		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(input))
+		cls, err := classifyCall(p, c.tool, c.input)
 		if err != nil || cls.Tier != c.want {
 			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
 		}
@@ -791,16 +786,21 @@ func TestDefaultPolicyHoldsTheProjectsParentsAndTheLog(t *testing.T) {
 		{"Write", `{"file_path":"` + log + `","content":""}`, sm.Irreversible},
 		{"Write", `{"file_path":"` + project + `/st/log.db","content":""}`, sm.Irreversible},
 	} {
-		input := c.input
-		if c.tool == "Bash" {
-			b, _ := json.Marshal(map[string]string{"command": c.input})
-			input = string(b)
-		}
-		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(input))
+		cls, err := classifyCall(p, c.tool, c.input)
 		if err != nil || cls.Tier != c.want {
 			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
 		}
 	}
+}
+
+// classifyCall is p's classification of a call of tool: input is its
+// JSON, or Bash's command line.
+func classifyCall(p *policy.Policy, tool, input string) (policy.Classification, error) {
+	if tool == "Bash" {
+		b, _ := json.Marshal(map[string]string{"command": input})
+		input = string(b)
+	}
+	return p.Classify(tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(input))
 }
 
 // defaultPolicyFor is the default policy, judging paths against project.

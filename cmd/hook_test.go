@@ -54,6 +54,21 @@ func (r *hookRig) settings(s string) {
 	}
 }
 
+// initSettings is the project's .claude/settings.json as init wrote it,
+// and parsed.
+func (r *hookRig) initSettings() ([]byte, map[string]any) {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.project, ".claude", "settings.json"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(b, &s); err != nil {
+		r.t.Fatal(err)
+	}
+	return b, s
+}
+
 // event is a hook event of Claude Code's: its common fields, the tool's,
 // and more (tool_response, error, is_interrupt).
 func (r *hookRig) event(name, tool string, input map[string]any, more map[string]any) []byte {
@@ -568,14 +583,7 @@ func TestHookHoldsShellCommandsWhenTheSandboxExcludesSome(t *testing.T) {
 	config := t.TempDir()
 	r.env = append(r.env, "CLAUDE_CONFIG_DIR="+config)
 	settings := filepath.Join(r.project, ".claude", "settings.json")
-	initd, err := os.ReadFile(settings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s map[string]any
-	if err := json.Unmarshal(initd, &s); err != nil {
-		t.Fatal(err)
-	}
+	initd, s := r.initSettings()
 	s["sandbox"].(map[string]any)["excludedCommands"] = []any{"make"}
 	withExcluded, _ := json.Marshal(s)
 	local := filepath.Join(r.project, ".claude", "settings.local.json")
@@ -629,14 +637,7 @@ func TestHookHoldsFileEditsWithoutThePermissionRules(t *testing.T) {
 	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
 	settings := filepath.Join(r.project, ".claude", "settings.json")
 	local := filepath.Join(r.project, ".claude", "settings.local.json")
-	initd, err := os.ReadFile(settings)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s map[string]any
-	if err := json.Unmarshal(initd, &s); err != nil {
-		t.Fatal(err)
-	}
+	_, s := r.initSettings()
 	perms := s["permissions"].(map[string]any)
 	rules := perms["deny"].([]any)
 	if len(rules) < 3 {
