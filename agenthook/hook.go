@@ -70,6 +70,11 @@ type Hook struct {
 	// since nothing keeps it from the log, the snapshots or the settings.
 	// Nil: the user chose to run without the sandbox (init --no-sandbox).
 	SandboxOff func(project string) string
+	// PermissionsOff, if set, says why the project's settings let Claude
+	// Code's file tools write undolog's files ("" when they do not, see
+	// PermissionsOff): a file tool's call the policy takes for compensable
+	// is then held for a person.
+	PermissionsOff func(project string) string
 }
 
 func (h *Hook) now() time.Time {
@@ -109,6 +114,12 @@ func (h *Hook) classify(ev Event) (policy.Classification, error) {
 		if why := h.SandboxOff(h.project(ev)); why != "" {
 			cls.Tier = sm.Irreversible
 			cls.Reason += " (unguarded: " + why + ")"
+		}
+	}
+	if err == nil && cls.Tier == sm.Compensable && cls.Rule != nil && cls.Rule.Path != "" && h.PermissionsOff != nil {
+		if why := h.PermissionsOff(h.project(ev)); why != "" {
+			cls.Tier = sm.Irreversible
+			cls.Reason += " (unguarded: " + why + "; `undolog init claude-code` writes it)"
 		}
 	}
 	return cls, err

@@ -50,6 +50,7 @@ func TestHookCapturesFilesOfCompensableCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pol.Project = project // the Write's file is in it
 	files := &snapshots{}
 	h := &Hook{Lifecycle: &lifecycle.Lifecycle{Log: log, Lease: ToolLease}, Policy: pol, Actor: "claude-code", Wait: time.Second, Files: files}
 	event := func(name, tool, input string) Event {

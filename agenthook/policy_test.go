@@ -647,10 +647,7 @@ func TestDefaultPolicyReadsPathsFromTheShellsDirectory(t *testing.T) {
 // too), git's config, hooks and attributes (they run programs at the next
 // git command), the log. Other edits are compensable.
 func TestDefaultPolicyHoldsEditsOfItsOwnRules(t *testing.T) {
-	p, err := LoadPolicy("")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := defaultPolicyFor(t, "/p")
 	for _, c := range []struct {
 		tool, input string
 		want        sm.Tier
@@ -673,6 +670,54 @@ func TestDefaultPolicyHoldsEditsOfItsOwnRules(t *testing.T) {
 		{"NotebookEdit", `{"notebook_path":"/p/a.ipynb","new_source":""}`, sm.Compensable},
 	} {
 		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(c.input))
+		if err != nil || cls.Tier != c.want {
+			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
+		}
+	}
+}
+
+// A file tool's write outside the project is held (ADV31C K2): Claude
+// Code asks before one, and the hook's allow skips that ask. So is
+// .mcp.json, whose servers start outside the sandbox, and a file beside
+// the log named after it (its journal), whatever the log's name.
+func TestDefaultPolicyHoldsEditsOutsideTheProject(t *testing.T) {
+	project := testbin.DirOutsideTmp(t)
+	elsewhere := testbin.DirOutsideTmp(t)
+	scratch := t.TempDir() // under /tmp
+	log := filepath.Join(elsewhere, "my.log")
+	for link, target := range map[string]string{"out": elsewhere, "mcp": ".mcp.json", "tmp": scratch} {
+		if err := os.Symlink(target, filepath.Join(project, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := defaultPolicyFor(t, project)
+	p.LogFile = log
+	for _, c := range []struct {
+		tool, input string
+		want        sm.Tier
+	}{
+		{"Write", `{"file_path":"` + elsewhere + `/x.txt","content":""}`, sm.Irreversible},
+		{"Edit", `{"file_path":"` + elsewhere + `/x.txt","old_string":"a","new_string":"b"}`, sm.Irreversible},
+		{"MultiEdit", `{"file_path":"` + elsewhere + `/x.txt","edits":[]}`, sm.Irreversible},
+		{"NotebookEdit", `{"notebook_path":"` + elsewhere + `/x.ipynb","new_source":""}`, sm.Irreversible},
+		{"Write", `{"file_path":"` + scratch + `/x.txt","content":""}`, sm.Irreversible},     // /tmp too: Claude Code asks
+		{"Write", `{"file_path":"` + project + `/out/x.txt","content":""}`, sm.Irreversible}, // through a link
+		{"Write", `{"file_path":"tmp/x.txt","content":""}`, sm.Irreversible},
+		{"Write", `{"file_path":"../x.txt","content":""}`, sm.Irreversible},
+		{"Write", `{"file_path":"` + project + `/.mcp.json","content":"{}"}`, sm.Irreversible},
+		{"Write", `{"file_path":"` + project + `/mcp","content":"{}"}`, sm.Irreversible}, // a link to it
+		{"Bash", "echo '{}' > .mcp.json", sm.Irreversible},
+		{"Bash", "echo x > " + log + "-journal", sm.Irreversible},
+		{"Bash", "echo x > " + log + ".lock", sm.Irreversible},
+		{"Bash", "echo x > out/my.log.old", sm.Irreversible},
+		{"Bash", "echo x > " + filepath.Join(elsewhere, "other.log"), sm.Irreversible}, // outside anyway
+		{"Bash", "echo x > " + scratch + "/x", sm.Compensable},                         // a shell's /tmp is scratch
+		{"Write", `{"file_path":"` + project + `/src/main.go","content":""}`, sm.Compensable},
+		{"Write", `{"file_path":"src/main.go","content":""}`, sm.Compensable},
+		{"Edit", `{"file_path":"` + project + `/sub/.mcp.json.md","old_string":"a","new_string":"b"}`, sm.Compensable},
+		{"NotebookEdit", `{"notebook_path":"` + project + `/a.ipynb","new_source":""}`, sm.Compensable},
+	} {
+		cls, err := classifyCall(p, c.tool, c.input)
 		if err != nil || cls.Tier != c.want {
 			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
 		}
@@ -741,16 +786,21 @@ func TestDefaultPolicyHoldsTheProjectsParentsAndTheLog(t *testing.T) {
 		{"Write", `{"file_path":"` + log + `","content":""}`, sm.Irreversible},
 		{"Write", `{"file_path":"` + project + `/st/log.db","content":""}`, sm.Irreversible},
 	} {
-		input := c.input
-		if c.tool == "Bash" {
-			b, _ := json.Marshal(map[string]string{"command": c.input})
-			input = string(b)
-		}
-		cls, err := p.Classify(c.tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(input))
+		cls, err := classifyCall(p, c.tool, c.input)
 		if err != nil || cls.Tier != c.want {
 			t.Errorf("%s %s: %s%s %v, want %s", c.tool, c.input, cls.Tier, cls.Reason, err, c.want)
 		}
 	}
+}
+
+// classifyCall is p's classification of a call of tool: input is its
+// JSON, or Bash's command line.
+func classifyCall(p *policy.Policy, tool, input string) (policy.Classification, error) {
+	if tool == "Bash" {
+		b, _ := json.Marshal(map[string]string{"command": input})
+		input = string(b)
+	}
+	return p.Classify(tool, func() (bool, bool) { return false, false }).ForArgs(json.RawMessage(input))
 }
 
 // defaultPolicyFor is the default policy, judging paths against project.

@@ -87,14 +87,7 @@ func InstallSandbox(settings []byte, g Guarded, sandbox bool) ([]byte, bool, err
 	if err != nil {
 		return nil, false, err
 	}
-	rules := []string{editDenyAll}
-	for _, d := range g.Dirs {
-		rules = append(rules, editDeny(d))
-	}
-	for _, f := range g.Files {
-		rules = append(rules, "Edit(/"+filepath.ToSlash(f)+")")
-	}
-	if err := addToList(perms, "deny", "the settings' permissions.deny", rules); err != nil {
+	if err := addToList(perms, "deny", "the settings' permissions.deny", denyRules(g)); err != nil {
 		return nil, false, err
 	}
 	top.set("permissions", perms.marshal())
@@ -338,4 +331,119 @@ func realAbs(path string) (string, error) {
 		}
 		rest = filepath.Join(filepath.Base(dir), rest)
 	}
+}
+
+// UserSettings is Claude Code's user settings file: settings.json in
+// $CLAUDE_CONFIG_DIR, else in ~/.claude.
+func UserSettings(getenv func(string) string) string {
+	if dir := getenv("CLAUDE_CONFIG_DIR"); dir != "" {
+		return filepath.Join(dir, "settings.json")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	return filepath.Join(home, ".claude", "settings.json")
+}
+
+// ProjectSettings are the project's settings files, as Claude Code reads
+// them.
+func ProjectSettings(project string) []string {
+	return []string{filepath.Join(project, ".claude", "settings.json"), filepath.Join(project, ".claude", "settings.local.json")}
+}
+
+// Excluding is the first of the settings files whose
+// sandbox.excludedCommands is not empty, and that list as it is written:
+// Claude Code runs those commands outside its sandbox even with
+// allowUnsandboxedCommands false, and make, say, runs whatever the agent
+// wrote in a Makefile (undolog approve too). A file that is missing is
+// passed by; one that cannot be read or parsed is err.
+func Excluding(files []string) (file, commands string, err error) {
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var s struct {
+			Sandbox struct {
+				ExcludedCommands json.RawMessage `json:"excludedCommands"`
+			} `json:"sandbox"`
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &s)
+		}
+		if err != nil {
+			return path, "", err
+		}
+		var list []any
+		if raw := s.Sandbox.ExcludedCommands; raw != nil && string(raw) != "null" && (json.Unmarshal(raw, &list) != nil || len(list) > 0) {
+			return path, textfmt.EscapeCut(string(raw), 200), nil
+		}
+	}
+	return "", "", nil
+}
+
+// ExcludedCommands says why the settings files let a command run outside
+// Claude Code's sandbox (Excluding), or "" when none does; a file that
+// cannot be read counts as one that does.
+func ExcludedCommands(files []string) string {
+	file, commands, err := Excluding(files)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s cannot be read (%v)", file, err)
+	case file != "":
+		return fmt.Sprintf("%s's sandbox.excludedCommands %s runs those commands outside Claude Code's sandbox, whatever allowUnsandboxedCommands says: remove it", file, commands)
+	}
+	return ""
+}
+
+// denyRules are the permission rules that keep Claude Code's file tools
+// out of g's paths and every .claude.
+func denyRules(g Guarded) []string {
+	rules := []string{editDenyAll}
+	for _, d := range g.Dirs {
+		rules = append(rules, editDeny(d))
+	}
+	for _, f := range g.Files {
+		rules = append(rules, "Edit(/"+filepath.ToSlash(f)+")")
+	}
+	return rules
+}
+
+// PermissionsOff says which of the permission rules `undolog init
+// claude-code` writes (denyRules of GuardedFor) the project's settings
+// lack, the lists of .claude/settings.json and settings.local.json
+// together, or "" when they have them all: without them Claude Code's
+// Write and Edit reach the log, its snapshots and the settings, and no
+// sandbox covers the file tools.
+func PermissionsOff(project, logFile, policyFile string) string {
+	var denied []string
+	for _, path := range ProjectSettings(project) {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		var s struct {
+			Permissions struct {
+				Deny []string `json:"deny"`
+			} `json:"permissions"`
+		}
+		if err == nil {
+			err = json.Unmarshal(b, &s)
+		}
+		if err != nil {
+			return fmt.Sprintf("%s cannot be read (%v)", path, err)
+		}
+		denied = append(denied, s.Permissions.Deny...)
+	}
+	g, err := GuardedFor(project, logFile, policyFile)
+	if err != nil {
+		return err.Error()
+	}
+	for _, rule := range denyRules(g) {
+		if !slices.Contains(denied, rule) {
+			return fmt.Sprintf("the project's settings let Claude Code's Write and Edit write undolog's files (permissions.deny lacks %s)", rule)
+		}
+	}
+	return ""
 }

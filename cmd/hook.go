@@ -69,8 +69,13 @@ answered as no-ops.
 A shell command the policy takes for compensable is held as irreversible when the
 project's .claude/settings.json (and settings.local.json) do not run Claude Code's Bash
 in its sandbox as 'undolog init claude-code' sets it, writes to this hook's log's
-directory, the snapshot store and .claude denied: nothing else keeps the agent's shell
-from the log, the snapshots and the settings. --no-sandbox (written by init
+directory, the snapshot store and .claude denied, or when they or the user's settings
+($CLAUDE_CONFIG_DIR/settings.json, else ~/.claude/settings.json) list commands in
+sandbox.excludedCommands, which Claude Code runs outside its sandbox: nothing else keeps
+the agent's shell from the log, the snapshots and the settings. A Write, Edit, MultiEdit
+or NotebookEdit the policy takes for compensable is held so when the project's settings
+lack a permission rule init writes (permissions.deny Edit of .claude, the log's
+directory, the snapshot store). --no-sandbox (written by init
 --no-sandbox) is the user's choice to run without it: the policy alone guards then.
 
 A compensable call's files are captured before it runs: a Write's or Edit's file, a
@@ -200,11 +205,18 @@ func (o *hookOptions) hook(ctx context.Context, f *Factory) (*agenthook.Hook, er
 			return fmt.Sprintf("make the same %s call again, with the same input: it runs then", e.Tool)
 		}}
 	files := agenthook.ProjectFiles{Now: f.Now, Executing: agenthook.ExecutingSnapshot(ctx, lc.Log)}
-	sandboxOff := func(project string) string { return agenthook.SandboxOff(project, pol.LogFile, o.policy) }
+	userFile := agenthook.UserSettings(f.Getenv)
+	sandboxOff := func(project string) string {
+		if why := agenthook.SandboxOff(project, pol.LogFile, o.policy); why != "" {
+			return why
+		}
+		return agenthook.ExcludedCommands(append(agenthook.ProjectSettings(project), userFile))
+	}
 	if o.noSandbox {
 		sandboxOff = nil
 	}
-	return &agenthook.Hook{SandboxOff: sandboxOff, Lifecycle: lc, Policy: pol, Session: f.Getenv("UNDOLOG_SESSION"), Actor: actor, Wait: o.wait,
+	permissionsOff := func(project string) string { return agenthook.PermissionsOff(project, pol.LogFile, o.policy) }
+	return &agenthook.Hook{SandboxOff: sandboxOff, PermissionsOff: permissionsOff, Lifecycle: lc, Policy: pol, Session: f.Getenv("UNDOLOG_SESSION"), Actor: actor, Wait: o.wait,
 		ApprovalTimeout: o.approvalTimeout, Headless: o.headless, Door: door, Now: f.Now,
 		Files: files, Project: f.Getenv("CLAUDE_PROJECT_DIR")}, nil
 }

@@ -54,6 +54,21 @@ func (r *hookRig) settings(s string) {
 	}
 }
 
+// initSettings is the project's .claude/settings.json as init wrote it,
+// and parsed.
+func (r *hookRig) initSettings() ([]byte, map[string]any) {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.project, ".claude", "settings.json"))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var s map[string]any
+	if err := json.Unmarshal(b, &s); err != nil {
+		r.t.Fatal(err)
+	}
+	return b, s
+}
+
 // event is a hook event of Claude Code's: its common fields, the tool's,
 // and more (tool_response, error, is_interrupt).
 func (r *hookRig) event(name, tool string, input map[string]any, more map[string]any) []byte {
@@ -555,4 +570,116 @@ func TestHookHoldsShellCommandsOutsideTheSandbox(t *testing.T) {
 			t.Fatalf("make clean under settings %s: %s %q, want deny", s, d, why)
 		}
 	}
+}
+
+// sandbox.excludedCommands takes its commands out of Claude Code's sandbox
+// even with allowUnsandboxedCommands false (ADV31C K1: the agent's
+// Makefile ran undolog approve): in the project's settings.json, its
+// settings.local.json or the user's settings, it holds every shell
+// command the policy takes for compensable, the reason naming the file
+// and the key. File tools go on; an empty list holds nothing.
+func TestHookHoldsShellCommandsWhenTheSandboxExcludesSome(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	config := t.TempDir()
+	r.env = append(r.env, "CLAUDE_CONFIG_DIR="+config)
+	settings := filepath.Join(r.project, ".claude", "settings.json")
+	initd, s := r.initSettings()
+	s["sandbox"].(map[string]any)["excludedCommands"] = []any{"make"}
+	withExcluded, _ := json.Marshal(s)
+	local := filepath.Join(r.project, ".claude", "settings.local.json")
+	user := filepath.Join(config, "settings.json")
+	for i, c := range []struct{ file, content string }{
+		{settings, string(withExcluded)},
+		{local, `{"sandbox":{"excludedCommands":["make"]}}`},
+		{user, `{"sandbox":{"excludedCommands":["make"]}}`},
+	} {
+		if err := os.WriteFile(c.file, []byte(c.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		build := map[string]any{"command": fmt.Sprintf("make build%d", i)}
+		if d, why := r.pre("Bash", build, "--wait", "100ms"); d != "deny" || !strings.Contains(why, "person") {
+			t.Fatalf("make with %s excluding it: %s %q, want deny until a person decides", c.file, d, why)
+		}
+		e := r.effects()
+		if len(e) == 0 || e[0].Tier != "irreversible" || e[0].State != "pending" {
+			t.Fatalf("effects %+v: want make held as irreversible", e)
+		}
+		if out := r.undolog("show", fmt.Sprint(e[0].ID)); !strings.Contains(out, c.file) || !strings.Contains(out, "sandbox.excludedCommands") {
+			t.Fatalf("show %d does not name %s and its key:\n%s", e[0].ID, c.file, out)
+		}
+		write := map[string]any{"file_path": filepath.Join(r.project, fmt.Sprintf("a%d.txt", i)), "content": "x"}
+		if d, why := r.pre("Write", write); d != "allow" {
+			t.Fatalf("Write with %s excluding make: %s %q, want allow", c.file, d, why)
+		}
+		r.post("PostToolUse", "Write", write, map[string]any{"tool_response": map[string]any{"type": "create"}})
+		if err := os.WriteFile(c.file, []byte(`{"sandbox":{"excludedCommands":[]}}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c.file == settings {
+			if err := os.WriteFile(settings, initd, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lint := map[string]any{"command": fmt.Sprintf("make lint%d", i)}
+		if d, why := r.pre("Bash", lint); d != "allow" {
+			t.Fatalf("make lint with %s excluding nothing: %s %q, want allow", c.file, d, why)
+		}
+		r.post("PostToolUse", "Bash", lint, map[string]any{"tool_response": map[string]any{"stdout": ""}})
+	}
+}
+
+// A file tool's call the policy takes for compensable is held for a
+// person when the project's settings lack a permission rule init wrote
+// (ADV31C M1: without them Write reached the store and the log's journal),
+// one rule missing as much as all; the rules count from settings.json
+// and settings.local.json together; a Read goes on.
+func TestHookHoldsFileEditsWithoutThePermissionRules(t *testing.T) {
+	r := newHookRig(t, filepath.Join(t.TempDir(), "u.db"))
+	settings := filepath.Join(r.project, ".claude", "settings.json")
+	local := filepath.Join(r.project, ".claude", "settings.local.json")
+	_, s := r.initSettings()
+	perms := s["permissions"].(map[string]any)
+	rules := perms["deny"].([]any)
+	if len(rules) < 3 {
+		t.Fatalf("init wrote permission rules %v, want .claude's, the log's and the store's", rules)
+	}
+	write := func(i int, want string) {
+		t.Helper()
+		in := map[string]any{"file_path": filepath.Join(r.project, fmt.Sprintf("f%d.txt", i)), "content": "x"}
+		d, why := r.pre("Write", in, "--wait", "100ms")
+		if d != want {
+			t.Fatalf("Write %d: %s %q, want %s", i, d, why, want)
+		}
+		if d == "allow" {
+			r.post("PostToolUse", "Write", in, map[string]any{"tool_response": map[string]any{"type": "create"}})
+			return
+		}
+		e := r.effects()
+		if e[0].Tier != "irreversible" || e[0].State != "pending" {
+			t.Fatalf("effects %+v: want the Write held as irreversible", e)
+		}
+		if out := r.undolog("show", fmt.Sprint(e[0].ID)); !strings.Contains(out, "permissions.deny") {
+			t.Fatalf("show %d does not say why it is held:\n%s", e[0].ID, out)
+		}
+	}
+	rewrite := func(file string, deny []any) {
+		t.Helper()
+		perms["deny"] = deny
+		b, _ := json.Marshal(s)
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, "allow")
+	rewrite(settings, []any{})
+	write(1, "deny")
+	rewrite(settings, rules[:len(rules)-1]) // the store's rule gone
+	write(2, "deny")
+	if d, why := r.pre("Read", map[string]any{"file_path": filepath.Join(r.project, "f0.txt")}); d != "allow" {
+		t.Fatalf("Read without the rules: %s %q, want allow", d, why)
+	}
+	if err := os.WriteFile(local, []byte(fmt.Sprintf(`{"permissions":{"deny":[%q]}}`, rules[len(rules)-1])), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	write(3, "allow")
 }

@@ -75,7 +75,10 @@ and a --policy file in the project outside .claude, are refused: move it (--log,
 $UNDOLOG_LOG, $UNDOLOG_FILES_DIR) and run init with the log the hook uses. A log file
 other than the default is written into the hook's command (--log); a postgres:// URL
 never is: give Claude Code $UNDOLOG_LOG yourself. Settings that turn the sandbox off,
-in settings.json or settings.local.json, are refused, not overridden. --no-sandbox
+in settings.json or settings.local.json, are refused, not overridden; so are commands
+listed in sandbox.excludedCommands there (Claude Code runs them outside its sandbox),
+and such a list in your own settings ($CLAUDE_CONFIG_DIR/settings.json, else
+~/.claude/settings.json) is warned of. --no-sandbox
 leaves the sandbox out (the hook then holds no shell command for it), still writes
 the permission rules, and says what that leaves open.
 
@@ -152,6 +155,18 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	if err != nil {
 		return usagef("%v (nothing was changed)", err)
 	}
+	if !opts.noSandbox {
+		// Install would keep them: Claude Code runs those commands outside
+		// its sandbox, the agent's Makefile recipe too.
+		// A file that cannot be parsed is refused below, as it is.
+		for _, file := range agenthook.ProjectSettings(dir) {
+			if _, _, err := agenthook.Excluding([]string{file}); err == nil {
+				if why := agenthook.ExcludedCommands([]string{file}); why != "" {
+					return usagef("%s (nothing was changed)", why)
+				}
+			}
+		}
+	}
 	regs := []agenthook.Registration{
 		// A hook Claude Code cannot run (exit 127), or one that crashes or is
 		// killed, lets the tool run; exit 2 blocks it.
@@ -211,6 +226,11 @@ func runInitClaudeCode(c *cobra.Command, f *Factory, opts *initClaudeOptions, di
 	if opts.noSandbox {
 		fmt.Fprintf(c.ErrOrStderr(), "undolog: warning: --no-sandbox: the agent's Bash runs outside Claude Code's sandbox, as you; only the policy (a guess at what a shell line does) keeps it from writing %s, changing .claude/ and approving its own calls\n",
 			textfmt.Escape(strings.Join(guarded.Paths()[1:], " and ")))
+	}
+	if user := agenthook.UserSettings(f.Getenv); !opts.noSandbox {
+		if why := agenthook.ExcludedCommands([]string{user}); why != "" {
+			fmt.Fprintf(c.ErrOrStderr(), "undolog: warning: %s; the hook holds the agent's every shell command for a person while it does\n", textfmt.Escape(why))
+		}
 	}
 	if !changed {
 		fmt.Fprintf(out, "%s already runs undolog hook\n", textfmt.Escape(settings))

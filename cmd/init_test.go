@@ -509,3 +509,50 @@ func TestInitClaudeCodeWarnsOfMissingSandboxPrograms(t *testing.T) {
 		t.Fatalf("init with bwrap and socat on the PATH warned: %q", stderr)
 	}
 }
+
+// sandbox.excludedCommands runs its commands outside Claude Code's
+// sandbox whatever allowUnsandboxedCommands says (ADV31C K1): init refuses
+// it in the project's settings, changing nothing, and warns of it in the
+// user's; an empty list, and --no-sandbox, are no matter.
+func TestInitClaudeCodeRefusesExcludedCommands(t *testing.T) {
+	bin := testbin.Undolog(t)
+	run := func(dir, config string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, append([]string{"--log", filepath.Join(t.TempDir(), "u.db"), "init", "claude-code"}, args...)...)
+		cmd.Env = append(os.Environ(), "UNDOLOG_FILES_DIR="+t.TempDir(), "CLAUDE_CONFIG_DIR="+config)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		code := exitCodeOf(cmd.Run())
+		return out.String(), errOut.String(), code
+	}
+	for _, name := range []string{"settings.json", "settings.local.json"} {
+		dir := t.TempDir()
+		settings := filepath.Join(dir, ".claude", name)
+		os.MkdirAll(filepath.Dir(settings), 0o755)
+		excluded := `{"sandbox":{"excludedCommands":["make"]}}`
+		os.WriteFile(settings, []byte(excluded), 0o644)
+		out, errOut, code := run(dir, t.TempDir(), dir)
+		if code != ExitUsage || !strings.Contains(errOut, settings) || !strings.Contains(errOut, "sandbox.excludedCommands") || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Fatalf("%s with excludedCommands: exit %d %q %q, want %d and one line naming the file and the key", name, code, out, errOut, ExitUsage)
+		}
+		if b, _ := os.ReadFile(settings); string(b) != excluded {
+			t.Fatalf("a refused init changed %s:\n%s", name, b)
+		}
+		if _, err := os.Stat(filepath.Join(dir, ".claude", "undolog-policy.yaml")); err == nil {
+			t.Fatal("a refused init wrote the policy file")
+		}
+		if out, errOut, code := run(dir, t.TempDir(), "--no-sandbox", dir); code != 0 {
+			t.Fatalf("%s with excludedCommands, --no-sandbox: exit %d %q %q, want 0", name, code, out, errOut)
+		}
+	}
+	dir, config := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".claude", "settings.local.json"), []byte(`{"sandbox":{"excludedCommands":[]}}`), 0o644)
+	if out, errOut, code := run(dir, config, dir); code != 0 || errOut != "" {
+		t.Fatalf("an empty excludedCommands: exit %d %q %q, want 0 and no warning", code, out, errOut)
+	}
+	user := filepath.Join(config, "settings.json")
+	os.WriteFile(user, []byte(`{"sandbox":{"excludedCommands":["docker"]}}`), 0o644)
+	if out, errOut, code := run(dir, config, dir); code != 0 || !strings.Contains(errOut, "warning") || !strings.Contains(errOut, user) || !strings.Contains(errOut, "excludedCommands") {
+		t.Fatalf("the user's settings with excludedCommands: exit %d %q %q, want 0 and a warning naming the file", code, out, errOut)
+	}
+}

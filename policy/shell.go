@@ -1247,7 +1247,7 @@ func resolvedFrom(p string, links int) string {
 // configuration (the hook's settings and policy) and git's (a hook, or
 // core.fsmonitor, runs at the next git status): a write there arms what
 // runs later.
-var guardedPaths = []string{".claude", ".git/config", ".git/hooks", ".git/info/attributes", ".gitattributes"}
+var guardedPaths = []string{".claude", ".git/config", ".git/hooks", ".git/info/attributes", ".gitattributes", ".mcp.json"}
 
 // place tells whether the file w names (read from the project, and from
 // the directory the script changes to) is outside the project, /tmp
@@ -1264,29 +1264,12 @@ func (s *scan) place(w *string) (outside, guarded bool) {
 // placeFrom is place with w read from dir, relative to the project. A
 // glob is read as the directory before it.
 func (s *scan) placeFrom(w *string, dir string) (outside, guarded bool) {
-	if w == nil || s.project == "" || strings.HasPrefix(*w, "~") {
-		return true, false
-	}
-	p := *w
-	if dir != "" && !filepath.IsAbs(p) {
-		p = dir + "/" + p
-	}
-	if i := strings.IndexAny(p, "*?["); i >= 0 {
-		guarded = s.mayMatchGuarded(p)
-		p = p[:strings.LastIndexByte(p[:i], '/')+1]
-	}
-	if !filepath.IsAbs(p) {
-		p = s.project + string(filepath.Separator) + p // not Join: it would take link/.. away before the link is followed
-	}
-	real := resolved(p)
+	real, guarded := s.realFrom(w, dir)
 	if real == "" {
 		return true, false
 	}
-	if s.log != "" && (real == s.log || strings.HasPrefix(s.log, real+"/")) {
-		guarded = true // the log, or a directory it is in: wherever it is
-	}
-	rel, err := filepath.Rel(s.project, real)
-	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+	rel, ok := s.inProject(real)
+	if !ok {
 		// Below /tmp is scratch, but not a directory the project is in
 		// (a project under /tmp: rm -rf ..).
 		tmp := resolved("/tmp")
@@ -1302,6 +1285,40 @@ func (s *scan) placeFrom(w *string, dir string) (outside, guarded bool) {
 		}
 	}
 	return false, guarded
+}
+
+// realFrom is the file w names, read from dir (relative to the project),
+// its symbolic links followed; "" when that is not known (no literal, a
+// ~ path, no project). A glob is read as the directory before it, and
+// guarded says whether it may match a guarded path. The log, a file
+// beside it whose name begins with its name (its journal) and a
+// directory it is in are guarded wherever they are.
+func (s *scan) realFrom(w *string, dir string) (real string, guarded bool) {
+	if w == nil || s.project == "" || strings.HasPrefix(*w, "~") {
+		return "", false
+	}
+	p := *w
+	if dir != "" && !filepath.IsAbs(p) {
+		p = dir + "/" + p
+	}
+	if i := strings.IndexAny(p, "*?["); i >= 0 {
+		guarded = s.mayMatchGuarded(p)
+		p = p[:strings.LastIndexByte(p[:i], '/')+1]
+	}
+	if !filepath.IsAbs(p) {
+		p = s.project + string(filepath.Separator) + p // not Join: it would take link/.. away before the link is followed
+	}
+	real = resolved(p)
+	if real != "" && s.log != "" && (strings.HasPrefix(real, s.log) || strings.HasPrefix(s.log, real+"/")) {
+		guarded = true
+	}
+	return real, guarded
+}
+
+// inProject is real relative to the project, and whether it is in it.
+func (s *scan) inProject(real string) (string, bool) {
+	rel, err := filepath.Rel(s.project, real)
+	return rel, err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // mayMatchGuarded tells whether the glob pattern (a write's file) may
@@ -1453,20 +1470,27 @@ func redirWrite(r *syntax.Redirect) (*string, bool) {
 	return target, true
 }
 
-// pathFacts is args with path_guarded added: whether the file args'
-// field names (read from dir, else the project) is guarded, its symbolic
-// links followed one by one as a shell's writes are.
+// pathFacts is args with path_guarded and path_outside added: whether
+// the file args' field names (read from dir, else the project) is
+// guarded, and whether it is outside the project, its symbolic links
+// followed one by one as a shell's writes are.
 func pathFacts(args json.RawMessage, field string, at where) (json.RawMessage, error) {
 	var fields map[string]any
 	if err := json.Unmarshal(args, &fields); err != nil {
 		return nil, err
 	}
 	s := scanAt(at)
-	guarded := true // not a string: not known
+	guarded, outside := true, true // not a string: not known
 	if p, ok := fields[field].(string); ok {
 		_, guarded = s.placeFrom(&p, s.start)
+		// Unlike a shell's, a file tool's write to /tmp counts: Claude Code
+		// asks before one, and the hook's allow would skip that.
+		real, _ := s.realFrom(&p, s.start)
+		_, in := s.inProject(real)
+		outside = real == "" || !in
 	}
 	fields["path_guarded"] = guarded
+	fields["path_outside"] = outside
 	return json.Marshal(fields)
 }
 
