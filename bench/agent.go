@@ -35,8 +35,9 @@ func agentRows(add func(what, value, ratio string), work string) error {
 	}
 	bare := filepath.Join(work, "agent-bare")
 	hooked := filepath.Join(work, "agent-noop-hook")
+	sandboxed := filepath.Join(work, "agent-noop-hook-sandbox")
 	guarded := filepath.Join(work, "agent-undolog")
-	for _, d := range []string{bare, hooked, guarded} {
+	for _, d := range []string{bare, hooked, sandboxed, guarded} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
@@ -44,7 +45,24 @@ func agentRows(add func(what, value, ratio string), work string) error {
 	if err := agenttest.WriteSettings(hooked, agenttest.HooksSettings(noopHook, "PreToolUse", "PostToolUse")); err != nil {
 		return err
 	}
-	if out, err := exec.Command(bin, "init", "claude-code", guarded).CombinedOutput(); err != nil {
+	// The no-op hook with Claude Code's sandbox on, as init turns it on: what
+	// the sandbox costs a Bash call, apart from undolog's hooks.
+	withSandbox := agenttest.HooksSettings(noopHook, "PreToolUse", "PostToolUse")
+	withSandbox["sandbox"] = map[string]any{"enabled": true, "failIfUnavailable": true, "allowUnsandboxedCommands": false}
+	if err := agenttest.WriteSettings(sandboxed, withSandbox); err != nil {
+		return err
+	}
+	// The log and the store in directories of their own, given to init too:
+	// the sandbox denies writes to them, and the hook holds Bash where the
+	// settings do not deny its own log's.
+	logDir, store := filepath.Join(work, "agent-log"), filepath.Join(work, "agent-store", "files")
+	logEnv := []string{"UNDOLOG_LOG=" + filepath.Join(logDir, "agent.db"), "UNDOLOG_FILES_DIR=" + store}
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return err
+	}
+	initCmd := exec.Command(bin, "init", "claude-code", guarded)
+	initCmd.Env = append(os.Environ(), logEnv...)
+	if out, err := initCmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("undolog init claude-code: %v\n%s", err, out)
 	}
 	// The hooks `init` writes run `undolog`: the bench's build, on PATH.
@@ -55,11 +73,11 @@ func agentRows(add func(what, value, ratio string), work string) error {
 	if err := os.Symlink(bin, filepath.Join(path, "undolog")); err != nil && !os.IsExist(err) {
 		return err
 	}
-	env := []string{"PATH=" + path + ":" + os.Getenv("PATH"), "UNDOLOG_LOG=" + filepath.Join(work, "agent.db"),
-		"UNDOLOG_FILES_DIR=" + filepath.Join(work, "agent-files")}
+	env := append([]string{"PATH=" + path + ":" + os.Getenv("PATH")}, logEnv...)
 	r, err := sideBySide(
 		func() (float64, error) { return agentRun(bare, nil) },
 		func() (float64, error) { return agentRun(hooked, nil) },
+		func() (float64, error) { return agentRun(sandboxed, nil) },
 		func() (float64, error) { return agentRun(guarded, env) })
 	if err != nil {
 		return err
@@ -75,8 +93,10 @@ func agentRows(add func(what, value, ratio string), work string) error {
 	add(what+", no hooks", fmt.Sprintf("%.0f ms", r.median(0)), "")
 	add(what+", a no-op hook before and after", fmt.Sprintf("%.0f ms", r.median(1)),
 		fmt.Sprintf("%+.1f ms a call (the hook's cost)", perCall(1)))
-	add(what+", undolog's hooks (init claude-code; compensable, files captured)", fmt.Sprintf("%.0f ms", r.median(2)),
-		fmt.Sprintf("%+.1f ms a call, %.2fx the no-op hook's (target: 2x)", perCall(2), perCall(2)/perCall(1)))
+	add(what+", a no-op hook, Claude Code's sandbox on", fmt.Sprintf("%.0f ms", r.median(2)),
+		fmt.Sprintf("%+.1f ms a call (the hook's and the sandbox's)", perCall(2)))
+	add(what+", undolog's hooks (init claude-code: sandbox on; compensable, files captured)", fmt.Sprintf("%.0f ms", r.median(3)),
+		fmt.Sprintf("%+.1f ms a call, %.2fx the no-op hook's (target: 2x); %.2fx the no-op hook's in the sandbox", perCall(3), perCall(3)/perCall(1), perCall(3)/perCall(2)))
 	return nil
 }
 
